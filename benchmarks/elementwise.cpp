@@ -1,0 +1,204 @@
+// Memory-bound ops on CUDA (add, mul by a broadcast row, gelu, sum over the last dim) in f32 and
+// bf16: achieved GB/s beside a device-to-device cudaMemcpyAsync moving as many bytes in the same run.
+// Each case is first checked against the CPU on a small odd-sized problem and on rows of the timed one.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+
+#ifdef SINTER_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "internal/cuda_check.h"
+#endif
+
+namespace {
+
+using namespace sinter;
+
+enum class Op { Add, MulRow, Gelu, SumLast };
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Add: return "add";
+    case Op::MulRow: return "mul_row";
+    case Op::Gelu: return "gelu";
+    case Op::SumLast: return "sum_last";
+  }
+  return "?";
+}
+
+// The timed problem: (8192, 8192), 64Mi elements, 256 MiB in f32 and 128 MiB in bf16 per operand,
+// well past the 60 MB L2.
+constexpr int64_t kRows = 8192, kCols = 8192;
+// Input sets the timed loop cycles through, so that no call finds its inputs in L2.
+constexpr int kSets = 2;
+
+#ifdef SINTER_WITH_CUDA
+
+// Inputs for (rows, cols): two (rows, cols) tensors for add; (rows, cols) and a (cols,) row for
+// mul_row; one (rows, cols) tensor for gelu and sum_last.
+std::vector<Tensor> make_inputs(Op op, int64_t rows, int64_t cols, const TensorOptions& opts) {
+  std::vector<Tensor> in{randn({rows, cols}, opts)};
+  if (op == Op::Add) in.push_back(randn({rows, cols}, opts));
+  if (op == Op::MulRow) in.push_back(randn({cols}, opts));
+  return in;
+}
+
+Tensor apply(Op op, const std::vector<Tensor>& in) {
+  switch (op) {
+    case Op::Add: return add(in[0], in[1]);
+    case Op::MulRow: return mul(in[0], in[1]);
+    case Op::Gelu: return gelu(in[0]);
+    case Op::SumLast: return sum(in[0], {1});
+  }
+  SINTER_THROW("elementwise benchmark: unknown op");
+}
+
+// Bytes one call reads plus writes, each operand touched once.
+int64_t bytes_moved(Op op, int64_t rows, int64_t cols, DType dtype) {
+  const int64_t n = rows * cols;
+  int64_t elements = 0;
+  switch (op) {
+    case Op::Add: elements = 3 * n; break;
+    case Op::MulRow: elements = 2 * n + cols; break;
+    case Op::Gelu: elements = 2 * n; break;
+    case Op::SumLast: elements = n + rows; break;
+  }
+  return elements * static_cast<int64_t>(element_size(dtype));
+}
+
+struct Tolerance {
+  double atol, rtol;
+};
+
+// add and mul round one exact result on both sides; gelu differs by the erf implementations, a few
+// f32 ulps; a sum over `cols` standard normals differs by the summation order, about
+// cols * 2^-24 * max|x| at worst. bf16 results may land an ulp apart (2^-7 relative) after rounding
+// the same f32 value computed in two ways; allow two.
+Tolerance tolerance(Op op, DType dtype, int64_t cols) {
+  const bool bf16 = dtype == DType::bf16;
+  switch (op) {
+    case Op::Add:
+    case Op::MulRow: return bf16 ? Tolerance{1e-6, 1.0 / 64} : Tolerance{1e-6, 1e-6};
+    case Op::Gelu: return bf16 ? Tolerance{1e-4, 1.0 / 64} : Tolerance{1e-6, 1e-5};
+    case Op::SumLast: return {1e-6 * double(cols), bf16 ? 1.0 / 64 : 1e-5};
+  }
+  return {0.0, 0.0};
+}
+
+// Rows [r0, r0 + n) of the 2-D operands; a 1-D broadcast row is used whole.
+std::vector<Tensor> rows_of(const std::vector<Tensor>& in, int64_t r0, int64_t n) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : in) out.push_back(t.dim() == 2 ? t.narrow(0, r0, n) : t);
+  return out;
+}
+
+std::vector<Tensor> to_cpu(const std::vector<Tensor>& in) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : in) out.push_back(t.cpu());
+  return out;
+}
+
+// "" when the CUDA op matches the CPU op, else what differs. Two checks: a small problem with odd
+// sizes (vector tails, partial blocks), then the first and last rows of the timed problem (its
+// launch configuration).
+std::string validate(Op op, DType dtype, const std::vector<Tensor>& timed_in, const Tensor& timed_out) {
+  const int64_t rows = 37, cols = 1003;
+  const std::vector<Tensor> small = make_inputs(op, rows, cols, {.dtype = dtype});
+  std::vector<Tensor> small_dev;
+  for (const Tensor& t : small) small_dev.push_back(t.cuda());
+  Tolerance tol = tolerance(op, dtype, cols);
+  std::string bad = bench::compare(apply(op, small_dev).to_vector<float>(),
+                                   apply(op, small).to_vector<float>(), tol.atol, tol.rtol);
+  if (!bad.empty()) return "small (" + std::to_string(rows) + ", " + std::to_string(cols) + "): " + bad;
+
+  tol = tolerance(op, dtype, kCols);
+  for (int64_t r0 : {int64_t{0}, kRows - 2}) {
+    const std::vector<float> want = apply(op, to_cpu(rows_of(timed_in, r0, 2))).to_vector<float>();
+    const std::vector<float> got = timed_out.narrow(0, r0, 2).to_vector<float>();
+    bad = bench::compare(got, want, tol.atol, tol.rtol);
+    if (!bad.empty()) return "rows " + std::to_string(r0) + ".." + std::to_string(r0 + 1) + ": " + bad;
+  }
+  return "";
+}
+
+void run_elementwise(benchmark::State& state, Op op, DType dtype) {
+  const Device dev = Device::cuda(0);
+  const TensorOptions opts{.dtype = dtype, .device = dev};
+  manual_seed(0);
+  std::vector<std::vector<Tensor>> sets;
+  for (int i = 0; i < kSets; ++i) sets.push_back(make_inputs(op, kRows, kCols, opts));
+
+  const std::string bad = validate(op, dtype, sets[0], apply(op, sets[0]));
+  if (!bad.empty()) {
+    bench::fail(state, std::string(op_name(op)) + " differs from the CPU: " + bad);
+    return;
+  }
+
+  // The reference: a copy of half the bytes, which reads and writes as many bytes as the op, back
+  // and forth between two buffers (each larger than L2).
+  const int64_t bytes = bytes_moved(op, kRows, kCols, dtype);
+  const int64_t copy_bytes = bytes / 2;
+  const Tensor buf[2] = {empty({copy_bytes}, {.dtype = DType::u8, .device = dev}),
+                         empty({copy_bytes}, {.dtype = DType::u8, .device = dev})};
+  CUstream_st* const stream = cuda::current_stream().handle();
+
+  auto ours = [&](int i) { (void)apply(op, sets[i % kSets]); };
+  auto copy = [&](int i) {
+    SINTER_CUDA_CHECK(cudaMemcpyAsync(buf[(i + 1) % 2].data_ptr(), buf[i % 2].data_ptr(),
+                                      static_cast<size_t>(copy_bytes), cudaMemcpyDeviceToDevice,
+                                      stream));
+  };
+  bench::time_ms(2 * kSets, ours);  // warm-up: caching allocator, clocks
+  bench::time_ms(4, copy);
+  // An even count, so that every input set gets the same number of calls.
+  const int reps = 2 * bench::reps_for(bench::time_ms(2 * kSets, ours), 5.0, 100);
+
+  // Ours and the copy alternate in every iteration, so both see the same clocks.
+  std::vector<double> ours_ms, copy_ms;
+  for (auto _ : state) {
+    const double o = bench::time_ms(reps, ours);
+    const double c = bench::time_ms(reps, copy);
+    ours_ms.push_back(o);
+    copy_ms.push_back(c);
+    state.SetIterationTime(o * 1e-3);
+  }
+  const double ours_med = bench::median(ours_ms), copy_med = bench::median(copy_ms);
+  state.counters["GB/s"] = double(bytes) / (ours_med * 1e-3) / 1e9;
+  state.counters["copy_GB/s"] = double(2 * copy_bytes) / (copy_med * 1e-3) / 1e9;
+  state.counters["vs_copy"] = (double(bytes) / ours_med) / (double(2 * copy_bytes) / copy_med);
+}
+
+#endif  // SINTER_WITH_CUDA
+
+void bm_elementwise(benchmark::State& state, Op op, DType dtype) {
+  if (bench::skip_without_cuda(state)) return;
+#ifdef SINTER_WITH_CUDA
+  bench::guarded(state, [&] { run_elementwise(state, op, dtype); });
+#else
+  (void)op;
+  (void)dtype;
+#endif
+}
+
+void register_all() {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (Op op : {Op::Add, Op::MulRow, Op::Gelu, Op::SumLast}) {
+      const std::string name = std::string(op_name(op)) + "/" + dtype_name(dtype) + "/" +
+                               std::to_string(kRows) + "x" + std::to_string(kCols);
+      benchmark::RegisterBenchmark(name.c_str(), bm_elementwise, op, dtype)
+          ->Iterations(9)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  return sinter::bench::run_main(argc, argv);
+}

@@ -1,0 +1,78 @@
+// The autograd engine: graph nodes, grad mode, and the backward walk (Note [autograd graph]).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sinter/tensor.h"
+
+namespace sinter {
+
+// Note [autograd graph]
+// Every differentiable op with an input that requires grad records a Node whose next_edges point at
+// the nodes that produced its inputs (a leaf's edge points at its AccumulateGrad node). Saved tensors
+// are detached aliases that remember the version they were saved at, so the graph never holds a
+// tensor's autograd state (no reference cycles) and an in-place change is caught at backward time.
+// backward() walks the nodes reachable from the root in reverse topological order (the node created
+// last runs first among those ready), summing gradients per input slot.
+
+class Node;
+
+struct Edge {
+  std::shared_ptr<Node> node;
+  uint32_t input_nr = 0;
+  bool valid() const { return node != nullptr; }
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  Node();
+  // Unlinks the chain of nodes only this one keeps alive iteratively, so deep graphs do not
+  // overflow the stack when freed.
+  virtual ~Node();
+  // grads[i] is the gradient of output i (undefined when nothing flowed into it). Returns one
+  // gradient per next edge (undefined for inputs that need none).
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
+  virtual std::string name() const = 0;
+  // Frees saved tensors after a backward without retain_graph.
+  virtual void release() { released_ = true; }
+  bool released() const { return released_; }
+
+  std::vector<Edge> next_edges;
+  uint32_t num_outputs = 1;
+  uint64_t sequence_nr;
+  // Hooks on the gradient of one output (registered through Tensor::register_hook on a non-leaf).
+  std::vector<std::pair<uint32_t, TensorHook>> pre_hooks;
+
+ protected:
+  bool released_ = false;
+};
+
+// Whether ops record the graph; thread-local, on by default.
+struct GradMode {
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
+  ~NoGradGuard() { GradMode::set_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+namespace autograd {
+
+// Runs backward from `roots` seeded with `grads` (same length; an undefined seed of a scalar root is 1).
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph = false);
+
+}  // namespace autograd
+}  // namespace sinter

@@ -1,0 +1,140 @@
+// The CUDA runtime as users see it: devices, streams, events, memory statistics. No CUDA header
+// here; without CUDA the queries report no device and the rest throws.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+struct CUstream_st;
+
+namespace sinter::cuda {
+
+// False (never an exception) when there is no driver or no device, and in a build without CUDA.
+bool is_available();
+int device_count();
+int current_device();
+void set_device(int device);
+
+struct DeviceProperties {
+  std::string name;
+  int major = 0;
+  int minor = 0;
+  int multiprocessor_count = 0;
+  size_t total_memory = 0;
+};
+
+// Everywhere in this header, device -1 means the current device.
+DeviceProperties get_device_properties(int device = -1);
+// Waits for all work queued on the device, on every stream.
+void synchronize(int device = -1);
+
+class Event;
+
+// Note [current stream]
+// Each host thread has one current stream per device. It starts as the device's legacy default
+// stream (handle nullptr), which is ordered against all other blocking streams of the device, so
+// code that never touches streams is correct without thinking about them. Kernels take
+// current_stream() of their device explicitly; copies run on it (src/internal/cuda_runtime.h); and
+// the caching allocator keys its pools by it (Note [caching allocator] in
+// src/internal/caching_allocator.h). Memory allocated on one stream and used on another must be
+// ordered by the user (Event + Stream::wait) before it is freed.
+class Stream {
+ public:
+  // The legacy default stream of device 0.
+  Stream() = default;
+  // Wraps a handle; `owner`, when set, keeps the stream alive for as long as a copy of this exists.
+  Stream(CUstream_st* handle, int device, std::shared_ptr<CUstream_st> owner = nullptr)
+      : handle_(handle), device_(device), owner_(std::move(owner)) {}
+
+  static Stream default_stream(int device = -1);
+  // A new stream that does not synchronize with the legacy default stream; it is destroyed, after
+  // its queued work finishes, when the last copy of the returned Stream goes away.
+  static Stream create(int device = -1);
+
+  CUstream_st* handle() const { return handle_; }
+  int device() const { return device_; }
+  bool is_default() const { return handle_ == nullptr; }
+
+  void synchronize() const;
+  // True when all work queued so far has finished.
+  bool query() const;
+  // Work queued on this stream after the call waits until `event` has completed (a no-op when the
+  // event was never recorded). The host does not wait.
+  void wait(const Event& event) const;
+
+  friend bool operator==(const Stream& a, const Stream& b) {
+    return a.handle_ == b.handle_ && a.device_ == b.device_;
+  }
+
+ private:
+  CUstream_st* handle_ = nullptr;
+  int device_ = 0;
+  std::shared_ptr<CUstream_st> owner_;
+};
+
+Stream current_stream(int device = -1);
+// Makes `stream` the current stream of stream.device() in the calling thread.
+void set_current_stream(const Stream& stream);
+
+// Makes a stream current for its device until the end of the scope, then restores the previous one.
+class StreamGuard {
+ public:
+  explicit StreamGuard(const Stream& stream) : previous_(current_stream(stream.device())) {
+    set_current_stream(stream);
+  }
+  ~StreamGuard() { set_current_stream(previous_); }
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  Stream previous_;
+};
+
+// A marker in a stream's work. Copies share one underlying CUDA event, which is created on the
+// first record() on the device of that stream, so constructing an Event costs nothing and needs no
+// device.
+class Event {
+ public:
+  explicit Event(bool enable_timing = true);
+
+  void record(const Stream& stream);
+  // Blocks the host until the recorded work has finished; a no-op when never recorded.
+  void synchronize() const;
+  // True when the recorded work has finished, or when never recorded.
+  bool query() const;
+  // Milliseconds from this event to `end`; both recorded, with timing enabled, and completed.
+  float elapsed_ms(const Event& end) const;
+
+ private:
+  friend class Stream;
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+// The caching allocator's counters for one device. Byte counts are of blocks as handed out (request
+// rounded up, see Note [caching allocator]); reserved counts the segments obtained from cudaMalloc.
+struct MemoryStats {
+  int64_t allocated_bytes = 0;
+  int64_t reserved_bytes = 0;
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  int64_t num_allocs = 0;
+  int64_t num_frees = 0;
+  int64_t num_cache_hits = 0;     // allocations served without a new segment
+  int64_t num_device_allocs = 0;  // segments obtained from the device (cudaMalloc)
+  int64_t num_device_frees = 0;   // segments given back (cudaFree)
+  int64_t num_ooms = 0;           // out-of-memory errors thrown
+};
+
+// All zeros when no device is available.
+MemoryStats memory_stats(int device = -1);
+// Sets the peaks to the current values.
+void reset_peak_memory_stats(int device = -1);
+// Gives every wholly unused cached segment of every device back to the driver, and drops the cache
+// of unused pinned host blocks. Memory still in use stays where it is.
+void empty_cache();
+
+}  // namespace sinter::cuda

@@ -1,0 +1,128 @@
+// Every public op: free functions in namespace sinter, differentiable unless noted.
+// Binary ops broadcast with NumPy rules; tensor operands must share a dtype and a device.
+#pragma once
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "sinter/tensor.h"
+
+namespace sinter {
+
+// --- elementwise arithmetic ---
+Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a + alpha * b
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a - alpha * b
+Tensor sub(const Tensor& a, double b);
+Tensor sub(double a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, double b);
+Tensor div(double a, const Tensor& b);
+Tensor neg(const Tensor& a);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor pow(double base, const Tensor& exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max);
+// Selects a where cond (bool) is true, else b.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+
+// --- comparisons (not differentiable; bool results) ---
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+
+// --- unary math and activations ---
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor sign(const Tensor& a);  // not differentiable (zero gradient)
+Tensor sin(const Tensor& a);
+Tensor cos(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
+Tensor relu(const Tensor& a);
+Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);
+// approximate: "none" (erf) or "tanh".
+Tensor gelu(const Tensor& a, const std::string& approximate = "none");
+Tensor silu(const Tensor& a);
+
+// --- reductions over a set of dims (all dims when empty) ---
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Variance with `correction` subtracted from the count (1: unbiased, the default).
+Tensor var(const Tensor& a, const std::vector<int64_t>& dims = {}, int64_t correction = 1,
+           bool keepdim = false);
+Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
+// Over all elements.
+Tensor max(const Tensor& a);
+Tensor min(const Tensor& a);
+// Over one dim: (values, indices); indices are i64 and not differentiable.
+std::tuple<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim = false);
+std::tuple<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor amin(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
+
+// --- linear algebra ---
+// 1-D, 2-D and batched operands with broadcast batch dims, as numpy.matmul. Transposed (strided)
+// operands are read in place, without a copy.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// "highest" (full f32) or "high" (TF32 allowed on CUDA).
+void set_matmul_precision(const std::string& precision);
+std::string get_matmul_precision();
+
+// --- shape ops (views where possible; see also the Tensor methods) ---
+Tensor reshape(const Tensor& a, const Shape& shape);
+Tensor transpose(const Tensor& a, int64_t d0, int64_t d1);
+Tensor permute(const Tensor& a, const std::vector<int64_t>& dims);
+Tensor squeeze(const Tensor& a, int64_t dim);
+Tensor unsqueeze(const Tensor& a, int64_t dim);
+Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& a, int64_t dim, int64_t index);
+Tensor expand(const Tensor& a, const Shape& shape);
+Tensor flatten(const Tensor& a, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Pieces of `split_size` along dim (the last may be shorter); views.
+std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim = 0);
+// Gathers slices along dim at the i64 indices of the 1-D `index`.
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
+// Sums `a` over broadcast dims down to `shape` (the adjoint of expand).
+Tensor sum_to(const Tensor& a, const Shape& shape);
+
+// --- operators ---
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+inline Tensor operator-(double a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator/(double a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+
+}  // namespace sinter

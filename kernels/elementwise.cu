@@ -1,0 +1,773 @@
+// CUDA elementwise kernels: unary, binary, where and copy over an ElementwiseIter. Each op has a
+// vectorized path (16-byte loads) for contiguous, aligned operands of one dtype and a general path
+// for strided, broadcast and mixed-dtype ones; the math is internal/scalar_ops.h, as on the CPU.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#include "cuda_check.cuh"
+#include "internal/kernels.h"
+#include "internal/scalar_ops.h"
+
+namespace sinter::cudak {
+namespace {
+
+constexpr int kBlock = 256;
+constexpr int kMaxCachedDevices = 64;
+
+// ---- element types ----
+
+// Calls f(TypeTag<T>{}) with T the device element type of `t`.
+template <class F>
+void visit_storage(DType t, F&& f) {
+  switch (t) {
+    case DType::f32:
+      f(TypeTag<float>{});
+      return;
+    case DType::f64:
+      f(TypeTag<double>{});
+      return;
+    case DType::bf16:
+      f(TypeTag<__nv_bfloat16>{});
+      return;
+    case DType::f16:
+      f(TypeTag<__half>{});
+      return;
+    case DType::i64:
+      f(TypeTag<int64_t>{});
+      return;
+    case DType::i32:
+      f(TypeTag<int32_t>{});
+      return;
+    case DType::u8:
+      f(TypeTag<uint8_t>{});
+      return;
+    case DType::b8:
+      f(TypeTag<bool>{});
+      return;
+  }
+  SINTER_THROW("elementwise: unknown dtype ", static_cast<int>(t));
+}
+
+// bf16 and f16 are computed and converted as float, rounding to nearest even on the way back, as
+// BFloat16/Half do on the host.
+template <class T>
+SINTER_HD auto to_value(T v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(v);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(v);
+  } else {
+    return v;
+  }
+}
+
+template <class T, class V>
+SINTER_HD T from_value(V v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __float2bfloat16_rn(convert<float>(v));
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(convert<float>(v));
+  } else {
+    return convert<T>(v);
+  }
+}
+
+template <class C, class T>
+SINTER_HD C load_as(T v) {
+  return convert<C>(to_value(v));
+}
+
+// The general-path kernels give each thread kUnroll elements, blockDim.x apart (so a warp's
+// accesses for one j stay adjacent), and issue all their loads before any math: one element per
+// thread leaves too few loads in flight to cover memory latency on strided access.
+constexpr int kUnroll = 4;
+
+// Loads the first `cnt` of kUnroll elements (offsets off[j][k]) of a tensor as V.
+template <class V, class T, int N>
+__device__ __forceinline__ void load_typed(const T* p, const int64_t (&off)[kUnroll][N], int k,
+                                           int cnt, V (&dst)[kUnroll]) {
+#pragma unroll
+  for (int j = 0; j < kUnroll; ++j) {
+    if (j < cnt) dst[j] = from_value<V>(to_value(p[off[j][k]]));
+  }
+}
+
+// The same for a runtime dtype t. The switch is uniform across a launch, so threads never diverge
+// on it, and it is taken once per kUnroll elements.
+template <class V, int N>
+__device__ __forceinline__ void load_dyn(const void* p, DType t, const int64_t (&off)[kUnroll][N],
+                                         int k, int cnt, V (&dst)[kUnroll]) {
+  switch (t) {
+    case DType::f32:
+      load_typed(static_cast<const float*>(p), off, k, cnt, dst);
+      return;
+    case DType::f64:
+      load_typed(static_cast<const double*>(p), off, k, cnt, dst);
+      return;
+    case DType::bf16:
+      load_typed(static_cast<const __nv_bfloat16*>(p), off, k, cnt, dst);
+      return;
+    case DType::f16:
+      load_typed(static_cast<const __half*>(p), off, k, cnt, dst);
+      return;
+    case DType::i64:
+      load_typed(static_cast<const int64_t*>(p), off, k, cnt, dst);
+      return;
+    case DType::i32:
+      load_typed(static_cast<const int32_t*>(p), off, k, cnt, dst);
+      return;
+    case DType::u8:
+      load_typed(static_cast<const uint8_t*>(p), off, k, cnt, dst);
+      return;
+    case DType::b8:
+      load_typed(static_cast<const bool*>(p), off, k, cnt, dst);
+      return;
+  }
+}
+
+template <class T, class C, int N>
+__device__ __forceinline__ void store_typed(T* p, const int64_t (&off)[kUnroll][N], int cnt,
+                                            const C (&src)[kUnroll]) {
+#pragma unroll
+  for (int j = 0; j < kUnroll; ++j) {
+    if (j < cnt) p[off[j][0]] = from_value<T>(src[j]);
+  }
+}
+
+// Stores to operand 0 (the output) of runtime dtype t.
+template <class C, int N>
+__device__ __forceinline__ void store_dyn(void* p, DType t, const int64_t (&off)[kUnroll][N],
+                                          int cnt, const C (&src)[kUnroll]) {
+  switch (t) {
+    case DType::f32:
+      store_typed(static_cast<float*>(p), off, cnt, src);
+      return;
+    case DType::f64:
+      store_typed(static_cast<double*>(p), off, cnt, src);
+      return;
+    case DType::bf16:
+      store_typed(static_cast<__nv_bfloat16*>(p), off, cnt, src);
+      return;
+    case DType::f16:
+      store_typed(static_cast<__half*>(p), off, cnt, src);
+      return;
+    case DType::i64:
+      store_typed(static_cast<int64_t*>(p), off, cnt, src);
+      return;
+    case DType::i32:
+      store_typed(static_cast<int32_t*>(p), off, cnt, src);
+      return;
+    case DType::u8:
+      store_typed(static_cast<uint8_t*>(p), off, cnt, src);
+      return;
+    case DType::b8:
+      store_typed(static_cast<bool*>(p), off, cnt, src);
+      return;
+  }
+}
+
+// The bits of `v` converted to dtype t, in the low element_size(t) bytes (a scalar operand of where
+// and of a fill).
+uint64_t scalar_bits(double v, DType t) {
+  uint64_t bits = 0;
+  visit_storage(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T x = from_value<T>(v);
+    std::memcpy(&bits, &x, sizeof(T));
+  });
+  return bits;
+}
+
+template <class T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+
+// Elements per 16-byte vector.
+template <class T>
+constexpr int kVecWidth = static_cast<int>(16 / sizeof(T));
+
+bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// ---- launch configuration ----
+
+int sm_count(int device) {
+  static std::atomic<int> cache[kMaxCachedDevices];
+  const bool cacheable = device >= 0 && device < kMaxCachedDevices;
+  int n = cacheable ? cache[device].load(std::memory_order_relaxed) : 0;
+  if (n > 0) return n;
+  SINTER_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+  if (cacheable) cache[device].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+// One thread per work item up to a full wave of resident threads; grid-stride loops do the rest.
+unsigned grid_for(int64_t work, int device) {
+  const int64_t blocks = (work + kBlock - 1) / kBlock;
+  const int64_t wave = static_cast<int64_t>(sm_count(device)) * (2048 / kBlock);
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, wave)));
+}
+
+// For the general-path kernels, whose threads take kUnroll elements each.
+unsigned unrolled_grid(int64_t n, int device) {
+  return grid_for((n + kUnroll - 1) / kUnroll, device);
+}
+
+__device__ __forceinline__ int64_t thread_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t thread_count() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// ---- offset calculator ----
+
+// n / d as (umulhi(n, mul) + n) >> shift, exact for n, d < 2^31 (Granlund and Montgomery's method);
+// the 32-bit path replaces a 64-bit division (dozens of instructions) per dim and element.
+struct FastDiv {
+  uint32_t div = 1, mul = 0, shift = 0;
+
+  static FastDiv make(uint32_t d) {
+    FastDiv f;
+    f.div = d;
+    while ((uint64_t{1} << f.shift) < d) ++f.shift;
+    f.mul = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << f.shift) - d)) / d + 1);
+    return f;
+  }
+  __device__ __forceinline__ uint32_t quotient(uint32_t n) const {
+    return (__umulhi(n, mul) + n) >> shift;
+  }
+};
+
+// Maps a linear index of the iteration space to the element offset of each of N operands. Dims are
+// stored innermost first; loops run over kMaxDims with a break so arrays index statically and stay
+// in the parameter bank.
+template <int N>
+struct Indexer {
+  int ndim = 0;
+  bool flat = false;   // contiguous iteration: every tensor operand's offset is the index itself
+  bool use32 = false;  // numel and every operand's extent < 2^31: FastDiv and 32-bit offset math
+  FastDiv fdiv[kMaxDims];
+  int64_t size[kMaxDims] = {};
+  int64_t stride[kMaxDims][N] = {};
+
+  __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[N]) const {
+    if (flat) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] = i;
+      return;
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = 0;
+    if (use32) {
+      auto r = static_cast<uint32_t>(i);
+      int32_t off32[N] = {};
+#pragma unroll
+      for (int d = 0; d < kMaxDims; ++d) {
+        if (d == ndim) break;
+        const uint32_t q = fdiv[d].quotient(r);
+        const auto idx = static_cast<int32_t>(r - q * fdiv[d].div);
+#pragma unroll
+        for (int k = 0; k < N; ++k) off32[k] += idx * static_cast<int32_t>(stride[d][k]);
+        r = q;
+      }
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] = off32[k];
+    } else {
+#pragma unroll
+      for (int d = 0; d < kMaxDims; ++d) {
+        if (d == ndim) break;
+        const int64_t q = i / size[d];
+        const int64_t idx = i - q * size[d];
+#pragma unroll
+        for (int k = 0; k < N; ++k) off[k] += idx * stride[d][k];
+        i = q;
+      }
+    }
+  }
+};
+
+// Offsets of this thread's elements base + j * blockDim.x, j < kUnroll; returns how many are < n.
+template <int N>
+__device__ __forceinline__ int unrolled_offsets(const Indexer<N>& ix, int64_t base, int64_t n,
+                                                int64_t (&off)[kUnroll][N]) {
+  int cnt = 0;
+#pragma unroll
+  for (int j = 0; j < kUnroll; ++j) {
+    const int64_t i = base + static_cast<int64_t>(j) * blockDim.x;
+    if (i < n) {
+      ix.offsets(i, off[j]);
+      cnt = j + 1;
+    }
+  }
+  return cnt;
+}
+
+// First element of this thread's first tile of kUnroll * blockDim.x elements, and the stride
+// between its tiles.
+__device__ __forceinline__ int64_t tile_start() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x * kUnroll + threadIdx.x;
+}
+__device__ __forceinline__ int64_t tile_stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x * kUnroll;
+}
+
+template <int N>
+Indexer<N> make_indexer(const ElementwiseIter& it) {
+  Indexer<N> ix;
+  ix.flat = it.contiguous;
+  ix.ndim = it.ndim;
+  ix.use32 = it.numel < (int64_t{1} << 31);
+  for (int k = 0; k < N; ++k) {
+    int64_t extent = 0;  // the largest |offset| of operand k, which the 32-bit path must hold
+    for (int d = 0; d < it.ndim; ++d) extent += (it.sizes[d] - 1) * std::abs(it.op[k].strides[d]);
+    ix.use32 = ix.use32 && extent < (int64_t{1} << 31);
+  }
+  for (int j = 0; j < it.ndim; ++j) {
+    const int d = it.ndim - 1 - j;
+    ix.size[j] = it.sizes[d];
+    if (ix.use32) ix.fdiv[j] = FastDiv::make(static_cast<uint32_t>(it.sizes[d]));
+    for (int k = 0; k < N; ++k) ix.stride[j][k] = it.op[k].strides[d];
+  }
+  return ix;
+}
+
+// The operands of the general path: pointer and dtype of each, and the value (in the compute type)
+// of each scalar operand.
+template <int N, class C>
+struct Operands {
+  void* data[N] = {};
+  DType dtype[N] = {};
+  C scalar[N] = {};
+
+  __device__ __forceinline__ void load(int k, const int64_t (&off)[kUnroll][N], int cnt,
+                                       C (&dst)[kUnroll]) const {
+    if (data[k]) {
+      load_dyn(data[k], dtype[k], off, k, cnt, dst);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) dst[j] = scalar[k];
+    }
+  }
+};
+
+template <int N, class C>
+Operands<N, C> make_operands(const ElementwiseIter& it) {
+  Operands<N, C> ops;
+  for (int k = 0; k < N; ++k) {
+    ops.data[k] = it.op[k].data;
+    ops.dtype[k] = it.op[k].dtype;
+    ops.scalar[k] = convert<C>(it.op[k].scalar);
+  }
+  return ops;
+}
+
+// ---- unary ----
+
+template <class C, UnaryOp OP>
+__global__ void unary_kernel(Indexer<2> ix, Operands<2, C> ops, int64_t n, C p0, C p1) {
+  for (int64_t base = tile_start(); base < n; base += tile_stride()) {
+    int64_t off[kUnroll][2];
+    const int cnt = unrolled_offsets(ix, base, n, off);
+    C x[kUnroll];
+    ops.load(1, off, cnt, x);
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) x[j] = unary_fn<OP>(x[j], p0, p1);
+    store_dyn(ops.data[0], ops.dtype[0], off, cnt, x);
+  }
+}
+
+// out, in: contiguous, n elements of T, 16-byte aligned.
+template <class T, class C, UnaryOp OP>
+__global__ void unary_vec_kernel(T* out, const T* in, int64_t n, C p0, C p1) {
+  constexpr int kVec = kVecWidth<T>;
+  using V = Vec<T, kVec>;
+  const int64_t nvec = n / kVec;
+  for (int64_t v = thread_index(); v < nvec; v += thread_count()) {
+    const V x = reinterpret_cast<const V*>(in)[v];
+    V y;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) y.v[j] = from_value<T>(unary_fn<OP>(load_as<C>(x.v[j]), p0, p1));
+    reinterpret_cast<V*>(out)[v] = y;
+  }
+  for (int64_t i = nvec * kVec + thread_index(); i < n; i += thread_count()) {
+    out[i] = from_value<T>(unary_fn<OP>(load_as<C>(in[i]), p0, p1));
+  }
+}
+
+// Calls f(TypeTag<T>{}) if `t` is a storage type that the vectorized kernels instantiate for
+// compute type C, and returns whether it did.
+template <class C, class F>
+bool visit_vec_storage(DType t, F&& f) {
+  if constexpr (std::is_same_v<C, float>) {
+    if (t == DType::f32) return f(TypeTag<float>{}), true;
+    if (t == DType::bf16) return f(TypeTag<__nv_bfloat16>{}), true;
+    if (t == DType::f16) return f(TypeTag<__half>{}), true;
+  } else if constexpr (std::is_same_v<C, double>) {
+    if (t == DType::f64) return f(TypeTag<double>{}), true;
+  } else {
+    if (t == DType::i64) return f(TypeTag<int64_t>{}), true;
+    if (t == DType::i32) return f(TypeTag<int32_t>{}), true;
+    if (t == DType::u8) return f(TypeTag<uint8_t>{}), true;
+    if (t == DType::b8) return f(TypeTag<bool>{}), true;
+  }
+  return false;
+}
+
+template <class C, UnaryOp OP>
+void launch_unary(const ElementwiseIter& it, C p0, C p1, cudaStream_t stream, int device) {
+  const Operand& out = it.op[0];
+  const Operand& in = it.op[1];
+  bool done = false;
+  if (it.contiguous && in.data && out.dtype == in.dtype) {
+    visit_vec_storage<C>(in.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (!std::is_same_v<T, uint8_t> && !std::is_same_v<T, bool>) {
+        if (!aligned_to(out.data, 16) || !aligned_to(in.data, 16)) return;
+        unary_vec_kernel<T, C, OP>
+            <<<grid_for(it.numel / kVecWidth<T> + 1, device), kBlock, 0, stream>>>(
+                static_cast<T*>(out.data), static_cast<const T*>(in.data), it.numel, p0, p1);
+        SINTER_LAUNCH_CHECK("unary");
+        done = true;
+      }
+    });
+  }
+  if (done) return;
+  unary_kernel<C, OP><<<unrolled_grid(it.numel, device), kBlock, 0, stream>>>(
+      make_indexer<2>(it), make_operands<2, C>(it), it.numel, p0, p1);
+  SINTER_LAUNCH_CHECK("unary");
+}
+
+// ---- binary ----
+
+template <class C, BinaryOp OP>
+__global__ void binary_kernel(Indexer<3> ix, Operands<3, C> ops, int64_t n, C p0) {
+  for (int64_t base = tile_start(); base < n; base += tile_stride()) {
+    int64_t off[kUnroll][3];
+    const int cnt = unrolled_offsets(ix, base, n, off);
+    C x[kUnroll], y[kUnroll];
+    ops.load(1, off, cnt, x);
+    ops.load(2, off, cnt, y);
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) x[j] = binary_fn<OP>(x[j], y[j], p0);
+    store_dyn(ops.data[0], ops.dtype[0], off, cnt, x);
+  }
+}
+
+// kVec elements of a contiguous input from vector v on, or the scalar s repeated if p is null.
+template <class C, class T, int kVec>
+__device__ __forceinline__ void load_vec(const T* p, C s, int64_t v, C (&dst)[kVec]) {
+  if (p == nullptr) {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) dst[j] = s;
+  } else {
+    const Vec<T, kVec> x = reinterpret_cast<const Vec<T, kVec>*>(p)[v];
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) dst[j] = load_as<C>(x.v[j]);
+  }
+}
+
+// out: contiguous TO (T, or bool for comparisons); a, b: contiguous T, or null for the scalars
+// sa, sb.
+template <class T, class TO, class C, BinaryOp OP>
+__global__ void binary_vec_kernel(TO* out, const T* a, const T* b, C sa, C sb, int64_t n, C p0) {
+  constexpr int kVec = kVecWidth<T>;
+  using VO = Vec<TO, kVec>;
+  const int64_t nvec = n / kVec;
+  for (int64_t v = thread_index(); v < nvec; v += thread_count()) {
+    C x[kVec], y[kVec];
+    load_vec<C, T, kVec>(a, sa, v, x);
+    load_vec<C, T, kVec>(b, sb, v, y);
+    VO r;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) r.v[j] = from_value<TO>(binary_fn<OP>(x[j], y[j], p0));
+    reinterpret_cast<VO*>(out)[v] = r;
+  }
+  for (int64_t i = nvec * kVec + thread_index(); i < n; i += thread_count()) {
+    const C x = a ? load_as<C>(a[i]) : sa;
+    const C y = b ? load_as<C>(b[i]) : sb;
+    out[i] = from_value<TO>(binary_fn<OP>(x, y, p0));
+  }
+}
+
+template <class C, BinaryOp OP>
+void launch_binary(const ElementwiseIter& it, C p0, cudaStream_t stream, int device) {
+  const Operand& out = it.op[0];
+  const Operand& a = it.op[1];
+  const Operand& b = it.op[2];
+  const DType t = a.dtype;
+  const DType out_t = is_comparison(OP) ? DType::b8 : t;
+  bool done = false;
+  if (it.contiguous && out.dtype == out_t && (!a.data || a.dtype == t) &&
+      (!b.data || b.dtype == t)) {
+    visit_vec_storage<C>(t, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using TO = std::conditional_t<is_comparison(OP), bool, T>;
+      constexpr bool kNarrowInt = std::is_same_v<T, uint8_t> || std::is_same_v<T, bool>;
+      if constexpr (!kNarrowInt || is_comparison(OP)) {
+        constexpr int kVec = kVecWidth<T>;
+        if (!aligned_to(out.data, kVec * sizeof(TO)) || !aligned_to(a.data, 16) ||
+            !aligned_to(b.data, 16)) {
+          return;
+        }
+        binary_vec_kernel<T, TO, C, OP>
+            <<<grid_for(it.numel / kVec + 1, device), kBlock, 0, stream>>>(
+                static_cast<TO*>(out.data), static_cast<const T*>(a.data),
+                static_cast<const T*>(b.data), convert<C>(a.scalar), convert<C>(b.scalar), it.numel,
+                p0);
+        SINTER_LAUNCH_CHECK("binary");
+        done = true;
+      }
+    });
+  }
+  if (done) return;
+  binary_kernel<C, OP><<<unrolled_grid(it.numel, device), kBlock, 0, stream>>>(
+      make_indexer<3>(it), make_operands<3, C>(it), it.numel, p0);
+  SINTER_LAUNCH_CHECK("binary");
+}
+
+// ---- where ----
+
+// Moves bits only: a and b share out's dtype, so T is the unsigned integer of its size. Null
+// pointers stand for scalars (given as bits, or as a bool for the condition).
+template <class T>
+__global__ void where_kernel(Indexer<4> ix, T* out, const bool* cond, const T* a, const T* b,
+                             bool sc, T sa, T sb, int64_t n) {
+  for (int64_t base = tile_start(); base < n; base += tile_stride()) {
+    int64_t off[kUnroll][4];
+    const int cnt = unrolled_offsets(ix, base, n, off);
+    T r[kUnroll];
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      if (j >= cnt) break;
+      const bool c = cond ? cond[off[j][1]] : sc;
+      r[j] = c ? (a ? a[off[j][2]] : sa) : (b ? b[off[j][3]] : sb);
+    }
+    store_typed(out, off, cnt, r);
+  }
+}
+
+template <class T>
+void launch_where(const ElementwiseIter& it, cudaStream_t stream, int device) {
+  const Operand* op = it.op;
+  where_kernel<T><<<unrolled_grid(it.numel, device), kBlock, 0, stream>>>(
+      make_indexer<4>(it), static_cast<T*>(op[0].data), static_cast<const bool*>(op[1].data),
+      static_cast<const T*>(op[2].data), static_cast<const T*>(op[3].data), op[1].scalar != 0.0,
+      static_cast<T>(scalar_bits(op[2].scalar, op[0].dtype)),
+      static_cast<T>(scalar_bits(op[3].scalar, op[0].dtype)), it.numel);
+  SINTER_LAUNCH_CHECK("where");
+}
+
+// Calls f(TypeTag<U>{}) with U the unsigned integer as wide as an element of t.
+template <class F>
+void visit_bits(DType t, F&& f) {
+  switch (element_size(t)) {
+    case 1:
+      f(TypeTag<uint8_t>{});
+      return;
+    case 2:
+      f(TypeTag<uint16_t>{});
+      return;
+    case 4:
+      f(TypeTag<uint32_t>{});
+      return;
+    case 8:
+      f(TypeTag<uint64_t>{});
+      return;
+    default:
+      SINTER_THROW("elementwise: unknown dtype ", static_cast<int>(t));
+  }
+}
+
+// ---- copy ----
+
+// Same dtype: a strided move of bits, or a fill with `fill` when in is null.
+template <class T>
+__global__ void copy_bits_kernel(Indexer<2> ix, T* out, const T* in, T fill, int64_t n) {
+  for (int64_t base = tile_start(); base < n; base += tile_stride()) {
+    int64_t off[kUnroll][2];
+    const int cnt = unrolled_offsets(ix, base, n, off);
+    T r[kUnroll];
+    if (in) {
+      load_typed(in, off, 1, cnt, r);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) r[j] = fill;
+    }
+    store_typed(out, off, cnt, r);
+  }
+}
+
+// Dtype conversion, any layout; the input's dtype is read at run time.
+template <class To>
+__global__ void convert_kernel(Indexer<2> ix, To* out, const void* in, DType from, int64_t n) {
+  for (int64_t base = tile_start(); base < n; base += tile_stride()) {
+    int64_t off[kUnroll][2];
+    const int cnt = unrolled_offsets(ix, base, n, off);
+    To r[kUnroll];
+    load_dyn(in, from, off, 1, cnt, r);
+    store_typed(out, off, cnt, r);
+  }
+}
+
+// Fill of a contiguous, 16-byte aligned buffer, one 16-byte store per vector.
+template <class U>
+__global__ void fill_vec_kernel(U* out, U value, int64_t n) {
+  constexpr int kVec = kVecWidth<U>;
+  Vec<U, kVec> x;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) x.v[j] = value;
+  const int64_t nvec = n / kVec;
+  for (int64_t v = thread_index(); v < nvec; v += thread_count())
+    reinterpret_cast<Vec<U, kVec>*>(out)[v] = x;
+  for (int64_t i = nvec * kVec + thread_index(); i < n; i += thread_count()) out[i] = value;
+}
+
+// Dtype conversion of contiguous, aligned buffers, kVec elements per load.
+template <class To, class From>
+__global__ void convert_vec_kernel(To* out, const From* in, int64_t n) {
+  constexpr int kVec = kVecWidth<To> < kVecWidth<From> ? kVecWidth<To> : kVecWidth<From>;
+  const int64_t nvec = n / kVec;
+  for (int64_t v = thread_index(); v < nvec; v += thread_count()) {
+    const Vec<From, kVec> x = reinterpret_cast<const Vec<From, kVec>*>(in)[v];
+    Vec<To, kVec> y;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) y.v[j] = from_value<To>(to_value(x.v[j]));
+    reinterpret_cast<Vec<To, kVec>*>(out)[v] = y;
+  }
+  for (int64_t i = nvec * kVec + thread_index(); i < n; i += thread_count()) {
+    out[i] = from_value<To>(to_value(in[i]));
+  }
+}
+
+void launch_fill(const ElementwiseIter& it, cudaStream_t stream, int device) {
+  const Operand& out = it.op[0];
+  const size_t esize = element_size(out.dtype);
+  const uint64_t bits = scalar_bits(it.op[1].scalar, out.dtype);
+  if (it.contiguous) {
+    bool uniform_bytes = true;  // e.g. zeros: every byte of the element is the same
+    for (size_t b = 1; b < esize; ++b) uniform_bytes &= ((bits >> (8 * b)) & 0xff) == (bits & 0xff);
+    if (uniform_bytes) {
+      SINTER_CUDA_CHECK(cudaMemsetAsync(out.data, static_cast<int>(bits & 0xff),
+                                        static_cast<size_t>(it.numel) * esize, stream));
+      return;
+    }
+  }
+  visit_bits(out.dtype, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    if (it.contiguous && aligned_to(out.data, 16)) {
+      fill_vec_kernel<U><<<grid_for(it.numel / kVecWidth<U> + 1, device), kBlock, 0, stream>>>(
+          static_cast<U*>(out.data), static_cast<U>(bits), it.numel);
+    } else {
+      copy_bits_kernel<U><<<unrolled_grid(it.numel, device), kBlock, 0, stream>>>(
+          make_indexer<2>(it), static_cast<U*>(out.data), nullptr, static_cast<U>(bits), it.numel);
+    }
+    SINTER_LAUNCH_CHECK("copy");
+  });
+}
+
+}  // namespace
+
+void unary(const Ctx& ctx, const ElementwiseIter& it, UnaryOp op, double p0, double p1) {
+  if (it.numel <= 0) return;
+  DeviceGuard guard(ctx.device);
+  visit_compute_type(it.op[1].dtype, [&](auto ctag) {
+    using C = typename decltype(ctag)::type;
+    visit_unary_op(op, [&](auto opc) {
+      constexpr UnaryOp OP = decltype(opc)::value;
+      if constexpr (std::is_integral_v<C> && !integral_ok(OP)) {
+        SINTER_THROW("unary: op ", static_cast<int>(OP), " needs a floating dtype, got ",
+                     dtype_name(it.op[1].dtype));
+      } else {
+        launch_unary<C, OP>(it, convert<C>(p0), convert<C>(p1), ctx.stream, ctx.device);
+      }
+    });
+  });
+}
+
+void binary(const Ctx& ctx, const ElementwiseIter& it, BinaryOp op, double p0) {
+  if (it.numel <= 0) return;
+  DeviceGuard guard(ctx.device);
+  visit_compute_type(it.op[1].dtype, [&](auto ctag) {
+    using C = typename decltype(ctag)::type;
+    visit_binary_op(op, [&](auto opc) {
+      constexpr BinaryOp OP = decltype(opc)::value;
+      if constexpr (std::is_integral_v<C> && !integral_ok(OP)) {
+        SINTER_THROW("binary: op ", static_cast<int>(OP), " needs a floating dtype, got ",
+                     dtype_name(it.op[1].dtype));
+      } else {
+        launch_binary<C, OP>(it, convert<C>(p0), ctx.stream, ctx.device);
+      }
+    });
+  });
+}
+
+void where(const Ctx& ctx, const ElementwiseIter& it) {
+  if (it.numel <= 0) return;
+  DeviceGuard guard(ctx.device);
+  visit_bits(it.op[0].dtype, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    launch_where<U>(it, ctx.stream, ctx.device);
+  });
+}
+
+void copy(const Ctx& ctx, const ElementwiseIter& it) {
+  if (it.numel <= 0) return;
+  DeviceGuard guard(ctx.device);
+  const Operand& out = it.op[0];
+  const Operand& in = it.op[1];
+  cudaStream_t stream = ctx.stream;
+  if (in.data == nullptr) {
+    launch_fill(it, stream, ctx.device);
+    return;
+  }
+  if (out.dtype == in.dtype) {
+    if (it.contiguous) {
+      SINTER_CUDA_CHECK(cudaMemcpyAsync(out.data, in.data,
+                                        static_cast<size_t>(it.numel) * element_size(out.dtype),
+                                        cudaMemcpyDeviceToDevice, stream));
+      return;
+    }
+    visit_bits(out.dtype, [&](auto tag) {
+      using U = typename decltype(tag)::type;
+      copy_bits_kernel<U><<<unrolled_grid(it.numel, ctx.device), kBlock, 0, stream>>>(
+          make_indexer<2>(it), static_cast<U*>(out.data), static_cast<const U*>(in.data), U{0},
+          it.numel);
+      SINTER_LAUNCH_CHECK("copy");
+    });
+    return;
+  }
+  visit_storage(out.dtype, [&](auto otag) {
+    using To = typename decltype(otag)::type;
+    if (it.contiguous) {
+      bool done = false;
+      visit_storage(in.dtype, [&](auto itag) {
+        using From = typename decltype(itag)::type;
+        if constexpr (!std::is_same_v<To, From>) {
+          constexpr int kVec = kVecWidth<To> < kVecWidth<From> ? kVecWidth<To> : kVecWidth<From>;
+          if (!aligned_to(out.data, kVec * sizeof(To)) || !aligned_to(in.data, kVec * sizeof(From)))
+            return;
+          convert_vec_kernel<To, From>
+              <<<grid_for(it.numel / kVec + 1, ctx.device), kBlock, 0, stream>>>(
+                  static_cast<To*>(out.data), static_cast<const From*>(in.data), it.numel);
+          SINTER_LAUNCH_CHECK("copy");
+          done = true;
+        }
+      });
+      if (done) return;
+    }
+    convert_kernel<To><<<unrolled_grid(it.numel, ctx.device), kBlock, 0, stream>>>(
+        make_indexer<2>(it), static_cast<To*>(out.data), in.data, in.dtype, it.numel);
+    SINTER_LAUNCH_CHECK("copy");
+  });
+}
+
+}  // namespace sinter::cudak

@@ -1,0 +1,206 @@
+// CUDA batched GEMM, row-major C = alpha * op(A) @ op(B) + beta * C: a shared-memory tiled kernel
+// for f32, f64, bf16 and f16 storage with f32 accumulation (f64 for f64).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda_check.cuh"
+#include "internal/kernels.h"
+
+namespace sinter::cudak {
+namespace {
+
+template <typename T>
+using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename T>
+__device__ __forceinline__ Acc<T> to_acc(T v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(v);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(v);
+  } else {
+    return v;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T from_acc(Acc<T> v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(v);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __float2bfloat16_rn(v);
+  } else {
+    return v;
+  }
+}
+
+// Block tile (kBM, kBN) of C, stepping kBK along k; 256 threads in a 16 x 16 grid, each owning a
+// 4 x 4 micro-tile whose rows are ty + 16 * i and columns tx + 16 * j: strided rather than
+// adjacent, so a warp's shared-memory reads hit distinct banks or broadcast, and its C stores
+// coalesce.
+constexpr int kBM = 64, kBN = 64, kBK = 16;
+constexpr int kThreads = 256;
+constexpr int kTM = kBM / 16, kTN = kBN / 16;
+constexpr int kPad = 4;  // keeps rows 16-byte aligned and spreads stores over banks
+constexpr int kALoads = kBM * kBK / kThreads;  // elements of the A tile each thread loads
+constexpr int kBLoads = kBK * kBN / kThreads;
+
+template <typename T>
+struct Params {
+  const T* a;
+  const T* b;
+  T* c;
+  int64_t m, n, k, batch;
+  int64_t lda, ldb, ldc;
+  int64_t stride_a, stride_b, stride_c;
+  Acc<T> alpha, beta;
+};
+
+// grid: x over m tiles, y over n tiles, z over the batch; y and z stride when the grid is capped.
+// Each k step stages the next tiles in registers while the current ones are multiplied from shared
+// memory. Out-of-range elements load as zero, so edges need no special case in the inner loop.
+template <typename T, bool kTransA, bool kTransB>
+__global__ void __launch_bounds__(kThreads) gemm_kernel(Params<T> p) {
+  using A = Acc<T>;
+  // As: op(A) tile stored k-major, (kBK, kBM); Bs: op(B) tile, (kBK, kBN).
+  __shared__ A As[kBK][kBM + kPad];
+  __shared__ A Bs[kBK][kBN + kPad];
+
+  const int t = threadIdx.x, tx = t % 16, ty = t / 16;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBM;
+
+  // Where load l of this thread sits in the tiles. op(A)(i, q) reads a[i * lda + q] (a[q * lda + i]
+  // transposed); the fastest-varying thread index follows the contiguous dim, so loads coalesce.
+  // Power-of-two divisions, cheaper to recompute than to keep in registers.
+  auto a_i = [t](int l) { return kTransA ? (t + l * kThreads) % kBM : (t + l * kThreads) / kBK; };
+  auto a_q = [t](int l) { return kTransA ? (t + l * kThreads) / kBM : (t + l * kThreads) % kBK; };
+  auto b_j = [t](int l) { return kTransB ? (t + l * kThreads) / kBK : (t + l * kThreads) % kBN; };
+  auto b_q = [t](int l) { return kTransB ? (t + l * kThreads) % kBK : (t + l * kThreads) / kBN; };
+
+  for (int64_t z = blockIdx.z; z < p.batch; z += gridDim.z) {
+    const T* a = p.a + z * p.stride_a;
+    const T* b = p.b + z * p.stride_b;
+    T* c = p.c + z * p.stride_c;
+    for (int64_t col0 = static_cast<int64_t>(blockIdx.y) * kBN; col0 < p.n;
+         col0 += static_cast<int64_t>(gridDim.y) * kBN) {
+      A ra[kALoads], rb[kBLoads];
+      auto load_tiles = [&](int64_t k0) {
+#pragma unroll
+        for (int l = 0; l < kALoads; ++l) {
+          const int64_t i = row0 + a_i(l), q = k0 + a_q(l);
+          ra[l] = i < p.m && q < p.k ? to_acc(a[kTransA ? q * p.lda + i : i * p.lda + q]) : A(0);
+        }
+#pragma unroll
+        for (int l = 0; l < kBLoads; ++l) {
+          const int64_t q = k0 + b_q(l), j = col0 + b_j(l);
+          rb[l] = q < p.k && j < p.n ? to_acc(b[kTransB ? j * p.ldb + q : q * p.ldb + j]) : A(0);
+        }
+      };
+
+      A acc[kTM][kTN] = {};
+      load_tiles(0);
+      for (int64_t k0 = 0; k0 < p.k; k0 += kBK) {
+#pragma unroll
+        for (int l = 0; l < kALoads; ++l) As[a_q(l)][a_i(l)] = ra[l];
+#pragma unroll
+        for (int l = 0; l < kBLoads; ++l) Bs[b_q(l)][b_j(l)] = rb[l];
+        __syncthreads();
+        if (k0 + kBK < p.k) load_tiles(k0 + kBK);
+#pragma unroll
+        for (int q = 0; q < kBK; ++q) {
+          A av[kTM], bv[kTN];
+#pragma unroll
+          for (int i = 0; i < kTM; ++i) av[i] = As[q][ty + 16 * i];
+#pragma unroll
+          for (int j = 0; j < kTN; ++j) bv[j] = Bs[q][tx + 16 * j];
+#pragma unroll
+          for (int i = 0; i < kTM; ++i) {
+#pragma unroll
+            for (int j = 0; j < kTN; ++j) acc[i][j] += av[i] * bv[j];
+          }
+        }
+        __syncthreads();
+      }
+
+#pragma unroll
+      for (int i = 0; i < kTM; ++i) {
+        const int64_t gi = row0 + ty + 16 * i;
+        if (gi >= p.m) continue;
+#pragma unroll
+        for (int j = 0; j < kTN; ++j) {
+          const int64_t gj = col0 + tx + 16 * j;
+          if (gj >= p.n) continue;
+          T* dst = c + gi * p.ldc + gj;
+          A v = p.alpha * acc[i][j];
+          if (p.beta != A(0)) v += p.beta * to_acc(*dst);  // beta == 0: C may hold NaN, never read
+          *dst = from_acc<T>(v);
+        }
+      }
+    }
+  }
+}
+
+template <typename T, bool kTransA, bool kTransB>
+void gemm_launch(const GemmArgs& g, cudaStream_t stream) {
+  Params<T> p;
+  p.a = static_cast<const T*>(g.a);
+  p.b = static_cast<const T*>(g.b);
+  p.c = static_cast<T*>(g.c);
+  p.m = g.m;
+  p.n = g.n;
+  p.k = g.k;
+  p.batch = g.batch;
+  p.lda = g.lda;
+  p.ldb = g.ldb;
+  p.ldc = g.ldc;
+  p.stride_a = g.stride_a;
+  p.stride_b = g.stride_b;
+  p.stride_c = g.stride_c;
+  p.alpha = static_cast<Acc<T>>(g.alpha);
+  p.beta = static_cast<Acc<T>>(g.beta);
+  const int64_t tiles_m = (g.m + kBM - 1) / kBM, tiles_n = (g.n + kBN - 1) / kBN;
+  SINTER_CHECK(tiles_m <= INT32_MAX, "gemm: m = ", g.m, " is too large");
+  const dim3 grid(static_cast<unsigned>(tiles_m),
+                  static_cast<unsigned>(std::min<int64_t>(tiles_n, 65535)),
+                  static_cast<unsigned>(std::min<int64_t>(g.batch, 65535)));
+  gemm_kernel<T, kTransA, kTransB><<<grid, kThreads, 0, stream>>>(p);
+  SINTER_LAUNCH_CHECK("gemm_kernel");
+}
+
+template <typename T>
+void gemm_typed(const GemmArgs& g, cudaStream_t stream) {
+  if (g.trans_a) {
+    if (g.trans_b) return gemm_launch<T, true, true>(g, stream);
+    return gemm_launch<T, true, false>(g, stream);
+  }
+  if (g.trans_b) return gemm_launch<T, false, true>(g, stream);
+  return gemm_launch<T, false, false>(g, stream);
+}
+
+}  // namespace
+
+void gemm(const Ctx& ctx, const GemmArgs& g) {
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  DeviceGuard guard(ctx.device);
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  switch (g.dtype) {
+    case DType::f32:
+      return gemm_typed<float>(g, stream);
+    case DType::f64:
+      return gemm_typed<double>(g, stream);
+    case DType::bf16:
+      return gemm_typed<__nv_bfloat16>(g, stream);
+    case DType::f16:
+      return gemm_typed<__half>(g, stream);
+    default:
+      break;
+  }
+  SINTER_THROW("gemm: unsupported dtype ", g.dtype);
+}
+
+}  // namespace sinter::cudak

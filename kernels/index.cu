@@ -1,0 +1,109 @@
+// CUDA index_select (gather of whole slices along one dim) and index_add (its adjoint: a
+// scatter-add with atomics, so repeated indices accumulate).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda_check.cuh"
+#include "internal/kernels.h"
+
+namespace sinter::cudak {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 1 << 20;  // grids stride beyond this
+
+unsigned grid_for(int64_t n) {
+  return static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, kMaxBlocks));
+}
+
+// in: (outer, in_dim, inner) and out: (outer, nidx, inner) in units of W, the widest word that
+// divides the slice and the alignment of both pointers, so any dtype moves as plain words.
+template <typename W>
+__global__ void index_select_kernel(const W* in, W* out, int64_t in_dim, int64_t inner,
+                                    const int64_t* idx, int64_t nidx, int64_t total) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = e % inner, row = e / inner;
+    const int64_t o = row / nidx, j = row - o * nidx;
+    out[e] = in[(o * in_dim + idx[j]) * inner + i];
+  }
+}
+
+// src: (outer, nidx, inner) -> out: (outer, out_dim, inner), element e of src adds into its slot.
+template <typename T>
+__global__ void index_add_kernel(T* out, int64_t out_dim, int64_t inner, const int64_t* idx,
+                                 int64_t nidx, const T* src, int64_t total) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = e % inner, row = e / inner;
+    const int64_t o = row / nidx, j = row - o * nidx;
+    atomicAdd(out + (o * out_dim + idx[j]) * inner + i, src[e]);
+  }
+}
+
+template <typename W>
+void select_words(cudaStream_t stream, const void* in, int64_t outer, int64_t in_dim,
+                  int64_t slice_words, const int64_t* idx, int64_t nidx, void* out) {
+  const int64_t total = outer * nidx * slice_words;
+  index_select_kernel<W><<<grid_for(total), kThreads, 0, stream>>>(
+      static_cast<const W*>(in), static_cast<W*>(out), in_dim, slice_words, idx, nidx, total);
+  SINTER_LAUNCH_CHECK("index_select_kernel");
+}
+
+template <typename T>
+void add_typed(cudaStream_t stream, void* out, int64_t outer, int64_t out_dim, int64_t inner,
+               const int64_t* idx, int64_t nidx, const void* src) {
+  const int64_t total = outer * nidx * inner;
+  index_add_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(
+      static_cast<T*>(out), out_dim, inner, idx, nidx, static_cast<const T*>(src), total);
+  SINTER_LAUNCH_CHECK("index_add_kernel");
+}
+
+}  // namespace
+
+void index_select(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int64_t in_dim,
+                  int64_t inner, const int64_t* idx, int64_t nidx, void* out) {
+  const int64_t slice = inner * static_cast<int64_t>(element_size(dtype));
+  if (outer == 0 || nidx == 0 || slice == 0) return;
+  DeviceGuard guard(ctx.device);
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  const auto aligned = [&](int64_t w) {
+    return slice % w == 0 && reinterpret_cast<uintptr_t>(in) % w == 0 &&
+           reinterpret_cast<uintptr_t>(out) % w == 0;
+  };
+  if (aligned(16))
+    return select_words<uint4>(stream, in, outer, in_dim, slice / 16, idx, nidx, out);
+  if (aligned(8))
+    return select_words<uint64_t>(stream, in, outer, in_dim, slice / 8, idx, nidx, out);
+  if (aligned(4))
+    return select_words<uint32_t>(stream, in, outer, in_dim, slice / 4, idx, nidx, out);
+  if (aligned(2))
+    return select_words<uint16_t>(stream, in, outer, in_dim, slice / 2, idx, nidx, out);
+  select_words<uint8_t>(stream, in, outer, in_dim, slice, idx, nidx, out);
+}
+
+void index_add(const Ctx& ctx, void* out, DType dtype, int64_t outer, int64_t out_dim,
+               int64_t inner, const int64_t* idx, int64_t nidx, const void* src) {
+  if (outer == 0 || nidx == 0 || inner == 0) return;
+  DeviceGuard guard(ctx.device);
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  switch (dtype) {
+    case DType::f32:
+      return add_typed<float>(stream, out, outer, out_dim, inner, idx, nidx, src);
+    case DType::f64:
+      return add_typed<double>(stream, out, outer, out_dim, inner, idx, nidx, src);
+    case DType::bf16:
+      return add_typed<__nv_bfloat16>(stream, out, outer, out_dim, inner, idx, nidx, src);
+    case DType::f16:
+      return add_typed<__half>(stream, out, outer, out_dim, inner, idx, nidx, src);
+    default:
+      break;
+  }
+  SINTER_THROW("index_add: unsupported dtype ", dtype);
+}
+
+}  // namespace sinter::cudak

@@ -1,0 +1,176 @@
+// CUDA random fills and arange. Element i comes from Philox block (seed, offset + i), as
+// Note [philox streams] in internal/philox.h says, so values match src/cpu/random.cpp.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda_check.cuh"
+#include "internal/kernels.h"
+#include "internal/philox.h"
+#include "internal/scalar_ops.h"
+
+namespace sinter::cudak {
+namespace {
+
+constexpr int kBlock = 256;
+constexpr int kMaxCachedDevices = 64;
+
+template <class F>
+void visit_storage(DType t, F&& f) {
+  switch (t) {
+    case DType::f32:
+      f(TypeTag<float>{});
+      return;
+    case DType::f64:
+      f(TypeTag<double>{});
+      return;
+    case DType::bf16:
+      f(TypeTag<__nv_bfloat16>{});
+      return;
+    case DType::f16:
+      f(TypeTag<__half>{});
+      return;
+    case DType::i64:
+      f(TypeTag<int64_t>{});
+      return;
+    case DType::i32:
+      f(TypeTag<int32_t>{});
+      return;
+    case DType::u8:
+      f(TypeTag<uint8_t>{});
+      return;
+    case DType::b8:
+      f(TypeTag<bool>{});
+      return;
+  }
+  SINTER_THROW("random: unknown dtype ", static_cast<int>(t));
+}
+
+// Rounds a computed value to the element type; bf16 and f16 go by way of float, as on the CPU.
+template <class T, class V>
+__device__ __forceinline__ T store_value(V v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __float2bfloat16_rn(convert<float>(v));
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(convert<float>(v));
+  } else {
+    return convert<T>(v);
+  }
+}
+
+int sm_count(int device) {
+  static std::atomic<int> cache[kMaxCachedDevices];
+  const bool cacheable = device >= 0 && device < kMaxCachedDevices;
+  int n = cacheable ? cache[device].load(std::memory_order_relaxed) : 0;
+  if (n > 0) return n;
+  SINTER_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+  if (cacheable) cache[device].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+// Philox is compute-bound (ten rounds per element), so a full wave of resident threads is enough.
+unsigned grid_for(int64_t n, int device) {
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  const int64_t wave = static_cast<int64_t>(sm_count(device)) * (2048 / kBlock);
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, wave)));
+}
+
+enum class Dist { Uniform, Normal };
+
+// a, b: (lo, hi) for Uniform, (mean, std) for Normal; float for every T but double.
+template <class T, Dist D, class P>
+__global__ void random_float_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, P a, P b) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const PhiloxBlock r = philox_element(seed, offset, static_cast<uint64_t>(i));
+    if constexpr (std::is_same_v<P, double>) {
+      out[i] = D == Dist::Uniform ? uniform_f64(r, a, b) : normal_f64(r, a, b);
+    } else if constexpr (D == Dist::Uniform) {
+      out[i] = store_value<T>(uniform_f32(r, a, b));
+    } else {
+      out[i] = store_value<T>(normal_f32(r, a, b));
+    }
+  }
+}
+
+template <class T>
+__global__ void random_int_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, int64_t lo,
+                                  int64_t hi) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] =
+        store_value<T>(randint_i64(philox_element(seed, offset, static_cast<uint64_t>(i)), lo, hi));
+  }
+}
+
+// start + i * step with one rounding (fma), as the CPU computes it.
+template <class T>
+__global__ void arange_kernel(T* out, int64_t n, double start, double step) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = store_value<T>(::fma(static_cast<double>(i), step, start));
+  }
+}
+
+template <Dist D>
+void launch_random_float(const Ctx& ctx, void* out, DType dtype, int64_t n, uint64_t seed,
+                         uint64_t offset, double a, double b, const char* name) {
+  SINTER_CHECK(is_floating(dtype), name, ": needs a floating dtype, got ", dtype_name(dtype));
+  if (n <= 0) return;
+  DeviceGuard guard(ctx.device);
+  visit_storage(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, double>) {
+      random_float_kernel<T, D, double><<<grid_for(n, ctx.device), kBlock, 0, ctx.stream>>>(
+          static_cast<T*>(out), n, seed, offset, a, b);
+    } else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, __nv_bfloat16> ||
+                         std::is_same_v<T, __half>) {
+      random_float_kernel<T, D, float><<<grid_for(n, ctx.device), kBlock, 0, ctx.stream>>>(
+          static_cast<T*>(out), n, seed, offset, static_cast<float>(a), static_cast<float>(b));
+    }
+    SINTER_LAUNCH_CHECK(name);
+  });
+}
+
+}  // namespace
+
+void random_uniform(const Ctx& ctx, void* out, DType dtype, int64_t n, uint64_t seed,
+                    uint64_t offset, double lo, double hi) {
+  launch_random_float<Dist::Uniform>(ctx, out, dtype, n, seed, offset, lo, hi, "random_uniform");
+}
+
+void random_normal(const Ctx& ctx, void* out, DType dtype, int64_t n, uint64_t seed,
+                   uint64_t offset, double mean, double std) {
+  launch_random_float<Dist::Normal>(ctx, out, dtype, n, seed, offset, mean, std, "random_normal");
+}
+
+void random_int(const Ctx& ctx, void* out, DType dtype, int64_t n, uint64_t seed, uint64_t offset,
+                int64_t lo, int64_t hi) {
+  SINTER_CHECK(hi > lo, "random_int: empty range [", lo, ", ", hi, ")");
+  if (n <= 0) return;
+  DeviceGuard guard(ctx.device);
+  visit_storage(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    random_int_kernel<T><<<grid_for(n, ctx.device), kBlock, 0, ctx.stream>>>(
+        static_cast<T*>(out), n, seed, offset, lo, hi);
+    SINTER_LAUNCH_CHECK("random_int");
+  });
+}
+
+void arange(const Ctx& ctx, void* out, DType dtype, int64_t n, double start, double step) {
+  if (n <= 0) return;
+  DeviceGuard guard(ctx.device);
+  visit_storage(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    arange_kernel<T>
+        <<<grid_for(n, ctx.device), kBlock, 0, ctx.stream>>>(static_cast<T*>(out), n, start, step);
+    SINTER_LAUNCH_CHECK("arange");
+  });
+}
+
+}  // namespace sinter::cudak

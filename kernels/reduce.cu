@@ -1,0 +1,353 @@
+// CUDA reduce_rows: Sum, Max and Min (with the index of the first extremum) along the last dim of a
+// contiguous (outer, r) block. Short rows take a warp or a part of one each, long rows a block
+// each; a few very long rows are split over many blocks whose partial results a second pass
+// combines.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda_check.cuh"
+#include "internal/kernels.h"
+
+namespace sinter::cudak {
+namespace {
+
+// What a thread sums or compares in: float for f32/bf16/f16 (the widening is exact, so comparisons
+// agree with the storage type), double for f64, int64 for the integral types and bool.
+template <typename T>
+struct AccOf {
+  using type = int64_t;
+};
+template <>
+struct AccOf<float> {
+  using type = float;
+};
+template <>
+struct AccOf<__half> {
+  using type = float;
+};
+template <>
+struct AccOf<__nv_bfloat16> {
+  using type = float;
+};
+template <>
+struct AccOf<double> {
+  using type = double;
+};
+template <typename T>
+using Acc = typename AccOf<T>::type;
+
+template <typename T>
+__device__ __forceinline__ Acc<T> to_acc(T v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(v);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(v);
+  } else {
+    return static_cast<Acc<T>>(v);
+  }
+}
+
+template <typename T, typename A>
+__device__ __forceinline__ T from_acc(A v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(v);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __float2bfloat16_rn(v);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+template <typename A>
+__device__ __forceinline__ bool is_nan(A v) {
+  if constexpr (std::is_floating_point_v<A>) {
+    return isnan(v);
+  } else {
+    return false;
+  }
+}
+
+// A partial result: the value and, for Max/Min, the position it came from in its row.
+template <typename A>
+struct State {
+  A v;
+  int64_t i;
+};
+
+template <typename A>
+struct SumFn {
+  using Acc = A;
+  static constexpr bool kIndexed = false;
+  __device__ static State<A> identity() { return {A(0), 0}; }
+  __device__ static State<A> combine(State<A> a, State<A> b) {
+    if constexpr (std::is_integral_v<A>) {
+      // Unsigned, so that an overflowing sum wraps instead of being undefined.
+      return {static_cast<A>(static_cast<uint64_t>(a.v) + static_cast<uint64_t>(b.v)), 0};
+    } else {
+      return {a.v + b.v, 0};
+    }
+  }
+};
+
+// Note [extremum order]: NaN beats every number, then the larger (Max) or smaller (Min) value, then
+// the smaller index. That is a strict order on (value, index) pairs, so any combining order
+// (threads, warps, blocks, split passes) picks the same winner: the first NaN, or else the first
+// extremum. The identity carries index INT64_MAX, so it loses every tie against a real element.
+template <typename A, bool kMax>
+struct ExtremeFn {
+  using Acc = A;
+  static constexpr bool kIndexed = true;
+  __device__ static State<A> identity() {
+    if constexpr (std::is_floating_point_v<A>) {
+      return {kMax ? -A(INFINITY) : A(INFINITY), INT64_MAX};
+    } else {
+      return {kMax ? INT64_MIN : INT64_MAX, INT64_MAX};
+    }
+  }
+  __device__ static State<A> combine(State<A> a, State<A> b) {
+    const bool an = is_nan(a.v), bn = is_nan(b.v);
+    bool take_b;
+    if (an || bn) {
+      take_b = bn && (!an || b.i < a.i);
+    } else if (a.v == b.v) {
+      take_b = b.i < a.i;
+    } else {
+      take_b = kMax ? b.v > a.v : b.v < a.v;
+    }
+    return take_b ? b : a;
+  }
+};
+
+// Tree over groups of kWidth adjacent lanes (a power of two up to 32); each group's result lands in
+// its first lane. A group's first lane only ever reads lanes of its own group.
+template <class Fn, int kWidth = 32>
+__device__ __forceinline__ State<typename Fn::Acc> warp_reduce(State<typename Fn::Acc> s) {
+#pragma unroll
+  for (int offset = kWidth / 2; offset > 0; offset >>= 1) {
+    State<typename Fn::Acc> o;
+    o.v = __shfl_down_sync(0xffffffffu, s.v, offset);
+    o.i = Fn::kIndexed ? __shfl_down_sync(0xffffffffu, s.i, offset) : 0;
+    s = Fn::combine(s, o);
+  }
+  return s;
+}
+
+// The whole block's result lands in thread 0. `smem` holds one State per warp (at most 32).
+template <class Fn>
+__device__ __forceinline__ State<typename Fn::Acc> block_reduce(State<typename Fn::Acc> s,
+                                                                State<typename Fn::Acc>* smem) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  s = warp_reduce<Fn>(s);
+  if (lane == 0) smem[warp] = s;
+  __syncthreads();
+  if (warp == 0) {
+    s = lane < static_cast<int>(blockDim.x / 32) ? smem[lane] : Fn::identity();
+    s = warp_reduce<Fn>(s);
+  }
+  __syncthreads();  // smem is reused by the caller's next row
+  return s;
+}
+
+// Element (row, j) of the input, widened, with its index.
+template <typename T>
+struct InputLoader {
+  const T* in;
+  int64_t r;
+  __device__ State<Acc<T>> operator()(int64_t row, int64_t j) const {
+    return {to_acc(in[row * r + j]), j};
+  }
+};
+
+// Partial result j of a row, from the first pass of a split reduction.
+template <typename A>
+struct PartialLoader {
+  const State<A>* partials;
+  int64_t splits;
+  __device__ State<A> operator()(int64_t row, int64_t j) const {
+    return partials[row * splits + j];
+  }
+};
+
+template <typename OutT>
+struct FinalWriter {
+  OutT* out;
+  int64_t* indices;
+  template <typename A>
+  __device__ void operator()(int64_t row, int64_t, State<A> s) const {
+    out[row] = from_acc<OutT>(s.v);
+    if (indices) indices[row] = s.i;
+  }
+};
+
+template <typename A>
+struct PartialWriter {
+  State<A>* partials;
+  int64_t splits;
+  __device__ void operator()(int64_t row, int64_t split, State<A> s) const {
+    partials[row * splits + split] = s;
+  }
+};
+
+// kGroup lanes per row and 32 / kGroup rows per warp, so that short rows neither idle most of a
+// warp nor each pay a full shuffle tree; a warp's rows are adjacent, so its loads still coalesce.
+// Whole warps step together (the shuffles need every lane); groups past the last row carry the
+// identity.
+template <class Fn, int kGroup, class Loader, class Writer>
+__global__ void reduce_group_kernel(Loader load, Writer write, int64_t rows, int64_t r) {
+  constexpr int kRowsPerWarp = 32 / kGroup;
+  const int lane = threadIdx.x % 32, member = lane % kGroup;
+  const int64_t warps = blockDim.x / 32;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * warps * kRowsPerWarp;
+  for (int64_t first = (blockIdx.x * warps + threadIdx.x / 32) * kRowsPerWarp; first < rows;
+       first += step) {
+    const int64_t row = first + lane / kGroup;
+    State<typename Fn::Acc> s = Fn::identity();
+    if (row < rows) {
+#pragma unroll 4
+      for (int64_t j = member; j < r; j += kGroup) s = Fn::combine(s, load(row, j));
+    }
+    s = warp_reduce<Fn, kGroup>(s);
+    if (member == 0 && row < rows) write(row, 0, s);
+  }
+}
+
+// One block per task; task = (row, split) covers elements [split * chunk, (split + 1) * chunk) of
+// the row, so with splits == 1 a block reduces a whole row.
+template <class Fn, class Loader, class Writer>
+__global__ void reduce_block_kernel(Loader load, Writer write, int64_t rows, int64_t splits,
+                                    int64_t r, int64_t chunk) {
+  __shared__ State<typename Fn::Acc> smem[32];
+  for (int64_t task = blockIdx.x; task < rows * splits; task += gridDim.x) {
+    const int64_t row = task / splits, split = task - row * splits;
+    const int64_t end = (split + 1) * chunk < r ? (split + 1) * chunk : r;
+    State<typename Fn::Acc> s = Fn::identity();
+#pragma unroll 4
+    for (int64_t j = split * chunk + threadIdx.x; j < end; j += blockDim.x) {
+      s = Fn::combine(s, load(row, j));
+    }
+    s = block_reduce<Fn>(s, smem);
+    if (threadIdx.x == 0) write(row, split, s);
+  }
+}
+
+constexpr int64_t kWarpRowMax = 256;     // rows up to this length take a warp or less each
+constexpr int64_t kSplitChunk = 16384;   // least elements per block when a row is split
+constexpr int64_t kMaxBlocks = 1 << 20;  // grids stride beyond this
+
+unsigned grid_for(int64_t tasks) {
+  return static_cast<unsigned>(std::clamp<int64_t>(tasks, 1, kMaxBlocks));
+}
+
+template <typename T, class Fn>
+void reduce_launch(const Ctx& ctx, const T* in, int64_t outer, int64_t r, void* out,
+                   int64_t* indices) {
+  using A = typename Fn::Acc;
+  using OutT = std::conditional_t<!Fn::kIndexed && std::is_integral_v<A>, int64_t, T>;
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  const InputLoader<T> load{in, r};
+  const FinalWriter<OutT> write{static_cast<OutT*>(out), indices};
+
+  if (r <= kWarpRowMax) {
+    // About 4 or more elements per lane: 1, 4, 16 or 32 lanes per row.
+    const auto launch = [&](auto group) {
+      constexpr int kGroup = decltype(group)::value, kThreads = 256;
+      constexpr int64_t kRowsPerBlock = kThreads / kGroup;
+      reduce_group_kernel<Fn, kGroup>
+          <<<grid_for((outer + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, stream>>>(
+              load, write, outer, r);
+      SINTER_LAUNCH_CHECK("reduce_group_kernel");
+    };
+    if (r <= 4) return launch(std::integral_constant<int, 1>{});
+    if (r <= 16) return launch(std::integral_constant<int, 4>{});
+    if (r <= 64) return launch(std::integral_constant<int, 16>{});
+    return launch(std::integral_constant<int, 32>{});
+  }
+
+  const int threads = r >= 8192 ? 512 : 256;
+  int sms = 0;
+  SINTER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.device));
+  // Fewer rows than can fill the device: split each row so that about 4 blocks run per SM.
+  int64_t splits = 1;
+  if (outer < 2 * sms && r >= 2 * kSplitChunk) {
+    splits = std::min((r + kSplitChunk - 1) / kSplitChunk, (4 * sms + outer - 1) / outer);
+  }
+  if (splits <= 1) {
+    reduce_block_kernel<Fn><<<grid_for(outer), threads, 0, stream>>>(load, write, outer, 1, r, r);
+    SINTER_LAUNCH_CHECK("reduce_block_kernel");
+    return;
+  }
+  const int64_t chunk = (r + splits - 1) / splits;
+  splits = (r + chunk - 1) / chunk;
+  // partials: (outer, splits), each the result of one chunk with its index in the whole row.
+  // Stream-ordered scratch: valid for any ctx.stream and under graph capture.
+  State<A>* partials = nullptr;
+  SINTER_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partials),
+                                    static_cast<size_t>(outer * splits) * sizeof(State<A>),
+                                    stream));
+  try {
+    reduce_block_kernel<Fn><<<grid_for(outer * splits), threads, 0, stream>>>(
+        load, PartialWriter<A>{partials, splits}, outer, splits, r, chunk);
+    SINTER_LAUNCH_CHECK("reduce_block_kernel");
+    reduce_block_kernel<Fn><<<grid_for(outer), 256, 0, stream>>>(PartialLoader<A>{partials, splits},
+                                                                 write, outer, 1, splits, splits);
+    SINTER_LAUNCH_CHECK("reduce_block_kernel");
+  } catch (...) {
+    (void)cudaFreeAsync(partials, stream);
+    throw;
+  }
+  SINTER_CUDA_CHECK(cudaFreeAsync(partials, stream));
+}
+
+template <typename T>
+void reduce_typed(const Ctx& ctx, const void* in, int64_t outer, int64_t r, ReduceOp op, void* out,
+                  int64_t* indices) {
+  const T* x = static_cast<const T*>(in);
+  switch (op) {
+    case ReduceOp::Sum:
+      return reduce_launch<T, SumFn<Acc<T>>>(ctx, x, outer, r, out, indices);
+    case ReduceOp::Max:
+      return reduce_launch<T, ExtremeFn<Acc<T>, true>>(ctx, x, outer, r, out, indices);
+    case ReduceOp::Min:
+      return reduce_launch<T, ExtremeFn<Acc<T>, false>>(ctx, x, outer, r, out, indices);
+  }
+  SINTER_THROW("reduce_rows: unknown op ", static_cast<int>(op));
+}
+
+}  // namespace
+
+void reduce_rows(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int64_t r, ReduceOp op,
+                 void* out, DType out_dtype, int64_t* indices) {
+  const DType want = op == ReduceOp::Sum && is_integral(dtype) ? DType::i64 : dtype;
+  SINTER_CHECK(out_dtype == want, "reduce_rows: output dtype ", out_dtype, " for input ", dtype,
+               ", expected ", want);
+  SINTER_CHECK(op == ReduceOp::Sum || r >= 1, "reduce_rows: Max/Min of an empty row");
+  if (outer == 0) return;
+  DeviceGuard guard(ctx.device);
+  switch (dtype) {
+    case DType::f32:
+      return reduce_typed<float>(ctx, in, outer, r, op, out, indices);
+    case DType::f64:
+      return reduce_typed<double>(ctx, in, outer, r, op, out, indices);
+    case DType::bf16:
+      return reduce_typed<__nv_bfloat16>(ctx, in, outer, r, op, out, indices);
+    case DType::f16:
+      return reduce_typed<__half>(ctx, in, outer, r, op, out, indices);
+    case DType::i64:
+      return reduce_typed<int64_t>(ctx, in, outer, r, op, out, indices);
+    case DType::i32:
+      return reduce_typed<int32_t>(ctx, in, outer, r, op, out, indices);
+    case DType::u8:
+      return reduce_typed<uint8_t>(ctx, in, outer, r, op, out, indices);
+    case DType::b8:
+      return reduce_typed<bool>(ctx, in, outer, r, op, out, indices);
+  }
+  SINTER_THROW("reduce_rows: unsupported dtype ", dtype);
+}
+
+}  // namespace sinter::cudak

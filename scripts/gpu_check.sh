@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# On the GPU machine (Ubuntu, no network, see DEVICE.md): builds Sinter with CUDA on every core, runs
+# the `gpu` tests, then the rest of the suite, then every benchmark, and prints a summary table last.
+# OUTDIR gets at most 8 files: build.log, test.log, bench.log, summary.txt and the benchmarks' JSON,
+# bench_<name>.json each, or all of them in one bench.json when there are more than four.
+# Installs nothing. Exits nonzero when the build, a test or a benchmark failed; the summary is
+# written either way. Env: SINTER_BUILD_DIR (default build-gpu).
+set -uo pipefail
+
+if [ $# -ne 1 ]; then
+  echo "usage: scripts/gpu_check.sh OUTDIR" >&2
+  exit 2
+fi
+mkdir -p "$1" || exit 2
+out=$(cd "$1" && pwd)
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+start=$(date +%s)
+
+export PATH="/usr/local/cuda/bin:/opt/torch/.venv/bin:$PATH"
+for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+           /usr/local/cuda-13.0/targets/x86_64-linux/lib; do
+  if [ -d "$dir" ]; then
+    LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+done
+export LD_LIBRARY_PATH
+
+build_dir=$(mkdir -p "${SINTER_BUILD_DIR:-build-gpu}" && cd "${SINTER_BUILD_DIR:-build-gpu}" && pwd)
+jobs=$(nproc)
+device=$(nvidia-smi -L 2>&1 | head -n 4)
+echo "$device"
+
+# --- build ---
+generator=()
+if [ ! -f "$build_dir/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
+  generator=(-G Ninja)
+fi
+build_start=$(date +%s)
+{
+  cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSINTER_CUDA=ON &&
+    cmake --build "$build_dir" -j "$jobs"
+} 2>&1 | tee "$out/build.log"
+build_rc=${PIPESTATUS[0]}
+build_s=$(( $(date +%s) - build_start ))
+
+# --- tests: the gpu label, then everything else (together, the full suite) ---
+# Prints "total failed skipped" from a ctest JUnit file.
+junit_counts() {
+  local head
+  head=$(tr '\n\t' '  ' <"$1" 2>/dev/null | grep -m1 -o '<testsuite [^>]*>') || { echo "0 0 0"; return; }
+  local attr total failed skipped
+  for attr in tests failures skipped; do
+    local value
+    value=$(sed -n "s/.* $attr=\"\([0-9]*\)\".*/\1/p" <<<"$head")
+    case $attr in
+      tests) total=${value:-0} ;;
+      failures) failed=${value:-0} ;;
+      skipped) skipped=${value:-0} ;;
+    esac
+  done
+  echo "$total $failed $skipped"
+}
+
+: >"$out/test.log"
+test_rc=0
+declare -A counts
+for label in gpu other; do
+  junit="$build_dir/junit-$label.xml"
+  rm -f "$junit"
+  if [ "$build_rc" -ne 0 ]; then
+    counts[$label]="0 0 0"
+    continue
+  fi
+  if [ "$label" = gpu ]; then select=(-L gpu); else select=(-LE gpu); fi
+  echo "== ctest ${select[*]}" | tee -a "$out/test.log"
+  ctest --test-dir "$build_dir" "${select[@]}" --output-on-failure --no-tests=ignore -j "$jobs" \
+    --output-junit "$junit" 2>&1 | tee -a "$out/test.log"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -ne 0 ] && test_rc=$rc
+  counts[$label]=$(junit_counts "$junit")
+done
+
+# --- benchmarks ---
+: >"$out/bench.log"
+bench_failed=()
+benches=()
+if [ "$build_rc" -eq 0 ] && [ -d "$build_dir/benchmarks" ]; then
+  mapfile -t benches < <(find "$build_dir/benchmarks" -maxdepth 1 -type f -executable \
+    -name 'bench_*' | sort)
+fi
+json_dir=$(mktemp -d)
+for bench in "${benches[@]}"; do
+  name=$(basename "$bench")
+  name=${name#bench_}
+  echo "== $name" >>"$out/bench.log"
+  timeout 600 "$bench" --benchmark_format=console --benchmark_color=false \
+    --benchmark_out="$json_dir/bench_$name.json" --benchmark_out_format=json \
+    >>"$out/bench.log" 2>&1 || bench_failed+=("$name")
+done
+shopt -s nullglob
+jsons=("$json_dir"/bench_*.json)
+if [ ${#jsons[@]} -le 4 ]; then
+  for json in "${jsons[@]}"; do cp "$json" "$out/"; done
+elif [ ${#jsons[@]} -gt 0 ]; then
+  {
+    echo "{"
+    sep=""
+    for json in "${jsons[@]}"; do
+      name=$(basename "$json" .json)
+      printf '%s"%s": ' "$sep" "${name#bench_}"
+      cat "$json"
+      sep=","
+    done
+    echo "}"
+  } >"$out/bench.json"
+fi
+rm -rf "$json_dir"
+
+# --- summary ---
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo "unknown")
+if [ "$commit" != unknown ] && ! git diff --quiet HEAD 2>/dev/null; then
+  commit="$commit + uncommitted changes"
+fi
+{
+  echo "Sinter GPU check  $(date -u '+%Y-%m-%d %H:%M UTC')  commit $commit"
+  echo "$device"
+  if [ "$build_rc" -eq 0 ]; then echo "build: ok in ${build_s}s"; else echo "build: FAILED (see build.log)"; fi
+  printf '%-8s %7s %7s %8s %7s\n' tests passed failed skipped total
+  for label in gpu other; do
+    read -r total failed skipped <<<"${counts[$label]}"
+    printf '%-8s %7d %7d %8d %7d\n' "$label" $(( total - failed - skipped )) "$failed" "$skipped" "$total"
+  done
+  echo "benchmarks: ${#benches[@]} run, ${#bench_failed[@]} failed${bench_failed:+: ${bench_failed[*]}}"
+  # The result rows of each benchmark's console table: the lines after its second dashed rule.
+  awk '/^== / {print; rules = 0; next} /^----------/ {rules++; next} rules >= 2 && NF {print "  " $0}' \
+    "$out/bench.log"
+  echo "total: $(( $(date +%s) - start ))s"
+} | tee "$out/summary.txt"
+
+if [ "$build_rc" -ne 0 ] || [ "$test_rc" -ne 0 ] || [ ${#bench_failed[@]} -ne 0 ]; then
+  exit 1
+fi

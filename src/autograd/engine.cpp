@@ -1,0 +1,335 @@
+// The backward engine (Note [autograd graph]): grad mode, leaf accumulation, hooks, and the walk.
+#include <algorithm>
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+
+#include "internal/autograd_impl.h"
+#include "internal/tensor_impl.h"
+#include "sinter/ops.h"
+
+namespace sinter {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+std::atomic<uint64_t> g_next_sequence_nr{0};
+}  // namespace
+
+bool GradMode::is_enabled() { return g_grad_enabled; }
+void GradMode::set_enabled(bool enabled) { g_grad_enabled = enabled; }
+
+Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1)) {}
+
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> stack;
+  for (Edge& e : next_edges) {
+    if (e.node) stack.push_back(std::move(e.node));
+  }
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    if (n.use_count() != 1) continue;
+    for (Edge& e : n->next_edges) {
+      if (e.node) stack.push_back(std::move(e.node));
+    }
+  }
+}
+
+namespace autograd {
+
+// Sums the gradients that reach a leaf into its grad(), running the leaf's hooks around it.
+class AccumulateGrad : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  std::string name() const override { return "AccumulateGrad"; }
+  void release() override {}  // holds no saved tensors: a leaf may accumulate again
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    Tensor g = std::move(grads[0]);
+    if (!g.defined()) return {};
+    Tensor var(leaf_);
+    AutogradMeta& m = leaf_->meta();
+    for (auto& hook : m.hooks) {
+      Tensor r = hook(g);
+      if (r.defined()) g = r;
+    }
+    SINTER_CHECK(g.shape() == var.shape(), "backward: gradient of shape ", shape_str(g.shape()),
+                 " for a leaf of shape ", shape_str(var.shape()));
+    if (!m.grad.defined()) {
+      m.grad = g.to(var.dtype()).contiguous();
+      if (m.grad.impl() == g.impl() || m.grad.storage().is_same(g.storage())) m.grad = m.grad.clone();
+    } else {
+      m.grad.add_(g.dtype() == m.grad.dtype() ? g : g.to(m.grad.dtype()));
+    }
+    for (auto& hook : m.post_hooks) hook(var);
+    return {};
+  }
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+SavedTensor::SavedTensor(const Tensor& t, const char* op)
+    : t_(t.defined() ? alias_of(t) : Tensor()), version_(t.defined() ? t.version() : 0), op_(op) {}
+
+Tensor SavedTensor::get() const {
+  SINTER_CHECK(!t_.defined() || t_.version() == version_, op_,
+               " backward: a tensor saved for backward was modified by an in-place operation (its "
+               "version is ",
+               t_.version(), ", it was saved at version ", version_,
+               "); clone it before changing it in place");
+  return t_;
+}
+
+std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grads) {
+  SINTER_CHECK(fn_ != nullptr, name_, " backward: trying to backward through the graph a second ",
+               "time, but its saved tensors were freed; pass retain_graph=true to the first backward");
+  std::vector<Tensor> out = fn_(grads);
+  SINTER_CHECK(out.size() == next_edges.size(), name_, " backward: returned ", out.size(),
+               " gradients for ", next_edges.size(), " inputs");
+  return out;
+}
+
+void FunctionNode::release() {
+  fn_ = nullptr;
+  released_ = true;
+}
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!GradMode::is_enabled()) return false;
+  return std::any_of(inputs.begin(), inputs.end(),
+                     [](const Tensor* t) { return t && t->defined() && t->requires_grad(); });
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!GradMode::is_enabled()) return false;
+  return std::any_of(inputs.begin(), inputs.end(),
+                     [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+}
+
+namespace {
+
+std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
+  AutogradMeta& m = leaf.impl()->meta();
+  std::shared_ptr<Node> acc = m.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(leaf.impl_ptr());
+    m.grad_accumulator = acc;
+  }
+  return acc;
+}
+
+Edge edge_of(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  AutogradMeta& m = t.impl()->meta();
+  if (m.grad_fn) return {m.grad_fn, m.output_nr};
+  return {grad_accumulator(t), 0};
+}
+
+}  // namespace
+
+void record(const char* name, const std::vector<Tensor*>& outputs, const std::vector<Tensor>& inputs,
+            BackwardFn fn) {
+  auto node = std::make_shared<FunctionNode>(name, std::move(fn));
+  node->num_outputs = static_cast<uint32_t>(outputs.size());
+  node->next_edges.reserve(inputs.size());
+  for (const Tensor& in : inputs) node->next_edges.push_back(edge_of(in));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    AutogradMeta& m = outputs[i]->impl()->meta();
+    m.requires_grad = true;
+    m.grad_fn = node;
+    m.output_nr = static_cast<uint32_t>(i);
+  }
+}
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
+  SINTER_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ", grads.size(),
+               " gradients");
+  NoGradGuard no_grad;
+
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  std::unordered_map<Node*, int> deps;
+  std::vector<std::shared_ptr<Node>> root_nodes;
+
+  auto accumulate = [&](Node* node, uint32_t slot, Tensor g) {
+    auto& buf = buffers[node];
+    if (buf.empty()) buf.resize(node->num_outputs);
+    if (!buf[slot].defined()) {
+      buf[slot] = std::move(g);
+    } else {
+      buf[slot] = add(buf[slot], g);
+    }
+  };
+
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    SINTER_CHECK(root.defined(), "backward: root ", i, " is an undefined tensor");
+    SINTER_CHECK(root.requires_grad(), "backward: tensor ", i, " of shape ", shape_str(root.shape()),
+                 " does not require grad and has no grad_fn");
+    Tensor seed = grads[i];
+    if (!seed.defined()) {
+      SINTER_CHECK(root.numel() == 1, "backward: a gradient can be implied only for a scalar; got "
+                   "shape ", shape_str(root.shape()), ", pass gradient explicitly");
+      seed = ones(root.shape(), {.dtype = root.dtype(), .device = root.device()});
+    }
+    SINTER_CHECK(seed.shape() == root.shape(), "backward: gradient of shape ",
+                 shape_str(seed.shape()), " for a tensor of shape ", shape_str(root.shape()));
+    SINTER_CHECK(seed.device() == root.device(), "backward: gradient on ", seed.device(),
+                 " for a tensor on ", root.device());
+    SINTER_CHECK(seed.dtype() == root.dtype(), "backward: gradient of dtype ", seed.dtype(),
+                 " for a tensor of dtype ", root.dtype());
+    Edge e = edge_of(root);
+    accumulate(e.node.get(), e.input_nr, seed);
+    root_nodes.push_back(e.node);
+  }
+
+  // Count, for every reachable node, the edges that point at it.
+  std::vector<Node*> stack;
+  std::unordered_map<Node*, bool> seen;
+  for (auto& n : root_nodes) {
+    if (!seen[n.get()]) {
+      seen[n.get()] = true;
+      stack.push_back(n.get());
+    }
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges) {
+      if (!e.valid()) continue;
+      deps[e.node.get()] += 1;
+      if (!seen[e.node.get()]) {
+        seen[e.node.get()] = true;
+        stack.push_back(e.node.get());
+      }
+    }
+  }
+
+  auto later_first = [](Node* a, Node* b) { return a->sequence_nr < b->sequence_nr; };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
+  for (auto& n : root_nodes) {
+    if (deps[n.get()] == 0 && seen[n.get()]) {
+      ready.push(n.get());
+      seen[n.get()] = false;  // queued once
+    }
+  }
+
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    std::vector<Tensor> in = std::move(buffers[node]);
+    buffers.erase(node);
+    in.resize(node->num_outputs);
+    for (auto& [slot, hook] : node->pre_hooks) {
+      if (!in[slot].defined()) continue;
+      Tensor r = hook(in[slot]);
+      if (!r.defined()) continue;
+      SINTER_CHECK(r.shape() == in[slot].shape() && r.dtype() == in[slot].dtype(),
+                   "backward: a hook on the gradient of ", node->name(), " returned ",
+                   shape_str(r.shape()), " ", r.dtype(), " for a gradient of ",
+                   shape_str(in[slot].shape()), " ", in[slot].dtype());
+      in[slot] = r;
+    }
+    const bool any = std::any_of(in.begin(), in.end(), [](const Tensor& t) { return t.defined(); });
+    std::vector<Tensor> out;
+    if (any) {
+      SINTER_CHECK(!node->released(), node->name(), " backward: trying to backward through the "
+                   "graph a second time, but its saved tensors were freed; pass retain_graph=true "
+                   "to the first backward");
+      out = node->apply(std::move(in));
+      if (!retain_graph) node->release();
+    }
+    for (size_t j = 0; j < node->next_edges.size(); ++j) {
+      const Edge& e = node->next_edges[j];
+      if (!e.valid()) continue;
+      if (j < out.size() && out[j].defined()) accumulate(e.node.get(), e.input_nr, out[j]);
+      if (--deps[e.node.get()] == 0) ready.push(e.node.get());
+    }
+  }
+}
+
+}  // namespace autograd
+
+// --- Tensor's autograd methods ---
+
+bool Tensor::requires_grad() const {
+  return impl_ && impl_->autograd && (impl_->autograd->requires_grad || impl_->autograd->grad_fn);
+}
+
+Tensor& Tensor::requires_grad_(bool value) {
+  SINTER_CHECK(defined(), "requires_grad_: undefined tensor");
+  SINTER_CHECK(!value || is_floating(dtype()), "requires_grad_: only floating tensors can "
+               "require grad, got dtype ", dtype());
+  SINTER_CHECK(is_leaf(), "requires_grad_: only leaves can change requires_grad; call detach() "
+               "first for a result of an op");
+  impl_->meta().requires_grad = value;
+  return *this;
+}
+
+Tensor Tensor::grad() const {
+  return impl_ && impl_->autograd ? impl_->autograd->grad : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& g) const {
+  SINTER_CHECK(defined(), "set_grad: undefined tensor");
+  SINTER_CHECK(!g.defined() || g.shape() == shape(), "set_grad: gradient of shape ",
+               shape_str(g.shape()), " for a tensor of shape ", shape_str(shape()));
+  SINTER_CHECK(!g.defined() || (g.dtype() == dtype() && g.device() == device()),
+               "set_grad: gradient is ", g.dtype(), " on ", g.device(), ", the tensor is ", dtype(),
+               " on ", device());
+  impl_->meta().grad = g;
+}
+
+bool Tensor::is_leaf() const { return !(impl_ && impl_->autograd && impl_->autograd->grad_fn); }
+
+std::shared_ptr<Node> Tensor::grad_fn() const {
+  return impl_ && impl_->autograd ? impl_->autograd->grad_fn : nullptr;
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph);
+}
+
+Tensor Tensor::detach() const {
+  SINTER_CHECK(defined(), "detach: undefined tensor");
+  return alias_of(*this);
+}
+
+void Tensor::register_hook(TensorHook hook) const {
+  SINTER_CHECK(requires_grad(), "register_hook: the tensor does not require grad");
+  AutogradMeta& m = impl_->meta();
+  if (m.grad_fn) {
+    m.grad_fn->pre_hooks.emplace_back(m.output_nr, std::move(hook));
+  } else {
+    m.hooks.push_back(std::move(hook));
+  }
+}
+
+void Tensor::retain_grad() const {
+  SINTER_CHECK(requires_grad(), "retain_grad: the tensor does not require grad");
+  AutogradMeta& m = impl_->meta();
+  if (!m.grad_fn || m.retains_grad) return;
+  m.retains_grad = true;
+  std::weak_ptr<TensorImpl> weak = impl_;
+  register_hook([weak](const Tensor& g) {
+    if (auto impl = weak.lock()) {
+      AutogradMeta& meta = impl->meta();
+      meta.grad = meta.grad.defined() ? add(meta.grad, g) : g.clone();
+    }
+    return Tensor();
+  });
+}
+
+void Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) const {
+  SINTER_CHECK(requires_grad() && is_leaf(), "register_post_accumulate_grad_hook: only leaves that "
+               "require grad accumulate gradients");
+  impl_->meta().post_hooks.push_back(std::move(hook));
+}
+
+uint32_t Tensor::version() const { return impl_ ? impl_->version->load() : 0; }
+void Tensor::bump_version() const {
+  if (impl_) impl_->version->fetch_add(1);
+}
+
+}  // namespace sinter

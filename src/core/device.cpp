@@ -1,0 +1,27 @@
+// Device names: parsing "cpu" / "cuda" / "cuda:N" and printing them back.
+#include "sinter/core/device.h"
+
+#include <cstdlib>
+
+#include "sinter/core/error.h"
+
+namespace sinter {
+
+Device Device::parse(const std::string& s) {
+  if (s == "cpu") return cpu();
+  if (s == "cuda") return cuda(0);
+  if (s.rfind("cuda:", 0) == 0 && s.size() > 5) {
+    char* end = nullptr;
+    const long idx = std::strtol(s.c_str() + 5, &end, 10);
+    if (*end == '\0' && idx >= 0) return cuda(static_cast<int>(idx));
+  }
+  SINTER_THROW("Device::parse: expected \"cpu\", \"cuda\" or \"cuda:N\", got \"", s, "\"");
+}
+
+std::string Device::str() const {
+  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+
+}  // namespace sinter

@@ -1,0 +1,85 @@
+// DType sizes and names, and the binary16 conversions of Half.
+#include "sinter/core/dtype.h"
+
+#include <cmath>
+
+namespace sinter {
+
+size_t element_size(DType t) {
+  switch (t) {
+    case DType::f64:
+    case DType::i64: return 8;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::bf16:
+    case DType::f16: return 2;
+    case DType::u8:
+    case DType::b8: return 1;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
+    case DType::i64: return "i64";
+    case DType::i32: return "i32";
+    case DType::u8: return "u8";
+    case DType::b8: return "bool";
+  }
+  return "?";
+}
+
+std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
+
+Half::Half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t absx = x & 0x7fffffffu;
+  if (absx > 0x7f800000u) {  // NaN
+    bits = static_cast<uint16_t>(sign | 0x7e00u);
+    return;
+  }
+  if (absx >= 0x477ff000u) {  // rounds to >= 65520: infinity
+    bits = static_cast<uint16_t>(sign | 0x7c00u);
+    return;
+  }
+  if (absx < 0x38800000u) {  // below the smallest normal half (2^-14): subnormal or zero
+    // Scale into units of 2^-24 and round to nearest even in float arithmetic.
+    float a;
+    std::memcpy(&a, &absx, 4);
+    const float units = std::nearbyint(a * 16777216.0f);
+    bits = static_cast<uint16_t>(sign | static_cast<uint32_t>(units));
+    return;
+  }
+  // Normal: rebias the exponent (127 -> 15) and round the 23-bit mantissa to 10 bits.
+  uint32_t h = ((absx - 0x38000000u) >> 13);
+  const uint32_t rest = absx & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  bits = static_cast<uint16_t>(sign | h);
+}
+
+Half::operator float() const {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exp = (bits >> 10) & 0x1fu;
+  const uint32_t man = bits & 0x3ffu;
+  uint32_t out;
+  if (exp == 0) {
+    const float v = std::ldexp(static_cast<float>(man), -24);
+    std::memcpy(&out, &v, 4);
+    out |= sign;
+  } else if (exp == 31) {
+    out = sign | 0x7f800000u | (man << 13);
+  } else {
+    out = sign | ((exp + 112u) << 23) | (man << 13);
+  }
+  float f;
+  std::memcpy(&f, &out, 4);
+  return f;
+}
+
+}  // namespace sinter

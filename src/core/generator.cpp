@@ -1,0 +1,40 @@
+// The Philox generator state: a seed and the next unused counter (Note [philox streams]).
+#include "sinter/core/generator.h"
+
+namespace sinter {
+
+void Generator::manual_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_ = {seed, 0};
+}
+
+uint64_t Generator::seed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_.seed;
+}
+
+uint64_t Generator::reserve(uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t first = state_.offset;
+  state_.offset += n;
+  return first;
+}
+
+GeneratorState Generator::state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_;
+}
+
+void Generator::set_state(const GeneratorState& s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_ = s;
+}
+
+Generator& default_generator() {
+  static Generator gen(0);
+  return gen;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+}  // namespace sinter

@@ -1,0 +1,229 @@
+// CPU reference for the elementwise kernels: unary, binary, where and copy over an ElementwiseIter.
+// Operands are loaded in chunks into compute-type buffers, so dtype conversion and the op's math
+// are each a tight loop, and the math is the one the CUDA kernels use (internal/scalar_ops.h).
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "internal/kernels.h"
+#include "internal/scalar_ops.h"
+#include "sinter/core/error.h"
+
+namespace sinter::cpu {
+namespace {
+
+constexpr int64_t kChunk = 256;
+
+// Calls f(TypeTag<T>{}) with T the host element type of `t`.
+template <class F>
+void visit_storage(DType t, F&& f) {
+  switch (t) {
+    case DType::f32:
+      f(TypeTag<float>{});
+      return;
+    case DType::f64:
+      f(TypeTag<double>{});
+      return;
+    case DType::bf16:
+      f(TypeTag<BFloat16>{});
+      return;
+    case DType::f16:
+      f(TypeTag<Half>{});
+      return;
+    case DType::i64:
+      f(TypeTag<int64_t>{});
+      return;
+    case DType::i32:
+      f(TypeTag<int32_t>{});
+      return;
+    case DType::u8:
+      f(TypeTag<uint8_t>{});
+      return;
+    case DType::b8:
+      f(TypeTag<bool>{});
+      return;
+  }
+  SINTER_THROW("elementwise: unknown dtype ", static_cast<int>(t));
+}
+
+// bf16 and f16 are stored as 16 bits but computed and converted as float.
+template <class T>
+constexpr bool is_half_type = std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
+
+template <class T>
+auto to_value(T v) {
+  if constexpr (is_half_type<T>) {
+    return static_cast<float>(v);
+  } else {
+    return v;
+  }
+}
+
+template <class T, class V>
+T from_value(V v) {
+  if constexpr (is_half_type<T>) {
+    return T(convert<float>(v));
+  } else {
+    return convert<T>(v);
+  }
+}
+
+// Walks the iteration space as rows of at most kChunk elements along the innermost dim, calling
+// fn(off, step, n) with each operand's element offset of the row's first element and its element
+// stride along the row.
+template <class F>
+void for_each_row(const ElementwiseIter& it, F&& fn) {
+  if (it.numel <= 0) return;
+  const int nops = it.noperands;
+  int64_t off[kMaxOperands] = {};
+  int64_t step[kMaxOperands] = {};
+  if (it.contiguous || it.ndim <= 1) {
+    for (int k = 0; k < nops; ++k) {
+      step[k] = it.contiguous ? 1 : (it.ndim == 1 ? it.op[k].strides[0] : 0);
+    }
+    for (int64_t start = 0; start < it.numel; start += kChunk) {
+      int64_t o[kMaxOperands] = {};
+      for (int k = 0; k < nops; ++k) o[k] = start * step[k];
+      fn(o, step, std::min(kChunk, it.numel - start));
+    }
+    return;
+  }
+  const int inner = it.ndim - 1;
+  const int64_t inner_size = it.sizes[inner];
+  for (int k = 0; k < nops; ++k) step[k] = it.op[k].strides[inner];
+  int64_t idx[kMaxDims] = {};
+  while (true) {
+    for (int64_t start = 0; start < inner_size; start += kChunk) {
+      int64_t o[kMaxOperands] = {};
+      for (int k = 0; k < nops; ++k) o[k] = off[k] + start * step[k];
+      fn(o, step, std::min(kChunk, inner_size - start));
+    }
+    // Advance the outer index like an odometer, innermost outer dim first.
+    int d = inner - 1;
+    for (; d >= 0; --d) {
+      for (int k = 0; k < nops; ++k) off[k] += it.op[k].strides[d];
+      if (++idx[d] < it.sizes[d]) break;
+      for (int k = 0; k < nops; ++k) off[k] -= it.op[k].strides[d] * it.sizes[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// dst[0, n) = operand elements off, off + step, ... converted to C (or the scalar, repeated).
+template <class C>
+void load_row(const Operand& o, int64_t off, int64_t step, int64_t n, C* dst) {
+  if (o.data == nullptr) {
+    std::fill(dst, dst + n, convert<C>(o.scalar));
+    return;
+  }
+  visit_storage(o.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = static_cast<const T*>(o.data) + off;
+    for (int64_t j = 0; j < n; ++j) dst[j] = convert<C>(to_value(p[j * step]));
+  });
+}
+
+template <class C>
+void store_row(const Operand& o, int64_t off, int64_t step, int64_t n, const C* src) {
+  visit_storage(o.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = static_cast<T*>(o.data) + off;
+    for (int64_t j = 0; j < n; ++j) p[j * step] = from_value<T>(src[j]);
+  });
+}
+
+}  // namespace
+
+void unary(const Ctx&, const ElementwiseIter& it, UnaryOp op, double p0, double p1) {
+  visit_compute_type(it.op[1].dtype, [&](auto ctag) {
+    using C = typename decltype(ctag)::type;
+    visit_unary_op(op, [&](auto opc) {
+      constexpr UnaryOp OP = decltype(opc)::value;
+      if constexpr (std::is_integral_v<C> && !integral_ok(OP)) {
+        SINTER_THROW("unary: op ", static_cast<int>(OP), " needs a floating dtype, got ",
+                     dtype_name(it.op[1].dtype));
+      } else {
+        const C c0 = convert<C>(p0), c1 = convert<C>(p1);
+        for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
+          C x[kChunk], y[kChunk];
+          load_row(it.op[1], off[1], step[1], n, x);
+          for (int64_t j = 0; j < n; ++j) y[j] = unary_fn<OP>(x[j], c0, c1);
+          store_row(it.op[0], off[0], step[0], n, y);
+        });
+      }
+    });
+  });
+}
+
+void binary(const Ctx&, const ElementwiseIter& it, BinaryOp op, double p0) {
+  visit_compute_type(it.op[1].dtype, [&](auto ctag) {
+    using C = typename decltype(ctag)::type;
+    visit_binary_op(op, [&](auto opc) {
+      constexpr BinaryOp OP = decltype(opc)::value;
+      if constexpr (std::is_integral_v<C> && !integral_ok(OP)) {
+        SINTER_THROW("binary: op ", static_cast<int>(OP), " needs a floating dtype, got ",
+                     dtype_name(it.op[1].dtype));
+      } else {
+        const C c0 = convert<C>(p0);
+        for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
+          C a[kChunk], b[kChunk], y[kChunk];
+          load_row(it.op[1], off[1], step[1], n, a);
+          load_row(it.op[2], off[2], step[2], n, b);
+          for (int64_t j = 0; j < n; ++j) y[j] = binary_fn<OP>(a[j], b[j], c0);
+          store_row(it.op[0], off[0], step[0], n, y);
+        });
+      }
+    });
+  });
+}
+
+// The values pass through op[0]'s compute type, which holds every value of op[0]'s dtype exactly.
+void where(const Ctx&, const ElementwiseIter& it) {
+  visit_compute_type(it.op[0].dtype, [&](auto ctag) {
+    using C = typename decltype(ctag)::type;
+    for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
+      bool cond[kChunk];
+      C a[kChunk], b[kChunk];
+      load_row(it.op[1], off[1], step[1], n, cond);
+      load_row(it.op[2], off[2], step[2], n, a);
+      load_row(it.op[3], off[3], step[3], n, b);
+      for (int64_t j = 0; j < n; ++j) a[j] = cond[j] ? a[j] : b[j];
+      store_row(it.op[0], off[0], step[0], n, a);
+    });
+  });
+}
+
+// Converts straight from the input's type to the output's (bf16/f16 by way of float); see convert()
+// in scalar_ops.h for floating-to-integer and to-bool.
+void copy(const Ctx&, const ElementwiseIter& it) {
+  const Operand& out = it.op[0];
+  const Operand& in = it.op[1];
+  visit_storage(out.dtype, [&](auto otag) {
+    using To = typename decltype(otag)::type;
+    if (in.data == nullptr) {
+      const To v = from_value<To>(in.scalar);
+      for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
+        To* p = static_cast<To*>(out.data) + off[0];
+        for (int64_t j = 0; j < n; ++j) p[j * step[0]] = v;
+      });
+      return;
+    }
+    visit_storage(in.dtype, [&](auto itag) {
+      using From = typename decltype(itag)::type;
+      for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
+        To* dst = static_cast<To*>(out.data) + off[0];
+        const From* src = static_cast<const From*>(in.data) + off[1];
+        for (int64_t j = 0; j < n; ++j) {
+          if constexpr (std::is_same_v<To, From>) {
+            dst[j * step[0]] = src[j * step[1]];  // bits unchanged, NaN payloads included
+          } else {
+            dst[j * step[0]] = from_value<To>(to_value(src[j * step[1]]));
+          }
+        }
+      });
+    });
+  });
+}
+
+}  // namespace sinter::cpu

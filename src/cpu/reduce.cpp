@@ -1,0 +1,134 @@
+// CPU reference for reduce_rows: Sum, Max and Min along the last dim of a contiguous (outer, r)
+// block. Floating sums accumulate in double here (more than the f32 the CUDA kernels use) so that
+// the reference is the more accurate side of a parity test.
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "internal/kernels.h"
+#include "sinter/core/error.h"
+
+namespace sinter::cpu {
+namespace {
+
+template <typename T>
+constexpr bool kFloating = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                           std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
+
+// The value a sum or a comparison sees: floating types widen exactly to double, the others to
+// int64.
+template <typename T>
+auto widen(T v) {
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
+    return static_cast<double>(static_cast<float>(v));
+  } else if constexpr (kFloating<T>) {
+    return static_cast<double>(v);
+  } else {
+    return static_cast<int64_t>(v);
+  }
+}
+
+template <typename V>
+bool is_nan(V v) {
+  if constexpr (std::is_floating_point_v<V>) {
+    return std::isnan(v);
+  } else {
+    return false;
+  }
+}
+
+template <typename T>
+void sum_rows(const T* in, int64_t outer, int64_t r, void* out) {
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* row = in + o * r;
+    if constexpr (!kFloating<T>) {
+      // Unsigned, so that an overflowing sum wraps (as on the GPU) instead of being undefined.
+      uint64_t acc = 0;
+      for (int64_t j = 0; j < r; ++j) acc += static_cast<uint64_t>(widen(row[j]));
+      static_cast<int64_t*>(out)[o] = static_cast<int64_t>(acc);
+    } else {
+      double acc = 0;
+      for (int64_t j = 0; j < r; ++j) acc += widen(row[j]);
+      if constexpr (std::is_same_v<T, double>) {
+        static_cast<T*>(out)[o] = acc;
+      } else {
+        static_cast<T*>(out)[o] = T(static_cast<float>(acc));
+      }
+    }
+  }
+}
+
+// The first NaN wins outright; otherwise the first element that no later one strictly beats.
+template <typename T, bool kMax>
+void extreme_rows(const T* in, int64_t outer, int64_t r, T* out, int64_t* indices) {
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* row = in + o * r;
+    int64_t best = 0;
+    auto best_v = widen(row[0]);
+    if (!is_nan(best_v)) {
+      for (int64_t j = 1; j < r; ++j) {
+        const auto v = widen(row[j]);
+        if (is_nan(v)) {
+          best = j;
+          break;
+        }
+        if (kMax ? v > best_v : v < best_v) {
+          best = j;
+          best_v = v;
+        }
+      }
+    }
+    out[o] = row[best];
+    if (indices) indices[o] = best;
+  }
+}
+
+template <typename T>
+void reduce_typed(const void* in, int64_t outer, int64_t r, ReduceOp op, void* out,
+                  int64_t* indices) {
+  const T* x = static_cast<const T*>(in);
+  switch (op) {
+    case ReduceOp::Sum:
+      sum_rows(x, outer, r, out);
+      return;
+    case ReduceOp::Max:
+      extreme_rows<T, true>(x, outer, r, static_cast<T*>(out), indices);
+      return;
+    case ReduceOp::Min:
+      extreme_rows<T, false>(x, outer, r, static_cast<T*>(out), indices);
+      return;
+  }
+  SINTER_THROW("reduce_rows: unknown op ", static_cast<int>(op));
+}
+
+}  // namespace
+
+void reduce_rows(const Ctx&, const void* in, DType dtype, int64_t outer, int64_t r, ReduceOp op,
+                 void* out, DType out_dtype, int64_t* indices) {
+  const DType want = op == ReduceOp::Sum && is_integral(dtype) ? DType::i64 : dtype;
+  SINTER_CHECK(out_dtype == want, "reduce_rows: output dtype ", out_dtype, " for input ", dtype,
+               ", expected ", want);
+  SINTER_CHECK(op == ReduceOp::Sum || r >= 1, "reduce_rows: Max/Min of an empty row");
+  if (outer == 0) return;
+  switch (dtype) {
+    case DType::f32:
+      return reduce_typed<float>(in, outer, r, op, out, indices);
+    case DType::f64:
+      return reduce_typed<double>(in, outer, r, op, out, indices);
+    case DType::bf16:
+      return reduce_typed<BFloat16>(in, outer, r, op, out, indices);
+    case DType::f16:
+      return reduce_typed<Half>(in, outer, r, op, out, indices);
+    case DType::i64:
+      return reduce_typed<int64_t>(in, outer, r, op, out, indices);
+    case DType::i32:
+      return reduce_typed<int32_t>(in, outer, r, op, out, indices);
+    case DType::u8:
+      return reduce_typed<uint8_t>(in, outer, r, op, out, indices);
+    case DType::b8:
+      return reduce_typed<bool>(in, outer, r, op, out, indices);
+  }
+  SINTER_THROW("reduce_rows: unsupported dtype ", dtype);
+}
+
+}  // namespace sinter::cpu

@@ -1,0 +1,232 @@
+// The caching allocator's pools, splitting, merging and statistics (Note [caching allocator]).
+// Built in every configuration: it knows nothing of CUDA beyond the RawBackend it is given.
+#include "internal/caching_allocator.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "sinter/core/error.h"
+
+namespace sinter::cuda::detail {
+
+// A run of bytes in a segment. The blocks of one segment form a doubly linked list in address
+// order; the segment's first block has prev == nullptr, so a block with neither neighbour is a
+// whole segment.
+struct CachingAllocator::Block {
+  char* ptr = nullptr;
+  size_t size = 0;
+  const void* stream = nullptr;
+  bool small = false;
+  bool allocated = false;
+  Block* prev = nullptr;
+  Block* next = nullptr;
+};
+
+bool CachingAllocator::BlockLess::operator()(const Block* a, const Block* b) const {
+  if (a->stream != b->stream) return std::less<const void*>()(a->stream, b->stream);
+  if (a->size != b->size) return a->size < b->size;
+  return std::less<const char*>()(a->ptr, b->ptr);
+}
+
+namespace {
+
+size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+std::string mib(int64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+}  // namespace
+
+CachingAllocator::CachingAllocator(RawBackend& backend, int device)
+    : backend_(backend), device_(device) {}
+
+CachingAllocator::~CachingAllocator() {
+  try {
+    release_free_segments();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "sinter: CUDA caching allocator of device %d: releasing the cache failed: %s\n",
+                 device_, e.what());
+  }
+  // Blocks of segments still in use (or whose release failed) are forgotten, not freed: their
+  // memory may still be referenced, and the backend decides what happens to it.
+  for (Pool* pool : {&small_pool_, &large_pool_}) {
+    for (Block* b : *pool) delete b;
+  }
+  for (auto& [ptr, b] : live_) delete b;
+}
+
+void* CachingAllocator::allocate(size_t nbytes, const void* stream) {
+  if (nbytes == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  // No device has that much, and rounding up could wrap around.
+  if (nbytes > std::numeric_limits<size_t>::max() / 2) {
+    release_free_segments();
+    ++stats_.num_ooms;
+    throw_oom(nbytes, nbytes);
+  }
+  const size_t size = round_up(nbytes, kRound);
+  const bool small = size <= kSmallLimit;
+  Pool& pool = small ? small_pool_ : large_pool_;
+
+  Block* block = take_cached(pool, stream, size);
+  if (block) {
+    ++stats_.num_cache_hits;
+  } else {
+    block = new_segment(small ? kSmallSegment : round_up(size, kLargeRound), stream, small, nbytes);
+  }
+  split(block, size, pool);
+  block->allocated = true;
+  live_.emplace(block->ptr, block);
+
+  ++stats_.num_allocs;
+  stats_.allocated_bytes += static_cast<int64_t>(block->size);
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  return block->ptr;
+}
+
+CachingAllocator::Block* CachingAllocator::take_cached(Pool& pool, const void* stream,
+                                                       size_t size) {
+  Block key;
+  key.stream = stream;
+  key.size = size;
+  auto it = pool.lower_bound(&key);
+  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  Block* b = *it;
+  pool.erase(it);
+  return b;
+}
+
+CachingAllocator::Block* CachingAllocator::new_segment(size_t segment_size, const void* stream,
+                                                       bool small, size_t requested) {
+  auto block = std::make_unique<Block>();
+  void* p = backend_.raw_alloc(segment_size);
+  if (!p) {
+    release_free_segments();
+    p = backend_.raw_alloc(segment_size);
+  }
+  if (!p) {
+    ++stats_.num_ooms;
+    throw_oom(requested, segment_size);
+  }
+  block->ptr = static_cast<char*>(p);
+  block->size = segment_size;
+  block->stream = stream;
+  block->small = small;
+  ++stats_.num_device_allocs;
+  stats_.reserved_bytes += static_cast<int64_t>(segment_size);
+  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+  return block.release();
+}
+
+void CachingAllocator::split(Block* block, size_t size, Pool& pool) {
+  const size_t rest = block->size - size;
+  const bool keep_rest = block->small ? rest >= kRound : rest > kSmallLimit;
+  if (!keep_rest) return;
+  auto* tail = new Block;
+  tail->ptr = block->ptr + size;
+  tail->size = rest;
+  tail->stream = block->stream;
+  tail->small = block->small;
+  tail->prev = block;
+  tail->next = block->next;
+  if (block->next) block->next->prev = tail;
+  block->next = tail;
+  block->size = size;
+  pool.insert(tail);
+}
+
+void CachingAllocator::free(void* ptr) {
+  if (!try_free(ptr)) {
+    SINTER_THROW("CUDA caching allocator: free of pointer ", ptr, " that device ", device_,
+                 "'s allocator does not hold (freed twice, or not allocated by it)");
+  }
+}
+
+bool CachingAllocator::try_free(void* ptr) {
+  if (!ptr) return true;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(ptr);
+  if (it == live_.end()) return false;
+  Block* b = it->second;
+  live_.erase(it);
+  b->allocated = false;
+  ++stats_.num_frees;
+  stats_.allocated_bytes -= static_cast<int64_t>(b->size);
+
+  Pool& pool = b->small ? small_pool_ : large_pool_;
+  if (Block* prev = b->prev; prev && !prev->allocated) {
+    pool.erase(prev);  // before its size, part of the ordering key, changes
+    prev->size += b->size;
+    prev->next = b->next;
+    if (b->next) b->next->prev = prev;
+    delete b;
+    b = prev;
+  }
+  if (Block* next = b->next; next && !next->allocated) {
+    pool.erase(next);
+    b->size += next->size;
+    b->next = next->next;
+    if (next->next) next->next->prev = b;
+    delete next;
+  }
+  pool.insert(b);
+  return true;
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_free_segments();
+}
+
+void CachingAllocator::release_free_segments() {
+  for (Pool* pool : {&small_pool_, &large_pool_}) {
+    for (auto it = pool->begin(); it != pool->end();) {
+      Block* b = *it;
+      if (b->prev || b->next) {
+        ++it;
+        continue;
+      }
+      backend_.raw_free(b->ptr);  // first, so that a throw leaves the books as they were
+      it = pool->erase(it);
+      ++stats_.num_device_frees;
+      stats_.reserved_bytes -= static_cast<int64_t>(b->size);
+      delete b;
+    }
+  }
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  stats_.peak_reserved_bytes = stats_.reserved_bytes;
+}
+
+void CachingAllocator::throw_oom(size_t requested, size_t segment_size) {
+  const int64_t req = static_cast<int64_t>(std::min<size_t>(requested, INT64_MAX));
+  const int64_t seg = static_cast<int64_t>(std::min<size_t>(segment_size, INT64_MAX));
+  SINTER_THROW("CUDA out of memory: tried to allocate ", mib(req), " (", requested, " bytes, in a ",
+               mib(seg), " segment) on device ", device_, "; allocated ",
+               mib(stats_.allocated_bytes), ", reserved ", mib(stats_.reserved_bytes), " (",
+               mib(stats_.reserved_bytes - stats_.allocated_bytes),
+               " cached in partly used segments), peak allocated ",
+               mib(stats_.peak_allocated_bytes), ", peak reserved ",
+               mib(stats_.peak_reserved_bytes), "; ", live_.size(),
+               " blocks in use. The cache of free segments was released before this error; "
+               "freeing tensors, or smaller batches, may help");
+}
+
+}  // namespace sinter::cuda::detail

@@ -1,0 +1,533 @@
+// sinter::cuda over the CUDA runtime API: devices, streams, events, per-device caching allocators,
+// the pinned host cache and copies. Nothing runs before the first call, so loading needs no GPU.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "internal/caching_allocator.h"
+#include "internal/cuda_check.h"
+#include "internal/cuda_runtime.h"
+#include "sinter/core/error.h"
+#include "sinter/cuda.h"
+
+namespace sinter::cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+// For destructors and deleters, which log instead of throwing. At process exit the runtime may
+// already be unloading; calls then fail harmlessly and are not worth a message.
+void log_if_failed(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return;
+  (void)cudaGetLastError();
+  if (err == cudaErrorCudartUnloading || err == cudaErrorContextIsDestroyed) return;
+  std::fprintf(stderr, "sinter: %s failed: %s\n", what, cudaGetErrorString(err));
+}
+
+// Resolves -1 to the current device and checks that the device exists.
+int checked_device(int device) {
+  SINTER_CHECK(is_available(), "cuda: no CUDA device is available");
+  if (device == -1) device = current_device();
+  const int n = device_count();
+  SINTER_CHECK(device >= 0 && device < n, "cuda: device ", device, " does not exist (", n,
+               " CUDA devices)");
+  return device;
+}
+
+// Makes `device` current for the scope (the legacy default stream, cudaMalloc and event creation
+// all act on the current device).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    SINTER_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) {
+      SINTER_CUDA_CHECK(cudaSetDevice(device));
+      changed_ = true;
+    }
+  }
+  ~DeviceGuard() {
+    if (changed_) log_if_failed(cudaSetDevice(previous_), "cudaSetDevice");
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+
+// An event for ordering only, destroyed with the scope (the driver frees it once it has completed).
+class ScopedEvent {
+ public:
+  explicit ScopedEvent(int device) {
+    DeviceGuard guard(device);
+    SINTER_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  }
+  ~ScopedEvent() { log_if_failed(cudaEventDestroy(event_), "cudaEventDestroy"); }
+  ScopedEvent(const ScopedEvent&) = delete;
+  ScopedEvent& operator=(const ScopedEvent&) = delete;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// Note [current stream]: one slot per device, filled lazily with the legacy default stream.
+thread_local std::vector<Stream> t_current_streams;
+
+Stream& current_slot(int device) {
+  while (static_cast<int>(t_current_streams.size()) <= device) {
+    t_current_streams.emplace_back(nullptr, static_cast<int>(t_current_streams.size()));
+  }
+  return t_current_streams[device];
+}
+
+// Segments from cudaMalloc on one device.
+class DeviceBackend final : public detail::RawBackend {
+ public:
+  explicit DeviceBackend(int device) : device_(device) {}
+
+  void* raw_alloc(size_t nbytes) override {
+    DeviceGuard guard(device_);
+    void* ptr = nullptr;
+    const cudaError_t err = cudaMalloc(&ptr, nbytes);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    SINTER_CUDA_CHECK(err);
+    return ptr;
+  }
+
+  // A cached segment may still be read or written by kernels queued on any stream before its blocks
+  // were freed, so the device drains first.
+  void raw_free(void* ptr) override {
+    DeviceGuard guard(device_);
+    SINTER_CUDA_CHECK(cudaDeviceSynchronize());
+    SINTER_CUDA_CHECK(cudaFree(ptr));
+  }
+
+ private:
+  int device_;
+};
+
+struct DeviceAllocator {
+  explicit DeviceAllocator(int device) : backend(device), allocator(backend, device) {}
+  DeviceBackend backend;
+  detail::CachingAllocator allocator;
+};
+
+// Created on first use and never destroyed: a static destructor calling cudaFree could run after
+// the CUDA runtime has shut down.
+std::array<std::atomic<DeviceAllocator*>, kMaxDevices> g_allocators{};
+std::mutex g_allocators_mutex;
+
+detail::CachingAllocator& allocator_for(int device) {
+  SINTER_CHECK(device < kMaxDevices, "cuda: device ", device, " is beyond the ", kMaxDevices,
+               " devices the allocator supports");
+  DeviceAllocator* a = g_allocators[device].load(std::memory_order_acquire);
+  if (!a) {
+    std::lock_guard<std::mutex> lock(g_allocators_mutex);
+    a = g_allocators[device].load(std::memory_order_relaxed);
+    if (!a) {
+      a = new DeviceAllocator(device);
+      g_allocators[device].store(a, std::memory_order_release);
+    }
+  }
+  return a->allocator;
+}
+
+// Note [pinned cache]
+// Page-locked blocks rounded up to powers of two (at least 4 KiB), reused by size. An asynchronous
+// host-to-device copy from a block records an event; a block freed while such events are pending is
+// parked until they complete, so the next user cannot overwrite bytes a copy has yet to read.
+class PinnedCache {
+ public:
+  void* allocate(size_t nbytes) {
+    SINTER_CHECK(nbytes <= (size_t{1} << 62), "allocate_pinned: ", nbytes, " bytes is too large");
+    const size_t size = std::bit_ceil(std::max<size_t>(nbytes, 4096));
+    std::lock_guard<std::mutex> lock(mutex_);
+    reclaim_finished();
+    if (auto it = free_.find(size); it != free_.end()) {
+      const uintptr_t p = it->second;
+      free_.erase(it);
+      blocks_.at(p).in_use = true;
+      return reinterpret_cast<void*>(p);
+    }
+    void* ptr = nullptr;
+    cudaError_t err = cudaHostAlloc(&ptr, size, cudaHostAllocPortable);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      release_free();
+      err = cudaHostAlloc(&ptr, size, cudaHostAllocPortable);
+    }
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      SINTER_THROW("allocate_pinned: out of page-locked host memory: tried to allocate ", nbytes,
+                   " bytes (a block of ", size, ")");
+    }
+    SINTER_CUDA_CHECK(err);
+    blocks_[reinterpret_cast<uintptr_t>(ptr)] = Block{size, true, {}};
+    return ptr;
+  }
+
+  void free(void* ptr) {
+    if (!ptr) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+    auto it = blocks_.find(p);
+    SINTER_CHECK(it != blocks_.end() && it->second.in_use, "free_pinned: pointer ", ptr,
+                 " was not returned by allocate_pinned, or was freed twice");
+    Block& b = it->second;
+    b.in_use = false;
+    drop_finished(b);
+    if (b.uses.empty()) {
+      free_.emplace(b.size, p);
+    } else {
+      parked_.push_back(p);
+    }
+  }
+
+  // Called after queuing a copy that reads `ptr` on `stream` of `device`; ignores foreign pointers.
+  void record_use(const void* ptr, cudaStream_t stream, int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+    auto it = blocks_.upper_bound(p);
+    if (it == blocks_.begin()) return;
+    --it;
+    Block& b = it->second;
+    if (p >= it->first + b.size || !b.in_use) return;
+    drop_finished(b);  // keeps the list short for a buffer that is reused without being freed
+    DeviceGuard guard(device);
+    cudaEvent_t event = nullptr;
+    SINTER_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    const cudaError_t err = cudaEventRecord(event, stream);
+    if (err != cudaSuccess) log_if_failed(cudaEventDestroy(event), "cudaEventDestroy");
+    SINTER_CUDA_CHECK(err);
+    b.uses.push_back(event);
+  }
+
+  void empty() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reclaim_finished();
+    release_free();
+  }
+
+ private:
+  struct Block {
+    size_t size = 0;
+    bool in_use = false;
+    std::vector<cudaEvent_t> uses;  // copies queued from this block that may not have finished
+  };
+
+  static void drop_finished(Block& b) {
+    std::erase_if(b.uses, [](cudaEvent_t e) {
+      const cudaError_t err = cudaEventQuery(e);
+      if (err == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return false;
+      }
+      SINTER_CUDA_CHECK(err);
+      log_if_failed(cudaEventDestroy(e), "cudaEventDestroy");
+      return true;
+    });
+  }
+
+  void reclaim_finished() {
+    std::erase_if(parked_, [this](uintptr_t p) {
+      Block& b = blocks_.at(p);
+      drop_finished(b);
+      if (!b.uses.empty()) return false;
+      free_.emplace(b.size, p);
+      return true;
+    });
+  }
+
+  void release_free() {
+    for (auto it = free_.begin(); it != free_.end();) {
+      SINTER_CUDA_CHECK(cudaFreeHost(reinterpret_cast<void*>(it->second)));
+      blocks_.erase(it->second);
+      it = free_.erase(it);
+    }
+  }
+
+  std::mutex mutex_;
+  std::map<uintptr_t, Block> blocks_;      // every block, by address
+  std::multimap<size_t, uintptr_t> free_;  // unused blocks, by size
+  std::vector<uintptr_t> parked_;          // freed, with copies from them still in flight
+};
+
+// Never destroyed, for the same reason as the device allocators.
+PinnedCache& pinned_cache() {
+  static auto* cache = new PinnedCache;
+  return *cache;
+}
+
+bool is_pinned_host(const void* ptr) {
+  cudaPointerAttributes attr{};
+  SINTER_CUDA_CHECK(cudaPointerGetAttributes(&attr, ptr));
+  return attr.type == cudaMemoryTypeHost;
+}
+
+}  // namespace
+
+bool is_available() { return device_count() > 0; }
+
+int device_count() {
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {  // no driver, or no device
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+int current_device() {
+  SINTER_CHECK(is_available(), "cuda: no CUDA device is available");
+  int device = 0;
+  SINTER_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
+void set_device(int device) {
+  SINTER_CHECK(device >= 0, "cuda::set_device: device ", device, " is negative");
+  SINTER_CUDA_CHECK(cudaSetDevice(checked_device(device)));
+}
+
+DeviceProperties get_device_properties(int device) {
+  device = checked_device(device);
+  cudaDeviceProp p{};
+  SINTER_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  return {p.name, p.major, p.minor, p.multiProcessorCount, p.totalGlobalMem};
+}
+
+void synchronize(int device) {
+  DeviceGuard guard(checked_device(device));
+  SINTER_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+Stream Stream::default_stream(int device) { return Stream(nullptr, checked_device(device)); }
+
+Stream Stream::create(int device) {
+  device = checked_device(device);
+  cudaStream_t handle = nullptr;
+  {
+    DeviceGuard guard(device);
+    SINTER_CUDA_CHECK(cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking));
+  }
+  // Draining before destruction matters beyond tidiness: the allocator keys pools by the handle,
+  // and a later stream may be given the same address while this one's work still uses blocks it
+  // cached.
+  auto destroy = [](CUstream_st* s) {
+    log_if_failed(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    log_if_failed(cudaStreamDestroy(s), "cudaStreamDestroy");
+  };
+  return Stream(handle, device, std::shared_ptr<CUstream_st>(handle, destroy));
+}
+
+void Stream::synchronize() const {
+  checked_device(device_);
+  DeviceGuard guard(device_);
+  SINTER_CUDA_CHECK(cudaStreamSynchronize(handle_));
+}
+
+bool Stream::query() const {
+  checked_device(device_);
+  DeviceGuard guard(device_);
+  const cudaError_t err = cudaStreamQuery(handle_);
+  if (err == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  SINTER_CUDA_CHECK(err);
+  return true;
+}
+
+struct Event::Impl {
+  cudaEvent_t event = nullptr;
+  int device = -1;
+  bool timing = true;
+  ~Impl() {
+    if (event) log_if_failed(cudaEventDestroy(event), "cudaEventDestroy");
+  }
+};
+
+void Stream::wait(const Event& event) const {
+  if (!event.impl_->event) return;
+  DeviceGuard guard(device_);
+  SINTER_CUDA_CHECK(cudaStreamWaitEvent(handle_, event.impl_->event, 0));
+}
+
+Event::Event(bool enable_timing) : impl_(std::make_shared<Impl>()) {
+  impl_->timing = enable_timing;
+}
+
+void Event::record(const Stream& stream) {
+  checked_device(stream.device());
+  DeviceGuard guard(stream.device());
+  if (!impl_->event) {
+    SINTER_CUDA_CHECK(cudaEventCreateWithFlags(
+        &impl_->event, impl_->timing ? cudaEventDefault : cudaEventDisableTiming));
+    impl_->device = stream.device();
+  }
+  SINTER_CHECK(impl_->device == stream.device(), "Event::record: the event belongs to device ",
+               impl_->device, ", the stream to device ", stream.device());
+  SINTER_CUDA_CHECK(cudaEventRecord(impl_->event, stream.handle()));
+}
+
+void Event::synchronize() const {
+  if (impl_->event) SINTER_CUDA_CHECK(cudaEventSynchronize(impl_->event));
+}
+
+bool Event::query() const {
+  if (!impl_->event) return true;
+  const cudaError_t err = cudaEventQuery(impl_->event);
+  if (err == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  SINTER_CUDA_CHECK(err);
+  return true;
+}
+
+float Event::elapsed_ms(const Event& end) const {
+  SINTER_CHECK(impl_->event && end.impl_->event, "Event::elapsed_ms: both events must be recorded");
+  SINTER_CHECK(impl_->timing && end.impl_->timing,
+               "Event::elapsed_ms: both events need enable_timing = true");
+  float ms = 0.0f;
+  SINTER_CUDA_CHECK(cudaEventElapsedTime(&ms, impl_->event, end.impl_->event));
+  return ms;
+}
+
+Stream current_stream(int device) { return current_slot(checked_device(device)); }
+
+void set_current_stream(const Stream& stream) {
+  current_slot(checked_device(stream.device())) = stream;
+}
+
+MemoryStats memory_stats(int device) {
+  if (!is_available()) return {};
+  device = checked_device(device);
+  if (device >= kMaxDevices) return {};
+  DeviceAllocator* a = g_allocators[device].load(std::memory_order_acquire);
+  return a ? a->allocator.stats() : MemoryStats{};
+}
+
+void reset_peak_memory_stats(int device) {
+  if (!is_available()) return;
+  device = checked_device(device);
+  if (device >= kMaxDevices) return;
+  if (DeviceAllocator* a = g_allocators[device].load(std::memory_order_acquire)) {
+    a->allocator.reset_peak_stats();
+  }
+}
+
+void empty_cache() {
+  for (auto& slot : g_allocators) {
+    if (DeviceAllocator* a = slot.load(std::memory_order_acquire)) a->allocator.empty_cache();
+  }
+  if (is_available()) pinned_cache().empty();
+}
+
+namespace detail {
+
+void* allocate_device(size_t nbytes, int device) {
+  // A tensor names its device exactly: -1 ("current") is not a place memory can live.
+  SINTER_CHECK(device >= 0, "allocate_device: invalid device index ", device);
+  device = checked_device(device);
+  if (nbytes == 0) return nullptr;
+  return allocator_for(device).allocate(nbytes, current_slot(device).handle());
+}
+
+void free_device(void* ptr) {
+  if (!ptr) return;
+  for (auto& slot : g_allocators) {
+    DeviceAllocator* a = slot.load(std::memory_order_acquire);
+    if (a && a->allocator.try_free(ptr)) return;
+  }
+  SINTER_THROW("free_device: pointer ", ptr,
+               " was not allocated by the CUDA caching allocator, or was freed twice");
+}
+
+void* allocate_pinned(size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  SINTER_CHECK(is_available(), "allocate_pinned: no CUDA device is available");
+  return pinned_cache().allocate(nbytes);
+}
+
+void free_pinned(void* ptr) {
+  if (ptr) pinned_cache().free(ptr);
+}
+
+CUstream_st* current_stream_handle(int device) {
+  return current_slot(checked_device(device)).handle();
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
+  if (nbytes == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, nbytes);
+    return;
+  }
+  if (dst_device.is_cuda() && src_device.is_cuda()) {
+    const int dd = checked_device(dst_device.index);
+    const int sd = checked_device(src_device.index);
+    const cudaStream_t ds = current_slot(dd).handle();
+    if (dd == sd) {
+      DeviceGuard guard(dd);
+      SINTER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, ds));
+      return;
+    }
+    // The copy runs on the source's stream once the destination's stream has caught up (dst may be
+    // in use there); the destination's stream then waits for the copy.
+    const cudaStream_t ss = current_slot(sd).handle();
+    ScopedEvent dst_ready(dd);
+    ScopedEvent copied(sd);
+    {
+      DeviceGuard guard(dd);
+      SINTER_CUDA_CHECK(cudaEventRecord(dst_ready.get(), ds));
+    }
+    {
+      DeviceGuard guard(sd);
+      SINTER_CUDA_CHECK(cudaStreamWaitEvent(ss, dst_ready.get(), 0));
+      SINTER_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dd, src, sd, nbytes, ss));
+      SINTER_CUDA_CHECK(cudaEventRecord(copied.get(), ss));
+    }
+    DeviceGuard guard(dd);
+    SINTER_CUDA_CHECK(cudaStreamWaitEvent(ds, copied.get(), 0));
+    return;
+  }
+  if (dst_device.is_cuda()) {
+    const int d = checked_device(dst_device.index);
+    const cudaStream_t s = current_slot(d).handle();
+    DeviceGuard guard(d);
+    SINTER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s));
+    if (is_pinned_host(src)) {
+      pinned_cache().record_use(src, s, d);
+    } else {
+      SINTER_CUDA_CHECK(cudaStreamSynchronize(s));
+    }
+    return;
+  }
+  const int d = checked_device(src_device.index);
+  const cudaStream_t s = current_slot(d).handle();
+  DeviceGuard guard(d);
+  SINTER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s));
+  SINTER_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+}  // namespace detail
+}  // namespace sinter::cuda

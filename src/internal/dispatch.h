@@ -1,0 +1,26 @@
+// Routes a kernel call to the CPU reference or the CUDA kernel by the device of the tensors.
+#pragma once
+
+#include "internal/cuda_runtime.h"
+#include "internal/kernels.h"
+#include "sinter/core/device.h"
+
+namespace sinter {
+
+inline kern::Ctx kernel_ctx(Device d) {
+  if (d.is_cuda()) return {d.index, cuda::detail::current_stream_handle(d.index)};
+  return {};
+}
+
+}  // namespace sinter
+
+// SINTER_DISPATCH(device, fn, args...): calls sinter::cudak::fn or sinter::cpu::fn with a Ctx first.
+#define SINTER_DISPATCH(device, fn, ...)                                          \
+  do {                                                                           \
+    const ::sinter::Device sinter_dev_ = (device);                               \
+    if (sinter_dev_.is_cuda()) {                                                 \
+      ::sinter::cudak::fn(::sinter::kernel_ctx(sinter_dev_), __VA_ARGS__);       \
+    } else {                                                                     \
+      ::sinter::cpu::fn(::sinter::kernel_ctx(sinter_dev_), __VA_ARGS__);         \
+    }                                                                            \
+  } while (0)

@@ -1,0 +1,57 @@
+// TensorImpl: the state behind a Tensor handle, and the autograd metadata it carries.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "sinter/autograd.h"
+#include "sinter/tensor.h"
+
+namespace sinter {
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;  // null for leaves
+  uint32_t output_nr = 0;         // which output of grad_fn this tensor is
+  bool retains_grad = false;
+  std::vector<TensorHook> hooks;  // leaves only; non-leaf hooks live on grad_fn
+  std::vector<PostAccumulateHook> post_hooks;
+  std::weak_ptr<Node> grad_accumulator;  // leaves: the AccumulateGrad node, shared while a graph lives
+};
+
+class TensorImpl {
+ public:
+  TensorImpl(Storage storage, int64_t offset, Shape shape, Shape strides, DType dtype,
+             std::shared_ptr<std::atomic<uint32_t>> version = nullptr)
+      : storage(std::move(storage)),
+        offset(offset),
+        shape(std::move(shape)),
+        strides(std::move(strides)),
+        dtype(dtype),
+        version(version ? std::move(version) : std::make_shared<std::atomic<uint32_t>>(0)) {
+    numel = numel_of(this->shape);
+  }
+
+  Storage storage;
+  int64_t offset;  // in elements
+  Shape shape;
+  Shape strides;  // in elements
+  DType dtype;
+  int64_t numel;
+  std::shared_ptr<std::atomic<uint32_t>> version;
+  std::unique_ptr<AutogradMeta> autograd;
+
+  AutogradMeta& meta() {
+    if (!autograd) autograd = std::make_unique<AutogradMeta>();
+    return *autograd;
+  }
+};
+
+// A tensor with the same storage, view and version counter as `t`, and no autograd state.
+Tensor alias_of(const Tensor& t);
+// A new view of t's storage with the given geometry, sharing its version counter (no autograd).
+Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset);
+
+}  // namespace sinter

@@ -1,0 +1,483 @@
+// Elementwise ops: arithmetic with broadcasting, comparisons, where, clamp, unary math and
+// activations, each with its backward written in other ops.
+#include <cmath>
+#include <limits>
+
+#include "internal/autograd_impl.h"
+#include "internal/dispatch.h"
+#include "internal/iter.h"
+#include "internal/tensor_impl.h"
+#include "sinter/ops.h"
+
+namespace sinter {
+
+using autograd::needs_grad;
+using autograd::record;
+using autograd::SavedTensor;
+using kern::BinaryOp;
+using kern::UnaryOp;
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+void check_defined(const char* op, const Tensor& t) {
+  SINTER_CHECK(t.defined(), op, ": undefined tensor argument");
+}
+
+void check_pair(const char* op, const Tensor& a, const Tensor& b) {
+  check_defined(op, a);
+  check_defined(op, b);
+  SINTER_CHECK(a.device() == b.device(), op, ": tensors on different devices: ", a.device(), " and ",
+               b.device());
+  SINTER_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", a.dtype(), " and ", b.dtype(),
+               "; convert one with .to(dtype)");
+}
+
+void check_scalar_fits(const char* op, const Tensor& a, double s) {
+  SINTER_CHECK(is_floating(a.dtype()) || std::nearbyint(s) == s, op, ": scalar ", s,
+               " is not an integer, but the tensor has dtype ", a.dtype());
+}
+
+bool allows_integral(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add: case BinaryOp::Sub: case BinaryOp::Mul: case BinaryOp::Div:
+    case BinaryOp::Pow: case BinaryOp::Maximum: case BinaryOp::Minimum:
+    case BinaryOp::Eq: case BinaryOp::Ne: case BinaryOp::Lt: case BinaryOp::Le:
+    case BinaryOp::Gt: case BinaryOp::Ge:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_comparison(BinaryOp op) {
+  return op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt || op == BinaryOp::Le ||
+         op == BinaryOp::Gt || op == BinaryOp::Ge;
+}
+
+// Forward of a binary kernel (no autograd). Either operand may be a scalar, not both.
+Tensor binary_raw(const char* name, const IterArg& a, const IterArg& b, BinaryOp op, double p0 = 0) {
+  const Tensor& ref = a.tensor ? *a.tensor : *b.tensor;
+  if (a.tensor && b.tensor) check_pair(name, *a.tensor, *b.tensor);
+  check_defined(name, ref);
+  if (!a.tensor) check_scalar_fits(name, ref, a.scalar);
+  if (!b.tensor) check_scalar_fits(name, ref, b.scalar);
+  SINTER_CHECK(is_floating(ref.dtype()) || allows_integral(op), name,
+               ": expected floating tensors, got dtype ", ref.dtype());
+  Shape shape = a.tensor && b.tensor ? broadcast_shapes(name, a.tensor->shape(), b.tensor->shape())
+                                     : ref.shape();
+  Tensor out = empty(shape, {.dtype = is_comparison(op) ? DType::b8 : ref.dtype(), .device = ref.device()});
+  if (out.numel() > 0) {
+    kern::ElementwiseIter it = make_iter(name, out, {a, b}, ref.dtype());
+    SINTER_DISPATCH(out.device(), binary, it, op, p0);
+  }
+  return out;
+}
+
+Tensor unary_raw(const char* name, const Tensor& a, UnaryOp op, double p0 = 0, double p1 = 0) {
+  check_defined(name, a);
+  const bool int_ok = op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign ||
+                      op == UnaryOp::Clamp;
+  SINTER_CHECK(is_floating(a.dtype()) || (int_ok && a.dtype() != DType::b8), name,
+               ": expected a floating tensor, got dtype ", a.dtype());
+  Tensor out = empty(a.shape(), {.dtype = a.dtype(), .device = a.device()});
+  if (out.numel() > 0) {
+    kern::ElementwiseIter it = make_iter(name, out, {a}, a.dtype());
+    SINTER_DISPATCH(out.device(), unary, it, op, p0, p1);
+  }
+  return out;
+}
+
+// Forward of a differentiable unary op whose backward is a binary helper kernel on (g, x) or (g, y).
+Tensor unary_with_backward(const char* name, const Tensor& a, UnaryOp op, BinaryOp bw,
+                           bool bw_uses_output, double p0 = 0) {
+  Tensor out = unary_raw(name, a, op, p0);
+  if (needs_grad({&a})) {
+    SavedTensor saved(bw_uses_output ? out : a, name);
+    record(name, {&out}, {a}, [saved, bw, name, p0](const Grads& g) {
+      return Grads{binary_raw(name, g[0], saved.get(), bw, p0)};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor sum_to(const Tensor& a, const Shape& shape) {
+  if (a.shape() == shape) return a;
+  const int64_t lead = a.dim() - static_cast<int64_t>(shape.size());
+  SINTER_CHECK(lead >= 0, "sum_to: cannot reduce shape ", shape_str(a.shape()), " to ",
+               shape_str(shape));
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (d < lead) {
+      dims.push_back(d);
+    } else if (shape[d - lead] == 1 && a.size(d) != 1) {
+      dims.push_back(d);
+    } else {
+      SINTER_CHECK(shape[d - lead] == a.size(d), "sum_to: cannot reduce shape ",
+                   shape_str(a.shape()), " to ", shape_str(shape));
+    }
+  }
+  Tensor r = dims.empty() ? a : sum(a, dims, true);
+  return r.reshape(shape);
+}
+
+// --- arithmetic ---
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  Tensor out = alpha == 1.0 ? binary_raw("add", a, b, BinaryOp::Add)
+                            : binary_raw("add", a, binary_raw("add", b, alpha, BinaryOp::Mul), BinaryOp::Add);
+  if (needs_grad({&a, &b})) {
+    Shape sa = a.shape(), sb = b.shape();
+    record("add", {&out}, {a, b}, [sa, sb, alpha](const Grads& g) {
+      return Grads{sum_to(g[0], sa), sum_to(alpha == 1.0 ? g[0] : mul(g[0], alpha), sb)};
+    });
+  }
+  return out;
+}
+
+Tensor add(const Tensor& a, double b) {
+  Tensor out = binary_raw("add", a, b, BinaryOp::Add);
+  if (needs_grad({&a})) {
+    record("add", {&out}, {a}, [](const Grads& g) { return Grads{g[0]}; });
+  }
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  Tensor out = alpha == 1.0 ? binary_raw("sub", a, b, BinaryOp::Sub)
+                            : binary_raw("sub", a, binary_raw("sub", b, alpha, BinaryOp::Mul), BinaryOp::Sub);
+  if (needs_grad({&a, &b})) {
+    Shape sa = a.shape(), sb = b.shape();
+    record("sub", {&out}, {a, b}, [sa, sb, alpha](const Grads& g) {
+      return Grads{sum_to(g[0], sa), sum_to(mul(g[0], -alpha), sb)};
+    });
+  }
+  return out;
+}
+
+Tensor sub(const Tensor& a, double b) { return add(a, -b); }
+
+Tensor sub(double a, const Tensor& b) {
+  Tensor out = binary_raw("sub", a, b, BinaryOp::Sub);
+  if (needs_grad({&b})) {
+    record("rsub", {&out}, {b}, [](const Grads& g) { return Grads{neg(g[0])}; });
+  }
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_raw("mul", a, b, BinaryOp::Mul);
+  if (needs_grad({&a, &b})) {
+    SavedTensor sa_t(b.requires_grad() ? a : Tensor(), "mul");
+    SavedTensor sb_t(a.requires_grad() ? b : Tensor(), "mul");
+    Shape sa = a.shape(), sb = b.shape();
+    record("mul", {&out}, {a, b}, [sa_t, sb_t, sa, sb](const Grads& g) {
+      Tensor ga = sb_t.defined() ? sum_to(mul(g[0], sb_t.get()), sa) : Tensor();
+      Tensor gb = sa_t.defined() ? sum_to(mul(g[0], sa_t.get()), sb) : Tensor();
+      return Grads{ga, gb};
+    });
+  }
+  return out;
+}
+
+Tensor mul(const Tensor& a, double b) {
+  Tensor out = binary_raw("mul", a, b, BinaryOp::Mul);
+  if (needs_grad({&a})) {
+    record("mul", {&out}, {a}, [b](const Grads& g) { return Grads{mul(g[0], b)}; });
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_raw("div", a, b, BinaryOp::Div);
+  if (needs_grad({&a, &b})) {
+    SavedTensor sb_t(b, "div");
+    SavedTensor so_t(b.requires_grad() ? out : Tensor(), "div");
+    Shape sa = a.shape(), sb = b.shape();
+    record("div", {&out}, {a, b}, [sb_t, so_t, sa, sb](const Grads& g) {
+      Tensor bb = sb_t.get();
+      Tensor ga = sum_to(div(g[0], bb), sa);
+      Tensor gb = so_t.defined() ? sum_to(neg(div(mul(g[0], so_t.get()), bb)), sb) : Tensor();
+      return Grads{ga, gb};
+    });
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a, double b) {
+  Tensor out = binary_raw("div", a, b, BinaryOp::Div);
+  if (needs_grad({&a})) {
+    record("div", {&out}, {a}, [b](const Grads& g) { return Grads{div(g[0], b)}; });
+  }
+  return out;
+}
+
+Tensor div(double a, const Tensor& b) {
+  Tensor out = binary_raw("div", a, b, BinaryOp::Div);
+  if (needs_grad({&b})) {
+    SavedTensor sb_t(b, "div"), so_t(out, "div");
+    record("rdiv", {&out}, {b}, [sb_t, so_t](const Grads& g) {
+      return Grads{neg(div(mul(g[0], so_t.get()), sb_t.get()))};
+    });
+  }
+  return out;
+}
+
+Tensor neg(const Tensor& a) {
+  Tensor out = unary_raw("neg", a, UnaryOp::Neg);
+  if (needs_grad({&a})) {
+    record("neg", {&out}, {a}, [](const Grads& g) { return Grads{neg(g[0])}; });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_raw("pow", a, b, BinaryOp::Pow);
+  if (needs_grad({&a, &b})) {
+    SavedTensor sa_t(a, "pow"), sb_t(b, "pow"), so_t(out, "pow");
+    Shape sa = a.shape(), sb = b.shape();
+    const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+    record("pow", {&out}, {a, b}, [=](const Grads& g) {
+      Tensor x = sa_t.get(), e = sb_t.get();
+      Tensor ga, gb;
+      // d/dx x^e = e * x^(e-1); d/de x^e = x^e * log(x), taken as 0 where x == 0.
+      if (need_a) ga = sum_to(mul(g[0], mul(e, pow(x, sub(e, 1.0)))), sa);
+      if (need_b) {
+        Tensor logx = where(eq(x, 0.0), zeros_like(x), log(x));
+        gb = sum_to(mul(g[0], mul(so_t.get(), logx)), sb);
+      }
+      return Grads{ga, gb};
+    });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& a, double exponent) {
+  Tensor out = binary_raw("pow", a, exponent, BinaryOp::Pow);
+  if (needs_grad({&a})) {
+    SavedTensor sa_t(a, "pow");
+    record("pow", {&out}, {a}, [sa_t, exponent](const Grads& g) {
+      if (exponent == 0.0) return Grads{zeros_like(g[0])};
+      return Grads{mul(g[0], mul(pow(sa_t.get(), exponent - 1.0), exponent))};
+    });
+  }
+  return out;
+}
+
+Tensor pow(double base, const Tensor& exponent) {
+  Tensor out = binary_raw("pow", base, exponent, BinaryOp::Pow);
+  if (needs_grad({&exponent})) {
+    SavedTensor so_t(out, "pow");
+    const double lb = base == 0.0 ? 0.0 : std::log(base);
+    record("pow", {&out}, {exponent}, [so_t, lb](const Grads& g) {
+      return Grads{mul(mul(g[0], so_t.get()), lb)};
+    });
+  }
+  return out;
+}
+
+namespace {
+// maximum/minimum backward: the gradient goes to the chosen operand, split evenly on ties.
+Tensor max_min(const char* name, const Tensor& a, const Tensor& b, BinaryOp op) {
+  Tensor out = binary_raw(name, a, b, op);
+  if (needs_grad({&a, &b})) {
+    SavedTensor sa_t(a, name), sb_t(b, name);
+    Shape sa = a.shape(), sb = b.shape();
+    const bool is_max = op == BinaryOp::Maximum;
+    record(name, {&out}, {a, b}, [=](const Grads& g) {
+      Tensor x = sa_t.get(), y = sb_t.get();
+      Tensor wins = (is_max ? gt(x, y) : lt(x, y)).to(x.dtype());
+      Tensor w = add(wins, mul(eq(x, y).to(x.dtype()), 0.5));
+      return Grads{sum_to(mul(g[0], w), sa), sum_to(mul(g[0], sub(1.0, w)), sb)};
+    });
+  }
+  return out;
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return max_min("maximum", a, b, BinaryOp::Maximum); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return max_min("minimum", a, b, BinaryOp::Minimum); }
+
+Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
+  SINTER_CHECK(lo || hi, "clamp: at least one of min and max must be given");
+  SINTER_CHECK(!lo || !hi || *lo <= *hi, "clamp: min ", *lo, " is greater than max ", *hi);
+  const double inf = std::numeric_limits<double>::infinity();
+  const double l = lo.value_or(-inf), h = hi.value_or(inf);
+  if (!is_floating(a.dtype())) {
+    check_scalar_fits("clamp", a, lo.value_or(0));
+    check_scalar_fits("clamp", a, hi.value_or(0));
+  }
+  const double big = 9.2e18;  // integral compute type: keep the bounds inside int64
+  Tensor out = unary_raw("clamp", a, UnaryOp::Clamp, is_floating(a.dtype()) ? l : std::max(l, -big),
+                         is_floating(a.dtype()) ? h : std::min(h, big));
+  if (needs_grad({&a})) {
+    SavedTensor sa_t(a, "clamp");
+    record("clamp", {&out}, {a}, [sa_t, l, h](const Grads& g) {
+      Tensor x = sa_t.get();
+      Tensor inside = mul(ge(x, l).to(x.dtype()), le(x, h).to(x.dtype()));
+      return Grads{mul(g[0], inside)};
+    });
+  }
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_defined("where", cond);
+  check_pair("where", a, b);
+  SINTER_CHECK(cond.dtype() == DType::b8, "where: condition must be bool, got dtype ", cond.dtype());
+  SINTER_CHECK(cond.device() == a.device(), "where: condition on ", cond.device(), ", values on ",
+               a.device());
+  Shape shape = broadcast_shapes("where", cond.shape(), broadcast_shapes("where", a.shape(), b.shape()));
+  Tensor out = empty(shape, {.dtype = a.dtype(), .device = a.device()});
+  if (out.numel() > 0) {
+    kern::ElementwiseIter it = make_iter("where", out, {cond, a, b}, a.dtype());
+    SINTER_DISPATCH(out.device(), where, it);
+  }
+  if (needs_grad({&a, &b})) {
+    SavedTensor sc(cond, "where");
+    Shape sa = a.shape(), sb = b.shape();
+    record("where", {&out}, {a, b}, [sc, sa, sb](const Grads& g) {
+      Tensor c = sc.get();
+      Tensor z = zeros({}, {.dtype = g[0].dtype(), .device = g[0].device()});
+      return Grads{sum_to(where(c, g[0], z), sa), sum_to(where(c, z, g[0]), sb)};
+    });
+  }
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, double b) {
+  check_defined("where", a);
+  check_scalar_fits("where", a, b);
+  return where(cond, a, full({}, b, {.dtype = a.dtype(), .device = a.device()}));
+}
+
+// --- comparisons ---
+
+#define SINTER_COMPARISON(name, OP)                                                         \
+  Tensor name(const Tensor& a, const Tensor& b) { return binary_raw(#name, a, b, BinaryOp::OP); } \
+  Tensor name(const Tensor& a, double b) { return binary_raw(#name, a, b, BinaryOp::OP); }
+SINTER_COMPARISON(eq, Eq)
+SINTER_COMPARISON(ne, Ne)
+SINTER_COMPARISON(lt, Lt)
+SINTER_COMPARISON(le, Le)
+SINTER_COMPARISON(gt, Gt)
+SINTER_COMPARISON(ge, Ge)
+#undef SINTER_COMPARISON
+
+// --- unary math ---
+
+Tensor exp(const Tensor& a) {
+  Tensor out = unary_raw("exp", a, UnaryOp::Exp);
+  if (needs_grad({&a})) {
+    SavedTensor so(out, "exp");
+    record("exp", {&out}, {a}, [so](const Grads& g) { return Grads{mul(g[0], so.get())}; });
+  }
+  return out;
+}
+
+Tensor log(const Tensor& a) {
+  Tensor out = unary_raw("log", a, UnaryOp::Log);
+  if (needs_grad({&a})) {
+    SavedTensor sa(a, "log");
+    record("log", {&out}, {a}, [sa](const Grads& g) { return Grads{div(g[0], sa.get())}; });
+  }
+  return out;
+}
+
+Tensor sqrt(const Tensor& a) {
+  Tensor out = unary_raw("sqrt", a, UnaryOp::Sqrt);
+  if (needs_grad({&a})) {
+    SavedTensor so(out, "sqrt");
+    record("sqrt", {&out}, {a}, [so](const Grads& g) {
+      return Grads{div(mul(g[0], 0.5), so.get())};
+    });
+  }
+  return out;
+}
+
+Tensor rsqrt(const Tensor& a) {
+  Tensor out = unary_raw("rsqrt", a, UnaryOp::Rsqrt);
+  if (needs_grad({&a})) {
+    SavedTensor so(out, "rsqrt");
+    record("rsqrt", {&out}, {a}, [so](const Grads& g) {
+      Tensor y = so.get();
+      return Grads{mul(g[0], mul(pow(y, 3.0), -0.5))};
+    });
+  }
+  return out;
+}
+
+Tensor abs(const Tensor& a) {
+  Tensor out = unary_raw("abs", a, UnaryOp::Abs);
+  if (needs_grad({&a})) {
+    SavedTensor sa(a, "abs");
+    record("abs", {&out}, {a}, [sa](const Grads& g) { return Grads{mul(g[0], sign(sa.get()))}; });
+  }
+  return out;
+}
+
+Tensor sign(const Tensor& a) {
+  Tensor out = unary_raw("sign", a, UnaryOp::Sign);
+  if (needs_grad({&a})) {
+    record("sign", {&out}, {a}, [](const Grads& g) { return Grads{zeros_like(g[0])}; });
+  }
+  return out;
+}
+
+Tensor sin(const Tensor& a) {
+  Tensor out = unary_raw("sin", a, UnaryOp::Sin);
+  if (needs_grad({&a})) {
+    SavedTensor sa(a, "sin");
+    record("sin", {&out}, {a}, [sa](const Grads& g) { return Grads{mul(g[0], cos(sa.get()))}; });
+  }
+  return out;
+}
+
+Tensor cos(const Tensor& a) {
+  Tensor out = unary_raw("cos", a, UnaryOp::Cos);
+  if (needs_grad({&a})) {
+    SavedTensor sa(a, "cos");
+    record("cos", {&out}, {a}, [sa](const Grads& g) { return Grads{neg(mul(g[0], sin(sa.get())))}; });
+  }
+  return out;
+}
+
+Tensor tanh(const Tensor& a) {
+  return unary_with_backward("tanh", a, UnaryOp::Tanh, BinaryOp::TanhBackward, true);
+}
+Tensor sigmoid(const Tensor& a) {
+  return unary_with_backward("sigmoid", a, UnaryOp::Sigmoid, BinaryOp::SigmoidBackward, true);
+}
+Tensor relu(const Tensor& a) {
+  return unary_with_backward("relu", a, UnaryOp::Relu, BinaryOp::ReluBackward, false);
+}
+Tensor leaky_relu(const Tensor& a, double negative_slope) {
+  return unary_with_backward("leaky_relu", a, UnaryOp::LeakyRelu, BinaryOp::LeakyReluBackward, false,
+                             negative_slope);
+}
+Tensor gelu(const Tensor& a, const std::string& approximate) {
+  SINTER_CHECK(approximate == "none" || approximate == "tanh",
+               "gelu: approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
+  if (approximate == "tanh") {
+    return unary_with_backward("gelu", a, UnaryOp::GeluTanh, BinaryOp::GeluTanhBackward, false);
+  }
+  return unary_with_backward("gelu", a, UnaryOp::Gelu, BinaryOp::GeluBackward, false);
+}
+Tensor silu(const Tensor& a) {
+  return unary_with_backward("silu", a, UnaryOp::Silu, BinaryOp::SiluBackward, false);
+}
+
+// --- Tensor method forms ---
+Tensor Tensor::exp() const { return sinter::exp(*this); }
+Tensor Tensor::log() const { return sinter::log(*this); }
+Tensor Tensor::sqrt() const { return sinter::sqrt(*this); }
+Tensor Tensor::abs() const { return sinter::abs(*this); }
+Tensor Tensor::neg() const { return sinter::neg(*this); }
+Tensor Tensor::relu() const { return sinter::relu(*this); }
+Tensor Tensor::sigmoid() const { return sinter::sigmoid(*this); }
+Tensor Tensor::tanh() const { return sinter::tanh(*this); }
+Tensor Tensor::pow(double e) const { return sinter::pow(*this, e); }
+
+}  // namespace sinter

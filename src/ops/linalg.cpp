@@ -1,0 +1,164 @@
+// matmul: 1-D, 2-D and batched operands with broadcast batch dims, on the row-major GEMM kernel.
+// Transposed views are passed to the kernel as transposed operands instead of being copied.
+#include <atomic>
+
+#include "internal/autograd_impl.h"
+#include "internal/dispatch.h"
+#include "internal/iter.h"
+#include "internal/tensor_impl.h"
+#include "sinter/ops.h"
+
+namespace sinter {
+
+using autograd::needs_grad;
+using autograd::record;
+using autograd::SavedTensor;
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+std::atomic<bool> g_allow_tf32{false};
+
+// How the kernel reads one (..., rows, cols) operand: its last two dims as a (maybe transposed)
+// row-major matrix, and its batch dims as one stride.
+struct GemmOperand {
+  Tensor keep;  // owns the memory read
+  bool trans = false;
+  int64_t ld = 0;
+  int64_t batch_stride = 0;
+};
+
+// x: (batch..., r, c), already expanded to the full batch shape.
+GemmOperand prepare(const Tensor& x) {
+  const int64_t nd = x.dim();
+  const int64_t r = x.size(nd - 2), c = x.size(nd - 1);
+  auto layout = [&](const Tensor& t, GemmOperand& g) {
+    const int64_t sr = t.stride(nd - 2), sc = t.stride(nd - 1);
+    if ((sc == 1 || c == 1) && (r == 1 || sr >= std::max<int64_t>(c, 1))) {
+      g.trans = false;
+      g.ld = r == 1 ? std::max<int64_t>(c, 1) : sr;
+      return true;
+    }
+    if ((sr == 1 || r == 1) && (c == 1 || sc >= std::max<int64_t>(r, 1))) {
+      g.trans = true;
+      g.ld = c == 1 ? std::max<int64_t>(r, 1) : sc;
+      return true;
+    }
+    return false;
+  };
+  // Batch dims must collapse into one stride: every non-1 batch dim steps by the next one's span.
+  auto batch = [&](const Tensor& t, GemmOperand& g) {
+    int64_t stride = 0;
+    bool first = true;
+    int64_t expected = 0;
+    for (int64_t d = nd - 3; d >= 0; --d) {
+      if (t.size(d) == 1) continue;
+      if (first) {
+        stride = t.stride(d);
+        expected = stride * t.size(d);
+        first = false;
+      } else {
+        if (t.stride(d) != expected) return false;
+        expected *= t.size(d);
+      }
+    }
+    g.batch_stride = stride;
+    return true;
+  };
+  GemmOperand g;
+  if (layout(x, g) && batch(x, g)) {
+    g.keep = x;
+    return g;
+  }
+  g.keep = x.contiguous();
+  layout(g.keep, g);
+  batch(g.keep, g);
+  return g;
+}
+
+// The core op: a (..., m, k) @ b (..., k, n) with broadcast batch dims, both at least 2-D.
+Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  const int64_t m = a.size(-2), k = a.size(-1), k2 = b.size(-2), n = b.size(-1);
+  SINTER_CHECK(k == k2, "matmul: inner dimensions differ: ", shape_str(a.shape()), " @ ",
+               shape_str(b.shape()));
+  Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes("matmul", ba, bb);
+  Shape ea = batch, eb = batch, eo = batch;
+  ea.insert(ea.end(), {m, k});
+  eb.insert(eb.end(), {k, n});
+  eo.insert(eo.end(), {m, n});
+  Tensor out = empty(eo, {.dtype = a.dtype(), .device = a.device()});
+  const int64_t nbatch = numel_of(batch);
+  if (out.numel() > 0) {
+    GemmOperand ga, gb;
+    {
+      NoGradGuard ng;
+      ga = prepare(a.expand(ea));
+      gb = prepare(b.expand(eb));
+    }
+    kern::GemmArgs args;
+    args.dtype = a.dtype();
+    args.trans_a = ga.trans;
+    args.trans_b = gb.trans;
+    args.m = m;
+    args.n = n;
+    args.k = k;
+    args.batch = nbatch;
+    args.a = ga.keep.data_ptr();
+    args.lda = ga.ld;
+    args.stride_a = ga.batch_stride;
+    args.b = gb.keep.data_ptr();
+    args.ldb = gb.ld;
+    args.stride_b = gb.batch_stride;
+    args.c = out.data_ptr();
+    args.ldc = n;
+    args.stride_c = m * n;
+    args.allow_tf32 = g_allow_tf32.load();
+    SINTER_DISPATCH(a.device(), gemm, args);
+  }
+  if (needs_grad({&a, &b})) {
+    SavedTensor sa(b.requires_grad() ? a : Tensor(), "matmul");
+    SavedTensor sb(a.requires_grad() ? b : Tensor(), "matmul");
+    Shape sha = a.shape(), shb = b.shape();
+    record("matmul", {&out}, {a, b}, [sa, sb, sha, shb](const Grads& g) {
+      Tensor ga, gb;
+      if (sb.defined()) ga = sum_to(matmul_nd(g[0], sb.get().transpose(-1, -2)), sha);
+      if (sa.defined()) gb = sum_to(matmul_nd(sa.get().transpose(-1, -2), g[0]), shb);
+      return Grads{ga, gb};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  SINTER_CHECK(a.defined() && b.defined(), "matmul: undefined tensor argument");
+  SINTER_CHECK(a.device() == b.device(), "matmul: tensors on different devices: ", a.device(),
+               " and ", b.device());
+  SINTER_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: ", a.dtype(), " and ", b.dtype());
+  SINTER_CHECK(is_floating(a.dtype()), "matmul: expected floating tensors, got dtype ", a.dtype());
+  SINTER_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got ",
+               shape_str(a.shape()), " and ", shape_str(b.shape()));
+  // 1-D operands become a row (left) or a column (right) and lose that dim again afterwards.
+  Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+  SINTER_CHECK(a2.size(-1) == b2.size(-2), "matmul: shapes ", shape_str(a.shape()), " and ",
+               shape_str(b.shape()), " cannot be multiplied (", a2.size(-1), " vs ", b2.size(-2), ")");
+  Tensor out = matmul_nd(a2, b2);
+  if (b.dim() == 1) out = out.squeeze(-1);
+  if (a.dim() == 1) out = out.squeeze(out.dim() == 1 ? 0 : -2);
+  return out;
+}
+
+void set_matmul_precision(const std::string& precision) {
+  SINTER_CHECK(precision == "highest" || precision == "high",
+               "set_matmul_precision: expected \"highest\" or \"high\", got \"", precision, "\"");
+  g_allow_tf32 = precision == "high";
+}
+
+std::string get_matmul_precision() { return g_allow_tf32 ? "high" : "highest"; }
+
+Tensor Tensor::matmul(const Tensor& other) const { return sinter::matmul(*this, other); }
+
+}  // namespace sinter

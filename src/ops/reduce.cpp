@@ -1,0 +1,238 @@
+// Reductions over any set of dims: sum, mean, var, amax/amin, max/min with indices, argmax/argmin,
+// logsumexp. The reduced dims are moved last and the kernel reduces rows of a contiguous matrix.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "internal/autograd_impl.h"
+#include "internal/dispatch.h"
+#include "internal/tensor_impl.h"
+#include "sinter/ops.h"
+
+namespace sinter {
+
+using autograd::needs_grad;
+using autograd::record;
+using autograd::SavedTensor;
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+// Sorted, wrapped, duplicate-free dims; all dims when `dims` is empty.
+std::vector<int64_t> norm_dims(const char* op, const Tensor& a, const std::vector<int64_t>& dims) {
+  SINTER_CHECK(a.defined(), op, ": undefined tensor argument");
+  const int64_t nd = a.dim();
+  std::vector<int64_t> out;
+  if (dims.empty()) {
+    for (int64_t d = 0; d < nd; ++d) out.push_back(d);
+    return out;
+  }
+  std::vector<bool> seen(std::max<int64_t>(nd, 1), false);
+  for (int64_t d : dims) {
+    const int64_t n = std::max<int64_t>(nd, 1);
+    SINTER_CHECK(d >= -n && d < n, op, ": dim ", d, " out of range for a tensor with ", nd, " dims");
+    const int64_t w = d < 0 ? d + n : d;
+    SINTER_CHECK(!seen[w], op, ": dim ", d, " appears more than once in ", dims);
+    seen[w] = true;
+    if (nd > 0) out.push_back(w);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The shape with reduced dims kept as 1.
+Shape keep_shape(const Shape& s, const std::vector<int64_t>& dims) {
+  Shape k = s;
+  for (int64_t d : dims) k[d] = 1;
+  return k;
+}
+
+Shape drop_shape(const Shape& s, const std::vector<int64_t>& dims) {
+  Shape k;
+  for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) {
+    if (!std::binary_search(dims.begin(), dims.end(), d)) k.push_back(s[d]);
+  }
+  return k;
+}
+
+struct RowsResult {
+  Tensor values;   // keepdim shape
+  Tensor indices;  // keepdim shape (Max/Min with indices only)
+};
+
+// Reduces `a` over `dims` (normalized) with the row kernel; results have the keepdim shape.
+RowsResult reduce_impl(const char* op, const Tensor& a, const std::vector<int64_t>& dims,
+                       kern::ReduceOp rop, bool want_indices) {
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (!std::binary_search(dims.begin(), dims.end(), d)) perm.push_back(d);
+  }
+  int64_t r = 1;
+  for (int64_t d : dims) {
+    perm.push_back(d);
+    r *= a.size(d);
+  }
+  if (rop != kern::ReduceOp::Sum) {
+    SINTER_CHECK(r > 0, op, ": cannot reduce over an empty dimension (shape ", shape_str(a.shape()),
+                 ", dims ", dims, ")");
+  }
+  Tensor src;
+  {
+    NoGradGuard ng;
+    src = a.permute(perm).contiguous();
+  }
+  const int64_t outer = r == 0 ? numel_of(drop_shape(a.shape(), dims)) : a.numel() / r;
+  const DType out_dtype =
+      rop == kern::ReduceOp::Sum && is_integral(a.dtype()) ? DType::i64 : a.dtype();
+  Shape kshape = keep_shape(a.shape(), dims);
+  RowsResult res;
+  res.values = empty(kshape, {.dtype = out_dtype, .device = a.device()});
+  if (want_indices) res.indices = empty(kshape, {.dtype = DType::i64, .device = a.device()});
+  if (outer > 0) {
+    SINTER_DISPATCH(a.device(), reduce_rows, src.data_ptr(), a.dtype(), outer, r, rop,
+                    res.values.data_ptr(), out_dtype,
+                    want_indices ? static_cast<int64_t*>(res.indices.data_ptr()) : nullptr);
+  }
+  return res;
+}
+
+Tensor finish_keepdim(const Tensor& t, const Shape& a_shape, const std::vector<int64_t>& dims,
+                      bool keepdim) {
+  return keepdim ? t : t.reshape(drop_shape(a_shape, dims));
+}
+
+// amax/amin: gradient split evenly among the elements equal to the extremum.
+Tensor extremum(const char* op, const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim,
+                kern::ReduceOp rop) {
+  std::vector<int64_t> dims = norm_dims(op, a, dims_in);
+  RowsResult res = reduce_impl(op, a, dims, rop, false);
+  Tensor out = finish_keepdim(res.values, a.shape(), dims, keepdim);
+  if (needs_grad({&a})) {
+    SavedTensor sa(a, op), sk(res.values, op);
+    Shape kshape = res.values.shape();
+    record(op, {&out}, {a}, [sa, sk, kshape, dims](const Grads& g) {
+      Tensor x = sa.get();
+      Tensor mask = eq(x, sk.get()).to(x.dtype());
+      Tensor count = sum(mask, dims, true);
+      return Grads{mul(div(mask, count), g[0].reshape(kshape))};
+    });
+  }
+  return out;
+}
+
+std::tuple<Tensor, Tensor> extremum_dim(const char* op, const Tensor& a, int64_t dim, bool keepdim,
+                                        kern::ReduceOp rop) {
+  std::vector<int64_t> dims = norm_dims(op, a, {dim});
+  RowsResult res = reduce_impl(op, a, dims, rop, true);
+  Tensor values = finish_keepdim(res.values, a.shape(), dims, keepdim);
+  Tensor indices = finish_keepdim(res.indices, a.shape(), dims, keepdim);
+  if (needs_grad({&a})) {
+    SavedTensor si(res.indices, op);
+    Shape ashape = a.shape(), kshape = res.values.shape();
+    const int64_t d = dims.empty() ? 0 : dims[0];
+    record(op, {&values}, {a}, [si, ashape, kshape, d](const Grads& g) {
+      // Scatter through a mask: position p along dim d receives the gradient iff p == index.
+      Tensor idx = si.get();
+      if (ashape.empty()) return Grads{g[0].reshape(ashape)};
+      Shape pshape(ashape.size(), 1);
+      pshape[d] = ashape[d];
+      Tensor pos = arange(0.0, static_cast<double>(ashape[d]), 1.0,
+                          {.dtype = DType::i64, .device = idx.device()})
+                       .reshape(pshape);
+      Tensor mask = eq(pos, idx);
+      Tensor z = zeros({}, {.dtype = g[0].dtype(), .device = g[0].device()});
+      return Grads{where(mask, g[0].reshape(kshape).expand(ashape), z)};
+    });
+  }
+  return {values, indices};
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
+  std::vector<int64_t> dims = norm_dims("sum", a, dims_in);
+  RowsResult res = reduce_impl("sum", a, dims, kern::ReduceOp::Sum, false);
+  Tensor out = finish_keepdim(res.values, a.shape(), dims, keepdim);
+  if (needs_grad({&a})) {
+    Shape ashape = a.shape(), kshape = res.values.shape();
+    record("sum", {&out}, {a}, [ashape, kshape](const Grads& g) {
+      return Grads{g[0].reshape(kshape).expand(ashape)};
+    });
+  }
+  return out;
+}
+
+Tensor mean(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
+  std::vector<int64_t> dims = norm_dims("mean", a, dims_in);
+  SINTER_CHECK(is_floating(a.dtype()), "mean: expected a floating tensor, got dtype ", a.dtype());
+  int64_t n = 1;
+  for (int64_t d : dims) n *= a.size(d);
+  return div(sum(a, dims, keepdim), static_cast<double>(n));
+}
+
+Tensor var(const Tensor& a, const std::vector<int64_t>& dims_in, int64_t correction, bool keepdim) {
+  std::vector<int64_t> dims = norm_dims("var", a, dims_in);
+  SINTER_CHECK(is_floating(a.dtype()), "var: expected a floating tensor, got dtype ", a.dtype());
+  SINTER_CHECK(correction >= 0, "var: correction must be non-negative, got ", correction);
+  int64_t n = 1;
+  for (int64_t d : dims) n *= a.size(d);
+  Tensor centered = sub(a, mean(a, dims, true));
+  // With n <= correction the result is inf or nan, as the estimator is undefined there.
+  return div(sum(mul(centered, centered), dims, keepdim),
+             static_cast<double>(std::max<int64_t>(n - correction, 0)));
+}
+
+Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
+  std::vector<int64_t> dims = norm_dims("logsumexp", a, dims_in);
+  SINTER_CHECK(is_floating(a.dtype()), "logsumexp: expected a floating tensor, got dtype ", a.dtype());
+  Tensor m;
+  {
+    // The shift is a constant for autograd; infinite maxima (all -inf rows) shift by 0.
+    NoGradGuard ng;
+    m = amax(a, dims, true);
+    m = where(eq(abs(m), std::numeric_limits<double>::infinity()), zeros_like(m), m);
+  }
+  Tensor out = add(log(sum(exp(sub(a, m)), dims, true)), m);
+  return keepdim ? out : out.reshape(drop_shape(a.shape(), dims));
+}
+
+Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  return extremum("amax", a, dims, keepdim, kern::ReduceOp::Max);
+}
+Tensor amin(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  return extremum("amin", a, dims, keepdim, kern::ReduceOp::Min);
+}
+Tensor max(const Tensor& a) { return extremum("max", a, {}, false, kern::ReduceOp::Max); }
+Tensor min(const Tensor& a) { return extremum("min", a, {}, false, kern::ReduceOp::Min); }
+
+std::tuple<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
+  return extremum_dim("max", a, dim, keepdim, kern::ReduceOp::Max);
+}
+std::tuple<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) {
+  return extremum_dim("min", a, dim, keepdim, kern::ReduceOp::Min);
+}
+
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  NoGradGuard ng;
+  return std::get<1>(extremum_dim("argmax", a, dim, keepdim, kern::ReduceOp::Max));
+}
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
+  NoGradGuard ng;
+  return std::get<1>(extremum_dim("argmin", a, dim, keepdim, kern::ReduceOp::Min));
+}
+
+Tensor Tensor::sum() const { return sinter::sum(*this); }
+Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const {
+  SINTER_CHECK(!dims.empty(), "sum: pass at least one dim, or call sum() for all of them");
+  return sinter::sum(*this, dims, keepdim);
+}
+Tensor Tensor::mean() const { return sinter::mean(*this); }
+Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
+  SINTER_CHECK(!dims.empty(), "mean: pass at least one dim, or call mean() for all of them");
+  return sinter::mean(*this, dims, keepdim);
+}
+Tensor Tensor::max() const { return sinter::max(*this); }
+Tensor Tensor::min() const { return sinter::min(*this); }
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return sinter::argmax(*this, dim, keepdim); }
+
+}  // namespace sinter

@@ -1,0 +1,537 @@
+// Tensor accessors, factories, device and dtype conversion, copies, and printing.
+#include "sinter/tensor.h"
+
+#include <cmath>
+#include <cstdint>
+#include <iomanip>
+#include <sstream>
+
+#include "internal/autograd_impl.h"
+#include "internal/cuda_runtime.h"
+#include "internal/dispatch.h"
+#include "internal/iter.h"
+#include "internal/tensor_impl.h"
+#include "sinter/cuda.h"
+#include "sinter/ops.h"
+
+namespace sinter {
+
+int64_t numel_of(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    SINTER_CHECK(!__builtin_mul_overflow(n, s, &n), "shape ", shape,
+                 " has more elements than an int64 can count");
+  }
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape st(shape.size());
+  int64_t acc = 1;
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(shape[i], 1);
+  }
+  return st;
+}
+
+std::string shape_str(const Shape& shape) { return detail::str_cat(shape); }
+
+Tensor alias_of(const Tensor& t) {
+  if (!t.defined()) return Tensor();
+  const TensorImpl* s = t.impl();
+  return Tensor(std::make_shared<TensorImpl>(s->storage, s->offset, s->shape, s->strides, s->dtype,
+                                             s->version));
+}
+
+Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
+  const TensorImpl* s = t.impl();
+  return Tensor(std::make_shared<TensorImpl>(s->storage, offset, std::move(shape),
+                                             std::move(strides), s->dtype, s->version));
+}
+
+// --- accessors ---
+
+namespace {
+const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
+  SINTER_CHECK(impl != nullptr, "Tensor: use of an undefined tensor");
+  return *impl;
+}
+
+int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
+  const int64_t n = std::max<int64_t>(ndim, 1);
+  SINTER_CHECK(dim >= -n && dim < n, op, ": dim ", dim, " out of range for a tensor with ", ndim,
+               " dims");
+  return dim < 0 ? dim + n : dim;
+}
+}  // namespace
+
+const Shape& Tensor::shape() const { return checked(impl_).shape; }
+const Shape& Tensor::strides() const { return checked(impl_).strides; }
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim("size", d, dim())]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim("stride", d, dim())]; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(shape().size()); }
+int64_t Tensor::numel() const { return checked(impl_).numel; }
+DType Tensor::dtype() const { return checked(impl_).dtype; }
+Device Tensor::device() const { return checked(impl_).storage.device(); }
+int64_t Tensor::storage_offset() const { return checked(impl_).offset; }
+const Storage& Tensor::storage() const { return checked(impl_).storage; }
+
+void* Tensor::data_ptr() const {
+  const TensorImpl& i = checked(impl_);
+  if (!i.storage.data()) return nullptr;
+  return static_cast<char*>(i.storage.data()) + i.offset * static_cast<int64_t>(element_size(i.dtype));
+}
+
+bool Tensor::is_contiguous() const {
+  const TensorImpl& i = checked(impl_);
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(i.shape.size()) - 1; d >= 0; --d) {
+    if (i.shape[d] == 1) continue;
+    if (i.strides[d] != expected) return false;
+    expected *= i.shape[d];
+  }
+  return true;
+}
+
+// --- factories ---
+
+namespace {
+void check_shape(const char* op, const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    SINTER_CHECK(s >= 0, op, ": negative size in shape ", shape_str(shape));
+    SINTER_CHECK(!__builtin_mul_overflow(n, s, &n), op, ": shape ", shape_str(shape),
+                 " has more elements than an int64 can count");
+  }
+}
+
+Tensor finish(Tensor t, const TensorOptions& opts) {
+  if (opts.requires_grad) t.requires_grad_(true);
+  return t;
+}
+}  // namespace
+
+Tensor empty(const Shape& shape, const TensorOptions& opts) {
+  check_shape("empty", shape);
+  SINTER_CHECK(!opts.pinned || opts.device.is_cpu(), "empty: pinned memory is host memory, got ",
+               opts.device);
+  const int64_t n = numel_of(shape);
+  size_t nbytes = 0;
+  SINTER_CHECK(!__builtin_mul_overflow(static_cast<size_t>(n), element_size(opts.dtype), &nbytes),
+               "empty: shape ", shape, " of ", opts.dtype, " needs more bytes than a size_t holds");
+  Storage s = Storage::allocate(nbytes, opts.device, opts.pinned);
+  return finish(Tensor(std::make_shared<TensorImpl>(std::move(s), 0, shape, contiguous_strides(shape),
+                                                    opts.dtype)),
+                opts);
+}
+
+Tensor full(const Shape& shape, double value, const TensorOptions& opts) {
+  TensorOptions o = opts;
+  o.requires_grad = false;
+  Tensor t = empty(shape, o);
+  t.fill_(value);
+  return finish(t, opts);
+}
+
+Tensor zeros(const Shape& shape, const TensorOptions& opts) { return full(shape, 0.0, opts); }
+Tensor ones(const Shape& shape, const TensorOptions& opts) { return full(shape, 1.0, opts); }
+
+namespace {
+TensorOptions like(const Tensor& t) { return {.dtype = t.dtype(), .device = t.device()}; }
+}  // namespace
+
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), like(t)); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), like(t)); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), like(t)); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, like(t)); }
+
+Tensor arange(double end, const TensorOptions& opts) { return arange(0.0, end, 1.0, opts); }
+
+Tensor arange(double start, double end, double step, const TensorOptions& opts) {
+  SINTER_CHECK(step != 0.0 && std::isfinite(step), "arange: step must be finite and nonzero, got ",
+               step);
+  SINTER_CHECK(std::isfinite(start) && std::isfinite(end), "arange: bounds must be finite, got ",
+               start, " and ", end);
+  SINTER_CHECK((end - start) / step >= 0, "arange: step ", step, " does not lead from ", start,
+               " to ", end);
+  const double count = std::ceil((end - start) / step);
+  SINTER_CHECK(count < 9.0e18, "arange: [", start, ", ", end, ") in steps of ", step, " has ",
+               count, " elements, too many to count");
+  const auto n = static_cast<int64_t>(count);
+  TensorOptions o = opts;
+  o.requires_grad = false;
+  Tensor t = empty({n}, o);
+  if (n > 0) SINTER_DISPATCH(t.device(), arange, t.data_ptr(), t.dtype(), n, start, step);
+  return finish(t, opts);
+}
+
+Tensor linspace(double start, double end, int64_t steps, const TensorOptions& opts) {
+  SINTER_CHECK(steps >= 0, "linspace: steps must be non-negative, got ", steps);
+  TensorOptions o = opts;
+  o.requires_grad = false;
+  Tensor t = empty({steps}, o);
+  const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+  if (steps > 0) SINTER_DISPATCH(t.device(), arange, t.data_ptr(), t.dtype(), steps, start, step);
+  return finish(t, opts);
+}
+
+Tensor eye(int64_t n, const TensorOptions& opts) { return eye(n, n, opts); }
+
+Tensor eye(int64_t n, int64_t m, const TensorOptions& opts) {
+  SINTER_CHECK(n >= 0 && m >= 0, "eye: sizes must be non-negative, got ", n, " and ", m);
+  TensorOptions o = opts;
+  o.requires_grad = false;
+  Tensor t = zeros({n, m}, o);
+  const int64_t k = std::min(n, m);
+  if (k > 0) make_view(t, {k}, {m + 1}, 0).fill_(1.0);
+  return finish(t, opts);
+}
+
+namespace {
+Generator& gen_or_default(Generator* g) { return g ? *g : default_generator(); }
+}  // namespace
+
+Tensor rand(const Shape& shape, const TensorOptions& opts, Generator* gen) {
+  SINTER_CHECK(is_floating(opts.dtype), "rand: dtype must be floating, got ", opts.dtype);
+  TensorOptions o = opts;
+  o.requires_grad = false;
+  Tensor t = empty(shape, o);
+  const int64_t n = t.numel();
+  Generator& g = gen_or_default(gen);
+  const uint64_t seed = g.seed();
+  const uint64_t offset = g.reserve(static_cast<uint64_t>(n));
+  if (n > 0) SINTER_DISPATCH(t.device(), random_uniform, t.data_ptr(), t.dtype(), n, seed, offset, 0.0, 1.0);
+  return finish(t, opts);
+}
+
+Tensor randn(const Shape& shape, const TensorOptions& opts, Generator* gen) {
+  SINTER_CHECK(is_floating(opts.dtype), "randn: dtype must be floating, got ", opts.dtype);
+  TensorOptions o = opts;
+  o.requires_grad = false;
+  Tensor t = empty(shape, o);
+  const int64_t n = t.numel();
+  Generator& g = gen_or_default(gen);
+  const uint64_t seed = g.seed();
+  const uint64_t offset = g.reserve(static_cast<uint64_t>(n));
+  if (n > 0) SINTER_DISPATCH(t.device(), random_normal, t.data_ptr(), t.dtype(), n, seed, offset, 0.0, 1.0);
+  return finish(t, opts);
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& opts,
+               Generator* gen) {
+  SINTER_CHECK(low < high, "randint: low (", low, ") must be less than high (", high, ")");
+  SINTER_CHECK(is_integral(opts.dtype) || is_floating(opts.dtype), "randint: unsupported dtype ",
+               opts.dtype);
+  {
+    // [low, high) must hold values the dtype represents exactly.
+    int64_t lo = INT64_MIN, hi = INT64_MAX;
+    switch (opts.dtype) {
+      case DType::i32: lo = INT32_MIN, hi = static_cast<int64_t>(INT32_MAX) + 1; break;
+      case DType::u8: lo = 0, hi = 256; break;
+      case DType::b8: lo = 0, hi = 2; break;
+      case DType::f32: lo = -(int64_t{1} << 24), hi = int64_t{1} << 24; break;
+      case DType::bf16: lo = -256, hi = 256; break;
+      case DType::f16: lo = -2048, hi = 2048; break;
+      case DType::f64: lo = -(int64_t{1} << 53), hi = int64_t{1} << 53; break;
+      default: break;
+    }
+    SINTER_CHECK(low >= lo && high <= hi, "randint: range [", low, ", ", high,
+                 ") does not fit dtype ", opts.dtype, " (exact values in [", lo, ", ", hi, "))");
+  }
+  SINTER_CHECK(!opts.requires_grad, "randint: integer tensors cannot require grad");
+  Tensor t = empty(shape, opts);
+  const int64_t n = t.numel();
+  Generator& g = gen_or_default(gen);
+  const uint64_t seed = g.seed();
+  const uint64_t offset = g.reserve(static_cast<uint64_t>(n));
+  if (n > 0) SINTER_DISPATCH(t.device(), random_int, t.data_ptr(), t.dtype(), n, seed, offset, low, high);
+  return t;
+}
+
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, const TensorOptions& opts) {
+  check_shape("from_vector", shape);
+  SINTER_CHECK(numel_of(shape) == static_cast<int64_t>(values.size()), "from_vector: ",
+               values.size(), " values do not fill shape ", shape_str(shape));
+  Tensor host = empty(shape, {.dtype = dtype_of<T>::value});
+  T* dst = static_cast<T*>(host.data_ptr());
+  for (size_t i = 0; i < values.size(); ++i) dst[i] = values[i];
+  Tensor t = opts.device.is_cpu() ? host : host.to(opts.device);
+  return finish(t, opts);
+}
+
+#define SINTER_FROM_VECTOR(T) \
+  template Tensor from_vector<T>(const std::vector<T>&, const Shape&, const TensorOptions&);
+SINTER_FROM_VECTOR(float)
+SINTER_FROM_VECTOR(double)
+SINTER_FROM_VECTOR(BFloat16)
+SINTER_FROM_VECTOR(Half)
+SINTER_FROM_VECTOR(int64_t)
+SINTER_FROM_VECTOR(int32_t)
+SINTER_FROM_VECTOR(uint8_t)
+SINTER_FROM_VECTOR(bool)
+#undef SINTER_FROM_VECTOR
+
+Tensor from_blob(void* data, const Shape& shape, const TensorOptions& opts,
+                 std::function<void(void*)> deleter) {
+  return from_blob(data, shape, contiguous_strides(shape), opts, std::move(deleter));
+}
+
+Tensor from_blob(void* data, const Shape& shape, const Shape& strides, const TensorOptions& opts,
+                 std::function<void(void*)> deleter) {
+  check_shape("from_blob", shape);
+  SINTER_CHECK(shape.size() == strides.size(), "from_blob: shape ", shape_str(shape), " and strides ",
+               shape_str(strides), " differ in length");
+  SINTER_CHECK(data != nullptr || numel_of(shape) == 0, "from_blob: null data for shape ",
+               shape_str(shape));
+  int64_t extent = numel_of(shape) > 0 ? 1 : 0;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    SINTER_CHECK(strides[i] >= 0, "from_blob: negative stride in ", shape_str(strides));
+    if (shape[i] > 0) extent += (shape[i] - 1) * strides[i];
+  }
+  Storage s = Storage::from_blob(data, static_cast<size_t>(extent) * element_size(opts.dtype),
+                                 opts.device, std::move(deleter));
+  return finish(Tensor(std::make_shared<TensorImpl>(std::move(s), 0, shape, strides, opts.dtype)),
+                opts);
+}
+
+// --- conversion and copies ---
+
+namespace {
+// out <- src (same shape after broadcasting, both on out's device), converting dtype.
+void copy_into(const Tensor& out, const Tensor& src) {
+  if (out.numel() == 0) return;
+  kern::ElementwiseIter it = make_iter("copy_", out, {src}, src.dtype());
+  SINTER_DISPATCH(out.device(), copy, it);
+}
+}  // namespace
+
+Tensor Tensor::to(Device device, bool non_blocking) const {
+  if (device == this->device()) return *this;
+  Tensor src = contiguous();
+  Tensor out = empty(shape(), {.dtype = dtype(), .device = device});
+  if (numel() > 0) {
+    cuda::detail::copy_bytes(out.data_ptr(), device, src.data_ptr(), src.device(),
+                             static_cast<size_t>(numel()) * element_size(dtype()));
+    // A copy from pinned memory is queued on the device's stream; wait unless asked not to.
+    if (!non_blocking && src.storage().is_pinned()) cuda::synchronize(device.index);
+  }
+  if (autograd::needs_grad({this})) {
+    const Device from = this->device();
+    autograd::record("to_device", {&out}, {*this},
+                     [from](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(from)}; });
+  }
+  return out;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == this->dtype()) return *this;
+  Tensor out = empty(shape(), {.dtype = dtype, .device = device()});
+  {
+    NoGradGuard ng;
+    copy_into(out, *this);
+  }
+  if (is_floating(dtype) && autograd::needs_grad({this})) {
+    const DType from = this->dtype();
+    autograd::record("to_dtype", {&out}, {*this},
+                     [from](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(from)}; });
+  }
+  return out;
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), {.dtype = dtype(), .device = device()});
+  copy_into(out, *this);
+  if (autograd::needs_grad({this})) {
+    autograd::record("clone", {&out}, {*this},
+                     [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+  }
+  return out;
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::pin_memory() const {
+  SINTER_CHECK(device().is_cpu(), "pin_memory: only host tensors can be pinned, got ", device());
+  Tensor out = empty(shape(), {.dtype = dtype(), .pinned = true});
+  copy_into(out, *this);
+  return out;
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  SINTER_CHECK(defined(), "to_vector: undefined tensor");
+  Tensor h = detach().to(Device::cpu()).to(dtype_of<T>::value).contiguous();
+  const T* p = static_cast<const T*>(h.data_ptr());
+  return std::vector<T>(p, p + h.numel());
+}
+
+template <typename T>
+T Tensor::item() const {
+  SINTER_CHECK(numel() == 1, "item: the tensor has ", numel(), " elements (shape ",
+               shape_str(shape()), "), expected 1");
+  return to_vector<T>()[0];
+}
+
+#define SINTER_TENSOR_TEMPLATES(T)                  \
+  template std::vector<T> Tensor::to_vector<T>() const; \
+  template T Tensor::item<T>() const;
+SINTER_TENSOR_TEMPLATES(float)
+SINTER_TENSOR_TEMPLATES(double)
+SINTER_TENSOR_TEMPLATES(BFloat16)
+SINTER_TENSOR_TEMPLATES(Half)
+SINTER_TENSOR_TEMPLATES(int64_t)
+SINTER_TENSOR_TEMPLATES(int32_t)
+SINTER_TENSOR_TEMPLATES(uint8_t)
+SINTER_TENSOR_TEMPLATES(bool)
+#undef SINTER_TENSOR_TEMPLATES
+
+// --- in-place ---
+
+namespace {
+void check_inplace(const char* op, const Tensor& self, const Tensor* other) {
+  SINTER_CHECK(self.defined(), op, ": undefined tensor");
+  if (GradMode::is_enabled()) {
+    SINTER_CHECK(!self.requires_grad(), op, ": in-place ops are not recorded by autograd, and the "
+                 "tensor requires grad; run it under NoGradGuard (as optimizers do) or use the "
+                 "out-of-place op");
+    SINTER_CHECK(!other || !other->requires_grad(), op, ": in-place ops are not recorded by "
+                 "autograd, and the source requires grad; run it under NoGradGuard");
+  }
+  if (other) {
+    SINTER_CHECK(other->device() == self.device(), op, ": tensors on ", self.device(), " and ",
+                 other->device());
+  }
+}
+
+void inplace_binary(const char* op, Tensor& self, const IterArg& other, kern::BinaryOp bop) {
+  SINTER_CHECK(other.tensor || is_floating(self.dtype()) || std::nearbyint(other.scalar) == other.scalar,
+               op, ": scalar ", other.scalar, " is not an integer, but the tensor has dtype ",
+               self.dtype());
+  if (other.tensor) {
+    SINTER_CHECK(other.tensor->dtype() == self.dtype(), op, ": dtype ", other.tensor->dtype(),
+                 " does not match the tensor's ", self.dtype());
+    Shape b = broadcast_shapes(op, self.shape(), other.tensor->shape());
+    SINTER_CHECK(b == self.shape(), op, ": shape ", shape_str(other.tensor->shape()),
+                 " does not broadcast to the tensor's shape ", shape_str(self.shape()));
+  }
+  if (self.numel() > 0) {
+    kern::ElementwiseIter it = make_iter(op, self, {IterArg(self), other}, self.dtype());
+    SINTER_DISPATCH(self.device(), binary, it, bop, 0.0);
+  }
+  self.bump_version();
+}
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  check_inplace("add_", *this, &other);
+  if (alpha == 1.0) {
+    inplace_binary("add_", *this, other, kern::BinaryOp::Add);
+  } else {
+    NoGradGuard ng;
+    Tensor scaled = mul(other, alpha);
+    inplace_binary("add_", *this, scaled, kern::BinaryOp::Add);
+  }
+  return *this;
+}
+
+Tensor& Tensor::add_(double value) {
+  check_inplace("add_", *this, nullptr);
+  inplace_binary("add_", *this, value, kern::BinaryOp::Add);
+  return *this;
+}
+
+Tensor& Tensor::mul_(const Tensor& other) {
+  check_inplace("mul_", *this, &other);
+  inplace_binary("mul_", *this, other, kern::BinaryOp::Mul);
+  return *this;
+}
+
+Tensor& Tensor::mul_(double value) {
+  check_inplace("mul_", *this, nullptr);
+  inplace_binary("mul_", *this, value, kern::BinaryOp::Mul);
+  return *this;
+}
+
+Tensor& Tensor::zero_() { return fill_(0.0); }
+
+Tensor& Tensor::fill_(double value) {
+  check_inplace("fill_", *this, nullptr);
+  if (numel() > 0) {
+    kern::ElementwiseIter it = make_iter("fill_", *this, {value}, DType::f64);
+    SINTER_DISPATCH(device(), copy, it);
+  }
+  bump_version();
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  SINTER_CHECK(src.defined(), "copy_: undefined source");
+  if (GradMode::is_enabled()) {
+    SINTER_CHECK(!requires_grad() && !src.requires_grad(), "copy_: in-place ops are not recorded "
+                 "by autograd; run it under NoGradGuard");
+  }
+  Shape b = broadcast_shapes("copy_", shape(), src.shape());
+  SINTER_CHECK(b == shape(), "copy_: source of shape ", shape_str(src.shape()),
+               " does not broadcast to ", shape_str(shape()));
+  Tensor s = src.device() == device() ? src : src.to(device());
+  copy_into(*this, s);
+  bump_version();
+  return *this;
+}
+
+// --- printing ---
+
+namespace {
+void print_rec(std::ostringstream& os, const std::vector<double>& v, const Shape& shape,
+               const Shape& strides, size_t dim, int64_t base, bool elide, bool integral, int indent) {
+  const int64_t n = shape[dim];
+  os << '[';
+  for (int64_t i = 0; i < n; ++i) {
+    if (elide && n > 6 && i == 3) {
+      os << "...";
+      i = n - 4;
+      if (dim + 1 < shape.size()) os << ",\n" << std::string(indent + 1, ' ');
+      else os << ", ";
+      continue;
+    }
+    const int64_t off = base + i * strides[dim];
+    if (dim + 1 == shape.size()) {
+      if (integral) os << static_cast<int64_t>(v[off]);
+      else os << std::setprecision(4) << v[off];
+    } else {
+      print_rec(os, v, shape, strides, dim + 1, off, elide, integral, indent + 1);
+    }
+    if (i + 1 < n) {
+      if (dim + 1 < shape.size()) os << ",\n" << std::string(indent + 1, ' ');
+      else os << ", ";
+    }
+  }
+  os << ']';
+}
+}  // namespace
+
+std::string Tensor::str() const {
+  if (!defined()) return "tensor(undefined)";
+  std::ostringstream os;
+  os << "tensor(";
+  std::vector<double> v = to_vector<double>();
+  if (dim() == 0) {
+    if (is_integral(dtype())) os << static_cast<int64_t>(v[0]);
+    else os << std::setprecision(4) << v[0];
+  } else if (numel() == 0) {
+    os << "[]";
+  } else {
+    print_rec(os, v, shape(), contiguous_strides(shape()), 0, 0, numel() > 1000,
+              is_integral(dtype()), 7);
+  }
+  os << ", shape=" << shape_str(shape()) << ", dtype=" << dtype() << ", device=" << device();
+  if (requires_grad()) os << ", requires_grad=true";
+  os << ')';
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
+
+}  // namespace sinter

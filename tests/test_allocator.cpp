@@ -1,0 +1,511 @@
+// Tests of the caching allocator: its pool logic over a fake heap (any machine), and the real
+// device allocator, pinned memory and copies (suite CudaAllocator, skipped without a device).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "internal/caching_allocator.h"
+#include "internal/cuda_runtime.h"
+#include "sinter/core/error.h"
+#include "sinter/cuda.h"
+
+namespace {
+
+using sinter::cuda::MemoryStats;
+using sinter::cuda::detail::CachingAllocator;
+using sinter::cuda::detail::RawBackend;
+
+constexpr size_t KiB = size_t{1} << 10;
+constexpr size_t MiB = size_t{1} << 20;
+
+// Hands out address ranges without memory behind them (the allocator never touches the bytes),
+// back to back so that separate segments are neighbours in address space, and fails once more than
+// `limit` bytes are live.
+class FakeHeap final : public RawBackend {
+ public:
+  explicit FakeHeap(size_t limit = SIZE_MAX) : limit_(limit) {}
+
+  void* raw_alloc(size_t nbytes) override {
+    if (nbytes > limit_ - live_bytes_) {
+      ++failed_allocs;
+      return nullptr;
+    }
+    const uintptr_t p = next_;
+    next_ += nbytes;
+    live_[p] = nbytes;
+    live_bytes_ += nbytes;
+    ++allocs;
+    return reinterpret_cast<void*>(p);
+  }
+
+  void raw_free(void* ptr) override {
+    auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
+    ASSERT_NE(it, live_.end()) << "raw_free of a pointer the heap did not hand out";
+    live_bytes_ -= it->second;
+    live_.erase(it);
+    ++frees;
+  }
+
+  size_t live_segments() const { return live_.size(); }
+  size_t live_bytes() const { return live_bytes_; }
+
+  int allocs = 0;
+  int frees = 0;
+  int failed_allocs = 0;
+
+ private:
+  size_t limit_;
+  size_t live_bytes_ = 0;
+  uintptr_t next_ = uintptr_t{1} << 40;
+  std::map<uintptr_t, size_t> live_;
+};
+
+char* as_bytes(void* p) { return static_cast<char*>(p); }
+
+// Opaque stream keys.
+int stream_a_tag, stream_b_tag;
+const void* const kStreamA = &stream_a_tag;
+const void* const kStreamB = &stream_b_tag;
+
+TEST(CachingAllocator, ReusesFreedBlockWithoutNewSegment) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  void* p = alloc.allocate(1000, kStreamA);
+  alloc.free(p);
+  void* q = alloc.allocate(1000, kStreamA);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(heap.allocs, 1);
+  const MemoryStats s = alloc.stats();
+  EXPECT_EQ(s.num_cache_hits, 1);
+  EXPECT_EQ(s.num_device_allocs, 1);
+  EXPECT_EQ(s.num_allocs, 2);
+  EXPECT_EQ(s.num_frees, 1);
+  alloc.free(q);
+}
+
+TEST(CachingAllocator, ZeroBytesGiveNullAndFreeingNullIsNoOp) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  EXPECT_EQ(alloc.allocate(0, kStreamA), nullptr);
+  EXPECT_NO_THROW(alloc.free(nullptr));
+  EXPECT_EQ(heap.allocs, 0);
+  EXPECT_EQ(alloc.stats().num_allocs, 0);
+}
+
+TEST(CachingAllocator, SmallRequestsRoundTo512AndShareASegment) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  void* a = alloc.allocate(1, kStreamA);
+  void* b = alloc.allocate(513, kStreamA);
+  void* c = alloc.allocate(512, kStreamA);
+  EXPECT_EQ(as_bytes(b), as_bytes(a) + 512);
+  EXPECT_EQ(as_bytes(c), as_bytes(a) + 512 + 1024);
+  EXPECT_EQ(heap.allocs, 1);
+  const MemoryStats s = alloc.stats();
+  EXPECT_EQ(s.allocated_bytes, int64_t(512 + 1024 + 512));
+  EXPECT_EQ(s.reserved_bytes, int64_t(CachingAllocator::kSmallSegment));
+  EXPECT_EQ(s.num_cache_hits, 2);
+  for (void* p : {a, b, c}) alloc.free(p);
+}
+
+TEST(CachingAllocator, SplitsCachedLargeBlockAndCoalescesOnFree) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  void* whole = alloc.allocate(6 * MiB, kStreamA);
+  alloc.free(whole);
+
+  void* a = alloc.allocate(2 * MiB, kStreamA);
+  void* b = alloc.allocate(2 * MiB, kStreamA);
+  void* c = alloc.allocate(2 * MiB, kStreamA);
+  EXPECT_EQ(a, whole);
+  EXPECT_EQ(as_bytes(b), as_bytes(whole) + 2 * MiB);
+  EXPECT_EQ(as_bytes(c), as_bytes(whole) + 4 * MiB);
+  EXPECT_EQ(heap.allocs, 1);
+
+  // The middle block goes last, so it merges with a free neighbour on each side.
+  alloc.free(a);
+  alloc.free(c);
+  alloc.free(b);
+  void* again = alloc.allocate(6 * MiB, kStreamA);
+  EXPECT_EQ(again, whole);
+  EXPECT_EQ(heap.allocs, 1);
+  alloc.free(again);
+  alloc.empty_cache();
+  EXPECT_EQ(heap.frees, 1);
+  EXPECT_EQ(heap.live_segments(), 0u);
+}
+
+TEST(CachingAllocator, KeepsSmallLargeRemainderWithTheBlock) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  // A 3 MiB request gets a 4 MiB segment; the 1 MiB rest is not worth a separate large block.
+  void* p = alloc.allocate(3 * MiB, kStreamA);
+  EXPECT_EQ(alloc.stats().allocated_bytes, int64_t(4 * MiB));
+  EXPECT_EQ(alloc.stats().reserved_bytes, int64_t(4 * MiB));
+  alloc.free(p);
+  // A 1.5 MiB request splits the cached 4 MiB block: the 2.5 MiB rest is kept.
+  void* q = alloc.allocate(3 * MiB / 2, kStreamA);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(alloc.stats().allocated_bytes, int64_t(3 * MiB / 2));
+  void* r = alloc.allocate(2 * MiB, kStreamA);
+  EXPECT_EQ(as_bytes(r), as_bytes(p) + 3 * MiB / 2);
+  EXPECT_EQ(heap.allocs, 1);
+  alloc.free(q);
+  alloc.free(r);
+}
+
+TEST(CachingAllocator, NeverMergesAcrossSegments) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  void* a = alloc.allocate(2 * MiB, kStreamA);
+  void* b = alloc.allocate(2 * MiB, kStreamA);
+  ASSERT_EQ(as_bytes(b), as_bytes(a) + 2 * MiB);  // the fake heap places segments back to back
+  alloc.free(a);
+  alloc.free(b);
+  void* c = alloc.allocate(4 * MiB, kStreamA);
+  EXPECT_EQ(heap.allocs, 3);
+  EXPECT_EQ(alloc.stats().num_cache_hits, 0);
+  alloc.free(c);
+  alloc.empty_cache();
+  EXPECT_EQ(heap.frees, 3);
+}
+
+TEST(CachingAllocator, KeepsSeparatePoolsPerStream) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  void* a = alloc.allocate(4 * KiB, kStreamA);
+  alloc.free(a);
+  void* b = alloc.allocate(4 * KiB, kStreamB);
+  EXPECT_NE(b, a);
+  EXPECT_EQ(heap.allocs, 2);
+  EXPECT_EQ(alloc.stats().num_cache_hits, 0);
+  void* a2 = alloc.allocate(4 * KiB, kStreamA);
+  EXPECT_EQ(a2, a);
+  EXPECT_EQ(alloc.stats().num_cache_hits, 1);
+  alloc.free(b);
+  alloc.free(a2);
+}
+
+TEST(CachingAllocator, KeepsSmallAndLargePoolsApart) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  alloc.free(alloc.allocate(4 * MiB, kStreamA));
+  void* small = alloc.allocate(KiB, kStreamA);
+  EXPECT_EQ(heap.allocs, 2);
+  alloc.free(alloc.allocate(4 * KiB, kStreamA));  // fits in the small segment, not the large one
+  alloc.free(small);
+  EXPECT_EQ(heap.allocs, 2);
+  void* large = alloc.allocate(4 * MiB, kStreamA);
+  EXPECT_EQ(heap.allocs, 2);
+  EXPECT_EQ(alloc.stats().num_cache_hits, 2);
+  alloc.free(large);
+}
+
+TEST(CachingAllocator, TracksAllocatedReservedAndPeaks) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  void* small = alloc.allocate(MiB, kStreamA);
+  void* large = alloc.allocate(10 * MiB, kStreamA);
+  MemoryStats s = alloc.stats();
+  EXPECT_EQ(s.allocated_bytes, int64_t(11 * MiB));
+  EXPECT_EQ(s.reserved_bytes, int64_t(12 * MiB));
+  EXPECT_EQ(s.peak_allocated_bytes, int64_t(11 * MiB));
+  EXPECT_EQ(s.peak_reserved_bytes, int64_t(12 * MiB));
+
+  alloc.free(large);
+  s = alloc.stats();
+  EXPECT_EQ(s.allocated_bytes, int64_t(MiB));
+  EXPECT_EQ(s.reserved_bytes, int64_t(12 * MiB));
+  EXPECT_EQ(s.peak_allocated_bytes, int64_t(11 * MiB));
+
+  alloc.reset_peak_stats();
+  s = alloc.stats();
+  EXPECT_EQ(s.peak_allocated_bytes, int64_t(MiB));
+  EXPECT_EQ(s.peak_reserved_bytes, int64_t(12 * MiB));
+
+  alloc.empty_cache();
+  s = alloc.stats();
+  EXPECT_EQ(s.reserved_bytes, int64_t(2 * MiB));
+  EXPECT_EQ(s.peak_reserved_bytes, int64_t(12 * MiB));
+  EXPECT_EQ(s.num_allocs, 2);
+  EXPECT_EQ(s.num_frees, 1);
+  EXPECT_EQ(s.num_device_allocs, 2);
+  EXPECT_EQ(s.num_device_frees, 1);
+  EXPECT_EQ(heap.live_bytes(), 2 * MiB);
+  alloc.free(small);
+}
+
+TEST(CachingAllocator, EmptyCacheReleasesOnlyWhollyFreeSegments) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  void* a = alloc.allocate(MiB, kStreamA);  // a and b fill the first small segment
+  void* b = alloc.allocate(MiB, kStreamA);
+  void* c = alloc.allocate(MiB, kStreamA);  // c starts a second one
+  EXPECT_EQ(heap.allocs, 2);
+  alloc.free(a);
+  alloc.free(c);
+  alloc.empty_cache();
+  EXPECT_EQ(heap.frees, 1);
+  EXPECT_EQ(heap.live_segments(), 1u);
+  EXPECT_EQ(alloc.stats().reserved_bytes, int64_t(2 * MiB));
+  EXPECT_EQ(alloc.allocate(MiB, kStreamA), a);  // the half-used segment still caches a's block
+  alloc.free(a);
+  alloc.free(b);
+  alloc.empty_cache();
+  EXPECT_EQ(heap.live_segments(), 0u);
+  EXPECT_EQ(alloc.stats().reserved_bytes, 0);
+}
+
+TEST(CachingAllocator, RetriesAfterReleasingCacheOnOutOfMemory) {
+  FakeHeap heap(8 * MiB);
+  CachingAllocator alloc(heap, 0);
+  alloc.free(alloc.allocate(6 * MiB, kStreamA));
+  // Stream B cannot use A's cached 6 MiB, and 6 + 4 MiB exceed the heap: the cache must go first.
+  void* p = alloc.allocate(4 * MiB, kStreamB);
+  EXPECT_NE(p, nullptr);
+  EXPECT_EQ(heap.failed_allocs, 1);
+  const MemoryStats s = alloc.stats();
+  EXPECT_EQ(s.num_device_frees, 1);
+  EXPECT_EQ(s.num_ooms, 0);
+  EXPECT_EQ(s.reserved_bytes, int64_t(4 * MiB));
+  alloc.free(p);
+}
+
+TEST(CachingAllocator, OutOfMemoryErrorNamesRequestAndStats) {
+  FakeHeap heap(8 * MiB);
+  CachingAllocator alloc(heap, 3);
+  void* held = alloc.allocate(6 * MiB, kStreamA);
+  std::string msg;
+  try {
+    alloc.allocate(4 * MiB, kStreamA);
+  } catch (const sinter::Error& e) {
+    msg = e.what();
+  }
+  ASSERT_FALSE(msg.empty()) << "expected an out-of-memory error";
+  EXPECT_NE(msg.find("CUDA out of memory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tried to allocate 4.00 MiB"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("device 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("allocated 6.00 MiB"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("reserved 6.00 MiB"), std::string::npos) << msg;
+  EXPECT_EQ(heap.failed_allocs, 2);  // the first try and the retry
+  EXPECT_EQ(alloc.stats().num_ooms, 1);
+
+  // The allocator is still consistent and usable.
+  alloc.free(held);
+  void* p = alloc.allocate(4 * MiB, kStreamA);
+  EXPECT_EQ(p, held);
+  alloc.free(p);
+}
+
+TEST(CachingAllocator, AbsurdRequestIsOutOfMemory) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  EXPECT_THROW(alloc.allocate(SIZE_MAX, kStreamA), sinter::Error);
+  EXPECT_EQ(alloc.stats().num_ooms, 1);
+  EXPECT_EQ(heap.allocs, 0);
+}
+
+TEST(CachingAllocator, FreeingUnknownPointerThrows) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  int x = 0;
+  EXPECT_THROW(alloc.free(&x), sinter::Error);
+  EXPECT_FALSE(alloc.try_free(&x));
+  void* p = alloc.allocate(100, kStreamA);
+  alloc.free(p);
+  try {
+    alloc.free(p);
+    ADD_FAILURE() << "a double free did not throw";
+  } catch (const sinter::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("freed twice"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(alloc.stats().num_frees, 1);
+}
+
+TEST(CachingAllocator, DestructorReleasesFreeSegments) {
+  FakeHeap heap;
+  {
+    CachingAllocator alloc(heap, 0);
+    alloc.free(alloc.allocate(KiB, kStreamA));
+    alloc.free(alloc.allocate(8 * MiB, kStreamB));
+  }
+  EXPECT_EQ(heap.live_segments(), 0u);
+}
+
+TEST(CachingAllocator, StaysConsistentUnderConcurrentUse) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&alloc, t] {
+      const void* stream = (t % 2) ? kStreamA : kStreamB;
+      std::vector<void*> held;
+      for (int i = 0; i < kRounds; ++i) {
+        held.push_back(
+            alloc.allocate(size_t(1 + (i * 7919 + t) % 3) * ((i % 5 == 0) ? MiB : KiB), stream));
+        if (held.size() > 8) {
+          alloc.free(held.front());
+          held.erase(held.begin());
+        }
+      }
+      for (void* p : held) alloc.free(p);
+    });
+  }
+  for (auto& th : threads) th.join();
+  const MemoryStats s = alloc.stats();
+  EXPECT_EQ(s.allocated_bytes, 0);
+  EXPECT_EQ(s.num_allocs, int64_t(kThreads) * kRounds);
+  EXPECT_EQ(s.num_frees, int64_t(kThreads) * kRounds);
+  alloc.empty_cache();
+  EXPECT_EQ(heap.live_segments(), 0u);
+  EXPECT_EQ(alloc.stats().reserved_bytes, 0);
+}
+
+// ---- On a device: the real allocator, pinned memory and copies ----
+
+namespace cuda = sinter::cuda;
+namespace cd = sinter::cuda::detail;
+
+TEST(CudaAllocator, AllocateAndFreeUpdateMemoryStats) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const MemoryStats before = cuda::memory_stats();
+  void* p = cd::allocate_device(3000, cuda::current_device());
+  ASSERT_NE(p, nullptr);
+  MemoryStats s = cuda::memory_stats();
+  EXPECT_EQ(s.allocated_bytes, before.allocated_bytes + 3072);
+  EXPECT_GE(s.reserved_bytes, s.allocated_bytes);
+  EXPECT_EQ(s.num_allocs, before.num_allocs + 1);
+  cd::free_device(p);
+  s = cuda::memory_stats();
+  EXPECT_EQ(s.allocated_bytes, before.allocated_bytes);
+  EXPECT_EQ(s.num_frees, before.num_frees + 1);
+  cuda::empty_cache();
+  EXPECT_LE(cuda::memory_stats().reserved_bytes, s.reserved_bytes);
+}
+
+TEST(CudaAllocator, ReusesCachedBlock) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const int dev = cuda::current_device();
+  void* p = cd::allocate_device(5 * MiB, dev);
+  cd::free_device(p);
+  const MemoryStats before = cuda::memory_stats(dev);
+  void* q = cd::allocate_device(5 * MiB, dev);
+  EXPECT_EQ(q, p);
+  const MemoryStats after = cuda::memory_stats(dev);
+  EXPECT_EQ(after.num_cache_hits, before.num_cache_hits + 1);
+  EXPECT_EQ(after.num_device_allocs, before.num_device_allocs);
+  cd::free_device(q);
+}
+
+TEST(CudaAllocator, StreamsHaveSeparatePools) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const int dev = cuda::current_device();
+  void* p = cd::allocate_device(64 * KiB, dev);
+  cd::free_device(p);
+  cuda::Stream side = cuda::Stream::create(dev);
+  {
+    cuda::StreamGuard guard(side);
+    EXPECT_EQ(cuda::current_stream(dev), side);
+    EXPECT_EQ(cd::current_stream_handle(dev), side.handle());
+    void* q = cd::allocate_device(64 * KiB, dev);
+    EXPECT_NE(q, p);
+    cd::free_device(q);
+  }
+  EXPECT_TRUE(cuda::current_stream(dev).is_default());
+  cuda::empty_cache();
+}
+
+TEST(CudaAllocator, OutOfMemoryThrowsAndAllocatorRecovers) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const int dev = cuda::current_device();
+  const int64_t ooms = cuda::memory_stats(dev).num_ooms;
+  try {
+    cd::allocate_device(size_t{1} << 50, dev);  // 1 PiB
+    ADD_FAILURE() << "a 1 PiB allocation succeeded";
+  } catch (const sinter::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA out of memory"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cuda::memory_stats(dev).num_ooms, ooms + 1);
+  void* p = cd::allocate_device(MiB, dev);
+  EXPECT_NE(p, nullptr);
+  cd::free_device(p);
+}
+
+TEST(CudaAllocator, FreeingUnknownPointerThrows) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  int x = 0;
+  EXPECT_THROW(cd::free_device(&x), sinter::Error);
+}
+
+TEST(CudaAllocator, CopiesRoundTripThroughDevice) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const int dev = cuda::current_device();
+  const sinter::Device host = sinter::Device::cpu(), gpu = sinter::Device::cuda(dev);
+  constexpr size_t n = 3 * MiB + 12345;
+  std::vector<uint8_t> src(n), back(n, 0);
+  for (size_t i = 0; i < n; ++i) src[i] = uint8_t(i * 131 + 7);
+
+  void* d1 = cd::allocate_device(n, dev);
+  void* d2 = cd::allocate_device(n, dev);
+  cd::copy_bytes(d1, gpu, src.data(), host, n);  // pageable: synchronous
+  cd::copy_bytes(d2, gpu, d1, gpu, n);
+  cd::copy_bytes(back.data(), host, d2, gpu, n);
+  EXPECT_EQ(back, src);
+
+  // Pinned: the upload is asynchronous; the download on the same stream is ordered after it.
+  auto* pinned = static_cast<uint8_t*>(cd::allocate_pinned(n));
+  std::memcpy(pinned, src.data(), n);
+  std::vector<uint8_t> back2(n, 0);
+  cd::copy_bytes(d1, gpu, pinned, host, n);
+  cd::free_pinned(pinned);
+  // Reallocating at once must not hand back the block the upload may still be reading.
+  auto* pinned2 = static_cast<uint8_t*>(cd::allocate_pinned(n));
+  std::memset(pinned2, 0xAB, n);
+  cd::copy_bytes(back2.data(), host, d1, gpu, n);
+  EXPECT_EQ(back2, src);
+  cd::free_pinned(pinned2);
+
+  cd::free_device(d1);
+  cd::free_device(d2);
+}
+
+TEST(CudaAllocator, EventsTimeWorkOnAStream) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const int dev = cuda::current_device();
+  cuda::Stream s = cuda::Stream::create(dev);
+  cuda::Event start, end;
+  EXPECT_TRUE(start.query());  // never recorded
+  void* p = cd::allocate_device(64 * MiB, dev);
+  start.record(s);
+  {
+    cuda::StreamGuard guard(s);
+    cd::copy_bytes(p, sinter::Device::cuda(dev), static_cast<char*>(p) + 32 * MiB,
+                   sinter::Device::cuda(dev), 32 * MiB);
+  }
+  end.record(s);
+  end.synchronize();
+  EXPECT_TRUE(end.query());
+  EXPECT_GE(start.elapsed_ms(end), 0.0f);
+  cuda::Stream::default_stream(dev).wait(end);
+  EXPECT_TRUE(s.query());
+  cd::free_device(p);
+}
+
+TEST(CudaAllocator, DevicePropertiesAreSensible) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const cuda::DeviceProperties p = cuda::get_device_properties();
+  EXPECT_FALSE(p.name.empty());
+  EXPECT_GE(p.major, 3);
+  EXPECT_GT(p.multiprocessor_count, 0);
+  EXPECT_GT(p.total_memory, size_t{0});
+  EXPECT_THROW(cuda::get_device_properties(cuda::device_count()), sinter::Error);
+}
+
+}  // namespace

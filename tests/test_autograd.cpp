@@ -1,0 +1,194 @@
+// The autograd engine: graph shapes (chains, diamonds, reuse), accumulation, retain_graph, version
+// counters, hooks, no_grad and detach.
+#include "test_util.h"
+
+namespace sinter {
+namespace {
+
+std::vector<double> vec(const Tensor& t) { return t.to_vector<double>(); }
+
+Tensor leaf(std::vector<double> v) {
+  return from_vector<double>(v, {static_cast<int64_t>(v.size())}).requires_grad_(true);
+}
+
+TEST(Autograd, ChainRule) {
+  Tensor x = leaf({1.0, 2.0, 3.0});
+  Tensor y = sum(mul(exp(x), 2.0));
+  y.backward();
+  std::vector<double> g = vec(x.grad());
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(g[i], 2.0 * std::exp(i + 1.0), 1e-12);
+}
+
+TEST(Autograd, DiamondGraphSumsBothPaths) {
+  // y = a * b with a = 2x and b = x^2: dy/dx = 6x^2 reaches x through two paths.
+  Tensor x = leaf({1.0, -2.0});
+  Tensor a = mul(x, 2.0);
+  Tensor b = mul(x, x);
+  sum(mul(a, b)).backward();
+  std::vector<double> g = vec(x.grad());
+  EXPECT_DOUBLE_EQ(g[0], 6.0);
+  EXPECT_DOUBLE_EQ(g[1], 24.0);
+}
+
+TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
+  Tensor x = leaf({1.0, 2.0});
+  sum(mul(x, 3.0)).backward();
+  sum(mul(x, 4.0)).backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{7.0, 7.0}));
+  x.grad().zero_();
+  sum(x).backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{1.0, 1.0}));
+}
+
+TEST(Autograd, SecondBackwardNeedsRetainGraph) {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = sum(exp(x));
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();  // allowed: the first call kept the graph
+  std::vector<double> g = vec(x.grad());
+  EXPECT_NEAR(g[0], 2.0 * std::exp(1.0), 1e-12);
+  try {
+    y.backward();
+    FAIL() << "a third backward through a freed graph must throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("retain_graph"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Autograd, InPlaceChangeOfSavedTensorIsAnError) {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor w = from_vector<double>({3.0, 4.0}, {2});
+  Tensor y = sum(mul(x, w));  // saves w for x's gradient
+  w.add_(1.0);
+  try {
+    y.backward();
+    FAIL() << "backward must detect the in-place change";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("mul"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("in-place"), std::string::npos) << msg;
+  }
+}
+
+TEST(Autograd, InPlaceChangeThroughAViewBumpsTheBaseVersion) {
+  Tensor w = from_vector<double>({3.0, 4.0}, {2});
+  Tensor v = w.view({2, 1});
+  const uint32_t before = w.version();
+  v.mul_(2.0);
+  EXPECT_EQ(w.version(), before + 1);
+  EXPECT_EQ(vec(w), (std::vector<double>{6.0, 8.0}));
+}
+
+TEST(Autograd, NonScalarBackwardNeedsExplicitGradient) {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = mul(x, x);
+  EXPECT_THROW(y.backward(), Error);
+  y.backward(from_vector<double>({1.0, 0.5}, {2}));
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{2.0, 2.0}));
+}
+
+TEST(Autograd, NoGradGuardRecordsNothing) {
+  Tensor x = leaf({1.0});
+  Tensor y;
+  {
+    NoGradGuard ng;
+    EXPECT_FALSE(GradMode::is_enabled());
+    y = mul(x, 2.0);
+  }
+  EXPECT_TRUE(GradMode::is_enabled());
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_EQ(y.grad_fn(), nullptr);
+  EXPECT_THROW(y.backward(), Error);
+}
+
+TEST(Autograd, DetachCutsTheGraphAndSharesStorage) {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor d = mul(x, 2.0).detach();
+  EXPECT_FALSE(d.requires_grad());
+  Tensor y = sum(add(mul(x, d), x));
+  y.backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{3.0, 5.0}));
+  Tensor a = x.detach();
+  EXPECT_EQ(a.data_ptr(), x.data_ptr());
+}
+
+TEST(Autograd, TensorHookCanReplaceTheGradient) {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor h = mul(x, 3.0);
+  int calls = 0;
+  h.register_hook([&calls](const Tensor& g) {
+    ++calls;
+    return mul(g, 10.0);
+  });
+  sum(h).backward();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{30.0, 30.0}));
+}
+
+TEST(Autograd, LeafHookAndPostAccumulateHook) {
+  Tensor x = leaf({1.0, 2.0});
+  std::vector<double> seen;
+  x.register_hook([](const Tensor& g) { return mul(g, 2.0); });
+  x.register_post_accumulate_grad_hook([&seen](Tensor& p) { seen = p.grad().to_vector<double>(); });
+  sum(mul(x, x)).backward();
+  EXPECT_EQ(seen, (std::vector<double>{4.0, 8.0}));
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{4.0, 8.0}));
+}
+
+TEST(Autograd, RetainGradKeepsANonLeafGradient) {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor h = mul(x, 3.0);
+  h.retain_grad();
+  Tensor other = mul(x, 5.0);
+  sum(mul(h, h)).backward();
+  EXPECT_EQ(vec(h.grad()), (std::vector<double>{6.0, 12.0}));
+  EXPECT_FALSE(other.grad().defined());
+}
+
+TEST(Autograd, ReusedLeafInOneOpGetsBothContributions) {
+  Tensor x = leaf({3.0});
+  sum(mul(x, x)).backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{6.0}));
+}
+
+TEST(Autograd, BroadcastGradientIsReducedToTheInputShape) {
+  Tensor a = zeros({2, 3}, {.dtype = DType::f64, .requires_grad = true});
+  Tensor b = zeros({3}, {.dtype = DType::f64, .requires_grad = true});
+  sum(add(a, b)).backward();
+  EXPECT_EQ(b.grad().shape(), (Shape{3}));
+  EXPECT_EQ(vec(b.grad()), (std::vector<double>{2.0, 2.0, 2.0}));
+}
+
+TEST(Autograd, MultiOutputOpWithOneUsedOutput) {
+  Tensor x = from_vector<double>({1.0, 5.0, 2.0, 7.0, 0.0, 3.0}, {2, 3}).requires_grad_(true);
+  auto [values, indices] = max(x, 1);
+  EXPECT_EQ(indices.to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));
+  sum(values).backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{0, 1, 0, 1, 0, 0}));
+}
+
+TEST(Autograd, InPlaceOnTensorRequiringGradIsAnError) {
+  Tensor x = leaf({1.0});
+  EXPECT_THROW(x.add_(1.0), Error);
+  {
+    NoGradGuard ng;
+    x.add_(1.0);  // optimizers update parameters this way
+  }
+  EXPECT_EQ(vec(x), (std::vector<double>{2.0}));
+}
+
+TEST(Autograd, IntegerTensorsCannotRequireGrad) {
+  Tensor i = zeros({2}, {.dtype = DType::i64});
+  EXPECT_THROW(i.requires_grad_(true), Error);
+}
+
+TEST(Autograd, DeepChainDoesNotOverflowTheStack) {
+  Tensor x = leaf({1.0});
+  Tensor y = x;
+  for (int i = 0; i < 20000; ++i) y = add(y, 0.0);
+  sum(y).backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{1.0}));
+}
+
+}  // namespace
+}  // namespace sinter

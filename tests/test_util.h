@@ -1,0 +1,63 @@
+// Shared test helpers: device availability, fresh seeds, closeness checks, and poisoning of the
+// CUDA cache so that a kernel that leaves output unwritten fails loudly.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sinter/sinter.h"
+
+namespace sinter::testing {
+
+inline bool has_cuda() { return cuda::is_available(); }
+
+#define SINTER_REQUIRE_CUDA()                                        \
+  do {                                                               \
+    if (!::sinter::testing::has_cuda()) GTEST_SKIP() << "no CUDA device available"; \
+  } while (0)
+
+// A seed that differs per run (fresh random inputs); tests print it on failure.
+inline uint64_t fresh_seed() {
+  static std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+// Max over elements of |a - b| - (atol + rtol * |b|); <= 0 means every element is close. NaN in
+// either fails unless both are NaN at the same place.
+inline ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected,
+                                            double atol, double rtol) {
+  if (actual.shape() != expected.shape()) {
+    return ::testing::AssertionFailure()
+           << "shape " << shape_str(actual.shape()) << " vs " << shape_str(expected.shape());
+  }
+  std::vector<double> a = actual.to_vector<double>(), b = expected.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::isinf(b[i]) && a[i] == b[i]) continue;
+    const double diff = std::abs(a[i] - b[i]);
+    if (!(diff <= atol + rtol * std::abs(b[i]))) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs expected "
+                                           << b[i] << " (atol " << atol << ", rtol " << rtol << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Fills the CUDA cache with NaN-filled blocks and frees them, so fresh outputs start as garbage.
+inline void poison_cuda_cache() {
+  if (!has_cuda()) return;
+  NoGradGuard ng;
+  std::vector<Tensor> hold;
+  for (int64_t n : {64, 256, 1024, 4096, 16384, 65536, 262144, 1 << 20, 1 << 22}) {
+    for (int rep = 0; rep < 4; ++rep) {
+      hold.push_back(full({n}, std::nan(""), {.dtype = DType::f32, .device = Device::cuda()}));
+    }
+  }
+  cuda::synchronize();
+}
+
+}  // namespace sinter::testing
