@@ -62,16 +62,21 @@ void guarded(benchmark::State& state, F&& body) {
 
 #ifdef SINTER_WITH_CUDA
 // Holds a stream until the host has queued a whole timed batch behind it, so that the events time
-// the device's work alone, not the host's rate of launching it. Gives up after two seconds: if
-// queuing were to block (a full launch queue, an implicit synchronization) the batch runs late
-// rather than never.
+// the device's work alone, not the host's rate of launching it. Gives up after two seconds, so that
+// a batch whose queuing blocks (a full launch queue, an implicit synchronization) runs late rather
+// than never; time_ms() then reports the timing as void.
 struct StreamGate {
   std::atomic<bool> open{false};
+  std::atomic<bool> expired{false};
 
   static void CUDART_CB hold(void* self) {
     auto* gate = static_cast<StreamGate*>(self);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (!gate->open.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline) {
+    while (!gate->open.load(std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        gate->expired.store(true, std::memory_order_release);
+        return;
+      }
       std::this_thread::yield();
     }
   }
@@ -97,6 +102,9 @@ double time_ms(int reps, F&& fn) {
   }
   gate.open.store(true, std::memory_order_release);
   stop.synchronize();
+  SINTER_CHECK(!gate.expired.load(std::memory_order_acquire),
+               "time_ms: the stream ran before the batch of ", reps,
+               " calls was queued (queuing blocked), so the timing would include the host");
   return static_cast<double>(start.elapsed_ms(stop)) / reps;
 }
 #endif  // SINTER_WITH_CUDA
@@ -122,8 +130,8 @@ inline double rms(const std::vector<float>& v) {
 
 // Checks |got - want| <= atol + rtol * |want| for every element (a NaN anywhere fails). Returns ""
 // when all pass, else how many failed and the worst one.
-inline std::string compare(const std::vector<float>& got, const std::vector<float>& want, double atol,
-                           double rtol) {
+inline std::string compare(const std::vector<float>& got, const std::vector<float>& want,
+                           double atol, double rtol) {
   if (got.size() != want.size()) {
     std::ostringstream os;
     os << got.size() << " elements, expected " << want.size();

@@ -1,6 +1,6 @@
-// Memory-bound ops on CUDA (add, mul by a broadcast row, gelu, sum over the last dim) in f32 and
-// bf16: achieved GB/s beside a device-to-device cudaMemcpyAsync moving as many bytes in the same run.
-// Each case is first checked against the CPU on a small odd-sized problem and on rows of the timed one.
+// Memory-bound ops on CUDA (add, mul by a broadcast row, gelu, sum over the last dim), f32 and
+// bf16: GB/s beside a device-to-device cudaMemcpyAsync of as many bytes, validated against the CPU
+// first.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,10 +21,14 @@ enum class Op { Add, MulRow, Gelu, SumLast };
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::Add: return "add";
-    case Op::MulRow: return "mul_row";
-    case Op::Gelu: return "gelu";
-    case Op::SumLast: return "sum_last";
+    case Op::Add:
+      return "add";
+    case Op::MulRow:
+      return "mul_row";
+    case Op::Gelu:
+      return "gelu";
+    case Op::SumLast:
+      return "sum_last";
   }
   return "?";
 }
@@ -46,12 +50,16 @@ std::vector<Tensor> make_inputs(Op op, int64_t rows, int64_t cols, const TensorO
   return in;
 }
 
-Tensor apply(Op op, const std::vector<Tensor>& in) {
+Tensor run_op(Op op, const std::vector<Tensor>& in) {
   switch (op) {
-    case Op::Add: return add(in[0], in[1]);
-    case Op::MulRow: return mul(in[0], in[1]);
-    case Op::Gelu: return gelu(in[0]);
-    case Op::SumLast: return sum(in[0], {1});
+    case Op::Add:
+      return add(in[0], in[1]);
+    case Op::MulRow:
+      return mul(in[0], in[1]);
+    case Op::Gelu:
+      return gelu(in[0]);
+    case Op::SumLast:
+      return sum(in[0], {1});
   }
   SINTER_THROW("elementwise benchmark: unknown op");
 }
@@ -61,10 +69,18 @@ int64_t bytes_moved(Op op, int64_t rows, int64_t cols, DType dtype) {
   const int64_t n = rows * cols;
   int64_t elements = 0;
   switch (op) {
-    case Op::Add: elements = 3 * n; break;
-    case Op::MulRow: elements = 2 * n + cols; break;
-    case Op::Gelu: elements = 2 * n; break;
-    case Op::SumLast: elements = n + rows; break;
+    case Op::Add:
+      elements = 3 * n;
+      break;
+    case Op::MulRow:
+      elements = 2 * n + cols;
+      break;
+    case Op::Gelu:
+      elements = 2 * n;
+      break;
+    case Op::SumLast:
+      elements = n + rows;
+      break;
   }
   return elements * static_cast<int64_t>(element_size(dtype));
 }
@@ -81,9 +97,12 @@ Tolerance tolerance(Op op, DType dtype, int64_t cols) {
   const bool bf16 = dtype == DType::bf16;
   switch (op) {
     case Op::Add:
-    case Op::MulRow: return bf16 ? Tolerance{1e-6, 1.0 / 64} : Tolerance{1e-6, 1e-6};
-    case Op::Gelu: return bf16 ? Tolerance{1e-4, 1.0 / 64} : Tolerance{1e-6, 1e-5};
-    case Op::SumLast: return {1e-6 * double(cols), bf16 ? 1.0 / 64 : 1e-5};
+    case Op::MulRow:
+      return bf16 ? Tolerance{1e-6, 1.0 / 64} : Tolerance{1e-6, 1e-6};
+    case Op::Gelu:
+      return bf16 ? Tolerance{1e-4, 1.0 / 64} : Tolerance{1e-6, 1e-5};
+    case Op::SumLast:
+      return {1e-6 * double(cols), bf16 ? 1.0 / 64 : 1e-5};
   }
   return {0.0, 0.0};
 }
@@ -104,22 +123,25 @@ std::vector<Tensor> to_cpu(const std::vector<Tensor>& in) {
 // "" when the CUDA op matches the CPU op, else what differs. Two checks: a small problem with odd
 // sizes (vector tails, partial blocks), then the first and last rows of the timed problem (its
 // launch configuration).
-std::string validate(Op op, DType dtype, const std::vector<Tensor>& timed_in, const Tensor& timed_out) {
+std::string validate(Op op, DType dtype, const std::vector<Tensor>& timed_in,
+                     const Tensor& timed_out) {
   const int64_t rows = 37, cols = 1003;
   const std::vector<Tensor> small = make_inputs(op, rows, cols, {.dtype = dtype});
   std::vector<Tensor> small_dev;
   for (const Tensor& t : small) small_dev.push_back(t.cuda());
   Tolerance tol = tolerance(op, dtype, cols);
-  std::string bad = bench::compare(apply(op, small_dev).to_vector<float>(),
-                                   apply(op, small).to_vector<float>(), tol.atol, tol.rtol);
-  if (!bad.empty()) return "small (" + std::to_string(rows) + ", " + std::to_string(cols) + "): " + bad;
+  std::string bad = bench::compare(run_op(op, small_dev).to_vector<float>(),
+                                   run_op(op, small).to_vector<float>(), tol.atol, tol.rtol);
+  if (!bad.empty())
+    return "small (" + std::to_string(rows) + ", " + std::to_string(cols) + "): " + bad;
 
   tol = tolerance(op, dtype, kCols);
   for (int64_t r0 : {int64_t{0}, kRows - 2}) {
-    const std::vector<float> want = apply(op, to_cpu(rows_of(timed_in, r0, 2))).to_vector<float>();
+    const std::vector<float> want = run_op(op, to_cpu(rows_of(timed_in, r0, 2))).to_vector<float>();
     const std::vector<float> got = timed_out.narrow(0, r0, 2).to_vector<float>();
     bad = bench::compare(got, want, tol.atol, tol.rtol);
-    if (!bad.empty()) return "rows " + std::to_string(r0) + ".." + std::to_string(r0 + 1) + ": " + bad;
+    if (!bad.empty())
+      return "rows " + std::to_string(r0) + ".." + std::to_string(r0 + 1) + ": " + bad;
   }
   return "";
 }
@@ -131,7 +153,7 @@ void run_elementwise(benchmark::State& state, Op op, DType dtype) {
   std::vector<std::vector<Tensor>> sets;
   for (int i = 0; i < kSets; ++i) sets.push_back(make_inputs(op, kRows, kCols, opts));
 
-  const std::string bad = validate(op, dtype, sets[0], apply(op, sets[0]));
+  const std::string bad = validate(op, dtype, sets[0], run_op(op, sets[0]));
   if (!bad.empty()) {
     bench::fail(state, std::string(op_name(op)) + " differs from the CPU: " + bad);
     return;
@@ -145,7 +167,7 @@ void run_elementwise(benchmark::State& state, Op op, DType dtype) {
                          empty({copy_bytes}, {.dtype = DType::u8, .device = dev})};
   CUstream_st* const stream = cuda::current_stream().handle();
 
-  auto ours = [&](int i) { (void)apply(op, sets[i % kSets]); };
+  auto ours = [&](int i) { (void)run_op(op, sets[i % kSets]); };
   auto copy = [&](int i) {
     SINTER_CUDA_CHECK(cudaMemcpyAsync(buf[(i + 1) % 2].data_ptr(), buf[i % 2].data_ptr(),
                                       static_cast<size_t>(copy_bytes), cudaMemcpyDeviceToDevice,

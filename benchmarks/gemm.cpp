@@ -30,13 +30,12 @@ constexpr GemmShape kShapes[] = {
 
 #ifdef SINTER_WITH_CUDA
 
-#define SINTER_CUBLAS_CHECK(expr)                                                           \
-  do {                                                                                      \
-    const cublasStatus_t sinter_cublas_status_ = (expr);                                    \
-    if (sinter_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                   \
-      SINTER_THROW("cuBLAS error ", cublasGetStatusName(sinter_cublas_status_), " from ", \
-                   #expr);                                                                  \
-    }                                                                                       \
+#define SINTER_CUBLAS_CHECK(expr)                                                                 \
+  do {                                                                                            \
+    const cublasStatus_t sinter_cublas_status_ = (expr);                                          \
+    if (sinter_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                         \
+      SINTER_THROW("cuBLAS error ", cublasGetStatusName(sinter_cublas_status_), " from ", #expr); \
+    }                                                                                             \
   } while (0)
 
 class CublasHandle {

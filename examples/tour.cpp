@@ -1,9 +1,9 @@
-// A tour of the Sinter API: tensors, autograd and a few steps of gradient descent on a linear model.
-// The README shows the code between the tour markers; a test keeps the two identical.
+// A tour of the Sinter API: tensors, autograd and a few steps of gradient descent on a linear
+// model. The README shows the code between the tour markers; a test keeps the two identical.
+#include <sinter/sinter.h>
+
 #include <cstdio>
 #include <exception>
-
-#include <sinter/sinter.h>
 
 int main() try {
   // tour-begin

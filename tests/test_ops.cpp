@@ -4,8 +4,8 @@
 //
 // Adding an op: write it in src/ops/<family>.cpp (checks, dispatch, backward), its CPU kernel in
 // src/cpu/ and its CUDA kernel in kernels/, then add one row below: a CamelCase name, the input
-// shapes, the function of the inputs, and the input domain if the op needs one. Both checks pick the
-// row up.
+// shapes, the function of the inputs, and the input domain if the op needs one. Both checks pick
+// the row up.
 #include <functional>
 
 #include "test_util.h"
@@ -27,11 +27,11 @@ struct OpRow {
   std::vector<Shape> shapes;
   std::function<Tensor(const Inputs&)> fn;
   Domain domain = Domain::Any;
-  bool grad = true;       // differentiable: gradchecked, and its backward compared across devices
-  double tol = 1e-4;      // f32 parity tolerance (atol and rtol)
-  bool bf16 = true;       // also compared in bf16
+  bool grad = true;   // differentiable: gradchecked, and its backward compared across devices
+  double tol = 1e-4;  // f32 parity tolerance (atol and rtol)
+  bool bf16 = true;   // also compared in bf16
   double bf16_tol = 3e-2;
-  double fd_eps = 1e-6;   // finite-difference step of the gradcheck
+  double fd_eps = 1e-6;  // finite-difference step of the gradcheck
 };
 
 std::ostream& operator<<(std::ostream& os, const OpRow& r) { return os << r.name; }
@@ -39,14 +39,17 @@ std::ostream& operator<<(std::ostream& os, const OpRow& r) { return os << r.name
 Tensor make_input(const Shape& shape, Domain domain, Generator& gen) {
   const TensorOptions f64{.dtype = DType::f64};
   switch (domain) {
-    case Domain::Any: return randn(shape, f64, &gen);
-    case Domain::Positive: return add(mul(rand(shape, f64, &gen), 1.5), 0.5);
+    case Domain::Any:
+      return randn(shape, f64, &gen);
+    case Domain::Positive:
+      return add(mul(rand(shape, f64, &gen), 1.5), 0.5);
     case Domain::NonZero: {
       Tensor mag = add(rand(shape, f64, &gen), 0.3);
       Tensor s = sign(sub(rand(shape, f64, &gen), 0.5));
       return mul(mag, where(eq(s, 0.0), ones_like(s), s));
     }
-    case Domain::Unit: return mul(sub(rand(shape, f64, &gen), 0.5), 1.8);
+    case Domain::Unit:
+      return mul(sub(rand(shape, f64, &gen), 0.5), 1.8);
   }
   return {};
 }

@@ -38,10 +38,10 @@ std::string between(const std::string& text, const std::string& begin, const std
 
 TEST(Readme, TourIsTheCompiledExample) {
   const std::string root = SINTER_SOURCE_DIR;
-  const std::string example = between(read_file(root + "/examples/tour.cpp"), "// tour-begin",
-                                      "// tour-end");
-  const std::string readme = between(read_file(root + "/README.md"), "<!-- tour-begin -->",
-                                     "<!-- tour-end -->");
+  const std::string example =
+      between(read_file(root + "/examples/tour.cpp"), "// tour-begin", "// tour-end");
+  const std::string readme =
+      between(read_file(root + "/README.md"), "<!-- tour-begin -->", "<!-- tour-end -->");
   ASSERT_FALSE(example.empty());
   // The README wraps the code in a ```cpp fence.
   EXPECT_EQ(readme, "```cpp\n" + example + "```\n");

@@ -15,8 +15,8 @@ namespace sinter::testing {
 
 inline bool has_cuda() { return cuda::is_available(); }
 
-#define SINTER_REQUIRE_CUDA()                                        \
-  do {                                                               \
+#define SINTER_REQUIRE_CUDA()                                                       \
+  do {                                                                              \
     if (!::sinter::testing::has_cuda()) GTEST_SKIP() << "no CUDA device available"; \
   } while (0)
 

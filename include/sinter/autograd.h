@@ -13,11 +13,11 @@ namespace sinter {
 
 // Note [autograd graph]
 // Every differentiable op with an input that requires grad records a Node whose next_edges point at
-// the nodes that produced its inputs (a leaf's edge points at its AccumulateGrad node). Saved tensors
-// are detached aliases that remember the version they were saved at, so the graph never holds a
-// tensor's autograd state (no reference cycles) and an in-place change is caught at backward time.
-// backward() walks the nodes reachable from the root in reverse topological order (the node created
-// last runs first among those ready), summing gradients per input slot.
+// the nodes that produced its inputs (a leaf's edge points at its AccumulateGrad node). Saved
+// tensors are detached aliases that remember the version they were saved at, so the graph never
+// holds a tensor's autograd state (no reference cycles) and an in-place change is caught at
+// backward time. backward() walks the nodes reachable from the root in reverse topological order
+// (the node created last runs first among those ready), summing gradients per input slot.
 
 class Node;
 
@@ -70,7 +70,8 @@ class NoGradGuard {
 
 namespace autograd {
 
-// Runs backward from `roots` seeded with `grads` (same length; an undefined seed of a scalar root is 1).
+// Runs backward from `roots` seeded with `grads` (same length; an undefined seed of a scalar root
+// is 1).
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph = false);
 

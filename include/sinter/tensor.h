@@ -1,5 +1,6 @@
-// Tensor: a ref-counted handle on storage + offset + shape + strides + dtype + device + autograd state.
-// Views (reshape, transpose, narrow, expand, ...) share storage and the version counter of their base.
+// Tensor: a ref-counted handle on storage + offset + shape + strides + dtype + device + autograd
+// state. Views (reshape, transpose, narrow, expand, ...) share storage and the version counter of
+// their base.
 #pragma once
 
 #include <atomic>
@@ -70,7 +71,8 @@ class Tensor {
   // --- autograd ---
   bool requires_grad() const;
   Tensor& requires_grad_(bool value = true);
-  // The accumulated gradient (leaves, and non-leaves after retain_grad()); undefined until backward.
+  // The accumulated gradient (leaves, and non-leaves after retain_grad()); undefined until
+  // backward.
   Tensor grad() const;
   void set_grad(const Tensor& g) const;
   bool is_leaf() const;
@@ -178,7 +180,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape,
                const TensorOptions& opts = {.dtype = DType::i64}, Generator* gen = nullptr);
 // Copies host values into a new tensor of the given shape (numel must match).
 template <typename T>
-Tensor from_vector(const std::vector<T>& values, const Shape& shape, const TensorOptions& opts = {});
+Tensor from_vector(const std::vector<T>& values, const Shape& shape,
+                   const TensorOptions& opts = {});
 template <typename T>
 Tensor from_vector(const std::vector<T>& values) {
   return from_vector(values, Shape{static_cast<int64_t>(values.size())});

@@ -57,7 +57,8 @@ class AccumulateGrad : public Node {
                  " for a leaf of shape ", shape_str(var.shape()));
     if (!m.grad.defined()) {
       m.grad = g.to(var.dtype()).contiguous();
-      if (m.grad.impl() == g.impl() || m.grad.storage().is_same(g.storage())) m.grad = m.grad.clone();
+      if (m.grad.impl() == g.impl() || m.grad.storage().is_same(g.storage()))
+        m.grad = m.grad.clone();
     } else {
       m.grad.add_(g.dtype() == m.grad.dtype() ? g : g.to(m.grad.dtype()));
     }
@@ -82,8 +83,9 @@ Tensor SavedTensor::get() const {
 }
 
 std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grads) {
-  SINTER_CHECK(fn_ != nullptr, name_, " backward: trying to backward through the graph a second ",
-               "time, but its saved tensors were freed; pass retain_graph=true to the first backward");
+  SINTER_CHECK(
+      fn_ != nullptr, name_, " backward: trying to backward through the graph a second ",
+      "time, but its saved tensors were freed; pass retain_graph=true to the first backward");
   std::vector<Tensor> out = fn_(grads);
   SINTER_CHECK(out.size() == next_edges.size(), name_, " backward: returned ", out.size(),
                " gradients for ", next_edges.size(), " inputs");
@@ -128,8 +130,8 @@ Edge edge_of(const Tensor& t) {
 
 }  // namespace
 
-void record(const char* name, const std::vector<Tensor*>& outputs, const std::vector<Tensor>& inputs,
-            BackwardFn fn) {
+void record(const char* name, const std::vector<Tensor*>& outputs,
+            const std::vector<Tensor>& inputs, BackwardFn fn) {
   auto node = std::make_shared<FunctionNode>(name, std::move(fn));
   node->num_outputs = static_cast<uint32_t>(outputs.size());
   node->next_edges.reserve(inputs.size());
@@ -144,8 +146,8 @@ void record(const char* name, const std::vector<Tensor*>& outputs, const std::ve
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph) {
-  SINTER_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ", grads.size(),
-               " gradients");
+  SINTER_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ",
+               grads.size(), " gradients");
   NoGradGuard no_grad;
 
   std::unordered_map<Node*, std::vector<Tensor>> buffers;
@@ -165,12 +167,14 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];
     SINTER_CHECK(root.defined(), "backward: root ", i, " is an undefined tensor");
-    SINTER_CHECK(root.requires_grad(), "backward: tensor ", i, " of shape ", shape_str(root.shape()),
-                 " does not require grad and has no grad_fn");
+    SINTER_CHECK(root.requires_grad(), "backward: tensor ", i, " of shape ",
+                 shape_str(root.shape()), " does not require grad and has no grad_fn");
     Tensor seed = grads[i];
     if (!seed.defined()) {
-      SINTER_CHECK(root.numel() == 1, "backward: a gradient can be implied only for a scalar; got "
-                   "shape ", shape_str(root.shape()), ", pass gradient explicitly");
+      SINTER_CHECK(root.numel() == 1,
+                   "backward: a gradient can be implied only for a scalar; got "
+                   "shape ",
+                   shape_str(root.shape()), ", pass gradient explicitly");
       seed = ones(root.shape(), {.dtype = root.dtype(), .device = root.device()});
     }
     SINTER_CHECK(seed.shape() == root.shape(), "backward: gradient of shape ",
@@ -234,7 +238,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     const bool any = std::any_of(in.begin(), in.end(), [](const Tensor& t) { return t.defined(); });
     std::vector<Tensor> out;
     if (any) {
-      SINTER_CHECK(!node->released(), node->name(), " backward: trying to backward through the "
+      SINTER_CHECK(!node->released(), node->name(),
+                   " backward: trying to backward through the "
                    "graph a second time, but its saved tensors were freed; pass retain_graph=true "
                    "to the first backward");
       out = node->apply(std::move(in));
@@ -259,17 +264,18 @@ bool Tensor::requires_grad() const {
 
 Tensor& Tensor::requires_grad_(bool value) {
   SINTER_CHECK(defined(), "requires_grad_: undefined tensor");
-  SINTER_CHECK(!value || is_floating(dtype()), "requires_grad_: only floating tensors can "
-               "require grad, got dtype ", dtype());
-  SINTER_CHECK(is_leaf(), "requires_grad_: only leaves can change requires_grad; call detach() "
+  SINTER_CHECK(!value || is_floating(dtype()),
+               "requires_grad_: only floating tensors can "
+               "require grad, got dtype ",
+               dtype());
+  SINTER_CHECK(is_leaf(),
+               "requires_grad_: only leaves can change requires_grad; call detach() "
                "first for a result of an op");
   impl_->meta().requires_grad = value;
   return *this;
 }
 
-Tensor Tensor::grad() const {
-  return impl_ && impl_->autograd ? impl_->autograd->grad : Tensor();
-}
+Tensor Tensor::grad() const { return impl_ && impl_->autograd ? impl_->autograd->grad : Tensor(); }
 
 void Tensor::set_grad(const Tensor& g) const {
   SINTER_CHECK(defined(), "set_grad: undefined tensor");
@@ -322,7 +328,8 @@ void Tensor::retain_grad() const {
 }
 
 void Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) const {
-  SINTER_CHECK(requires_grad() && is_leaf(), "register_post_accumulate_grad_hook: only leaves that "
+  SINTER_CHECK(requires_grad() && is_leaf(),
+               "register_post_accumulate_grad_hook: only leaves that "
                "require grad accumulate gradients");
   impl_->meta().post_hooks.push_back(std::move(hook));
 }

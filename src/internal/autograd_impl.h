@@ -46,7 +46,7 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 // Makes `outputs` the results of a new node `name` over `inputs`. `fn` gets one gradient per output
 // (undefined where none flowed; single-output nodes always get a defined one) and returns one per
 // input (undefined allowed for inputs that do not require grad). Call only when needs_grad().
-void record(const char* name, const std::vector<Tensor*>& outputs, const std::vector<Tensor>& inputs,
-            BackwardFn fn);
+void record(const char* name, const std::vector<Tensor*>& outputs,
+            const std::vector<Tensor>& inputs, BackwardFn fn);
 
 }  // namespace sinter::autograd

@@ -14,13 +14,14 @@ inline kern::Ctx kernel_ctx(Device d) {
 
 }  // namespace sinter
 
-// SINTER_DISPATCH(device, fn, args...): calls sinter::cudak::fn or sinter::cpu::fn with a Ctx first.
-#define SINTER_DISPATCH(device, fn, ...)                                          \
-  do {                                                                           \
-    const ::sinter::Device sinter_dev_ = (device);                               \
-    if (sinter_dev_.is_cuda()) {                                                 \
-      ::sinter::cudak::fn(::sinter::kernel_ctx(sinter_dev_), __VA_ARGS__);       \
-    } else {                                                                     \
-      ::sinter::cpu::fn(::sinter::kernel_ctx(sinter_dev_), __VA_ARGS__);         \
-    }                                                                            \
+// SINTER_DISPATCH(device, fn, args...): calls sinter::cudak::fn or sinter::cpu::fn with a Ctx
+// first.
+#define SINTER_DISPATCH(device, fn, ...)                                   \
+  do {                                                                     \
+    const ::sinter::Device sinter_dev_ = (device);                         \
+    if (sinter_dev_.is_cuda()) {                                           \
+      ::sinter::cudak::fn(::sinter::kernel_ctx(sinter_dev_), __VA_ARGS__); \
+    } else {                                                               \
+      ::sinter::cpu::fn(::sinter::kernel_ctx(sinter_dev_), __VA_ARGS__);   \
+    }                                                                      \
   } while (0)

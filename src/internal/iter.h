@@ -21,7 +21,7 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 
 // `out` has the broadcast shape of the inputs; every input is broadcast to it. A scalar input takes
 // `scalar_dtype` (the dtype its value is read as).
-kern::ElementwiseIter make_iter(const char* op, const Tensor& out, const std::vector<IterArg>& inputs,
-                                DType scalar_dtype);
+kern::ElementwiseIter make_iter(const char* op, const Tensor& out,
+                                const std::vector<IterArg>& inputs, DType scalar_dtype);
 
 }  // namespace sinter

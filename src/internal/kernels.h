@@ -1,7 +1,8 @@
-// The interface between the ops layer and the compute kernels. Every function here exists twice, with
-// the same signature: in namespace sinter::cpu (src/cpu/, the reference) and in sinter::cudak
-// (kernels/*.cu, or src/cuda/kernels_nocuda.cpp when built without CUDA). Ops check their arguments before
-// calling in, so kernels trust them: shapes agree, indices are in range, dtypes are the ones named.
+// The interface between the ops layer and the compute kernels. Every function here exists twice,
+// with the same signature: in namespace sinter::cpu (src/cpu/, the reference) and in sinter::cudak
+// (kernels/*.cu, or src/cuda/kernels_nocuda.cpp when built without CUDA). Ops check their arguments
+// before calling in, so kernels trust them: shapes agree, indices are in range, dtypes are the ones
+// named.
 #pragma once
 
 #include <cstdint>
@@ -45,20 +46,41 @@ struct ElementwiseIter {
 // The compute type of an elementwise op follows op[1]'s dtype: double for f64, int64 for integral
 // types and bool, float for f32, bf16 and f16. Results are converted to op[0]'s dtype.
 enum class UnaryOp : int {
-  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu,
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Sin,
+  Cos,
+  Tanh,
+  Sigmoid,
+  Relu,
   LeakyRelu,  // p0: negative slope
   Gelu,       // exact, with erf
   GeluTanh,   // tanh approximation
   Silu,
   Sign,
-  Clamp,      // min(max(x, p0), p1)
+  Clamp,  // min(max(x, p0), p1)
 };
 
 // Floating-only except the arithmetic and comparisons, which also accept integral operands.
 // Comparisons write bool (b8) outputs.
 enum class BinaryOp : int {
-  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
-  Eq, Ne, Lt, Le, Gt, Ge,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Maximum,
+  Minimum,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
   // Backward helpers: (grad, x) -> grad * f'(x), or (grad, y) with y the forward's output.
   ReluBackward,       // (g, x)
   LeakyReluBackward,  // (g, x), p0: negative slope
@@ -81,14 +103,15 @@ enum class ReduceOp : int { Sum, Max, Min };
 // in: contiguous (outer, r) of dtype `dtype`; out[i] = reduce(in[i, :]), written as `out_dtype`
 // (the same as dtype, except Sum of integral types, which writes i64). For Max/Min, indices (if not
 // null) receives the position of the first extremum in each row; NaN counts as the extremum.
-// Sum accumulates in f32 (f64 for f64, i64 for integral types). r >= 1 for Max/Min; Sum of r == 0 is 0.
+// Sum accumulates in f32 (f64 for f64, i64 for integral types). r >= 1 for Max/Min; Sum of r == 0
+// is 0.
 void reduce_rows(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int64_t r, ReduceOp op,
                  void* out, DType out_dtype, int64_t* indices);
 
 // Row-major batched GEMM: C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b], with
 // op(A) of shape (m, k), op(B) of shape (k, n), C of shape (m, n).
-// A not transposed: op(A)(i, p) = a[i * lda + p]; transposed: op(A)(i, p) = a[p * lda + i]. Same for B.
-// C(i, j) = c[i * ldc + j]. Batch b adds b * stride_x to each pointer (stride 0 broadcasts).
+// A not transposed: op(A)(i, p) = a[i * lda + p]; transposed: op(A)(i, p) = a[p * lda + i]. Same
+// for B. C(i, j) = c[i * ldc + j]. Batch b adds b * stride_x to each pointer (stride 0 broadcasts).
 // dtype is f32, f64, bf16 or f16 for all three; accumulation is f32 (f64 for f64).
 // When beta == 0, C is not read (it may hold NaN).
 struct GemmArgs {
@@ -106,14 +129,14 @@ struct GemmArgs {
 };
 void gemm(const Ctx& ctx, const GemmArgs& args);
 
-// in: contiguous (outer, in_dim, inner); idx: nidx int64 indices in [0, in_dim), on the same device.
-// out: contiguous (outer, nidx, inner), out[o, j, i] = in[o, idx[j], i].
+// in: contiguous (outer, in_dim, inner); idx: nidx int64 indices in [0, in_dim), on the same
+// device. out: contiguous (outer, nidx, inner), out[o, j, i] = in[o, idx[j], i].
 void index_select(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int64_t in_dim,
                   int64_t inner, const int64_t* idx, int64_t nidx, void* out);
 // out: contiguous (outer, out_dim, inner); src: contiguous (outer, nidx, inner);
 // out[o, idx[j], i] += src[o, j, i], repeated indices accumulate. dtype is floating.
-void index_add(const Ctx& ctx, void* out, DType dtype, int64_t outer, int64_t out_dim, int64_t inner,
-               const int64_t* idx, int64_t nidx, const void* src);
+void index_add(const Ctx& ctx, void* out, DType dtype, int64_t outer, int64_t out_dim,
+               int64_t inner, const int64_t* idx, int64_t nidx, const void* src);
 
 // Counter-based random numbers (Note [philox streams] in src/internal/philox.h): element i of a
 // request depends only on (seed, offset, i), so CPU and CUDA produce the same values.
@@ -135,10 +158,11 @@ void unary(const Ctx&, const ElementwiseIter&, UnaryOp, double, double);
 void binary(const Ctx&, const ElementwiseIter&, BinaryOp, double);
 void where(const Ctx&, const ElementwiseIter&);
 void copy(const Ctx&, const ElementwiseIter&);
-void reduce_rows(const Ctx&, const void*, DType, int64_t, int64_t, ReduceOp, void*, DType, int64_t*);
+void reduce_rows(const Ctx&, const void*, DType, int64_t, int64_t, ReduceOp, void*, DType,
+                 int64_t*);
 void gemm(const Ctx&, const GemmArgs&);
-void index_select(const Ctx&, const void*, DType, int64_t, int64_t, int64_t, const int64_t*, int64_t,
-                  void*);
+void index_select(const Ctx&, const void*, DType, int64_t, int64_t, int64_t, const int64_t*,
+                  int64_t, void*);
 void index_add(const Ctx&, void*, DType, int64_t, int64_t, int64_t, const int64_t*, int64_t,
                const void*);
 void random_uniform(const Ctx&, void*, DType, int64_t, uint64_t, uint64_t, double, double);
@@ -153,10 +177,11 @@ void unary(const Ctx&, const ElementwiseIter&, UnaryOp, double, double);
 void binary(const Ctx&, const ElementwiseIter&, BinaryOp, double);
 void where(const Ctx&, const ElementwiseIter&);
 void copy(const Ctx&, const ElementwiseIter&);
-void reduce_rows(const Ctx&, const void*, DType, int64_t, int64_t, ReduceOp, void*, DType, int64_t*);
+void reduce_rows(const Ctx&, const void*, DType, int64_t, int64_t, ReduceOp, void*, DType,
+                 int64_t*);
 void gemm(const Ctx&, const GemmArgs&);
-void index_select(const Ctx&, const void*, DType, int64_t, int64_t, int64_t, const int64_t*, int64_t,
-                  void*);
+void index_select(const Ctx&, const void*, DType, int64_t, int64_t, int64_t, const int64_t*,
+                  int64_t, void*);
 void index_add(const Ctx&, void*, DType, int64_t, int64_t, int64_t, const int64_t*, int64_t,
                const void*);
 void random_uniform(const Ctx&, void*, DType, int64_t, uint64_t, uint64_t, double, double);

@@ -18,7 +18,8 @@ struct AutogradMeta {
   bool retains_grad = false;
   std::vector<TensorHook> hooks;  // leaves only; non-leaf hooks live on grad_fn
   std::vector<PostAccumulateHook> post_hooks;
-  std::weak_ptr<Node> grad_accumulator;  // leaves: the AccumulateGrad node, shared while a graph lives
+  std::weak_ptr<Node>
+      grad_accumulator;  // leaves: the AccumulateGrad node, shared while a graph lives
 };
 
 class TensorImpl {

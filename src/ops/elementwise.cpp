@@ -27,8 +27,8 @@ void check_defined(const char* op, const Tensor& t) {
 void check_pair(const char* op, const Tensor& a, const Tensor& b) {
   check_defined(op, a);
   check_defined(op, b);
-  SINTER_CHECK(a.device() == b.device(), op, ": tensors on different devices: ", a.device(), " and ",
-               b.device());
+  SINTER_CHECK(a.device() == b.device(), op, ": tensors on different devices: ", a.device(),
+               " and ", b.device());
   SINTER_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", a.dtype(), " and ", b.dtype(),
                "; convert one with .to(dtype)");
 }
@@ -40,10 +40,19 @@ void check_scalar_fits(const char* op, const Tensor& a, double s) {
 
 bool allows_integral(BinaryOp op) {
   switch (op) {
-    case BinaryOp::Add: case BinaryOp::Sub: case BinaryOp::Mul: case BinaryOp::Div:
-    case BinaryOp::Pow: case BinaryOp::Maximum: case BinaryOp::Minimum:
-    case BinaryOp::Eq: case BinaryOp::Ne: case BinaryOp::Lt: case BinaryOp::Le:
-    case BinaryOp::Gt: case BinaryOp::Ge:
+    case BinaryOp::Add:
+    case BinaryOp::Sub:
+    case BinaryOp::Mul:
+    case BinaryOp::Div:
+    case BinaryOp::Pow:
+    case BinaryOp::Maximum:
+    case BinaryOp::Minimum:
+    case BinaryOp::Eq:
+    case BinaryOp::Ne:
+    case BinaryOp::Lt:
+    case BinaryOp::Le:
+    case BinaryOp::Gt:
+    case BinaryOp::Ge:
       return true;
     default:
       return false;
@@ -56,7 +65,8 @@ bool is_comparison(BinaryOp op) {
 }
 
 // Forward of a binary kernel (no autograd). Either operand may be a scalar, not both.
-Tensor binary_raw(const char* name, const IterArg& a, const IterArg& b, BinaryOp op, double p0 = 0) {
+Tensor binary_raw(const char* name, const IterArg& a, const IterArg& b, BinaryOp op,
+                  double p0 = 0) {
   const Tensor& ref = a.tensor ? *a.tensor : *b.tensor;
   if (a.tensor && b.tensor) check_pair(name, *a.tensor, *b.tensor);
   check_defined(name, ref);
@@ -66,7 +76,8 @@ Tensor binary_raw(const char* name, const IterArg& a, const IterArg& b, BinaryOp
                ": expected floating tensors, got dtype ", ref.dtype());
   Shape shape = a.tensor && b.tensor ? broadcast_shapes(name, a.tensor->shape(), b.tensor->shape())
                                      : ref.shape();
-  Tensor out = empty(shape, {.dtype = is_comparison(op) ? DType::b8 : ref.dtype(), .device = ref.device()});
+  Tensor out =
+      empty(shape, {.dtype = is_comparison(op) ? DType::b8 : ref.dtype(), .device = ref.device()});
   if (out.numel() > 0) {
     kern::ElementwiseIter it = make_iter(name, out, {a, b}, ref.dtype());
     SINTER_DISPATCH(out.device(), binary, it, op, p0);
@@ -76,8 +87,8 @@ Tensor binary_raw(const char* name, const IterArg& a, const IterArg& b, BinaryOp
 
 Tensor unary_raw(const char* name, const Tensor& a, UnaryOp op, double p0 = 0, double p1 = 0) {
   check_defined(name, a);
-  const bool int_ok = op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign ||
-                      op == UnaryOp::Clamp;
+  const bool int_ok =
+      op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign || op == UnaryOp::Clamp;
   SINTER_CHECK(is_floating(a.dtype()) || (int_ok && a.dtype() != DType::b8), name,
                ": expected a floating tensor, got dtype ", a.dtype());
   Tensor out = empty(a.shape(), {.dtype = a.dtype(), .device = a.device()});
@@ -88,7 +99,8 @@ Tensor unary_raw(const char* name, const Tensor& a, UnaryOp op, double p0 = 0, d
   return out;
 }
 
-// Forward of a differentiable unary op whose backward is a binary helper kernel on (g, x) or (g, y).
+// Forward of a differentiable unary op whose backward is a binary helper kernel on (g, x) or (g,
+// y).
 Tensor unary_with_backward(const char* name, const Tensor& a, UnaryOp op, BinaryOp bw,
                            bool bw_uses_output, double p0 = 0) {
   Tensor out = unary_raw(name, a, op, p0);
@@ -127,7 +139,8 @@ Tensor sum_to(const Tensor& a, const Shape& shape) {
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   Tensor out = alpha == 1.0 ? binary_raw("add", a, b, BinaryOp::Add)
-                            : binary_raw("add", a, binary_raw("add", b, alpha, BinaryOp::Mul), BinaryOp::Add);
+                            : binary_raw("add", a, binary_raw("add", b, alpha, BinaryOp::Mul),
+                                         BinaryOp::Add);
   if (needs_grad({&a, &b})) {
     Shape sa = a.shape(), sb = b.shape();
     record("add", {&out}, {a, b}, [sa, sb, alpha](const Grads& g) {
@@ -147,7 +160,8 @@ Tensor add(const Tensor& a, double b) {
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
   Tensor out = alpha == 1.0 ? binary_raw("sub", a, b, BinaryOp::Sub)
-                            : binary_raw("sub", a, binary_raw("sub", b, alpha, BinaryOp::Mul), BinaryOp::Sub);
+                            : binary_raw("sub", a, binary_raw("sub", b, alpha, BinaryOp::Mul),
+                                         BinaryOp::Sub);
   if (needs_grad({&a, &b})) {
     Shape sa = a.shape(), sb = b.shape();
     record("sub", {&out}, {a, b}, [sa, sb, alpha](const Grads& g) {
@@ -271,9 +285,8 @@ Tensor pow(double base, const Tensor& exponent) {
   if (needs_grad({&exponent})) {
     SavedTensor so_t(out, "pow");
     const double lb = base == 0.0 ? 0.0 : std::log(base);
-    record("pow", {&out}, {exponent}, [so_t, lb](const Grads& g) {
-      return Grads{mul(mul(g[0], so_t.get()), lb)};
-    });
+    record("pow", {&out}, {exponent},
+           [so_t, lb](const Grads& g) { return Grads{mul(mul(g[0], so_t.get()), lb)}; });
   }
   return out;
 }
@@ -297,8 +310,12 @@ Tensor max_min(const char* name, const Tensor& a, const Tensor& b, BinaryOp op) 
 }
 }  // namespace
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return max_min("maximum", a, b, BinaryOp::Maximum); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return max_min("minimum", a, b, BinaryOp::Minimum); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return max_min("maximum", a, b, BinaryOp::Maximum);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return max_min("minimum", a, b, BinaryOp::Minimum);
+}
 
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
   SINTER_CHECK(lo || hi, "clamp: at least one of min and max must be given");
@@ -326,10 +343,12 @@ Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_defined("where", cond);
   check_pair("where", a, b);
-  SINTER_CHECK(cond.dtype() == DType::b8, "where: condition must be bool, got dtype ", cond.dtype());
+  SINTER_CHECK(cond.dtype() == DType::b8, "where: condition must be bool, got dtype ",
+               cond.dtype());
   SINTER_CHECK(cond.device() == a.device(), "where: condition on ", cond.device(), ", values on ",
                a.device());
-  Shape shape = broadcast_shapes("where", cond.shape(), broadcast_shapes("where", a.shape(), b.shape()));
+  Shape shape =
+      broadcast_shapes("where", cond.shape(), broadcast_shapes("where", a.shape(), b.shape()));
   Tensor out = empty(shape, {.dtype = a.dtype(), .device = a.device()});
   if (out.numel() > 0) {
     kern::ElementwiseIter it = make_iter("where", out, {cond, a, b}, a.dtype());
@@ -355,7 +374,7 @@ Tensor where(const Tensor& cond, const Tensor& a, double b) {
 
 // --- comparisons ---
 
-#define SINTER_COMPARISON(name, OP)                                                         \
+#define SINTER_COMPARISON(name, OP)                                                               \
   Tensor name(const Tensor& a, const Tensor& b) { return binary_raw(#name, a, b, BinaryOp::OP); } \
   Tensor name(const Tensor& a, double b) { return binary_raw(#name, a, b, BinaryOp::OP); }
 SINTER_COMPARISON(eq, Eq)
@@ -390,9 +409,8 @@ Tensor sqrt(const Tensor& a) {
   Tensor out = unary_raw("sqrt", a, UnaryOp::Sqrt);
   if (needs_grad({&a})) {
     SavedTensor so(out, "sqrt");
-    record("sqrt", {&out}, {a}, [so](const Grads& g) {
-      return Grads{div(mul(g[0], 0.5), so.get())};
-    });
+    record("sqrt", {&out}, {a},
+           [so](const Grads& g) { return Grads{div(mul(g[0], 0.5), so.get())}; });
   }
   return out;
 }
@@ -439,7 +457,8 @@ Tensor cos(const Tensor& a) {
   Tensor out = unary_raw("cos", a, UnaryOp::Cos);
   if (needs_grad({&a})) {
     SavedTensor sa(a, "cos");
-    record("cos", {&out}, {a}, [sa](const Grads& g) { return Grads{neg(mul(g[0], sin(sa.get())))}; });
+    record("cos", {&out}, {a},
+           [sa](const Grads& g) { return Grads{neg(mul(g[0], sin(sa.get())))}; });
   }
   return out;
 }
@@ -454,8 +473,8 @@ Tensor relu(const Tensor& a) {
   return unary_with_backward("relu", a, UnaryOp::Relu, BinaryOp::ReluBackward, false);
 }
 Tensor leaky_relu(const Tensor& a, double negative_slope) {
-  return unary_with_backward("leaky_relu", a, UnaryOp::LeakyRelu, BinaryOp::LeakyReluBackward, false,
-                             negative_slope);
+  return unary_with_backward("leaky_relu", a, UnaryOp::LeakyRelu, BinaryOp::LeakyReluBackward,
+                             false, negative_slope);
 }
 Tensor gelu(const Tensor& a, const std::string& approximate) {
   SINTER_CHECK(approximate == "none" || approximate == "tanh",

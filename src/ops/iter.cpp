@@ -18,8 +18,8 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   return out;
 }
 
-kern::ElementwiseIter make_iter(const char* op, const Tensor& out, const std::vector<IterArg>& inputs,
-                                DType scalar_dtype) {
+kern::ElementwiseIter make_iter(const char* op, const Tensor& out,
+                                const std::vector<IterArg>& inputs, DType scalar_dtype) {
   const Shape& shape = out.shape();
   const int nd = static_cast<int>(shape.size());
   const int nops = static_cast<int>(inputs.size()) + 1;

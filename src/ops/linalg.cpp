@@ -144,7 +144,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
   Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
   SINTER_CHECK(a2.size(-1) == b2.size(-2), "matmul: shapes ", shape_str(a.shape()), " and ",
-               shape_str(b.shape()), " cannot be multiplied (", a2.size(-1), " vs ", b2.size(-2), ")");
+               shape_str(b.shape()), " cannot be multiplied (", a2.size(-1), " vs ", b2.size(-2),
+               ")");
   Tensor out = matmul_nd(a2, b2);
   if (b.dim() == 1) out = out.squeeze(-1);
   if (a.dim() == 1) out = out.squeeze(out.dim() == 1 ? 0 : -2);

@@ -30,7 +30,8 @@ std::vector<int64_t> norm_dims(const char* op, const Tensor& a, const std::vecto
   std::vector<bool> seen(std::max<int64_t>(nd, 1), false);
   for (int64_t d : dims) {
     const int64_t n = std::max<int64_t>(nd, 1);
-    SINTER_CHECK(d >= -n && d < n, op, ": dim ", d, " out of range for a tensor with ", nd, " dims");
+    SINTER_CHECK(d >= -n && d < n, op, ": dim ", d, " out of range for a tensor with ", nd,
+                 " dims");
     const int64_t w = d < 0 ? d + n : d;
     SINTER_CHECK(!seen[w], op, ": dim ", d, " appears more than once in ", dims);
     seen[w] = true;
@@ -155,9 +156,8 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
   Tensor out = finish_keepdim(res.values, a.shape(), dims, keepdim);
   if (needs_grad({&a})) {
     Shape ashape = a.shape(), kshape = res.values.shape();
-    record("sum", {&out}, {a}, [ashape, kshape](const Grads& g) {
-      return Grads{g[0].reshape(kshape).expand(ashape)};
-    });
+    record("sum", {&out}, {a},
+           [ashape, kshape](const Grads& g) { return Grads{g[0].reshape(kshape).expand(ashape)}; });
   }
   return out;
 }
@@ -184,7 +184,8 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims_in, int64_t correct
 
 Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
   std::vector<int64_t> dims = norm_dims("logsumexp", a, dims_in);
-  SINTER_CHECK(is_floating(a.dtype()), "logsumexp: expected a floating tensor, got dtype ", a.dtype());
+  SINTER_CHECK(is_floating(a.dtype()), "logsumexp: expected a floating tensor, got dtype ",
+               a.dtype());
   Tensor m;
   {
     // The shift is a constant for autograd; infinite maxima (all -inf rows) shift by 0.
@@ -233,6 +234,8 @@ Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
 }
 Tensor Tensor::max() const { return sinter::max(*this); }
 Tensor Tensor::min() const { return sinter::min(*this); }
-Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return sinter::argmax(*this, dim, keepdim); }
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const {
+  return sinter::argmax(*this, dim, keepdim);
+}
 
 }  // namespace sinter

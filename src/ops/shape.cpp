@@ -1,5 +1,5 @@
-// Shape ops: views that share storage (reshape, permute, narrow, select, slice, expand, ...) and the
-// ops that build new tensors from pieces (cat, stack, index_select), with their backwards.
+// Shape ops: views that share storage (reshape, permute, narrow, select, slice, expand, ...) and
+// the ops that build new tensors from pieces (cat, stack, index_select), with their backwards.
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -105,8 +105,10 @@ autograd::BackwardFn scatter_back(const Tensor& a, std::function<Tensor(const Te
 Tensor Tensor::view(const Shape& shape_in) const {
   Shape shape = infer_shape("view", shape_in, numel());
   std::optional<Shape> st = view_strides(this->shape(), strides(), shape);
-  SINTER_CHECK(st.has_value(), "view: shape ", shape_str(shape_in), " is not compatible with the "
-               "strides ", shape_str(strides()), " of a tensor of shape ", shape_str(this->shape()),
+  SINTER_CHECK(st.has_value(), "view: shape ", shape_str(shape_in),
+               " is not compatible with the "
+               "strides ",
+               shape_str(strides()), " of a tensor of shape ", shape_str(this->shape()),
                "; use reshape (which copies when needed)");
   Shape orig = this->shape();
   return view_op("view", *this, shape, *st, storage_offset(),
@@ -203,8 +205,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   const int64_t w = wrap("narrow", d, dim());
   const int64_t n = size(w);
   if (start < 0) start += n;
-  SINTER_CHECK(start >= 0 && length >= 0 && start <= n && length <= n - start, "narrow: start ", start,
-               " and length ", length, " do not fit dim ", d, " of size ", n);
+  SINTER_CHECK(start >= 0 && length >= 0 && start <= n && length <= n - start, "narrow: start ",
+               start, " and length ", length, " do not fit dim ", d, " of size ", n);
   Shape shape = this->shape();
   shape[w] = length;
   return view_op("narrow", *this, shape, strides(), storage_offset() + start * stride(w),
@@ -255,7 +257,8 @@ Tensor Tensor::expand(const Shape& shape_in) const {
   const int64_t lead = nd - dim();
   for (int64_t i = 0; i < nd; ++i) {
     if (i < lead) {
-      SINTER_CHECK(shape_in[i] >= 0, "expand: invalid size ", shape_in[i], " for a new leading dim");
+      SINTER_CHECK(shape_in[i] >= 0, "expand: invalid size ", shape_in[i],
+                   " for a new leading dim");
       shape[i] = shape_in[i];
       st[i] = 0;
       continue;
@@ -263,8 +266,8 @@ Tensor Tensor::expand(const Shape& shape_in) const {
     const int64_t cur = size(i - lead);
     const int64_t want = shape_in[i] == -1 ? cur : shape_in[i];
     SINTER_CHECK(want >= 0, "expand: invalid size ", shape_in[i], " in ", shape_str(shape_in));
-    SINTER_CHECK(want == cur || cur == 1, "expand: cannot expand shape ", shape_str(this->shape()), " to ",
-                 shape_str(shape_in), " (dim ", i, ": ", cur, " vs ", want, ")");
+    SINTER_CHECK(want == cur || cur == 1, "expand: cannot expand shape ", shape_str(this->shape()),
+                 " to ", shape_str(shape_in), " (dim ", i, ": ", cur, " vs ", want, ")");
     shape[i] = want;
     st[i] = want == cur ? stride(i - lead) : 0;
   }
@@ -275,15 +278,42 @@ Tensor Tensor::expand(const Shape& shape_in) const {
 }
 
 // --- free-function forms ---
-Tensor reshape(const Tensor& a, const Shape& s) { check_defined("reshape", a); return a.reshape(s); }
-Tensor transpose(const Tensor& a, int64_t d0, int64_t d1) { check_defined("transpose", a); return a.transpose(d0, d1); }
-Tensor permute(const Tensor& a, const std::vector<int64_t>& d) { check_defined("permute", a); return a.permute(d); }
-Tensor squeeze(const Tensor& a, int64_t d) { check_defined("squeeze", a); return a.squeeze(d); }
-Tensor unsqueeze(const Tensor& a, int64_t d) { check_defined("unsqueeze", a); return a.unsqueeze(d); }
-Tensor narrow(const Tensor& a, int64_t d, int64_t s, int64_t l) { check_defined("narrow", a); return a.narrow(d, s, l); }
-Tensor select(const Tensor& a, int64_t d, int64_t i) { check_defined("select", a); return a.select(d, i); }
-Tensor expand(const Tensor& a, const Shape& s) { check_defined("expand", a); return a.expand(s); }
-Tensor flatten(const Tensor& a, int64_t s, int64_t e) { check_defined("flatten", a); return a.flatten(s, e); }
+Tensor reshape(const Tensor& a, const Shape& s) {
+  check_defined("reshape", a);
+  return a.reshape(s);
+}
+Tensor transpose(const Tensor& a, int64_t d0, int64_t d1) {
+  check_defined("transpose", a);
+  return a.transpose(d0, d1);
+}
+Tensor permute(const Tensor& a, const std::vector<int64_t>& d) {
+  check_defined("permute", a);
+  return a.permute(d);
+}
+Tensor squeeze(const Tensor& a, int64_t d) {
+  check_defined("squeeze", a);
+  return a.squeeze(d);
+}
+Tensor unsqueeze(const Tensor& a, int64_t d) {
+  check_defined("unsqueeze", a);
+  return a.unsqueeze(d);
+}
+Tensor narrow(const Tensor& a, int64_t d, int64_t s, int64_t l) {
+  check_defined("narrow", a);
+  return a.narrow(d, s, l);
+}
+Tensor select(const Tensor& a, int64_t d, int64_t i) {
+  check_defined("select", a);
+  return a.select(d, i);
+}
+Tensor expand(const Tensor& a, const Shape& s) {
+  check_defined("expand", a);
+  return a.expand(s);
+}
+Tensor flatten(const Tensor& a, int64_t s, int64_t e) {
+  check_defined("flatten", a);
+  return a.flatten(s, e);
+}
 
 // --- building from pieces ---
 
@@ -291,7 +321,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   SINTER_CHECK(!tensors.empty(), "cat: expected at least one tensor");
   const Tensor& first = tensors[0];
   check_defined("cat", first);
-  SINTER_CHECK(first.dim() > 0, "cat: 0-dim tensors cannot be concatenated; unsqueeze them or use stack");
+  SINTER_CHECK(first.dim() > 0,
+               "cat: 0-dim tensors cannot be concatenated; unsqueeze them or use stack");
   const int64_t w = wrap("cat", dim, first.dim());
   Shape shape = first.shape();
   int64_t total = 0;
@@ -340,12 +371,14 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   SINTER_CHECK(!tensors.empty(), "stack: expected at least one tensor");
   check_defined("stack", tensors[0]);
   const int64_t n = tensors[0].dim() + 1;
-  SINTER_CHECK(dim >= -n && dim < n, "stack: dim ", dim, " out of range for ", n - 1, "-dim tensors");
+  SINTER_CHECK(dim >= -n && dim < n, "stack: dim ", dim, " out of range for ", n - 1,
+               "-dim tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {
     check_defined("stack", tensors[i]);
-    SINTER_CHECK(tensors[i].dtype() == tensors[0].dtype() && tensors[i].device() == tensors[0].device(),
-                 "stack: tensor ", i, " is ", tensors[i].dtype(), " on ", tensors[i].device(),
-                 ", tensor 0 is ", tensors[0].dtype(), " on ", tensors[0].device());
+    SINTER_CHECK(
+        tensors[i].dtype() == tensors[0].dtype() && tensors[i].device() == tensors[0].device(),
+        "stack: tensor ", i, " is ", tensors[i].dtype(), " on ", tensors[i].device(),
+        ", tensor 0 is ", tensors[0].dtype(), " on ", tensors[0].device());
     SINTER_CHECK(tensors[i].shape() == tensors[0].shape(), "stack: tensor ", i, " has shape ",
                  shape_str(tensors[i].shape()), ", tensor 0 has shape ",
                  shape_str(tensors[0].shape()));

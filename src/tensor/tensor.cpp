@@ -80,7 +80,8 @@ const Storage& Tensor::storage() const { return checked(impl_).storage; }
 void* Tensor::data_ptr() const {
   const TensorImpl& i = checked(impl_);
   if (!i.storage.data()) return nullptr;
-  return static_cast<char*>(i.storage.data()) + i.offset * static_cast<int64_t>(element_size(i.dtype));
+  return static_cast<char*>(i.storage.data()) +
+         i.offset * static_cast<int64_t>(element_size(i.dtype));
 }
 
 bool Tensor::is_contiguous() const {
@@ -121,8 +122,8 @@ Tensor empty(const Shape& shape, const TensorOptions& opts) {
   SINTER_CHECK(!__builtin_mul_overflow(static_cast<size_t>(n), element_size(opts.dtype), &nbytes),
                "empty: shape ", shape, " of ", opts.dtype, " needs more bytes than a size_t holds");
   Storage s = Storage::allocate(nbytes, opts.device, opts.pinned);
-  return finish(Tensor(std::make_shared<TensorImpl>(std::move(s), 0, shape, contiguous_strides(shape),
-                                                    opts.dtype)),
+  return finish(Tensor(std::make_shared<TensorImpl>(std::move(s), 0, shape,
+                                                    contiguous_strides(shape), opts.dtype)),
                 opts);
 }
 
@@ -201,7 +202,8 @@ Tensor rand(const Shape& shape, const TensorOptions& opts, Generator* gen) {
   Generator& g = gen_or_default(gen);
   const uint64_t seed = g.seed();
   const uint64_t offset = g.reserve(static_cast<uint64_t>(n));
-  if (n > 0) SINTER_DISPATCH(t.device(), random_uniform, t.data_ptr(), t.dtype(), n, seed, offset, 0.0, 1.0);
+  if (n > 0)
+    SINTER_DISPATCH(t.device(), random_uniform, t.data_ptr(), t.dtype(), n, seed, offset, 0.0, 1.0);
   return finish(t, opts);
 }
 
@@ -214,7 +216,8 @@ Tensor randn(const Shape& shape, const TensorOptions& opts, Generator* gen) {
   Generator& g = gen_or_default(gen);
   const uint64_t seed = g.seed();
   const uint64_t offset = g.reserve(static_cast<uint64_t>(n));
-  if (n > 0) SINTER_DISPATCH(t.device(), random_normal, t.data_ptr(), t.dtype(), n, seed, offset, 0.0, 1.0);
+  if (n > 0)
+    SINTER_DISPATCH(t.device(), random_normal, t.data_ptr(), t.dtype(), n, seed, offset, 0.0, 1.0);
   return finish(t, opts);
 }
 
@@ -227,14 +230,29 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOption
     // [low, high) must hold values the dtype represents exactly.
     int64_t lo = INT64_MIN, hi = INT64_MAX;
     switch (opts.dtype) {
-      case DType::i32: lo = INT32_MIN, hi = static_cast<int64_t>(INT32_MAX) + 1; break;
-      case DType::u8: lo = 0, hi = 256; break;
-      case DType::b8: lo = 0, hi = 2; break;
-      case DType::f32: lo = -(int64_t{1} << 24), hi = int64_t{1} << 24; break;
-      case DType::bf16: lo = -256, hi = 256; break;
-      case DType::f16: lo = -2048, hi = 2048; break;
-      case DType::f64: lo = -(int64_t{1} << 53), hi = int64_t{1} << 53; break;
-      default: break;
+      case DType::i32:
+        lo = INT32_MIN, hi = static_cast<int64_t>(INT32_MAX) + 1;
+        break;
+      case DType::u8:
+        lo = 0, hi = 256;
+        break;
+      case DType::b8:
+        lo = 0, hi = 2;
+        break;
+      case DType::f32:
+        lo = -(int64_t{1} << 24), hi = int64_t{1} << 24;
+        break;
+      case DType::bf16:
+        lo = -256, hi = 256;
+        break;
+      case DType::f16:
+        lo = -2048, hi = 2048;
+        break;
+      case DType::f64:
+        lo = -(int64_t{1} << 53), hi = int64_t{1} << 53;
+        break;
+      default:
+        break;
     }
     SINTER_CHECK(low >= lo && high <= hi, "randint: range [", low, ", ", high,
                  ") does not fit dtype ", opts.dtype, " (exact values in [", lo, ", ", hi, "))");
@@ -245,15 +263,16 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOption
   Generator& g = gen_or_default(gen);
   const uint64_t seed = g.seed();
   const uint64_t offset = g.reserve(static_cast<uint64_t>(n));
-  if (n > 0) SINTER_DISPATCH(t.device(), random_int, t.data_ptr(), t.dtype(), n, seed, offset, low, high);
+  if (n > 0)
+    SINTER_DISPATCH(t.device(), random_int, t.data_ptr(), t.dtype(), n, seed, offset, low, high);
   return t;
 }
 
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, const TensorOptions& opts) {
   check_shape("from_vector", shape);
-  SINTER_CHECK(numel_of(shape) == static_cast<int64_t>(values.size()), "from_vector: ",
-               values.size(), " values do not fill shape ", shape_str(shape));
+  SINTER_CHECK(numel_of(shape) == static_cast<int64_t>(values.size()),
+               "from_vector: ", values.size(), " values do not fill shape ", shape_str(shape));
   Tensor host = empty(shape, {.dtype = dtype_of<T>::value});
   T* dst = static_cast<T*>(host.data_ptr());
   for (size_t i = 0; i < values.size(); ++i) dst[i] = values[i];
@@ -281,8 +300,8 @@ Tensor from_blob(void* data, const Shape& shape, const TensorOptions& opts,
 Tensor from_blob(void* data, const Shape& shape, const Shape& strides, const TensorOptions& opts,
                  std::function<void(void*)> deleter) {
   check_shape("from_blob", shape);
-  SINTER_CHECK(shape.size() == strides.size(), "from_blob: shape ", shape_str(shape), " and strides ",
-               shape_str(strides), " differ in length");
+  SINTER_CHECK(shape.size() == strides.size(), "from_blob: shape ", shape_str(shape),
+               " and strides ", shape_str(strides), " differ in length");
   SINTER_CHECK(data != nullptr || numel_of(shape) == 0, "from_blob: null data for shape ",
                shape_str(shape));
   int64_t extent = numel_of(shape) > 0 ? 1 : 0;
@@ -319,8 +338,9 @@ Tensor Tensor::to(Device device, bool non_blocking) const {
   }
   if (autograd::needs_grad({this})) {
     const Device from = this->device();
-    autograd::record("to_device", {&out}, {*this},
-                     [from](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(from)}; });
+    autograd::record("to_device", {&out}, {*this}, [from](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{g[0].to(from)};
+    });
   }
   return out;
 }
@@ -334,8 +354,9 @@ Tensor Tensor::to(DType dtype) const {
   }
   if (is_floating(dtype) && autograd::needs_grad({this})) {
     const DType from = this->dtype();
-    autograd::record("to_dtype", {&out}, {*this},
-                     [from](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(from)}; });
+    autograd::record("to_dtype", {&out}, {*this}, [from](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{g[0].to(from)};
+    });
   }
   return out;
 }
@@ -374,7 +395,7 @@ T Tensor::item() const {
   return to_vector<T>()[0];
 }
 
-#define SINTER_TENSOR_TEMPLATES(T)                  \
+#define SINTER_TENSOR_TEMPLATES(T)                      \
   template std::vector<T> Tensor::to_vector<T>() const; \
   template T Tensor::item<T>() const;
 SINTER_TENSOR_TEMPLATES(float)
@@ -393,10 +414,12 @@ namespace {
 void check_inplace(const char* op, const Tensor& self, const Tensor* other) {
   SINTER_CHECK(self.defined(), op, ": undefined tensor");
   if (GradMode::is_enabled()) {
-    SINTER_CHECK(!self.requires_grad(), op, ": in-place ops are not recorded by autograd, and the "
+    SINTER_CHECK(!self.requires_grad(), op,
+                 ": in-place ops are not recorded by autograd, and the "
                  "tensor requires grad; run it under NoGradGuard (as optimizers do) or use the "
                  "out-of-place op");
-    SINTER_CHECK(!other || !other->requires_grad(), op, ": in-place ops are not recorded by "
+    SINTER_CHECK(!other || !other->requires_grad(), op,
+                 ": in-place ops are not recorded by "
                  "autograd, and the source requires grad; run it under NoGradGuard");
   }
   if (other) {
@@ -406,9 +429,9 @@ void check_inplace(const char* op, const Tensor& self, const Tensor* other) {
 }
 
 void inplace_binary(const char* op, Tensor& self, const IterArg& other, kern::BinaryOp bop) {
-  SINTER_CHECK(other.tensor || is_floating(self.dtype()) || std::nearbyint(other.scalar) == other.scalar,
-               op, ": scalar ", other.scalar, " is not an integer, but the tensor has dtype ",
-               self.dtype());
+  SINTER_CHECK(
+      other.tensor || is_floating(self.dtype()) || std::nearbyint(other.scalar) == other.scalar, op,
+      ": scalar ", other.scalar, " is not an integer, but the tensor has dtype ", self.dtype());
   if (other.tensor) {
     SINTER_CHECK(other.tensor->dtype() == self.dtype(), op, ": dtype ", other.tensor->dtype(),
                  " does not match the tensor's ", self.dtype());
@@ -469,7 +492,8 @@ Tensor& Tensor::fill_(double value) {
 Tensor& Tensor::copy_(const Tensor& src) {
   SINTER_CHECK(src.defined(), "copy_: undefined source");
   if (GradMode::is_enabled()) {
-    SINTER_CHECK(!requires_grad() && !src.requires_grad(), "copy_: in-place ops are not recorded "
+    SINTER_CHECK(!requires_grad() && !src.requires_grad(),
+                 "copy_: in-place ops are not recorded "
                  "by autograd; run it under NoGradGuard");
   }
   Shape b = broadcast_shapes("copy_", shape(), src.shape());
@@ -485,27 +509,34 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 namespace {
 void print_rec(std::ostringstream& os, const std::vector<double>& v, const Shape& shape,
-               const Shape& strides, size_t dim, int64_t base, bool elide, bool integral, int indent) {
+               const Shape& strides, size_t dim, int64_t base, bool elide, bool integral,
+               int indent) {
   const int64_t n = shape[dim];
   os << '[';
   for (int64_t i = 0; i < n; ++i) {
     if (elide && n > 6 && i == 3) {
       os << "...";
       i = n - 4;
-      if (dim + 1 < shape.size()) os << ",\n" << std::string(indent + 1, ' ');
-      else os << ", ";
+      if (dim + 1 < shape.size())
+        os << ",\n" << std::string(indent + 1, ' ');
+      else
+        os << ", ";
       continue;
     }
     const int64_t off = base + i * strides[dim];
     if (dim + 1 == shape.size()) {
-      if (integral) os << static_cast<int64_t>(v[off]);
-      else os << std::setprecision(4) << v[off];
+      if (integral)
+        os << static_cast<int64_t>(v[off]);
+      else
+        os << std::setprecision(4) << v[off];
     } else {
       print_rec(os, v, shape, strides, dim + 1, off, elide, integral, indent + 1);
     }
     if (i + 1 < n) {
-      if (dim + 1 < shape.size()) os << ",\n" << std::string(indent + 1, ' ');
-      else os << ", ";
+      if (dim + 1 < shape.size())
+        os << ",\n" << std::string(indent + 1, ' ');
+      else
+        os << ", ";
     }
   }
   os << ']';
@@ -518,8 +549,10 @@ std::string Tensor::str() const {
   os << "tensor(";
   std::vector<double> v = to_vector<double>();
   if (dim() == 0) {
-    if (is_integral(dtype())) os << static_cast<int64_t>(v[0]);
-    else os << std::setprecision(4) << v[0];
+    if (is_integral(dtype()))
+      os << static_cast<int64_t>(v[0]);
+    else
+      os << std::setprecision(4) << v[0];
   } else if (numel() == 0) {
     os << "[]";
   } else {

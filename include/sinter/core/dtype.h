@@ -24,7 +24,7 @@ std::ostream& operator<<(std::ostream& os, DType t);
 struct Half {
   uint16_t bits = 0;
   Half() = default;
-  Half(float f);  // NOLINT(google-explicit-constructor)
+  Half(float f);           // NOLINT(google-explicit-constructor)
   operator float() const;  // NOLINT(google-explicit-constructor)
 };
 
@@ -52,13 +52,37 @@ struct BFloat16 {
 // Maps a C++ element type to its DType.
 template <typename T>
 struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
-template <> struct dtype_of<BFloat16> { static constexpr DType value = DType::bf16; };
-template <> struct dtype_of<Half> { static constexpr DType value = DType::f16; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::i64; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::i32; };
-template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::u8; };
-template <> struct dtype_of<bool> { static constexpr DType value = DType::b8; };
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct dtype_of<BFloat16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct dtype_of<Half> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr DType value = DType::u8;
+};
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = DType::b8;
+};
 
 }  // namespace sinter

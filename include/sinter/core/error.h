@@ -1,5 +1,6 @@
 // sinter::Error and the check macros every layer uses to report bad input.
-// SINTER_CHECK(cond, "op: what", value, ...) streams its arguments into the message and adds file:line.
+// SINTER_CHECK(cond, "op: what", value, ...) streams its arguments into the message and adds
+// file:line.
 #pragma once
 
 #include <cstdint>
@@ -41,11 +42,11 @@ std::string str_cat(const Args&... args) {
 }  // namespace detail
 }  // namespace sinter
 
-#define SINTER_CHECK(cond, ...)                                                               \
-  do {                                                                                       \
-    if (!(cond)) [[unlikely]] {                                                              \
+#define SINTER_CHECK(cond, ...)                                                                  \
+  do {                                                                                           \
+    if (!(cond)) [[unlikely]] {                                                                  \
       ::sinter::detail::throw_error(__FILE__, __LINE__, ::sinter::detail::str_cat(__VA_ARGS__)); \
-    }                                                                                        \
+    }                                                                                            \
   } while (0)
 
 #define SINTER_THROW(...) \

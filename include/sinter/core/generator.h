@@ -1,4 +1,5 @@
-// Generator: the seed and counter of the Philox stream behind every random op, on CPU and CUDA alike.
+// Generator: the seed and counter of the Philox stream behind every random op, on CPU and CUDA
+// alike.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// Storage: a ref-counted block of bytes on one device; tensors view it through offset, shape and strides.
+// Storage: a ref-counted block of bytes on one device; tensors view it through offset, shape and
+// strides.
 #pragma once
 
 #include <cstddef>
@@ -16,8 +17,8 @@ void cpu_free(void* ptr);
 class Storage {
  public:
   Storage() = default;
-  // Fresh memory: the 64-byte-aligned CPU allocator, the CUDA caching allocator, or page-locked host
-  // memory when `pinned` (host only; makes host-to-device copies asynchronous).
+  // Fresh memory: the 64-byte-aligned CPU allocator, the CUDA caching allocator, or page-locked
+  // host memory when `pinned` (host only; makes host-to-device copies asynchronous).
   static Storage allocate(size_t nbytes, Device device, bool pinned = false);
   // Wraps memory the caller owns; `deleter` (may be empty) runs when the last tensor lets go.
   static Storage from_blob(void* data, size_t nbytes, Device device,
