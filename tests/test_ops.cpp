@@ -175,6 +175,33 @@ std::vector<OpRow> op_table() {
       // Linear, so a large step is exact up to the f32 rounding it measures through.
       {"ToDtypeRoundTrip", {S{3, 4}}, [](const Inputs& x) { return x[0].to(DType::f32).to(x[0].dtype()) * 1.0; },
        Domain::Any, true, 1e-4, true, 3e-2, 1e-2},
+      // In-place ops (what optimizers use): not recorded by autograd, so forward parity only.
+      {"AddInPlace", {S{3, 4}, S{4}},
+       [](const Inputs& x) {
+         Tensor r = x[0].detach().clone();
+         NoGradGuard ng;
+         r.add_(x[1].detach(), -0.5);
+         return r.add_(2.0);
+       },
+       Domain::Any, false},
+      {"MulInPlace", {S{3, 4}, S{3, 1}},
+       [](const Inputs& x) {
+         Tensor r = x[0].detach().clone();
+         NoGradGuard ng;
+         r.mul_(x[1].detach());
+         return r.mul_(3.0);
+       },
+       Domain::Any, false},
+      {"FillZeroCopyInPlace", {S{4, 3}},
+       [](const Inputs& x) {
+         Tensor r = empty({3, 4}, {.dtype = x[0].dtype(), .device = x[0].device()});
+         NoGradGuard ng;
+         r.fill_(7.0);
+         r.narrow(1, 0, 2).zero_();
+         r.narrow(0, 1, 2).copy_(x[0].detach().t().narrow(0, 0, 2));
+         return r;
+       },
+       Domain::Any, false},
   };
   return rows;
 }

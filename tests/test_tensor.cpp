@@ -219,6 +219,21 @@ TEST(CudaTensor, CopiesBetweenHostAndDevice) {
   EXPECT_EQ(strided.cpu().to_vector<double>(), h.reshape({10, 100}).t().to_vector<double>());
 }
 
+TEST(CudaTensor, FactoriesMatchCpu) {
+  SINTER_REQUIRE_CUDA();
+  const TensorOptions gpu{.device = Device::cuda()};
+  EXPECT_EQ(arange(0.0, 3.0, 0.5, gpu).cpu().to_vector<float>(),
+            arange(0.0, 3.0, 0.5).to_vector<float>());
+  EXPECT_EQ(linspace(-1.0, 1.0, 9, gpu).cpu().to_vector<float>(),
+            linspace(-1.0, 1.0, 9).to_vector<float>());
+  EXPECT_EQ(eye(3, 4, gpu).cpu().to_vector<float>(), eye(3, 4).to_vector<float>());
+  EXPECT_EQ(
+      full({5}, -2.5, {.dtype = DType::bf16, .device = Device::cuda()}).cpu().to_vector<float>(),
+      std::vector<float>(5, -2.5f));
+  EXPECT_EQ(arange(7, {.dtype = DType::i64, .device = Device::cuda()}).cpu().to_vector<int64_t>(),
+            arange(7, {.dtype = DType::i64}).to_vector<int64_t>());
+}
+
 TEST(CudaTensor, RandomMatchesCpuForOneSeed) {
   SINTER_REQUIRE_CUDA();
   for (DType dt : {DType::f32, DType::f64}) {
