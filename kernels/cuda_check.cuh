@@ -1,21 +1,13 @@
-// Error checks for the CUDA runtime calls and kernel launches in kernels/*.cu, and DeviceGuard,
-// which makes a launcher's ctx.device current for its scope.
+// The named kernel-launch check and DeviceGuard for kernels/*.cu. SINTER_CUDA_CHECK comes from
+// internal/cuda_check.h, so all CUDA sources share one definition.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdio>
 
+#include "internal/cuda_check.h"  // SINTER_CUDA_CHECK
 #include "sinter/core/error.h"
-
-// Throws sinter::Error naming the failed expression and CUDA's description of the error.
-#define SINTER_CUDA_CHECK(expr)                                                         \
-  do {                                                                                  \
-    const cudaError_t sinter_cuda_err_ = (expr);                                        \
-    if (sinter_cuda_err_ != cudaSuccess) [[unlikely]] {                                 \
-      SINTER_THROW("CUDA error: ", cudaGetErrorString(sinter_cuda_err_), " in " #expr); \
-    }                                                                                   \
-  } while (0)
 
 // After every <<<...>>>: a bad launch configuration, or an earlier asynchronous fault, surfaces
 // here with the launcher's name.

@@ -230,10 +230,11 @@ __device__ __forceinline__ int64_t thread_count() {
 
 // ---- offset calculator ----
 
-// n / d as (umulhi(n, mul) + n) >> shift, exact for n, d < 2^31 (Granlund and Montgomery's method);
-// the 32-bit path replaces a 64-bit division (dozens of instructions) per dim and element.
+// n / d as (umulhi(n, mul) + n) >> shift with precomputed mul and shift (Granlund and Montgomery's
+// division by invariant integers), exact for n, d < 2^31: a few instructions where a division
+// takes dozens.
 struct FastDiv {
-  uint32_t div = 1, mul = 0, shift = 0;
+  uint32_t div = 1, mul = 1, shift = 0;
 
   static FastDiv make(uint32_t d) {
     FastDiv f;
@@ -247,17 +248,16 @@ struct FastDiv {
   }
 };
 
-// Maps a linear index of the iteration space to the element offset of each of N operands. Dims are
-// stored innermost first; loops run over kMaxDims with a break so arrays index statically and stay
-// in the parameter bank.
+// Maps a linear index of the iteration space to the element offset of each of N operands, in
+// 32-bit arithmetic: launchers split larger iterations first (for_each_piece32). Dims are stored
+// innermost first; loops run over kMaxDims with a break, so arrays index statically and stay in
+// the parameter bank.
 template <int N>
 struct Indexer {
   int ndim = 0;
-  bool flat = false;   // contiguous iteration: every tensor operand's offset is the index itself
-  bool use32 = false;  // numel and every operand's extent < 2^31: FastDiv and 32-bit offset math
-  FastDiv fdiv[kMaxDims];
-  int64_t size[kMaxDims] = {};
-  int64_t stride[kMaxDims][N] = {};
+  bool flat = false;  // contiguous iteration: every tensor operand's offset is the index itself
+  FastDiv div[kMaxDims];
+  int32_t stride[kMaxDims][N] = {};
 
   __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[N]) const {
     if (flat) {
@@ -265,35 +265,61 @@ struct Indexer {
       for (int k = 0; k < N; ++k) off[k] = i;
       return;
     }
+    auto r = static_cast<uint32_t>(i);
+    int32_t off32[N] = {};
 #pragma unroll
-    for (int k = 0; k < N; ++k) off[k] = 0;
-    if (use32) {
-      auto r = static_cast<uint32_t>(i);
-      int32_t off32[N] = {};
+    for (int d = 0; d < kMaxDims; ++d) {
+      if (d == ndim) break;
+      const uint32_t q = div[d].quotient(r);
+      const auto idx = static_cast<int32_t>(r - q * div[d].div);
 #pragma unroll
-      for (int d = 0; d < kMaxDims; ++d) {
-        if (d == ndim) break;
-        const uint32_t q = fdiv[d].quotient(r);
-        const auto idx = static_cast<int32_t>(r - q * fdiv[d].div);
-#pragma unroll
-        for (int k = 0; k < N; ++k) off32[k] += idx * static_cast<int32_t>(stride[d][k]);
-        r = q;
-      }
-#pragma unroll
-      for (int k = 0; k < N; ++k) off[k] = off32[k];
-    } else {
-#pragma unroll
-      for (int d = 0; d < kMaxDims; ++d) {
-        if (d == ndim) break;
-        const int64_t q = i / size[d];
-        const int64_t idx = i - q * size[d];
-#pragma unroll
-        for (int k = 0; k < N; ++k) off[k] += idx * stride[d][k];
-        i = q;
-      }
+      for (int k = 0; k < N; ++k) off32[k] += idx * stride[d][k];
+      r = q;
     }
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = off32[k];
   }
 };
+
+constexpr int64_t kMax32 = int64_t{1} << 31;
+
+// Whether the strided index math of `it` fits 32 bits: fewer than 2^31 elements, and no operand
+// offset of 2^31 or more.
+bool fits32(const ElementwiseIter& it) {
+  if (it.numel >= kMax32) return false;
+  for (int k = 0; k < it.noperands; ++k) {
+    int64_t extent = 0;
+    for (int d = 0; d < it.ndim; ++d) extent += (it.sizes[d] - 1) * std::abs(it.op[k].strides[d]);
+    if (extent >= kMax32) return false;
+  }
+  return true;
+}
+
+// Calls f(piece) on pieces of `it` that the 32-bit Indexer can walk, halving the outermost dim
+// with more than one element until they fit. (A contiguous iteration needs no division at all.)
+template <class F>
+void for_each_piece32(const ElementwiseIter& it, F&& f) {
+  if (it.contiguous || fits32(it)) {
+    f(it);
+    return;
+  }
+  int d = 0;
+  while (it.sizes[d] == 1) ++d;
+  const int64_t half = it.sizes[d] / 2;
+  ElementwiseIter lo = it, hi = it;
+  lo.sizes[d] = half;
+  hi.sizes[d] = it.sizes[d] - half;
+  lo.numel = it.numel / it.sizes[d] * half;
+  hi.numel = it.numel - lo.numel;
+  for (int k = 0; k < it.noperands; ++k) {
+    if (it.op[k].data == nullptr) continue;
+    const int64_t bytes =
+        half * it.op[k].strides[d] * static_cast<int64_t>(element_size(it.op[k].dtype));
+    hi.op[k].data = static_cast<char*>(it.op[k].data) + bytes;
+  }
+  for_each_piece32(lo, f);
+  for_each_piece32(hi, f);
+}
 
 // Offsets of this thread's elements base + j * blockDim.x, j < kUnroll; returns how many are < n.
 template <int N>
@@ -320,22 +346,19 @@ __device__ __forceinline__ int64_t tile_stride() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x * kUnroll;
 }
 
+// it: one piece from for_each_piece32.
 template <int N>
 Indexer<N> make_indexer(const ElementwiseIter& it) {
   Indexer<N> ix;
   ix.flat = it.contiguous;
   ix.ndim = it.ndim;
-  ix.use32 = it.numel < (int64_t{1} << 31);
-  for (int k = 0; k < N; ++k) {
-    int64_t extent = 0;  // the largest |offset| of operand k, which the 32-bit path must hold
-    for (int d = 0; d < it.ndim; ++d) extent += (it.sizes[d] - 1) * std::abs(it.op[k].strides[d]);
-    ix.use32 = ix.use32 && extent < (int64_t{1} << 31);
-  }
   for (int j = 0; j < it.ndim; ++j) {
     const int d = it.ndim - 1 - j;
-    ix.size[j] = it.sizes[d];
-    if (ix.use32) ix.fdiv[j] = FastDiv::make(static_cast<uint32_t>(it.sizes[d]));
-    for (int k = 0; k < N; ++k) ix.stride[j][k] = it.op[k].strides[d];
+    ix.div[j] = FastDiv::make(static_cast<uint32_t>(it.sizes[d]));
+    for (int k = 0; k < N; ++k) {
+      // A dim of size 1 never moves the offset, whatever its stride.
+      ix.stride[j][k] = it.sizes[d] == 1 ? 0 : static_cast<int32_t>(it.op[k].strides[d]);
+    }
   }
   return ix;
 }
@@ -674,59 +697,11 @@ void launch_fill(const ElementwiseIter& it, cudaStream_t stream, int device) {
   });
 }
 
-}  // namespace
-
-void unary(const Ctx& ctx, const ElementwiseIter& it, UnaryOp op, double p0, double p1) {
-  if (it.numel <= 0) return;
-  DeviceGuard guard(ctx.device);
-  visit_compute_type(it.op[1].dtype, [&](auto ctag) {
-    using C = typename decltype(ctag)::type;
-    visit_unary_op(op, [&](auto opc) {
-      constexpr UnaryOp OP = decltype(opc)::value;
-      if constexpr (std::is_integral_v<C> && !integral_ok(OP)) {
-        SINTER_THROW("unary: op ", static_cast<int>(OP), " needs a floating dtype, got ",
-                     dtype_name(it.op[1].dtype));
-      } else {
-        launch_unary<C, OP>(it, convert<C>(p0), convert<C>(p1), ctx.stream, ctx.device);
-      }
-    });
-  });
-}
-
-void binary(const Ctx& ctx, const ElementwiseIter& it, BinaryOp op, double p0) {
-  if (it.numel <= 0) return;
-  DeviceGuard guard(ctx.device);
-  visit_compute_type(it.op[1].dtype, [&](auto ctag) {
-    using C = typename decltype(ctag)::type;
-    visit_binary_op(op, [&](auto opc) {
-      constexpr BinaryOp OP = decltype(opc)::value;
-      if constexpr (std::is_integral_v<C> && !integral_ok(OP)) {
-        SINTER_THROW("binary: op ", static_cast<int>(OP), " needs a floating dtype, got ",
-                     dtype_name(it.op[1].dtype));
-      } else {
-        launch_binary<C, OP>(it, convert<C>(p0), ctx.stream, ctx.device);
-      }
-    });
-  });
-}
-
-void where(const Ctx& ctx, const ElementwiseIter& it) {
-  if (it.numel <= 0) return;
-  DeviceGuard guard(ctx.device);
-  visit_bits(it.op[0].dtype, [&](auto tag) {
-    using U = typename decltype(tag)::type;
-    launch_where<U>(it, ctx.stream, ctx.device);
-  });
-}
-
-void copy(const Ctx& ctx, const ElementwiseIter& it) {
-  if (it.numel <= 0) return;
-  DeviceGuard guard(ctx.device);
+void launch_copy(const ElementwiseIter& it, cudaStream_t stream, int device) {
   const Operand& out = it.op[0];
   const Operand& in = it.op[1];
-  cudaStream_t stream = ctx.stream;
   if (in.data == nullptr) {
-    launch_fill(it, stream, ctx.device);
+    launch_fill(it, stream, device);
     return;
   }
   if (out.dtype == in.dtype) {
@@ -738,7 +713,7 @@ void copy(const Ctx& ctx, const ElementwiseIter& it) {
     }
     visit_bits(out.dtype, [&](auto tag) {
       using U = typename decltype(tag)::type;
-      copy_bits_kernel<U><<<unrolled_grid(it.numel, ctx.device), kBlock, 0, stream>>>(
+      copy_bits_kernel<U><<<unrolled_grid(it.numel, device), kBlock, 0, stream>>>(
           make_indexer<2>(it), static_cast<U*>(out.data), static_cast<const U*>(in.data), U{0},
           it.numel);
       SINTER_LAUNCH_CHECK("copy");
@@ -756,7 +731,7 @@ void copy(const Ctx& ctx, const ElementwiseIter& it) {
           if (!aligned_to(out.data, kVec * sizeof(To)) || !aligned_to(in.data, kVec * sizeof(From)))
             return;
           convert_vec_kernel<To, From>
-              <<<grid_for(it.numel / kVec + 1, ctx.device), kBlock, 0, stream>>>(
+              <<<grid_for(it.numel / kVec + 1, device), kBlock, 0, stream>>>(
                   static_cast<To*>(out.data), static_cast<const From*>(in.data), it.numel);
           SINTER_LAUNCH_CHECK("copy");
           done = true;
@@ -764,10 +739,67 @@ void copy(const Ctx& ctx, const ElementwiseIter& it) {
       });
       if (done) return;
     }
-    convert_kernel<To><<<unrolled_grid(it.numel, ctx.device), kBlock, 0, stream>>>(
+    convert_kernel<To><<<unrolled_grid(it.numel, device), kBlock, 0, stream>>>(
         make_indexer<2>(it), static_cast<To*>(out.data), in.data, in.dtype, it.numel);
     SINTER_LAUNCH_CHECK("copy");
   });
+}
+
+}  // namespace
+
+void unary(const Ctx& ctx, const ElementwiseIter& it, UnaryOp op, double p0, double p1) {
+  if (it.numel <= 0) return;
+  DeviceGuard guard(ctx.device);
+  visit_compute_type(it.op[1].dtype, [&](auto ctag) {
+    using C = typename decltype(ctag)::type;
+    visit_unary_op(op, [&](auto opc) {
+      constexpr UnaryOp OP = decltype(opc)::value;
+      if constexpr (std::is_integral_v<C> && !integral_ok(OP)) {
+        SINTER_THROW("unary: op ", static_cast<int>(OP), " needs a floating dtype, got ",
+                     dtype_name(it.op[1].dtype));
+      } else {
+        for_each_piece32(it, [&](const ElementwiseIter& piece) {
+          launch_unary<C, OP>(piece, convert<C>(p0), convert<C>(p1), ctx.stream, ctx.device);
+        });
+      }
+    });
+  });
+}
+
+void binary(const Ctx& ctx, const ElementwiseIter& it, BinaryOp op, double p0) {
+  if (it.numel <= 0) return;
+  DeviceGuard guard(ctx.device);
+  visit_compute_type(it.op[1].dtype, [&](auto ctag) {
+    using C = typename decltype(ctag)::type;
+    visit_binary_op(op, [&](auto opc) {
+      constexpr BinaryOp OP = decltype(opc)::value;
+      if constexpr (std::is_integral_v<C> && !integral_ok(OP)) {
+        SINTER_THROW("binary: op ", static_cast<int>(OP), " needs a floating dtype, got ",
+                     dtype_name(it.op[1].dtype));
+      } else {
+        for_each_piece32(it, [&](const ElementwiseIter& piece) {
+          launch_binary<C, OP>(piece, convert<C>(p0), ctx.stream, ctx.device);
+        });
+      }
+    });
+  });
+}
+
+void where(const Ctx& ctx, const ElementwiseIter& it) {
+  if (it.numel <= 0) return;
+  DeviceGuard guard(ctx.device);
+  visit_bits(it.op[0].dtype, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    for_each_piece32(
+        it, [&](const ElementwiseIter& piece) { launch_where<U>(piece, ctx.stream, ctx.device); });
+  });
+}
+
+void copy(const Ctx& ctx, const ElementwiseIter& it) {
+  if (it.numel <= 0) return;
+  DeviceGuard guard(ctx.device);
+  for_each_piece32(
+      it, [&](const ElementwiseIter& piece) { launch_copy(piece, ctx.stream, ctx.device); });
 }
 
 }  // namespace sinter::cudak
