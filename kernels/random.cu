@@ -22,33 +22,7 @@ constexpr int kMaxCachedDevices = 64;
 
 template <class F>
 void visit_storage(DType t, F&& f) {
-  switch (t) {
-    case DType::f32:
-      f(TypeTag<float>{});
-      return;
-    case DType::f64:
-      f(TypeTag<double>{});
-      return;
-    case DType::bf16:
-      f(TypeTag<__nv_bfloat16>{});
-      return;
-    case DType::f16:
-      f(TypeTag<__half>{});
-      return;
-    case DType::i64:
-      f(TypeTag<int64_t>{});
-      return;
-    case DType::i32:
-      f(TypeTag<int32_t>{});
-      return;
-    case DType::u8:
-      f(TypeTag<uint8_t>{});
-      return;
-    case DType::b8:
-      f(TypeTag<bool>{});
-      return;
-  }
-  SINTER_THROW("random: unknown dtype ", static_cast<int>(t));
+  visit_storage_type<__nv_bfloat16, __half>(t, "random", std::forward<F>(f));
 }
 
 // Rounds a computed value to the element type; bf16 and f16 go by way of float, as on the CPU.

@@ -180,6 +180,21 @@ TEST(Tensor, RandomIsDeterministicPerSeed) {
   EXPECT_EQ(max(r).item<int64_t>(), 3);
 }
 
+TEST(Tensor, GeneratorStateReplaysTheStream) {
+  Generator g(5);
+  randn({10}, {}, &g);
+  const GeneratorState saved = g.state();
+  EXPECT_EQ(saved.seed, 5u);
+  EXPECT_EQ(saved.offset, 10u);
+  Tensor a = rand({7}, {}, &g);
+  g.set_state(saved);
+  Tensor b = rand({7}, {}, &g);
+  EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
+  g.manual_seed(6);
+  EXPECT_EQ(g.state().offset, 0u);
+  EXPECT_NE(rand({7}, {}, &g).to_vector<float>(), a.to_vector<float>());
+}
+
 TEST(Tensor, PrintingShowsShapeDtypeDeviceAndElides) {
   std::string s = from_vector<float>({1.5f, 2.0f}, {2}).str();
   EXPECT_NE(s.find("[1.5, 2]"), std::string::npos) << s;

@@ -13,9 +13,9 @@ uint64_t Generator::seed() const {
   return state_.seed;
 }
 
-uint64_t Generator::reserve(uint64_t n) {
+GeneratorState Generator::reserve(uint64_t n) {
   std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t first = state_.offset;
+  const GeneratorState first = state_;
   state_.offset += n;
   return first;
 }

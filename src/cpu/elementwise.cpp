@@ -14,36 +14,9 @@ namespace {
 
 constexpr int64_t kChunk = 256;
 
-// Calls f(TypeTag<T>{}) with T the host element type of `t`.
 template <class F>
 void visit_storage(DType t, F&& f) {
-  switch (t) {
-    case DType::f32:
-      f(TypeTag<float>{});
-      return;
-    case DType::f64:
-      f(TypeTag<double>{});
-      return;
-    case DType::bf16:
-      f(TypeTag<BFloat16>{});
-      return;
-    case DType::f16:
-      f(TypeTag<Half>{});
-      return;
-    case DType::i64:
-      f(TypeTag<int64_t>{});
-      return;
-    case DType::i32:
-      f(TypeTag<int32_t>{});
-      return;
-    case DType::u8:
-      f(TypeTag<uint8_t>{});
-      return;
-    case DType::b8:
-      f(TypeTag<bool>{});
-      return;
-  }
-  SINTER_THROW("elementwise: unknown dtype ", static_cast<int>(t));
+  visit_storage_type<BFloat16, Half>(t, "elementwise", std::forward<F>(f));
 }
 
 // bf16 and f16 are stored as 16 bits but computed and converted as float.

@@ -193,32 +193,31 @@ namespace {
 Generator& gen_or_default(Generator* g) { return g ? *g : default_generator(); }
 }  // namespace
 
-Tensor rand(const Shape& shape, const TensorOptions& opts, Generator* gen) {
-  SINTER_CHECK(is_floating(opts.dtype), "rand: dtype must be floating, got ", opts.dtype);
+// A new tensor whose n elements come from n reserved Philox counters (Note [philox streams]).
+template <class Fill>
+Tensor random_tensor(const Shape& shape, const TensorOptions& opts, Generator* gen, Fill fill) {
   TensorOptions o = opts;
   o.requires_grad = false;
   Tensor t = empty(shape, o);
-  const int64_t n = t.numel();
-  Generator& g = gen_or_default(gen);
-  const uint64_t seed = g.seed();
-  const uint64_t offset = g.reserve(static_cast<uint64_t>(n));
-  if (n > 0)
-    SINTER_DISPATCH(t.device(), random_uniform, t.data_ptr(), t.dtype(), n, seed, offset, 0.0, 1.0);
+  const GeneratorState st = gen_or_default(gen).reserve(static_cast<uint64_t>(t.numel()));
+  if (t.numel() > 0) fill(t, st.seed, st.offset);
   return finish(t, opts);
+}
+
+Tensor rand(const Shape& shape, const TensorOptions& opts, Generator* gen) {
+  SINTER_CHECK(is_floating(opts.dtype), "rand: dtype must be floating, got ", opts.dtype);
+  return random_tensor(shape, opts, gen, [](const Tensor& t, uint64_t seed, uint64_t offset) {
+    SINTER_DISPATCH(t.device(), random_uniform, t.data_ptr(), t.dtype(), t.numel(), seed, offset,
+                    0.0, 1.0);
+  });
 }
 
 Tensor randn(const Shape& shape, const TensorOptions& opts, Generator* gen) {
   SINTER_CHECK(is_floating(opts.dtype), "randn: dtype must be floating, got ", opts.dtype);
-  TensorOptions o = opts;
-  o.requires_grad = false;
-  Tensor t = empty(shape, o);
-  const int64_t n = t.numel();
-  Generator& g = gen_or_default(gen);
-  const uint64_t seed = g.seed();
-  const uint64_t offset = g.reserve(static_cast<uint64_t>(n));
-  if (n > 0)
-    SINTER_DISPATCH(t.device(), random_normal, t.data_ptr(), t.dtype(), n, seed, offset, 0.0, 1.0);
-  return finish(t, opts);
+  return random_tensor(shape, opts, gen, [](const Tensor& t, uint64_t seed, uint64_t offset) {
+    SINTER_DISPATCH(t.device(), random_normal, t.data_ptr(), t.dtype(), t.numel(), seed, offset,
+                    0.0, 1.0);
+  });
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& opts,
@@ -258,14 +257,11 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOption
                  ") does not fit dtype ", opts.dtype, " (exact values in [", lo, ", ", hi, "))");
   }
   SINTER_CHECK(!opts.requires_grad, "randint: integer tensors cannot require grad");
-  Tensor t = empty(shape, opts);
-  const int64_t n = t.numel();
-  Generator& g = gen_or_default(gen);
-  const uint64_t seed = g.seed();
-  const uint64_t offset = g.reserve(static_cast<uint64_t>(n));
-  if (n > 0)
-    SINTER_DISPATCH(t.device(), random_int, t.data_ptr(), t.dtype(), n, seed, offset, low, high);
-  return t;
+  return random_tensor(shape, opts, gen,
+                       [low, high](const Tensor& t, uint64_t seed, uint64_t offset) {
+                         SINTER_DISPATCH(t.device(), random_int, t.data_ptr(), t.dtype(), t.numel(),
+                                         seed, offset, low, high);
+                       });
 }
 
 template <typename T>

@@ -17,8 +17,9 @@ class Generator {
   explicit Generator(uint64_t seed = 0) : state_{seed, 0} {}
   void manual_seed(uint64_t seed);
   uint64_t seed() const;
-  // Reserves `n` Philox counters (Note [philox streams]) and returns the first.
-  uint64_t reserve(uint64_t n);
+  // Reserves `n` Philox counters (Note [philox streams]): returns the seed and the first counter,
+  // read together so that a concurrent manual_seed cannot pair one seed with another's counters.
+  GeneratorState reserve(uint64_t n);
   GeneratorState state() const;
   void set_state(const GeneratorState& s);
 
