@@ -8,33 +8,14 @@
 // the row up.
 #include <functional>
 
-#include "test_util.h"
+#include "op_table.h"
 
 namespace sinter {
 namespace {
 
-using Inputs = std::vector<Tensor>;
-
-enum class Domain {
-  Any,       // standard normal
-  Positive,  // [0.5, 2)
-  NonZero,   // |x| in [0.3, 1.3), either sign
-  Unit,      // (-0.9, 0.9)
-};
-
-struct OpRow {
-  std::string name;
-  std::vector<Shape> shapes;
-  std::function<Tensor(const Inputs&)> fn;
-  Domain domain = Domain::Any;
-  bool grad = true;   // differentiable: gradchecked, and its backward compared across devices
-  double tol = 1e-4;  // f32 parity tolerance (atol and rtol)
-  bool bf16 = true;   // also compared in bf16
-  double bf16_tol = 3e-2;
-  double fd_eps = 1e-6;  // finite-difference step of the gradcheck
-};
-
-std::ostream& operator<<(std::ostream& os, const OpRow& r) { return os << r.name; }
+using testing::Domain;
+using testing::Inputs;
+using testing::OpRow;
 
 Tensor make_input(const Shape& shape, Domain domain, Generator& gen) {
   const TensorOptions f64{.dtype = DType::f64};
@@ -65,7 +46,7 @@ Inputs make_inputs(const OpRow& row, uint64_t seed) {
 Tensor first(const std::tuple<Tensor, Tensor>& t) { return std::get<0>(t); }
 Tensor second(const std::tuple<Tensor, Tensor>& t) { return std::get<1>(t); }
 
-std::vector<OpRow> op_table() {
+std::vector<OpRow> core_rows() {
   using S = Shape;
   std::vector<OpRow> rows = {
       // Arithmetic, with and without broadcasting.
@@ -203,6 +184,15 @@ std::vector<OpRow> op_table() {
        },
        Domain::Any, false},
   };
+  return rows;
+}
+
+std::vector<OpRow> op_table() {
+  std::vector<OpRow> rows = core_rows();
+  for (auto family : {testing::conv_pool_rows, testing::norm_rows, testing::loss_rows}) {
+    std::vector<OpRow> more = family();
+    rows.insert(rows.end(), more.begin(), more.end());
+  }
   return rows;
 }
 

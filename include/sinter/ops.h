@@ -2,6 +2,8 @@
 // Binary ops broadcast with NumPy rules; tensor operands must share a dtype and a device.
 #pragma once
 
+#include <array>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -109,6 +111,77 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim = 0);
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
 // Sums `a` over broadcast dims down to `shape` (the adjoint of expand).
 Tensor sum_to(const Tensor& a, const Shape& shape);
+
+// --- convolution and pooling (NCHW) ---
+using Pair = std::array<int64_t, 2>;
+
+struct Conv2dOptions {
+  Pair stride{1, 1};
+  Pair padding{0, 0};
+  Pair dilation{1, 1};
+  int64_t groups = 1;
+};
+// x: (N, C_in, H, W), weight: (C_out, C_in / groups, kH, kW), bias: (C_out) or undefined.
+// Returns (N, C_out, H_out, W_out) with H_out = (H + 2 pad - dil (kH - 1) - 1) / stride + 1.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              const Conv2dOptions& opts = {});
+
+struct Pool2dOptions {
+  Pair kernel_size{1, 1};
+  Pair stride{0, 0};  // {0, 0}: the kernel size
+  Pair padding{0, 0};
+  Pair dilation{1, 1};  // max pooling only
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // average pooling only
+};
+// x: (N, C, H, W) or (C, H, W). Indices are i64 positions in the flattened H * W plane.
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2dOptions& opts);
+Tensor max_pool2d(const Tensor& x, const Pool2dOptions& opts);
+Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& opts);
+Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
+
+// --- normalization, dropout, embedding ---
+// x: (N, C, *). In training, normalizes with the batch statistics over all dims but C and updates
+// the running statistics (if defined) in place: r = (1 - momentum) r + momentum * batch, with the
+// unbiased batch variance. In eval, normalizes with the running statistics. weight/bias: (C) or
+// undefined.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
+                  double eps = 1e-5);
+// Normalizes over the trailing dims `normalized_shape`; weight/bias of that shape or undefined.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training. The
+// mask comes from Philox: the same on CPU and CUDA for one generator state.
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+// weight: (num_embeddings, dim); indices: i64 of any shape -> (*indices.shape, dim). Rows at
+// padding_idx get no gradient.
+Tensor embedding(const Tensor& weight, const Tensor& indices,
+                 std::optional<int64_t> padding_idx = std::nullopt);
+
+// --- softmax and losses ---
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+enum class Reduction { None, Mean, Sum };
+
+struct CrossEntropyOptions {
+  Reduction reduction = Reduction::Mean;
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+};
+// logits: (N, C) or (N, C, d1, ...); target: i64 class indices (N) or (N, d1, ...). Mean divides by
+// the number of targets not equal to ignore_index.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target,
+                     const CrossEntropyOptions& opts = {});
+// log_probs as logits above (label_smoothing is not used).
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntropyOptions& opts = {});
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// Numerically stable; target of the logits' shape with values in [0, 1]; pos_weight broadcasts
+// over the last dim.
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
+                                        Reduction reduction = Reduction::Mean,
+                                        const Tensor& pos_weight = Tensor());
 
 // --- operators ---
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

@@ -9,4 +9,5 @@
 #include "sinter/core/storage.h"
 #include "sinter/cuda.h"
 #include "sinter/ops.h"
+#include "sinter/state_dict.h"
 #include "sinter/tensor.h"
