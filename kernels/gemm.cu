@@ -8,36 +8,13 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "accumulate.cuh"
 #include "cuda_check.cuh"
 #include "internal/kernels.h"
 
 namespace sinter::cudak {
 namespace {
 
-template <typename T>
-using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <typename T>
-__device__ __forceinline__ Acc<T> to_acc(T v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __half2float(v);
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat162float(v);
-  } else {
-    return v;
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ T from_acc(Acc<T> v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(v);
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(v);
-  } else {
-    return v;
-  }
-}
 
 // Block tile (kBM, kBN) of C, stepping kBK along k; 256 threads in a 16 x 16 grid, each owning a
 // 4 x 4 micro-tile whose rows are ty + 16 * i and columns tx + 16 * j: strided rather than

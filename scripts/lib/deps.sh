@@ -7,6 +7,7 @@ SINTER_DEBIAN_PACKAGES=(
   libopenblas-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin
   dataset-fashion-mnist  # the end-to-end training tests and examples read /usr/share/datasets/fashion-mnist
+  gnuplot-nox            # the training examples plot their curves to PNG
 )
 
 sinter_install_deps() {

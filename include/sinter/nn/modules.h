@@ -1,0 +1,266 @@
+// The layers: Linear, Conv2d, normalization, dropout, embedding, activations, pooling, Flatten, and
+// the containers Sequential and ModuleList. Each checks its input's shape at forward and names
+// itself in the error; each initializes its parameters as PyTorch does (see reset_parameters).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "sinter/nn/module.h"
+#include "sinter/ops.h"
+
+namespace sinter::nn {
+
+// A 2-D size given as one number for both dims (`3`, `{3}`) or as (h, w) (`{3, 5}`); unlike
+// std::array, `{2}` means {2, 2}, not {2, 0}.
+struct Size2 {
+  int64_t h = 0;
+  int64_t w = 0;
+  Size2(int64_t v) : h(v), w(v) {}  // NOLINT(google-explicit-constructor)
+  Size2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
+  Pair pair() const { return {h, w}; }
+};
+
+// y = x W^T + b. x: (*, in_features) -> (*, out_features); weight: (out_features, in_features).
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  std::string name() const override { return "Linear"; }
+  Tensor forward(const Tensor& x) override;
+  // weight: kaiming_uniform_(a = sqrt(5)); bias: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+  void reset_parameters();
+
+  int64_t in_features, out_features;
+  Tensor weight;
+  Tensor bias;  // undefined without bias
+};
+
+struct Conv2dOptions {
+  Size2 stride = 1;
+  Size2 padding = 0;
+  Size2 dilation = 1;
+  int64_t groups = 1;
+  bool bias = true;
+};
+
+// x: (N, in_channels, H, W) -> (N, out_channels, H_out, W_out);
+// weight: (out_channels, in_channels / groups, kH, kW).
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size,
+         const Conv2dOptions& options = {});
+  std::string name() const override { return "Conv2d"; }
+  Tensor forward(const Tensor& x) override;
+  // As Linear, with fan_in = in_channels / groups * kH * kW.
+  void reset_parameters();
+
+  int64_t in_channels, out_channels;
+  Size2 kernel_size;
+  Conv2dOptions options;
+  Tensor weight;
+  Tensor bias;  // undefined without bias
+};
+
+// Batch normalization over (N, C, H, W) per channel. Parameters weight (1) and bias (0) when
+// affine; buffers running_mean (0), running_var (1) and num_batches_tracked (i64, counts training
+// batches) when track_running_stats. Training mode, or no running statistics, normalizes with the
+// batch's statistics; eval mode with the running ones.
+class BatchNorm2d : public Module {
+ public:
+  BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+              bool track_running_stats = true);
+  std::string name() const override { return "BatchNorm2d"; }
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+
+  int64_t num_features;
+  double eps, momentum;
+  bool affine, track_running_stats;
+  Tensor weight, bias;                                    // undefined unless affine
+  Tensor running_mean, running_var, num_batches_tracked;  // undefined unless tracked
+};
+
+// Normalizes over the trailing dims `normalized_shape`; weight (1) and bias (0) of that shape when
+// elementwise_affine.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  std::string name() const override { return "LayerNorm"; }
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+
+  Shape normalized_shape;
+  double eps;
+  bool elementwise_affine;
+  Tensor weight, bias;  // undefined unless elementwise_affine
+};
+
+// Zeroes elements with probability p and scales the rest by 1 / (1 - p) in training mode; the
+// identity in eval mode.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  std::string name() const override { return "Dropout"; }
+  Tensor forward(const Tensor& x) override;
+
+  double p;
+};
+
+// A lookup table: i64 indices of any shape -> (*indices.shape, embedding_dim). The row at
+// padding_idx (negative counts from the end) starts at zero and gets no gradient.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim,
+            std::optional<int64_t> padding_idx = std::nullopt);
+  std::string name() const override { return "Embedding"; }
+  Tensor forward(const Tensor& indices) override;
+  // weight: normal(0, 1), with the padding row zeroed.
+  void reset_parameters();
+
+  int64_t num_embeddings, embedding_dim;
+  std::optional<int64_t> padding_idx;  // normalized to [0, num_embeddings)
+  Tensor weight;
+};
+
+class ReLU : public Module {
+ public:
+  std::string name() const override { return "ReLU"; }
+  Tensor forward(const Tensor& x) override;
+};
+
+// approximate: "none" (erf) or "tanh".
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none");
+  std::string name() const override { return "GELU"; }
+  Tensor forward(const Tensor& x) override;
+
+  std::string approximate;
+};
+
+class Tanh : public Module {
+ public:
+  std::string name() const override { return "Tanh"; }
+  Tensor forward(const Tensor& x) override;
+};
+
+class Sigmoid : public Module {
+ public:
+  std::string name() const override { return "Sigmoid"; }
+  Tensor forward(const Tensor& x) override;
+};
+
+// x: (N, C, H, W) or (C, H, W). A stride of 0 means the kernel size.
+class MaxPool2d : public Module {
+ public:
+  MaxPool2d(Size2 kernel_size, Size2 stride = 0, Size2 padding = 0, Size2 dilation = 1,
+            bool ceil_mode = false);
+  std::string name() const override { return "MaxPool2d"; }
+  Tensor forward(const Tensor& x) override;
+
+  Pool2dOptions options;
+};
+
+// x: (N, C, H, W) or (C, H, W). A stride of 0 means the kernel size.
+class AvgPool2d : public Module {
+ public:
+  AvgPool2d(Size2 kernel_size, Size2 stride = 0, Size2 padding = 0, bool ceil_mode = false,
+            bool count_include_pad = true);
+  std::string name() const override { return "AvgPool2d"; }
+  Tensor forward(const Tensor& x) override;
+
+  Pool2dOptions options;
+};
+
+// x: (N, C, H, W) or (C, H, W) -> (N, C, output_size.h, output_size.w).
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(Size2 output_size);
+  std::string name() const override { return "AdaptiveAvgPool2d"; }
+  Tensor forward(const Tensor& x) override;
+
+  Size2 output_size;
+};
+
+// Merges dims start_dim..end_dim (negative counts from the end) into one; a view where possible.
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1);
+  std::string name() const override { return "Flatten"; }
+  Tensor forward(const Tensor& x) override;
+
+  int64_t start_dim, end_dim;
+};
+
+namespace detail {
+// A module given by value (moved or copied into a new shared_ptr) or a shared_ptr to one.
+template <class M>
+struct is_module_ptr : std::false_type {};
+template <class M>
+struct is_module_ptr<std::shared_ptr<M>> : std::is_base_of<Module, M> {};
+template <class M>
+concept ModuleArg =
+    std::is_base_of_v<Module, std::decay_t<M>> || is_module_ptr<std::decay_t<M>>::value;
+
+template <class M>
+std::shared_ptr<Module> to_module_ptr(M&& m) {
+  if constexpr (is_module_ptr<std::decay_t<M>>::value) {
+    return std::forward<M>(m);
+  } else {
+    return std::make_shared<std::decay_t<M>>(std::forward<M>(m));
+  }
+}
+}  // namespace detail
+
+// Modules held in order under the names "0", "1", ...; the base of Sequential.
+class ModuleList : public Module {
+ public:
+  ModuleList() = default;
+  // Modules by value (Note [module handles]) or shared_ptrs, in order.
+  template <class... Ms>
+  requires(sizeof...(Ms) > 0 && (detail::ModuleArg<Ms> && ...) &&
+           !(sizeof...(Ms) == 1 && (std::is_base_of_v<ModuleList, std::decay_t<Ms>> &&
+                                    ...))) explicit ModuleList(Ms&&... modules) {
+    (push_back(std::forward<Ms>(modules)), ...);
+  }
+  explicit ModuleList(const std::vector<std::shared_ptr<Module>>& modules);
+  std::string name() const override { return "ModuleList"; }
+
+  void push_back(std::shared_ptr<Module> module);
+  template <class M>
+  requires detail::ModuleArg<M>
+  void push_back(M&& module) { push_back(detail::to_module_ptr(std::forward<M>(module))); }
+  size_t size() const { return modules_.size(); }
+  bool empty() const { return modules_.empty(); }
+  // Throws when i is out of range.
+  const std::shared_ptr<Module>& operator[](size_t i) const;
+  // The module at i as an M; throws when i is out of range or the module is not an M.
+  template <class M>
+  std::shared_ptr<M> at(size_t i) const {
+    std::shared_ptr<M> m = std::dynamic_pointer_cast<M>((*this)[i]);
+    SINTER_CHECK(m != nullptr, name(), "::at: module ", i, " is a ", (*this)[i]->name(),
+                 ", not the type asked for");
+    return m;
+  }
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ protected:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// Applies its modules in order: forward(x) = m_{n-1}(... m_0(x)); the identity when empty.
+//   Sequential model{Linear(784, 256), ReLU(), Linear(256, 10)};
+class Sequential : public ModuleList {
+ public:
+  using ModuleList::ModuleList;
+  std::string name() const override { return "Sequential"; }
+  Tensor forward(const Tensor& x) override;
+};
+
+}  // namespace sinter::nn

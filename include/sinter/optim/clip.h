@@ -1,0 +1,19 @@
+// Gradient clipping: by the total norm over a set of parameters, or elementwise by value.
+#pragma once
+
+#include <vector>
+
+#include "sinter/tensor.h"
+
+namespace sinter::optim {
+
+// The norm of all the gradients together, as if concatenated into one vector: (sum |g|^p)^(1/p),
+// or max |g| for norm_type = infinity. When it exceeds max_norm, every gradient is scaled in place
+// by max_norm / (total + 1e-6). Returns the total norm (before scaling); parameters without a
+// gradient are skipped. One device synchronization. f16/bf16 gradients are summed in f32.
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
+
+// Clamps every gradient element into [-clip_value, clip_value] in place.
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
+
+}  // namespace sinter::optim

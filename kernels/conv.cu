@@ -1,0 +1,361 @@
+// CUDA 2-D convolution as implicit GEMM: the forward pass, the input gradient (dgrad) and the
+// weight gradient (wgrad) share one shared-memory tiled GEMM kernel whose operand tiles are
+// gathered straight from the NCHW tensors, so no column buffer is ever materialized.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <type_traits>
+
+#include "accumulate.cuh"
+#include "cuda_check.cuh"
+#include "internal/kernels_conv.h"
+
+namespace sinter::cudak {
+namespace {
+
+
+// Note [implicit gemm]: each pass is, per group, C (M, N) = A (M, K) @ B (K, N), where the
+// Problem functor says how to read A(m, k) and B(k, n) from the tensors (0 outside the input, as
+// padding) and where C(m, n) goes. Blocks of kThreads compute kBM x kBN tiles of C, stepping
+// through K kBK at a time: the block stages an A tile and a B tile in shared memory, then each
+// thread accumulates a 4 x 4 sub-tile, rows ty + 16 i and columns tx + 16 j, so that a warp's
+// stores to consecutive n are consecutive. blockIdx.z = group * splits + split; split s covers K
+// range [s * k_chunk, (s + 1) * k_chunk) and adds its partial sums atomically when splits > 1.
+constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256;
+constexpr int kSub = 4;  // kBM / 16 rows and kBN / 16 columns per thread
+
+template <typename T, class Problem>
+__global__ void __launch_bounds__(kThreads)
+    conv_gemm_kernel(Problem p, int64_t M, int64_t N, int64_t K, int64_t k_chunk, int splits) {
+  using A = Acc<T>;
+  __shared__ A as[kBK][kBM + 1];  // +1: the transposing stores spread over banks
+  __shared__ A bs[kBK][kBN];
+  const int group = static_cast<int>(blockIdx.z) / splits;
+  const int split = static_cast<int>(blockIdx.z) % splits;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kBM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBN;
+  const int64_t k_begin = split * k_chunk;
+  const int64_t k_end = k_begin + k_chunk < K ? k_begin + k_chunk : K;
+  const int tid = static_cast<int>(threadIdx.x), tx = tid % 16, ty = tid / 16;
+
+  A acc[kSub][kSub];
+#pragma unroll
+  for (int i = 0; i < kSub; ++i) {
+#pragma unroll
+    for (int j = 0; j < kSub; ++j) acc[i][j] = A(0);
+  }
+
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kBK) {
+    // A tile (kBM x kBK): consecutive threads take consecutive k, the contiguous dim of A.
+#pragma unroll
+    for (int r = 0; r < kBM * kBK / kThreads; ++r) {
+      const int e = tid + r * kThreads, mm = e / kBK, kk = e % kBK;
+      const int64_t m = m0 + mm, k = k0 + kk;
+      as[kk][mm] = m < M && k < k_end ? p.a(group, m, k) : A(0);
+    }
+    // B tile (kBK x kBN): consecutive threads take consecutive n.
+#pragma unroll
+    for (int r = 0; r < kBK * kBN / kThreads; ++r) {
+      const int e = tid + r * kThreads, kk = e / kBN, nn = e % kBN;
+      const int64_t n = n0 + nn, k = k0 + kk;
+      bs[kk][nn] = n < N && k < k_end ? p.b(group, k, n) : A(0);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kBK; ++kk) {
+      A av[kSub], bv[kSub];
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) av[i] = as[kk][ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < kSub; ++j) bv[j] = bs[kk][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) {
+#pragma unroll
+        for (int j = 0; j < kSub; ++j) acc[i][j] += av[i] * bv[j];
+      }
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int i = 0; i < kSub; ++i) {
+    const int64_t m = m0 + ty + 16 * i;
+    if (m >= M) continue;
+#pragma unroll
+    for (int j = 0; j < kSub; ++j) {
+      const int64_t n = n0 + tx + 16 * j;
+      if (n < N) p.store(group, m, n, acc[i][j], splits > 1);
+    }
+  }
+}
+
+// The sizes every pass reads, in the index type I (int32 when every tensor has fewer than 2^31
+// elements, which keeps the per-element divisions cheap).
+template <typename I>
+struct Geom {
+  I n, c_in, h, w, c_out, kh, kw, h_out, w_out, sh, sw, ph, pw, dil_h, dil_w, cig, cog;
+  explicit Geom(const Conv2dGeom& g)
+      : n(static_cast<I>(g.n)),
+        c_in(static_cast<I>(g.c_in)),
+        h(static_cast<I>(g.h)),
+        w(static_cast<I>(g.w)),
+        c_out(static_cast<I>(g.c_out)),
+        kh(static_cast<I>(g.kh)),
+        kw(static_cast<I>(g.kw)),
+        h_out(static_cast<I>(g.h_out)),
+        w_out(static_cast<I>(g.w_out)),
+        sh(static_cast<I>(g.stride_h)),
+        sw(static_cast<I>(g.stride_w)),
+        ph(static_cast<I>(g.pad_h)),
+        pw(static_cast<I>(g.pad_w)),
+        dil_h(static_cast<I>(g.dil_h)),
+        dil_w(static_cast<I>(g.dil_w)),
+        cig(static_cast<I>(g.c_in / g.groups)),
+        cog(static_cast<I>(g.c_out / g.groups)) {}
+
+  // x[b, c, oh * sh - ph + i * dil_h, ow * sw - pw + j * dil_w], or 0 in the padding.
+  template <typename T>
+  __device__ Acc<T> x_at(const T* x, I b, I c, I oh, I ow, I i, I j) const {
+    const I ih = oh * sh - ph + i * dil_h, iw = ow * sw - pw + j * dil_w;
+    if (ih < 0 || ih >= h || iw < 0 || iw >= w) return Acc<T>(0);
+    return to_acc(x[((static_cast<int64_t>(b) * c_in + c) * h + ih) * w + iw]);
+  }
+};
+
+// Forward, per group: M = cog, N = n * h_out * w_out, K = cig * kh * kw.
+// A(co, (ci, i, j)) = weight[g * cog + co, ci, i, j]; B((ci, i, j), (b, oh, ow)) = the input under
+// tap (i, j) of output (oh, ow); C(co, (b, oh, ow)) = y[b, g * cog + co, oh, ow] (+ bias).
+template <typename T, typename I>
+struct FwdProblem {
+  Geom<I> g;
+  const T* x;
+  const T* wt;
+  const T* bias;
+  T* y;
+  __device__ Acc<T> a(int grp, int64_t m, int64_t k) const {
+    const int64_t kg = static_cast<int64_t>(g.cig) * g.kh * g.kw;
+    return to_acc(wt[(grp * static_cast<int64_t>(g.cog) + m) * kg + k]);
+  }
+  __device__ Acc<T> b(int grp, int64_t k, int64_t n) const {
+    const I kk = static_cast<I>(k), nn = static_cast<I>(n);
+    const I taps = g.kh * g.kw, ci = kk / taps, r = kk % taps;
+    const I hw = g.h_out * g.w_out, bi = nn / hw, q = nn % hw;
+    return g.x_at(x, bi, grp * g.cig + ci, q / g.w_out, q % g.w_out, r / g.kw, r % g.kw);
+  }
+  __device__ void store(int grp, int64_t m, int64_t n, Acc<T> v, bool) const {
+    const int64_t hw = static_cast<int64_t>(g.h_out) * g.w_out;
+    const int64_t co = grp * static_cast<int64_t>(g.cog) + m, bi = n / hw;
+    if (bias) v += to_acc(bias[co]);
+    y[(bi * g.c_out + co) * hw + n % hw] = from_acc<T>(v);
+  }
+};
+
+// Input gradient, per group: M = cig, N = n * h * w, K = cog * kh * kw.
+// A(ci, (co, i, j)) = weight[g * cog + co, ci, i, j]; B((co, i, j), (b, ih, iw)) = dy at the output
+// whose tap (i, j) reads (ih, iw), 0 if there is none; C(ci, (b, ih, iw)) = dx[b, g * cig + ci,
+// ..].
+template <typename T, typename I>
+struct DgradProblem {
+  Geom<I> g;
+  const T* dy;
+  const T* wt;
+  T* dx;
+  __device__ Acc<T> a(int grp, int64_t m, int64_t k) const {
+    const I taps = g.kh * g.kw, kk = static_cast<I>(k), co = kk / taps, r = kk % taps;
+    return to_acc(wt[((grp * static_cast<int64_t>(g.cog) + co) * g.cig + m) * taps + r]);
+  }
+  __device__ Acc<T> b(int grp, int64_t k, int64_t n) const {
+    const I taps = g.kh * g.kw, kk = static_cast<I>(k), co = kk / taps, r = kk % taps;
+    const I i = r / g.kw, j = r % g.kw;
+    const I hw = g.h * g.w, nn = static_cast<I>(n), bi = nn / hw, q = nn % hw;
+    const I th = q / g.w + g.ph - i * g.dil_h, tw = q % g.w + g.pw - j * g.dil_w;
+    if (th < 0 || tw < 0 || th % g.sh != 0 || tw % g.sw != 0) return Acc<T>(0);
+    const I oh = th / g.sh, ow = tw / g.sw;
+    if (oh >= g.h_out || ow >= g.w_out) return Acc<T>(0);
+    const int64_t c = grp * static_cast<int64_t>(g.cog) + co;
+    return to_acc(dy[((bi * static_cast<int64_t>(g.c_out) + c) * g.h_out + oh) * g.w_out + ow]);
+  }
+  __device__ void store(int grp, int64_t m, int64_t n, Acc<T> v, bool) const {
+    const int64_t hw = static_cast<int64_t>(g.h) * g.w, bi = n / hw;
+    const int64_t c = grp * static_cast<int64_t>(g.cig) + m;
+    dx[(bi * g.c_in + c) * hw + n % hw] = from_acc<T>(v);
+  }
+};
+
+// Weight gradient, per group: M = cog, N = cig * kh * kw, K = n * h_out * w_out.
+// A(co, (b, oh, ow)) = dy[b, g * cog + co, oh, ow]; B((b, oh, ow), (ci, i, j)) = the input under
+// tap (i, j) of output (oh, ow); C(co, (ci, i, j)) = dweight[g * cog + co, ci, i, j]. With split K
+// the partial sums go to `acc_out` (Acc<T>, zeroed), converted to T afterwards when T is narrower.
+template <typename T, typename I>
+struct WgradProblem {
+  Geom<I> g;
+  const T* x;
+  const T* dy;
+  T* dw;
+  Acc<T>* acc_out;
+  __device__ Acc<T> a(int grp, int64_t m, int64_t k) const {
+    const int64_t hw = static_cast<int64_t>(g.h_out) * g.w_out, bi = k / hw;
+    const int64_t c = grp * static_cast<int64_t>(g.cog) + m;
+    return to_acc(dy[(bi * g.c_out + c) * hw + k % hw]);
+  }
+  __device__ Acc<T> b(int grp, int64_t k, int64_t n) const {
+    const I taps = g.kh * g.kw, nn = static_cast<I>(n), ci = nn / taps, r = nn % taps;
+    const I hw = g.h_out * g.w_out, kk = static_cast<I>(k), bi = kk / hw, q = kk % hw;
+    return g.x_at(x, bi, grp * g.cig + ci, q / g.w_out, q % g.w_out, r / g.kw, r % g.kw);
+  }
+  __device__ void store(int grp, int64_t m, int64_t n, Acc<T> v, bool atomic) const {
+    const int64_t kg = static_cast<int64_t>(g.cig) * g.kh * g.kw;
+    const int64_t o = (grp * static_cast<int64_t>(g.cog) + m) * kg + n;
+    if (atomic) {
+      atomicAdd(acc_out + o, v);
+    } else {
+      dw[o] = from_acc<T>(v);
+    }
+  }
+};
+
+template <typename T>
+__global__ void narrow_kernel(const Acc<T>* in, T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = from_acc<T>(in[i]);
+  }
+}
+
+// Launches conv_gemm_kernel over groups x splits for a problem of (M, N, K) per group.
+template <typename T, class Problem>
+void launch_gemm(const Ctx& ctx, const Problem& p, int64_t groups, int64_t M, int64_t N, int64_t K,
+                 int64_t k_chunk, int splits) {
+  const int64_t gx = (N + kBN - 1) / kBN, gy = (M + kBM - 1) / kBM, gz = groups * splits;
+  SINTER_CHECK(gx <= INT_MAX && gy <= 65535 && gz <= 65535,
+               "conv2d: problem too large for one launch (grid ", gx, " x ", gy, " x ", gz, ")");
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(gz));
+  conv_gemm_kernel<T><<<grid, kThreads, 0, static_cast<cudaStream_t>(ctx.stream)>>>(
+      p, M, N, std::max<int64_t>(K, 0), std::max<int64_t>(k_chunk, 1), splits);
+  SINTER_LAUNCH_CHECK("conv_gemm_kernel");
+}
+
+// True when every tensor of the convolution indexes within int32.
+bool fits_i32(const Conv2dGeom& g) {
+  const int64_t lim = INT_MAX;
+  const int64_t nx = g.n * g.c_in * g.h * g.w, ny = g.n * g.c_out * g.h_out * g.w_out;
+  const int64_t nw = g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
+  return nx < lim && ny < lim && nw < lim && g.h + 2 * g.pad_h + g.dil_h * g.kh < lim &&
+         g.w + 2 * g.pad_w + g.dil_w * g.kw < lim;
+}
+
+// Calls fn(T{}, I{}) with the CUDA storage type of `dtype` and the index type for g.
+template <class Fn>
+void dispatch(const char* op, const Conv2dGeom& g, DType dtype, Fn fn) {
+  const auto with_index = [&](auto t) {
+    if (fits_i32(g)) {
+      fn(t, int32_t{});
+    } else {
+      fn(t, int64_t{});
+    }
+  };
+  switch (dtype) {
+    case DType::f32:
+      return with_index(float{});
+    case DType::f64:
+      return with_index(double{});
+    case DType::bf16:
+      return with_index(__nv_bfloat16{});
+    case DType::f16:
+      return with_index(__half{});
+    default:
+      break;
+  }
+  SINTER_THROW(op, ": unsupported dtype ", dtype);
+}
+
+}  // namespace
+
+void conv2d_forward(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const void* x,
+                    const void* weight, const void* bias, void* y) {
+  if (g.n * g.c_out * g.h_out * g.w_out == 0) return;
+  DeviceGuard guard(ctx.device);
+  dispatch("conv2d_forward", g, dtype, [&](auto t, auto idx) {
+    using T = decltype(t);
+    using I = decltype(idx);
+    const FwdProblem<T, I> p{Geom<I>(g), static_cast<const T*>(x), static_cast<const T*>(weight),
+                             static_cast<const T*>(bias), static_cast<T*>(y)};
+    const int64_t K = g.c_in / g.groups * g.kh * g.kw;
+    launch_gemm<T>(ctx, p, g.groups, g.c_out / g.groups, g.n * g.h_out * g.w_out, K, K, 1);
+  });
+}
+
+void conv2d_backward_input(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const void* dy,
+                           const void* weight, void* dx) {
+  if (g.n * g.c_in * g.h * g.w == 0) return;
+  DeviceGuard guard(ctx.device);
+  dispatch("conv2d_backward_input", g, dtype, [&](auto t, auto idx) {
+    using T = decltype(t);
+    using I = decltype(idx);
+    const DgradProblem<T, I> p{Geom<I>(g), static_cast<const T*>(dy), static_cast<const T*>(weight),
+                               static_cast<T*>(dx)};
+    const int64_t K = g.c_out / g.groups * g.kh * g.kw;
+    launch_gemm<T>(ctx, p, g.groups, g.c_in / g.groups, g.n * g.h * g.w, K, K, 1);
+  });
+}
+
+void conv2d_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const void* x,
+                            const void* dy, void* dweight) {
+  const int64_t M = g.c_out / g.groups, N = g.c_in / g.groups * g.kh * g.kw;
+  const int64_t K = g.n * g.h_out * g.w_out, total = g.c_out * N;
+  if (total == 0) return;
+  DeviceGuard guard(ctx.device);
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  // K (the batch times the output plane) is usually far longer than M and N, so when the output
+  // tiles alone cannot fill the device, K is split over about 2 blocks per SM.
+  int sms = 0;
+  SINTER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.device));
+  const int64_t tiles = ((M + kBM - 1) / kBM) * ((N + kBN - 1) / kBN) * g.groups;
+  int64_t splits = std::min<int64_t>(
+      {(2 * sms + tiles - 1) / tiles, (K + 255) / 256, 65535 / std::max<int64_t>(g.groups, 1)});
+  splits = std::max<int64_t>(splits, 1);
+  int64_t k_chunk = (K + splits - 1) / splits;
+  k_chunk = (k_chunk + kBK - 1) / kBK * kBK;
+  if (k_chunk > 0) splits = (K + k_chunk - 1) / k_chunk;
+  splits = std::max<int64_t>(splits, 1);
+  dispatch("conv2d_backward_weight", g, dtype, [&](auto t, auto idx) {
+    using T = decltype(t);
+    using I = decltype(idx);
+    using A = Acc<T>;
+    WgradProblem<T, I> p{Geom<I>(g), static_cast<const T*>(x), static_cast<const T*>(dy),
+                         static_cast<T*>(dweight), nullptr};
+    if (splits == 1) {
+      launch_gemm<T>(ctx, p, g.groups, M, N, K, K, 1);
+      return;
+    }
+    // Split K: partial sums meet in an Acc<T> buffer; for f32 and f64 that is the output itself.
+    constexpr bool kSame = std::is_same_v<T, A>;
+    A* acc = nullptr;
+    if constexpr (kSame) {
+      acc = static_cast<A*>(dweight);
+    } else {
+      SINTER_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&acc),
+                                        static_cast<size_t>(total) * sizeof(A), stream));
+    }
+    try {
+      SINTER_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<size_t>(total) * sizeof(A), stream));
+      p.acc_out = acc;
+      launch_gemm<T>(ctx, p, g.groups, M, N, K, k_chunk, static_cast<int>(splits));
+      if constexpr (!kSame) {
+        const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096));
+        narrow_kernel<T><<<blocks, 256, 0, stream>>>(acc, static_cast<T*>(dweight), total);
+        SINTER_LAUNCH_CHECK("narrow_kernel");
+      }
+    } catch (...) {
+      if constexpr (!kSame) (void)cudaFreeAsync(acc, stream);
+      throw;
+    }
+    if constexpr (!kSame) SINTER_CUDA_CHECK(cudaFreeAsync(acc, stream));
+  });
+}
+
+}  // namespace sinter::cudak

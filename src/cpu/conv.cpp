@@ -1,0 +1,252 @@
+// CPU reference 2-D convolution: im2col + the GEMM kernel for the forward pass and the weight
+// gradient, GEMM + col2im for the input gradient, one image at a time so the column buffer stays
+// small. bf16 and f16 are widened to f32 first, so the weight gradient's sum over the batch is not
+// rounded once per image.
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "internal/kernels_conv.h"
+#include "sinter/core/error.h"
+
+namespace sinter::cpu {
+namespace {
+
+// Note [column layout]: cols of one image is (c_in * kh * kw, h_out * w_out), row (c, i, j) and
+// column (oh, ow), holding x[c, oh * stride_h - pad_h + i * dil_h, ow * stride_w - pad_w + j *
+// dil_w] (0 outside the input). Channels of one group are adjacent, so the same buffer is
+// (groups, kg, hw) with kg = (c_in / groups) * kh * kw, one GEMM batch entry per group.
+
+// x: (c_in, h, w) of one image -> cols (Note [column layout]).
+template <typename T>
+void im2col(const T* x, const Conv2dGeom& g, T* cols) {
+  const int64_t hw = g.h_out * g.w_out;
+  T* dst = cols;
+  for (int64_t c = 0; c < g.c_in; ++c) {
+    const T* plane = x + c * g.h * g.w;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      for (int64_t j = 0; j < g.kw; ++j, dst += hw) {
+        for (int64_t oh = 0; oh < g.h_out; ++oh) {
+          const int64_t ih = oh * g.stride_h - g.pad_h + i * g.dil_h;
+          T* row = dst + oh * g.w_out;
+          if (ih < 0 || ih >= g.h) {
+            std::fill(row, row + g.w_out, T(0));
+            continue;
+          }
+          for (int64_t ow = 0; ow < g.w_out; ++ow) {
+            const int64_t iw = ow * g.stride_w - g.pad_w + j * g.dil_w;
+            row[ow] = iw >= 0 && iw < g.w ? plane[ih * g.w + iw] : T(0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The adjoint of im2col: dx (c_in, h, w) = the sum of cols entries that read each position.
+template <typename T>
+void col2im(const T* cols, const Conv2dGeom& g, T* dx) {
+  const int64_t hw = g.h_out * g.w_out;
+  std::fill(dx, dx + g.c_in * g.h * g.w, T(0));
+  const T* src = cols;
+  for (int64_t c = 0; c < g.c_in; ++c) {
+    T* plane = dx + c * g.h * g.w;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      for (int64_t j = 0; j < g.kw; ++j, src += hw) {
+        for (int64_t oh = 0; oh < g.h_out; ++oh) {
+          const int64_t ih = oh * g.stride_h - g.pad_h + i * g.dil_h;
+          if (ih < 0 || ih >= g.h) continue;
+          for (int64_t ow = 0; ow < g.w_out; ++ow) {
+            const int64_t iw = ow * g.stride_w - g.pad_w + j * g.dil_w;
+            if (iw >= 0 && iw < g.w) plane[ih * g.w + iw] += src[oh * g.w_out + ow];
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+constexpr DType kDType = std::is_same_v<T, double> ? DType::f64 : DType::f32;
+
+// The per-group GEMM of one image, batched over groups. Shapes per group: op(A) (m, k), op(B)
+// (k, n), C (m, n), each group `stride_*` elements after the previous one.
+template <typename T>
+void group_gemm(const Conv2dGeom& g, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a,
+                int64_t lda, int64_t sa, const T* b, int64_t ldb, int64_t sb, T* c, int64_t ldc,
+                int64_t sc, double beta) {
+  GemmArgs args;
+  args.dtype = kDType<T>;
+  args.trans_a = ta;
+  args.trans_b = tb;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.batch = g.groups;
+  args.a = a;
+  args.lda = lda;
+  args.stride_a = sa;
+  args.b = b;
+  args.ldb = ldb;
+  args.stride_b = sb;
+  args.c = c;
+  args.ldc = ldc;
+  args.stride_c = sc;
+  args.beta = beta;
+  cpu::gemm(Ctx{}, args);
+}
+
+// Sizes shared by the three passes.
+struct Dims {
+  int64_t hw, cig, cog, kg;
+  explicit Dims(const Conv2dGeom& g)
+      : hw(g.h_out * g.w_out),
+        cig(g.c_in / g.groups),
+        cog(g.c_out / g.groups),
+        kg(g.c_in / g.groups * g.kh * g.kw) {}
+};
+
+template <typename T>
+void forward_typed(const Conv2dGeom& g, const T* x, const T* w, const T* bias, T* y) {
+  const Dims d(g);
+  std::vector<T> cols(static_cast<size_t>(g.c_in * g.kh * g.kw * d.hw));
+  for (int64_t b = 0; b < g.n; ++b) {
+    im2col(x + b * g.c_in * g.h * g.w, g, cols.data());
+    T* yb = y + b * g.c_out * d.hw;
+    // y[b] (groups, cog, hw) = w (groups, cog, kg) @ cols (groups, kg, hw)
+    group_gemm<T>(g, false, false, d.cog, d.hw, d.kg, w, d.kg, d.cog * d.kg, cols.data(), d.hw,
+                  d.kg * d.hw, yb, d.hw, d.cog * d.hw, 0.0);
+    if (bias) {
+      for (int64_t co = 0; co < g.c_out; ++co) {
+        for (int64_t p = 0; p < d.hw; ++p) yb[co * d.hw + p] += bias[co];
+      }
+    }
+  }
+}
+
+template <typename T>
+void backward_input_typed(const Conv2dGeom& g, const T* dy, const T* w, T* dx) {
+  const Dims d(g);
+  std::vector<T> cols(static_cast<size_t>(g.c_in * g.kh * g.kw * d.hw));
+  for (int64_t b = 0; b < g.n; ++b) {
+    // cols (groups, kg, hw) = w^T (groups, kg, cog) @ dy[b] (groups, cog, hw)
+    group_gemm<T>(g, true, false, d.kg, d.hw, d.cog, w, d.kg, d.cog * d.kg, dy + b * g.c_out * d.hw,
+                  d.hw, d.cog * d.hw, cols.data(), d.hw, d.kg * d.hw, 0.0);
+    col2im(cols.data(), g, dx + b * g.c_in * g.h * g.w);
+  }
+}
+
+template <typename T>
+void backward_weight_typed(const Conv2dGeom& g, const T* x, const T* dy, T* dw) {
+  const Dims d(g);
+  if (g.n == 0 || d.hw == 0) {
+    std::fill(dw, dw + g.c_out * d.kg, T(0));
+    return;
+  }
+  std::vector<T> cols(static_cast<size_t>(g.c_in * g.kh * g.kw * d.hw));
+  for (int64_t b = 0; b < g.n; ++b) {
+    im2col(x + b * g.c_in * g.h * g.w, g, cols.data());
+    // dw (groups, cog, kg) += dy[b] (groups, cog, hw) @ cols^T (groups, hw, kg)
+    group_gemm<T>(g, false, true, d.cog, d.kg, d.hw, dy + b * g.c_out * d.hw, d.hw, d.cog * d.hw,
+                  cols.data(), d.hw, d.kg * d.hw, dw, d.kg, d.cog * d.kg, b == 0 ? 0.0 : 1.0);
+  }
+}
+
+// bf16/f16 storage: widen the inputs to f32, run the f32 path, round the output once.
+template <typename H>
+std::vector<float> widen(const void* p, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  if (p == nullptr) return out;
+  const H* h = static_cast<const H*>(p);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(h[i]);
+  return out;
+}
+
+template <typename H>
+void narrow_to(const std::vector<float>& v, void* p) {
+  H* h = static_cast<H*>(p);
+  for (size_t i = 0; i < v.size(); ++i) h[i] = H(v[i]);
+}
+
+// Calls fn(T{}) with T the storage type for f32/f64, or half_fn(H{}) for bf16/f16, which widens.
+template <class Fn, class HalfFn>
+void by_dtype(const char* op, DType dtype, Fn fn, HalfFn half_fn) {
+  switch (dtype) {
+    case DType::f32:
+      return fn(float{});
+    case DType::f64:
+      return fn(double{});
+    case DType::bf16:
+      return half_fn(BFloat16{});
+    case DType::f16:
+      return half_fn(Half{});
+    default:
+      break;
+  }
+  SINTER_THROW(op, ": unsupported dtype ", dtype);
+}
+
+}  // namespace
+
+void conv2d_forward(const Ctx&, const Conv2dGeom& g, DType dtype, const void* x, const void* w,
+                    const void* bias, void* y) {
+  const int64_t nx = g.n * g.c_in * g.h * g.w, nw = g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
+  const int64_t ny = g.n * g.c_out * g.h_out * g.w_out;
+  by_dtype(
+      "conv2d_forward", dtype,
+      [&](auto t) {
+        using T = decltype(t);
+        forward_typed<T>(g, static_cast<const T*>(x), static_cast<const T*>(w),
+                         static_cast<const T*>(bias), static_cast<T*>(y));
+      },
+      [&](auto h) {
+        using H = decltype(h);
+        std::vector<float> xf = widen<H>(x, nx), wf = widen<H>(w, nw), bf = widen<H>(bias, g.c_out);
+        std::vector<float> yf(static_cast<size_t>(ny));
+        forward_typed<float>(g, xf.data(), wf.data(), bias ? bf.data() : nullptr, yf.data());
+        narrow_to<H>(yf, y);
+      });
+}
+
+void conv2d_backward_input(const Ctx&, const Conv2dGeom& g, DType dtype, const void* dy,
+                           const void* w, void* dx) {
+  const int64_t nx = g.n * g.c_in * g.h * g.w, nw = g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
+  const int64_t ny = g.n * g.c_out * g.h_out * g.w_out;
+  by_dtype(
+      "conv2d_backward_input", dtype,
+      [&](auto t) {
+        using T = decltype(t);
+        backward_input_typed<T>(g, static_cast<const T*>(dy), static_cast<const T*>(w),
+                                static_cast<T*>(dx));
+      },
+      [&](auto h) {
+        using H = decltype(h);
+        std::vector<float> dyf = widen<H>(dy, ny), wf = widen<H>(w, nw);
+        std::vector<float> dxf(static_cast<size_t>(nx));
+        backward_input_typed<float>(g, dyf.data(), wf.data(), dxf.data());
+        narrow_to<H>(dxf, dx);
+      });
+}
+
+void conv2d_backward_weight(const Ctx&, const Conv2dGeom& g, DType dtype, const void* x,
+                            const void* dy, void* dw) {
+  const int64_t nx = g.n * g.c_in * g.h * g.w, nw = g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
+  const int64_t ny = g.n * g.c_out * g.h_out * g.w_out;
+  by_dtype(
+      "conv2d_backward_weight", dtype,
+      [&](auto t) {
+        using T = decltype(t);
+        backward_weight_typed<T>(g, static_cast<const T*>(x), static_cast<const T*>(dy),
+                                 static_cast<T*>(dw));
+      },
+      [&](auto h) {
+        using H = decltype(h);
+        std::vector<float> xf = widen<H>(x, nx), dyf = widen<H>(dy, ny);
+        std::vector<float> dwf(static_cast<size_t>(nw));
+        backward_weight_typed<float>(g, xf.data(), dyf.data(), dwf.data());
+        narrow_to<H>(dwf, dw);
+      });
+}
+
+}  // namespace sinter::cpu

@@ -1,0 +1,223 @@
+// CPU reference 2-D pooling: max (with indices), average and adaptive average, forward and
+// backward, plane by plane. Sums accumulate in double, so the reference is the more accurate side
+// of a parity test.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "internal/kernels_conv.h"
+#include "sinter/core/error.h"
+
+namespace sinter::cpu {
+namespace {
+
+template <typename T>
+double widen(T v) {
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
+    return static_cast<double>(static_cast<float>(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+template <typename T>
+T narrow(double v) {
+  if constexpr (std::is_same_v<T, double>) {
+    return v;
+  } else {
+    return T(static_cast<float>(v));
+  }
+}
+
+// Calls fn(T{}) with T the storage type of the floating `dtype`.
+template <class Fn>
+void by_dtype(const char* op, DType dtype, Fn fn) {
+  switch (dtype) {
+    case DType::f32:
+      return fn(float{});
+    case DType::f64:
+      return fn(double{});
+    case DType::bf16:
+      return fn(BFloat16{});
+    case DType::f16:
+      return fn(Half{});
+    default:
+      break;
+  }
+  SINTER_THROW(op, ": unsupported dtype ", dtype);
+}
+
+// The window of output (oh, ow) clipped to the input, [h0, h1) x [w0, w1), and the element count
+// average pooling divides by (Note [avg pool divisor] in internal/kernels_conv.h).
+struct AvgWindow {
+  int64_t h0, h1, w0, w1, divisor;
+};
+
+AvgWindow avg_window(const Pool2dGeom& g, int64_t oh, int64_t ow) {
+  int64_t h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
+  int64_t h1 = std::min(h0 + g.kh, g.h + g.pad_h), w1 = std::min(w0 + g.kw, g.w + g.pad_w);
+  const int64_t padded = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, g.h);
+  w1 = std::min(w1, g.w);
+  return {h0, h1, w0, w1, g.count_include_pad ? padded : (h1 - h0) * (w1 - w0)};
+}
+
+// Adaptive window of output o over an input of `in` along one dim with `out` outputs: [start, end).
+int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return o * in / out; }
+int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
+
+}  // namespace
+
+void max_pool2d_forward(const Ctx&, const Pool2dGeom& g, DType dtype, const void* x, void* y,
+                        int64_t* indices) {
+  by_dtype("max_pool2d_forward", dtype, [&](auto t) {
+    using T = decltype(t);
+    const T* in = static_cast<const T*>(x);
+    T* out = static_cast<T*>(y);
+    for (int64_t p = 0; p < g.planes; ++p) {
+      const T* plane = in + p * g.h * g.w;
+      for (int64_t oh = 0; oh < g.h_out; ++oh) {
+        for (int64_t ow = 0; ow < g.w_out; ++ow) {
+          // The first NaN, else the first maximum in row-major window order.
+          int64_t best = -1;
+          double best_v = 0;
+          for (int64_t i = 0; i < g.kh; ++i) {
+            const int64_t ih = oh * g.stride_h - g.pad_h + i * g.dil_h;
+            if (ih < 0 || ih >= g.h) continue;
+            for (int64_t j = 0; j < g.kw; ++j) {
+              const int64_t iw = ow * g.stride_w - g.pad_w + j * g.dil_w;
+              if (iw < 0 || iw >= g.w) continue;
+              const double v = widen(plane[ih * g.w + iw]);
+              if (best < 0 || (!std::isnan(best_v) && (v > best_v || std::isnan(v)))) {
+                best = ih * g.w + iw;
+                best_v = v;
+              }
+            }
+          }
+          const int64_t o = (p * g.h_out + oh) * g.w_out + ow;
+          out[o] = plane[best];
+          indices[o] = best;
+        }
+      }
+    }
+  });
+}
+
+void max_pool2d_backward(const Ctx&, const Pool2dGeom& g, DType dtype, const void* dy,
+                         const int64_t* indices, void* dx) {
+  by_dtype("max_pool2d_backward", dtype, [&](auto t) {
+    using T = decltype(t);
+    const T* gy = static_cast<const T*>(dy);
+    T* gx = static_cast<T*>(dx);
+    std::vector<double> acc(static_cast<size_t>(g.h * g.w));
+    for (int64_t p = 0; p < g.planes; ++p) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      const int64_t hw_out = g.h_out * g.w_out;
+      for (int64_t o = 0; o < hw_out; ++o) {
+        acc[indices[p * hw_out + o]] += widen(gy[p * hw_out + o]);
+      }
+      for (int64_t i = 0; i < g.h * g.w; ++i) gx[p * g.h * g.w + i] = narrow<T>(acc[i]);
+    }
+  });
+}
+
+void avg_pool2d_forward(const Ctx&, const Pool2dGeom& g, DType dtype, const void* x, void* y) {
+  by_dtype("avg_pool2d_forward", dtype, [&](auto t) {
+    using T = decltype(t);
+    const T* in = static_cast<const T*>(x);
+    T* out = static_cast<T*>(y);
+    for (int64_t p = 0; p < g.planes; ++p) {
+      const T* plane = in + p * g.h * g.w;
+      for (int64_t oh = 0; oh < g.h_out; ++oh) {
+        for (int64_t ow = 0; ow < g.w_out; ++ow) {
+          const AvgWindow win = avg_window(g, oh, ow);
+          double s = 0;
+          for (int64_t ih = win.h0; ih < win.h1; ++ih) {
+            for (int64_t iw = win.w0; iw < win.w1; ++iw) s += widen(plane[ih * g.w + iw]);
+          }
+          out[(p * g.h_out + oh) * g.w_out + ow] = narrow<T>(s / static_cast<double>(win.divisor));
+        }
+      }
+    }
+  });
+}
+
+void avg_pool2d_backward(const Ctx&, const Pool2dGeom& g, DType dtype, const void* dy, void* dx) {
+  by_dtype("avg_pool2d_backward", dtype, [&](auto t) {
+    using T = decltype(t);
+    const T* gy = static_cast<const T*>(dy);
+    T* gx = static_cast<T*>(dx);
+    std::vector<double> acc(static_cast<size_t>(g.h * g.w));
+    for (int64_t p = 0; p < g.planes; ++p) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t oh = 0; oh < g.h_out; ++oh) {
+        for (int64_t ow = 0; ow < g.w_out; ++ow) {
+          const AvgWindow win = avg_window(g, oh, ow);
+          const double v =
+              widen(gy[(p * g.h_out + oh) * g.w_out + ow]) / static_cast<double>(win.divisor);
+          for (int64_t ih = win.h0; ih < win.h1; ++ih) {
+            for (int64_t iw = win.w0; iw < win.w1; ++iw) acc[ih * g.w + iw] += v;
+          }
+        }
+      }
+      for (int64_t i = 0; i < g.h * g.w; ++i) gx[p * g.h * g.w + i] = narrow<T>(acc[i]);
+    }
+  });
+}
+
+void adaptive_avg_pool2d_forward(const Ctx&, const Pool2dGeom& g, DType dtype, const void* x,
+                                 void* y) {
+  by_dtype("adaptive_avg_pool2d_forward", dtype, [&](auto t) {
+    using T = decltype(t);
+    const T* in = static_cast<const T*>(x);
+    T* out = static_cast<T*>(y);
+    for (int64_t p = 0; p < g.planes; ++p) {
+      const T* plane = in + p * g.h * g.w;
+      for (int64_t oh = 0; oh < g.h_out; ++oh) {
+        const int64_t h0 = adaptive_start(oh, g.h, g.h_out), h1 = adaptive_end(oh, g.h, g.h_out);
+        for (int64_t ow = 0; ow < g.w_out; ++ow) {
+          const int64_t w0 = adaptive_start(ow, g.w, g.w_out);
+          const int64_t w1 = adaptive_end(ow, g.w, g.w_out);
+          double s = 0;
+          for (int64_t ih = h0; ih < h1; ++ih) {
+            for (int64_t iw = w0; iw < w1; ++iw) s += widen(plane[ih * g.w + iw]);
+          }
+          out[(p * g.h_out + oh) * g.w_out + ow] =
+              narrow<T>(s / static_cast<double>((h1 - h0) * (w1 - w0)));
+        }
+      }
+    }
+  });
+}
+
+void adaptive_avg_pool2d_backward(const Ctx&, const Pool2dGeom& g, DType dtype, const void* dy,
+                                  void* dx) {
+  by_dtype("adaptive_avg_pool2d_backward", dtype, [&](auto t) {
+    using T = decltype(t);
+    const T* gy = static_cast<const T*>(dy);
+    T* gx = static_cast<T*>(dx);
+    std::vector<double> acc(static_cast<size_t>(g.h * g.w));
+    for (int64_t p = 0; p < g.planes; ++p) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t oh = 0; oh < g.h_out; ++oh) {
+        const int64_t h0 = adaptive_start(oh, g.h, g.h_out), h1 = adaptive_end(oh, g.h, g.h_out);
+        for (int64_t ow = 0; ow < g.w_out; ++ow) {
+          const int64_t w0 = adaptive_start(ow, g.w, g.w_out);
+          const int64_t w1 = adaptive_end(ow, g.w, g.w_out);
+          const double v = widen(gy[(p * g.h_out + oh) * g.w_out + ow]) /
+                           static_cast<double>((h1 - h0) * (w1 - w0));
+          for (int64_t ih = h0; ih < h1; ++ih) {
+            for (int64_t iw = w0; iw < w1; ++iw) acc[ih * g.w + iw] += v;
+          }
+        }
+      }
+      for (int64_t i = 0; i < g.h * g.w; ++i) gx[p * g.h * g.w + i] = narrow<T>(acc[i]);
+    }
+  });
+}
+
+}  // namespace sinter::cpu

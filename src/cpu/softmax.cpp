@@ -1,0 +1,201 @@
+// CPU reference for softmax, log_softmax and the fused cross entropy over the rows of Note
+// [softmax rows] (src/internal/kernels_loss.h). Everything accumulates in double, so that the
+// reference is the more accurate side of a parity test.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "internal/kernels_loss.h"
+#include "sinter/core/error.h"
+
+namespace sinter::cpu {
+namespace {
+
+template <typename T>
+double load(T v) {
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
+    return static_cast<double>(static_cast<float>(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+template <typename T>
+T store(double v) {
+  if constexpr (std::is_same_v<T, double>) {
+    return v;
+  } else {
+    return T(static_cast<float>(v));
+  }
+}
+
+// Calls f.template operator()<T>() for the floating dtype `dtype`.
+template <class F>
+void visit_floating(const char* name, DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      return f.template operator()<float>();
+    case DType::f64:
+      return f.template operator()<double>();
+    case DType::bf16:
+      return f.template operator()<BFloat16>();
+    case DType::f16:
+      return f.template operator()<Half>();
+    default:
+      break;
+  }
+  SINTER_THROW(name, ": unsupported dtype ", dtype);
+}
+
+// Per block o of (outer, dim, inner), the row maxima and the sums of exp(x - max) of its `inner`
+// rows, walking the block in memory order. NaN never becomes the maximum, so it reaches the sum
+// and makes its row NaN.
+template <typename T>
+void max_and_sum(const T* block, int64_t dim, int64_t inner, std::vector<double>& m,
+                 std::vector<double>& s) {
+  m.assign(inner, -std::numeric_limits<double>::infinity());
+  s.assign(inner, 0.0);
+  for (int64_t k = 0; k < dim; ++k) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const double v = load(block[k * inner + i]);
+      if (v > m[i]) m[i] = v;
+    }
+  }
+  for (int64_t k = 0; k < dim; ++k) {
+    for (int64_t i = 0; i < inner; ++i) s[i] += std::exp(load(block[k * inner + i]) - m[i]);
+  }
+}
+
+template <typename T>
+void softmax_typed(const T* x, int64_t outer, int64_t dim, int64_t inner, bool log, T* y) {
+  std::vector<double> m, s;
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* xb = x + o * dim * inner;
+    T* yb = y + o * dim * inner;
+    max_and_sum(xb, dim, inner, m, s);
+    for (int64_t k = 0; k < dim; ++k) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const double v = load(xb[k * inner + i]) - m[i];
+        yb[k * inner + i] = store<T>(log ? v - std::log(s[i]) : std::exp(v) / s[i]);
+      }
+    }
+  }
+}
+
+template <typename T>
+void softmax_backward_typed(const T* g, const T* y, int64_t outer, int64_t dim, int64_t inner,
+                            bool log, T* dx) {
+  std::vector<double> dot;
+  for (int64_t o = 0; o < outer; ++o) {
+    const int64_t base = o * dim * inner;
+    dot.assign(inner, 0.0);
+    for (int64_t k = 0; k < dim; ++k) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t e = base + k * inner + i;
+        dot[i] += log ? load(g[e]) : load(g[e]) * load(y[e]);
+      }
+    }
+    for (int64_t k = 0; k < dim; ++k) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t e = base + k * inner + i;
+        const double gv = load(g[e]), yv = load(y[e]);
+        dx[e] = store<T>(log ? gv - std::exp(yv) * dot[i] : yv * (gv - dot[i]));
+      }
+    }
+  }
+}
+
+// Note [cross entropy sums]: the smoothing term needs sum_k (m - x[k]) with m the row maximum; it
+// is formed as (m - x0) - sum_k (x[k] - x0) / c around the row's first element x0, so that logits
+// far from zero (1e4) do not cancel catastrophically in f32. The CUDA kernel uses the same form.
+template <typename T, typename A>
+void cross_entropy_typed(const CrossEntropyArgs& a, A* loss, A* lse_out) {
+  const T* x = static_cast<const T*>(a.logits);
+  const double eps = a.label_smoothing;
+  std::vector<double> m, s;
+  for (int64_t o = 0; o < a.n; ++o) {
+    const T* xb = x + o * a.c * a.inner;
+    max_and_sum(xb, a.c, a.inner, m, s);
+    for (int64_t i = 0; i < a.inner; ++i) {
+      const int64_t row = o * a.inner + i;
+      const int64_t t = a.target[row];
+      lse_out[row] = static_cast<A>(m[i] + std::log(s[i]));
+      if (t == a.ignore_index) {
+        loss[row] = A(0);
+        continue;
+      }
+      double l = std::log(s[i]) + (1.0 - eps) * (m[i] - load(xb[t * a.inner + i]));
+      if (eps > 0) {
+        const double x0 = load(xb[i]);
+        const double shift = std::isfinite(x0) ? x0 : 0.0;
+        double shifted = 0;
+        for (int64_t k = 0; k < a.c; ++k) shifted += load(xb[k * a.inner + i]) - shift;
+        l += eps * ((m[i] - shift) - shifted / static_cast<double>(a.c));
+      }
+      loss[row] = static_cast<A>(l);
+    }
+  }
+}
+
+template <typename T, typename A>
+void cross_entropy_backward_typed(const CrossEntropyArgs& a, const A* lse, const A* grad,
+                                  int64_t grad_stride, T* dx) {
+  const T* x = static_cast<const T*>(a.logits);
+  const double eps = a.label_smoothing, uniform = eps / static_cast<double>(a.c);
+  for (int64_t o = 0; o < a.n; ++o) {
+    for (int64_t k = 0; k < a.c; ++k) {
+      for (int64_t i = 0; i < a.inner; ++i) {
+        const int64_t e = (o * a.c + k) * a.inner + i, row = o * a.inner + i;
+        const int64_t t = a.target[row];
+        if (t == a.ignore_index) {
+          dx[e] = store<T>(0.0);
+          continue;
+        }
+        const double p = std::exp(load(x[e]) - static_cast<double>(lse[row]));
+        const double onehot = k == t ? 1.0 - eps : 0.0;
+        dx[e] = store<T>(static_cast<double>(grad[row * grad_stride]) * (p - onehot - uniform));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void softmax_rows(const Ctx&, const void* x, DType dtype, int64_t outer, int64_t dim, int64_t inner,
+                  bool log, void* y) {
+  if (outer * dim * inner == 0) return;
+  visit_floating("softmax_rows", dtype, [&]<typename T>() {
+    softmax_typed(static_cast<const T*>(x), outer, dim, inner, log, static_cast<T*>(y));
+  });
+}
+
+void softmax_rows_backward(const Ctx&, const void* g, const void* y, DType dtype, int64_t outer,
+                           int64_t dim, int64_t inner, bool log, void* dx) {
+  if (outer * dim * inner == 0) return;
+  visit_floating("softmax_rows_backward", dtype, [&]<typename T>() {
+    softmax_backward_typed(static_cast<const T*>(g), static_cast<const T*>(y), outer, dim, inner,
+                           log, static_cast<T*>(dx));
+  });
+}
+
+void cross_entropy_rows(const Ctx&, const CrossEntropyArgs& args, void* loss, void* lse) {
+  if (args.n * args.inner == 0) return;
+  visit_floating("cross_entropy_rows", args.dtype, [&]<typename T>() {
+    using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    cross_entropy_typed<T>(args, static_cast<A*>(loss), static_cast<A*>(lse));
+  });
+}
+
+void cross_entropy_rows_backward(const Ctx&, const CrossEntropyArgs& args, const void* lse,
+                                 const void* grad, int64_t grad_stride, void* dlogits) {
+  if (args.n * args.c * args.inner == 0) return;
+  visit_floating("cross_entropy_rows_backward", args.dtype, [&]<typename T>() {
+    using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    cross_entropy_backward_typed<T>(args, static_cast<const A*>(lse), static_cast<const A*>(grad),
+                                    grad_stride, static_cast<T*>(dlogits));
+  });
+}
+
+}  // namespace sinter::cpu

@@ -1,0 +1,352 @@
+// The layers of modules.h: construction (argument checks, parameters, PyTorch's default init) and
+// forward (an input shape check naming the layer, then the op from ops.h).
+#include "sinter/nn/modules.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sinter/autograd.h"
+#include "sinter/nn/init.h"
+
+namespace sinter::nn {
+
+namespace {
+
+// Accepts (N, C, H, W) or (C, H, W), as the pooling ops do.
+void check_pool_input(const char* layer, const Tensor& x) {
+  SINTER_CHECK(x.defined(), layer, ": undefined input");
+  SINTER_CHECK(x.dim() == 3 || x.dim() == 4, layer,
+               ": expected input of shape (N, C, H, W) or (C, H, W), got shape ",
+               shape_str(x.shape()));
+}
+
+// Linear and Conv2d: bias ~ uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), where fan_in is the
+// weight's (the bound kaiming_uniform_(a = sqrt(5)) gives the weight too).
+void init_bias_from_fan_in(const Tensor& weight, Tensor& bias) {
+  if (!bias.defined()) return;
+  const int64_t fan_in = init::calculate_fan_in_and_fan_out(weight).first;
+  const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+  init::uniform_(bias, -bound, bound);
+}
+
+}  // namespace
+
+// --- Linear ---
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias)
+    : in_features(in_features), out_features(out_features) {
+  SINTER_CHECK(in_features > 0 && out_features > 0,
+               "Linear: in_features and out_features must be positive, got ", in_features, " and ",
+               out_features);
+  weight = register_parameter("weight", empty({out_features, in_features}));
+  if (with_bias) bias = register_parameter("bias", empty({out_features}));
+  reset_parameters();
+}
+
+void Linear::reset_parameters() {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  init_bias_from_fan_in(weight, bias);
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  SINTER_CHECK(x.defined(), "Linear: undefined input");
+  SINTER_CHECK(x.dim() >= 1 && x.size(x.dim() - 1) == in_features,
+               "Linear: expected input with last dim ", in_features, ", got shape ",
+               shape_str(x.shape()));
+  Tensor y = matmul(x, weight.t());
+  return bias.defined() ? y + bias : y;
+}
+
+// --- Conv2d ---
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size,
+               const Conv2dOptions& options)
+    : in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(kernel_size),
+      options(options) {
+  SINTER_CHECK(in_channels > 0 && out_channels > 0,
+               "Conv2d: in_channels and out_channels must be positive, got ", in_channels, " and ",
+               out_channels);
+  SINTER_CHECK(kernel_size.h > 0 && kernel_size.w > 0,
+               "Conv2d: kernel_size must be positive, got (", kernel_size.h, ", ", kernel_size.w,
+               ")");
+  SINTER_CHECK(options.stride.h > 0 && options.stride.w > 0,
+               "Conv2d: stride must be positive, got (", options.stride.h, ", ", options.stride.w,
+               ")");
+  SINTER_CHECK(options.padding.h >= 0 && options.padding.w >= 0,
+               "Conv2d: padding must be non-negative, got (", options.padding.h, ", ",
+               options.padding.w, ")");
+  SINTER_CHECK(options.dilation.h > 0 && options.dilation.w > 0,
+               "Conv2d: dilation must be positive, got (", options.dilation.h, ", ",
+               options.dilation.w, ")");
+  SINTER_CHECK(
+      options.groups > 0 && in_channels % options.groups == 0 && out_channels % options.groups == 0,
+      "Conv2d: groups ", options.groups, " must divide in_channels ", in_channels,
+      " and out_channels ", out_channels);
+  weight = register_parameter(
+      "weight", empty({out_channels, in_channels / options.groups, kernel_size.h, kernel_size.w}));
+  if (options.bias) bias = register_parameter("bias", empty({out_channels}));
+  reset_parameters();
+}
+
+void Conv2d::reset_parameters() {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  init_bias_from_fan_in(weight, bias);
+}
+
+Tensor Conv2d::forward(const Tensor& x) {
+  SINTER_CHECK(x.defined(), "Conv2d: undefined input");
+  SINTER_CHECK(x.dim() == 4 && x.size(1) == in_channels, "Conv2d: expected input of shape (N, ",
+               in_channels, ", H, W), got shape ", shape_str(x.shape()));
+  sinter::Conv2dOptions o;
+  o.stride = options.stride.pair();
+  o.padding = options.padding.pair();
+  o.dilation = options.dilation.pair();
+  o.groups = options.groups;
+  return conv2d(x, weight, bias, o);
+}
+
+// --- BatchNorm2d ---
+
+BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool affine,
+                         bool track_running_stats)
+    : num_features(num_features),
+      eps(eps),
+      momentum(momentum),
+      affine(affine),
+      track_running_stats(track_running_stats) {
+  SINTER_CHECK(num_features > 0, "BatchNorm2d: num_features must be positive, got ", num_features);
+  SINTER_CHECK(eps > 0.0, "BatchNorm2d: eps must be positive, got ", eps);
+  SINTER_CHECK(momentum >= 0.0 && momentum <= 1.0, "BatchNorm2d: momentum must be in [0, 1], got ",
+               momentum);
+  if (affine) {
+    weight = register_parameter("weight", empty({num_features}));
+    bias = register_parameter("bias", empty({num_features}));
+  }
+  if (track_running_stats) {
+    running_mean = register_buffer("running_mean", zeros({num_features}));
+    running_var = register_buffer("running_var", ones({num_features}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, {.dtype = DType::i64}));
+  }
+  reset_parameters();
+}
+
+void BatchNorm2d::reset_parameters() {
+  if (track_running_stats) {
+    init::zeros_(running_mean);
+    init::ones_(running_var);
+    init::zeros_(num_batches_tracked);
+  }
+  if (affine) {
+    init::ones_(weight);
+    init::zeros_(bias);
+  }
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  SINTER_CHECK(x.defined(), "BatchNorm2d: undefined input");
+  SINTER_CHECK(x.dim() == 4 && x.size(1) == num_features,
+               "BatchNorm2d: expected input of shape (N, ", num_features, ", H, W), got shape ",
+               shape_str(x.shape()));
+  const bool use_batch_stats = is_training() || !track_running_stats;
+  SINTER_CHECK(!use_batch_stats || x.numel() / num_features > 1,
+               "BatchNorm2d: batch statistics need more than one value per channel, got shape ",
+               shape_str(x.shape()));
+  if (is_training() && track_running_stats) {
+    NoGradGuard ng;
+    num_batches_tracked.add_(1.0);
+  }
+  // Without tracking, running_mean and running_var are undefined and only batch statistics exist.
+  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum, eps);
+}
+
+// --- LayerNorm ---
+
+LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
+    : normalized_shape(std::move(normalized_shape)),
+      eps(eps),
+      elementwise_affine(elementwise_affine) {
+  SINTER_CHECK(!this->normalized_shape.empty(), "LayerNorm: normalized_shape is empty");
+  for (int64_t d : this->normalized_shape) {
+    SINTER_CHECK(d > 0, "LayerNorm: normalized_shape ", shape_str(this->normalized_shape),
+                 " has a non-positive dim");
+  }
+  SINTER_CHECK(eps > 0.0, "LayerNorm: eps must be positive, got ", eps);
+  if (elementwise_affine) {
+    weight = register_parameter("weight", empty(this->normalized_shape));
+    bias = register_parameter("bias", empty(this->normalized_shape));
+  }
+  reset_parameters();
+}
+
+void LayerNorm::reset_parameters() {
+  if (!elementwise_affine) return;
+  init::ones_(weight);
+  init::zeros_(bias);
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  SINTER_CHECK(x.defined(), "LayerNorm: undefined input");
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  bool ok = x.dim() >= k;
+  for (int64_t i = 0; ok && i < k; ++i) ok = x.size(x.dim() - k + i) == normalized_shape[i];
+  SINTER_CHECK(ok, "LayerNorm: expected input with trailing dims ", shape_str(normalized_shape),
+               ", got shape ", shape_str(x.shape()));
+  return layer_norm(x, normalized_shape, weight, bias, eps);
+}
+
+// --- Dropout ---
+
+Dropout::Dropout(double p) : p(p) {
+  SINTER_CHECK(p >= 0.0 && p <= 1.0, "Dropout: p must be in [0, 1], got ", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) {
+  SINTER_CHECK(x.defined(), "Dropout: undefined input");
+  return dropout(x, p, is_training());
+}
+
+// --- Embedding ---
+
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim,
+                     std::optional<int64_t> padding_idx)
+    : num_embeddings(num_embeddings), embedding_dim(embedding_dim) {
+  SINTER_CHECK(num_embeddings > 0 && embedding_dim > 0,
+               "Embedding: num_embeddings and embedding_dim must be positive, got ", num_embeddings,
+               " and ", embedding_dim);
+  if (padding_idx) {
+    const int64_t idx = *padding_idx < 0 ? *padding_idx + num_embeddings : *padding_idx;
+    SINTER_CHECK(idx >= 0 && idx < num_embeddings, "Embedding: padding_idx ", *padding_idx,
+                 " is out of range for ", num_embeddings, " embeddings");
+    this->padding_idx = idx;
+  }
+  weight = register_parameter("weight", empty({num_embeddings, embedding_dim}));
+  reset_parameters();
+}
+
+void Embedding::reset_parameters() {
+  init::normal_(weight, 0.0, 1.0);
+  if (padding_idx) {
+    NoGradGuard ng;
+    weight.select(0, *padding_idx).zero_();
+  }
+}
+
+Tensor Embedding::forward(const Tensor& indices) {
+  SINTER_CHECK(indices.defined(), "Embedding: undefined input");
+  SINTER_CHECK(indices.dtype() == DType::i64, "Embedding: expected i64 indices, got dtype ",
+               indices.dtype());
+  return embedding(weight, indices, padding_idx);
+}
+
+// --- activations ---
+
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+
+GELU::GELU(std::string approximate) : approximate(std::move(approximate)) {
+  SINTER_CHECK(this->approximate == "none" || this->approximate == "tanh",
+               "GELU: approximate must be \"none\" or \"tanh\", got \"", this->approximate, "\"");
+}
+
+Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
+
+Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
+
+Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
+
+// --- pooling ---
+
+namespace {
+Pool2dOptions pool_options(const char* layer, Size2 kernel, Size2 stride, Size2 padding) {
+  SINTER_CHECK(kernel.h > 0 && kernel.w > 0, layer, ": kernel_size must be positive, got (",
+               kernel.h, ", ", kernel.w, ")");
+  SINTER_CHECK(stride.h >= 0 && stride.w >= 0, layer,
+               ": stride must be positive (or 0 for the kernel size), got (", stride.h, ", ",
+               stride.w, ")");
+  SINTER_CHECK(
+      padding.h >= 0 && padding.w >= 0 && 2 * padding.h <= kernel.h && 2 * padding.w <= kernel.w,
+      layer, ": padding must be in [0, kernel_size / 2], got (", padding.h, ", ", padding.w,
+      ") for kernel_size (", kernel.h, ", ", kernel.w, ")");
+  Pool2dOptions o;
+  o.kernel_size = kernel.pair();
+  o.stride = {stride.h == 0 ? kernel.h : stride.h, stride.w == 0 ? kernel.w : stride.w};
+  o.padding = padding.pair();
+  return o;
+}
+}  // namespace
+
+MaxPool2d::MaxPool2d(Size2 kernel_size, Size2 stride, Size2 padding, Size2 dilation, bool ceil_mode)
+    : options(pool_options("MaxPool2d", kernel_size, stride, padding)) {
+  SINTER_CHECK(dilation.h > 0 && dilation.w > 0, "MaxPool2d: dilation must be positive, got (",
+               dilation.h, ", ", dilation.w, ")");
+  options.dilation = dilation.pair();
+  options.ceil_mode = ceil_mode;
+}
+
+Tensor MaxPool2d::forward(const Tensor& x) {
+  check_pool_input("MaxPool2d", x);
+  return max_pool2d(x, options);
+}
+
+AvgPool2d::AvgPool2d(Size2 kernel_size, Size2 stride, Size2 padding, bool ceil_mode,
+                     bool count_include_pad)
+    : options(pool_options("AvgPool2d", kernel_size, stride, padding)) {
+  options.ceil_mode = ceil_mode;
+  options.count_include_pad = count_include_pad;
+}
+
+Tensor AvgPool2d::forward(const Tensor& x) {
+  check_pool_input("AvgPool2d", x);
+  return avg_pool2d(x, options);
+}
+
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(Size2 output_size) : output_size(output_size) {
+  SINTER_CHECK(output_size.h > 0 && output_size.w > 0,
+               "AdaptiveAvgPool2d: output_size must be positive, got (", output_size.h, ", ",
+               output_size.w, ")");
+}
+
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
+  check_pool_input("AdaptiveAvgPool2d", x);
+  return adaptive_avg_pool2d(x, output_size.pair());
+}
+
+// --- Flatten ---
+
+Flatten::Flatten(int64_t start_dim, int64_t end_dim) : start_dim(start_dim), end_dim(end_dim) {}
+
+Tensor Flatten::forward(const Tensor& x) {
+  SINTER_CHECK(x.defined(), "Flatten: undefined input");
+  const int64_t n = std::max<int64_t>(x.dim(), 1);
+  const int64_t s = start_dim < 0 ? start_dim + n : start_dim;
+  const int64_t e = end_dim < 0 ? end_dim + n : end_dim;
+  SINTER_CHECK(s >= 0 && s < n && e >= 0 && e < n && s <= e, "Flatten: start_dim ", start_dim,
+               " and end_dim ", end_dim, " do not fit an input of shape ", shape_str(x.shape()));
+  return x.flatten(s, e);
+}
+
+// --- containers ---
+
+ModuleList::ModuleList(const std::vector<std::shared_ptr<Module>>& modules) {
+  for (const auto& m : modules) push_back(m);
+}
+
+void ModuleList::push_back(std::shared_ptr<Module> module) {
+  register_module(std::to_string(modules_.size()), module);
+  modules_.push_back(std::move(module));
+}
+
+const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {
+  SINTER_CHECK(i < modules_.size(), name(), ": index ", i, " is out of range for ", modules_.size(),
+               " modules");
+  return modules_[i];
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (const auto& m : modules_) y = m->forward(y);
+  return y;
+}
+
+}  // namespace sinter::nn

@@ -1,0 +1,280 @@
+// Normalization, dropout and embedding: batch_norm and layer_norm run fused forward and backward
+// kernels (src/internal/kernels_norm.h), dropout draws its mask from Philox (Note [dropout mask]),
+// and embedding gathers rows with the index_select kernel and scatters gradients with index_add.
+#include <cmath>
+#include <cstdint>
+
+#include "internal/autograd_impl.h"
+#include "internal/dispatch.h"
+#include "internal/kernels_norm.h"
+#include "internal/tensor_impl.h"
+#include "sinter/ops.h"
+
+namespace sinter {
+
+using autograd::needs_grad;
+using autograd::record;
+using autograd::SavedTensor;
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+// Note [norm statistics] in kernels_norm.h: statistics and dweight/dbias are f64 for f64 inputs,
+// f32 otherwise.
+DType acc_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+
+void check_input(const char* op, const Tensor& x) {
+  SINTER_CHECK(x.defined(), op, ": undefined input");
+  SINTER_CHECK(is_floating(x.dtype()), op, ": expected a floating input, got dtype ", x.dtype());
+}
+
+// weight, bias (dtype of x) and running statistics (any floating dtype) must sit on x's device
+// with shape `want`.
+void check_param(const char* op, const char* what, const Tensor& p, const Tensor& x,
+                 const Shape& want, bool same_dtype) {
+  if (!p.defined()) return;
+  SINTER_CHECK(p.device() == x.device(), op, ": ", what, " is on ", p.device(),
+               " but the input is on ", x.device());
+  if (same_dtype) {
+    SINTER_CHECK(p.dtype() == x.dtype(), op, ": ", what, " has dtype ", p.dtype(),
+                 " but the input has dtype ", x.dtype());
+  } else {
+    SINTER_CHECK(is_floating(p.dtype()), op, ": ", what, " must be floating, got dtype ",
+                 p.dtype());
+  }
+  SINTER_CHECK(p.shape() == want, op, ": ", what, " has shape ", shape_str(p.shape()),
+               ", expected ", shape_str(want));
+}
+
+void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+Tensor contiguous_or_undefined(const Tensor& t) {
+  if (!t.defined()) return t;
+  NoGradGuard ng;
+  return t.contiguous();
+}
+
+bool wants_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  const char* op = "batch_norm";
+  check_input(op, x);
+  SINTER_CHECK(x.dim() >= 2, op, ": expected an input of shape (N, C, *), got shape ",
+               shape_str(x.shape()));
+  SINTER_CHECK(eps >= 0, op, ": eps must be non-negative, got ", eps);
+  const int64_t n = x.size(0), c = x.size(1);
+  int64_t hw = 1;
+  for (int64_t d = 2; d < x.dim(); ++d) hw *= x.size(d);
+  check_param(op, "weight", weight, x, {c}, true);
+  check_param(op, "bias", bias, x, {c}, true);
+  check_param(op, "running_mean", running_mean, x, {c}, false);
+  check_param(op, "running_var", running_var, x, {c}, false);
+  SINTER_CHECK(running_mean.defined() == running_var.defined(), op,
+               ": pass both running_mean and running_var, or neither");
+  SINTER_CHECK(training || running_mean.defined(), op,
+               ": eval mode normalizes with the running statistics, but none were given");
+  SINTER_CHECK(!training || n * hw > 1 || c == 0, op,
+               ": expected more than 1 value per channel when training, got input shape ",
+               shape_str(x.shape()));
+
+  const DType acc = acc_dtype(x.dtype());
+  const TensorOptions acc_opts{.dtype = acc, .device = x.device()};
+  Tensor xc = contiguous_or_undefined(x);
+  Tensor wc = contiguous_or_undefined(weight), bc = contiguous_or_undefined(bias);
+  Tensor mean, rstd;
+  if (training) {
+    mean = empty({c}, acc_opts);
+    rstd = empty({c}, acc_opts);
+    Tensor var = empty({c}, acc_opts);
+    if (c > 0) {
+      SINTER_DISPATCH(x.device(), batch_norm_stats, xc.data_ptr(), x.dtype(), n, c, hw, eps,
+                      mean.data_ptr(), var.data_ptr(), rstd.data_ptr());
+    }
+    if (running_mean.defined()) {
+      // Buffers, not saved by any node: the in-place update (and its version bump) is safe.
+      NoGradGuard ng;
+      const double m = static_cast<double>(n * hw);
+      Tensor rm = running_mean, rv = running_var;
+      rm.copy_(add(mul(running_mean.to(acc), 1.0 - momentum), mul(mean, momentum)));
+      rv.copy_(add(mul(running_var.to(acc), 1.0 - momentum), mul(var, momentum * m / (m - 1.0))));
+    }
+  } else {
+    NoGradGuard ng;
+    // Copies, so that a later update of the buffers cannot change what backward reads.
+    mean = running_mean.to(acc).clone();
+    rstd = rsqrt(add(running_var.to(acc), eps)).contiguous();
+  }
+
+  Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  if (y.numel() > 0) {
+    SINTER_DISPATCH(x.device(), batch_norm_apply, xc.data_ptr(), x.dtype(), n, c, hw,
+                    mean.data_ptr(), rstd.data_ptr(), ptr_or_null(wc), ptr_or_null(bc),
+                    y.data_ptr());
+  }
+  if (needs_grad({&x, &weight, &bias})) {
+    SavedTensor sx(xc, op), smean(mean, op), srstd(rstd, op);
+    SavedTensor sw = wc.defined() ? SavedTensor(wc, op) : SavedTensor();
+    const bool need_x = wants_grad(x), need_w = wants_grad(weight), need_b = wants_grad(bias);
+    record(op, {&y}, {x, weight, bias}, [=](const Grads& g) {
+      Tensor xs = sx.get(), ws = sw.defined() ? sw.get() : Tensor();
+      Tensor gc = g[0].to(xs.dtype()).contiguous();
+      const TensorOptions o{.dtype = acc_dtype(xs.dtype()), .device = xs.device()};
+      Tensor dx =
+          need_x ? empty(xs.shape(), {.dtype = xs.dtype(), .device = xs.device()}) : Tensor();
+      Tensor dw = need_w ? empty({c}, o) : Tensor();
+      Tensor db = need_b ? empty({c}, o) : Tensor();
+      if (c > 0) {
+        SINTER_DISPATCH(xs.device(), batch_norm_backward, gc.data_ptr(), xs.data_ptr(), xs.dtype(),
+                        n, c, hw, smean.get().data_ptr(), srstd.get().data_ptr(), ptr_or_null(ws),
+                        training, ptr_or_null(dx), ptr_or_null(dw), ptr_or_null(db));
+      }
+      return Grads{dx, need_w ? dw.to(xs.dtype()) : Tensor(),
+                   need_b ? db.to(xs.dtype()) : Tensor()};
+    });
+  }
+  return y;
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  const char* op = "layer_norm";
+  check_input(op, x);
+  const auto k = static_cast<int64_t>(normalized_shape.size());
+  SINTER_CHECK(k >= 1, op, ": normalized_shape must name at least one dim");
+  SINTER_CHECK(eps >= 0, op, ": eps must be non-negative, got ", eps);
+  bool trailing = x.dim() >= k;
+  for (int64_t d = 0; trailing && d < k; ++d) {
+    trailing = x.size(x.dim() - k + d) == normalized_shape[d];
+  }
+  SINTER_CHECK(trailing, op, ": normalized_shape ", shape_str(normalized_shape),
+               " does not match the trailing dims of the input of shape ", shape_str(x.shape()));
+  check_param(op, "weight", weight, x, normalized_shape, true);
+  check_param(op, "bias", bias, x, normalized_shape, true);
+  const int64_t cols = numel_of(normalized_shape);
+  int64_t rows = 1;
+  for (int64_t d = 0; d < x.dim() - k; ++d) rows *= x.size(d);
+
+  const DType acc = acc_dtype(x.dtype());
+  const TensorOptions acc_opts{.dtype = acc, .device = x.device()};
+  Tensor xc = contiguous_or_undefined(x);
+  Tensor wc = contiguous_or_undefined(weight), bc = contiguous_or_undefined(bias);
+  Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  Tensor mean = empty({rows}, acc_opts), rstd = empty({rows}, acc_opts);
+  if (y.numel() > 0) {
+    SINTER_DISPATCH(x.device(), layer_norm_forward, xc.data_ptr(), x.dtype(), rows, cols,
+                    ptr_or_null(wc), ptr_or_null(bc), eps, y.data_ptr(), mean.data_ptr(),
+                    rstd.data_ptr());
+  }
+  if (needs_grad({&x, &weight, &bias})) {
+    SavedTensor sx(xc, op), smean(mean, op), srstd(rstd, op);
+    SavedTensor sw = wc.defined() ? SavedTensor(wc, op) : SavedTensor();
+    const bool need_x = wants_grad(x), need_w = wants_grad(weight), need_b = wants_grad(bias);
+    const Shape wshape = normalized_shape;
+    record(op, {&y}, {x, weight, bias}, [=](const Grads& g) {
+      Tensor xs = sx.get(), ws = sw.defined() ? sw.get() : Tensor();
+      Tensor gc = g[0].to(xs.dtype()).contiguous();
+      const TensorOptions o{.dtype = acc_dtype(xs.dtype()), .device = xs.device()};
+      Tensor dx =
+          need_x ? empty(xs.shape(), {.dtype = xs.dtype(), .device = xs.device()}) : Tensor();
+      Tensor dw = need_w ? zeros({cols}, o) : Tensor();
+      Tensor db = need_b ? zeros({cols}, o) : Tensor();
+      if (xs.numel() > 0) {
+        SINTER_DISPATCH(xs.device(), layer_norm_backward, gc.data_ptr(), xs.data_ptr(), xs.dtype(),
+                        rows, cols, smean.get().data_ptr(), srstd.get().data_ptr(), ptr_or_null(ws),
+                        ptr_or_null(dx), ptr_or_null(dw), ptr_or_null(db));
+      }
+      return Grads{dx, need_w ? dw.to(xs.dtype()).reshape(wshape) : Tensor(),
+                   need_b ? db.to(xs.dtype()).reshape(wshape) : Tensor()};
+    });
+  }
+  return y;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  const char* op = "dropout";
+  check_input(op, x);
+  SINTER_CHECK(p >= 0 && p <= 1, op, ": probability must be in [0, 1], got ", p);
+  if (!training || p == 0) return x;
+  Generator& g = gen ? *gen : default_generator();
+  const int64_t numel = x.numel();
+  const GeneratorState st = g.reserve(static_cast<uint64_t>(numel));
+  // Note [dropout mask]: keep iff (w0 >> 8) >= ceil(p 2^24); p == 1 gives 2^24, which drops all.
+  const auto threshold = static_cast<uint32_t>(std::ceil(p * 0x1p24));
+  const double scale = p == 1 ? 0.0 : 1.0 / (1.0 - p);
+  Tensor xc = contiguous_or_undefined(x);
+  Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  if (numel > 0) {
+    SINTER_DISPATCH(x.device(), dropout_apply, xc.data_ptr(), x.dtype(), numel, st.seed, st.offset,
+                    threshold, scale, y.data_ptr());
+  }
+  if (needs_grad({&x})) {
+    record(op, {&y}, {x}, [st, threshold, scale, numel](const Grads& gr) {
+      Tensor gc = gr[0].contiguous();
+      Tensor dx = empty(gc.shape(), {.dtype = gc.dtype(), .device = gc.device()});
+      if (numel > 0) {
+        SINTER_DISPATCH(gc.device(), dropout_apply, gc.data_ptr(), gc.dtype(), numel, st.seed,
+                        st.offset, threshold, scale, dx.data_ptr());
+      }
+      return Grads{dx};
+    });
+  }
+  return y;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+  const char* op = "embedding";
+  SINTER_CHECK(weight.defined(), op, ": undefined weight");
+  SINTER_CHECK(indices.defined(), op, ": undefined indices");
+  SINTER_CHECK(weight.dim() == 2, op, ": weight must be 2-D (num_embeddings, dim), got shape ",
+               shape_str(weight.shape()));
+  SINTER_CHECK(indices.dtype() == DType::i64, op, ": indices must be i64, got dtype ",
+               indices.dtype());
+  SINTER_CHECK(indices.device() == weight.device(), op, ": indices are on ", indices.device(),
+               " but the weight is on ", weight.device());
+  const int64_t num = weight.size(0), dim = weight.size(1);
+  std::optional<int64_t> pad = padding_idx;
+  if (pad) {
+    SINTER_CHECK(*pad >= -num && *pad < num, op, ": padding_idx ", *pad,
+                 " out of range for a table of ", num, " rows");
+    if (*pad < 0) *pad += num;
+  }
+  Tensor idx = indices.reshape({-1}).contiguous();
+  const int64_t nidx = idx.numel();
+  if (nidx > 0) {
+    const auto lo = min(idx).item<int64_t>(), hi = max(idx).item<int64_t>();
+    SINTER_CHECK(lo >= 0 && hi < num, op, ": index out of range: values span [", lo, ", ", hi,
+                 "] but the table has ", num, " rows");
+  }
+  Tensor wc = contiguous_or_undefined(weight);
+  Tensor flat = empty({nidx, dim}, {.dtype = weight.dtype(), .device = weight.device()});
+  if (flat.numel() > 0) {
+    SINTER_DISPATCH(weight.device(), index_select, wc.data_ptr(), weight.dtype(), 1, num, dim,
+                    static_cast<const int64_t*>(idx.data_ptr()), nidx, flat.data_ptr());
+  }
+  Shape out_shape = indices.shape();
+  out_shape.push_back(dim);
+  Tensor out = flat.reshape(out_shape);
+  if (needs_grad({&weight})) {
+    SINTER_CHECK(is_floating(weight.dtype()), op, ": gradients need a floating weight, got dtype ",
+                 weight.dtype());
+    SavedTensor si(idx, op);
+    record(op, {&out}, {weight}, [si, pad, num, dim, nidx](const Grads& g) {
+      Tensor i = si.get();
+      Tensor gc = g[0].reshape({nidx, dim}).contiguous();
+      Tensor z = zeros({num, dim}, {.dtype = gc.dtype(), .device = gc.device()});
+      if (gc.numel() > 0) {
+        SINTER_DISPATCH(gc.device(), index_add, z.data_ptr(), gc.dtype(), 1, num, dim,
+                        static_cast<const int64_t*>(i.data_ptr()), nidx, gc.data_ptr());
+      }
+      if (pad) z.select(0, *pad).zero_();
+      return Grads{z};
+    });
+  }
+  return out;
+}
+
+}  // namespace sinter

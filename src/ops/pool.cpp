@@ -1,0 +1,187 @@
+// 2-D pooling over (N, C, H, W) or (C, H, W) tensors: max (with indices), average and adaptive
+// average, each with a backward kernel. The kernels see (planes, H, W), planes = N * C.
+#include <string>
+#include <tuple>
+
+#include "internal/autograd_impl.h"
+#include "internal/dispatch.h"
+#include "internal/kernels_conv.h"
+#include "sinter/ops.h"
+
+namespace sinter {
+
+using autograd::needs_grad;
+using autograd::record;
+using autograd::SavedTensor;
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+std::string pair_str(const Pair& p) { return detail::str_cat("(", p[0], ", ", p[1], ")"); }
+
+void check_input(const char* op, const Tensor& x) {
+  SINTER_CHECK(x.defined(), op, ": undefined input");
+  SINTER_CHECK(x.dim() == 3 || x.dim() == 4, op,
+               ": input must be 3-D (C, H, W) or 4-D (N, C, H, W), got shape ",
+               shape_str(x.shape()));
+  SINTER_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got dtype ", x.dtype());
+}
+
+// N * C, or C for a 3-D input.
+int64_t planes_of(const Tensor& x) { return x.dim() == 4 ? x.size(0) * x.size(1) : x.size(0); }
+
+// The output shape: x's leading dims with (h_out, w_out) for the last two.
+Shape out_shape(const Tensor& x, int64_t h_out, int64_t w_out) {
+  Shape s = x.shape();
+  s[s.size() - 2] = h_out;
+  s[s.size() - 1] = w_out;
+  return s;
+}
+
+// Output length of one dim, as PyTorch computes it: with ceil_mode, a last window that would start
+// in the right padding is dropped.
+int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const int64_t span = in + 2 * p - d * (k - 1) - 1;
+  if (span < 0) return 0;
+  int64_t out = (span + (ceil_mode ? s - 1 : 0)) / s + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+// Checks x and the options of max_pool2d (dilated) or avg_pool2d, and works out the geometry.
+kern::Pool2dGeom pool_geom(const char* op, const Tensor& x, const Pool2dOptions& o, bool is_max) {
+  check_input(op, x);
+  const Pair k = o.kernel_size;
+  SINTER_CHECK(k[0] >= 1 && k[1] >= 1, op, ": kernel_size must be positive, got ", pair_str(k));
+  const bool default_stride = o.stride[0] == 0 && o.stride[1] == 0;
+  const Pair s = default_stride ? k : o.stride;
+  SINTER_CHECK(s[0] >= 1 && s[1] >= 1, op, ": stride must be positive (or (0, 0) for the kernel ",
+               "size), got ", pair_str(o.stride));
+  SINTER_CHECK(o.padding[0] >= 0 && o.padding[1] >= 0, op, ": padding must be non-negative, got ",
+               pair_str(o.padding));
+  // A window wholly inside the padding would have no element to take or average.
+  SINTER_CHECK(o.padding[0] <= k[0] / 2 && o.padding[1] <= k[1] / 2, op, ": padding ",
+               pair_str(o.padding), " must be at most half the kernel size ", pair_str(k));
+  if (is_max) {
+    SINTER_CHECK(o.dilation[0] >= 1 && o.dilation[1] >= 1, op, ": dilation must be positive, got ",
+                 pair_str(o.dilation));
+  } else {
+    SINTER_CHECK(o.dilation[0] == 1 && o.dilation[1] == 1, op,
+                 ": dilation is for max pooling only, got ", pair_str(o.dilation));
+  }
+  kern::Pool2dGeom g;
+  g.h = x.size(-2);
+  g.w = x.size(-1);
+  g.planes = planes_of(x);
+  g.kh = k[0];
+  g.kw = k[1];
+  g.stride_h = s[0];
+  g.stride_w = s[1];
+  g.pad_h = o.padding[0];
+  g.pad_w = o.padding[1];
+  g.dil_h = is_max ? o.dilation[0] : 1;
+  g.dil_w = is_max ? o.dilation[1] : 1;
+  g.count_include_pad = o.count_include_pad;
+  g.h_out = pool_out_size(g.h, g.kh, g.stride_h, g.pad_h, g.dil_h, o.ceil_mode);
+  g.w_out = pool_out_size(g.w, g.kw, g.stride_w, g.pad_w, g.dil_w, o.ceil_mode);
+  SINTER_CHECK(g.h_out >= 1 && g.w_out >= 1, op, ": input ", shape_str(x.shape()),
+               " is too small for kernel_size ", pair_str(k), " with padding ", pair_str(o.padding),
+               " and dilation ", pair_str(o.dilation), " (output would be ", g.h_out, "x", g.w_out,
+               ")");
+  return g;
+}
+
+TensorOptions like(const Tensor& x) { return {.dtype = x.dtype(), .device = x.device()}; }
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2dOptions& opts) {
+  const kern::Pool2dGeom g = pool_geom("max_pool2d", x, opts, true);
+  const Shape oshape = out_shape(x, g.h_out, g.w_out);
+  Tensor out = empty(oshape, like(x));
+  Tensor indices = empty(oshape, {.dtype = DType::i64, .device = x.device()});
+  if (out.numel() > 0) {
+    NoGradGuard ng;
+    Tensor xc = x.contiguous();
+    SINTER_DISPATCH(x.device(), max_pool2d_forward, g, x.dtype(), xc.data_ptr(), out.data_ptr(),
+                    static_cast<int64_t*>(indices.data_ptr()));
+  }
+  if (needs_grad({&x})) {
+    SavedTensor si(indices, "max_pool2d");
+    const Shape xshape = x.shape();
+    record("max_pool2d", {&out}, {x}, [g, si, xshape](const Grads& grads) {
+      Tensor gy = grads[0].contiguous();
+      Tensor dx = empty(xshape, like(gy));
+      if (dx.numel() > 0) {
+        Tensor idx = si.get();
+        SINTER_DISPATCH(gy.device(), max_pool2d_backward, g, gy.dtype(), gy.data_ptr(),
+                        static_cast<const int64_t*>(idx.data_ptr()), dx.data_ptr());
+      }
+      return Grads{dx};
+    });
+  }
+  return {out, indices};
+}
+
+Tensor max_pool2d(const Tensor& x, const Pool2dOptions& opts) {
+  return std::get<0>(max_pool2d_with_indices(x, opts));
+}
+
+Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& opts) {
+  const kern::Pool2dGeom g = pool_geom("avg_pool2d", x, opts, false);
+  Tensor out = empty(out_shape(x, g.h_out, g.w_out), like(x));
+  if (out.numel() > 0) {
+    NoGradGuard ng;
+    Tensor xc = x.contiguous();
+    SINTER_DISPATCH(x.device(), avg_pool2d_forward, g, x.dtype(), xc.data_ptr(), out.data_ptr());
+  }
+  if (needs_grad({&x})) {
+    const Shape xshape = x.shape();
+    record("avg_pool2d", {&out}, {x}, [g, xshape](const Grads& grads) {
+      Tensor gy = grads[0].contiguous();
+      Tensor dx = empty(xshape, like(gy));
+      if (dx.numel() > 0) {
+        SINTER_DISPATCH(gy.device(), avg_pool2d_backward, g, gy.dtype(), gy.data_ptr(),
+                        dx.data_ptr());
+      }
+      return Grads{dx};
+    });
+  }
+  return out;
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
+  check_input("adaptive_avg_pool2d", x);
+  SINTER_CHECK(output_size[0] >= 1 && output_size[1] >= 1,
+               "adaptive_avg_pool2d: output_size must be positive, got ", pair_str(output_size));
+  kern::Pool2dGeom g;
+  g.h = x.size(-2);
+  g.w = x.size(-1);
+  SINTER_CHECK(g.h >= 1 && g.w >= 1, "adaptive_avg_pool2d: input ", shape_str(x.shape()),
+               " has an empty spatial dim");
+  g.planes = planes_of(x);
+  g.h_out = output_size[0];
+  g.w_out = output_size[1];
+  Tensor out = empty(out_shape(x, g.h_out, g.w_out), like(x));
+  if (out.numel() > 0) {
+    NoGradGuard ng;
+    Tensor xc = x.contiguous();
+    SINTER_DISPATCH(x.device(), adaptive_avg_pool2d_forward, g, x.dtype(), xc.data_ptr(),
+                    out.data_ptr());
+  }
+  if (needs_grad({&x})) {
+    const Shape xshape = x.shape();
+    record("adaptive_avg_pool2d", {&out}, {x}, [g, xshape](const Grads& grads) {
+      Tensor gy = grads[0].contiguous();
+      Tensor dx = empty(xshape, like(gy));
+      if (dx.numel() > 0) {
+        SINTER_DISPATCH(gy.device(), adaptive_avg_pool2d_backward, g, gy.dtype(), gy.data_ptr(),
+                        dx.data_ptr());
+      }
+      return Grads{dx};
+    });
+  }
+  return out;
+}
+
+}  // namespace sinter

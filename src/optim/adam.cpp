@@ -1,0 +1,172 @@
+// Adam and AdamW: the update of adam.h written with tensor ops, so it runs wherever the parameters
+// live.
+#include "sinter/optim/adam.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "sinter/autograd.h"
+#include "sinter/ops.h"
+
+namespace sinter::optim {
+
+namespace {
+
+AdamOptions as_adam(const AdamWOptions& o) {
+  return {.lr = o.lr,
+          .betas = o.betas,
+          .eps = o.eps,
+          .weight_decay = o.weight_decay,
+          .amsgrad = o.amsgrad,
+          .maximize = o.maximize};
+}
+
+}  // namespace
+
+Adam::Adam(std::string name, bool decoupled, const AdamOptions& defaults)
+    : Optimizer(std::move(name)), decoupled_(decoupled), defaults_(defaults) {}
+
+Adam::Adam(const std::vector<Tensor>& params, const AdamOptions& options)
+    : Adam(std::vector<ParamGroup>{ParamGroup{.params = params}}, options) {}
+
+Adam::Adam(const std::vector<ParamGroup>& groups, const AdamOptions& defaults)
+    : Adam("Adam", false, defaults) {
+  size_t total = 0;
+  for (const ParamGroup& g : groups) total += g.params.size();
+  SINTER_CHECK(total > 0, name(), ": got an empty parameter list");
+  for (const ParamGroup& g : groups) add_param_group(g);
+}
+
+AdamW::AdamW(const std::vector<Tensor>& params, const AdamWOptions& options)
+    : AdamW(std::vector<ParamGroup>{ParamGroup{.params = params}}, options) {}
+
+AdamW::AdamW(const std::vector<ParamGroup>& groups, const AdamWOptions& defaults)
+    : Adam("AdamW", true, as_adam(defaults)) {
+  size_t total = 0;
+  for (const ParamGroup& g : groups) total += g.params.size();
+  SINTER_CHECK(total > 0, name(), ": got an empty parameter list");
+  for (const ParamGroup& g : groups) add_param_group(g);
+}
+
+const AdamOptions& Adam::options(size_t group) const {
+  params(group);
+  return options_[group];
+}
+
+Hyperparameters Adam::resolve(const ParamGroup& group) const {
+  SINTER_CHECK(!group.momentum && !group.dampening && !group.nesterov, name(),
+               ": a param group sets ",
+               group.momentum    ? "momentum"
+               : group.dampening ? "dampening"
+                                 : "nesterov",
+               ", which ", name(), " does not have (use betas)");
+  const std::pair<double, double> betas = group.betas.value_or(defaults_.betas);
+  return {{"lr", group.lr.value_or(defaults_.lr)},
+          {"beta1", betas.first},
+          {"beta2", betas.second},
+          {"eps", group.eps.value_or(defaults_.eps)},
+          {"weight_decay", group.weight_decay.value_or(defaults_.weight_decay)},
+          {"amsgrad", group.amsgrad.value_or(defaults_.amsgrad) ? 1.0 : 0.0},
+          {"maximize", group.maximize.value_or(defaults_.maximize) ? 1.0 : 0.0}};
+}
+
+void Adam::check(const Hyperparameters& h, size_t group) const {
+  check_names(h, {"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad", "maximize"}, group);
+  const double lr = require(h, "lr", group);
+  const double beta1 = require(h, "beta1", group);
+  const double beta2 = require(h, "beta2", group);
+  const double eps = require(h, "eps", group);
+  const double weight_decay = require(h, "weight_decay", group);
+  require_bool(h, "amsgrad", group);
+  require_bool(h, "maximize", group);
+  SINTER_CHECK(lr >= 0.0, name(), ": invalid learning rate ", lr, " in group ", group,
+               " (must be >= 0)");
+  SINTER_CHECK(beta1 >= 0.0 && beta1 < 1.0, name(), ": invalid beta1 ", beta1, " in group ", group,
+               " (must be in [0, 1))");
+  SINTER_CHECK(beta2 >= 0.0 && beta2 < 1.0, name(), ": invalid beta2 ", beta2, " in group ", group,
+               " (must be in [0, 1))");
+  SINTER_CHECK(eps >= 0.0, name(), ": invalid eps ", eps, " in group ", group, " (must be >= 0)");
+  SINTER_CHECK(weight_decay >= 0.0, name(), ": invalid weight_decay ", weight_decay, " in group ",
+               group, " (must be >= 0)");
+}
+
+void Adam::store(size_t group, const Hyperparameters& h) {
+  AdamOptions o{.lr = h.at("lr"),
+                .betas = {h.at("beta1"), h.at("beta2")},
+                .eps = h.at("eps"),
+                .weight_decay = h.at("weight_decay"),
+                .amsgrad = h.at("amsgrad") == 1.0,
+                .maximize = h.at("maximize") == 1.0};
+  if (group == options_.size()) {
+    options_.push_back(o);
+  } else {
+    options_.at(group) = o;
+  }
+}
+
+Hyperparameters Adam::load(size_t group) const {
+  const AdamOptions& o = options_.at(group);
+  return {{"lr", o.lr},
+          {"beta1", o.betas.first},
+          {"beta2", o.betas.second},
+          {"eps", o.eps},
+          {"weight_decay", o.weight_decay},
+          {"amsgrad", o.amsgrad ? 1.0 : 0.0},
+          {"maximize", o.maximize ? 1.0 : 0.0}};
+}
+
+void Adam::step() {
+  NoGradGuard ng;
+  for (size_t g = 0; g < params_.size(); ++g) {
+    const AdamOptions& o = options_[g];
+    const auto [beta1, beta2] = o.betas;
+    for (size_t i = 0; i < params_[g].size(); ++i) {
+      Tensor p = params_[g][i];
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      auto& st = state_[g][i];
+      // A parameter's first step, or a state dict that held only part of its state.
+      if (!st.count("step") || !st.count("exp_avg") || !st.count("exp_avg_sq")) {
+        st.clear();
+        st["step"] = zeros({}, {.dtype = DType::f64});
+        st["exp_avg"] = zeros_like(p);
+        st["exp_avg_sq"] = zeros_like(p);
+      }
+      // Turning amsgrad on midway starts the running maximum at zero.
+      if (o.amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
+
+      Tensor& step_t = st["step"];
+      const double t = step_t.item<double>() + 1.0;
+      step_t.fill_(t);
+
+      if (o.maximize) grad = neg(grad);
+      if (o.weight_decay != 0.0) {
+        if (decoupled_) {
+          p.mul_(1.0 - o.lr * o.weight_decay);
+        } else {
+          grad = add(grad, p, o.weight_decay);
+        }
+      }
+      Tensor& m = st["exp_avg"];
+      Tensor& v = st["exp_avg_sq"];
+      m.mul_(beta1).add_(grad, 1.0 - beta1);
+      v.mul_(beta2).add_(mul(grad, grad), 1.0 - beta2);
+
+      const double bias_correction1 = 1.0 - std::pow(beta1, t);
+      const double bias_correction2 = 1.0 - std::pow(beta2, t);
+      const double step_size = o.lr / bias_correction1;
+      Tensor second = v;
+      if (o.amsgrad) {
+        Tensor& vmax = st["max_exp_avg_sq"];
+        vmax.copy_(maximum(vmax, v));
+        second = vmax;
+      }
+      Tensor denom = div(sqrt(second), std::sqrt(bias_correction2));
+      denom.add_(o.eps);
+      p.add_(div(m, denom), -step_size);
+    }
+  }
+}
+
+}  // namespace sinter::optim

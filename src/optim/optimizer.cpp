@@ -1,0 +1,235 @@
+// Optimizer: parameter groups, zero_grad, and the state dict of Note [optimizer state dict].
+#include "sinter/optim/optimizer.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <unordered_set>
+#include <utility>
+
+#include "sinter/autograd.h"
+
+namespace sinter::optim {
+
+namespace {
+
+std::string group_key(size_t g, const std::string& name) {
+  return "param_groups." + std::to_string(g) + "." + name;
+}
+
+std::string state_key(size_t g, size_t i, const std::string& name) {
+  return "state." + std::to_string(g) + "." + std::to_string(i) + "." + name;
+}
+
+Tensor scalar_tensor(double v) { return full({}, v, {.dtype = DType::f64}); }
+
+// The value of a one-element tensor from a state dict.
+double scalar_value(const std::string& op, const std::string& key, const Tensor& t) {
+  SINTER_CHECK(t.defined(), op, ": \"", key, "\" is an undefined tensor");
+  SINTER_CHECK(t.numel() == 1, op, ": \"", key, "\" must hold one value, got shape ",
+               shape_str(t.shape()));
+  return t.item<double>();
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::string name) : name_(std::move(name)) {}
+
+Optimizer::~Optimizer() = default;
+
+void Optimizer::zero_grad(bool set_to_none) {
+  NoGradGuard ng;
+  for (const std::vector<Tensor>& group : params_) {
+    for (const Tensor& p : group) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if (set_to_none) {
+        p.set_grad(Tensor());
+      } else {
+        g.zero_();
+      }
+    }
+  }
+}
+
+void Optimizer::add_param_group(const ParamGroup& group) {
+  const size_t g = params_.size();
+  std::unordered_set<const TensorImpl*> seen;
+  for (const std::vector<Tensor>& existing : params_) {
+    for (const Tensor& p : existing) seen.insert(p.impl());
+  }
+  for (size_t i = 0; i < group.params.size(); ++i) {
+    const Tensor& p = group.params[i];
+    SINTER_CHECK(p.defined(), name_, ": parameter ", i, " of group ", g, " is undefined");
+    SINTER_CHECK(p.is_leaf(), name_, ": parameter ", i, " of group ", g,
+                 " is not a leaf tensor (it was computed by an op); optimize leaves only");
+    SINTER_CHECK(is_floating(p.dtype()), name_, ": parameter ", i, " of group ", g, " has dtype ",
+                 p.dtype(), "; parameters must be floating point");
+    SINTER_CHECK(seen.insert(p.impl()).second, name_, ": parameter ", i, " of group ", g,
+                 " (shape ", shape_str(p.shape()), ") appears more than once");
+  }
+  Hyperparameters h = resolve(group);
+  check(h, g);
+  store(g, h);
+  params_.push_back(group.params);
+  state_.emplace_back(group.params.size());
+}
+
+const std::vector<Tensor>& Optimizer::params(size_t group) const {
+  SINTER_CHECK(group < params_.size(), name_, ": group ", group, " does not exist (there are ",
+               params_.size(), ")");
+  return params_[group];
+}
+
+std::vector<Tensor> Optimizer::parameters() const {
+  std::vector<Tensor> all;
+  for (const std::vector<Tensor>& group : params_)
+    all.insert(all.end(), group.begin(), group.end());
+  return all;
+}
+
+void Optimizer::set_lr(double lr) {
+  // All groups or none: check every group's new value first.
+  for (size_t g = 0; g < params_.size(); ++g) {
+    Hyperparameters h = load(g);
+    h["lr"] = lr;
+    check(h, g);
+  }
+  for (size_t g = 0; g < params_.size(); ++g) set_hyperparameter(g, "lr", lr);
+}
+
+Hyperparameters Optimizer::hyperparameters(size_t group) const {
+  params(group);
+  return load(group);
+}
+
+double Optimizer::hyperparameter(size_t group, const std::string& name) const {
+  return require(hyperparameters(group), name, group);
+}
+
+void Optimizer::set_hyperparameter(size_t group, const std::string& name, double value) {
+  Hyperparameters h = hyperparameters(group);
+  require(h, name, group);
+  h[name] = value;
+  check(h, group);
+  store(group, h);
+}
+
+const std::map<std::string, Tensor>& Optimizer::state(size_t group, size_t index) const {
+  const std::vector<Tensor>& ps = params(group);
+  SINTER_CHECK(index < ps.size(), name_, ": group ", group, " has ", ps.size(),
+               " parameters, asked for state of parameter ", index);
+  return state_[group][index];
+}
+
+double Optimizer::require(const Hyperparameters& h, const std::string& key, size_t group) const {
+  auto it = h.find(key);
+  SINTER_CHECK(it != h.end(), name_, ": group ", group, " has no hyperparameter \"", key, "\"");
+  return it->second;
+}
+
+bool Optimizer::require_bool(const Hyperparameters& h, const std::string& key, size_t group) const {
+  const double v = require(h, key, group);
+  SINTER_CHECK(v == 0.0 || v == 1.0, name_, ": ", key, " of group ", group,
+               " is a flag and must be 0 or 1, got ", v);
+  return v == 1.0;
+}
+
+void Optimizer::check_names(const Hyperparameters& h, const std::vector<std::string>& keys,
+                            size_t group) const {
+  for (const auto& [name, value] : h) {
+    SINTER_CHECK(std::find(keys.begin(), keys.end(), name) != keys.end(), name_, ": group ", group,
+                 " has an unknown hyperparameter \"", name, "\"");
+  }
+}
+
+StateDict Optimizer::state_dict() const {
+  StateDict dict;
+  for (size_t g = 0; g < params_.size(); ++g) {
+    for (const auto& [name, value] : load(g)) dict[group_key(g, name)] = scalar_tensor(value);
+    dict[group_key(g, "num_params")] = scalar_tensor(static_cast<double>(params_[g].size()));
+    for (size_t i = 0; i < params_[g].size(); ++i) {
+      // Copies, so the dict stays a snapshot while training goes on.
+      for (const auto& [name, t] : state_[g][i]) dict[state_key(g, i, name)] = t.detach().clone();
+    }
+  }
+  return dict;
+}
+
+void Optimizer::load_state_dict(const StateDict& dict) {
+  const std::string op = name_ + "::load_state_dict";
+  NoGradGuard ng;
+  // Build everything aside first; commit only when the whole dict checks out.
+  size_t used = 0;
+  std::vector<Hyperparameters> hypers(params_.size());
+  for (size_t g = 0; g < params_.size(); ++g) {
+    const std::string count_key = group_key(g, "num_params");
+    auto it = dict.find(count_key);
+    SINTER_CHECK(it != dict.end(), op, ": missing \"", count_key, "\" (the optimizer has ",
+                 params_.size(), " parameter groups)");
+    const double n = scalar_value(op, count_key, it->second);
+    SINTER_CHECK(n == static_cast<double>(params_[g].size()), op, ": group ", g, " has ",
+                 params_[g].size(), " parameters, the state dict has ", n);
+    ++used;
+    for (const auto& [name, current] : load(g)) {
+      const std::string key = group_key(g, name);
+      auto hit = dict.find(key);
+      SINTER_CHECK(hit != dict.end(), op, ": missing \"", key, "\"");
+      hypers[g][name] = scalar_value(op, key, hit->second);
+      ++used;
+    }
+    check(hypers[g], g);
+  }
+
+  const std::vector<std::string> names = state_names();
+  const std::vector<std::string> scalars = scalar_state();
+  std::vector<std::vector<std::map<std::string, Tensor>>> state(params_.size());
+  for (size_t g = 0; g < params_.size(); ++g) {
+    state[g].resize(params_[g].size());
+    for (size_t i = 0; i < params_[g].size(); ++i) {
+      const Tensor& p = params_[g][i];
+      for (const std::string& name : names) {
+        const std::string key = state_key(g, i, name);
+        auto it = dict.find(key);
+        if (it == dict.end()) continue;
+        const Tensor& src = it->second;
+        SINTER_CHECK(src.defined(), op, ": \"", key, "\" is an undefined tensor");
+        SINTER_CHECK(is_floating(src.dtype()), op, ": \"", key, "\" has dtype ", src.dtype(),
+                     ", expected a floating-point tensor");
+        Tensor dst;
+        if (std::find(scalars.begin(), scalars.end(), name) != scalars.end()) {
+          dst = scalar_tensor(scalar_value(op, key, src));
+        } else {
+          SINTER_CHECK(src.shape() == p.shape(), op, ": \"", key, "\" has shape ",
+                       shape_str(src.shape()), ", but the parameter has shape ",
+                       shape_str(p.shape()));
+          dst = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});
+          dst.copy_(src.detach());
+        }
+        state[g][i][name] = dst;
+        ++used;
+      }
+    }
+  }
+
+  if (used != dict.size()) {
+    // Name one key that matched nothing: a wrong group count, a misspelling, another optimizer's.
+    std::set<std::string> known;
+    for (size_t g = 0; g < params_.size(); ++g) {
+      known.insert(group_key(g, "num_params"));
+      for (const auto& [name, value] : hypers[g]) known.insert(group_key(g, name));
+      for (size_t i = 0; i < params_[g].size(); ++i) {
+        for (const std::string& name : names) known.insert(state_key(g, i, name));
+      }
+    }
+    for (const auto& [key, value] : dict) {
+      SINTER_CHECK(known.count(key), op, ": unexpected key \"", key, "\" (the optimizer has ",
+                   params_.size(), " parameter groups)");
+    }
+  }
+
+  for (size_t g = 0; g < params_.size(); ++g) store(g, hypers[g]);
+  state_ = std::move(state);
+}
+
+}  // namespace sinter::optim

@@ -1,0 +1,114 @@
+// SGD: the update of sgd.h written with tensor ops, so it runs wherever the parameters live.
+#include "sinter/optim/sgd.h"
+
+#include <cmath>
+
+#include "sinter/autograd.h"
+#include "sinter/ops.h"
+
+namespace sinter::optim {
+
+SGD::SGD(const std::vector<Tensor>& params, const SGDOptions& options)
+    : SGD(std::vector<ParamGroup>{ParamGroup{.params = params}}, options) {}
+
+SGD::SGD(const std::vector<ParamGroup>& groups, const SGDOptions& defaults)
+    : Optimizer("SGD"), defaults_(defaults) {
+  size_t total = 0;
+  for (const ParamGroup& g : groups) total += g.params.size();
+  SINTER_CHECK(total > 0, "SGD: got an empty parameter list");
+  for (const ParamGroup& g : groups) add_param_group(g);
+}
+
+const SGDOptions& SGD::options(size_t group) const {
+  params(group);
+  return options_[group];
+}
+
+Hyperparameters SGD::resolve(const ParamGroup& group) const {
+  SINTER_CHECK(!group.betas && !group.eps && !group.amsgrad, "SGD: a param group sets ",
+               group.betas ? "betas"
+               : group.eps ? "eps"
+                           : "amsgrad",
+               ", which SGD does not have");
+  return {{"lr", group.lr.value_or(defaults_.lr)},
+          {"momentum", group.momentum.value_or(defaults_.momentum)},
+          {"dampening", group.dampening.value_or(defaults_.dampening)},
+          {"weight_decay", group.weight_decay.value_or(defaults_.weight_decay)},
+          {"nesterov", group.nesterov.value_or(defaults_.nesterov) ? 1.0 : 0.0},
+          {"maximize", group.maximize.value_or(defaults_.maximize) ? 1.0 : 0.0}};
+}
+
+void SGD::check(const Hyperparameters& h, size_t group) const {
+  check_names(h, {"lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize"}, group);
+  const double lr = require(h, "lr", group);
+  const double momentum = require(h, "momentum", group);
+  const double dampening = require(h, "dampening", group);
+  const double weight_decay = require(h, "weight_decay", group);
+  const bool nesterov = require_bool(h, "nesterov", group);
+  require_bool(h, "maximize", group);
+  SINTER_CHECK(lr >= 0.0, "SGD: invalid learning rate ", lr, " in group ", group,
+               " (must be >= 0)");
+  SINTER_CHECK(momentum >= 0.0, "SGD: invalid momentum ", momentum, " in group ", group,
+               " (must be >= 0)");
+  SINTER_CHECK(std::isfinite(dampening), "SGD: invalid dampening ", dampening, " in group ", group);
+  SINTER_CHECK(weight_decay >= 0.0, "SGD: invalid weight_decay ", weight_decay, " in group ", group,
+               " (must be >= 0)");
+  SINTER_CHECK(!nesterov || (momentum > 0.0 && dampening == 0.0),
+               "SGD: nesterov momentum needs momentum > 0 and dampening = 0, got momentum ",
+               momentum, " and dampening ", dampening, " in group ", group);
+}
+
+void SGD::store(size_t group, const Hyperparameters& h) {
+  SGDOptions o{.lr = h.at("lr"),
+               .momentum = h.at("momentum"),
+               .dampening = h.at("dampening"),
+               .weight_decay = h.at("weight_decay"),
+               .nesterov = h.at("nesterov") == 1.0,
+               .maximize = h.at("maximize") == 1.0};
+  if (group == options_.size()) {
+    options_.push_back(o);
+  } else {
+    options_.at(group) = o;
+  }
+}
+
+Hyperparameters SGD::load(size_t group) const {
+  const SGDOptions& o = options_.at(group);
+  return {{"lr", o.lr},
+          {"momentum", o.momentum},
+          {"dampening", o.dampening},
+          {"weight_decay", o.weight_decay},
+          {"nesterov", o.nesterov ? 1.0 : 0.0},
+          {"maximize", o.maximize ? 1.0 : 0.0}};
+}
+
+void SGD::step() {
+  NoGradGuard ng;
+  for (size_t g = 0; g < params_.size(); ++g) {
+    const SGDOptions& o = options_[g];
+    for (size_t i = 0; i < params_[g].size(); ++i) {
+      Tensor p = params_[g][i];
+      Tensor d = p.grad();
+      if (!d.defined()) continue;
+      if (o.maximize) d = neg(d);
+      if (o.weight_decay != 0.0) d = add(d, p, o.weight_decay);
+      if (o.momentum != 0.0) {
+        auto& st = state_[g][i];
+        auto it = st.find("momentum_buffer");
+        Tensor buf;
+        if (it == st.end()) {
+          // PyTorch's first step: the buffer starts as the gradient itself, undampened.
+          buf = d.detach().clone();
+          st["momentum_buffer"] = buf;
+        } else {
+          buf = it->second;
+          buf.mul_(o.momentum).add_(d, 1.0 - o.dampening);
+        }
+        d = o.nesterov ? add(d, buf, o.momentum) : buf;
+      }
+      p.add_(d, -o.lr);
+    }
+  }
+}
+
+}  // namespace sinter::optim

@@ -1,0 +1,477 @@
+// conv2d and pooling beyond the op table: a direct 7-loop convolution as the reference, output
+// shapes, small known values, the argument checks, and CPU-vs-CUDA parity at sizes that span many
+// tiles, several groups and a split weight-gradient reduction.
+#include <cmath>
+#include <functional>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "test_util.h"
+
+namespace sinter {
+namespace {
+
+using testing::all_close;
+
+// y[b, co, oh, ow] = bias[co] + sum over (ci, i, j) of w[co, ci, i, j] * x[b, g * cig + ci, ih,
+// iw], straight from the definition, in double.
+std::vector<double> direct_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                  const Conv2dOptions& o, Shape* out_shape) {
+  const std::vector<double> xv = x.to_vector<double>(), wv = w.to_vector<double>();
+  const std::vector<double> bv = bias.defined() ? bias.to_vector<double>() : std::vector<double>();
+  const int64_t n = x.size(0), c_in = x.size(1), h = x.size(2), wd = x.size(3);
+  const int64_t c_out = w.size(0), cig = w.size(1), kh = w.size(2), kw = w.size(3);
+  const int64_t cog = c_out / o.groups;
+  const int64_t h_out = (h + 2 * o.padding[0] - o.dilation[0] * (kh - 1) - 1) / o.stride[0] + 1;
+  const int64_t w_out = (wd + 2 * o.padding[1] - o.dilation[1] * (kw - 1) - 1) / o.stride[1] + 1;
+  *out_shape = {n, c_out, h_out, w_out};
+  std::vector<double> y(static_cast<size_t>(n * c_out * h_out * w_out));
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t co = 0; co < c_out; ++co) {
+      const int64_t grp = co / cog;
+      for (int64_t oh = 0; oh < h_out; ++oh) {
+        for (int64_t ow = 0; ow < w_out; ++ow) {
+          double s = bv.empty() ? 0.0 : bv[co];
+          for (int64_t ci = 0; ci < cig; ++ci) {
+            for (int64_t i = 0; i < kh; ++i) {
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t ih = oh * o.stride[0] - o.padding[0] + i * o.dilation[0];
+                const int64_t iw = ow * o.stride[1] - o.padding[1] + j * o.dilation[1];
+                if (ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
+                const int64_t c = grp * cig + ci;
+                s += wv[((co * cig + ci) * kh + i) * kw + j] *
+                     xv[((b * c_in + c) * h + ih) * wd + iw];
+              }
+            }
+          }
+          y[((b * c_out + co) * h_out + oh) * w_out + ow] = s;
+        }
+      }
+    }
+  }
+  return y;
+}
+
+struct ConvCase {
+  Shape x, w;
+  bool bias;
+  Conv2dOptions opts;
+};
+
+TEST(ConvPool, Conv2dMatchesDirectLoops) {
+  const std::vector<ConvCase> cases = {
+      {{2, 3, 5, 6}, {4, 3, 3, 3}, true, {}},
+      {{2, 4, 7, 6},
+       {6, 2, 3, 2},
+       true,
+       {.stride = {2, 1}, .padding = {1, 2}, .dilation = {1, 2}, .groups = 2}},
+      {{1, 6, 9, 8}, {6, 1, 3, 3}, false, {.stride = {2, 3}, .padding = {1, 1}, .groups = 6}},
+      {{3, 2, 4, 4}, {5, 2, 1, 1}, true, {.padding = {2, 0}}},
+      {{1, 3, 11, 10}, {2, 3, 2, 4}, false, {.stride = {3, 2}, .dilation = {3, 2}}},
+  };
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Generator gen(seed);
+  for (const ConvCase& c : cases) {
+    for (DType dt : {DType::f64, DType::f32}) {
+      Tensor x = randn(c.x, {.dtype = dt}, &gen), w = randn(c.w, {.dtype = dt}, &gen);
+      Tensor b = c.bias ? randn({c.w[0]}, {.dtype = dt}, &gen) : Tensor();
+      Shape shape;
+      const std::vector<double> expected = direct_conv2d(x, w, b, c.opts, &shape);
+      Tensor y = conv2d(x, w, b, c.opts);
+      const double tol = dt == DType::f64 ? 1e-12 : 1e-5;
+      EXPECT_TRUE(all_close(y, from_vector(expected, shape), tol, tol))
+          << "x " << shape_str(c.x) << " w " << shape_str(c.w) << " " << dtype_name(dt);
+    }
+  }
+}
+
+TEST(ConvPool, Conv2dOutputShapes) {
+  Tensor x = zeros({2, 4, 10, 9});
+  EXPECT_EQ(conv2d(x, zeros({8, 4, 3, 3})).shape(), (Shape{2, 8, 8, 7}));
+  EXPECT_EQ(conv2d(x, zeros({8, 4, 3, 3}), Tensor(), {.padding = {1, 1}}).shape(),
+            (Shape{2, 8, 10, 9}));
+  EXPECT_EQ(conv2d(x, zeros({8, 2, 3, 3}), Tensor(), {.stride = {2, 2}, .groups = 2}).shape(),
+            (Shape{2, 8, 4, 4}));
+  EXPECT_EQ(conv2d(x, zeros({8, 4, 3, 3}), Tensor(), {.dilation = {2, 3}}).shape(),
+            (Shape{2, 8, 6, 3}));
+  EXPECT_EQ(conv2d(x, zeros({3, 4, 10, 9})).shape(), (Shape{2, 3, 1, 1}));
+}
+
+TEST(ConvPool, Conv2dKnownValues) {
+  // x: 1..16 in a 4x4 plane; a 2x2 kernel of ones sums each 2x2 window.
+  std::vector<float> xs(16);
+  for (int i = 0; i < 16; ++i) xs[i] = static_cast<float>(i + 1);
+  Tensor x = from_vector(xs, {1, 1, 4, 4}).requires_grad_(true);
+  Tensor w = ones({1, 1, 2, 2}).requires_grad_(true);
+  Tensor b = full({1}, 0.5).requires_grad_(true);
+  Tensor y = conv2d(x, w, b, {.stride = {2, 2}});
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{14.5f, 22.5f, 46.5f, 54.5f}));
+  y.sum().backward();
+  // Stride 2 with a 2x2 kernel: every input in exactly one window.
+  EXPECT_EQ(x.grad().to_vector<float>(), std::vector<float>(16, 1.0f));
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{24, 28, 40, 44}));
+  EXPECT_EQ(b.grad().to_vector<float>(), (std::vector<float>{4}));
+}
+
+TEST(ConvPool, Conv2dHalfTypesMatchF32) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Generator gen(seed);
+  Tensor x = randn({2, 4, 7, 6}, {}, &gen), w = randn({6, 2, 3, 3}, {}, &gen);
+  const Conv2dOptions o{.stride = {2, 1}, .padding = {1, 1}, .groups = 2};
+  for (DType dt : {DType::bf16, DType::f16}) {
+    Tensor xr = x.to(dt).to(DType::f32), wr = w.to(dt).to(DType::f32);
+    Tensor y = conv2d(x.to(dt), w.to(dt), Tensor(), o);
+    EXPECT_EQ(y.dtype(), dt);
+    EXPECT_TRUE(all_close(y.to(DType::f32), conv2d(xr, wr, Tensor(), o), 2e-2, 1e-2))
+        << dtype_name(dt);
+  }
+}
+
+TEST(ConvPool, MaxPool2dKnownValuesAndIndices) {
+  std::vector<float> xs(16);
+  for (int i = 0; i < 16; ++i) xs[i] = static_cast<float>((i * 7) % 16);  // a permutation of 0..15
+  Tensor x = from_vector(xs, {1, 1, 4, 4}).requires_grad_(true);
+  auto [y, idx] = max_pool2d_with_indices(x, {.kernel_size = {2, 2}});
+  // Windows {0,7,12,3}, {14,5,10,1}, {8,15,4,11}, {6,13,2,9}.
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{12, 14, 15, 13}));
+  EXPECT_EQ(idx.to_vector<int64_t>(), (std::vector<int64_t>{4, 2, 9, 11}));
+  y.sum().backward();
+  std::vector<float> expected(16, 0.0f);
+  for (int64_t i : {4, 2, 9, 11}) expected[i] = 1.0f;
+  EXPECT_EQ(x.grad().to_vector<float>(), expected);
+}
+
+TEST(ConvPool, MaxPool2dTiesAndNaN) {
+  Tensor x = zeros({1, 1, 3, 3});
+  auto [y, idx] = max_pool2d_with_indices(x, {.kernel_size = {2, 2}, .stride = {1, 1}});
+  // Ties: the first position of each window in row-major order.
+  EXPECT_EQ(idx.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 3, 4}));
+  std::vector<float> xs(9, 1.0f);
+  xs[4] = std::numeric_limits<float>::quiet_NaN();
+  Tensor yn = max_pool2d(from_vector(xs, {1, 3, 3}), {.kernel_size = {2, 2}, .stride = {1, 1}});
+  for (float v : yn.to_vector<float>()) EXPECT_TRUE(std::isnan(v));
+}
+
+TEST(ConvPool, MaxPool2dPaddingNeverWins) {
+  // All inputs negative: a padded position (as if 0) must never be the maximum.
+  Tensor x = full({1, 1, 3, 3}, -5.0);
+  auto [y, idx] =
+      max_pool2d_with_indices(x, {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+  EXPECT_EQ(y.to_vector<float>(), std::vector<float>(4, -5.0f));
+  EXPECT_EQ(idx.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 3, 4}));
+}
+
+TEST(ConvPool, PoolOutputShapes) {
+  Tensor x = zeros({2, 3, 7, 6});
+  EXPECT_EQ(max_pool2d(x, {.kernel_size = {2, 2}}).shape(), (Shape{2, 3, 3, 3}));
+  EXPECT_EQ(max_pool2d(x, {.kernel_size = {2, 2}, .ceil_mode = true}).shape(), (Shape{2, 3, 4, 3}));
+  EXPECT_EQ(
+      max_pool2d(x, {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})
+          .shape(),
+      (Shape{2, 3, 4, 4}));
+  // ceil_mode drops a last window that would start inside the right padding: along W (5, padding
+  // 1, k 2, s 2) a 4th window would start at 3 * 2 - 1 = 5, past the input; along H (6) it starts
+  // at 5, inside the input, and stays.
+  EXPECT_EQ(
+      avg_pool2d(zeros({1, 1, 6, 5}),
+                 {.kernel_size = {2, 2}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})
+          .shape(),
+      (Shape{1, 1, 4, 3}));
+  EXPECT_EQ(max_pool2d(x, {.kernel_size = {2, 2}, .stride = {1, 1}, .dilation = {2, 2}}).shape(),
+            (Shape{2, 3, 5, 4}));
+  EXPECT_EQ(avg_pool2d(zeros({3, 7, 6}), {.kernel_size = {3, 2}}).shape(), (Shape{3, 2, 3}));
+  EXPECT_EQ(adaptive_avg_pool2d(x, {5, 4}).shape(), (Shape{2, 3, 5, 4}));
+  EXPECT_EQ(adaptive_avg_pool2d(zeros({3, 7, 6}), {1, 1}).shape(), (Shape{3, 1, 1}));
+}
+
+TEST(ConvPool, AvgPool2dDivisors) {
+  Tensor x = ones({1, 1, 3, 3});
+  const Pool2dOptions inc{.kernel_size = {3, 3}, .stride = {1, 1}, .padding = {1, 1}};
+  Pool2dOptions exc = inc;
+  exc.count_include_pad = false;
+  // Corners see 4 of 9 elements, edges 6, the centre 9.
+  const std::vector<float> with_pad = avg_pool2d(x, inc).to_vector<float>();
+  const std::vector<float> expected = {4 / 9.f, 6 / 9.f, 4 / 9.f, 6 / 9.f, 1.f,
+                                       6 / 9.f, 4 / 9.f, 6 / 9.f, 4 / 9.f};
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(with_pad[i], expected[i], 1e-6);
+  for (float v : avg_pool2d(x, exc).to_vector<float>()) EXPECT_NEAR(v, 1.0f, 1e-6);
+  // ceil_mode: the last window of 5 hangs past the input with no padding; it averages what is
+  // there.
+  Tensor y = avg_pool2d(ones({1, 1, 5, 5}), {.kernel_size = {2, 2}, .ceil_mode = true});
+  EXPECT_EQ(y.shape(), (Shape{1, 1, 3, 3}));
+  for (float v : y.to_vector<float>()) EXPECT_NEAR(v, 1.0f, 1e-6);
+}
+
+TEST(ConvPool, AdaptiveAvgPool2dKnownValues) {
+  // One row 0..4 pooled to 3 columns: windows [0, 2), [1, 4), [3, 5).
+  Tensor x = from_vector(std::vector<float>{0, 1, 2, 3, 4}, {1, 1, 1, 5}).requires_grad_(true);
+  Tensor y = adaptive_avg_pool2d(x, {1, 3});
+  const std::vector<float> yv = y.to_vector<float>();
+  EXPECT_NEAR(yv[0], 0.5f, 1e-6);
+  EXPECT_NEAR(yv[1], 2.0f, 1e-6);
+  EXPECT_NEAR(yv[2], 3.5f, 1e-6);
+  y.sum().backward();
+  const std::vector<float> gv = x.grad().to_vector<float>();
+  const std::vector<float> expected = {0.5f, 0.5f + 1 / 3.f, 1 / 3.f, 1 / 3.f + 0.5f, 0.5f};
+  for (size_t i = 0; i < gv.size(); ++i) EXPECT_NEAR(gv[i], expected[i], 1e-6);
+}
+
+TEST(ConvPool, AdaptiveAvgPool2dEqualsAvgPoolWhenDivisible) {
+  Tensor x = randn({2, 3, 6, 8}, {.dtype = DType::f64});
+  EXPECT_TRUE(all_close(adaptive_avg_pool2d(x, {3, 4}), avg_pool2d(x, {.kernel_size = {2, 2}}),
+                        1e-12, 1e-12));
+}
+
+// Asserts that f() throws sinter::Error whose text holds every fragment.
+template <class F>
+void expect_error(F f, std::initializer_list<std::string> fragments) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& frag : fragments) {
+      EXPECT_NE(msg.find(frag), std::string::npos) << "\"" << frag << "\" is not in: " << msg;
+    }
+    return;
+  }
+  ADD_FAILURE() << "expected sinter::Error, but nothing was thrown";
+}
+
+TEST(ConvPoolErrors, Conv2dArguments) {
+  Tensor x = zeros({2, 4, 6, 6}), w = zeros({6, 2, 3, 3});
+  expect_error(
+      [&] {
+        conv2d(zeros({4, 6, 6}), w);
+      },
+      {"conv2d", "input must be 4-D (N, C, H, W)", "[4, 6, 6]"});
+  expect_error([&] { conv2d(x, zeros({6, 2, 3})); }, {"conv2d", "weight must be 4-D", "[6, 2, 3]"});
+  expect_error([&] { conv2d(x, w); }, {"conv2d", "4 channels", "groups 1", "expects 2"});
+  expect_error(
+      [&] {
+        conv2d(x, zeros({5, 2, 3, 3}), Tensor(), {.groups = 2});
+      },
+      {"conv2d", "output channels 5", "not divisible by groups 2"});
+  expect_error([&] { conv2d(x, w, Tensor(), {.groups = 0}); }, {"conv2d", "groups", "got 0"});
+  expect_error(
+      [&] {
+        conv2d(x, w, Tensor(), {.stride = {0, 1}, .groups = 2});
+      },
+      {"conv2d", "stride must be positive", "(0, 1)"});
+  expect_error(
+      [&] {
+        conv2d(x, w, Tensor(), {.padding = {-1, 0}, .groups = 2});
+      },
+      {"conv2d", "padding must be non-negative", "(-1, 0)"});
+  expect_error(
+      [&] {
+        conv2d(x, w, Tensor(), {.dilation = {1, 0}, .groups = 2});
+      },
+      {"conv2d", "dilation must be positive", "(1, 0)"});
+  expect_error(
+      [&] {
+        conv2d(x, zeros({6, 2, 7, 3}), Tensor(), {.groups = 2});
+      },
+      {"conv2d", "kernel 7x3", "larger than the padded input 6x6"});
+  expect_error(
+      [&] {
+        conv2d(x, w, Tensor(), {.dilation = {3, 1}, .groups = 2});
+      },
+      {"conv2d", "kernel 7x3", "dilation (3, 1)"});
+  expect_error([&] { conv2d(x, w, zeros({5}), {.groups = 2}); },
+               {"conv2d", "bias must have shape [6]", "[5]"});
+  expect_error([&] { conv2d(x, w.to(DType::f64), Tensor(), {.groups = 2}); },
+               {"conv2d", "dtype", "f64"});
+  expect_error([&] { conv2d(x.to(DType::i64), w.to(DType::i64), Tensor(), {.groups = 2}); },
+               {"conv2d", "floating"});
+}
+
+TEST(ConvPoolErrors, PoolArguments) {
+  Tensor x = zeros({1, 2, 5, 5});
+  expect_error(
+      [&] {
+        max_pool2d(zeros({5, 5}), {.kernel_size = {2, 2}});
+      },
+      {"max_pool2d", "3-D (C, H, W) or 4-D (N, C, H, W)", "[5, 5]"});
+  expect_error(
+      [&] {
+        avg_pool2d(x, {.kernel_size = {0, 2}});
+      },
+      {"avg_pool2d", "kernel_size must be positive", "(0, 2)"});
+  expect_error(
+      [&] {
+        max_pool2d(x, {.kernel_size = {2, 2}, .stride = {-1, 1}});
+      },
+      {"max_pool2d", "stride must be positive", "(-1, 1)"});
+  expect_error(
+      [&] {
+        max_pool2d(x, {.kernel_size = {2, 2}, .padding = {2, 0}});
+      },
+      {"max_pool2d", "at most half the kernel size", "(2, 0)"});
+  expect_error(
+      [&] {
+        max_pool2d(x, {.kernel_size = {2, 2}, .dilation = {0, 1}});
+      },
+      {"max_pool2d", "dilation must be positive"});
+  expect_error(
+      [&] {
+        avg_pool2d(x, {.kernel_size = {2, 2}, .dilation = {2, 2}});
+      },
+      {"avg_pool2d", "dilation is for max pooling only"});
+  expect_error(
+      [&] {
+        max_pool2d(x, {.kernel_size = {6, 2}});
+      },
+      {"max_pool2d", "too small", "[1, 2, 5, 5]", "output would be 0x"});
+  expect_error(
+      [&] {
+        avg_pool2d(x.to(DType::i32), {.kernel_size = {2, 2}});
+      },
+      {"avg_pool2d", "floating"});
+  expect_error(
+      [&] {
+        adaptive_avg_pool2d(x, {0, 2});
+      },
+      {"adaptive_avg_pool2d", "output_size must be positive", "(0, 2)"});
+  expect_error(
+      [&] {
+        adaptive_avg_pool2d(zeros({1, 2, 0, 5}), {1, 1});
+      },
+      {"adaptive_avg_pool2d", "empty spatial dim"});
+}
+
+// --- CPU vs CUDA at sizes that span many tiles ---
+
+// sum(f(inputs) * wgt) backward on both devices; compares the outputs and every input gradient.
+void expect_parity(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                   const std::vector<Shape>& shapes, DType dt, double tol, uint64_t seed) {
+  Generator gen(seed);
+  std::vector<Tensor> cpu_in, gpu_in;
+  for (const Shape& s : shapes) {
+    Tensor t = randn(s, {.dtype = dt}, &gen);
+    cpu_in.push_back(t.clone().requires_grad_(true));
+    gpu_in.push_back(t.to(Device::cuda()).requires_grad_(true));
+  }
+  testing::poison_cuda_cache();
+  Tensor yc = f(cpu_in), yg = f(gpu_in);
+  ASSERT_EQ(yg.device(), Device::cuda());
+  EXPECT_TRUE(all_close(yg.cpu(), yc, tol, tol)) << "forward, " << dtype_name(dt);
+  Tensor wgt = randn(yc.shape(), {.dtype = dt}, &gen);
+  testing::poison_cuda_cache();
+  sum(mul(yc, wgt)).backward();
+  sum(mul(yg, wgt.to(Device::cuda()))).backward();
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    EXPECT_TRUE(all_close(gpu_in[k].grad().cpu(), cpu_in[k].grad(), tol, tol))
+        << "gradient of input " << k << ", " << dtype_name(dt);
+  }
+}
+
+// f32 tolerance for reductions of a few hundred to a few thousand terms; bf16/f16 round the
+// result once on both sides, so they differ by about one unit in the last place.
+double tol_for(DType dt) {
+  switch (dt) {
+    case DType::f64:
+      return 1e-10;
+    case DType::f32:
+      return 1e-3;
+    case DType::f16:
+      return 2e-2;
+    default:
+      return 5e-2;
+  }
+}
+
+TEST(CudaConvPool, Conv2dMatchesCpu) {
+  SINTER_REQUIRE_CUDA();
+  const std::vector<ConvCase> cases = {
+      {{4, 16, 28, 28}, {32, 8, 3, 3}, true, {.stride = {2, 2}, .padding = {1, 1}, .groups = 2}},
+      {{4, 16, 28, 28}, {24, 16, 3, 3}, false, {.padding = {2, 2}, .dilation = {2, 2}}},
+      {{3, 12, 15, 13},
+       {20, 6, 5, 3},
+       true,
+       {.stride = {2, 1}, .padding = {2, 1}, .dilation = {1, 2}, .groups = 2}},
+      {{2, 32, 9, 11}, {32, 1, 3, 3}, true, {.padding = {1, 1}, .groups = 32}},
+      {{4, 70, 7, 7}, {130, 70, 1, 1}, true, {}},
+      // K of the weight gradient = 32 * 16 * 16: the reduction is split over blocks.
+      {{32, 8, 16, 16}, {16, 8, 3, 3}, true, {.padding = {1, 1}}},
+  };
+  for (const ConvCase& c : cases) {
+    const uint64_t seed = testing::fresh_seed();
+    SCOPED_TRACE("x " + shape_str(c.x) + " w " + shape_str(c.w) + " seed " + std::to_string(seed));
+    std::vector<Shape> shapes = {c.x, c.w};
+    if (c.bias) shapes.push_back({c.w[0]});
+    const Conv2dOptions o = c.opts;
+    auto f = [o](const std::vector<Tensor>& in) {
+      return conv2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), o);
+    };
+    for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+      expect_parity(f, shapes, dt, tol_for(dt), seed);
+    }
+  }
+}
+
+TEST(CudaConvPool, PoolsMatchCpu) {
+  SINTER_REQUIRE_CUDA();
+  using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+  const std::vector<std::pair<std::string, Fn>> ops = {
+      {"max 3x3 s2 p1 ceil",
+       [](const std::vector<Tensor>& in) {
+         return max_pool2d(
+             in[0],
+             {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true});
+       }},
+      {"max 2x3 dilated",
+       [](const std::vector<Tensor>& in) {
+         return max_pool2d(in[0], {.kernel_size = {2, 3}, .stride = {1, 2}, .dilation = {2, 2}});
+       }},
+      {"avg 3x3 s2 p1 ceil",
+       [](const std::vector<Tensor>& in) {
+         return avg_pool2d(
+             in[0],
+             {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true});
+       }},
+      {"avg 3x2 s2 p1 exclude pad",
+       [](const std::vector<Tensor>& in) {
+         return avg_pool2d(in[0], {.kernel_size = {3, 2},
+                                   .stride = {2, 2},
+                                   .padding = {1, 1},
+                                   .count_include_pad = false});
+       }},
+      {"adaptive 5x3",
+       [](const std::vector<Tensor>& in) {
+         return adaptive_avg_pool2d(in[0], {5, 3});
+       }},
+      {"adaptive 40x30",
+       [](const std::vector<Tensor>& in) {
+         return adaptive_avg_pool2d(in[0], {40, 30});
+       }},
+  };
+  for (const auto& [name, f] : ops) {
+    const uint64_t seed = testing::fresh_seed();
+    SCOPED_TRACE(name + ", seed " + std::to_string(seed));
+    for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+      expect_parity(f, {Shape{4, 16, 29, 27}}, dt, tol_for(dt), seed);
+    }
+  }
+}
+
+TEST(CudaConvPool, MaxPool2dIndicesMatchCpu) {
+  SINTER_REQUIRE_CUDA();
+  Tensor x = randn({4, 16, 29, 27});
+  const Pool2dOptions o{.kernel_size = {3, 3},
+                        .stride = {2, 2},
+                        .padding = {1, 1},
+                        .dilation = {1, 2},
+                        .ceil_mode = true};
+  auto [yc, ic] = max_pool2d_with_indices(x, o);
+  auto [yg, ig] = max_pool2d_with_indices(x.cuda(), o);
+  EXPECT_EQ(ig.cpu().to_vector<int64_t>(), ic.to_vector<int64_t>());
+  EXPECT_EQ(yg.cpu().to_vector<float>(), yc.to_vector<float>());
+}
+
+}  // namespace
+}  // namespace sinter

@@ -1,0 +1,381 @@
+// safetensors save/load: round trips of every dtype, the exact byte layout the format specifies,
+// rejection of corrupt files with errors that name the file, atomic replacement, and load_into's
+// all-or-nothing copy.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "sinter/io.h"
+#include "test_util.h"
+
+namespace sinter {
+namespace {
+
+namespace fs = std::filesystem;
+
+template <class F>
+void expect_error(F f, std::initializer_list<std::string> fragments) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& frag : fragments) {
+      EXPECT_NE(msg.find(frag), std::string::npos) << "\"" << frag << "\" is not in: " << msg;
+    }
+    return;
+  }
+  ADD_FAILURE() << "expected sinter::Error, but nothing was thrown";
+}
+
+// Skips the test in a build without nlohmann_json, where save and load only throw.
+bool json_missing() {
+  try {
+    load_metadata("/nonexistent/sinter-probe.safetensors");
+  } catch (const Error& e) {
+    return std::string(e.what()).find("built without nlohmann_json") != std::string::npos;
+  }
+  return false;
+}
+#define SINTER_REQUIRE_JSON()                                                     \
+  do {                                                                            \
+    if (json_missing()) GTEST_SKIP() << "Sinter was built without nlohmann_json"; \
+  } while (0)
+
+// A fresh folder under the system temp dir, removed with everything in it at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ =
+        fs::temp_directory_path() / ("sinter-io-" + std::string(info->name()) + "-" +
+                                     std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string le64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+
+// A safetensors file from a header text (not padded) and a data region.
+std::string raw_file(const std::string& header, const std::string& data) {
+  return le64(header.size()) + header + data;
+}
+
+std::vector<uint8_t> raw(const Tensor& t) {
+  Tensor c = t.contiguous();
+  const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+  return std::vector<uint8_t>(p, p + c.numel() * static_cast<int64_t>(element_size(c.dtype())));
+}
+
+void expect_same(const StateDict& got, const StateDict& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, w] : want) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ(got.count(name), 1u);
+    const Tensor& g = got.at(name);
+    EXPECT_EQ(g.shape(), w.shape());
+    EXPECT_EQ(g.dtype(), w.dtype());
+    EXPECT_TRUE(g.device().is_cpu());
+    EXPECT_EQ(raw(g), raw(w.cpu()));
+  }
+}
+
+StateDict every_dtype(uint64_t seed) {
+  Generator gen(seed);
+  Tensor f = randn({3, 4}, {}, &gen);
+  StateDict d;
+  d["f32"] = f;
+  d["f64"] = randn({5}, {.dtype = DType::f64}, &gen);
+  d["bf16"] = f.to(DType::bf16);
+  d["f16"] = f.to(DType::f16);
+  d["i64"] = randint(-1000000, 1000000, {2, 3}, {.dtype = DType::i64}, &gen);
+  d["i32"] = randint(-1000, 1000, {7}, {.dtype = DType::i32}, &gen);
+  d["u8"] = randint(0, 256, {2, 2, 2}, {.dtype = DType::u8}, &gen);
+  d["bool"] = gt(randn({6}, {}, &gen), 0.0);
+  d["scalar"] = full({}, 3.25, {.dtype = DType::f64});
+  d["scalar_i64"] = full({}, -7, {.dtype = DType::i64});
+  d["empty"] = zeros({0, 3});
+  d["empty_u8"] = zeros({4, 0}, {.dtype = DType::u8});
+  d["transposed"] = f.t();             // non-contiguous
+  d["strided"] = f.slice(1, 0, 4, 2);  // non-contiguous, offset view
+  d["narrowed"] = f.narrow(0, 1, 2).select(1, 3);
+  return d;
+}
+
+TEST(SafetensorsIo, RoundTripsEveryDtypeShapeAndLayout) {
+  SINTER_REQUIRE_JSON();
+  TempDir dir;
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const StateDict d = every_dtype(seed);
+  ASSERT_FALSE(d.at("transposed").is_contiguous());
+  const std::string path = dir.file("model.safetensors");
+  save(d, path);
+  expect_same(load(path), d);
+  // No temp file is left behind.
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    EXPECT_EQ(e.path().filename(), "model.safetensors");
+  }
+  EXPECT_TRUE(load_metadata(path).empty());
+}
+
+TEST(SafetensorsIo, EmptyDictRoundTrips) {
+  SINTER_REQUIRE_JSON();
+  TempDir dir;
+  const std::string path = dir.file("empty.safetensors");
+  save({}, path);
+  EXPECT_EQ(read_bytes(path), le64(8) + "{}      ");
+  EXPECT_TRUE(load(path).empty());
+}
+
+// The layout written out by hand from the format's description: the header's JSON with keys in
+// sorted order, padded with spaces to a multiple of 8, then the tensors in name order.
+TEST(SafetensorsIo, HeaderBytesMatchTheSpecification) {
+  SINTER_REQUIRE_JSON();
+  TempDir dir;
+  const std::string path = dir.file("tiny.safetensors");
+  StateDict d;
+  d["b"] = from_vector<int64_t>({7, -2}, {2, 1});
+  d["a"] = from_vector<float>({1.0f, -2.5f});
+  d["c"] = full({}, 1.0, {.dtype = DType::bf16});
+  save(d, path, {{"format", "pt"}, {"step", "12"}});
+
+  std::string json = R"({"__metadata__":{"format":"pt","step":"12"},)"
+                     R"("a":{"data_offsets":[0,8],"dtype":"F32","shape":[2]},)"
+                     R"("b":{"data_offsets":[8,24],"dtype":"I64","shape":[2,1]},)"
+                     R"("c":{"data_offsets":[24,26],"dtype":"BF16","shape":[]}})";
+  while (json.size() % 8 != 0) json += ' ';
+  std::string data;
+  const float a[2] = {1.0f, -2.5f};
+  const int64_t b[2] = {7, -2};
+  data.append(reinterpret_cast<const char*>(a), sizeof a);
+  data.append(reinterpret_cast<const char*>(b), sizeof b);
+  data += std::string("\x80\x3f", 2);  // bf16 1.0 = 0x3f80, little-endian
+  const std::string expected = le64(json.size()) + json + data;
+  EXPECT_EQ(read_bytes(path), expected);
+  EXPECT_EQ(load_metadata(path), (Metadata{{"format", "pt"}, {"step", "12"}}));
+}
+
+TEST(SafetensorsIo, MetadataRoundTrips) {
+  SINTER_REQUIRE_JSON();
+  TempDir dir;
+  const std::string path = dir.file("m.safetensors");
+  const Metadata md = {{"epoch", "3"}, {"note", "quotes \" and \\ and\nnewlines, ünïcode"}};
+  save({{"w", ones({2})}}, path, md);
+  EXPECT_EQ(load_metadata(path), md);
+  EXPECT_EQ(load(path).size(), 1u);
+}
+
+TEST(SafetensorsIo, ReadsFilesFromOtherWriters) {
+  SINTER_REQUIRE_JSON();
+  // Unsorted offsets, an unpadded header with spaces inside, a metadata-free layout.
+  TempDir dir;
+  const std::string path = dir.file("other.safetensors");
+  const std::string header =
+      R"({ "y": {"dtype": "U8", "shape": [3], "data_offsets": [4, 7]},
+           "x": {"dtype": "I32", "shape": [], "data_offsets": [0, 4]} })";
+  std::string data;
+  const int32_t x = -123456;
+  data.append(reinterpret_cast<const char*>(&x), 4);
+  data += "\x01\x02\xff";
+  write_bytes(path, raw_file(header, data));
+  StateDict d = load(path);
+  EXPECT_EQ(d.at("x").item<int32_t>(), -123456);
+  EXPECT_EQ(d.at("x").dim(), 0);
+  EXPECT_EQ(d.at("y").to_vector<uint8_t>(), (std::vector<uint8_t>{1, 2, 255}));
+}
+
+TEST(SafetensorsIo, RejectsCorruptFiles) {
+  SINTER_REQUIRE_JSON();
+  TempDir dir;
+  const std::string path = dir.file("bad.safetensors");
+  const std::string eight(8, '\0');
+  auto expect_bad = [&](const std::string& bytes, std::initializer_list<std::string> fragments) {
+    write_bytes(path, bytes);
+    expect_error([&] { load(path); }, fragments);
+  };
+  auto t = [](const std::string& dtype, const std::string& shape, const std::string& offsets) {
+    return R"({"dtype":")" + dtype + R"(","shape":)" + shape + R"(,"data_offsets":)" + offsets +
+           "}";
+  };
+  expect_bad("", {path, "too short for the 8-byte header length"});
+  expect_bad("abc", {path, "too short"});
+  expect_bad(le64(uint64_t{1} << 60) + "{}", {path, "header length", "runs past the end"});
+  expect_bad(le64(100) + "{}", {path, "runs past the end"});
+  expect_bad(raw_file("not json at all!", ""), {path, "not valid JSON"});
+  expect_bad(raw_file(R"({"a": )", ""), {path, "not valid JSON"});
+  expect_bad(raw_file("[1, 2]", ""), {path, "must be a JSON object"});
+  expect_bad(raw_file(R"({"a":)" + t("F32", "[2]", "[0,8]") + "}", eight + "xx"),
+             {path, "trailing bytes"});
+  expect_bad(raw_file(R"({"a":)" + t("F32", "[2]", "[0,8]") + "}", "1234"),
+             {path, "'a'", "out of range"});
+  expect_bad(raw_file(R"({"a":)" + t("F32", "[2]", "[0,4]") + "}", "1234"),
+             {path, "'a'", "span 4 bytes", "takes 8"});
+  expect_bad(raw_file(R"({"a":)" + t("F32", "[2]", "[8,0]") + "}", eight),
+             {path, "'a'", "out of range"});
+  expect_bad(raw_file(R"({"a":)" + t("Q7", "[2]", "[0,8]") + "}", eight),
+             {path, "unknown dtype", "Q7"});
+  expect_bad(raw_file(R"({"a":)" + t("F32", "[-2]", "[0,8]") + "}", eight),
+             {path, "non-negative integer"});
+  expect_bad(raw_file(R"({"a":)" + t("F32", "[4611686018427387904,4]", "[0,8]") + "}", eight),
+             {path, "too many elements"});
+  expect_bad(raw_file(R"({"a":{"dtype":"F32","shape":[2]}})", eight),
+             {path, "lacks one of dtype, shape, data_offsets"});
+  expect_bad(
+      raw_file(R"({"a":)" + t("F32", "[2]", "[0,8]") + R"(,"b":)" + t("F32", "[2]", "[4,12]") + "}",
+               eight + "1234"),
+      {path, "'b'", "overlaps"});
+  expect_bad(raw_file(R"({"a":)" + t("U8", "[2]", "[2,4]") + "}", "1234"), {path, "gap", "'a'"});
+  expect_bad(raw_file(R"({"__metadata__":{"k":3}})", ""), {path, "__metadata__", "string"});
+  expect_bad(raw_file(R"({"a":)" + t("BOOL", "[2]", "[0,2]") + "}", std::string("\x01\x02", 2)),
+             {path, "BOOL", "'a'", "byte 2"});
+  // A valid file cut short anywhere after the header is caught by the size checks.
+  save({{"w", ones({16})}}, path);
+  const std::string good = read_bytes(path);
+  write_bytes(path, good.substr(0, good.size() - 5));
+  expect_error([&] { load(path); }, {path, "'w'", "out of range"});
+  write_bytes(path, good.substr(0, 20));
+  expect_error([&] { load(path); }, {path, "runs past the end"});
+  expect_error([&] { load(dir.file("missing.safetensors")); },
+               {"missing.safetensors", "does not exist"});
+  expect_error([&] { load_metadata(dir.file("missing.safetensors")); },
+               {"load_metadata", "does not exist"});
+}
+
+TEST(SafetensorsIo, RejectsBadDicts) {
+  SINTER_REQUIRE_JSON();
+  TempDir dir;
+  const std::string path = dir.file("x.safetensors");
+  expect_error([&] { save({{"a", Tensor()}}, path); }, {path, "'a'", "undefined"});
+  expect_error([&] { save({{"__metadata__", ones({1})}}, path); }, {"__metadata__", "reserved"});
+  expect_error([&] { save({{"", ones({1})}}, path); }, {"empty name"});
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(SafetensorsIo, FailedSaveLeavesTheOldFileIntact) {
+  SINTER_REQUIRE_JSON();
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  save({{"w", full({4}, 1.0)}}, path);
+  const std::string before = read_bytes(path);
+  // Fails before writing (an undefined tensor after a good one).
+  expect_error([&] { save({{"a", full({4}, 2.0)}, {"b", Tensor()}}, path); }, {"undefined"});
+  EXPECT_EQ(read_bytes(path), before);
+  // Fails at the rename: the destination is a non-empty directory. The temp file is removed.
+  const std::string as_dir = dir.file("taken");
+  fs::create_directories(fs::path(as_dir) / "inside");
+  expect_error([&] { save({{"w", full({4}, 2.0)}}, as_dir); }, {"cannot rename", as_dir});
+  // Fails at the create: the folder does not exist.
+  const std::string nowhere = dir.file("no/such/dir/ckpt.safetensors");
+  expect_error([&] { save({{"w", full({4}, 2.0)}}, nowhere); }, {"cannot create", nowhere});
+  EXPECT_EQ(read_bytes(path), before);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"ckpt.safetensors", "taken"}));
+  // A successful save replaces the file.
+  save({{"w", full({4}, 3.0)}}, path);
+  EXPECT_EQ(load(path).at("w").to_vector<float>(), std::vector<float>(4, 3.0f));
+}
+
+TEST(SafetensorsIo, LoadIntoCopiesOnlyAfterEveryCheckPasses) {
+  SINTER_REQUIRE_JSON();
+  TempDir dir;
+  const std::string path = dir.file("m.safetensors");
+  save({{"a", full({2}, 5.0)}, {"b", full({3}, 6.0)}}, path);
+
+  Tensor a = zeros({2}).requires_grad_();  // a parameter: the copy must not need NoGradGuard
+  Tensor b = zeros({3});
+  StateDict target{{"a", a}, {"b", b}};
+  LoadIntoResult r = load_into(target, path);
+  EXPECT_TRUE(r.missing.empty() && r.unexpected.empty());
+  EXPECT_EQ(a.to_vector<float>(), std::vector<float>(2, 5.0f));
+  EXPECT_EQ(b.to_vector<float>(), std::vector<float>(3, 6.0f));
+
+  // "a" matches and comes first, "b" does not: nothing is copied.
+  a.detach().zero_();
+  Tensor b4 = zeros({4});
+  StateDict wrong_shape{{"a", a}, {"b", b4}};
+  expect_error([&] { load_into(wrong_shape, path); }, {path, "'b'", "[3]", "[4]"});
+  EXPECT_EQ(a.to_vector<float>(), std::vector<float>(2, 0.0f));
+  StateDict wrong_dtype{{"a", a}, {"b", zeros({3}, {.dtype = DType::f64})}};
+  expect_error([&] { load_into(wrong_dtype, path); }, {path, "'b'", "dtype"});
+  EXPECT_EQ(a.to_vector<float>(), std::vector<float>(2, 0.0f));
+
+  // Strict: names must match; not strict: the common names are copied and the rest reported.
+  Tensor c = zeros({1});
+  StateDict other{{"a", a}, {"c", c}};
+  expect_error([&] { load_into(other, path); },
+               {path, "missing from the file [c]", "unexpected in the file [b]"});
+  EXPECT_EQ(a.to_vector<float>(), std::vector<float>(2, 0.0f));
+  r = load_into(other, path, /*strict=*/false);
+  EXPECT_EQ(r.missing, std::vector<std::string>{"c"});
+  EXPECT_EQ(r.unexpected, std::vector<std::string>{"b"});
+  EXPECT_EQ(a.to_vector<float>(), std::vector<float>(2, 5.0f));
+  EXPECT_EQ(c.to_vector<float>(), std::vector<float>(1, 0.0f));
+
+  // A corrupt file changes nothing either.
+  a.detach().zero_();
+  const std::string good = read_bytes(path);
+  write_bytes(path, good.substr(0, good.size() - 1));
+  expect_error([&] { load_into(target, path); }, {path});
+  EXPECT_EQ(a.to_vector<float>(), std::vector<float>(2, 0.0f));
+}
+
+TEST(CudaSafetensorsIo, SavesDeviceTensorsAndLoadsOntoTheDevice) {
+  SINTER_REQUIRE_CUDA();
+  SINTER_REQUIRE_JSON();
+  TempDir dir;
+  const std::string path = dir.file("gpu.safetensors");
+  const StateDict host = every_dtype(testing::fresh_seed());
+  StateDict dev;
+  for (const auto& [name, t] : host) dev[name] = t.to(Device::cuda());
+  save(dev, path);
+  expect_same(load(path), host);
+  StateDict back = load(path, Device::cuda());
+  for (const auto& [name, t] : back) {
+    EXPECT_TRUE(t.is_cuda()) << name;
+    EXPECT_EQ(raw(t.cpu()), raw(host.at(name))) << name;
+  }
+  StateDict target;
+  for (const auto& [name, t] : host) target[name] = zeros_like(t.contiguous()).to(Device::cuda());
+  load_into(target, path);
+  for (const auto& [name, t] : target) EXPECT_EQ(raw(t.cpu()), raw(host.at(name))) << name;
+}
+
+}  // namespace
+}  // namespace sinter

@@ -1,0 +1,384 @@
+// batch_norm, layer_norm, dropout and embedding beyond the op table: known values, running
+// statistics, dropout mask statistics and its Philox definition, embedding gradients, error
+// messages, and CPU-vs-CUDA agreement at sizes that span many blocks.
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "internal/philox.h"
+#include "test_util.h"
+
+namespace sinter {
+namespace {
+
+using testing::all_close;
+
+Tensor vec(const std::vector<double>& v, const Shape& shape, DType dtype = DType::f32) {
+  return from_vector<double>(v, shape).to(dtype);
+}
+
+// Asserts that f() throws sinter::Error whose text holds every fragment.
+template <class F>
+void expect_error(F f, std::initializer_list<std::string> fragments) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& frag : fragments) {
+      EXPECT_NE(msg.find(frag), std::string::npos) << "\"" << frag << "\" is not in: " << msg;
+    }
+    return;
+  }
+  ADD_FAILURE() << "expected sinter::Error";
+}
+
+// --- batch_norm ---
+
+TEST(BatchNorm, KnownValues) {
+  // Channel 0 holds {1, 3, 5, 7} (mean 4, variance 5), channel 1 holds {2, 2, 2, 2}.
+  Tensor x = vec({1, 3, 2, 2, 5, 7, 2, 2}, {2, 2, 2});
+  Tensor w = vec({2, 1}, {2}), b = vec({0.5, -1}, {2});
+  Tensor y = batch_norm(x, {}, {}, w, b, true, 0.1, 1e-5);
+  const double s = 2 / std::sqrt(5.0 + 1e-5);
+  EXPECT_TRUE(
+      all_close(y, vec({-3 * s + 0.5, -s + 0.5, -1, -1, s + 0.5, 3 * s + 0.5, -1, -1}, {2, 2, 2}),
+                1e-6, 1e-6));
+}
+
+TEST(BatchNorm, RunningStatisticsUseMomentumAndUnbiasedVariance) {
+  Tensor x = vec({1, 3, 2, 2, 5, 7, 2, 2}, {2, 2, 2});
+  Tensor rm = vec({1, -1}, {2}), rv = vec({2, 3}, {2});
+  const uint32_t v0 = rm.version();
+  batch_norm(x, rm, rv, {}, {}, true, 0.25);
+  // Unbiased variances: 20 / 3 and 0.
+  EXPECT_TRUE(all_close(rm, vec({0.75 * 1 + 0.25 * 4, 0.75 * -1 + 0.25 * 2}, {2}), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(rv, vec({0.75 * 2 + 0.25 * 20.0 / 3, 0.75 * 3}, {2}), 1e-6, 1e-6));
+  EXPECT_NE(rm.version(), v0);
+}
+
+TEST(BatchNorm, RunningStatisticsInF32ForF64Input) {
+  Tensor x = vec({1, 3, 5, 7}, {4, 1}, DType::f64);
+  Tensor rm = zeros({1}), rv = ones({1});
+  batch_norm(x, rm, rv, {}, {}, true);
+  EXPECT_EQ(rm.dtype(), DType::f32);
+  EXPECT_NEAR(rm.item<float>(), 0.4, 1e-6);
+  EXPECT_NEAR(rv.item<float>(), 0.9 + 0.1 * 20.0 / 3, 1e-6);
+}
+
+TEST(BatchNorm, EvalUsesRunningStatisticsAndLeavesThemAlone) {
+  Generator gen(3);
+  Tensor x = randn({4, 2, 3}, {}, &gen);
+  Tensor rm = vec({0.5, -1}, {2}), rv = vec({4, 0.25}, {2});
+  Tensor w = vec({1.5, -2}, {2}), b = vec({0.1, 0.2}, {2});
+  Tensor y = batch_norm(x, rm, rv, w, b, false, 0.1, 0.0);
+  Tensor expect =
+      add(mul(div(sub(x, rm.reshape({2, 1})), sqrt(rv).reshape({2, 1})), w.reshape({2, 1})),
+          b.reshape({2, 1}));
+  EXPECT_TRUE(all_close(y, expect, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(rm, vec({0.5, -1}, {2}), 0, 0));
+  EXPECT_TRUE(all_close(rv, vec({4, 0.25}, {2}), 0, 0));
+}
+
+// The fused backward against autograd through the composed formula.
+TEST(BatchNorm, BackwardMatchesComposedOps) {
+  Generator gen(11);
+  Tensor x = randn({5, 3, 4, 2}, {.dtype = DType::f64}, &gen).requires_grad_();
+  Tensor w = randn({3}, {.dtype = DType::f64}, &gen).requires_grad_();
+  Tensor b = randn({3}, {.dtype = DType::f64}, &gen).requires_grad_();
+  Tensor gy = randn({5, 3, 4, 2}, {.dtype = DType::f64}, &gen);
+  sum(mul(batch_norm(x, {}, {}, w, b, true), gy)).backward();
+  Tensor gx = x.grad(), gw = w.grad(), gb = b.grad();
+  x.set_grad({});
+  w.set_grad({});
+  b.set_grad({});
+  Tensor mu = mean(x, {0, 2, 3}, true), v = var(x, {0, 2, 3}, 0, true);
+  Tensor ref =
+      add(mul(div(sub(x, mu), sqrt(add(v, 1e-5))), w.reshape({3, 1, 1})), b.reshape({3, 1, 1}));
+  sum(mul(ref, gy)).backward();
+  EXPECT_TRUE(all_close(gx, x.grad(), 1e-10, 1e-8));
+  EXPECT_TRUE(all_close(gw, w.grad(), 1e-10, 1e-8));
+  EXPECT_TRUE(all_close(gb, b.grad(), 1e-10, 1e-8));
+}
+
+TEST(BatchNorm, ErrorMessagesNameTheShapes) {
+  Tensor x = zeros({4, 3, 2});
+  expect_error([] { batch_norm(zeros({5}), {}, {}, {}, {}, true); },
+               {"batch_norm", "(N, C, *)", "[5]"});
+  expect_error([&] { batch_norm(x, {}, {}, zeros({4}), {}, true); },
+               {"batch_norm", "weight", "[4]", "[3]"});
+  expect_error(
+      [&] {
+        batch_norm(x, {}, {}, {}, zeros({2, 3}), true);
+      },
+      {"batch_norm", "bias", "[2, 3]"});
+  expect_error([&] { batch_norm(x, zeros({2}), ones({2}), {}, {}, true); },
+               {"batch_norm", "running_mean", "[2]"});
+  expect_error([&] { batch_norm(x, zeros({3}), {}, {}, {}, true); },
+               {"batch_norm", "running_mean and running_var"});
+  expect_error([&] { batch_norm(x, {}, {}, {}, {}, false); }, {"batch_norm", "eval"});
+  expect_error(
+      [] {
+        batch_norm(zeros({1, 3}), {}, {}, {}, {}, true);
+      },
+      {"batch_norm", "more than 1 value per channel", "[1, 3]"});
+  expect_error([&] { batch_norm(x, {}, {}, zeros({3}, {.dtype = DType::f64}), {}, true); },
+               {"batch_norm", "weight", "f64"});
+  expect_error(
+      [] {
+        batch_norm(zeros({2, 2}, {.dtype = DType::i64}), {}, {}, {}, {}, true);
+      },
+      {"batch_norm", "floating"});
+}
+
+// --- layer_norm ---
+
+TEST(LayerNorm, KnownValues) {
+  // Row {1, 2, 3, 4}: mean 2.5, variance 1.25.
+  Tensor x = vec({1, 2, 3, 4, 0, 0, 0, 0}, {2, 4});
+  Tensor w = vec({1, 2, 1, 2}, {4}), b = vec({0, 0, 1, 1}, {4});
+  Tensor y = layer_norm(x, {4}, w, b, 1e-5);
+  const double r = 1 / std::sqrt(1.25 + 1e-5);
+  EXPECT_TRUE(all_close(y, vec({-1.5 * r, -1.0 * r, 0.5 * r + 1, 3 * r + 1, 0, 0, 1, 1}, {2, 4}),
+                        1e-6, 1e-6));
+}
+
+TEST(LayerNorm, BackwardMatchesComposedOps) {
+  Generator gen(5);
+  Tensor x = randn({3, 2, 4, 5}, {.dtype = DType::f64}, &gen).requires_grad_();
+  Tensor w = randn({4, 5}, {.dtype = DType::f64}, &gen).requires_grad_();
+  Tensor b = randn({4, 5}, {.dtype = DType::f64}, &gen).requires_grad_();
+  Tensor gy = randn({3, 2, 4, 5}, {.dtype = DType::f64}, &gen);
+  sum(mul(layer_norm(x, {4, 5}, w, b), gy)).backward();
+  Tensor gx = x.grad(), gw = w.grad(), gb = b.grad();
+  x.set_grad({});
+  w.set_grad({});
+  b.set_grad({});
+  Tensor mu = mean(x, {2, 3}, true), v = var(x, {2, 3}, 0, true);
+  sum(mul(add(mul(div(sub(x, mu), sqrt(add(v, 1e-5))), w), b), gy)).backward();
+  EXPECT_TRUE(all_close(gx, x.grad(), 1e-10, 1e-8));
+  EXPECT_TRUE(all_close(gw, w.grad(), 1e-10, 1e-8));
+  EXPECT_TRUE(all_close(gb, b.grad(), 1e-10, 1e-8));
+}
+
+TEST(LayerNorm, ErrorMessagesNameTheShapes) {
+  Tensor x = zeros({2, 3, 4});
+  expect_error([&] { layer_norm(x, {3}); }, {"layer_norm", "[3]", "[2, 3, 4]"});
+  expect_error([&] { layer_norm(x, {2, 3, 4, 1}); }, {"layer_norm", "trailing dims"});
+  expect_error([&] { layer_norm(x, {}); }, {"layer_norm", "at least one dim"});
+  expect_error(
+      [&] {
+        layer_norm(x, {3, 4}, zeros({4}));
+      },
+      {"layer_norm", "weight", "[4]", "[3, 4]"});
+  expect_error([&] { layer_norm(x, {4}, {}, zeros({3})); }, {"layer_norm", "bias", "[3]"});
+}
+
+// --- dropout ---
+
+TEST(Dropout, MaskFractionAndScale) {
+  const int64_t n = 200000;
+  const double p = 0.3;
+  Generator gen(42);
+  std::vector<float> y = dropout(ones({n}), p, true, &gen).to_vector<float>();
+  int64_t zeros_seen = 0;
+  const auto kept = static_cast<float>(1 / (1 - p));
+  for (float v : y) {
+    if (v == 0) {
+      ++zeros_seen;
+    } else {
+      ASSERT_EQ(v, kept);
+    }
+  }
+  // The standard deviation of the fraction is about 0.001.
+  EXPECT_NEAR(static_cast<double>(zeros_seen) / n, p, 0.005);
+}
+
+// Note [dropout mask]: element i is kept iff (w0 >> 8) >= ceil(p 2^24).
+TEST(Dropout, MaskFollowsPhiloxDefinition) {
+  Generator gen(9);
+  gen.reserve(17);  // a non-zero offset
+  const GeneratorState st = gen.state();
+  const double p = 0.6;
+  std::vector<double> y =
+      dropout(ones({300}, {.dtype = DType::f64}), p, true, &gen).to_vector<double>();
+  const auto threshold = static_cast<uint32_t>(std::ceil(p * 0x1p24));
+  for (int64_t i = 0; i < 300; ++i) {
+    const bool keep = (kern::philox_element(st.seed, st.offset, i).w[0] >> 8) >= threshold;
+    EXPECT_EQ(y[i], keep ? 1 / (1 - p) : 0.0) << "element " << i;
+  }
+  EXPECT_EQ(gen.state().offset, st.offset + 300);
+}
+
+TEST(Dropout, IdentityOrZerosAtTheEnds) {
+  Generator gen(1);
+  Tensor x = randn({50}, {}, &gen);
+  EXPECT_TRUE(all_close(dropout(x, 0.0, true, &gen), x, 0, 0));
+  EXPECT_TRUE(all_close(dropout(x, 0.7, false, &gen), x, 0, 0));
+  Tensor xr = x.detach().clone().requires_grad_();
+  Tensor y = dropout(xr, 1.0, true, &gen);
+  EXPECT_TRUE(all_close(y, zeros({50}), 0, 0));
+  sum(y).backward();
+  EXPECT_TRUE(all_close(xr.grad(), zeros({50}), 0, 0));
+}
+
+TEST(Dropout, BackwardUsesTheForwardMask) {
+  Generator gen(77);
+  Tensor x = ones({1000}).requires_grad_();
+  Tensor y = dropout(x, 0.4, true, &gen);
+  sum(y).backward();
+  EXPECT_TRUE(all_close(x.grad(), y.detach(), 0, 0));
+}
+
+TEST(Dropout, GeneratorStateDecidesTheMask) {
+  Tensor x = ones({256});
+  Generator a(5), b(5);
+  Tensor ya = dropout(x, 0.5, true, &a), yb = dropout(x, 0.5, true, &b);
+  EXPECT_TRUE(all_close(ya, yb, 0, 0));
+  // The counters advance: the next draw differs.
+  EXPECT_FALSE(all_close(dropout(x, 0.5, true, &a), ya, 0, 0));
+}
+
+TEST(Dropout, RejectsBadProbability) {
+  expect_error([] { dropout(ones({3}), -0.1, true); }, {"dropout", "[0, 1]", "-0.1"});
+  expect_error([] { dropout(ones({3}), 1.5, true); }, {"dropout", "1.5"});
+  expect_error([] { dropout(ones({3}, {.dtype = DType::i64}), 0.5, true); },
+               {"dropout", "floating"});
+}
+
+// --- embedding ---
+
+TEST(Embedding, GathersRows) {
+  Tensor w = arange(12.0).reshape({4, 3});
+  Tensor idx = from_vector<int64_t>({3, 1, 0, 3}, {2, 2});
+  Tensor y = embedding(w, idx);
+  EXPECT_EQ(y.shape(), (Shape{2, 2, 3}));
+  EXPECT_TRUE(all_close(y, vec({9, 10, 11, 3, 4, 5, 0, 1, 2, 9, 10, 11}, {2, 2, 3}), 0, 0));
+}
+
+TEST(Embedding, RepeatedIndicesAccumulate) {
+  Tensor w = zeros({4, 2}).requires_grad_();
+  Tensor idx = from_vector<int64_t>({1, 2, 1, 1});
+  sum(embedding(w, idx)).backward();
+  EXPECT_TRUE(all_close(w.grad(), vec({0, 0, 3, 3, 1, 1, 0, 0}, {4, 2}), 0, 0));
+}
+
+TEST(Embedding, PaddingIdxGetsNoGradient) {
+  for (int64_t pad : {1, -3}) {  // -3 is row 1 of 4
+    Tensor w = ones({4, 2}).requires_grad_();
+    Tensor idx = from_vector<int64_t>({1, 2, 1, 0});
+    Tensor y = embedding(w, idx, pad);
+    // The padding row still reads its values forward.
+    EXPECT_TRUE(all_close(y, ones({4, 2}), 0, 0));
+    sum(y).backward();
+    EXPECT_TRUE(all_close(w.grad(), vec({1, 1, 0, 0, 1, 1, 0, 0}, {4, 2}), 0, 0)) << pad;
+  }
+}
+
+TEST(Embedding, OutOfRangeIndexIsAClearError) {
+  Tensor w = zeros({4, 3});
+  expect_error(
+      [&] {
+        embedding(w, from_vector<int64_t>({0, 4}));
+      },
+      {"embedding", "index out of range", "[0, 4]", "4 rows"});
+  expect_error(
+      [&] {
+        embedding(w, from_vector<int64_t>({-1, 2}));
+      },
+      {"embedding", "index out of range", "[-1, 2]"});
+}
+
+TEST(Embedding, ErrorMessagesNameTheArguments) {
+  expect_error([] { embedding(zeros({4}), from_vector<int64_t>({0})); },
+               {"embedding", "2-D", "[4]"});
+  expect_error(
+      [] {
+        embedding(zeros({4, 2}), from_vector<int32_t>({0}));
+      },
+      {"embedding", "i64", "i32"});
+  expect_error(
+      [] {
+        embedding(zeros({4, 2}), from_vector<int64_t>({0}), 4);
+      },
+      {"embedding", "padding_idx 4", "4 rows"});
+}
+
+// --- CUDA against the CPU reference ---
+
+void expect_same_on_cuda(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x,
+                         double tol) {
+  Tensor xc = x.detach().clone().requires_grad_();
+  Tensor xg = x.detach().to(Device::cuda()).requires_grad_();
+  testing::poison_cuda_cache();
+  Tensor yc = fn(xc), yg = fn(xg);
+  EXPECT_TRUE(all_close(yg.cpu(), yc, tol, tol)) << "forward";
+  Generator gen(99);
+  Tensor gy = randn(yc.shape(), {.dtype = x.dtype()}, &gen);
+  sum(mul(yc, gy)).backward();
+  sum(mul(yg, gy.to(Device::cuda()))).backward();
+  EXPECT_TRUE(all_close(xg.grad().cpu(), xc.grad(), tol, tol)) << "backward";
+}
+
+TEST(CudaNorm, DropoutSameMaskAsCpu) {
+  SINTER_REQUIRE_CUDA();
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    Tensor x = randn({1000, 37}).to(dt);
+    Generator gc(2024), gg(2024);
+    Tensor yc = dropout(x, 0.35, true, &gc);
+    Tensor yg = dropout(x.to(Device::cuda()), 0.35, true, &gg);
+    EXPECT_TRUE(all_close(yg.cpu(), yc, 0, 0)) << dtype_name(dt);
+  }
+}
+
+TEST(CudaNorm, BatchNormManyBlocksMatchesCpu) {
+  SINTER_REQUIRE_CUDA();
+  Generator gen(testing::fresh_seed());
+  Tensor x = add(mul(randn({16, 5, 33, 17}, {}, &gen), 3.0), 2.0);
+  Tensor w = randn({5}, {}, &gen), b = randn({5}, {}, &gen);
+  Tensor rmc = zeros({5}), rvc = ones({5});
+  Tensor rmg = rmc.cuda(), rvg = rvc.cuda();
+  Tensor wg = w.cuda(), bg = b.cuda();
+  expect_same_on_cuda(
+      [&](const Tensor& in) {
+        return in.is_cuda() ? batch_norm(in, rmg, rvg, wg, bg, true)
+                            : batch_norm(in, rmc, rvc, w, b, true);
+      },
+      x, 1e-4);
+  EXPECT_TRUE(all_close(rmg.cpu(), rmc, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(rvg.cpu(), rvc, 1e-5, 1e-5));
+  expect_same_on_cuda(
+      [&](const Tensor& in) {
+        return in.is_cuda() ? batch_norm(in, rmg, rvg, wg, bg, false)
+                            : batch_norm(in, rmc, rvc, w, b, false);
+      },
+      x, 1e-4);
+}
+
+TEST(CudaNorm, LayerNormManyBlocksMatchesCpu) {
+  SINTER_REQUIRE_CUDA();
+  Generator gen(testing::fresh_seed());
+  Tensor x = add(randn({300, 1000}, {}, &gen), 1.0);
+  Tensor w = randn({1000}, {}, &gen), b = randn({1000}, {}, &gen);
+  Tensor wc = w.clone().requires_grad_(), bc = b.clone().requires_grad_();
+  Tensor wg = w.cuda().requires_grad_(), bg = b.cuda().requires_grad_();
+  expect_same_on_cuda(
+      [&](const Tensor& in) {
+        return in.is_cuda() ? layer_norm(in, {1000}, wg, bg) : layer_norm(in, {1000}, wc, bc);
+      },
+      x, 1e-4);
+  EXPECT_TRUE(all_close(wg.grad().cpu(), wc.grad(), 1e-3, 1e-3));
+  EXPECT_TRUE(all_close(bg.grad().cpu(), bc.grad(), 1e-3, 1e-3));
+}
+
+TEST(CudaNorm, EmbeddingMatchesCpu) {
+  SINTER_REQUIRE_CUDA();
+  Tensor idx = randint(0, 50, {64, 9});
+  Tensor w = randn({50, 24});
+  Tensor ig = idx.cuda();
+  expect_same_on_cuda([&](const Tensor& in) { return embedding(in, in.is_cuda() ? ig : idx, 3); },
+                      w, 1e-5);
+}
+
+}  // namespace
+}  // namespace sinter
