@@ -279,6 +279,7 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen in logs too
   Args args;
   CLI::App app{"Train the mlp or cnn reference model on Fashion-MNIST"};
   app.add_option("--model", args.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));

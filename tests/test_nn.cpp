@@ -748,3 +748,36 @@ TEST(CudaNn, CnnMatchesCpu) {
 
 }  // namespace
 }  // namespace sinter
+
+namespace sinter {
+namespace {
+
+// Every layer checks its input's shape at forward and says what it expected.
+TEST(NnLayers, EveryLayerRejectsAWrongInputShape) {
+  auto fails = [](nn::Module&& m, const Tensor& x, std::initializer_list<std::string> frags) {
+    try {
+      m(x);
+      ADD_FAILURE() << m.name() << " accepted shape " << shape_str(x.shape());
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      for (const std::string& f : frags) {
+        EXPECT_NE(msg.find(f), std::string::npos) << "\"" << f << "\" is not in: " << msg;
+      }
+    }
+  };
+  fails(nn::Linear(4, 2), zeros({3, 5}), {"Linear", "[3, 5]"});
+  fails(nn::Conv2d(3, 4, 3), zeros({2, 5, 8, 8}), {"Conv2d", "(N, 3, H, W)", "[2, 5, 8, 8]"});
+  fails(nn::Conv2d(3, 4, 3), zeros({2, 3, 8}), {"Conv2d", "[2, 3, 8]"});
+  fails(nn::Conv2d(3, 4, 5), zeros({1, 3, 2, 2}), {"conv2d"});
+  fails(nn::BatchNorm2d(4), zeros({2, 3, 5, 5}), {"3"});
+  fails(nn::BatchNorm2d(4), zeros({2, 4}), {"[2, 4]"});
+  fails(nn::LayerNorm({6}), zeros({2, 5}), {"LayerNorm", "[6]", "[2, 5]"});
+  fails(nn::Embedding(10, 3), zeros({4}), {"Embedding", "i64", "f32"});
+  fails(nn::MaxPool2d(2), zeros({4, 4}), {"[4, 4]"});
+  fails(nn::AvgPool2d(3), zeros({1, 1, 2, 2}), {"avg_pool2d"});
+  fails(nn::AdaptiveAvgPool2d(2), zeros({2, 3}), {"AdaptiveAvgPool2d", "[2, 3]"});
+  fails(nn::Flatten(1), zeros({3}), {"Flatten", "[3]"});
+}
+
+}  // namespace
+}  // namespace sinter
