@@ -4,7 +4,8 @@
 # OUTDIR gets at most 8 files: build.log, test.log, bench.log, summary.txt and the benchmarks' JSON,
 # bench_<name>.json each, or all of them in one bench.json when there are more than four.
 # Installs nothing. Exits nonzero when the build, a test or a benchmark failed; the summary is
-# written either way. Env: SINTER_BUILD_DIR (default build-gpu).
+# written either way. Env: SINTER_BUILD_DIR (default build-gpu), SINTER_COMMIT (the commit to name in
+# the summary, for copies of the tree without .git).
 set -uo pipefail
 
 if [ $# -ne 1 ]; then
@@ -117,8 +118,9 @@ fi
 rm -rf "$json_dir"
 
 # --- summary ---
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo "unknown")
-if [ "$commit" != unknown ] && ! git diff --quiet HEAD 2>/dev/null; then
+# The device copy of the tree has no .git: pass SINTER_COMMIT=<hash> to name what was measured.
+commit=${SINTER_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "unknown")}
+if [ -z "${SINTER_COMMIT:-}" ] && [ "$commit" != unknown ] && ! git diff --quiet HEAD 2>/dev/null; then
   commit="$commit + uncommitted changes"
 fi
 {
