@@ -174,3 +174,31 @@ inline int run_main(int argc, char** argv) {
 }
 
 }  // namespace sinter::bench
+
+namespace sinter::bench {
+
+#ifdef SINTER_WITH_CUDA
+// Milliseconds per call of fn(i), timed by CUDA events around the whole batch like time_ms(), but
+// without holding the stream: for calls that wait on the device themselves (an op that reads a value
+// back to the host), which time_ms()'s gate would stall. The time then includes the host's share
+// between launches, as such a call costs in any real use.
+template <typename F>
+double time_ms_host_synced(int reps, F&& fn) {
+  const cuda::Stream stream = cuda::current_stream();
+  cuda::Event start, stop;
+  start.record(stream);
+  for (int i = 0; i < reps; ++i) fn(i);
+  stop.record(stream);
+  stop.synchronize();
+  return static_cast<double>(start.elapsed_ms(stop)) / reps;
+}
+#endif  // SINTER_WITH_CUDA
+
+// The largest |v[i]| (0 for an empty vector), for tolerances relative to a result's scale.
+inline double max_abs(const std::vector<float>& v) {
+  double m = 0.0;
+  for (float x : v) m = std::max(m, std::abs(double(x)));
+  return m;
+}
+
+}  // namespace sinter::bench

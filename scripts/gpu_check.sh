@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # On the GPU machine (Ubuntu, no network, see DEVICE.md): builds Sinter with CUDA on every core, runs
 # the `gpu` tests, then the rest of the suite, then every benchmark, and prints a summary table last.
-# OUTDIR gets at most 8 files: build.log, test.log, bench.log, summary.txt and the benchmarks' JSON,
-# bench_<name>.json each, or all of them in one bench.json when there are more than four.
-# Installs nothing. Exits nonzero when the build, a test or a benchmark failed; the summary is
-# written either way. Env: SINTER_BUILD_DIR (default build-gpu), SINTER_COMMIT (the commit to name in
-# the summary, for copies of the tree without .git).
+# Where python3 imports a CUDA-enabled PyTorch, benchmarks/pytorch_reference.py times the same
+# training steps and benchmarks/compare.py adds the Sinter/PyTorch table to the summary.
+# OUTDIR gets at most 8 files: build.log, test.log, bench.log, summary.txt and the JSON results,
+# bench_<name>.json and pytorch_reference.json each, or all of them in one bench.json when there are
+# more than four.
+# Installs nothing. Exits nonzero when the build, a test, a benchmark or the PyTorch script failed;
+# the summary is written either way. Env: SINTER_BUILD_DIR (default build-gpu), SINTER_COMMIT (the
+# commit to name in the summary, for copies of the tree without .git).
 set -uo pipefail
 
 if [ $# -ne 1 ]; then
@@ -98,8 +101,28 @@ for bench in "${benches[@]}"; do
     --benchmark_out="$json_dir/bench_$name.json" --benchmark_out_format=json \
     >>"$out/bench.log" 2>&1 || bench_failed+=("$name")
 done
+
+# The same training steps in PyTorch, from the same run on the same GPU, and the table of ratios.
+pytorch_status="skipped (python3 has no CUDA-enabled torch)"
+pytorch_rc=0
+compare_table=""
+if python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1
+then
+  echo "== pytorch_reference" >>"$out/bench.log"
+  if timeout 600 python3 benchmarks/pytorch_reference.py --out "$json_dir/pytorch_reference.json" \
+      >>"$out/bench.log" 2>&1; then
+    pytorch_status="ok"
+  else
+    pytorch_rc=1
+    pytorch_status="FAILED (see bench.log)"
+  fi
+  compare_table=$(python3 benchmarks/compare.py "$json_dir/bench_train_step.json" \
+    "$json_dir/pytorch_reference.json" 2>&1)
+  { echo "== compare"; echo "$compare_table"; } >>"$out/bench.log"
+fi
+
 shopt -s nullglob
-jsons=("$json_dir"/bench_*.json)
+jsons=("$json_dir"/*.json)
 if [ ${#jsons[@]} -le 4 ]; then
   for json in "${jsons[@]}"; do cp "$json" "$out/"; done
 elif [ ${#jsons[@]} -gt 0 ]; then
@@ -133,12 +156,16 @@ fi
     printf '%-8s %7d %7d %8d %7d\n' "$label" $(( total - failed - skipped )) "$failed" "$skipped" "$total"
   done
   echo "benchmarks: ${#benches[@]} run, ${#bench_failed[@]} failed${bench_failed:+: ${bench_failed[*]}}"
-  # The result rows of each benchmark's console table: the lines after its second dashed rule.
-  awk '/^== / {print; rules = 0; next} /^----------/ {rules++; next} rules >= 2 && NF {print "  " $0}' \
-    "$out/bench.log"
+  # The result rows of each benchmark's console table: the lines after its second dashed rule. The
+  # PyTorch part of bench.log comes last and is summed up by compare.py's table instead.
+  awk '/^== (pytorch_reference|compare)$/ {exit} /^== / {print; rules = 0; next}
+       /^----------/ {rules++; next} rules >= 2 && NF {print "  " $0}' "$out/bench.log"
+  echo "pytorch reference: $pytorch_status"
+  if [ -n "$compare_table" ]; then echo "$compare_table"; fi
   echo "total: $(( $(date +%s) - start ))s"
 } | tee "$out/summary.txt"
 
-if [ "$build_rc" -ne 0 ] || [ "$test_rc" -ne 0 ] || [ ${#bench_failed[@]} -ne 0 ]; then
+if [ "$build_rc" -ne 0 ] || [ "$test_rc" -ne 0 ] || [ ${#bench_failed[@]} -ne 0 ] ||
+  [ "$pytorch_rc" -ne 0 ]; then
   exit 1
 fi

@@ -2,16 +2,49 @@
 // layers, so examples, tests and benchmarks train exactly the same networks.
 #pragma once
 
+#include <cstdint>
+#include <memory>
+#include <string>
+
 #include "sinter/nn/modules.h"
 
 namespace sinter::nn::models {
 
 // Linear 784-1024, ReLU, Linear 1024-1024, ReLU, Linear 1024-10 on flattened 28x28 images.
-// Input (N, 1, 28, 28) or (N, 784) -> logits (N, 10).
+// Input (N, 1, 28, 28) or (N, 784) -> logits (N, 10). 1,863,690 parameters.
 Sequential mlp();
 
 // Conv 1-32 3x3 pad 1, ReLU, MaxPool 2; Conv 32-64 3x3 pad 1, ReLU, MaxPool 2; Flatten;
-// Linear 3136-128, ReLU, Linear 128-10. Input (N, 1, 28, 28) -> logits (N, 10).
+// Linear 3136-128, ReLU, Linear 128-10. Input (N, 1, 28, 28) -> logits (N, 10). 421,642
+// parameters.
 Sequential cnn();
+
+// The basic residual block of ResNet (He et al. 2016):
+//   y = relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))
+// conv1: 3x3, in_planes -> planes, stride `stride`, pad 1; conv2: 3x3, planes -> planes, pad 1; no
+// conv has a bias (the BN after it has one). The shortcut is the identity when the shape is kept
+// (stride 1 and in_planes == planes), else a 1x1 conv with the block's stride followed by BN.
+// x: (N, in_planes, H, W) -> (N, planes, ceil(H / stride), ceil(W / stride)).
+// Children, in order: conv1, bn1, conv2, bn2 and (projection only) shortcut, a Sequential of
+// Conv2d and BatchNorm2d, so state-dict keys read "conv1.weight", "shortcut.0.weight", ...
+class BasicBlock : public Module {
+ public:
+  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride = 1);
+  std::string name() const override { return "BasicBlock"; }
+  Tensor forward(const Tensor& x) override;
+
+  int64_t in_planes, planes, stride;
+  std::shared_ptr<Conv2d> conv1, conv2;
+  std::shared_ptr<BatchNorm2d> bn1, bn2;
+  std::shared_ptr<Sequential> shortcut;  // null for the identity shortcut
+};
+
+// CIFAR ResNet-20: conv 3-16 3x3 + BN + ReLU; three stages of three BasicBlocks with 16, 32 and 64
+// channels (the first block of stages 2 and 3 has stride 2 and a 1x1 conv + BN shortcut); global
+// average pool; Flatten; Linear 64-10. Input (N, 3, 32, 32) -> logits (N, 10); the feature maps are
+// 32x32, 16x16 and 8x8 in the three stages. 272,474 parameters (see tests/test_models.cpp). The
+// model is a Sequential whose children are, in order: Conv2d, BatchNorm2d, ReLU, nine BasicBlocks,
+// AdaptiveAvgPool2d(1), Flatten, Linear.
+Sequential resnet20();
 
 }  // namespace sinter::nn::models

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Sinter against PyTorch per training step: reads bench_train_step's Google Benchmark JSON (or the
+bench.json that scripts/gpu_check.sh folds several into) and pytorch_reference.py's JSON, and prints
+a markdown table. Ratio = PyTorch ms / Sinter ms, so above 1 means Sinter is faster.
+
+  python3 benchmarks/compare.py bench_train_step.json pytorch_reference.json
+
+A missing file, benchmark or entry leaves "-" in its cells; a Sinter benchmark that failed shows
+"error". Exits 1 only when neither file yields a single figure.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+
+WORKLOAD_ORDER = ("mlp", "cnn", "resnet20", "gpt-mini")
+PRECISION_ORDER = ("fp32", "tf32", "bf16")
+ERROR = "error"
+
+
+def canonical(workload):
+    # gpt_mini and gpt-mini name the same workload.
+    return workload.replace("_", "-")
+
+
+def load(path, what):
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"compare: cannot read the {what} JSON {path}: {e}", file=sys.stderr)
+        return None
+
+
+def benchmark_lists(doc):
+    """The "benchmarks" lists in a Google Benchmark document, or in each member of a folded one."""
+    if not isinstance(doc, dict):
+        return []
+    if isinstance(doc.get("benchmarks"), list):
+        return [doc["benchmarks"]]
+    return [v["benchmarks"] for v in doc.values()
+            if isinstance(v, dict) and isinstance(v.get("benchmarks"), list)]
+
+
+def sinter_results(doc):
+    """{(workload, precision): ms or ERROR} from train_step/<workload>/<precision>[/...] entries.
+
+    With repetitions, the "median" aggregate wins; otherwise the median of the iteration runs."""
+    runs, medians, errors = {}, {}, set()
+    for benchmarks in benchmark_lists(doc):
+        for b in benchmarks:
+            parts = str(b.get("name", "")).split("/")
+            if len(parts) < 3 or parts[0] != "train_step":
+                continue
+            key = (canonical(parts[1]), parts[2])
+            if b.get("error_occurred") or b.get("skipped"):
+                errors.add(key)
+                continue
+            ms = b.get("ms_per_step")
+            if not isinstance(ms, (int, float)):
+                continue
+            if b.get("run_type") == "aggregate":
+                if b.get("aggregate_name") == "median":
+                    medians[key] = float(ms)
+            else:
+                runs.setdefault(key, []).append(float(ms))
+    out = {key: ERROR for key in errors}
+    out.update({key: statistics.median(v) for key, v in runs.items()})
+    out.update(medians)
+    return out
+
+
+def pytorch_results(doc):
+    """{(workload, precision): ms} from pytorch_reference.py's "results" list."""
+    out = {}
+    if not isinstance(doc, dict):
+        return out
+    for r in doc.get("results") or []:
+        if not isinstance(r, dict):
+            continue
+        ms = r.get("ms_per_step")
+        if isinstance(ms, (int, float)) and "workload" in r and "precision" in r:
+            out[(canonical(str(r["workload"])), str(r["precision"]))] = float(ms)
+    return out
+
+
+def order(key):
+    def rank(value, known):
+        return (known.index(value), "") if value in known else (len(known), value)
+
+    return rank(key[0], WORKLOAD_ORDER) + rank(key[1], PRECISION_ORDER)
+
+
+def cell(ms):
+    if ms is None:
+        return "-"
+    return ms if ms == ERROR else f"{ms:.3f}"
+
+
+def table(sinter, pytorch):
+    lines = ["| workload | precision | Sinter ms | PyTorch ms | PyTorch / Sinter |",
+             "|---|---|---:|---:|---:|"]
+    for key in sorted(set(sinter) | set(pytorch), key=order):
+        s, p = sinter.get(key), pytorch.get(key)
+        ratio = "-"
+        if isinstance(s, float) and isinstance(p, float) and s > 0:
+            ratio = f"{p / s:.2f}"
+        lines.append(f"| {key[0]} | {key[1]} | {cell(s)} | {cell(p)} | {ratio} |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sinter_json", help="bench_train_step's JSON, or the folded bench.json")
+    parser.add_argument("pytorch_json", help="pytorch_reference.py's --out JSON")
+    args = parser.parse_args()
+
+    sinter_doc = load(args.sinter_json, "Sinter")
+    pytorch_doc = load(args.pytorch_json, "PyTorch")
+    sinter = sinter_results(sinter_doc)
+    pytorch = pytorch_results(pytorch_doc)
+    if not sinter and not pytorch:
+        print("compare: no training-step figures in either file")
+        return 1
+    if isinstance(pytorch_doc, dict) and pytorch_doc.get("device"):
+        print(f"PyTorch {pytorch_doc.get('torch', '?')} on {pytorch_doc['device']}; ms per step, "
+              "medians; ratio > 1: Sinter is faster")
+    print(table(sinter, pytorch))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

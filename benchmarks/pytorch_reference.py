@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""PyTorch eager training steps for the reference workloads (mlp, cnn, resnet20, gpt-mini), timed
+the way bench_train_step times Sinter's, so that benchmarks/compare.py can put the two side by side.
+
+One step = zero grads, forward, loss, backward, optimizer step, on one fixed random batch already on
+the device. Precisions: fp32 (TF32 off), tf32 (matmul and cuDNN in TF32), bf16 (autocast to bf16
+with fp32 master weights; TF32 off for what stays in fp32). After warm-up, 5 batches of 30 steps are
+timed with CUDA events around each batch; the figure is the median of the 5 per-step means.
+
+  python3 benchmarks/pytorch_reference.py --out results.json   # on a CUDA machine
+  python3 benchmarks/pytorch_reference.py --smoke              # one small step of each, CPU or GPU
+
+Without torch, or without a CUDA device (and no --smoke), it says so and exits 0. Downloads nothing.
+"""
+
+import argparse
+import json
+import math
+import statistics
+import sys
+
+WORKLOADS = ("mlp", "cnn", "resnet20", "gpt-mini")
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+# Batch sizes of workloads.md; --smoke uses SMOKE_BATCH instead (same models, one step).
+BATCH = {"mlp": 256, "cnn": 256, "resnet20": 128, "gpt-mini": 32}
+SMOKE_BATCH = 2
+
+# gpt-mini: vocab 256, context 256, 6 layers, 6 heads, width 384.
+GPT_VOCAB, GPT_CONTEXT, GPT_LAYERS, GPT_HEADS, GPT_WIDTH = 256, 256, 6, 6, 384
+
+
+def build_models(torch):
+    """The model constructors, defined here so that the module imports without torch."""
+    nn = torch.nn
+    F = torch.nn.functional
+
+    def mlp():
+        # x: (N, 784) -> logits (N, 10)
+        return nn.Sequential(
+            nn.Linear(784, 1024), nn.ReLU(),
+            nn.Linear(1024, 1024), nn.ReLU(),
+            nn.Linear(1024, 10))
+
+    def cnn():
+        # x: (N, 1, 28, 28) -> (N, 32, 14, 14) -> (N, 64, 7, 7) -> (N, 3136) -> logits (N, 10)
+        return nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(3136, 128), nn.ReLU(),
+            nn.Linear(128, 10))
+
+    class BasicBlock(nn.Module):
+        # Two 3x3 convs with BN; a 1x1 conv + BN shortcut where the shape changes.
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.shortcut = nn.Identity()
+            if stride != 1 or cin != cout:
+                self.shortcut = nn.Sequential(
+                    nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            y = F.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            return F.relu(y + self.shortcut(x))
+
+    class ResNet20(nn.Module):
+        # x: (N, 3, 32, 32) -> (N, 16, 32, 32) -> (N, 32, 16, 16) -> (N, 64, 8, 8)
+        #   -> average pool (N, 64) -> logits (N, 10)
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+            blocks, cin = [], 16
+            for cout, stride in ((16, 1), (32, 2), (64, 2)):
+                for i in range(3):
+                    blocks.append(BasicBlock(cin, cout, stride if i == 0 else 1))
+                    cin = cout
+            self.blocks = nn.Sequential(*blocks)
+            self.fc = nn.Linear(64, 10)
+
+        def forward(self, x):
+            y = self.blocks(self.stem(x))
+            return self.fc(y.mean(dim=(2, 3)))
+
+    class Attention(nn.Module):
+        # x: (B, T, C) -> q, k, v: (B, heads, T, C / heads) -> causal attention -> (B, T, C)
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(GPT_WIDTH, 3 * GPT_WIDTH)
+            self.proj = nn.Linear(GPT_WIDTH, GPT_WIDTH)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.qkv(x).split(c, dim=2)
+            q, k, v = (z.view(b, t, GPT_HEADS, c // GPT_HEADS).transpose(1, 2) for z in (q, k, v))
+            # What a PyTorch user writes: the fused kernel PyTorch picks for the dtype.
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.proj(y.transpose(1, 2).reshape(b, t, c))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(GPT_WIDTH)
+            self.attn = Attention()
+            self.ln2 = nn.LayerNorm(GPT_WIDTH)
+            self.mlp = nn.Sequential(
+                nn.Linear(GPT_WIDTH, 4 * GPT_WIDTH), nn.GELU(approximate="tanh"),
+                nn.Linear(4 * GPT_WIDTH, GPT_WIDTH))
+
+        def forward(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.mlp(self.ln2(x))
+
+    class GptMini(nn.Module):
+        # tokens: (B, T) int64 -> logits (B, T, vocab)
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(GPT_VOCAB, GPT_WIDTH)
+            self.pos = nn.Embedding(GPT_CONTEXT, GPT_WIDTH)
+            self.blocks = nn.Sequential(*[Block() for _ in range(GPT_LAYERS)])
+            self.ln_f = nn.LayerNorm(GPT_WIDTH)
+            self.head = nn.Linear(GPT_WIDTH, GPT_VOCAB, bias=False)
+
+        def forward(self, tokens):
+            pos = torch.arange(tokens.shape[1], device=tokens.device)
+            x = self.tok(tokens) + self.pos(pos)
+            return self.head(self.ln_f(self.blocks(x)))
+
+    return {"mlp": mlp, "cnn": cnn, "resnet20": ResNet20, "gpt-mini": GptMini}
+
+
+def make_workload(torch, name, batch, device):
+    """(model, optimizer, inputs, targets, loss_fn) for one workload, seeded: every run is alike."""
+    torch.manual_seed(0)
+    model = build_models(torch)[name]().to(device)
+    model.train()
+    g = torch.Generator(device="cpu").manual_seed(1)
+    F = torch.nn.functional
+    if name == "gpt-mini":
+        tokens = torch.randint(0, GPT_VOCAB, (batch, GPT_CONTEXT + 1), generator=g)
+        x, y = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
+
+        def loss_fn(logits, targets):
+            return F.cross_entropy(logits.reshape(-1, GPT_VOCAB), targets.reshape(-1))
+    else:
+        shape = {"mlp": (batch, 784), "cnn": (batch, 1, 28, 28), "resnet20": (batch, 3, 32, 32)}
+        x = torch.randn(shape[name], generator=g).to(device)
+        y = torch.randint(0, 10, (batch,), generator=g).to(device)
+        loss_fn = F.cross_entropy
+    params = model.parameters()
+    if name == "mlp":
+        opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    elif name == "cnn":
+        opt = torch.optim.Adam(params, lr=1e-3)
+    elif name == "resnet20":
+        opt = torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=5e-4)
+    else:
+        opt = torch.optim.AdamW(params, lr=3e-4, weight_decay=0.1)
+    return model, opt, x, y, loss_fn
+
+
+def set_precision(torch, precision):
+    """TF32 on for tf32 only; fp32 and bf16 keep full fp32 arithmetic wherever fp32 remains."""
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
+def make_step(torch, model, opt, x, y, loss_fn, precision, device):
+    """One training step; returns the loss tensor (not synchronized)."""
+    autocast = precision == "bf16"
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def time_workload(torch, name, precision, warmup, reps, steps):
+    """Median ms per step over `reps` batches of `steps` steps, and the first and last loss."""
+    device = torch.device("cuda")
+    set_precision(torch, precision)
+    model, opt, x, y, loss_fn = make_workload(torch, name, BATCH[name], device)
+    step = make_step(torch, model, opt, x, y, loss_fn, precision, device)
+    first_loss = float(step())  # also the first warm-up step
+    for _ in range(warmup - 1):
+        step()
+    torch.cuda.synchronize()
+    per_step = []
+    for _ in range(reps):
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(steps):
+            loss = step()
+        stop.record()
+        stop.synchronize()
+        per_step.append(start.elapsed_time(stop) / steps)
+    last_loss = float(loss)
+    return statistics.median(per_step), first_loss, last_loss
+
+
+def print_table(rows, columns):
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "|".join("---" for _ in columns) + "|")
+    for row in rows:
+        print("| " + " | ".join(str(row[c]) for c in columns) + " |")
+
+
+def smoke(torch, workloads, precisions):
+    """One step of each workload on a batch of SMOKE_BATCH: the models build, run and learn."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    print(f"smoke: one step per workload and precision, batch {SMOKE_BATCH}, on {device}")
+    failed = 0
+    rows = []
+    for name in workloads:
+        for precision in precisions:
+            if device.type == "cuda":
+                set_precision(torch, precision)
+            model, opt, x, y, loss_fn = make_workload(torch, name, SMOKE_BATCH, device)
+            loss = float(make_step(torch, model, opt, x, y, loss_fn, precision, device)())
+            grads = all(p.grad is not None for p in model.parameters())
+            ok = math.isfinite(loss) and grads
+            failed += not ok
+            rows.append({"workload": name, "precision": precision, "loss": f"{loss:.4f}",
+                         "status": "ok" if ok else "FAILED"})
+    print_table(rows, ("workload", "precision", "loss", "status"))
+    return 1 if failed else 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", help="write the results as JSON here")
+    parser.add_argument("--smoke", action="store_true",
+                        help="one untimed step of each workload on a tiny batch (CPU without CUDA)")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help="comma-separated subset of " + ",".join(WORKLOADS))
+    parser.add_argument("--precisions", default=",".join(PRECISIONS),
+                        help="comma-separated subset of " + ",".join(PRECISIONS))
+    parser.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
+    parser.add_argument("--reps", type=int, default=5, help="timed batches (default 5)")
+    parser.add_argument("--steps", type=int, default=30, help="steps per timed batch (default 30)")
+    args = parser.parse_args()
+
+    workloads = [w for w in args.workloads.split(",") if w]
+    precisions = [p for p in args.precisions.split(",") if p]
+    for w in workloads:
+        if w not in WORKLOADS:
+            parser.error(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
+    for p in precisions:
+        if p not in PRECISIONS:
+            parser.error(f"unknown precision {p!r}; choose from {', '.join(PRECISIONS)}")
+    if args.warmup < 1 or args.reps < 1 or args.steps < 1:
+        parser.error("--warmup, --reps and --steps must be at least 1")
+
+    try:
+        import torch
+    except ImportError as e:
+        print(f"pytorch_reference: PyTorch is not importable ({e}); nothing measured")
+        return 0
+
+    if args.smoke:
+        return smoke(torch, workloads, precisions)
+    if not torch.cuda.is_available():
+        print(f"pytorch_reference: no CUDA device visible to PyTorch {torch.__version__}; nothing "
+              "measured (--smoke runs one step of each workload on the CPU)")
+        return 0
+
+    device_name = torch.cuda.get_device_name(0)
+    print(f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}, cuDNN "
+          f"{torch.backends.cudnn.version()}) on {device_name}, eager; median ms per step of "
+          f"{args.reps} x {args.steps} steps after {args.warmup} warm-up steps")
+    results, rows, failed = [], [], 0
+    for name in workloads:
+        for precision in precisions:
+            try:
+                ms, first, last = time_workload(torch, name, precision, args.warmup, args.reps,
+                                                args.steps)
+            except RuntimeError as e:  # CUDA and cuDNN errors; report and go on with the rest
+                print(f"{name}/{precision}: FAILED: {e}", file=sys.stderr)
+                failed += 1
+                rows.append({"workload": name, "precision": precision, "ms_per_step": "FAILED",
+                             "loss": "-"})
+                continue
+            finally:
+                torch.cuda.empty_cache()
+            if not (math.isfinite(first) and math.isfinite(last)):
+                # A step that produces NaN may take another path than a real one: no figure.
+                print(f"{name}/{precision}: FAILED: loss {first} -> {last}", file=sys.stderr)
+                failed += 1
+                rows.append({"workload": name, "precision": precision, "ms_per_step": "FAILED",
+                             "loss": f"{first:.4f} -> {last:.4f}"})
+                continue
+            results.append({"workload": name, "precision": precision, "ms_per_step": ms,
+                            "first_loss": first, "last_loss": last})
+            rows.append({"workload": name, "precision": precision, "ms_per_step": f"{ms:.3f}",
+                         "loss": f"{first:.4f} -> {last:.4f}"})
+    print_table(rows, ("workload", "precision", "ms_per_step", "loss"))
+
+    if args.out:
+        doc = {
+            "device": device_name,
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version(),
+            "method": {"warmup": args.warmup, "reps": args.reps, "steps": args.steps,
+                       "statistic": "median of per-step means of CUDA-event-timed batches"},
+            "results": results,
+        }
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
