@@ -282,6 +282,8 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen in logs too
   Args args;
   CLI::App app{"Train the mlp or cnn reference model on Fashion-MNIST"};
+  // A repeated option takes its last value, so wrappers (scripts/quickstart.sh) can be overridden.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--model", args.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
   app.add_option("--epochs", args.epochs, "total epochs (with --resume: including those done)")
       ->check(CLI::PositiveNumber);
