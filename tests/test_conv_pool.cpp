@@ -227,20 +227,7 @@ TEST(ConvPool, AdaptiveAvgPool2dEqualsAvgPoolWhenDivisible) {
                         1e-12, 1e-12));
 }
 
-// Asserts that f() throws sinter::Error whose text holds every fragment.
-template <class F>
-void expect_error(F f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& frag : fragments) {
-      EXPECT_NE(msg.find(frag), std::string::npos) << "\"" << frag << "\" is not in: " << msg;
-    }
-    return;
-  }
-  ADD_FAILURE() << "expected sinter::Error, but nothing was thrown";
-}
+using ::sinter::testing::expect_error;
 
 TEST(ConvPoolErrors, Conv2dArguments) {
   Tensor x = zeros({2, 4, 6, 6}), w = zeros({6, 2, 3, 3});

@@ -25,41 +25,9 @@ using data::Batch;
 using data::DataLoader;
 using data::Example;
 
-template <class F>
-void expect_error(F f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& frag : fragments) {
-      EXPECT_NE(msg.find(frag), std::string::npos) << "\"" << frag << "\" is not in: " << msg;
-    }
-    return;
-  }
-  ADD_FAILURE() << "expected sinter::Error, but nothing was thrown";
-}
+using ::sinter::testing::expect_error;
 
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ =
-        fs::temp_directory_path() / ("sinter-data-" + std::string(info->name()) + "-" +
-                                     std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
+using ::sinter::testing::TempDir;
 
 using Bytes = std::vector<uint8_t>;
 

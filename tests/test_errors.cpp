@@ -27,25 +27,7 @@ constexpr const char* kNoCuda = "no CUDA device is available";
 constexpr const char* kNoCuda = "built without CUDA";
 #endif
 
-// Asserts that f() throws sinter::Error and that its text holds every fragment.
-template <class F>
-void expect_error(F f, std::initializer_list<std::string> fragments,
-                  std::source_location where = std::source_location::current()) {
-  ::testing::ScopedTrace trace(where.file_name(), static_cast<int>(where.line()), "expect_error");
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& frag : fragments) {
-      EXPECT_NE(msg.find(frag), std::string::npos) << "\"" << frag << "\" is not in: " << msg;
-    }
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected sinter::Error, got another exception: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected sinter::Error, but nothing was thrown";
-}
+using ::sinter::testing::expect_error;
 
 // The child's side of expect_error_isolated: exits 0 when f() throws sinter::Error holding every
 // fragment, 1 (after saying why on stderr) otherwise.
@@ -115,8 +97,11 @@ TEST(Errors, BinaryDtypesDiffer) {
 }
 
 TEST(Errors, BinaryShapesDoNotBroadcast) {
-  expect_error([] { add(zeros({2, 3}), zeros({4})); },
-               {"add", "[2, 3]", "[4]", "cannot be broadcast", "3 vs 4"});
+  expect_error(
+      [] {
+        add(zeros({2, 3}), zeros({4}));
+      },
+      {"add", "[2, 3]", "[4]", "cannot be broadcast", "3 vs 4"});
   expect_error([] { maximum(zeros({5}), zeros({2, 3})); }, {"maximum", "[5]", "[2, 3]"});
 }
 
@@ -151,8 +136,11 @@ TEST(Errors, WhereConditionOnOtherDevice) {
 TEST(Errors, WhereValuesDiffer) {
   expect_error([] { where(bools({2}), zeros({2}), zeros({2}, {.dtype = DType::f64})); },
                {"where", "dtypes differ", "f32", "f64"});
-  expect_error([] { where(bools({3}), zeros({2, 1}), zeros({4})); },
-               {"where", "[3]", "[2, 4]", "cannot be broadcast"});
+  expect_error(
+      [] {
+        where(bools({3}), zeros({2, 1}), zeros({4}));
+      },
+      {"where", "[3]", "[2, 4]", "cannot be broadcast"});
 }
 
 TEST(Errors, GeluUnknownApproximation) {
@@ -172,8 +160,8 @@ TEST(Errors, TooManyDimsAfterMerging) {
 }
 
 // Regression: Tensor::mul_/add_ with a scalar (src/tensor/tensor.cpp, inplace_binary) skip the
-// integer check that mul/add make; ones(i64).mul_(0.5) silently gives [0, 0, 0] and add_(0.5) leaves
-// the tensor unchanged.
+// integer check that mul/add make; ones(i64).mul_(0.5) silently gives [0, 0, 0] and add_(0.5)
+// leaves the tensor unchanged.
 TEST(Errors, InplaceFractionalScalarOnIntegerTensor) {
   expect_error([] { zeros({3}, kI64).mul_(0.5); }, {"mul_", "0.5", "i64"});
   expect_error([] { zeros({3}, kI64).add_(0.5); }, {"add_", "0.5", "i64"});
@@ -232,18 +220,27 @@ TEST(Errors, MatmulUndefinedArgument) {
 }
 
 TEST(Errors, MatmulDevicesDiffer) {
-  expect_error([] { matmul(zeros({2, 2}), fake_cuda({2, 2})); },
-               {"matmul", "different devices", "cpu", "cuda:0"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 2}), fake_cuda({2, 2}));
+      },
+      {"matmul", "different devices", "cpu", "cuda:0"});
 }
 
 TEST(Errors, MatmulDtypesDiffer) {
-  expect_error([] { matmul(zeros({2, 3}), zeros({3, 2}, {.dtype = DType::f64})); },
-               {"matmul", "dtypes differ", "f32", "f64"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 3}), zeros({3, 2}, {.dtype = DType::f64}));
+      },
+      {"matmul", "dtypes differ", "f32", "f64"});
 }
 
 TEST(Errors, MatmulIntegerOperands) {
-  expect_error([] { matmul(zeros({2, 2}, kI64), zeros({2, 2}, kI64)); },
-               {"matmul", "floating", "i64"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 2}, kI64), zeros({2, 2}, kI64));
+      },
+      {"matmul", "floating", "i64"});
 }
 
 TEST(Errors, MatmulZeroDimOperand) {
@@ -251,14 +248,20 @@ TEST(Errors, MatmulZeroDimOperand) {
 }
 
 TEST(Errors, MatmulInnerDimMismatch) {
-  expect_error([] { matmul(zeros({2, 3}), zeros({4, 5})); },
-               {"matmul", "[2, 3]", "[4, 5]", "3 vs 4"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 3}), zeros({4, 5}));
+      },
+      {"matmul", "[2, 3]", "[4, 5]", "3 vs 4"});
   expect_error([] { matmul(zeros({3}), zeros({4})); }, {"matmul", "[3]", "[4]", "3 vs 4"});
 }
 
 TEST(Errors, MatmulBatchDimsDoNotBroadcast) {
-  expect_error([] { matmul(zeros({2, 2, 3}), zeros({3, 3, 4})); },
-               {"matmul", "[2]", "[3]", "cannot be broadcast"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 2, 3}), zeros({3, 3, 4}));
+      },
+      {"matmul", "[2]", "[3]", "cannot be broadcast"});
 }
 
 TEST(Errors, MatmulPrecisionUnknown) {
@@ -280,7 +283,11 @@ TEST(Errors, ShapeOpsUndefinedArgument) {
 }
 
 TEST(Errors, ReshapeInvalidShape) {
-  expect_error([] { zeros({6}).reshape({-1, -1}); }, {"reshape", "only one dim can be -1", "[-1, -1]"});
+  expect_error(
+      [] {
+        zeros({6}).reshape({-1, -1});
+      },
+      {"reshape", "only one dim can be -1", "[-1, -1]"});
   expect_error([] { zeros({6}).reshape({-2, 3}); }, {"reshape", "invalid size -2", "[-2, 3]"});
   expect_error([] { zeros({6}).reshape({4}); }, {"reshape", "[4]", "6 elements"});
   expect_error([] { zeros({6}).reshape({-1, 4}); }, {"reshape", "[-1, 4]", "6 elements"});
@@ -288,8 +295,11 @@ TEST(Errors, ReshapeInvalidShape) {
 }
 
 TEST(Errors, ViewIncompatibleStrides) {
-  expect_error([] { zeros({2, 3}).t().view({6}); },
-               {"view", "[6]", "strides [1, 3]", "[3, 2]", "reshape"});
+  expect_error(
+      [] {
+        zeros({2, 3}).t().view({6});
+      },
+      {"view", "[6]", "strides [1, 3]", "[3, 2]", "reshape"});
 }
 
 TEST(Errors, FlattenBadDims) {
@@ -344,8 +354,9 @@ TEST(Errors, ExpandToNegativeSize) {
   expect_error([] { zeros({1}).expand({-2}); }, {"expand", "-2"});
 }
 
-// Regression: transpose, squeeze(dim) and flatten (src/ops/shape.cpp) return a 0-dim tensor unchanged
-// before checking their dims, so any dim is accepted there (a 0-dim tensor takes only 0 and -1).
+// Regression: transpose, squeeze(dim) and flatten (src/ops/shape.cpp) return a 0-dim tensor
+// unchanged before checking their dims, so any dim is accepted there (a 0-dim tensor takes only 0
+// and -1).
 TEST(Errors, ZeroDimTensorDimOutOfRange) {
   expect_error([] { zeros({}).transpose(3, 4); }, {"transpose", "dim 3"});
   expect_error([] { zeros({}).squeeze(5); }, {"squeeze", "dim 5"});
@@ -363,12 +374,18 @@ TEST(Errors, CatBadInputs) {
   expect_error([] { cat({}); }, {"cat", "at least one tensor"});
   expect_error([] { cat({zeros({})}); }, {"cat", "0-dim"});
   expect_error([] { cat({zeros({2})}, 1); }, {"cat", "dim 1", "1 dims"});
-  expect_error([] { cat({zeros({2}), zeros({2}, {.dtype = DType::f64})}); },
-               {"cat", "tensor 1", "f64", "f32"});
+  expect_error(
+      [] {
+        cat({zeros({2}), zeros({2}, {.dtype = DType::f64})});
+      },
+      {"cat", "tensor 1", "f64", "f32"});
   expect_error([] { cat({zeros({2}), fake_cuda({2})}); }, {"cat", "tensor 1", "cuda:0", "cpu"});
   expect_error([] { cat({zeros({2}), zeros({2, 1})}); }, {"cat", "tensor 1", "[2, 1]", "[2]"});
-  expect_error([] { cat({zeros({2, 3}), zeros({2, 4})}, 0); },
-               {"cat", "tensor 1", "[2, 4]", "[2, 3]", "only in dim 0"});
+  expect_error(
+      [] {
+        cat({zeros({2, 3}), zeros({2, 4})}, 0);
+      },
+      {"cat", "tensor 1", "[2, 4]", "[2, 3]", "only in dim 0"});
 }
 
 TEST(Errors, StackBadInputs) {
@@ -380,15 +397,25 @@ TEST(Errors, StackBadInputs) {
 // Regression: stack (src/ops/shape.cpp) leaves the dtype and device check to cat, so the message
 // names cat ("cat: tensor 1 is f64 on cpu, ..."), an op the caller never called.
 TEST(Errors, StackDtypeMismatchNamesStack) {
-  expect_error([] { stack({zeros({2}), zeros({2}, {.dtype = DType::f64})}); },
-               {"stack", "tensor 1", "f64"});
+  expect_error(
+      [] {
+        stack({zeros({2}), zeros({2}, {.dtype = DType::f64})});
+      },
+      {"stack", "tensor 1", "f64"});
 }
 
 TEST(Errors, SplitAndChunkBadSizes) {
   expect_error([] { split(zeros({3}), 0); }, {"split", "split_size", "0"});
-  expect_error([] { split(zeros({3}), std::vector<int64_t>{4, -1}); }, {"split", "negative", "[4, -1]"});
-  expect_error([] { split(zeros({3}), std::vector<int64_t>{1, 1}); },
-               {"split", "[1, 1]", "sum to 2", "size 3"});
+  expect_error(
+      [] {
+        split(zeros({3}), std::vector<int64_t>{4, -1});
+      },
+      {"split", "negative", "[4, -1]"});
+  expect_error(
+      [] {
+        split(zeros({3}), std::vector<int64_t>{1, 1});
+      },
+      {"split", "[1, 1]", "sum to 2", "size 3"});
   expect_error([] { split(zeros({3}), 1, 1); }, {"split", "dim 1", "1 dims"});
   expect_error([] { chunk(zeros({3}), 0); }, {"chunk", "chunks", "0"});
   expect_error([] { chunk(zeros({3}), 1, 1); }, {"chunk", "dim 1", "1 dims"});
@@ -396,17 +423,26 @@ TEST(Errors, SplitAndChunkBadSizes) {
 
 TEST(Errors, IndexSelectBadIndex) {
   expect_error([] { index_select(zeros({3}), 0, zeros({2})); }, {"index_select", "i64", "f32"});
-  expect_error([] { index_select(zeros({3}), 0, zeros({1, 1}, kI64)); },
-               {"index_select", "1-D", "[1, 1]"});
+  expect_error(
+      [] {
+        index_select(zeros({3}), 0, zeros({1, 1}, kI64));
+      },
+      {"index_select", "1-D", "[1, 1]"});
   expect_error([] { index_select(zeros({3}), 0, fake_cuda({1}, DType::i64)); },
                {"index_select", "cuda:0", "cpu"});
   expect_error([] { index_select(zeros({}), 0, zeros({1}, kI64)); }, {"index_select", "0-dim"});
   expect_error([] { index_select(zeros({3}), 1, zeros({1}, kI64)); },
                {"index_select", "dim 1", "1 dims"});
-  expect_error([] { index_select(zeros({2, 3}), 1, from_vector<int64_t>({0, 3})); },
-               {"index_select", "out of range", "[0, 3]", "dim 1", "size 3"});
-  expect_error([] { index_select(zeros({3}), 0, from_vector<int64_t>({-1, 0})); },
-               {"index_select", "out of range", "[-1, 0]", "size 3"});
+  expect_error(
+      [] {
+        index_select(zeros({2, 3}), 1, from_vector<int64_t>({0, 3}));
+      },
+      {"index_select", "out of range", "[0, 3]", "dim 1", "size 3"});
+  expect_error(
+      [] {
+        index_select(zeros({3}), 0, from_vector<int64_t>({-1, 0}));
+      },
+      {"index_select", "out of range", "[-1, 0]", "size 3"});
 }
 
 // --- tensors and factories (src/tensor/tensor.cpp, include/sinter/tensor.h) ---
@@ -488,7 +524,11 @@ TEST(Errors, RandintRangeBeyondDtype) {
 }
 
 TEST(Errors, FromVectorCountMismatch) {
-  expect_error([] { from_vector<float>({1, 2, 3}, {2, 2}); }, {"from_vector", "3 values", "[2, 2]"});
+  expect_error(
+      [] {
+        from_vector<float>({1, 2, 3}, {2, 2});
+      },
+      {"from_vector", "3 values", "[2, 2]"});
 }
 
 TEST(Errors, FromBlobBadLayout) {
@@ -550,8 +590,11 @@ TEST(Errors, BackwardGradientMismatch) {
   expect_error([&] { (x * 2.0).backward(); }, {"backward", "scalar", "[2, 3]"});
   expect_error([&] { (x * 2.0).backward(zeros({3})); }, {"backward", "[3]", "[2, 3]"});
   expect_error([&] { (x * 2.0).backward(fake_cuda({2, 3})); }, {"backward", "cuda:0", "cpu"});
-  expect_error([&] { autograd::backward({x.sum(), x.sum()}, {Tensor()}); },
-               {"backward", "2 roots", "1 gradients"});
+  expect_error(
+      [&] {
+        autograd::backward({x.sum(), x.sum()}, {Tensor()});
+      },
+      {"backward", "2 roots", "1 gradients"});
 }
 
 TEST(Errors, BackwardTwiceWithoutRetainGraph) {
@@ -567,10 +610,9 @@ TEST(Errors, SavedTensorModifiedInPlace) {
   const Tensor y = (x * w).sum();
   const uint32_t saved = x.version();
   x.add_(1.0);
-  expect_error([&] { y.backward(); },
-               {"mul backward", "modified by an in-place operation",
-                "version is " + std::to_string(x.version()),
-                "saved at version " + std::to_string(saved)});
+  expect_error([&] { y.backward(); }, {"mul backward", "modified by an in-place operation",
+                                       "version is " + std::to_string(x.version()),
+                                       "saved at version " + std::to_string(saved)});
 }
 
 TEST(Errors, LeafHookChangesShape) {
@@ -592,8 +634,8 @@ TEST(Errors, SetGradShapeMismatch) {
   expect_error([] { Tensor().set_grad(zeros({1})); }, {"set_grad", "undefined tensor"});
 }
 
-// Regression: Tensor::set_grad (src/autograd/engine.cpp) checks only the shape; a gradient of another
-// dtype or device is stored as is and surfaces later in an optimizer or in accumulation.
+// Regression: Tensor::set_grad (src/autograd/engine.cpp) checks only the shape; a gradient of
+// another dtype or device is stored as is and surfaces later in an optimizer or in accumulation.
 TEST(Errors, SetGradDtypeOrDeviceMismatch) {
   expect_error([] { zeros({2}).set_grad(zeros({2}, {.dtype = DType::f64})); },
                {"set_grad", "f64", "f32"});
@@ -613,8 +655,8 @@ TEST(Errors, HooksNeedGrad) {
 
 // --- inputs that crash today (each runs in a child process) ---
 
-// Regression: Tensor::detach (src/autograd/engine.cpp) calls alias_of (src/tensor/tensor.cpp), which
-// dereferences the null impl of an undefined tensor: a segmentation fault.
+// Regression: Tensor::detach (src/autograd/engine.cpp) calls alias_of (src/tensor/tensor.cpp),
+// which dereferences the null impl of an undefined tensor: a segmentation fault.
 TEST(ErrorsDeathTest, DetachOfUndefinedTensor) {
   expect_error_isolated([] { Tensor().detach(); }, {"undefined tensor"});
 }
@@ -631,10 +673,11 @@ TEST(ErrorsDeathTest, NarrowLengthOverflow) {
                         {"narrow", "9223372036854775807"});
 }
 
-// --- the CUDA layer without a usable device (src/cuda/runtime_*.cpp, src/cuda/kernels_nocuda.cpp) ---
+// --- the CUDA layer without a usable device (src/cuda/runtime_*.cpp, src/cuda/kernels_nocuda.cpp)
+// ---
 
-#define SINTER_SKIP_WITH_CUDA()                                             \
-  do {                                                                      \
+#define SINTER_SKIP_WITH_CUDA()                                                    \
+  do {                                                                             \
     if (::sinter::testing::has_cuda()) GTEST_SKIP() << "a CUDA device is present"; \
   } while (0)
 

@@ -17,19 +17,7 @@ using testing::all_close;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-template <class F>
-void expect_error(F f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& frag : fragments) {
-      EXPECT_NE(msg.find(frag), std::string::npos) << "\"" << frag << "\" is not in: " << msg;
-    }
-    return;
-  }
-  ADD_FAILURE() << "expected sinter::Error";
-}
+using ::sinter::testing::expect_error;
 
 Tensor f64(const std::vector<double>& v, const Shape& shape) {
   return from_vector<double>(v, shape);

@@ -18,22 +18,7 @@ namespace {
 
 using testing::all_close;
 
-// Asserts that f() throws sinter::Error and that its text holds every fragment.
-template <class F>
-void expect_error(F f, std::initializer_list<std::string> fragments,
-                  std::source_location where = std::source_location::current()) {
-  ::testing::ScopedTrace trace(where.file_name(), static_cast<int>(where.line()), "expect_error");
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& frag : fragments) {
-      EXPECT_NE(msg.find(frag), std::string::npos) << "\"" << frag << "\" is not in: " << msg;
-    }
-    return;
-  }
-  ADD_FAILURE() << "expected sinter::Error, but nothing was thrown";
-}
+using ::sinter::testing::expect_error;
 
 std::vector<std::string> names_of(const std::vector<std::pair<std::string, Tensor>>& named) {
   std::vector<std::string> out;

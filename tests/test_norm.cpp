@@ -18,20 +18,7 @@ Tensor vec(const std::vector<double>& v, const Shape& shape, DType dtype = DType
   return from_vector<double>(v, shape).to(dtype);
 }
 
-// Asserts that f() throws sinter::Error whose text holds every fragment.
-template <class F>
-void expect_error(F f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& frag : fragments) {
-      EXPECT_NE(msg.find(frag), std::string::npos) << "\"" << frag << "\" is not in: " << msg;
-    }
-    return;
-  }
-  ADD_FAILURE() << "expected sinter::Error";
-}
+using ::sinter::testing::expect_error;
 
 // --- batch_norm ---
 

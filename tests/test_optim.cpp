@@ -47,19 +47,7 @@ void expect_near(const std::vector<double>& actual, const std::vector<double>& e
   }
 }
 
-template <class F>
-void expect_error(F f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& frag : fragments) {
-      EXPECT_NE(msg.find(frag), std::string::npos) << "\"" << frag << "\" is not in: " << msg;
-    }
-    return;
-  }
-  ADD_FAILURE() << "expected sinter::Error";
-}
+using ::sinter::testing::expect_error;
 
 // --- SGD ---
 

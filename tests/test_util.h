@@ -3,9 +3,12 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -46,6 +49,53 @@ inline ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& 
   }
   return ::testing::AssertionSuccess();
 }
+
+// Asserts that f() throws sinter::Error and that its text holds every fragment; a failure names the
+// caller's line.
+template <class F>
+void expect_error(F f, std::initializer_list<std::string> fragments,
+                  std::source_location where = std::source_location::current()) {
+  ::testing::ScopedTrace trace(where.file_name(), static_cast<int>(where.line()), "expect_error");
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& frag : fragments) {
+      EXPECT_NE(msg.find(frag), std::string::npos) << "\"" << frag << "\" is not in: " << msg;
+    }
+    return;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected sinter::Error, got another exception: " << e.what();
+    return;
+  }
+  ADD_FAILURE() << "expected sinter::Error, but nothing was thrown";
+}
+
+// A fresh folder for the current test's files, removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = std::filesystem::temp_directory_path() /
+            ("sinter-test-" + std::string(info->name()) + "-" + std::to_string(::getpid()) + "-" +
+             std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::string str() const { return path_.string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // Fills the CUDA cache with NaN-filled blocks and frees them, so fresh outputs start as garbage.
 inline void poison_cuda_cache() {
