@@ -13,6 +13,7 @@
 #include "cuda_check.cuh"
 #include "internal/kernels_norm.h"
 #include "internal/philox.h"
+#include "internal/scalar_ops.h"
 
 namespace sinter::cudak {
 namespace {
@@ -267,19 +268,7 @@ __global__ void dropout_kernel(const T* in, int64_t numel, uint64_t seed, uint64
 // Calls f(TypeTag<T>{}) for the floating storage types.
 template <class F>
 void visit_float(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::f32:
-      return f(kern::TypeTag<float>{});
-    case DType::f64:
-      return f(kern::TypeTag<double>{});
-    case DType::bf16:
-      return f(kern::TypeTag<__nv_bfloat16>{});
-    case DType::f16:
-      return f(kern::TypeTag<__half>{});
-    default:
-      break;
-  }
-  SINTER_THROW(op, ": needs a floating dtype, got ", t);
+  kern::visit_floating_type<__nv_bfloat16, __half>(t, op, std::forward<F>(f));
 }
 
 }  // namespace

@@ -12,10 +12,10 @@
 #include "accumulate.cuh"
 #include "cuda_check.cuh"
 #include "internal/kernels_conv.h"
+#include "internal/scalar_ops.h"
 
 namespace sinter::cudak {
 namespace {
-
 
 #define SINTER_GRID_STRIDE(i, n)                                                         \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
@@ -175,22 +175,11 @@ unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(std::clamp<int64_t>((n + 255) / 256, 1, int64_t{1} << 20));
 }
 
-// Calls fn(T{}) with the CUDA storage type of the floating `dtype`.
+// Calls fn(T{}) with T the storage type of the floating `dtype`.
 template <class Fn>
 void by_dtype(const char* op, DType dtype, Fn fn) {
-  switch (dtype) {
-    case DType::f32:
-      return fn(float{});
-    case DType::f64:
-      return fn(double{});
-    case DType::bf16:
-      return fn(__nv_bfloat16{});
-    case DType::f16:
-      return fn(__half{});
-    default:
-      break;
-  }
-  SINTER_THROW(op, ": unsupported dtype ", dtype);
+  kern::visit_floating_type<__nv_bfloat16, __half>(
+      dtype, op, [&](auto tag) { fn(typename decltype(tag)::type{}); });
 }
 
 cudaStream_t stream_of(const Ctx& ctx) { return static_cast<cudaStream_t>(ctx.stream); }

@@ -13,10 +13,10 @@
 #include "accumulate.cuh"
 #include "cuda_check.cuh"
 #include "internal/kernels_loss.h"
+#include "internal/scalar_ops.h"
 
 namespace sinter::cudak {
 namespace {
-
 
 __device__ __forceinline__ float exp_acc(float v) { return expf(v); }
 __device__ __forceinline__ double exp_acc(double v) { return exp(v); }
@@ -255,22 +255,11 @@ RowLaunch row_launch(int64_t rows, int64_t dim, int64_t inner) {
   return {Mode::Block, blocks_for(rows, 1), dim > 8192 ? 1024 : 512};
 }
 
-// Calls f.template operator()<T>() with the CUDA element type of the floating dtype `dtype`.
+// Calls f.template operator()<T>() for the floating dtype `dtype`.
 template <class F>
 void visit_floating(const char* name, DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32:
-      return f.template operator()<float>();
-    case DType::f64:
-      return f.template operator()<double>();
-    case DType::bf16:
-      return f.template operator()<__nv_bfloat16>();
-    case DType::f16:
-      return f.template operator()<__half>();
-    default:
-      break;
-  }
-  SINTER_THROW(name, ": unsupported dtype ", dtype);
+  kern::visit_floating_type<__nv_bfloat16, __half>(
+      dtype, name, [&](auto tag) { f.template operator()<typename decltype(tag)::type>(); });
 }
 
 template <typename T, bool kLog>

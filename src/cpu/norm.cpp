@@ -40,14 +40,7 @@ using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 // Calls f(TypeTag<T>{}) for the floating storage types.
 template <class F>
 void visit_float(DType t, const char* op, F&& f) {
-  SINTER_CHECK(is_floating(t), op, ": needs a floating dtype, got ", t);
-  visit_storage_type<BFloat16, Half>(t, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                  std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
-      f(tag);
-    }
-  });
+  visit_floating_type<BFloat16, Half>(t, op, std::forward<F>(f));
 }
 
 template <class T>

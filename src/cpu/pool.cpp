@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "internal/kernels_conv.h"
+#include "internal/scalar_ops.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {
@@ -34,19 +35,8 @@ T narrow(double v) {
 // Calls fn(T{}) with T the storage type of the floating `dtype`.
 template <class Fn>
 void by_dtype(const char* op, DType dtype, Fn fn) {
-  switch (dtype) {
-    case DType::f32:
-      return fn(float{});
-    case DType::f64:
-      return fn(double{});
-    case DType::bf16:
-      return fn(BFloat16{});
-    case DType::f16:
-      return fn(Half{});
-    default:
-      break;
-  }
-  SINTER_THROW(op, ": unsupported dtype ", dtype);
+  kern::visit_floating_type<BFloat16, Half>(dtype, op,
+                                            [&](auto tag) { fn(typename decltype(tag)::type{}); });
 }
 
 // The window of output (oh, ow) clipped to the input, [h0, h1) x [w0, w1), and the element count

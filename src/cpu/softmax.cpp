@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "internal/kernels_loss.h"
+#include "internal/scalar_ops.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {
@@ -34,19 +35,8 @@ T store(double v) {
 // Calls f.template operator()<T>() for the floating dtype `dtype`.
 template <class F>
 void visit_floating(const char* name, DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32:
-      return f.template operator()<float>();
-    case DType::f64:
-      return f.template operator()<double>();
-    case DType::bf16:
-      return f.template operator()<BFloat16>();
-    case DType::f16:
-      return f.template operator()<Half>();
-    default:
-      break;
-  }
-  SINTER_THROW(name, ": unsupported dtype ", dtype);
+  kern::visit_floating_type<BFloat16, Half>(
+      dtype, name, [&](auto tag) { f.template operator()<typename decltype(tag)::type>(); });
 }
 
 // Per block o of (outer, dim, inner), the row maxima and the sums of exp(x - max) of its `inner`

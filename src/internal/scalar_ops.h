@@ -120,6 +120,24 @@ void visit_storage_type(DType t, const char* op, F&& f) {
   SINTER_THROW(op, ": unknown dtype ", static_cast<int>(t));
 }
 
+// As visit_storage_type, for the floating dtypes only (the kernels of nn ops).
+template <class Bf16, class F16, class F>
+void visit_floating_type(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f32:
+      return f(TypeTag<float>{});
+    case DType::f64:
+      return f(TypeTag<double>{});
+    case DType::bf16:
+      return f(TypeTag<Bf16>{});
+    case DType::f16:
+      return f(TypeTag<F16>{});
+    default:
+      break;
+  }
+  SINTER_THROW(op, ": needs a floating dtype, got ", t);
+}
+
 // The compute type of an elementwise op from op[1]'s dtype (see kernels.h): double for f64, int64_t
 // for integral types and bool, float otherwise.
 
