@@ -12,6 +12,7 @@
 #include "accumulate.cuh"
 #include "cuda_check.cuh"
 #include "internal/kernels_conv.h"
+#include "internal/pool_windows.h"
 #include "internal/scalar_ops.h"
 
 namespace sinter::cudak {
@@ -20,28 +21,6 @@ namespace {
 #define SINTER_GRID_STRIDE(i, n)                                                         \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
-// The average window of output (oh, ow) clipped to the input, and its divisor (Note [avg pool
-// divisor] in internal/kernels_conv.h).
-struct AvgWindow {
-  int64_t h0, h1, w0, w1, divisor;
-};
-
-__device__ AvgWindow avg_window(const Pool2dGeom& g, int64_t oh, int64_t ow) {
-  int64_t h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
-  int64_t h1 = min(h0 + g.kh, g.h + g.pad_h), w1 = min(w0 + g.kw, g.w + g.pad_w);
-  const int64_t padded = (h1 - h0) * (w1 - w0);
-  h0 = max(h0, int64_t{0});
-  w0 = max(w0, int64_t{0});
-  h1 = min(h1, g.h);
-  w1 = min(w1, g.w);
-  return {h0, h1, w0, w1, g.count_include_pad ? padded : (h1 - h0) * (w1 - w0)};
-}
-
-__device__ int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return o * in / out; }
-__device__ int64_t adaptive_end(int64_t o, int64_t in, int64_t out) {
-  return ((o + 1) * in + out - 1) / out;
-}
 
 // The outputs along one dim whose (dilated) windows may cover input position i: [lo, hi].
 __device__ void covering(int64_t i, int64_t k, int64_t s, int64_t p, int64_t d, int64_t n_out,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "internal/kernels_conv.h"
+#include "internal/pool_windows.h"
 #include "internal/scalar_ops.h"
 #include "sinter/core/error.h"
 
@@ -38,27 +39,6 @@ void by_dtype(const char* op, DType dtype, Fn fn) {
   kern::visit_floating_type<BFloat16, Half>(dtype, op,
                                             [&](auto tag) { fn(typename decltype(tag)::type{}); });
 }
-
-// The window of output (oh, ow) clipped to the input, [h0, h1) x [w0, w1), and the element count
-// average pooling divides by (Note [avg pool divisor] in internal/kernels_conv.h).
-struct AvgWindow {
-  int64_t h0, h1, w0, w1, divisor;
-};
-
-AvgWindow avg_window(const Pool2dGeom& g, int64_t oh, int64_t ow) {
-  int64_t h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
-  int64_t h1 = std::min(h0 + g.kh, g.h + g.pad_h), w1 = std::min(w0 + g.kw, g.w + g.pad_w);
-  const int64_t padded = (h1 - h0) * (w1 - w0);
-  h0 = std::max<int64_t>(h0, 0);
-  w0 = std::max<int64_t>(w0, 0);
-  h1 = std::min(h1, g.h);
-  w1 = std::min(w1, g.w);
-  return {h0, h1, w0, w1, g.count_include_pad ? padded : (h1 - h0) * (w1 - w0)};
-}
-
-// Adaptive window of output o over an input of `in` along one dim with `out` outputs: [start, end).
-int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return o * in / out; }
-int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
 
 }  // namespace
 
