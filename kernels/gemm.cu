@@ -1,5 +1,7 @@
-// CUDA batched GEMM, row-major C = alpha * op(A) @ op(B) + beta * C: a shared-memory tiled kernel
-// for f32, f64, bf16 and f16 storage with f32 accumulation (f64 for f64).
+// CUDA batched GEMM, row-major C = epilogue(alpha * op(A) @ op(B) + beta * C): the dispatcher that
+// picks a kernel family (wgmma on sm_90a, mma.sync on sm_80+, CUDA cores otherwise), and the
+// general CUDA-core kernel that takes every problem: f32, f64, bf16 and f16 storage, any layout and
+// alignment, f32 accumulation (f64 for f64).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -10,11 +12,12 @@
 
 #include "accumulate.cuh"
 #include "cuda_check.cuh"
+#include "device_info.cuh"
+#include "gemm_common.cuh"
 #include "internal/kernels.h"
 
 namespace sinter::cudak {
 namespace {
-
 
 // Block tile (kBM, kBN) of C, stepping kBK along k; 256 threads in a 16 x 16 grid, each owning a
 // 4 x 4 micro-tile whose rows are ty + 16 * i and columns tx + 16 * j: strided rather than
@@ -27,22 +30,11 @@ constexpr int kPad = 4;  // keeps rows 16-byte aligned and spreads stores over b
 constexpr int kALoads = kBM * kBK / kThreads;  // elements of the A tile each thread loads
 constexpr int kBLoads = kBK * kBN / kThreads;
 
-template <typename T>
-struct Params {
-  const T* a;
-  const T* b;
-  T* c;
-  int64_t m, n, k, batch;
-  int64_t lda, ldb, ldc;
-  int64_t stride_a, stride_b, stride_c;
-  Acc<T> alpha, beta;
-};
-
 // grid: x over m tiles, y over n tiles, z over the batch; y and z stride when the grid is capped.
 // Each k step stages the next tiles in registers while the current ones are multiplied from shared
 // memory. Out-of-range elements load as zero, so edges need no special case in the inner loop.
 template <typename T, bool kTransA, bool kTransB>
-__global__ void __launch_bounds__(kThreads) gemm_kernel(Params<T> p) {
+__global__ void __launch_bounds__(kThreads) gemm_kernel(GemmParams<T> p) {
   using A = Acc<T>;
   // As: op(A) tile stored k-major, (kBK, kBM); Bs: op(B) tile, (kBK, kBN).
   __shared__ A As[kBK][kBM + kPad];
@@ -62,7 +54,6 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(Params<T> p) {
   for (int64_t z = blockIdx.z; z < p.batch; z += gridDim.z) {
     const T* a = p.a + z * p.stride_a;
     const T* b = p.b + z * p.stride_b;
-    T* c = p.c + z * p.stride_c;
     for (int64_t col0 = static_cast<int64_t>(blockIdx.y) * kBN; col0 < p.n;
          col0 += static_cast<int64_t>(gridDim.y) * kBN) {
       A ra[kALoads], rb[kBLoads];
@@ -111,11 +102,7 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(Params<T> p) {
 #pragma unroll
         for (int j = 0; j < kTN; ++j) {
           const int64_t gj = col0 + tx + 16 * j;
-          if (gj >= p.n) continue;
-          T* dst = c + gi * p.ldc + gj;
-          A v = p.alpha * acc[i][j];
-          if (p.beta != A(0)) v += p.beta * to_acc(*dst);  // beta == 0: C may hold NaN, never read
-          *dst = from_acc<T>(v);
+          if (gj < p.n) gemm_finish(p, z, gi, gj, acc[i][j]);
         }
       }
     }
@@ -124,22 +111,7 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(Params<T> p) {
 
 template <typename T, bool kTransA, bool kTransB>
 void gemm_launch(const GemmArgs& g, cudaStream_t stream) {
-  Params<T> p;
-  p.a = static_cast<const T*>(g.a);
-  p.b = static_cast<const T*>(g.b);
-  p.c = static_cast<T*>(g.c);
-  p.m = g.m;
-  p.n = g.n;
-  p.k = g.k;
-  p.batch = g.batch;
-  p.lda = g.lda;
-  p.ldb = g.ldb;
-  p.ldc = g.ldc;
-  p.stride_a = g.stride_a;
-  p.stride_b = g.stride_b;
-  p.stride_c = g.stride_c;
-  p.alpha = static_cast<Acc<T>>(g.alpha);
-  p.beta = static_cast<Acc<T>>(g.beta);
+  const GemmParams<T> p = gemm_params<T>(g);
   const int64_t tiles_m = (g.m + kBM - 1) / kBM, tiles_n = (g.n + kBN - 1) / kBN;
   SINTER_CHECK(tiles_m <= INT32_MAX, "gemm: m = ", g.m, " is too large");
   const dim3 grid(static_cast<unsigned>(tiles_m),
@@ -159,12 +131,24 @@ void gemm_typed(const GemmArgs& g, cudaStream_t stream) {
   return gemm_launch<T, false, false>(g, stream);
 }
 
+const char* path_name(GemmPath path) {
+  switch (path) {
+    case GemmPath::Simt:
+      return "simt";
+    case GemmPath::MmaSync:
+      return "mma.sync";
+    case GemmPath::Wgmma:
+      return "wgmma";
+    default:
+      return "auto";
+  }
+}
+
 }  // namespace
 
-void gemm(const Ctx& ctx, const GemmArgs& g) {
-  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
-  DeviceGuard guard(ctx.device);
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+// The general kernel, or the 128 x 128 f32 kernel where it applies.
+void gemm_simt(const GemmArgs& g, cudaStream_t stream) {
+  if (gemm_sgemm_large(g, stream)) return;
   switch (g.dtype) {
     case DType::f32:
       return gemm_typed<float>(g, stream);
@@ -178,6 +162,32 @@ void gemm(const Ctx& ctx, const GemmArgs& g) {
       break;
   }
   SINTER_THROW("gemm: unsupported dtype ", g.dtype);
+}
+
+void gemm(const Ctx& ctx, const GemmArgs& g) {
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  DeviceGuard guard(ctx.device);
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  const bool tensor_core_type =
+      g.dtype == DType::bf16 || g.dtype == DType::f16 || (g.dtype == DType::f32 && g.allow_tf32);
+  switch (g.path) {
+    case GemmPath::Simt:
+      return gemm_simt(g, stream);
+    case GemmPath::MmaSync:
+    case GemmPath::Wgmma: {
+      const bool done = g.path == GemmPath::Wgmma ? gemm_wgmma(g, stream) : gemm_mma(g, stream);
+      SINTER_CHECK(done, "gemm: the ", path_name(g.path),
+                   " kernels cannot take this problem: dtype ", g.dtype, ", allow_tf32 ",
+                   g.allow_tf32, ", m=", g.m, " n=", g.n, " k=", g.k, ", trans_a ", g.trans_a,
+                   ", trans_b ", g.trans_b, ", lda ", g.lda, " ldb ", g.ldb, " ldc ", g.ldc,
+                   ", compute capability ", device_compute_capability(ctx.device));
+      return;
+    }
+    case GemmPath::Auto:
+      break;
+  }
+  if (tensor_core_type && (gemm_wgmma(g, stream) || gemm_mma(g, stream))) return;
+  gemm_simt(g, stream);
 }
 
 }  // namespace sinter::cudak

@@ -5,11 +5,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
 #include "cuda_check.cuh"
+#include "device_info.cuh"
 #include "internal/kernels.h"
 #include "internal/philox.h"
 #include "internal/scalar_ops.h"
@@ -18,7 +18,6 @@ namespace sinter::cudak {
 namespace {
 
 constexpr int kBlock = 256;
-constexpr int kMaxCachedDevices = 64;
 
 template <class F>
 void visit_storage(DType t, F&& f) {
@@ -37,20 +36,10 @@ __device__ __forceinline__ T store_value(V v) {
   }
 }
 
-int sm_count(int device) {
-  static std::atomic<int> cache[kMaxCachedDevices];
-  const bool cacheable = device >= 0 && device < kMaxCachedDevices;
-  int n = cacheable ? cache[device].load(std::memory_order_relaxed) : 0;
-  if (n > 0) return n;
-  SINTER_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-  if (cacheable) cache[device].store(n, std::memory_order_relaxed);
-  return n;
-}
-
 // Philox is compute-bound (ten rounds per element), so a full wave of resident threads is enough.
 unsigned grid_for(int64_t n, int device) {
   const int64_t blocks = (n + kBlock - 1) / kBlock;
-  const int64_t wave = static_cast<int64_t>(sm_count(device)) * (2048 / kBlock);
+  const int64_t wave = static_cast<int64_t>(device_sm_count(device)) * (2048 / kBlock);
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, wave)));
 }
 

@@ -124,6 +124,14 @@ std::vector<OpRow> core_rows() {
        [](const Inputs& x) { return matmul(x[0].t(), x[1].t()); }, Domain::Any, true, 1e-3},
       {"MatmulBatchedTransposed", {S{2, 4, 3}, S{2, 4, 5}},
        [](const Inputs& x) { return matmul(x[0].transpose(1, 2), x[1]); }, Domain::Any, true, 1e-3},
+      // linear: one GEMM with the bias and activation in its epilogue.
+      {"Linear", {S{3, 4}, S{5, 4}, S{5}}, [](const Inputs& x) { return linear(x[0], x[1], x[2]); }, Domain::Any, true, 1e-3},
+      {"LinearNoBias3d", {S{2, 3, 4}, S{5, 4}}, [](const Inputs& x) { return linear(x[0], x[1]); }, Domain::Any, true, 1e-3},
+      {"LinearVector", {S{4}, S{5, 4}, S{5}}, [](const Inputs& x) { return linear(x[0], x[1], x[2]); }, Domain::Any, true, 1e-3},
+      {"LinearRelu", {S{6, 4}, S{5, 4}, S{5}}, [](const Inputs& x) { return linear(x[0], x[1], x[2], Activation::Relu); }, Domain::Any, true, 1e-3},
+      {"LinearGelu", {S{6, 4}, S{5, 4}, S{5}}, [](const Inputs& x) { return linear(x[0], x[1], x[2], Activation::Gelu); }, Domain::Any, true, 1e-3},
+      {"LinearGeluTanh", {S{2, 3, 4}, S{5, 4}, S{5}}, [](const Inputs& x) { return linear(x[0], x[1], x[2], Activation::GeluTanh); }, Domain::Any, true, 1e-3},
+      {"LinearTransposedInput", {S{4, 3}, S{5, 4}, S{5}}, [](const Inputs& x) { return linear(x[0].t(), x[1], x[2], Activation::Relu); }, Domain::Any, true, 1e-3},
       // Shape ops and copies.
       {"Reshape", {S{2, 6}}, [](const Inputs& x) { return x[0].reshape({3, -1}) * 2.0; }},
       {"TransposeContiguous", {S{2, 3, 4}}, [](const Inputs& x) { return x[0].transpose(0, 2).contiguous(); }},

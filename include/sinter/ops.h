@@ -87,6 +87,11 @@ Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
 // 1-D, 2-D and batched operands with broadcast batch dims, as numpy.matmul. Transposed (strided)
 // operands are read in place, without a copy.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// y = act(x @ weight^T + bias) as one GEMM whose epilogue adds the bias and applies act (what
+// nn::Linear runs). x: (..., in), weight: (out, in), bias: (out) or undefined; y: (..., out).
+enum class Activation { None, Relu, Gelu, GeluTanh };
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              Activation act = Activation::None);
 // "highest" (full f32) or "high" (TF32 allowed on CUDA).
 void set_matmul_precision(const std::string& precision);
 std::string get_matmul_precision();
@@ -175,7 +180,8 @@ struct CrossEntropyOptions {
 Tensor cross_entropy(const Tensor& logits, const Tensor& target,
                      const CrossEntropyOptions& opts = {});
 // log_probs as logits above (label_smoothing is not used).
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntropyOptions& opts = {});
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
+                const CrossEntropyOptions& opts = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 // Numerically stable; target of the logits' shape with values in [0, 1]; pos_weight broadcasts
 // over the last dim.

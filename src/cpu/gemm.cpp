@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "internal/kernels.h"
+#include "internal/scalar_ops.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {
@@ -54,6 +55,37 @@ template <typename T, typename U>
 void unpack(const U* src, int64_t rows, int64_t cols, T* dst, int64_t ld) {
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < cols; ++j) dst[i * ld + j] = T(src[i * cols + j]);
+  }
+}
+
+// The GemmArgs epilogue on one computed (m, n) block pc (row stride ldc, in BlasT), batch index b:
+// bias, pre-activation and activation. alpha and beta were applied by BLAS already.
+template <typename T>
+void epilogue(const GemmArgs& g, int64_t b, BlasT<T>* pc, int64_t ldc) {
+  using U = BlasT<T>;
+  if (!g.bias && !g.pre_act && g.act == GemmAct::None) return;
+  const T* bias = static_cast<const T*>(g.bias);
+  T* pre = g.pre_act ? static_cast<T*>(g.pre_act) + b * g.stride_c : nullptr;
+  for (int64_t i = 0; i < g.m; ++i) {
+    for (int64_t j = 0; j < g.n; ++j) {
+      U v = pc[i * ldc + j];
+      if (bias) v += static_cast<U>(bias[j]);
+      if (pre) pre[i * g.ldc + j] = T(v);
+      switch (g.act) {
+        case GemmAct::Relu:
+          v = unary_fn<UnaryOp::Relu, U>(v, U(0), U(0));
+          break;
+        case GemmAct::Gelu:
+          v = unary_fn<UnaryOp::Gelu, U>(v, U(0), U(0));
+          break;
+        case GemmAct::GeluTanh:
+          v = unary_fn<UnaryOp::GeluTanh, U>(v, U(0), U(0));
+          break;
+        case GemmAct::None:
+          break;
+      }
+      pc[i * ldc + j] = v;
+    }
   }
 }
 
@@ -106,7 +138,19 @@ class BlasOperand {
 template <typename T>
 void gemm_typed(const GemmArgs& g) {
   using U = BlasT<T>;
-  if (g.k == 0) return scale_c<T>(g);
+  if (g.k == 0) {
+    // Rare enough to take the epilogue through a dense BlasT copy of C.
+    scale_c<T>(g);
+    if (!g.bias && !g.pre_act && g.act == GemmAct::None) return;
+    std::vector<U> tmp(static_cast<size_t>(g.m * g.n));
+    for (int64_t i = 0; i < g.batch; ++i) {
+      T* c = static_cast<T*>(g.c) + i * g.stride_c;
+      pack(c, g.m, g.n, g.ldc, tmp.data());
+      epilogue<T>(g, i, tmp.data(), g.n);
+      unpack(tmp.data(), g.m, g.n, c, g.ldc);
+    }
+    return;
+  }
   // Stored shapes: A is (m, k), or (k, m) when transposed; B is (k, n), or (n, k) when transposed.
   BlasOperand<T> a(g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a);
   BlasOperand<T> b(g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b);
@@ -128,6 +172,7 @@ void gemm_typed(const GemmArgs& g) {
     blas_gemm(g.trans_a, g.trans_b, static_cast<int>(g.m), static_cast<int>(g.n),
               static_cast<int>(g.k), alpha, a.get(i), a.ld(), b.get(i), b.ld(), beta, pc,
               static_cast<int>(ldc));
+    epilogue<T>(g, i, pc, ldc);
     if (!direct_c) unpack(pc, g.m, g.n, c, g.ldc);
   }
 }

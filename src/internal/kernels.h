@@ -114,6 +114,13 @@ void reduce_rows(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int
 // for B. C(i, j) = c[i * ldc + j]. Batch b adds b * stride_x to each pointer (stride 0 broadcasts).
 // dtype is f32, f64, bf16 or f16 for all three; accumulation is f32 (f64 for f64).
 // When beta == 0, C is not read (it may hold NaN).
+// The epilogue, in order: v = alpha * acc + beta * C(i, j); v += bias[j] when bias is set (n
+// elements of dtype, shared by the batch); pre_act(i, j) = v when pre_act is set (same layout as
+// C); then C(i, j) = act(v). allow_tf32 lets f32 products run on tensor cores with TF32 inputs
+// (10-bit mantissa). path forces one kernel family (tests and benchmarks); Auto picks by dtype,
+// shape, alignment and GPU.
+enum class GemmAct : int { None, Relu, Gelu, GeluTanh };
+enum class GemmPath : int { Auto, Simt, MmaSync, Wgmma };
 struct GemmArgs {
   DType dtype = DType::f32;
   bool trans_a = false, trans_b = false;
@@ -126,6 +133,10 @@ struct GemmArgs {
   int64_t ldc = 0, stride_c = 0;
   double alpha = 1.0, beta = 0.0;
   bool allow_tf32 = false;
+  const void* bias = nullptr;
+  void* pre_act = nullptr;
+  GemmAct act = GemmAct::None;
+  GemmPath path = GemmPath::Auto;
 };
 void gemm(const Ctx& ctx, const GemmArgs& args);
 

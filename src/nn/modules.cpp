@@ -53,8 +53,7 @@ Tensor Linear::forward(const Tensor& x) {
   SINTER_CHECK(x.dim() >= 1 && x.size(x.dim() - 1) == in_features,
                "Linear: expected input with last dim ", in_features, ", got shape ",
                shape_str(x.shape()));
-  Tensor y = matmul(x, weight.t());
-  return bias.defined() ? y + bias : y;
+  return linear(x, weight, bias);  // the bias is added in the GEMM's epilogue
 }
 
 // --- Conv2d ---

@@ -6,6 +6,7 @@
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/iter.h"
+#include "internal/ops_impl.h"
 #include "internal/tensor_impl.h"
 #include "sinter/ops.h"
 
@@ -101,6 +102,14 @@ Tensor unary_raw(const char* name, const Tensor& a, UnaryOp op, double p0 = 0, d
 
 // Forward of a differentiable unary op whose backward is a binary helper kernel on (g, x) or (g,
 // y).
+}  // namespace
+
+Tensor binary_kernel(const char* name, const Tensor& a, const Tensor& b, BinaryOp op, double p0) {
+  return binary_raw(name, a, b, op, p0);
+}
+
+namespace {
+
 Tensor unary_with_backward(const char* name, const Tensor& a, UnaryOp op, BinaryOp bw,
                            bool bw_uses_output, double p0 = 0) {
   Tensor out = unary_raw(name, a, op, p0);

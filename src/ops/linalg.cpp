@@ -5,6 +5,7 @@
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/iter.h"
+#include "internal/ops_impl.h"
 #include "internal/tensor_impl.h"
 #include "sinter/ops.h"
 
@@ -150,6 +151,98 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (b.dim() == 1) out = out.squeeze(-1);
   if (a.dim() == 1) out = out.squeeze(out.dim() == 1 ? 0 : -2);
   return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
+  SINTER_CHECK(x.defined() && weight.defined(), "linear: undefined input or weight");
+  SINTER_CHECK(weight.dim() == 2, "linear: weight must be (out, in), got shape ",
+               shape_str(weight.shape()));
+  const int64_t in = weight.size(1), out_features = weight.size(0);
+  SINTER_CHECK(x.dim() >= 1 && x.size(-1) == in, "linear: expected input with last dim ", in,
+               ", got shape ", shape_str(x.shape()));
+  SINTER_CHECK(x.device() == weight.device() && x.dtype() == weight.dtype(),
+               "linear: input and weight differ: ", x.dtype(), " on ", x.device(), " vs ",
+               weight.dtype(), " on ", weight.device());
+  SINTER_CHECK(is_floating(x.dtype()), "linear: expected floating tensors, got dtype ", x.dtype());
+  if (bias.defined()) {
+    SINTER_CHECK(bias.dim() == 1 && bias.size(0) == out_features, "linear: bias must be (",
+                 out_features, "), got shape ", shape_str(bias.shape()));
+    SINTER_CHECK(bias.device() == x.device() && bias.dtype() == x.dtype(), "linear: bias is ",
+                 bias.dtype(), " on ", bias.device(), ", input is ", x.dtype(), " on ", x.device());
+  }
+  const int64_t rows = x.numel() / std::max<int64_t>(in, 1);
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  Tensor out = empty({rows, out_features}, {.dtype = x.dtype(), .device = x.device()});
+  // GELU's backward needs the pre-activation; ReLU's can use the output (y > 0 iff x > 0).
+  const bool gelu = act == Activation::Gelu || act == Activation::GeluTanh;
+  const bool grad = needs_grad({&x, &weight, &bias});
+  Tensor pre;
+  if (gelu && grad) pre = empty({rows, out_features}, {.dtype = x.dtype(), .device = x.device()});
+  Tensor x2;
+  {
+    NoGradGuard ng;
+    x2 = x.reshape({rows, in});
+  }
+  if (out.numel() > 0) {
+    GemmOperand ga, gb;
+    Tensor b;
+    {
+      NoGradGuard ng;
+      ga = prepare(x2);
+      gb = prepare(weight.t());
+      if (bias.defined()) b = bias.contiguous();
+    }
+    kern::GemmArgs args;
+    args.dtype = x.dtype();
+    args.trans_a = ga.trans;
+    args.trans_b = gb.trans;
+    args.m = rows;
+    args.n = out_features;
+    args.k = in;
+    args.a = ga.keep.data_ptr();
+    args.lda = ga.ld;
+    args.b = gb.keep.data_ptr();
+    args.ldb = gb.ld;
+    args.c = out.data_ptr();
+    args.ldc = out_features;
+    args.stride_c = rows * out_features;
+    args.allow_tf32 = g_allow_tf32.load();
+    args.bias = b.defined() ? b.data_ptr() : nullptr;
+    args.pre_act = pre.defined() ? pre.data_ptr() : nullptr;
+    args.act = act == Activation::Relu       ? kern::GemmAct::Relu
+               : act == Activation::Gelu     ? kern::GemmAct::Gelu
+               : act == Activation::GeluTanh ? kern::GemmAct::GeluTanh
+                                             : kern::GemmAct::None;
+    SINTER_DISPATCH(x.device(), gemm, args);
+  }
+  Tensor y = out.reshape(out_shape);
+  if (grad) {
+    SavedTensor sx(weight.requires_grad() ? x2 : Tensor(), "linear");
+    SavedTensor sw(x.requires_grad() ? weight : Tensor(), "linear");
+    // The tensor the activation's backward reads: the output for ReLU, the pre-activation for GELU.
+    SavedTensor sa(act == Activation::Relu ? out : pre, "linear");
+    const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
+    const bool need_b = bias.defined() && bias.requires_grad();
+    const Shape x_shape = x.shape();
+    record("linear", {&y}, {x, weight, bias},
+           [sx, sw, sa, act, need_x, need_w, need_b, x_shape, rows, out_features](const Grads& g) {
+             Tensor gz = g[0].reshape({rows, out_features});
+             if (act == Activation::Relu) {
+               gz = binary_kernel("linear", gz, sa.get(), kern::BinaryOp::ReluBackward);
+             } else if (act == Activation::Gelu) {
+               gz = binary_kernel("linear", gz, sa.get(), kern::BinaryOp::GeluBackward);
+             } else if (act == Activation::GeluTanh) {
+               gz = binary_kernel("linear", gz, sa.get(), kern::BinaryOp::GeluTanhBackward);
+             }
+             Tensor gx, gw, gb;
+             if (need_x) gx = matmul_nd(gz, sw.get()).reshape(x_shape);
+             if (need_w) gw = matmul_nd(gz.t(), sx.get());
+             if (need_b) gb = gz.sum({0});
+             return Grads{gx, gw, gb};
+           });
+  }
+  return y;
 }
 
 void set_matmul_precision(const std::string& precision) {

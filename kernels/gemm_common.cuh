@@ -1,0 +1,94 @@
+// What every GEMM kernel family shares: the launch parameters, the epilogue (alpha, beta, bias,
+// pre-activation, activation) applied to one accumulator, and the entry points of the families
+// that kernels/gemm.cu chooses between.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "accumulate.cuh"
+#include "internal/kernels.h"
+#include "internal/scalar_ops.h"
+
+namespace sinter::cudak {
+
+// GemmArgs with typed pointers (the layout rules are those of kern::GemmArgs).
+template <typename T>
+struct GemmParams {
+  const T* a;
+  const T* b;
+  T* c;
+  const T* bias;  // n elements or null
+  T* pre_act;     // laid out like c, or null
+  int64_t m, n, k, batch;
+  int64_t lda, ldb, ldc;
+  int64_t stride_a, stride_b, stride_c;
+  Acc<T> alpha, beta;
+  GemmAct act;
+};
+
+template <typename T>
+GemmParams<T> gemm_params(const GemmArgs& g) {
+  GemmParams<T> p;
+  p.a = static_cast<const T*>(g.a);
+  p.b = static_cast<const T*>(g.b);
+  p.c = static_cast<T*>(g.c);
+  p.bias = static_cast<const T*>(g.bias);
+  p.pre_act = static_cast<T*>(g.pre_act);
+  p.m = g.m;
+  p.n = g.n;
+  p.k = g.k;
+  p.batch = g.batch;
+  p.lda = g.lda;
+  p.ldb = g.ldb;
+  p.ldc = g.ldc;
+  p.stride_a = g.stride_a;
+  p.stride_b = g.stride_b;
+  p.stride_c = g.stride_c;
+  p.alpha = static_cast<Acc<T>>(g.alpha);
+  p.beta = static_cast<Acc<T>>(g.beta);
+  p.act = g.act;
+  return p;
+}
+
+// Not inlined: the transcendental paths would otherwise raise every GEMM kernel's register count
+// (and spill) for an epilogue step that runs once per output element.
+template <typename A>
+__device__ __noinline__ A gemm_activate(GemmAct act, A v) {
+  switch (act) {
+    case GemmAct::Relu:
+      return unary_fn<UnaryOp::Relu, A>(v, A(0), A(0));
+    case GemmAct::Gelu:
+      return unary_fn<UnaryOp::Gelu, A>(v, A(0), A(0));
+    case GemmAct::GeluTanh:
+      return unary_fn<UnaryOp::GeluTanh, A>(v, A(0), A(0));
+    default:
+      return v;
+  }
+}
+
+// Finishes C(i, j) of batch z from its accumulator: the caller has checked i < m and j < n.
+// beta == 0 never reads C (it may hold NaN).
+template <typename T>
+__device__ __forceinline__ void gemm_finish(const GemmParams<T>& p, int64_t z, int64_t i, int64_t j,
+                                            Acc<T> acc) {
+  using A = Acc<T>;
+  const int64_t off = z * p.stride_c + i * p.ldc + j;
+  A v = p.alpha * acc;
+  if (p.beta != A(0)) v += p.beta * to_acc(p.c[off]);
+  if (p.bias) v += to_acc(p.bias[j]);
+  if (p.pre_act) p.pre_act[off] = from_acc<T>(v);
+  if (p.act != GemmAct::None) v = gemm_activate(p.act, v);
+  p.c[off] = from_acc<T>(v);
+}
+
+// The kernel families (each in its own file). Each returns false, having launched nothing, when it
+// cannot take this problem (dtype, layout, alignment or GPU); kernels/gemm.cu then tries the next.
+// gemm_simt takes every problem.
+void gemm_simt(const GemmArgs& g, cudaStream_t stream);
+bool gemm_sgemm_large(const GemmArgs& g, cudaStream_t stream);  // f32 128 x 128 tiles, CUDA cores
+bool gemm_mma(const GemmArgs& g, cudaStream_t stream);          // mma.sync, sm_80 and newer
+bool gemm_wgmma(const GemmArgs& g, cudaStream_t stream);        // wgmma + TMA, sm_90a
+
+}  // namespace sinter::cudak

@@ -1,0 +1,273 @@
+// Every GEMM kernel family (GemmArgs.path forces one) against the CPU reference: all four operand
+// layouts, ragged edges, batches (one operand shared by the batch), the epilogue (beta, bias,
+// pre-activation, ReLU/GELU), and the problems a family must refuse. Stored operands carry padding
+// filled with NaN, so a kernel that reads past its rows or columns poisons the result.
+#include <cmath>
+#include <string>
+
+#include "internal/dispatch.h"
+#include "internal/kernels.h"
+#include "test_util.h"
+
+namespace sinter {
+namespace {
+
+using kern::GemmAct;
+using kern::GemmArgs;
+using kern::GemmPath;
+
+struct Problem {
+  int64_t m, n, k, batch = 1;
+  bool trans_a = false, trans_b = false;
+  bool shared_b = false;  // B has batch stride 0
+  bool pad = true;        // ld rounded up to a multiple of 8 (16-byte rows for 16-bit types)
+};
+
+struct Epilogue {
+  double alpha = 1, beta = 0;
+  bool bias = false, pre_act = false;
+  GemmAct act = GemmAct::None;
+};
+
+// A stored (batch, rows, ld) matrix whose columns past `cols` hold NaN; returns it and its ld.
+Tensor stored(int64_t batch, int64_t rows, int64_t cols, bool pad, DType dt, Generator* g,
+              int64_t* ld) {
+  *ld = pad ? (cols + 7) / 8 * 8 : cols;
+  Tensor t = full({batch, rows, *ld}, std::nan(""), {.dtype = dt});
+  NoGradGuard ng;
+  t.narrow(2, 0, cols).copy_(randn({batch, rows, cols}, {.dtype = dt}, g));
+  return t;
+}
+
+std::string describe(GemmPath path, DType dt, bool tf32, const Problem& p, const Epilogue& e) {
+  return std::string("path ") + std::to_string(static_cast<int>(path)) + " " + dtype_name(dt) +
+         (tf32 ? "+tf32" : "") + " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
+         " k=" + std::to_string(p.k) + " batch=" + std::to_string(p.batch) +
+         (p.trans_a ? " At" : "") + (p.trans_b ? " Bt" : "") + (p.shared_b ? " sharedB" : "") +
+         (p.pad ? "" : " unpadded") + " beta=" + std::to_string(e.beta) + (e.bias ? " bias" : "") +
+         (e.pre_act ? " pre_act" : "") + " act=" + std::to_string(static_cast<int>(e.act));
+}
+
+// Runs one problem on the CPU reference and on CUDA with `path`, and compares C (and pre_act).
+void check(GemmPath path, DType dt, bool tf32, const Problem& p, const Epilogue& e, Generator* g) {
+  const std::string what = describe(path, dt, tf32, p, e);
+  GemmArgs args;
+  args.dtype = dt;
+  args.trans_a = p.trans_a;
+  args.trans_b = p.trans_b;
+  args.m = p.m;
+  args.n = p.n;
+  args.k = p.k;
+  args.batch = p.batch;
+  args.alpha = e.alpha;
+  args.beta = e.beta;
+  args.act = e.act;
+  args.allow_tf32 = tf32;
+  args.path = path;
+  Tensor a = stored(p.batch, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, p.pad, dt, g, &args.lda);
+  Tensor b = stored(p.shared_b ? 1 : p.batch, p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n, p.pad,
+                    dt, g, &args.ldb);
+  args.stride_a = a.size(1) * a.size(2);
+  args.stride_b = p.shared_b ? 0 : b.size(1) * b.size(2);
+  int64_t ldc = 0;
+  Tensor c = stored(p.batch, p.m, p.n, p.pad, dt, g, &ldc);
+  if (e.beta == 0) {
+    NoGradGuard ng;
+    c.fill_(std::nan(""));  // beta == 0 must not read C
+  }
+  args.ldc = ldc;
+  args.stride_c = p.m * ldc;
+  Tensor bias = randn({p.n}, {.dtype = dt}, g);
+  Tensor pre = zeros({p.batch, p.m, ldc}, {.dtype = dt});
+
+  auto run = [&](Device d) {
+    Tensor ad = a.to(d), bd = b.to(d), cd = c.to(d).clone(), biasd = bias.to(d), pred = pre.to(d);
+    GemmArgs x = args;
+    x.a = ad.data_ptr();
+    x.b = bd.data_ptr();
+    x.c = cd.data_ptr();
+    x.bias = e.bias ? biasd.data_ptr() : nullptr;
+    x.pre_act = e.pre_act ? pred.data_ptr() : nullptr;
+    if (d.is_cuda()) {
+      testing::poison_cuda_cache();
+      cudak::gemm(kernel_ctx(d), x);
+    } else {
+      cpu::gemm(kernel_ctx(d), x);
+    }
+    return std::make_pair(cd.narrow(2, 0, p.n).cpu(), pred.narrow(2, 0, p.n).cpu());
+  };
+  auto [want_c, want_pre] = run(Device::cpu());
+  auto [got_c, got_pre] = run(Device::cuda());
+
+  const double scale = std::sqrt(static_cast<double>(std::max<int64_t>(p.k, 1)));
+  const double rtol = dt == DType::f64 ? 1e-10 : dt == DType::f32 ? (tf32 ? 5e-3 : 1e-5) : 1.5e-2;
+  EXPECT_TRUE(testing::all_close(got_c, want_c, rtol * scale, rtol)) << what;
+  if (e.pre_act) {
+    EXPECT_TRUE(testing::all_close(got_pre, want_pre, rtol * scale, rtol)) << what;
+  }
+}
+
+const std::vector<Problem>& shapes() {
+  static const std::vector<Problem> all = {
+      {1, 1, 1},      {17, 33, 45},    {64, 64, 64},   {128, 128, 128}, {130, 257, 96},
+      {257, 130, 70}, {300, 520, 200}, {5, 700, 1000}, {1000, 3, 17},   {8, 200, 7},
+  };
+  return all;
+}
+
+// One epilogue per problem index, so that every kind is exercised without multiplying the runs.
+Epilogue epilogue_for(size_t i) {
+  switch (i % 5) {
+    case 0:
+      return {};
+    case 1:
+      return {.alpha = 0.5, .beta = 1.5};
+    case 2:
+      return {.bias = true, .act = GemmAct::Relu};
+    case 3:
+      return {.beta = -1, .bias = true, .pre_act = true, .act = GemmAct::Gelu};
+    default:
+      return {.alpha = 2, .bias = true, .pre_act = true, .act = GemmAct::GeluTanh};
+  }
+}
+
+void sweep(GemmPath path, DType dt, bool tf32, bool only_nt = false) {
+  Generator g(testing::fresh_seed());
+  size_t i = 0;
+  for (int layout = 0; layout < 4; ++layout) {
+    const bool ta = layout & 1, tb = layout & 2;
+    if (only_nt && (ta || !tb)) continue;
+    for (Problem p : shapes()) {
+      p.trans_a = ta;
+      p.trans_b = tb;
+      check(path, dt, tf32, p, epilogue_for(i++), &g);
+    }
+    // Batched, B shared by the batch, plus a batched ragged problem.
+    check(path, dt, tf32, {70, 90, 40, 3, ta, tb, true}, epilogue_for(i++), &g);
+    check(path, dt, tf32, {129, 65, 33, 2, ta, tb, false}, epilogue_for(i++), &g);
+  }
+}
+
+TEST(CudaGemmPaths, SimtEveryDtypeAndLayout) {
+  SINTER_REQUIRE_CUDA();
+  for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16})
+    sweep(GemmPath::Simt, dt, false);
+}
+
+TEST(CudaGemmPaths, SimtLargeTilesWithRaggedEdges) {
+  SINTER_REQUIRE_CUDA();
+  // Enough 128 x 128 tiles to fill the GPU, so the large f32 kernel takes them; ragged m and n,
+  // k not a multiple of the 8-deep k tile.
+  Generator g(testing::fresh_seed());
+  size_t i = 0;
+  for (int layout = 0; layout < 4; ++layout) {
+    check(GemmPath::Simt, DType::f32, false,
+          {1537, 1539, 75, 1, bool(layout & 1), bool(layout & 2)}, epilogue_for(i++), &g);
+  }
+  check(GemmPath::Simt, DType::f32, false, {512, 512, 64, 40, false, true, true}, epilogue_for(3),
+        &g);
+}
+
+TEST(CudaGemmPaths, MmaSyncEveryTensorCoreTypeAndLayout) {
+  SINTER_REQUIRE_CUDA();
+  if (cuda::get_device_properties(0).major < 8) GTEST_SKIP() << "mma.sync needs sm_80 or newer";
+  sweep(GemmPath::MmaSync, DType::bf16, false);
+  sweep(GemmPath::MmaSync, DType::f16, false);
+  sweep(GemmPath::MmaSync, DType::f32, true);
+}
+
+TEST(CudaGemmPaths, MmaSyncLargeTilesFillTheGpu) {
+  SINTER_REQUIRE_CUDA();
+  if (cuda::get_device_properties(0).major < 8) GTEST_SKIP() << "mma.sync needs sm_80 or newer";
+  // Enough 128 x 128 tiles for the large configuration, ragged in m and n.
+  Generator g(testing::fresh_seed());
+  size_t i = 0;
+  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+    for (int layout = 0; layout < 4; ++layout) {
+      check(GemmPath::MmaSync, dt, dt == DType::f32,
+            {2000, 1544, 72, 1, bool(layout & 1), bool(layout & 2)}, epilogue_for(i++), &g);
+    }
+  }
+}
+
+TEST(CudaGemmPaths, MmaSyncRefusesWhatItCannotTake) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  testing::expect_error(
+      [&] {
+        check(GemmPath::MmaSync, DType::f32, false, {64, 64, 64}, {}, &g);
+      },
+      {"gemm: the mma.sync kernels cannot take this problem", "allow_tf32 0"});
+  testing::expect_error(
+      [&] {
+        check(GemmPath::MmaSync, DType::f16, false, {64, 64, 63, 1, false, false, false, false}, {},
+              &g);
+      },
+      {"gemm: the mma.sync kernels cannot take this problem", "k=63"});
+}
+
+TEST(CudaGemmPaths, WgmmaHalfTypesEveryLayout) {
+  SINTER_REQUIRE_CUDA();
+  if (cuda::get_device_properties(0).major != 9) GTEST_SKIP() << "wgmma needs a Hopper GPU";
+  sweep(GemmPath::Wgmma, DType::bf16, false);
+  sweep(GemmPath::Wgmma, DType::f16, false);
+}
+
+TEST(CudaGemmPaths, WgmmaTf32KMajorOperands) {
+  SINTER_REQUIRE_CUDA();
+  if (cuda::get_device_properties(0).major != 9) GTEST_SKIP() << "wgmma needs a Hopper GPU";
+  sweep(GemmPath::Wgmma, DType::f32, true, /*only_nt=*/true);
+}
+
+TEST(CudaGemmPaths, WgmmaLargeTilesFillTheGpu) {
+  SINTER_REQUIRE_CUDA();
+  if (cuda::get_device_properties(0).major != 9) GTEST_SKIP() << "wgmma needs a Hopper GPU";
+  Generator g(testing::fresh_seed());
+  // Enough tiles for the 128 x 256 configuration, many k blocks (the stage ring wraps), and a
+  // persistent block that takes several tiles.
+  check(GemmPath::Wgmma, DType::bf16, false, {2048, 2304, 1000, 1, false, true}, epilogue_for(2),
+        &g);
+  check(GemmPath::Wgmma, DType::bf16, false, {2049, 2050, 520, 1, true, false}, epilogue_for(3),
+        &g);
+  check(GemmPath::Wgmma, DType::f32, true, {2048, 2304, 300, 1, false, true}, epilogue_for(4), &g);
+}
+
+TEST(CudaGemmPaths, WgmmaRefusesWhatItCannotTake) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  // TF32 has no transpose flag; unpadded rows break TMA's 16-byte row alignment.
+  testing::expect_error(
+      [&] {
+        check(GemmPath::Wgmma, DType::f32, true, {64, 64, 64}, {}, &g);
+      },
+      {"gemm: the wgmma kernels cannot take this problem", "allow_tf32 1"});
+  testing::expect_error(
+      [&] {
+        check(GemmPath::Wgmma, DType::bf16, false, {64, 64, 63, 1, false, false, false, false}, {},
+              &g);
+      },
+      {"gemm: the wgmma kernels cannot take this problem", "k=63"});
+  testing::expect_error(
+      [&] {
+        check(GemmPath::Wgmma, DType::f64, false, {8, 8, 8}, {}, &g);
+      },
+      {"gemm: the wgmma kernels cannot take this problem", "dtype f64"});
+}
+
+TEST(CudaGemmPaths, AutoFallsBackForUnalignedRows) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  size_t i = 0;
+  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+    for (bool tf32 : {false, true}) {
+      if (tf32 && dt != DType::f32) continue;
+      check(GemmPath::Auto, dt, tf32, {67, 45, 33, 2, false, false, false, false},
+            epilogue_for(i++), &g);
+      check(GemmPath::Auto, dt, tf32, {300, 200, 130, 1, true, false}, epilogue_for(i++), &g);
+      check(GemmPath::Auto, dt, tf32, {256, 1024, 784, 1, false, true}, epilogue_for(i++), &g);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sinter
