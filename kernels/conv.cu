@@ -1,6 +1,8 @@
 // CUDA 2-D convolution as implicit GEMM: the forward pass, the input gradient (dgrad) and the
 // weight gradient (wgrad) share one shared-memory tiled GEMM kernel whose operand tiles are
-// gathered straight from the NCHW tensors, so no column buffer is ever materialized.
+// gathered straight from the NCHW tensors, so no column buffer is ever materialized. Each entry
+// point first offers the problem to the tensor-core kernels (kernels/conv_tc.cu: bf16, f16, f32 as
+// TF32 when allowed, sm_80 and newer); these CUDA-core kernels take the rest (f32, f64, ...).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -11,12 +13,12 @@
 #include <type_traits>
 
 #include "accumulate.cuh"
+#include "conv_tc.cuh"
 #include "cuda_check.cuh"
 #include "internal/kernels_conv.h"
 
 namespace sinter::cudak {
 namespace {
-
 
 // Note [implicit gemm]: each pass is, per group, C (M, N) = A (M, K) @ B (K, N), where the
 // Problem functor says how to read A(m, k) and B(k, n) from the tensors (0 outside the input, as
@@ -92,39 +94,6 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 }
-
-// The sizes every pass reads, in the index type I (int32 when every tensor has fewer than 2^31
-// elements, which keeps the per-element divisions cheap).
-template <typename I>
-struct Geom {
-  I n, c_in, h, w, c_out, kh, kw, h_out, w_out, sh, sw, ph, pw, dil_h, dil_w, cig, cog;
-  explicit Geom(const Conv2dGeom& g)
-      : n(static_cast<I>(g.n)),
-        c_in(static_cast<I>(g.c_in)),
-        h(static_cast<I>(g.h)),
-        w(static_cast<I>(g.w)),
-        c_out(static_cast<I>(g.c_out)),
-        kh(static_cast<I>(g.kh)),
-        kw(static_cast<I>(g.kw)),
-        h_out(static_cast<I>(g.h_out)),
-        w_out(static_cast<I>(g.w_out)),
-        sh(static_cast<I>(g.stride_h)),
-        sw(static_cast<I>(g.stride_w)),
-        ph(static_cast<I>(g.pad_h)),
-        pw(static_cast<I>(g.pad_w)),
-        dil_h(static_cast<I>(g.dil_h)),
-        dil_w(static_cast<I>(g.dil_w)),
-        cig(static_cast<I>(g.c_in / g.groups)),
-        cog(static_cast<I>(g.c_out / g.groups)) {}
-
-  // x[b, c, oh * sh - ph + i * dil_h, ow * sw - pw + j * dil_w], or 0 in the padding.
-  template <typename T>
-  __device__ Acc<T> x_at(const T* x, I b, I c, I oh, I ow, I i, I j) const {
-    const I ih = oh * sh - ph + i * dil_h, iw = ow * sw - pw + j * dil_w;
-    if (ih < 0 || ih >= h || iw < 0 || iw >= w) return Acc<T>(0);
-    return to_acc(x[((static_cast<int64_t>(b) * c_in + c) * h + ih) * w + iw]);
-  }
-};
 
 // Forward, per group: M = cog, N = n * h_out * w_out, K = cig * kh * kw.
 // A(co, (ci, i, j)) = weight[g * cog + co, ci, i, j]; B((ci, i, j), (b, oh, ow)) = the input under
@@ -239,20 +208,11 @@ void launch_gemm(const Ctx& ctx, const Problem& p, int64_t groups, int64_t M, in
   SINTER_LAUNCH_CHECK("conv_gemm_kernel");
 }
 
-// True when every tensor of the convolution indexes within int32.
-bool fits_i32(const Conv2dGeom& g) {
-  const int64_t lim = INT_MAX;
-  const int64_t nx = g.n * g.c_in * g.h * g.w, ny = g.n * g.c_out * g.h_out * g.w_out;
-  const int64_t nw = g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
-  return nx < lim && ny < lim && nw < lim && g.h + 2 * g.pad_h + g.dil_h * g.kh < lim &&
-         g.w + 2 * g.pad_w + g.dil_w * g.kw < lim;
-}
-
 // Calls fn(T{}, I{}) with the CUDA storage type of `dtype` and the index type for g.
 template <class Fn>
 void dispatch(const char* op, const Conv2dGeom& g, DType dtype, Fn fn) {
   const auto with_index = [&](auto t) {
-    if (fits_i32(g)) {
+    if (conv_fits_i32(g)) {
       fn(t, int32_t{});
     } else {
       fn(t, int64_t{});
@@ -279,6 +239,7 @@ void conv2d_forward(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const void
                     const void* weight, const void* bias, void* y) {
   if (g.n * g.c_out * g.h_out * g.w_out == 0) return;
   DeviceGuard guard(ctx.device);
+  if (conv_tc_forward(ctx, g, dtype, x, weight, bias, y)) return;
   dispatch("conv2d_forward", g, dtype, [&](auto t, auto idx) {
     using T = decltype(t);
     using I = decltype(idx);
@@ -293,6 +254,7 @@ void conv2d_backward_input(const Ctx& ctx, const Conv2dGeom& g, DType dtype, con
                            const void* weight, void* dx) {
   if (g.n * g.c_in * g.h * g.w == 0) return;
   DeviceGuard guard(ctx.device);
+  if (conv_tc_backward_input(ctx, g, dtype, dy, weight, dx)) return;
   dispatch("conv2d_backward_input", g, dtype, [&](auto t, auto idx) {
     using T = decltype(t);
     using I = decltype(idx);
@@ -312,14 +274,18 @@ void conv2d_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
   // K (the batch times the output plane) is usually far longer than M and N, so when the output
   // tiles alone cannot fill the device, K is split over about 2 blocks per SM.
+  // The tensor-core kernels tile differently and step k by conv_tc_k_step.
   int sms = 0;
   SINTER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.device));
-  const int64_t tiles = ((M + kBM - 1) / kBM) * ((N + kBN - 1) / kBN) * g.groups;
+  const bool tc = conv_tc_supported(ctx.device, g, dtype);
+  const int64_t k_step = tc ? conv_tc_k_step(dtype) : kBK;
+  const int64_t tiles =
+      tc ? conv_tc_wgrad_tiles(g) : ((M + kBM - 1) / kBM) * ((N + kBN - 1) / kBN) * g.groups;
   int64_t splits = std::min<int64_t>(
       {(2 * sms + tiles - 1) / tiles, (K + 255) / 256, 65535 / std::max<int64_t>(g.groups, 1)});
   splits = std::max<int64_t>(splits, 1);
   int64_t k_chunk = (K + splits - 1) / splits;
-  k_chunk = (k_chunk + kBK - 1) / kBK * kBK;
+  k_chunk = (k_chunk + k_step - 1) / k_step * k_step;
   if (k_chunk > 0) splits = (K + k_chunk - 1) / k_chunk;
   splits = std::max<int64_t>(splits, 1);
   dispatch("conv2d_backward_weight", g, dtype, [&](auto t, auto idx) {
@@ -328,8 +294,18 @@ void conv2d_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
     using A = Acc<T>;
     WgradProblem<T, I> p{Geom<I>(g), static_cast<const T*>(x), static_cast<const T*>(dy),
                          static_cast<T*>(dweight), nullptr};
+    // One launch over K range chunks of `chunk`, adding into acc_out when parts > 1.
+    const auto run = [&](A* acc_out, int64_t chunk, int parts) {
+      if constexpr (std::is_same_v<A, float>) {
+        if (tc) {
+          return conv_tc_backward_weight(ctx, g, dtype, x, dy, dweight, acc_out, chunk, parts);
+        }
+      }
+      p.acc_out = acc_out;
+      launch_gemm<T>(ctx, p, g.groups, M, N, K, chunk, parts);
+    };
     if (splits == 1) {
-      launch_gemm<T>(ctx, p, g.groups, M, N, K, K, 1);
+      run(nullptr, K, 1);
       return;
     }
     // Split K: partial sums meet in an Acc<T> buffer; for f32 and f64 that is the output itself.
@@ -343,8 +319,7 @@ void conv2d_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
     }
     try {
       SINTER_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<size_t>(total) * sizeof(A), stream));
-      p.acc_out = acc;
-      launch_gemm<T>(ctx, p, g.groups, M, N, K, k_chunk, static_cast<int>(splits));
+      run(acc, k_chunk, static_cast<int>(splits));
       if constexpr (!kSame) {
         const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096));
         narrow_kernel<T><<<blocks, 256, 0, stream>>>(acc, static_cast<T*>(dweight), total);

@@ -1,6 +1,7 @@
 // conv2d and pooling beyond the op table: a direct 7-loop convolution as the reference, output
 // shapes, small known values, the argument checks, and CPU-vs-CUDA parity at sizes that span many
 // tiles, several groups and a split weight-gradient reduction.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <initializer_list>
@@ -333,9 +334,37 @@ TEST(ConvPoolErrors, PoolArguments) {
 
 // --- CPU vs CUDA at sizes that span many tiles ---
 
-// sum(f(inputs) * wgt) backward on both devices; compares the outputs and every input gradient.
+// max |actual - expected| <= tol * max |expected|. The error of a long dot product on rounded
+// inputs (TF32) grows with the sum of the terms' magnitudes, not with each result, so a result
+// that cancels to near zero keeps the absolute error of its large terms.
+::testing::AssertionResult close_to_scale(const Tensor& actual, const Tensor& expected,
+                                          double tol) {
+  if (actual.shape() != expected.shape()) return ::testing::AssertionFailure() << "shape";
+  const std::vector<double> a = actual.to_vector<double>(), b = expected.to_vector<double>();
+  double scale = 0, worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    scale = std::max(scale, std::abs(b[i]));
+    const double d = std::abs(a[i] - b[i]);
+    if (!(d <= worst)) {  // NaN is the worst
+      worst = d;
+      at = i;
+    }
+  }
+  if (worst <= tol * scale) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "element " << at << ": " << a[at] << " vs expected " << b[at] << ", beyond " << tol
+         << " x max |expected| " << scale;
+}
+
+// sum(f(inputs) * wgt) backward on both devices; compares the outputs and every input gradient,
+// elementwise (atol = rtol = tol) or, when scaled, with close_to_scale.
 void expect_parity(const std::function<Tensor(const std::vector<Tensor>&)>& f,
-                   const std::vector<Shape>& shapes, DType dt, double tol, uint64_t seed) {
+                   const std::vector<Shape>& shapes, DType dt, double tol, uint64_t seed,
+                   bool scaled = false) {
+  const auto close = [&](const Tensor& a, const Tensor& b) {
+    return scaled ? close_to_scale(a, b, tol) : all_close(a, b, tol, tol);
+  };
   Generator gen(seed);
   std::vector<Tensor> cpu_in, gpu_in;
   for (const Shape& s : shapes) {
@@ -346,13 +375,13 @@ void expect_parity(const std::function<Tensor(const std::vector<Tensor>&)>& f,
   testing::poison_cuda_cache();
   Tensor yc = f(cpu_in), yg = f(gpu_in);
   ASSERT_EQ(yg.device(), Device::cuda());
-  EXPECT_TRUE(all_close(yg.cpu(), yc, tol, tol)) << "forward, " << dtype_name(dt);
+  EXPECT_TRUE(close(yg.cpu(), yc)) << "forward, " << dtype_name(dt);
   Tensor wgt = randn(yc.shape(), {.dtype = dt}, &gen);
   testing::poison_cuda_cache();
   sum(mul(yc, wgt)).backward();
   sum(mul(yg, wgt.to(Device::cuda()))).backward();
   for (size_t k = 0; k < shapes.size(); ++k) {
-    EXPECT_TRUE(all_close(gpu_in[k].grad().cpu(), cpu_in[k].grad(), tol, tol))
+    EXPECT_TRUE(close(gpu_in[k].grad().cpu(), cpu_in[k].grad()))
         << "gradient of input " << k << ", " << dtype_name(dt);
   }
 }
@@ -372,6 +401,21 @@ double tol_for(DType dt) {
   }
 }
 
+// conv2d (with bias when the case has one) through expect_parity, each case with a fresh seed.
+void conv_parity(const std::vector<ConvCase>& cases, DType dt, double tol, bool scaled) {
+  for (const ConvCase& c : cases) {
+    const uint64_t seed = testing::fresh_seed();
+    SCOPED_TRACE("x " + shape_str(c.x) + " w " + shape_str(c.w) + " seed " + std::to_string(seed));
+    std::vector<Shape> shapes = {c.x, c.w};
+    if (c.bias) shapes.push_back({c.w[0]});
+    const Conv2dOptions o = c.opts;
+    auto f = [o](const std::vector<Tensor>& in) {
+      return conv2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), o);
+    };
+    expect_parity(f, shapes, dt, tol, seed, scaled);
+  }
+}
+
 TEST(CudaConvPool, Conv2dMatchesCpu) {
   SINTER_REQUIRE_CUDA();
   const std::vector<ConvCase> cases = {
@@ -386,19 +430,60 @@ TEST(CudaConvPool, Conv2dMatchesCpu) {
       // K of the weight gradient = 32 * 16 * 16: the reduction is split over blocks.
       {{32, 8, 16, 16}, {16, 8, 3, 3}, true, {.padding = {1, 1}}},
   };
-  for (const ConvCase& c : cases) {
-    const uint64_t seed = testing::fresh_seed();
-    SCOPED_TRACE("x " + shape_str(c.x) + " w " + shape_str(c.w) + " seed " + std::to_string(seed));
-    std::vector<Shape> shapes = {c.x, c.w};
-    if (c.bias) shapes.push_back({c.w[0]});
-    const Conv2dOptions o = c.opts;
-    auto f = [o](const std::vector<Tensor>& in) {
-      return conv2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), o);
-    };
-    for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
-      expect_parity(f, shapes, dt, tol_for(dt), seed);
-    }
+  for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    conv_parity(cases, dt, tol_for(dt), false);
   }
+}
+
+// The layers of the cnn and resnet20 reference workloads (with smaller batches) and ragged
+// channel counts, which the tensor-core kernels take in bf16 and f16, and in f32 under
+// set_matmul_precision("high").
+std::vector<ConvCase> tensor_core_cases() {
+  const Conv2dOptions same{.padding = {1, 1}}, down{.stride = {2, 2}, .padding = {1, 1}};
+  const Conv2dOptions shortcut{.stride = {2, 2}};
+  return {
+      // cnn
+      {{16, 1, 28, 28}, {32, 1, 3, 3}, true, same},
+      {{16, 32, 14, 14}, {64, 32, 3, 3}, true, same},
+      // resnet20
+      {{8, 3, 32, 32}, {16, 3, 3, 3}, false, same},
+      {{8, 16, 32, 32}, {16, 16, 3, 3}, false, same},
+      {{8, 16, 32, 32}, {32, 16, 3, 3}, false, down},
+      {{8, 16, 32, 32}, {32, 16, 1, 1}, false, shortcut},
+      {{8, 32, 16, 16}, {32, 32, 3, 3}, false, same},
+      {{8, 32, 16, 16}, {64, 32, 3, 3}, false, down},
+      {{8, 32, 16, 16}, {64, 32, 1, 1}, false, shortcut},
+      {{8, 64, 8, 8}, {64, 64, 3, 3}, false, same},
+      // ragged: C = 1 and 3, K = 10, odd planes, stride / dilation / groups / asymmetric kernels
+      {{3, 1, 9, 7}, {10, 1, 3, 3}, true, same},
+      {{2, 3, 11, 13}, {10, 3, 5, 3}, true, {.stride = {2, 1}, .padding = {2, 1}}},
+      {{2, 6, 10, 9},
+       {10, 3, 3, 2},
+       true,
+       {.stride = {1, 2}, .padding = {2, 0}, .dilation = {2, 1}, .groups = 2}},
+      {{2, 10, 7, 7}, {10, 1, 3, 3}, false, {.padding = {1, 1}, .groups = 10}},
+      {{5, 130, 5, 5}, {70, 130, 1, 1}, true, {}},
+  };
+}
+
+TEST(CudaConvPool, Conv2dTensorCoreBf16F16) {
+  SINTER_REQUIRE_CUDA();
+  // Both sides multiply the same rounded inputs exactly and sum in f32; they differ by the order
+  // of the sums and the final rounding.
+  conv_parity(tensor_core_cases(), DType::bf16, tol_for(DType::bf16), false);
+  conv_parity(tensor_core_cases(), DType::f16, tol_for(DType::f16), false);
+}
+
+TEST(CudaConvPool, Conv2dTensorCoreTf32) {
+  SINTER_REQUIRE_CUDA();
+  // Restores the default precision however the test ends.
+  struct Precision {
+    Precision() { set_matmul_precision("high"); }
+    ~Precision() { set_matmul_precision("highest"); }
+  } precision;
+  // TF32 keeps 11 significant bits: each product is off by up to 2^-10 of its size, and the sum of
+  // those errors stays well under 1e-3 of the largest result for random inputs.
+  conv_parity(tensor_core_cases(), DType::f32, 2e-3, true);
 }
 
 TEST(CudaConvPool, PoolsMatchCpu) {

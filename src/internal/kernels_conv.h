@@ -20,6 +20,9 @@ struct Conv2dGeom {
   int64_t pad_h = 0, pad_w = 0;
   int64_t dil_h = 1, dil_w = 1;
   int64_t groups = 1;
+  // f32 may run on tensor cores with inputs rounded to TF32 (set_matmul_precision("high")); the CPU
+  // kernels and the other dtypes ignore it.
+  bool allow_tf32 = false;
 };
 
 // All tensors are contiguous and of `dtype` (f32, f64, bf16 or f16); accumulation is f32 (f64 for

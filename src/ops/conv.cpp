@@ -70,6 +70,7 @@ kern::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tensor& 
   g.dil_h = o.dilation[0];
   g.dil_w = o.dilation[1];
   g.groups = o.groups;
+  g.allow_tf32 = get_matmul_precision() == "high";
   const int64_t span_h = g.dil_h * (g.kh - 1) + 1, span_w = g.dil_w * (g.kw - 1) + 1;
   SINTER_CHECK(span_h <= g.h + 2 * g.pad_h && span_w <= g.w + 2 * g.pad_w, "conv2d: kernel ",
                span_h, "x", span_w, " (with dilation ", pair_str(o.dilation),
@@ -103,13 +104,16 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
     record("conv2d", {&out}, {x, weight, bias},
            [g, sx, sw, need_x, need_w, need_b, xshape, wshape](const Grads& grads) {
              Tensor gy = grads[0].contiguous();
+             // The precision in force when the backward runs, as for matmul.
+             kern::Conv2dGeom gb = g;
+             gb.allow_tf32 = get_matmul_precision() == "high";
              const TensorOptions topts{.dtype = gy.dtype(), .device = gy.device()};
              Tensor dx, dw, db;
              if (need_x) {
                dx = empty(xshape, topts);
                if (dx.numel() > 0) {
                  Tensor w = sw.get().contiguous();
-                 SINTER_DISPATCH(gy.device(), conv2d_backward_input, g, gy.dtype(), gy.data_ptr(),
+                 SINTER_DISPATCH(gy.device(), conv2d_backward_input, gb, gy.dtype(), gy.data_ptr(),
                                  w.data_ptr(), dx.data_ptr());
                }
              }
@@ -117,8 +121,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                dw = empty(wshape, topts);
                if (dw.numel() > 0) {
                  Tensor xin = sx.get().contiguous();
-                 SINTER_DISPATCH(gy.device(), conv2d_backward_weight, g, gy.dtype(), xin.data_ptr(),
-                                 gy.data_ptr(), dw.data_ptr());
+                 SINTER_DISPATCH(gy.device(), conv2d_backward_weight, gb, gy.dtype(),
+                                 xin.data_ptr(), gy.data_ptr(), dw.data_ptr());
                }
              }
              if (need_b) db = sum(gy, {0, 2, 3});

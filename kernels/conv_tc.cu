@@ -1,0 +1,320 @@
+// Tensor-core 2-D convolution (forward, input gradient, weight gradient) as implicit GEMM on
+// mma.sync: bf16 and f16 through m16n8k16, f32 as TF32 through m16n8k8, f32 accumulation.
+//
+// Note [conv layout]
+// The library's tensors are NCHW, and these kernels read them as they are (no layout transform).
+// Every pass is, per group, C (M, N) = A (M, K) @ B (K, N) with the long pixel dimension as M
+// (128-row block tiles) and the short channel dimension as N (32- or 64-column tiles, picked by
+// the channel count):
+//   forward: M = n * h_out * w_out (b, oh, ow), N = c_out / groups (co), K = c_in / groups * kh *
+//   kw
+//     (ci, r, s). A(m, k) = x[b, ci, oh * sh - ph + r * dh, ow * sw - pw + s * dw], gathered (0 in
+//     the padding); B(k, n) = weight[co, ci, r, s], a plain row of the weight; C(m, n) =
+//     y[b, co, oh, ow] (+ bias[co]).
+//   dgrad: M = n * h * w (b, ih, iw), N = c_in / groups (ci), K = c_out / groups * kh * kw
+//     (co, r, s). A(m, k) = dy[b, co, oh, ow] for the output whose tap (r, s) reads (ih, iw), i.e.
+//     oh = (ih + ph - r * dh) / sh when that divides exactly and lies in range, else 0;
+//     B(k, n) = weight[co, ci, r, s]; C(m, n) = dx[b, ci, ih, iw].
+//   wgrad: M = c_in / groups * kh * kw (ci, r, s), N = c_out / groups (co), K = n * h_out * w_out
+//     (b, oh, ow). A(m, k) = x under tap (r, s) of output (oh, ow), gathered as for the forward;
+//     B(k, n) = dy[b, co, oh, ow]; C(m, n) = dweight[co, ci, r, s]. K is long, so the caller
+//     splits it over blocks that add f32 partial sums atomically.
+// Why: in NCHW consecutive m of the forward and dgrad are consecutive (ow, iw) of one channel
+// plane, so with stride 1 the A gathers and the C stores of a warp touch consecutive addresses;
+// the weight's rows are contiguous along (ci, r, s), and in wgrad both operands are contiguous
+// along (b, oh, ow) pixels, the K dim. The workloads' channel counts (1 to 64) would waste most of
+// a 128-wide tile as M, so they go to N. Operand elements are gathered one by one (padding,
+// stride and dilation make 16-byte copies impossible in NCHW) into registers, stored to shared
+// memory M-major / N-major while the previous k step multiplies (double buffer), and read with
+// ldmatrix.trans (or 32-bit loads for TF32) by mma::warp_mma_tile.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "accumulate.cuh"
+#include "conv_tc.cuh"
+#include "cuda_check.cuh"
+#include "device_info.cuh"
+#include "mma.cuh"
+
+namespace sinter::cudak {
+namespace {
+
+constexpr int kThreads = 256;  // 8 warps: 4 along M by 2 along N
+constexpr int kBM = 128;
+
+template <typename T>
+constexpr int k_step() {
+  return std::is_same_v<T, float> ? 16 : 32;
+}
+
+// The problems index in int32: conv_tc_supported only lets through convolutions whose tensors, and
+// the tile overhang past them, index within int32.
+using TcGeom = Geom<int>;
+
+// Each problem gives A(m, k) and B(k, n) of group grp (Note [conv layout]) and stores C(m, n).
+// kAAlongM / kBAlongN say along which index the operand is contiguous in memory, so that the
+// threads of a warp load along it.
+template <typename T>
+struct FwdTc {
+  static constexpr bool kAAlongM = true, kBAlongN = false;
+  TcGeom g;
+  const T* x;
+  const T* wt;
+  const T* bias;
+  T* y;
+  __device__ __forceinline__ T a(int grp, int m, int k, T zero) const {
+    const int taps = g.kh * g.kw;
+    const int hw = g.h_out * g.w_out, b = m / hw, q = m % hw;
+    const int ci = k / taps, rs = k % taps;
+    return g.x_tap(x, b, grp * g.cig + ci, q / g.w_out, q % g.w_out, rs / g.kw, rs % g.kw, zero);
+  }
+  __device__ __forceinline__ T b(int grp, int k, int n, T) const {
+    const int taps = g.kh * g.kw;
+    return wt[(grp * g.cog + n) * (g.cig * taps) + k];
+  }
+  __device__ __forceinline__ void store(int grp, int m, int n, float v, bool) const {
+    const int hw = g.h_out * g.w_out, co = grp * g.cog + n;
+    if (bias) v += to_acc(bias[co]);
+    y[((m / hw) * g.c_out + co) * hw + m % hw] = from_acc<T>(v);
+  }
+};
+
+template <typename T>
+struct DgradTc {
+  static constexpr bool kAAlongM = true, kBAlongN = false;
+  TcGeom g;
+  const T* dy;
+  const T* wt;
+  T* dx;
+  __device__ __forceinline__ T a(int grp, int m, int k, T zero) const {
+    const int taps = g.kh * g.kw;
+    const int hw = g.h * g.w, b = m / hw, q = m % hw;
+    const int co = k / taps, rs = k % taps;
+    const int th = q / g.w + g.ph - (rs / g.kw) * g.dil_h,
+              tw = q % g.w + g.pw - (rs % g.kw) * g.dil_w;
+    if (th < 0 || tw < 0 || th % g.sh != 0 || tw % g.sw != 0) return zero;
+    const int oh = th / g.sh, ow = tw / g.sw;
+    if (oh >= g.h_out || ow >= g.w_out) return zero;
+    return dy[((b * g.c_out + grp * g.cog + co) * g.h_out + oh) * g.w_out + ow];
+  }
+  __device__ __forceinline__ T b(int grp, int k, int n, T) const {
+    const int taps = g.kh * g.kw;
+    const int co = k / taps, rs = k % taps;
+    return wt[((grp * g.cog + co) * g.cig + n) * taps + rs];
+  }
+  __device__ __forceinline__ void store(int grp, int m, int n, float v, bool) const {
+    const int hw = g.h * g.w;
+    dx[((m / hw) * g.c_in + grp * g.cig + n) * hw + m % hw] = from_acc<T>(v);
+  }
+};
+
+template <typename T>
+struct WgradTc {
+  static constexpr bool kAAlongM = false, kBAlongN = false;
+  TcGeom g;
+  const T* x;
+  const T* dy;
+  T* dw;
+  float* acc_out;  // split K: f32 partial sums, laid out like dw
+  __device__ __forceinline__ T a(int grp, int m, int k, T zero) const {
+    const int taps = g.kh * g.kw;
+    const int ci = m / taps, rs = m % taps;
+    const int hw = g.h_out * g.w_out, b = k / hw, q = k % hw;
+    return g.x_tap(x, b, grp * g.cig + ci, q / g.w_out, q % g.w_out, rs / g.kw, rs % g.kw, zero);
+  }
+  __device__ __forceinline__ T b(int grp, int k, int n, T) const {
+    const int hw = g.h_out * g.w_out;
+    return dy[((k / hw) * g.c_out + grp * g.cog + n) * hw + k % hw];
+  }
+  __device__ __forceinline__ void store(int grp, int m, int n, float v, bool atomic) const {
+    const int taps = g.kh * g.kw;
+    const int o = (grp * g.cog + n) * (g.cig * taps) + m;
+    if (atomic) {
+      atomicAdd(acc_out + o, v);
+    } else {
+      dw[o] = from_acc<T>(v);
+    }
+  }
+};
+
+// grid: x over M tiles, y over N tiles, z = group * splits + split; split s covers K range
+// [s * k_chunk, min(K, (s + 1) * k_chunk)). Each thread gathers its share of the next k step's
+// A (kBM x kBK) and B (kBK x kBN) tiles into registers while the warps multiply the current ones;
+// both tiles sit in shared memory k-major (As[k][m], Bs[k][n]), rows padded by 8 elements so the
+// ldmatrix.trans rows (and TF32 fragment words) fall on distinct banks. Warp w owns rows
+// (w / 2) * 32 and columns (w % 2) * kBN / 2 of the block tile.
+template <typename T, int kBN, class P>
+__global__ void __launch_bounds__(kThreads)
+    conv_tc_kernel(P p, int M, int N, int K, int k_chunk, int splits) {
+  constexpr int kBK = k_step<T>();
+  constexpr int kLdA = kBM + 8, kLdB = kBN + 8;
+  constexpr int kALoads = kBM * kBK / kThreads, kBLoads = kBK * kBN / kThreads;
+  constexpr int kMI = 2, kNI = kBN / 16;  // warp tile 32 x kBN / 2
+  __shared__ __align__(16) T as[2][kBK * kLdA];
+  __shared__ __align__(16) T bs[2][kBK * kLdB];
+
+  const int grp = static_cast<int>(blockIdx.z) / splits,
+            split = static_cast<int>(blockIdx.z) % splits;
+  const int m0 = static_cast<int>(blockIdx.x) * kBM, n0 = static_cast<int>(blockIdx.y) * kBN;
+  const int k_begin = split * k_chunk,
+            k_end = static_cast<int>(
+                min(static_cast<int64_t>(K), static_cast<int64_t>(k_begin) + k_chunk));
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int wm0 = (warp / 2) * 32, wn0 = (warp % 2) * (kBN / 2);
+  const T zero = from_acc<T>(0.f);
+
+  // Where load l of this thread sits in the tiles: consecutive threads along the operand's
+  // contiguous index. Power-of-two divisions.
+  auto a_m = [tid](int l) {
+    const int e = tid + l * kThreads;
+    return P::kAAlongM ? e % kBM : e / kBK;
+  };
+  auto a_k = [tid](int l) {
+    const int e = tid + l * kThreads;
+    return P::kAAlongM ? e / kBM : e % kBK;
+  };
+  auto b_n = [tid](int l) {
+    const int e = tid + l * kThreads;
+    return P::kBAlongN ? e % kBN : e / kBK;
+  };
+  auto b_k = [tid](int l) {
+    const int e = tid + l * kThreads;
+    return P::kBAlongN ? e / kBN : e % kBK;
+  };
+
+  T ra[kALoads], rb[kBLoads];
+  auto gather = [&](int k0) {
+#pragma unroll
+    for (int l = 0; l < kALoads; ++l) {
+      const int m = m0 + a_m(l), k = k0 + a_k(l);
+      ra[l] = m < M && k < k_end ? p.a(grp, m, k, zero) : zero;
+    }
+#pragma unroll
+    for (int l = 0; l < kBLoads; ++l) {
+      const int n = n0 + b_n(l), k = k0 + b_k(l);
+      rb[l] = n < N && k < k_end ? p.b(grp, k, n, zero) : zero;
+    }
+  };
+
+  float acc[kMI][kNI][4] = {};
+
+  int buf = 0;
+  if (k_begin < k_end) gather(k_begin);
+  for (int k0 = k_begin; k0 < k_end; k0 += kBK) {
+    // Buffer buf was last read two steps ago; every warp has passed the barrier of the step in
+    // between since, so it is free.
+#pragma unroll
+    for (int l = 0; l < kALoads; ++l) as[buf][a_k(l) * kLdA + a_m(l)] = ra[l];
+#pragma unroll
+    for (int l = 0; l < kBLoads; ++l) bs[buf][b_k(l) * kLdB + b_n(l)] = rb[l];
+    __syncthreads();
+    if (k0 + kBK < k_end) gather(k0 + kBK);
+    mma::warp_mma_tile<T, kMI, kNI, kBK, true, false, kLdA, kLdB>(acc, as[buf], bs[buf], wm0, wn0,
+                                                                  lane);
+    buf ^= 1;
+  }
+
+  mma::for_each_acc(acc, wm0, wn0, lane, [&](int r, int c, float v) {
+    const int m = m0 + r, n = n0 + c;
+    if (m < M && n < N) p.store(grp, m, n, v, splits > 1);
+  });
+}
+
+// 64-column tiles, or 32 when the channel count N would leave half of them empty.
+int tile_n(int64_t N) { return N <= 32 ? 32 : 64; }
+
+template <typename T, class P>
+void launch(const Ctx& ctx, const P& p, int64_t groups, int64_t M, int64_t N, int64_t K,
+            int64_t k_chunk, int splits) {
+  const int bn = tile_n(N);
+  const int64_t gx = (M + kBM - 1) / kBM, gy = (N + bn - 1) / bn, gz = groups * splits;
+  SINTER_CHECK(gy <= 65535 && gz <= 65535, "conv2d: problem too large for one launch (grid ", gx,
+               " x ", gy, " x ", gz, ")");
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(gz));
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+  const int chunk = static_cast<int>(std::max<int64_t>(k_chunk, 1));
+  if (bn == 32) {
+    conv_tc_kernel<T, 32><<<grid, kThreads, 0, stream>>>(p, m, n, k, chunk, splits);
+  } else {
+    conv_tc_kernel<T, 64><<<grid, kThreads, 0, stream>>>(p, m, n, k, chunk, splits);
+  }
+  SINTER_LAUNCH_CHECK("conv_tc_kernel");
+}
+
+// Calls fn(T{}) with the CUDA storage type of a tensor-core dtype.
+template <class Fn>
+void dispatch_tc(DType dtype, Fn fn) {
+  switch (dtype) {
+    case DType::bf16:
+      return fn(__nv_bfloat16{});
+    case DType::f16:
+      return fn(__half{});
+    default:
+      return fn(float{});
+  }
+}
+
+}  // namespace
+
+bool conv_tc_supported(int device, const Conv2dGeom& g, DType dtype) {
+  if (dtype != DType::bf16 && dtype != DType::f16 && !(dtype == DType::f32 && g.allow_tf32)) {
+    return false;
+  }
+  // int32 indexing, with room for a block tile hanging past the last element.
+  if (!conv_fits_i32(g, int64_t{1} << 20) || g.groups > 65535) return false;
+  return device_compute_capability(device) >= 80;
+}
+
+int64_t conv_tc_k_step(DType dtype) { return dtype == DType::f32 ? 16 : 32; }
+
+int64_t conv_tc_wgrad_tiles(const Conv2dGeom& g) {
+  const int64_t M = g.c_in / g.groups * g.kh * g.kw, N = g.c_out / g.groups;
+  const int bn = tile_n(N);
+  return ((M + kBM - 1) / kBM) * ((N + bn - 1) / bn) * g.groups;
+}
+
+bool conv_tc_forward(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const void* x,
+                     const void* weight, const void* bias, void* y) {
+  if (!conv_tc_supported(ctx.device, g, dtype)) return false;
+  dispatch_tc(dtype, [&](auto t) {
+    using T = decltype(t);
+    const FwdTc<T> p{TcGeom(g), static_cast<const T*>(x), static_cast<const T*>(weight),
+                     static_cast<const T*>(bias), static_cast<T*>(y)};
+    const int64_t K = g.c_in / g.groups * g.kh * g.kw;
+    launch<T>(ctx, p, g.groups, g.n * g.h_out * g.w_out, g.c_out / g.groups, K, K, 1);
+  });
+  return true;
+}
+
+bool conv_tc_backward_input(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const void* dy,
+                            const void* weight, void* dx) {
+  if (!conv_tc_supported(ctx.device, g, dtype)) return false;
+  dispatch_tc(dtype, [&](auto t) {
+    using T = decltype(t);
+    const DgradTc<T> p{TcGeom(g), static_cast<const T*>(dy), static_cast<const T*>(weight),
+                       static_cast<T*>(dx)};
+    const int64_t K = g.c_out / g.groups * g.kh * g.kw;
+    launch<T>(ctx, p, g.groups, g.n * g.h * g.w, g.c_in / g.groups, K, K, 1);
+  });
+  return true;
+}
+
+void conv_tc_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const void* x,
+                             const void* dy, void* dweight, float* acc, int64_t k_chunk,
+                             int splits) {
+  dispatch_tc(dtype, [&](auto t) {
+    using T = decltype(t);
+    const WgradTc<T> p{TcGeom(g), static_cast<const T*>(x), static_cast<const T*>(dy),
+                       static_cast<T*>(dweight), acc};
+    launch<T>(ctx, p, g.groups, g.c_in / g.groups * g.kh * g.kw, g.c_out / g.groups,
+              g.n * g.h_out * g.w_out, k_chunk, splits);
+  });
+}
+
+}  // namespace sinter::cudak
