@@ -1,6 +1,7 @@
 // CUDA elementwise kernels: unary, binary, where and copy over an ElementwiseIter. Each op has a
 // vectorized path (16-byte loads) for contiguous, aligned operands of one dtype and a general path
-// for strided, broadcast and mixed-dtype ones; the math is internal/scalar_ops.h, as on the CPU.
+// for strided, broadcast and mixed-dtype ones; binary ops also have a vectorized path for row and
+// column broadcasts (Note [row layout]). The math is internal/scalar_ops.h, as on the CPU.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -494,6 +495,124 @@ __global__ void binary_vec_kernel(TO* out, const T* a, const T* b, C sa, C sb, i
   }
 }
 
+// ---- binary over rows ----
+
+// Note [row layout]: an iteration whose innermost dim has stride 1 in the output and stride 1 or 0
+// (broadcast) in every tensor input, e.g. x[m, n] * y[n] or x[m, n] - mean[m, 1]. It is walked as
+// rows of `inner` elements; the outer dims (any strides) give each operand's row offset, computed
+// once per kVec-element vector. A vector that stays inside its row loads each operand with one
+// 16-byte load when its address is aligned (kVec loads of adjacent elements otherwise); a vector
+// across a row end takes one element at a time.
+
+// Whether `it` has the row layout (its innermost dim is then the row).
+bool row_layout(const ElementwiseIter& it) {
+  const int d = it.ndim - 1;
+  if (d < 0 || it.op[0].strides[d] != 1) return false;
+  for (int k = 1; k < it.noperands; ++k) {
+    const Operand& o = it.op[k];
+    if (o.data && o.strides[d] != 0 && o.strides[d] != 1) return false;
+  }
+  return true;
+}
+
+// Rows of `it` (Note [row layout]): `rows` maps a row index to the element offset of each operand's
+// row start, and an operand k with inner_const[k] reads one element per row.
+template <int N>
+struct RowIter {
+  Indexer<N> rows;
+  FastDiv inner;
+  bool inner_const[N] = {};
+};
+
+// it: one piece from for_each_piece32 with row_layout(it).
+template <int N>
+RowIter<N> make_row_iter(const ElementwiseIter& it) {
+  ElementwiseIter outer = it;
+  outer.ndim = it.ndim - 1;
+  outer.contiguous = false;
+  RowIter<N> ri;
+  ri.rows = make_indexer<N>(outer);
+  ri.inner = FastDiv::make(static_cast<uint32_t>(it.sizes[it.ndim - 1]));
+  for (int k = 0; k < N; ++k) ri.inner_const[k] = it.op[k].strides[it.ndim - 1] == 0;
+  return ri;
+}
+
+template <class T>
+__device__ __forceinline__ bool aligned16(const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % (kVecWidth<T> * sizeof(T)) == 0;
+}
+
+// kVec elements of one row of an input starting at p: the scalar s if p is null, p[0] repeated if
+// the operand is constant along the row, else p[0..kVec).
+template <class C, class T, int kVec>
+__device__ __forceinline__ void load_row_vec(const T* p, bool constant, C s, C (&dst)[kVec]) {
+  if (p == nullptr || constant) {
+    const C x = p ? load_as<C>(*p) : s;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) dst[j] = x;
+  } else if (aligned16(p)) {
+    const Vec<T, kVec> x = *reinterpret_cast<const Vec<T, kVec>*>(p);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) dst[j] = load_as<C>(x.v[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) dst[j] = load_as<C>(p[j]);
+  }
+}
+
+// Row start of an input (null for a scalar) plus column c unless the operand is constant.
+template <class T>
+__device__ __forceinline__ const T* row_ptr(const T* p, int64_t off, bool constant, uint32_t c) {
+  return p ? p + off + (constant ? 0 : c) : nullptr;
+}
+
+// out: TO (T, or bool for comparisons) with stride 1 along rows; a, b: T, or null for the scalars
+// sa, sb. n < 2^31 elements (a for_each_piece32 piece).
+template <class T, class TO, class C, BinaryOp OP>
+__global__ void binary_rows_kernel(RowIter<3> ri, TO* out, const T* a, const T* b, C sa, C sb,
+                                   int64_t n, C p0) {
+  constexpr int kVec = kVecWidth<T>;
+  using VO = Vec<TO, kVec>;
+  const int64_t nvec = (n + kVec - 1) / kVec;
+  const uint32_t inner = ri.inner.div;
+  for (int64_t v = thread_index(); v < nvec; v += thread_count()) {
+    const auto i0 = static_cast<uint32_t>(v * kVec);
+    const uint32_t r = ri.inner.quotient(i0);
+    const uint32_t c = i0 - r * inner;
+    if (c + kVec <= inner) {
+      int64_t off[3];
+      ri.rows.offsets(r, off);
+      C x[kVec], y[kVec];
+      load_row_vec<C, T, kVec>(row_ptr(a, off[1], ri.inner_const[1], c), ri.inner_const[1], sa, x);
+      load_row_vec<C, T, kVec>(row_ptr(b, off[2], ri.inner_const[2], c), ri.inner_const[2], sb, y);
+      VO res;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) res.v[j] = from_value<TO>(binary_fn<OP>(x[j], y[j], p0));
+      TO* o = out + off[0] + c;
+      if (reinterpret_cast<uintptr_t>(o) % sizeof(VO) == 0) {
+        *reinterpret_cast<VO*>(o) = res;
+      } else {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) o[j] = res.v[j];
+      }
+    } else {
+      for (int j = 0; j < kVec; ++j) {
+        const uint32_t i = i0 + j;
+        if (i >= n) break;
+        const uint32_t rr = ri.inner.quotient(i);
+        const uint32_t cc = i - rr * inner;
+        int64_t off[3];
+        ri.rows.offsets(rr, off);
+        const T* pa = row_ptr(a, off[1], ri.inner_const[1], cc);
+        const T* pb = row_ptr(b, off[2], ri.inner_const[2], cc);
+        const C x = pa ? load_as<C>(*pa) : sa;
+        const C y = pb ? load_as<C>(*pb) : sb;
+        out[off[0] + cc] = from_value<TO>(binary_fn<OP>(x, y, p0));
+      }
+    }
+  }
+}
+
 template <class C, BinaryOp OP>
 void launch_binary(const ElementwiseIter& it, C p0, cudaStream_t stream, int device) {
   const Operand& out = it.op[0];
@@ -522,6 +641,24 @@ void launch_binary(const ElementwiseIter& it, C p0, cudaStream_t stream, int dev
         SINTER_LAUNCH_CHECK("binary");
         done = true;
       }
+    });
+  }
+  // Rows at least one vector long (shorter ones would mostly cross row ends); this also takes
+  // contiguous operands that the flat path declined for their alignment.
+  if (!done && it.numel < kMax32 && out.dtype == out_t && (!a.data || a.dtype == t) &&
+      (!b.data || b.dtype == t) && row_layout(it)) {
+    visit_vec_storage<C>(t, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using TO = std::conditional_t<is_comparison(OP), bool, T>;
+      constexpr int kVec = kVecWidth<T>;
+      if (it.sizes[it.ndim - 1] < kVec) return;
+      binary_rows_kernel<T, TO, C, OP>
+          <<<grid_for((it.numel + kVec - 1) / kVec, device), kBlock, 0, stream>>>(
+              make_row_iter<3>(it), static_cast<TO*>(out.data), static_cast<const T*>(a.data),
+              static_cast<const T*>(b.data), convert<C>(a.scalar), convert<C>(b.scalar), it.numel,
+              p0);
+      SINTER_LAUNCH_CHECK("binary");
+      done = true;
     });
   }
   if (done) return;

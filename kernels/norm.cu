@@ -1,13 +1,16 @@
-// CUDA batch_norm, layer_norm and dropout (src/internal/kernels_norm.h). Batch norm takes one block
-// per channel for its statistics and backward sums; layer norm one warp per row, with a column pass
-// for dweight/dbias; dropout regenerates its Philox mask (Note [dropout mask]) in forward and
-// backward alike. Sums accumulate in f32 (f64 for f64).
+// CUDA batch_norm, layer_norm and dropout (src/internal/kernels_norm.h). Batch norm reduces each
+// channel in one read (Note [batch norm Welford]), over several blocks when channels are few;
+// layer norm holds a row in registers (Note [layer norm rows]) up to 8192 elements, with a column
+// pass for dweight/dbias; dropout regenerates its Philox mask (Note [dropout mask]) in forward and
+// backward alike. Loads are 16 bytes wide where sizes and alignment allow. Sums accumulate in f32
+// (f64 for f64).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "cuda_check.cuh"
@@ -79,66 +82,242 @@ __device__ __forceinline__ A block_sum(A v, A* smem) {
   return total;
 }
 
-// --- batch norm: x (n, c, hw); block k owns channel k, element t of it at (t / hw, k, t % hw) ---
+// --- batch norm: x (n, c, hw); channel k's element t is at (t / hw, k, t % hw) ---
 
-__device__ __forceinline__ int64_t channel_elem(int64_t t, int64_t k, int64_t c, int64_t hw) {
-  const int64_t i = t / hw;
-  return (i * c + k) * hw + (t - i * hw);
-}
+// 16 bytes of T, for one load or store.
+template <class T>
+struct alignas(16) Vec16 {
+  T v[16 / sizeof(T)];
+};
 
 template <class T>
-__global__ void batch_norm_stats_kernel(const T* x, int64_t c, int64_t hw, int64_t m, Acc<T> eps,
+constexpr int kVecOf = static_cast<int>(16 / sizeof(T));
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Loads kV elements of p from e on as Acc<T>: one 16-byte load when kV is T's vector width.
+template <class T, int kV>
+__device__ __forceinline__ void load_vec(const T* p, int64_t e, Acc<T> (&dst)[kV]) {
+  if constexpr (kV == kVecOf<T>) {
+    const Vec16<T> x = *reinterpret_cast<const Vec16<T>*>(p + e);
+#pragma unroll
+    for (int j = 0; j < kV; ++j) dst[j] = load(x.v, j);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kV; ++j) dst[j] = load(p, e + j);
+  }
+}
+
+template <class T, int kV>
+__device__ __forceinline__ void store_vec(T* p, int64_t e, const Acc<T> (&src)[kV]) {
+  if constexpr (kV == kVecOf<T>) {
+    Vec16<T> x;
+#pragma unroll
+    for (int j = 0; j < kV; ++j) x.v[j] = store<T>(src[j]);
+    *reinterpret_cast<Vec16<T>*>(p + e) = x;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kV; ++j) p[e + j] = store<T>(src[j]);
+  }
+}
+
+// Calls f(e) with the offset in x of each kV-element vector u in [begin, end) of channel k, this
+// thread taking every blockDim.x-th from threadIdx.x on. Vector u holds elements u kV .. u kV + kV
+// of the channel's (n, hw) values; hw % kV == 0, so no vector crosses from one sample to the next.
+// (i, j) = divmod(u kV, hw) advances by a fixed step, so the loop divides only once.
+template <int kV, class F>
+__device__ __forceinline__ void for_channel_vectors(int64_t k, int64_t c, int64_t hw, int64_t begin,
+                                                    int64_t end, F&& f) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * kV;
+  const int64_t dq = step / hw, dr = step - dq * hw;
+  const int64_t t = (begin + threadIdx.x) * kV;
+  int64_t i = t / hw, j = t - i * hw;
+  for (int64_t u = begin + threadIdx.x; u < end; u += blockDim.x) {
+    f((i * c + k) * hw + j);
+    i += dq;
+    j += dr;
+    if (j >= hw) {
+      j -= hw;
+      ++i;
+    }
+  }
+}
+
+// Note [batch norm Welford]: the statistics take one read of x. Each thread keeps (count, mean, M2)
+// and folds in one vector at a time (its exact mean and M2 first), threads, blocks and split
+// channels meet with Chan's pairwise combine; no sum of squares cancels.
+template <class A>
+struct Welford {
+  A n, mean, m2;
+};
+
+template <class A>
+__device__ __forceinline__ Welford<A> welford_combine(Welford<A> a, Welford<A> b) {
+  if (b.n == A(0)) return a;
+  if (a.n == A(0)) return b;
+  const A n = a.n + b.n, d = b.mean - a.mean, f = b.n / n;
+  return {n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
+}
+
+// The combined state of the block, returned to every thread. smem: kWarps states.
+template <class A>
+__device__ __forceinline__ Welford<A> block_welford(Welford<A> w, Welford<A>* smem) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const Welford<A> o = {__shfl_xor_sync(0xffffffffu, w.n, offset),
+                          __shfl_xor_sync(0xffffffffu, w.mean, offset),
+                          __shfl_xor_sync(0xffffffffu, w.m2, offset)};
+    w = welford_combine(w, o);
+  }
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = w;
+  __syncthreads();
+  w = smem[0];
+  for (int i = 1; i < static_cast<int>(blockDim.x / 32); ++i) w = welford_combine(w, smem[i]);
+  return w;
+}
+
+template <class A>
+__device__ __forceinline__ void write_stats(Welford<A> w, A eps, int64_t k, A* mean, A* var,
+                                            A* rstd) {
+  const A v = w.m2 / w.n;
+  mean[k] = w.mean;
+  var[k] = v;
+  rstd[k] = A(1) / sqrt(v + eps);
+}
+
+// x: (n, c, hw) with hw % kV == 0 (and 16-byte aligned when kV > 1). Block b reduces part
+// b % splits of channel b / splits: the final statistics when splits == 1, else its partial state.
+template <class T, int kV>
+__global__ void batch_norm_stats_kernel(const T* x, int64_t c, int64_t hw, int64_t nvec,
+                                        int64_t splits, Acc<T> eps, Welford<Acc<T>>* partial,
                                         Acc<T>* mean, Acc<T>* var, Acc<T>* rstd) {
   using A = Acc<T>;
-  __shared__ A smem[kWarps];
-  const int64_t k = blockIdx.x;
-  A s = 0;
-  for (int64_t t = threadIdx.x; t < m; t += blockDim.x) s += load(x, channel_elem(t, k, c, hw));
-  const A mu = block_sum(s, smem) / static_cast<A>(m);
-  A q = 0;
-  for (int64_t t = threadIdx.x; t < m; t += blockDim.x) {
-    const A d = load(x, channel_elem(t, k, c, hw)) - mu;
-    q += d * d;
-  }
-  const A v = block_sum(q, smem) / static_cast<A>(m);
-  if (threadIdx.x == 0) {
-    mean[k] = mu;
-    var[k] = v;
-    rstd[k] = A(1) / sqrt(v + eps);
+  __shared__ Welford<A> smem[kWarps];
+  const int64_t k = blockIdx.x / splits, part = blockIdx.x - k * splits;
+  const int64_t chunk = (nvec + splits - 1) / splits;
+  const int64_t begin = part * chunk, end = min(nvec, begin + chunk);
+  Welford<A> w = {A(0), A(0), A(0)};
+  for_channel_vectors<kV>(k, c, hw, begin, end, [&](int64_t e) {
+    A v[kV];
+    load_vec<T, kV>(x, e, v);
+    A s = 0;
+#pragma unroll
+    for (int j = 0; j < kV; ++j) s += v[j];
+    const A mu = s / A(kV);
+    A q = 0;
+#pragma unroll
+    for (int j = 0; j < kV; ++j) q += (v[j] - mu) * (v[j] - mu);
+    w = welford_combine(w, {A(kV), mu, q});
+  });
+  w = block_welford(w, smem);
+  if (threadIdx.x != 0) return;
+  if (splits == 1) {
+    write_stats(w, eps, k, mean, var, rstd);
+  } else {
+    partial[blockIdx.x] = w;
   }
 }
 
-template <class T>
+// Block k combines the `splits` partial states of channel k.
+template <class A>
+__global__ void batch_norm_stats_finish_kernel(const Welford<A>* partial, int64_t splits, A eps,
+                                               A* mean, A* var, A* rstd) {
+  __shared__ Welford<A> smem[kWarps];
+  const int64_t k = blockIdx.x;
+  Welford<A> w = {A(0), A(0), A(0)};
+  for (int64_t s = threadIdx.x; s < splits; s += blockDim.x) {
+    w = welford_combine(w, partial[k * splits + s]);
+  }
+  w = block_welford(w, smem);
+  if (threadIdx.x == 0) write_stats(w, eps, k, mean, var, rstd);
+}
+
+// Calls f(e, k) for each kV-element vector of an (n, c, hw) tensor (hw % kV == 0), grid-stride: e
+// its first element, k its channel. Index math in 32 bits when the tensor has fewer than 2^31
+// elements (kSmall), once per vector.
+template <int kV, bool kSmall, class F>
+__device__ __forceinline__ void for_tensor_vectors(int64_t c, int64_t hw, int64_t total, F&& f) {
+  using I = std::conditional_t<kSmall, uint32_t, int64_t>;
+  const int64_t nvec = total / kV;
+  for (int64_t u = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; u < nvec;
+       u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const auto e = static_cast<I>(u * kV);
+    f(static_cast<int64_t>(e), static_cast<int64_t>((e / static_cast<I>(hw)) % static_cast<I>(c)));
+  }
+}
+
+// x, y: (n, c, hw), kV-element vectors (hw % kV == 0, both 16-byte aligned when kV > 1).
+template <class T, int kV, bool kSmall>
 __global__ void batch_norm_apply_kernel(const T* x, int64_t c, int64_t hw, int64_t total,
                                         const Acc<T>* mean, const Acc<T>* rstd, const T* weight,
                                         const T* bias, T* y) {
   using A = Acc<T>;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t k = (e / hw) % c;
-    const A scale = rstd[k] * param(weight, k, 1.0f);
-    y[e] = store<T>((load(x, e) - mean[k]) * scale + param(bias, k, 0.0f));
-  }
+  for_tensor_vectors<kV, kSmall>(c, hw, total, [&](int64_t e, int64_t k) {
+    const A mu = mean[k], scale = rstd[k] * param(weight, k, 1.0f), b = param(bias, k, 0.0f);
+    A v[kV];
+    load_vec<T, kV>(x, e, v);
+#pragma unroll
+    for (int j = 0; j < kV; ++j) v[j] = (v[j] - mu) * scale + b;
+    store_vec<T, kV>(y, e, v);
+  });
 }
 
-template <class T>
+// dx of batch_norm_backward for the kV elements from e on: in training
+// scale (dy - mean_dy - xhat mean_dy_xhat) with xhat = (x - mu) rs, in eval scale dy.
+template <class T, int kV>
+__device__ __forceinline__ void batch_norm_dx_vec(const T* dy, const T* x, int64_t e, bool training,
+                                                  Acc<T> mu, Acc<T> rs, Acc<T> scale,
+                                                  Acc<T> mean_dy, Acc<T> mean_dy_xhat, T* dx) {
+  Acc<T> g[kV];
+  load_vec<T, kV>(dy, e, g);
+  if (training) {
+    Acc<T> xv[kV];
+    load_vec<T, kV>(x, e, xv);
+#pragma unroll
+    for (int j = 0; j < kV; ++j) g[j] = scale * (g[j] - mean_dy - (xv[j] - mu) * rs * mean_dy_xhat);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kV; ++j) g[j] = scale * g[j];
+  }
+  store_vec<T, kV>(dx, e, g);
+}
+
+// Block b reduces part b % splits of channel b / splits; kV as in batch_norm_stats_kernel (dx
+// aligned too when kV > 1). With one part per channel the block also writes dweight, dbias and
+// dx; with more it writes its two sums to partial[2 b], partial[2 b + 1] for
+// batch_norm_backward_finish_kernel and batch_norm_dx_kernel.
+template <class T, int kV>
 __global__ void batch_norm_backward_kernel(const T* dy, const T* x, int64_t c, int64_t hw,
-                                           int64_t m, const Acc<T>* mean, const Acc<T>* rstd,
-                                           const T* weight, bool training, T* dx, Acc<T>* dweight,
-                                           Acc<T>* dbias) {
+                                           int64_t m, int64_t splits, const Acc<T>* mean,
+                                           const Acc<T>* rstd, const T* weight, bool training,
+                                           Acc<T>* partial, T* dx, Acc<T>* dweight, Acc<T>* dbias) {
   using A = Acc<T>;
   __shared__ A smem[kWarps];
-  const int64_t k = blockIdx.x;
+  const int64_t k = blockIdx.x / splits, part = blockIdx.x - k * splits, nvec = m / kV;
+  const int64_t chunk = (nvec + splits - 1) / splits;
+  const int64_t begin = part * chunk, end = min(nvec, begin + chunk);
   const A mu = mean[k], rs = rstd[k];
   A s_dy = 0, s_dy_xhat = 0;
-  for (int64_t t = threadIdx.x; t < m; t += blockDim.x) {
-    const int64_t e = channel_elem(t, k, c, hw);
-    const A g = load(dy, e);
-    s_dy += g;
-    s_dy_xhat += g * (load(x, e) - mu) * rs;
-  }
+  for_channel_vectors<kV>(k, c, hw, begin, end, [&](int64_t e) {
+    A g[kV], xv[kV];
+    load_vec<T, kV>(dy, e, g);
+    load_vec<T, kV>(x, e, xv);
+#pragma unroll
+    for (int j = 0; j < kV; ++j) {
+      s_dy += g[j];
+      s_dy_xhat += g[j] * (xv[j] - mu) * rs;
+    }
+  });
   s_dy = block_sum(s_dy, smem);
   s_dy_xhat = block_sum(s_dy_xhat, smem);
+  if (splits > 1) {
+    if (threadIdx.x == 0) {
+      partial[2 * blockIdx.x] = s_dy;
+      partial[2 * blockIdx.x + 1] = s_dy_xhat;
+    }
+    return;
+  }
   if (threadIdx.x == 0) {
     if (dbias) dbias[k] = s_dy;
     if (dweight) dweight[k] = s_dy_xhat;
@@ -147,16 +326,44 @@ __global__ void batch_norm_backward_kernel(const T* dy, const T* x, int64_t c, i
   const A scale = rs * param(weight, k, 1.0f);
   const A mean_dy = m > 0 ? s_dy / static_cast<A>(m) : A(0);
   const A mean_dy_xhat = m > 0 ? s_dy_xhat / static_cast<A>(m) : A(0);
-  for (int64_t t = threadIdx.x; t < m; t += blockDim.x) {
-    const int64_t e = channel_elem(t, k, c, hw);
-    const A g = load(dy, e);
-    if (training) {
-      const A xhat = (load(x, e) - mu) * rs;
-      dx[e] = store<T>(scale * (g - mean_dy - xhat * mean_dy_xhat));
-    } else {
-      dx[e] = store<T>(scale * g);
-    }
+  for_channel_vectors<kV>(k, c, hw, 0, nvec, [&](int64_t e) {
+    batch_norm_dx_vec<T, kV>(dy, x, e, training, mu, rs, scale, mean_dy, mean_dy_xhat, dx);
+  });
+}
+
+// Block k adds the `splits` partial sums of channel k: dbias, dweight, and in coef[2 k], coef[2 k +
+// 1] the means sum(dy) / m and sum(dy xhat) / m that dx needs.
+template <class A>
+__global__ void batch_norm_backward_finish_kernel(const A* partial, int64_t splits, int64_t m,
+                                                  A* dweight, A* dbias, A* coef) {
+  __shared__ A smem[kWarps];
+  const int64_t k = blockIdx.x;
+  A s_dy = 0, s_dy_xhat = 0;
+  for (int64_t s = threadIdx.x; s < splits; s += blockDim.x) {
+    s_dy += partial[2 * (k * splits + s)];
+    s_dy_xhat += partial[2 * (k * splits + s) + 1];
   }
+  s_dy = block_sum(s_dy, smem);
+  s_dy_xhat = block_sum(s_dy_xhat, smem);
+  if (threadIdx.x != 0) return;
+  if (dbias) dbias[k] = s_dy;
+  if (dweight) dweight[k] = s_dy_xhat;
+  coef[2 * k] = s_dy / static_cast<A>(m);
+  coef[2 * k + 1] = s_dy_xhat / static_cast<A>(m);
+}
+
+// dx of batch_norm_backward from the per-channel coef of batch_norm_backward_finish_kernel; layout
+// and index math as batch_norm_apply_kernel.
+template <class T, int kV, bool kSmall>
+__global__ void batch_norm_dx_kernel(const T* dy, const T* x, int64_t c, int64_t hw, int64_t total,
+                                     const Acc<T>* mean, const Acc<T>* rstd, const T* weight,
+                                     bool training, const Acc<T>* coef, T* dx) {
+  using A = Acc<T>;
+  for_tensor_vectors<kV, kSmall>(c, hw, total, [&](int64_t e, int64_t k) {
+    const A rs = rstd[k];
+    batch_norm_dx_vec<T, kV>(dy, x, e, training, mean[k], rs, rs * param(weight, k, 1.0f),
+                             coef[2 * k], coef[2 * k + 1], dx);
+  });
 }
 
 // --- layer norm: x (rows, cols); warp w of the grid owns rows w, w + total warps, ... ---
@@ -218,6 +425,136 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, int64_t rows, int6
   }
 }
 
+// Note [layer norm rows]: a row of at most size * kPer elements is read once and held in registers,
+// `size` threads (a warp, or a block of kThreads) to a row. Slot i of thread `rank` holds element
+// layer_slot<kV>(i, rank, size): kV-element vectors rank, rank + size, ... (kV > 1 when cols is a
+// multiple of the 16-byte vector and the rows are aligned), or single elements for kV == 1. Slots
+// past the row end hold 0 and are masked where that matters.
+template <int kV>
+__device__ __forceinline__ int64_t layer_slot(int i, int rank, int size) {
+  return (static_cast<int64_t>(i / kV) * size + rank) * kV + i % kV;
+}
+
+template <class T, int kPer, int kV>
+__device__ __forceinline__ void load_slots(const T* row, int64_t cols, int rank, int size,
+                                           Acc<T> (&v)[kPer]) {
+#pragma unroll
+  for (int i = 0; i < kPer; i += kV) {
+    Acc<T> part[kV] = {};
+    const int64_t e = layer_slot<kV>(i, rank, size);
+    if (e < cols) load_vec<T, kV>(row, e, part);
+#pragma unroll
+    for (int j = 0; j < kV; ++j) v[i + j] = part[j];
+  }
+}
+
+template <class T, int kPer, int kV>
+__device__ __forceinline__ void store_slots(T* row, int64_t cols, int rank, int size,
+                                            const Acc<T> (&v)[kPer]) {
+#pragma unroll
+  for (int i = 0; i < kPer; i += kV) {
+    const int64_t e = layer_slot<kV>(i, rank, size);
+    if (e >= cols) continue;
+    Acc<T> part[kV];
+#pragma unroll
+    for (int j = 0; j < kV; ++j) part[j] = v[i + j];
+    store_vec<T, kV>(row, e, part);
+  }
+}
+
+// The rows of a warp (kBlockRow false) or of a whole block of kThreads (kBlockRow true).
+template <bool kBlockRow>
+struct RowGroup {
+  int rank, size;
+  int64_t first, step;
+  __device__ RowGroup() {
+    if constexpr (kBlockRow) {
+      rank = threadIdx.x;
+      size = kThreads;
+      first = blockIdx.x;
+      step = gridDim.x;
+    } else {
+      rank = threadIdx.x % 32;
+      size = 32;
+      first = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
+      step = static_cast<int64_t>(gridDim.x) * kWarps;
+    }
+  }
+  template <class A>
+  __device__ A sum(A v, A* smem) const {
+    if constexpr (kBlockRow) {
+      return block_sum(v, smem);
+    } else {
+      return warp_sum(v);
+    }
+  }
+};
+
+// layer_norm_forward_kernel for rows that fit Note [layer norm rows].
+template <class T, bool kBlockRow, int kPer, int kV>
+__global__ void __launch_bounds__(kThreads, 2)
+    layer_norm_cached_kernel(const T* x, int64_t rows, int64_t cols, const T* weight, const T* bias,
+                             Acc<T> eps, T* y, Acc<T>* mean, Acc<T>* rstd) {
+  using A = Acc<T>;
+  __shared__ A smem[kWarps];
+  const RowGroup<kBlockRow> grp;
+  for (int64_t r = grp.first; r < rows; r += grp.step) {
+    A v[kPer];
+    load_slots<T, kPer, kV>(x + r * cols, cols, grp.rank, grp.size, v);
+    A s = 0;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) s += v[i];
+    const A mu = grp.sum(s, smem) / static_cast<A>(cols);
+    A q = 0;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const A d = v[i] - mu;
+      q += layer_slot<kV>(i, grp.rank, grp.size) < cols ? d * d : A(0);
+    }
+    const A rs = A(1) / sqrt(grp.sum(q, smem) / static_cast<A>(cols) + eps);
+    if (grp.rank == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int64_t e = layer_slot<kV>(i, grp.rank, grp.size);
+      if (e < cols) v[i] = (v[i] - mu) * rs * param(weight, e, 1.0f) + param(bias, e, 0.0f);
+    }
+    store_slots<T, kPer, kV>(y + r * cols, cols, grp.rank, grp.size, v);
+  }
+}
+
+// layer_norm_dx_kernel for rows that fit Note [layer norm rows].
+template <class T, bool kBlockRow, int kPer, int kV>
+__global__ void __launch_bounds__(kThreads, 2)
+    layer_norm_dx_cached_kernel(const T* dy, const T* x, int64_t rows, int64_t cols,
+                                const Acc<T>* mean, const Acc<T>* rstd, const T* weight, T* dx) {
+  using A = Acc<T>;
+  __shared__ A smem[kWarps];
+  const RowGroup<kBlockRow> grp;
+  for (int64_t r = grp.first; r < rows; r += grp.step) {
+    const A mu = mean[r], rs = rstd[r];
+    A g[kPer], xh[kPer];
+    load_slots<T, kPer, kV>(dy + r * cols, cols, grp.rank, grp.size, g);
+    load_slots<T, kPer, kV>(x + r * cols, cols, grp.rank, grp.size, xh);
+    A s_g = 0, s_g_xhat = 0;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int64_t e = layer_slot<kV>(i, grp.rank, grp.size);
+      g[i] *= e < cols ? param(weight, e, 1.0f) : A(0);
+      xh[i] = (xh[i] - mu) * rs;
+      s_g += g[i];
+      s_g_xhat += g[i] * xh[i];
+    }
+    const A mean_g = grp.sum(s_g, smem) / static_cast<A>(cols);
+    const A mean_g_xhat = grp.sum(s_g_xhat, smem) / static_cast<A>(cols);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) g[i] = rs * (g[i] - mean_g - xh[i] * mean_g_xhat);
+    store_slots<T, kPer, kV>(dx + r * cols, cols, grp.rank, grp.size, g);
+  }
+}
+
 // Column sums for dweight/dbias. Block (32, kColRows): column blockIdx.x * 32 + threadIdx.x, rows
 // [blockIdx.y * chunk, +chunk) split over threadIdx.y; partial sums meet in shared memory and one
 // atomic per column and block adds them to the output.
@@ -271,6 +608,56 @@ void visit_float(DType t, const char* op, F&& f) {
   kern::visit_floating_type<__nv_bfloat16, __half>(t, op, std::forward<F>(f));
 }
 
+// Calls f(IntC<kV>) with kV the vector width of T when hw is a multiple of it and every pointer is
+// 16-byte aligned, else 1.
+template <class T, class F>
+void visit_vec_width(int64_t hw, std::initializer_list<const void*> ps, F&& f) {
+  bool vec = hw % kVecOf<T> == 0;
+  for (const void* p : ps) vec = vec && (p == nullptr || aligned16(p));
+  if (vec) {
+    f(std::integral_constant<int, kVecOf<T>>{});
+  } else {
+    f(std::integral_constant<int, 1>{});
+  }
+}
+
+// Blocks per channel for the batch norm sums over nvec vectors a channel: few channels cannot fill
+// the device a block each, so they are split until about 4 blocks run per SM, each with at least
+// 16 vectors per thread.
+int64_t stat_splits(int64_t nvec, int64_t c, int device) {
+  int sms = 0;
+  SINTER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return std::max<int64_t>(
+      1, std::min((nvec + 16 * kThreads - 1) / (16 * kThreads), (4 * sms + c - 1) / c));
+}
+
+// For rows of `cols` elements that fit Note [layer norm rows], calls f(block_row, IntC<kPer>,
+// IntC<kV>, grid) with the configuration and returns true: a warp per row with 8 or kWide slots a
+// lane up to 32 kWide elements, a block per row with kWide slots a thread beyond. kWide: 32 (16
+// for f64) for one row in registers, half that for two, so that no register spills.
+template <class T, int kRowsHeld, class F>
+bool visit_layer_rows(int64_t rows, int64_t cols, std::initializer_list<const void*> ps, F&& f) {
+  constexpr int kWide = (sizeof(T) == 8 ? 16 : 32) / kRowsHeld;
+  if (cols > static_cast<int64_t>(kThreads) * kWide) return false;
+  visit_vec_width<T>(cols, ps, [&](auto width) {
+    using Warp = std::false_type;
+    using Block = std::true_type;
+    const unsigned warp_grid = grid_for(rows, kWarps), block_grid = grid_for(rows, 1);
+    if (cols <= 32 * 8) {
+      f(Warp{}, std::integral_constant<int, 8>{}, width, warp_grid);
+      return;
+    }
+    if constexpr (kWide > 8) {
+      if (cols <= 32 * kWide) {
+        f(Warp{}, std::integral_constant<int, kWide>{}, width, warp_grid);
+        return;
+      }
+    }
+    f(Block{}, std::integral_constant<int, kWide>{}, width, block_grid);
+  });
+  return true;
+}
+
 }  // namespace
 
 void batch_norm_stats(const Ctx& ctx, const void* x, DType dtype, int64_t n, int64_t c, int64_t hw,
@@ -281,10 +668,32 @@ void batch_norm_stats(const Ctx& ctx, const void* x, DType dtype, int64_t n, int
   visit_float(dtype, "batch_norm_stats", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
-    batch_norm_stats_kernel<T><<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), c, hw, n * hw, static_cast<A>(eps), static_cast<A*>(mean),
-        static_cast<A*>(var), static_cast<A*>(rstd));
-    SINTER_LAUNCH_CHECK("batch_norm_stats_kernel");
+    visit_vec_width<T>(hw, {x}, [&](auto width) {
+      constexpr int kV = decltype(width)::value;
+      const int64_t nvec = n * hw / kV, splits = stat_splits(nvec, c, ctx.device);
+      Welford<A>* partial = nullptr;
+      if (splits > 1) {
+        SINTER_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial),
+                                          static_cast<size_t>(c * splits) * sizeof(Welford<A>),
+                                          stream));
+      }
+      try {
+        batch_norm_stats_kernel<T, kV><<<static_cast<unsigned>(c * splits), kThreads, 0, stream>>>(
+            static_cast<const T*>(x), c, hw, nvec, splits, static_cast<A>(eps), partial,
+            static_cast<A*>(mean), static_cast<A*>(var), static_cast<A*>(rstd));
+        SINTER_LAUNCH_CHECK("batch_norm_stats_kernel");
+        if (splits > 1) {
+          batch_norm_stats_finish_kernel<A><<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
+              partial, splits, static_cast<A>(eps), static_cast<A*>(mean), static_cast<A*>(var),
+              static_cast<A*>(rstd));
+          SINTER_LAUNCH_CHECK("batch_norm_stats_finish_kernel");
+        }
+      } catch (...) {
+        if (partial) (void)cudaFreeAsync(partial, stream);
+        throw;
+      }
+      if (partial) SINTER_CUDA_CHECK(cudaFreeAsync(partial, stream));
+    });
   });
 }
 
@@ -298,11 +707,22 @@ void batch_norm_apply(const Ctx& ctx, const void* x, DType dtype, int64_t n, int
   visit_float(dtype, "batch_norm_apply", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
-    batch_norm_apply_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), c, hw, total, static_cast<const A*>(mean),
-        static_cast<const A*>(rstd), static_cast<const T*>(weight), static_cast<const T*>(bias),
-        static_cast<T*>(y));
-    SINTER_LAUNCH_CHECK("batch_norm_apply_kernel");
+    visit_vec_width<T>(hw, {x, y}, [&](auto width) {
+      constexpr int kV = decltype(width)::value;
+      const auto launch = [&](auto small) {
+        batch_norm_apply_kernel<T, kV, decltype(small)::value>
+            <<<grid_for(total / kV, kThreads), kThreads, 0, stream>>>(
+                static_cast<const T*>(x), c, hw, total, static_cast<const A*>(mean),
+                static_cast<const A*>(rstd), static_cast<const T*>(weight),
+                static_cast<const T*>(bias), static_cast<T*>(y));
+        SINTER_LAUNCH_CHECK("batch_norm_apply_kernel");
+      };
+      if (total < (int64_t{1} << 31)) {
+        launch(std::true_type{});
+      } else {
+        launch(std::false_type{});
+      }
+    });
   });
 }
 
@@ -315,11 +735,51 @@ void batch_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
   visit_float(dtype, "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
-    batch_norm_backward_kernel<T><<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
-        static_cast<const T*>(dy), static_cast<const T*>(x), c, hw, n * hw,
-        static_cast<const A*>(mean), static_cast<const A*>(rstd), static_cast<const T*>(weight),
-        training, static_cast<T*>(dx), static_cast<A*>(dweight), static_cast<A*>(dbias));
-    SINTER_LAUNCH_CHECK("batch_norm_backward_kernel");
+    visit_vec_width<T>(hw, {dy, x, dx}, [&](auto width) {
+      constexpr int kV = decltype(width)::value;
+      const int64_t m = n * hw, splits = stat_splits(m / kV, c, ctx.device);
+      const auto* pdy = static_cast<const T*>(dy);
+      const auto* px = static_cast<const T*>(x);
+      const auto* pmean = static_cast<const A*>(mean);
+      const auto* prstd = static_cast<const A*>(rstd);
+      const auto* pw = static_cast<const T*>(weight);
+      // partial: (c, splits, 2) block sums, then coef: (c, 2).
+      A* partial = nullptr;
+      if (splits > 1) {
+        SINTER_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial),
+                                          static_cast<size_t>(2 * c * (splits + 1)) * sizeof(A),
+                                          stream));
+      }
+      try {
+        batch_norm_backward_kernel<T, kV>
+            <<<static_cast<unsigned>(c * splits), kThreads, 0, stream>>>(
+                pdy, px, c, hw, m, splits, pmean, prstd, pw, training, partial, static_cast<T*>(dx),
+                static_cast<A*>(dweight), static_cast<A*>(dbias));
+        SINTER_LAUNCH_CHECK("batch_norm_backward_kernel");
+        if (splits > 1) {
+          A* coef = partial + 2 * c * splits;
+          batch_norm_backward_finish_kernel<A><<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
+              partial, splits, m, static_cast<A*>(dweight), static_cast<A*>(dbias), coef);
+          SINTER_LAUNCH_CHECK("batch_norm_backward_finish_kernel");
+          const int64_t total = m * c;
+          const auto launch_dx = [&](auto small) {
+            batch_norm_dx_kernel<T, kV, decltype(small)::value>
+                <<<grid_for(total / kV, kThreads), kThreads, 0, stream>>>(
+                    pdy, px, c, hw, total, pmean, prstd, pw, training, coef, static_cast<T*>(dx));
+            SINTER_LAUNCH_CHECK("batch_norm_dx_kernel");
+          };
+          if (dx && total < (int64_t{1} << 31)) {
+            launch_dx(std::true_type{});
+          } else if (dx) {
+            launch_dx(std::false_type{});
+          }
+        }
+      } catch (...) {
+        if (partial) (void)cudaFreeAsync(partial, stream);
+        throw;
+      }
+      if (partial) SINTER_CUDA_CHECK(cudaFreeAsync(partial, stream));
+    });
   });
 }
 
@@ -332,6 +792,16 @@ void layer_norm_forward(const Ctx& ctx, const void* x, DType dtype, int64_t rows
   visit_float(dtype, "layer_norm_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
+    const bool cached = visit_layer_rows<T, 1>(
+        rows, cols, {x, y}, [&](auto block_row, auto per, auto width, unsigned grid) {
+          layer_norm_cached_kernel<T, decltype(block_row)::value, decltype(per)::value,
+                                   decltype(width)::value><<<grid, kThreads, 0, stream>>>(
+              static_cast<const T*>(x), rows, cols, static_cast<const T*>(weight),
+              static_cast<const T*>(bias), static_cast<A>(eps), static_cast<T*>(y),
+              static_cast<A*>(mean), static_cast<A*>(rstd));
+          SINTER_LAUNCH_CHECK("layer_norm_cached_kernel");
+        });
+    if (cached) return;
     layer_norm_forward_kernel<T><<<grid_for(rows, kWarps), kThreads, 0, stream>>>(
         static_cast<const T*>(x), rows, cols, static_cast<const T*>(weight),
         static_cast<const T*>(bias), static_cast<A>(eps), static_cast<T*>(y), static_cast<A*>(mean),
@@ -353,7 +823,17 @@ void layer_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
     const auto* px = static_cast<const T*>(x);
     const auto* pmean = static_cast<const A*>(mean);
     const auto* prstd = static_cast<const A*>(rstd);
-    if (dx) {
+    const bool cached =
+        dx &&
+        visit_layer_rows<T, 2>(
+            rows, cols, {dy, x, dx}, [&](auto block_row, auto per, auto width, unsigned grid) {
+              layer_norm_dx_cached_kernel<T, decltype(block_row)::value, decltype(per)::value,
+                                          decltype(width)::value><<<grid, kThreads, 0, stream>>>(
+                  pdy, px, rows, cols, pmean, prstd, static_cast<const T*>(weight),
+                  static_cast<T*>(dx));
+              SINTER_LAUNCH_CHECK("layer_norm_dx_cached_kernel");
+            });
+    if (dx && !cached) {
       layer_norm_dx_kernel<T><<<grid_for(rows, kWarps), kThreads, 0, stream>>>(
           pdy, px, rows, cols, pmean, prstd, static_cast<const T*>(weight), static_cast<T*>(dx));
       SINTER_LAUNCH_CHECK("layer_norm_dx_kernel");

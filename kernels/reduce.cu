@@ -154,13 +154,41 @@ __device__ __forceinline__ State<typename Fn::Acc> block_reduce(State<typename F
   return s;
 }
 
-// Element (row, j) of the input, widened, with its index.
+// 16 bytes of T, for one load.
+template <typename T>
+struct alignas(16) Vec16 {
+  T v[16 / sizeof(T)];
+};
+
+// Element (row, j) of the input, widened, with its index. fold() combines elements [begin, end)
+// of a row into s, this thread taking every size-th from rank on: the 16-byte aligned middle of the
+// span as whole vectors (8 bf16 or f16, 4 f32 per load), the ragged head and tail one at a time.
 template <typename T>
 struct InputLoader {
   const T* in;
   int64_t r;
   __device__ State<Acc<T>> operator()(int64_t row, int64_t j) const {
     return {to_acc(in[row * r + j]), j};
+  }
+  template <class Fn>
+  __device__ __forceinline__ void fold(int64_t row, int64_t begin, int64_t end, int rank, int size,
+                                       State<Acc<T>>& s) const {
+    constexpr int kVec = 16 / sizeof(T);
+    const T* p = in + row * r;
+    const auto mis = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p + begin) % 16 / sizeof(T));
+    const int64_t vbegin = begin + std::min<int64_t>(mis ? kVec - mis : 0, end - begin);
+    const int64_t nvec = (end - vbegin) / kVec;
+    for (int64_t j = begin + rank; j < vbegin; j += size) s = Fn::combine(s, (*this)(row, j));
+    const auto* pv = reinterpret_cast<const Vec16<T>*>(p + vbegin);
+#pragma unroll 4
+    for (int64_t v = rank; v < nvec; v += size) {
+      const Vec16<T> x = pv[v];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) s = Fn::combine(s, {to_acc(x.v[e]), vbegin + v * kVec + e});
+    }
+    for (int64_t j = vbegin + nvec * kVec + rank; j < end; j += size) {
+      s = Fn::combine(s, (*this)(row, j));
+    }
   }
 };
 
@@ -171,6 +199,11 @@ struct PartialLoader {
   int64_t splits;
   __device__ State<A> operator()(int64_t row, int64_t j) const {
     return partials[row * splits + j];
+  }
+  template <class Fn>
+  __device__ __forceinline__ void fold(int64_t row, int64_t begin, int64_t end, int rank, int size,
+                                       State<A>& s) const {
+    for (int64_t j = begin + rank; j < end; j += size) s = Fn::combine(s, (*this)(row, j));
   }
 };
 
@@ -208,10 +241,7 @@ __global__ void reduce_group_kernel(Loader load, Writer write, int64_t rows, int
        first += step) {
     const int64_t row = first + lane / kGroup;
     State<typename Fn::Acc> s = Fn::identity();
-    if (row < rows) {
-#pragma unroll 4
-      for (int64_t j = member; j < r; j += kGroup) s = Fn::combine(s, load(row, j));
-    }
+    if (row < rows) load.template fold<Fn>(row, 0, r, member, kGroup, s);
     s = warp_reduce<Fn, kGroup>(s);
     if (member == 0 && row < rows) write(row, 0, s);
   }
@@ -227,10 +257,7 @@ __global__ void reduce_block_kernel(Loader load, Writer write, int64_t rows, int
     const int64_t row = task / splits, split = task - row * splits;
     const int64_t end = (split + 1) * chunk < r ? (split + 1) * chunk : r;
     State<typename Fn::Acc> s = Fn::identity();
-#pragma unroll 4
-    for (int64_t j = split * chunk + threadIdx.x; j < end; j += blockDim.x) {
-      s = Fn::combine(s, load(row, j));
-    }
+    load.template fold<Fn>(row, split * chunk, end, threadIdx.x, blockDim.x, s);
     s = block_reduce<Fn>(s, smem);
     if (threadIdx.x == 0) write(row, split, s);
   }

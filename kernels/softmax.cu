@@ -1,6 +1,7 @@
 // CUDA softmax, log_softmax and the fused cross entropy over the rows of Note [softmax rows]
-// (src/internal/kernels_loss.h). Dense rows take a warp each (a block each when long); strided
-// rows (inner > 1) take a thread each, so that a warp's loads are adjacent in memory.
+// (src/internal/kernels_loss.h). Dense rows up to 8192 elements are read once into registers (Note
+// [cached rows]), longer ones take a block each and two reads; strided rows (inner > 1) take a
+// thread each, so that a warp's loads are adjacent in memory.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "accumulate.cuh"
@@ -23,8 +25,16 @@ __device__ __forceinline__ double exp_acc(double v) { return exp(v); }
 __device__ __forceinline__ float log_acc(float v) { return logf(v); }
 __device__ __forceinline__ double log_acc(double v) { return log(v); }
 
+// 16 bytes of T, for one load or store.
+template <typename T>
+struct alignas(16) Vec16 {
+  T v[16 / sizeof(T)];
+};
+
 // The online softmax state: the running maximum m and the sum s of exp(x - m) so far. NaN never
-// becomes m but always reaches s, which then stays NaN; rows of only -inf keep m = -inf, s = 0.
+// becomes m but always reaches s, which then stays NaN. As in the CPU reference's two passes, a
+// +inf maximum makes s NaN (its own term is exp(inf - inf)), and so does a row of only -inf
+// (finish_max_sum), whose terms are all exp(-inf + inf).
 template <typename A>
 struct MaxSum {
   A m;
@@ -39,11 +49,17 @@ __device__ __forceinline__ MaxSum<A> max_sum_identity() {
 template <typename A>
 __device__ __forceinline__ void max_sum_add(MaxSum<A>& st, A x) {
   if (x > st.m) {
-    st.s = st.s * exp_acc(st.m - x) + A(1);
+    st.s = st.s * exp_acc(st.m - x) + (isinf(x) ? static_cast<A>(NAN) : A(1));
     st.m = x;
   } else if (st.m != -static_cast<A>(INFINITY) || x != x) {
     st.s += exp_acc(x - st.m);
   }
+}
+
+template <typename A>
+__device__ __forceinline__ MaxSum<A> finish_max_sum(MaxSum<A> st) {
+  if (st.m == -static_cast<A>(INFINITY)) st.s = static_cast<A>(NAN);
+  return st;
 }
 
 struct CombineMaxSum {
@@ -139,7 +155,7 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
     const int64_t base = row_base(row, dim, inner);
     MaxSum<A> st = max_sum_identity<A>();
     for (int64_t k = rank; k < dim; k += size) max_sum_add(st, to_acc(x[base + k * inner]));
-    st = group_allreduce<M>(st, CombineMaxSum{}, smem);
+    st = finish_max_sum(group_allreduce<M>(st, CombineMaxSum{}, smem));
     const A log_s = log_acc(st.s), inv_s = A(1) / st.s;
     for (int64_t k = rank; k < dim; k += size) {
       const A v = to_acc(x[base + k * inner]) - st.m;
@@ -171,6 +187,23 @@ __global__ void softmax_backward_kernel(const T* __restrict__ g, const T* __rest
   }
 }
 
+// A sample's lse and loss from its row's MaxSum, the shifted sum of Note [cross entropy sums] and
+// logit(t), the logit of its target class t (read only when the sample is not ignored).
+template <typename A, class Logit>
+__device__ __forceinline__ void write_cross_entropy(int64_t row, MaxSum<A> st, A shift, A shifted,
+                                                    int64_t c, int64_t t, int64_t ignore_index,
+                                                    A eps, Logit logit, A* loss, A* lse) {
+  const A log_s = log_acc(st.s);
+  lse[row] = st.m + log_s;
+  if (t == ignore_index) {
+    loss[row] = A(0);
+    return;
+  }
+  A l = log_s + (A(1) - eps) * (st.m - logit(t));
+  if (eps > A(0)) l += eps * ((st.m - shift) - shifted / static_cast<A>(c));
+  loss[row] = l;
+}
+
 // One row per sample; the smoothing sum is shifted by the row's first element (Note [cross
 // entropy sums] in src/cpu/softmax.cpp).
 template <typename T, Mode M>
@@ -186,7 +219,7 @@ __global__ void cross_entropy_kernel(const T* __restrict__ x, const int64_t* __r
     const int64_t base = row_base(row, c, inner);
     MaxSum<A> st = max_sum_identity<A>();
     for (int64_t k = rank; k < c; k += size) max_sum_add(st, to_acc(x[base + k * inner]));
-    st = group_allreduce<M>(st, CombineMaxSum{}, smem_ms);
+    st = finish_max_sum(group_allreduce<M>(st, CombineMaxSum{}, smem_ms));
     A shift = 0, shifted = 0;
     if (eps > A(0)) {
       const A x0 = to_acc(x[base]);
@@ -194,17 +227,11 @@ __global__ void cross_entropy_kernel(const T* __restrict__ x, const int64_t* __r
       for (int64_t k = rank; k < c; k += size) shifted += to_acc(x[base + k * inner]) - shift;
       shifted = group_allreduce<M>(shifted, CombineSum{}, smem_sum);
     }
-    if (rank != 0) continue;
-    const A log_s = log_acc(st.s);
-    lse[row] = st.m + log_s;
-    const int64_t t = target[row];
-    if (t == ignore_index) {
-      loss[row] = A(0);
-      continue;
+    if (rank == 0) {
+      write_cross_entropy(
+          row, st, shift, shifted, c, target[row], ignore_index, eps,
+          [&](int64_t t) { return to_acc(x[base + t * inner]); }, loss, lse);
     }
-    A l = log_s + (A(1) - eps) * (st.m - to_acc(x[base + t * inner]));
-    if (eps > A(0)) l += eps * ((st.m - shift) - shifted / static_cast<A>(c));
-    loss[row] = l;
   }
 }
 
@@ -234,8 +261,217 @@ __global__ void cross_entropy_backward_kernel(const T* __restrict__ x,
   }
 }
 
-constexpr int64_t kWarpRowMax = 1024;    // dense rows up to this length take a warp each
+// ---- dense rows held in registers ----
+
+// Dense rows up to 8192 elements take the cached kernels (visit_cached). Their register cap lets a
+// block of kCachedThreads launch and a warp-per-row launch of 256 threads run two blocks per SM.
+constexpr int kCachedThreads = 512;
+constexpr int kCachedMaxRegs = 65536 / kCachedThreads;
+constexpr int kWarpsPerBlock = 8;
 constexpr int64_t kMaxBlocks = 1 << 20;  // grids stride beyond this
+
+// Note [cached rows]: a dense row (inner == 1) of at most group_size * kPer elements is read from
+// memory once: thread `rank` of the row's group keeps elements of it in registers, either as
+// 16-byte vectors rank, rank + size, ... (when the row length is a multiple of the vector and
+// every row starts aligned: `vec`) or as single elements rank, rank + size, ... Slots past the row
+// end hold `fill` and are masked out of every sum.
+template <typename T, int kPer>
+struct RowSlots {
+  static constexpr int kVec = static_cast<int>(16 / sizeof(T));
+  static_assert(kPer % kVec == 0);
+  using V = Vec16<T>;
+
+  // The row element held in slot i.
+  __device__ __forceinline__ static int64_t index(int i, bool vec, int rank, int size) {
+    if (vec) return (static_cast<int64_t>(i / kVec) * size + rank) * kVec + i % kVec;
+    return static_cast<int64_t>(i) * size + rank;
+  }
+
+  __device__ __forceinline__ static void load(const T* p, int64_t dim, bool vec, int rank, int size,
+                                              Acc<T> fill, Acc<T> (&v)[kPer]) {
+    if (vec) {
+#pragma unroll
+      for (int i = 0; i < kPer; i += kVec) {
+        const int64_t e = index(i, true, rank, size);
+        if (e < dim) {
+          const V x = *reinterpret_cast<const V*>(p + e);
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) v[i + k] = to_acc(x.v[k]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) v[i + k] = fill;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int64_t e = index(i, false, rank, size);
+        v[i] = e < dim ? to_acc(p[e]) : fill;
+      }
+    }
+  }
+
+  __device__ __forceinline__ static void store(T* p, int64_t dim, bool vec, int rank, int size,
+                                               const Acc<T> (&v)[kPer]) {
+    if (vec) {
+#pragma unroll
+      for (int i = 0; i < kPer; i += kVec) {
+        const int64_t e = index(i, true, rank, size);
+        if (e < dim) {
+          V x;
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) x.v[k] = from_acc<T>(v[i + k]);
+          *reinterpret_cast<V*>(p + e) = x;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int64_t e = index(i, false, rank, size);
+        if (e < dim) p[e] = from_acc<T>(v[i]);
+      }
+    }
+  }
+};
+
+struct CombineMax {
+  template <typename A>
+  __device__ A operator()(A a, A b) const {
+    return b > a ? b : a;
+  }
+};
+
+// The row maximum (NaN never becomes it) and the sum of exp(x - max) over the row, as the CPU
+// reference forms them: NaN reaches the sum.
+template <Mode M, typename A, int kPer, class Valid>
+__device__ __forceinline__ MaxSum<A> cached_max_sum(const A (&v)[kPer], Valid valid, A* smem) {
+  A m = -static_cast<A>(INFINITY);
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) m = v[i] > m ? v[i] : m;
+  m = group_allreduce<M>(m, CombineMax{}, smem);
+  A s = 0;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) s += valid(i) ? exp_acc(v[i] - m) : A(0);
+  return {m, group_allreduce<M>(s, CombineSum{}, smem)};
+}
+
+// x, y: (rows, dim) dense, dim <= group size * kPer; vec as in Note [cached rows].
+template <typename T, Mode M, int kPer, bool kLog>
+__global__ void __maxnreg__(kCachedMaxRegs)
+    softmax_cached_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t dim,
+                          bool vec) {
+  using A = Acc<T>;
+  using Slots = RowSlots<T, kPer>;
+  __shared__ A smem[32];
+  const int rank = group_rank<M>(), size = group_size<M>();
+  const auto valid = [&](int i) { return Slots::index(i, vec, rank, size) < dim; };
+  for (int64_t row = first_row<M>(); row < rows; row += row_step<M>()) {
+    A v[kPer];
+    Slots::load(x + row * dim, dim, vec, rank, size, -static_cast<A>(INFINITY), v);
+    const MaxSum<A> st = cached_max_sum<M>(v, valid, smem);
+    const A log_s = log_acc(st.s), inv_s = A(1) / st.s;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) v[i] = kLog ? v[i] - st.m - log_s : exp_acc(v[i] - st.m) * inv_s;
+    Slots::store(y + row * dim, dim, vec, rank, size, v);
+  }
+}
+
+// g, y, dx: (rows, dim) dense, as softmax_cached_kernel.
+template <typename T, Mode M, int kPer, bool kLog>
+__global__ void __maxnreg__(kCachedMaxRegs)
+    softmax_backward_cached_kernel(const T* __restrict__ g, const T* __restrict__ y,
+                                   T* __restrict__ dx, int64_t rows, int64_t dim, bool vec) {
+  using A = Acc<T>;
+  using Slots = RowSlots<T, kPer>;
+  __shared__ A smem[32];
+  const int rank = group_rank<M>(), size = group_size<M>();
+  for (int64_t row = first_row<M>(); row < rows; row += row_step<M>()) {
+    A gv[kPer], yv[kPer];
+    Slots::load(g + row * dim, dim, vec, rank, size, A(0), gv);
+    Slots::load(y + row * dim, dim, vec, rank, size, A(0), yv);
+    A dot = 0;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) dot += kLog ? gv[i] : gv[i] * yv[i];
+    dot = group_allreduce<M>(dot, CombineSum{}, smem);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      gv[i] = kLog ? gv[i] - exp_acc(yv[i]) * dot : yv[i] * (gv[i] - dot);
+    }
+    Slots::store(dx + row * dim, dim, vec, rank, size, gv);
+  }
+}
+
+// cross_entropy_kernel for dense rows (inner == 1) of c <= group size * kPer classes.
+template <typename T, Mode M, int kPer>
+__global__ void __maxnreg__(kCachedMaxRegs)
+    cross_entropy_cached_kernel(const T* __restrict__ x, const int64_t* __restrict__ target,
+                                Acc<T>* __restrict__ loss, Acc<T>* __restrict__ lse, int64_t rows,
+                                int64_t c, bool vec, int64_t ignore_index, Acc<T> eps) {
+  using A = Acc<T>;
+  using Slots = RowSlots<T, kPer>;
+  __shared__ A smem[32];
+  const int rank = group_rank<M>(), size = group_size<M>();
+  const auto valid = [&](int i) { return Slots::index(i, vec, rank, size) < c; };
+  for (int64_t row = first_row<M>(); row < rows; row += row_step<M>()) {
+    const T* xr = x + row * c;
+    A v[kPer];
+    Slots::load(xr, c, vec, rank, size, -static_cast<A>(INFINITY), v);
+    const MaxSum<A> st = cached_max_sum<M>(v, valid, smem);
+    A shift = 0, shifted = 0;
+    if (eps > A(0)) {
+      const A x0 = to_acc(xr[0]);
+      shift = isfinite(x0) ? x0 : A(0);
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) shifted += valid(i) ? v[i] - shift : A(0);
+      shifted = group_allreduce<M>(shifted, CombineSum{}, smem);
+    }
+    if (rank == 0) {
+      write_cross_entropy(
+          row, st, shift, shifted, c, target[row], ignore_index, eps,
+          [&](int64_t t) { return to_acc(xr[t]); }, loss, lse);
+    }
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Whether the slots of dense rows of `dim` elements of T, starting at the pointers ps, may be
+// 16-byte vectors (Note [cached rows]).
+template <class T>
+bool vec_rows(int64_t dim, std::initializer_list<const void*> ps) {
+  if (dim % (16 / static_cast<int64_t>(sizeof(T))) != 0) return false;
+  for (const void* p : ps) {
+    if (!aligned16(p)) return false;
+  }
+  return true;
+}
+
+template <Mode M>
+using ModeC = std::integral_constant<Mode, M>;
+template <int K>
+using IntC = std::integral_constant<int, K>;
+
+// For dense rows of `dim` elements that fit the cached kernels, calls f(ModeC, IntC<kPer>, grid,
+// threads) and returns true: a warp per row with 8 or kWide slots a lane up to 32 kWide elements, a
+// block of kCachedThreads with kWide / 2 slots a thread beyond. kWide: 32 (8 for f64) for kernels
+// that hold one row, half that for those that hold two, so that no register spills.
+template <class T, int kRowsHeld, class F>
+bool visit_cached(int64_t rows, int64_t dim, F&& f) {
+  constexpr int kWide = (sizeof(T) == 8 ? 8 : 32) / kRowsHeld;
+  if (dim > static_cast<int64_t>(kCachedThreads) * (kWide / 2)) return false;
+  const auto warp_grid = static_cast<unsigned>(
+      std::clamp<int64_t>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 1, kMaxBlocks));
+  const auto block_grid = static_cast<unsigned>(std::clamp<int64_t>(rows, 1, kMaxBlocks));
+  const int warp_threads = 32 * kWarpsPerBlock;
+  if (dim <= 32 * 8) return f(ModeC<Mode::Warp>{}, IntC<8>{}, warp_grid, warp_threads), true;
+  if constexpr (kWide > 8) {
+    if (dim <= 32 * kWide)
+      return f(ModeC<Mode::Warp>{}, IntC<kWide>{}, warp_grid, warp_threads), true;
+  }
+  return f(ModeC<Mode::Block>{}, IntC<kWide / 2>{}, block_grid, kCachedThreads), true;
+}
+
+constexpr int64_t kWarpRowMax = 1024;  // dense rows up to this length take a warp each
 constexpr int kThreads = 256;
 
 unsigned blocks_for(int64_t work, int64_t per_block) {
@@ -266,6 +502,14 @@ template <typename T, bool kLog>
 void softmax_launch(cudaStream_t stream, const T* x, T* y, int64_t outer, int64_t dim,
                     int64_t inner) {
   const int64_t rows = outer * inner;
+  if (inner == 1 &&
+      visit_cached<T, 1>(rows, dim, [&](auto mode, auto per, unsigned grid, int threads) {
+        softmax_cached_kernel<T, decltype(mode)::value, decltype(per)::value, kLog>
+            <<<grid, threads, 0, stream>>>(x, y, rows, dim, vec_rows<T>(dim, {x, y}));
+        SINTER_LAUNCH_CHECK("softmax_cached_kernel");
+      })) {
+    return;
+  }
   const RowLaunch l = row_launch(rows, dim, inner);
   switch (l.mode) {
     case Mode::Thread:
@@ -287,6 +531,14 @@ template <typename T, bool kLog>
 void softmax_backward_launch(cudaStream_t stream, const T* g, const T* y, T* dx, int64_t outer,
                              int64_t dim, int64_t inner) {
   const int64_t rows = outer * inner;
+  if (inner == 1 &&
+      visit_cached<T, 2>(rows, dim, [&](auto mode, auto per, unsigned grid, int threads) {
+        softmax_backward_cached_kernel<T, decltype(mode)::value, decltype(per)::value, kLog>
+            <<<grid, threads, 0, stream>>>(g, y, dx, rows, dim, vec_rows<T>(dim, {g, y, dx}));
+        SINTER_LAUNCH_CHECK("softmax_backward_cached_kernel");
+      })) {
+    return;
+  }
   const RowLaunch l = row_launch(rows, dim, inner);
   switch (l.mode) {
     case Mode::Thread:
@@ -351,6 +603,15 @@ void cross_entropy_rows(const Ctx& ctx, const CrossEntropyArgs& a, void* loss, v
     A* lo = static_cast<A*>(loss);
     A* ls = static_cast<A*>(lse);
     const A eps = static_cast<A>(a.label_smoothing);
+    if (a.inner == 1 &&
+        visit_cached<T, 1>(rows, a.c, [&](auto mode, auto per, unsigned grid, int threads) {
+          cross_entropy_cached_kernel<T, decltype(mode)::value, decltype(per)::value>
+              <<<grid, threads, 0, stream>>>(x, a.target, lo, ls, rows, a.c, vec_rows<T>(a.c, {x}),
+                                             a.ignore_index, eps);
+          SINTER_LAUNCH_CHECK("cross_entropy_cached_kernel");
+        })) {
+      return;
+    }
     const RowLaunch l = row_launch(rows, a.c, a.inner);
     switch (l.mode) {
       case Mode::Thread:

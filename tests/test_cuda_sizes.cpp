@@ -1,5 +1,8 @@
 // CPU-vs-CUDA parity at sizes the op table's small shapes do not reach: multi-block reductions,
-// split rows, GEMM tiles with ragged edges, vectorized elementwise paths with tails, every dtype.
+// split rows, GEMM tiles with ragged edges, vectorized elementwise paths with tails, every dtype,
+// and each fast path of the memory-bound kernels with its edges.
+#include <limits>
+
 #include "test_util.h"
 
 namespace sinter {
@@ -92,6 +95,183 @@ TEST(CudaSizes, ElementwiseVectorTailsBroadcastAndDtypes) {
   Tensor i = randint(-1000, 1000, {5003}, {.dtype = DType::i64}, &g);
   expect_parity(mul(on_gpu(i), 3.0), mul(i, 3.0), 0, "i64 mul");
   expect_parity(gt(on_gpu(i), 0.0), gt(i, 0.0), 0, "i64 compare");
+}
+
+// Note [row layout] in kernels/elementwise.cu: row and column broadcasts, narrowed (unaligned)
+// views and outer-broadcast operands, with rows shorter than, equal to and longer than a vector.
+TEST(CudaSizes, BroadcastRowsAndColumnsMatchCpu) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    const double tol = dt == DType::f32 || dt == DType::f64 ? 1e-6 : 1e-2;
+    for (int64_t n : {1, 3, 7, 8, 9, 1000, 4099}) {
+      const std::string name = std::string(dtype_name(dt)) + " n " + std::to_string(n);
+      Tensor x = randn({37, n}, {.dtype = dt}, &g), row = randn({n}, {.dtype = dt}, &g);
+      Tensor col = randn({37, 1}, {.dtype = dt}, &g), wide = randn({37, n + 1}, {.dtype = dt}, &g);
+      Tensor x3 = randn({3, 37, n}, {.dtype = dt}, &g);
+      Tensor xg = on_gpu(x), rowg = on_gpu(row), colg = on_gpu(col), wideg = on_gpu(wide);
+      testing::poison_cuda_cache();
+      expect_parity(mul(xg, rowg), mul(x, row), tol, "row mul " + name);
+      expect_parity(sub(xg, colg), sub(x, col), tol, "column sub " + name);
+      expect_parity(add(rowg, colg), add(row, col), tol, "row + column " + name);
+      expect_parity(mul(on_gpu(x3), colg), mul(x3, col), tol, "3-D times column " + name);
+      // Rows n + 1 apart starting one element in: no row start is 16-byte aligned for long.
+      Tensor nw = wide.narrow(-1, 1, n), nwg = wideg.narrow(-1, 1, n);
+      expect_parity(div(nwg, rowg), div(nw, row), tol, "narrowed div " + name);
+      expect_parity(mul(nwg, xg), mul(nw, x), tol, "narrowed times dense " + name);
+      expect_parity(mul(nwg, 2.5), mul(nw, 2.5), tol, "narrowed times scalar " + name);
+      expect_parity(gt(xg, rowg), gt(x, row), 0, "row compare " + name);
+    }
+  }
+}
+
+TEST(CudaSizes, HalfRowReductionsAtEveryAlignment) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  for (DType dt : {DType::bf16, DType::f16}) {
+    for (int64_t r : {1, 31, 32, 33, 257, 1024, 5000, 70001}) {
+      const std::string name = std::string(dtype_name(dt)) + " r " + std::to_string(r);
+      // 67 rows: with r odd, row starts take every alignment a 16-byte vector can have.
+      Tensor x = randn({r > 5000 ? 3 : 67, r}, {.dtype = dt}, &g);
+      Tensor xg = on_gpu(x);
+      testing::poison_cuda_cache();
+      const double n = static_cast<double>(r);
+      expect_parity(sum(xg, {1}), sum(x, {1}), 2e-2 * std::sqrt(n), "sum " + name, 2e-2);
+      expect_parity(amax(xg, {1}), amax(x, {1}), 0, "amax " + name);
+      auto [vg, ig] = max(xg, 1);
+      auto [vc, ic] = max(x, 1);
+      expect_parity(vg, vc, 0, "max values " + name);
+      // Few distinct 16-bit values: ties are common, and the first must win.
+      EXPECT_EQ(ig.cpu().to_vector<int64_t>(), ic.to_vector<int64_t>()) << "max indices " << name;
+      auto [ng, jg] = min(on_gpu(x.narrow(1, r / 2, r - r / 2)), 1);
+      auto [nc, jc] = min(x.narrow(1, r / 2, r - r / 2), 1);
+      expect_parity(ng, nc, 0, "narrowed min " + name);
+      EXPECT_EQ(jg.cpu().to_vector<int64_t>(), jc.to_vector<int64_t>()) << "min indices " << name;
+    }
+  }
+}
+
+double row_tol(DType dt) { return dt == DType::f32 ? 1e-4 : dt == DType::f64 ? 1e-9 : 2e-2; }
+
+// Note [cached rows] in kernels/softmax.cu and Note [layer norm rows] in kernels/norm.cu: each row
+// length below picks a configuration (warp with 8 or 32 slots, block, the uncached kernels) and
+// vector or single-element slots.
+const std::vector<int64_t> kRowLengths = {1, 31, 32, 33, 257, 1000, 1024, 1025, 2049, 5000, 8193};
+
+TEST(CudaSizes, SoftmaxRowLengthsAndSpecialValues) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    const double tol = row_tol(dt);
+    for (int64_t n : kRowLengths) {
+      Tensor x = mul(randn({5, n}, {}, &g), 3.0);
+      if (n > 1) {
+        NoGradGuard ng;
+        x.select(0, 1).narrow(0, n / 2, 1).fill_(std::nan(""));
+        x.select(0, 2).fill_(-std::numeric_limits<double>::infinity());
+        x.select(0, 3).narrow(0, n - 1, 1).fill_(std::numeric_limits<double>::infinity());
+      }
+      x = x.to(dt);
+      Tensor w = randn({5, n}, {.dtype = dt}, &g);
+      for (bool log : {false, true}) {
+        const std::string name = std::string(dtype_name(dt)) + " n " + std::to_string(n) +
+                                 (log ? " log_softmax" : " softmax");
+        Tensor xc = x.clone().requires_grad_(), xg = on_gpu(x).requires_grad_();
+        testing::poison_cuda_cache();
+        Tensor yc = log ? log_softmax(xc, 1) : softmax(xc, 1);
+        Tensor yg = log ? log_softmax(xg, 1) : softmax(xg, 1);
+        expect_parity(yg, yc, tol, "forward " + name);
+        sum(mul(yc, w)).backward();
+        sum(mul(yg, on_gpu(w))).backward();
+        expect_parity(xg.grad(), xc.grad(), tol, "backward " + name);
+      }
+    }
+  }
+}
+
+TEST(CudaSizes, CrossEntropyRowLengths) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+    const double tol = row_tol(dt);
+    for (int64_t n : kRowLengths) {
+      Tensor x = mul(randn({7, n}, {}, &g), 2.0).to(dt);
+      Tensor t = randint(0, n, {7}, {.dtype = DType::i64}, &g);
+      for (double eps : {0.0, 0.1}) {
+        const std::string name =
+            std::string(dtype_name(dt)) + " n " + std::to_string(n) + " eps " + std::to_string(eps);
+        CrossEntropyOptions o;
+        o.reduction = Reduction::None;
+        o.label_smoothing = eps;
+        testing::poison_cuda_cache();
+        expect_parity(cross_entropy(on_gpu(x), on_gpu(t), o), cross_entropy(x, t, o), tol, name);
+      }
+    }
+  }
+}
+
+TEST(CudaSizes, LayerNormRowLengths) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+    const double tol = dt == DType::bf16 ? 5e-2 : row_tol(dt) * 10;
+    for (int64_t n : kRowLengths) {
+      if (n == 1) continue;  // a one-element row normalizes to 0 and has no useful gradient
+      const std::string name = std::string(dtype_name(dt)) + " n " + std::to_string(n);
+      Tensor x = add(randn({9, n}, {}, &g), 1.5).to(dt);
+      Tensor w = randn({n}, {.dtype = dt}, &g), b = randn({n}, {.dtype = dt}, &g);
+      Tensor up = randn({9, n}, {.dtype = dt}, &g);
+      Tensor xc = x.clone().requires_grad_(), xg = on_gpu(x).requires_grad_();
+      Tensor wc = w.clone().requires_grad_(), wg = on_gpu(w).requires_grad_();
+      Tensor bc = b.clone().requires_grad_(), bg = on_gpu(b).requires_grad_();
+      testing::poison_cuda_cache();
+      Tensor yc = layer_norm(xc, {n}, wc, bc), yg = layer_norm(xg, {n}, wg, bg);
+      expect_parity(yg, yc, tol, "forward " + name);
+      sum(mul(yc, up)).backward();
+      sum(mul(yg, on_gpu(up))).backward();
+      expect_parity(xg.grad(), xc.grad(), tol, "dx " + name);
+      expect_parity(wg.grad(), wc.grad(), tol * std::sqrt(9.0), "dweight " + name);
+      expect_parity(bg.grad(), bc.grad(), tol * std::sqrt(9.0), "dbias " + name);
+    }
+  }
+}
+
+// Note [batch norm Welford]: many channels of small planes, few channels of large planes (split
+// statistics), planes that are and are not a whole number of vectors, a mean far from zero.
+TEST(CudaSizes, BatchNormChannelsAndPlanes) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const double tol = dt == DType::f32 ? 1e-3 : 5e-2;
+    for (Shape s : {Shape{2, 300, 7, 7}, Shape{4, 3, 128, 130}, Shape{3, 64, 32, 32},
+                    Shape{1, 2, 301, 300}, Shape{5, 4, 3}}) {
+      const std::string name = std::string(dtype_name(dt)) + " " + shape_str(s);
+      const int64_t c = s[1];
+      Tensor x = add(mul(randn(s, {}, &g), 2.0), 50.0).to(dt);
+      Tensor w = randn({c}, {.dtype = dt}, &g), b = randn({c}, {.dtype = dt}, &g);
+      Tensor up = randn(s, {.dtype = dt}, &g);
+      Tensor rmc = zeros({c}, {.dtype = dt}), rvc = ones({c}, {.dtype = dt});
+      Tensor rmg = on_gpu(rmc), rvg = on_gpu(rvc);
+      Tensor xc = x.clone().requires_grad_(), xg = on_gpu(x).requires_grad_();
+      Tensor wc = w.clone().requires_grad_(), wg = on_gpu(w).requires_grad_();
+      Tensor bc = b.clone().requires_grad_(), bg = on_gpu(b).requires_grad_();
+      testing::poison_cuda_cache();
+      Tensor yc = batch_norm(xc, rmc, rvc, wc, bc, true);
+      Tensor yg = batch_norm(xg, rmg, rvg, wg, bg, true);
+      expect_parity(yg, yc, tol, "forward " + name);
+      expect_parity(rmg, rmc, tol, "running mean " + name);
+      expect_parity(rvg, rvc, tol, "running var " + name);
+      sum(mul(yc, up)).backward();
+      sum(mul(yg, on_gpu(up))).backward();
+      const double m = static_cast<double>(x.numel() / c);
+      expect_parity(xg.grad(), xc.grad(), tol, "dx " + name);
+      expect_parity(wg.grad(), wc.grad(), tol * std::sqrt(m), "dweight " + name, tol);
+      expect_parity(bg.grad(), bc.grad(), tol * std::sqrt(m), "dbias " + name, tol);
+      NoGradGuard ng;
+      expect_parity(batch_norm(on_gpu(x), rmg, rvg, on_gpu(w), on_gpu(b), false),
+                    batch_norm(x, rmc, rvc, w, b, false), tol, "eval " + name);
+    }
+  }
 }
 
 TEST(CudaSizes, CopiesBetweenEveryDtypePair) {

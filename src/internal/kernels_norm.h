@@ -15,8 +15,8 @@ namespace sinter::kern {
 // dtype: f64 when dtype is f64, else f32. Weight and bias have `dtype`; nullptr means absent
 // (weight 1, bias 0). dx, dweight and dbias may each be nullptr when not wanted.
 
-// x: (n, c, hw). mean[c] and var[c] (biased) over n and hw, two-pass; rstd[c] = 1/sqrt(var + eps).
-// n * hw >= 1.
+// x: (n, c, hw). mean[c] and var[c] (biased) over n and hw (the CUDA kernel reads x once: Welford,
+// combined pairwise); rstd[c] = 1/sqrt(var + eps). n * hw >= 1.
 void batch_norm_stats(const Ctx& ctx, const void* x, DType dtype, int64_t n, int64_t c, int64_t hw,
                       double eps, void* mean, void* var, void* rstd);
 // y[i, k, j] = (x[i, k, j] - mean[k]) * rstd[k] * weight[k] + bias[k]; x, y: (n, c, hw).
