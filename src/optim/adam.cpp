@@ -1,13 +1,14 @@
-// Adam and AdamW: the update of adam.h written with tensor ops, so it runs wherever the parameters
-// live.
+// Adam and AdamW: the update of adam.h as one fused kernel call per device and dtype of a group's
+// parameters (Note [fused optimizer step]).
 #include "sinter/optim/adam.h"
 
 #include <cmath>
 #include <string>
 #include <utility>
 
+#include "internal/dispatch.h"
+#include "internal/kernels_optim.h"
 #include "sinter/autograd.h"
-#include "sinter/ops.h"
 
 namespace sinter::optim {
 
@@ -121,50 +122,66 @@ void Adam::step() {
   for (size_t g = 0; g < params_.size(); ++g) {
     const AdamOptions& o = options_[g];
     const auto [beta1, beta2] = o.betas;
-    for (size_t i = 0; i < params_[g].size(); ++i) {
-      Tensor p = params_[g][i];
-      Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      auto& st = state_[g][i];
-      // A parameter's first step, or a state dict that held only part of its state.
-      if (!st.count("step") || !st.count("exp_avg") || !st.count("exp_avg_sq")) {
-        st.clear();
-        st["step"] = zeros({}, {.dtype = DType::f64});
-        st["exp_avg"] = zeros_like(p);
-        st["exp_avg_sq"] = zeros_like(p);
-      }
-      // Turning amsgrad on midway starts the running maximum at zero.
-      if (o.amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
-
-      Tensor& step_t = st["step"];
-      const double t = step_t.item<double>() + 1.0;
-      step_t.fill_(t);
-
-      if (o.maximize) grad = neg(grad);
-      if (o.weight_decay != 0.0) {
-        if (decoupled_) {
-          p.mul_(1.0 - o.lr * o.weight_decay);
-        } else {
-          grad = add(grad, p, o.weight_decay);
+    const kern::AdamHyper h{.lr = o.lr,
+                            .beta1 = beta1,
+                            .beta2 = beta2,
+                            .eps = o.eps,
+                            .weight_decay = o.weight_decay,
+                            .decoupled = decoupled_,
+                            .amsgrad = o.amsgrad,
+                            .maximize = o.maximize};
+    for (const std::vector<size_t>& bucket : grad_buckets(g)) {
+      // Note [fused optimizer step]: every tensor the kernel sees is contiguous. `dense` keeps
+      // contiguous copies alive through the call; a non-contiguous parameter is copied back after.
+      std::vector<kern::AdamTensor> list;
+      std::vector<Tensor> dense;
+      std::vector<Tensor> written;
+      for (size_t i : bucket) {
+        const Tensor& p = params_[g][i];
+        auto& st = state_[g][i];
+        // A parameter's first step, or a state dict that held only part of its state.
+        if (!st.count("step") || !st.count("exp_avg") || !st.count("exp_avg_sq")) {
+          st.clear();
+          st["step"] = zeros({}, {.dtype = DType::f64});
+          st["exp_avg"] = zeros_like(p);
+          st["exp_avg_sq"] = zeros_like(p);
         }
-      }
-      Tensor& m = st["exp_avg"];
-      Tensor& v = st["exp_avg_sq"];
-      m.mul_(beta1).add_(grad, 1.0 - beta1);
-      v.mul_(beta2).add_(mul(grad, grad), 1.0 - beta2);
+        // Turning amsgrad on midway starts the running maximum at zero.
+        if (o.amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
+        for (auto& [name, buf] : st) {
+          if (name != "step" && !buf.is_contiguous()) buf = buf.contiguous();
+        }
 
-      const double bias_correction1 = 1.0 - std::pow(beta1, t);
-      const double bias_correction2 = 1.0 - std::pow(beta2, t);
-      const double step_size = o.lr / bias_correction1;
-      Tensor second = v;
-      if (o.amsgrad) {
-        Tensor& vmax = st["max_exp_avg_sq"];
-        vmax.copy_(maximum(vmax, v));
-        second = vmax;
+        Tensor& step_t = st["step"];
+        const double t = step_t.item<double>() + 1.0;
+        step_t.fill_(t);
+
+        const Tensor grad = p.grad().contiguous();
+        const Tensor pw = p.contiguous();
+        dense.insert(dense.end(), {grad, pw});
+        kern::AdamTensor k{.param = pw.data_ptr(),
+                           .grad = grad.data_ptr(),
+                           .exp_avg = st["exp_avg"].data_ptr(),
+                           .exp_avg_sq = st["exp_avg_sq"].data_ptr(),
+                           .numel = p.numel(),
+                           .step_size = o.lr / (1.0 - std::pow(beta1, t)),
+                           .bias_correction2_sqrt = std::sqrt(1.0 - std::pow(beta2, t))};
+        written.insert(written.end(), {p, st["exp_avg"], st["exp_avg_sq"]});
+        if (o.amsgrad) {
+          k.max_exp_avg_sq = st["max_exp_avg_sq"].data_ptr();
+          written.push_back(st["max_exp_avg_sq"]);
+        }
+        list.push_back(k);
       }
-      Tensor denom = div(sqrt(second), std::sqrt(bias_correction2));
-      denom.add_(o.eps);
-      p.add_(div(m, denom), -step_size);
+      const Tensor& first = params_[g][bucket[0]];
+      SINTER_DISPATCH(first.device(), adam_step, first.dtype(), list.data(),
+                      static_cast<int64_t>(list.size()), h);
+      for (size_t k = 0; k < bucket.size(); ++k) {
+        Tensor& p = params_[g][bucket[k]];
+        const Tensor& pw = dense[2 * k + 1];
+        if (!pw.is_same(p)) p.copy_(pw);
+      }
+      for (const Tensor& t : written) t.bump_version();
     }
   }
 }

@@ -143,6 +143,24 @@ void Optimizer::check_names(const Hyperparameters& h, const std::vector<std::str
   }
 }
 
+std::vector<std::vector<size_t>> Optimizer::grad_buckets(size_t group) const {
+  std::vector<std::vector<size_t>> buckets;
+  const std::vector<Tensor>& ps = params_.at(group);
+  for (size_t i = 0; i < ps.size(); ++i) {
+    if (!ps[i].grad().defined()) continue;
+    auto same = [&](const std::vector<size_t>& b) {
+      return ps[b[0]].device() == ps[i].device() && ps[b[0]].dtype() == ps[i].dtype();
+    };
+    auto it = std::find_if(buckets.begin(), buckets.end(), same);
+    if (it == buckets.end()) {
+      buckets.push_back({i});
+    } else {
+      it->push_back(i);
+    }
+  }
+  return buckets;
+}
+
 StateDict Optimizer::state_dict() const {
   StateDict dict;
   for (size_t g = 0; g < params_.size(); ++g) {

@@ -1,10 +1,12 @@
-// SGD: the update of sgd.h written with tensor ops, so it runs wherever the parameters live.
+// SGD: the update of sgd.h as one fused kernel call per device and dtype of a group's parameters
+// (Note [fused optimizer step]).
 #include "sinter/optim/sgd.h"
 
 #include <cmath>
 
+#include "internal/dispatch.h"
+#include "internal/kernels_optim.h"
 #include "sinter/autograd.h"
-#include "sinter/ops.h"
 
 namespace sinter::optim {
 
@@ -86,27 +88,49 @@ void SGD::step() {
   NoGradGuard ng;
   for (size_t g = 0; g < params_.size(); ++g) {
     const SGDOptions& o = options_[g];
-    for (size_t i = 0; i < params_[g].size(); ++i) {
-      Tensor p = params_[g][i];
-      Tensor d = p.grad();
-      if (!d.defined()) continue;
-      if (o.maximize) d = neg(d);
-      if (o.weight_decay != 0.0) d = add(d, p, o.weight_decay);
-      if (o.momentum != 0.0) {
-        auto& st = state_[g][i];
-        auto it = st.find("momentum_buffer");
-        Tensor buf;
-        if (it == st.end()) {
-          // PyTorch's first step: the buffer starts as the gradient itself, undampened.
-          buf = d.detach().clone();
-          st["momentum_buffer"] = buf;
-        } else {
-          buf = it->second;
-          buf.mul_(o.momentum).add_(d, 1.0 - o.dampening);
+    const kern::SgdHyper h{.lr = o.lr,
+                           .momentum = o.momentum,
+                           .dampening = o.dampening,
+                           .weight_decay = o.weight_decay,
+                           .nesterov = o.nesterov,
+                           .maximize = o.maximize};
+    for (const std::vector<size_t>& bucket : grad_buckets(g)) {
+      // Note [fused optimizer step]: every tensor the kernel sees is contiguous. `dense` keeps
+      // contiguous copies alive through the call; a non-contiguous parameter is copied back after.
+      std::vector<kern::SgdTensor> list;
+      std::vector<Tensor> dense;
+      std::vector<Tensor> written;
+      for (size_t i : bucket) {
+        const Tensor& p = params_[g][i];
+        const Tensor grad = p.grad().contiguous();
+        const Tensor pw = p.contiguous();
+        dense.insert(dense.end(), {grad, pw});
+        kern::SgdTensor t{.param = pw.data_ptr(), .grad = grad.data_ptr(), .numel = p.numel()};
+        written.push_back(p);
+        if (o.momentum != 0.0) {
+          auto& st = state_[g][i];
+          auto it = st.find("momentum_buffer");
+          if (it == st.end()) {
+            // PyTorch's first step: the buffer starts as the update itself, undampened.
+            it = st.emplace("momentum_buffer", empty_like(p)).first;
+            t.init_buffer = true;
+          } else if (!it->second.is_contiguous()) {
+            it->second = it->second.contiguous();
+          }
+          t.momentum_buffer = it->second.data_ptr();
+          written.push_back(it->second);
         }
-        d = o.nesterov ? add(d, buf, o.momentum) : buf;
+        list.push_back(t);
       }
-      p.add_(d, -o.lr);
+      const Tensor& first = params_[g][bucket[0]];
+      SINTER_DISPATCH(first.device(), sgd_step, first.dtype(), list.data(),
+                      static_cast<int64_t>(list.size()), h);
+      for (size_t k = 0; k < bucket.size(); ++k) {
+        Tensor& p = params_[g][bucket[k]];
+        const Tensor& pw = dense[2 * k + 1];
+        if (!pw.is_same(p)) p.copy_(pw);
+      }
+      for (const Tensor& t : written) t.bump_version();
     }
   }
 }

@@ -108,6 +108,12 @@ class Optimizer {
   void check_names(const Hyperparameters& h, const std::vector<std::string>& keys,
                    size_t group) const;
 
+  // --- helper for step() ---
+  // The indices of group `group`'s parameters that have a gradient, in buckets of one device and
+  // dtype (in the order the parameters were given), so that a fused step makes one kernel call per
+  // bucket.
+  std::vector<std::vector<size_t>> grad_buckets(size_t group) const;
+
   // Per-parameter state, state_[group][index][name].
   std::vector<std::vector<std::map<std::string, Tensor>>> state_;
   std::vector<std::vector<Tensor>> params_;

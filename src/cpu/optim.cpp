@@ -1,0 +1,78 @@
+// CPU reference of the fused optimizer steps (src/internal/kernels_optim.h): a loop over the
+// tensors and their elements with the element math the CUDA kernel shares (Note [fused optimizer
+// step]).
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "internal/kernels_optim.h"
+#include "internal/scalar_ops.h"
+
+namespace sinter::cpu {
+namespace {
+
+// The compute type of Note [fused optimizer step].
+template <class T>
+using Comp = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class F>
+void visit_float(DType t, const char* op, F&& f) {
+  visit_floating_type<BFloat16, Half>(t, op, std::forward<F>(f));
+}
+
+template <class T>
+Comp<T> load(const void* p, int64_t i) {
+  return static_cast<Comp<T>>(static_cast<const T*>(p)[i]);
+}
+
+template <class T>
+void store(void* p, int64_t i, Comp<T> v) {
+  static_cast<T*>(p)[i] = T(v);
+}
+
+}  // namespace
+
+void sgd_step(const Ctx&, DType dtype, const SgdTensor* tensors, int64_t count, const SgdHyper& h) {
+  visit_float(dtype, "sgd_step", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Comp<T>;
+    const SgdScalars<C> s(h);
+    for (int64_t k = 0; k < count; ++k) {
+      const SgdTensor& t = tensors[k];
+      for (int64_t i = 0; i < t.numel; ++i) {
+        C p = load<T>(t.param, i);
+        C buf = s.use_momentum && !t.init_buffer ? load<T>(t.momentum_buffer, i) : C(0);
+        sgd_element(s, t.init_buffer, p, load<T>(t.grad, i), buf);
+        store<T>(t.param, i, p);
+        if (s.use_momentum) store<T>(t.momentum_buffer, i, buf);
+      }
+    }
+  });
+}
+
+void adam_step(const Ctx&, DType dtype, const AdamTensor* tensors, int64_t count,
+               const AdamHyper& h) {
+  visit_float(dtype, "adam_step", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Comp<T>;
+    const AdamScalars<C> s(h);
+    for (int64_t k = 0; k < count; ++k) {
+      const AdamTensor& t = tensors[k];
+      const C neg_step_size = static_cast<C>(-t.step_size);
+      const C bc2_sqrt = static_cast<C>(t.bias_correction2_sqrt);
+      for (int64_t i = 0; i < t.numel; ++i) {
+        C p = load<T>(t.param, i);
+        C m = load<T>(t.exp_avg, i);
+        C v = load<T>(t.exp_avg_sq, i);
+        C vmax = s.amsgrad ? load<T>(t.max_exp_avg_sq, i) : C(0);
+        adam_element(s, neg_step_size, bc2_sqrt, p, load<T>(t.grad, i), m, v, vmax);
+        store<T>(t.param, i, p);
+        store<T>(t.exp_avg, i, m);
+        store<T>(t.exp_avg_sq, i, v);
+        if (s.amsgrad) store<T>(t.max_exp_avg_sq, i, vmax);
+      }
+    }
+  });
+}
+
+}  // namespace sinter::cpu

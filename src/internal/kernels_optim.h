@@ -1,0 +1,178 @@
+// The kernel interface of the fused optimizer steps (src/optim/sgd.cpp, src/optim/adam.cpp): one
+// call updates every tensor of a list. Each function exists in sinter::cpu (src/cpu/optim.cpp) and
+// sinter::cudak (kernels/optim.cu, or src/cuda/optim_nocuda.cpp without CUDA).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "internal/kernels.h"
+#include "internal/scalar_ops.h"
+
+namespace sinter::kern {
+
+// Note [fused optimizer step]
+// Every tensor of one call is contiguous, on the call's device, and has the call's dtype (f32, f64,
+// bf16, f16): the parameter, its gradient and its state buffers alike. The math runs in double for
+// f64 and in float otherwise, and follows the unfused tensor-op formulas of sgd.h and adam.h one
+// operation at a time: every product and sum is rounded on its own (mul_rn/add_rn, no FMA
+// contraction), scalars are converted to the compute type as the elementwise ops convert them, and
+// a term with a zero coefficient (weight decay 0) is skipped as the unfused code skips it. So for
+// f32 and f64 the fused step gives the unfused step's bits on CPU and CUDA alike; bf16 and f16
+// round once per stored value instead of once per operation.
+
+struct SgdHyper {
+  double lr = 0.0;
+  double momentum = 0.0;  // 0: no buffer
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+  bool maximize = false;
+};
+
+struct SgdTensor {
+  void* param = nullptr;
+  const void* grad = nullptr;
+  void* momentum_buffer = nullptr;  // nullptr exactly when momentum == 0
+  int64_t numel = 0;
+  bool init_buffer = false;  // the buffer was just created: it takes d, undampened
+};
+
+struct AdamHyper {
+  double lr = 0.0;
+  double beta1 = 0.0;
+  double beta2 = 0.0;
+  double eps = 0.0;
+  double weight_decay = 0.0;
+  bool decoupled = false;  // AdamW
+  bool amsgrad = false;
+  bool maximize = false;
+};
+
+// The bias corrections depend on the tensor's own step count t, so they travel per tensor, computed
+// on the host in double: step_size = lr / (1 - beta1^t), bias_correction2_sqrt = sqrt(1 - beta2^t).
+struct AdamTensor {
+  void* param = nullptr;
+  const void* grad = nullptr;
+  void* exp_avg = nullptr;
+  void* exp_avg_sq = nullptr;
+  void* max_exp_avg_sq = nullptr;  // nullptr exactly when !amsgrad
+  int64_t numel = 0;
+  double step_size = 0.0;
+  double bias_correction2_sqrt = 1.0;
+};
+
+// Products and sums rounded one at a time: device code would otherwise contract a * b + c into an
+// FMA, which the unfused ops (one kernel per operation) never do.
+template <class C>
+SINTER_HD inline C mul_rn(C a, C b) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<C, float>) {
+    return __fmul_rn(a, b);
+  } else {
+    return __dmul_rn(a, b);
+  }
+#else
+  return a * b;
+#endif
+}
+
+template <class C>
+SINTER_HD inline C add_rn(C a, C b) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<C, float>) {
+    return __fadd_rn(a, b);
+  } else {
+    return __dadd_rn(a, b);
+  }
+#else
+  return a + b;
+#endif
+}
+
+// SgdHyper in the compute type C, as the elementwise ops convert their scalars.
+template <class C>
+struct SgdScalars {
+  C neg_lr, momentum, one_minus_dampening, weight_decay;
+  bool use_momentum, use_weight_decay, nesterov, maximize;
+
+  explicit SgdScalars(const SgdHyper& h)
+      : neg_lr(static_cast<C>(-h.lr)),
+        momentum(static_cast<C>(h.momentum)),
+        one_minus_dampening(static_cast<C>(1.0 - h.dampening)),
+        weight_decay(static_cast<C>(h.weight_decay)),
+        use_momentum(h.momentum != 0.0),
+        use_weight_decay(h.weight_decay != 0.0),
+        nesterov(h.nesterov),
+        maximize(h.maximize) {}
+};
+
+// One element of SGD (the formula of sgd.h). buf is read and written only with momentum.
+template <class C>
+SINTER_HD inline void sgd_element(const SgdScalars<C>& s, bool init_buffer, C& p, C g, C& buf) {
+  C d = s.maximize ? -g : g;
+  if (s.use_weight_decay) d = add_rn(d, mul_rn(p, s.weight_decay));
+  if (s.use_momentum) {
+    buf = init_buffer ? d : add_rn(mul_rn(buf, s.momentum), mul_rn(d, s.one_minus_dampening));
+    d = s.nesterov ? add_rn(d, mul_rn(buf, s.momentum)) : buf;
+  }
+  p = add_rn(p, mul_rn(d, s.neg_lr));
+}
+
+// AdamHyper in the compute type C.
+template <class C>
+struct AdamScalars {
+  C beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay_factor;
+  bool use_weight_decay, decoupled, amsgrad, maximize;
+
+  explicit AdamScalars(const AdamHyper& h)
+      : beta1(static_cast<C>(h.beta1)),
+        one_minus_beta1(static_cast<C>(1.0 - h.beta1)),
+        beta2(static_cast<C>(h.beta2)),
+        one_minus_beta2(static_cast<C>(1.0 - h.beta2)),
+        eps(static_cast<C>(h.eps)),
+        weight_decay(static_cast<C>(h.weight_decay)),
+        decay_factor(static_cast<C>(1.0 - h.lr * h.weight_decay)),
+        use_weight_decay(h.weight_decay != 0.0),
+        decoupled(h.decoupled),
+        amsgrad(h.amsgrad),
+        maximize(h.maximize) {}
+};
+
+// One element of Adam/AdamW (the formula of adam.h). neg_step_size = -step_size and bc2_sqrt of the
+// tensor, in C. vmax is read and written only with amsgrad.
+template <class C>
+SINTER_HD inline void adam_element(const AdamScalars<C>& s, C neg_step_size, C bc2_sqrt, C& p, C g,
+                                   C& m, C& v, C& vmax) {
+  if (s.maximize) g = -g;
+  if (s.use_weight_decay) {
+    if (s.decoupled) {
+      p = mul_rn(p, s.decay_factor);
+    } else {
+      g = add_rn(g, mul_rn(p, s.weight_decay));
+    }
+  }
+  m = add_rn(mul_rn(m, s.beta1), mul_rn(g, s.one_minus_beta1));
+  v = add_rn(mul_rn(v, s.beta2), mul_rn(mul_rn(g, g), s.one_minus_beta2));
+  C second = v;
+  if (s.amsgrad) {
+    vmax = scalar::maximum(vmax, v);
+    second = vmax;
+  }
+  const C denom = add_rn(Math<C>::sqrt(second) / bc2_sqrt, s.eps);
+  p = add_rn(p, mul_rn(m / denom, neg_step_size));
+}
+
+}  // namespace sinter::kern
+
+namespace sinter::cpu {
+using namespace sinter::kern;  // NOLINT
+void sgd_step(const Ctx&, DType, const SgdTensor*, int64_t, const SgdHyper&);
+void adam_step(const Ctx&, DType, const AdamTensor*, int64_t, const AdamHyper&);
+}  // namespace sinter::cpu
+
+namespace sinter::cudak {
+using namespace sinter::kern;  // NOLINT
+void sgd_step(const Ctx&, DType, const SgdTensor*, int64_t, const SgdHyper&);
+void adam_step(const Ctx&, DType, const AdamTensor*, int64_t, const AdamHyper&);
+}  // namespace sinter::cudak
