@@ -1,5 +1,6 @@
 // What the benchmark programs share: skipping without a device, failing on a wrong result (the exit
-// code says so), CUDA-event timing, medians and the host-side comparison behind every validation.
+// code says so), CUDA-event timing, medians, the host-side comparison behind every validation, the
+// short summary table (and its JSON) each program prints, and the --smoke mode's plumbing.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -10,7 +11,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -26,6 +29,41 @@
 
 namespace sinter::bench {
 
+// The precisions the kernel benchmarks compare in: fp32 (full f32 arithmetic, no TF32), tf32 (f32
+// tensors, TF32 tensor cores allowed: matmul precision "high"), bf16 (bf16 tensors, f32
+// accumulation).
+enum class Prec { F32, TF32, BF16 };
+
+inline const char* prec_name(Prec p) {
+  switch (p) {
+    case Prec::F32:
+      return "fp32";
+    case Prec::TF32:
+      return "tf32";
+    case Prec::BF16:
+      return "bf16";
+  }
+  return "?";
+}
+
+inline DType prec_dtype(Prec p) { return p == Prec::BF16 ? DType::bf16 : DType::f32; }
+
+inline const char* matmul_precision(Prec p) { return p == Prec::TF32 ? "high" : "highest"; }
+
+// Sets the matmul precision for a scope and restores the previous one, also on an error.
+class PrecisionGuard {
+ public:
+  explicit PrecisionGuard(const std::string& precision) : previous_(get_matmul_precision()) {
+    set_matmul_precision(precision);
+  }
+  ~PrecisionGuard() { set_matmul_precision(previous_); }
+  PrecisionGuard(const PrecisionGuard&) = delete;
+  PrecisionGuard& operator=(const PrecisionGuard&) = delete;
+
+ private:
+  std::string previous_;
+};
+
 // Set by fail(), so that main() returns nonzero and scripts/gpu_check.sh counts the program as
 // failed. A skip for want of a device is not a failure.
 inline int& failures() {
@@ -33,9 +71,55 @@ inline int& failures() {
   return count;
 }
 
+// One line of the summary table printed after a run: what ran, its figure, the reference's figure
+// from the same run and the ratio (above 1: Sinter is faster), or why there is none.
+struct SummaryRow {
+  std::string name;
+  std::string metric;     // "TFLOP/s", "GB/s", "ms"
+  double ours = NAN;      // Sinter's figure
+  std::string reference;  // "cuBLAS", "cuDNN", "copy"
+  double theirs = NAN;    // the reference's figure
+  double ratio = NAN;     // above 1: Sinter is faster
+  std::string status;     // "ok", "skipped: ...", "FAILED: ..."
+};
+
+inline std::vector<SummaryRow>& summary() {
+  static std::vector<SummaryRow> rows;
+  return rows;
+}
+
+// A row without figures: a failure, a skip or a smoke check.
+inline SummaryRow status_row(const std::string& name, const std::string& status) {
+  return {name, "", NAN, "", NAN, NAN, status};
+}
+
+// The benchmark now running, named in the summary rows that fail() and skip() add.
+inline std::string& current_name() {
+  static std::string name;
+  return name;
+}
+
+// Each benchmark's body starts here, so that its summary rows carry its name.
+inline void begin(const std::string& name) { current_name() = name; }
+
 inline void fail(benchmark::State& state, const std::string& msg) {
   ++failures();
+  summary().push_back(status_row(current_name(), "FAILED: " + msg));
   state.SkipWithError(msg.c_str());
+}
+
+// A case that cannot run here (a kernel path that refuses the problem, a missing reference): shown
+// as skipped in the summary, not counted as a failure. Google Benchmark 1.7 has no separate skip
+// state, so its JSON carries the reason as an error message starting with "skipped".
+inline void skip(benchmark::State& state, const std::string& why) {
+  summary().push_back(status_row(current_name(), "skipped: " + why));
+  state.SkipWithError(("skipped: " + why).c_str());
+}
+
+// Adds the result row of the benchmark now running.
+inline void report(const std::string& metric, double ours, const std::string& reference,
+                   double theirs, double ratio) {
+  summary().push_back({current_name(), metric, ours, reference, theirs, ratio, "ok"});
 }
 
 // True, with the benchmark marked skipped, when there is no device to run on.
@@ -53,6 +137,7 @@ inline bool skip_without_cuda(benchmark::State& state) {
 // ending the program.
 template <typename F>
 void guarded(benchmark::State& state, F&& body) {
+  if (state.error_occurred()) return;
   try {
     body();
   } catch (const std::exception& e) {
@@ -156,13 +241,169 @@ inline std::string compare(const std::vector<float>& got, const std::vector<floa
   return os.str();
 }
 
-// The body of each program's main(): runs what was registered, then returns 1 when a benchmark
-// failed (a wrong result or an error), 0 otherwise, skips included.
-inline int run_main(int argc, char** argv) {
+// A figure for the table: 3 significant digits, "-" for none.
+inline std::string fmt(double v) {
+  if (!std::isfinite(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf,
+                std::abs(v) >= 100 ? "%.0f"
+                : std::abs(v) >= 1 ? "%.3g"
+                                   : "%.3f",
+                v);
+  return buf;
+}
+
+// The summary as a markdown table, one row per case that ran, failed or was skipped.
+inline std::string summary_table(const std::vector<SummaryRow>& rows) {
+  std::ostringstream os;
+  os << "| benchmark | Sinter | reference | Sinter / reference | status |\n"
+     << "|---|---:|---:|---:|---|\n";
+  for (const SummaryRow& r : rows) {
+    const std::string unit = r.metric.empty() ? "" : " " + r.metric;
+    os << "| " << r.name << " | " << fmt(r.ours) << (std::isfinite(r.ours) ? unit : "") << " | "
+       << (r.reference.empty() ? "" : r.reference + " ") << fmt(r.theirs) << " | " << fmt(r.ratio)
+       << " | " << r.status << " |\n";
+  }
+  return os.str();
+}
+
+inline std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+inline std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// {"program": ..., "rows": [{"name", "metric", "sinter", "reference", "reference_value", "ratio",
+// "status"}, ...]}: the summary for scripts; the full figures are in --benchmark_out's JSON.
+inline std::string summary_json(const std::string& program, const std::vector<SummaryRow>& rows) {
+  std::ostringstream os;
+  os << "{\n  \"program\": " << json_string(program) << ",\n  \"rows\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SummaryRow& r = rows[i];
+    os << (i ? "," : "") << "\n    {\"name\": " << json_string(r.name)
+       << ", \"metric\": " << json_string(r.metric) << ", \"sinter\": " << json_number(r.ours)
+       << ", \"reference\": " << json_string(r.reference)
+       << ", \"reference_value\": " << json_number(r.theirs)
+       << ", \"ratio\": " << json_number(r.ratio) << ", \"status\": " << json_string(r.status)
+       << "}";
+  }
+  os << "\n  ]\n}\n";
+  return os.str();
+}
+
+// The options every program takes besides Google Benchmark's, removed from argv before
+// benchmark::Initialize sees it: --smoke (the CPU-side code only, no device needed) and
+// --summary_out=FILE (the summary as JSON).
+struct Options {
+  bool smoke = false;
+  std::string summary_out;
+};
+
+inline Options parse_options(int& argc, char** argv) {
+  Options opts;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--smoke") == 0) {
+      opts.smoke = true;
+    } else if (std::strncmp(argv[i], "--summary_out=", 14) == 0) {
+      opts.summary_out = argv[i] + 14;
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  return opts;
+}
+
+// Prints the summary table (when there is a row) and writes its JSON where asked. Returns false
+// when the JSON could not be written.
+inline bool write_summary(const std::string& program, const Options& opts) {
+  if (!summary().empty()) std::printf("\n%s", summary_table(summary()).c_str());
+  if (opts.summary_out.empty()) return true;
+  std::ofstream f(opts.summary_out);
+  f << summary_json(program, summary());
+  f.close();
+  if (!f) {
+    std::fprintf(stderr, "%s: cannot write %s\n", program.c_str(), opts.summary_out.c_str());
+    return false;
+  }
+  return true;
+}
+
+// One check of a --smoke run: prints it, adds it to the summary and counts a failure.
+inline void smoke_check(const std::string& name, const std::string& bad) {
+  std::printf("smoke %-50s %s\n", name.c_str(), bad.empty() ? "ok" : ("FAILED: " + bad).c_str());
+  summary().push_back(status_row(name, bad.empty() ? "ok" : "FAILED: " + bad));
+  if (!bad.empty()) ++failures();
+}
+
+// Runs one smoke check's body; an exception fails that check.
+template <typename F>
+void smoke_guarded(const std::string& name, F&& body) {
+  std::string bad;
+  try {
+    bad = body();
+  } catch (const std::exception& e) {
+    bad = e.what();
+  }
+  smoke_check(name, bad);
+}
+
+// The table and JSON writers on a known row (escaping, number formats, missing figures).
+inline std::string check_summary_writers() {
+  const std::vector<SummaryRow> rows{{"a/\"b\"", "GB/s", 1234.5, "copy", 0.5, 2469.0, "ok"},
+                                     status_row("c", "skipped: no\tdevice")};
+  const std::string table = summary_table(rows);
+  const std::string want_table =
+      "| benchmark | Sinter | reference | Sinter / reference | status |\n"
+      "|---|---:|---:|---:|---|\n"
+      "| a/\"b\" | 1234 GB/s | copy 0.500 | 2469 | ok |\n"
+      "| c | - | - | - | skipped: no\tdevice |\n";
+  if (table != want_table) return "summary table:\n" + table;
+  const std::string json = summary_json("p", rows);
+  for (const char* part : {"\"name\": \"a/\\\"b\\\"\"", "\"sinter\": 1234.5", "\"ratio\": 2469",
+                           "\"reference_value\": 0.5", "\"sinter\": null", "no\\u0009device"}) {
+    if (json.find(part) == std::string::npos) return std::string("summary JSON lacks ") + part;
+  }
+  return "";
+}
+
+// The end of a --smoke run: the table, the JSON, and the exit code.
+inline int finish_smoke(const std::string& program, const Options& opts) {
+  smoke_guarded("summary writers", check_summary_writers);
+  const bool written = write_summary(program, opts);
+  std::printf("%s --smoke: %d check(s) failed\n", program.c_str(), failures());
+  return failures() == 0 && written ? 0 : 1;
+}
+
+// The body of each program's main() after its --smoke branch: runs what was registered, prints the
+// summary, then returns 1 when a benchmark failed (a wrong result or an error), 0 otherwise, skips
+// included.
+inline int run_main(const std::string& program, const Options& opts, int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  const bool written = write_summary(program, opts);
   if (!cuda::is_available()) {
     std::printf("no CUDA device: every benchmark skipped\n");
   }
@@ -170,8 +411,10 @@ inline int run_main(int argc, char** argv) {
     std::printf("%d benchmark(s) FAILED\n", failures());
     return 1;
   }
-  return 0;
+  return written ? 0 : 1;
 }
+
+inline int run_main(int argc, char** argv) { return run_main(argv[0], Options{}, argc, argv); }
 
 }  // namespace sinter::bench
 
@@ -179,9 +422,9 @@ namespace sinter::bench {
 
 #ifdef SINTER_WITH_CUDA
 // Milliseconds per call of fn(i), timed by CUDA events around the whole batch like time_ms(), but
-// without holding the stream: for calls that wait on the device themselves (an op that reads a value
-// back to the host), which time_ms()'s gate would stall. The time then includes the host's share
-// between launches, as such a call costs in any real use.
+// without holding the stream: for calls that wait on the device themselves (an op that reads a
+// value back to the host), which time_ms()'s gate would stall. The time then includes the host's
+// share between launches, as such a call costs in any real use.
 template <typename F>
 double time_ms_host_synced(int reps, F&& fn) {
   const cuda::Stream stream = cuda::current_stream();

@@ -1,6 +1,7 @@
 // Convolution throughput: sinter::conv2d forward, input gradient and weight gradient on CUDA
-// against cuDNN on the same operands in the same run, f32 NCHW, on the reference workloads' 3x3
-// layers. Each case first checks our result against cuDNN's.
+// against cuDNN with the matching math type on the same operands in the same run, fp32, tf32 and
+// bf16, NCHW, on the reference workloads' 3x3 layers. Each case first checks our result against
+// cuDNN's. `--smoke` checks the three passes' setup against a direct loop on the CPU instead.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -8,16 +9,18 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "sinter/autograd.h"
 
 #if defined(SINTER_WITH_CUDA) && defined(SINTER_WITH_CUDNN)
 #include <cudnn.h>
-
-#include "sinter/autograd.h"
 #endif
 
 namespace {
 
 using namespace sinter;
+using bench::Prec;
+using bench::prec_dtype;
+using bench::prec_name;
 
 // x (n, c, h, w) * weight (k, c, 3, 3), stride 1, padding 1, no bias: the output has x's size.
 struct ConvLayer {
@@ -67,24 +70,27 @@ const char* pass_name(Pass p) {
 // A handle, the three tensor/filter descriptors and the convolution descriptor of one layer.
 class CudnnConv {
  public:
-  CudnnConv(const cuda::Stream& stream, const ConvLayer& l) {
+  CudnnConv(const cuda::Stream& stream, const ConvLayer& l, Prec prec) : prec_(prec) {
+    // bf16 tensors with f32 compute (the conv descriptor's type) is cuDNN's BFLOAT16 config.
+    const cudnnDataType_t type = prec == Prec::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     SINTER_CUDNN_CHECK(cudnnCreate(&handle_));
     SINTER_CUDNN_CHECK(cudnnSetStream(handle_, stream.handle()));
     SINTER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
     SINTER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_));
     SINTER_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_));
     SINTER_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_));
-    SINTER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(l.n),
-                                                  int(l.c), int(l.h), int(l.w)));
-    SINTER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(l.n),
-                                                  int(l.k), int(l.h), int(l.w)));
-    SINTER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(l.k),
-                                                  int(l.c), int(kKernel), int(kKernel)));
+    SINTER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, type, int(l.n), int(l.c),
+                                                  int(l.h), int(l.w)));
+    SINTER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, type, int(l.n), int(l.k),
+                                                  int(l.h), int(l.w)));
+    SINTER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, type, CUDNN_TENSOR_NCHW, int(l.k), int(l.c),
+                                                  int(kKernel), int(kKernel)));
     SINTER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, int(kPad), int(kPad), 1, 1, 1, 1,
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    // Full f32 FMA arithmetic. CUDNN_DEFAULT_MATH is not enough: from Ampere on it lets cuDNN run
-    // f32 convolutions on TF32 tensor cores, which conv2d in f32 never does.
-    SINTER_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH));
+    // fp32: full f32 FMA arithmetic. CUDNN_DEFAULT_MATH is not enough: from Ampere on it lets cuDNN
+    // run f32 convolutions on TF32 tensor cores. tf32 and bf16: tensor cores allowed.
+    SINTER_CUDNN_CHECK(cudnnSetConvolutionMathType(
+        conv_, prec == Prec::F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
   }
   ~CudnnConv() {
     // Destruction errors are reported, not thrown, from a destructor.
@@ -97,11 +103,12 @@ class CudnnConv {
   CudnnConv(const CudnnConv&) = delete;
   CudnnConv& operator=(const CudnnConv&) = delete;
 
-  // Picks the fastest algorithm cuDNN's own timing finds (cudnnFind*, which runs each candidate)
-  // among those that stay off tensor cores, and sizes the workspace for it. The descriptor keeps
-  // CUDNN_FMA_MATH whatever a result reports, so the run uses FMA arithmetic; validation would
-  // catch a TF32 result (its error is near 1e-3 relative).
-  void choose(Pass p) {
+  // Picks the fastest algorithm cuDNN's own timing finds (cudnnFind*, which runs each candidate),
+  // for fp32 among those that stay off tensor cores, and sizes the workspace for it. For fp32 the
+  // descriptor keeps CUDNN_FMA_MATH whatever a result reports, so the run uses FMA arithmetic;
+  // validation would catch a TF32 result (its error is near 1e-3 relative).
+  // Returns "" when one was found, else why not (cuDNN may have no bf16 algorithm for a layout).
+  std::string choose(Pass p) {
     pass_ = p;
     constexpr int kMax = 16;
     int count = 0;
@@ -154,11 +161,14 @@ class CudnnConv {
         break;
       }
     }
-    SINTER_CHECK(found, "conv benchmark: cuDNN found no FMA-math algorithm for ", pass_name(p),
-                 " among ", count, " candidates");
+    if (!found) {
+      return std::string("cuDNN found no usable ") + prec_name(prec_) + " algorithm for " +
+             pass_name(p) + " among " + std::to_string(count) + " candidates";
+    }
     workspace_ = empty({int64_t(std::max<size_t>(bytes, 1))},
                        {.dtype = DType::u8, .device = Device::cuda(0)});
     workspace_bytes_ = bytes;
+    return "";
   }
 
   // Runs the chosen pass: forward y = conv(x, w); backward data dx from (w, dy); backward filter dw
@@ -186,14 +196,16 @@ class CudnnConv {
   }
 
  private:
-  static bool usable(cudnnStatus_t status, cudnnMathType_t math) {
-    return status == CUDNN_STATUS_SUCCESS && (math == CUDNN_FMA_MATH || math == CUDNN_DEFAULT_MATH);
+  bool usable(cudnnStatus_t status, cudnnMathType_t math) const {
+    if (status != CUDNN_STATUS_SUCCESS) return false;
+    return prec_ != Prec::F32 || math == CUDNN_FMA_MATH || math == CUDNN_DEFAULT_MATH;
   }
   static void report(cudnnStatus_t status) {
     if (status != CUDNN_STATUS_SUCCESS)
       std::fprintf(stderr, "cuDNN: %s\n", cudnnGetErrorString(status));
   }
 
+  Prec prec_;
   cudnnHandle_t handle_ = nullptr;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
@@ -205,6 +217,8 @@ class CudnnConv {
   Tensor workspace_;
   size_t workspace_bytes_ = 0;
 };
+
+#endif  // SINTER_WITH_CUDA && SINTER_WITH_CUDNN
 
 // The length of the sum behind each output element: c * 3 * 3 for the forward, k * 3 * 3 for the
 // input gradient, n * h * w for the weight gradient.
@@ -220,57 +234,99 @@ int64_t reduction_length(const ConvLayer& l, Pass p) {
   return 0;
 }
 
-// With standard normal operands a sum of L products has rms sqrt(L), and f32 rounding in any
-// summation order drifts by about 2^-24 * L in absolute terms (sqrt(L) relative ulps of the
-// result); allow 16 times that, plus 1e-5 of the rms for the transform algorithms cuDNN may pick
-// (Winograd, FFT), whose rounding is not that of a plain sum. A lost tile or a wrong tap is off by
-// about the rms, thousands of times more.
-double tolerance_atol(int64_t length, double rms) {
-  return 16.0 * std::ldexp(1.0, -24) * double(length) + 1e-5 * rms;
+// "" when got matches want. fp32: with standard normal operands a sum of L products has rms
+// sqrt(L), and f32 rounding in any summation order drifts by about 2^-24 * L in absolute terms
+// (sqrt(L) relative ulps of the result); allow 16 times that, plus 1e-5 of the rms for the
+// transform algorithms cuDNN may pick (Winograd, FFT), whose rounding is not that of a plain sum.
+// tf32: each product carries its inputs' rounding to 10 mantissa bits (2^-11 relative), done in
+// different ways by different implementations: about 1e-3 of the rms, with tails; allow 1e-2.
+// bf16: the results are rounded to bf16 (2^-8 relative), two ulps apart at most, plus 1e-2 of the
+// rms for cuDNN's algorithms that keep bf16 intermediates. A lost tile or a wrong tap is off by
+// about the rms / 3 or more.
+std::string check_result(Prec prec, int64_t length, const std::vector<float>& got,
+                         const std::vector<float>& want) {
+  const double rms = bench::rms(want);
+  switch (prec) {
+    case Prec::F32:
+      return bench::compare(got, want, 16.0 * std::ldexp(1.0, -24) * double(length) + 1e-5 * rms,
+                            1e-4);
+    case Prec::TF32:
+      return bench::compare(got, want, 1e-2 * rms, 1e-2);
+    case Prec::BF16:
+      return bench::compare(got, want, 1e-2 * rms, 1.0 / 64);
+  }
+  return "unknown precision";
 }
 
-void run_conv(benchmark::State& state, const ConvLayer& l, Pass p) {
+// Sinter's side of one case: conv2d forward, or one gradient alone. For a gradient, a graph whose
+// conv2d node needs only the gradient timed (the input that gets it requires grad, the other does
+// not), whose backward function is then called directly through the public Node::apply.
+class OursConv {
+ public:
+  OursConv(Pass p, const Tensor& x, const Tensor& w, const Tensor& dy)
+      : p_(p), x_(x), w_(w), dy_(dy) {
+    if (p == Pass::Forward) return;
+    const Tensor xg = p == Pass::BackwardData ? x.detach().requires_grad_() : x;
+    const Tensor wg = p == Pass::BackwardFilter ? w.detach().requires_grad_() : w;
+    y_ = conv2d(xg, wg, Tensor(), opts_);
+    node_ = y_.grad_fn();
+    SINTER_CHECK(node_ != nullptr, "conv benchmark: conv2d recorded no node");
+  }
+
+  // The result: y for the forward, dx or dw for the gradients.
+  Tensor operator()() const {
+    NoGradGuard ng;
+    if (p_ == Pass::Forward) return conv2d(x_, w_, Tensor(), opts_);
+    const int slot = p_ == Pass::BackwardData ? 0 : 1;  // the node returns (dx, dw, dbias)
+    return node_->apply(std::vector<Tensor>{dy_})[slot];
+  }
+
+ private:
+  Pass p_;
+  Tensor x_, w_, dy_, y_;
+  std::shared_ptr<Node> node_;
+  Conv2dOptions opts_{.padding = {kPad, kPad}};
+};
+
+// The shape of a pass's result.
+Shape result_shape(const ConvLayer& l, Pass p) {
+  switch (p) {
+    case Pass::Forward:
+      return {l.n, l.k, l.h, l.w};
+    case Pass::BackwardData:
+      return {l.n, l.c, l.h, l.w};
+    case Pass::BackwardFilter:
+      return {l.k, l.c, kKernel, kKernel};
+  }
+  return {};
+}
+
+#if defined(SINTER_WITH_CUDA) && defined(SINTER_WITH_CUDNN)
+
+void run_conv(benchmark::State& state, const ConvLayer& l, Pass p, Prec prec) {
+  bench::PrecisionGuard guard(bench::matmul_precision(prec));
   const Device dev = Device::cuda(0);
-  const TensorOptions opts{.dtype = DType::f32, .device = dev};
+  const TensorOptions opts{.dtype = prec_dtype(prec), .device = dev};
   const cuda::Stream stream = cuda::current_stream();
   manual_seed(0);
   const Tensor x = randn({l.n, l.c, l.h, l.w}, opts);
   const Tensor w = randn({l.k, l.c, kKernel, kKernel}, opts);
   const Tensor dy = randn({l.n, l.k, l.h, l.w}, opts);  // the fixed upstream gradient
-  const Conv2dOptions conv_opts{.padding = {kPad, kPad}};
 
   // Poisoned, so that a cuDNN call that wrote nothing cannot pass for a reference.
-  const Shape out_shape = p == Pass::Forward        ? dy.shape()
-                          : p == Pass::BackwardData ? x.shape()
-                                                    : w.shape();
-  const Tensor ref = full(out_shape, std::nan(""), opts);
-  CudnnConv theirs_conv(stream, l);
-  theirs_conv.choose(p);
-
-  // Ours. For the gradients, a graph whose conv2d node needs only the gradient timed: the input
-  // that gets it requires grad, the other one does not.
-  Tensor y;
-  std::shared_ptr<Node> node;
-  if (p != Pass::Forward) {
-    const Tensor xg = p == Pass::BackwardData ? x.detach().requires_grad_() : x;
-    const Tensor wg = p == Pass::BackwardFilter ? w.detach().requires_grad_() : w;
-    y = conv2d(xg, wg, Tensor(), conv_opts);
-    node = y.grad_fn();
-    SINTER_CHECK(node != nullptr, "conv benchmark: conv2d recorded no node");
+  const Tensor ref = full(result_shape(l, p), std::nan(""), opts);
+  CudnnConv theirs_conv(stream, l, prec);
+  // No reference to compare against is not a failure of ours.
+  if (const std::string none = theirs_conv.choose(p); !none.empty()) {
+    bench::skip(state, none);
+    return;
   }
-  const int slot = p == Pass::BackwardData ? 0 : 1;  // the node returns (dx, dw, dbias)
-  auto ours_result = [&]() -> Tensor {
-    NoGradGuard ng;
-    if (p == Pass::Forward) return conv2d(x, w, Tensor(), conv_opts);
-    return node->apply(std::vector<Tensor>{dy})[slot];
-  };
+  const OursConv ours_result(p, x, w, dy);
 
   // Validate before timing: a fast wrong kernel is a bug, not a result.
   theirs_conv.run(x, w, dy, ref);
-  const std::vector<float> want = ref.to_vector<float>();
-  const std::vector<float> got = ours_result().to_vector<float>();
-  const double atol = tolerance_atol(reduction_length(l, p), bench::rms(want));
-  const std::string bad = bench::compare(got, want, atol, 1e-4);
+  const std::string bad = check_result(prec, reduction_length(l, p),
+                                       ours_result().to_vector<float>(), ref.to_vector<float>());
   if (!bad.empty()) {
     bench::fail(state, std::string(pass_name(p)) + " differs from cuDNN: " + bad);
     return;
@@ -295,43 +351,133 @@ void run_conv(benchmark::State& state, const ConvLayer& l, Pass p) {
   const double flop = 2.0 * double(l.n) * double(l.k) * double(l.h) * double(l.w) * double(l.c) *
                       double(kKernel * kKernel);
   const double ours_med = bench::median(ours_ms), theirs_med = bench::median(theirs_ms);
-  state.counters["TFLOP/s"] = flop / (ours_med * 1e-3) / 1e12;
-  state.counters["cuDNN_TFLOP/s"] = flop / (theirs_med * 1e-3) / 1e12;
+  const double ours_tf = flop / (ours_med * 1e-3) / 1e12;
+  const double theirs_tf = flop / (theirs_med * 1e-3) / 1e12;
+  state.counters["TFLOP/s"] = ours_tf;
+  state.counters["cuDNN_TFLOP/s"] = theirs_tf;
   state.counters["vs_cuDNN"] = theirs_med / ours_med;
+  bench::report("TFLOP/s", ours_tf, "cuDNN", theirs_tf, theirs_med / ours_med);
 }
 
 #endif  // SINTER_WITH_CUDA && SINTER_WITH_CUDNN
 
-void bm_conv(benchmark::State& state, ConvLayer l, Pass p) {
+void bm_conv(benchmark::State& state, std::string name, ConvLayer l, Pass p, Prec prec) {
+  bench::begin(name);
   if (bench::skip_without_cuda(state)) return;
 #if defined(SINTER_WITH_CUDA) && defined(SINTER_WITH_CUDNN)
-  bench::guarded(state, [&] { run_conv(state, l, p); });
+  bench::guarded(state, [&] { run_conv(state, l, p, prec); });
 #else
   (void)l;
   (void)p;
+  (void)prec;
   // A device but no cuDNN at build time: nothing to compare against, which is not a failure.
-  state.SkipWithError("built without cuDNN: no reference to compare against");
+  bench::skip(state, "built without cuDNN: no reference to compare against");
 #endif
 }
 
+std::string case_name(const ConvLayer& l, Pass p, Prec prec) {
+  return "conv/" + std::string(prec_name(prec)) + "/" + l.name + "/" + pass_name(p) + "/n" +
+         std::to_string(l.n) + "_c" + std::to_string(l.c) + "_k" + std::to_string(l.k) + "_" +
+         std::to_string(l.h) + "x" + std::to_string(l.w);
+}
+
 void register_all() {
-  for (const ConvLayer& l : kLayers) {
-    for (Pass p : {Pass::Forward, Pass::BackwardData, Pass::BackwardFilter}) {
-      const std::string name = "conv/" + std::string(l.name) + "/" + pass_name(p) + "/n" +
-                               std::to_string(l.n) + "_c" + std::to_string(l.c) + "_k" +
-                               std::to_string(l.k) + "_" + std::to_string(l.h) + "x" +
-                               std::to_string(l.w);
-      benchmark::RegisterBenchmark(name.c_str(), bm_conv, l, p)
-          ->Iterations(7)
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
+  for (Prec prec : {Prec::F32, Prec::TF32, Prec::BF16}) {
+    for (const ConvLayer& l : kLayers) {
+      for (Pass p : {Pass::Forward, Pass::BackwardData, Pass::BackwardFilter}) {
+        const std::string name = case_name(l, p, prec);
+        benchmark::RegisterBenchmark(name.c_str(), bm_conv, name, l, p, prec)
+            ->Iterations(7)
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
     }
   }
+}
+
+// --- --smoke: the CPU side ---
+
+// The three passes by their definitions, in double, for x (n, c, h, w), w (k, c, 3, 3),
+// dy (n, k, h, w), stride 1, padding 1: y[n,k,i,j] = sum_{c,a,b} x[n,c,i+a-1,j+b-1] w[k,c,a,b];
+// dx and dw are that sum's derivatives, contracted with dy.
+std::vector<float> direct_conv(const ConvLayer& l, Pass p, const std::vector<float>& x,
+                               const std::vector<float>& w, const std::vector<float>& dy) {
+  std::vector<double> out(numel_of(result_shape(l, p)), 0.0);
+  auto xi = [&](int64_t n, int64_t c, int64_t i, int64_t j) {
+    return ((n * l.c + c) * l.h + i) * l.w + j;
+  };
+  auto yi = [&](int64_t n, int64_t k, int64_t i, int64_t j) {
+    return ((n * l.k + k) * l.h + i) * l.w + j;
+  };
+  auto wi = [&](int64_t k, int64_t c, int64_t a, int64_t b) {
+    return ((k * l.c + c) * kKernel + a) * kKernel + b;
+  };
+  for (int64_t n = 0; n < l.n; ++n)
+    for (int64_t k = 0; k < l.k; ++k)
+      for (int64_t i = 0; i < l.h; ++i)
+        for (int64_t j = 0; j < l.w; ++j)
+          for (int64_t c = 0; c < l.c; ++c)
+            for (int64_t a = 0; a < kKernel; ++a)
+              for (int64_t b = 0; b < kKernel; ++b) {
+                const int64_t ii = i + a - kPad, jj = j + b - kPad;
+                if (ii < 0 || ii >= l.h || jj < 0 || jj >= l.w) continue;
+                switch (p) {
+                  case Pass::Forward:
+                    out[yi(n, k, i, j)] += double(x[xi(n, c, ii, jj)]) * w[wi(k, c, a, b)];
+                    break;
+                  case Pass::BackwardData:
+                    out[xi(n, c, ii, jj)] += double(dy[yi(n, k, i, j)]) * w[wi(k, c, a, b)];
+                    break;
+                  case Pass::BackwardFilter:
+                    out[wi(k, c, a, b)] += double(dy[yi(n, k, i, j)]) * x[xi(n, c, ii, jj)];
+                    break;
+                }
+              }
+  return std::vector<float>(out.begin(), out.end());
+}
+
+// Each pass and precision on a tiny layer on the CPU, set up as run_conv sets it up, against the
+// direct loops; and every registered case's name.
+void smoke() {
+  const ConvLayer l{"smoke", 2, 3, 5, 6, 4};
+  for (Prec prec : {Prec::F32, Prec::TF32, Prec::BF16}) {
+    for (Pass p : {Pass::Forward, Pass::BackwardData, Pass::BackwardFilter}) {
+      bench::smoke_guarded(case_name(l, p, prec), [&]() -> std::string {
+        bench::PrecisionGuard guard(bench::matmul_precision(prec));
+        manual_seed(0);
+        const TensorOptions opts{.dtype = prec_dtype(prec)};
+        const Tensor x = randn({l.n, l.c, l.h, l.w}, opts);
+        const Tensor w = randn({l.k, l.c, kKernel, kKernel}, opts);
+        const Tensor dy = randn({l.n, l.k, l.h, l.w}, opts);
+        const Tensor got = OursConv(p, x, w, dy)();
+        if (got.shape() != result_shape(l, p)) return "shape " + shape_str(got.shape());
+        return check_result(
+            prec, reduction_length(l, p), got.to_vector<float>(),
+            direct_conv(l, p, x.to_vector<float>(), w.to_vector<float>(), dy.to_vector<float>()));
+      });
+    }
+  }
+  bench::smoke_guarded("conv/cases", []() -> std::string {
+    int count = 0;
+    for (Prec prec : {Prec::F32, Prec::TF32, Prec::BF16})
+      for (const ConvLayer& l : kLayers)
+        for (Pass p : {Pass::Forward, Pass::BackwardData, Pass::BackwardFilter}) {
+          if (case_name(l, p, prec).empty() || numel_of(result_shape(l, p)) <= 0) return l.name;
+          ++count;
+        }
+    std::printf("smoke: %d conv cases registered on a device run\n", count);
+    return "";
+  });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const sinter::bench::Options opts = sinter::bench::parse_options(argc, argv);
+  if (opts.smoke) {
+    smoke();
+    return sinter::bench::finish_smoke("bench_conv", opts);
+  }
   register_all();
-  return sinter::bench::run_main(argc, argv);
+  return sinter::bench::run_main("bench_conv", opts, argc, argv);
 }

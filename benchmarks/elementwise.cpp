@@ -1,6 +1,6 @@
 // Memory-bound ops on CUDA (add, mul by a broadcast row, gelu, sum over the last dim), f32 and
 // bf16: GB/s beside a device-to-device cudaMemcpyAsync of as many bytes, validated against the CPU
-// first.
+// first. `--smoke` runs the setup and the validation on a small problem on the CPU instead.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,8 +38,6 @@ const char* op_name(Op op) {
 constexpr int64_t kRows = 8192, kCols = 8192;
 // Input sets the timed loop cycles through, so that no call finds its inputs in L2.
 constexpr int kSets = 2;
-
-#ifdef SINTER_WITH_CUDA
 
 // Inputs for (rows, cols): two (rows, cols) tensors for add; (rows, cols) and a (cols,) row for
 // mul_row; one (rows, cols) tensor for gelu and sum_last.
@@ -128,15 +126,16 @@ std::string validate(Op op, DType dtype, const std::vector<Tensor>& timed_in,
   const int64_t rows = 37, cols = 1003;
   const std::vector<Tensor> small = make_inputs(op, rows, cols, {.dtype = dtype});
   std::vector<Tensor> small_dev;
-  for (const Tensor& t : small) small_dev.push_back(t.cuda());
+  for (const Tensor& t : small) small_dev.push_back(t.to(timed_out.device()));
   Tolerance tol = tolerance(op, dtype, cols);
   std::string bad = bench::compare(run_op(op, small_dev).to_vector<float>(),
                                    run_op(op, small).to_vector<float>(), tol.atol, tol.rtol);
   if (!bad.empty())
     return "small (" + std::to_string(rows) + ", " + std::to_string(cols) + "): " + bad;
 
-  tol = tolerance(op, dtype, kCols);
-  for (int64_t r0 : {int64_t{0}, kRows - 2}) {
+  const int64_t timed_rows = timed_out.size(0);
+  tol = tolerance(op, dtype, timed_in[0].size(1));
+  for (int64_t r0 : {int64_t{0}, timed_rows - 2}) {
     const std::vector<float> want = run_op(op, to_cpu(rows_of(timed_in, r0, 2))).to_vector<float>();
     const std::vector<float> got = timed_out.narrow(0, r0, 2).to_vector<float>();
     bad = bench::compare(got, want, tol.atol, tol.rtol);
@@ -145,6 +144,8 @@ std::string validate(Op op, DType dtype, const std::vector<Tensor>& timed_in,
   }
   return "";
 }
+
+#ifdef SINTER_WITH_CUDA
 
 void run_elementwise(benchmark::State& state, Op op, DType dtype) {
   const Device dev = Device::cuda(0);
@@ -188,14 +189,18 @@ void run_elementwise(benchmark::State& state, Op op, DType dtype) {
     state.SetIterationTime(o * 1e-3);
   }
   const double ours_med = bench::median(ours_ms), copy_med = bench::median(copy_ms);
-  state.counters["GB/s"] = double(bytes) / (ours_med * 1e-3) / 1e9;
-  state.counters["copy_GB/s"] = double(2 * copy_bytes) / (copy_med * 1e-3) / 1e9;
-  state.counters["vs_copy"] = (double(bytes) / ours_med) / (double(2 * copy_bytes) / copy_med);
+  const double ours_gbs = double(bytes) / (ours_med * 1e-3) / 1e9;
+  const double copy_gbs = double(2 * copy_bytes) / (copy_med * 1e-3) / 1e9;
+  state.counters["GB/s"] = ours_gbs;
+  state.counters["copy_GB/s"] = copy_gbs;
+  state.counters["vs_copy"] = ours_gbs / copy_gbs;
+  bench::report("GB/s", ours_gbs, "copy", copy_gbs, ours_gbs / copy_gbs);
 }
 
 #endif  // SINTER_WITH_CUDA
 
-void bm_elementwise(benchmark::State& state, Op op, DType dtype) {
+void bm_elementwise(benchmark::State& state, std::string name, Op op, DType dtype) {
+  bench::begin(name);
   if (bench::skip_without_cuda(state)) return;
 #ifdef SINTER_WITH_CUDA
   bench::guarded(state, [&] { run_elementwise(state, op, dtype); });
@@ -210,7 +215,7 @@ void register_all() {
     for (Op op : {Op::Add, Op::MulRow, Op::Gelu, Op::SumLast}) {
       const std::string name = std::string(op_name(op)) + "/" + dtype_name(dtype) + "/" +
                                std::to_string(kRows) + "x" + std::to_string(kCols);
-      benchmark::RegisterBenchmark(name.c_str(), bm_elementwise, op, dtype)
+      benchmark::RegisterBenchmark(name.c_str(), bm_elementwise, name, op, dtype)
           ->Iterations(9)
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
@@ -218,9 +223,30 @@ void register_all() {
   }
 }
 
+// Each op and dtype on a (6, 1030) problem on the CPU: inputs, the op, its byte count and the
+// validation, through the same code as on a device.
+void smoke() {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (Op op : {Op::Add, Op::MulRow, Op::Gelu, Op::SumLast}) {
+      const std::string name = std::string(op_name(op)) + "/" + dtype_name(dtype) + "/6x1030";
+      bench::smoke_guarded(name, [&]() -> std::string {
+        manual_seed(0);
+        const std::vector<Tensor> in = make_inputs(op, 6, 1030, {.dtype = dtype});
+        if (bytes_moved(op, 6, 1030, dtype) <= 0) return "no bytes counted";
+        return validate(op, dtype, in, run_op(op, in));
+      });
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const sinter::bench::Options opts = sinter::bench::parse_options(argc, argv);
+  if (opts.smoke) {
+    smoke();
+    return sinter::bench::finish_smoke("bench_elementwise", opts);
+  }
   register_all();
-  return sinter::bench::run_main(argc, argv);
+  return sinter::bench::run_main("bench_elementwise", opts, argc, argv);
 }

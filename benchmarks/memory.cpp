@@ -1,7 +1,10 @@
-// Large memory-bound kernels on CUDA, f32: softmax and log_softmax over the last dim, cross_entropy
-// forward + backward, layer_norm and batch_norm (training) forward, sum over the last dim and an
-// Adam step. GB/s beside a device-to-device cudaMemcpyAsync of as many bytes in the same run; each
-// is validated against the CPU first. Every operand is at least 256 MB, well past the 60 MB L2.
+// Large memory-bound kernels on CUDA, f32 and bf16: softmax and log_softmax over the last dim,
+// cross_entropy forward + backward, layer_norm and batch_norm (training) forward, sum over the last
+// dim, and f32 Adam steps (one 64Mi tensor; a list of ~100M floats in 51 tensors). GB/s beside a
+// device-to-device cudaMemcpyAsync of as many bytes in the same run; each is validated against the
+// CPU first. Every operand is at least 128 MB, well past the 60 MB L2. `--smoke` sets up, validates
+// and runs each case at a tiny size on the CPU instead.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,7 +23,7 @@ namespace {
 
 using namespace sinter;
 
-enum class Op { Softmax, LogSoftmax, CrossEntropy, LayerNorm, BatchNorm, SumLast, Adam };
+enum class Op { Softmax, LogSoftmax, CrossEntropy, LayerNorm, BatchNorm, SumLast, Adam, AdamList };
 
 const char* op_name(Op op) {
   switch (op) {
@@ -38,48 +41,78 @@ const char* op_name(Op op) {
       return "sum_last";
     case Op::Adam:
       return "adam_step";
+    case Op::AdamList:
+      return "adam_step_list";
   }
   return "?";
 }
 
-// One timed problem. Row-wise ops and cross_entropy: (rows, cols). batch_norm: (rows, cols, 64, 64)
-// read as (N, C, H, W). Adam: rows * cols parameters in one tensor. Each is 64Mi f32 elements
-// (256 MiB) per operand.
+// One timed problem. Row-wise ops and cross_entropy: (rows, cols). batch_norm: (rows, cols, plane,
+// plane) read as (N, C, H, W). Adam: rows * cols parameters in one tensor. Adam list: `rows` blocks
+// of a (cols, cols) weight and a (cols) bias, plus three odd-sized tensors. Each is 64Mi elements
+// (256 MiB in f32, 128 MiB in bf16) per operand, the list ~100M floats.
 struct Case {
   Op op;
+  DType dtype;
   int64_t rows, cols;
+  int64_t plane = 64;  // batch_norm's H and W
 };
+
+constexpr DType kF32 = DType::f32, kBf16 = DType::bf16;
 
 constexpr Case kCases[] = {
-    {Op::Softmax, 65536, 1024},      {Op::Softmax, 2048, 32768},
-    {Op::LogSoftmax, 65536, 1024},   {Op::LogSoftmax, 2048, 32768},
-    {Op::CrossEntropy, 65536, 1000},  // 65536 samples of 1000 classes: 250 MiB of logits
-    {Op::LayerNorm, 65536, 1024},    {Op::LayerNorm, 16384, 4096},
-    {Op::BatchNorm, 256, 64},  // x (256, 64, 64, 64)
-    {Op::SumLast, 65536, 1024},      {Op::Adam, 8192, 8192},
+    {Op::Softmax, kF32, 65536, 1024},       {Op::Softmax, kF32, 2048, 32768},
+    {Op::LogSoftmax, kF32, 65536, 1024},    {Op::LogSoftmax, kF32, 2048, 32768},
+    {Op::CrossEntropy, kF32, 65536, 1000},  // 65536 samples of 1000 classes: 250 MiB of logits
+    {Op::LayerNorm, kF32, 65536, 1024},     {Op::LayerNorm, kF32, 16384, 4096},
+    {Op::BatchNorm, kF32, 256, 64},  // x (256, 64, 64, 64)
+    {Op::SumLast, kF32, 65536, 1024},       {Op::Adam, kF32, 8192, 8192},
+    {Op::AdamList, kF32, 24, 2048},  // 24 x (2048 x 2048 + 2048) + 5100: 100.7M floats
+    {Op::Softmax, kBf16, 65536, 1024},      {Op::LogSoftmax, kBf16, 65536, 1024},
+    {Op::CrossEntropy, kBf16, 65536, 1000}, {Op::LayerNorm, kBf16, 65536, 1024},
+    {Op::BatchNorm, kBf16, 256, 64},        {Op::SumLast, kBf16, 65536, 1024},
 };
 
-constexpr int64_t kPlane = 64;  // batch_norm's H and W
 // Input sets the row-wise ops cycle through, so that no call finds its input in L2.
 constexpr int kSets = 2;
+
+// The parameter shapes of an Adam list case: `rows` blocks of a (cols, cols) weight and a (cols)
+// bias, then odd sizes (vector tails, a tensor smaller than a block of threads).
+std::vector<Shape> adam_list_shapes(const Case& c) {
+  std::vector<Shape> shapes;
+  for (int64_t i = 0; i < c.rows; ++i) {
+    shapes.push_back({c.cols, c.cols});
+    shapes.push_back({c.cols});
+  }
+  for (const Shape& odd : {Shape{1000, 5}, Shape{97}, Shape{3}}) shapes.push_back(odd);
+  return shapes;
+}
+
+int64_t adam_list_numel(const Case& c) {
+  int64_t n = 0;
+  for (const Shape& s : adam_list_shapes(c)) n += numel_of(s);
+  return n;
+}
 
 std::string case_name(const Case& c) {
   std::string shape;
   switch (c.op) {
     case Op::BatchNorm:
-      shape = std::to_string(c.rows) + "x" + std::to_string(c.cols) + "x" + std::to_string(kPlane) +
-              "x" + std::to_string(kPlane);
+      shape = std::to_string(c.rows) + "x" + std::to_string(c.cols) + "x" +
+              std::to_string(c.plane) + "x" + std::to_string(c.plane);
       break;
     case Op::Adam:
       shape = std::to_string((c.rows * c.cols) >> 20) + "Mi_params";
       break;
+    case Op::AdamList:
+      shape = std::to_string(adam_list_shapes(c).size()) + "_tensors_" +
+              std::to_string(adam_list_numel(c)) + "_params";
+      break;
     default:
       shape = std::to_string(c.rows) + "x" + std::to_string(c.cols);
   }
-  return std::string(op_name(c.op)) + "/f32/" + shape;
+  return std::string(op_name(c.op)) + "/" + dtype_name(c.dtype) + "/" + shape;
 }
-
-#ifdef SINTER_WITH_CUDA
 
 // What a benchmark times: call(i) runs once on input set i % kSets; bytes is what one call must
 // read plus write at the least (each operand touched once unless said otherwise).
@@ -92,6 +125,11 @@ struct Problem {
 std::string where_bad(const std::string& what, const std::string& bad) {
   return bad.empty() ? "" : what + ": " + bad;
 }
+
+int64_t esize(DType dtype) { return static_cast<int64_t>(element_size(dtype)); }
+
+// A tensor on `dev`, or the undefined tensor.
+Tensor on(const Tensor& t, Device dev) { return t.defined() ? t.to(dev) : t; }
 
 // --- row-wise ops: softmax, log_softmax, layer_norm, sum over the last dim ---
 
@@ -119,43 +157,45 @@ struct Tolerance {
 // at worst, relative); its values are near 1 / cols, hence the small atol. log_softmax: the log of
 // that sum, an absolute error near 1e-6 on values near -log(cols). layer_norm: mean and variance
 // summed in two orders, about 1e-6 absolute on unit-scale outputs. sum: as in elementwise.cpp.
-Tolerance rowwise_tolerance(Op op, int64_t cols) {
+// bf16: both sides compute in f32 from the same bf16 inputs and round the result, which may land
+// an ulp (2^-8 relative) apart, so an rtol of two ulps; layer_norm's w * x_hat + b may cancel to
+// near 0, where the two f32 values differ by about 1e-6 of its terms' scale: atol 1e-2.
+Tolerance rowwise_tolerance(Op op, DType dtype, int64_t cols) {
+  const bool bf16 = dtype == DType::bf16;
   switch (op) {
     case Op::Softmax:
-      return {1e-9, 1e-4};
+      return {1e-9, bf16 ? 1.0 / 64 : 1e-4};
     case Op::LogSoftmax:
-      return {1e-5, 1e-5};
+      return {1e-5, bf16 ? 1.0 / 64 : 1e-5};
     case Op::LayerNorm:
-      return {1e-5, 1e-5};
+      return bf16 ? Tolerance{1e-2, 1.0 / 64} : Tolerance{1e-5, 1e-5};
     case Op::SumLast:
-      return {1e-6 * double(cols), 1e-5};
+      return {1e-6 * double(cols), bf16 ? 1.0 / 64 : 1e-5};
     default:
       return {0.0, 0.0};
   }
 }
 
-// "" when the CUDA op matches the CPU op on a small problem with odd sizes (vector tails, partial
-// blocks), on a few rows of the timed width (its per-row code path), and on the first and last rows
-// of the timed problem itself (its launch configuration).
-std::string validate_rowwise(Op op, int64_t cols, const Tensor& x, const Tensor& weight,
-                             const Tensor& bias, const Tensor& out) {
+// "" when the op on `dev` matches the CPU op on a small problem with odd sizes (vector tails,
+// partial blocks), on a few rows of the timed width (its per-row code path), and on the first and
+// last rows of the timed problem itself (its launch configuration).
+std::string validate_rowwise(Op op, DType dtype, Device dev, int64_t cols, const Tensor& x,
+                             const Tensor& weight, const Tensor& bias, const Tensor& out) {
   for (const auto& [r, c] : {std::pair<int64_t, int64_t>{37, 1003}, {3, cols}}) {
-    const Tensor xs = randn({r, c});
+    const Tensor xs = randn({r, c}, {.dtype = dtype});
     Tensor ws, bs;
     if (op == Op::LayerNorm) {
-      ws = randn({c});
-      bs = randn({c});
+      ws = randn({c}, {.dtype = dtype});
+      bs = randn({c}, {.dtype = dtype});
     }
-    const Tolerance tol = rowwise_tolerance(op, c);
-    const Tensor got =
-        run_rowwise(op, xs.cuda(), ws.defined() ? ws.cuda() : ws, bs.defined() ? bs.cuda() : bs);
+    const Tolerance tol = rowwise_tolerance(op, dtype, c);
+    const Tensor got = run_rowwise(op, xs.to(dev), on(ws, dev), on(bs, dev));
     const std::string bad = bench::compare(
         got.to_vector<float>(), run_rowwise(op, xs, ws, bs).to_vector<float>(), tol.atol, tol.rtol);
     if (!bad.empty()) return shape_str({r, c}) + ": " + bad;
   }
-  const Tolerance tol = rowwise_tolerance(op, cols);
-  const Tensor wc = weight.defined() ? weight.cpu() : weight;
-  const Tensor bc = bias.defined() ? bias.cpu() : bias;
+  const Tolerance tol = rowwise_tolerance(op, dtype, cols);
+  const Tensor wc = on(weight, Device::cpu()), bc = on(bias, Device::cpu());
   for (int64_t r0 : {int64_t{0}, x.size(0) - 2}) {
     const std::vector<float> want =
         run_rowwise(op, x.narrow(0, r0, 2).cpu(), wc, bc).to_vector<float>();
@@ -169,8 +209,8 @@ std::string validate_rowwise(Op op, int64_t cols, const Tensor& x, const Tensor&
 
 // Bytes: x read once and the output written once; layer_norm also reads its (cols) weight and
 // bias; sum writes one value per row.
-Problem make_rowwise(const Case& c, std::string& bad) {
-  const TensorOptions opts{.dtype = DType::f32, .device = Device::cuda(0)};
+Problem make_rowwise(const Case& c, Device dev, std::string& bad) {
+  const TensorOptions opts{.dtype = c.dtype, .device = dev};
   auto xs = std::make_shared<std::vector<Tensor>>();
   for (int i = 0; i < kSets; ++i) xs->push_back(randn({c.rows, c.cols}, opts));
   Tensor weight, bias;
@@ -178,8 +218,8 @@ Problem make_rowwise(const Case& c, std::string& bad) {
     weight = randn({c.cols}, opts);
     bias = randn({c.cols}, opts);
   }
-  bad = where_bad(op_name(c.op), validate_rowwise(c.op, c.cols, (*xs)[0], weight, bias,
-                                                  run_rowwise(c.op, (*xs)[0], weight, bias)));
+  bad = where_bad(op_name(c.op), validate_rowwise(c.op, c.dtype, dev, c.cols, (*xs)[0], weight,
+                                                  bias, run_rowwise(c.op, (*xs)[0], weight, bias)));
   const int64_t n = c.rows * c.cols;
   int64_t elements = 2 * n;
   if (c.op == Op::LayerNorm) elements += 2 * c.cols;
@@ -187,7 +227,7 @@ Problem make_rowwise(const Case& c, std::string& bad) {
   const Op op = c.op;
   return {.call = [xs, weight, bias,
                    op](int i) { (void)run_rowwise(op, (*xs)[i % kSets], weight, bias); },
-          .bytes = elements * 4};
+          .bytes = elements * esize(c.dtype)};
 }
 
 // --- cross_entropy forward + backward ---
@@ -202,20 +242,23 @@ std::pair<Tensor, Tensor> cross_entropy_fwd_bwd(const Tensor& logits, const Tens
   return {loss, dx};
 }
 
-std::string validate_cross_entropy() {
+// bf16: the loss and the gradient rounded to bf16 on both sides: two ulps.
+std::string validate_cross_entropy(DType dtype, Device dev) {
+  const double rtol = dtype == DType::bf16 ? 1.0 / 64 : 1e-5;
   for (const auto& [n, c] : {std::pair<int64_t, int64_t>{37, 1003}, {64, 1000}}) {
-    const Tensor logits = randn({n, c}).requires_grad_();
+    const Tensor logits = randn({n, c}, {.dtype = dtype}).requires_grad_();
     const Tensor target = randint(0, c, {n});
-    const Tensor logits_dev = logits.detach().cuda().requires_grad_();
+    const Tensor logits_dev = logits.detach().to(dev).requires_grad_();
     const auto [loss_want, dx_want] = cross_entropy_fwd_bwd(logits, target);
-    const auto [loss_got, dx_got] = cross_entropy_fwd_bwd(logits_dev, target.cuda());
+    const auto [loss_got, dx_got] = cross_entropy_fwd_bwd(logits_dev, target.to(dev));
     const std::string where = shape_str({n, c});
     std::string bad =
-        bench::compare(loss_got.to_vector<float>(), loss_want.to_vector<float>(), 1e-6, 1e-5);
+        bench::compare(loss_got.to_vector<float>(), loss_want.to_vector<float>(), 1e-6, rtol);
     if (!bad.empty()) return where + " loss: " + bad;
     // The gradient is softmax - onehot over n: relative to its largest element.
     const std::vector<float> want = dx_want.to_vector<float>();
-    bad = bench::compare(dx_got.to_vector<float>(), want, 1e-5 * bench::max_abs(want), 1e-4);
+    bad = bench::compare(dx_got.to_vector<float>(), want, 1e-5 * bench::max_abs(want),
+                         std::max(rtol, 1e-4));
     if (!bad.empty()) return where + " gradient: " + bad;
   }
   return "";
@@ -225,33 +268,41 @@ std::string validate_cross_entropy() {
 // targets read twice; the per-sample log-sum-exp (f32) written and read back, the per-sample loss
 // written. cross_entropy checks its targets' range on the host, so it waits on the device once per
 // call.
-Problem make_cross_entropy(const Case& c, std::string& bad) {
-  const Device dev = Device::cuda(0);
-  bad = where_bad("cross_entropy", validate_cross_entropy());
-  const Tensor logits = randn({c.rows, c.cols}, {.device = dev}).requires_grad_();
+Problem make_cross_entropy(const Case& c, Device dev, std::string& bad) {
+  bad = where_bad("cross_entropy", validate_cross_entropy(c.dtype, dev));
+  const Tensor logits = randn({c.rows, c.cols}, {.dtype = c.dtype, .device = dev}).requires_grad_();
   const Tensor target = randint(0, c.cols, {c.rows}, {.dtype = DType::i64, .device = dev});
   const int64_t n = c.rows * c.cols;
   return {.call = [logits, target](int) { (void)cross_entropy_fwd_bwd(logits, target); },
-          .bytes = 3 * n * 4 + c.rows * (2 * 8 + 3 * 4),
+          .bytes = 3 * n * esize(c.dtype) + c.rows * (2 * 8 + 2 * 4 + esize(c.dtype)),
           .host_syncs = true};
 }
 
 // --- batch_norm, training forward ---
 
-std::string validate_batch_norm() {
+// bf16: outputs and running statistics rounded to bf16 on both sides: two ulps, and atol 1e-2 for
+// outputs that cancel to near 0 (as for layer_norm).
+std::string validate_batch_norm(DType dtype, Device dev) {
+  const bool bf16 = dtype == DType::bf16;
+  const Tolerance out_tol = bf16 ? Tolerance{1e-2, 1.0 / 64} : Tolerance{1e-5, 1e-5};
+  const Tolerance stat_tol = bf16 ? Tolerance{1e-3, 1.0 / 64} : Tolerance{1e-6, 1e-5};
+  const TensorOptions opts{.dtype = dtype};
   for (const Shape& shape : {Shape{6, 5, 7, 9}, Shape{64, 8, 32, 32}}) {
     const int64_t ch = shape[1];
-    const Tensor x = randn(shape), w = randn({ch}), b = randn({ch});
-    const Tensor rm = randn({ch}), rv = rand({ch}) + 0.5;
-    const Tensor rm_dev = rm.cuda(), rv_dev = rv.cuda();
+    const Tensor x = randn(shape, opts), w = randn({ch}, opts), b = randn({ch}, opts);
+    const Tensor rm = randn({ch}, opts), rv = (rand({ch}) + 0.5).to(dtype);
+    const Tensor rm_dev = rm.to(dev).clone(), rv_dev = rv.to(dev).clone();
     const Tensor want = batch_norm(x, rm, rv, w, b, true);
-    const Tensor got = batch_norm(x.cuda(), rm_dev, rv_dev, w.cuda(), b.cuda(), true);
+    const Tensor got = batch_norm(x.to(dev), rm_dev, rv_dev, w.to(dev), b.to(dev), true);
     const std::string where = shape_str(shape);
-    std::string bad = bench::compare(got.to_vector<float>(), want.to_vector<float>(), 1e-5, 1e-5);
+    std::string bad =
+        bench::compare(got.to_vector<float>(), want.to_vector<float>(), out_tol.atol, out_tol.rtol);
     if (!bad.empty()) return where + " output: " + bad;
-    bad = bench::compare(rm_dev.to_vector<float>(), rm.to_vector<float>(), 1e-6, 1e-5);
+    bad = bench::compare(rm_dev.to_vector<float>(), rm.to_vector<float>(), stat_tol.atol,
+                         stat_tol.rtol);
     if (!bad.empty()) return where + " running_mean: " + bad;
-    bad = bench::compare(rv_dev.to_vector<float>(), rv.to_vector<float>(), 1e-6, 1e-5);
+    bad = bench::compare(rv_dev.to_vector<float>(), rv.to_vector<float>(), stat_tol.atol,
+                         stat_tol.rtol);
     if (!bad.empty()) return where + " running_var: " + bad;
   }
   return "";
@@ -259,67 +310,90 @@ std::string validate_batch_norm() {
 
 // Bytes: x read twice and the output written once, the least a kernel moves when x does not fit
 // in cache (one pass for the batch statistics, one to normalize); the (C) vectors are negligible.
-Problem make_batch_norm(const Case& c, std::string& bad) {
-  const TensorOptions opts{.dtype = DType::f32, .device = Device::cuda(0)};
-  bad = where_bad("batch_norm", validate_batch_norm());
+Problem make_batch_norm(const Case& c, Device dev, std::string& bad) {
+  const TensorOptions opts{.dtype = c.dtype, .device = dev};
+  bad = where_bad("batch_norm", validate_batch_norm(c.dtype, dev));
   auto xs = std::make_shared<std::vector<Tensor>>();
-  for (int i = 0; i < kSets; ++i) xs->push_back(randn({c.rows, c.cols, kPlane, kPlane}, opts));
+  for (int i = 0; i < kSets; ++i) xs->push_back(randn({c.rows, c.cols, c.plane, c.plane}, opts));
   const Tensor w = randn({c.cols}, opts), b = randn({c.cols}, opts);
   const Tensor rm = zeros({c.cols}, opts), rv = ones({c.cols}, opts);
   return {
       .call = [xs, w, b, rm, rv](int i) { (void)batch_norm((*xs)[i % kSets], rm, rv, w, b, true); },
-      .bytes = 3 * c.rows * c.cols * kPlane * kPlane * 4};
+      .bytes = 3 * c.rows * c.cols * c.plane * c.plane * esize(c.dtype)};
 }
 
-// --- Adam step ---
+// --- Adam steps ---
 
-std::string validate_adam() {
-  const int64_t n = 4099;  // odd: vector tails
-  const Tensor p0 = randn({n});
-  std::vector<Tensor> grads;
-  for (int s = 0; s < 3; ++s) grads.push_back(randn({n}));
-  Tensor p_cpu = p0.clone().requires_grad_(), p_dev = p0.cuda().requires_grad_();
-  optim::Adam opt_cpu({p_cpu}), opt_dev({p_dev});
-  for (const Tensor& g : grads) {
-    p_cpu.set_grad(g);
-    p_dev.set_grad(g.cuda());
+// Three steps on `dev` and on the CPU from the same parameters and gradients; "" when the
+// parameters agree after them. Odd sizes: vector tails, tensors smaller than a block.
+std::string validate_adam(const std::vector<Shape>& shapes, Device dev) {
+  std::vector<Tensor> p_cpu, p_dev;
+  for (const Shape& s : shapes) {
+    const Tensor p0 = randn(s);
+    p_cpu.push_back(p0.clone().requires_grad_());
+    p_dev.push_back(p0.to(dev).clone().requires_grad_());
+  }
+  optim::Adam opt_cpu(p_cpu), opt_dev(p_dev);
+  for (int step = 0; step < 3; ++step) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const Tensor g = randn(shapes[i]);
+      p_cpu[i].set_grad(g);
+      p_dev[i].set_grad(g.to(dev));
+    }
     opt_cpu.step();
     opt_dev.step();
   }
-  return where_bad("after 3 steps",
-                   bench::compare(p_dev.to_vector<float>(), p_cpu.to_vector<float>(), 1e-6, 1e-5));
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::string bad =
+        bench::compare(p_dev[i].to_vector<float>(), p_cpu[i].to_vector<float>(), 1e-6, 1e-5);
+    if (!bad.empty()) return "tensor " + std::to_string(i) + " after 3 steps: " + bad;
+  }
+  return "";
 }
 
 // Bytes: the parameters and the two moments read and written, the gradients read: 7 passes over
 // the parameter count. The optimizer holds its state; one step per call.
-Problem make_adam(const Case& c, std::string& bad) {
-  const TensorOptions opts{.dtype = DType::f32, .device = Device::cuda(0)};
-  bad = where_bad("adam", validate_adam());
-  const int64_t n = c.rows * c.cols;
-  Tensor p = randn({n}, opts).requires_grad_();
-  p.set_grad(randn({n}, opts));
-  auto opt = std::make_shared<optim::Adam>(std::vector<Tensor>{p});
+Problem make_adam(const Case& c, Device dev, std::string& bad) {
+  const TensorOptions opts{.dtype = DType::f32, .device = dev};
+  const std::vector<Shape> shapes =
+      c.op == Op::Adam ? std::vector<Shape>{{c.rows * c.cols}} : adam_list_shapes(c);
+  bad = where_bad(op_name(c.op),
+                  validate_adam(c.op == Op::Adam ? std::vector<Shape>{{4099}}
+                                                 : std::vector<Shape>{{4099}, {3}, {64, 33}, {1}},
+                                dev));
+  std::vector<Tensor> params;
+  int64_t n = 0;
+  for (const Shape& s : shapes) {
+    Tensor p = randn(s, opts).requires_grad_();
+    p.set_grad(randn(s, opts));
+    params.push_back(p);
+    n += numel_of(s);
+  }
+  auto opt = std::make_shared<optim::Adam>(params);
   return {.call = [opt](int) { opt->step(); }, .bytes = 7 * n * 4};
 }
 
-Problem make_problem(const Case& c, std::string& bad) {
+Problem make_problem(const Case& c, Device dev, std::string& bad) {
   switch (c.op) {
     case Op::CrossEntropy:
-      return make_cross_entropy(c, bad);
+      return make_cross_entropy(c, dev, bad);
     case Op::BatchNorm:
-      return make_batch_norm(c, bad);
+      return make_batch_norm(c, dev, bad);
     case Op::Adam:
-      return make_adam(c, bad);
+    case Op::AdamList:
+      return make_adam(c, dev, bad);
     default:
-      return make_rowwise(c, bad);
+      return make_rowwise(c, dev, bad);
   }
 }
+
+#ifdef SINTER_WITH_CUDA
 
 void run_memory(benchmark::State& state, const Case& c) {
   const Device dev = Device::cuda(0);
   manual_seed(0);
   std::string bad;
-  const Problem prob = make_problem(c, bad);
+  const Problem prob = make_problem(c, dev, bad);
   if (!bad.empty()) {
     bench::fail(state, std::string(op_name(c.op)) + " differs from the CPU: " + bad);
     return;
@@ -356,14 +430,18 @@ void run_memory(benchmark::State& state, const Case& c) {
     state.SetIterationTime(o * 1e-3);
   }
   const double ours_med = bench::median(ours_ms), copy_med = bench::median(copy_ms);
-  state.counters["GB/s"] = double(prob.bytes) / (ours_med * 1e-3) / 1e9;
-  state.counters["copy_GB/s"] = double(2 * copy_bytes) / (copy_med * 1e-3) / 1e9;
-  state.counters["vs_copy"] = (double(prob.bytes) / ours_med) / (double(2 * copy_bytes) / copy_med);
+  const double ours_gbs = double(prob.bytes) / (ours_med * 1e-3) / 1e9;
+  const double copy_gbs = double(2 * copy_bytes) / (copy_med * 1e-3) / 1e9;
+  state.counters["GB/s"] = ours_gbs;
+  state.counters["copy_GB/s"] = copy_gbs;
+  state.counters["vs_copy"] = ours_gbs / copy_gbs;
+  bench::report("GB/s", ours_gbs, "copy", copy_gbs, ours_gbs / copy_gbs);
 }
 
 #endif  // SINTER_WITH_CUDA
 
-void bm_memory(benchmark::State& state, Case c) {
+void bm_memory(benchmark::State& state, std::string name, Case c) {
+  bench::begin(name);
   if (bench::skip_without_cuda(state)) return;
 #ifdef SINTER_WITH_CUDA
   bench::guarded(state, [&] { run_memory(state, c); });
@@ -374,16 +452,45 @@ void bm_memory(benchmark::State& state, Case c) {
 
 void register_all() {
   for (const Case& c : kCases) {
-    benchmark::RegisterBenchmark(case_name(c).c_str(), bm_memory, c)
+    const std::string name = case_name(c);
+    benchmark::RegisterBenchmark(name.c_str(), bm_memory, name, c)
         ->Iterations(9)
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   }
 }
 
+// Each case shrunk to a few rows (Adam lists: two blocks of 64), set up, validated and run twice on
+// the CPU, through the same code as on a device.
+void smoke() {
+  for (const Case& c : kCases) {
+    Case small = c;
+    small.rows = c.op == Op::AdamList ? 2 : c.op == Op::BatchNorm ? 4 : 3;
+    small.cols = c.op == Op::AdamList    ? 64
+                 : c.op == Op::BatchNorm ? 3
+                                         : std::min<int64_t>(c.cols, 1003);
+    small.plane = 5;
+    bench::smoke_guarded(case_name(c) + " (as " + case_name(small) + ")", [&]() -> std::string {
+      manual_seed(0);
+      std::string bad;
+      const Problem prob = make_problem(small, Device::cpu(), bad);
+      if (!bad.empty()) return bad;
+      if (prob.bytes <= 0) return "no bytes counted";
+      prob.call(0);
+      prob.call(1);
+      return "";
+    });
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const sinter::bench::Options opts = sinter::bench::parse_options(argc, argv);
+  if (opts.smoke) {
+    smoke();
+    return sinter::bench::finish_smoke("bench_memory", opts);
+  }
   register_all();
-  return sinter::bench::run_main(argc, argv);
+  return sinter::bench::run_main("bench_memory", opts, argc, argv);
 }

@@ -3,12 +3,12 @@
 # the `gpu` tests, then the rest of the suite, then every benchmark, and prints a summary table last.
 # Where python3 imports a CUDA-enabled PyTorch, benchmarks/pytorch_reference.py times the same
 # training steps and benchmarks/compare.py adds the Sinter/PyTorch table to the summary.
-# OUTDIR gets at most 8 files: build.log, test.log, bench.log, summary.txt and the JSON results,
-# bench_<name>.json and pytorch_reference.json each, or all of them in one bench.json when there are
-# more than four.
-# Installs nothing. Exits nonzero when the build, a test, a benchmark or the PyTorch script failed;
-# the summary is written either way. Env: SINTER_BUILD_DIR (default build-gpu), SINTER_COMMIT (the
-# commit to name in the summary, for copies of the tree without .git).
+# OUTDIR gets at most 8 files: build.log, test.log, bench.log, kernels.log (scripts/check_kernels.sh),
+# summary.txt and the JSON results, bench_<name>.json and pytorch_reference.json each, or all of them
+# in one bench.json when there are more than three.
+# Installs nothing. Exits nonzero when the build, a test, a benchmark, the kernel check or the PyTorch
+# script failed; the summary is written either way. Env: SINTER_BUILD_DIR (default build-gpu),
+# SINTER_COMMIT (the commit to name in the summary, for copies of the tree without .git).
 set -uo pipefail
 
 if [ $# -ne 1 ]; then
@@ -46,6 +46,15 @@ build_start=$(date +%s)
 } 2>&1 | tee "$out/build.log"
 build_rc=${PIPESTATUS[0]}
 build_s=$(( $(date +%s) - build_start ))
+
+# --- the kernels' instructions and resource usage (wgmma/TMA in the sm_90a GEMM, no spills) ---
+if [ "$build_rc" -eq 0 ]; then
+  scripts/check_kernels.sh "$build_dir" >"$out/kernels.log" 2>&1
+  kernels_rc=$?
+else
+  echo "not run: the build failed" >"$out/kernels.log"
+  kernels_rc=1
+fi
 
 # --- tests: the gpu label, then everything else (together, the full suite) ---
 # Prints "total failed skipped" from a ctest JUnit file.
@@ -123,7 +132,7 @@ fi
 
 shopt -s nullglob
 jsons=("$json_dir"/*.json)
-if [ ${#jsons[@]} -le 4 ]; then
+if [ ${#jsons[@]} -le 3 ]; then
   for json in "${jsons[@]}"; do cp "$json" "$out/"; done
 elif [ ${#jsons[@]} -gt 0 ]; then
   {
@@ -156,16 +165,29 @@ fi
     printf '%-8s %7d %7d %8d %7d\n' "$label" $(( total - failed - skipped )) "$failed" "$skipped" "$total"
   done
   echo "benchmarks: ${#benches[@]} run, ${#bench_failed[@]} failed${bench_failed:+: ${bench_failed[*]}}"
-  # The result rows of each benchmark's console table: the lines after its second dashed rule. The
+  # Each benchmark's short table (the markdown lines it prints last: figure, reference, ratio), or
+  # without one the result rows of its console table (the lines after its second dashed rule). The
   # PyTorch part of bench.log comes last and is summed up by compare.py's table instead.
-  awk '/^== (pytorch_reference|compare)$/ {exit} /^== / {print; rules = 0; next}
-       /^----------/ {rules++; next} rules >= 2 && NF {print "  " $0}' "$out/bench.log"
+  awk 'function flush(  i) {
+         if (n_table) { for (i = 1; i <= n_table; i++) print "  " table[i] }
+         else { for (i = 1; i <= n_rows; i++) print "  " rows[i] }
+         n_table = 0; n_rows = 0
+       }
+       done {next}
+       /^== (pytorch_reference|compare)$/ {flush(); done = 1; next}
+       /^== / {flush(); print; rules = 0; next}
+       /^\|/ {table[++n_table] = $0; next}
+       /^----------/ {rules++; next}
+       rules >= 2 && NF {rows[++n_rows] = $0}
+       END {if (!done) flush()}' "$out/bench.log"
+  echo "kernel check (scripts/check_kernels.sh):"
+  sed 's/^/  /' "$out/kernels.log"
   echo "pytorch reference: $pytorch_status"
   if [ -n "$compare_table" ]; then echo "$compare_table"; fi
   echo "total: $(( $(date +%s) - start ))s"
 } | tee "$out/summary.txt"
 
 if [ "$build_rc" -ne 0 ] || [ "$test_rc" -ne 0 ] || [ ${#bench_failed[@]} -ne 0 ] ||
-  [ "$pytorch_rc" -ne 0 ]; then
+  [ "$pytorch_rc" -ne 0 ] || [ "$kernels_rc" -ne 0 ]; then
   exit 1
 fi

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Checks benchmarks/compare.py on the fixture pair in this folder (bench_train_step's Google
+Benchmark JSON, plain and folded the way scripts/gpu_check.sh folds it, and pytorch_reference.py's
+JSON) against compare_expected.txt, and pytorch_reference.py's argument handling. Exits 0 when all
+pass, 1 otherwise.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(HERE)
+SINTER = os.path.join(HERE, "sinter_train_step.json")
+PYTORCH = os.path.join(HERE, "pytorch_reference.json")
+
+
+def run(script, *args):
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, script), *args],
+                          capture_output=True, text=True, timeout=300, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def main():
+    with open(os.path.join(HERE, "compare_expected.txt"), encoding="utf-8") as f:
+        expected = f.read()
+    failures = []
+
+    def check(what, ok, detail=""):
+        print(f"{'ok    ' if ok else 'FAILED'} {what}")
+        if not ok:
+            failures.append(what)
+            if detail:
+                print(detail)
+
+    rc, out, err = run("compare.py", SINTER, PYTORCH)
+    check("compare.py on the fixture pair", rc == 0 and out == expected,
+          f"rc {rc}\n--- got\n{out}{err}--- expected\n{expected}")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        # scripts/gpu_check.sh folds the per-program files into one object keyed by program.
+        with open(SINTER, encoding="utf-8") as f:
+            folded = {"gemm": {"benchmarks": []}, "train_step": json.load(f)}
+        folded_path = os.path.join(tmp, "bench.json")
+        with open(folded_path, "w", encoding="utf-8") as f:
+            json.dump(folded, f)
+        rc, out, err = run("compare.py", folded_path, PYTORCH)
+        check("compare.py on a folded bench.json", rc == 0 and out == expected,
+              f"rc {rc}\n--- got\n{out}{err}")
+
+        missing = os.path.join(tmp, "missing.json")
+        rc, out, err = run("compare.py", missing, missing)
+        check("compare.py without figures exits 1", rc == 1, f"rc {rc}\n{out}{err}")
+
+    rc, out, err = run("pytorch_reference.py", "--workloads", "nope")
+    check("pytorch_reference.py rejects an unknown workload", rc == 2 and "unknown workload" in err,
+          f"rc {rc}\n{out}{err}")
+    # Without torch this says so and exits 0; with it, one CPU (or GPU) step of the mlp.
+    rc, out, err = run("pytorch_reference.py", "--smoke", "--workloads", "mlp", "--precisions",
+                       "fp32")
+    check("pytorch_reference.py --smoke on the mlp", rc == 0, f"rc {rc}\n{out}{err}")
+
+    print(f"{len(failures)} check(s) failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# scripts/check_kernels.sh without cuobjdump: compiles the GEMM and convolution sources again with
+# the build's nvcc, (a) checking that the sm_90a GEMM's PTX holds wgmma.mma_async and
+# cp.async.bulk.tensor, (b) reading ptxas's report for every kernel: no stack frame, no spills.
+#
+#   scripts/lib/check_kernels_nvcc.sh NVCC "ARCHS" SOURCE_DIR     (ARCHS as in CMake, e.g. "80;90a")
+set -uo pipefail
+nvcc=$1
+archs=$2
+src=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+gencode=()
+for a in ${archs//;/ }; do
+  a=${a%-real}
+  a=${a%-virtual}
+  gencode+=("-gencode=arch=compute_$a,code=[compute_$a,sm_$a]")
+done
+flags=(-std=c++20 --expt-relaxed-constexpr -I"$src/include" -I"$src/src" -DSINTER_WITH_CUDA=1)
+
+failed=0
+mapfile -t sources < <(ls "$src"/kernels/gemm*.cu "$src"/kernels/conv*.cu 2>/dev/null)
+[ ${#sources[@]} -gt 0 ] || { echo "FAILED: no kernels/gemm*.cu or conv*.cu under $src"; exit 1; }
+
+# --- (a) the sm_90a GEMM's PTX ---
+if [[ ";$archs;" == *";90a;"* ]] && [ -f "$src/kernels/gemm_wgmma.cu" ]; then
+  if ! "$nvcc" "${flags[@]}" -arch=sm_90a -ptx "$src/kernels/gemm_wgmma.cu" -o "$work/wgmma.ptx" \
+    2>"$work/ptx.err"; then
+    echo "FAILED (a): nvcc -ptx kernels/gemm_wgmma.cu:"
+    cat "$work/ptx.err"
+    failed=1
+  else
+    entries=$(grep -c '\.entry .*gemm_wgmma' "$work/wgmma.ptx")
+    wgmma=$(grep -c 'wgmma\.mma_async' "$work/wgmma.ptx")
+    tma=$(grep -c 'cp\.async\.bulk\.tensor' "$work/wgmma.ptx")
+    if [ "$entries" -gt 0 ] && [ "$wgmma" -gt 0 ] && [ "$tma" -gt 0 ]; then
+      echo "ok (a): $entries sm_90a GEMM kernel(s); the PTX has $wgmma wgmma.mma_async and $tma cp.async.bulk.tensor"
+    else
+      echo "FAILED (a): gemm_wgmma kernels $entries, wgmma.mma_async $wgmma, cp.async.bulk.tensor $tma"
+      failed=1
+    fi
+  fi
+else
+  echo "skipped (a): the build's architectures ($archs) do not include 90a"
+fi
+
+# --- (b) ptxas's report: "Compiling entry function 'NAME' for 'sm_XX'" ... "N bytes stack frame,
+# N bytes spill stores, N bytes spill loads" ---
+checked=0
+for f in "${sources[@]}"; do
+  if ! "$nvcc" "${flags[@]}" "${gencode[@]}" -Xptxas -v -c "$f" -o "$work/k.o" 2>"$work/ptxas.log"; then
+    echo "FAILED (b): nvcc -c $f:"
+    cat "$work/ptxas.log"
+    failed=1
+    continue
+  fi
+  report=$(awk -v file="$(basename "$f")" '
+    /Compiling entry function/ { name = $0; sub(/^[^'\'']*'\''/, "", name); sub(/'\''.*$/, "", name); next }
+    /bytes stack frame/ && name != "" {
+      split($0, w, /[ ,]+/)
+      stack = $1; spill_st = $5; spill_ld = $9
+      print (stack == 0 && spill_st == 0 && spill_ld == 0 ? "ok" : "bad"), file, stack, spill_st, spill_ld, name
+      name = ""
+    }' "$work/ptxas.log")
+  checked=$((checked + $(grep -c . <<<"$report")))
+  bad=$(grep '^bad' <<<"$report")
+  if [ -n "$bad" ]; then
+    echo "FAILED (b): kernels with a stack frame or spills (file, stack, spill stores, spill loads, kernel):"
+    sed 's/^bad /  /' <<<"$bad"
+    failed=1
+  fi
+done
+[ $failed -eq 0 ] && echo "ok (b): $checked GEMM/convolution kernel compilations, none with a stack frame or spills"
+echo "check_kernels (nvcc): ${#sources[@]} source(s), $([ $failed -eq 0 ] && echo passed || echo FAILED)"
+exit $failed
