@@ -15,6 +15,7 @@
 #include "accumulate.cuh"
 #include "conv_tc.cuh"
 #include "cuda_check.cuh"
+#include "device_info.cuh"
 #include "internal/kernels_conv.h"
 
 namespace sinter::cudak {
@@ -275,8 +276,7 @@ void conv2d_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
   // K (the batch times the output plane) is usually far longer than M and N, so when the output
   // tiles alone cannot fill the device, K is split over about 2 blocks per SM.
   // The tensor-core kernels tile differently and step k by conv_tc_k_step.
-  int sms = 0;
-  SINTER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.device));
+  const int sms = device_sm_count(ctx.device);
   const bool tc = conv_tc_supported(ctx.device, g, dtype);
   const int64_t k_step = tc ? conv_tc_k_step(dtype) : kBK;
   const int64_t tiles =

@@ -7,13 +7,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
 #include "cuda_check.cuh"
+#include "device_info.cuh"
 #include "internal/kernels.h"
 #include "internal/scalar_ops.h"
 
@@ -21,7 +21,6 @@ namespace sinter::cudak {
 namespace {
 
 constexpr int kBlock = 256;
-constexpr int kMaxCachedDevices = 64;
 
 // ---- element types ----
 
@@ -173,20 +172,10 @@ bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t
 
 // ---- launch configuration ----
 
-int sm_count(int device) {
-  static std::atomic<int> cache[kMaxCachedDevices];
-  const bool cacheable = device >= 0 && device < kMaxCachedDevices;
-  int n = cacheable ? cache[device].load(std::memory_order_relaxed) : 0;
-  if (n > 0) return n;
-  SINTER_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-  if (cacheable) cache[device].store(n, std::memory_order_relaxed);
-  return n;
-}
-
 // One thread per work item up to a full wave of resident threads; grid-stride loops do the rest.
 unsigned grid_for(int64_t work, int device) {
   const int64_t blocks = (work + kBlock - 1) / kBlock;
-  const int64_t wave = static_cast<int64_t>(sm_count(device)) * (2048 / kBlock);
+  const int64_t wave = static_cast<int64_t>(device_sm_count(device)) * (2048 / kBlock);
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, wave)));
 }
 

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "cuda_check.cuh"
+#include "device_info.cuh"
 #include "internal/kernels_norm.h"
 #include "internal/philox.h"
 #include "internal/scalar_ops.h"
@@ -625,8 +626,7 @@ void visit_vec_width(int64_t hw, std::initializer_list<const void*> ps, F&& f) {
 // the device a block each, so they are split until about 4 blocks run per SM, each with at least
 // 16 vectors per thread.
 int64_t stat_splits(int64_t nvec, int64_t c, int device) {
-  int sms = 0;
-  SINTER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = device_sm_count(device);
   return std::max<int64_t>(
       1, std::min((nvec + 16 * kThreads - 1) / (16 * kThreads), (4 * sms + c - 1) / c));
 }

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "cuda_check.cuh"
+#include "device_info.cuh"
 #include "internal/kernels.h"
 
 namespace sinter::cudak {
@@ -297,8 +298,7 @@ void reduce_launch(const Ctx& ctx, const T* in, int64_t outer, int64_t r, void* 
   }
 
   const int threads = r >= 8192 ? 512 : 256;
-  int sms = 0;
-  SINTER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.device));
+  const int sms = device_sm_count(ctx.device);
   // Fewer rows than can fill the device: split each row so that about 4 blocks run per SM.
   int64_t splits = 1;
   if (outer < 2 * sms && r >= 2 * kSplitChunk) {
