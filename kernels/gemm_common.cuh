@@ -83,6 +83,50 @@ __device__ __forceinline__ void gemm_finish(const GemmParams<T>& p, int64_t z, i
   p.c[off] = from_acc<T>(v);
 }
 
+// Whether gemm_finish_pair may store (j, j + 1) pairs with even j as one 2-element access: C and
+// pre_act aligned to two elements, and every row and batch starting at an even element.
+template <typename T>
+__device__ __forceinline__ bool gemm_pairs_aligned(const GemmParams<T>& p) {
+  const auto two = static_cast<uintptr_t>(2 * sizeof(T));
+  return reinterpret_cast<uintptr_t>(p.c) % two == 0 &&
+         reinterpret_cast<uintptr_t>(p.pre_act) % two == 0 && p.ldc % 2 == 0 &&
+         (p.batch == 1 || p.stride_c % 2 == 0);
+}
+
+// gemm_finish for C(i, j) and C(i, j + 1), j even, i < m and j < n checked by the caller: the same
+// arithmetic, with one 2-element load and store per tensor when pairs_aligned and j + 1 < n.
+template <typename T>
+__device__ __forceinline__ void gemm_finish_pair(const GemmParams<T>& p, int64_t z, int64_t i,
+                                                 int64_t j, Acc<T> acc0, Acc<T> acc1,
+                                                 bool pairs_aligned) {
+  using A = Acc<T>;
+  if (!pairs_aligned || j + 1 >= p.n) {
+    gemm_finish(p, z, i, j, acc0);
+    if (j + 1 < p.n) gemm_finish(p, z, i, j + 1, acc1);
+    return;
+  }
+  struct alignas(2 * sizeof(T)) Pair {
+    T x, y;
+  };
+  const int64_t off = z * p.stride_c + i * p.ldc + j;
+  A v0 = p.alpha * acc0, v1 = p.alpha * acc1;
+  if (p.beta != A(0)) {
+    const Pair c = *reinterpret_cast<const Pair*>(p.c + off);
+    v0 += p.beta * to_acc(c.x);
+    v1 += p.beta * to_acc(c.y);
+  }
+  if (p.bias) {
+    v0 += to_acc(p.bias[j]);
+    v1 += to_acc(p.bias[j + 1]);
+  }
+  if (p.pre_act) *reinterpret_cast<Pair*>(p.pre_act + off) = Pair{from_acc<T>(v0), from_acc<T>(v1)};
+  if (p.act != GemmAct::None) {
+    v0 = gemm_activate(p.act, v0);
+    v1 = gemm_activate(p.act, v1);
+  }
+  *reinterpret_cast<Pair*>(p.c + off) = Pair{from_acc<T>(v0), from_acc<T>(v1)};
+}
+
 // The kernel families (each in its own file). Each returns false, having launched nothing, when it
 // cannot take this problem (dtype, layout, alignment or GPU); kernels/gemm.cu then tries the next.
 // gemm_simt takes every problem.

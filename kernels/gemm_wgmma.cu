@@ -324,6 +324,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   int s = 0;
   uint32_t phase = 0;
   float d[kBN / 2];
+  const bool pairs_aligned = gemm_pairs_aligned(p);
   for (int64_t t = blockIdx.x; t < shape.tiles; t += gridDim.x) {
     const TileCoord c = tile_coord(t, shape.tiles_m, shape.tiles_n);
 #pragma unroll
@@ -361,15 +362,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (prev >= 0 && lane == 0) mbar_arrive(&empty[prev]);
 
     // Fragment layout: d[4j + e] is row 16 * warp + lane / 4 (+ 8 for e >= 2) and column
-    // 8j + 2 * (lane % 4) (+ 1 for odd e) of this warpgroup's 64 x kBN piece.
+    // 8j + 2 * (lane % 4) (+ 1 for odd e) of this warpgroup's 64 x kBN piece: (e, e + 1) are a
+    // pair of adjacent columns starting at an even one.
     const int64_t row = int64_t(c.tm) * kBM + 64 * w + 16 * warp + lane / 4;
     const int64_t col = int64_t(c.tn) * kBN + 2 * (lane % 4);
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t gi = row + (e >= 2 ? 8 : 0), gj = col + 8 * j + (e & 1);
-        if (gi < p.m && gj < p.n) gemm_finish(p, c.z, gi, gj, d[4 * j + e]);
+      for (int e = 0; e < 4; e += 2) {
+        const int64_t gi = row + (e >= 2 ? 8 : 0), gj = col + 8 * j;
+        if (gi < p.m && gj < p.n) {
+          gemm_finish_pair(p, c.z, gi, gj, d[4 * j + e], d[4 * j + e + 1], pairs_aligned);
+        }
       }
     }
   }
