@@ -818,5 +818,13 @@ TEST(CudaErrors, EventElapsedWithoutTiming) {
   expect_error([&] { a.elapsed_ms(b); }, {"Event::elapsed_ms", "enable_timing"});
 }
 
+// --- sinter::dist without MPI (the build without it) ---
+
+#ifndef SINTER_WITH_MPI
+TEST(Errors, ProcessGroupWithoutMpi) {
+  expect_error([] { dist::ProcessGroup::init(); }, {"ProcessGroup: built without MPI"});
+}
+#endif
+
 }  // namespace
 }  // namespace sinter

@@ -9,6 +9,7 @@
 #include "sinter/core/storage.h"
 #include "sinter/cuda.h"
 #include "sinter/data.h"
+#include "sinter/dist.h"
 #include "sinter/io.h"
 #include "sinter/nn.h"
 #include "sinter/nn/models.h"

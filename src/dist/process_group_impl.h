@@ -1,0 +1,40 @@
+// Private interface between the MPI process group (process_group_mpi.cpp) and its NCCL backend for
+// CUDA tensors (process_group_nccl.cpp, or the stand-in process_group_nonccl.cpp that throws).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "sinter/dist.h"
+
+namespace sinter::dist::detail {
+
+// One NCCL communicator over the group's ranks, on GPU local_rank, with its own communication
+// stream. Every call is ordered after the work queued so far on the current stream of the tensor's
+// device; the returned Work makes that stream wait for the collective (no host wait).
+class NcclBackend {
+ public:
+  virtual ~NcclBackend() = default;
+  virtual std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> broadcast(Tensor& tensor, int root) = 0;
+  // `out` holds size() * tensor.numel() elements, contiguous, on the same device.
+  virtual std::shared_ptr<Work> all_gather(const Tensor& tensor, Tensor& out) = 0;
+};
+
+struct NcclSetup {
+  int rank = 0, size = 1, local_rank = 0;
+  std::chrono::milliseconds timeout{0};
+  // Copies `nbytes` at `data` on rank 0 to every rank (an MPI broadcast on the group).
+  std::function<void(void* data, size_t nbytes)> broadcast_from_rank0;
+};
+
+// Makes the communicator (collective: every rank calls it). Without NCCL: throws "built without
+// NCCL".
+std::unique_ptr<NcclBackend> make_nccl_backend(const NcclSetup& setup);
+
+// "[2, 3]"-style shape text, for messages.
+std::string shape_text(const Tensor& tensor);
+
+}  // namespace sinter::dist::detail

@@ -1,0 +1,269 @@
+// The NCCL backend of ProcessGroup for CUDA tensors: one communicator per group on GPU local_rank
+// (rank 0's unique id broadcast through MPI), and a communication stream of its own, ordered
+// against the device's current stream with events, never with host waits.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <vector>
+
+#include "dist/process_group_impl.h"
+#include "internal/cuda_check.h"
+#include "internal/cuda_runtime.h"
+
+namespace sinter::dist::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+#define SINTER_NCCL_CALL(rank, what, expr)                                    \
+  do {                                                                        \
+    const ncclResult_t sinter_nccl_rc_ = (expr);                              \
+    if (sinter_nccl_rc_ != ncclSuccess) {                                     \
+      SINTER_THROW("ProcessGroup: rank ", rank, ": ", what,                   \
+                   " failed in NCCL: ", ncclGetErrorString(sinter_nccl_rc_)); \
+    }                                                                         \
+  } while (0)
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::f16:
+      return ncclFloat16;
+    case DType::i64:
+      return ncclInt64;
+    case DType::i32:
+      return ncclInt32;
+    case DType::u8:
+    case DType::b8:
+      return ncclUint8;
+  }
+  SINTER_THROW("ProcessGroup: dtype ", dtype, " has no NCCL type");
+}
+
+// Makes `device` current for a scope.
+class DeviceSwitch {
+ public:
+  explicit DeviceSwitch(int device) {
+    SINTER_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) SINTER_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceSwitch() { (void)cudaSetDevice(previous_); }
+  DeviceSwitch(const DeviceSwitch&) = delete;
+  DeviceSwitch& operator=(const DeviceSwitch&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+using EventPtr = std::shared_ptr<CUevent_st>;
+
+EventPtr make_event() {
+  cudaEvent_t e = nullptr;
+  SINTER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return EventPtr(e, [](cudaEvent_t ev) { (void)cudaEventDestroy(ev); });
+}
+
+// What the backend and its Works share.
+struct CommState {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  int rank = 0, device = 0;
+  std::chrono::milliseconds timeout{0};
+  std::string broken;  // set on a timeout or an NCCL error: the communicator is aborted
+  struct Pending {
+    EventPtr done;
+    Clock::time_point start;
+    std::string what;
+  };
+  std::vector<Pending> pending;
+
+  void ensure_usable(const char* what) const {
+    SINTER_CHECK(broken.empty(), what, ": rank ", rank,
+                 ": the NCCL communicator failed earlier and cannot be used any more: ", broken);
+  }
+
+  // Drops finished collectives; one older than the timeout aborts the communicator (which makes
+  // its kernels return, so no stream stays blocked) and throws. Asynchronous NCCL errors (a peer
+  // that went away) are reported here too.
+  void check_progress() {
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess &&
+        async != ncclInProgress) {
+      fail(sinter::detail::str_cat(
+          "rank ", rank, ": NCCL reported an asynchronous error: ", ncclGetErrorString(async)));
+    }
+    std::erase_if(pending, [](const Pending& p) {
+      return cudaEventQuery(p.done.get()) != cudaErrorNotReady;
+    });
+    for (const Pending& p : pending) {
+      if (Clock::now() - p.start > timeout) {
+        fail(sinter::detail::str_cat(
+            "rank ", rank, ": ", p.what, " timed out after ", timeout.count(),
+            " ms (a peer died or stalled, or the ranks called different collectives); "
+            "the NCCL communicator was aborted"));
+      }
+    }
+  }
+
+  [[noreturn]] void fail(const std::string& why) {
+    if (broken.empty()) {
+      broken = why;
+      (void)ncclCommAbort(comm);
+      comm = nullptr;
+      pending.clear();
+    }
+    SINTER_THROW(why);
+  }
+
+  ~CommState() {
+    if (comm) (void)ncclCommDestroy(comm);
+    if (stream) (void)cudaStreamDestroy(stream);
+  }
+};
+
+// wait(): the device's current stream waits for the collective's `done` event (the host does not).
+class NcclWork final : public Work {
+ public:
+  NcclWork(std::shared_ptr<CommState> state, EventPtr done, std::vector<Tensor> keep,
+           std::string what)
+      : state_(std::move(state)),
+        done_(std::move(done)),
+        keep_(std::move(keep)),
+        what_(std::move(what)),
+        start_(Clock::now()) {}
+  ~NcclWork() override {
+    // Unwaited: still order the compute stream after the collective, so the buffers' memory is
+    // not handed out to new work there before NCCL is done with it.
+    if (!waited_) {
+      try {
+        order_current_stream();
+      } catch (...) {
+      }
+    }
+  }
+
+  void wait() override {
+    if (waited_) return;
+    if (cudaEventQuery(done_.get()) == cudaErrorNotReady) state_->check_progress();
+    if (!state_->broken.empty()) SINTER_THROW(what_, ": ", state_->broken);
+    order_current_stream();
+    waited_ = true;
+    keep_.clear();
+  }
+
+  bool is_completed() override {
+    return waited_ || !state_->broken.empty() || cudaEventQuery(done_.get()) != cudaErrorNotReady;
+  }
+
+ private:
+  void order_current_stream() {
+    DeviceSwitch guard(state_->device);
+    cudaStream_t compute = cuda::detail::current_stream_handle(state_->device);
+    SINTER_CUDA_CHECK(cudaStreamWaitEvent(compute, done_.get(), 0));
+  }
+
+  std::shared_ptr<CommState> state_;
+  EventPtr done_;
+  std::vector<Tensor> keep_;
+  std::string what_;
+  Clock::time_point start_;
+  bool waited_ = false;
+};
+
+class NcclBackendImpl final : public NcclBackend {
+ public:
+  explicit NcclBackendImpl(std::shared_ptr<CommState> state)
+      : state_(std::move(state)), ready_(make_event()) {}
+
+  std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op) override {
+    const ncclRedOp_t nop = tensor.dtype() == DType::b8 || op == ReduceOp::Max ? ncclMax
+                            : op == ReduceOp::Average                          ? ncclAvg
+                                                                               : ncclSum;
+    return launch("all_reduce", tensor, {tensor}, [&](cudaStream_t s) {
+      return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(),
+                           static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()), nop,
+                           state_->comm, s);
+    });
+  }
+
+  std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
+    return launch("broadcast", tensor, {tensor}, [&](cudaStream_t s) {
+      return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(),
+                           static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()), root,
+                           state_->comm, s);
+    });
+  }
+
+  std::shared_ptr<Work> all_gather(const Tensor& tensor, Tensor& out) override {
+    return launch("all_gather", tensor, {tensor, out}, [&](cudaStream_t s) {
+      return ncclAllGather(tensor.data_ptr(), out.data_ptr(), static_cast<size_t>(tensor.numel()),
+                           nccl_type(tensor.dtype()), state_->comm, s);
+    });
+  }
+
+ private:
+  template <class Call>
+  std::shared_ptr<Work> launch(const char* what, const Tensor& tensor, std::vector<Tensor> keep,
+                               Call&& call) {
+    CommState& st = *state_;
+    st.ensure_usable(what);
+    st.check_progress();
+    SINTER_CHECK(tensor.device().index == st.device, what, ": rank ", st.rank,
+                 ": the tensor is on cuda:", tensor.device().index,
+                 ", but this rank's GPU is cuda:", st.device,
+                 " (one GPU per rank: use Device::cuda(pg->local_rank()))");
+    SINTER_CHECK(tensor.is_contiguous(), what, ": rank ", st.rank,
+                 ": CUDA tensors must be contiguous (shape ", shape_text(tensor), ")");
+    const std::string text = sinter::detail::str_cat(what, " of shape ", shape_text(tensor));
+    DeviceSwitch guard(st.device);
+    // The communication stream starts after everything queued so far on the compute stream.
+    cudaStream_t compute = cuda::detail::current_stream_handle(st.device);
+    SINTER_CUDA_CHECK(cudaEventRecord(ready_.get(), compute));
+    SINTER_CUDA_CHECK(cudaStreamWaitEvent(st.stream, ready_.get(), 0));
+    if (tensor.numel() > 0) {
+      const ncclResult_t rc = call(st.stream);
+      if (rc != ncclSuccess) {
+        st.fail(sinter::detail::str_cat("rank ", st.rank, ": ", text,
+                                        " failed in NCCL: ", ncclGetErrorString(rc)));
+      }
+    }
+    EventPtr done = make_event();
+    SINTER_CUDA_CHECK(cudaEventRecord(done.get(), st.stream));
+    st.pending.push_back({done, Clock::now(), text});
+    for (Tensor& t : keep) t.bump_version();
+    return std::make_shared<NcclWork>(state_, std::move(done), std::move(keep), text);
+  }
+
+  std::shared_ptr<CommState> state_;
+  EventPtr ready_;
+};
+
+}  // namespace
+
+std::unique_ptr<NcclBackend> make_nccl_backend(const NcclSetup& setup) {
+  int count = 0;
+  SINTER_CUDA_CHECK(cudaGetDeviceCount(&count));
+  SINTER_CHECK(setup.local_rank < count, "ProcessGroup: rank ", setup.rank, " has local rank ",
+               setup.local_rank, " but this node has ", count,
+               " visible GPU(s); NCCL needs one GPU per rank");
+  ncclUniqueId id;
+  if (setup.rank == 0) SINTER_NCCL_CALL(setup.rank, "ncclGetUniqueId", ncclGetUniqueId(&id));
+  setup.broadcast_from_rank0(&id, sizeof(id));
+  // One GPU per rank: local_rank becomes this process's current device.
+  SINTER_CUDA_CHECK(cudaSetDevice(setup.local_rank));
+  auto state = std::make_shared<CommState>();
+  state->rank = setup.rank;
+  state->device = setup.local_rank;
+  state->timeout = setup.timeout;
+  SINTER_CUDA_CHECK(cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking));
+  SINTER_NCCL_CALL(setup.rank, "ncclCommInitRank",
+                   ncclCommInitRank(&state->comm, setup.size, id, setup.rank));
+  return std::make_unique<NcclBackendImpl>(std::move(state));
+}
+
+}  // namespace sinter::dist::detail

@@ -1,0 +1,261 @@
+// ProcessGroup under `mpirun -np N` (N = 2 in CI): ranks, the MPI collectives on CPU tensors with
+// exact rank-dependent results, async Works, the cross-rank shape check, and the NCCL path (Cuda*).
+#include <gtest/gtest.h>
+
+#include "dist_test_util.h"
+#include "test_util.h"
+
+namespace sinter::testing {
+namespace {
+
+using dist::ReduceOp;
+
+// Rank r holds v(r, i) = (i even ? 3r : -3r) + i + 0.5 (exact in every floating dtype used here).
+double value(int r, int64_t i) {
+  return (i % 2 == 0 ? 3.0 * r : -3.0 * r) + static_cast<double>(i) + 0.5;
+}
+
+Tensor rank_tensor(DType dtype, int64_t n, bool integral_values = false) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    v[static_cast<size_t>(i)] = value(world().rank(), i) - (integral_values ? 0.5 : 0.0);
+  }
+  return from_vector<double>(v, {n}).to(dtype);
+}
+
+std::vector<double> expected(ReduceOp op, int64_t n, bool integral_values = false) {
+  const int size = world().size();
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    double sum = 0, mx = -1e300;
+    for (int r = 0; r < size; ++r) {
+      const double v = value(r, i) - (integral_values ? 0.5 : 0.0);
+      sum += v;
+      mx = std::max(mx, v);
+    }
+    out[static_cast<size_t>(i)] = op == ReduceOp::Sum ? sum : op == ReduceOp::Max ? mx : sum / size;
+  }
+  return out;
+}
+
+TEST(ProcessGroup, RankAndSize) {
+  auto& pg = world();
+  EXPECT_GE(pg.size(), 1);
+  EXPECT_GE(pg.rank(), 0);
+  EXPECT_LT(pg.rank(), pg.size());
+  EXPECT_GE(pg.local_rank(), 0);
+  EXPECT_LT(pg.local_rank(), pg.local_size());
+  EXPECT_LE(pg.local_size(), pg.size());
+  // Ranks are distinct, in order; local ranks are distinct among the ranks of one node (the CI job
+  // runs on one node, where they equal the ranks).
+  Tensor ranks = pg.all_gather(from_vector<int64_t>({pg.rank(), pg.local_rank(), pg.local_size()}));
+  ASSERT_EQ(ranks.shape(), (Shape{pg.size(), 3}));
+  std::vector<int64_t> v = ranks.to_vector<int64_t>();
+  for (int r = 0; r < pg.size(); ++r) EXPECT_EQ(v[3 * r], r);
+  if (pg.local_size() == pg.size()) {
+    for (int r = 0; r < pg.size(); ++r) EXPECT_EQ(v[3 * r + 1], r);
+  }
+}
+
+TEST(ProcessGroup, AllReduceExact) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i64}) {
+    const bool integral = dtype == DType::i64;
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Max}) {
+      if (integral && op == ReduceOp::Average) continue;
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " op " << static_cast<int>(op));
+      Tensor t = rank_tensor(dtype, 7, integral);
+      world().all_reduce(t, op);
+      EXPECT_EQ(t.dtype(), dtype);
+      EXPECT_EQ(t.to_vector<double>(), expected(op, 7, integral));
+    }
+  }
+}
+
+TEST(ProcessGroup, AllReduceOtherDtypes) {
+  const int size = world().size();
+  Tensor i32 = full({5}, world().rank() + 1, {.dtype = DType::i32});
+  world().all_reduce(i32);
+  EXPECT_EQ(i32.to_vector<double>(), std::vector<double>(5, size * (size + 1) / 2));
+  Tensor u8 = full({3}, world().rank() + 1, {.dtype = DType::u8});
+  world().all_reduce(u8, ReduceOp::Max);
+  EXPECT_EQ(u8.to_vector<double>(), std::vector<double>(3, size));
+  // Booleans: Sum and Max are both a logical or.
+  Tensor b = from_vector<double>({0, 1, world().rank() == 0 ? 1.0 : 0.0}, {3}).to(DType::b8);
+  world().all_reduce(b);
+  EXPECT_EQ(b.to_vector<double>(), (std::vector<double>{0, 1, 1}));
+  // bf16 is reduced in f32 and rounded back; these values are exact in bf16.
+  Tensor h = rank_tensor(DType::bf16, 6);
+  world().all_reduce(h, ReduceOp::Average);
+  EXPECT_EQ(h.dtype(), DType::bf16);
+  EXPECT_EQ(h.to_vector<double>(), expected(ReduceOp::Average, 6));
+}
+
+TEST(ProcessGroup, AllReduceNonContiguousAndEmpty) {
+  // A transposed (non-contiguous) tensor is reduced in a contiguous copy, written back in place.
+  Tensor base = rank_tensor(DType::f32, 6).reshape({2, 3});
+  Tensor t = base.t();
+  ASSERT_FALSE(t.is_contiguous());
+  world().all_reduce(t);
+  EXPECT_EQ(base.flatten().to_vector<double>(), expected(ReduceOp::Sum, 6));
+  Tensor empty_t = zeros({0, 4});
+  world().all_reduce(empty_t);
+  EXPECT_EQ(empty_t.numel(), 0);
+}
+
+TEST(ProcessGroup, AsyncWaitedInReverseOrder) {
+  std::vector<Tensor> ts;
+  std::vector<std::shared_ptr<dist::Work>> works;
+  const ReduceOp ops[] = {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Max, ReduceOp::Sum};
+  for (int k = 0; k < 4; ++k) {
+    ts.push_back(rank_tensor(k % 2 ? DType::f64 : DType::f32, 1000 + k));
+    works.push_back(world().all_reduce_async(ts.back(), ops[k]));
+  }
+  Tensor bc = full({3}, world().rank() == 0 ? 5.0 : -1.0);
+  works.push_back(world().broadcast_async(bc, 0));
+  for (int k = static_cast<int>(works.size()) - 1; k >= 0; --k) {
+    works[k]->wait();
+    EXPECT_TRUE(works[k]->is_completed());
+  }
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(ts[k].to_vector<double>(), expected(ops[k], 1000 + k));
+  EXPECT_EQ(bc.to_vector<double>(), std::vector<double>(3, 5.0));
+  works[0]->wait();  // waiting again is a no-op
+}
+
+TEST(ProcessGroup, IsCompletedPollsWithoutBlocking) {
+  Tensor t = rank_tensor(DType::f32, 16);
+  auto work = world().all_reduce_async(t, ReduceOp::Average);
+  while (!work->is_completed()) {
+  }
+  work->wait();
+  EXPECT_EQ(t.to_vector<double>(), expected(ReduceOp::Average, 16));
+}
+
+TEST(ProcessGroup, BroadcastFromRoot1) {
+  const int root = world().size() > 1 ? 1 : 0;
+  Tensor t = world().rank() == root ? arange(12, {.dtype = DType::f64}).reshape({3, 4})
+                                    : full({3, 4}, -7.0, {.dtype = DType::f64});
+  world().broadcast(t, root);
+  EXPECT_EQ(t.flatten().to_vector<double>(), arange(12).to_vector<double>());
+  // Non-contiguous receivers get the values in place too.
+  Tensor base = full({4, 3}, world().rank() == root ? 2.0 : 0.0);
+  Tensor view = base.t();
+  world().broadcast(view, root);
+  EXPECT_EQ(base.flatten().to_vector<double>(), std::vector<double>(12, 2.0));
+}
+
+TEST(ProcessGroup, AllGatherStacksInRankOrder) {
+  const int size = world().size();
+  Tensor t = full({2, 3}, world().rank() * 10.0, {.dtype = DType::i32});
+  Tensor out = world().all_gather(t);
+  ASSERT_EQ(out.shape(), (Shape{size, 2, 3}));
+  EXPECT_EQ(out.dtype(), DType::i32);
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(out[r].flatten().to_vector<double>(), std::vector<double>(6, r * 10.0));
+  }
+}
+
+TEST(ProcessGroup, Barrier) {
+  world().barrier();
+  world().barrier();
+}
+
+TEST(ProcessGroup, SecondGroupWorks) {
+  auto pg = dist::ProcessGroup::init({.timeout = std::chrono::seconds(30)});
+  EXPECT_EQ(pg->rank(), world().rank());
+  EXPECT_EQ(pg->size(), world().size());
+  Tensor t = rank_tensor(DType::f32, 3);
+  pg->all_reduce(t);
+  EXPECT_EQ(t.to_vector<double>(), expected(ReduceOp::Sum, 3));
+}
+
+// The mismatches below throw on every rank (no hang), and leave the group usable.
+TEST(ProcessGroup, ShapeMismatchIsAnErrorOnEveryRank) {
+  if (world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  Tensor t = zeros({world().rank() == 0 ? 3 : 4});
+  expect_error([&] { world().all_reduce(t); },
+               {"all_reduce: rank " + std::to_string(world().rank()) + " has shape [",
+                "but another rank has shape [", world().rank() == 0 ? "[4]" : "[3]"});
+  Tensor ok = rank_tensor(DType::f32, 5);
+  world().all_reduce(ok);
+  EXPECT_EQ(ok.to_vector<double>(), expected(ReduceOp::Sum, 5));
+}
+
+TEST(ProcessGroup, DtypeMismatchIsAnError) {
+  if (world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  Tensor t = zeros({3}, {.dtype = world().rank() == 0 ? DType::f32 : DType::f64});
+  expect_error([&] { world().broadcast(t, 0); }, {"broadcast: rank", "dtype f32", "dtype f64"});
+  expect_error([&] { (void)world().all_gather(t); }, {"all_gather: rank", "another rank"});
+}
+
+TEST(ProcessGroup, MismatchedCallsAreAnError) {
+  if (world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  Tensor t = zeros({3});
+  // Different ops, then different collectives.
+  expect_error([&] { world().all_reduce(t, world().rank() == 0 ? ReduceOp::Sum : ReduceOp::Max); },
+               {"all_reduce: rank", "all_reduce Sum", "all_reduce Max"});
+  expect_error(
+      [&] {
+        if (world().rank() == 0) {
+          world().broadcast(t, 0);
+        } else {
+          world().all_reduce(t);
+        }
+      },
+      {"another rank has", "broadcast from root 0", "all_reduce Sum"});
+}
+
+TEST(ProcessGroup, ArgumentErrors) {
+  Tensor i = zeros({3}, {.dtype = DType::i64});
+  expect_error([&] { world().all_reduce(i, ReduceOp::Average); },
+               {"all_reduce: rank", "Average needs a floating dtype, got i64"});
+  Tensor t = zeros({3});
+  expect_error([&] { world().broadcast(t, world().size()); }, {"broadcast: root", "not a rank"});
+  expect_error([] { (void)dist::ProcessGroup::init({.timeout = std::chrono::milliseconds(0)}); },
+               {"timeout must be positive"});
+}
+
+// --- NCCL (CUDA tensors); one GPU per rank ---
+
+bool enough_gpus() { return cuda::device_count() >= world().local_size(); }
+
+TEST(CudaProcessGroup, AllReduce) {
+  SINTER_REQUIRE_CUDA();
+  if (!enough_gpus()) GTEST_SKIP() << "needs one GPU per rank";
+  const Device dev = Device::cuda(world().local_rank());
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Max}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " op " << static_cast<int>(op));
+      Tensor t = rank_tensor(dtype, 1000).to(dev);
+      world().all_reduce(t, op);
+      EXPECT_EQ(t.device(), dev);
+      EXPECT_EQ(t.cpu().to_vector<double>(), expected(op, 1000));
+    }
+  }
+}
+
+TEST(CudaProcessGroup, AsyncBroadcastAndAllGather) {
+  SINTER_REQUIRE_CUDA();
+  if (!enough_gpus()) GTEST_SKIP() << "needs one GPU per rank";
+  const Device dev = Device::cuda(world().local_rank());
+  std::vector<Tensor> ts;
+  std::vector<std::shared_ptr<dist::Work>> works;
+  for (int k = 0; k < 3; ++k) {
+    ts.push_back(rank_tensor(DType::f32, 4096 + k).to(dev));
+    works.push_back(world().all_reduce_async(ts.back(), ReduceOp::Sum));
+  }
+  const int root = world().size() - 1;
+  Tensor b = full({8}, world().rank() == root ? 3.0 : 0.0, {.device = dev});
+  works.push_back(world().broadcast_async(b, root));
+  for (int k = static_cast<int>(works.size()) - 1; k >= 0; --k) works[k]->wait();
+  for (int k = 0; k < 3; ++k)
+    EXPECT_EQ(ts[k].cpu().to_vector<double>(), expected(ReduceOp::Sum, 4096 + k));
+  EXPECT_EQ(b.cpu().to_vector<double>(), std::vector<double>(8, 3.0));
+  Tensor g = world().all_gather(full({2}, world().rank(), {.device = dev}));
+  ASSERT_EQ(g.shape(), (Shape{world().size(), 2}));
+  for (int r = 0; r < world().size(); ++r) {
+    EXPECT_EQ(g[r].cpu().to_vector<double>(), std::vector<double>(2, r));
+  }
+}
+
+}  // namespace
+}  // namespace sinter::testing
