@@ -190,5 +190,79 @@ TEST(Autograd, DeepChainDoesNotOverflowTheStack) {
   EXPECT_EQ(vec(x.grad()), (std::vector<double>{1.0}));
 }
 
+TEST(Autograd, QueuedCallbacksRunAfterAllNodesInOrder) {
+  // A callback queued from the first leaf's hook must see both leaves' gradients: callbacks run
+  // after every node, before backward returns.
+  Tensor x = leaf({1.0, 2.0});
+  Tensor w = leaf({3.0, 4.0});
+  std::vector<std::string> log;
+  auto queue = [&](const std::string& what) {
+    autograd::queue_callback([&log, what] { log.push_back(what); });
+  };
+  x.register_post_accumulate_grad_hook([&](Tensor&) {
+    log.push_back("x");
+    queue("first from x");
+    autograd::queue_callback([&] {
+      log.push_back(std::string("grads ") +
+                    (x.grad().defined() && w.grad().defined() ? "set" : "missing"));
+      queue("queued by a callback");
+    });
+  });
+  w.register_post_accumulate_grad_hook([&](Tensor&) {
+    log.push_back("w");
+    queue("from w");
+  });
+  sum(mul(mul(x, w), 2.0)).backward();
+  ASSERT_EQ(log.size(), 6u);
+  // The two hooks ran first (in either order), then the callbacks in queueing order.
+  const bool x_first = log[0] == "x";
+  EXPECT_EQ(log[1], x_first ? "w" : "x");
+  std::vector<std::string> tail(log.begin() + 2, log.end());
+  std::vector<std::string> expected =
+      x_first
+          ? std::vector<std::string>{"first from x", "grads set", "from w", "queued by a callback"}
+          : std::vector<std::string>{"from w", "first from x", "grads set", "queued by a callback"};
+  EXPECT_EQ(tail, expected);
+
+  // The queue belonged to that backward: the next one runs only its own callbacks.
+  log.clear();
+  sum(mul(x, w)).backward();
+  EXPECT_EQ(log.size(), 6u);
+}
+
+TEST(Autograd, QueueCallbackOutsideBackwardIsAnError) {
+  testing::expect_error([] { autograd::queue_callback([] {}); },
+                        {"queue_callback", "outside backward"});
+}
+
+TEST(Autograd, FailedBackwardDropsItsCallbacks) {
+  Tensor x = leaf({1.0});
+  int ran = 0;
+  bool fail = true;
+  x.register_hook([&](const Tensor&) {
+    autograd::queue_callback([&] { ++ran; });
+    if (fail) SINTER_CHECK(false, "hook: planned failure");
+    return Tensor();
+  });
+  testing::expect_error([&] { sum(mul(x, 2.0)).backward(); }, {"planned failure"});
+  EXPECT_EQ(ran, 0);
+  fail = false;
+  sum(mul(x, 2.0)).backward();
+  EXPECT_EQ(ran, 1);
+  // Outside backward again, even after the failure.
+  testing::expect_error([] { autograd::queue_callback([] {}); }, {"outside backward"});
+}
+
+TEST(Autograd, ThrowingCallbackDropsTheRest) {
+  Tensor x = leaf({1.0});
+  int ran = 0;
+  x.register_post_accumulate_grad_hook([&](Tensor&) {
+    autograd::queue_callback([] { SINTER_CHECK(false, "callback: planned failure"); });
+    autograd::queue_callback([&] { ++ran; });
+  });
+  testing::expect_error([&] { sum(x).backward(); }, {"planned failure"});
+  EXPECT_EQ(ran, 0);
+}
+
 }  // namespace
 }  // namespace sinter

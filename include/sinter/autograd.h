@@ -75,5 +75,12 @@ namespace autograd {
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph = false);
 
+// Queues `callback` to run when the backward() now running on this thread has run all its nodes,
+// before it returns; callbacks run in the order they were queued (one may queue another, which runs
+// after the rest). Valid only inside a backward (from a hook or a node); outside, it throws. If the
+// backward fails, or a callback throws, the callbacks not yet run are dropped (destroyed) and the
+// error propagates. DistributedDataParallel uses this to wait for its last all-reduce.
+void queue_callback(std::function<void()> callback);
+
 }  // namespace autograd
 }  // namespace sinter

@@ -12,6 +12,9 @@ namespace sinter {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+// The callback queue of each backward() running on this thread, innermost last (a hook may run a
+// backward of its own).
+thread_local std::vector<std::vector<std::function<void()>>*> g_callback_queues;
 std::atomic<uint64_t> g_next_sequence_nr{0};
 }  // namespace
 
@@ -144,6 +147,14 @@ void record(const char* name, const std::vector<Tensor*>& outputs,
   }
 }
 
+void queue_callback(std::function<void()> callback) {
+  SINTER_CHECK(!g_callback_queues.empty(),
+               "queue_callback: called outside backward(); a callback can be queued only from a "
+               "hook or node while backward runs");
+  SINTER_CHECK(callback != nullptr, "queue_callback: empty callback");
+  g_callback_queues.back()->push_back(std::move(callback));
+}
+
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph) {
   SINTER_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ",
@@ -210,6 +221,12 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     }
   }
 
+  std::vector<std::function<void()>> callbacks;
+  g_callback_queues.push_back(&callbacks);
+  struct PopQueue {
+    ~PopQueue() { g_callback_queues.pop_back(); }
+  } pop_queue;
+
   auto later_first = [](Node* a, Node* b) { return a->sequence_nr < b->sequence_nr; };
   std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
   for (auto& n : root_nodes) {
@@ -251,6 +268,12 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       if (j < out.size() && out[j].defined()) accumulate(e.node.get(), e.input_nr, out[j]);
       if (--deps[e.node.get()] == 0) ready.push(e.node.get());
     }
+  }
+
+  // Indexed, not iterated: a callback may queue more.
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    std::function<void()> callback = std::move(callbacks[i]);
+    callback();
   }
 }
 
