@@ -3,7 +3,9 @@
 //
 //   fashion_mnist --model cnn --epochs 10 --device auto --save cnn.safetensors
 //   fashion_mnist --model cnn --epochs 12 --resume cnn.safetensors   # two more epochs
+//   mpirun -np 8 fashion_mnist --ddp --model cnn --epochs 10        # data parallel, 8 ranks
 #include <sinter/data.h>
+#include <sinter/dist.h>
 #include <sinter/io.h>
 #include <sinter/nn.h>
 #include <sinter/nn/models.h>
@@ -39,6 +41,7 @@ struct Args {
   std::string out = "fashion_mnist_out";
   int64_t limit_train = 0;  // 0: all 60000
   double min_accuracy = 0.0;
+  bool ddp = false;
 };
 
 double seconds_since(Clock::time_point t) {
@@ -174,67 +177,123 @@ void write_plot(const fs::path& csv, const fs::path& png) {
 }
 
 int run(const Args& args) {
+  // With --ddp every rank runs this function on its shard of each batch; rank 0 alone prints,
+  // evaluates and writes files. Without it, the group stays null and this is one process.
+  std::shared_ptr<st::dist::ProcessGroup> pg;
+  if (args.ddp) pg = st::dist::ProcessGroup::init();
+  const int rank = pg ? pg->rank() : 0;
+  const int world = pg ? pg->size() : 1;
+  const bool main_rank = rank == 0;
+  // --batch-size is the global batch: each rank takes its share, so the optimizer sees the same
+  // batch size (and learning rate) as a single process would.
+  if (args.batch_size < world) {
+    throw st::Error("--batch-size " + std::to_string(args.batch_size) + " is smaller than the " +
+                    std::to_string(world) + " ranks");
+  }
+  const int64_t rank_batch = args.batch_size / world;
+
   st::manual_seed(args.seed);
   const bool want_cuda =
       args.device == "cuda" || (args.device == "auto" && st::cuda::is_available());
-  const st::Device dev = want_cuda ? st::Device::cuda(0) : st::Device::cpu();
+  // One GPU per rank: the rank's index among those on its node.
+  const int gpu = pg ? pg->local_rank() : 0;
+  if (want_cuda && gpu >= st::cuda::device_count()) {
+    throw st::Error("rank " + std::to_string(rank) + " has local rank " + std::to_string(gpu) +
+                    " but its node has " + std::to_string(st::cuda::device_count()) +
+                    " CUDA device(s): start at most one rank per GPU");
+  }
+  const st::Device dev = want_cuda ? st::Device::cuda(gpu) : st::Device::cpu();
+  if (want_cuda) st::cuda::set_device(gpu);
 
   std::shared_ptr<const st::data::TensorDataset> train_set =
       std::make_shared<st::data::FashionMNIST>(args.data, true,
                                                st::data::FashionMNIST::default_normalization());
-  auto test_set = std::make_shared<st::data::FashionMNIST>(
-      args.data, false, st::data::FashionMNIST::default_normalization());
   if (args.limit_train > 0 && args.limit_train < train_set->size()) {
     train_set = std::make_shared<st::data::TensorDataset>(
         train_set->inputs().narrow(0, 0, args.limit_train).contiguous(),
         train_set->targets().narrow(0, 0, args.limit_train).contiguous());
   }
-  st::data::DataLoader train_loader(
-      train_set,
-      {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = dev});
-  st::data::DataLoader test_loader(test_set, {.batch_size = 1000, .device = dev});
+  st::data::DataLoaderOptions train_options{
+      .batch_size = rank_batch, .shuffle = true, .seed = args.seed, .device = dev};
+  if (pg) {
+    // Each rank reads its own shard, reshuffled per epoch from the seed; the loader's epoch (which
+    // --resume sets) is passed on to the sampler, as set_epoch.
+    train_options.shuffle = false;
+    train_options.sampler = [sampler =
+                                 st::dist::DistributedSampler(train_set->size(), world, rank, true,
+                                                              args.seed)](int64_t epoch) mutable {
+      sampler.set_epoch(epoch);
+      return sampler.indices();
+    };
+  }
+  st::data::DataLoader train_loader(train_set, train_options);
+  std::unique_ptr<st::data::DataLoader> test_loader;
+  if (main_rank) {
+    auto test_set = std::make_shared<st::data::FashionMNIST>(
+        args.data, false, st::data::FashionMNIST::default_normalization());
+    test_loader = std::make_unique<st::data::DataLoader>(
+        test_set, st::data::DataLoaderOptions{.batch_size = 1000, .device = dev});
+  }
 
-  st::nn::Sequential model = args.model == "mlp" ? st::nn::models::mlp() : st::nn::models::cnn();
-  model.to(dev);
+  auto model = std::make_shared<st::nn::Sequential>(args.model == "mlp" ? st::nn::models::mlp()
+                                                                        : st::nn::models::cnn());
+  model->to(dev);
   std::unique_ptr<st::optim::Optimizer> opt;
   if (args.model == "mlp") {
     opt = std::make_unique<st::optim::SGD>(
-        model.parameters(),
+        model->parameters(),
         st::optim::SGDOptions{.lr = args.lr > 0 ? args.lr : 0.01, .momentum = 0.9});
   } else {
     opt = std::make_unique<st::optim::Adam>(
-        model.parameters(), st::optim::AdamOptions{.lr = args.lr > 0 ? args.lr : 1e-3});
+        model->parameters(), st::optim::AdamOptions{.lr = args.lr > 0 ? args.lr : 1e-3});
   }
 
   int start_epoch = 0;
   if (!args.resume.empty()) {
-    start_epoch = load_checkpoint(args.resume, args.model, model, *opt);
-    std::printf("resumed from %s after epoch %d\n", args.resume.c_str(), start_epoch);
+    // Every rank loads the checkpoint (its optimizer state too), so the file must be readable on
+    // every node.
+    start_epoch = load_checkpoint(args.resume, args.model, *model, *opt);
+    if (main_rank)
+      std::printf("resumed from %s after epoch %d\n", args.resume.c_str(), start_epoch);
   }
   train_loader.set_epoch(start_epoch);
+  // Built after loading: it broadcasts rank 0's parameters, and from then on averages gradients.
+  std::unique_ptr<st::dist::DistributedDataParallel> ddp;
+  if (pg) ddp = std::make_unique<st::dist::DistributedDataParallel>(model, pg);
 
-  fs::create_directories(args.out);
   const fs::path csv = fs::path(args.out) / "metrics.csv";
-  const bool fresh_csv = start_epoch == 0 || !fs::exists(csv);
-  std::ofstream metrics(csv, fresh_csv ? std::ios::trunc : std::ios::app);
-  if (fresh_csv) metrics << "epoch,train_loss,train_acc,test_loss,test_acc,seconds\n";
+  std::ofstream metrics;
+  if (main_rank) {
+    fs::create_directories(args.out);
+    const bool fresh_csv = start_epoch == 0 || !fs::exists(csv);
+    metrics.open(csv, fresh_csv ? std::ios::trunc : std::ios::app);
+    if (fresh_csv) metrics << "epoch,train_loss,train_acc,test_loss,test_acc,seconds\n";
+  }
 
   int64_t num_params = 0;
-  for (const st::Tensor& p : model.parameters()) num_params += p.numel();
-  std::printf("model %s on %s: %lld parameters, %lld training samples, batch %lld\n",
-              args.model.c_str(), dev.str().c_str(), static_cast<long long>(num_params),
-              static_cast<long long>(train_set->size()), static_cast<long long>(args.batch_size));
+  for (const st::Tensor& p : model->parameters()) num_params += p.numel();
+  if (main_rank) {
+    std::printf("model %s on %s: %lld parameters, %lld training samples, batch %lld\n",
+                args.model.c_str(), dev.str().c_str(), static_cast<long long>(num_params),
+                static_cast<long long>(train_set->size()),
+                static_cast<long long>(rank_batch * world));
+    if (pg) {
+      std::printf("data parallel: %d ranks (%d on this node), %lld samples per rank per step\n",
+                  world, pg->local_size(), static_cast<long long>(rank_batch));
+    }
+  }
   EvalResult test;
   for (int epoch = start_epoch + 1; epoch <= args.epochs; ++epoch) {
     const Clock::time_point t0 = Clock::now();
-    Progress progress(epoch, args.epochs, train_loader.size());
+    const int64_t batches = train_loader.size();
+    Progress progress(epoch, args.epochs, batches);
     // Running sums stay on the device; they are read once per progress update.
     st::Tensor loss_sum = st::zeros({}, {.device = dev});
     st::Tensor correct = st::zeros({}, {.dtype = st::DType::i64, .device = dev});
     int64_t seen = 0, batch = 0;
     for (const st::data::Batch& b : train_loader) {
       opt->zero_grad();
-      st::Tensor logits = model(b.input);
+      st::Tensor logits = ddp ? ddp->forward(b.input) : (*model)(b.input);
       st::Tensor loss = st::cross_entropy(logits, b.target);
       loss.backward();
       opt->step();
@@ -245,24 +304,33 @@ int run(const Args& args) {
         correct.add_(st::sum(st::eq(st::argmax(logits, 1), b.target)));
         seen += n;
       }
-      if (++batch % 20 == 0 || batch == train_loader.size()) {
+      // Rank 0's figures are of its own shard (times the ranks for the sample rate).
+      if (main_rank && (++batch % 20 == 0 || batch == batches)) {
         progress.update(batch, loss_sum.item<double>() / seen,
-                        static_cast<double>(correct.item<int64_t>()) / seen, seen);
+                        static_cast<double>(correct.item<int64_t>()) / seen, seen * world);
       }
     }
-    progress.done();
-    const double train_loss = loss_sum.item<double>() / seen;
-    const double train_acc = static_cast<double>(correct.item<int64_t>()) / seen;
-    test = evaluate(model, test_loader);
+    if (main_rank) progress.done();
+    // The epoch's training figures over every rank's shard: (loss sum, correct, seen) summed.
+    st::Tensor totals = st::from_vector<double>({loss_sum.item<double>(),
+                                                 static_cast<double>(correct.item<int64_t>()),
+                                                 static_cast<double>(seen)});
+    if (pg) pg->all_reduce(totals);
+    const std::vector<double> sums = totals.to_vector<double>();
+    if (!main_rank) continue;
+    const double train_loss = sums[0] / sums[2];
+    const double train_acc = sums[1] / sums[2];
+    test = evaluate(*model, *test_loader);
     const double secs = seconds_since(t0);
     std::printf("epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1fs\n", epoch,
                 train_loss, train_acc, test.loss, test.accuracy, secs);
     metrics << epoch << ',' << train_loss << ',' << train_acc << ',' << test.loss << ','
             << test.accuracy << ',' << secs << '\n';
     metrics.flush();
-    if (!args.save.empty()) save_checkpoint(args.save, args.model, model, *opt, epoch);
+    if (!args.save.empty()) save_checkpoint(args.save, args.model, *model, *opt, epoch);
   }
-  if (start_epoch >= args.epochs) test = evaluate(model, test_loader);
+  if (!main_rank) return 0;
+  if (start_epoch >= args.epochs) test = evaluate(*model, *test_loader);
   std::printf("test accuracy: %.4f\n", test.accuracy);
   std::printf("metrics: %s\n", csv.string().c_str());
   if (!args.save.empty()) std::printf("checkpoint: %s\n", args.save.c_str());
@@ -287,7 +355,10 @@ int main(int argc, char** argv) {
   app.add_option("--model", args.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
   app.add_option("--epochs", args.epochs, "total epochs (with --resume: including those done)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", args.batch_size, "samples per step")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", args.batch_size,
+                 "samples per step (with --ddp: over all ranks; each of the N ranks takes "
+                 "batch-size / N)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--lr", args.lr, "learning rate (default: 0.01 SGD for mlp, 1e-3 Adam for cnn)");
   app.add_option("--device", args.device, "auto, cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
@@ -299,6 +370,10 @@ int main(int argc, char** argv) {
   app.add_option("--limit-train", args.limit_train, "train on the first N samples only");
   app.add_option("--min-accuracy", args.min_accuracy,
                  "exit with status 3 below this test accuracy");
+  app.add_flag("--ddp", args.ddp,
+               "data-parallel training under mpirun -np N (or srun): one rank per GPU (cuda:local "
+               "rank) or CPU process, each on its shard of the training set; rank 0 alone prints, "
+               "evaluates and writes metrics, plot and checkpoints");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(args);

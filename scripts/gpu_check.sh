@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (Ubuntu, no network, see DEVICE.md): builds Sinter with CUDA on every core, runs
-# the `gpu` tests, then the rest of the suite, then every benchmark, and prints a summary table last.
+# the `gpu` tests, then the rest of the suite, then every benchmark (bench_allreduce under
+# `mpirun -np 1`), trains the Fashion-MNIST example with --ddp under `mpirun -np 1` for one epoch
+# (its output goes to test.log), and prints a summary table last.
 # Where python3 imports a CUDA-enabled PyTorch, benchmarks/pytorch_reference.py times the same
 # training steps and benchmarks/compare.py adds the Sinter/PyTorch table to the summary.
 # OUTDIR gets at most 8 files: build.log, test.log, bench.log, kernels.log (scripts/check_kernels.sh),
@@ -102,10 +104,25 @@ if [ "$build_rc" -eq 0 ] && [ -d "$build_dir/benchmarks" ]; then
     -name 'bench_*' | sort)
 fi
 json_dir=$(mktemp -d)
+# sinter::dist programs start under MPI: one rank, since NCCL allows one rank per GPU and there is one.
+mpirun=()
+if command -v mpirun >/dev/null 2>&1; then
+  mpirun=(mpirun --allow-run-as-root -np 1)
+fi
 for bench in "${benches[@]}"; do
   name=$(basename "$bench")
   name=${name#bench_}
   echo "== $name" >>"$out/bench.log"
+  if [ "$name" = allreduce ]; then
+    if [ ${#mpirun[@]} -eq 0 ]; then
+      echo "mpirun not found" >>"$out/bench.log"
+      bench_failed+=("$name")
+      continue
+    fi
+    timeout 600 "${mpirun[@]}" "$bench" --summary_out="$json_dir/bench_$name.json" \
+      >>"$out/bench.log" 2>&1 || bench_failed+=("$name")
+    continue
+  fi
   timeout 600 "$bench" --benchmark_format=console --benchmark_color=false \
     --benchmark_out="$json_dir/bench_$name.json" --benchmark_out_format=json \
     >>"$out/bench.log" 2>&1 || bench_failed+=("$name")
@@ -128,6 +145,35 @@ then
   compare_table=$(python3 benchmarks/compare.py "$json_dir/bench_train_step.json" \
     "$json_dir/pytorch_reference.json" 2>&1)
   { echo "== compare"; echo "$compare_table"; } >>"$out/bench.log"
+fi
+
+# --- the example, data parallel: NCCL initialized through MPI, one epoch of the cnn ---
+ddp_status="not run: the build failed"
+ddp_rc=0
+fmnist_data=/usr/share/datasets/fashion-mnist
+if [ "$build_rc" -ne 0 ]; then
+  ddp_rc=1
+elif [ ! -x "$build_dir/examples/fashion_mnist" ]; then
+  ddp_status="skipped: examples/fashion_mnist was not built (CLI11 missing)"
+elif [ ${#mpirun[@]} -eq 0 ]; then
+  ddp_rc=1
+  ddp_status="FAILED: mpirun not found"
+elif [ ! -e "$fmnist_data/train-images-idx3-ubyte.gz" ] && [ ! -e "$fmnist_data/train-images-idx3-ubyte" ]; then
+  ddp_status="skipped: Fashion-MNIST not found in $fmnist_data"
+else
+  ddp_out=$(mktemp -d)
+  echo "== mpirun -np 1 fashion_mnist --ddp --model cnn --epochs 1 --device cuda" >>"$out/test.log"
+  ddp_start=$(date +%s)
+  if timeout 600 "${mpirun[@]}" "$build_dir/examples/fashion_mnist" --ddp --model cnn --epochs 1 \
+      --device cuda --min-accuracy 0.80 --data "$fmnist_data" --out "$ddp_out" \
+      >"$ddp_out/log.txt" 2>&1; then
+    ddp_status="ok, $(grep -a -o 'test accuracy: [0-9.]*' "$ddp_out/log.txt" | tail -n 1) in $(( $(date +%s) - ddp_start ))s"
+  else
+    ddp_rc=1
+    ddp_status="FAILED (see test.log)"
+  fi
+  tr '\r' '\n' <"$ddp_out/log.txt" >>"$out/test.log"
+  rm -rf "$ddp_out"
 fi
 
 shopt -s nullglob
@@ -180,6 +226,7 @@ fi
        /^----------/ {rules++; next}
        rules >= 2 && NF {rows[++n_rows] = $0}
        END {if (!done) flush()}' "$out/bench.log"
+  echo "ddp example (mpirun -np 1 fashion_mnist --ddp, cnn, 1 epoch): $ddp_status"
   echo "kernel check (scripts/check_kernels.sh):"
   sed 's/^/  /' "$out/kernels.log"
   echo "pytorch reference: $pytorch_status"
@@ -188,6 +235,6 @@ fi
 } | tee "$out/summary.txt"
 
 if [ "$build_rc" -ne 0 ] || [ "$test_rc" -ne 0 ] || [ ${#bench_failed[@]} -ne 0 ] ||
-  [ "$pytorch_rc" -ne 0 ] || [ "$kernels_rc" -ne 0 ]; then
+  [ "$pytorch_rc" -ne 0 ] || [ "$kernels_rc" -ne 0 ] || [ "$ddp_rc" -ne 0 ]; then
   exit 1
 fi

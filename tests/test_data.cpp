@@ -1,6 +1,6 @@
-// The data layer: TensorDataset gathers, the DataLoader's order, prefetch thread, errors and
-// shutdown, the IDX and CIFAR-10 readers (on files written here, and on the installed
-// Fashion-MNIST), and the batch transforms.
+// The data layer: TensorDataset gathers, the DataLoader's order (shuffle or a sampler, e.g. the
+// DistributedSampler's shards), prefetch thread, errors and shutdown, the IDX and CIFAR-10 readers
+// (on files written here, and on the installed Fashion-MNIST), and the batch transforms.
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sinter/data.h"
+#include "sinter/dist.h"
 #include "test_util.h"
 
 namespace sinter {
@@ -334,6 +335,203 @@ TEST(CudaDataLoader, DeliversTheHostBatchesOnTheDevice) {
       EXPECT_EQ(i, expected.size());
     }
   }
+}
+
+TEST(DataLoader, SamplerDecidesTheOrder) {
+  auto ds = std::make_shared<data::TensorDataset>(counting_dataset(20));
+  std::vector<int64_t> asked;
+  // Epoch e visits 3e, 3e + 1, ..., repeating and skipping as it likes.
+  auto sampler = [&asked](int64_t epoch) {
+    asked.push_back(epoch);
+    std::vector<int64_t> order;
+    for (int64_t i = 0; i < 7; ++i) order.push_back((3 * epoch + i) % 20);
+    order.push_back(3 * epoch);  // a repeat
+    return order;
+  };
+  for (int64_t prefetch : {0, 2}) {
+    SCOPED_TRACE(prefetch);
+    asked.clear();
+    DataLoader loader(ds, {.batch_size = 3, .prefetch = prefetch, .sampler = sampler});
+    EXPECT_EQ(loader.size(), 3);  // 8 indices in batches of 3
+    std::vector<int64_t> sizes;
+    EXPECT_EQ(targets_of(loader, &sizes), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 0}));
+    EXPECT_EQ(sizes, (std::vector<int64_t>{3, 3, 2}));
+    EXPECT_EQ(targets_of(loader), (std::vector<int64_t>{3, 4, 5, 6, 7, 8, 9, 3}));
+    loader.set_epoch(6);
+    EXPECT_EQ(targets_of(loader), (std::vector<int64_t>{18, 19, 0, 1, 2, 3, 4, 18}));
+    EXPECT_EQ(loader.indices(1), (std::vector<int64_t>{3, 4, 5, 6, 7, 8, 9, 3}));
+    // The epochs the loader asked for, in order (size() asks for the next one).
+    EXPECT_EQ(asked, (std::vector<int64_t>{0, 0, 1, 6, 1}));
+  }
+  DataLoader dropping(ds, {.batch_size = 3, .drop_last = true, .sampler = sampler});
+  EXPECT_EQ(dropping.size(), 2);
+  EXPECT_EQ(targets_of(dropping), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  DataLoader empty(ds,
+                   {.batch_size = 3, .sampler = [](int64_t) { return std::vector<int64_t>{}; }});
+  EXPECT_EQ(empty.size(), 0);
+  EXPECT_TRUE(targets_of(empty).empty());
+}
+
+TEST(DataLoader, RejectsSamplerWithShuffleAndBadSamplerIndices) {
+  data::TensorDataset ds = counting_dataset(5);
+  auto identity = [](int64_t) { return std::vector<int64_t>{0, 1, 2}; };
+  expect_error([&] { DataLoader(ds, {.shuffle = true, .sampler = identity}); },
+               {"DataLoader", "shuffle must be false", "sampler"});
+  for (int64_t bad : {5, -1}) {
+    SCOPED_TRACE(bad);
+    DataLoader loader(ds, {.batch_size = 2, .sampler = [bad](int64_t) {
+                             return std::vector<int64_t>{0, 4, bad};
+                           }});
+    expect_error(
+        [&] {
+          for (const Batch& b : loader) (void)b;
+        },
+        {"DataLoader", "sampler returned index " + std::to_string(bad), "position 2",
+         "dataset of 5"});
+    EXPECT_EQ(loader.epoch(), 0);  // the failed start did not use up the epoch
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// DistributedSampler
+
+std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
+  return v;
+}
+
+// The shards of ranks 0..replicas-1 for one epoch.
+std::vector<std::vector<int64_t>> all_shards(int64_t size, int replicas, bool shuffle,
+                                             uint64_t seed, bool drop_last, int64_t epoch) {
+  std::vector<std::vector<int64_t>> out;
+  for (int r = 0; r < replicas; ++r) {
+    dist::DistributedSampler s(size, replicas, r, shuffle, seed, drop_last);
+    s.set_epoch(epoch);
+    out.push_back(s.indices());
+    EXPECT_EQ(static_cast<int64_t>(out.back().size()), s.num_samples());
+  }
+  return out;
+}
+
+TEST(DistributedSampler, ShardsCoverTheDataSetOncePerEpochPlusPadding) {
+  for (int64_t size : {1, 7, 10, 12, 101}) {
+    for (int replicas : {1, 2, 3, 4}) {
+      for (bool shuffle : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "size " << size << " replicas " << replicas << " shuffle " << shuffle);
+        const int64_t per_rank = (size + replicas - 1) / replicas;
+        std::vector<int64_t> count(static_cast<size_t>(size), 0);
+        for (const std::vector<int64_t>& shard : all_shards(size, replicas, shuffle, 7, false, 2)) {
+          EXPECT_EQ(static_cast<int64_t>(shard.size()), per_rank);  // equal lengths
+          for (int64_t i : shard) {
+            ASSERT_TRUE(i >= 0 && i < size) << i;
+            ++count[static_cast<size_t>(i)];
+          }
+        }
+        // Every sample at least once; the padding (per_rank * replicas - size < replicas of them)
+        // repeats the order from its start, so counts differ by at most one, and while the padding
+        // is shorter than the order, exactly `padding` samples come twice.
+        const int64_t padding = per_rank * replicas - size;
+        EXPECT_LT(padding, replicas);
+        const auto [lo, hi] = std::minmax_element(count.begin(), count.end());
+        EXPECT_GE(*lo, 1);
+        EXPECT_LE(*hi - *lo, 1);
+        if (padding < size) {
+          EXPECT_EQ(std::count(count.begin(), count.end(), 2), padding);
+          EXPECT_EQ(*hi, padding > 0 ? 2 : 1);
+        }
+      }
+    }
+  }
+}
+
+TEST(DistributedSampler, StridesThroughTheOrderAndPadsFromItsStart) {
+  // Without shuffle the order is 0..9, padded with 0, 1 to 12, and rank r takes every third.
+  const auto shards = all_shards(10, 3, false, 0, false, 0);
+  EXPECT_EQ(shards[0], (std::vector<int64_t>{0, 3, 6, 9}));
+  EXPECT_EQ(shards[1], (std::vector<int64_t>{1, 4, 7, 0}));
+  EXPECT_EQ(shards[2], (std::vector<int64_t>{2, 5, 8, 1}));
+  // The sampler drives a loader: rank 1's batches hold its shard in order.
+  auto ds = std::make_shared<data::TensorDataset>(counting_dataset(10));
+  DataLoader loader(
+      ds, {.batch_size = 3,
+           .sampler = [s = dist::DistributedSampler(10, 3, 1, false)](int64_t epoch) mutable {
+             s.set_epoch(epoch);
+             return s.indices();
+           }});
+  EXPECT_EQ(loader.size(), 2);
+  EXPECT_EQ(targets_of(loader), shards[1]);
+}
+
+TEST(DistributedSampler, ReshufflesPerEpochFromTheSeed) {
+  const auto e0 = all_shards(50, 2, true, 3, false, 0);
+  const auto e1 = all_shards(50, 2, true, 3, false, 1);
+  EXPECT_NE(e0, e1);                                    // a new permutation each epoch
+  EXPECT_EQ(all_shards(50, 2, true, 3, false, 1), e1);  // the same for the same (seed, epoch)
+  EXPECT_NE(all_shards(50, 2, true, 4, false, 1), e1);  // another seed, another order
+  std::vector<int64_t> both = e0[0];
+  both.insert(both.end(), e0[1].begin(), e0[1].end());
+  EXPECT_NE(both, iota(50));
+  std::sort(both.begin(), both.end());
+  EXPECT_EQ(both, iota(50));
+  // Only (seed, epoch) matter: a sampler moved to epoch 1 and back matches a fresh one.
+  dist::DistributedSampler s(50, 2, 0, true, 3);
+  EXPECT_EQ(s.epoch(), 0);
+  s.set_epoch(1);
+  EXPECT_EQ(s.indices(), e1[0]);
+  s.set_epoch(0);
+  EXPECT_EQ(s.indices(), e0[0]);
+  // Without shuffle the epoch changes nothing.
+  EXPECT_EQ(all_shards(50, 2, false, 3, false, 0), all_shards(50, 2, false, 3, false, 5));
+  // Pinned: every rank of every build must compute the same permutation (ranks may even run
+  // different builds), and a resumed run relies on it too.
+  EXPECT_EQ(dist::DistributedSampler(10, 2, 0, true, 42).indices(),
+            (std::vector<int64_t>{0, 3, 5, 9, 4}));
+}
+
+TEST(DistributedSampler, DropLastCutsToAMultipleOfTheReplicas) {
+  for (bool shuffle : {false, true}) {
+    SCOPED_TRACE(shuffle);
+    const auto shards = all_shards(11, 4, shuffle, 1, true, 0);
+    std::set<int64_t> seen;
+    for (const std::vector<int64_t>& shard : shards) {
+      EXPECT_EQ(shard.size(), 2u);  // 11 / 4, the last 3 of the order dropped
+      seen.insert(shard.begin(), shard.end());
+    }
+    EXPECT_EQ(seen.size(), 8u);  // no repeats
+  }
+  EXPECT_EQ(all_shards(11, 4, false, 0, true, 0)[3], (std::vector<int64_t>{3, 7}));
+  // A multiple of the replicas loses nothing.
+  EXPECT_EQ(dist::DistributedSampler(12, 4, 0, true, 0, true).num_samples(), 3);
+}
+
+TEST(DistributedSampler, MoreReplicasThanSamples) {
+  // 3 samples over 5 ranks: the padded list repeats the order, so every rank still gets one.
+  const auto shards = all_shards(3, 5, false, 0, false, 0);
+  EXPECT_EQ(shards, (std::vector<std::vector<int64_t>>{{0}, {1}, {2}, {0}, {1}}));
+  // 2 samples over 5: the order goes round more than twice.
+  const auto twice = all_shards(2, 5, true, 9, false, 4);
+  for (const auto& shard : twice) EXPECT_EQ(shard.size(), 1u);
+  EXPECT_EQ(twice[0], twice[2]);
+  EXPECT_EQ(twice[0], twice[4]);
+  EXPECT_NE(twice[0], twice[1]);
+  // With drop_last, or an empty data set, every rank gets nothing.
+  for (const auto& shard : all_shards(3, 5, true, 0, true, 0)) EXPECT_TRUE(shard.empty());
+  for (const auto& shard : all_shards(0, 2, true, 0, false, 0)) EXPECT_TRUE(shard.empty());
+}
+
+TEST(DistributedSampler, RejectsBadArguments) {
+  expect_error([] { dist::DistributedSampler(-3, 2, 0); }, {"DistributedSampler", "size", "-3"});
+  expect_error([] { dist::DistributedSampler(10, 0, 0); },
+               {"DistributedSampler", "num_replicas", "0"});
+  expect_error([] { dist::DistributedSampler(10, 2, 2); },
+               {"DistributedSampler", "rank 2", "[0, 2)"});
+  expect_error([] { dist::DistributedSampler(10, 2, -1); },
+               {"DistributedSampler", "rank -1", "[0, 2)"});
+  dist::DistributedSampler s(10, 2, 0);
+  s.set_epoch(-4);
+  expect_error([&] { (void)s.indices(); }, {"DistributedSampler", "epoch", "-4"});
 }
 
 // ---------------------------------------------------------------------------------------------

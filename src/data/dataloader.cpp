@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "internal/cuda_runtime.h"
+#include "internal/shuffle.h"
 #include "sinter/autograd.h"
 #include "sinter/cuda.h"
 #include "sinter/ops.h"
@@ -19,32 +20,8 @@
 namespace sinter::data {
 namespace {
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// One 64-bit stream per (seed, epoch, purpose): the order and the transform draw from different
-// ones.
-uint64_t mix_seed(uint64_t seed, int64_t epoch, uint64_t purpose) {
-  uint64_t s = seed;
-  uint64_t h = splitmix64(s) ^ static_cast<uint64_t>(epoch);
-  h = splitmix64(h) ^ purpose;
-  return splitmix64(h);
-}
-
-// Uniform in [0, n) by rejection, so the order is the same on every platform (std's distributions
-// are not specified bit for bit).
-uint64_t uniform_below(uint64_t& state, uint64_t n) {
-  const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-  uint64_t r;
-  do {
-    r = splitmix64(state);
-  } while (r >= limit);
-  return r % n;
-}
+using sinter::detail::mix_seed;
+using sinter::detail::uniform_below;
 
 void check_host_batch(const Batch& b) {
   SINTER_CHECK(b.input.defined() && b.target.defined(),
@@ -236,6 +213,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   SINTER_CHECK(options_.prefetch >= 0, "DataLoader: prefetch must be >= 0, got ",
                options_.prefetch);
   SINTER_CHECK(dataset_->size() >= 0, "DataLoader: dataset size is negative: ", dataset_->size());
+  SINTER_CHECK(!(options_.sampler && options_.shuffle),
+               "DataLoader: shuffle must be false when a sampler is set (the sampler decides the "
+               "order; shuffle inside it)");
   if (options_.device.is_cuda()) {
     SINTER_CHECK(cuda::is_available(), "DataLoader: batches are to go to ", options_.device,
                  " but no CUDA device is available");
@@ -248,9 +228,14 @@ DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
 
 DataLoader::~DataLoader() = default;
 
+int64_t DataLoader::num_batches(int64_t num_indices) const {
+  const int64_t bs = options_.batch_size;
+  return options_.drop_last ? num_indices / bs : (num_indices + bs - 1) / bs;
+}
+
 int64_t DataLoader::size() const {
-  const int64_t n = dataset_->size(), bs = options_.batch_size;
-  return options_.drop_last ? n / bs : (n + bs - 1) / bs;
+  if (options_.sampler) return num_batches(static_cast<int64_t>(indices(next_epoch_).size()));
+  return num_batches(dataset_->size());
 }
 
 void DataLoader::set_epoch(int64_t epoch) {
@@ -260,6 +245,16 @@ void DataLoader::set_epoch(int64_t epoch) {
 
 std::vector<int64_t> DataLoader::indices(int64_t epoch) const {
   const int64_t n = dataset_->size();
+  if (options_.sampler) {
+    std::vector<int64_t> order = options_.sampler(epoch);
+    // Checked here, on the consumer's thread, so that a bad sampler fails when the epoch starts.
+    for (size_t i = 0; i < order.size(); ++i) {
+      SINTER_CHECK(order[i] >= 0 && order[i] < n, "DataLoader: the sampler returned index ",
+                   order[i], " (position ", i, " of epoch ", epoch, ") for a dataset of ", n,
+                   " examples");
+    }
+    return order;
+  }
   std::vector<int64_t> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
   if (options_.shuffle) {
@@ -275,8 +270,12 @@ std::vector<int64_t> DataLoader::indices(int64_t epoch) const {
 
 DataLoader::Iterator DataLoader::begin() {
   run_.reset();  // ends the previous epoch (joins its thread) before the next one starts
-  const int64_t epoch = next_epoch_++;
-  run_ = std::make_unique<detail::EpochRun>(dataset_, options_, indices(epoch), size(), epoch);
+  // The epoch counts as started only once its order is known (a sampler's bad index throws).
+  const int64_t epoch = next_epoch_;
+  std::vector<int64_t> order = indices(epoch);
+  ++next_epoch_;
+  const int64_t batches = num_batches(static_cast<int64_t>(order.size()));
+  run_ = std::make_unique<detail::EpochRun>(dataset_, options_, std::move(order), batches, epoch);
   return Iterator(run_.get());
 }
 

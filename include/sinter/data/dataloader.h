@@ -20,6 +20,10 @@ namespace sinter::data {
 // `gen` is seeded from (seed, epoch), so the augmentation of an epoch is reproducible.
 using BatchTransform = std::function<void(Batch& batch, Generator& gen)>;
 
+// Returns the dataset indices an epoch visits, in order (any count, repeats allowed, each in
+// [0, dataset size)). Called on the consumer's thread when the epoch starts, and by size().
+using Sampler = std::function<std::vector<int64_t>(int64_t epoch)>;
+
 struct DataLoaderOptions {
   int64_t batch_size = 1;
   bool shuffle = false;
@@ -32,6 +36,9 @@ struct DataLoaderOptions {
   // For a CUDA device: gather into page-locked host memory so that the copies are asynchronous.
   bool pin_memory = true;
   BatchTransform transform = nullptr;
+  // When set, decides each epoch's order instead of shuffle (which must then be false): e.g. the
+  // shard of this rank in data-parallel training (see "Sampler" below).
+  Sampler sampler = nullptr;
 };
 
 namespace detail {
@@ -49,6 +56,15 @@ class EpochRun;
 // previous one and invalidates its iterators. The destructor stops the prefetch thread cleanly,
 // also mid-epoch. An exception thrown while preparing a batch is rethrown by the iterator when that
 // batch is due.
+//
+// Sampler: options.sampler(epoch) gives the order instead, e.g. one rank's shard of the data set,
+// reshuffled per epoch, from sinter::dist::DistributedSampler (sinter/dist.h):
+//
+//   dist::DistributedSampler shard(train->size(), pg->size(), pg->rank(), true, seed);
+//   DataLoader loader(train, {.batch_size = 64, .sampler = [shard](int64_t epoch) mutable {
+//                               shard.set_epoch(epoch);
+//                               return shard.indices();
+//                             }});
 class DataLoader {
  public:
   // The loader shares ownership of the dataset.
@@ -85,16 +101,19 @@ class DataLoader {
   Iterator begin();
   Iterator end() { return Iterator(); }
 
-  // Batches per epoch.
+  // Batches in the next epoch (with a sampler: of the order it returns for that epoch).
   int64_t size() const;
   // The epoch the next begin() runs.
   int64_t epoch() const { return next_epoch_; }
   void set_epoch(int64_t epoch);
-  // The order in which an epoch visits the dataset (the identity without shuffle).
+  // The order in which an epoch visits the dataset: the sampler's, else a permutation with
+  // shuffle, else the identity. A sampler's indices are checked against the dataset's size.
   std::vector<int64_t> indices(int64_t epoch) const;
   const DataLoaderOptions& options() const { return options_; }
 
  private:
+  int64_t num_batches(int64_t num_indices) const;
+
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
   int64_t next_epoch_ = 0;

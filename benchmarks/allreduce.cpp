@@ -1,0 +1,382 @@
+// bench_allreduce, run under `mpirun -np N`: the bus bandwidth of ProcessGroup::all_reduce by
+// message size (8 B .. 256 MB, each size validated before it is timed), and the overlap DDP
+// achieves in a training step: backward with and without gradient communication on the mlp, cnn and
+// resnet20 workloads. CUDA tensors (NCCL) when the build has NCCL and a GPU is there, else CPU
+// tensors (MPI).
+// `--smoke` runs tiny sizes on the CPU. Rank 0 prints; a failure on any rank fails the program.
+//
+// The figures follow nccl-tests (doc/PERFORMANCE.md there): algbw = bytes / time, and
+// busbw = algbw * 2(n-1)/n, the rate each link runs at in a ring all-reduce, which is comparable
+// with the hardware's link bandwidth whatever n is (and 0 for n = 1, where nothing crosses a link).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "sinter/dist.h"
+
+namespace {
+
+using namespace sinter;
+using Clock = std::chrono::steady_clock;
+
+struct Config {
+  bool smoke = false;
+  std::string device = "auto";  // auto, cpu, cuda
+  int64_t min_bytes = 8;
+  int64_t max_bytes = int64_t{256} << 20;
+  int reps = 0;  // 0: by message size
+};
+
+bool parse_int(const char* arg, const char* flag, int64_t& out) {
+  const size_t n = std::strlen(flag);
+  if (std::strncmp(arg, flag, n) != 0) return false;
+  out = std::strtoll(arg + n, nullptr, 10);
+  return true;
+}
+
+const char* kUsage =
+    "usage: mpirun -np N bench_allreduce [--smoke] [--device=auto|cpu|cuda] [--min-bytes=B]\n"
+    "         [--max-bytes=B] [--reps=R] [--summary_out=FILE]\n"
+    "  all-reduce bandwidth by message size (doubling from min to max bytes, f32), then the\n"
+    "  backward time of a DDP step with and without communication; rank 0 prints.\n";
+
+void sync_device(Device dev) {
+  if (dev.is_cuda()) cuda::synchronize(dev.index);
+}
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// The largest of every rank's value: a collective is as slow as its slowest rank.
+double max_over_ranks(dist::ProcessGroup& pg, double v) {
+  Tensor t = from_vector<double>({v});
+  pg.all_reduce(t, dist::ReduceOp::Max);
+  return t.item<double>();
+}
+
+// True when every rank says true, so that all ranks take the same branch (and call the same
+// collectives) after a check that only some of them failed.
+bool all_ranks(dist::ProcessGroup& pg, bool ok) {
+  return max_over_ranks(pg, ok ? 0.0 : 1.0) == 0.0;
+}
+
+std::string bytes_str(int64_t b) {
+  char buf[32];
+  if (b >= (int64_t{1} << 20)) {
+    std::snprintf(buf, sizeof buf, "%lld MB", static_cast<long long>(b >> 20));
+  } else if (b >= 1024) {
+    std::snprintf(buf, sizeof buf, "%lld KB", static_cast<long long>(b >> 10));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  }
+  return buf;
+}
+
+// Repetitions of one size: many for small messages (latency-bound, microseconds each), a few for
+// large ones. A function of the size alone, so that every rank runs the same number.
+int reps_for(int64_t bytes, const Config& cfg) {
+  if (cfg.reps > 0) return cfg.reps;
+  const int64_t r = (int64_t{1} << 30) / std::max<int64_t>(bytes, 1);
+  return static_cast<int>(std::clamp<int64_t>(r, 5, cfg.smoke ? 20 : 200));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bandwidth by message size
+
+void bandwidth(dist::ProcessGroup& pg, Device dev, const Config& cfg, bool print) {
+  const int n = pg.size();
+  const double bus_factor = 2.0 * (n - 1) / n;
+  if (print) {
+    std::printf("\nall_reduce (sum, f32, in place) on %s, %d rank(s): busbw = algbw * %.3f\n",
+                dev.str().c_str(), n, bus_factor);
+    std::printf("%12s %12s %6s %12s %12s %12s %8s\n", "size", "count", "reps", "time (us)",
+                "algbw (GB/s)", "busbw (GB/s)", "check");
+  }
+  for (int64_t bytes = cfg.min_bytes; bytes <= cfg.max_bytes; bytes *= cfg.smoke ? 4 : 2) {
+    const int64_t count = std::max<int64_t>(bytes / 4, 1);
+    const int64_t size = count * 4;
+    const std::string name = "allreduce/" + bytes_str(size);
+    bench::begin(name);
+    // Validate first: rank r sends (i mod 251) + r, so the sum is n (i mod 251) + n(n-1)/2, exact
+    // in f32. A pattern that varies along the buffer catches chunks summed in the wrong place.
+    bool ok = true;
+    std::string why;
+    Tensor buf;
+    try {
+      std::vector<float> mine(static_cast<size_t>(count)), want(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) {
+        const auto k = static_cast<float>(i % 251);
+        mine[static_cast<size_t>(i)] = k + static_cast<float>(pg.rank());
+        want[static_cast<size_t>(i)] =
+            k * static_cast<float>(n) + static_cast<float>(n * (n - 1) / 2);
+      }
+      buf = from_vector(mine).to(dev);
+      const Tensor expected = from_vector(want).to(dev);
+      pg.all_reduce(buf);
+      const double err = max(abs(sub(buf, expected))).item<double>();
+      if (err != 0.0) {
+        ok = false;
+        why = "wrong sum: max |error| " + std::to_string(err);
+      }
+    } catch (const std::exception& e) {
+      ok = false;
+      why = e.what();
+    }
+    if (!all_ranks(pg, ok)) {
+      if (why.empty()) why = "wrong on another rank";
+      ++bench::failures();
+      bench::summary().push_back(bench::status_row(name, "FAILED: " + why));
+      if (print)
+        std::printf("%12s %12lld %6s %12s %12s %12s %8s  %s\n", bytes_str(size).c_str(),
+                    static_cast<long long>(count), "-", "-", "-", "-", "FAILED", why.c_str());
+      continue;
+    }
+    // Zeros from here on, so that repeated sums stay finite.
+    buf.zero_();
+    const int reps = reps_for(size, cfg);
+    for (int i = 0; i < std::min(reps, 3); ++i) pg.all_reduce(buf);  // warm-up
+    sync_device(dev);
+    pg.barrier();
+    const Clock::time_point t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) pg.all_reduce(buf);
+    sync_device(dev);
+    const double secs = max_over_ranks(pg, seconds(t0, Clock::now())) / reps;
+    const double algbw = static_cast<double>(size) / secs * 1e-9;
+    const double busbw = algbw * bus_factor;
+    if (print) {
+      std::printf("%12s %12lld %6d %12.2f %12.3f %12.3f %8s\n", bytes_str(size).c_str(),
+                  static_cast<long long>(count), reps, secs * 1e6, algbw, busbw, "ok");
+    }
+    // The summary keeps the latency of the smallest size and the bandwidth of a few large ones.
+    const bool smallest = bytes == cfg.min_bytes;
+    const bool large = size == (int64_t{1} << 20) || size == (int64_t{16} << 20) ||
+                       size == (int64_t{256} << 20) || cfg.smoke;
+    if (smallest) {
+      bench::summary().push_back({name + " latency", "us", secs * 1e6, "", NAN, NAN, "ok"});
+    } else if (large) {
+      char status[64];
+      std::snprintf(status, sizeof status, "ok (algbw %.3g GB/s)", algbw);
+      bench::summary().push_back({name + " busbw", "GB/s", busbw, "", NAN, NAN, status});
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overlap in a DDP step
+
+struct Workload {
+  const char* name;
+  nn::Sequential (*make)();
+  Shape sample;
+  int64_t batch;  // per rank
+};
+
+const Workload kWorkloads[] = {
+    {"mlp", nn::models::mlp, {784}, 256},
+    {"cnn", nn::models::cnn, {1, 28, 28}, 256},
+    {"resnet20", nn::models::resnet20, {3, 32, 32}, 128},
+};
+
+// "" when `got` matches `want` within float tolerance, else by how much they differ.
+std::string compare_tensors(const Tensor& got, const Tensor& want) {
+  const double err = max(abs(sub(got, want))).item<double>();
+  const double scale = max(abs(want)).item<double>();
+  if (err <= 1e-6 + 1e-5 * scale) return "";
+  return "max |error| " + std::to_string(err) + " against max |value| " + std::to_string(scale);
+}
+
+void overlap(const std::shared_ptr<dist::ProcessGroup>& pg, Device dev, const Config& cfg,
+             bool print) {
+  if (print) {
+    std::printf(
+        "\nDDP backward on %s, %d rank(s), 25 MB buckets: without communication (no_sync),"
+        " with it, and the all-reduce of every gradient alone (ms, slowest rank)\n",
+        dev.str().c_str(), pg->size());
+    std::printf("%10s %6s %10s %12s %12s %12s %12s %8s\n", "workload", "batch", "grad MB",
+                "no comm", "with comm", "comm alone", "exposed", "hidden");
+  }
+  for (const Workload& w : kWorkloads) {
+    if (cfg.smoke && std::strcmp(w.name, "resnet20") == 0) continue;  // seconds on a CPU
+    const std::string name = std::string("ddp_backward/") + w.name;
+    bench::begin(name);
+    const int64_t batch = cfg.smoke ? 2 : w.batch;
+    const int reps = cfg.smoke ? 2 : 20;
+    std::string why;
+    bool ok = true;
+    double local_ms = NAN, ddp_ms = NAN, comm_ms = NAN, grad_mb = 0;
+    try {
+      manual_seed(0);
+      auto model = std::make_shared<nn::Sequential>(w.make());
+      model->to(dev);
+      dist::DistributedDataParallel ddp(model, pg);
+      // Each rank its own batch, so that the averaged gradient differs from every rank's own.
+      manual_seed(1000 + static_cast<uint64_t>(pg->rank()));
+      Shape shape{batch};
+      shape.insert(shape.end(), w.sample.begin(), w.sample.end());
+      const Tensor x = randn(shape, {.device = dev});
+      const Tensor y = randint(0, 10, {batch}, {.dtype = DType::i64, .device = dev});
+      const std::vector<Tensor> params = model->parameters();
+      int64_t numel = 0;
+      for (const Tensor& p : params) numel += p.numel();
+      grad_mb = static_cast<double>(numel) * 4.0 / (1 << 20);
+
+      // Returns the seconds of backward alone (the forward is not timed).
+      auto backward_s = [&](bool communicate) {
+        model->zero_grad();
+        Tensor loss = cross_entropy(ddp.forward(x), y);
+        sync_device(dev);
+        const Clock::time_point t0 = Clock::now();
+        if (communicate) {
+          loss.backward();
+        } else {
+          auto no_sync = ddp.no_sync();
+          loss.backward();
+        }
+        sync_device(dev);
+        return seconds(t0, Clock::now());
+      };
+
+      // Validate before timing: DDP's gradients are the average of the ranks' local ones.
+      backward_s(false);
+      std::vector<Tensor> averaged;
+      for (const Tensor& p : params) averaged.push_back(p.grad().clone());
+      for (Tensor& g : averaged) pg->all_reduce(g, dist::ReduceOp::Average);
+      backward_s(true);
+      for (size_t i = 0; i < params.size() && why.empty(); ++i) {
+        const std::string bad = compare_tensors(params[i].grad(), averaged[i]);
+        if (!bad.empty()) why = "gradient " + std::to_string(i) + " is not the average: " + bad;
+      }
+      ok = why.empty();
+      if (all_ranks(*pg, ok)) {
+        std::vector<double> local, with_comm, comm;
+        for (int i = 0; i < reps; ++i) {
+          local.push_back(backward_s(false));
+          with_comm.push_back(backward_s(true));
+        }
+        // The same bytes in one all-reduce, nothing to overlap with: the communication a step
+        // would add if none of it were hidden.
+        Tensor flat = zeros({numel}, {.device = dev});
+        pg->all_reduce(flat);
+        for (int i = 0; i < reps; ++i) {
+          sync_device(dev);
+          pg->barrier();
+          const Clock::time_point t0 = Clock::now();
+          pg->all_reduce(flat, dist::ReduceOp::Average);
+          sync_device(dev);
+          comm.push_back(seconds(t0, Clock::now()));
+        }
+        local_ms = max_over_ranks(*pg, bench::median(local)) * 1e3;
+        ddp_ms = max_over_ranks(*pg, bench::median(with_comm)) * 1e3;
+        comm_ms = max_over_ranks(*pg, bench::median(comm)) * 1e3;
+      }
+    } catch (const std::exception& e) {
+      ok = false;
+      why = e.what();
+    }
+    // After an exception the ranks may be out of step; this agreement is then best effort.
+    if (!all_ranks(*pg, ok) || !std::isfinite(ddp_ms)) {
+      if (why.empty()) why = "failed on another rank";
+      ++bench::failures();
+      bench::summary().push_back(bench::status_row(name, "FAILED: " + why));
+      if (print) std::printf("%10s  FAILED: %s\n", w.name, why.c_str());
+      continue;
+    }
+    const double exposed = ddp_ms - local_ms;
+    const double hidden = comm_ms > 0 ? 1.0 - std::max(exposed, 0.0) / comm_ms : NAN;
+    if (print) {
+      std::printf("%10s %6lld %10.2f %12.3f %12.3f %12.3f %12.3f %7.0f%%\n", w.name,
+                  static_cast<long long>(batch), grad_mb, local_ms, ddp_ms, comm_ms, exposed,
+                  100.0 * std::clamp(hidden, 0.0, 1.0));
+    }
+    char status[96];
+    std::snprintf(status, sizeof status, "ok (comm alone %.3g ms, %.0f%% of it hidden)", comm_ms,
+                  100.0 * std::clamp(hidden, 0.0, 1.0));
+    // Sinter with communication against the same backward without it: the ratio is the share of
+    // backward time left after communication's cost (1: all of it hidden).
+    bench::summary().push_back(
+        {name, "ms", ddp_ms, "no comm", local_ms, ddp_ms > 0 ? local_ms / ddp_ms : NAN, status});
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bench::Options opts = bench::parse_options(argc, argv);
+  Config cfg;
+  cfg.smoke = opts.smoke;
+  if (cfg.smoke) cfg.max_bytes = 64 << 10;
+  for (int i = 1; i < argc; ++i) {
+    int64_t v = 0;
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::printf("%s", kUsage);
+      return 0;
+    } else if (std::strncmp(argv[i], "--device=", 9) == 0) {
+      cfg.device = argv[i] + 9;
+    } else if (parse_int(argv[i], "--min-bytes=", v)) {
+      cfg.min_bytes = v;
+    } else if (parse_int(argv[i], "--max-bytes=", v)) {
+      cfg.max_bytes = v;
+    } else if (parse_int(argv[i], "--reps=", v)) {
+      cfg.reps = static_cast<int>(v);
+    } else {
+      std::fprintf(stderr, "bench_allreduce: unknown argument %s\n%s", argv[i], kUsage);
+      return 2;
+    }
+  }
+  if (cfg.min_bytes < 4 || cfg.max_bytes < cfg.min_bytes ||
+      (cfg.device != "auto" && cfg.device != "cpu" && cfg.device != "cuda")) {
+    std::fprintf(stderr, "bench_allreduce: bad --device, --min-bytes or --max-bytes\n%s", kUsage);
+    return 2;
+  }
+  if (cfg.smoke) cfg.device = "cpu";
+
+  int rank = -1;
+  try {
+    std::shared_ptr<dist::ProcessGroup> pg = dist::ProcessGroup::init();
+    rank = pg->rank();
+    const bool print = rank == 0;
+#ifdef SINTER_WITH_NCCL
+    const bool nccl = true;
+#else
+    const bool nccl = false;
+#endif
+    const bool use_cuda =
+        cfg.device == "cuda" || (cfg.device == "auto" && nccl && cuda::is_available());
+    const Device dev = use_cuda ? Device::cuda(pg->local_rank()) : Device::cpu();
+    if (use_cuda) cuda::set_device(pg->local_rank());
+    if (print) {
+      std::printf("bench_allreduce: %d rank(s), %d on this node, %s tensors (%s)%s\n", pg->size(),
+                  pg->local_size(), dev.is_cuda() ? "CUDA" : "CPU", dev.is_cuda() ? "NCCL" : "MPI",
+                  cfg.smoke ? ", smoke sizes" : "");
+      if (pg->size() == 1) {
+        std::printf(
+            "one rank: nothing crosses a link, so busbw is 0 and the overlap figures only "
+            "show DDP's own overhead\n");
+      }
+    }
+    bandwidth(*pg, dev, cfg, print);
+    overlap(pg, dev, cfg, print);
+    pg->barrier();
+    if (print) {
+      if (cfg.smoke) bench::smoke_guarded("summary writers", bench::check_summary_writers);
+      if (!bench::write_summary("bench_allreduce", opts)) return 1;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_allreduce (rank %d): %s\n", rank, e.what());
+    return 1;
+  }
+  if (bench::failures() > 0) {
+    std::printf("bench_allreduce (rank %d): %d check(s) FAILED\n", rank, bench::failures());
+    return 1;
+  }
+  return 0;
+}
