@@ -1,9 +1,11 @@
 // DistributedDataParallel over the MPI process group, 2 ranks: training stays bitwise identical on
-// every rank and matches one process on the combined batch; no_sync; buffers from rank 0; a model
-// that differs across ranks is a clear error.
+// every rank and matches one process on the combined batch; no_sync; bucket all-reduces launch
+// during backward; buffers from rank 0; a model that differs across ranks is a clear error.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "dist_test_util.h"
 #include "sinter/autograd.h"
@@ -135,6 +137,20 @@ TEST(Ddp, NoSyncAccumulatesLikeOneBackwardOfTheSum) {
   m->zero_grad();
   add(loss_of(ddp.module(), batch(rank, 50)), loss_of(ddp.module(), batch(rank, 51))).backward();
   expect_close(accumulated, flat(grads(*m)), 1e-6);
+}
+
+TEST(Ddp, BucketAllReducesStartBeforeBackwardEnds) {
+  // A 200-byte cap gives one bucket per layer or parameter; each launches from the hook of its last
+  // gradient, so every launch is recorded before the end of backward, and the waits after it.
+  DistributedDataParallel ddp(make_mlp(), group(), {.bucket_cap_mb = 200.0 / (1 << 20)});
+  const size_t k = ddp.bucket_layout().size();
+  ASSERT_GE(k, 3u);
+  loss_of(ddp.module(), batch(group()->rank(), 60)).backward();
+  std::vector<std::string> expected;
+  for (size_t i = 0; i < k; ++i) expected.push_back("launch " + std::to_string(i));
+  expected.push_back("backward end");
+  for (size_t i = 0; i < k; ++i) expected.push_back("wait " + std::to_string(i));
+  EXPECT_EQ(ddp_debug_events(ddp), expected);  // found by argument-dependent lookup
 }
 
 TEST(Ddp, BatchNormBuffersComeFromRankZero) {
