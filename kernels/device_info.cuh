@@ -9,16 +9,18 @@
 
 namespace sinter::cudak {
 
-// attr of `device`, cached for the first 64 devices (the attributes asked for never change).
+// attr of `device`, cached for the first 64 devices (the attributes asked for never change). The
+// cache holds value + 1, so that 0 (e.g. a minor version) is cached too.
 template <cudaDeviceAttr kAttr>
 int device_attribute(int device) {
   constexpr int kCached = 64;
   static std::atomic<int> cache[kCached];
   const bool cacheable = device >= 0 && device < kCached;
-  int v = cacheable ? cache[device].load(std::memory_order_relaxed) : 0;
-  if (v > 0) return v;
+  const int cached = cacheable ? cache[device].load(std::memory_order_relaxed) : 0;
+  if (cached > 0) return cached - 1;
+  int v = 0;
   SINTER_CUDA_CHECK(cudaDeviceGetAttribute(&v, kAttr, device));
-  if (cacheable && v > 0) cache[device].store(v, std::memory_order_relaxed);
+  if (cacheable && v >= 0) cache[device].store(v + 1, std::memory_order_relaxed);
   return v;
 }
 

@@ -439,6 +439,7 @@ __device__ __forceinline__ int64_t layer_slot(int i, int rank, int size) {
 template <class T, int kPer, int kV>
 __device__ __forceinline__ void load_slots(const T* row, int64_t cols, int rank, int size,
                                            Acc<T> (&v)[kPer]) {
+  static_assert(kPer % kV == 0, "a row slot holds whole vectors");
 #pragma unroll
   for (int i = 0; i < kPer; i += kV) {
     Acc<T> part[kV] = {};
@@ -452,6 +453,7 @@ __device__ __forceinline__ void load_slots(const T* row, int64_t cols, int rank,
 template <class T, int kPer, int kV>
 __device__ __forceinline__ void store_slots(T* row, int64_t cols, int rank, int size,
                                             const Acc<T> (&v)[kPer]) {
+  static_assert(kPer % kV == 0, "a row slot holds whole vectors");
 #pragma unroll
   for (int i = 0; i < kPer; i += kV) {
     const int64_t e = layer_slot<kV>(i, rank, size);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sinter/nn.h"
 #include "sinter/optim.h"
 #include "test_util.h"
 
@@ -383,6 +384,31 @@ TEST(OptimFused, NonContiguousParameterAndGradient) {
   EXPECT_TRUE(all_close(strided, dense, 0.0, 0.0));
   EXPECT_TRUE(all_close(b.state(0, 0).at("exp_avg"), a.state(0, 0).at("exp_avg"), 0.0, 0.0));
   EXPECT_FALSE(all_close(dense, transpose(init, 0, 1), 0.0, 0.0));
+}
+
+// Module::to() changes the parameters in place; state made before it must follow them (a kernel
+// reading f32 moments as f64 would read past their end).
+TEST(OptimFused, StateFollowsParametersMovedToAnotherDtype) {
+  auto lin = std::make_shared<nn::Linear>(3, 2);
+  Adam adam(lin->parameters(), {.lr = 0.1});
+  SGD sgd(lin->parameters(), {.lr = 0.1, .momentum = 0.9});
+  for (Tensor& p : lin->parameters()) p.set_grad(full(p.shape(), 0.5));
+  adam.step();
+  sgd.step();
+  const Tensor m1 = adam.state(0, 0).at("exp_avg").clone();
+  const Tensor b1 = sgd.state(0, 0).at("momentum_buffer").clone();
+  lin->to(DType::f64);
+  for (Tensor& p : lin->parameters()) p.set_grad(full(p.shape(), 0.25, {.dtype = DType::f64}));
+  adam.step();
+  sgd.step();
+  const Tensor m2 = adam.state(0, 0).at("exp_avg");
+  const Tensor b2 = sgd.state(0, 0).at("momentum_buffer");
+  EXPECT_EQ(m2.dtype(), DType::f64);
+  EXPECT_EQ(b2.dtype(), DType::f64);
+  // exp_avg = beta1 * m1 + (1 - beta1) * g; momentum = 0.9 * b1 + g (no dampening).
+  EXPECT_TRUE(all_close(m2, add(mul(m1.to(DType::f64), 0.9), 0.1 * 0.25), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(b2, add(mul(b1.to(DType::f64), 0.9), 0.25), 1e-12, 1e-12));
+  EXPECT_EQ(lin->weight.dtype(), DType::f64);
 }
 
 TEST(OptimFused, StepBumpsVersionsAndSkipsEmptyTensors) {

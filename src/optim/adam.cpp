@@ -149,7 +149,7 @@ void Adam::step() {
         // Turning amsgrad on midway starts the running maximum at zero.
         if (o.amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
         for (auto& [name, buf] : st) {
-          if (name != "step" && !buf.is_contiguous()) buf = buf.contiguous();
+          if (name != "step") fit_state(buf, p, name);
         }
 
         Tensor& step_t = st["step"];

@@ -143,6 +143,14 @@ void Optimizer::check_names(const Hyperparameters& h, const std::vector<std::str
   }
 }
 
+void Optimizer::fit_state(Tensor& buf, const Tensor& p, const std::string& state) const {
+  SINTER_CHECK(buf.shape() == p.shape(), name_, ": state \"", state, "\" has shape ",
+               shape_str(buf.shape()), " but its parameter has shape ", shape_str(p.shape()));
+  if (buf.device() != p.device() || buf.dtype() != p.dtype())
+    buf = buf.to(p.device()).to(p.dtype());
+  if (!buf.is_contiguous()) buf = buf.contiguous();
+}
+
 std::vector<std::vector<size_t>> Optimizer::grad_buckets(size_t group) const {
   std::vector<std::vector<size_t>> buckets;
   const std::vector<Tensor>& ps = params_.at(group);

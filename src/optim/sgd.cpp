@@ -114,8 +114,8 @@ void SGD::step() {
             // PyTorch's first step: the buffer starts as the update itself, undampened.
             it = st.emplace("momentum_buffer", empty_like(p)).first;
             t.init_buffer = true;
-          } else if (!it->second.is_contiguous()) {
-            it->second = it->second.contiguous();
+          } else {
+            fit_state(it->second, p, "momentum_buffer");
           }
           t.momentum_buffer = it->second.data_ptr();
           written.push_back(it->second);

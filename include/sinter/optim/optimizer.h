@@ -114,6 +114,11 @@ class Optimizer {
   // bucket.
   std::vector<std::vector<size_t>> grad_buckets(size_t group) const;
 
+  // Makes the per-parameter state tensor `buf` (named `state` in errors) fit what a fused kernel
+  // reads next to parameter `p`: contiguous, on p's device, of p's dtype (state made before a
+  // Module::to() follows the parameter there, values kept), with p's shape, else an error.
+  void fit_state(Tensor& buf, const Tensor& p, const std::string& state) const;
+
   // Per-parameter state, state_[group][index][name].
   std::vector<std::vector<std::map<std::string, Tensor>>> state_;
   std::vector<std::vector<Tensor>> params_;
