@@ -28,8 +28,10 @@ enum class ReduceOp { Sum, Average, Max };
 
 // The handle of an asynchronous collective. wait() blocks until the result is in the tensor (for
 // NCCL: until the compute stream of the tensor's device is ordered after it, which the host need
-// not wait for) and rethrows a failure as sinter::Error naming the rank. A wait longer than the
-// group's timeout throws instead of hanging.
+// not wait for) and rethrows a failure as sinter::Error naming the rank. On MPI (CPU tensors) a
+// wait longer than the group's timeout throws instead of hanging. On NCCL the host does not wait:
+// a collective that never completes (a peer died) is found, and the communicator aborted, by the
+// next call on the group after the timeout; a host synchronization before that can still block.
 class Work {
  public:
   virtual ~Work() = default;
