@@ -131,11 +131,8 @@ void Adam::step() {
                             .amsgrad = o.amsgrad,
                             .maximize = o.maximize};
     for (const std::vector<size_t>& bucket : grad_buckets(g)) {
-      // Note [fused optimizer step]: every tensor the kernel sees is contiguous. `dense` keeps
-      // contiguous copies alive through the call; a non-contiguous parameter is copied back after.
       std::vector<kern::AdamTensor> list;
-      std::vector<Tensor> dense;
-      std::vector<Tensor> written;
+      FusedOperands ops;
       for (size_t i : bucket) {
         const Tensor& p = params_[g][i];
         auto& st = state_[g][i];
@@ -156,9 +153,7 @@ void Adam::step() {
         const double t = step_t.item<double>() + 1.0;
         step_t.fill_(t);
 
-        const Tensor grad = p.grad().contiguous();
-        const Tensor pw = p.contiguous();
-        dense.insert(dense.end(), {grad, pw});
+        const auto [pw, grad] = ops.add(p);
         kern::AdamTensor k{.param = pw.data_ptr(),
                            .grad = grad.data_ptr(),
                            .exp_avg = st["exp_avg"].data_ptr(),
@@ -166,22 +161,18 @@ void Adam::step() {
                            .numel = p.numel(),
                            .step_size = o.lr / (1.0 - std::pow(beta1, t)),
                            .bias_correction2_sqrt = std::sqrt(1.0 - std::pow(beta2, t))};
-        written.insert(written.end(), {p, st["exp_avg"], st["exp_avg_sq"]});
+        ops.written(st["exp_avg"]);
+        ops.written(st["exp_avg_sq"]);
         if (o.amsgrad) {
           k.max_exp_avg_sq = st["max_exp_avg_sq"].data_ptr();
-          written.push_back(st["max_exp_avg_sq"]);
+          ops.written(st["max_exp_avg_sq"]);
         }
         list.push_back(k);
       }
       const Tensor& first = params_[g][bucket[0]];
       SINTER_DISPATCH(first.device(), adam_step, first.dtype(), list.data(),
                       static_cast<int64_t>(list.size()), h);
-      for (size_t k = 0; k < bucket.size(); ++k) {
-        Tensor& p = params_[g][bucket[k]];
-        const Tensor& pw = dense[2 * k + 1];
-        if (!pw.is_same(p)) p.copy_(pw);
-      }
-      for (const Tensor& t : written) t.bump_version();
+      ops.finish();
     }
   }
 }

@@ -95,18 +95,12 @@ void SGD::step() {
                            .nesterov = o.nesterov,
                            .maximize = o.maximize};
     for (const std::vector<size_t>& bucket : grad_buckets(g)) {
-      // Note [fused optimizer step]: every tensor the kernel sees is contiguous. `dense` keeps
-      // contiguous copies alive through the call; a non-contiguous parameter is copied back after.
       std::vector<kern::SgdTensor> list;
-      std::vector<Tensor> dense;
-      std::vector<Tensor> written;
+      FusedOperands ops;
       for (size_t i : bucket) {
         const Tensor& p = params_[g][i];
-        const Tensor grad = p.grad().contiguous();
-        const Tensor pw = p.contiguous();
-        dense.insert(dense.end(), {grad, pw});
+        const auto [pw, grad] = ops.add(p);
         kern::SgdTensor t{.param = pw.data_ptr(), .grad = grad.data_ptr(), .numel = p.numel()};
-        written.push_back(p);
         if (o.momentum != 0.0) {
           auto& st = state_[g][i];
           auto it = st.find("momentum_buffer");
@@ -118,19 +112,14 @@ void SGD::step() {
             fit_state(it->second, p, "momentum_buffer");
           }
           t.momentum_buffer = it->second.data_ptr();
-          written.push_back(it->second);
+          ops.written(it->second);
         }
         list.push_back(t);
       }
       const Tensor& first = params_[g][bucket[0]];
       SINTER_DISPATCH(first.device(), sgd_step, first.dtype(), list.data(),
                       static_cast<int64_t>(list.size()), h);
-      for (size_t k = 0; k < bucket.size(); ++k) {
-        Tensor& p = params_[g][bucket[k]];
-        const Tensor& pw = dense[2 * k + 1];
-        if (!pw.is_same(p)) p.copy_(pw);
-      }
-      for (const Tensor& t : written) t.bump_version();
+      ops.finish();
     }
   }
 }
