@@ -194,8 +194,23 @@ double time_ms(int reps, F&& fn) {
 }
 #endif  // SINTER_WITH_CUDA
 
-// How many calls of estimated duration `est_ms` fill a batch of about `target_ms`.
+// --short: fewer timed iterations and batches a quarter as long, for a quick look (the GPU check's
+// bench stage); the figures are noisier, the validation the same.
+inline bool& short_mode() {
+  static bool on = false;
+  return on;
+}
+
+// The timed iterations of a case: `n`, or 3 at most in short mode.
+inline int iterations(int n) { return short_mode() ? std::min(n, 3) : n; }
+
+// How many calls of estimated duration `est_ms` fill a batch of about `target_ms` (a quarter of it
+// in short mode).
 inline int reps_for(double est_ms, double target_ms, int max_reps = 200) {
+  if (short_mode()) {
+    target_ms /= 4;
+    max_reps = std::max(1, max_reps / 4);
+  }
   if (!(est_ms > 0.0)) return max_reps;
   return static_cast<int>(std::clamp(std::ceil(target_ms / est_ms), 1.0, double(max_reps)));
 }
@@ -311,8 +326,8 @@ inline std::string summary_json(const std::string& program, const std::vector<Su
 }
 
 // The options every program takes besides Google Benchmark's, removed from argv before
-// benchmark::Initialize sees it: --smoke (the CPU-side code only, no device needed) and
-// --summary_out=FILE (the summary as JSON).
+// benchmark::Initialize sees it: --smoke (the CPU-side code only, no device needed),
+// --summary_out=FILE (the summary as JSON) and --short (see short_mode()).
 struct Options {
   bool smoke = false;
   std::string summary_out;
@@ -324,6 +339,8 @@ inline Options parse_options(int& argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--smoke") == 0) {
       opts.smoke = true;
+    } else if (std::strcmp(argv[i], "--short") == 0) {
+      short_mode() = true;
     } else if (std::strncmp(argv[i], "--summary_out=", 14) == 0) {
       opts.summary_out = argv[i] + 14;
     } else {

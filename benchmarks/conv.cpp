@@ -387,7 +387,7 @@ void register_all() {
       for (Pass p : {Pass::Forward, Pass::BackwardData, Pass::BackwardFilter}) {
         const std::string name = case_name(l, p, prec);
         benchmark::RegisterBenchmark(name.c_str(), bm_conv, name, l, p, prec)
-            ->Iterations(7)
+            ->Iterations(sinter::bench::iterations(7))
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }

@@ -216,7 +216,7 @@ void register_all() {
       const std::string name = std::string(op_name(op)) + "/" + dtype_name(dtype) + "/" +
                                std::to_string(kRows) + "x" + std::to_string(kCols);
       benchmark::RegisterBenchmark(name.c_str(), bm_elementwise, name, op, dtype)
-          ->Iterations(9)
+          ->Iterations(sinter::bench::iterations(9))
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
     }

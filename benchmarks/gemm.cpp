@@ -290,7 +290,7 @@ void register_all() {
       for (GemmPath path : paths_for(p)) {
         const std::string name = case_name(p, path, s);
         benchmark::RegisterBenchmark(name.c_str(), bm_gemm, name, p, path, s)
-            ->Iterations(5)
+            ->Iterations(sinter::bench::iterations(5))
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
       }

@@ -454,7 +454,7 @@ void register_all() {
   for (const Case& c : kCases) {
     const std::string name = case_name(c);
     benchmark::RegisterBenchmark(name.c_str(), bm_memory, name, c)
-        ->Iterations(9)
+        ->Iterations(sinter::bench::iterations(9))
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   }

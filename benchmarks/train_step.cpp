@@ -173,7 +173,7 @@ void register_all() {
     for (const Precision& p : kPrecisions) {
       const std::string name = std::string("train_step/") + w.name + "/" + p.label;
       benchmark::RegisterBenchmark(name.c_str(), bm_train_step, name, &w, &p)
-          ->Iterations(7)
+          ->Iterations(sinter::bench::iterations(7))
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
     }

@@ -1,240 +1,347 @@
 #!/usr/bin/env bash
-# On the GPU machine (Ubuntu, no network, see DEVICE.md): builds Sinter with CUDA on every core, runs
-# the `gpu` tests, then the rest of the suite, then every benchmark (bench_allreduce under
-# `mpirun -np 1`), trains the Fashion-MNIST example with --ddp under `mpirun -np 1` for one epoch
-# (its output goes to test.log), and prints a summary table last.
-# Where python3 imports a CUDA-enabled PyTorch, benchmarks/pytorch_reference.py times the same
-# training steps and benchmarks/compare.py adds the Sinter/PyTorch table to the summary.
-# OUTDIR gets at most 8 files: build.log, test.log, bench.log, kernels.log (scripts/check_kernels.sh),
-# summary.txt and the JSON results, bench_<name>.json and pytorch_reference.json each, or all of them
-# in one bench.json when there are more than three.
-# Installs nothing. Exits nonzero when the build, a test, a benchmark, the kernel check or the PyTorch
-# script failed; the summary is written either way. Env: SINTER_BUILD_DIR (default build-gpu),
-# SINTER_COMMIT (the commit to name in the summary, for copies of the tree without .git).
+# Sinter's checks on a GPU machine, in stages that each end within a time limit with a short summary:
+#   tests     the `gpu` tests, then the rest of the suite; each failing test with its first lines
+#   sanitize  compute-sanitizer: memcheck over the CUDA parity and size tests, racecheck and synccheck
+#             over the GEMM, convolution, reduction, softmax and norm tests at small shapes, initcheck
+#             over the op table; each tool's error count and first report
+#   bench     every benchmark program in its short mode, then the PyTorch reference and compare.py;
+#             the ratio tables last
+#   train     the cnn on Fashion-MNIST for 2 epochs on the GPU, then 1 epoch under mpirun -np 1 --ddp
+#   all       those four in order; with --budget SECONDS, a stage whose limit would overrun the
+#             budget is skipped
+#
+# usage: scripts/gpu_check.sh [--bundle DIR] [--stage NAME] [--budget SECONDS] OUTDIR
+#   --bundle DIR  run from a bundle made by scripts/gpu_bundle.sh (nothing is compiled); without it
+#                 the tree is built first, with CUDA on every core, in SINTER_BUILD_DIR (build-gpu)
+#   --stage NAME  tests, sanitize, bench, train or all (the default)
+# OUTDIR receives at most 6 files: summary.txt (every stage's summary, also printed last), the full
+# log of each stage run (tests.log, sanitize.log, bench.log, train.log) and bench.json (every
+# benchmark's JSON). Stage limits in seconds: SINTER_GPU_CHECK_LIMIT_TESTS (default 420), ..._SANITIZE
+# (420), ..._BENCH (450), ..._TRAIN (300). SINTER_COMMIT names the commit in a tree without .git.
+# Without a GPU it exits at once with status 3. Otherwise it exits 1 when a stage failed or ran out
+# of time, 2 on bad usage, 0 when everything passed.
 set -uo pipefail
 
-if [ $# -ne 1 ]; then
-  echo "usage: scripts/gpu_check.sh OUTDIR" >&2
+usage() {
+  sed -n '/^# usage:/,/^#   --stage/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
-fi
-mkdir -p "$1" || exit 2
-out=$(cd "$1" && pwd)
-cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
-start=$(date +%s)
-
-export PATH="/usr/local/cuda/bin:/opt/torch/.venv/bin:$PATH"
-for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-           /usr/local/cuda-13.0/targets/x86_64-linux/lib; do
-  if [ -d "$dir" ]; then
-    LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  fi
+}
+bundle="" stage=all budget="" out=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bundle) [ $# -ge 2 ] || usage; bundle=$2; shift 2 ;;
+    --stage) [ $# -ge 2 ] || usage; stage=$2; shift 2 ;;
+    --budget) [ $# -ge 2 ] || usage; budget=$2; shift 2 ;;
+    -h|--help) usage ;;
+    -*) echo "gpu_check: unknown option $1" >&2; usage ;;
+    *) [ -z "$out" ] || usage; out=$1; shift ;;
+  esac
 done
-export LD_LIBRARY_PATH
+[ -n "$out" ] || usage
+case $stage in tests|sanitize|bench|train|all) ;; *) echo "gpu_check: unknown stage $stage" >&2; usage ;; esac
+if [ -n "$budget" ] && ! [[ $budget =~ ^[0-9]+$ ]]; then
+  echo "gpu_check: --budget takes whole seconds, not '$budget'" >&2
+  usage
+fi
 
-build_dir=$(mkdir -p "${SINTER_BUILD_DIR:-build-gpu}" && cd "${SINTER_BUILD_DIR:-build-gpu}" && pwd)
+# --- a GPU, or nothing to do ---
+gpus=$(nvidia-smi -L 2>/dev/null | grep '^GPU ' || true)
+if [ -z "$gpus" ]; then
+  echo "gpu_check: no NVIDIA GPU on this machine (nvidia-smi lists none): nothing was checked." >&2
+  echo "gpu_check: run it on the GPU machine; here, scripts/test.sh runs the suite (GPU tests skip)." >&2
+  exit 3
+fi
+
+mkdir -p "$out" || exit 2
+out=$(cd "$out" && pwd)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+start=$(date +%s)
 jobs=$(nproc)
-device=$(nvidia-smi -L 2>&1 | head -n 4)
-echo "$device"
+summary="$out/summary.txt"
+: >"$summary"
+export PATH="/usr/local/cuda/bin:$PATH"
 
-# --- build ---
-generator=()
-if [ ! -f "$build_dir/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
-  generator=(-G Ninja)
-fi
-build_start=$(date +%s)
-{
-  cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSINTER_CUDA=ON &&
-    cmake --build "$build_dir" -j "$jobs"
-} 2>&1 | tee "$out/build.log"
-build_rc=${PIPESTATUS[0]}
-build_s=$(( $(date +%s) - build_start ))
+# say LINE...: a summary line, printed now and kept for the final summary.
+say() { printf '%s\n' "$@" | tee -a "$summary"; }
 
-# --- the kernels' instructions and resource usage (wgmma/TMA in the sm_90a GEMM, no spills) ---
-if [ "$build_rc" -eq 0 ]; then
-  scripts/check_kernels.sh "$build_dir" >"$out/kernels.log" 2>&1
-  kernels_rc=$?
+# --- the suite's runner: the bundle's, or one over a fresh build of this tree ---
+if [ -n "$bundle" ]; then
+  if [ ! -x "$bundle/run" ] || [ ! -f "$bundle/BUNDLE.txt" ]; then
+    echo "gpu_check: $bundle is not a bundle (no run and BUNDLE.txt; make one with scripts/gpu_bundle.sh)" >&2
+    exit 2
+  fi
+  bundle=$(cd "$bundle" && pwd)
+  root=$("$bundle/run" --root) || { echo "gpu_check: cannot unpack $bundle" >&2; exit 1; }
+  commit=${SINTER_COMMIT:-$(sed -n 's/^commit: //p' "$bundle/BUNDLE.txt")}
+  built="bundle $(sed -n 's/^built: //p' "$bundle/BUNDLE.txt")"
 else
-  echo "not run: the build failed" >"$out/kernels.log"
-  kernels_rc=1
+  build_dir=$(mkdir -p "${SINTER_BUILD_DIR:-build-gpu}" && cd "${SINTER_BUILD_DIR:-build-gpu}" && pwd)
+  generator=()
+  if [ ! -f "$build_dir/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
+    generator=(-G Ninja)
+  fi
+  build_start=$(date +%s)
+  { cmake -S "$repo" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSINTER_CUDA=ON &&
+      cmake --build "$build_dir" -j "$jobs"; } >"$out/build.log" 2>&1 ||
+    { tail -n 40 "$out/build.log"; echo "gpu_check: the build failed (see build.log)" >&2; exit 1; }
+  # The same layout as an unpacked bundle, made of links, so that every stage runs one way.
+  root="$build_dir/gpu-check-root"
+  mkdir -p "$root/lib"
+  ln -sfn "$build_dir" "$root/build"
+  ln -sfn "$repo" "$root/source"
+  cp "$repo/scripts/lib/bundle_run.sh" "$root/run"
+  commit=${SINTER_COMMIT:-$(git -C "$repo" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
+  if [ -z "${SINTER_COMMIT:-}" ] && ! git -C "$repo" diff --quiet HEAD 2>/dev/null; then
+    commit="$commit + uncommitted changes"
+  fi
+  built="built here in $(( $(date +%s) - build_start ))s"
 fi
+run="$root/run"
+src="$root/source"
+lib="$repo/scripts/lib"  # this script's helpers, beside it
+say "Sinter GPU check  $(date -u '+%Y-%m-%d %H:%M UTC')  commit $commit  ($built)" "$gpus"
 
-# --- tests: the gpu label, then everything else (together, the full suite) ---
-# Prints "total failed skipped" from a ctest JUnit file.
-junit_counts() {
-  local head
-  head=$(tr '\n\t' '  ' <"$1" 2>/dev/null | grep -m1 -o '<testsuite [^>]*>') || { echo "0 0 0"; return; }
-  local attr total failed skipped
-  for attr in tests failures skipped; do
-    local value
-    value=$(sed -n "s/.* $attr=\"\([0-9]*\)\".*/\1/p" <<<"$head")
-    case $attr in
-      tests) total=${value:-0} ;;
-      failures) failed=${value:-0} ;;
-      skipped) skipped=${value:-0} ;;
-    esac
-  done
-  echo "$total $failed $skipped"
+limit_of() {
+  case $1 in
+    tests) echo "${SINTER_GPU_CHECK_LIMIT_TESTS:-420}" ;;
+    sanitize) echo "${SINTER_GPU_CHECK_LIMIT_SANITIZE:-420}" ;;
+    bench) echo "${SINTER_GPU_CHECK_LIMIT_BENCH:-450}" ;;
+    train) echo "${SINTER_GPU_CHECK_LIMIT_TRAIN:-300}" ;;
+  esac
+}
+# Seconds left to the running stage, keeping `margin` for its summary; at least 1.
+left() {
+  local l=$(( stage_limit - ($(date +%s) - stage_start) - ${1:-15} ))
+  [ "$l" -gt 0 ] && echo "$l" || echo 1
+}
+# timed LOG SECONDS CMD...: runs CMD with output appended to LOG, killed after SECONDS; its status.
+timed() {
+  local log=$1 secs=$2
+  shift 2
+  timeout --kill-after=10 "$secs" "$@" >>"$log" 2>&1
+}
+status_of() {  # a status word for an exit code
+  case $1 in 0) echo ok ;; 124|137) echo "TIMED OUT" ;; *) echo "FAILED (exit $1)" ;; esac
 }
 
-: >"$out/test.log"
-test_rc=0
-declare -A counts
-for label in gpu other; do
-  junit="$build_dir/junit-$label.xml"
-  rm -f "$junit"
-  if [ "$build_rc" -ne 0 ]; then
-    counts[$label]="0 0 0"
-    continue
-  fi
-  if [ "$label" = gpu ]; then select=(-L gpu); else select=(-LE gpu); fi
-  echo "== ctest ${select[*]}" | tee -a "$out/test.log"
-  ctest --test-dir "$build_dir" "${select[@]}" --output-on-failure --no-tests=ignore -j "$jobs" \
-    --output-junit "$junit" 2>&1 | tee -a "$out/test.log"
-  rc=${PIPESTATUS[0]}
-  [ "$rc" -ne 0 ] && test_rc=$rc
-  counts[$label]=$(junit_counts "$junit")
-done
+failed=0
 
-# --- benchmarks ---
-: >"$out/bench.log"
-bench_failed=()
-benches=()
-if [ "$build_rc" -eq 0 ] && [ -d "$build_dir/benchmarks" ]; then
-  mapfile -t benches < <(find "$build_dir/benchmarks" -maxdepth 1 -type f -executable \
-    -name 'bench_*' | sort)
-fi
-json_dir=$(mktemp -d)
-# sinter::dist programs start under MPI: one rank, since NCCL allows one rank per GPU and there is one.
-mpirun=()
-if command -v mpirun >/dev/null 2>&1; then
-  mpirun=(mpirun --allow-run-as-root -np 1)
-fi
-for bench in "${benches[@]}"; do
-  name=$(basename "$bench")
-  name=${name#bench_}
-  echo "== $name" >>"$out/bench.log"
-  if [ "$name" = allreduce ]; then
-    if [ ${#mpirun[@]} -eq 0 ]; then
-      echo "mpirun not found" >>"$out/bench.log"
-      bench_failed+=("$name")
+# --- tests: the gpu label first, then the rest ---
+stage_tests() {
+  local log="$out/tests.log" label rc
+  : >"$log"
+  for label in gpu rest; do
+    local select=(-L gpu) junit
+    [ "$label" = rest ] && select=(-LE gpu)
+    junit=$(mktemp --suffix=.xml)
+    echo "== ctest ${select[*]}" >>"$log"
+    timed "$log" "$(left)" "$run" ctest "${select[@]}" -j "$jobs" --output-on-failure \
+      --no-tests=error --output-junit "$junit"
+    rc=$?
+    if [ "$rc" -ne 0 ]; then failed=1; fi
+    if ! python3 "$lib/junit_summary.py" "$label tests" "$junit" | tee -a "$summary"; then
+      say "$label tests: $(status_of "$rc"), no JUnit result; the log's failing tests:"
+      grep -a -E '\*\*\*(Failed|Timeout|Exception)' "$log" | sed 's/^/  /' | head -n 20 | tee -a "$summary"
+    elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+      say "$label tests: TIMED OUT"
+    fi
+    rm -f "$junit"
+  done
+}
+
+# --- sanitize: four compute-sanitizer tools side by side, each over its own selection ---
+stage_sanitize() {
+  local log="$out/sanitize.log" tool filter tmp pids=() tools=(memcheck racecheck synccheck initcheck)
+  : >"$log"
+  if ! command -v compute-sanitizer >/dev/null 2>&1; then
+    say "sanitize: compute-sanitizer not found"
+    failed=1
+    return
+  fi
+  # Small shapes for the hazard checkers, which track every shared-memory access.
+  local small='CudaGemmPaths.SimtEveryDtypeAndLayout:CudaGemmPaths.MmaSyncEveryTensorCoreTypeAndLayout'
+  small+=':CudaGemmPaths.WgmmaHalfTypesEveryLayout:CudaGemmPaths.WgmmaTf32KMajorOperands'
+  small+=':CudaConvPool.Conv2dMatchesCpu:CudaConvPool.Conv2dTensorCoreBf16F16:CudaConvPool.PoolsMatchCpu'
+  small+=':CudaLoss.*:CudaNorm.*:CudaSizes.ReductionsOverLongAndManyRows:CudaSizes.HalfRowReductionsAtEveryAlignment'
+  tmp=$(mktemp -d)
+  for tool in "${tools[@]}"; do
+    case $tool in
+      memcheck) filter='*/CudaParity.*:CudaSizes.*' ;;
+      initcheck) filter='*/CudaParity.*' ;;
+      *) filter=$small ;;
+    esac
+    echo "== $tool --gtest_filter=$filter" >"$tmp/$tool.log"
+    timed "$tmp/$tool.log" "$(left 20)" "$run" compute-sanitizer --tool "$tool" --print-limit 20 \
+      --error-exitcode 99 "$root/build/tests/sinter_tests" --gtest_filter="$filter" &
+    pids+=($!)
+  done
+  local i rc errors first
+  for i in "${!tools[@]}"; do
+    tool=${tools[$i]}
+    wait "${pids[$i]}"
+    rc=$?
+    cat "$tmp/$tool.log" >>"$log"
+    errors=$(grep -a -o -E '(ERROR SUMMARY: [0-9]+ errors?|RACECHECK SUMMARY: [0-9]+ hazard[^)]*\))' \
+      "$tmp/$tool.log" | tail -n 1)
+    local tests_line
+    tests_line=$(grep -a -E '^\[  (PASSED|FAILED)  \]' "$tmp/$tool.log" | head -n 1)
+    say "$tool: $(status_of "$rc"); ${errors:-no sanitizer summary}; ${tests_line:-no test result}"
+    if [ "$rc" -ne 0 ]; then failed=1; fi
+    first=$(grep -a '^========= ' "$tmp/$tool.log" |
+      grep -a -v -E 'COMPUTE-SANITIZER|ERROR SUMMARY|RACECHECK SUMMARY|^========= *$' | head -n 8)
+    if [ -n "$first" ]; then say "  first report:" "$(sed 's/^/    /' <<<"$first")"; fi
+  done
+  rm -rf "$tmp"
+}
+
+# --- bench: each program in short mode, then PyTorch and the comparison ---
+stage_bench() {
+  local log="$out/bench.log" json_dir name rc
+  : >"$log"
+  json_dir=$(mktemp -d)
+  # name:seconds:filter; the filters drop the square sizes between the ones kept.
+  local programs=(
+    "gemm:120:-gemm/.*/square/.*_m(512|2048)_.*"
+    "conv:90:"
+    "memory:50:"
+    "elementwise:30:"
+    "train_step:60:"
+  )
+  local entry secs filter args
+  for entry in "${programs[@]}"; do
+    IFS=: read -r name secs filter <<<"$entry"
+    if [ ! -x "$root/build/benchmarks/bench_$name" ]; then
+      say "bench_$name: not built"
+      failed=1
       continue
     fi
-    timeout 600 "${mpirun[@]}" "$bench" --summary_out="$json_dir/bench_$name.json" \
-      >>"$out/bench.log" 2>&1 || bench_failed+=("$name")
-    continue
-  fi
-  timeout 600 "$bench" --benchmark_format=console --benchmark_color=false \
-    --benchmark_out="$json_dir/bench_$name.json" --benchmark_out_format=json \
-    >>"$out/bench.log" 2>&1 || bench_failed+=("$name")
-done
-
-# The same training steps in PyTorch, from the same run on the same GPU, and the table of ratios.
-pytorch_status="skipped (python3 has no CUDA-enabled torch)"
-pytorch_rc=0
-compare_table=""
-if python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1
-then
-  echo "== pytorch_reference" >>"$out/bench.log"
-  if timeout 600 python3 benchmarks/pytorch_reference.py --out "$json_dir/pytorch_reference.json" \
-      >>"$out/bench.log" 2>&1; then
-    pytorch_status="ok"
+    [ "$secs" -gt "$(left 120)" ] && secs=$(left 120)
+    args=(--short --summary_out="$json_dir/$name.json" --benchmark_color=false
+          --benchmark_out="$json_dir/gbench_$name.json" --benchmark_out_format=json)
+    [ -n "$filter" ] && args+=(--benchmark_filter="$filter")
+    echo "== bench_$name ${args[*]}" >>"$log"
+    timed "$log" "$secs" "$run" "bench_$name" "${args[@]}"
+    rc=$?
+    say "bench_$name: $(status_of "$rc")"
+    [ "$rc" -ne 0 ] && failed=1
+  done
+  if [ -x "$root/build/benchmarks/bench_allreduce" ] && command -v mpirun >/dev/null 2>&1; then
+    echo "== mpirun -np 1 bench_allreduce" >>"$log"
+    timed "$log" 40 "$run" mpirun -np 1 "$root/build/benchmarks/bench_allreduce" \
+      --max-bytes=67108864 --summary_out="$json_dir/allreduce.json"
+    rc=$?
+    say "bench_allreduce (mpirun -np 1): $(status_of "$rc")"
+    [ "$rc" -ne 0 ] && failed=1
   else
-    pytorch_rc=1
-    pytorch_status="FAILED (see bench.log)"
+    say "bench_allreduce: not run (not built, or no mpirun)"
   fi
-  compare_table=$(python3 benchmarks/compare.py "$json_dir/bench_train_step.json" \
-    "$json_dir/pytorch_reference.json" 2>&1)
-  { echo "== compare"; echo "$compare_table"; } >>"$out/bench.log"
-fi
 
-# --- the example, data parallel: NCCL initialized through MPI, one epoch of the cnn ---
-ddp_status="not run: the build failed"
-ddp_rc=0
-fmnist_data=/usr/share/datasets/fashion-mnist
-if [ "$build_rc" -ne 0 ]; then
-  ddp_rc=1
-elif [ ! -x "$build_dir/examples/fashion_mnist" ]; then
-  ddp_status="skipped: examples/fashion_mnist was not built (CLI11 missing)"
-elif [ ${#mpirun[@]} -eq 0 ]; then
-  ddp_rc=1
-  ddp_status="FAILED: mpirun not found"
-elif [ ! -e "$fmnist_data/train-images-idx3-ubyte.gz" ] && [ ! -e "$fmnist_data/train-images-idx3-ubyte" ]; then
-  ddp_status="skipped: Fashion-MNIST not found in $fmnist_data"
-else
-  ddp_out=$(mktemp -d)
-  echo "== mpirun -np 1 fashion_mnist --ddp --model cnn --epochs 1 --device cuda" >>"$out/test.log"
-  ddp_start=$(date +%s)
-  if timeout 600 "${mpirun[@]}" "$build_dir/examples/fashion_mnist" --ddp --model cnn --epochs 1 \
-      --device cuda --min-accuracy 0.80 --data "$fmnist_data" --out "$ddp_out" \
-      >"$ddp_out/log.txt" 2>&1; then
-    ddp_status="ok, $(grep -a -o 'test accuracy: [0-9.]*' "$ddp_out/log.txt" | tail -n 1) in $(( $(date +%s) - ddp_start ))s"
+  # The same training steps in PyTorch eager, where a CUDA-enabled torch is installed.
+  local python=python3 compare=""
+  [ -x /opt/torch/.venv/bin/python3 ] && python=/opt/torch/.venv/bin/python3
+  if "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+    echo "== pytorch_reference" >>"$log"
+    PYTHONUNBUFFERED=1 timed "$log" "$(left 20)" "$python" "$src/benchmarks/pytorch_reference.py" \
+      --out "$json_dir/pytorch_reference.json"
+    rc=$?
+    say "pytorch_reference: $(status_of "$rc")"
+    [ "$rc" -ne 0 ] && failed=1
+    if [ -f "$json_dir/gbench_train_step.json" ] && [ -f "$json_dir/pytorch_reference.json" ]; then
+      compare=$("$python" "$src/benchmarks/compare.py" "$json_dir/gbench_train_step.json" \
+        "$json_dir/pytorch_reference.json" 2>&1)
+      { echo "== compare"; echo "$compare"; } >>"$log"
+    fi
   else
-    ddp_rc=1
-    ddp_status="FAILED (see test.log)"
+    say "pytorch_reference: skipped (no CUDA-enabled torch for $python)"
   fi
-  tr '\r' '\n' <"$ddp_out/log.txt" >>"$out/test.log"
-  rm -rf "$ddp_out"
-fi
 
-shopt -s nullglob
-jsons=("$json_dir"/*.json)
-if [ ${#jsons[@]} -le 3 ]; then
-  for json in "${jsons[@]}"; do cp "$json" "$out/"; done
-elif [ ${#jsons[@]} -gt 0 ]; then
+  # The JSON files folded into one (the machine returns few files); the digest and tables last.
+  shopt -s nullglob
+  local jsons=("$json_dir"/*.json) summaries=() j sep=""
   {
     echo "{"
-    sep=""
-    for json in "${jsons[@]}"; do
-      name=$(basename "$json" .json)
-      printf '%s"%s": ' "$sep" "${name#bench_}"
-      cat "$json"
+    for j in "${jsons[@]}"; do
+      printf '%s"%s": ' "$sep" "$(basename "$j" .json)"
+      cat "$j"
       sep=","
     done
     echo "}"
   } >"$out/bench.json"
-fi
-rm -rf "$json_dir"
-
-# --- summary ---
-# The device copy of the tree has no .git: pass SINTER_COMMIT=<hash> to name what was measured.
-commit=${SINTER_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "unknown")}
-if [ -z "${SINTER_COMMIT:-}" ] && [ "$commit" != unknown ] && ! git diff --quiet HEAD 2>/dev/null; then
-  commit="$commit + uncommitted changes"
-fi
-{
-  echo "Sinter GPU check  $(date -u '+%Y-%m-%d %H:%M UTC')  commit $commit"
-  echo "$device"
-  if [ "$build_rc" -eq 0 ]; then echo "build: ok in ${build_s}s"; else echo "build: FAILED (see build.log)"; fi
-  printf '%-8s %7s %7s %8s %7s\n' tests passed failed skipped total
-  for label in gpu other; do
-    read -r total failed skipped <<<"${counts[$label]}"
-    printf '%-8s %7d %7d %8d %7d\n' "$label" $(( total - failed - skipped )) "$failed" "$skipped" "$total"
+  for j in "$json_dir"/{gemm,conv,memory,elementwise,train_step,allreduce}.json; do
+    [ -f "$j" ] && summaries+=("$j")
   done
-  echo "benchmarks: ${#benches[@]} run, ${#bench_failed[@]} failed${bench_failed:+: ${bench_failed[*]}}"
-  # Each benchmark's short table (the markdown lines it prints last: figure, reference, ratio), or
-  # without one the result rows of its console table (the lines after its second dashed rule). The
-  # PyTorch part of bench.log comes last and is summed up by compare.py's table instead.
-  awk 'function flush(  i) {
-         if (n_table) { for (i = 1; i <= n_table; i++) print "  " table[i] }
-         else { for (i = 1; i <= n_rows; i++) print "  " rows[i] }
-         n_table = 0; n_rows = 0
-       }
-       done {next}
-       /^== (pytorch_reference|compare)$/ {flush(); done = 1; next}
-       /^== / {flush(); print; rules = 0; next}
-       /^\|/ {table[++n_table] = $0; next}
-       /^----------/ {rules++; next}
-       rules >= 2 && NF {rows[++n_rows] = $0}
-       END {if (!done) flush()}' "$out/bench.log"
-  echo "ddp example (mpirun -np 1 fashion_mnist --ddp, cnn, 1 epoch): $ddp_status"
-  echo "kernel check (scripts/check_kernels.sh):"
-  sed 's/^/  /' "$out/kernels.log"
-  echo "pytorch reference: $pytorch_status"
-  if [ -n "$compare_table" ]; then echo "$compare_table"; fi
-  echo "total: $(( $(date +%s) - start ))s"
-} | tee "$out/summary.txt"
+  shopt -u nullglob
+  if [ ${#summaries[@]} -gt 0 ]; then
+    python3 "$lib/bench_digest.py" --tables "$json_dir/tables.md" \
+      --headline '^(gemm/[a-z0-9]+/auto/square/|conv/bf16/|train_step/|[a-z_]+/(f32|bf16)/[0-9]|allreduce/(1|64) MB)' \
+      "${summaries[@]}" | tee -a "$summary"
+    { echo "== tables"; cat "$json_dir/tables.md"; } >>"$log"
+  fi
+  if [ -n "$compare" ]; then say "Sinter against PyTorch eager (compare.py):" "$compare"; fi
+  rm -rf "$json_dir"
+}
 
-if [ "$build_rc" -ne 0 ] || [ "$test_rc" -ne 0 ] || [ ${#bench_failed[@]} -ne 0 ] ||
-  [ "$pytorch_rc" -ne 0 ] || [ "$kernels_rc" -ne 0 ] || [ "$ddp_rc" -ne 0 ]; then
-  exit 1
+# --- train: the cnn on the GPU, then the data-parallel path under MPI ---
+stage_train() {
+  local log="$out/train.log" tmp rc data
+  : >"$log"
+  data=$("$run" sh -c 'echo "$SINTER_FMNIST_DIR"')
+  if [ ! -e "$data/train-images-idx3-ubyte.gz" ] && [ ! -e "$data/train-images-idx3-ubyte" ]; then
+    say "train: no Fashion-MNIST files in $data (bundle made with --no-data?)"
+    failed=1
+    return
+  fi
+  tmp=$(mktemp -d)
+  # epoch_line DIR: "accuracy A, S s/epoch" from the example's metrics.csv.
+  epoch_line() {
+    [ -f "$1/metrics.csv" ] || { printf 'no epoch finished'; return; }
+    awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) col[$i] = i; next}
+             {acc = $col["test_acc"]; s += $col["seconds"]; n++}
+             END {if (n) printf "test accuracy %.4f after %d epoch(s), %.1f s/epoch", acc, n, s / n;
+                  else printf "no epoch finished"}' "$1/metrics.csv" 2>/dev/null
+  }
+  echo "== fashion_mnist --model cnn --epochs 2 --device cuda" >>"$log"
+  timed "$log" "$(left 120)" "$run" fashion_mnist --model cnn --epochs 2 --device cuda \
+    --data "$data" --out "$tmp/cnn" --min-accuracy 0.80
+  rc=$?
+  say "cnn, 2 epochs, cuda: $(status_of "$rc"); $(epoch_line "$tmp/cnn")"
+  [ "$rc" -ne 0 ] && failed=1
+  if command -v mpirun >/dev/null 2>&1; then
+    echo "== mpirun -np 1 fashion_mnist --ddp --model cnn --epochs 1 --device cuda" >>"$log"
+    timed "$log" "$(left)" "$run" mpirun -np 1 "$root/build/examples/fashion_mnist" --ddp \
+      --model cnn --epochs 1 --device cuda --data "$data" --out "$tmp/ddp" --min-accuracy 0.80
+    rc=$?
+    say "cnn, 1 epoch, mpirun -np 1 --ddp (NCCL): $(status_of "$rc"); $(epoch_line "$tmp/ddp")"
+    [ "$rc" -ne 0 ] && failed=1
+  else
+    say "ddp: not run (no mpirun)"
+    failed=1
+  fi
+  # The progress bar redraws with \r: one line per redraw in the log.
+  tr '\r' '\n' <"$log" >"$tmp/log" && mv "$tmp/log" "$log"
+  rm -rf "$tmp"
+}
+
+stages=("$stage")
+[ "$stage" = all ] && stages=(tests sanitize bench train)
+for s in "${stages[@]}"; do
+  stage_limit=$(limit_of "$s")
+  elapsed=$(( $(date +%s) - start ))
+  if [ -n "$budget" ] && [ $(( elapsed + stage_limit )) -gt "$budget" ]; then
+    say "" "== $s: skipped (its limit ${stage_limit}s would overrun the budget: ${elapsed}s of ${budget}s used)"
+    continue
+  fi
+  say "" "== $s (limit ${stage_limit}s)"
+  stage_start=$(date +%s)
+  "stage_$s"
+  say "$s: $(( $(date +%s) - stage_start ))s"
+done
+say "" "total: $(( $(date +%s) - start ))s; logs in $out"
+
+# The caller may see only the end of the output: every summary again, last.
+if [ ${#stages[@]} -gt 1 ]; then
+  echo
+  echo "======== summary ========"
+  cat "$summary"
 fi
+exit "$failed"
