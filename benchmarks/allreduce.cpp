@@ -351,8 +351,8 @@ int main(int argc, char** argv) {
 #endif
     const bool use_cuda =
         cfg.device == "cuda" || (cfg.device == "auto" && nccl && cuda::is_available());
-    const Device dev = use_cuda ? Device::cuda(pg->local_rank()) : Device::cpu();
-    if (use_cuda) cuda::set_device(pg->local_rank());
+    const Device dev = use_cuda ? Device::cuda(pg->cuda_device()) : Device::cpu();
+    if (use_cuda) cuda::set_device(dev.index);
     if (print) {
       std::printf("bench_allreduce: %d rank(s), %d on this node, %s tensors (%s)%s\n", pg->size(),
                   pg->local_size(), dev.is_cuda() ? "CUDA" : "CPU", dev.is_cuda() ? "NCCL" : "MPI",

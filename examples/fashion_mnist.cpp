@@ -195,13 +195,8 @@ int run(const Args& args) {
   st::manual_seed(args.seed);
   const bool want_cuda =
       args.device == "cuda" || (args.device == "auto" && st::cuda::is_available());
-  // One GPU per rank: the rank's index among those on its node.
-  const int gpu = pg ? pg->local_rank() : 0;
-  if (want_cuda && gpu >= st::cuda::device_count()) {
-    throw st::Error("rank " + std::to_string(rank) + " has local rank " + std::to_string(gpu) +
-                    " but its node has " + std::to_string(st::cuda::device_count()) +
-                    " CUDA device(s): start at most one rank per GPU");
-  }
+  // One GPU per rank: the group picks it, and says so when this rank has none.
+  const int gpu = want_cuda && pg ? pg->cuda_device() : 0;
   const st::Device dev = want_cuda ? st::Device::cuda(gpu) : st::Device::cpu();
   if (want_cuda) st::cuda::set_device(gpu);
 

@@ -17,6 +17,7 @@
 #include "cuda_check.cuh"
 #include "device_info.cuh"
 #include "internal/kernels_conv.h"
+#include "scratch.cuh"
 
 namespace sinter::cudak {
 namespace {
@@ -310,26 +311,15 @@ void conv2d_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
     }
     // Split K: partial sums meet in an Acc<T> buffer; for f32 and f64 that is the output itself.
     constexpr bool kSame = std::is_same_v<T, A>;
-    A* acc = nullptr;
-    if constexpr (kSame) {
-      acc = static_cast<A*>(dweight);
-    } else {
-      SINTER_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&acc),
-                                        static_cast<size_t>(total) * sizeof(A), stream));
+    const Scratch<A> scratch(ctx, kSame ? 0 : total);
+    A* acc = kSame ? static_cast<A*>(dweight) : scratch.get();
+    SINTER_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<size_t>(total) * sizeof(A), stream));
+    run(acc, k_chunk, static_cast<int>(splits));
+    if constexpr (!kSame) {
+      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096));
+      narrow_kernel<T><<<blocks, 256, 0, stream>>>(acc, static_cast<T*>(dweight), total);
+      SINTER_LAUNCH_CHECK("narrow_kernel");
     }
-    try {
-      SINTER_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<size_t>(total) * sizeof(A), stream));
-      run(acc, k_chunk, static_cast<int>(splits));
-      if constexpr (!kSame) {
-        const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096));
-        narrow_kernel<T><<<blocks, 256, 0, stream>>>(acc, static_cast<T*>(dweight), total);
-        SINTER_LAUNCH_CHECK("narrow_kernel");
-      }
-    } catch (...) {
-      if constexpr (!kSame) (void)cudaFreeAsync(acc, stream);
-      throw;
-    }
-    if constexpr (!kSame) SINTER_CUDA_CHECK(cudaFreeAsync(acc, stream));
   });
 }
 

@@ -387,17 +387,25 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // ---- host side ----
 
-__device__ int g_sm90a_compiled;
-__global__ void sm90a_probe_kernel() {
+// Never launched: which of this file's device codes the device runs shows in the static shared
+// memory of the probe, read with cudaFuncGetAttributes, which launches nothing and so is allowed
+// while a stream is being captured (a launch on the legacy stream and a synchronous copy are not).
+constexpr int kSm90aMarkerInts = 64;
+__global__ void sm90a_probe_kernel(int* out) {
 #ifdef SINTER_SM90A
-  g_sm90a_compiled = 1;
+  __shared__ int marker[kSm90aMarkerInts];
 #else
-  g_sm90a_compiled = 0;
+  __shared__ int marker[1];
 #endif
+  // Used, so that the array is kept.
+  marker[threadIdx.x % (sizeof(marker) / sizeof(int))] = static_cast<int>(threadIdx.x);
+  __syncthreads();
+  out[threadIdx.x] = marker[(threadIdx.x + 1) % (sizeof(marker) / sizeof(int))];
 }
 
 // Whether this device runs the sm_90a code of this library: compute capability 9.0 and a build
-// that includes 90a in SINTER_CUDA_ARCHITECTURES. Asked once per device (one tiny launch).
+// that includes 90a in SINTER_CUDA_ARCHITECTURES. Asked once per device; threads that race on the
+// first ask both compute the same answer.
 bool sm90a_available(int device) {
   constexpr int kCached = 64;
   static std::atomic<int> cache[kCached];  // 0 unknown, 1 yes, 2 no
@@ -408,11 +416,10 @@ bool sm90a_available(int device) {
   }
   bool ok = false;
   if (device_compute_capability(device) == 90) {
-    sm90a_probe_kernel<<<1, 1>>>();
-    SINTER_LAUNCH_CHECK("sm90a_probe_kernel");
-    int flag = 0;
-    SINTER_CUDA_CHECK(cudaMemcpyFromSymbol(&flag, g_sm90a_compiled, sizeof(int)));
-    ok = flag == 1;
+    DeviceGuard guard(device);
+    cudaFuncAttributes attr{};
+    SINTER_CUDA_CHECK(cudaFuncGetAttributes(&attr, sm90a_probe_kernel));
+    ok = attr.sharedSizeBytes == kSm90aMarkerInts * sizeof(int);
   }
   if (cacheable) cache[device].store(ok ? 1 : 2, std::memory_order_relaxed);
   return ok;

@@ -18,6 +18,7 @@
 #include "internal/kernels_norm.h"
 #include "internal/philox.h"
 #include "internal/scalar_ops.h"
+#include "scratch.cuh"
 
 namespace sinter::cudak {
 namespace {
@@ -673,28 +674,17 @@ void batch_norm_stats(const Ctx& ctx, const void* x, DType dtype, int64_t n, int
     visit_vec_width<T>(hw, {x}, [&](auto width) {
       constexpr int kV = decltype(width)::value;
       const int64_t nvec = n * hw / kV, splits = stat_splits(nvec, c, ctx.device);
-      Welford<A>* partial = nullptr;
+      const Scratch<Welford<A>> partial(ctx, splits > 1 ? c * splits : 0);
+      batch_norm_stats_kernel<T, kV><<<static_cast<unsigned>(c * splits), kThreads, 0, stream>>>(
+          static_cast<const T*>(x), c, hw, nvec, splits, static_cast<A>(eps), partial.get(),
+          static_cast<A*>(mean), static_cast<A*>(var), static_cast<A*>(rstd));
+      SINTER_LAUNCH_CHECK("batch_norm_stats_kernel");
       if (splits > 1) {
-        SINTER_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial),
-                                          static_cast<size_t>(c * splits) * sizeof(Welford<A>),
-                                          stream));
+        batch_norm_stats_finish_kernel<A><<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
+            partial.get(), splits, static_cast<A>(eps), static_cast<A*>(mean), static_cast<A*>(var),
+            static_cast<A*>(rstd));
+        SINTER_LAUNCH_CHECK("batch_norm_stats_finish_kernel");
       }
-      try {
-        batch_norm_stats_kernel<T, kV><<<static_cast<unsigned>(c * splits), kThreads, 0, stream>>>(
-            static_cast<const T*>(x), c, hw, nvec, splits, static_cast<A>(eps), partial,
-            static_cast<A*>(mean), static_cast<A*>(var), static_cast<A*>(rstd));
-        SINTER_LAUNCH_CHECK("batch_norm_stats_kernel");
-        if (splits > 1) {
-          batch_norm_stats_finish_kernel<A><<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
-              partial, splits, static_cast<A>(eps), static_cast<A*>(mean), static_cast<A*>(var),
-              static_cast<A*>(rstd));
-          SINTER_LAUNCH_CHECK("batch_norm_stats_finish_kernel");
-        }
-      } catch (...) {
-        if (partial) (void)cudaFreeAsync(partial, stream);
-        throw;
-      }
-      if (partial) SINTER_CUDA_CHECK(cudaFreeAsync(partial, stream));
     });
   });
 }
@@ -746,41 +736,30 @@ void batch_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
       const auto* prstd = static_cast<const A*>(rstd);
       const auto* pw = static_cast<const T*>(weight);
       // partial: (c, splits, 2) block sums, then coef: (c, 2).
-      A* partial = nullptr;
+      const Scratch<A> scratch(ctx, splits > 1 ? 2 * c * (splits + 1) : 0);
+      A* partial = scratch.get();
+      batch_norm_backward_kernel<T, kV><<<static_cast<unsigned>(c * splits), kThreads, 0, stream>>>(
+          pdy, px, c, hw, m, splits, pmean, prstd, pw, training, partial, static_cast<T*>(dx),
+          static_cast<A*>(dweight), static_cast<A*>(dbias));
+      SINTER_LAUNCH_CHECK("batch_norm_backward_kernel");
       if (splits > 1) {
-        SINTER_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial),
-                                          static_cast<size_t>(2 * c * (splits + 1)) * sizeof(A),
-                                          stream));
-      }
-      try {
-        batch_norm_backward_kernel<T, kV>
-            <<<static_cast<unsigned>(c * splits), kThreads, 0, stream>>>(
-                pdy, px, c, hw, m, splits, pmean, prstd, pw, training, partial, static_cast<T*>(dx),
-                static_cast<A*>(dweight), static_cast<A*>(dbias));
-        SINTER_LAUNCH_CHECK("batch_norm_backward_kernel");
-        if (splits > 1) {
-          A* coef = partial + 2 * c * splits;
-          batch_norm_backward_finish_kernel<A><<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
-              partial, splits, m, static_cast<A*>(dweight), static_cast<A*>(dbias), coef);
-          SINTER_LAUNCH_CHECK("batch_norm_backward_finish_kernel");
-          const int64_t total = m * c;
-          const auto launch_dx = [&](auto small) {
-            batch_norm_dx_kernel<T, kV, decltype(small)::value>
-                <<<grid_for(total / kV, kThreads), kThreads, 0, stream>>>(
-                    pdy, px, c, hw, total, pmean, prstd, pw, training, coef, static_cast<T*>(dx));
-            SINTER_LAUNCH_CHECK("batch_norm_dx_kernel");
-          };
-          if (dx && total < (int64_t{1} << 31)) {
-            launch_dx(std::true_type{});
-          } else if (dx) {
-            launch_dx(std::false_type{});
-          }
+        A* coef = partial + 2 * c * splits;
+        batch_norm_backward_finish_kernel<A><<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
+            partial, splits, m, static_cast<A*>(dweight), static_cast<A*>(dbias), coef);
+        SINTER_LAUNCH_CHECK("batch_norm_backward_finish_kernel");
+        const int64_t total = m * c;
+        const auto launch_dx = [&](auto small) {
+          batch_norm_dx_kernel<T, kV, decltype(small)::value>
+              <<<grid_for(total / kV, kThreads), kThreads, 0, stream>>>(
+                  pdy, px, c, hw, total, pmean, prstd, pw, training, coef, static_cast<T*>(dx));
+          SINTER_LAUNCH_CHECK("batch_norm_dx_kernel");
+        };
+        if (dx && total < (int64_t{1} << 31)) {
+          launch_dx(std::true_type{});
+        } else if (dx) {
+          launch_dx(std::false_type{});
         }
-      } catch (...) {
-        if (partial) (void)cudaFreeAsync(partial, stream);
-        throw;
       }
-      if (partial) SINTER_CUDA_CHECK(cudaFreeAsync(partial, stream));
     });
   });
 }

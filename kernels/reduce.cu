@@ -14,6 +14,7 @@
 #include "cuda_check.cuh"
 #include "device_info.cuh"
 #include "internal/kernels.h"
+#include "scratch.cuh"
 
 namespace sinter::cudak {
 namespace {
@@ -312,23 +313,13 @@ void reduce_launch(const Ctx& ctx, const T* in, int64_t outer, int64_t r, void* 
   const int64_t chunk = (r + splits - 1) / splits;
   splits = (r + chunk - 1) / chunk;
   // partials: (outer, splits), each the result of one chunk with its index in the whole row.
-  // Stream-ordered scratch: valid for any ctx.stream and under graph capture.
-  State<A>* partials = nullptr;
-  SINTER_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partials),
-                                    static_cast<size_t>(outer * splits) * sizeof(State<A>),
-                                    stream));
-  try {
-    reduce_block_kernel<Fn><<<grid_for(outer * splits), threads, 0, stream>>>(
-        load, PartialWriter<A>{partials, splits}, outer, splits, r, chunk);
-    SINTER_LAUNCH_CHECK("reduce_block_kernel");
-    reduce_block_kernel<Fn><<<grid_for(outer), 256, 0, stream>>>(PartialLoader<A>{partials, splits},
-                                                                 write, outer, 1, splits, splits);
-    SINTER_LAUNCH_CHECK("reduce_block_kernel");
-  } catch (...) {
-    (void)cudaFreeAsync(partials, stream);
-    throw;
-  }
-  SINTER_CUDA_CHECK(cudaFreeAsync(partials, stream));
+  const Scratch<State<A>> partials(ctx, outer * splits);
+  reduce_block_kernel<Fn><<<grid_for(outer * splits), threads, 0, stream>>>(
+      load, PartialWriter<A>{partials.get(), splits}, outer, splits, r, chunk);
+  SINTER_LAUNCH_CHECK("reduce_block_kernel");
+  reduce_block_kernel<Fn><<<grid_for(outer), 256, 0, stream>>>(
+      PartialLoader<A>{partials.get(), splits}, write, outer, 1, splits, splits);
+  SINTER_LAUNCH_CHECK("reduce_block_kernel");
 }
 
 template <typename T>

@@ -145,9 +145,22 @@ __device__ __forceinline__ int64_t row_base(int64_t row, int64_t dim, int64_t in
   return o * dim * inner + (row - o * inner);
 }
 
+// Threads per block of the row kernels: kThreads in Thread and Warp mode, up to kRowMaxThreads
+// for long rows in Block mode (row_launch). The bound is per mode, so that only Block mode, whose
+// blocks of 1024 threads could otherwise fail to launch, is held to 64 registers a thread. A
+// minimum of one block per SM (in Block mode, and for f64 in every mode) keeps ptxas from aiming
+// at fewer registers and spilling; without it the f32 and 16-bit Thread and Warp kernels keep
+// their unbounded register counts (30-46), which a minimum of one raised to 40-64.
+constexpr int kThreads = 256;
+constexpr int kRowMaxThreads = 1024;
+constexpr int max_row_threads(Mode m) { return m == Mode::Block ? kRowMaxThreads : kThreads; }
+template <typename T>
+constexpr int min_row_blocks(Mode m) { return m == Mode::Block || sizeof(T) == 8 ? 1 : 0; }
+
 template <typename T, Mode M, bool kLog>
-__global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
-                               int64_t dim, int64_t inner) {
+__global__ void __launch_bounds__(max_row_threads(M), min_row_blocks<T>(M))
+    softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t dim,
+                   int64_t inner) {
   using A = Acc<T>;
   __shared__ MaxSum<A> smem[32];
   const int rank = group_rank<M>(), size = group_size<M>();
@@ -165,9 +178,9 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
 }
 
 template <typename T, Mode M, bool kLog>
-__global__ void softmax_backward_kernel(const T* __restrict__ g, const T* __restrict__ y,
-                                        T* __restrict__ dx, int64_t rows, int64_t dim,
-                                        int64_t inner) {
+__global__ void __launch_bounds__(max_row_threads(M), min_row_blocks<T>(M))
+    softmax_backward_kernel(const T* __restrict__ g, const T* __restrict__ y, T* __restrict__ dx,
+                            int64_t rows, int64_t dim, int64_t inner) {
   using A = Acc<T>;
   __shared__ A smem[32];
   const int rank = group_rank<M>(), size = group_size<M>();
@@ -207,10 +220,10 @@ __device__ __forceinline__ void write_cross_entropy(int64_t row, MaxSum<A> st, A
 // One row per sample; the smoothing sum is shifted by the row's first element (Note [cross
 // entropy sums] in src/cpu/softmax.cpp).
 template <typename T, Mode M>
-__global__ void cross_entropy_kernel(const T* __restrict__ x, const int64_t* __restrict__ target,
-                                     Acc<T>* __restrict__ loss, Acc<T>* __restrict__ lse,
-                                     int64_t rows, int64_t c, int64_t inner, int64_t ignore_index,
-                                     Acc<T> eps) {
+__global__ void __launch_bounds__(max_row_threads(M), min_row_blocks<T>(M))
+    cross_entropy_kernel(const T* __restrict__ x, const int64_t* __restrict__ target,
+                         Acc<T>* __restrict__ loss, Acc<T>* __restrict__ lse, int64_t rows,
+                         int64_t c, int64_t inner, int64_t ignore_index, Acc<T> eps) {
   using A = Acc<T>;
   __shared__ MaxSum<A> smem_ms[32];
   __shared__ A smem_sum[32];
@@ -472,7 +485,6 @@ bool visit_cached(int64_t rows, int64_t dim, F&& f) {
 }
 
 constexpr int64_t kWarpRowMax = 1024;  // dense rows up to this length take a warp each
-constexpr int kThreads = 256;
 
 unsigned blocks_for(int64_t work, int64_t per_block) {
   return static_cast<unsigned>(
@@ -488,7 +500,7 @@ struct RowLaunch {
 RowLaunch row_launch(int64_t rows, int64_t dim, int64_t inner) {
   if (inner > 1) return {Mode::Thread, blocks_for(rows, kThreads), kThreads};
   if (dim <= kWarpRowMax) return {Mode::Warp, blocks_for(rows, kThreads / 32), kThreads};
-  return {Mode::Block, blocks_for(rows, 1), dim > 8192 ? 1024 : 512};
+  return {Mode::Block, blocks_for(rows, 1), dim > 8192 ? kRowMaxThreads : 512};
 }
 
 // Calls f.template operator()<T>() for the floating dtype `dtype`.

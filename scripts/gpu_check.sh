@@ -59,7 +59,8 @@ start=$(date +%s)
 jobs=$(nproc)
 summary="$out/summary.txt"
 : >"$summary"
-export PATH="/usr/local/cuda/bin:$PATH"
+# The GPU machine keeps ninja in its PyTorch environment (a build without --bundle uses it).
+export PATH="/usr/local/cuda/bin:$PATH:/opt/torch/.venv/bin"
 
 # say LINE...: a summary line, printed now and kept for the final summary.
 say() { printf '%s\n' "$@" | tee -a "$summary"; }
@@ -164,15 +165,20 @@ stage_sanitize() {
   small+=':CudaConvPool.Conv2dMatchesCpu:CudaConvPool.Conv2dTensorCoreBf16F16:CudaConvPool.PoolsMatchCpu'
   small+=':CudaLoss.*:CudaNorm.*:CudaSizes.ReductionsOverLongAndManyRows:CudaSizes.HalfRowReductionsAtEveryAlignment'
   tmp=$(mktemp -d)
+  # memcheck and initcheck see allocations, not tensors: with the caching allocator off, every
+  # tensor is its own cudaMalloc, so a read past its end or of bytes never written is reported.
+  local caching
   for tool in "${tools[@]}"; do
+    caching=SINTER_CUDA_NO_CACHING=1
     case $tool in
       memcheck) filter='*/CudaParity.*:CudaSizes.*' ;;
       initcheck) filter='*/CudaParity.*' ;;
-      *) filter=$small ;;
+      *) filter=$small caching=SINTER_CUDA_NO_CACHING=0 ;;
     esac
-    echo "== $tool --gtest_filter=$filter" >"$tmp/$tool.log"
-    timed "$tmp/$tool.log" "$(left 20)" "$run" compute-sanitizer --tool "$tool" --print-limit 20 \
-      --error-exitcode 99 "$root/build/tests/sinter_tests" --gtest_filter="$filter" &
+    echo "== $caching $tool --gtest_filter=$filter" >"$tmp/$tool.log"
+    timed "$tmp/$tool.log" "$(left 20)" "$run" env "$caching" compute-sanitizer --tool "$tool" \
+      --print-limit 20 --error-exitcode 99 "$root/build/tests/sinter_tests" \
+      --gtest_filter="$filter" &
     pids+=($!)
   done
   local i rc errors first

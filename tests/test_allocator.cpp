@@ -2,6 +2,12 @@
 // device allocator, pinned memory and copies (suite CudaAllocator, skipped without a device).
 #include <gtest/gtest.h>
 
+#ifdef SINTER_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -51,26 +57,48 @@ class FakeHeap final : public RawBackend {
     ++frees;
   }
 
+  // Events are numbers that complete when the test says so, or when waited for.
+  void* record_event(const void*) override {
+    events_[++last_event_] = false;
+    return reinterpret_cast<void*>(last_event_);
+  }
+  bool event_done(void* event) override { return events_.at(reinterpret_cast<uintptr_t>(event)); }
+  void synchronize_event(void* event) override {
+    ++synchronized_events;
+    events_.at(reinterpret_cast<uintptr_t>(event)) = true;
+  }
+  void destroy_event(void* event) override {
+    EXPECT_EQ(events_.erase(reinterpret_cast<uintptr_t>(event)), 1u) << "unknown event";
+  }
+  void finish_events() {
+    for (auto& [id, done] : events_) done = true;
+  }
+
   size_t live_segments() const { return live_.size(); }
   size_t live_bytes() const { return live_bytes_; }
+  size_t live_events() const { return events_.size(); }
 
   int allocs = 0;
   int frees = 0;
   int failed_allocs = 0;
+  int synchronized_events = 0;
 
  private:
   size_t limit_;
   size_t live_bytes_ = 0;
   uintptr_t next_ = uintptr_t{1} << 40;
   std::map<uintptr_t, size_t> live_;
+  uintptr_t last_event_ = 0;
+  std::map<uintptr_t, bool> events_;  // by id: completed
 };
 
 char* as_bytes(void* p) { return static_cast<char*>(p); }
 
 // Opaque stream keys.
-int stream_a_tag, stream_b_tag;
+int stream_a_tag, stream_b_tag, stream_c_tag;
 const void* const kStreamA = &stream_a_tag;
 const void* const kStreamB = &stream_b_tag;
+const void* const kStreamC = &stream_c_tag;
 
 TEST(CachingAllocator, ReusesFreedBlockWithoutNewSegment) {
   FakeHeap heap;
@@ -337,6 +365,123 @@ TEST(CachingAllocator, DestructorReleasesFreeSegments) {
   EXPECT_EQ(heap.live_segments(), 0u);
 }
 
+TEST(CachingAllocator, BlockUsedOnOtherStreamsWaitsForThemAfterFree) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  void* p = alloc.allocate(4 * KiB, kStreamA);
+  EXPECT_TRUE(alloc.record_stream(p, kStreamB));
+  EXPECT_TRUE(alloc.record_stream(p, kStreamB));
+  EXPECT_TRUE(alloc.record_stream(p, kStreamC));
+  EXPECT_EQ(heap.live_events(), 0u);
+  alloc.free(p);
+  EXPECT_EQ(heap.live_events(), 2u);  // one per other stream, recorded at the free
+  EXPECT_EQ(alloc.stats().allocated_bytes, 0);
+  EXPECT_EQ(alloc.stats().num_frees, 1);
+  // B and C may still be using p: stream A gets other memory, and the neighbour freed after p does
+  // not merge with it.
+  void* q = alloc.allocate(4 * KiB, kStreamA);
+  EXPECT_NE(q, p);
+  alloc.free(q);
+  q = alloc.allocate(4 * KiB, kStreamA);
+  EXPECT_NE(q, p);
+  EXPECT_EQ(heap.live_events(), 2u);
+  heap.finish_events();
+  void* r = alloc.allocate(4 * KiB, kStreamA);
+  EXPECT_EQ(r, p);
+  EXPECT_EQ(heap.live_events(), 0u);
+  EXPECT_EQ(heap.synchronized_events, 0);
+  alloc.free(r);
+  alloc.free(q);
+}
+
+TEST(CachingAllocator, RecordStreamOfItsOwnStreamOrAForeignPointer) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  void* p = alloc.allocate(4 * KiB, kStreamA);
+  EXPECT_TRUE(alloc.record_stream(p, kStreamA));  // the pool's stream already orders the reuse
+  alloc.free(p);
+  EXPECT_EQ(heap.live_events(), 0u);
+  EXPECT_EQ(alloc.allocate(4 * KiB, kStreamA), p);
+  int x = 0;
+  EXPECT_FALSE(alloc.record_stream(&x, kStreamB));
+  alloc.free(p);
+  EXPECT_FALSE(alloc.record_stream(p, kStreamB));  // freed: no longer handed out
+}
+
+TEST(CachingAllocator, EmptyCacheWaitsForStreamUses) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  void* p = alloc.allocate(4 * MiB, kStreamA);
+  alloc.record_stream(p, kStreamB);
+  alloc.free(p);
+  alloc.empty_cache();
+  EXPECT_EQ(heap.synchronized_events, 1);
+  EXPECT_EQ(heap.live_events(), 0u);
+  EXPECT_EQ(heap.live_segments(), 0u);
+  EXPECT_EQ(alloc.stats().reserved_bytes, 0);
+}
+
+TEST(CachingAllocator, OutOfMemoryRetryWaitsForStreamUses) {
+  FakeHeap heap(8 * MiB);
+  CachingAllocator alloc(heap, 0);
+  void* p = alloc.allocate(6 * MiB, kStreamA);
+  alloc.record_stream(p, kStreamB);
+  alloc.free(p);
+  // p's segment is released only once stream B is done with it.
+  void* q = alloc.allocate(4 * MiB, kStreamA);
+  EXPECT_NE(q, nullptr);
+  EXPECT_EQ(heap.failed_allocs, 1);
+  EXPECT_EQ(heap.synchronized_events, 1);
+  EXPECT_EQ(alloc.stats().num_device_frees, 1);
+  EXPECT_EQ(alloc.stats().num_ooms, 0);
+  alloc.free(q);
+}
+
+TEST(CachingAllocator, DestructorDropsPendingStreamUses) {
+  FakeHeap heap;
+  {
+    CachingAllocator alloc(heap, 0);
+    void* p = alloc.allocate(KiB, kStreamA);
+    alloc.record_stream(p, kStreamB);
+    alloc.free(p);
+    EXPECT_EQ(heap.live_events(), 1u);
+  }
+  EXPECT_EQ(heap.live_events(), 0u);
+}
+
+TEST(CachingAllocator, WithoutCachingEachRequestIsItsOwnExactSegment) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0, /*caching=*/false);
+  void* p = alloc.allocate(1000, kStreamA);
+  void* q = alloc.allocate(1000, kStreamA);
+  EXPECT_EQ(heap.allocs, 2);
+  EXPECT_EQ(heap.live_bytes(), 2000u);  // not rounded: a sanitizer sees a read past byte 1000
+  EXPECT_EQ(alloc.stats().allocated_bytes, 2000);
+  alloc.free(p);
+  EXPECT_EQ(heap.frees, 1);  // given back at once, not cached
+  EXPECT_EQ(alloc.stats().reserved_bytes, 1000);
+  void* r = alloc.allocate(1000, kStreamA);
+  EXPECT_EQ(alloc.stats().num_cache_hits, 0);
+  EXPECT_EQ(heap.allocs, 3);
+  alloc.free(q);
+  alloc.free(r);
+  EXPECT_EQ(heap.live_segments(), 0u);
+  EXPECT_EQ(alloc.stats().reserved_bytes, 0);
+}
+
+TEST(CachingAllocator, WithoutCachingStreamUsesStillDelayTheRelease) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0, /*caching=*/false);
+  void* p = alloc.allocate(4 * KiB, kStreamA);
+  EXPECT_TRUE(alloc.record_stream(p, kStreamB));
+  alloc.free(p);
+  EXPECT_EQ(heap.frees, 0);  // stream B may still be using it
+  heap.finish_events();
+  alloc.free(alloc.allocate(4 * KiB, kStreamA));  // polls the pending uses
+  EXPECT_EQ(heap.live_segments(), 0u);
+  EXPECT_EQ(heap.live_events(), 0u);
+}
+
 TEST(CachingAllocator, StaysConsistentUnderConcurrentUse) {
   FakeHeap heap;
   CachingAllocator alloc(heap, 0);
@@ -497,6 +642,41 @@ TEST(CudaAllocator, EventsTimeWorkOnAStream) {
   EXPECT_TRUE(s.query());
   cd::free_device(p);
 }
+
+#ifdef SINTER_WITH_CUDA
+// Regression: a block that another stream still used (an NCCL collective's) went back to its
+// allocation stream's pool when freed, and was handed out again while that stream ran.
+TEST(CudaAllocator, BlockRecordedOnBusyStreamIsNotReusedBeforeItDrains) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const int dev = cuda::current_device();
+  // Declared before the streams, whose destructors wait for the host function that reads it.
+  std::atomic<bool> release{false};
+  cuda::Stream compute = cuda::Stream::create(dev);
+  cuda::Stream side = cuda::Stream::create(dev);
+  cuda::StreamGuard guard(compute);
+  // Holds the side stream until `release` is set, for at most 30 s.
+  const cudaHostFn_t hold = [](void* flag) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!static_cast<std::atomic<bool>*>(flag)->load() &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  ASSERT_EQ(cudaLaunchHostFunc(side.handle(), hold, &release), cudaSuccess);
+
+  void* p = cd::allocate_device(8 * MiB, dev);
+  cd::record_stream(p, side.handle());
+  cd::free_device(p);
+  void* q = cd::allocate_device(8 * MiB, dev);
+  EXPECT_NE(q, p) << "handed out again while the side stream may still use it";
+  release = true;
+  side.synchronize();
+  void* r = cd::allocate_device(8 * MiB, dev);
+  EXPECT_EQ(r, p) << "not reused once the side stream drained";
+  cd::free_device(q);
+  cd::free_device(r);
+}
+#endif
 
 TEST(CudaAllocator, DevicePropertiesAreSensible) {
   if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";

@@ -2,6 +2,10 @@
 // layouts, ragged edges, batches (one operand shared by the batch), the epilogue (beta, bias,
 // pre-activation, ReLU/GELU), and the problems a family must refuse. Stored operands carry padding
 // filled with NaN, so a kernel that reads past its rows or columns poisons the result.
+#ifdef SINTER_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include <cmath>
 #include <string>
 
@@ -48,8 +52,12 @@ std::string describe(GemmPath path, DType dt, bool tf32, const Problem& p, const
          (e.pre_act ? " pre_act" : "") + " act=" + std::to_string(static_cast<int>(e.act));
 }
 
-// Runs one problem on the CPU reference and on CUDA with `path`, and compares C (and pre_act).
-void check(GemmPath path, DType dt, bool tf32, const Problem& p, const Epilogue& e, Generator* g) {
+using GemmFn = void (*)(const kern::Ctx&, const GemmArgs&);
+
+// Runs one problem on the CPU reference and on CUDA with `path` (through `cuda_gemm`), and compares
+// C (and pre_act).
+void check(GemmPath path, DType dt, bool tf32, const Problem& p, const Epilogue& e, Generator* g,
+           GemmFn cuda_gemm = cudak::gemm) {
   const std::string what = describe(path, dt, tf32, p, e);
   GemmArgs args;
   args.dtype = dt;
@@ -90,7 +98,7 @@ void check(GemmPath path, DType dt, bool tf32, const Problem& p, const Epilogue&
     x.pre_act = e.pre_act ? pred.data_ptr() : nullptr;
     if (d.is_cuda()) {
       testing::poison_cuda_cache();
-      cudak::gemm(kernel_ctx(d), x);
+      cuda_gemm(kernel_ctx(d), x);
     } else {
       cpu::gemm(kernel_ctx(d), x);
     }
@@ -268,6 +276,40 @@ TEST(CudaGemmPaths, AutoFallsBackForUnalignedRows) {
     }
   }
 }
+
+#ifdef SINTER_WITH_CUDA
+// cudak::gemm on ctx's device, captured on a stream of its own in global mode (which forbids
+// synchronizing calls in every thread of the process), then run as a graph.
+void gemm_captured(const kern::Ctx& ctx, const GemmArgs& args) {
+  cuda::synchronize(ctx.device);  // the operands were written on the current stream
+  const cuda::Stream side = cuda::Stream::create(ctx.device);
+  const auto stream = static_cast<cudaStream_t>(side.handle());
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_NO_THROW(cudak::gemm({ctx.device, side.handle()}, args));
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  EXPECT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive) << "a call during capture invalidated it";
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  ASSERT_EQ(instantiated, cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+}
+
+// Regression: the first GEMM on a device asked whether the sm_90a kernels run there by launching
+// a probe on the legacy stream and copying a flag back, which invalidates a stream capture. CTest
+// runs every test in a process of its own, so this GEMM is the device's first.
+TEST(CudaGemmPaths, FirstGemmOfADeviceCanBeCaptured) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  check(GemmPath::Auto, DType::bf16, false, {256, 256, 128, 1, false, true}, epilogue_for(2), &g,
+        gemm_captured);
+}
+#endif
 
 }  // namespace
 }  // namespace sinter

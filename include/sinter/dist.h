@@ -4,7 +4,7 @@
 //
 //   auto pg = sinter::dist::ProcessGroup::init();          // under mpirun -np N (or srun)
 //   auto model = std::make_shared<Net>();
-//   model->to(sinter::Device::cuda(pg->local_rank()));
+//   model->to(sinter::Device::cuda(pg->cuda_device()));
 //   sinter::dist::DistributedDataParallel ddp(model, pg);  // broadcasts rank 0's parameters
 //   sinter::optim::SGD opt(model->parameters(), {.lr = 0.1});
 //   for (...) { opt.zero_grad(); loss_fn(ddp.forward(x), y).backward(); opt.step(); }
@@ -47,6 +47,11 @@ struct ProcessGroupOptions {
   // Exchange each tensor's shape and dtype before a collective, so that ranks that disagree get an
   // error naming both, instead of undefined behaviour in MPI or NCCL. Costs one tiny collective.
   bool check_shapes = true;
+  // The CUDA device of this rank (its NCCL communicator, and where its CUDA tensors must be). -1
+  // chooses: device 0 when the process sees exactly one GPU (per-rank CUDA_VISIBLE_DEVICES, Slurm
+  // --gpus-per-task=1), else the local rank (every GPU of the node visible to every rank). A local
+  // rank with no GPU of its own is an error naming the rank, its local rank and the device count.
+  int device = -1;
 };
 
 // One process per rank, one GPU per rank. Every collective must be called by all ranks, in the same
@@ -58,7 +63,7 @@ class ProcessGroup {
   // Initializes MPI if the process has not (MPI_Init_thread) and builds the group over
   // MPI_COMM_WORLD: rank and size from MPI, local rank and size from the node-local communicator
   // (MPI_Comm_split_type shared). The NCCL communicator is created the first time a CUDA tensor is
-  // used: rank 0 makes the unique id and MPI broadcasts it; each rank uses GPU local_rank().
+  // used: rank 0 makes the unique id and MPI broadcasts it; each rank uses GPU cuda_device().
   static std::shared_ptr<ProcessGroup> init(const ProcessGroupOptions& options = {});
 
   virtual ~ProcessGroup() = default;
@@ -66,6 +71,10 @@ class ProcessGroup {
   virtual int size() const = 0;
   virtual int local_rank() const = 0;
   virtual int local_size() const = 0;
+  // The index of this rank's GPU (ProcessGroupOptions::device): put the model and the CUDA tensors
+  // of collectives on Device::cuda(cuda_device()). Throws when there is none. The default is the
+  // automatic choice (device -1).
+  virtual int cuda_device() const;
 
   // In place on `tensor` (contiguous). Average divides the sum by size() (floating types only).
   virtual std::shared_ptr<Work> all_reduce_async(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;

@@ -3,12 +3,14 @@
 #include "internal/caching_allocator.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sinter/core/error.h"
 
@@ -22,7 +24,9 @@ struct CachingAllocator::Block {
   size_t size = 0;
   const void* stream = nullptr;
   bool small = false;
+  // Handed out, or freed with stream uses still pending: not cached, and never merged.
   bool allocated = false;
+  std::vector<const void*> stream_uses;  // other streams that used it (Note [stream uses])
   Block* prev = nullptr;
   Block* next = nullptr;
 };
@@ -45,8 +49,8 @@ std::string mib(int64_t bytes) {
 
 }  // namespace
 
-CachingAllocator::CachingAllocator(RawBackend& backend, int device)
-    : backend_(backend), device_(device) {}
+CachingAllocator::CachingAllocator(RawBackend& backend, int device, bool caching)
+    : backend_(backend), device_(device), caching_(caching) {}
 
 CachingAllocator::~CachingAllocator() {
   try {
@@ -62,11 +66,16 @@ CachingAllocator::~CachingAllocator() {
     for (Block* b : *pool) delete b;
   }
   for (auto& [ptr, b] : live_) delete b;
+  for (Deferred& d : deferred_) {
+    for (void* e : d.events) backend_.destroy_event(e);
+    delete d.block;
+  }
 }
 
 void* CachingAllocator::allocate(size_t nbytes, const void* stream) {
   if (nbytes == 0) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
+  process_deferred(false);
   // No device has that much, and rounding up could wrap around.
   if (nbytes > std::numeric_limits<size_t>::max() / 2) {
     release_free_segments();
@@ -77,13 +86,15 @@ void* CachingAllocator::allocate(size_t nbytes, const void* stream) {
   const bool small = size <= kSmallLimit;
   Pool& pool = small ? small_pool_ : large_pool_;
 
-  Block* block = take_cached(pool, stream, size);
-  if (block) {
+  Block* block = nullptr;
+  if (!caching_) {
+    block = new_segment(nbytes, stream, small, nbytes);
+  } else if ((block = take_cached(pool, stream, size))) {
     ++stats_.num_cache_hits;
   } else {
     block = new_segment(small ? kSmallSegment : round_up(size, kLargeRound), stream, small, nbytes);
   }
-  split(block, size, pool);
+  if (caching_) split(block, size, pool);
   block->allocated = true;
   live_.emplace(block->ptr, block);
 
@@ -110,6 +121,7 @@ CachingAllocator::Block* CachingAllocator::new_segment(size_t segment_size, cons
   auto block = std::make_unique<Block>();
   void* p = backend_.raw_alloc(segment_size);
   if (!p) {
+    process_deferred(true);
     release_free_segments();
     p = backend_.raw_alloc(segment_size);
   }
@@ -157,11 +169,45 @@ bool CachingAllocator::try_free(void* ptr) {
   auto it = live_.find(ptr);
   if (it == live_.end()) return false;
   Block* b = it->second;
+  // The events first, so that a failure leaves the block as it was: still in use, never reused.
+  // Storage deleters call this, so the failure is logged, not thrown.
+  Deferred d{b, {}};
+  try {
+    for (const void* s : b->stream_uses) d.events.push_back(backend_.record_event(s));
+  } catch (const std::exception& e) {
+    for (void* ev : d.events) backend_.destroy_event(ev);
+    std::fprintf(stderr,
+                 "sinter: CUDA caching allocator of device %d: the block at %p stays in use "
+                 "(leaked), since when other streams finish with it is unknown: %s\n",
+                 device_, ptr, e.what());
+    return true;
+  }
   live_.erase(it);
-  b->allocated = false;
   ++stats_.num_frees;
   stats_.allocated_bytes -= static_cast<int64_t>(b->size);
+  if (d.events.empty()) {
+    free_block(b);
+  } else {
+    b->stream_uses.clear();
+    deferred_.push_back(std::move(d));
+  }
+  return true;
+}
 
+bool CachingAllocator::record_stream(void* ptr, const void* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(ptr);
+  if (it == live_.end()) return false;
+  Block* b = it->second;
+  if (stream != b->stream &&
+      std::find(b->stream_uses.begin(), b->stream_uses.end(), stream) == b->stream_uses.end()) {
+    b->stream_uses.push_back(stream);
+  }
+  return true;
+}
+
+void CachingAllocator::free_block(Block* b) {
+  b->allocated = false;
   Pool& pool = b->small ? small_pool_ : large_pool_;
   if (Block* prev = b->prev; prev && !prev->allocated) {
     pool.erase(prev);  // before its size, part of the ordering key, changes
@@ -179,11 +225,42 @@ bool CachingAllocator::try_free(void* ptr) {
     delete next;
   }
   pool.insert(b);
-  return true;
+  if (!caching_) {
+    // Called from storage deleters: a failure is logged, and the segment stays cached.
+    try {
+      release_free_segments();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sinter: CUDA allocator of device %d: freeing a segment failed: %s\n",
+                   device_, e.what());
+    }
+  }
+}
+
+void CachingAllocator::process_deferred(bool wait) {
+  for (size_t i = 0; i < deferred_.size();) {
+    std::vector<void*>& events = deferred_[i].events;
+    while (!events.empty()) {
+      void* e = events.back();
+      if (wait) {
+        backend_.synchronize_event(e);
+      } else if (!backend_.event_done(e)) {
+        break;
+      }
+      backend_.destroy_event(e);
+      events.pop_back();
+    }
+    if (!events.empty()) {
+      ++i;
+      continue;
+    }
+    free_block(deferred_[i].block);
+    deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
 }
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  process_deferred(true);
   release_free_segments();
 }
 

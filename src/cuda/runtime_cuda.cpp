@@ -8,10 +8,12 @@
 #include <bit>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "internal/caching_allocator.h"
@@ -92,7 +94,29 @@ Stream& current_slot(int device) {
   return t_current_streams[device];
 }
 
-// Segments from cudaMalloc on one device.
+// A new event for ordering only, recorded on `stream` of `device`; the caller destroys it.
+cudaEvent_t record_new_event(cudaStream_t stream, int device) {
+  DeviceGuard guard(device);
+  cudaEvent_t event = nullptr;
+  SINTER_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  const cudaError_t err = cudaEventRecord(event, stream);
+  if (err != cudaSuccess) log_if_failed(cudaEventDestroy(event), "cudaEventDestroy");
+  SINTER_CUDA_CHECK(err);
+  return event;
+}
+
+// The answer of cudaEventQuery or cudaStreamQuery: false while the work is still running, true
+// once it has finished; any other error throws.
+bool query_done(cudaError_t err) {
+  if (err == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  SINTER_CUDA_CHECK(err);
+  return true;
+}
+
+// Segments from cudaMalloc on one device, and the events of Note [stream uses].
 class DeviceBackend final : public detail::RawBackend {
  public:
   explicit DeviceBackend(int device) : device_(device) {}
@@ -117,12 +141,35 @@ class DeviceBackend final : public detail::RawBackend {
     SINTER_CUDA_CHECK(cudaFree(ptr));
   }
 
+  void* record_event(const void* stream) override {
+    return record_new_event(static_cast<cudaStream_t>(const_cast<void*>(stream)), device_);
+  }
+
+  bool event_done(void* event) override {
+    return query_done(cudaEventQuery(static_cast<cudaEvent_t>(event)));
+  }
+
+  void synchronize_event(void* event) override {
+    SINTER_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+  }
+
+  void destroy_event(void* event) override {
+    log_if_failed(cudaEventDestroy(static_cast<cudaEvent_t>(event)), "cudaEventDestroy");
+  }
+
  private:
   int device_;
 };
 
+// SINTER_CUDA_NO_CACHING=1: no cache, one cudaMalloc per tensor (for compute-sanitizer's memcheck).
+bool caching_enabled() {
+  const char* v = std::getenv("SINTER_CUDA_NO_CACHING");
+  return !(v && *v && std::string_view(v) != "0");
+}
+
 struct DeviceAllocator {
-  explicit DeviceAllocator(int device) : backend(device), allocator(backend, device) {}
+  explicit DeviceAllocator(int device)
+      : backend(device), allocator(backend, device, caching_enabled()) {}
   DeviceBackend backend;
   detail::CachingAllocator allocator;
 };
@@ -208,13 +255,7 @@ class PinnedCache {
     Block& b = it->second;
     if (p >= it->first + b.size || !b.in_use) return;
     drop_finished(b);  // keeps the list short for a buffer that is reused without being freed
-    DeviceGuard guard(device);
-    cudaEvent_t event = nullptr;
-    SINTER_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    const cudaError_t err = cudaEventRecord(event, stream);
-    if (err != cudaSuccess) log_if_failed(cudaEventDestroy(event), "cudaEventDestroy");
-    SINTER_CUDA_CHECK(err);
-    b.uses.push_back(event);
+    b.uses.push_back(record_new_event(stream, device));
   }
 
   void empty() {
@@ -232,12 +273,7 @@ class PinnedCache {
 
   static void drop_finished(Block& b) {
     std::erase_if(b.uses, [](cudaEvent_t e) {
-      const cudaError_t err = cudaEventQuery(e);
-      if (err == cudaErrorNotReady) {
-        (void)cudaGetLastError();
-        return false;
-      }
-      SINTER_CUDA_CHECK(err);
+      if (!query_done(cudaEventQuery(e))) return false;
       log_if_failed(cudaEventDestroy(e), "cudaEventDestroy");
       return true;
     });
@@ -347,13 +383,7 @@ void Stream::synchronize() const {
 bool Stream::query() const {
   checked_device(device_);
   DeviceGuard guard(device_);
-  const cudaError_t err = cudaStreamQuery(handle_);
-  if (err == cudaErrorNotReady) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  SINTER_CUDA_CHECK(err);
-  return true;
+  return query_done(cudaStreamQuery(handle_));
 }
 
 struct Event::Impl {
@@ -392,16 +422,7 @@ void Event::synchronize() const {
   if (impl_->event) SINTER_CUDA_CHECK(cudaEventSynchronize(impl_->event));
 }
 
-bool Event::query() const {
-  if (!impl_->event) return true;
-  const cudaError_t err = cudaEventQuery(impl_->event);
-  if (err == cudaErrorNotReady) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  SINTER_CUDA_CHECK(err);
-  return true;
-}
+bool Event::query() const { return !impl_->event || query_done(cudaEventQuery(impl_->event)); }
 
 float Event::elapsed_ms(const Event& end) const {
   SINTER_CHECK(impl_->event && end.impl_->event, "Event::elapsed_ms: both events must be recorded");
@@ -448,8 +469,14 @@ void* allocate_device(size_t nbytes, int device) {
   // A tensor names its device exactly: -1 ("current") is not a place memory can live.
   SINTER_CHECK(device >= 0, "allocate_device: invalid device index ", device);
   device = checked_device(device);
+  return allocate_device(nbytes, device, current_slot(device).handle());
+}
+
+void* allocate_device(size_t nbytes, int device, CUstream_st* stream) {
+  SINTER_CHECK(device >= 0, "allocate_device: invalid device index ", device);
+  device = checked_device(device);
   if (nbytes == 0) return nullptr;
-  return allocator_for(device).allocate(nbytes, current_slot(device).handle());
+  return allocator_for(device).allocate(nbytes, stream);
 }
 
 void free_device(void* ptr) {
@@ -460,6 +487,14 @@ void free_device(void* ptr) {
   }
   SINTER_THROW("free_device: pointer ", ptr,
                " was not allocated by the CUDA caching allocator, or was freed twice");
+}
+
+void record_stream(void* ptr, CUstream_st* stream) {
+  if (!ptr) return;
+  for (auto& slot : g_allocators) {
+    DeviceAllocator* a = slot.load(std::memory_order_acquire);
+    if (a && a->allocator.record_stream(ptr, stream)) return;
+  }
 }
 
 void* allocate_pinned(size_t nbytes) {

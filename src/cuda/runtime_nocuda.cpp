@@ -45,9 +45,11 @@ void empty_cache() {}
 namespace detail {
 
 void* allocate_device(size_t, int) { no_cuda("allocate_device"); }
+void* allocate_device(size_t, int, CUstream_st*) { no_cuda("allocate_device"); }
 void free_device(void* ptr) {
   if (ptr) no_cuda("free_device");
 }
+void record_stream(void*, CUstream_st*) {}
 void* allocate_pinned(size_t nbytes) {
   if (nbytes == 0) return nullptr;
   no_cuda("allocate_pinned");

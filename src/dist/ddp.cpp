@@ -49,7 +49,7 @@ uint64_t fnv1a(const std::string& s) {
 }
 
 // A description of one tensor of the model that must agree across ranks (the device's type, not
-// its index: rank r uses GPU local_rank).
+// its index: each rank has its own GPU, ProcessGroup::cuda_device()).
 std::string describe(const std::string& kind, const std::string& name, const Tensor& t) {
   std::ostringstream os;
   os << kind << " '" << name << "' " << shape_str(t.shape()) << " " << t.dtype() << " "

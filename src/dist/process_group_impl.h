@@ -11,7 +11,7 @@
 
 namespace sinter::dist::detail {
 
-// One NCCL communicator over the group's ranks, on GPU local_rank, with its own communication
+// One NCCL communicator over the group's ranks, on the rank's GPU, with its own communication
 // stream. Every call is ordered after the work queued so far on the current stream of the tensor's
 // device; the returned Work makes that stream wait for the collective (no host wait).
 class NcclBackend {
@@ -24,7 +24,8 @@ class NcclBackend {
 };
 
 struct NcclSetup {
-  int rank = 0, size = 1, local_rank = 0;
+  int rank = 0, size = 1;
+  int device = 0;  // from choose_device
   std::chrono::milliseconds timeout{0};
   // Copies `nbytes` at `data` on rank 0 to every rank (an MPI broadcast on the group).
   std::function<void(void* data, size_t nbytes)> broadcast_from_rank0;
@@ -36,5 +37,12 @@ std::unique_ptr<NcclBackend> make_nccl_backend(const NcclSetup& setup);
 
 // "[2, 3]"-style shape text, for messages.
 std::string shape_text(const Tensor& tensor);
+
+// The CUDA device of a rank (ProcessGroupOptions::device): `explicit_device` when it is not -1,
+// else device 0 when the process sees one GPU (one visible GPU per rank, as with per-rank
+// CUDA_VISIBLE_DEVICES or Slurm's --gpus-per-task=1), else local_rank (every GPU of the node
+// visible to every rank). Throws sinter::Error naming the rank, its local rank and the device count
+// when no such device exists.
+int choose_device(int explicit_device, int rank, int local_rank, int device_count);
 
 }  // namespace sinter::dist::detail

@@ -10,6 +10,7 @@
 
 #include "dist/process_group_impl.h"
 #include "sinter/autograd.h"
+#include "sinter/cuda.h"
 
 namespace sinter::dist {
 namespace detail {
@@ -152,6 +153,9 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
   int size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
+  int cuda_device() const override {
+    return detail::choose_device(options_.device, rank_, local_rank_, cuda::device_count());
+  }
 
   std::shared_ptr<Work> all_reduce_async(Tensor& tensor, ReduceOp op) override;
   std::shared_ptr<Work> broadcast_async(Tensor& tensor, int root) override;
@@ -185,6 +189,9 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
   MPI_Comm comm_;
   ProcessGroupOptions options_;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  // Guards the creation of nccl_ (collective, so it may block on peers while held); taken before
+  // g_mpi_mutex, never after it, and never with state_mutex_ held.
+  std::mutex nccl_mutex_;
   std::unique_ptr<detail::NcclBackend> nccl_;
   std::mutex state_mutex_;
   std::string broken_;
@@ -347,11 +354,12 @@ void MpiGroup::check_same(const char* what, int64_t kind, int64_t extra, const T
 }
 
 detail::NcclBackend& MpiGroup::nccl() {
+  std::lock_guard<std::mutex> lock(nccl_mutex_);
   if (!nccl_) {
     detail::NcclSetup setup;
     setup.rank = rank_;
     setup.size = size_;
-    setup.local_rank = local_rank_;
+    setup.device = cuda_device();
     setup.timeout = options_.timeout;
     setup.broadcast_from_rank0 = [this](void* data, size_t nbytes) {
       std::lock_guard<std::mutex> lock(g_mpi_mutex);
@@ -581,6 +589,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(const ProcessGroupOptions& opti
   SINTER_CHECK(options.timeout.count() > 0,
                "ProcessGroup::init: the timeout must be positive, got ", options.timeout.count(),
                " ms");
+  SINTER_CHECK(options.device >= -1, "ProcessGroup::init: device ", options.device,
+               " is not a device index (or -1 to choose automatically)");
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(g_mpi_mutex);
   int initialized = 0, finalized = 0;

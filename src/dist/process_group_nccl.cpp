@@ -1,9 +1,10 @@
-// The NCCL backend of ProcessGroup for CUDA tensors: one communicator per group on GPU local_rank
+// The NCCL backend of ProcessGroup for CUDA tensors: one communicator per group on the rank's GPU
 // (rank 0's unique id broadcast through MPI), and a communication stream of its own, ordered
 // against the device's current stream with events, never with host waits.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <mutex>
 #include <vector>
 
 #include "dist/process_group_impl.h"
@@ -68,12 +69,31 @@ EventPtr make_event() {
   return EventPtr(e, [](cudaEvent_t ev) { (void)cudaEventDestroy(ev); });
 }
 
-// What the backend and its Works share.
+// True once the collective recorded in `e` has ended, or the query failed (a failed collective
+// counts as ended). cudaErrorNotReady is cleared from the runtime's last error, as everywhere in
+// the library, so that no later launch check reports it.
+bool finished(const EventPtr& e) {
+  if (cudaEventQuery(e.get()) != cudaErrorNotReady) return true;
+  (void)cudaGetLastError();
+  return false;
+}
+
+// Note [NCCL lock]
+// CommState::mutex guards the communicator handle, `ready`, `pending` and `broken`: collectives
+// and the Works' wait() and is_completed() may run on different threads. It is the innermost lock
+// of the process group: taken with none of MpiGroup's held, and never held while calling MPI.
+// Nothing done under it waits for another thread of this process: event records and queries,
+// stream waits, ncclCommAbort (which does not wait for peers), and the NCCL calls that queue a
+// collective (which, the first time, may wait for the peer ranks to connect).
 struct CommState {
+  std::mutex mutex;
   ncclComm_t comm = nullptr;
+  // Set once at creation, then read without the lock.
   cudaStream_t stream = nullptr;
   int rank = 0, device = 0;
   std::chrono::milliseconds timeout{0};
+  // Recorded on the compute stream, waited for by the communication stream, at each launch.
+  EventPtr ready = make_event();
   std::string broken;  // set on a timeout or an NCCL error: the communicator is aborted
   struct Pending {
     EventPtr done;
@@ -82,6 +102,7 @@ struct CommState {
   };
   std::vector<Pending> pending;
 
+  // The member functions below are called with `mutex` held.
   void ensure_usable(const char* what) const {
     SINTER_CHECK(broken.empty(), what, ": rank ", rank,
                  ": the NCCL communicator failed earlier and cannot be used any more: ", broken);
@@ -97,9 +118,7 @@ struct CommState {
       fail(sinter::detail::str_cat(
           "rank ", rank, ": NCCL reported an asynchronous error: ", ncclGetErrorString(async)));
     }
-    std::erase_if(pending, [](const Pending& p) {
-      return cudaEventQuery(p.done.get()) != cudaErrorNotReady;
-    });
+    std::erase_if(pending, [](const Pending& p) { return finished(p.done); });
     for (const Pending& p : pending) {
       if (Clock::now() - p.start > timeout) {
         fail(sinter::detail::str_cat(
@@ -137,8 +156,9 @@ class NcclWork final : public Work {
         what_(std::move(what)),
         start_(Clock::now()) {}
   ~NcclWork() override {
-    // Unwaited: still order the compute stream after the collective, so the buffers' memory is
-    // not handed out to new work there before NCCL is done with it.
+    // Unwaited: still order the compute stream after the collective, so that work queued there
+    // later does not race it on the tensors (the reuse of their memory is guarded by the stream
+    // uses of Note [stream uses]).
     if (!waited_) {
       try {
         order_current_stream();
@@ -149,15 +169,20 @@ class NcclWork final : public Work {
 
   void wait() override {
     if (waited_) return;
-    if (cudaEventQuery(done_.get()) == cudaErrorNotReady) state_->check_progress();
-    if (!state_->broken.empty()) SINTER_THROW(what_, ": ", state_->broken);
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      if (!finished(done_)) state_->check_progress();
+      if (!state_->broken.empty()) SINTER_THROW(what_, ": ", state_->broken);
+    }
     order_current_stream();
     waited_ = true;
     keep_.clear();
   }
 
   bool is_completed() override {
-    return waited_ || !state_->broken.empty() || cudaEventQuery(done_.get()) != cudaErrorNotReady;
+    if (waited_ || finished(done_)) return true;
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    return !state_->broken.empty();
   }
 
  private:
@@ -177,8 +202,7 @@ class NcclWork final : public Work {
 
 class NcclBackendImpl final : public NcclBackend {
  public:
-  explicit NcclBackendImpl(std::shared_ptr<CommState> state)
-      : state_(std::move(state)), ready_(make_event()) {}
+  explicit NcclBackendImpl(std::shared_ptr<CommState> state) : state_(std::move(state)) {}
 
   std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op) override {
     const ncclRedOp_t nop = tensor.dtype() == DType::b8 || op == ReduceOp::Max ? ncclMax
@@ -211,20 +235,21 @@ class NcclBackendImpl final : public NcclBackend {
   std::shared_ptr<Work> launch(const char* what, const Tensor& tensor, std::vector<Tensor> keep,
                                Call&& call) {
     CommState& st = *state_;
+    std::lock_guard<std::mutex> lock(st.mutex);
     st.ensure_usable(what);
     st.check_progress();
     SINTER_CHECK(tensor.device().index == st.device, what, ": rank ", st.rank,
                  ": the tensor is on cuda:", tensor.device().index,
                  ", but this rank's GPU is cuda:", st.device,
-                 " (one GPU per rank: use Device::cuda(pg->local_rank()))");
+                 " (one GPU per rank: use Device::cuda(pg->cuda_device()))");
     SINTER_CHECK(tensor.is_contiguous(), what, ": rank ", st.rank,
                  ": CUDA tensors must be contiguous (shape ", shape_text(tensor), ")");
     const std::string text = sinter::detail::str_cat(what, " of shape ", shape_text(tensor));
     DeviceSwitch guard(st.device);
     // The communication stream starts after everything queued so far on the compute stream.
     cudaStream_t compute = cuda::detail::current_stream_handle(st.device);
-    SINTER_CUDA_CHECK(cudaEventRecord(ready_.get(), compute));
-    SINTER_CUDA_CHECK(cudaStreamWaitEvent(st.stream, ready_.get(), 0));
+    SINTER_CUDA_CHECK(cudaEventRecord(st.ready.get(), compute));
+    SINTER_CUDA_CHECK(cudaStreamWaitEvent(st.stream, st.ready.get(), 0));
     if (tensor.numel() > 0) {
       const ncclResult_t rc = call(st.stream);
       if (rc != ncclSuccess) {
@@ -235,30 +260,29 @@ class NcclBackendImpl final : public NcclBackend {
     EventPtr done = make_event();
     SINTER_CUDA_CHECK(cudaEventRecord(done.get(), st.stream));
     st.pending.push_back({done, Clock::now(), text});
-    for (Tensor& t : keep) t.bump_version();
+    for (Tensor& t : keep) {
+      t.bump_version();
+      // Freed later, its block goes back to the pool of the stream it was allocated on, which
+      // the communication stream is not ordered with (Note [stream uses]).
+      cuda::detail::record_stream(t.storage().data(), st.stream);
+    }
     return std::make_shared<NcclWork>(state_, std::move(done), std::move(keep), text);
   }
 
   std::shared_ptr<CommState> state_;
-  EventPtr ready_;
 };
 
 }  // namespace
 
 std::unique_ptr<NcclBackend> make_nccl_backend(const NcclSetup& setup) {
-  int count = 0;
-  SINTER_CUDA_CHECK(cudaGetDeviceCount(&count));
-  SINTER_CHECK(setup.local_rank < count, "ProcessGroup: rank ", setup.rank, " has local rank ",
-               setup.local_rank, " but this node has ", count,
-               " visible GPU(s); NCCL needs one GPU per rank");
   ncclUniqueId id;
   if (setup.rank == 0) SINTER_NCCL_CALL(setup.rank, "ncclGetUniqueId", ncclGetUniqueId(&id));
   setup.broadcast_from_rank0(&id, sizeof(id));
-  // One GPU per rank: local_rank becomes this process's current device.
-  SINTER_CUDA_CHECK(cudaSetDevice(setup.local_rank));
+  // One GPU per rank: it becomes this process's current device.
+  SINTER_CUDA_CHECK(cudaSetDevice(setup.device));
   auto state = std::make_shared<CommState>();
   state->rank = setup.rank;
-  state->device = setup.local_rank;
+  state->device = setup.device;
   state->timeout = setup.timeout;
   SINTER_CUDA_CHECK(cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking));
   SINTER_NCCL_CALL(setup.rank, "ncclCommInitRank",

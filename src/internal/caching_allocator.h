@@ -6,18 +6,28 @@
 #include <mutex>
 #include <set>
 #include <unordered_map>
+#include <vector>
 
 #include "sinter/cuda.h"
 
 namespace sinter::cuda::detail {
 
-// Where segments come from: cudaMalloc/cudaFree for a device, a counting heap in tests.
+// Where segments come from, and the events that tell when other streams are done with a block
+// (Note [stream uses]): the CUDA runtime for a device, a counting heap in tests.
 struct RawBackend {
   virtual ~RawBackend() = default;
   // Returns nullptr when out of memory; throws sinter::Error on any other failure.
   virtual void* raw_alloc(size_t nbytes) = 0;
   // Must not return before work still queued on the device may no longer touch the memory.
   virtual void raw_free(void* ptr) = 0;
+  // An event recorded on `stream` now: it completes once the work queued there so far has.
+  virtual void* record_event(const void* stream) = 0;
+  // True once the event has completed (never blocks).
+  virtual bool event_done(void* event) = 0;
+  // Blocks until the event has completed.
+  virtual void synchronize_event(void* event) = 0;
+  // Never throws (called while cleaning up).
+  virtual void destroy_event(void* event) = 0;
 };
 
 // Note [caching allocator]
@@ -44,6 +54,15 @@ struct RawBackend {
 //     throws sinter::Error naming the request and the statistics.
 // One mutex guards everything; cudaMalloc runs under it, which is fine because it is rare once
 // warm.
+//
+// Note [stream uses]
+// A block used on a stream other than the one it was allocated on (an NCCL collective on the
+// communication stream) is named to record_stream(), like PyTorch's recordStream. Its pool's
+// stream does not order that stream's work, so on free() the allocator records an event on each
+// such stream and keeps the block out of every pool (and from merging) until all of them have
+// completed. Pending events are polled on every allocate(); empty_cache() and the out-of-memory
+// retry wait for them, so that the blocks they hold can be released. Statistics count such a block
+// as freed at free().
 class CachingAllocator {
  public:
   static constexpr size_t kRound = 512;
@@ -52,7 +71,9 @@ class CachingAllocator {
   static constexpr size_t kLargeRound = size_t{2} << 20;
 
   // `backend` must outlive the allocator; `device` only labels messages.
-  CachingAllocator(RawBackend& backend, int device);
+  // caching = false: every request is a segment of its exact size, given back at free (after the
+  // stream uses): compute-sanitizer's memcheck then sees an access past any tensor's end.
+  CachingAllocator(RawBackend& backend, int device, bool caching = true);
   // Gives the wholly free segments back; segments with blocks still in use are left alone.
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
@@ -64,6 +85,10 @@ class CachingAllocator {
   void free(void* ptr);
   // Like free(), but returns false instead of throwing for a pointer this allocator does not own.
   bool try_free(void* ptr);
+  // Work on `stream` uses the block handed out at `ptr` (Note [stream uses]). Returns false, and
+  // does nothing, for a pointer this allocator did not hand out.
+  bool record_stream(void* ptr, const void* stream);
+  // Waits for pending stream uses, then gives the wholly free segments back.
   void empty_cache();
   MemoryStats stats() const;
   void reset_peak_stats();
@@ -76,9 +101,19 @@ class CachingAllocator {
   // Free blocks ordered by (stream, size, address).
   using Pool = std::set<Block*, BlockLess>;
 
+  // A block freed while other streams may still use it, and the events that say they are done.
+  struct Deferred {
+    Block* block;
+    std::vector<void*> events;
+  };
+
   Block* take_cached(Pool& pool, const void* stream, size_t size);
   Block* new_segment(size_t segment_size, const void* stream, bool small, size_t requested);
   void split(Block* block, size_t size, Pool& pool);
+  // Merges a block no stream uses any more with its free neighbours and caches it.
+  void free_block(Block* block);
+  // Caches the deferred blocks whose events have completed; with `wait`, waits for all of them.
+  void process_deferred(bool wait);
   void release_free_segments();
   [[noreturn]] void throw_oom(size_t requested, size_t segment_size);
 
@@ -88,6 +123,8 @@ class CachingAllocator {
   Pool small_pool_;
   Pool large_pool_;
   std::unordered_map<void*, Block*> live_;  // blocks handed out, by address
+  std::vector<Deferred> deferred_;          // freed blocks other streams may still use
+  const bool caching_;
   MemoryStats stats_;
 };
 

@@ -13,11 +13,18 @@ namespace sinter::cuda::detail {
 // thread's current stream of that device (Note [current stream]). nbytes == 0 gives nullptr.
 // Throws sinter::Error naming the request and the statistics when the device is out of memory.
 void* allocate_device(size_t nbytes, int device);
+// The same, in the pool of `stream` of `device`: scratch for kernels queued on that stream.
+void* allocate_device(size_t nbytes, int device, CUstream_st* stream);
 // Returns the block to the cache of its stream; nullptr is a no-op, any other unknown pointer
 // throws. The block may be handed out again at once to work on the same stream, which the stream
-// orders after all work queued before the free; work queued on other streams must have been ordered
-// by the caller.
+// orders after all work queued before the free; work queued on other streams must have been
+// ordered by the caller, or named to record_stream().
 void free_device(void* ptr);
+// Work queued on `stream` (of the block's device) uses the block that allocate_device returned as
+// `ptr`: once freed, the block is not handed out again before that stream has finished the work
+// queued until the free (Note [stream uses] in internal/caching_allocator.h). Pointers the caching
+// allocator did not hand out (from_blob memory) are ignored.
+void record_stream(void* ptr, CUstream_st* stream);
 
 // Page-locked host memory, from a cache of blocks rounded up to powers of two. A block freed while
 // a copy_bytes() from it is still in flight is not reused before that copy finishes.

@@ -221,7 +221,7 @@ bool enough_gpus() { return cuda::device_count() >= world().local_size(); }
 TEST(CudaProcessGroup, AllReduce) {
   SINTER_REQUIRE_CUDA();
   if (!enough_gpus()) GTEST_SKIP() << "needs one GPU per rank";
-  const Device dev = Device::cuda(world().local_rank());
+  const Device dev = Device::cuda(world().cuda_device());
   for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Max}) {
       SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " op " << static_cast<int>(op));
@@ -236,7 +236,7 @@ TEST(CudaProcessGroup, AllReduce) {
 TEST(CudaProcessGroup, AsyncBroadcastAndAllGather) {
   SINTER_REQUIRE_CUDA();
   if (!enough_gpus()) GTEST_SKIP() << "needs one GPU per rank";
-  const Device dev = Device::cuda(world().local_rank());
+  const Device dev = Device::cuda(world().cuda_device());
   std::vector<Tensor> ts;
   std::vector<std::shared_ptr<dist::Work>> works;
   for (int k = 0; k < 3; ++k) {
