@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # From a fresh clone to a trained model: installs missing Debian packages (the Fashion-MNIST data set
-# included), builds in Release, and trains the reference cnn on Fashion-MNIST: on the GPU when there
-# is one, otherwise on the CPU with a setting that ends in about 10 minutes on 2 cores. Prints the
-# build and training times, the test accuracy, and where the checkpoint, the metrics and the plot are.
+# included), builds in Release, runs the README's API tour (examples/tour.cpp), and trains the
+# reference cnn on Fashion-MNIST: on the GPU when there is one, otherwise on the CPU with a setting
+# that ends in about 10 minutes on 2 cores. Prints the build and training times, the test accuracy,
+# and where the checkpoint, the metrics and the plot are.
 # Without a GPU it builds the library without CUDA (no kernels compiled that would never run), in
 # build-cpu so that scripts/test.sh's build keeps its CUDA setting; SINTER_CUDA=ON asks for CUDA anyway.
 # Env: SINTER_BUILD_DIR (default build, or build-cpu without CUDA), SINTER_JOBS (default nproc),
@@ -35,9 +36,12 @@ fi
 
 build_start=$(date +%s)
 cmake -S . -B "$build_dir" "${generator[@]}" -DSINTER_CUDA="$cuda"
-cmake --build "$build_dir" --target fashion_mnist -j "$jobs"
+cmake --build "$build_dir" --target fashion_mnist tour -j "$jobs"
 build_s=$(( $(date +%s) - build_start ))
 echo "quickstart: built in ${build_s}s (CUDA $cuda, $build_dir)"
+
+echo "quickstart: the API tour of the README (examples/tour.cpp)"
+"$build_dir/examples/tour"
 
 if [ "$has_gpu" = 1 ] && [ "$cuda" = ON ]; then
   args=(--model cnn --device cuda --epochs 10)

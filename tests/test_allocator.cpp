@@ -427,8 +427,8 @@ TEST(CachingAllocator, OutOfMemoryRetryWaitsForStreamUses) {
   void* p = alloc.allocate(6 * MiB, kStreamA);
   alloc.record_stream(p, kStreamB);
   alloc.free(p);
-  // p's segment is released only once stream B is done with it.
-  void* q = alloc.allocate(4 * MiB, kStreamA);
+  // p's segment, too small for the request, is released only once stream B is done with it.
+  void* q = alloc.allocate(7 * MiB, kStreamA);
   EXPECT_NE(q, nullptr);
   EXPECT_EQ(heap.failed_allocs, 1);
   EXPECT_EQ(heap.synchronized_events, 1);
@@ -447,6 +447,42 @@ TEST(CachingAllocator, DestructorDropsPendingStreamUses) {
     EXPECT_EQ(heap.live_events(), 1u);
   }
   EXPECT_EQ(heap.live_events(), 0u);
+}
+
+TEST(CachingAllocator, OutOfMemoryRetryReusesABlockOtherStreamsHaveFinishedWith) {
+  // Room for two 2 MiB segments. Once stream B is done with p, p's block fits the request: the
+  // retry takes it from the cache rather than giving its segment back and asking for a new one.
+  FakeHeap heap(4 * MiB);
+  CachingAllocator alloc(heap, 0);
+  void* p = alloc.allocate(2 * MiB, kStreamA);
+  void* keep = alloc.allocate(2 * MiB, kStreamA);
+  EXPECT_TRUE(alloc.record_stream(p, kStreamB));
+  alloc.free(p);
+  void* q = alloc.allocate(2 * MiB, kStreamA);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(heap.synchronized_events, 1);
+  EXPECT_EQ(heap.allocs, 2);
+  EXPECT_EQ(alloc.stats().num_device_frees, 0);
+  EXPECT_EQ(alloc.stats().num_cache_hits, 1);
+  EXPECT_EQ(alloc.stats().num_ooms, 0);
+  alloc.free(q);
+  alloc.free(keep);
+}
+
+TEST(CachingAllocator, ForgottenStreamIsNoLongerWaitedFor) {
+  FakeHeap heap;
+  CachingAllocator alloc(heap, 0);
+  void* p = alloc.allocate(4 * KiB, kStreamA);
+  EXPECT_TRUE(alloc.record_stream(p, kStreamB));
+  EXPECT_TRUE(alloc.record_stream(p, kStreamC));
+  alloc.forget_stream(kStreamB);
+  alloc.free(p);
+  EXPECT_EQ(heap.live_events(), 1u);  // for stream C only
+  heap.finish_events();
+  alloc.forget_stream(kStreamC);  // no live block names it any more: nothing to do
+  void* q = alloc.allocate(4 * KiB, kStreamA);
+  EXPECT_EQ(q, p);
+  alloc.free(q);
 }
 
 TEST(CachingAllocator, WithoutCachingEachRequestIsItsOwnExactSegment) {

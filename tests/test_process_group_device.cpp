@@ -1,5 +1,6 @@
-// The choice of a rank's GPU (ProcessGroupOptions::device), which needs neither MPI nor a GPU:
-// explicit device, one visible GPU per rank, every GPU of the node visible, and the errors.
+// The choice of a rank's GPU (ProcessGroupOptions::device) and the check that no two ranks share
+// one, which need neither MPI nor a GPU: explicit device, one visible GPU per rank, every GPU of
+// the node visible, and the errors.
 #include <gtest/gtest.h>
 
 #include "dist/process_group_impl.h"
@@ -8,7 +9,9 @@
 namespace sinter {
 namespace {
 
+using dist::detail::check_one_gpu_per_rank;
 using dist::detail::choose_device;
+using dist::detail::GpuId;
 using testing::expect_error;
 
 struct DeviceCase {
@@ -39,6 +42,23 @@ TEST(ProcessGroupDevice, ErrorsNameRankLocalRankAndDeviceCount) {
   expect_error([] { choose_device(3, 4, 0, 2); },
                {"rank 4", "was given device 3", "sees 2 CUDA device(s)"});
   expect_error([] { choose_device(-2, 0, 0, 2); }, {"rank 0", "was given device -2"});
+}
+
+TEST(ProcessGroupDevice, TwoRanksOnOneGpuAreAnErrorNamingBoth) {
+  GpuId a{}, b{};
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<unsigned char>(i);
+    b[i] = static_cast<unsigned char>(0xf0 + i);
+  }
+  check_one_gpu_per_rank({});
+  check_one_gpu_per_rank({a});
+  check_one_gpu_per_rank({a, b});
+  // Four ranks on two GPUs: the first two that share one are named.
+  expect_error([&] { check_one_gpu_per_rank({a, b, a, b}); },
+               {"ranks 0 and 2 use the same GPU", "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f",
+                "one GPU per rank"});
+  expect_error([&] { check_one_gpu_per_rank({a, b, b}); },
+               {"ranks 1 and 2", "GPU-f0f1f2f3-f4f5-f6f7-f8f9-fafbfcfdfeff"});
 }
 
 }  // namespace

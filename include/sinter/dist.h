@@ -50,7 +50,8 @@ struct ProcessGroupOptions {
   // The CUDA device of this rank (its NCCL communicator, and where its CUDA tensors must be). -1
   // chooses: device 0 when the process sees exactly one GPU (per-rank CUDA_VISIBLE_DEVICES, Slurm
   // --gpus-per-task=1), else the local rank (every GPU of the node visible to every rank). A local
-  // rank with no GPU of its own is an error naming the rank, its local rank and the device count.
+  // rank with no GPU of its own is an error naming the rank, its local rank and the device count;
+  // two ranks on one GPU are an error naming both, at the first collective on CUDA tensors.
   int device = -1;
 };
 

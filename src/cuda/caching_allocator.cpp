@@ -86,13 +86,28 @@ void* CachingAllocator::allocate(size_t nbytes, const void* stream) {
   const bool small = size <= kSmallLimit;
   Pool& pool = small ? small_pool_ : large_pool_;
 
-  Block* block = nullptr;
-  if (!caching_) {
-    block = new_segment(nbytes, stream, small, nbytes);
-  } else if ((block = take_cached(pool, stream, size))) {
+  // Without the cache, a segment of the exact request, so that a sanitizer sees any overrun.
+  const size_t segment_size =
+      !caching_ ? nbytes : small ? kSmallSegment : round_up(size, kLargeRound);
+  Block* block = caching_ ? take_cached(pool, stream, size) : nullptr;
+  if (block) {
     ++stats_.num_cache_hits;
   } else {
-    block = new_segment(small ? kSmallSegment : round_up(size, kLargeRound), stream, small, nbytes);
+    block = new_segment(segment_size, stream, small);
+  }
+  // Out of memory: the blocks waiting for other streams may fit once those are done; else the
+  // wholly free segments of every pool go back to the device, and the request is tried again.
+  if (!block && !deferred_.empty()) {
+    process_deferred(true);
+    if (caching_ && (block = take_cached(pool, stream, size))) ++stats_.num_cache_hits;
+  }
+  if (!block) {
+    release_free_segments();
+    block = new_segment(segment_size, stream, small);
+  }
+  if (!block) {
+    ++stats_.num_ooms;
+    throw_oom(nbytes, segment_size);
   }
   if (caching_) split(block, size, pool);
   block->allocated = true;
@@ -117,18 +132,10 @@ CachingAllocator::Block* CachingAllocator::take_cached(Pool& pool, const void* s
 }
 
 CachingAllocator::Block* CachingAllocator::new_segment(size_t segment_size, const void* stream,
-                                                       bool small, size_t requested) {
+                                                       bool small) {
   auto block = std::make_unique<Block>();
   void* p = backend_.raw_alloc(segment_size);
-  if (!p) {
-    process_deferred(true);
-    release_free_segments();
-    p = backend_.raw_alloc(segment_size);
-  }
-  if (!p) {
-    ++stats_.num_ooms;
-    throw_oom(requested, segment_size);
-  }
+  if (!p) return nullptr;
   block->ptr = static_cast<char*>(p);
   block->size = segment_size;
   block->stream = stream;
@@ -204,6 +211,11 @@ bool CachingAllocator::record_stream(void* ptr, const void* stream) {
     b->stream_uses.push_back(stream);
   }
   return true;
+}
+
+void CachingAllocator::forget_stream(const void* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [ptr, b] : live_) std::erase(b->stream_uses, stream);
 }
 
 void CachingAllocator::free_block(Block* b) {

@@ -117,6 +117,18 @@ bool query_done(cudaError_t err) {
 }
 
 // Segments from cudaMalloc on one device, and the events of Note [stream uses].
+// Switches the calling thread to relaxed stream-capture mode for its lifetime.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
 class DeviceBackend final : public detail::RawBackend {
  public:
   explicit DeviceBackend(int device) : device_(device) {}
@@ -145,11 +157,20 @@ class DeviceBackend final : public detail::RawBackend {
     return record_new_event(static_cast<cudaStream_t>(const_cast<void*>(stream)), device_);
   }
 
+  // The allocator polls its pending stream uses on every allocation, also while some stream (of any
+  // thread) is being captured, where a global-mode capture forbids event queries: relaxed mode for
+  // this thread allows them. An event that cannot be queried (one recorded into a capture) counts
+  // as not done: its block waits.
   bool event_done(void* event) override {
-    return query_done(cudaEventQuery(static_cast<cudaEvent_t>(event)));
+    RelaxedCapture relaxed;
+    const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (err == cudaSuccess) return true;
+    (void)cudaGetLastError();
+    return false;
   }
 
   void synchronize_event(void* event) override {
+    RelaxedCapture relaxed;
     SINTER_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
   }
 
@@ -494,6 +515,12 @@ void record_stream(void* ptr, CUstream_st* stream) {
   for (auto& slot : g_allocators) {
     DeviceAllocator* a = slot.load(std::memory_order_acquire);
     if (a && a->allocator.record_stream(ptr, stream)) return;
+  }
+}
+
+void forget_stream(CUstream_st* stream) {
+  for (auto& slot : g_allocators) {
+    if (DeviceAllocator* a = slot.load(std::memory_order_acquire)) a->allocator.forget_stream(stream);
   }
 }
 

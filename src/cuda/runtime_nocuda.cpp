@@ -50,6 +50,7 @@ void free_device(void* ptr) {
   if (ptr) no_cuda("free_device");
 }
 void record_stream(void*, CUstream_st*) {}
+void forget_stream(CUstream_st*) {}
 void* allocate_pinned(size_t nbytes) {
   if (nbytes == 0) return nullptr;
   no_cuda("allocate_pinned");

@@ -1,6 +1,9 @@
 // What every build of ProcessGroup has, with or without MPI and NCCL: the choice of each rank's
-// GPU (ProcessGroupOptions::device).
+// GPU (ProcessGroupOptions::device) and the check that no two ranks share one.
 #include "dist/process_group_impl.h"
+
+#include <string>
+
 #include "sinter/core/error.h"
 #include "sinter/cuda.h"
 
@@ -27,6 +30,24 @@ int choose_device(int explicit_device, int rank, int local_rank, int device_coun
                " CUDA devices; NCCL needs one GPU per rank: start at most one rank per GPU of a "
                "node, make one GPU visible to each rank, or set ProcessGroupOptions::device");
   return local_rank;
+}
+
+void check_one_gpu_per_rank(const std::vector<GpuId>& ids) {
+  for (size_t a = 0; a < ids.size(); ++a) {
+    for (size_t b = a + 1; b < ids.size(); ++b) {
+      if (ids[a] != ids[b]) continue;
+      std::string uuid;
+      for (size_t i = 0; i < ids[a].size(); ++i) {
+        static const char* const kHex = "0123456789abcdef";
+        if (i == 4 || i == 6 || i == 8 || i == 10) uuid += '-';
+        uuid += kHex[ids[a][i] >> 4];
+        uuid += kHex[ids[a][i] & 15];
+      }
+      SINTER_THROW("ProcessGroup: ranks ", a, " and ", b, " use the same GPU (GPU-", uuid,
+                   "); NCCL needs one GPU per rank: start at most one rank per GPU of a node, make "
+                   "a different GPU visible to each rank, or set ProcessGroupOptions::device");
+    }
+  }
 }
 
 }  // namespace detail

@@ -2,10 +2,12 @@
 // CUDA tensors (process_group_nccl.cpp, or the stand-in process_group_nonccl.cpp that throws).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sinter/dist.h"
 
@@ -29,6 +31,8 @@ struct NcclSetup {
   std::chrono::milliseconds timeout{0};
   // Copies `nbytes` at `data` on rank 0 to every rank (an MPI broadcast on the group).
   std::function<void(void* data, size_t nbytes)> broadcast_from_rank0;
+  // Gathers `nbytes` at `mine` from every rank into `all` (size * nbytes, in rank order).
+  std::function<void(const void* mine, void* all, size_t nbytes)> all_gather;
 };
 
 // Makes the communicator (collective: every rank calls it). Without NCCL: throws "built without
@@ -44,5 +48,11 @@ std::string shape_text(const Tensor& tensor);
 // visible to every rank). Throws sinter::Error naming the rank, its local rank and the device count
 // when no such device exists.
 int choose_device(int explicit_device, int rank, int local_rank, int device_count);
+
+// A GPU's UUID, the same in every process that sees it, whatever its index there.
+using GpuId = std::array<unsigned char, 16>;
+// `ids[r]`: rank r's GPU. Throws sinter::Error naming the first two ranks that share a GPU (NCCL
+// needs one GPU per rank).
+void check_one_gpu_per_rank(const std::vector<GpuId>& ids);
 
 }  // namespace sinter::dist::detail

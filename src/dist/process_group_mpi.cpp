@@ -366,6 +366,12 @@ detail::NcclBackend& MpiGroup::nccl() {
       SINTER_MPI_CALL(rank_, "broadcast of the NCCL unique id",
                       MPI_Bcast(data, static_cast<int>(nbytes), MPI_BYTE, 0, comm_));
     };
+    setup.all_gather = [this](const void* mine, void* all, size_t nbytes) {
+      std::lock_guard<std::mutex> lock(g_mpi_mutex);
+      SINTER_MPI_CALL(rank_, "all_gather of the ranks' GPU ids",
+                      MPI_Allgather(mine, static_cast<int>(nbytes), MPI_BYTE, all,
+                                    static_cast<int>(nbytes), MPI_BYTE, comm_));
+    };
     nccl_ = detail::make_nccl_backend(setup);
   }
   return *nccl_;

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -81,7 +82,9 @@ bool finished(const EventPtr& e) {
 // Note [NCCL lock]
 // CommState::mutex guards the communicator handle, `ready`, `pending` and `broken`: collectives
 // and the Works' wait() and is_completed() may run on different threads. It is the innermost lock
-// of the process group: taken with none of MpiGroup's held, and never held while calling MPI.
+// of the process group: taken with none of MpiGroup's held, and never held while calling MPI. Only
+// the caching allocator's lock is taken under it (record_stream), and the allocator takes no lock
+// of the process group.
 // Nothing done under it waits for another thread of this process: event records and queries,
 // stream waits, ncclCommAbort (which does not wait for peers), and the NCCL calls that queue a
 // collective (which, the first time, may wait for the peer ranks to connect).
@@ -141,7 +144,12 @@ struct CommState {
 
   ~CommState() {
     if (comm) (void)ncclCommDestroy(comm);
-    if (stream) (void)cudaStreamDestroy(stream);
+    if (stream) {
+      // Live tensors may still name the stream as a use (Note [stream uses]): it is done with them.
+      (void)cudaStreamSynchronize(stream);
+      cuda::detail::forget_stream(stream);
+      (void)cudaStreamDestroy(stream);
+    }
   }
 };
 
@@ -250,6 +258,10 @@ class NcclBackendImpl final : public NcclBackend {
     cudaStream_t compute = cuda::detail::current_stream_handle(st.device);
     SINTER_CUDA_CHECK(cudaEventRecord(st.ready.get(), compute));
     SINTER_CUDA_CHECK(cudaStreamWaitEvent(st.stream, st.ready.get(), 0));
+    // Freed later, a tensor's block goes back to the pool of the stream it was allocated on, which
+    // the communication stream is not ordered with (Note [stream uses]). Named before the call, so
+    // that no failure after it leaves a block unguarded.
+    for (const Tensor& t : keep) cuda::detail::record_stream(t.storage().data(), st.stream);
     if (tensor.numel() > 0) {
       const ncclResult_t rc = call(st.stream);
       if (rc != ncclSuccess) {
@@ -260,12 +272,7 @@ class NcclBackendImpl final : public NcclBackend {
     EventPtr done = make_event();
     SINTER_CUDA_CHECK(cudaEventRecord(done.get(), st.stream));
     st.pending.push_back({done, Clock::now(), text});
-    for (Tensor& t : keep) {
-      t.bump_version();
-      // Freed later, its block goes back to the pool of the stream it was allocated on, which
-      // the communication stream is not ordered with (Note [stream uses]).
-      cuda::detail::record_stream(t.storage().data(), st.stream);
-    }
+    for (Tensor& t : keep) t.bump_version();
     return std::make_shared<NcclWork>(state_, std::move(done), std::move(keep), text);
   }
 
@@ -278,8 +285,17 @@ std::unique_ptr<NcclBackend> make_nccl_backend(const NcclSetup& setup) {
   ncclUniqueId id;
   if (setup.rank == 0) SINTER_NCCL_CALL(setup.rank, "ncclGetUniqueId", ncclGetUniqueId(&id));
   setup.broadcast_from_rank0(&id, sizeof(id));
-  // One GPU per rank: it becomes this process's current device.
+  // One GPU per rank: it becomes this process's current device. Two ranks on one GPU would fail
+  // inside NCCL's setup with a message that names neither; every rank compares the GPUs' UUIDs
+  // first and throws the same error.
   SINTER_CUDA_CHECK(cudaSetDevice(setup.device));
+  cudaDeviceProp prop{};
+  SINTER_CUDA_CHECK(cudaGetDeviceProperties(&prop, setup.device));
+  GpuId mine{};
+  std::memcpy(mine.data(), prop.uuid.bytes, mine.size());
+  std::vector<GpuId> ids(static_cast<size_t>(setup.size));
+  setup.all_gather(mine.data(), ids.data(), mine.size());
+  check_one_gpu_per_rank(ids);
   auto state = std::make_shared<CommState>();
   state->rank = setup.rank;
   state->device = setup.device;

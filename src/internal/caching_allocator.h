@@ -61,8 +61,9 @@ struct RawBackend {
 // stream does not order that stream's work, so on free() the allocator records an event on each
 // such stream and keeps the block out of every pool (and from merging) until all of them have
 // completed. Pending events are polled on every allocate(); empty_cache() and the out-of-memory
-// retry wait for them, so that the blocks they hold can be released. Statistics count such a block
-// as freed at free().
+// retry wait for them, so that the blocks they hold can be reused or released. Statistics count
+// such a block as freed at free(). A stream about to be destroyed is dropped from every block's
+// uses by forget_stream().
 class CachingAllocator {
  public:
   static constexpr size_t kRound = 512;
@@ -88,6 +89,9 @@ class CachingAllocator {
   // Work on `stream` uses the block handed out at `ptr` (Note [stream uses]). Returns false, and
   // does nothing, for a pointer this allocator did not hand out.
   bool record_stream(void* ptr, const void* stream);
+  // `stream`, about to be destroyed with nothing left queued on it, leaves every block's stream
+  // uses.
+  void forget_stream(const void* stream);
   // Waits for pending stream uses, then gives the wholly free segments back.
   void empty_cache();
   MemoryStats stats() const;
@@ -108,7 +112,8 @@ class CachingAllocator {
   };
 
   Block* take_cached(Pool& pool, const void* stream, size_t size);
-  Block* new_segment(size_t segment_size, const void* stream, bool small, size_t requested);
+  // nullptr when the backend is out of memory.
+  Block* new_segment(size_t segment_size, const void* stream, bool small);
   void split(Block* block, size_t size, Pool& pool);
   // Merges a block no stream uses any more with its free neighbours and caches it.
   void free_block(Block* block);

@@ -25,6 +25,10 @@ void free_device(void* ptr);
 // queued until the free (Note [stream uses] in internal/caching_allocator.h). Pointers the caching
 // allocator did not hand out (from_blob memory) are ignored.
 void record_stream(void* ptr, CUstream_st* stream);
+// Before `stream` is destroyed, once the work queued on it has finished: blocks named to
+// record_stream() with it no longer wait for it (a later event recorded on a destroyed stream
+// would fail, or land on an unrelated stream that reuses the handle).
+void forget_stream(CUstream_st* stream);
 
 // Page-locked host memory, from a cache of blocks rounded up to powers of two. A block freed while
 // a copy_bytes() from it is still in flight is not reused before that copy finishes.
