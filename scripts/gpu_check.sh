@@ -233,7 +233,9 @@ stage_bench() {
   done
   if [ -x "$root/build/benchmarks/bench_allreduce" ] && command -v mpirun >/dev/null 2>&1; then
     echo "== mpirun -np 1 bench_allreduce" >>"$log"
-    timed "$log" 40 "$run" mpirun -np 1 "$root/build/benchmarks/bench_allreduce" \
+    secs=40
+    [ "$secs" -gt "$(left 60)" ] && secs=$(left 60)
+    timed "$log" "$secs" "$run" mpirun -np 1 "$root/build/benchmarks/bench_allreduce" \
       --max-bytes=67108864 --summary_out="$json_dir/allreduce.json"
     rc=$?
     say "bench_allreduce (mpirun -np 1): $(status_of "$rc")"
