@@ -11,7 +11,7 @@
 
 #include "accumulate.cuh"
 #include "cuda_check.cuh"
-#include "internal/kernels_conv.h"
+#include "internal/kernels_pool.h"
 #include "internal/pool_windows.h"
 #include "internal/scalar_ops.h"
 

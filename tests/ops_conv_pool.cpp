@@ -50,7 +50,7 @@ std::vector<OpRow> conv_pool_rows() {
        },
        Domain::Any, false},
 
-      // average pooling (Note [avg pool divisor] in src/internal/kernels_conv.h).
+      // average pooling (Note [avg pool divisor] in src/internal/kernels_pool.inc).
       {"AvgPool2d", {S{2, 3, 6, 6}}, pool_avg({.kernel_size = {2, 2}})},
       {"AvgPool2dPadCeil", {S{2, 2, 7, 6}},
        pool_avg({.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},

@@ -673,8 +673,7 @@ TEST(ErrorsDeathTest, NarrowLengthOverflow) {
                         {"narrow", "9223372036854775807"});
 }
 
-// --- the CUDA layer without a usable device (src/cuda/runtime_*.cpp, src/cuda/kernels_nocuda.cpp)
-// ---
+// --- the CUDA layer without a usable device (src/cuda/runtime_*.cpp, internal/dispatch.h) ---
 
 #define SINTER_SKIP_WITH_CUDA()                                                    \
   do {                                                                             \

@@ -44,7 +44,7 @@ const std::vector<SplitCase>& split_cases() {
        {{2}},
        1e-10,
        [](bool cuda, const kern::Ctx& ctx, const auto& in, const auto& out) {
-         const auto f = cuda ? cudak::reduce_rows : cpu::reduce_rows;
+         const auto f = SINTER_TEST_KERNEL(cuda, reduce_rows);
          f(ctx, in[0].data_ptr(), DType::f64, 2, 1 << 20, kern::ReduceOp::Sum, out[0].data_ptr(),
            DType::f64, nullptr);
        }},
@@ -55,7 +55,7 @@ const std::vector<SplitCase>& split_cases() {
        {{2}, {2}, {2}},
        1e-9,
        [](bool cuda, const kern::Ctx& ctx, const auto& in, const auto& out) {
-         const auto f = cuda ? cudak::batch_norm_stats : cpu::batch_norm_stats;
+         const auto f = SINTER_TEST_KERNEL(cuda, batch_norm_stats);
          f(ctx, in[0].data_ptr(), DType::f64, 16, 2, 4096, 1e-5, out[0].data_ptr(),
            out[1].data_ptr(), out[2].data_ptr());
        }},
@@ -66,7 +66,7 @@ const std::vector<SplitCase>& split_cases() {
        {{8, 4, 3, 3}},
        1e-2,
        [](bool cuda, const kern::Ctx& ctx, const auto& in, const auto& out) {
-         const auto f = cuda ? cudak::conv2d_backward_weight : cpu::conv2d_backward_weight;
+         const auto f = SINTER_TEST_KERNEL(cuda, conv2d_backward_weight);
          f(ctx, wgrad_geom(), DType::bf16, in[0].data_ptr(), in[1].data_ptr(), out[0].data_ptr());
        }},
   };

@@ -18,6 +18,15 @@ namespace sinter::testing {
 
 inline bool has_cuda() { return cuda::is_available(); }
 
+// The kernel `fn` of the CUDA backend when `cuda`, else of the CPU one (internal/kernels*.h). A
+// build without CUDA has no CUDA kernels to name (Note [kernel interfaces]); its tests skip before
+// they would call one.
+#ifdef SINTER_WITH_CUDA
+#define SINTER_TEST_KERNEL(cuda, fn) ((cuda) ? ::sinter::cudak::fn : ::sinter::cpu::fn)
+#else
+#define SINTER_TEST_KERNEL(cuda, fn) ::sinter::cpu::fn
+#endif
+
 #define SINTER_REQUIRE_CUDA()                                                       \
   do {                                                                              \
     if (!::sinter::testing::has_cuda()) GTEST_SKIP() << "no CUDA device available"; \

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "internal/kernels_conv.h"
+#include "internal/kernels_pool.h"
 #include "internal/pool_windows.h"
 #include "internal/scalar_ops.h"
 #include "sinter/core/error.h"

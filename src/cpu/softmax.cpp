@@ -1,5 +1,5 @@
 // CPU reference for softmax, log_softmax and the fused cross entropy over the rows of Note
-// [softmax rows] (src/internal/kernels_loss.h). Everything accumulates in double, so that the
+// [softmax rows] (src/internal/kernels_softmax.h). Everything accumulates in double, so that the
 // reference is the more accurate side of a parity test.
 #include <cmath>
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "internal/kernels_loss.h"
+#include "internal/kernels_softmax.h"
 #include "internal/scalar_ops.h"
 #include "sinter/core/error.h"
 

@@ -4,6 +4,7 @@
 #include "internal/cuda_runtime.h"
 #include "internal/kernels.h"
 #include "sinter/core/device.h"
+#include "sinter/core/error.h"
 
 namespace sinter {
 
@@ -15,13 +16,21 @@ inline kern::Ctx kernel_ctx(Device d) {
 }  // namespace sinter
 
 // SINTER_DISPATCH(device, fn, args...): calls sinter::cudak::fn or sinter::cpu::fn with a Ctx
-// first.
-#define SINTER_DISPATCH(device, fn, ...)                                   \
-  do {                                                                     \
-    const ::sinter::Device sinter_dev_ = (device);                         \
-    if (sinter_dev_.is_cuda()) {                                           \
-      ::sinter::cudak::fn(::sinter::kernel_ctx(sinter_dev_), __VA_ARGS__); \
-    } else {                                                               \
-      ::sinter::cpu::fn(::sinter::kernel_ctx(sinter_dev_), __VA_ARGS__);   \
-    }                                                                      \
+// first. Without CUDA the CUDA branch names no kernel (Note [kernel interfaces]): it throws, though
+// no CUDA tensor can exist in such a build to reach it.
+#ifdef SINTER_WITH_CUDA
+#define SINTER_DISPATCH_CUDA_(fn, ctx, ...) ::sinter::cudak::fn(ctx, __VA_ARGS__)
+#else
+#define SINTER_DISPATCH_CUDA_(fn, ctx, ...) \
+  SINTER_THROW(#fn, ": Sinter was built without CUDA")
+#endif
+
+#define SINTER_DISPATCH(device, fn, ...)                                                     \
+  do {                                                                                       \
+    const ::sinter::Device sinter_dev_ = (device);                                           \
+    if (sinter_dev_.is_cuda()) {                                                             \
+      SINTER_DISPATCH_CUDA_(fn, ::sinter::kernel_ctx(sinter_dev_), __VA_ARGS__);             \
+    } else {                                                                                 \
+      ::sinter::cpu::fn(::sinter::kernel_ctx(sinter_dev_), __VA_ARGS__);                     \
+    }                                                                                        \
   } while (0)

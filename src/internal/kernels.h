@@ -1,8 +1,15 @@
-// The interface between the ops layer and the compute kernels. Every function here exists twice,
-// with the same signature: in namespace sinter::cpu (src/cpu/, the reference) and in sinter::cudak
-// (kernels/*.cu, or src/cuda/kernels_nocuda.cpp when built without CUDA). Ops check their arguments
-// before calling in, so kernels trust them: shapes agree, indices are in range, dtypes are the ones
-// named.
+// The interface between the ops layer and the compute kernels: the elementwise, reduction, GEMM,
+// indexing and random kernels here, the other families in internal/kernels_<family>.h. Ops check
+// their arguments before calling in, so kernels trust them: shapes agree, indices are in range,
+// dtypes are the ones named.
+//
+// Note [kernel interfaces]
+// Each family's types live in sinter::kern, and its functions are declared once, with their
+// documentation, in internal/kernels_<family>.inc, which the family's header includes into
+// namespace sinter::cpu (the reference, src/cpu/) and into sinter::cudak (kernels/*.cu): both
+// define every function with that one signature. SINTER_DISPATCH (internal/dispatch.h) picks one by
+// the tensors' device; in a build without CUDA it never names sinter::cudak, so nothing there needs
+// a stand-in. Adding a kernel: its declaration in the .inc, a definition in each backend.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +17,6 @@
 #include "sinter/core/dtype.h"
 
 struct CUstream_st;
-
 namespace sinter::kern {
 
 constexpr int kMaxDims = 8;
@@ -91,22 +97,7 @@ enum class BinaryOp : int {
   TanhBackward,       // (g, y): g * (1 - y * y)
 };
 
-void unary(const Ctx& ctx, const ElementwiseIter& it, UnaryOp op, double p0, double p1);
-void binary(const Ctx& ctx, const ElementwiseIter& it, BinaryOp op, double p0);
-// out = cond ? a : b; op[1] is the b8 condition, op[2] and op[3] share op[0]'s dtype.
-void where(const Ctx& ctx, const ElementwiseIter& it);
-// out = in with dtype conversion (any dtype to any dtype); op[1] may be a scalar (fill).
-void copy(const Ctx& ctx, const ElementwiseIter& it);
-
 enum class ReduceOp : int { Sum, Max, Min };
-
-// in: contiguous (outer, r) of dtype `dtype`; out[i] = reduce(in[i, :]), written as `out_dtype`
-// (the same as dtype, except Sum of integral types, which writes i64). For Max/Min, indices (if not
-// null) receives the position of the first extremum in each row; NaN counts as the extremum.
-// Sum accumulates in f32 (f64 for f64, i64 for integral types). r >= 1 for Max/Min; Sum of r == 0
-// is 0.
-void reduce_rows(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int64_t r, ReduceOp op,
-                 void* out, DType out_dtype, int64_t* indices);
 
 // Row-major batched GEMM: C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b], with
 // op(A) of shape (m, k), op(B) of shape (k, n), C of shape (m, n).
@@ -138,65 +129,16 @@ struct GemmArgs {
   GemmAct act = GemmAct::None;
   GemmPath path = GemmPath::Auto;
 };
-void gemm(const Ctx& ctx, const GemmArgs& args);
-
-// in: contiguous (outer, in_dim, inner); idx: nidx int64 indices in [0, in_dim), on the same
-// device. out: contiguous (outer, nidx, inner), out[o, j, i] = in[o, idx[j], i].
-void index_select(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int64_t in_dim,
-                  int64_t inner, const int64_t* idx, int64_t nidx, void* out);
-// out: contiguous (outer, out_dim, inner); src: contiguous (outer, nidx, inner);
-// out[o, idx[j], i] += src[o, j, i], repeated indices accumulate. dtype is floating.
-void index_add(const Ctx& ctx, void* out, DType dtype, int64_t outer, int64_t out_dim,
-               int64_t inner, const int64_t* idx, int64_t nidx, const void* src);
-
-// Counter-based random numbers (Note [philox streams] in src/internal/philox.h): element i of a
-// request depends only on (seed, offset, i), so CPU and CUDA produce the same values.
-// out is contiguous with n elements of dtype (floating for uniform/normal; any for randint).
-void random_uniform(const Ctx& ctx, void* out, DType dtype, int64_t n, uint64_t seed,
-                    uint64_t offset, double lo, double hi);
-void random_normal(const Ctx& ctx, void* out, DType dtype, int64_t n, uint64_t seed,
-                   uint64_t offset, double mean, double std);
-void random_int(const Ctx& ctx, void* out, DType dtype, int64_t n, uint64_t seed, uint64_t offset,
-                int64_t lo, int64_t hi);  // uniform in [lo, hi)
-// out[i] = start + i * step, contiguous, n elements.
-void arange(const Ctx& ctx, void* out, DType dtype, int64_t n, double start, double step);
 
 }  // namespace sinter::kern
 
+// The functions of the family, declared once (Note [kernel interfaces]).
 namespace sinter::cpu {
 using namespace sinter::kern;  // NOLINT
-void unary(const Ctx&, const ElementwiseIter&, UnaryOp, double, double);
-void binary(const Ctx&, const ElementwiseIter&, BinaryOp, double);
-void where(const Ctx&, const ElementwiseIter&);
-void copy(const Ctx&, const ElementwiseIter&);
-void reduce_rows(const Ctx&, const void*, DType, int64_t, int64_t, ReduceOp, void*, DType,
-                 int64_t*);
-void gemm(const Ctx&, const GemmArgs&);
-void index_select(const Ctx&, const void*, DType, int64_t, int64_t, int64_t, const int64_t*,
-                  int64_t, void*);
-void index_add(const Ctx&, void*, DType, int64_t, int64_t, int64_t, const int64_t*, int64_t,
-               const void*);
-void random_uniform(const Ctx&, void*, DType, int64_t, uint64_t, uint64_t, double, double);
-void random_normal(const Ctx&, void*, DType, int64_t, uint64_t, uint64_t, double, double);
-void random_int(const Ctx&, void*, DType, int64_t, uint64_t, uint64_t, int64_t, int64_t);
-void arange(const Ctx&, void*, DType, int64_t, double, double);
+#include "internal/kernels.inc"
 }  // namespace sinter::cpu
 
 namespace sinter::cudak {
 using namespace sinter::kern;  // NOLINT
-void unary(const Ctx&, const ElementwiseIter&, UnaryOp, double, double);
-void binary(const Ctx&, const ElementwiseIter&, BinaryOp, double);
-void where(const Ctx&, const ElementwiseIter&);
-void copy(const Ctx&, const ElementwiseIter&);
-void reduce_rows(const Ctx&, const void*, DType, int64_t, int64_t, ReduceOp, void*, DType,
-                 int64_t*);
-void gemm(const Ctx&, const GemmArgs&);
-void index_select(const Ctx&, const void*, DType, int64_t, int64_t, int64_t, const int64_t*,
-                  int64_t, void*);
-void index_add(const Ctx&, void*, DType, int64_t, int64_t, int64_t, const int64_t*, int64_t,
-               const void*);
-void random_uniform(const Ctx&, void*, DType, int64_t, uint64_t, uint64_t, double, double);
-void random_normal(const Ctx&, void*, DType, int64_t, uint64_t, uint64_t, double, double);
-void random_int(const Ctx&, void*, DType, int64_t, uint64_t, uint64_t, int64_t, int64_t);
-void arange(const Ctx&, void*, DType, int64_t, double, double);
+#include "internal/kernels.inc"
 }  // namespace sinter::cudak

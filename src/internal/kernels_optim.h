@@ -1,6 +1,6 @@
 // The kernel interface of the fused optimizer steps (src/optim/sgd.cpp, src/optim/adam.cpp): one
-// call updates every tensor of a list. Each function exists in sinter::cpu (src/cpu/optim.cpp) and
-// sinter::cudak (kernels/optim.cu, or src/cuda/optim_nocuda.cpp without CUDA).
+// call updates every tensor of a list. In sinter::cpu (src/cpu/optim.cpp) and sinter::cudak
+// (kernels/optim.cu), Note [kernel interfaces].
 #pragma once
 
 #include <cstdint>
@@ -165,14 +165,13 @@ SINTER_HD inline void adam_element(const AdamScalars<C>& s, C neg_step_size, C b
 
 }  // namespace sinter::kern
 
+// The functions of the family, declared once (Note [kernel interfaces]).
 namespace sinter::cpu {
 using namespace sinter::kern;  // NOLINT
-void sgd_step(const Ctx&, DType, const SgdTensor*, int64_t, const SgdHyper&);
-void adam_step(const Ctx&, DType, const AdamTensor*, int64_t, const AdamHyper&);
+#include "internal/kernels_optim.inc"
 }  // namespace sinter::cpu
 
 namespace sinter::cudak {
 using namespace sinter::kern;  // NOLINT
-void sgd_step(const Ctx&, DType, const SgdTensor*, int64_t, const SgdHyper&);
-void adam_step(const Ctx&, DType, const AdamTensor*, int64_t, const AdamHyper&);
+#include "internal/kernels_optim.inc"
 }  // namespace sinter::cudak

@@ -4,13 +4,13 @@
 
 #include <cstdint>
 
-#include "internal/kernels_conv.h"
+#include "internal/kernels_pool.h"
 #include "internal/scalar_ops.h"
 
 namespace sinter::kern {
 
 // The average window of output (oh, ow) clipped to the input, [h0, h1) x [w0, w1), and the element
-// count it divides by (Note [avg pool divisor] in internal/kernels_conv.h).
+// count it divides by (Note [avg pool divisor] in internal/kernels_pool.inc).
 struct AvgWindow {
   int64_t h0, h1, w0, w1, divisor;
 };

@@ -1,12 +1,12 @@
 // softmax, log_softmax and the losses. softmax and cross_entropy have kernels of their own (a row
-// kernel and a fused logsumexp pass, src/internal/kernels_loss.h); nll_loss, mse_loss and
+// kernel and a fused logsumexp pass, src/internal/kernels_softmax.h); nll_loss, mse_loss and
 // binary_cross_entropy_with_logits are built from other ops.
 #include <algorithm>
 #include <vector>
 
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
-#include "internal/kernels_loss.h"
+#include "internal/kernels_softmax.h"
 #include "sinter/ops.h"
 
 namespace sinter {

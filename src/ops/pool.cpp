@@ -5,7 +5,7 @@
 
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
-#include "internal/kernels_conv.h"
+#include "internal/kernels_pool.h"
 #include "sinter/ops.h"
 
 namespace sinter {
