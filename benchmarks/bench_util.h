@@ -1,6 +1,7 @@
 // What the benchmark programs share: skipping without a device, failing on a wrong result (the exit
 // code says so), CUDA-event timing, medians, the host-side comparison behind every validation, the
-// short summary table (and its JSON) each program prints, and the --smoke mode's plumbing.
+// timed loop against a reference, the short summary table (and its JSON) each program prints, the
+// registration of the device benchmarks, and main() with the --smoke mode's plumbing.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -17,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "sinter/sinter.h"
@@ -108,6 +110,14 @@ inline void fail(benchmark::State& state, const std::string& msg) {
   state.SkipWithError(msg.c_str());
 }
 
+// Fails the benchmark when a check found something wrong (`bad`, "" when it passed), with `what`
+// in front of its message. True when it did: the benchmark then stops before timing.
+inline bool failed(benchmark::State& state, const std::string& what, const std::string& bad) {
+  if (bad.empty()) return false;
+  fail(state, what + bad);
+  return true;
+}
+
 // A case that cannot run here (a kernel path that refuses the problem, a missing reference): shown
 // as skipped in the summary, not counted as a failure. Google Benchmark 1.7 has no separate skip
 // state, so its JSON carries the reason as an error message starting with "skipped".
@@ -192,6 +202,32 @@ double time_ms(int reps, F&& fn) {
                " calls was queued (queuing blocked), so the timing would include the host");
   return static_cast<double>(start.elapsed_ms(stop)) / reps;
 }
+
+// Milliseconds per call of fn(i), timed by CUDA events around the whole batch like time_ms(), but
+// without holding the stream: for calls that wait on the device themselves (an op that reads a
+// value back to the host), which time_ms()'s gate would stall. The time then includes the host's
+// share between launches, as such a call costs in any real use.
+template <typename F>
+double time_ms_host_synced(int reps, F&& fn) {
+  const cuda::Stream stream = cuda::current_stream();
+  cuda::Event start, stop;
+  start.record(stream);
+  for (int i = 0; i < reps; ++i) fn(i);
+  stop.record(stream);
+  stop.synchronize();
+  return static_cast<double>(start.elapsed_ms(stop)) / reps;
+}
+
+// Throws a sinter::Error naming the library, the status (as describe(status) spells it) and the
+// failing call (`text`) when `expr` does not return `success`: the check behind every cuBLAS and
+// cuDNN call, as SINTER_CUDA_CHECK is behind the runtime's.
+#define SINTER_BENCH_STATUS_CHECK(library, expr, text, success, describe)              \
+  do {                                                                                 \
+    const auto sinter_bench_status_ = (expr);                                          \
+    if (sinter_bench_status_ != (success)) {                                           \
+      SINTER_THROW(library " error ", describe(sinter_bench_status_), " from ", text); \
+    }                                                                                  \
+  } while (0)
 #endif  // SINTER_WITH_CUDA
 
 // --short: fewer timed iterations and batches a quarter as long, for a quick look (the GPU check's
@@ -228,6 +264,86 @@ inline double rms(const std::vector<float>& v) {
   return v.empty() ? 0.0 : std::sqrt(s / double(v.size()));
 }
 
+// The largest |v[i]| (0 for an empty vector), for tolerances relative to a result's scale.
+inline double max_abs(const std::vector<float>& v) {
+  double m = 0.0;
+  for (float x : v) m = std::max(m, std::abs(double(x)));
+  return m;
+}
+
+// Input sets a memory-bound benchmark cycles through, so that no call finds its inputs in L2.
+constexpr int kInputSets = 2;
+
+#ifdef SINTER_WITH_CUDA
+// The timed iterations of a case against its reference: each times a batch of `reps` calls of ours
+// (time_ours(reps), ms per call), then as many of the reference's, so that both see the same
+// clocks and temperature; the iteration's time is ours. Returns the medians, ours first.
+template <typename TimeOurs, typename TimeTheirs>
+std::pair<double, double> time_alternating(benchmark::State& state, int reps, TimeOurs&& time_ours,
+                                           TimeTheirs&& time_theirs) {
+  std::vector<double> ours_ms, theirs_ms;
+  for (auto _ : state) {
+    const double o = time_ours(reps);
+    const double t = time_theirs(reps);
+    ours_ms.push_back(o);
+    theirs_ms.push_back(t);
+    state.SetIterationTime(o * 1e-3);
+  }
+  return {median(ours_ms), median(theirs_ms)};
+}
+
+// Times ours(i) against theirs(i), a library's call on the same operands (cuBLAS, cuDNN), after a
+// warm-up of both (caching allocator, clocks, the library's heuristics), in batches of about
+// `target_ms`, and reports TFLOP/s for `flop` per call and the ratio (above 1: Sinter is faster).
+template <typename Ours, typename Theirs>
+void time_flops_against(benchmark::State& state, const std::string& reference, double flop,
+                        double target_ms, Ours&& ours, Theirs&& theirs) {
+  time_ms(3, ours);
+  time_ms(3, theirs);
+  const int reps = reps_for(time_ms(3, ours), target_ms);
+  const auto [ours_med, theirs_med] = time_alternating(
+      state, reps, [&](int n) { return time_ms(n, ours); },
+      [&](int n) { return time_ms(n, theirs); });
+  const double ours_tf = flop / (ours_med * 1e-3) / 1e12;
+  const double theirs_tf = flop / (theirs_med * 1e-3) / 1e12;
+  state.counters["TFLOP/s"] = ours_tf;
+  state.counters[reference + "_TFLOP/s"] = theirs_tf;
+  state.counters["vs_" + reference] = theirs_med / ours_med;
+  report("TFLOP/s", ours_tf, reference, theirs_tf, theirs_med / ours_med);
+}
+
+// Times a memory-bound op that moves `bytes` per call (time_ours(reps): ms per call over `reps`
+// calls cycling through kInputSets input sets) against a device-to-device copy of as many bytes,
+// and reports GB/s and the ratio (the op's rate over the copy's).
+template <typename TimeOurs>
+void time_bytes_against_copy(benchmark::State& state, int64_t bytes, TimeOurs&& time_ours) {
+  // The reference: a copy of half the bytes, which reads and writes as many bytes as the op, back
+  // and forth between two buffers (each larger than L2).
+  const Device dev = Device::cuda(0);
+  const int64_t copy_bytes = bytes / 2;
+  const Tensor buf[2] = {empty({copy_bytes}, {.dtype = DType::u8, .device = dev}),
+                         empty({copy_bytes}, {.dtype = DType::u8, .device = dev})};
+  CUstream_st* const stream = cuda::current_stream().handle();
+  auto copy = [&](int i) {
+    SINTER_CUDA_CHECK(cudaMemcpyAsync(buf[(i + 1) % 2].data_ptr(), buf[i % 2].data_ptr(),
+                                      static_cast<size_t>(copy_bytes), cudaMemcpyDeviceToDevice,
+                                      stream));
+  };
+  time_ours(2 * kInputSets);  // warm-up: caching allocator, optimizer state, clocks
+  time_ms(4, copy);
+  // An even count, so that every input set gets the same number of calls.
+  const int reps = 2 * reps_for(time_ours(2 * kInputSets), 5.0, 100);
+  const auto [ours_med, copy_med] =
+      time_alternating(state, reps, time_ours, [&](int n) { return time_ms(n, copy); });
+  const double ours_gbs = double(bytes) / (ours_med * 1e-3) / 1e9;
+  const double copy_gbs = double(2 * copy_bytes) / (copy_med * 1e-3) / 1e9;
+  state.counters["GB/s"] = ours_gbs;
+  state.counters["copy_GB/s"] = copy_gbs;
+  state.counters["vs_copy"] = ours_gbs / copy_gbs;
+  report("GB/s", ours_gbs, "copy", copy_gbs, ours_gbs / copy_gbs);
+}
+#endif  // SINTER_WITH_CUDA
+
 // Checks |got - want| <= atol + rtol * |want| for every element (a NaN anywhere fails). Returns ""
 // when all pass, else how many failed and the worst one.
 inline std::string compare(const std::vector<float>& got, const std::vector<float>& want,
@@ -254,6 +370,27 @@ inline std::string compare(const std::vector<float>& got, const std::vector<floa
   os << bad << " of " << got.size() << " elements off (atol " << atol << ", rtol " << rtol
      << "); worst at " << worst << ": " << got[worst] << " vs " << want[worst];
   return os.str();
+}
+
+// A check's bounds, as compare() takes them: |got - want| <= atol + rtol * |want|.
+struct Tolerance {
+  double atol, rtol;
+};
+
+// "" when the first two and the last two of `rows` rows of `out`, a timed problem's output, match
+// want_rows(r0), the CPU op on rows r0 and r0 + 1 of its inputs: a check of the timed problem's
+// launch configuration at the cost of four rows on the CPU. `label` names the rows in the message.
+template <typename F>
+std::string compare_end_rows(const Tensor& out, int64_t rows, const std::string& label,
+                             const Tolerance& tol, F&& want_rows) {
+  for (int64_t r0 : {int64_t{0}, rows - 2}) {
+    const std::vector<float> want = want_rows(r0).template to_vector<float>();
+    const std::vector<float> got = out.narrow(0, r0, 2).to_vector<float>();
+    const std::string bad = compare(got, want, tol.atol, tol.rtol);
+    if (!bad.empty())
+      return label + std::to_string(r0) + ".." + std::to_string(r0 + 1) + ": " + bad;
+  }
+  return "";
 }
 
 // A figure for the table: 3 significant digits, "-" for none.
@@ -431,34 +568,34 @@ inline int run_main(const std::string& program, const Options& opts, int argc, c
   return written ? 0 : 1;
 }
 
-inline int run_main(int argc, char** argv) { return run_main(argv[0], Options{}, argc, argv); }
-
-}  // namespace sinter::bench
-
-namespace sinter::bench {
-
-#ifdef SINTER_WITH_CUDA
-// Milliseconds per call of fn(i), timed by CUDA events around the whole batch like time_ms(), but
-// without holding the stream: for calls that wait on the device themselves (an op that reads a
-// value back to the host), which time_ms()'s gate would stall. The time then includes the host's
-// share between launches, as such a call costs in any real use.
-template <typename F>
-double time_ms_host_synced(int reps, F&& fn) {
-  const cuda::Stream stream = cuda::current_stream();
-  cuda::Event start, stop;
-  start.record(stream);
-  for (int i = 0; i < reps; ++i) fn(i);
-  stop.record(stream);
-  stop.synchronize();
-  return static_cast<double>(start.elapsed_ms(stop)) / reps;
+// Registers a device benchmark: body(state) runs with `name` on its summary rows (begin), unless
+// there is no device (skip_without_cuda), and an exception fails it (guarded). `iters` iterations
+// (fewer in short mode), each timed by the body (SetIterationTime), shown in `unit`.
+template <typename Body>
+void register_device(const std::string& name, int iters, benchmark::TimeUnit unit, Body body) {
+  benchmark::RegisterBenchmark(name.c_str(),
+                               [name, body](benchmark::State& state) {
+                                 begin(name);
+                                 if (skip_without_cuda(state)) return;
+                                 guarded(state, [&] { body(state); });
+                               })
+      ->Iterations(iterations(iters))
+      ->UseManualTime()
+      ->Unit(unit);
 }
-#endif  // SINTER_WITH_CUDA
 
-// The largest |v[i]| (0 for an empty vector), for tolerances relative to a result's scale.
-inline double max_abs(const std::vector<float>& v) {
-  double m = 0.0;
-  for (float x : v) m = std::max(m, std::abs(double(x)));
-  return m;
+// A program's main(): with --smoke, smoke() runs the CPU-side checks and finish_smoke() ends the
+// run; otherwise register_all() registers the device benchmarks and run_main() runs them.
+template <typename Smoke, typename Register>
+int bench_main(const std::string& program, int argc, char** argv, Smoke&& smoke,
+               Register&& register_all) {
+  const Options opts = parse_options(argc, argv);
+  if (opts.smoke) {
+    smoke();
+    return finish_smoke(program, opts);
+  }
+  register_all();
+  return run_main(program, opts, argc, argv);
 }
 
 }  // namespace sinter::bench

@@ -59,13 +59,8 @@ const char* pass_name(Pass p) {
 
 #if defined(SINTER_WITH_CUDA) && defined(SINTER_WITH_CUDNN)
 
-#define SINTER_CUDNN_CHECK(expr)                                                                \
-  do {                                                                                          \
-    const cudnnStatus_t sinter_cudnn_status_ = (expr);                                          \
-    if (sinter_cudnn_status_ != CUDNN_STATUS_SUCCESS) {                                         \
-      SINTER_THROW("cuDNN error ", cudnnGetErrorString(sinter_cudnn_status_), " from ", #expr); \
-    }                                                                                           \
-  } while (0)
+#define SINTER_CUDNN_CHECK(expr) \
+  SINTER_BENCH_STATUS_CHECK("cuDNN", expr, #expr, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
 
 // A handle, the three tensor/filter descriptors and the convolution descriptor of one layer.
 class CudnnConv {
@@ -119,11 +114,7 @@ class CudnnConv {
         cudnnConvolutionFwdAlgoPerf_t perf[kMax];
         SINTER_CUDNN_CHECK(
             cudnnFindConvolutionForwardAlgorithm(handle_, x_, w_, conv_, y_, kMax, &count, perf));
-        for (int i = 0; i < count && !found; ++i) {
-          if (!usable(perf[i].status, perf[i].mathType)) continue;
-          fwd_ = perf[i].algo;
-          found = true;
-        }
+        found = pick(perf, count, fwd_);
         if (found) {
           SINTER_CUDNN_CHECK(
               cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, fwd_, &bytes));
@@ -134,11 +125,7 @@ class CudnnConv {
         cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
         SINTER_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(handle_, w_, y_, conv_, x_,
                                                                      kMax, &count, perf));
-        for (int i = 0; i < count && !found; ++i) {
-          if (!usable(perf[i].status, perf[i].mathType)) continue;
-          bwd_data_ = perf[i].algo;
-          found = true;
-        }
+        found = pick(perf, count, bwd_data_);
         if (found) {
           SINTER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, w_, y_, conv_,
                                                                           x_, bwd_data_, &bytes));
@@ -149,11 +136,7 @@ class CudnnConv {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
         SINTER_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(handle_, x_, y_, conv_, w_,
                                                                        kMax, &count, perf));
-        for (int i = 0; i < count && !found; ++i) {
-          if (!usable(perf[i].status, perf[i].mathType)) continue;
-          bwd_filter_ = perf[i].algo;
-          found = true;
-        }
+        found = pick(perf, count, bwd_filter_);
         if (found) {
           SINTER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
               handle_, x_, y_, conv_, w_, bwd_filter_, &bytes));
@@ -199,6 +182,16 @@ class CudnnConv {
   bool usable(cudnnStatus_t status, cudnnMathType_t math) const {
     if (status != CUDNN_STATUS_SUCCESS) return false;
     return prec_ != Prec::F32 || math == CUDNN_FMA_MATH || math == CUDNN_DEFAULT_MATH;
+  }
+  // The first usable algorithm of a cudnnFind* result (fastest first) into `algo`; false if none.
+  template <typename Perf, typename Algo>
+  bool pick(const Perf* perf, int count, Algo& algo) const {
+    for (int i = 0; i < count; ++i) {
+      if (!usable(perf[i].status, perf[i].mathType)) continue;
+      algo = perf[i].algo;
+      return true;
+    }
+    return false;
   }
   static void report(cudnnStatus_t status) {
     if (status != CUDNN_STATUS_SUCCESS)
@@ -325,55 +318,20 @@ void run_conv(benchmark::State& state, const ConvLayer& l, Pass p, Prec prec) {
 
   // Validate before timing: a fast wrong kernel is a bug, not a result.
   theirs_conv.run(x, w, dy, ref);
-  const std::string bad = check_result(prec, reduction_length(l, p),
-                                       ours_result().to_vector<float>(), ref.to_vector<float>());
-  if (!bad.empty()) {
-    bench::fail(state, std::string(pass_name(p)) + " differs from cuDNN: " + bad);
+  if (bench::failed(state, std::string(pass_name(p)) + " differs from cuDNN: ",
+                    check_result(prec, reduction_length(l, p), ours_result().to_vector<float>(),
+                                 ref.to_vector<float>()))) {
     return;
-  }
-
-  auto ours = [&](int) { (void)ours_result(); };
-  auto theirs = [&](int) { theirs_conv.run(x, w, dy, ref); };
-  bench::time_ms(3, ours);  // warm-up: caching allocator, clocks
-  bench::time_ms(3, theirs);
-  const int reps = bench::reps_for(bench::time_ms(3, ours), 20.0);
-
-  // Ours and cuDNN alternate in every iteration, so both see the same clocks and temperature.
-  std::vector<double> ours_ms, theirs_ms;
-  for (auto _ : state) {
-    const double o = bench::time_ms(reps, ours);
-    const double t = bench::time_ms(reps, theirs);
-    ours_ms.push_back(o);
-    theirs_ms.push_back(t);
-    state.SetIterationTime(o * 1e-3);
   }
   // The same multiply-adds in each of the three passes.
   const double flop = 2.0 * double(l.n) * double(l.k) * double(l.h) * double(l.w) * double(l.c) *
                       double(kKernel * kKernel);
-  const double ours_med = bench::median(ours_ms), theirs_med = bench::median(theirs_ms);
-  const double ours_tf = flop / (ours_med * 1e-3) / 1e12;
-  const double theirs_tf = flop / (theirs_med * 1e-3) / 1e12;
-  state.counters["TFLOP/s"] = ours_tf;
-  state.counters["cuDNN_TFLOP/s"] = theirs_tf;
-  state.counters["vs_cuDNN"] = theirs_med / ours_med;
-  bench::report("TFLOP/s", ours_tf, "cuDNN", theirs_tf, theirs_med / ours_med);
+  bench::time_flops_against(
+      state, "cuDNN", flop, 20.0, [&](int) { (void)ours_result(); },
+      [&](int) { theirs_conv.run(x, w, dy, ref); });
 }
 
 #endif  // SINTER_WITH_CUDA && SINTER_WITH_CUDNN
-
-void bm_conv(benchmark::State& state, std::string name, ConvLayer l, Pass p, Prec prec) {
-  bench::begin(name);
-  if (bench::skip_without_cuda(state)) return;
-#if defined(SINTER_WITH_CUDA) && defined(SINTER_WITH_CUDNN)
-  bench::guarded(state, [&] { run_conv(state, l, p, prec); });
-#else
-  (void)l;
-  (void)p;
-  (void)prec;
-  // A device but no cuDNN at build time: nothing to compare against, which is not a failure.
-  bench::skip(state, "built without cuDNN: no reference to compare against");
-#endif
-}
 
 std::string case_name(const ConvLayer& l, Pass p, Prec prec) {
   return "conv/" + std::string(prec_name(prec)) + "/" + l.name + "/" + pass_name(p) + "/n" +
@@ -385,11 +343,15 @@ void register_all() {
   for (Prec prec : {Prec::F32, Prec::TF32, Prec::BF16}) {
     for (const ConvLayer& l : kLayers) {
       for (Pass p : {Pass::Forward, Pass::BackwardData, Pass::BackwardFilter}) {
-        const std::string name = case_name(l, p, prec);
-        benchmark::RegisterBenchmark(name.c_str(), bm_conv, name, l, p, prec)
-            ->Iterations(sinter::bench::iterations(7))
-            ->UseManualTime()
-            ->Unit(benchmark::kMicrosecond);
+        auto body = [=](benchmark::State& state) {
+#if defined(SINTER_WITH_CUDA) && defined(SINTER_WITH_CUDNN)
+          run_conv(state, l, p, prec);
+#else
+          // A device but no cuDNN at build time: no reference, which is not a failure.
+          bench::skip(state, "built without cuDNN: no reference to compare against");
+#endif
+        };
+        bench::register_device(case_name(l, p, prec), 7, benchmark::kMicrosecond, body);
       }
     }
   }
@@ -473,11 +435,5 @@ void smoke() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const sinter::bench::Options opts = sinter::bench::parse_options(argc, argv);
-  if (opts.smoke) {
-    smoke();
-    return sinter::bench::finish_smoke("bench_conv", opts);
-  }
-  register_all();
-  return sinter::bench::run_main("bench_conv", opts, argc, argv);
+  return sinter::bench::bench_main("bench_conv", argc, argv, smoke, register_all);
 }

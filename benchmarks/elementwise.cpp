@@ -7,15 +7,10 @@
 
 #include "bench_util.h"
 
-#ifdef SINTER_WITH_CUDA
-#include <cuda_runtime.h>
-
-#include "internal/cuda_check.h"
-#endif
-
 namespace {
 
 using namespace sinter;
+using bench::Tolerance;
 
 enum class Op { Add, MulRow, Gelu, SumLast };
 
@@ -36,8 +31,6 @@ const char* op_name(Op op) {
 // The timed problem: (8192, 8192), 64Mi elements, 256 MiB in f32 and 128 MiB in bf16 per operand,
 // well past the 60 MB L2.
 constexpr int64_t kRows = 8192, kCols = 8192;
-// Input sets the timed loop cycles through, so that no call finds its inputs in L2.
-constexpr int kSets = 2;
 
 // Inputs for (rows, cols): two (rows, cols) tensors for add; (rows, cols) and a (cols,) row for
 // mul_row; one (rows, cols) tensor for gelu and sum_last.
@@ -83,10 +76,6 @@ int64_t bytes_moved(Op op, int64_t rows, int64_t cols, DType dtype) {
   return elements * static_cast<int64_t>(element_size(dtype));
 }
 
-struct Tolerance {
-  double atol, rtol;
-};
-
 // add and mul round one exact result on both sides; gelu differs by the erf implementations, a few
 // f32 ulps; a sum over `cols` standard normals differs by the summation order, about
 // cols * 2^-24 * max|x| at worst. bf16 results may land an ulp apart (2^-7 relative) after rounding
@@ -127,22 +116,15 @@ std::string validate(Op op, DType dtype, const std::vector<Tensor>& timed_in,
   const std::vector<Tensor> small = make_inputs(op, rows, cols, {.dtype = dtype});
   std::vector<Tensor> small_dev;
   for (const Tensor& t : small) small_dev.push_back(t.to(timed_out.device()));
-  Tolerance tol = tolerance(op, dtype, cols);
-  std::string bad = bench::compare(run_op(op, small_dev).to_vector<float>(),
-                                   run_op(op, small).to_vector<float>(), tol.atol, tol.rtol);
+  const Tolerance tol = tolerance(op, dtype, cols);
+  const std::string bad = bench::compare(run_op(op, small_dev).to_vector<float>(),
+                                         run_op(op, small).to_vector<float>(), tol.atol, tol.rtol);
   if (!bad.empty())
     return "small (" + std::to_string(rows) + ", " + std::to_string(cols) + "): " + bad;
 
-  const int64_t timed_rows = timed_out.size(0);
-  tol = tolerance(op, dtype, timed_in[0].size(1));
-  for (int64_t r0 : {int64_t{0}, timed_rows - 2}) {
-    const std::vector<float> want = run_op(op, to_cpu(rows_of(timed_in, r0, 2))).to_vector<float>();
-    const std::vector<float> got = timed_out.narrow(0, r0, 2).to_vector<float>();
-    bad = bench::compare(got, want, tol.atol, tol.rtol);
-    if (!bad.empty())
-      return "rows " + std::to_string(r0) + ".." + std::to_string(r0 + 1) + ": " + bad;
-  }
-  return "";
+  return bench::compare_end_rows(
+      timed_out, timed_out.size(0), "rows ", tolerance(op, dtype, timed_in[0].size(1)),
+      [&](int64_t r0) { return run_op(op, to_cpu(rows_of(timed_in, r0, 2))); });
 }
 
 #ifdef SINTER_WITH_CUDA
@@ -152,73 +134,30 @@ void run_elementwise(benchmark::State& state, Op op, DType dtype) {
   const TensorOptions opts{.dtype = dtype, .device = dev};
   manual_seed(0);
   std::vector<std::vector<Tensor>> sets;
-  for (int i = 0; i < kSets; ++i) sets.push_back(make_inputs(op, kRows, kCols, opts));
+  for (int i = 0; i < bench::kInputSets; ++i) sets.push_back(make_inputs(op, kRows, kCols, opts));
 
-  const std::string bad = validate(op, dtype, sets[0], run_op(op, sets[0]));
-  if (!bad.empty()) {
-    bench::fail(state, std::string(op_name(op)) + " differs from the CPU: " + bad);
+  if (bench::failed(state, std::string(op_name(op)) + " differs from the CPU: ",
+                    validate(op, dtype, sets[0], run_op(op, sets[0])))) {
     return;
   }
-
-  // The reference: a copy of half the bytes, which reads and writes as many bytes as the op, back
-  // and forth between two buffers (each larger than L2).
-  const int64_t bytes = bytes_moved(op, kRows, kCols, dtype);
-  const int64_t copy_bytes = bytes / 2;
-  const Tensor buf[2] = {empty({copy_bytes}, {.dtype = DType::u8, .device = dev}),
-                         empty({copy_bytes}, {.dtype = DType::u8, .device = dev})};
-  CUstream_st* const stream = cuda::current_stream().handle();
-
-  auto ours = [&](int i) { (void)run_op(op, sets[i % kSets]); };
-  auto copy = [&](int i) {
-    SINTER_CUDA_CHECK(cudaMemcpyAsync(buf[(i + 1) % 2].data_ptr(), buf[i % 2].data_ptr(),
-                                      static_cast<size_t>(copy_bytes), cudaMemcpyDeviceToDevice,
-                                      stream));
-  };
-  bench::time_ms(2 * kSets, ours);  // warm-up: caching allocator, clocks
-  bench::time_ms(4, copy);
-  // An even count, so that every input set gets the same number of calls.
-  const int reps = 2 * bench::reps_for(bench::time_ms(2 * kSets, ours), 5.0, 100);
-
-  // Ours and the copy alternate in every iteration, so both see the same clocks.
-  std::vector<double> ours_ms, copy_ms;
-  for (auto _ : state) {
-    const double o = bench::time_ms(reps, ours);
-    const double c = bench::time_ms(reps, copy);
-    ours_ms.push_back(o);
-    copy_ms.push_back(c);
-    state.SetIterationTime(o * 1e-3);
-  }
-  const double ours_med = bench::median(ours_ms), copy_med = bench::median(copy_ms);
-  const double ours_gbs = double(bytes) / (ours_med * 1e-3) / 1e9;
-  const double copy_gbs = double(2 * copy_bytes) / (copy_med * 1e-3) / 1e9;
-  state.counters["GB/s"] = ours_gbs;
-  state.counters["copy_GB/s"] = copy_gbs;
-  state.counters["vs_copy"] = ours_gbs / copy_gbs;
-  bench::report("GB/s", ours_gbs, "copy", copy_gbs, ours_gbs / copy_gbs);
+  auto ours = [&](int i) { (void)run_op(op, sets[i % bench::kInputSets]); };
+  bench::time_bytes_against_copy(state, bytes_moved(op, kRows, kCols, dtype),
+                                 [&](int reps) { return bench::time_ms(reps, ours); });
 }
 
 #endif  // SINTER_WITH_CUDA
-
-void bm_elementwise(benchmark::State& state, std::string name, Op op, DType dtype) {
-  bench::begin(name);
-  if (bench::skip_without_cuda(state)) return;
-#ifdef SINTER_WITH_CUDA
-  bench::guarded(state, [&] { run_elementwise(state, op, dtype); });
-#else
-  (void)op;
-  (void)dtype;
-#endif
-}
 
 void register_all() {
   for (DType dtype : {DType::f32, DType::bf16}) {
     for (Op op : {Op::Add, Op::MulRow, Op::Gelu, Op::SumLast}) {
       const std::string name = std::string(op_name(op)) + "/" + dtype_name(dtype) + "/" +
                                std::to_string(kRows) + "x" + std::to_string(kCols);
-      benchmark::RegisterBenchmark(name.c_str(), bm_elementwise, name, op, dtype)
-          ->Iterations(sinter::bench::iterations(9))
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
+      auto body = [=]([[maybe_unused]] benchmark::State& state) {
+#ifdef SINTER_WITH_CUDA
+        run_elementwise(state, op, dtype);
+#endif
+      };
+      bench::register_device(name, 9, benchmark::kMicrosecond, body);
     }
   }
 }
@@ -242,11 +181,5 @@ void smoke() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const sinter::bench::Options opts = sinter::bench::parse_options(argc, argv);
-  if (opts.smoke) {
-    smoke();
-    return sinter::bench::finish_smoke("bench_elementwise", opts);
-  }
-  register_all();
-  return sinter::bench::run_main("bench_elementwise", opts, argc, argv);
+  return sinter::bench::bench_main("bench_elementwise", argc, argv, smoke, register_all);
 }

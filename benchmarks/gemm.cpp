@@ -165,13 +165,8 @@ std::string check_product(Prec p, const std::vector<float>& got, const std::vect
 
 #ifdef SINTER_WITH_CUDA
 
-#define SINTER_CUBLAS_CHECK(expr)                                                                 \
-  do {                                                                                            \
-    const cublasStatus_t sinter_cublas_status_ = (expr);                                          \
-    if (sinter_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                         \
-      SINTER_THROW("cuBLAS error ", cublasGetStatusName(sinter_cublas_status_), " from ", #expr); \
-    }                                                                                             \
-  } while (0)
+#define SINTER_CUBLAS_CHECK(expr) \
+  SINTER_BENCH_STATUS_CHECK("cuBLAS", expr, #expr, CUBLAS_STATUS_SUCCESS, cublasGetStatusName)
 
 class CublasHandle {
  public:
@@ -239,60 +234,27 @@ void run_gemm(benchmark::State& state, Prec p, GemmPath path, const GemmCase& s)
   }
 
   // Validate before timing: a fast wrong kernel is a bug, not a result.
-  const std::string bad = check_product(p, c.to_vector<float>(), ref.to_vector<float>());
-  if (!bad.empty()) {
-    bench::fail(state, "differs from cuBLAS: " + bad);
+  if (bench::failed(state, "differs from cuBLAS: ",
+                    check_product(p, c.to_vector<float>(), ref.to_vector<float>()))) {
     return;
   }
-
-  auto ours = [&](int) { cudak::gemm(ctx, args); };
-  auto theirs = [&](int) { cublas_gemm(handle, s, p, a, b, ref); };
-  bench::time_ms(3, ours);  // warm-up: clocks, cuBLAS heuristics
-  bench::time_ms(3, theirs);
-  const int reps = bench::reps_for(bench::time_ms(3, ours), 10.0);
-
-  // Ours and cuBLAS alternate in every iteration, so both see the same clocks and temperature.
-  std::vector<double> ours_ms, theirs_ms;
-  for (auto _ : state) {
-    const double o = bench::time_ms(reps, ours);
-    const double t = bench::time_ms(reps, theirs);
-    ours_ms.push_back(o);
-    theirs_ms.push_back(t);
-    state.SetIterationTime(o * 1e-3);
-  }
-  const double flop = 2.0 * double(s.m) * double(s.n) * double(s.k);
-  const double ours_med = bench::median(ours_ms), theirs_med = bench::median(theirs_ms);
-  const double ours_tf = flop / (ours_med * 1e-3) / 1e12;
-  const double theirs_tf = flop / (theirs_med * 1e-3) / 1e12;
-  state.counters["TFLOP/s"] = ours_tf;
-  state.counters["cuBLAS_TFLOP/s"] = theirs_tf;
-  state.counters["vs_cuBLAS"] = theirs_med / ours_med;
-  bench::report("TFLOP/s", ours_tf, "cuBLAS", theirs_tf, theirs_med / ours_med);
+  bench::time_flops_against(
+      state, "cuBLAS", 2.0 * double(s.m) * double(s.n) * double(s.k), 10.0,
+      [&](int) { cudak::gemm(ctx, args); }, [&](int) { cublas_gemm(handle, s, p, a, b, ref); });
 }
 
 #endif  // SINTER_WITH_CUDA
-
-void bm_gemm(benchmark::State& state, std::string name, Prec p, GemmPath path, GemmCase s) {
-  bench::begin(name);
-  if (bench::skip_without_cuda(state)) return;
-#ifdef SINTER_WITH_CUDA
-  bench::guarded(state, [&] { run_gemm(state, p, path, s); });
-#else
-  (void)p;
-  (void)path;
-  (void)s;
-#endif
-}
 
 void register_all() {
   for (Prec p : {Prec::F32, Prec::TF32, Prec::BF16}) {
     for (const GemmCase& s : kCases) {
       for (GemmPath path : paths_for(p)) {
-        const std::string name = case_name(p, path, s);
-        benchmark::RegisterBenchmark(name.c_str(), bm_gemm, name, p, path, s)
-            ->Iterations(sinter::bench::iterations(5))
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond);
+        auto body = [=]([[maybe_unused]] benchmark::State& state) {
+#ifdef SINTER_WITH_CUDA
+          run_gemm(state, p, path, s);
+#endif
+        };
+        bench::register_device(case_name(p, path, s), 5, benchmark::kMillisecond, body);
       }
     }
   }
@@ -393,15 +355,13 @@ void smoke_cases() {
   });
 }
 
+void smoke() {
+  smoke_layouts();
+  smoke_cases();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const sinter::bench::Options opts = sinter::bench::parse_options(argc, argv);
-  if (opts.smoke) {
-    smoke_layouts();
-    smoke_cases();
-    return sinter::bench::finish_smoke("bench_gemm", opts);
-  }
-  register_all();
-  return sinter::bench::run_main("bench_gemm", opts, argc, argv);
+  return sinter::bench::bench_main("bench_gemm", argc, argv, smoke, register_all);
 }

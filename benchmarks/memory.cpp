@@ -13,15 +13,11 @@
 
 #include "bench_util.h"
 
-#ifdef SINTER_WITH_CUDA
-#include <cuda_runtime.h>
-
-#include "internal/cuda_check.h"
-#endif
-
 namespace {
 
 using namespace sinter;
+using bench::kInputSets;
+using bench::Tolerance;
 
 enum class Op { Softmax, LogSoftmax, CrossEntropy, LayerNorm, BatchNorm, SumLast, Adam, AdamList };
 
@@ -73,9 +69,6 @@ constexpr Case kCases[] = {
     {Op::BatchNorm, kBf16, 256, 64},        {Op::SumLast, kBf16, 65536, 1024},
 };
 
-// Input sets the row-wise ops cycle through, so that no call finds its input in L2.
-constexpr int kSets = 2;
-
 // The parameter shapes of an Adam list case: `rows` blocks of a (cols, cols) weight and a (cols)
 // bias, then odd sizes (vector tails, a tensor smaller than a block of threads).
 std::vector<Shape> adam_list_shapes(const Case& c) {
@@ -114,8 +107,8 @@ std::string case_name(const Case& c) {
   return std::string(op_name(c.op)) + "/" + dtype_name(c.dtype) + "/" + shape;
 }
 
-// What a benchmark times: call(i) runs once on input set i % kSets; bytes is what one call must
-// read plus write at the least (each operand touched once unless said otherwise).
+// What a benchmark times: call(i) runs once on input set i % kInputSets; bytes is what one call
+// must read plus write at the least (each operand touched once unless said otherwise).
 struct Problem {
   std::function<void(int)> call;
   int64_t bytes = 0;
@@ -148,10 +141,6 @@ Tensor run_rowwise(Op op, const Tensor& x, const Tensor& weight, const Tensor& b
       SINTER_THROW("memory benchmark: ", op_name(op), " is not row-wise");
   }
 }
-
-struct Tolerance {
-  double atol, rtol;
-};
 
 // softmax: exp implementations differ by a few ulps and the row sums by their order (cols * 2^-24
 // at worst, relative); its values are near 1 / cols, hence the small atol. log_softmax: the log of
@@ -194,17 +183,10 @@ std::string validate_rowwise(Op op, DType dtype, Device dev, int64_t cols, const
         got.to_vector<float>(), run_rowwise(op, xs, ws, bs).to_vector<float>(), tol.atol, tol.rtol);
     if (!bad.empty()) return shape_str({r, c}) + ": " + bad;
   }
-  const Tolerance tol = rowwise_tolerance(op, dtype, cols);
   const Tensor wc = on(weight, Device::cpu()), bc = on(bias, Device::cpu());
-  for (int64_t r0 : {int64_t{0}, x.size(0) - 2}) {
-    const std::vector<float> want =
-        run_rowwise(op, x.narrow(0, r0, 2).cpu(), wc, bc).to_vector<float>();
-    const std::vector<float> got = out.narrow(0, r0, 2).to_vector<float>();
-    const std::string bad = bench::compare(got, want, tol.atol, tol.rtol);
-    if (!bad.empty())
-      return "timed rows " + std::to_string(r0) + ".." + std::to_string(r0 + 1) + ": " + bad;
-  }
-  return "";
+  return bench::compare_end_rows(
+      out, x.size(0), "timed rows ", rowwise_tolerance(op, dtype, cols),
+      [&](int64_t r0) { return run_rowwise(op, x.narrow(0, r0, 2).cpu(), wc, bc); });
 }
 
 // Bytes: x read once and the output written once; layer_norm also reads its (cols) weight and
@@ -212,7 +194,7 @@ std::string validate_rowwise(Op op, DType dtype, Device dev, int64_t cols, const
 Problem make_rowwise(const Case& c, Device dev, std::string& bad) {
   const TensorOptions opts{.dtype = c.dtype, .device = dev};
   auto xs = std::make_shared<std::vector<Tensor>>();
-  for (int i = 0; i < kSets; ++i) xs->push_back(randn({c.rows, c.cols}, opts));
+  for (int i = 0; i < kInputSets; ++i) xs->push_back(randn({c.rows, c.cols}, opts));
   Tensor weight, bias;
   if (c.op == Op::LayerNorm) {
     weight = randn({c.cols}, opts);
@@ -226,7 +208,7 @@ Problem make_rowwise(const Case& c, Device dev, std::string& bad) {
   if (c.op == Op::SumLast) elements = n + c.rows;
   const Op op = c.op;
   return {.call = [xs, weight, bias,
-                   op](int i) { (void)run_rowwise(op, (*xs)[i % kSets], weight, bias); },
+                   op](int i) { (void)run_rowwise(op, (*xs)[i % kInputSets], weight, bias); },
           .bytes = elements * esize(c.dtype)};
 }
 
@@ -314,12 +296,13 @@ Problem make_batch_norm(const Case& c, Device dev, std::string& bad) {
   const TensorOptions opts{.dtype = c.dtype, .device = dev};
   bad = where_bad("batch_norm", validate_batch_norm(c.dtype, dev));
   auto xs = std::make_shared<std::vector<Tensor>>();
-  for (int i = 0; i < kSets; ++i) xs->push_back(randn({c.rows, c.cols, c.plane, c.plane}, opts));
+  for (int i = 0; i < kInputSets; ++i)
+    xs->push_back(randn({c.rows, c.cols, c.plane, c.plane}, opts));
   const Tensor w = randn({c.cols}, opts), b = randn({c.cols}, opts);
   const Tensor rm = zeros({c.cols}, opts), rv = ones({c.cols}, opts);
-  return {
-      .call = [xs, w, b, rm, rv](int i) { (void)batch_norm((*xs)[i % kSets], rm, rv, w, b, true); },
-      .bytes = 3 * c.rows * c.cols * c.plane * c.plane * esize(c.dtype)};
+  return {.call = [xs, w, b, rm,
+                   rv](int i) { (void)batch_norm((*xs)[i % kInputSets], rm, rv, w, b, true); },
+          .bytes = 3 * c.rows * c.cols * c.plane * c.plane * esize(c.dtype)};
 }
 
 // --- Adam steps ---
@@ -394,69 +377,24 @@ void run_memory(benchmark::State& state, const Case& c) {
   manual_seed(0);
   std::string bad;
   const Problem prob = make_problem(c, dev, bad);
-  if (!bad.empty()) {
-    bench::fail(state, std::string(op_name(c.op)) + " differs from the CPU: " + bad);
-    return;
-  }
-
-  // The reference: a copy of half the bytes, which reads and writes as many bytes as the op, back
-  // and forth between two buffers (each larger than L2).
-  const int64_t copy_bytes = prob.bytes / 2;
-  const Tensor buf[2] = {empty({copy_bytes}, {.dtype = DType::u8, .device = dev}),
-                         empty({copy_bytes}, {.dtype = DType::u8, .device = dev})};
-  CUstream_st* const stream = cuda::current_stream().handle();
-  auto copy = [&](int i) {
-    SINTER_CUDA_CHECK(cudaMemcpyAsync(buf[(i + 1) % 2].data_ptr(), buf[i % 2].data_ptr(),
-                                      static_cast<size_t>(copy_bytes), cudaMemcpyDeviceToDevice,
-                                      stream));
-  };
+  if (bench::failed(state, std::string(op_name(c.op)) + " differs from the CPU: ", bad)) return;
   // An op that waits on the device itself cannot be queued behind a held stream.
-  auto time_ours = [&](int reps) {
+  bench::time_bytes_against_copy(state, prob.bytes, [&](int reps) {
     return prob.host_syncs ? bench::time_ms_host_synced(reps, prob.call)
                            : bench::time_ms(reps, prob.call);
-  };
-  time_ours(2 * kSets);  // warm-up: caching allocator, optimizer state, clocks
-  bench::time_ms(4, copy);
-  // An even count, so that every input set gets the same number of calls.
-  const int reps = 2 * bench::reps_for(time_ours(2 * kSets), 5.0, 100);
-
-  // Ours and the copy alternate in every iteration, so both see the same clocks.
-  std::vector<double> ours_ms, copy_ms;
-  for (auto _ : state) {
-    const double o = time_ours(reps);
-    const double t = bench::time_ms(reps, copy);
-    ours_ms.push_back(o);
-    copy_ms.push_back(t);
-    state.SetIterationTime(o * 1e-3);
-  }
-  const double ours_med = bench::median(ours_ms), copy_med = bench::median(copy_ms);
-  const double ours_gbs = double(prob.bytes) / (ours_med * 1e-3) / 1e9;
-  const double copy_gbs = double(2 * copy_bytes) / (copy_med * 1e-3) / 1e9;
-  state.counters["GB/s"] = ours_gbs;
-  state.counters["copy_GB/s"] = copy_gbs;
-  state.counters["vs_copy"] = ours_gbs / copy_gbs;
-  bench::report("GB/s", ours_gbs, "copy", copy_gbs, ours_gbs / copy_gbs);
+  });
 }
 
 #endif  // SINTER_WITH_CUDA
 
-void bm_memory(benchmark::State& state, std::string name, Case c) {
-  bench::begin(name);
-  if (bench::skip_without_cuda(state)) return;
-#ifdef SINTER_WITH_CUDA
-  bench::guarded(state, [&] { run_memory(state, c); });
-#else
-  (void)c;
-#endif
-}
-
 void register_all() {
   for (const Case& c : kCases) {
-    const std::string name = case_name(c);
-    benchmark::RegisterBenchmark(name.c_str(), bm_memory, name, c)
-        ->Iterations(sinter::bench::iterations(9))
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
+    auto body = [=]([[maybe_unused]] benchmark::State& state) {
+#ifdef SINTER_WITH_CUDA
+      run_memory(state, c);
+#endif
+    };
+    bench::register_device(case_name(c), 9, benchmark::kMicrosecond, body);
   }
 }
 
@@ -486,11 +424,5 @@ void smoke() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const sinter::bench::Options opts = sinter::bench::parse_options(argc, argv);
-  if (opts.smoke) {
-    smoke();
-    return sinter::bench::finish_smoke("bench_memory", opts);
-  }
-  register_all();
-  return sinter::bench::run_main("bench_memory", opts, argc, argv);
+  return sinter::bench::bench_main("bench_memory", argc, argv, smoke, register_all);
 }

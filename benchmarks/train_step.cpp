@@ -118,13 +118,7 @@ std::string check_training(Setup& s, int steps, bool bf16) {
 // the batch: the host's work (launches, autograd bookkeeping, optimizer loops) is part of a
 // training step, and PyTorch eager's figures in workloads.md include it too.
 double time_steps_ms(Setup& s, int reps) {
-  const cuda::Stream stream = cuda::current_stream();
-  cuda::Event start, stop;
-  start.record(stream);
-  for (int i = 0; i < reps; ++i) (void)train_step(s);
-  stop.record(stream);
-  stop.synchronize();
-  return static_cast<double>(start.elapsed_ms(stop)) / reps;
+  return bench::time_ms_host_synced(reps, [&](int) { (void)train_step(s); });
 }
 
 void run_train_step(benchmark::State& state, const Workload& w, const Precision& precision) {
@@ -132,9 +126,8 @@ void run_train_step(benchmark::State& state, const Workload& w, const Precision&
   Setup s = make_setup(w, Device::cuda(0), w.batch, precision.dtype);
 
   // Validate before timing: a fast step that does not train is a bug, not a result.
-  const std::string bad = check_training(s, 5, precision.dtype == DType::bf16);
-  if (!bad.empty()) {
-    bench::fail(state, std::string(w.name) + ": " + bad);
+  if (bench::failed(state, std::string(w.name) + ": ",
+                    check_training(s, 5, precision.dtype == DType::bf16))) {
     return;
   }
 
@@ -156,26 +149,16 @@ void run_train_step(benchmark::State& state, const Workload& w, const Precision&
 
 #endif  // SINTER_WITH_CUDA
 
-void bm_train_step(benchmark::State& state, std::string name, const Workload* w,
-                   const Precision* precision) {
-  bench::begin(name);
-  if (bench::skip_without_cuda(state)) return;
-#ifdef SINTER_WITH_CUDA
-  bench::guarded(state, [&] { run_train_step(state, *w, *precision); });
-#else
-  (void)w;
-  (void)precision;
-#endif
-}
-
 void register_all() {
   for (const Workload& w : kWorkloads) {
     for (const Precision& p : kPrecisions) {
-      const std::string name = std::string("train_step/") + w.name + "/" + p.label;
-      benchmark::RegisterBenchmark(name.c_str(), bm_train_step, name, &w, &p)
-          ->Iterations(sinter::bench::iterations(7))
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond);
+      auto body = [=]([[maybe_unused]] benchmark::State& state) {
+#ifdef SINTER_WITH_CUDA
+        run_train_step(state, w, p);
+#endif
+      };
+      bench::register_device(std::string("train_step/") + w.name + "/" + p.label, 7,
+                             benchmark::kMillisecond, body);
     }
   }
 }
@@ -207,11 +190,5 @@ void smoke() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const sinter::bench::Options opts = sinter::bench::parse_options(argc, argv);
-  if (opts.smoke) {
-    smoke();
-    return sinter::bench::finish_smoke("bench_train_step", opts);
-  }
-  register_all();
-  return sinter::bench::run_main("bench_train_step", opts, argc, argv);
+  return sinter::bench::bench_main("bench_train_step", argc, argv, smoke, register_all);
 }
