@@ -146,6 +146,23 @@ TEST(NnModule, SequentialSharesModulesGivenByPointer) {
   EXPECT_TRUE(empty(x).is_same(x));
 }
 
+// Regression: a module added with register_module became a child, so its parameters were
+// trained, but Sequential's forward ran only what push_back had added.
+TEST(NnModule, SequentialRunsModulesAddedByRegisterModule) {
+  nn::Sequential seq{nn::Linear(3, 4)};
+  auto head = seq.register_module("head", nn::Linear(4, 2));
+  ASSERT_EQ(seq.size(), 2u);
+  EXPECT_TRUE(seq[1] == head);
+  manual_seed(5);
+  const Tensor x = randn({5, 3});
+  const Tensor y = seq(x);
+  EXPECT_EQ(y.shape(), (Shape{5, 2}));
+  EXPECT_TRUE(all_close(y, (*head)(seq.at<nn::Linear>(0)->forward(x)), 0.0, 0.0));
+  seq.push_back(nn::ReLU());  // after a named child: the next index
+  EXPECT_EQ(seq.named_children().back().first, "2");
+  EXPECT_EQ(seq(x).shape(), (Shape{5, 2}));
+}
+
 TEST(NnModule, TiedParametersAppearOnce) {
   nn::Linear a(4, 4);
   struct Tied : nn::Module {};

@@ -98,6 +98,7 @@ std::shared_ptr<Module> Module::register_module(const std::string& name,
   SINTER_CHECK(module != nullptr, this->name(), ": submodule \"", name, "\" is null");
   SINTER_CHECK(module.get() != this, this->name(), ": a module cannot be its own child");
   children_.emplace_back(name, module);
+  child_registered(module);
   return module;
 }
 

@@ -332,8 +332,11 @@ ModuleList::ModuleList(const std::vector<std::shared_ptr<Module>>& modules) {
 }
 
 void ModuleList::push_back(std::shared_ptr<Module> module) {
-  register_module(std::to_string(modules_.size()), module);
-  modules_.push_back(std::move(module));
+  register_module(std::to_string(modules_.size()), std::move(module));
+}
+
+void ModuleList::child_registered(const std::shared_ptr<Module>& child) {
+  modules_.push_back(child);
 }
 
 const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {

@@ -1,6 +1,13 @@
 // ProcessGroup under `mpirun -np N` (N = 2 in CI): ranks, the MPI collectives on CPU tensors with
 // exact rank-dependent results, async Works, the cross-rank shape check, and the NCCL path (Cuda*).
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
 
 #include "dist_test_util.h"
 #include "test_util.h"
@@ -154,9 +161,24 @@ TEST(ProcessGroup, AllGatherStacksInRankOrder) {
   }
 }
 
-TEST(ProcessGroup, Barrier) {
+// Rank 0 writes a file late; after the barrier every rank must see it. Without the barrier the
+// other ranks look before it exists.
+TEST(ProcessGroup, BarrierWaitsForEveryRank) {
+  // One name for the whole job: rank 0's process id, summed with zeros from the others.
+  Tensor id = full({1}, world().rank() == 0 ? static_cast<double>(::getpid()) : 0.0,
+                   {.dtype = DType::i64});
+  world().all_reduce(id);
+  const std::filesystem::path marker =
+      std::filesystem::temp_directory_path() /
+      ("sinter_barrier_" + std::to_string(id.to_vector<int64_t>()[0]));
+  if (world().rank() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::ofstream(marker) << "rank 0 was here\n";
+  }
   world().barrier();
-  world().barrier();
+  EXPECT_TRUE(std::filesystem::exists(marker)) << "rank " << world().rank();
+  world().barrier();  // every rank has looked before it goes
+  if (world().rank() == 0) std::filesystem::remove(marker);
 }
 
 TEST(ProcessGroup, SecondGroupWorks) {

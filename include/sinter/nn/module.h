@@ -109,6 +109,9 @@ class Module {
  protected:
   // Checks that `name` can be registered here.
   void check_new_name(const std::string& name, const char* what) const;
+  // Called by register_module after `child` became the newest child: containers whose forward
+  // runs their children (ModuleList, Sequential) keep their list in step with the children.
+  virtual void child_registered(const std::shared_ptr<Module>& child) { (void)child; }
 
  private:
   // Visits (dotted name, tensor&) of this module's parameters and buffers and its descendants'.

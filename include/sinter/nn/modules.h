@@ -217,7 +217,8 @@ std::shared_ptr<Module> to_module_ptr(M&& m) {
 }
 }  // namespace detail
 
-// Modules held in order under the names "0", "1", ...; the base of Sequential.
+// Modules held in order, the base of Sequential: push_back names them "0", "1", ..., and a module
+// registered under a name of its own (register_module("head", ...)) joins the list too.
 class ModuleList : public Module {
  public:
   ModuleList() = default;
@@ -251,6 +252,9 @@ class ModuleList : public Module {
   auto end() const { return modules_.end(); }
 
  protected:
+  // Every child, in registration order, whether added by push_back or by register_module (which
+  // names it): the list is the children, so nothing registered is trained but skipped.
+  void child_registered(const std::shared_ptr<Module>& child) override;
   std::vector<std::shared_ptr<Module>> modules_;
 };
 
