@@ -11,13 +11,13 @@ std::vector<OpRow> conv_pool_rows() {
       return conv2d(x[0], x[1], with_bias ? x[2] : Tensor(), o);
     };
   };
-  auto pool_max = [](Pool2dOptions o) {
-    return [o](const Inputs& x) { return max_pool2d(x[0], o); };
+  auto pool_max = [](Size2 k, MaxPool2dOptions o = {}) {
+    return [k, o](const Inputs& x) { return max_pool2d(x[0], k, o); };
   };
-  auto pool_avg = [](Pool2dOptions o) {
-    return [o](const Inputs& x) { return avg_pool2d(x[0], o); };
+  auto pool_avg = [](Size2 k, AvgPool2dOptions o = {}) {
+    return [k, o](const Inputs& x) { return avg_pool2d(x[0], k, o); };
   };
-  auto adaptive = [](Pair size) {
+  auto adaptive = [](Size2 size) {
     return [size](const Inputs& x) { return adaptive_avg_pool2d(x[0], size); };
   };
   // clang-format off
@@ -37,27 +37,27 @@ std::vector<OpRow> conv_pool_rows() {
        Domain::Any, true, 2e-4, true, 3e-2},
 
       // max pooling; randn inputs have no ties, so the gradient is defined everywhere.
-      {"MaxPool2d", {S{2, 3, 6, 5}}, pool_max({.kernel_size = {2, 2}})},
+      {"MaxPool2d", {S{2, 3, 6, 5}}, pool_max({2, 2})},
       {"MaxPool2dPadCeil", {S{2, 2, 7, 6}},
-       pool_max({.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},
+       pool_max({3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},
       {"MaxPool2dDilation", {S{1, 2, 7, 7}},
-       pool_max({.kernel_size = {2, 3}, .stride = {1, 2}, .dilation = {2, 1}})},
-      {"MaxPool2dUnbatched", {S{3, 5, 5}}, pool_max({.kernel_size = {3, 3}, .stride = {2, 2}})},
+       pool_max({2, 3}, {.stride = {1, 2}, .dilation = {2, 1}})},
+      {"MaxPool2dUnbatched", {S{3, 5, 5}}, pool_max({3, 3}, {.stride = {2, 2}})},
       {"MaxPool2dIndices", {S{2, 2, 7, 6}},
        [](const Inputs& x) {
          return std::get<1>(max_pool2d_with_indices(
-             x[0], {.kernel_size = {3, 2}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true}));
+             x[0], {3, 2}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true}));
        },
        Domain::Any, false},
 
       // average pooling (Note [avg pool divisor] in src/internal/kernels_pool.inc).
-      {"AvgPool2d", {S{2, 3, 6, 6}}, pool_avg({.kernel_size = {2, 2}})},
+      {"AvgPool2d", {S{2, 3, 6, 6}}, pool_avg({2, 2})},
       {"AvgPool2dPadCeil", {S{2, 2, 7, 6}},
-       pool_avg({.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},
+       pool_avg({3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},
       {"AvgPool2dPadCeilExcludePad", {S{2, 2, 7, 6}},
-       pool_avg({.kernel_size = {3, 2}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true,
+       pool_avg({3, 2}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true,
                  .count_include_pad = false})},
-      {"AvgPool2dUnbatched", {S{3, 5, 4}}, pool_avg({.kernel_size = {2, 3}, .stride = {1, 1}})},
+      {"AvgPool2dUnbatched", {S{3, 5, 4}}, pool_avg({2, 3}, {.stride = {1, 1}})},
 
       // adaptive average pooling, to sizes that do not divide the input (overlapping windows).
       {"AdaptiveAvgPool2d", {S{2, 3, 7, 5}}, adaptive({3, 2})},

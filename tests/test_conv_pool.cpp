@@ -26,8 +26,8 @@ std::vector<double> direct_conv2d(const Tensor& x, const Tensor& w, const Tensor
   const int64_t n = x.size(0), c_in = x.size(1), h = x.size(2), wd = x.size(3);
   const int64_t c_out = w.size(0), cig = w.size(1), kh = w.size(2), kw = w.size(3);
   const int64_t cog = c_out / o.groups;
-  const int64_t h_out = (h + 2 * o.padding[0] - o.dilation[0] * (kh - 1) - 1) / o.stride[0] + 1;
-  const int64_t w_out = (wd + 2 * o.padding[1] - o.dilation[1] * (kw - 1) - 1) / o.stride[1] + 1;
+  const int64_t h_out = (h + 2 * o.padding.h - o.dilation.h * (kh - 1) - 1) / o.stride.h + 1;
+  const int64_t w_out = (wd + 2 * o.padding.w - o.dilation.w * (kw - 1) - 1) / o.stride.w + 1;
   *out_shape = {n, c_out, h_out, w_out};
   std::vector<double> y(static_cast<size_t>(n * c_out * h_out * w_out));
   for (int64_t b = 0; b < n; ++b) {
@@ -39,8 +39,8 @@ std::vector<double> direct_conv2d(const Tensor& x, const Tensor& w, const Tensor
           for (int64_t ci = 0; ci < cig; ++ci) {
             for (int64_t i = 0; i < kh; ++i) {
               for (int64_t j = 0; j < kw; ++j) {
-                const int64_t ih = oh * o.stride[0] - o.padding[0] + i * o.dilation[0];
-                const int64_t iw = ow * o.stride[1] - o.padding[1] + j * o.dilation[1];
+                const int64_t ih = oh * o.stride.h - o.padding.h + i * o.dilation.h;
+                const int64_t iw = ow * o.stride.w - o.padding.w + j * o.dilation.w;
                 if (ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
                 const int64_t c = grp * cig + ci;
                 s += wv[((co * cig + ci) * kh + i) * kw + j] *
@@ -137,7 +137,7 @@ TEST(ConvPool, MaxPool2dKnownValuesAndIndices) {
   std::vector<float> xs(16);
   for (int i = 0; i < 16; ++i) xs[i] = static_cast<float>((i * 7) % 16);  // a permutation of 0..15
   Tensor x = from_vector(xs, {1, 1, 4, 4}).requires_grad_(true);
-  auto [y, idx] = max_pool2d_with_indices(x, {.kernel_size = {2, 2}});
+  auto [y, idx] = max_pool2d_with_indices(x, {2, 2});
   // Windows {0,7,12,3}, {14,5,10,1}, {8,15,4,11}, {6,13,2,9}.
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{12, 14, 15, 13}));
   EXPECT_EQ(idx.to_vector<int64_t>(), (std::vector<int64_t>{4, 2, 9, 11}));
@@ -149,12 +149,12 @@ TEST(ConvPool, MaxPool2dKnownValuesAndIndices) {
 
 TEST(ConvPool, MaxPool2dTiesAndNaN) {
   Tensor x = zeros({1, 1, 3, 3});
-  auto [y, idx] = max_pool2d_with_indices(x, {.kernel_size = {2, 2}, .stride = {1, 1}});
+  auto [y, idx] = max_pool2d_with_indices(x, {2, 2}, {.stride = {1, 1}});
   // Ties: the first position of each window in row-major order.
   EXPECT_EQ(idx.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 3, 4}));
   std::vector<float> xs(9, 1.0f);
   xs[4] = std::numeric_limits<float>::quiet_NaN();
-  Tensor yn = max_pool2d(from_vector(xs, {1, 3, 3}), {.kernel_size = {2, 2}, .stride = {1, 1}});
+  Tensor yn = max_pool2d(from_vector(xs, {1, 3, 3}), {2, 2}, {.stride = {1, 1}});
   for (float v : yn.to_vector<float>()) EXPECT_TRUE(std::isnan(v));
 }
 
@@ -162,17 +162,17 @@ TEST(ConvPool, MaxPool2dPaddingNeverWins) {
   // All inputs negative: a padded position (as if 0) must never be the maximum.
   Tensor x = full({1, 1, 3, 3}, -5.0);
   auto [y, idx] =
-      max_pool2d_with_indices(x, {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+      max_pool2d_with_indices(x, {3, 3}, {.stride = {2, 2}, .padding = {1, 1}});
   EXPECT_EQ(y.to_vector<float>(), std::vector<float>(4, -5.0f));
   EXPECT_EQ(idx.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 3, 4}));
 }
 
 TEST(ConvPool, PoolOutputShapes) {
   Tensor x = zeros({2, 3, 7, 6});
-  EXPECT_EQ(max_pool2d(x, {.kernel_size = {2, 2}}).shape(), (Shape{2, 3, 3, 3}));
-  EXPECT_EQ(max_pool2d(x, {.kernel_size = {2, 2}, .ceil_mode = true}).shape(), (Shape{2, 3, 4, 3}));
+  EXPECT_EQ(max_pool2d(x, {2, 2}).shape(), (Shape{2, 3, 3, 3}));
+  EXPECT_EQ(max_pool2d(x, {2, 2}, {.ceil_mode = true}).shape(), (Shape{2, 3, 4, 3}));
   EXPECT_EQ(
-      max_pool2d(x, {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})
+      max_pool2d(x, {3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})
           .shape(),
       (Shape{2, 3, 4, 4}));
   // ceil_mode drops a last window that would start inside the right padding: along W (5, padding
@@ -180,30 +180,30 @@ TEST(ConvPool, PoolOutputShapes) {
   // at 5, inside the input, and stays.
   EXPECT_EQ(
       avg_pool2d(zeros({1, 1, 6, 5}),
-                 {.kernel_size = {2, 2}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})
+                 {2, 2}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})
           .shape(),
       (Shape{1, 1, 4, 3}));
-  EXPECT_EQ(max_pool2d(x, {.kernel_size = {2, 2}, .stride = {1, 1}, .dilation = {2, 2}}).shape(),
+  EXPECT_EQ(max_pool2d(x, {2, 2}, {.stride = {1, 1}, .dilation = {2, 2}}).shape(),
             (Shape{2, 3, 5, 4}));
-  EXPECT_EQ(avg_pool2d(zeros({3, 7, 6}), {.kernel_size = {3, 2}}).shape(), (Shape{3, 2, 3}));
+  EXPECT_EQ(avg_pool2d(zeros({3, 7, 6}), {3, 2}).shape(), (Shape{3, 2, 3}));
   EXPECT_EQ(adaptive_avg_pool2d(x, {5, 4}).shape(), (Shape{2, 3, 5, 4}));
   EXPECT_EQ(adaptive_avg_pool2d(zeros({3, 7, 6}), {1, 1}).shape(), (Shape{3, 1, 1}));
 }
 
 TEST(ConvPool, AvgPool2dDivisors) {
   Tensor x = ones({1, 1, 3, 3});
-  const Pool2dOptions inc{.kernel_size = {3, 3}, .stride = {1, 1}, .padding = {1, 1}};
-  Pool2dOptions exc = inc;
+  const AvgPool2dOptions inc{.stride = {1, 1}, .padding = {1, 1}};
+  AvgPool2dOptions exc = inc;
   exc.count_include_pad = false;
   // Corners see 4 of 9 elements, edges 6, the centre 9.
-  const std::vector<float> with_pad = avg_pool2d(x, inc).to_vector<float>();
+  const std::vector<float> with_pad = avg_pool2d(x, 3, inc).to_vector<float>();
   const std::vector<float> expected = {4 / 9.f, 6 / 9.f, 4 / 9.f, 6 / 9.f, 1.f,
                                        6 / 9.f, 4 / 9.f, 6 / 9.f, 4 / 9.f};
   for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(with_pad[i], expected[i], 1e-6);
-  for (float v : avg_pool2d(x, exc).to_vector<float>()) EXPECT_NEAR(v, 1.0f, 1e-6);
+  for (float v : avg_pool2d(x, 3, exc).to_vector<float>()) EXPECT_NEAR(v, 1.0f, 1e-6);
   // ceil_mode: the last window of 5 hangs past the input with no padding; it averages what is
   // there.
-  Tensor y = avg_pool2d(ones({1, 1, 5, 5}), {.kernel_size = {2, 2}, .ceil_mode = true});
+  Tensor y = avg_pool2d(ones({1, 1, 5, 5}), {2, 2}, {.ceil_mode = true});
   EXPECT_EQ(y.shape(), (Shape{1, 1, 3, 3}));
   for (float v : y.to_vector<float>()) EXPECT_NEAR(v, 1.0f, 1e-6);
 }
@@ -224,7 +224,7 @@ TEST(ConvPool, AdaptiveAvgPool2dKnownValues) {
 
 TEST(ConvPool, AdaptiveAvgPool2dEqualsAvgPoolWhenDivisible) {
   Tensor x = randn({2, 3, 6, 8}, {.dtype = DType::f64});
-  EXPECT_TRUE(all_close(adaptive_avg_pool2d(x, {3, 4}), avg_pool2d(x, {.kernel_size = {2, 2}}),
+  EXPECT_TRUE(all_close(adaptive_avg_pool2d(x, {3, 4}), avg_pool2d(x, {2, 2}),
                         1e-12, 1e-12));
 }
 
@@ -282,42 +282,37 @@ TEST(ConvPoolErrors, PoolArguments) {
   Tensor x = zeros({1, 2, 5, 5});
   expect_error(
       [&] {
-        max_pool2d(zeros({5, 5}), {.kernel_size = {2, 2}});
+        max_pool2d(zeros({5, 5}), {2, 2});
       },
       {"max_pool2d", "3-D (C, H, W) or 4-D (N, C, H, W)", "[5, 5]"});
   expect_error(
       [&] {
-        avg_pool2d(x, {.kernel_size = {0, 2}});
+        avg_pool2d(x, {0, 2});
       },
       {"avg_pool2d", "kernel_size must be positive", "(0, 2)"});
   expect_error(
       [&] {
-        max_pool2d(x, {.kernel_size = {2, 2}, .stride = {-1, 1}});
+        max_pool2d(x, {2, 2}, {.stride = {-1, 1}});
       },
       {"max_pool2d", "stride must be positive", "(-1, 1)"});
   expect_error(
       [&] {
-        max_pool2d(x, {.kernel_size = {2, 2}, .padding = {2, 0}});
+        max_pool2d(x, {2, 2}, {.padding = {2, 0}});
       },
       {"max_pool2d", "at most half the kernel size", "(2, 0)"});
   expect_error(
       [&] {
-        max_pool2d(x, {.kernel_size = {2, 2}, .dilation = {0, 1}});
+        max_pool2d(x, {2, 2}, {.dilation = {0, 1}});
       },
       {"max_pool2d", "dilation must be positive"});
   expect_error(
       [&] {
-        avg_pool2d(x, {.kernel_size = {2, 2}, .dilation = {2, 2}});
-      },
-      {"avg_pool2d", "dilation is for max pooling only"});
-  expect_error(
-      [&] {
-        max_pool2d(x, {.kernel_size = {6, 2}});
+        max_pool2d(x, {6, 2});
       },
       {"max_pool2d", "too small", "[1, 2, 5, 5]", "output would be 0x"});
   expect_error(
       [&] {
-        avg_pool2d(x.to(DType::i32), {.kernel_size = {2, 2}});
+        avg_pool2d(x.to(DType::i32), {2, 2});
       },
       {"avg_pool2d", "floating"});
   expect_error(
@@ -494,22 +489,21 @@ TEST(CudaConvPool, PoolsMatchCpu) {
        [](const std::vector<Tensor>& in) {
          return max_pool2d(
              in[0],
-             {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true});
+             {3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true});
        }},
       {"max 2x3 dilated",
        [](const std::vector<Tensor>& in) {
-         return max_pool2d(in[0], {.kernel_size = {2, 3}, .stride = {1, 2}, .dilation = {2, 2}});
+         return max_pool2d(in[0], {2, 3}, {.stride = {1, 2}, .dilation = {2, 2}});
        }},
       {"avg 3x3 s2 p1 ceil",
        [](const std::vector<Tensor>& in) {
          return avg_pool2d(
              in[0],
-             {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true});
+             {3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true});
        }},
       {"avg 3x2 s2 p1 exclude pad",
        [](const std::vector<Tensor>& in) {
-         return avg_pool2d(in[0], {.kernel_size = {3, 2},
-                                   .stride = {2, 2},
+         return avg_pool2d(in[0], {3, 2}, {.stride = {2, 2},
                                    .padding = {1, 1},
                                    .count_include_pad = false});
        }},
@@ -534,13 +528,10 @@ TEST(CudaConvPool, PoolsMatchCpu) {
 TEST(CudaConvPool, MaxPool2dIndicesMatchCpu) {
   SINTER_REQUIRE_CUDA();
   Tensor x = randn({4, 16, 29, 27});
-  const Pool2dOptions o{.kernel_size = {3, 3},
-                        .stride = {2, 2},
-                        .padding = {1, 1},
-                        .dilation = {1, 2},
-                        .ceil_mode = true};
-  auto [yc, ic] = max_pool2d_with_indices(x, o);
-  auto [yg, ig] = max_pool2d_with_indices(x.cuda(), o);
+  const MaxPool2dOptions o{
+      .stride = {2, 2}, .padding = {1, 1}, .dilation = {1, 2}, .ceil_mode = true};
+  auto [yc, ic] = max_pool2d_with_indices(x, 3, o);
+  auto [yg, ig] = max_pool2d_with_indices(x.cuda(), 3, o);
   EXPECT_EQ(ig.cpu().to_vector<int64_t>(), ic.to_vector<int64_t>());
   EXPECT_EQ(yg.cpu().to_vector<float>(), yc.to_vector<float>());
 }

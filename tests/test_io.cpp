@@ -289,8 +289,8 @@ TEST(SafetensorsIo, LoadIntoCopiesOnlyAfterEveryCheckPasses) {
   Tensor a = zeros({2}).requires_grad_();  // a parameter: the copy must not need NoGradGuard
   Tensor b = zeros({3});
   StateDict target{{"a", a}, {"b", b}};
-  LoadIntoResult r = load_into(target, path);
-  EXPECT_TRUE(r.missing.empty() && r.unexpected.empty());
+  LoadResult r = load_into(target, path);
+  EXPECT_TRUE(r.missing_keys.empty() && r.unexpected_keys.empty());
   EXPECT_EQ(a.to_vector<float>(), std::vector<float>(2, 5.0f));
   EXPECT_EQ(b.to_vector<float>(), std::vector<float>(3, 6.0f));
 
@@ -311,8 +311,8 @@ TEST(SafetensorsIo, LoadIntoCopiesOnlyAfterEveryCheckPasses) {
                {path, "missing from the file [c]", "unexpected in the file [b]"});
   EXPECT_EQ(a.to_vector<float>(), std::vector<float>(2, 0.0f));
   r = load_into(other, path, /*strict=*/false);
-  EXPECT_EQ(r.missing, std::vector<std::string>{"c"});
-  EXPECT_EQ(r.unexpected, std::vector<std::string>{"b"});
+  EXPECT_EQ(r.missing_keys, std::vector<std::string>{"c"});
+  EXPECT_EQ(r.unexpected_keys, std::vector<std::string>{"b"});
   EXPECT_EQ(a.to_vector<float>(), std::vector<float>(2, 5.0f));
   EXPECT_EQ(c.to_vector<float>(), std::vector<float>(1, 0.0f));
 

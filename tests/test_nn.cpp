@@ -187,7 +187,7 @@ TEST(NnModule, StateDictRoundTripIntoFreshModel) {
   EXPECT_EQ(sd.at("0.weight").data_ptr(), a.at<nn::Linear>(0)->weight.data_ptr());
   EXPECT_FALSE(sd.at("0.weight").requires_grad());
 
-  nn::LoadStateDictResult r = b.load_state_dict(sd);
+  LoadResult r = b.load_state_dict(sd);
   EXPECT_TRUE(r.missing_keys.empty());
   EXPECT_TRUE(r.unexpected_keys.empty());
   EXPECT_TRUE(all_close(b(x), a(x), 0.0, 0.0));
@@ -236,7 +236,7 @@ TEST(NnModule, StrictLoadErrorsLeaveModelUntouched) {
   expect_same_values(before, snapshot(dst));
 
   // Not strict: key problems are returned and the rest is loaded; shapes are still checked.
-  nn::LoadStateDictResult r = dst.load_state_dict(missing, /*strict=*/false);
+  LoadResult r = dst.load_state_dict(missing, /*strict=*/false);
   EXPECT_EQ(r.missing_keys, (std::vector<std::string>{"1.bias"}));
   EXPECT_TRUE(r.unexpected_keys.empty());
   EXPECT_TRUE(all_close(dst.state_dict().at("0.weight"), src.state_dict().at("0.weight"), 0, 0));
@@ -408,7 +408,7 @@ TEST(NnModule, ErrorsNameTheModuleAndValues) {
   expect_error([] { nn::Embedding(10, 4, 10); }, {"Embedding", "padding_idx 10"});
   expect_error([] { nn::BatchNorm2d(0); }, {"BatchNorm2d", "num_features"});
   expect_error([] { nn::LayerNorm(Shape{}); }, {"LayerNorm", "empty"});
-  expect_error([] { nn::MaxPool2d(2, 2, 2); }, {"MaxPool2d", "padding"});
+  expect_error([] { nn::MaxPool2d(2, {.stride = 2, .padding = 2}); }, {"MaxPool2d", "padding"});
 }
 
 // --- initializers ---
@@ -642,7 +642,7 @@ TEST(NnLayers, Pooling) {
   Tensor x = arange(16).reshape({1, 1, 4, 4});
   EXPECT_EQ(nn::MaxPool2d(2)(x).to_vector<float>(), (std::vector<float>{5, 7, 13, 15}));
   EXPECT_EQ(nn::AvgPool2d(2)(x).to_vector<float>(), (std::vector<float>{2.5, 4.5, 10.5, 12.5}));
-  EXPECT_EQ(nn::MaxPool2d(3, 1)(x).shape(), (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(nn::MaxPool2d(3, {.stride = 1})(x).shape(), (Shape{1, 1, 2, 2}));
   EXPECT_EQ(nn::AdaptiveAvgPool2d(1)(x).to_vector<float>(), (std::vector<float>{7.5}));
   EXPECT_EQ(nn::AdaptiveAvgPool2d({2, 1})(x).shape(), (Shape{1, 1, 2, 1}));
   EXPECT_EQ(nn::MaxPool2d(2)(x.select(0, 0)).shape(), (Shape{1, 2, 2}));

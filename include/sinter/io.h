@@ -25,15 +25,10 @@ StateDict load(const std::string& path, Device device = Device::cpu());
 // The header's "__metadata__" (empty when it has none).
 Metadata load_metadata(const std::string& path);
 
-struct LoadIntoResult {
-  std::vector<std::string> missing;     // in `target`, not in the file (left as they were)
-  std::vector<std::string> unexpected;  // in the file, not in `target` (ignored)
-};
-
 // Copies the file's tensors into the existing tensors of `target` (on their devices), after
 // reading the whole file and checking every name, shape and dtype, so that a bad or mismatched file
 // changes nothing. strict: the names must match exactly; otherwise the names in both are copied and
 // the rest reported.
-LoadIntoResult load_into(StateDict& target, const std::string& path, bool strict = true);
+LoadResult load_into(StateDict& target, const std::string& path, bool strict = true);
 
 }  // namespace sinter

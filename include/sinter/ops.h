@@ -2,8 +2,8 @@
 // Binary ops broadcast with NumPy rules; tensor operands must share a dtype and a device.
 #pragma once
 
-#include <array>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -118,12 +118,23 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
 Tensor sum_to(const Tensor& a, const Shape& shape);
 
 // --- convolution and pooling (NCHW) ---
-using Pair = std::array<int64_t, 2>;
+// A 2-D size (kernel, stride, padding, dilation, output size): one number for both dims (`3`,
+// `{3}`) or (h, w) (`{3, 5}`); unlike std::array, `{2}` means {2, 2}, not {2, 0}. Prints as
+// "(h, w)".
+struct Size2 {
+  int64_t h = 0;
+  int64_t w = 0;
+  Size2(int64_t v) : h(v), w(v) {}  // NOLINT(google-explicit-constructor)
+  Size2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
+  bool operator==(const Size2&) const = default;
+};
+std::ostream& operator<<(std::ostream& os, Size2 s);
 
+// The same names in nn::Conv2dOptions, which adds `bias`.
 struct Conv2dOptions {
-  Pair stride{1, 1};
-  Pair padding{0, 0};
-  Pair dilation{1, 1};
+  Size2 stride = 1;
+  Size2 padding = 0;
+  Size2 dilation = 1;
   int64_t groups = 1;
 };
 // x: (N, C_in, H, W), weight: (C_out, C_in / groups, kH, kW), bias: (C_out) or undefined.
@@ -131,19 +142,27 @@ struct Conv2dOptions {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               const Conv2dOptions& opts = {});
 
-struct Pool2dOptions {
-  Pair kernel_size{1, 1};
-  Pair stride{0, 0};  // {0, 0}: the kernel size
-  Pair padding{0, 0};
-  Pair dilation{1, 1};  // max pooling only
+// Pooling windows of `kernel_size`; a stride of 0 means the kernel size. With ceil_mode the output
+// rounds up (a last window that would start in the right padding is dropped), as in PyTorch. The
+// nn modules MaxPool2d and AvgPool2d take the same options.
+struct MaxPool2dOptions {
+  Size2 stride = 0;
+  Size2 padding = 0;
+  Size2 dilation = 1;
   bool ceil_mode = false;
-  bool count_include_pad = true;  // average pooling only
+};
+struct AvgPool2dOptions {
+  Size2 stride = 0;
+  Size2 padding = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // Note [avg pool divisor] in src/internal/kernels_pool.inc
 };
 // x: (N, C, H, W) or (C, H, W). Indices are i64 positions in the flattened H * W plane.
-std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2dOptions& opts);
-Tensor max_pool2d(const Tensor& x, const Pool2dOptions& opts);
-Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& opts);
-Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel_size,
+                                                   const MaxPool2dOptions& opts = {});
+Tensor max_pool2d(const Tensor& x, Size2 kernel_size, const MaxPool2dOptions& opts = {});
+Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, const AvgPool2dOptions& opts = {});
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
 
 // --- normalization, dropout, embedding ---
 // x: (N, C, *). In training, normalizes with the batch statistics over all dims but C and updates

@@ -38,7 +38,7 @@ StateDict load(const std::string& path, Device) {
 Metadata load_metadata(const std::string& path) {
   SINTER_THROW("load_metadata: cannot read ", path, ": Sinter was built without nlohmann_json");
 }
-LoadIntoResult load_into(StateDict&, const std::string& path, bool) {
+LoadResult load_into(StateDict&, const std::string& path, bool) {
   SINTER_THROW("load_into: cannot read ", path, ": Sinter was built without nlohmann_json");
 }
 
@@ -349,19 +349,19 @@ Metadata load_metadata(const std::string& path) {
   return read_header(f.get(), path).metadata;
 }
 
-LoadIntoResult load_into(StateDict& target, const std::string& path, bool strict) {
+LoadResult load_into(StateDict& target, const std::string& path, bool strict) {
   const StateDict loaded = load(path, Device::cpu());
-  LoadIntoResult r;
+  LoadResult r;
   for (const auto& [name, t] : target) {
-    if (!loaded.count(name)) r.missing.push_back(name);
+    if (!loaded.count(name)) r.missing_keys.push_back(name);
   }
   for (const auto& [name, t] : loaded) {
-    if (!target.count(name)) r.unexpected.push_back(name);
+    if (!target.count(name)) r.unexpected_keys.push_back(name);
   }
   if (strict) {
-    SINTER_CHECK(r.missing.empty() && r.unexpected.empty(), "load_into: ", path,
-                 " does not match the state dict: missing from the file ", r.missing,
-                 ", unexpected in the file ", r.unexpected);
+    SINTER_CHECK(r.missing_keys.empty() && r.unexpected_keys.empty(), "load_into: ", path,
+                 " does not match the state dict: missing from the file ", r.missing_keys,
+                 ", unexpected in the file ", r.unexpected_keys);
   }
   // Every check before the first copy, so that a mismatch leaves `target` as it was.
   for (const auto& [name, src] : loaded) {

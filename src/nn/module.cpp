@@ -210,12 +210,12 @@ StateDict Module::state_dict() const {
   return out;
 }
 
-LoadStateDictResult Module::load_state_dict(const StateDict& state, bool strict) {
+LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
   std::vector<std::pair<std::string, Tensor>> own;
   visit_tensors("", true, true, true,
                 [&](const std::string& n, const Tensor& t) { own.emplace_back(n, t); });
 
-  LoadStateDictResult result;
+  LoadResult result;
   std::vector<std::string> mismatches;
   std::set<std::string> own_names;
   for (const auto& [n, t] : own) {

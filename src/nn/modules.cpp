@@ -98,12 +98,11 @@ Tensor Conv2d::forward(const Tensor& x) {
   SINTER_CHECK(x.defined(), "Conv2d: undefined input");
   SINTER_CHECK(x.dim() == 4 && x.size(1) == in_channels, "Conv2d: expected input of shape (N, ",
                in_channels, ", H, W), got shape ", shape_str(x.shape()));
-  sinter::Conv2dOptions o;
-  o.stride = options.stride.pair();
-  o.padding = options.padding.pair();
-  o.dilation = options.dilation.pair();
-  o.groups = options.groups;
-  return conv2d(x, weight, bias, o);
+  return conv2d(x, weight, bias,
+                {.stride = options.stride,
+                 .padding = options.padding,
+                 .dilation = options.dilation,
+                 .groups = options.groups});
 }
 
 // --- BatchNorm2d ---
@@ -257,58 +256,50 @@ Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
 // --- pooling ---
 
 namespace {
-Pool2dOptions pool_options(const char* layer, Size2 kernel, Size2 stride, Size2 padding) {
-  SINTER_CHECK(kernel.h > 0 && kernel.w > 0, layer, ": kernel_size must be positive, got (",
-               kernel.h, ", ", kernel.w, ")");
+// A pooling layer's sizes are checked when it is built, so that a bad layer fails there and not at
+// its first forward.
+void check_pool_sizes(const char* layer, Size2 kernel, Size2 stride, Size2 padding,
+                      Size2 dilation) {
+  SINTER_CHECK(kernel.h > 0 && kernel.w > 0, layer, ": kernel_size must be positive, got ", kernel);
   SINTER_CHECK(stride.h >= 0 && stride.w >= 0, layer,
-               ": stride must be positive (or 0 for the kernel size), got (", stride.h, ", ",
-               stride.w, ")");
+               ": stride must be positive (or 0 for the kernel size), got ", stride);
   SINTER_CHECK(
       padding.h >= 0 && padding.w >= 0 && 2 * padding.h <= kernel.h && 2 * padding.w <= kernel.w,
-      layer, ": padding must be in [0, kernel_size / 2], got (", padding.h, ", ", padding.w,
-      ") for kernel_size (", kernel.h, ", ", kernel.w, ")");
-  Pool2dOptions o;
-  o.kernel_size = kernel.pair();
-  o.stride = {stride.h == 0 ? kernel.h : stride.h, stride.w == 0 ? kernel.w : stride.w};
-  o.padding = padding.pair();
-  return o;
+      layer, ": padding must be in [0, kernel_size / 2], got ", padding, " for kernel_size ",
+      kernel);
+  SINTER_CHECK(dilation.h > 0 && dilation.w > 0, layer, ": dilation must be positive, got ",
+               dilation);
 }
 }  // namespace
 
-MaxPool2d::MaxPool2d(Size2 kernel_size, Size2 stride, Size2 padding, Size2 dilation, bool ceil_mode)
-    : options(pool_options("MaxPool2d", kernel_size, stride, padding)) {
-  SINTER_CHECK(dilation.h > 0 && dilation.w > 0, "MaxPool2d: dilation must be positive, got (",
-               dilation.h, ", ", dilation.w, ")");
-  options.dilation = dilation.pair();
-  options.ceil_mode = ceil_mode;
+MaxPool2d::MaxPool2d(Size2 kernel_size, const MaxPool2dOptions& options)
+    : kernel_size(kernel_size), options(options) {
+  check_pool_sizes("MaxPool2d", kernel_size, options.stride, options.padding, options.dilation);
 }
 
 Tensor MaxPool2d::forward(const Tensor& x) {
   check_pool_input("MaxPool2d", x);
-  return max_pool2d(x, options);
+  return max_pool2d(x, kernel_size, options);
 }
 
-AvgPool2d::AvgPool2d(Size2 kernel_size, Size2 stride, Size2 padding, bool ceil_mode,
-                     bool count_include_pad)
-    : options(pool_options("AvgPool2d", kernel_size, stride, padding)) {
-  options.ceil_mode = ceil_mode;
-  options.count_include_pad = count_include_pad;
+AvgPool2d::AvgPool2d(Size2 kernel_size, const AvgPool2dOptions& options)
+    : kernel_size(kernel_size), options(options) {
+  check_pool_sizes("AvgPool2d", kernel_size, options.stride, options.padding, 1);
 }
 
 Tensor AvgPool2d::forward(const Tensor& x) {
   check_pool_input("AvgPool2d", x);
-  return avg_pool2d(x, options);
+  return avg_pool2d(x, kernel_size, options);
 }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Size2 output_size) : output_size(output_size) {
   SINTER_CHECK(output_size.h > 0 && output_size.w > 0,
-               "AdaptiveAvgPool2d: output_size must be positive, got (", output_size.h, ", ",
-               output_size.w, ")");
+               "AdaptiveAvgPool2d: output_size must be positive, got ", output_size);
 }
 
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
   check_pool_input("AdaptiveAvgPool2d", x);
-  return adaptive_avg_pool2d(x, output_size.pair());
+  return adaptive_avg_pool2d(x, output_size);
 }
 
 // --- Flatten ---

@@ -16,7 +16,6 @@ using Grads = std::vector<Tensor>;
 
 namespace {
 
-std::string pair_str(const Pair& p) { return detail::str_cat("(", p[0], ", ", p[1], ")"); }
 
 // Checks the arguments and works out the geometry; x and weight are 4-D when it returns.
 kern::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -33,12 +32,12 @@ kern::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tensor& 
                " differs from weight dtype ", weight.dtype());
   SINTER_CHECK(is_floating(x.dtype()), "conv2d: expected floating tensors, got dtype ", x.dtype());
   SINTER_CHECK(o.groups >= 1, "conv2d: groups must be positive, got ", o.groups);
-  SINTER_CHECK(o.stride[0] >= 1 && o.stride[1] >= 1, "conv2d: stride must be positive, got ",
-               pair_str(o.stride));
-  SINTER_CHECK(o.padding[0] >= 0 && o.padding[1] >= 0, "conv2d: padding must be non-negative, got ",
-               pair_str(o.padding));
-  SINTER_CHECK(o.dilation[0] >= 1 && o.dilation[1] >= 1, "conv2d: dilation must be positive, got ",
-               pair_str(o.dilation));
+  SINTER_CHECK(o.stride.h >= 1 && o.stride.w >= 1, "conv2d: stride must be positive, got ",
+               o.stride);
+  SINTER_CHECK(o.padding.h >= 0 && o.padding.w >= 0, "conv2d: padding must be non-negative, got ",
+               o.padding);
+  SINTER_CHECK(o.dilation.h >= 1 && o.dilation.w >= 1, "conv2d: dilation must be positive, got ",
+               o.dilation);
   const int64_t c_in = x.size(1), c_out = weight.size(0);
   SINTER_CHECK(weight.size(1) * o.groups == c_in, "conv2d: input ", shape_str(x.shape()), " has ",
                c_in, " channels, but weight ", shape_str(weight.shape()), " with groups ", o.groups,
@@ -63,19 +62,19 @@ kern::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tensor& 
   g.c_out = c_out;
   g.kh = weight.size(2);
   g.kw = weight.size(3);
-  g.stride_h = o.stride[0];
-  g.stride_w = o.stride[1];
-  g.pad_h = o.padding[0];
-  g.pad_w = o.padding[1];
-  g.dil_h = o.dilation[0];
-  g.dil_w = o.dilation[1];
+  g.stride_h = o.stride.h;
+  g.stride_w = o.stride.w;
+  g.pad_h = o.padding.h;
+  g.pad_w = o.padding.w;
+  g.dil_h = o.dilation.h;
+  g.dil_w = o.dilation.w;
   g.groups = o.groups;
   g.allow_tf32 = get_matmul_precision() == "high";
   const int64_t span_h = g.dil_h * (g.kh - 1) + 1, span_w = g.dil_w * (g.kw - 1) + 1;
   SINTER_CHECK(span_h <= g.h + 2 * g.pad_h && span_w <= g.w + 2 * g.pad_w, "conv2d: kernel ",
-               span_h, "x", span_w, " (with dilation ", pair_str(o.dilation),
+               span_h, "x", span_w, " (with dilation ", o.dilation,
                ") is larger than the padded input ", g.h + 2 * g.pad_h, "x", g.w + 2 * g.pad_w,
-               " (input shape ", shape_str(x.shape()), ", padding ", pair_str(o.padding), ")");
+               " (input shape ", shape_str(x.shape()), ", padding ", o.padding, ")");
   g.h_out = (g.h + 2 * g.pad_h - span_h) / g.stride_h + 1;
   g.w_out = (g.w + 2 * g.pad_w - span_w) / g.stride_w + 1;
   return g;

@@ -17,8 +17,6 @@ using Grads = std::vector<Tensor>;
 
 namespace {
 
-std::string pair_str(const Pair& p) { return detail::str_cat("(", p[0], ", ", p[1], ")"); }
-
 void check_input(const char* op, const Tensor& x) {
   SINTER_CHECK(x.defined(), op, ": undefined input");
   SINTER_CHECK(x.dim() == 3 || x.dim() == 4, op,
@@ -48,46 +46,47 @@ int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bo
   return out;
 }
 
-// Checks x and the options of max_pool2d (dilated) or avg_pool2d, and works out the geometry.
-kern::Pool2dGeom pool_geom(const char* op, const Tensor& x, const Pool2dOptions& o, bool is_max) {
+// What max_pool2d (dilated) and avg_pool2d take, for the one check of both.
+struct PoolArgs {
+  Size2 kernel_size, stride, padding, dilation;
+  bool ceil_mode;
+  bool count_include_pad;
+};
+
+// Checks x and the pooling arguments, and works out the geometry.
+kern::Pool2dGeom pool_geom(const char* op, const Tensor& x, const PoolArgs& o) {
   check_input(op, x);
-  const Pair k = o.kernel_size;
-  SINTER_CHECK(k[0] >= 1 && k[1] >= 1, op, ": kernel_size must be positive, got ", pair_str(k));
-  const bool default_stride = o.stride[0] == 0 && o.stride[1] == 0;
-  const Pair s = default_stride ? k : o.stride;
-  SINTER_CHECK(s[0] >= 1 && s[1] >= 1, op, ": stride must be positive (or (0, 0) for the kernel ",
-               "size), got ", pair_str(o.stride));
-  SINTER_CHECK(o.padding[0] >= 0 && o.padding[1] >= 0, op, ": padding must be non-negative, got ",
-               pair_str(o.padding));
+  const Size2 k = o.kernel_size;
+  SINTER_CHECK(k.h >= 1 && k.w >= 1, op, ": kernel_size must be positive, got ", k);
+  const bool default_stride = o.stride.h == 0 && o.stride.w == 0;
+  const Size2 s = default_stride ? k : o.stride;
+  SINTER_CHECK(s.h >= 1 && s.w >= 1, op, ": stride must be positive (or (0, 0) for the kernel ",
+               "size), got ", o.stride);
+  SINTER_CHECK(o.padding.h >= 0 && o.padding.w >= 0, op, ": padding must be non-negative, got ",
+               o.padding);
   // A window wholly inside the padding would have no element to take or average.
-  SINTER_CHECK(o.padding[0] <= k[0] / 2 && o.padding[1] <= k[1] / 2, op, ": padding ",
-               pair_str(o.padding), " must be at most half the kernel size ", pair_str(k));
-  if (is_max) {
-    SINTER_CHECK(o.dilation[0] >= 1 && o.dilation[1] >= 1, op, ": dilation must be positive, got ",
-                 pair_str(o.dilation));
-  } else {
-    SINTER_CHECK(o.dilation[0] == 1 && o.dilation[1] == 1, op,
-                 ": dilation is for max pooling only, got ", pair_str(o.dilation));
-  }
+  SINTER_CHECK(o.padding.h <= k.h / 2 && o.padding.w <= k.w / 2, op, ": padding ", o.padding,
+               " must be at most half the kernel size ", k);
+  SINTER_CHECK(o.dilation.h >= 1 && o.dilation.w >= 1, op, ": dilation must be positive, got ",
+               o.dilation);
   kern::Pool2dGeom g;
   g.h = x.size(-2);
   g.w = x.size(-1);
   g.planes = planes_of(x);
-  g.kh = k[0];
-  g.kw = k[1];
-  g.stride_h = s[0];
-  g.stride_w = s[1];
-  g.pad_h = o.padding[0];
-  g.pad_w = o.padding[1];
-  g.dil_h = is_max ? o.dilation[0] : 1;
-  g.dil_w = is_max ? o.dilation[1] : 1;
+  g.kh = k.h;
+  g.kw = k.w;
+  g.stride_h = s.h;
+  g.stride_w = s.w;
+  g.pad_h = o.padding.h;
+  g.pad_w = o.padding.w;
+  g.dil_h = o.dilation.h;
+  g.dil_w = o.dilation.w;
   g.count_include_pad = o.count_include_pad;
   g.h_out = pool_out_size(g.h, g.kh, g.stride_h, g.pad_h, g.dil_h, o.ceil_mode);
   g.w_out = pool_out_size(g.w, g.kw, g.stride_w, g.pad_w, g.dil_w, o.ceil_mode);
   SINTER_CHECK(g.h_out >= 1 && g.w_out >= 1, op, ": input ", shape_str(x.shape()),
-               " is too small for kernel_size ", pair_str(k), " with padding ", pair_str(o.padding),
-               " and dilation ", pair_str(o.dilation), " (output would be ", g.h_out, "x", g.w_out,
-               ")");
+               " is too small for kernel_size ", k, " with padding ", o.padding, " and dilation ",
+               o.dilation, " (output would be ", g.h_out, "x", g.w_out, ")");
   return g;
 }
 
@@ -95,8 +94,11 @@ TensorOptions like(const Tensor& x) { return {.dtype = x.dtype(), .device = x.de
 
 }  // namespace
 
-std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2dOptions& opts) {
-  const kern::Pool2dGeom g = pool_geom("max_pool2d", x, opts, true);
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel_size,
+                                                   const MaxPool2dOptions& opts) {
+  const kern::Pool2dGeom g = pool_geom(
+      "max_pool2d", x,
+      {kernel_size, opts.stride, opts.padding, opts.dilation, opts.ceil_mode, true});
   const Shape oshape = out_shape(x, g.h_out, g.w_out);
   Tensor out = empty(oshape, like(x));
   Tensor indices = empty(oshape, {.dtype = DType::i64, .device = x.device()});
@@ -123,12 +125,14 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2d
   return {out, indices};
 }
 
-Tensor max_pool2d(const Tensor& x, const Pool2dOptions& opts) {
-  return std::get<0>(max_pool2d_with_indices(x, opts));
+Tensor max_pool2d(const Tensor& x, Size2 kernel_size, const MaxPool2dOptions& opts) {
+  return std::get<0>(max_pool2d_with_indices(x, kernel_size, opts));
 }
 
-Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& opts) {
-  const kern::Pool2dGeom g = pool_geom("avg_pool2d", x, opts, false);
+Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, const AvgPool2dOptions& opts) {
+  const kern::Pool2dGeom g =
+      pool_geom("avg_pool2d", x,
+                {kernel_size, opts.stride, opts.padding, 1, opts.ceil_mode, opts.count_include_pad});
   Tensor out = empty(out_shape(x, g.h_out, g.w_out), like(x));
   if (out.numel() > 0) {
     NoGradGuard ng;
@@ -150,18 +154,18 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& opts) {
   return out;
 }
 
-Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
   check_input("adaptive_avg_pool2d", x);
-  SINTER_CHECK(output_size[0] >= 1 && output_size[1] >= 1,
-               "adaptive_avg_pool2d: output_size must be positive, got ", pair_str(output_size));
+  SINTER_CHECK(output_size.h >= 1 && output_size.w >= 1,
+               "adaptive_avg_pool2d: output_size must be positive, got ", output_size);
   kern::Pool2dGeom g;
   g.h = x.size(-2);
   g.w = x.size(-1);
   SINTER_CHECK(g.h >= 1 && g.w >= 1, "adaptive_avg_pool2d: input ", shape_str(x.shape()),
                " has an empty spatial dim");
   g.planes = planes_of(x);
-  g.h_out = output_size[0];
-  g.w_out = output_size[1];
+  g.h_out = output_size.h;
+  g.w_out = output_size.w;
   Tensor out = empty(out_shape(x, g.h_out, g.w_out), like(x));
   if (out.numel() > 0) {
     NoGradGuard ng;

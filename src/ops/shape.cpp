@@ -11,6 +11,8 @@
 
 namespace sinter {
 
+std::ostream& operator<<(std::ostream& os, Size2 s) { return os << "(" << s.h << ", " << s.w << ")"; }
+
 using autograd::needs_grad;
 using autograd::record;
 using Grads = std::vector<Tensor>;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "internal/dispatch.h"
+#include "internal/fused_operands.h"
 #include "internal/kernels_optim.h"
 #include "sinter/autograd.h"
 
@@ -132,7 +133,7 @@ void Adam::step() {
                             .maximize = o.maximize};
     for (const std::vector<size_t>& bucket : grad_buckets(g)) {
       std::vector<kern::AdamTensor> list;
-      FusedOperands ops;
+      detail::FusedOperands ops;
       for (size_t i : bucket) {
         const Tensor& p = params_[g][i];
         auto& st = state_[g][i];

@@ -151,22 +151,6 @@ void Optimizer::fit_state(Tensor& buf, const Tensor& p, const std::string& state
   if (!buf.is_contiguous()) buf = buf.contiguous();
 }
 
-std::pair<Tensor, Tensor> Optimizer::FusedOperands::add(const Tensor& p) {
-  Tensor pw = p.contiguous();
-  Tensor grad = p.grad().contiguous();
-  params_.emplace_back(p, pw);
-  grads_.push_back(grad);
-  written_.push_back(p);
-  return {pw, grad};
-}
-
-void Optimizer::FusedOperands::finish() {
-  for (auto& [p, pw] : params_) {
-    if (!pw.is_same(p)) p.copy_(pw);
-  }
-  for (const Tensor& t : written_) t.bump_version();
-}
-
 std::vector<std::vector<size_t>> Optimizer::grad_buckets(size_t group) const {
   std::vector<std::vector<size_t>> buckets;
   const std::vector<Tensor>& ps = params_.at(group);

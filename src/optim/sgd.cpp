@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "internal/dispatch.h"
+#include "internal/fused_operands.h"
 #include "internal/kernels_optim.h"
 #include "sinter/autograd.h"
 
@@ -96,7 +97,7 @@ void SGD::step() {
                            .maximize = o.maximize};
     for (const std::vector<size_t>& bucket : grad_buckets(g)) {
       std::vector<kern::SgdTensor> list;
-      FusedOperands ops;
+      detail::FusedOperands ops;
       for (size_t i : bucket) {
         const Tensor& p = params_[g][i];
         const auto [pw, grad] = ops.add(p);

@@ -24,11 +24,6 @@ namespace sinter::nn {
 // the parameters and children); assigning a new tensor to a member does not re-register it.
 
 // What load_state_dict found when not strict (strict loading throws instead).
-struct LoadStateDictResult {
-  std::vector<std::string> missing_keys;
-  std::vector<std::string> unexpected_keys;
-};
-
 class Module {
  public:
   Module() = default;
@@ -104,7 +99,7 @@ class Module {
   // before any value is copied, so a failure leaves the module untouched: a key of the module
   // missing from `state` or a key of `state` the module lacks (errors when strict; returned
   // otherwise), and a shape or dtype that differs (always an error). All problems are listed.
-  LoadStateDictResult load_state_dict(const StateDict& state, bool strict = true);
+  LoadResult load_state_dict(const StateDict& state, bool strict = true);
 
  protected:
   // Checks that `name` can be registered here.

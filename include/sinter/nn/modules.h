@@ -16,16 +16,6 @@
 
 namespace sinter::nn {
 
-// A 2-D size given as one number for both dims (`3`, `{3}`) or as (h, w) (`{3, 5}`); unlike
-// std::array, `{2}` means {2, 2}, not {2, 0}.
-struct Size2 {
-  int64_t h = 0;
-  int64_t w = 0;
-  Size2(int64_t v) : h(v), w(v) {}  // NOLINT(google-explicit-constructor)
-  Size2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
-  Pair pair() const { return {h, w}; }
-};
-
 // y = x W^T + b. x: (*, in_features) -> (*, out_features); weight: (out_features, in_features).
 class Linear : public Module {
  public:
@@ -40,6 +30,7 @@ class Linear : public Module {
   Tensor bias;  // undefined without bias
 };
 
+// sinter::Conv2dOptions's fields, and `bias`.
 struct Conv2dOptions {
   Size2 stride = 1;
   Size2 padding = 0;
@@ -155,26 +146,27 @@ class Sigmoid : public Module {
   Tensor forward(const Tensor& x) override;
 };
 
-// x: (N, C, H, W) or (C, H, W). A stride of 0 means the kernel size.
+// x: (N, C, H, W) or (C, H, W); max_pool2d with these options (a stride of 0: the kernel size).
+//   MaxPool2d(2), MaxPool2d(3, {.stride = 2, .padding = 1})
 class MaxPool2d : public Module {
  public:
-  MaxPool2d(Size2 kernel_size, Size2 stride = 0, Size2 padding = 0, Size2 dilation = 1,
-            bool ceil_mode = false);
+  explicit MaxPool2d(Size2 kernel_size, const MaxPool2dOptions& options = {});
   std::string name() const override { return "MaxPool2d"; }
   Tensor forward(const Tensor& x) override;
 
-  Pool2dOptions options;
+  Size2 kernel_size;
+  MaxPool2dOptions options;
 };
 
-// x: (N, C, H, W) or (C, H, W). A stride of 0 means the kernel size.
+// x: (N, C, H, W) or (C, H, W); avg_pool2d with these options (a stride of 0: the kernel size).
 class AvgPool2d : public Module {
  public:
-  AvgPool2d(Size2 kernel_size, Size2 stride = 0, Size2 padding = 0, bool ceil_mode = false,
-            bool count_include_pad = true);
+  explicit AvgPool2d(Size2 kernel_size, const AvgPool2dOptions& options = {});
   std::string name() const override { return "AvgPool2d"; }
   Tensor forward(const Tensor& x) override;
 
-  Pool2dOptions options;
+  Size2 kernel_size;
+  AvgPool2dOptions options;
 };
 
 // x: (N, C, H, W) or (C, H, W) -> (N, C, output_size.h, output_size.w).

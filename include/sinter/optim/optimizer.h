@@ -119,26 +119,6 @@ class Optimizer {
   // Module::to() follows the parameter there, values kept), with p's shape, else an error.
   void fit_state(Tensor& buf, const Tensor& p, const std::string& state) const;
 
-  // The tensors one fused kernel call reads and writes (Note [fused optimizer step]): contiguous
-  // copies of non-contiguous parameters and gradients, kept alive through the call, and every
-  // tensor the kernel writes.
-  class FusedOperands {
-   public:
-    // Registers parameter p (written) and its gradient; returns their contiguous versions, whose
-    // data pointers the kernel takes.
-    std::pair<Tensor, Tensor> add(const Tensor& p);
-    // A state tensor the kernel writes (already contiguous, see fit_state).
-    void written(const Tensor& t) { written_.push_back(t); }
-    // After the kernel call: copies results into non-contiguous parameters and bumps the version
-    // of everything written, as in-place ops would.
-    void finish();
-
-   private:
-    std::vector<std::pair<Tensor, Tensor>> params_;  // (parameter, what the kernel updated)
-    std::vector<Tensor> grads_;
-    std::vector<Tensor> written_;
-  };
-
   // Per-parameter state, state_[group][index][name].
   std::vector<std::vector<std::map<std::string, Tensor>>> state_;
   std::vector<std::vector<Tensor>> params_;
