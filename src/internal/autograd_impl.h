@@ -50,3 +50,13 @@ void record(const char* name, const std::vector<Tensor*>& outputs,
             const std::vector<Tensor>& inputs, BackwardFn fn);
 
 }  // namespace sinter::autograd
+
+namespace sinter {
+
+// What every op file (src/ops/*.cpp) writes its backward with.
+using autograd::needs_grad;
+using autograd::record;
+using autograd::SavedTensor;
+using Grads = std::vector<Tensor>;
+
+}  // namespace sinter

@@ -9,11 +9,6 @@
 
 namespace sinter {
 
-using autograd::needs_grad;
-using autograd::record;
-using autograd::SavedTensor;
-using Grads = std::vector<Tensor>;
-
 namespace {
 
 

@@ -11,11 +11,6 @@
 
 namespace sinter {
 
-using autograd::needs_grad;
-using autograd::record;
-using autograd::SavedTensor;
-using Grads = std::vector<Tensor>;
-
 namespace {
 
 std::atomic<bool> g_allow_tf32{false};

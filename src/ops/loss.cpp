@@ -11,11 +11,6 @@
 
 namespace sinter {
 
-using autograd::needs_grad;
-using autograd::record;
-using autograd::SavedTensor;
-using Grads = std::vector<Tensor>;
-
 namespace {
 
 // x viewed as (outer, dim, inner) around dim d (Note [softmax rows]); a 0-d tensor is one row of

@@ -12,11 +12,6 @@
 
 namespace sinter {
 
-using autograd::needs_grad;
-using autograd::record;
-using autograd::SavedTensor;
-using Grads = std::vector<Tensor>;
-
 namespace {
 
 // Note [norm statistics] in kernels_norm.h: statistics and dweight/dbias are f64 for f64 inputs,

@@ -11,11 +11,6 @@
 
 namespace sinter {
 
-using autograd::needs_grad;
-using autograd::record;
-using autograd::SavedTensor;
-using Grads = std::vector<Tensor>;
-
 namespace {
 
 // Sorted, wrapped, duplicate-free dims; all dims when `dims` is empty.

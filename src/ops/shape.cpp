@@ -13,10 +13,6 @@ namespace sinter {
 
 std::ostream& operator<<(std::ostream& os, Size2 s) { return os << "(" << s.h << ", " << s.w << ")"; }
 
-using autograd::needs_grad;
-using autograd::record;
-using Grads = std::vector<Tensor>;
-
 namespace {
 
 int64_t wrap(const char* op, int64_t dim, int64_t ndim) {
