@@ -6,46 +6,17 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/cpu_util.h"
 #include "internal/kernels_norm.h"
 #include "internal/philox.h"
-#include "internal/scalar_ops.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {
 namespace {
 
 template <class T>
-double load(const T* p, int64_t i) {
-  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
-    return static_cast<double>(static_cast<float>(p[i]));
-  } else {
-    return static_cast<double>(p[i]);
-  }
-}
-
-// Rounds once to T: double stays double; the others go by way of float, as the CUDA kernels do.
-template <class T>
-T store(double v) {
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else {
-    return T(static_cast<float>(v));
-  }
-}
-
-// The accumulation type of Note [norm statistics].
-template <class T>
-using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-// Calls f(TypeTag<T>{}) for the floating storage types.
-template <class F>
-void visit_float(DType t, const char* op, F&& f) {
-  visit_floating_type<BFloat16, Half>(t, op, std::forward<F>(f));
-}
-
-template <class T>
 double weight_at(const void* w, int64_t k, double absent) {
-  return w ? load(static_cast<const T*>(w), k) : absent;
+  return w ? widen(static_cast<const T*>(w)[k]) : absent;
 }
 
 }  // namespace
@@ -60,13 +31,13 @@ void batch_norm_stats(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
     for (int64_t k = 0; k < c; ++k) {
       double s = 0;
       for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j < hw; ++j) s += load(px, (i * c + k) * hw + j);
+        for (int64_t j = 0; j < hw; ++j) s += widen(px[(i * c + k) * hw + j]);
       }
       const double mu = s / m;
       double q = 0;
       for (int64_t i = 0; i < n; ++i) {
         for (int64_t j = 0; j < hw; ++j) {
-          const double d = load(px, (i * c + k) * hw + j) - mu;
+          const double d = widen(px[(i * c + k) * hw + j]) - mu;
           q += d * d;
         }
       }
@@ -92,7 +63,7 @@ void batch_norm_apply(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
       for (int64_t i = 0; i < n; ++i) {
         for (int64_t j = 0; j < hw; ++j) {
           const int64_t e = (i * c + k) * hw + j;
-          py[e] = store<T>((load(px, e) - mu) * scale + shift);
+          py[e] = narrow<T>((widen(px[e]) - mu) * scale + shift);
         }
       }
     }
@@ -114,9 +85,9 @@ void batch_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
       for (int64_t i = 0; i < n; ++i) {
         for (int64_t j = 0; j < hw; ++j) {
           const int64_t e = (i * c + k) * hw + j;
-          const double g = load(pdy, e);
+          const double g = widen(pdy[e]);
           sum_dy += g;
-          sum_dy_xhat += g * (load(px, e) - mu) * rs;
+          sum_dy_xhat += g * (widen(px[e]) - mu) * rs;
         }
       }
       if (dbias) static_cast<A*>(dbias)[k] = static_cast<A>(sum_dy);
@@ -128,12 +99,12 @@ void batch_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
       for (int64_t i = 0; i < n; ++i) {
         for (int64_t j = 0; j < hw; ++j) {
           const int64_t e = (i * c + k) * hw + j;
-          const double g = load(pdy, e);
+          const double g = widen(pdy[e]);
           if (training) {
-            const double xhat = (load(px, e) - mu) * rs;
-            pdx[e] = store<T>(scale * (g - mean_dy - xhat * mean_dy_xhat));
+            const double xhat = (widen(px[e]) - mu) * rs;
+            pdx[e] = narrow<T>(scale * (g - mean_dy - xhat * mean_dy_xhat));
           } else {
-            pdx[e] = store<T>(scale * g);
+            pdx[e] = narrow<T>(scale * g);
           }
         }
       }
@@ -152,15 +123,15 @@ void layer_norm_forward(const Ctx&, const void* x, DType dtype, int64_t rows, in
     for (int64_t r = 0; r < rows; ++r) {
       const T* row = px + r * cols;
       double s = 0;
-      for (int64_t j = 0; j < cols; ++j) s += load(row, j);
+      for (int64_t j = 0; j < cols; ++j) s += widen(row[j]);
       const double mu = s / static_cast<double>(cols);
       double q = 0;
-      for (int64_t j = 0; j < cols; ++j) q += (load(row, j) - mu) * (load(row, j) - mu);
+      for (int64_t j = 0; j < cols; ++j) q += (widen(row[j]) - mu) * (widen(row[j]) - mu);
       const double rs = 1.0 / std::sqrt(q / static_cast<double>(cols) + eps);
       static_cast<A*>(mean)[r] = static_cast<A>(mu);
       static_cast<A*>(rstd)[r] = static_cast<A>(rs);
       for (int64_t j = 0; j < cols; ++j) {
-        py[r * cols + j] = store<T>((load(row, j) - mu) * rs * weight_at<T>(weight, j, 1.0) +
+        py[r * cols + j] = narrow<T>((widen(row[j]) - mu) * rs * weight_at<T>(weight, j, 1.0) +
                                     weight_at<T>(bias, j, 0.0));
       }
     }
@@ -182,8 +153,8 @@ void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
       const int64_t base = r * cols;
       double sum_g = 0, sum_g_xhat = 0;
       for (int64_t j = 0; j < cols; ++j) {
-        const double xhat = (load(px, base + j) - mu) * rs;
-        const double d = load(pdy, base + j);
+        const double xhat = (widen(px[base + j]) - mu) * rs;
+        const double d = widen(pdy[base + j]);
         const double g = d * weight_at<T>(weight, j, 1.0);
         sum_g += g;
         sum_g_xhat += g * xhat;
@@ -195,9 +166,9 @@ void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
       const double mean_g_xhat = sum_g_xhat / static_cast<double>(cols);
       T* pdx = static_cast<T*>(dx);
       for (int64_t j = 0; j < cols; ++j) {
-        const double xhat = (load(px, base + j) - mu) * rs;
-        const double g = load(pdy, base + j) * weight_at<T>(weight, j, 1.0);
-        pdx[base + j] = store<T>(rs * (g - mean_g - xhat * mean_g_xhat));
+        const double xhat = (widen(px[base + j]) - mu) * rs;
+        const double g = widen(pdy[base + j]) * weight_at<T>(weight, j, 1.0);
+        pdx[base + j] = narrow<T>(rs * (g - mean_g - xhat * mean_g_xhat));
       }
     }
     for (int64_t j = 0; j < static_cast<int64_t>(dw.size()); ++j) {
@@ -221,7 +192,7 @@ void dropout_apply(const Ctx&, const void* in, DType dtype, int64_t numel, uint6
     for (int64_t i = 0; i < numel; ++i) {
       const bool keep =
           (philox_element(seed, offset, static_cast<uint64_t>(i)).w[0] >> 8) >= threshold;
-      pout[i] = keep ? store<T>(static_cast<C>(load(pin, i)) * s) : store<T>(0.0);
+      pout[i] = keep ? narrow<T>(static_cast<C>(widen(pin[i])) * s) : narrow<T>(0.0);
     }
   });
 }

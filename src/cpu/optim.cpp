@@ -5,28 +5,20 @@
 #include <type_traits>
 #include <utility>
 
+#include "cpu/cpu_util.h"
 #include "internal/kernels_optim.h"
 #include "internal/scalar_ops.h"
 
 namespace sinter::cpu {
 namespace {
 
-// The compute type of Note [fused optimizer step].
 template <class T>
-using Comp = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <class F>
-void visit_float(DType t, const char* op, F&& f) {
-  visit_floating_type<BFloat16, Half>(t, op, std::forward<F>(f));
+Acc<T> load(const void* p, int64_t i) {
+  return static_cast<Acc<T>>(static_cast<const T*>(p)[i]);
 }
 
 template <class T>
-Comp<T> load(const void* p, int64_t i) {
-  return static_cast<Comp<T>>(static_cast<const T*>(p)[i]);
-}
-
-template <class T>
-void store(void* p, int64_t i, Comp<T> v) {
+void store(void* p, int64_t i, Acc<T> v) {
   static_cast<T*>(p)[i] = T(v);
 }
 
@@ -35,7 +27,7 @@ void store(void* p, int64_t i, Comp<T> v) {
 void sgd_step(const Ctx&, DType dtype, const SgdTensor* tensors, int64_t count, const SgdHyper& h) {
   visit_float(dtype, "sgd_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using C = Comp<T>;
+    using C = Acc<T>;
     const SgdScalars<C> s(h);
     for (int64_t k = 0; k < count; ++k) {
       const SgdTensor& t = tensors[k];
@@ -54,7 +46,7 @@ void adam_step(const Ctx&, DType dtype, const AdamTensor* tensors, int64_t count
                const AdamHyper& h) {
   visit_float(dtype, "adam_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using C = Comp<T>;
+    using C = Acc<T>;
     const AdamScalars<C> s(h);
     for (int64_t k = 0; k < count; ++k) {
       const AdamTensor& t = tensors[k];

@@ -7,37 +7,18 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/cpu_util.h"
 #include "internal/kernels_pool.h"
 #include "internal/pool_windows.h"
-#include "internal/scalar_ops.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {
 namespace {
 
-template <typename T>
-double widen(T v) {
-  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
-    return static_cast<double>(static_cast<float>(v));
-  } else {
-    return static_cast<double>(v);
-  }
-}
-
-template <typename T>
-T narrow(double v) {
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else {
-    return T(static_cast<float>(v));
-  }
-}
-
 // Calls fn(T{}) with T the storage type of the floating `dtype`.
 template <class Fn>
 void by_dtype(const char* op, DType dtype, Fn fn) {
-  kern::visit_floating_type<BFloat16, Half>(dtype, op,
-                                            [&](auto tag) { fn(typename decltype(tag)::type{}); });
+  visit_float(dtype, op, [&](auto tag) { fn(typename decltype(tag)::type{}); });
 }
 
 }  // namespace

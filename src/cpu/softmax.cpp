@@ -7,36 +7,18 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/cpu_util.h"
 #include "internal/kernels_softmax.h"
-#include "internal/scalar_ops.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {
 namespace {
 
-template <typename T>
-double load(T v) {
-  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
-    return static_cast<double>(static_cast<float>(v));
-  } else {
-    return static_cast<double>(v);
-  }
-}
-
-template <typename T>
-T store(double v) {
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else {
-    return T(static_cast<float>(v));
-  }
-}
-
 // Calls f.template operator()<T>() for the floating dtype `dtype`.
 template <class F>
 void visit_floating(const char* name, DType dtype, F&& f) {
-  kern::visit_floating_type<BFloat16, Half>(
-      dtype, name, [&](auto tag) { f.template operator()<typename decltype(tag)::type>(); });
+  visit_float(dtype, name,
+              [&](auto tag) { f.template operator()<typename decltype(tag)::type>(); });
 }
 
 // Per block o of (outer, dim, inner), the row maxima and the sums of exp(x - max) of its `inner`
@@ -49,12 +31,12 @@ void max_and_sum(const T* block, int64_t dim, int64_t inner, std::vector<double>
   s.assign(inner, 0.0);
   for (int64_t k = 0; k < dim; ++k) {
     for (int64_t i = 0; i < inner; ++i) {
-      const double v = load(block[k * inner + i]);
+      const double v = widen(block[k * inner + i]);
       if (v > m[i]) m[i] = v;
     }
   }
   for (int64_t k = 0; k < dim; ++k) {
-    for (int64_t i = 0; i < inner; ++i) s[i] += std::exp(load(block[k * inner + i]) - m[i]);
+    for (int64_t i = 0; i < inner; ++i) s[i] += std::exp(widen(block[k * inner + i]) - m[i]);
   }
 }
 
@@ -67,8 +49,8 @@ void softmax_typed(const T* x, int64_t outer, int64_t dim, int64_t inner, bool l
     max_and_sum(xb, dim, inner, m, s);
     for (int64_t k = 0; k < dim; ++k) {
       for (int64_t i = 0; i < inner; ++i) {
-        const double v = load(xb[k * inner + i]) - m[i];
-        yb[k * inner + i] = store<T>(log ? v - std::log(s[i]) : std::exp(v) / s[i]);
+        const double v = widen(xb[k * inner + i]) - m[i];
+        yb[k * inner + i] = narrow<T>(log ? v - std::log(s[i]) : std::exp(v) / s[i]);
       }
     }
   }
@@ -84,14 +66,14 @@ void softmax_backward_typed(const T* g, const T* y, int64_t outer, int64_t dim, 
     for (int64_t k = 0; k < dim; ++k) {
       for (int64_t i = 0; i < inner; ++i) {
         const int64_t e = base + k * inner + i;
-        dot[i] += log ? load(g[e]) : load(g[e]) * load(y[e]);
+        dot[i] += log ? widen(g[e]) : widen(g[e]) * widen(y[e]);
       }
     }
     for (int64_t k = 0; k < dim; ++k) {
       for (int64_t i = 0; i < inner; ++i) {
         const int64_t e = base + k * inner + i;
-        const double gv = load(g[e]), yv = load(y[e]);
-        dx[e] = store<T>(log ? gv - std::exp(yv) * dot[i] : yv * (gv - dot[i]));
+        const double gv = widen(g[e]), yv = widen(y[e]);
+        dx[e] = narrow<T>(log ? gv - std::exp(yv) * dot[i] : yv * (gv - dot[i]));
       }
     }
   }
@@ -116,12 +98,12 @@ void cross_entropy_typed(const CrossEntropyArgs& a, A* loss, A* lse_out) {
         loss[row] = A(0);
         continue;
       }
-      double l = std::log(s[i]) + (1.0 - eps) * (m[i] - load(xb[t * a.inner + i]));
+      double l = std::log(s[i]) + (1.0 - eps) * (m[i] - widen(xb[t * a.inner + i]));
       if (eps > 0) {
-        const double x0 = load(xb[i]);
+        const double x0 = widen(xb[i]);
         const double shift = std::isfinite(x0) ? x0 : 0.0;
         double shifted = 0;
-        for (int64_t k = 0; k < a.c; ++k) shifted += load(xb[k * a.inner + i]) - shift;
+        for (int64_t k = 0; k < a.c; ++k) shifted += widen(xb[k * a.inner + i]) - shift;
         l += eps * ((m[i] - shift) - shifted / static_cast<double>(a.c));
       }
       loss[row] = static_cast<A>(l);
@@ -140,12 +122,12 @@ void cross_entropy_backward_typed(const CrossEntropyArgs& a, const A* lse, const
         const int64_t e = (o * a.c + k) * a.inner + i, row = o * a.inner + i;
         const int64_t t = a.target[row];
         if (t == a.ignore_index) {
-          dx[e] = store<T>(0.0);
+          dx[e] = narrow<T>(0.0);
           continue;
         }
-        const double p = std::exp(load(x[e]) - static_cast<double>(lse[row]));
+        const double p = std::exp(widen(x[e]) - static_cast<double>(lse[row]));
         const double onehot = k == t ? 1.0 - eps : 0.0;
-        dx[e] = store<T>(static_cast<double>(grad[row * grad_stride]) * (p - onehot - uniform));
+        dx[e] = narrow<T>(static_cast<double>(grad[row * grad_stride]) * (p - onehot - uniform));
       }
     }
   }

@@ -1,0 +1,43 @@
+// What the CPU reference kernels share: stored values widened to double and rounded back once, the
+// accumulation type of the CUDA kernels, and the visit of the floating storage types.
+#pragma once
+
+#include <type_traits>
+#include <utility>
+
+#include "internal/scalar_ops.h"
+
+namespace sinter::cpu {
+
+// A stored value as double (bf16 and f16 by way of float).
+template <class T>
+double widen(T v) {
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
+    return static_cast<double>(static_cast<float>(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+// Rounds once to T: double stays double; the others go by way of float, as the CUDA kernels do.
+template <class T>
+T narrow(double v) {
+  if constexpr (std::is_same_v<T, double>) {
+    return v;
+  } else {
+    return T(static_cast<float>(v));
+  }
+}
+
+// The accumulation (compute) type of the CUDA kernels for storage type T: f64 for f64, else f32.
+template <class T>
+using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Calls f(TypeTag<T>{}) with T the storage type of the floating `dtype` (f32, f64, bf16, f16);
+// another dtype is an error naming `op`.
+template <class F>
+void visit_float(DType dtype, const char* op, F&& f) {
+  kern::visit_floating_type<BFloat16, Half>(dtype, op, std::forward<F>(f));
+}
+
+}  // namespace sinter::cpu
