@@ -30,28 +30,15 @@ __device__ void covering(int64_t i, int64_t k, int64_t s, int64_t p, int64_t d, 
   *hi = min((i + p) / s, n_out - 1);
 }
 
-// The first NaN, else the first maximum in row-major window order, as the CPU reference picks.
+// The element max_window_argmax picks (internal/pool_windows.h), as the CPU reference does.
 template <typename T>
 __global__ void max_pool_forward_kernel(Pool2dGeom g, const T* x, T* y, int64_t* indices,
                                         int64_t total) {
   SINTER_GRID_STRIDE(o, total) {
     const int64_t ow = o % g.w_out, oh = (o / g.w_out) % g.h_out, p = o / (g.w_out * g.h_out);
     const T* plane = x + p * g.h * g.w;
-    int64_t best = -1;
-    Acc<T> best_v = 0;
-    for (int64_t i = 0; i < g.kh; ++i) {
-      const int64_t ih = oh * g.stride_h - g.pad_h + i * g.dil_h;
-      if (ih < 0 || ih >= g.h) continue;
-      for (int64_t j = 0; j < g.kw; ++j) {
-        const int64_t iw = ow * g.stride_w - g.pad_w + j * g.dil_w;
-        if (iw < 0 || iw >= g.w) continue;
-        const Acc<T> v = to_acc(plane[ih * g.w + iw]);
-        if (best < 0 || (!isnan(best_v) && (v > best_v || isnan(v)))) {
-          best = ih * g.w + iw;
-          best_v = v;
-        }
-      }
-    }
+    const int64_t best =
+        max_window_argmax(g, plane, oh, ow, [](T v) -> Acc<T> { return to_acc(v); });
     y[o] = plane[best];
     indices[o] = best;
   }

@@ -2,7 +2,6 @@
 // backward, plane by plane. Sums accumulate in double, so the reference is the more accurate side
 // of a parity test.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -33,22 +32,8 @@ void max_pool2d_forward(const Ctx&, const Pool2dGeom& g, DType dtype, const void
       const T* plane = in + p * g.h * g.w;
       for (int64_t oh = 0; oh < g.h_out; ++oh) {
         for (int64_t ow = 0; ow < g.w_out; ++ow) {
-          // The first NaN, else the first maximum in row-major window order.
-          int64_t best = -1;
-          double best_v = 0;
-          for (int64_t i = 0; i < g.kh; ++i) {
-            const int64_t ih = oh * g.stride_h - g.pad_h + i * g.dil_h;
-            if (ih < 0 || ih >= g.h) continue;
-            for (int64_t j = 0; j < g.kw; ++j) {
-              const int64_t iw = ow * g.stride_w - g.pad_w + j * g.dil_w;
-              if (iw < 0 || iw >= g.w) continue;
-              const double v = widen(plane[ih * g.w + iw]);
-              if (best < 0 || (!std::isnan(best_v) && (v > best_v || std::isnan(v)))) {
-                best = ih * g.w + iw;
-                best_v = v;
-              }
-            }
-          }
+          const int64_t best =
+              kern::max_window_argmax(g, plane, oh, ow, [](T v) { return widen(v); });
           const int64_t o = (p * g.h_out + oh) * g.w_out + ow;
           out[o] = plane[best];
           indices[o] = best;

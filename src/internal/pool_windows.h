@@ -28,6 +28,32 @@ SINTER_HD inline AvgWindow avg_window(const Pool2dGeom& g, int64_t oh, int64_t o
   return {h0, h1, w0, w1, g.count_include_pad ? padded : (h1 - h0) * (w1 - w0)};
 }
 
+// The position (ih * w + iw) in `plane` of the element max-pool window (oh, ow) takes: the first
+// NaN, else the first maximum in row-major window order. `widen` turns a stored value into the type
+// it is compared in (exact for every storage type, so both backends pick the same element). Every
+// window holds at least one input element (the ops layer limits the padding).
+template <class T, class Widen>
+SINTER_HD int64_t max_window_argmax(const Pool2dGeom& g, const T* plane, int64_t oh, int64_t ow,
+                                    Widen widen) {
+  int64_t best = -1;
+  decltype(widen(plane[0])) best_v = 0;
+  for (int64_t i = 0; i < g.kh; ++i) {
+    const int64_t ih = oh * g.stride_h - g.pad_h + i * g.dil_h;
+    if (ih < 0 || ih >= g.h) continue;
+    for (int64_t j = 0; j < g.kw; ++j) {
+      const int64_t iw = ow * g.stride_w - g.pad_w + j * g.dil_w;
+      if (iw < 0 || iw >= g.w) continue;
+      const auto v = widen(plane[ih * g.w + iw]);
+      // v != v: v is NaN (std::isnan is not there on the device for every type).
+      if (best < 0 || (best_v == best_v && (v > best_v || v != v))) {
+        best = ih * g.w + iw;
+        best_v = v;
+      }
+    }
+  }
+  return best;
+}
+
 // The adaptive window of output o over `in` inputs along one dim with `out` outputs: [start, end).
 SINTER_HD inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return o * in / out; }
 SINTER_HD inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) {
