@@ -20,51 +20,79 @@ std::vector<OpRow> conv_pool_rows() {
   auto adaptive = [](Size2 size) {
     return [size](const Inputs& x) { return adaptive_avg_pool2d(x[0], size); };
   };
-  // clang-format off
   return {
       // conv2d: x (N, C_in, H, W), weight (C_out, C_in / groups, kH, kW), bias (C_out).
-      {"Conv2d", {S{2, 3, 5, 6}, S{4, 3, 3, 3}, S{4}}, conv({}, true), Domain::Any, true, 2e-4, true, 3e-2},
-      {"Conv2dNoBias", {S{2, 3, 5, 6}, S{4, 3, 3, 3}}, conv({}, false), Domain::Any, true, 2e-4, true, 3e-2},
-      {"Conv2dGroupsStridePad", {S{2, 4, 6, 5}, S{6, 2, 3, 3}, S{6}},
-       conv({.stride = {2, 2}, .padding = {1, 1}, .groups = 2}, true), Domain::Any, true, 2e-4, true, 3e-2},
-      {"Conv2dDilation", {S{1, 2, 7, 8}, S{3, 2, 3, 2}, S{3}},
-       conv({.stride = {1, 2}, .padding = {1, 2}, .dilation = {2, 3}}, true), Domain::Any, true, 2e-4, true, 3e-2},
-      {"Conv2dDepthwise", {S{2, 3, 5, 5}, S{3, 1, 3, 3}},
-       conv({.padding = {1, 1}, .groups = 3}, false), Domain::Any, true, 2e-4, true, 3e-2},
-      {"Conv2dPointwise", {S{2, 4, 3, 3}, S{5, 4, 1, 1}, S{5}}, conv({}, true), Domain::Any, true, 2e-4, true, 3e-2},
-      {"Conv2dStridedInput", {S{2, 5, 3, 4}, S{3, 4, 2, 2}},
-       [](const Inputs& x) { return conv2d(x[0].permute({0, 3, 2, 1}), x[1], Tensor(), {.stride = {2, 1}}); },
-       Domain::Any, true, 2e-4, true, 3e-2},
+      {.name = "Conv2d",
+       .shapes = {S{2, 3, 5, 6}, S{4, 3, 3, 3}, S{4}},
+       .fn = conv({}, true),
+       .tol = 2e-4},
+      {.name = "Conv2dNoBias",
+       .shapes = {S{2, 3, 5, 6}, S{4, 3, 3, 3}},
+       .fn = conv({}, false),
+       .tol = 2e-4},
+      {.name = "Conv2dGroupsStridePad",
+       .shapes = {S{2, 4, 6, 5}, S{6, 2, 3, 3}, S{6}},
+       .fn = conv({.stride = {2, 2}, .padding = {1, 1}, .groups = 2}, true),
+       .tol = 2e-4},
+      {.name = "Conv2dDilation",
+       .shapes = {S{1, 2, 7, 8}, S{3, 2, 3, 2}, S{3}},
+       .fn = conv({.stride = {1, 2}, .padding = {1, 2}, .dilation = {2, 3}}, true),
+       .tol = 2e-4},
+      {.name = "Conv2dDepthwise",
+       .shapes = {S{2, 3, 5, 5}, S{3, 1, 3, 3}},
+       .fn = conv({.padding = {1, 1}, .groups = 3}, false),
+       .tol = 2e-4},
+      {.name = "Conv2dPointwise",
+       .shapes = {S{2, 4, 3, 3}, S{5, 4, 1, 1}, S{5}},
+       .fn = conv({}, true),
+       .tol = 2e-4},
+      {.name = "Conv2dStridedInput",
+       .shapes = {S{2, 5, 3, 4}, S{3, 4, 2, 2}},
+       .fn =
+           [](const Inputs& x) {
+             return conv2d(x[0].permute({0, 3, 2, 1}), x[1], Tensor(), {.stride = {2, 1}});
+           },
+       .tol = 2e-4},
 
       // max pooling; randn inputs have no ties, so the gradient is defined everywhere.
-      {"MaxPool2d", {S{2, 3, 6, 5}}, pool_max({2, 2})},
-      {"MaxPool2dPadCeil", {S{2, 2, 7, 6}},
-       pool_max({3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},
-      {"MaxPool2dDilation", {S{1, 2, 7, 7}},
-       pool_max({2, 3}, {.stride = {1, 2}, .dilation = {2, 1}})},
-      {"MaxPool2dUnbatched", {S{3, 5, 5}}, pool_max({3, 3}, {.stride = {2, 2}})},
-      {"MaxPool2dIndices", {S{2, 2, 7, 6}},
-       [](const Inputs& x) {
-         return std::get<1>(max_pool2d_with_indices(
-             x[0], {3, 2}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true}));
-       },
-       Domain::Any, false},
+      {.name = "MaxPool2d", .shapes = {S{2, 3, 6, 5}}, .fn = pool_max({2, 2})},
+      {.name = "MaxPool2dPadCeil",
+       .shapes = {S{2, 2, 7, 6}},
+       .fn = pool_max({3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},
+      {.name = "MaxPool2dDilation",
+       .shapes = {S{1, 2, 7, 7}},
+       .fn = pool_max({2, 3}, {.stride = {1, 2}, .dilation = {2, 1}})},
+      {.name = "MaxPool2dUnbatched",
+       .shapes = {S{3, 5, 5}},
+       .fn = pool_max({3, 3}, {.stride = {2, 2}})},
+      {.name = "MaxPool2dIndices",
+       .shapes = {S{2, 2, 7, 6}},
+       .fn =
+           [](const Inputs& x) {
+             return std::get<1>(max_pool2d_with_indices(
+                 x[0], {3, 2}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true}));
+           },
+       .grad = false},
 
       // average pooling (Note [avg pool divisor] in src/internal/kernels_pool.inc).
-      {"AvgPool2d", {S{2, 3, 6, 6}}, pool_avg({2, 2})},
-      {"AvgPool2dPadCeil", {S{2, 2, 7, 6}},
-       pool_avg({3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},
-      {"AvgPool2dPadCeilExcludePad", {S{2, 2, 7, 6}},
-       pool_avg({3, 2}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true,
-                 .count_include_pad = false})},
-      {"AvgPool2dUnbatched", {S{3, 5, 4}}, pool_avg({2, 3}, {.stride = {1, 1}})},
+      {.name = "AvgPool2d", .shapes = {S{2, 3, 6, 6}}, .fn = pool_avg({2, 2})},
+      {.name = "AvgPool2dPadCeil",
+       .shapes = {S{2, 2, 7, 6}},
+       .fn = pool_avg({3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},
+      {.name = "AvgPool2dPadCeilExcludePad",
+       .shapes = {S{2, 2, 7, 6}},
+       .fn = pool_avg(
+           {3, 2},
+           {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true, .count_include_pad = false})},
+      {.name = "AvgPool2dUnbatched",
+       .shapes = {S{3, 5, 4}},
+       .fn = pool_avg({2, 3}, {.stride = {1, 1}})},
 
       // adaptive average pooling, to sizes that do not divide the input (overlapping windows).
-      {"AdaptiveAvgPool2d", {S{2, 3, 7, 5}}, adaptive({3, 2})},
-      {"AdaptiveAvgPool2dUp", {S{2, 2, 3, 4}}, adaptive({5, 6})},
-      {"AdaptiveAvgPool2dGlobal", {S{2, 3, 4, 5}}, adaptive({1, 1})},
+      {.name = "AdaptiveAvgPool2d", .shapes = {S{2, 3, 7, 5}}, .fn = adaptive({3, 2})},
+      {.name = "AdaptiveAvgPool2dUp", .shapes = {S{2, 2, 3, 4}}, .fn = adaptive({5, 6})},
+      {.name = "AdaptiveAvgPool2dGlobal", .shapes = {S{2, 3, 4, 5}}, .fn = adaptive({1, 1})},
   };
-  // clang-format on
 }
 
 }  // namespace sinter::testing

@@ -16,67 +16,77 @@ std::vector<OpRow> norm_rows() {
   using S = Shape;
   return {
       // Training: batch statistics; the running statistics are fresh buffers updated per call.
-      {"BatchNormTrain",
-       {S{3, 2, 2, 2}, S{2}, S{2}},
-       [](const Inputs& x) {
-         Tensor rm = zeros({2}, {.dtype = x[0].dtype(), .device = x[0].device()});
-         Tensor rv = ones({2}, {.dtype = x[0].dtype(), .device = x[0].device()});
-         return batch_norm(x[0], rm, rv, x[1], x[2], true);
-       }},
-      {"BatchNormTrainFlat",
-       {S{5, 3}, S{3}, S{3}},
-       [](const Inputs& x) { return batch_norm(x[0], {}, {}, x[1], x[2], true, 0.1, 1e-3); }},
-      {"BatchNormTrainNoAffine",
-       {S{2, 3, 4}},
-       [](const Inputs& x) { return batch_norm(x[0], {}, {}, {}, {}, true); }},
-      {"BatchNormEval",
-       {S{3, 2, 4}, S{2}, S{2}},
-       [](const Inputs& x) {
-         Tensor rm = channel_values({0.2, -0.4}, x[0]), rv = channel_values({1.5, 0.7}, x[0]);
-         return batch_norm(x[0], rm, rv, x[1], x[2], false);
-       }},
-      {"LayerNormLastDim",
-       {S{3, 5}, S{5}, S{5}},
-       [](const Inputs& x) { return layer_norm(x[0], {5}, x[1], x[2]); }},
-      {"LayerNormTwoDims",
-       {S{2, 3, 4}, S{3, 4}, S{3, 4}},
-       [](const Inputs& x) {
-         return layer_norm(x[0], {3, 4}, x[1], x[2], 1e-3);
-       }},
-      {"LayerNormNoAffine", {S{4, 6}}, [](const Inputs& x) { return layer_norm(x[0], {6}); }},
-      {"LayerNormNoAffineTwoDims",
-       {S{2, 3, 4}},
-       [](const Inputs& x) {
-         return layer_norm(x[0], {3, 4});
-       }},
+      {.name = "BatchNormTrain",
+       .shapes = {S{3, 2, 2, 2}, S{2}, S{2}},
+       .fn =
+           [](const Inputs& x) {
+             Tensor rm = zeros({2}, {.dtype = x[0].dtype(), .device = x[0].device()});
+             Tensor rv = ones({2}, {.dtype = x[0].dtype(), .device = x[0].device()});
+             return batch_norm(x[0], rm, rv, x[1], x[2], true);
+           }},
+      {.name = "BatchNormTrainFlat",
+       .shapes = {S{5, 3}, S{3}, S{3}},
+       .fn = [](const Inputs& x) { return batch_norm(x[0], {}, {}, x[1], x[2], true, 0.1, 1e-3); }},
+      {.name = "BatchNormTrainNoAffine",
+       .shapes = {S{2, 3, 4}},
+       .fn = [](const Inputs& x) { return batch_norm(x[0], {}, {}, {}, {}, true); }},
+      {.name = "BatchNormEval",
+       .shapes = {S{3, 2, 4}, S{2}, S{2}},
+       .fn =
+           [](const Inputs& x) {
+             Tensor rm = channel_values({0.2, -0.4}, x[0]), rv = channel_values({1.5, 0.7}, x[0]);
+             return batch_norm(x[0], rm, rv, x[1], x[2], false);
+           }},
+      {.name = "LayerNormLastDim",
+       .shapes = {S{3, 5}, S{5}, S{5}},
+       .fn = [](const Inputs& x) { return layer_norm(x[0], {5}, x[1], x[2]); }},
+      {.name = "LayerNormTwoDims",
+       .shapes = {S{2, 3, 4}, S{3, 4}, S{3, 4}},
+       .fn =
+           [](const Inputs& x) {
+             return layer_norm(x[0], {3, 4}, x[1], x[2], 1e-3);
+           }},
+      {.name = "LayerNormNoAffine",
+       .shapes = {S{4, 6}},
+       .fn = [](const Inputs& x) { return layer_norm(x[0], {6}); }},
+      {.name = "LayerNormNoAffineTwoDims",
+       .shapes = {S{2, 3, 4}},
+       .fn =
+           [](const Inputs& x) {
+             return layer_norm(x[0], {3, 4});
+           }},
       // A generator made inside fn: every call draws the same mask, so the function is fixed.
-      {"Dropout",
-       {S{4, 5}},
-       [](const Inputs& x) {
-         Generator g(123);
-         return dropout(x[0], 0.3, true, &g);
-       }},
-      {"DropoutTransposed",
-       {S{5, 4}},
-       [](const Inputs& x) {
-         Generator g(7);
-         return dropout(x[0].t(), 0.5, true, &g);
-       }},
-      {"Embedding",
-       {S{6, 3}},
-       [](const Inputs& x) {
-         Tensor idx = from_vector<int64_t>({4, 0, 4, 2, 5, 0}, {2, 3}).to(x[0].device());
-         return embedding(x[0], idx);
-       }},
+      {.name = "Dropout",
+       .shapes = {S{4, 5}},
+       .fn =
+           [](const Inputs& x) {
+             Generator g(123);
+             return dropout(x[0], 0.3, true, &g);
+           }},
+      {.name = "DropoutTransposed",
+       .shapes = {S{5, 4}},
+       .fn =
+           [](const Inputs& x) {
+             Generator g(7);
+             return dropout(x[0].t(), 0.5, true, &g);
+           }},
+      {.name = "Embedding",
+       .shapes = {S{6, 3}},
+       .fn =
+           [](const Inputs& x) {
+             Tensor idx = from_vector<int64_t>({4, 0, 4, 2, 5, 0}, {2, 3}).to(x[0].device());
+             return embedding(x[0], idx);
+           }},
       // The padding row gets no gradient, so the outputs that read it are masked out: the
       // function then does not depend on that row either, and the gradcheck holds.
-      {"EmbeddingPadding",
-       {S{5, 2}},
-       [](const Inputs& x) {
-         Tensor idx = from_vector<int64_t>({1, 3, 1, 0}, {4}).to(x[0].device());
-         Tensor keep = ne(idx, 1.0).to(x[0].dtype()).unsqueeze(1);
-         return mul(embedding(x[0], idx, 1), keep);
-       }},
+      {.name = "EmbeddingPadding",
+       .shapes = {S{5, 2}},
+       .fn =
+           [](const Inputs& x) {
+             Tensor idx = from_vector<int64_t>({1, 3, 1, 0}, {4}).to(x[0].device());
+             Tensor keep = ne(idx, 1.0).to(x[0].dtype()).unsqueeze(1);
+             return mul(embedding(x[0], idx, 1), keep);
+           }},
   };
 }
 
