@@ -1,7 +1,7 @@
 // CUDA elementwise kernels: unary, binary, where and copy over an ElementwiseIter. Each op has a
 // vectorized path (16-byte loads) for contiguous, aligned operands of one dtype and a general path
 // for strided, broadcast and mixed-dtype ones; binary ops also have a vectorized path for row and
-// column broadcasts (Note [row layout]). The math is internal/scalar_ops.h, as on the CPU.
+// column broadcasts (Note [row layout]). The math is internal/elementwise_ops.h, as on the CPU.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -435,7 +435,7 @@ void launch_unary(const ElementwiseIter& it, C p0, C p1, cudaStream_t stream, in
 // ---- binary ----
 
 template <class C, BinaryOp OP>
-__global__ void binary_kernel(Indexer<3> ix, Operands<3, C> ops, int64_t n, C p0) {
+__global__ void binary_kernel(Indexer<3> ix, Operands<3, C> ops, int64_t n, C p0, C p1) {
   for (int64_t base = tile_start(); base < n; base += tile_stride()) {
     int64_t off[kUnroll][3];
     const int cnt = unrolled_offsets(ix, base, n, off);
@@ -443,7 +443,7 @@ __global__ void binary_kernel(Indexer<3> ix, Operands<3, C> ops, int64_t n, C p0
     ops.load(1, off, cnt, x);
     ops.load(2, off, cnt, y);
 #pragma unroll
-    for (int j = 0; j < kUnroll; ++j) x[j] = binary_fn<OP>(x[j], y[j], p0);
+    for (int j = 0; j < kUnroll; ++j) x[j] = binary_fn<OP>(x[j], y[j], p0, p1);
     store_dyn(ops.data[0], ops.dtype[0], off, cnt, x);
   }
 }
@@ -464,7 +464,8 @@ __device__ __forceinline__ void load_vec(const T* p, C s, int64_t v, C (&dst)[kV
 // out: contiguous TO (T, or bool for comparisons); a, b: contiguous T, or null for the scalars
 // sa, sb.
 template <class T, class TO, class C, BinaryOp OP>
-__global__ void binary_vec_kernel(TO* out, const T* a, const T* b, C sa, C sb, int64_t n, C p0) {
+__global__ void binary_vec_kernel(TO* out, const T* a, const T* b, C sa, C sb, int64_t n, C p0,
+                                  C p1) {
   constexpr int kVec = kVecWidth<T>;
   using VO = Vec<TO, kVec>;
   const int64_t nvec = n / kVec;
@@ -474,13 +475,13 @@ __global__ void binary_vec_kernel(TO* out, const T* a, const T* b, C sa, C sb, i
     load_vec<C, T, kVec>(b, sb, v, y);
     VO r;
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) r.v[j] = from_value<TO>(binary_fn<OP>(x[j], y[j], p0));
+    for (int j = 0; j < kVec; ++j) r.v[j] = from_value<TO>(binary_fn<OP>(x[j], y[j], p0, p1));
     reinterpret_cast<VO*>(out)[v] = r;
   }
   for (int64_t i = nvec * kVec + thread_index(); i < n; i += thread_count()) {
     const C x = a ? load_as<C>(a[i]) : sa;
     const C y = b ? load_as<C>(b[i]) : sb;
-    out[i] = from_value<TO>(binary_fn<OP>(x, y, p0));
+    out[i] = from_value<TO>(binary_fn<OP>(x, y, p0, p1));
   }
 }
 
@@ -559,7 +560,7 @@ __device__ __forceinline__ const T* row_ptr(const T* p, int64_t off, bool consta
 // sa, sb. n < 2^31 elements (a for_each_piece32 piece).
 template <class T, class TO, class C, BinaryOp OP>
 __global__ void binary_rows_kernel(RowIter<3> ri, TO* out, const T* a, const T* b, C sa, C sb,
-                                   int64_t n, C p0) {
+                                   int64_t n, C p0, C p1) {
   constexpr int kVec = kVecWidth<T>;
   using VO = Vec<TO, kVec>;
   const int64_t nvec = (n + kVec - 1) / kVec;
@@ -576,7 +577,7 @@ __global__ void binary_rows_kernel(RowIter<3> ri, TO* out, const T* a, const T* 
       load_row_vec<C, T, kVec>(row_ptr(b, off[2], ri.inner_const[2], c), ri.inner_const[2], sb, y);
       VO res;
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) res.v[j] = from_value<TO>(binary_fn<OP>(x[j], y[j], p0));
+      for (int j = 0; j < kVec; ++j) res.v[j] = from_value<TO>(binary_fn<OP>(x[j], y[j], p0, p1));
       TO* o = out + off[0] + c;
       if (reinterpret_cast<uintptr_t>(o) % sizeof(VO) == 0) {
         *reinterpret_cast<VO*>(o) = res;
@@ -596,14 +597,14 @@ __global__ void binary_rows_kernel(RowIter<3> ri, TO* out, const T* a, const T* 
         const T* pb = row_ptr(b, off[2], ri.inner_const[2], cc);
         const C x = pa ? load_as<C>(*pa) : sa;
         const C y = pb ? load_as<C>(*pb) : sb;
-        out[off[0] + cc] = from_value<TO>(binary_fn<OP>(x, y, p0));
+        out[off[0] + cc] = from_value<TO>(binary_fn<OP>(x, y, p0, p1));
       }
     }
   }
 }
 
 template <class C, BinaryOp OP>
-void launch_binary(const ElementwiseIter& it, C p0, cudaStream_t stream, int device) {
+void launch_binary(const ElementwiseIter& it, C p0, C p1, cudaStream_t stream, int device) {
   const Operand& out = it.op[0];
   const Operand& a = it.op[1];
   const Operand& b = it.op[2];
@@ -626,7 +627,7 @@ void launch_binary(const ElementwiseIter& it, C p0, cudaStream_t stream, int dev
             <<<grid_for(it.numel / kVec + 1, device), kBlock, 0, stream>>>(
                 static_cast<TO*>(out.data), static_cast<const T*>(a.data),
                 static_cast<const T*>(b.data), convert<C>(a.scalar), convert<C>(b.scalar), it.numel,
-                p0);
+                p0, p1);
         SINTER_LAUNCH_CHECK("binary");
         done = true;
       }
@@ -645,14 +646,14 @@ void launch_binary(const ElementwiseIter& it, C p0, cudaStream_t stream, int dev
           <<<grid_for((it.numel + kVec - 1) / kVec, device), kBlock, 0, stream>>>(
               make_row_iter<3>(it), static_cast<TO*>(out.data), static_cast<const T*>(a.data),
               static_cast<const T*>(b.data), convert<C>(a.scalar), convert<C>(b.scalar), it.numel,
-              p0);
+              p0, p1);
       SINTER_LAUNCH_CHECK("binary");
       done = true;
     });
   }
   if (done) return;
   binary_kernel<C, OP><<<unrolled_grid(it.numel, device), kBlock, 0, stream>>>(
-      make_indexer<3>(it), make_operands<3, C>(it), it.numel, p0);
+      make_indexer<3>(it), make_operands<3, C>(it), it.numel, p0, p1);
   SINTER_LAUNCH_CHECK("binary");
 }
 
@@ -849,37 +850,23 @@ void launch_copy(const ElementwiseIter& it, cudaStream_t stream, int device) {
 void unary(const Ctx& ctx, const ElementwiseIter& it, UnaryOp op, double p0, double p1) {
   if (it.numel <= 0) return;
   DeviceGuard guard(ctx.device);
-  visit_compute_type(it.op[1].dtype, [&](auto ctag) {
+  visit_elementwise("unary", it.op[1].dtype, op, [&](auto ctag, auto opc) {
     using C = typename decltype(ctag)::type;
-    visit_unary_op(op, [&](auto opc) {
-      constexpr UnaryOp OP = decltype(opc)::value;
-      if constexpr (std::is_integral_v<C> && !integral_ok(OP)) {
-        SINTER_THROW("unary: op ", static_cast<int>(OP), " needs a floating dtype, got ",
-                     dtype_name(it.op[1].dtype));
-      } else {
-        for_each_piece32(it, [&](const ElementwiseIter& piece) {
-          launch_unary<C, OP>(piece, convert<C>(p0), convert<C>(p1), ctx.stream, ctx.device);
-        });
-      }
+    for_each_piece32(it, [&](const ElementwiseIter& piece) {
+      launch_unary<C, decltype(opc)::value>(piece, convert<C>(p0), convert<C>(p1), ctx.stream,
+                                            ctx.device);
     });
   });
 }
 
-void binary(const Ctx& ctx, const ElementwiseIter& it, BinaryOp op, double p0) {
+void binary(const Ctx& ctx, const ElementwiseIter& it, BinaryOp op, double p0, double p1) {
   if (it.numel <= 0) return;
   DeviceGuard guard(ctx.device);
-  visit_compute_type(it.op[1].dtype, [&](auto ctag) {
+  visit_elementwise("binary", it.op[1].dtype, op, [&](auto ctag, auto opc) {
     using C = typename decltype(ctag)::type;
-    visit_binary_op(op, [&](auto opc) {
-      constexpr BinaryOp OP = decltype(opc)::value;
-      if constexpr (std::is_integral_v<C> && !integral_ok(OP)) {
-        SINTER_THROW("binary: op ", static_cast<int>(OP), " needs a floating dtype, got ",
-                     dtype_name(it.op[1].dtype));
-      } else {
-        for_each_piece32(it, [&](const ElementwiseIter& piece) {
-          launch_binary<C, OP>(piece, convert<C>(p0), ctx.stream, ctx.device);
-        });
-      }
+    for_each_piece32(it, [&](const ElementwiseIter& piece) {
+      launch_binary<C, decltype(opc)::value>(piece, convert<C>(p0), convert<C>(p1), ctx.stream,
+                                             ctx.device);
     });
   });
 }

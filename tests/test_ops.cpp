@@ -6,7 +6,21 @@
 // src/cpu/ and its CUDA kernel in kernels/, then add one row below: a CamelCase name, the input
 // shapes, the function of the inputs, and the input domain if the op needs one. Both checks pick
 // the row up.
+//
+// Adding an elementwise op (Note [elementwise op list] in src/internal/elementwise_ops.h) takes
+// three files, no kernel code:
+//   1. include/sinter/ops.h: its declaration.
+//   2. src/internal/elementwise_ops.h: its __host__ __device__ functor in kern::fn and a row of
+//      SINTER_UNARY_OPS or SINTER_BINARY_OPS; both backends run that functor. An activation also
+//      gets the functor of its backward (g, x) or (g, y) with a SINTER_BINARY_OPS row, and a
+//      SINTER_ACTIVATIONS row, which defines the public op and its gradient. An op whose public
+//      function needs more (its own checks, several kernels, a backward written in other ops) is
+//      written in src/ops/elementwise.cpp instead of a SINTER_ACTIVATIONS row.
+//   3. This file: its row below, and known values in KnownValues when the gradcheck alone would not
+//      catch a wrong function.
 #include <functional>
+#include <limits>
+#include <tuple>
 
 #include "op_table.h"
 
@@ -95,6 +109,10 @@ std::vector<OpRow> core_rows() {
       {"Gelu", {S{3, 4}}, [](const Inputs& x) { return gelu(x[0]); }},
       {"GeluTanh", {S{3, 4}}, [](const Inputs& x) { return gelu(x[0], "tanh"); }},
       {"Silu", {S{3, 4}}, [](const Inputs& x) { return silu(x[0]); }},
+      {"Hardtanh", {S{3, 4}}, [](const Inputs& x) { return hardtanh(x[0]); }},
+      {"HardtanhBounds", {S{3, 4}}, [](const Inputs& x) { return hardtanh(x[0], -0.5, 0.25); }},
+      {"Softplus", {S{3, 4}}, [](const Inputs& x) { return softplus(x[0]); }},
+      {"SoftplusThreshold", {S{3, 4}}, [](const Inputs& x) { return softplus(x[0], 2.0, 1.0); }},
       // Reductions.
       {"SumAll", {S{3, 4}}, [](const Inputs& x) { return sum(x[0]); }},
       {"SumDims", {S{2, 3, 4}}, [](const Inputs& x) { return sum(x[0], {0, 2}); }},
@@ -293,6 +311,28 @@ TEST_P(CudaParity, MatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, CudaParity, ::testing::ValuesIn(op_table()), row_name);
+
+// Values of PyTorch's functions (torch.nn.functional), for ops where a wrong function consistent
+// with its own gradient would pass the gradcheck.
+TEST(KnownValues, MatchPyTorch) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor x = from_vector<double>({-3.0, -1.0, -0.25, 0.0, 0.5, 2.0, nan}, {7});
+  const std::vector<std::tuple<std::string, Tensor, std::vector<double>>> cases = {
+      {"hardtanh", hardtanh(x), {-1.0, -1.0, -0.25, 0.0, 0.5, 1.0, nan}},
+      {"hardtanh(-0.5, 0.25)", hardtanh(x, -0.5, 0.25), {-0.5, -0.5, -0.25, 0.0, 0.25, 0.25, nan}},
+      {"softplus",
+       softplus(x),
+       {0.04858735157374206, 0.31326168751822286, 0.5759394198788436, 0.6931471805599453,
+        0.9740769841801067, 2.1269280110429727, nan}},
+      {"softplus(2, 1)",
+       softplus(x, 2.0, 1.0),
+       {0.0012378425688652247, 0.06346400552148625, 0.23703849209005334, 0.34657359027997264,
+        0.6566308437591114, 2.0, nan}},
+  };
+  for (const auto& [name, got, want] : cases) {
+    EXPECT_TRUE(testing::all_close(got, from_vector<double>(want, {7}), 1e-15, 1e-15)) << name;
+  }
+}
 
 }  // namespace
 }  // namespace sinter

@@ -64,6 +64,10 @@ Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);
 // approximate: "none" (erf) or "tanh".
 Tensor gelu(const Tensor& a, const std::string& approximate = "none");
 Tensor silu(const Tensor& a);
+// a clamped to [min_val, max_val]; the gradient is 0 outside (min_val, max_val).
+Tensor hardtanh(const Tensor& a, double min_val = -1.0, double max_val = 1.0);
+// log(1 + exp(beta * a)) / beta, and a itself where beta * a > threshold.
+Tensor softplus(const Tensor& a, double beta = 1.0, double threshold = 20.0);
 
 // --- reductions over a set of dims (all dims when empty) ---
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);

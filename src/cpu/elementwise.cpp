@@ -1,6 +1,6 @@
 // CPU reference for the elementwise kernels: unary, binary, where and copy over an ElementwiseIter.
 // Operands are loaded in chunks into compute-type buffers, so dtype conversion and the op's math
-// are each a tight loop, and the math is the one the CUDA kernels use (internal/scalar_ops.h).
+// are each a tight loop, and the math is the one the CUDA kernels use (internal/elementwise_ops.h).
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -109,44 +109,30 @@ void store_row(const Operand& o, int64_t off, int64_t step, int64_t n, const C* 
 }  // namespace
 
 void unary(const Ctx&, const ElementwiseIter& it, UnaryOp op, double p0, double p1) {
-  visit_compute_type(it.op[1].dtype, [&](auto ctag) {
+  visit_elementwise("unary", it.op[1].dtype, op, [&](auto ctag, auto opc) {
     using C = typename decltype(ctag)::type;
-    visit_unary_op(op, [&](auto opc) {
-      constexpr UnaryOp OP = decltype(opc)::value;
-      if constexpr (std::is_integral_v<C> && !integral_ok(OP)) {
-        SINTER_THROW("unary: op ", static_cast<int>(OP), " needs a floating dtype, got ",
-                     dtype_name(it.op[1].dtype));
-      } else {
-        const C c0 = convert<C>(p0), c1 = convert<C>(p1);
-        for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
-          C x[kChunk], y[kChunk];
-          load_row(it.op[1], off[1], step[1], n, x);
-          for (int64_t j = 0; j < n; ++j) y[j] = unary_fn<OP>(x[j], c0, c1);
-          store_row(it.op[0], off[0], step[0], n, y);
-        });
-      }
+    constexpr UnaryOp OP = decltype(opc)::value;
+    const C c0 = convert<C>(p0), c1 = convert<C>(p1);
+    for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
+      C x[kChunk], y[kChunk];
+      load_row(it.op[1], off[1], step[1], n, x);
+      for (int64_t j = 0; j < n; ++j) y[j] = unary_fn<OP>(x[j], c0, c1);
+      store_row(it.op[0], off[0], step[0], n, y);
     });
   });
 }
 
-void binary(const Ctx&, const ElementwiseIter& it, BinaryOp op, double p0) {
-  visit_compute_type(it.op[1].dtype, [&](auto ctag) {
+void binary(const Ctx&, const ElementwiseIter& it, BinaryOp op, double p0, double p1) {
+  visit_elementwise("binary", it.op[1].dtype, op, [&](auto ctag, auto opc) {
     using C = typename decltype(ctag)::type;
-    visit_binary_op(op, [&](auto opc) {
-      constexpr BinaryOp OP = decltype(opc)::value;
-      if constexpr (std::is_integral_v<C> && !integral_ok(OP)) {
-        SINTER_THROW("binary: op ", static_cast<int>(OP), " needs a floating dtype, got ",
-                     dtype_name(it.op[1].dtype));
-      } else {
-        const C c0 = convert<C>(p0);
-        for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
-          C a[kChunk], b[kChunk], y[kChunk];
-          load_row(it.op[1], off[1], step[1], n, a);
-          load_row(it.op[2], off[2], step[2], n, b);
-          for (int64_t j = 0; j < n; ++j) y[j] = binary_fn<OP>(a[j], b[j], c0);
-          store_row(it.op[0], off[0], step[0], n, y);
-        });
-      }
+    constexpr BinaryOp OP = decltype(opc)::value;
+    const C c0 = convert<C>(p0), c1 = convert<C>(p1);
+    for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
+      C a[kChunk], b[kChunk], y[kChunk];
+      load_row(it.op[1], off[1], step[1], n, a);
+      load_row(it.op[2], off[2], step[2], n, b);
+      for (int64_t j = 0; j < n; ++j) y[j] = binary_fn<OP>(a[j], b[j], c0, c1);
+      store_row(it.op[0], off[0], step[0], n, y);
     });
   });
 }

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "internal/elementwise_ops.h"
 #include "sinter/core/dtype.h"
 
 struct CUstream_st;
@@ -50,52 +51,9 @@ struct ElementwiseIter {
 };
 
 // The compute type of an elementwise op follows op[1]'s dtype: double for f64, int64 for integral
-// types and bool, float for f32, bf16 and f16. Results are converted to op[0]'s dtype.
-enum class UnaryOp : int {
-  Neg,
-  Abs,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Sin,
-  Cos,
-  Tanh,
-  Sigmoid,
-  Relu,
-  LeakyRelu,  // p0: negative slope
-  Gelu,       // exact, with erf
-  GeluTanh,   // tanh approximation
-  Silu,
-  Sign,
-  Clamp,  // min(max(x, p0), p1)
-};
-
-// Floating-only except the arithmetic and comparisons, which also accept integral operands.
-// Comparisons write bool (b8) outputs.
-enum class BinaryOp : int {
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Pow,
-  Maximum,
-  Minimum,
-  Eq,
-  Ne,
-  Lt,
-  Le,
-  Gt,
-  Ge,
-  // Backward helpers: (grad, x) -> grad * f'(x), or (grad, y) with y the forward's output.
-  ReluBackward,       // (g, x)
-  LeakyReluBackward,  // (g, x), p0: negative slope
-  GeluBackward,       // (g, x)
-  GeluTanhBackward,   // (g, x)
-  SiluBackward,       // (g, x)
-  SigmoidBackward,    // (g, y): g * y * (1 - y)
-  TanhBackward,       // (g, y): g * (1 - y * y)
-};
+// types and bool, float for f32, bf16 and f16. Results are converted to op[0]'s dtype. The ops,
+// UnaryOp and BinaryOp, are generated from the list in internal/elementwise_ops.h (Note
+// [elementwise op list]).
 
 enum class ReduceOp : int { Sum, Max, Min };
 

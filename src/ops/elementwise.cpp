@@ -12,12 +12,8 @@
 
 namespace sinter {
 
-using autograd::needs_grad;
-using autograd::record;
-using autograd::SavedTensor;
 using kern::BinaryOp;
 using kern::UnaryOp;
-using Grads = std::vector<Tensor>;
 
 namespace {
 
@@ -39,58 +35,30 @@ void check_scalar_fits(const char* op, const Tensor& a, double s) {
                " is not an integer, but the tensor has dtype ", a.dtype());
 }
 
-bool allows_integral(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::Add:
-    case BinaryOp::Sub:
-    case BinaryOp::Mul:
-    case BinaryOp::Div:
-    case BinaryOp::Pow:
-    case BinaryOp::Maximum:
-    case BinaryOp::Minimum:
-    case BinaryOp::Eq:
-    case BinaryOp::Ne:
-    case BinaryOp::Lt:
-    case BinaryOp::Le:
-    case BinaryOp::Gt:
-    case BinaryOp::Ge:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool is_comparison(BinaryOp op) {
-  return op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt || op == BinaryOp::Le ||
-         op == BinaryOp::Gt || op == BinaryOp::Ge;
-}
-
 // Forward of a binary kernel (no autograd). Either operand may be a scalar, not both.
-Tensor binary_raw(const char* name, const IterArg& a, const IterArg& b, BinaryOp op,
-                  double p0 = 0) {
+Tensor binary_raw(const char* name, const IterArg& a, const IterArg& b, BinaryOp op, double p0 = 0,
+                  double p1 = 0) {
   const Tensor& ref = a.tensor ? *a.tensor : *b.tensor;
   if (a.tensor && b.tensor) check_pair(name, *a.tensor, *b.tensor);
   check_defined(name, ref);
   if (!a.tensor) check_scalar_fits(name, ref, a.scalar);
   if (!b.tensor) check_scalar_fits(name, ref, b.scalar);
-  SINTER_CHECK(is_floating(ref.dtype()) || allows_integral(op), name,
+  SINTER_CHECK(is_floating(ref.dtype()) || kern::integral_ok(op), name,
                ": expected floating tensors, got dtype ", ref.dtype());
   Shape shape = a.tensor && b.tensor ? broadcast_shapes(name, a.tensor->shape(), b.tensor->shape())
                                      : ref.shape();
-  Tensor out =
-      empty(shape, {.dtype = is_comparison(op) ? DType::b8 : ref.dtype(), .device = ref.device()});
+  Tensor out = empty(
+      shape, {.dtype = kern::is_comparison(op) ? DType::b8 : ref.dtype(), .device = ref.device()});
   if (out.numel() > 0) {
     kern::ElementwiseIter it = make_iter(name, out, {a, b}, ref.dtype());
-    SINTER_DISPATCH(out.device(), binary, it, op, p0);
+    SINTER_DISPATCH(out.device(), binary, it, op, p0, p1);
   }
   return out;
 }
 
 Tensor unary_raw(const char* name, const Tensor& a, UnaryOp op, double p0 = 0, double p1 = 0) {
   check_defined(name, a);
-  const bool int_ok =
-      op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign || op == UnaryOp::Clamp;
-  SINTER_CHECK(is_floating(a.dtype()) || (int_ok && a.dtype() != DType::b8), name,
+  SINTER_CHECK(is_floating(a.dtype()) || (kern::integral_ok(op) && a.dtype() != DType::b8), name,
                ": expected a floating tensor, got dtype ", a.dtype());
   Tensor out = empty(a.shape(), {.dtype = a.dtype(), .device = a.device()});
   if (out.numel() > 0) {
@@ -100,8 +68,6 @@ Tensor unary_raw(const char* name, const Tensor& a, UnaryOp op, double p0 = 0, d
   return out;
 }
 
-// Forward of a differentiable unary op whose backward is a binary helper kernel on (g, x) or (g,
-// y).
 }  // namespace
 
 Tensor binary_kernel(const char* name, const Tensor& a, const Tensor& b, BinaryOp op, double p0) {
@@ -110,13 +76,18 @@ Tensor binary_kernel(const char* name, const Tensor& a, const Tensor& b, BinaryO
 
 namespace {
 
-Tensor unary_with_backward(const char* name, const Tensor& a, UnaryOp op, BinaryOp bw,
-                           bool bw_uses_output, double p0 = 0) {
-  Tensor out = unary_raw(name, a, op, p0);
+// The tensor an activation's backward reads besides the incoming gradient.
+enum class Saved { Input, Output };
+
+// Forward of a differentiable unary op whose backward is a binary helper kernel on (g, x) or
+// (g, y), both with the forward's parameters.
+Tensor unary_with_backward(const char* name, UnaryOp op, BinaryOp bw, Saved saved_tensor,
+                           const Tensor& a, double p0 = 0, double p1 = 0) {
+  Tensor out = unary_raw(name, a, op, p0, p1);
   if (needs_grad({&a})) {
-    SavedTensor saved(bw_uses_output ? out : a, name);
-    record(name, {&out}, {a}, [saved, bw, name, p0](const Grads& g) {
-      return Grads{binary_raw(name, g[0], saved.get(), bw, p0)};
+    SavedTensor saved(saved_tensor == Saved::Output ? out : a, name);
+    record(name, {&out}, {a}, [saved, bw, name, p0, p1](const Grads& g) {
+      return Grads{binary_raw(name, g[0], saved.get(), bw, p0, p1)};
     });
   }
   return out;
@@ -472,29 +443,23 @@ Tensor cos(const Tensor& a) {
   return out;
 }
 
-Tensor tanh(const Tensor& a) {
-  return unary_with_backward("tanh", a, UnaryOp::Tanh, BinaryOp::TanhBackward, true);
-}
-Tensor sigmoid(const Tensor& a) {
-  return unary_with_backward("sigmoid", a, UnaryOp::Sigmoid, BinaryOp::SigmoidBackward, true);
-}
-Tensor relu(const Tensor& a) {
-  return unary_with_backward("relu", a, UnaryOp::Relu, BinaryOp::ReluBackward, false);
-}
-Tensor leaky_relu(const Tensor& a, double negative_slope) {
-  return unary_with_backward("leaky_relu", a, UnaryOp::LeakyRelu, BinaryOp::LeakyReluBackward,
-                             false, negative_slope);
-}
+// The activations of the op list (Note [elementwise op list] in internal/elementwise_ops.h).
+#define SINTER_ACTIVATION(name, forward, backward, saved, signature, ...)                 \
+  Tensor name signature {                                                                 \
+    return unary_with_backward(#name, UnaryOp::forward, BinaryOp::backward, Saved::saved, \
+                               __VA_ARGS__);                                              \
+  }
+SINTER_ACTIVATIONS(SINTER_ACTIVATION)
+#undef SINTER_ACTIVATION
+
 Tensor gelu(const Tensor& a, const std::string& approximate) {
   SINTER_CHECK(approximate == "none" || approximate == "tanh",
                "gelu: approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
   if (approximate == "tanh") {
-    return unary_with_backward("gelu", a, UnaryOp::GeluTanh, BinaryOp::GeluTanhBackward, false);
+    return unary_with_backward("gelu", UnaryOp::GeluTanh, BinaryOp::GeluTanhBackward, Saved::Input,
+                               a);
   }
-  return unary_with_backward("gelu", a, UnaryOp::Gelu, BinaryOp::GeluBackward, false);
-}
-Tensor silu(const Tensor& a) {
-  return unary_with_backward("silu", a, UnaryOp::Silu, BinaryOp::SiluBackward, false);
+  return unary_with_backward("gelu", UnaryOp::Gelu, BinaryOp::GeluBackward, Saved::Input, a);
 }
 
 // --- Tensor method forms ---
