@@ -118,7 +118,7 @@ TEST(Errors, UnaryNeedsFloatingTensor) {
 }
 
 TEST(Errors, ClampBounds) {
-  expect_error([] { clamp(zeros({2}), std::nullopt, std::nullopt); },
+  expect_error([] { clamp(zeros({2})); },
                {"clamp", "at least one of min and max"});
   expect_error([] { clamp(zeros({2}), 2.0, 1.0); }, {"clamp", "min 2", "max 1"});
   expect_error([] { clamp(zeros({2}, kI64), 0.5, 2.0); }, {"clamp", "scalar 0.5", "i64"});
@@ -144,7 +144,7 @@ TEST(Errors, WhereValuesDiffer) {
 }
 
 TEST(Errors, GeluUnknownApproximation) {
-  expect_error([] { gelu(zeros({2}), "fast"); }, {"gelu", "\"fast\""});
+  expect_error([] { gelu(zeros({2}), Activation::Relu); }, {"gelu", "Activation::GeluTanh", "got Activation 1"});
 }
 
 TEST(Errors, SumToIncompatibleShape) {

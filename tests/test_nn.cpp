@@ -348,7 +348,7 @@ TEST(NnModule, ActivationsAndFlatten) {
   EXPECT_TRUE(all_close(nn::ReLU()(x), relu(x), 0, 0));
   EXPECT_TRUE(all_close(nn::Tanh()(x), tanh(x), 0, 0));
   EXPECT_TRUE(all_close(nn::Sigmoid()(x), sigmoid(x), 0, 0));
-  EXPECT_TRUE(all_close(nn::GELU("tanh")(x), gelu(x, "tanh"), 0, 0));
+  EXPECT_TRUE(all_close(nn::GELU(Activation::GeluTanh)(x), gelu(x, Activation::GeluTanh), 0, 0));
   EXPECT_TRUE(all_close(nn::GELU()(x), gelu(x), 0, 0));
   EXPECT_EQ(nn::Flatten()(x).shape(), (Shape{2, 12}));
   EXPECT_EQ(nn::Flatten(0)(x).shape(), (Shape{24}));
@@ -400,7 +400,7 @@ TEST(NnModule, ErrorsNameTheModuleAndValues) {
   expect_error([&] { list.at<nn::Linear>(0); }, {"ModuleList::at", "ReLU"});
   expect_error([&] { list(zeros({1})); }, {"ModuleList", "no forward"});
 
-  expect_error([] { nn::GELU("fast"); }, {"GELU", "fast"});
+  expect_error([] { nn::GELU(Activation::None); }, {"GELU", "got Activation 0"});
   expect_error([] { nn::Dropout(1.5); }, {"Dropout", "1.5"});
   expect_error([] { nn::Flatten(2)(zeros({3, 4})); }, {"Flatten", "start_dim 2", "[3, 4]"});
   expect_error([] { nn::Conv2d(6, 4, 3, {.groups = 4}); }, {"Conv2d", "groups 4", "6"});

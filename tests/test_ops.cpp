@@ -2,22 +2,11 @@
 // CPU-vs-CUDA parity check (forward and backward, f32 and bf16, fresh random inputs, outputs
 // poisoned first).
 //
-// Adding an op: write it in src/ops/<family>.cpp (checks, dispatch, backward), its CPU kernel in
-// src/cpu/ and its CUDA kernel in kernels/, then add one row below: a CamelCase name, the input
-// shapes, the function of the inputs, and the input domain if the op needs one. Both checks pick
-// the row up.
-//
-// Adding an elementwise op (Note [elementwise op list] in src/internal/elementwise_ops.h) takes
-// three files, no kernel code:
-//   1. include/sinter/ops.h: its declaration.
-//   2. src/internal/elementwise_ops.h: its __host__ __device__ functor in kern::fn and a row of
-//      SINTER_UNARY_OPS or SINTER_BINARY_OPS; both backends run that functor. An activation also
-//      gets the functor of its backward (g, x) or (g, y) with a SINTER_BINARY_OPS row, and a
-//      SINTER_ACTIVATIONS row, which defines the public op and its gradient. An op whose public
-//      function needs more (its own checks, several kernels, a backward written in other ops) is
-//      written in src/ops/elementwise.cpp instead of a SINTER_ACTIVATIONS row.
-//   3. This file: its row below, and known values in KnownValues when the gradcheck alone would not
-//      catch a wrong function.
+// Adding an op, elementwise or with kernels of its own: CONTRIBUTING.md lists the files. Its row
+// here (or in tests/ops_<family>.cpp) names it in CamelCase and gives the input shapes, the
+// function of the inputs and, if the op needs one, the input domain; both checks pick the row up.
+// Known values (KnownValues below) pin a function whose gradcheck alone would not catch a wrong
+// formula.
 #include <functional>
 #include <limits>
 #include <tuple>
@@ -64,151 +53,367 @@ std::vector<OpRow> core_rows() {
   using S = Shape;
   std::vector<OpRow> rows = {
       // Arithmetic, with and without broadcasting.
-      {"Add", {S{3, 4}, S{3, 4}}, [](const Inputs& x) { return add(x[0], x[1]); }},
-      {"AddBroadcast", {S{2, 3, 4}, S{3, 1}}, [](const Inputs& x) { return x[0] + x[1]; }},
-      {"AddAlpha", {S{4, 1}, S{1, 5}}, [](const Inputs& x) { return add(x[0], x[1], -2.5); }},
-      {"AddScalar", {S{5}}, [](const Inputs& x) { return x[0] + 1.5; }},
-      {"Sub", {S{3, 4}, S{4}}, [](const Inputs& x) { return x[0] - x[1]; }},
-      {"SubScalarLeft", {S{2, 3}}, [](const Inputs& x) { return 2.0 - x[0]; }},
-      {"Mul", {S{2, 3, 4}, S{2, 1, 4}}, [](const Inputs& x) { return x[0] * x[1]; }},
-      {"MulScalar", {S{6}}, [](const Inputs& x) { return x[0] * -3.0; }},
-      {"Div", {S{3, 4}, S{3, 4}}, [](const Inputs& x) { return x[0] / x[1]; }, Domain::NonZero},
-      {"DivBroadcast", {S{2, 3}, S{3}}, [](const Inputs& x) { return x[0] / x[1]; }, Domain::NonZero},
-      {"DivScalarLeft", {S{5}}, [](const Inputs& x) { return 2.0 / x[0]; }, Domain::NonZero},
-      {"Neg", {S{2, 5}}, [](const Inputs& x) { return -x[0]; }},
-      {"Pow", {S{3, 4}, S{3, 4}}, [](const Inputs& x) { return pow(x[0], x[1]); }, Domain::Positive},
-      {"PowScalar", {S{3, 4}}, [](const Inputs& x) { return pow(x[0], 3.0); }},
-      {"PowFractional", {S{7}}, [](const Inputs& x) { return pow(x[0], 0.5); }, Domain::Positive},
-      {"PowScalarBase", {S{7}}, [](const Inputs& x) { return pow(2.0, x[0]); }},
-      {"Maximum", {S{3, 4}, S{4}}, [](const Inputs& x) { return maximum(x[0], x[1]); }},
-      {"Minimum", {S{3, 4}, S{3, 1}}, [](const Inputs& x) { return minimum(x[0], x[1]); }},
-      {"Clamp", {S{4, 5}}, [](const Inputs& x) { return clamp(x[0], -0.5, 0.5); }},
-      {"ClampMin", {S{4, 5}}, [](const Inputs& x) { return clamp(x[0], 0.1, std::nullopt); }},
-      {"Where", {S{3, 4}, S{3, 4}, S{4}},
-       [](const Inputs& x) { return where(gt(x[0], 0.0), x[1], x[2]); }},
-      {"WhereScalar", {S{6}, S{6}}, [](const Inputs& x) { return where(lt(x[0], x[1]), x[1], 0.25); }},
+      {.name = "Add",
+       .shapes = {S{3, 4}, S{3, 4}},
+       .fn = [](const Inputs& x) { return add(x[0], x[1]); }},
+      {.name = "AddBroadcast",
+       .shapes = {S{2, 3, 4}, S{3, 1}},
+       .fn = [](const Inputs& x) { return x[0] + x[1]; }},
+      {.name = "AddAlpha",
+       .shapes = {S{4, 1}, S{1, 5}},
+       .fn = [](const Inputs& x) { return add(x[0], x[1], -2.5); }},
+      {.name = "AddScalar", .shapes = {S{5}}, .fn = [](const Inputs& x) { return x[0] + 1.5; }},
+      {.name = "Sub", .shapes = {S{3, 4}, S{4}}, .fn = [](const Inputs& x) { return x[0] - x[1]; }},
+      {.name = "SubScalarLeft",
+       .shapes = {S{2, 3}},
+       .fn = [](const Inputs& x) { return 2.0 - x[0]; }},
+      {.name = "Mul",
+       .shapes = {S{2, 3, 4}, S{2, 1, 4}},
+       .fn = [](const Inputs& x) { return x[0] * x[1]; }},
+      {.name = "MulScalar", .shapes = {S{6}}, .fn = [](const Inputs& x) { return x[0] * -3.0; }},
+      {.name = "Div",
+       .shapes = {S{3, 4}, S{3, 4}},
+       .fn = [](const Inputs& x) { return x[0] / x[1]; },
+       .domain = Domain::NonZero},
+      {.name = "DivBroadcast",
+       .shapes = {S{2, 3}, S{3}},
+       .fn = [](const Inputs& x) { return x[0] / x[1]; },
+       .domain = Domain::NonZero},
+      {.name = "DivScalarLeft",
+       .shapes = {S{5}},
+       .fn = [](const Inputs& x) { return 2.0 / x[0]; },
+       .domain = Domain::NonZero},
+      {.name = "Neg", .shapes = {S{2, 5}}, .fn = [](const Inputs& x) { return -x[0]; }},
+      {.name = "Pow",
+       .shapes = {S{3, 4}, S{3, 4}},
+       .fn = [](const Inputs& x) { return pow(x[0], x[1]); },
+       .domain = Domain::Positive},
+      {.name = "PowScalar",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return pow(x[0], 3.0); }},
+      {.name = "PowFractional",
+       .shapes = {S{7}},
+       .fn = [](const Inputs& x) { return pow(x[0], 0.5); },
+       .domain = Domain::Positive},
+      {.name = "PowScalarBase",
+       .shapes = {S{7}},
+       .fn = [](const Inputs& x) { return pow(2.0, x[0]); }},
+      {.name = "Maximum",
+       .shapes = {S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return maximum(x[0], x[1]); }},
+      {.name = "Minimum",
+       .shapes = {S{3, 4}, S{3, 1}},
+       .fn = [](const Inputs& x) { return minimum(x[0], x[1]); }},
+      {.name = "Clamp",
+       .shapes = {S{4, 5}},
+       .fn = [](const Inputs& x) { return clamp(x[0], -0.5, 0.5); }},
+      {.name = "ClampMin",
+       .shapes = {S{4, 5}},
+       .fn = [](const Inputs& x) { return clamp(x[0], 0.1); }},  // max left out
+      {.name = "Where",
+       .shapes = {S{3, 4}, S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return where(gt(x[0], 0.0), x[1], x[2]); }},
+      {.name = "WhereScalar",
+       .shapes = {S{6}, S{6}},
+       .fn = [](const Inputs& x) { return where(lt(x[0], x[1]), x[1], 0.25); }},
       // Comparisons: bool results, compared exactly.
-      {"Eq", {S{3, 4}}, [](const Inputs& x) { return eq(x[0], x[0].detach() * 1.0); }, Domain::Any, false},
-      {"Ne", {S{3, 4}, S{4}}, [](const Inputs& x) { return ne(x[0], x[1]); }, Domain::Any, false},
-      {"Lt", {S{3, 4}, S{3, 4}}, [](const Inputs& x) { return lt(x[0], x[1]); }, Domain::Any, false},
-      {"Le", {S{3, 4}}, [](const Inputs& x) { return le(x[0], 0.2); }, Domain::Any, false},
-      {"Gt", {S{2, 3}, S{3}}, [](const Inputs& x) { return gt(x[0], x[1]); }, Domain::Any, false},
-      {"Ge", {S{5}}, [](const Inputs& x) { return ge(x[0], -0.1); }, Domain::Any, false},
+      {.name = "Eq",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return eq(x[0], x[0].detach() * 1.0); },
+       .grad = false},
+      {.name = "Ne",
+       .shapes = {S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return ne(x[0], x[1]); },
+       .grad = false},
+      {.name = "Lt",
+       .shapes = {S{3, 4}, S{3, 4}},
+       .fn = [](const Inputs& x) { return lt(x[0], x[1]); },
+       .grad = false},
+      {.name = "Le",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return le(x[0], 0.2); },
+       .grad = false},
+      {.name = "Gt",
+       .shapes = {S{2, 3}, S{3}},
+       .fn = [](const Inputs& x) { return gt(x[0], x[1]); },
+       .grad = false},
+      {.name = "Ge",
+       .shapes = {S{5}},
+       .fn = [](const Inputs& x) { return ge(x[0], -0.1); },
+       .grad = false},
       // Unary math and activations.
-      {"Exp", {S{3, 4}}, [](const Inputs& x) { return exp(x[0]); }},
-      {"Log", {S{3, 4}}, [](const Inputs& x) { return log(x[0]); }, Domain::Positive},
-      {"Sqrt", {S{3, 4}}, [](const Inputs& x) { return sqrt(x[0]); }, Domain::Positive},
-      {"Rsqrt", {S{3, 4}}, [](const Inputs& x) { return rsqrt(x[0]); }, Domain::Positive},
-      {"Abs", {S{3, 4}}, [](const Inputs& x) { return abs(x[0]); }, Domain::NonZero},
-      {"Sin", {S{3, 4}}, [](const Inputs& x) { return sin(x[0]); }},
-      {"Cos", {S{3, 4}}, [](const Inputs& x) { return cos(x[0]); }},
-      {"Tanh", {S{3, 4}}, [](const Inputs& x) { return tanh(x[0]); }},
-      {"Sigmoid", {S{3, 4}}, [](const Inputs& x) { return sigmoid(x[0]); }},
-      {"Relu", {S{3, 4}}, [](const Inputs& x) { return relu(x[0]); }, Domain::NonZero},
-      {"LeakyRelu", {S{3, 4}}, [](const Inputs& x) { return leaky_relu(x[0], 0.2); }, Domain::NonZero},
-      {"Gelu", {S{3, 4}}, [](const Inputs& x) { return gelu(x[0]); }},
-      {"GeluTanh", {S{3, 4}}, [](const Inputs& x) { return gelu(x[0], "tanh"); }},
-      {"Silu", {S{3, 4}}, [](const Inputs& x) { return silu(x[0]); }},
-      {"Hardtanh", {S{3, 4}}, [](const Inputs& x) { return hardtanh(x[0]); }},
-      {"HardtanhBounds", {S{3, 4}}, [](const Inputs& x) { return hardtanh(x[0], -0.5, 0.25); }},
-      {"Softplus", {S{3, 4}}, [](const Inputs& x) { return softplus(x[0]); }},
-      {"SoftplusThreshold", {S{3, 4}}, [](const Inputs& x) { return softplus(x[0], 2.0, 1.0); }},
+      {.name = "Exp", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return exp(x[0]); }},
+      {.name = "Log",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return log(x[0]); },
+       .domain = Domain::Positive},
+      {.name = "Sqrt",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return sqrt(x[0]); },
+       .domain = Domain::Positive},
+      {.name = "Rsqrt",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return rsqrt(x[0]); },
+       .domain = Domain::Positive},
+      {.name = "Abs",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return abs(x[0]); },
+       .domain = Domain::NonZero},
+      {.name = "Sin", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return sin(x[0]); }},
+      {.name = "Cos", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return cos(x[0]); }},
+      {.name = "Tanh", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return tanh(x[0]); }},
+      {.name = "Sigmoid", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return sigmoid(x[0]); }},
+      {.name = "Relu",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return relu(x[0]); },
+       .domain = Domain::NonZero},
+      {.name = "LeakyRelu",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return leaky_relu(x[0], 0.2); },
+       .domain = Domain::NonZero},
+      {.name = "Gelu", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return gelu(x[0]); }},
+      {.name = "GeluTanh",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return gelu(x[0], Activation::GeluTanh); }},
+      {.name = "Silu", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return silu(x[0]); }},
+      {.name = "Hardtanh",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return hardtanh(x[0]); }},
+      {.name = "HardtanhBounds",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return hardtanh(x[0], -0.5, 0.25); }},
+      {.name = "Softplus",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return softplus(x[0]); }},
+      {.name = "SoftplusThreshold",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return softplus(x[0], 2.0, 1.0); }},
       // Reductions.
-      {"SumAll", {S{3, 4}}, [](const Inputs& x) { return sum(x[0]); }},
-      {"SumDims", {S{2, 3, 4}}, [](const Inputs& x) { return sum(x[0], {0, 2}); }},
-      {"SumKeepdim", {S{2, 3, 4}}, [](const Inputs& x) { return sum(x[0], {-1}, true); }},
-      {"MeanDim", {S{3, 5}}, [](const Inputs& x) { return mean(x[0], {1}); }},
-      {"MeanAll", {S{2, 3, 2}}, [](const Inputs& x) { return mean(x[0]); }},
-      {"Var", {S{4, 6}}, [](const Inputs& x) { return var(x[0], {1}); }, Domain::Any, true, 1e-4, true, 6e-2},
-      {"VarAllBiased", {S{3, 4}}, [](const Inputs& x) { return var(x[0], {}, 0); }, Domain::Any, true, 1e-4, true, 6e-2},
-      {"MaxAll", {S{3, 4}}, [](const Inputs& x) { return max(x[0]); }},
-      {"MinAll", {S{3, 4}}, [](const Inputs& x) { return min(x[0]); }},
-      {"MaxDimValues", {S{3, 5}}, [](const Inputs& x) { return first(max(x[0], 1)); }},
-      {"MaxDimIndices", {S{3, 5}}, [](const Inputs& x) { return second(max(x[0], 0, true)); }, Domain::Any, false},
-      {"MinDimValues", {S{2, 3, 4}}, [](const Inputs& x) { return first(min(x[0], 1, true)); }},
-      {"Amax", {S{2, 3, 4}}, [](const Inputs& x) { return amax(x[0], {0, 2}); }},
-      {"Argmax", {S{4, 6}}, [](const Inputs& x) { return argmax(x[0], 1); }, Domain::Any, false},
-      {"Argmin", {S{4, 6}}, [](const Inputs& x) { return argmin(x[0], 0); }, Domain::Any, false},
-      {"Logsumexp", {S{3, 5}}, [](const Inputs& x) { return logsumexp(x[0], {1}); }},
-      {"LogsumexpKeepdim", {S{2, 3, 4}}, [](const Inputs& x) { return logsumexp(x[0], {0, 2}, true); }},
+      {.name = "SumAll", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return sum(x[0]); }},
+      {.name = "SumDims",
+       .shapes = {S{2, 3, 4}},
+       .fn =
+           [](const Inputs& x) {
+             return sum(x[0], {0, 2});
+           }},
+      {.name = "SumKeepdim",
+       .shapes = {S{2, 3, 4}},
+       .fn = [](const Inputs& x) { return sum(x[0], {-1}, true); }},
+      {.name = "MeanDim",
+       .shapes = {S{3, 5}},
+       .fn = [](const Inputs& x) { return mean(x[0], {1}); }},
+      {.name = "MeanAll", .shapes = {S{2, 3, 2}}, .fn = [](const Inputs& x) { return mean(x[0]); }},
+      {.name = "Var",
+       .shapes = {S{4, 6}},
+       .fn = [](const Inputs& x) { return var(x[0], {1}); },
+       .bf16_tol = 6e-2},
+      {.name = "VarAllBiased",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return var(x[0], {}, 0); },
+       .bf16_tol = 6e-2},
+      {.name = "MaxAll", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return max(x[0]); }},
+      {.name = "MinAll", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return min(x[0]); }},
+      {.name = "MaxDimValues",
+       .shapes = {S{3, 5}},
+       .fn = [](const Inputs& x) { return first(max(x[0], 1)); }},
+      {.name = "MaxDimIndices",
+       .shapes = {S{3, 5}},
+       .fn = [](const Inputs& x) { return second(max(x[0], 0, true)); },
+       .grad = false},
+      {.name = "MinDimValues",
+       .shapes = {S{2, 3, 4}},
+       .fn = [](const Inputs& x) { return first(min(x[0], 1, true)); }},
+      {.name = "Amax",
+       .shapes = {S{2, 3, 4}},
+       .fn =
+           [](const Inputs& x) {
+             return amax(x[0], {0, 2});
+           }},
+      {.name = "Argmax",
+       .shapes = {S{4, 6}},
+       .fn = [](const Inputs& x) { return argmax(x[0], 1); },
+       .grad = false},
+      {.name = "Argmin",
+       .shapes = {S{4, 6}},
+       .fn = [](const Inputs& x) { return argmin(x[0], 0); },
+       .grad = false},
+      {.name = "Logsumexp",
+       .shapes = {S{3, 5}},
+       .fn = [](const Inputs& x) { return logsumexp(x[0], {1}); }},
+      {.name = "LogsumexpKeepdim",
+       .shapes = {S{2, 3, 4}},
+       .fn =
+           [](const Inputs& x) {
+             return logsumexp(x[0], {0, 2}, true);
+           }},
       // Matmul: 1-D, 2-D, batched, broadcast, transposed operands read in place.
-      {"Matmul", {S{3, 4}, S{4, 5}}, [](const Inputs& x) { return matmul(x[0], x[1]); }, Domain::Any, true, 1e-3},
-      {"MatmulVecVec", {S{6}, S{6}}, [](const Inputs& x) { return matmul(x[0], x[1]); }, Domain::Any, true, 1e-3},
-      {"MatmulMatVec", {S{3, 6}, S{6}}, [](const Inputs& x) { return matmul(x[0], x[1]); }, Domain::Any, true, 1e-3},
-      {"MatmulVecMat", {S{6}, S{6, 2}}, [](const Inputs& x) { return matmul(x[0], x[1]); }, Domain::Any, true, 1e-3},
-      {"MatmulBatched", {S{2, 3, 4}, S{2, 4, 5}}, [](const Inputs& x) { return matmul(x[0], x[1]); }, Domain::Any, true, 1e-3},
-      {"MatmulBroadcast", {S{2, 1, 3, 4}, S{3, 4, 2}}, [](const Inputs& x) { return matmul(x[0], x[1]); }, Domain::Any, true, 1e-3},
-      {"MatmulTransposed", {S{4, 3}, S{5, 4}},
-       [](const Inputs& x) { return matmul(x[0].t(), x[1].t()); }, Domain::Any, true, 1e-3},
-      {"MatmulBatchedTransposed", {S{2, 4, 3}, S{2, 4, 5}},
-       [](const Inputs& x) { return matmul(x[0].transpose(1, 2), x[1]); }, Domain::Any, true, 1e-3},
+      {.name = "Matmul",
+       .shapes = {S{3, 4}, S{4, 5}},
+       .fn = [](const Inputs& x) { return matmul(x[0], x[1]); },
+       .tol = 1e-3},
+      {.name = "MatmulVecVec",
+       .shapes = {S{6}, S{6}},
+       .fn = [](const Inputs& x) { return matmul(x[0], x[1]); },
+       .tol = 1e-3},
+      {.name = "MatmulMatVec",
+       .shapes = {S{3, 6}, S{6}},
+       .fn = [](const Inputs& x) { return matmul(x[0], x[1]); },
+       .tol = 1e-3},
+      {.name = "MatmulVecMat",
+       .shapes = {S{6}, S{6, 2}},
+       .fn = [](const Inputs& x) { return matmul(x[0], x[1]); },
+       .tol = 1e-3},
+      {.name = "MatmulBatched",
+       .shapes = {S{2, 3, 4}, S{2, 4, 5}},
+       .fn = [](const Inputs& x) { return matmul(x[0], x[1]); },
+       .tol = 1e-3},
+      {.name = "MatmulBroadcast",
+       .shapes = {S{2, 1, 3, 4}, S{3, 4, 2}},
+       .fn = [](const Inputs& x) { return matmul(x[0], x[1]); },
+       .tol = 1e-3},
+      {.name = "MatmulTransposed",
+       .shapes = {S{4, 3}, S{5, 4}},
+       .fn = [](const Inputs& x) { return matmul(x[0].t(), x[1].t()); },
+       .tol = 1e-3},
+      {.name = "MatmulBatchedTransposed",
+       .shapes = {S{2, 4, 3}, S{2, 4, 5}},
+       .fn = [](const Inputs& x) { return matmul(x[0].transpose(1, 2), x[1]); },
+       .tol = 1e-3},
       // linear: one GEMM with the bias and activation in its epilogue.
-      {"Linear", {S{3, 4}, S{5, 4}, S{5}}, [](const Inputs& x) { return linear(x[0], x[1], x[2]); }, Domain::Any, true, 1e-3},
-      {"LinearNoBias3d", {S{2, 3, 4}, S{5, 4}}, [](const Inputs& x) { return linear(x[0], x[1]); }, Domain::Any, true, 1e-3},
-      {"LinearVector", {S{4}, S{5, 4}, S{5}}, [](const Inputs& x) { return linear(x[0], x[1], x[2]); }, Domain::Any, true, 1e-3},
-      {"LinearRelu", {S{6, 4}, S{5, 4}, S{5}}, [](const Inputs& x) { return linear(x[0], x[1], x[2], Activation::Relu); }, Domain::Any, true, 1e-3},
-      {"LinearGelu", {S{6, 4}, S{5, 4}, S{5}}, [](const Inputs& x) { return linear(x[0], x[1], x[2], Activation::Gelu); }, Domain::Any, true, 1e-3},
-      {"LinearGeluTanh", {S{2, 3, 4}, S{5, 4}, S{5}}, [](const Inputs& x) { return linear(x[0], x[1], x[2], Activation::GeluTanh); }, Domain::Any, true, 1e-3},
-      {"LinearTransposedInput", {S{4, 3}, S{5, 4}, S{5}}, [](const Inputs& x) { return linear(x[0].t(), x[1], x[2], Activation::Relu); }, Domain::Any, true, 1e-3},
+      {.name = "Linear",
+       .shapes = {S{3, 4}, S{5, 4}, S{5}},
+       .fn = [](const Inputs& x) { return linear(x[0], x[1], x[2]); },
+       .tol = 1e-3},
+      {.name = "LinearNoBias3d",
+       .shapes = {S{2, 3, 4}, S{5, 4}},
+       .fn = [](const Inputs& x) { return linear(x[0], x[1]); },
+       .tol = 1e-3},
+      {.name = "LinearVector",
+       .shapes = {S{4}, S{5, 4}, S{5}},
+       .fn = [](const Inputs& x) { return linear(x[0], x[1], x[2]); },
+       .tol = 1e-3},
+      {.name = "LinearRelu",
+       .shapes = {S{6, 4}, S{5, 4}, S{5}},
+       .fn = [](const Inputs& x) { return linear(x[0], x[1], x[2], Activation::Relu); },
+       .tol = 1e-3},
+      {.name = "LinearGelu",
+       .shapes = {S{6, 4}, S{5, 4}, S{5}},
+       .fn = [](const Inputs& x) { return linear(x[0], x[1], x[2], Activation::Gelu); },
+       .tol = 1e-3},
+      {.name = "LinearGeluTanh",
+       .shapes = {S{2, 3, 4}, S{5, 4}, S{5}},
+       .fn = [](const Inputs& x) { return linear(x[0], x[1], x[2], Activation::GeluTanh); },
+       .tol = 1e-3},
+      {.name = "LinearTransposedInput",
+       .shapes = {S{4, 3}, S{5, 4}, S{5}},
+       .fn = [](const Inputs& x) { return linear(x[0].t(), x[1], x[2], Activation::Relu); },
+       .tol = 1e-3},
       // Shape ops and copies.
-      {"Reshape", {S{2, 6}}, [](const Inputs& x) { return x[0].reshape({3, -1}) * 2.0; }},
-      {"TransposeContiguous", {S{2, 3, 4}}, [](const Inputs& x) { return x[0].transpose(0, 2).contiguous(); }},
-      {"Permute", {S{2, 3, 4}}, [](const Inputs& x) { return x[0].permute({1, 2, 0}) * 1.0; }},
-      {"NarrowSelect", {S{4, 5}}, [](const Inputs& x) { return x[0].narrow(1, 1, 3).select(0, 2) * 1.0; }},
-      {"SliceStep", {S{7, 3}}, [](const Inputs& x) { return x[0].slice(0, 1, std::nullopt, 2) * 1.0; }},
-      {"ExpandSqueeze", {S{3, 1}}, [](const Inputs& x) { return x[0].expand({2, 3, 4}).unsqueeze(0).squeeze(0) * 1.0; }},
-      {"Cat", {S{2, 3}, S{4, 3}}, [](const Inputs& x) { return cat({x[0], x[1]}, 0); }},
-      {"Stack", {S{2, 3}, S{2, 3}}, [](const Inputs& x) { return stack({x[0], x[1]}, 1); }},
-      {"Split", {S{5, 4}},
-       [](const Inputs& x) {
-         std::vector<Tensor> p = split(x[0], 2, 0);
-         return cat({p[2] * 3.0, p[0], p[1] * 2.0}, 0);
-       }},
-      {"Chunk", {S{3, 6}},
-       [](const Inputs& x) {
-         std::vector<Tensor> p = chunk(x[0], 3, 1);
-         return p[0] * p[1] - p[2];
-       }},
-      {"IndexSelect", {S{5, 3}},
-       [](const Inputs& x) {
-         Tensor idx = from_vector<int64_t>({4, 0, 4, 2}, {4}).to(x[0].device());
-         return index_select(x[0], 0, idx);
-       }},
-      {"IndexSelectInner", {S{2, 5, 3}},
-       [](const Inputs& x) {
-         Tensor idx = from_vector<int64_t>({1, 1, 3}, {3}).to(x[0].device());
-         return index_select(x[0], 1, idx);
-       }},
+      {.name = "Reshape",
+       .shapes = {S{2, 6}},
+       .fn =
+           [](const Inputs& x) {
+             return x[0].reshape({3, -1}) * 2.0;
+           }},
+      {.name = "TransposeContiguous",
+       .shapes = {S{2, 3, 4}},
+       .fn = [](const Inputs& x) { return x[0].transpose(0, 2).contiguous(); }},
+      {.name = "Permute",
+       .shapes = {S{2, 3, 4}},
+       .fn =
+           [](const Inputs& x) {
+             return x[0].permute({1, 2, 0}) * 1.0;
+           }},
+      {.name = "NarrowSelect",
+       .shapes = {S{4, 5}},
+       .fn = [](const Inputs& x) { return x[0].narrow(1, 1, 3).select(0, 2) * 1.0; }},
+      {.name = "SliceStep",
+       .shapes = {S{7, 3}},
+       .fn = [](const Inputs& x) { return x[0].slice(0, 1, std::nullopt, 2) * 1.0; }},
+      {.name = "ExpandSqueeze",
+       .shapes = {S{3, 1}},
+       .fn =
+           [](const Inputs& x) {
+             return x[0].expand({2, 3, 4}).unsqueeze(0).squeeze(0) * 1.0;
+           }},
+      {.name = "Cat",
+       .shapes = {S{2, 3}, S{4, 3}},
+       .fn =
+           [](const Inputs& x) {
+             return cat({x[0], x[1]}, 0);
+           }},
+      {.name = "Stack",
+       .shapes = {S{2, 3}, S{2, 3}},
+       .fn =
+           [](const Inputs& x) {
+             return stack({x[0], x[1]}, 1);
+           }},
+      {.name = "Split",
+       .shapes = {S{5, 4}},
+       .fn =
+           [](const Inputs& x) {
+             std::vector<Tensor> p = split(x[0], 2, 0);
+             return cat({p[2] * 3.0, p[0], p[1] * 2.0}, 0);
+           }},
+      {.name = "Chunk",
+       .shapes = {S{3, 6}},
+       .fn =
+           [](const Inputs& x) {
+             std::vector<Tensor> p = chunk(x[0], 3, 1);
+             return p[0] * p[1] - p[2];
+           }},
+      {.name = "IndexSelect",
+       .shapes = {S{5, 3}},
+       .fn =
+           [](const Inputs& x) {
+             Tensor idx = from_vector<int64_t>({4, 0, 4, 2}, {4}).to(x[0].device());
+             return index_select(x[0], 0, idx);
+           }},
+      {.name = "IndexSelectInner",
+       .shapes = {S{2, 5, 3}},
+       .fn =
+           [](const Inputs& x) {
+             Tensor idx = from_vector<int64_t>({1, 1, 3}, {3}).to(x[0].device());
+             return index_select(x[0], 1, idx);
+           }},
       // Linear, so a large step is exact up to the f32 rounding it measures through.
-      {"ToDtypeRoundTrip", {S{3, 4}}, [](const Inputs& x) { return x[0].to(DType::f32).to(x[0].dtype()) * 1.0; },
-       Domain::Any, true, 1e-4, true, 3e-2, 1e-2},
+      {.name = "ToDtypeRoundTrip",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return x[0].to(DType::f32).to(x[0].dtype()) * 1.0; },
+       .fd_eps = 1e-2},
       // In-place ops (what optimizers use): not recorded by autograd, so forward parity only.
-      {"AddInPlace", {S{3, 4}, S{4}},
-       [](const Inputs& x) {
-         Tensor r = x[0].detach().clone();
-         NoGradGuard ng;
-         r.add_(x[1].detach(), -0.5);
-         return r.add_(2.0);
-       },
-       Domain::Any, false},
-      {"MulInPlace", {S{3, 4}, S{3, 1}},
-       [](const Inputs& x) {
-         Tensor r = x[0].detach().clone();
-         NoGradGuard ng;
-         r.mul_(x[1].detach());
-         return r.mul_(3.0);
-       },
-       Domain::Any, false},
-      {"FillZeroCopyInPlace", {S{4, 3}},
-       [](const Inputs& x) {
-         Tensor r = empty({3, 4}, {.dtype = x[0].dtype(), .device = x[0].device()});
-         NoGradGuard ng;
-         r.fill_(7.0);
-         r.narrow(1, 0, 2).zero_();
-         r.narrow(0, 1, 2).copy_(x[0].detach().t().narrow(0, 0, 2));
-         return r;
-       },
-       Domain::Any, false},
+      {.name = "AddInPlace",
+       .shapes = {S{3, 4}, S{4}},
+       .fn =
+           [](const Inputs& x) {
+             Tensor r = x[0].detach().clone();
+             NoGradGuard ng;
+             r.add_(x[1].detach(), -0.5);
+             return r.add_(2.0);
+           },
+       .grad = false},
+      {.name = "MulInPlace",
+       .shapes = {S{3, 4}, S{3, 1}},
+       .fn =
+           [](const Inputs& x) {
+             Tensor r = x[0].detach().clone();
+             NoGradGuard ng;
+             r.mul_(x[1].detach());
+             return r.mul_(3.0);
+           },
+       .grad = false},
+      {.name = "FillZeroCopyInPlace",
+       .shapes = {S{4, 3}},
+       .fn =
+           [](const Inputs& x) {
+             Tensor r = empty({3, 4}, {.dtype = x[0].dtype(), .device = x[0].device()});
+             NoGradGuard ng;
+             r.fill_(7.0);
+             r.narrow(1, 0, 2).zero_();
+             r.narrow(0, 1, 2).copy_(x[0].detach().t().narrow(0, 0, 2));
+             return r;
+           },
+       .grad = false},
   };
   return rows;
 }

@@ -29,7 +29,9 @@ Tensor pow(const Tensor& a, double exponent);
 Tensor pow(double base, const Tensor& exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
-Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max);
+// Either bound may be left out (std::nullopt), not both: clamp(a, 0.0), clamp(a, std::nullopt, 1.0).
+Tensor clamp(const Tensor& a, std::optional<double> min = std::nullopt,
+             std::optional<double> max = std::nullopt);
 // Selects a where cond (bool) is true, else b.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, double b);
@@ -61,8 +63,11 @@ Tensor tanh(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);
-// approximate: "none" (erf) or "tanh".
-Tensor gelu(const Tensor& a, const std::string& approximate = "none");
+// The activations a GEMM's epilogue can apply (linear() below); Gelu and GeluTanh also name the two
+// forms of gelu(), exact (erf) and the tanh approximation.
+enum class Activation { None, Relu, Gelu, GeluTanh };
+// form: Activation::Gelu or Activation::GeluTanh.
+Tensor gelu(const Tensor& a, Activation form = Activation::Gelu);
 Tensor silu(const Tensor& a);
 // a clamped to [min_val, max_val]; the gradient is 0 outside (min_val, max_val).
 Tensor hardtanh(const Tensor& a, double min_val = -1.0, double max_val = 1.0);
@@ -93,7 +98,6 @@ Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor matmul(const Tensor& a, const Tensor& b);
 // y = act(x @ weight^T + bias) as one GEMM whose epilogue adds the bias and applies act (what
 // nn::Linear runs). x: (..., in), weight: (out, in), bias: (out) or undefined; y: (..., out).
-enum class Activation { None, Relu, Gelu, GeluTanh };
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               Activation act = Activation::None);
 // "highest" (full f32) or "high" (TF32 allowed on CUDA).

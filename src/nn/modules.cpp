@@ -242,12 +242,13 @@ Tensor Embedding::forward(const Tensor& indices) {
 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 
-GELU::GELU(std::string approximate) : approximate(std::move(approximate)) {
-  SINTER_CHECK(this->approximate == "none" || this->approximate == "tanh",
-               "GELU: approximate must be \"none\" or \"tanh\", got \"", this->approximate, "\"");
+GELU::GELU(Activation form) : form(form) {
+  SINTER_CHECK(form == Activation::Gelu || form == Activation::GeluTanh,
+               "GELU: form must be Activation::Gelu or Activation::GeluTanh, got Activation ",
+               static_cast<int>(form));
 }
 
-Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
+Tensor GELU::forward(const Tensor& x) { return gelu(x, form); }
 
 Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
 

@@ -452,10 +452,12 @@ Tensor cos(const Tensor& a) {
 SINTER_ACTIVATIONS(SINTER_ACTIVATION)
 #undef SINTER_ACTIVATION
 
-Tensor gelu(const Tensor& a, const std::string& approximate) {
-  SINTER_CHECK(approximate == "none" || approximate == "tanh",
-               "gelu: approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
-  if (approximate == "tanh") {
+Tensor gelu(const Tensor& a, Activation form) {
+  SINTER_CHECK(form == Activation::Gelu || form == Activation::GeluTanh,
+               "gelu: form must be Activation::Gelu (erf) or Activation::GeluTanh (tanh "
+               "approximation), got Activation ",
+               static_cast<int>(form));
+  if (form == Activation::GeluTanh) {
     return unary_with_backward("gelu", UnaryOp::GeluTanh, BinaryOp::GeluTanhBackward, Saved::Input,
                                a);
   }

@@ -124,14 +124,14 @@ class ReLU : public Module {
   Tensor forward(const Tensor& x) override;
 };
 
-// approximate: "none" (erf) or "tanh".
+// gelu(x, form): Activation::Gelu (erf) or Activation::GeluTanh (tanh approximation).
 class GELU : public Module {
  public:
-  explicit GELU(std::string approximate = "none");
+  explicit GELU(Activation form = Activation::Gelu);
   std::string name() const override { return "GELU"; }
   Tensor forward(const Tensor& x) override;
 
-  std::string approximate;
+  Activation form;
 };
 
 class Tanh : public Module {
