@@ -1,5 +1,5 @@
 // CUDA reduce_rows: Sum, Max and Min (with the index of the first extremum) along the last dim of a
-// contiguous (outer, r) block. Short rows take a warp or a part of one each, long rows a block
+// contiguous (outer, r) block; and cumsum_rows, the running sums along a dim. Short rows take a warp or a part of one each, long rows a block
 // each; a few very long rows are split over many blocks whose partial results a second pass
 // combines.
 #include <cuda_bf16.h>
@@ -337,7 +337,102 @@ void reduce_typed(const Ctx& ctx, const void* in, int64_t outer, int64_t r, Redu
   SINTER_THROW("reduce_rows: unknown op ", static_cast<int>(op));
 }
 
+// ---- cumsum ----
+
+// What cumsum writes: the storage type for floating inputs, int64 for the others.
+template <typename T>
+using CumsumOut = std::conditional_t<std::is_integral_v<Acc<T>>, int64_t, T>;
+
+template <typename A>
+__device__ __forceinline__ A scan_add(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));  // wraps
+  } else {
+    return a + b;
+  }
+}
+
+constexpr int kScanThreads = 256;
+
+// Dense rows (inner == 1): a warp per row walks it in chunks of 32 consecutive elements (coalesced),
+// an inclusive shuffle scan per chunk plus the carry of the chunks before. reverse walks from the
+// row's end.
+template <typename T>
+__global__ void __launch_bounds__(kScanThreads, 1)
+    cumsum_warp_kernel(const T* in, CumsumOut<T>* out, int64_t outer, int64_t len, bool reverse) {
+  using A = Acc<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t warps_per_block = blockDim.x / 32;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * warps_per_block;
+  // The loop bounds are the same for the 32 lanes of a warp, so every shuffle sees the whole warp.
+  for (int64_t row = blockIdx.x * warps_per_block + threadIdx.x / 32; row < outer; row += stride) {
+    const T* x = in + row * len;
+    CumsumOut<T>* y = out + row * len;
+    A carry = A(0);
+    for (int64_t base = 0; base < len; base += 32) {
+      const int64_t k = base + lane;
+      const int64_t pos = reverse ? len - 1 - k : k;
+      A v = k < len ? to_acc(x[pos]) : A(0);
+      for (int off = 1; off < 32; off <<= 1) {
+        const A u = __shfl_up_sync(0xffffffffu, v, off);
+        if (lane >= off) v = scan_add(v, u);
+      }
+      v = scan_add(v, carry);
+      if (k < len) y[pos] = from_acc<CumsumOut<T>>(v);
+      carry = __shfl_sync(0xffffffffu, v, 31);
+    }
+  }
+}
+
+// Strided rows (inner > 1): a thread per (o, i) line; neighbouring threads read neighbouring i, so
+// each step of the walk is coalesced.
+template <typename T>
+__global__ void __launch_bounds__(kScanThreads, 1)
+    cumsum_lines_kernel(const T* in, CumsumOut<T>* out, int64_t outer, int64_t len, int64_t inner,
+                        bool reverse) {
+  using A = Acc<T>;
+  const int64_t lines = outer * inner;
+  for (int64_t line = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; line < lines;
+       line += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = line / inner, i = line - o * inner;
+    const T* x = in + o * len * inner + i;
+    CumsumOut<T>* y = out + o * len * inner + i;
+    A acc = A(0);
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t k = reverse ? len - 1 - j : j;
+      acc = scan_add(acc, to_acc(x[k * inner]));
+      y[k * inner] = from_acc<CumsumOut<T>>(acc);
+    }
+  }
+}
+
 }  // namespace
+
+void cumsum_rows(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int64_t len,
+                 int64_t inner, bool reverse, void* out, DType out_dtype) {
+  const DType want = is_integral(dtype) ? DType::i64 : dtype;
+  SINTER_CHECK(out_dtype == want, "cumsum_rows: output dtype ", out_dtype, " for input ", dtype,
+               ", expected ", want);
+  if (outer == 0 || len == 0 || inner == 0) return;
+  DeviceGuard guard(ctx.device);
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+  kern::visit_storage_type<__nv_bfloat16, __half>(dtype, "cumsum_rows", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = static_cast<const T*>(in);
+    auto* y = static_cast<CumsumOut<T>*>(out);
+    if (inner == 1) {
+      constexpr int64_t kWarps = kScanThreads / 32;
+      cumsum_warp_kernel<T><<<grid_for((outer + kWarps - 1) / kWarps), kScanThreads, 0, stream>>>(
+          x, y, outer, len, reverse);
+      SINTER_LAUNCH_CHECK("cumsum_warp_kernel");
+    } else {
+      cumsum_lines_kernel<T>
+          <<<grid_for((outer * inner + kScanThreads - 1) / kScanThreads), kScanThreads, 0, stream>>>(
+              x, y, outer, len, inner, reverse);
+      SINTER_LAUNCH_CHECK("cumsum_lines_kernel");
+    }
+  });
+}
 
 void reduce_rows(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int64_t r, ReduceOp op,
                  void* out, DType out_dtype, int64_t* indices) {

@@ -2,6 +2,9 @@
 // split rows, GEMM tiles with ragged edges, vectorized elementwise paths with tails, every dtype,
 // and each fast path of the memory-bound kernels with its edges.
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "test_util.h"
 
@@ -40,6 +43,37 @@ TEST(CudaSizes, ReductionsOverLongAndManyRows) {
     Tensor xb = x.to(DType::bf16);
     expect_parity(sum(on_gpu(xb), {1}), sum(xb, {1}), 2e-2 * std::sqrt(n), "bf16 sum " + name,
                   2e-2);
+  }
+}
+
+// Both cumsum kernels: a warp per dense row (chunk tails, several chunks, many rows over a
+// grid-stride loop), a thread per strided line; forward, the reverse order of its backward, i64.
+TEST(CudaSizes, CumsumRowsAndLines) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  for (auto [s, dim] : std::vector<std::pair<Shape, int64_t>>{{{1, 1}, 1},
+                                                               {{3, 31}, 1},
+                                                               {{5, 33}, 1},
+                                                               {{2, 4097}, 1},
+                                                               {{20000, 7}, 1},
+                                                               {{9, 5, 3}, 1},
+                                                               {{300, 2, 129}, 0}}) {
+    const std::string name = shape_str(s) + " dim " + std::to_string(dim);
+    Tensor x = randn(s, {.requires_grad = true}, &g);
+    Tensor xg = on_gpu(x.detach());
+    xg.requires_grad_();
+    testing::poison_cuda_cache();
+    const double n = static_cast<double>(s[static_cast<size_t>(dim)]);
+    Tensor yc = cumsum(x, dim), yg = cumsum(xg, dim);
+    expect_parity(yg, yc, 1e-6 * n, "cumsum " + name, 1e-5);
+    Tensor w = randn(s, {}, &g);
+    sum(mul(yc, w)).backward();
+    sum(mul(yg, on_gpu(w))).backward();
+    expect_parity(xg.grad(), x.grad(), 1e-6 * n, "cumsum backward " + name, 1e-5);
+    Tensor xi = mul(x.detach(), 100.0).to(DType::i32);
+    EXPECT_EQ(cumsum(on_gpu(xi), dim).cpu().to_vector<int64_t>(),
+              cumsum(xi, dim).to_vector<int64_t>())
+        << "i32 " << name;
   }
 }
 

@@ -110,6 +110,19 @@ std::vector<OpRow> core_rows() {
       {.name = "ClampMin",
        .shapes = {S{4, 5}},
        .fn = [](const Inputs& x) { return clamp(x[0], 0.1); }},  // max left out
+      {.name = "Cumsum",
+       .shapes = {S{3, 5}},
+       .fn = [](const Inputs& x) { return cumsum(x[0], 1); }},
+      {.name = "CumsumStridedDim",
+       .shapes = {S{4, 3, 2}},
+       .fn = [](const Inputs& x) { return cumsum(x[0], -3); }},
+      {.name = "CumsumLongRows",
+       .shapes = {S{2, 70}},
+       .fn = [](const Inputs& x) { return cumsum(x[0], 1); },
+       .bf16_tol = 1e-1},
+      {.name = "CumsumTransposed",
+       .shapes = {S{6, 4}},
+       .fn = [](const Inputs& x) { return cumsum(x[0].t(), 1); }},
       {.name = "Where",
        .shapes = {S{3, 4}, S{3, 4}, S{4}},
        .fn = [](const Inputs& x) { return where(gt(x[0], 0.0), x[1], x[2]); }},
@@ -519,6 +532,20 @@ INSTANTIATE_TEST_SUITE_P(Ops, CudaParity, ::testing::ValuesIn(op_table()), row_n
 
 // Values of PyTorch's functions (torch.nn.functional), for ops where a wrong function consistent
 // with its own gradient would pass the gradcheck.
+TEST(Cumsum, IntegralSumsInI64AndScalarIsItself) {
+  const Tensor a = from_vector<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3}).to(DType::i32);
+  const Tensor c = cumsum(a, 1);
+  EXPECT_EQ(c.dtype(), DType::i64);
+  EXPECT_EQ(c.to_vector<int64_t>(), (std::vector<int64_t>{1, 3, 6, 4, 9, 15}));
+  EXPECT_EQ(cumsum(a, 0).to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3, 5, 7, 9}));
+  const Tensor b = from_vector<double>({1, 0, 1, 1}, {4}).to(DType::b8);
+  EXPECT_EQ(cumsum(b, 0).to_vector<int64_t>(), (std::vector<int64_t>{1, 1, 2, 3}));
+  const Tensor s = full({}, 2.5);
+  EXPECT_EQ(cumsum(s, 0).to_vector<double>(), std::vector<double>{2.5});
+  EXPECT_EQ(cumsum(zeros({0, 3}), 0).shape(), (Shape{0, 3}));
+  testing::expect_error([] { cumsum(zeros({2, 3}), 2); }, {"cumsum", "dim 2", "2 dims"});
+}
+
 TEST(KnownValues, MatchPyTorch) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const Tensor x = from_vector<double>({-3.0, -1.0, -0.25, 0.0, 0.5, 2.0, nan}, {7});

@@ -81,6 +81,9 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims = {}, int64_t correction = 1,
            bool keepdim = false);
 Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
+// Running sums along `dim`: out[..., k, ...] = a[..., 0, ...] + ... + a[..., k, ...]. Floating
+// tensors keep their dtype; integral and bool tensors sum into i64.
+Tensor cumsum(const Tensor& a, int64_t dim);
 // Over all elements.
 Tensor max(const Tensor& a);
 Tensor min(const Tensor& a);

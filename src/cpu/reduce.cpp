@@ -1,5 +1,5 @@
-// CPU reference for reduce_rows: Sum, Max and Min along the last dim of a contiguous (outer, r)
-// block. Floating sums accumulate in double here (more than the f32 the CUDA kernels use) so that
+// CPU reference for reduce_rows (Sum, Max and Min along the last dim of a contiguous (outer, r)
+// block) and cumsum_rows. Floating sums accumulate in double here (more than the f32 the CUDA kernels use) so that
 // the reference is the more accurate side of a parity test.
 #include <cmath>
 #include <cstdint>
@@ -101,7 +101,49 @@ void reduce_typed(const void* in, int64_t outer, int64_t r, ReduceOp op, void* o
   SINTER_THROW("reduce_rows: unknown op ", static_cast<int>(op));
 }
 
+template <typename T>
+void cumsum_typed(const T* in, int64_t outer, int64_t len, int64_t inner, bool reverse,
+                  void* out) {
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const T* x = in + o * len * inner + i;
+      if constexpr (!kFloating<T>) {
+        int64_t* y = static_cast<int64_t*>(out) + o * len * inner + i;
+        uint64_t acc = 0;  // unsigned: an overflowing sum wraps, as on the GPU
+        for (int64_t j = 0; j < len; ++j) {
+          const int64_t k = reverse ? len - 1 - j : j;
+          acc += static_cast<uint64_t>(widen(x[k * inner]));
+          y[k * inner] = static_cast<int64_t>(acc);
+        }
+      } else {
+        T* y = static_cast<T*>(out) + o * len * inner + i;
+        double acc = 0;
+        for (int64_t j = 0; j < len; ++j) {
+          const int64_t k = reverse ? len - 1 - j : j;
+          acc += widen(x[k * inner]);
+          if constexpr (std::is_same_v<T, double>) {
+            y[k * inner] = acc;
+          } else {
+            y[k * inner] = T(static_cast<float>(acc));
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
+
+void cumsum_rows(const Ctx&, const void* in, DType dtype, int64_t outer, int64_t len,
+                 int64_t inner, bool reverse, void* out, DType out_dtype) {
+  const DType want = is_integral(dtype) ? DType::i64 : dtype;
+  SINTER_CHECK(out_dtype == want, "cumsum_rows: output dtype ", out_dtype, " for input ", dtype,
+               ", expected ", want);
+  kern::visit_storage_type<BFloat16, Half>(dtype, "cumsum_rows", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cumsum_typed(static_cast<const T*>(in), outer, len, inner, reverse, out);
+  });
+}
 
 void reduce_rows(const Ctx&, const void* in, DType dtype, int64_t outer, int64_t r, ReduceOp op,
                  void* out, DType out_dtype, int64_t* indices) {

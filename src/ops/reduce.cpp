@@ -192,6 +192,40 @@ Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims_in, bool keep
   return keepdim ? out : out.reshape(drop_shape(a.shape(), dims));
 }
 
+namespace {
+
+// out = cumsum of `a` (contiguous) along `dim`, forward or in reverse; records nothing.
+Tensor cumsum_kernel(const Tensor& a, int64_t dim, bool reverse) {
+  const Shape& s = a.shape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= s[d];
+  for (size_t d = static_cast<size_t>(dim) + 1; d < s.size(); ++d) inner *= s[d];
+  const int64_t len = s.empty() ? 1 : s[dim];
+  const DType out_dtype = is_integral(a.dtype()) ? DType::i64 : a.dtype();
+  Tensor out = empty(s, {.dtype = out_dtype, .device = a.device()});
+  if (out.numel() > 0) {
+    NoGradGuard ng;
+    Tensor ac = a.contiguous();
+    SINTER_DISPATCH(a.device(), cumsum_rows, ac.data_ptr(), a.dtype(), outer, len, inner, reverse,
+                    out.data_ptr(), out_dtype);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor cumsum(const Tensor& a, int64_t dim) {
+  const std::vector<int64_t> dims = norm_dims("cumsum", a, {dim});  // empty for a 0-dim tensor
+  const int64_t d = dims.empty() ? 0 : dims[0];
+  Tensor out = cumsum_kernel(a, d, false);
+  if (needs_grad({&a})) {
+    // The gradient of a running sum: the running sums of the gradient taken from the other end.
+    record("cumsum", {&out}, {a},
+           [d](const Grads& g) { return Grads{cumsum_kernel(g[0], d, true)}; });
+  }
+  return out;
+}
+
 Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   return extremum("amax", a, dims, keepdim, kern::ReduceOp::Max);
 }
