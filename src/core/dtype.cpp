@@ -7,40 +7,22 @@ namespace sinter {
 
 size_t element_size(DType t) {
   switch (t) {
-    case DType::f64:
-    case DType::i64:
-      return 8;
-    case DType::f32:
-    case DType::i32:
-      return 4;
-    case DType::bf16:
-    case DType::f16:
-      return 2;
-    case DType::u8:
-    case DType::b8:
-      return 1;
+#define SINTER_DTYPE_SIZE_(dt, type, bytes, name, st) \
+  case DType::dt:                                     \
+    return bytes;
+    SINTER_DTYPES(SINTER_DTYPE_SIZE_)
+#undef SINTER_DTYPE_SIZE_
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32:
-      return "f32";
-    case DType::f64:
-      return "f64";
-    case DType::bf16:
-      return "bf16";
-    case DType::f16:
-      return "f16";
-    case DType::i64:
-      return "i64";
-    case DType::i32:
-      return "i32";
-    case DType::u8:
-      return "u8";
-    case DType::b8:
-      return "bool";
+#define SINTER_DTYPE_NAME_(dt, type, bytes, name, st) \
+  case DType::dt:                                     \
+    return name;
+    SINTER_DTYPES(SINTER_DTYPE_NAME_)
+#undef SINTER_DTYPE_NAME_
   }
   return "?";
 }

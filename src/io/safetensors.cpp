@@ -54,22 +54,11 @@ constexpr uint64_t kMaxHeaderBytes = 100u << 20;
 
 const char* safetensors_dtype(DType t) {
   switch (t) {
-    case DType::f32:
-      return "F32";
-    case DType::f64:
-      return "F64";
-    case DType::bf16:
-      return "BF16";
-    case DType::f16:
-      return "F16";
-    case DType::i64:
-      return "I64";
-    case DType::i32:
-      return "I32";
-    case DType::u8:
-      return "U8";
-    case DType::b8:
-      return "BOOL";
+#define SINTER_DTYPE_ST_(dt, type, bytes, name, st) \
+  case DType::dt:                                   \
+    return st;
+    SINTER_DTYPES(SINTER_DTYPE_ST_)
+#undef SINTER_DTYPE_ST_
   }
   return "?";
 }

@@ -8,9 +8,25 @@
 
 namespace sinter {
 
-enum class DType : uint8_t { f32, f64, bf16, f16, i64, i32, u8, b8 };
+// X(dtype, C++ element type, bytes, name, safetensors name): one row per dtype, in enum order. The
+// enum, element_size, dtype_name, dtype_of and the safetensors names come from it.
+#define SINTER_DTYPES(X)               \
+  X(f32, float, 4, "f32", "F32")       \
+  X(f64, double, 8, "f64", "F64")      \
+  X(bf16, BFloat16, 2, "bf16", "BF16") \
+  X(f16, Half, 2, "f16", "F16")        \
+  X(i64, int64_t, 8, "i64", "I64")     \
+  X(i32, int32_t, 4, "i32", "I32")     \
+  X(u8, uint8_t, 1, "u8", "U8")        \
+  X(b8, bool, 1, "bool", "BOOL")
 
-constexpr int kNumDTypes = 8;
+#define SINTER_DTYPE_ENUM_(dt, type, bytes, name, st) dt,
+enum class DType : uint8_t { SINTER_DTYPES(SINTER_DTYPE_ENUM_) };
+#undef SINTER_DTYPE_ENUM_
+
+#define SINTER_DTYPE_COUNT_(dt, type, bytes, name, st) +1
+constexpr int kNumDTypes = 0 SINTER_DTYPES(SINTER_DTYPE_COUNT_);
+#undef SINTER_DTYPE_COUNT_
 
 size_t element_size(DType t);
 const char* dtype_name(DType t);
@@ -52,37 +68,12 @@ struct BFloat16 {
 // Maps a C++ element type to its DType.
 template <typename T>
 struct dtype_of;
-template <>
-struct dtype_of<float> {
-  static constexpr DType value = DType::f32;
-};
-template <>
-struct dtype_of<double> {
-  static constexpr DType value = DType::f64;
-};
-template <>
-struct dtype_of<BFloat16> {
-  static constexpr DType value = DType::bf16;
-};
-template <>
-struct dtype_of<Half> {
-  static constexpr DType value = DType::f16;
-};
-template <>
-struct dtype_of<int64_t> {
-  static constexpr DType value = DType::i64;
-};
-template <>
-struct dtype_of<int32_t> {
-  static constexpr DType value = DType::i32;
-};
-template <>
-struct dtype_of<uint8_t> {
-  static constexpr DType value = DType::u8;
-};
-template <>
-struct dtype_of<bool> {
-  static constexpr DType value = DType::b8;
-};
+#define SINTER_DTYPE_OF_(dt, type, bytes, name, st) \
+  template <>                                       \
+  struct dtype_of<type> {                           \
+    static constexpr DType value = DType::dt;       \
+  };
+SINTER_DTYPES(SINTER_DTYPE_OF_)
+#undef SINTER_DTYPE_OF_
 
 }  // namespace sinter
