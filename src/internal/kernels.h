@@ -5,11 +5,12 @@
 //
 // Note [kernel interfaces]
 // Each family's types live in sinter::kern, and its functions are declared once, with their
-// documentation, in internal/kernels_<family>.inc, which the family's header includes into
-// namespace sinter::cpu (the reference, src/cpu/) and into sinter::cudak (kernels/*.cu): both
-// define every function with that one signature. SINTER_DISPATCH (internal/dispatch.h) picks one by
-// the tensors' device; in a build without CUDA it never names sinter::cudak, so nothing there needs
-// a stand-in. Adding a kernel: its declaration in the .inc, a definition in each backend.
+// documentation, in internal/kernels_<family>.inc, which the family's header includes (through
+// internal/declare_kernels.h) into namespace sinter::cpu (the reference, src/cpu/) and into
+// sinter::cudak (kernels/*.cu): both define every function with that one signature.
+// SINTER_DISPATCH (internal/dispatch.h) picks one by the tensors' device; in a build without CUDA
+// it never names sinter::cudak, so nothing there needs a stand-in. Adding a kernel: its
+// declaration in the .inc, a definition in each backend.
 #pragma once
 
 #include <cstdint>
@@ -91,12 +92,5 @@ struct GemmArgs {
 }  // namespace sinter::kern
 
 // The functions of the family, declared once (Note [kernel interfaces]).
-namespace sinter::cpu {
-using namespace sinter::kern;  // NOLINT
-#include "internal/kernels.inc"
-}  // namespace sinter::cpu
-
-namespace sinter::cudak {
-using namespace sinter::kern;  // NOLINT
-#include "internal/kernels.inc"
-}  // namespace sinter::cudak
+#define SINTER_KERNELS_INC "internal/kernels.inc"
+#include "internal/declare_kernels.h"

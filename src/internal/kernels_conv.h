@@ -26,12 +26,5 @@ struct Conv2dGeom {
 }  // namespace sinter::kern
 
 // The functions of the family, declared once (Note [kernel interfaces]).
-namespace sinter::cpu {
-using namespace sinter::kern;  // NOLINT
-#include "internal/kernels_conv.inc"
-}  // namespace sinter::cpu
-
-namespace sinter::cudak {
-using namespace sinter::kern;  // NOLINT
-#include "internal/kernels_conv.inc"
-}  // namespace sinter::cudak
+#define SINTER_KERNELS_INC "internal/kernels_conv.inc"
+#include "internal/declare_kernels.h"

@@ -5,12 +5,5 @@
 #include "internal/kernels.h"
 
 // The functions of the family, declared once (Note [kernel interfaces]).
-namespace sinter::cpu {
-using namespace sinter::kern;  // NOLINT
-#include "internal/kernels_norm.inc"
-}  // namespace sinter::cpu
-
-namespace sinter::cudak {
-using namespace sinter::kern;  // NOLINT
-#include "internal/kernels_norm.inc"
-}  // namespace sinter::cudak
+#define SINTER_KERNELS_INC "internal/kernels_norm.inc"
+#include "internal/declare_kernels.h"

@@ -166,12 +166,5 @@ SINTER_HD inline void adam_element(const AdamScalars<C>& s, C neg_step_size, C b
 }  // namespace sinter::kern
 
 // The functions of the family, declared once (Note [kernel interfaces]).
-namespace sinter::cpu {
-using namespace sinter::kern;  // NOLINT
-#include "internal/kernels_optim.inc"
-}  // namespace sinter::cpu
-
-namespace sinter::cudak {
-using namespace sinter::kern;  // NOLINT
-#include "internal/kernels_optim.inc"
-}  // namespace sinter::cudak
+#define SINTER_KERNELS_INC "internal/kernels_optim.inc"
+#include "internal/declare_kernels.h"

@@ -31,12 +31,5 @@ struct CrossEntropyArgs {
 }  // namespace sinter::kern
 
 // The functions of the family, declared once (Note [kernel interfaces]).
-namespace sinter::cpu {
-using namespace sinter::kern;  // NOLINT
-#include "internal/kernels_softmax.inc"
-}  // namespace sinter::cpu
-
-namespace sinter::cudak {
-using namespace sinter::kern;  // NOLINT
-#include "internal/kernels_softmax.inc"
-}  // namespace sinter::cudak
+#define SINTER_KERNELS_INC "internal/kernels_softmax.inc"
+#include "internal/declare_kernels.h"
