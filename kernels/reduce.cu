@@ -1,7 +1,7 @@
 // CUDA reduce_rows: Sum, Max and Min (with the index of the first extremum) along the last dim of a
-// contiguous (outer, r) block; and cumsum_rows, the running sums along a dim. Short rows take a warp or a part of one each, long rows a block
-// each; a few very long rows are split over many blocks whose partial results a second pass
-// combines.
+// contiguous (outer, r) block; and cumsum_rows, the running sums along a dim. Short rows take a
+// warp or a part of one each, long rows a block each; a few very long rows are split over many
+// blocks whose partial results a second pass combines.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -75,6 +75,17 @@ __device__ __forceinline__ bool is_nan(A v) {
   }
 }
 
+// a + b; integral sums add as unsigned, so that an overflowing sum wraps instead of being
+// undefined.
+template <typename A>
+__device__ __forceinline__ A sum_add(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  } else {
+    return a + b;
+  }
+}
+
 // A partial result: the value and, for Max/Min, the position it came from in its row.
 template <typename A>
 struct State {
@@ -87,14 +98,7 @@ struct SumFn {
   using Acc = A;
   static constexpr bool kIndexed = false;
   __device__ static State<A> identity() { return {A(0), 0}; }
-  __device__ static State<A> combine(State<A> a, State<A> b) {
-    if constexpr (std::is_integral_v<A>) {
-      // Unsigned, so that an overflowing sum wraps instead of being undefined.
-      return {static_cast<A>(static_cast<uint64_t>(a.v) + static_cast<uint64_t>(b.v)), 0};
-    } else {
-      return {a.v + b.v, 0};
-    }
-  }
+  __device__ static State<A> combine(State<A> a, State<A> b) { return {sum_add(a.v, b.v), 0}; }
 };
 
 // Note [extremum order]: NaN beats every number, then the larger (Max) or smaller (Min) value, then
@@ -343,20 +347,11 @@ void reduce_typed(const Ctx& ctx, const void* in, int64_t outer, int64_t r, Redu
 template <typename T>
 using CumsumOut = std::conditional_t<std::is_integral_v<Acc<T>>, int64_t, T>;
 
-template <typename A>
-__device__ __forceinline__ A scan_add(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));  // wraps
-  } else {
-    return a + b;
-  }
-}
-
 constexpr int kScanThreads = 256;
 
-// Dense rows (inner == 1): a warp per row walks it in chunks of 32 consecutive elements (coalesced),
-// an inclusive shuffle scan per chunk plus the carry of the chunks before. reverse walks from the
-// row's end.
+// Dense rows (inner == 1): a warp per row walks it in chunks of 32 consecutive elements
+// (coalesced), an inclusive shuffle scan per chunk plus the carry of the chunks before. reverse
+// walks from the row's end.
 template <typename T>
 __global__ void __launch_bounds__(kScanThreads, 1)
     cumsum_warp_kernel(const T* in, CumsumOut<T>* out, int64_t outer, int64_t len, bool reverse) {
@@ -375,9 +370,9 @@ __global__ void __launch_bounds__(kScanThreads, 1)
       A v = k < len ? to_acc(x[pos]) : A(0);
       for (int off = 1; off < 32; off <<= 1) {
         const A u = __shfl_up_sync(0xffffffffu, v, off);
-        if (lane >= off) v = scan_add(v, u);
+        if (lane >= off) v = sum_add(v, u);
       }
-      v = scan_add(v, carry);
+      v = sum_add(v, carry);
       if (k < len) y[pos] = from_acc<CumsumOut<T>>(v);
       carry = __shfl_sync(0xffffffffu, v, 31);
     }
@@ -400,7 +395,7 @@ __global__ void __launch_bounds__(kScanThreads, 1)
     A acc = A(0);
     for (int64_t j = 0; j < len; ++j) {
       const int64_t k = reverse ? len - 1 - j : j;
-      acc = scan_add(acc, to_acc(x[k * inner]));
+      acc = sum_add(acc, to_acc(x[k * inner]));
       y[k * inner] = from_acc<CumsumOut<T>>(acc);
     }
   }
@@ -426,9 +421,8 @@ void cumsum_rows(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int
           x, y, outer, len, reverse);
       SINTER_LAUNCH_CHECK("cumsum_warp_kernel");
     } else {
-      cumsum_lines_kernel<T>
-          <<<grid_for((outer * inner + kScanThreads - 1) / kScanThreads), kScanThreads, 0, stream>>>(
-              x, y, outer, len, inner, reverse);
+      cumsum_lines_kernel<T><<<grid_for((outer * inner + kScanThreads - 1) / kScanThreads),
+                               kScanThreads, 0, stream>>>(x, y, outer, len, inner, reverse);
       SINTER_LAUNCH_CHECK("cumsum_lines_kernel");
     }
   });

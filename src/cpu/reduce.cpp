@@ -1,10 +1,11 @@
 // CPU reference for reduce_rows (Sum, Max and Min along the last dim of a contiguous (outer, r)
-// block) and cumsum_rows. Floating sums accumulate in double here (more than the f32 the CUDA kernels use) so that
-// the reference is the more accurate side of a parity test.
+// block) and cumsum_rows. Floating sums accumulate in double here (more than the f32 the CUDA
+// kernels use) so that the reference is the more accurate side of a parity test.
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
+#include "cpu/cpu_util.h"
 #include "internal/kernels.h"
 #include "sinter/core/error.h"
 
@@ -18,7 +19,7 @@ constexpr bool kFloating = std::is_same_v<T, float> || std::is_same_v<T, double>
 // The value a sum or a comparison sees: floating types widen exactly to double, the others to
 // int64.
 template <typename T>
-auto widen(T v) {
+auto exact(T v) {
   if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
     return static_cast<double>(static_cast<float>(v));
   } else if constexpr (kFloating<T>) {
@@ -44,16 +45,12 @@ void sum_rows(const T* in, int64_t outer, int64_t r, void* out) {
     if constexpr (!kFloating<T>) {
       // Unsigned, so that an overflowing sum wraps (as on the GPU) instead of being undefined.
       uint64_t acc = 0;
-      for (int64_t j = 0; j < r; ++j) acc += static_cast<uint64_t>(widen(row[j]));
+      for (int64_t j = 0; j < r; ++j) acc += static_cast<uint64_t>(exact(row[j]));
       static_cast<int64_t*>(out)[o] = static_cast<int64_t>(acc);
     } else {
       double acc = 0;
-      for (int64_t j = 0; j < r; ++j) acc += widen(row[j]);
-      if constexpr (std::is_same_v<T, double>) {
-        static_cast<T*>(out)[o] = acc;
-      } else {
-        static_cast<T*>(out)[o] = T(static_cast<float>(acc));
-      }
+      for (int64_t j = 0; j < r; ++j) acc += exact(row[j]);
+      static_cast<T*>(out)[o] = narrow<T>(acc);
     }
   }
 }
@@ -64,10 +61,10 @@ void extreme_rows(const T* in, int64_t outer, int64_t r, T* out, int64_t* indice
   for (int64_t o = 0; o < outer; ++o) {
     const T* row = in + o * r;
     int64_t best = 0;
-    auto best_v = widen(row[0]);
+    auto best_v = exact(row[0]);
     if (!is_nan(best_v)) {
       for (int64_t j = 1; j < r; ++j) {
-        const auto v = widen(row[j]);
+        const auto v = exact(row[j]);
         if (is_nan(v)) {
           best = j;
           break;
@@ -102,8 +99,7 @@ void reduce_typed(const void* in, int64_t outer, int64_t r, ReduceOp op, void* o
 }
 
 template <typename T>
-void cumsum_typed(const T* in, int64_t outer, int64_t len, int64_t inner, bool reverse,
-                  void* out) {
+void cumsum_typed(const T* in, int64_t outer, int64_t len, int64_t inner, bool reverse, void* out) {
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       const T* x = in + o * len * inner + i;
@@ -112,7 +108,7 @@ void cumsum_typed(const T* in, int64_t outer, int64_t len, int64_t inner, bool r
         uint64_t acc = 0;  // unsigned: an overflowing sum wraps, as on the GPU
         for (int64_t j = 0; j < len; ++j) {
           const int64_t k = reverse ? len - 1 - j : j;
-          acc += static_cast<uint64_t>(widen(x[k * inner]));
+          acc += static_cast<uint64_t>(exact(x[k * inner]));
           y[k * inner] = static_cast<int64_t>(acc);
         }
       } else {
@@ -120,12 +116,8 @@ void cumsum_typed(const T* in, int64_t outer, int64_t len, int64_t inner, bool r
         double acc = 0;
         for (int64_t j = 0; j < len; ++j) {
           const int64_t k = reverse ? len - 1 - j : j;
-          acc += widen(x[k * inner]);
-          if constexpr (std::is_same_v<T, double>) {
-            y[k * inner] = acc;
-          } else {
-            y[k * inner] = T(static_cast<float>(acc));
-          }
+          acc += exact(x[k * inner]);
+          y[k * inner] = narrow<T>(acc);
         }
       }
     }
@@ -134,8 +126,8 @@ void cumsum_typed(const T* in, int64_t outer, int64_t len, int64_t inner, bool r
 
 }  // namespace
 
-void cumsum_rows(const Ctx&, const void* in, DType dtype, int64_t outer, int64_t len,
-                 int64_t inner, bool reverse, void* out, DType out_dtype) {
+void cumsum_rows(const Ctx&, const void* in, DType dtype, int64_t outer, int64_t len, int64_t inner,
+                 bool reverse, void* out, DType out_dtype) {
   const DType want = is_integral(dtype) ? DType::i64 : dtype;
   SINTER_CHECK(out_dtype == want, "cumsum_rows: output dtype ", out_dtype, " for input ", dtype,
                ", expected ", want);

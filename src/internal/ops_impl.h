@@ -11,4 +11,11 @@ namespace sinter {
 Tensor binary_kernel(const char* name, const Tensor& a, const Tensor& b, kern::BinaryOp op,
                      double p0 = 0);
 
+// A tensor of shape `s` viewed as contiguous (outer, dim, inner) around dim d (wrapped, in range),
+// as the row kernels take it (Note [softmax rows]); a 0-d tensor is one row of one element.
+struct RowView {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+RowView row_view(const Shape& s, int64_t d);
+
 }  // namespace sinter

@@ -457,11 +457,10 @@ Tensor gelu(const Tensor& a, Activation form) {
                "gelu: form must be Activation::Gelu (erf) or Activation::GeluTanh (tanh "
                "approximation), got Activation ",
                static_cast<int>(form));
-  if (form == Activation::GeluTanh) {
-    return unary_with_backward("gelu", UnaryOp::GeluTanh, BinaryOp::GeluTanhBackward, Saved::Input,
-                               a);
-  }
-  return unary_with_backward("gelu", UnaryOp::Gelu, BinaryOp::GeluBackward, Saved::Input, a);
+  const bool tanh = form == Activation::GeluTanh;
+  return unary_with_backward("gelu", tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu,
+                             tanh ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward,
+                             Saved::Input, a);
 }
 
 // --- Tensor method forms ---

@@ -7,17 +7,10 @@
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/kernels_softmax.h"
+#include "internal/ops_impl.h"
 #include "sinter/ops.h"
 
 namespace sinter {
-
-namespace {
-
-// x viewed as (outer, dim, inner) around dim d (Note [softmax rows]); a 0-d tensor is one row of
-// one element.
-struct RowView {
-  int64_t outer = 1, dim = 1, inner = 1;
-};
 
 RowView row_view(const Shape& s, int64_t d) {
   RowView v;
@@ -27,6 +20,8 @@ RowView row_view(const Shape& s, int64_t d) {
   for (int64_t k = d + 1; k < static_cast<int64_t>(s.size()); ++k) v.inner *= s[k];
   return v;
 }
+
+namespace {
 
 Tensor softmax_impl(const char* op, const Tensor& x, int64_t dim, bool log) {
   SINTER_CHECK(x.defined(), op, ": undefined tensor argument");

@@ -6,6 +6,7 @@
 
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
+#include "internal/ops_impl.h"
 #include "internal/tensor_impl.h"
 #include "sinter/ops.h"
 
@@ -196,18 +197,14 @@ namespace {
 
 // out = cumsum of `a` (contiguous) along `dim`, forward or in reverse; records nothing.
 Tensor cumsum_kernel(const Tensor& a, int64_t dim, bool reverse) {
-  const Shape& s = a.shape();
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= s[d];
-  for (size_t d = static_cast<size_t>(dim) + 1; d < s.size(); ++d) inner *= s[d];
-  const int64_t len = s.empty() ? 1 : s[dim];
+  const RowView v = row_view(a.shape(), dim);
   const DType out_dtype = is_integral(a.dtype()) ? DType::i64 : a.dtype();
-  Tensor out = empty(s, {.dtype = out_dtype, .device = a.device()});
+  Tensor out = empty(a.shape(), {.dtype = out_dtype, .device = a.device()});
   if (out.numel() > 0) {
     NoGradGuard ng;
     Tensor ac = a.contiguous();
-    SINTER_DISPATCH(a.device(), cumsum_rows, ac.data_ptr(), a.dtype(), outer, len, inner, reverse,
-                    out.data_ptr(), out_dtype);
+    SINTER_DISPATCH(a.device(), cumsum_rows, ac.data_ptr(), a.dtype(), v.outer, v.dim, v.inner,
+                    reverse, out.data_ptr(), out_dtype);
   }
   return out;
 }
