@@ -20,10 +20,12 @@ enum class Domain {
   Unit,      // (-0.9, 0.9)
 };
 
+using OpFn = std::function<Tensor(const Inputs&)>;
+
 struct OpRow {
   std::string name;
   std::vector<Shape> shapes;
-  std::function<Tensor(const Inputs&)> fn;
+  OpFn fn;
   Domain domain = Domain::Any;
   bool grad = true;   // differentiable: gradchecked, and its backward compared across devices
   double tol = 1e-4;  // f32 parity tolerance (atol and rtol)
@@ -33,6 +35,21 @@ struct OpRow {
 };
 
 inline std::ostream& operator<<(std::ostream& os, const OpRow& r) { return os << r.name; }
+
+// Functions of the inputs, for rows and for the larger parity checks of test_conv_pool.cpp: conv2d
+// of x[0] by x[1] (with x[2] as the bias when there is a third input), and the pools of x[0].
+inline OpFn conv2d_of(Conv2dOptions o) {
+  return [o](const Inputs& x) { return conv2d(x[0], x[1], x.size() > 2 ? x[2] : Tensor(), o); };
+}
+inline OpFn max_pool_of(Size2 kernel, MaxPool2dOptions o = {}) {
+  return [kernel, o](const Inputs& x) { return max_pool2d(x[0], kernel, o); };
+}
+inline OpFn avg_pool_of(Size2 kernel, AvgPool2dOptions o = {}) {
+  return [kernel, o](const Inputs& x) { return avg_pool2d(x[0], kernel, o); };
+}
+inline OpFn adaptive_pool_of(Size2 size) {
+  return [size](const Inputs& x) { return adaptive_avg_pool2d(x[0], size); };
+}
 
 // Rows of each op family, defined in tests/ops_<family>.cpp.
 std::vector<OpRow> conv_pool_rows();

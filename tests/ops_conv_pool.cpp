@@ -6,45 +6,31 @@ namespace sinter::testing {
 
 std::vector<OpRow> conv_pool_rows() {
   using S = Shape;
-  auto conv = [](Conv2dOptions o, bool with_bias) {
-    return [o, with_bias](const Inputs& x) {
-      return conv2d(x[0], x[1], with_bias ? x[2] : Tensor(), o);
-    };
-  };
-  auto pool_max = [](Size2 k, MaxPool2dOptions o = {}) {
-    return [k, o](const Inputs& x) { return max_pool2d(x[0], k, o); };
-  };
-  auto pool_avg = [](Size2 k, AvgPool2dOptions o = {}) {
-    return [k, o](const Inputs& x) { return avg_pool2d(x[0], k, o); };
-  };
-  auto adaptive = [](Size2 size) {
-    return [size](const Inputs& x) { return adaptive_avg_pool2d(x[0], size); };
-  };
   return {
       // conv2d: x (N, C_in, H, W), weight (C_out, C_in / groups, kH, kW), bias (C_out).
       {.name = "Conv2d",
        .shapes = {S{2, 3, 5, 6}, S{4, 3, 3, 3}, S{4}},
-       .fn = conv({}, true),
+       .fn = conv2d_of({}),
        .tol = 2e-4},
       {.name = "Conv2dNoBias",
        .shapes = {S{2, 3, 5, 6}, S{4, 3, 3, 3}},
-       .fn = conv({}, false),
+       .fn = conv2d_of({}),
        .tol = 2e-4},
       {.name = "Conv2dGroupsStridePad",
        .shapes = {S{2, 4, 6, 5}, S{6, 2, 3, 3}, S{6}},
-       .fn = conv({.stride = {2, 2}, .padding = {1, 1}, .groups = 2}, true),
+       .fn = conv2d_of({.stride = {2, 2}, .padding = {1, 1}, .groups = 2}),
        .tol = 2e-4},
       {.name = "Conv2dDilation",
        .shapes = {S{1, 2, 7, 8}, S{3, 2, 3, 2}, S{3}},
-       .fn = conv({.stride = {1, 2}, .padding = {1, 2}, .dilation = {2, 3}}, true),
+       .fn = conv2d_of({.stride = {1, 2}, .padding = {1, 2}, .dilation = {2, 3}}),
        .tol = 2e-4},
       {.name = "Conv2dDepthwise",
        .shapes = {S{2, 3, 5, 5}, S{3, 1, 3, 3}},
-       .fn = conv({.padding = {1, 1}, .groups = 3}, false),
+       .fn = conv2d_of({.padding = {1, 1}, .groups = 3}),
        .tol = 2e-4},
       {.name = "Conv2dPointwise",
        .shapes = {S{2, 4, 3, 3}, S{5, 4, 1, 1}, S{5}},
-       .fn = conv({}, true),
+       .fn = conv2d_of({}),
        .tol = 2e-4},
       {.name = "Conv2dStridedInput",
        .shapes = {S{2, 5, 3, 4}, S{3, 4, 2, 2}},
@@ -55,16 +41,16 @@ std::vector<OpRow> conv_pool_rows() {
        .tol = 2e-4},
 
       // max pooling; randn inputs have no ties, so the gradient is defined everywhere.
-      {.name = "MaxPool2d", .shapes = {S{2, 3, 6, 5}}, .fn = pool_max({2, 2})},
+      {.name = "MaxPool2d", .shapes = {S{2, 3, 6, 5}}, .fn = max_pool_of({2, 2})},
       {.name = "MaxPool2dPadCeil",
        .shapes = {S{2, 2, 7, 6}},
-       .fn = pool_max({3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},
+       .fn = max_pool_of({3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},
       {.name = "MaxPool2dDilation",
        .shapes = {S{1, 2, 7, 7}},
-       .fn = pool_max({2, 3}, {.stride = {1, 2}, .dilation = {2, 1}})},
+       .fn = max_pool_of({2, 3}, {.stride = {1, 2}, .dilation = {2, 1}})},
       {.name = "MaxPool2dUnbatched",
        .shapes = {S{3, 5, 5}},
-       .fn = pool_max({3, 3}, {.stride = {2, 2}})},
+       .fn = max_pool_of({3, 3}, {.stride = {2, 2}})},
       {.name = "MaxPool2dIndices",
        .shapes = {S{2, 2, 7, 6}},
        .fn =
@@ -75,23 +61,25 @@ std::vector<OpRow> conv_pool_rows() {
        .grad = false},
 
       // average pooling (Note [avg pool divisor] in src/internal/kernels_pool.inc).
-      {.name = "AvgPool2d", .shapes = {S{2, 3, 6, 6}}, .fn = pool_avg({2, 2})},
+      {.name = "AvgPool2d", .shapes = {S{2, 3, 6, 6}}, .fn = avg_pool_of({2, 2})},
       {.name = "AvgPool2dPadCeil",
        .shapes = {S{2, 2, 7, 6}},
-       .fn = pool_avg({3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},
+       .fn = avg_pool_of({3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},
       {.name = "AvgPool2dPadCeilExcludePad",
        .shapes = {S{2, 2, 7, 6}},
-       .fn = pool_avg(
+       .fn = avg_pool_of(
            {3, 2},
            {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true, .count_include_pad = false})},
       {.name = "AvgPool2dUnbatched",
        .shapes = {S{3, 5, 4}},
-       .fn = pool_avg({2, 3}, {.stride = {1, 1}})},
+       .fn = avg_pool_of({2, 3}, {.stride = {1, 1}})},
 
       // adaptive average pooling, to sizes that do not divide the input (overlapping windows).
-      {.name = "AdaptiveAvgPool2d", .shapes = {S{2, 3, 7, 5}}, .fn = adaptive({3, 2})},
-      {.name = "AdaptiveAvgPool2dUp", .shapes = {S{2, 2, 3, 4}}, .fn = adaptive({5, 6})},
-      {.name = "AdaptiveAvgPool2dGlobal", .shapes = {S{2, 3, 4, 5}}, .fn = adaptive({1, 1})},
+      {.name = "AdaptiveAvgPool2d", .shapes = {S{2, 3, 7, 5}}, .fn = adaptive_pool_of({3, 2})},
+      {.name = "AdaptiveAvgPool2dUp", .shapes = {S{2, 2, 3, 4}}, .fn = adaptive_pool_of({5, 6})},
+      {.name = "AdaptiveAvgPool2dGlobal",
+       .shapes = {S{2, 3, 4, 5}},
+       .fn = adaptive_pool_of({1, 1})},
   };
 }
 

@@ -23,18 +23,18 @@
 namespace {
 
 using sinter::cuda::MemoryStats;
-using sinter::cuda::detail::CachingAllocator;
+using Allocator = sinter::cuda::detail::CachingAllocator;
 using sinter::cuda::detail::RawBackend;
 
 constexpr size_t KiB = size_t{1} << 10;
 constexpr size_t MiB = size_t{1} << 20;
 
 // Hands out address ranges without memory behind them (the allocator never touches the bytes),
-// back to back so that separate segments are neighbours in address space, and fails once more than
-// `limit` bytes are live.
+// back to back so that separate segments are neighbours in address space; with a limit, fails an
+// allocation that would take the live bytes past it.
 class FakeHeap final : public RawBackend {
  public:
-  explicit FakeHeap(size_t limit = SIZE_MAX) : limit_(limit) {}
+  void set_limit(size_t limit) { limit_ = limit; }
 
   void* raw_alloc(size_t nbytes) override {
     if (nbytes > limit_ - live_bytes_) {
@@ -84,7 +84,7 @@ class FakeHeap final : public RawBackend {
   int synchronized_events = 0;
 
  private:
-  size_t limit_;
+  size_t limit_ = SIZE_MAX;
   size_t live_bytes_ = 0;
   uintptr_t next_ = uintptr_t{1} << 40;
   std::map<uintptr_t, size_t> live_;
@@ -100,9 +100,14 @@ const void* const kStreamA = &stream_a_tag;
 const void* const kStreamB = &stream_b_tag;
 const void* const kStreamC = &stream_c_tag;
 
-TEST(CachingAllocator, ReusesFreedBlockWithoutNewSegment) {
+// The pool logic over a fake heap: each test starts with an empty caching allocator for device 0.
+class CachingAllocator : public ::testing::Test {
+ protected:
   FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+  Allocator alloc{heap, 0};
+};
+
+TEST_F(CachingAllocator, ReusesFreedBlockWithoutNewSegment) {
   void* p = alloc.allocate(1000, kStreamA);
   alloc.free(p);
   void* q = alloc.allocate(1000, kStreamA);
@@ -116,18 +121,14 @@ TEST(CachingAllocator, ReusesFreedBlockWithoutNewSegment) {
   alloc.free(q);
 }
 
-TEST(CachingAllocator, ZeroBytesGiveNullAndFreeingNullIsNoOp) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, ZeroBytesGiveNullAndFreeingNullIsNoOp) {
   EXPECT_EQ(alloc.allocate(0, kStreamA), nullptr);
   EXPECT_NO_THROW(alloc.free(nullptr));
   EXPECT_EQ(heap.allocs, 0);
   EXPECT_EQ(alloc.stats().num_allocs, 0);
 }
 
-TEST(CachingAllocator, SmallRequestsRoundTo512AndShareASegment) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, SmallRequestsRoundTo512AndShareASegment) {
   void* a = alloc.allocate(1, kStreamA);
   void* b = alloc.allocate(513, kStreamA);
   void* c = alloc.allocate(512, kStreamA);
@@ -136,14 +137,12 @@ TEST(CachingAllocator, SmallRequestsRoundTo512AndShareASegment) {
   EXPECT_EQ(heap.allocs, 1);
   const MemoryStats s = alloc.stats();
   EXPECT_EQ(s.allocated_bytes, int64_t(512 + 1024 + 512));
-  EXPECT_EQ(s.reserved_bytes, int64_t(CachingAllocator::kSmallSegment));
+  EXPECT_EQ(s.reserved_bytes, int64_t(Allocator::kSmallSegment));
   EXPECT_EQ(s.num_cache_hits, 2);
   for (void* p : {a, b, c}) alloc.free(p);
 }
 
-TEST(CachingAllocator, SplitsCachedLargeBlockAndCoalescesOnFree) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, SplitsCachedLargeBlockAndCoalescesOnFree) {
   void* whole = alloc.allocate(6 * MiB, kStreamA);
   alloc.free(whole);
 
@@ -168,9 +167,7 @@ TEST(CachingAllocator, SplitsCachedLargeBlockAndCoalescesOnFree) {
   EXPECT_EQ(heap.live_segments(), 0u);
 }
 
-TEST(CachingAllocator, KeepsSmallLargeRemainderWithTheBlock) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, KeepsSmallLargeRemainderWithTheBlock) {
   // A 3 MiB request gets a 4 MiB segment; the 1 MiB rest is not worth a separate large block.
   void* p = alloc.allocate(3 * MiB, kStreamA);
   EXPECT_EQ(alloc.stats().allocated_bytes, int64_t(4 * MiB));
@@ -187,9 +184,7 @@ TEST(CachingAllocator, KeepsSmallLargeRemainderWithTheBlock) {
   alloc.free(r);
 }
 
-TEST(CachingAllocator, NeverMergesAcrossSegments) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, NeverMergesAcrossSegments) {
   void* a = alloc.allocate(2 * MiB, kStreamA);
   void* b = alloc.allocate(2 * MiB, kStreamA);
   ASSERT_EQ(as_bytes(b), as_bytes(a) + 2 * MiB);  // the fake heap places segments back to back
@@ -203,9 +198,7 @@ TEST(CachingAllocator, NeverMergesAcrossSegments) {
   EXPECT_EQ(heap.frees, 3);
 }
 
-TEST(CachingAllocator, KeepsSeparatePoolsPerStream) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, KeepsSeparatePoolsPerStream) {
   void* a = alloc.allocate(4 * KiB, kStreamA);
   alloc.free(a);
   void* b = alloc.allocate(4 * KiB, kStreamB);
@@ -219,9 +212,7 @@ TEST(CachingAllocator, KeepsSeparatePoolsPerStream) {
   alloc.free(a2);
 }
 
-TEST(CachingAllocator, KeepsSmallAndLargePoolsApart) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, KeepsSmallAndLargePoolsApart) {
   alloc.free(alloc.allocate(4 * MiB, kStreamA));
   void* small = alloc.allocate(KiB, kStreamA);
   EXPECT_EQ(heap.allocs, 2);
@@ -234,9 +225,7 @@ TEST(CachingAllocator, KeepsSmallAndLargePoolsApart) {
   alloc.free(large);
 }
 
-TEST(CachingAllocator, TracksAllocatedReservedAndPeaks) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, TracksAllocatedReservedAndPeaks) {
   void* small = alloc.allocate(MiB, kStreamA);
   void* large = alloc.allocate(10 * MiB, kStreamA);
   MemoryStats s = alloc.stats();
@@ -268,9 +257,7 @@ TEST(CachingAllocator, TracksAllocatedReservedAndPeaks) {
   alloc.free(small);
 }
 
-TEST(CachingAllocator, EmptyCacheReleasesOnlyWhollyFreeSegments) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, EmptyCacheReleasesOnlyWhollyFreeSegments) {
   void* a = alloc.allocate(MiB, kStreamA);  // a and b fill the first small segment
   void* b = alloc.allocate(MiB, kStreamA);
   void* c = alloc.allocate(MiB, kStreamA);  // c starts a second one
@@ -289,9 +276,8 @@ TEST(CachingAllocator, EmptyCacheReleasesOnlyWhollyFreeSegments) {
   EXPECT_EQ(alloc.stats().reserved_bytes, 0);
 }
 
-TEST(CachingAllocator, RetriesAfterReleasingCacheOnOutOfMemory) {
-  FakeHeap heap(8 * MiB);
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, RetriesAfterReleasingCacheOnOutOfMemory) {
+  heap.set_limit(8 * MiB);
   alloc.free(alloc.allocate(6 * MiB, kStreamA));
   // Stream B cannot use A's cached 6 MiB, and 6 + 4 MiB exceed the heap: the cache must go first.
   void* p = alloc.allocate(4 * MiB, kStreamB);
@@ -304,13 +290,13 @@ TEST(CachingAllocator, RetriesAfterReleasingCacheOnOutOfMemory) {
   alloc.free(p);
 }
 
-TEST(CachingAllocator, OutOfMemoryErrorNamesRequestAndStats) {
-  FakeHeap heap(8 * MiB);
-  CachingAllocator alloc(heap, 3);
-  void* held = alloc.allocate(6 * MiB, kStreamA);
+TEST_F(CachingAllocator, OutOfMemoryErrorNamesRequestAndStats) {
+  heap.set_limit(8 * MiB);
+  Allocator on_device3(heap, 3);
+  void* held = on_device3.allocate(6 * MiB, kStreamA);
   std::string msg;
   try {
-    alloc.allocate(4 * MiB, kStreamA);
+    on_device3.allocate(4 * MiB, kStreamA);
   } catch (const sinter::Error& e) {
     msg = e.what();
   }
@@ -321,26 +307,22 @@ TEST(CachingAllocator, OutOfMemoryErrorNamesRequestAndStats) {
   EXPECT_NE(msg.find("allocated 6.00 MiB"), std::string::npos) << msg;
   EXPECT_NE(msg.find("reserved 6.00 MiB"), std::string::npos) << msg;
   EXPECT_EQ(heap.failed_allocs, 2);  // the first try and the retry
-  EXPECT_EQ(alloc.stats().num_ooms, 1);
+  EXPECT_EQ(on_device3.stats().num_ooms, 1);
 
   // The allocator is still consistent and usable.
-  alloc.free(held);
-  void* p = alloc.allocate(4 * MiB, kStreamA);
+  on_device3.free(held);
+  void* p = on_device3.allocate(4 * MiB, kStreamA);
   EXPECT_EQ(p, held);
-  alloc.free(p);
+  on_device3.free(p);
 }
 
-TEST(CachingAllocator, AbsurdRequestIsOutOfMemory) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, AbsurdRequestIsOutOfMemory) {
   EXPECT_THROW(alloc.allocate(SIZE_MAX, kStreamA), sinter::Error);
   EXPECT_EQ(alloc.stats().num_ooms, 1);
   EXPECT_EQ(heap.allocs, 0);
 }
 
-TEST(CachingAllocator, FreeingUnknownPointerThrows) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, FreeingUnknownPointerThrows) {
   int x = 0;
   EXPECT_THROW(alloc.free(&x), sinter::Error);
   EXPECT_FALSE(alloc.try_free(&x));
@@ -355,19 +337,16 @@ TEST(CachingAllocator, FreeingUnknownPointerThrows) {
   EXPECT_EQ(alloc.stats().num_frees, 1);
 }
 
-TEST(CachingAllocator, DestructorReleasesFreeSegments) {
-  FakeHeap heap;
+TEST_F(CachingAllocator, DestructorReleasesFreeSegments) {
   {
-    CachingAllocator alloc(heap, 0);
-    alloc.free(alloc.allocate(KiB, kStreamA));
-    alloc.free(alloc.allocate(8 * MiB, kStreamB));
+    Allocator scoped(heap, 0);
+    scoped.free(scoped.allocate(KiB, kStreamA));
+    scoped.free(scoped.allocate(8 * MiB, kStreamB));
   }
   EXPECT_EQ(heap.live_segments(), 0u);
 }
 
-TEST(CachingAllocator, BlockUsedOnOtherStreamsWaitsForThemAfterFree) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, BlockUsedOnOtherStreamsWaitsForThemAfterFree) {
   void* p = alloc.allocate(4 * KiB, kStreamA);
   EXPECT_TRUE(alloc.record_stream(p, kStreamB));
   EXPECT_TRUE(alloc.record_stream(p, kStreamB));
@@ -394,9 +373,7 @@ TEST(CachingAllocator, BlockUsedOnOtherStreamsWaitsForThemAfterFree) {
   alloc.free(q);
 }
 
-TEST(CachingAllocator, RecordStreamOfItsOwnStreamOrAForeignPointer) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, RecordStreamOfItsOwnStreamOrAForeignPointer) {
   void* p = alloc.allocate(4 * KiB, kStreamA);
   EXPECT_TRUE(alloc.record_stream(p, kStreamA));  // the pool's stream already orders the reuse
   alloc.free(p);
@@ -408,9 +385,7 @@ TEST(CachingAllocator, RecordStreamOfItsOwnStreamOrAForeignPointer) {
   EXPECT_FALSE(alloc.record_stream(p, kStreamB));  // freed: no longer handed out
 }
 
-TEST(CachingAllocator, EmptyCacheWaitsForStreamUses) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, EmptyCacheWaitsForStreamUses) {
   void* p = alloc.allocate(4 * MiB, kStreamA);
   alloc.record_stream(p, kStreamB);
   alloc.free(p);
@@ -421,9 +396,8 @@ TEST(CachingAllocator, EmptyCacheWaitsForStreamUses) {
   EXPECT_EQ(alloc.stats().reserved_bytes, 0);
 }
 
-TEST(CachingAllocator, OutOfMemoryRetryWaitsForStreamUses) {
-  FakeHeap heap(8 * MiB);
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, OutOfMemoryRetryWaitsForStreamUses) {
+  heap.set_limit(8 * MiB);
   void* p = alloc.allocate(6 * MiB, kStreamA);
   alloc.record_stream(p, kStreamB);
   alloc.free(p);
@@ -437,23 +411,21 @@ TEST(CachingAllocator, OutOfMemoryRetryWaitsForStreamUses) {
   alloc.free(q);
 }
 
-TEST(CachingAllocator, DestructorDropsPendingStreamUses) {
-  FakeHeap heap;
+TEST_F(CachingAllocator, DestructorDropsPendingStreamUses) {
   {
-    CachingAllocator alloc(heap, 0);
-    void* p = alloc.allocate(KiB, kStreamA);
-    alloc.record_stream(p, kStreamB);
-    alloc.free(p);
+    Allocator scoped(heap, 0);
+    void* p = scoped.allocate(KiB, kStreamA);
+    scoped.record_stream(p, kStreamB);
+    scoped.free(p);
     EXPECT_EQ(heap.live_events(), 1u);
   }
   EXPECT_EQ(heap.live_events(), 0u);
 }
 
-TEST(CachingAllocator, OutOfMemoryRetryReusesABlockOtherStreamsHaveFinishedWith) {
+TEST_F(CachingAllocator, OutOfMemoryRetryReusesABlockOtherStreamsHaveFinishedWith) {
   // Room for two 2 MiB segments. Once stream B is done with p, p's block fits the request: the
   // retry takes it from the cache rather than giving its segment back and asking for a new one.
-  FakeHeap heap(4 * MiB);
-  CachingAllocator alloc(heap, 0);
+  heap.set_limit(4 * MiB);
   void* p = alloc.allocate(2 * MiB, kStreamA);
   void* keep = alloc.allocate(2 * MiB, kStreamA);
   EXPECT_TRUE(alloc.record_stream(p, kStreamB));
@@ -469,9 +441,7 @@ TEST(CachingAllocator, OutOfMemoryRetryReusesABlockOtherStreamsHaveFinishedWith)
   alloc.free(keep);
 }
 
-TEST(CachingAllocator, ForgottenStreamIsNoLongerWaitedFor) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, ForgottenStreamIsNoLongerWaitedFor) {
   void* p = alloc.allocate(4 * KiB, kStreamA);
   EXPECT_TRUE(alloc.record_stream(p, kStreamB));
   EXPECT_TRUE(alloc.record_stream(p, kStreamC));
@@ -485,47 +455,43 @@ TEST(CachingAllocator, ForgottenStreamIsNoLongerWaitedFor) {
   alloc.free(q);
 }
 
-TEST(CachingAllocator, WithoutCachingEachRequestIsItsOwnExactSegment) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0, /*caching=*/false);
-  void* p = alloc.allocate(1000, kStreamA);
-  void* q = alloc.allocate(1000, kStreamA);
+TEST_F(CachingAllocator, WithoutCachingEachRequestIsItsOwnExactSegment) {
+  Allocator uncached(heap, 0, /*caching=*/false);
+  void* p = uncached.allocate(1000, kStreamA);
+  void* q = uncached.allocate(1000, kStreamA);
   EXPECT_EQ(heap.allocs, 2);
   EXPECT_EQ(heap.live_bytes(), 2000u);  // not rounded: a sanitizer sees a read past byte 1000
-  EXPECT_EQ(alloc.stats().allocated_bytes, 2000);
-  alloc.free(p);
+  EXPECT_EQ(uncached.stats().allocated_bytes, 2000);
+  uncached.free(p);
   EXPECT_EQ(heap.frees, 1);  // given back at once, not cached
-  EXPECT_EQ(alloc.stats().reserved_bytes, 1000);
-  void* r = alloc.allocate(1000, kStreamA);
-  EXPECT_EQ(alloc.stats().num_cache_hits, 0);
+  EXPECT_EQ(uncached.stats().reserved_bytes, 1000);
+  void* r = uncached.allocate(1000, kStreamA);
+  EXPECT_EQ(uncached.stats().num_cache_hits, 0);
   EXPECT_EQ(heap.allocs, 3);
-  alloc.free(q);
-  alloc.free(r);
+  uncached.free(q);
+  uncached.free(r);
   EXPECT_EQ(heap.live_segments(), 0u);
-  EXPECT_EQ(alloc.stats().reserved_bytes, 0);
+  EXPECT_EQ(uncached.stats().reserved_bytes, 0);
 }
 
-TEST(CachingAllocator, WithoutCachingStreamUsesStillDelayTheRelease) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0, /*caching=*/false);
-  void* p = alloc.allocate(4 * KiB, kStreamA);
-  EXPECT_TRUE(alloc.record_stream(p, kStreamB));
-  alloc.free(p);
+TEST_F(CachingAllocator, WithoutCachingStreamUsesStillDelayTheRelease) {
+  Allocator uncached(heap, 0, /*caching=*/false);
+  void* p = uncached.allocate(4 * KiB, kStreamA);
+  EXPECT_TRUE(uncached.record_stream(p, kStreamB));
+  uncached.free(p);
   EXPECT_EQ(heap.frees, 0);  // stream B may still be using it
   heap.finish_events();
-  alloc.free(alloc.allocate(4 * KiB, kStreamA));  // polls the pending uses
+  uncached.free(uncached.allocate(4 * KiB, kStreamA));  // polls the pending uses
   EXPECT_EQ(heap.live_segments(), 0u);
   EXPECT_EQ(heap.live_events(), 0u);
 }
 
-TEST(CachingAllocator, StaysConsistentUnderConcurrentUse) {
-  FakeHeap heap;
-  CachingAllocator alloc(heap, 0);
+TEST_F(CachingAllocator, StaysConsistentUnderConcurrentUse) {
   constexpr int kThreads = 4;
   constexpr int kRounds = 2000;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&alloc, t] {
+    threads.emplace_back([this, t] {
       const void* stream = (t % 2) ? kStreamA : kStreamB;
       std::vector<void*> held;
       for (int i = 0; i < kRounds; ++i) {

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "test_util.h"
+#include "op_table.h"
 
 namespace sinter {
 namespace {
@@ -161,8 +161,7 @@ TEST(ConvPool, MaxPool2dTiesAndNaN) {
 TEST(ConvPool, MaxPool2dPaddingNeverWins) {
   // All inputs negative: a padded position (as if 0) must never be the maximum.
   Tensor x = full({1, 1, 3, 3}, -5.0);
-  auto [y, idx] =
-      max_pool2d_with_indices(x, {3, 3}, {.stride = {2, 2}, .padding = {1, 1}});
+  auto [y, idx] = max_pool2d_with_indices(x, {3, 3}, {.stride = {2, 2}, .padding = {1, 1}});
   EXPECT_EQ(y.to_vector<float>(), std::vector<float>(4, -5.0f));
   EXPECT_EQ(idx.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 3, 4}));
 }
@@ -171,18 +170,15 @@ TEST(ConvPool, PoolOutputShapes) {
   Tensor x = zeros({2, 3, 7, 6});
   EXPECT_EQ(max_pool2d(x, {2, 2}).shape(), (Shape{2, 3, 3, 3}));
   EXPECT_EQ(max_pool2d(x, {2, 2}, {.ceil_mode = true}).shape(), (Shape{2, 3, 4, 3}));
-  EXPECT_EQ(
-      max_pool2d(x, {3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})
-          .shape(),
-      (Shape{2, 3, 4, 4}));
+  EXPECT_EQ(max_pool2d(x, {3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true}).shape(),
+            (Shape{2, 3, 4, 4}));
   // ceil_mode drops a last window that would start inside the right padding: along W (5, padding
   // 1, k 2, s 2) a 4th window would start at 3 * 2 - 1 = 5, past the input; along H (6) it starts
   // at 5, inside the input, and stays.
-  EXPECT_EQ(
-      avg_pool2d(zeros({1, 1, 6, 5}),
-                 {2, 2}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})
-          .shape(),
-      (Shape{1, 1, 4, 3}));
+  EXPECT_EQ(avg_pool2d(zeros({1, 1, 6, 5}), {2, 2},
+                       {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})
+                .shape(),
+            (Shape{1, 1, 4, 3}));
   EXPECT_EQ(max_pool2d(x, {2, 2}, {.stride = {1, 1}, .dilation = {2, 2}}).shape(),
             (Shape{2, 3, 5, 4}));
   EXPECT_EQ(avg_pool2d(zeros({3, 7, 6}), {3, 2}).shape(), (Shape{3, 2, 3}));
@@ -224,14 +220,15 @@ TEST(ConvPool, AdaptiveAvgPool2dKnownValues) {
 
 TEST(ConvPool, AdaptiveAvgPool2dEqualsAvgPoolWhenDivisible) {
   Tensor x = randn({2, 3, 6, 8}, {.dtype = DType::f64});
-  EXPECT_TRUE(all_close(adaptive_avg_pool2d(x, {3, 4}), avg_pool2d(x, {2, 2}),
-                        1e-12, 1e-12));
+  EXPECT_TRUE(all_close(adaptive_avg_pool2d(x, {3, 4}), avg_pool2d(x, {2, 2}), 1e-12, 1e-12));
 }
 
 using ::sinter::testing::expect_error;
 
 TEST(ConvPoolErrors, Conv2dArguments) {
   Tensor x = zeros({2, 4, 6, 6}), w = zeros({6, 2, 3, 3});
+  // conv2d(x, w) with options `o`, to call in expect_error.
+  auto conv_x_w = [&](Conv2dOptions o) { return [&, o] { conv2d(x, w, Tensor(), o); }; };
   expect_error(
       [&] {
         conv2d(zeros({4, 6, 6}), w);
@@ -244,32 +241,20 @@ TEST(ConvPoolErrors, Conv2dArguments) {
         conv2d(x, zeros({5, 2, 3, 3}), Tensor(), {.groups = 2});
       },
       {"conv2d", "output channels 5", "not divisible by groups 2"});
-  expect_error([&] { conv2d(x, w, Tensor(), {.groups = 0}); }, {"conv2d", "groups", "got 0"});
-  expect_error(
-      [&] {
-        conv2d(x, w, Tensor(), {.stride = {0, 1}, .groups = 2});
-      },
-      {"conv2d", "stride must be positive", "(0, 1)"});
-  expect_error(
-      [&] {
-        conv2d(x, w, Tensor(), {.padding = {-1, 0}, .groups = 2});
-      },
-      {"conv2d", "padding must be non-negative", "(-1, 0)"});
-  expect_error(
-      [&] {
-        conv2d(x, w, Tensor(), {.dilation = {1, 0}, .groups = 2});
-      },
-      {"conv2d", "dilation must be positive", "(1, 0)"});
+  expect_error(conv_x_w({.groups = 0}), {"conv2d", "groups", "got 0"});
+  expect_error(conv_x_w({.stride = {0, 1}, .groups = 2}),
+               {"conv2d", "stride must be positive", "(0, 1)"});
+  expect_error(conv_x_w({.padding = {-1, 0}, .groups = 2}),
+               {"conv2d", "padding must be non-negative", "(-1, 0)"});
+  expect_error(conv_x_w({.dilation = {1, 0}, .groups = 2}),
+               {"conv2d", "dilation must be positive", "(1, 0)"});
   expect_error(
       [&] {
         conv2d(x, zeros({6, 2, 7, 3}), Tensor(), {.groups = 2});
       },
       {"conv2d", "kernel 7x3", "larger than the padded input 6x6"});
-  expect_error(
-      [&] {
-        conv2d(x, w, Tensor(), {.dilation = {3, 1}, .groups = 2});
-      },
-      {"conv2d", "kernel 7x3", "dilation (3, 1)"});
+  expect_error(conv_x_w({.dilation = {3, 1}, .groups = 2}),
+               {"conv2d", "kernel 7x3", "dilation (3, 1)"});
   expect_error([&] { conv2d(x, w, zeros({5}), {.groups = 2}); },
                {"conv2d", "bias must have shape [6]", "[5]"});
   expect_error([&] { conv2d(x, w.to(DType::f64), Tensor(), {.groups = 2}); },
@@ -280,6 +265,8 @@ TEST(ConvPoolErrors, Conv2dArguments) {
 
 TEST(ConvPoolErrors, PoolArguments) {
   Tensor x = zeros({1, 2, 5, 5});
+  // max_pool2d(x, {2, 2}) with options `o`, to call in expect_error.
+  auto max_pool_x = [&](MaxPool2dOptions o) { return [&, o] { max_pool2d(x, {2, 2}, o); }; };
   expect_error(
       [&] {
         max_pool2d(zeros({5, 5}), {2, 2});
@@ -290,31 +277,17 @@ TEST(ConvPoolErrors, PoolArguments) {
         avg_pool2d(x, {0, 2});
       },
       {"avg_pool2d", "kernel_size must be positive", "(0, 2)"});
-  expect_error(
-      [&] {
-        max_pool2d(x, {2, 2}, {.stride = {-1, 1}});
-      },
-      {"max_pool2d", "stride must be positive", "(-1, 1)"});
-  expect_error(
-      [&] {
-        max_pool2d(x, {2, 2}, {.padding = {2, 0}});
-      },
-      {"max_pool2d", "at most half the kernel size", "(2, 0)"});
-  expect_error(
-      [&] {
-        max_pool2d(x, {2, 2}, {.dilation = {0, 1}});
-      },
-      {"max_pool2d", "dilation must be positive"});
+  expect_error(max_pool_x({.stride = {-1, 1}}),
+               {"max_pool2d", "stride must be positive", "(-1, 1)"});
+  expect_error(max_pool_x({.padding = {2, 0}}),
+               {"max_pool2d", "at most half the kernel size", "(2, 0)"});
+  expect_error(max_pool_x({.dilation = {0, 1}}), {"max_pool2d", "dilation must be positive"});
   expect_error(
       [&] {
         max_pool2d(x, {6, 2});
       },
       {"max_pool2d", "too small", "[1, 2, 5, 5]", "output would be 0x"});
-  expect_error(
-      [&] {
-        avg_pool2d(x.to(DType::i32), {2, 2});
-      },
-      {"avg_pool2d", "floating"});
+  expect_error([&] { avg_pool2d(x.to(DType::i32), {2, 2}); }, {"avg_pool2d", "floating"});
   expect_error(
       [&] {
         adaptive_avg_pool2d(x, {0, 2});
@@ -383,18 +356,7 @@ void expect_parity(const std::function<Tensor(const std::vector<Tensor>&)>& f,
 
 // f32 tolerance for reductions of a few hundred to a few thousand terms; bf16/f16 round the
 // result once on both sides, so they differ by about one unit in the last place.
-double tol_for(DType dt) {
-  switch (dt) {
-    case DType::f64:
-      return 1e-10;
-    case DType::f32:
-      return 1e-3;
-    case DType::f16:
-      return 2e-2;
-    default:
-      return 5e-2;
-  }
-}
+const testing::DTypeTolerances tol_for{.f64 = 1e-10, .f32 = 1e-3, .f16 = 2e-2, .bf16 = 5e-2};
 
 // conv2d (with bias when the case has one) through expect_parity, each case with a fresh seed.
 void conv_parity(const std::vector<ConvCase>& cases, DType dt, double tol, bool scaled) {
@@ -403,11 +365,7 @@ void conv_parity(const std::vector<ConvCase>& cases, DType dt, double tol, bool 
     SCOPED_TRACE("x " + shape_str(c.x) + " w " + shape_str(c.w) + " seed " + std::to_string(seed));
     std::vector<Shape> shapes = {c.x, c.w};
     if (c.bias) shapes.push_back({c.w[0]});
-    const Conv2dOptions o = c.opts;
-    auto f = [o](const std::vector<Tensor>& in) {
-      return conv2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), o);
-    };
-    expect_parity(f, shapes, dt, tol, seed, scaled);
+    expect_parity(testing::conv2d_of(c.opts), shapes, dt, tol, seed, scaled);
   }
 }
 
@@ -483,38 +441,19 @@ TEST(CudaConvPool, Conv2dTensorCoreTf32) {
 
 TEST(CudaConvPool, PoolsMatchCpu) {
   SINTER_REQUIRE_CUDA();
-  using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-  const std::vector<std::pair<std::string, Fn>> ops = {
+  using testing::adaptive_pool_of;
+  using testing::avg_pool_of;
+  using testing::max_pool_of;
+  const std::vector<std::pair<std::string, testing::OpFn>> ops = {
       {"max 3x3 s2 p1 ceil",
-       [](const std::vector<Tensor>& in) {
-         return max_pool2d(
-             in[0],
-             {3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true});
-       }},
-      {"max 2x3 dilated",
-       [](const std::vector<Tensor>& in) {
-         return max_pool2d(in[0], {2, 3}, {.stride = {1, 2}, .dilation = {2, 2}});
-       }},
+       max_pool_of({3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},
+      {"max 2x3 dilated", max_pool_of({2, 3}, {.stride = {1, 2}, .dilation = {2, 2}})},
       {"avg 3x3 s2 p1 ceil",
-       [](const std::vector<Tensor>& in) {
-         return avg_pool2d(
-             in[0],
-             {3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true});
-       }},
+       avg_pool_of({3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})},
       {"avg 3x2 s2 p1 exclude pad",
-       [](const std::vector<Tensor>& in) {
-         return avg_pool2d(in[0], {3, 2}, {.stride = {2, 2},
-                                   .padding = {1, 1},
-                                   .count_include_pad = false});
-       }},
-      {"adaptive 5x3",
-       [](const std::vector<Tensor>& in) {
-         return adaptive_avg_pool2d(in[0], {5, 3});
-       }},
-      {"adaptive 40x30",
-       [](const std::vector<Tensor>& in) {
-         return adaptive_avg_pool2d(in[0], {40, 30});
-       }},
+       avg_pool_of({3, 2}, {.stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false})},
+      {"adaptive 5x3", adaptive_pool_of({5, 3})},
+      {"adaptive 40x30", adaptive_pool_of({40, 30})},
   };
   for (const auto& [name, f] : ops) {
     const uint64_t seed = testing::fresh_seed();

@@ -14,6 +14,7 @@
 #include "sinter/nn.h"
 #include "sinter/ops.h"
 #include "sinter/optim.h"
+#include "test_util.h"
 
 using namespace sinter;
 using sinter::dist::DDPOptions;
@@ -133,17 +134,10 @@ void run_ranks(int n, const std::function<void(int, std::shared_ptr<ProcessGroup
     if (e) std::rethrow_exception(e);
 }
 
-class Mlp : public nn::Module {
+// 4 -> hidden -> hidden -> 3.
+class Mlp : public sinter::testing::Mlp {
  public:
-  explicit Mlp(int64_t hidden = 8) {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(4, hidden));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(hidden, hidden));
-    fc3 = register_module("fc3", std::make_shared<nn::Linear>(hidden, 3));
-  }
-  Tensor forward(const Tensor& x) override {
-    return fc3->forward(relu(fc2->forward(relu(fc1->forward(x)))));
-  }
-  std::shared_ptr<nn::Linear> fc1, fc2, fc3;
+  explicit Mlp(int64_t hidden = 8) : sinter::testing::Mlp(4, hidden, 3) {}
 };
 
 // Parameters of the given sizes (and dtypes), not used in forward.

@@ -7,6 +7,7 @@
 #endif
 
 #include <cmath>
+#include <source_location>
 #include <string>
 
 #include "internal/dispatch.h"
@@ -200,20 +201,21 @@ TEST(CudaGemmPaths, MmaSyncLargeTilesFillTheGpu) {
   }
 }
 
+// Expects `path` (the `kernels` family) to refuse the problem, and its error to say `why`.
+void expect_refused(GemmPath path, const std::string& kernels, DType dt, bool tf32,
+                    const Problem& p, Generator* g, const std::string& why,
+                    std::source_location where = std::source_location::current()) {
+  testing::expect_error([&] { check(path, dt, tf32, p, {}, g); },
+                        {"gemm: the " + kernels + " kernels cannot take this problem", why}, where);
+}
+
 TEST(CudaGemmPaths, MmaSyncRefusesWhatItCannotTake) {
   SINTER_REQUIRE_CUDA();
   Generator g(testing::fresh_seed());
-  testing::expect_error(
-      [&] {
-        check(GemmPath::MmaSync, DType::f32, false, {64, 64, 64}, {}, &g);
-      },
-      {"gemm: the mma.sync kernels cannot take this problem", "allow_tf32 0"});
-  testing::expect_error(
-      [&] {
-        check(GemmPath::MmaSync, DType::f16, false, {64, 64, 63, 1, false, false, false, false}, {},
-              &g);
-      },
-      {"gemm: the mma.sync kernels cannot take this problem", "k=63"});
+  expect_refused(GemmPath::MmaSync, "mma.sync", DType::f32, false, {64, 64, 64}, &g,
+                 "allow_tf32 0");
+  expect_refused(GemmPath::MmaSync, "mma.sync", DType::f16, false,
+                 {64, 64, 63, 1, false, false, false, false}, &g, "k=63");
 }
 
 TEST(CudaGemmPaths, WgmmaHalfTypesEveryLayout) {
@@ -246,22 +248,10 @@ TEST(CudaGemmPaths, WgmmaRefusesWhatItCannotTake) {
   SINTER_REQUIRE_CUDA();
   Generator g(testing::fresh_seed());
   // TF32 has no transpose flag; unpadded rows break TMA's 16-byte row alignment.
-  testing::expect_error(
-      [&] {
-        check(GemmPath::Wgmma, DType::f32, true, {64, 64, 64}, {}, &g);
-      },
-      {"gemm: the wgmma kernels cannot take this problem", "allow_tf32 1"});
-  testing::expect_error(
-      [&] {
-        check(GemmPath::Wgmma, DType::bf16, false, {64, 64, 63, 1, false, false, false, false}, {},
-              &g);
-      },
-      {"gemm: the wgmma kernels cannot take this problem", "k=63"});
-  testing::expect_error(
-      [&] {
-        check(GemmPath::Wgmma, DType::f64, false, {8, 8, 8}, {}, &g);
-      },
-      {"gemm: the wgmma kernels cannot take this problem", "dtype f64"});
+  expect_refused(GemmPath::Wgmma, "wgmma", DType::f32, true, {64, 64, 64}, &g, "allow_tf32 1");
+  expect_refused(GemmPath::Wgmma, "wgmma", DType::bf16, false,
+                 {64, 64, 63, 1, false, false, false, false}, &g, "k=63");
+  expect_refused(GemmPath::Wgmma, "wgmma", DType::f64, false, {8, 8, 8}, &g, "dtype f64");
 }
 
 TEST(CudaGemmPaths, AutoFallsBackForUnalignedRows) {

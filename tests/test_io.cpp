@@ -24,18 +24,9 @@ namespace fs = std::filesystem;
 using ::sinter::testing::expect_error;
 
 // Skips the test in a build without nlohmann_json, where save and load only throw.
-bool json_missing() {
-  try {
-    load_metadata("/nonexistent/sinter-probe.safetensors");
-  } catch (const Error& e) {
-    return std::string(e.what()).find("built without nlohmann_json") != std::string::npos;
-  }
-  return false;
-}
-#define SINTER_REQUIRE_JSON()                                                     \
-  do {                                                                            \
-    if (json_missing()) GTEST_SKIP() << "Sinter was built without nlohmann_json"; \
-  } while (0)
+#define SINTER_REQUIRE_JSON()                \
+  SINTER_REQUIRE_BUILT_WITH("nlohmann_json", \
+                            [] { load_metadata("/nonexistent/sinter-probe.safetensors"); })
 
 // A fresh folder under the system temp dir, removed with everything in it at the end of the test.
 using ::sinter::testing::TempDir;

@@ -8,6 +8,7 @@
 #include <set>
 #include <source_location>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sinter/nn.h"
@@ -659,16 +660,21 @@ TEST(NnLayers, Pooling) {
       {"AdaptiveAvgPool2d", "[1, 1, 1, 1, 1]"});
 }
 
+// A 3x3 convolution (padding 1) to 4 channels, batch norm, ReLU, `pool`, flatten, and a Linear
+// from the `flat` features left to 3 outputs.
+template <class Pool>
+nn::Sequential small_cnn(int64_t in_channels, Pool pool, int64_t flat) {
+  return nn::Sequential{nn::Conv2d(in_channels, 4, 3, {.padding = 1}),
+                        nn::BatchNorm2d(4),
+                        nn::ReLU(),
+                        std::move(pool),
+                        nn::Flatten(),
+                        nn::Linear(flat, 3)};
+}
+
 TEST(NnLayers, SmallCnnRoundTripAndDtype) {
   manual_seed(14);
-  auto make = [] {
-    return nn::Sequential{nn::Conv2d(1, 4, 3, {.padding = 1}),
-                          nn::BatchNorm2d(4),
-                          nn::ReLU(),
-                          nn::MaxPool2d(2),
-                          nn::Flatten(),
-                          nn::Linear(4 * 4 * 4, 3)};
-  };
+  auto make = [] { return small_cnn(1, nn::MaxPool2d(2), 4 * 4 * 4); };
   nn::Sequential a = make();
   Tensor x = randn({2, 1, 8, 8});
   Tensor y = a(x);
@@ -728,18 +734,8 @@ TEST(CudaNn, ToDeviceMovesEverythingAndKeepsIdentity) {
 TEST(CudaNn, CnnMatchesCpu) {
   SINTER_REQUIRE_CUDA();
   manual_seed(16);
-  nn::Sequential model{nn::Conv2d(2, 4, 3, {.padding = 1}),
-                       nn::BatchNorm2d(4),
-                       nn::ReLU(),
-                       nn::AdaptiveAvgPool2d(1),
-                       nn::Flatten(),
-                       nn::Linear(4, 3)};
-  nn::Sequential gpu{nn::Conv2d(2, 4, 3, {.padding = 1}),
-                     nn::BatchNorm2d(4),
-                     nn::ReLU(),
-                     nn::AdaptiveAvgPool2d(1),
-                     nn::Flatten(),
-                     nn::Linear(4, 3)};
+  nn::Sequential model = small_cnn(2, nn::AdaptiveAvgPool2d(1), 4);
+  nn::Sequential gpu = small_cnn(2, nn::AdaptiveAvgPool2d(1), 4);
   gpu.load_state_dict(model.state_dict());
   gpu.to(Device::cuda());
   Tensor x = randn({3, 2, 6, 6});

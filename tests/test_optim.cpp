@@ -51,16 +51,20 @@ using ::sinter::testing::expect_error;
 
 // --- SGD ---
 
-// Runs `steps` SGD steps on kStart with grad_at(t) and returns the parameter.
-std::vector<double> run_sgd(const optim::SGDOptions& o, int steps) {
+// Runs `steps` steps of an Opt on kStart with grad_at(t) and returns the parameter.
+template <class Opt, class Options>
+std::vector<double> run(const Options& o, int steps) {
   Tensor p = leaf(kStart);
-  SGD opt({p}, o);
+  Opt opt({p}, o);
   for (int t = 1; t <= steps; ++t) {
     set_grad(p, grad_at(t));
     opt.step();
   }
   return vec(p);
 }
+
+// SGD's, which the tests call with their options as a braced list.
+std::vector<double> run_sgd(const optim::SGDOptions& o, int steps) { return run<SGD>(o, steps); }
 
 // The same by hand, element by element.
 std::vector<double> sgd_by_hand(double lr, double momentum, double dampening, double wd,
@@ -173,37 +177,26 @@ std::vector<double> adam_by_hand(double lr, double b1, double b2, double eps, do
   return p;
 }
 
-template <class Opt, class Options>
-std::vector<double> run_adam(const Options& o, int steps) {
-  Tensor p = leaf(kStart);
-  Opt opt({p}, o);
-  for (int t = 1; t <= steps; ++t) {
-    set_grad(p, grad_at(t));
-    opt.step();
-  }
-  return vec(p);
-}
-
 TEST(OptimAdam, FirstStepIsLrTimesSignForTinyEps) {
   // With bias correction, step 1 moves every element by lr * g / (|g| + eps) ~ lr * sign(g).
-  expect_near(run_adam<Adam>(optim::AdamOptions{.lr = 0.01, .eps = 0.0}, 1),
+  expect_near(run<Adam>(optim::AdamOptions{.lr = 0.01, .eps = 0.0}, 1),
               {1.0 - 0.01, -2.0 + 0.01, 0.5 - 0.01});
 }
 
 TEST(OptimAdam, BiasCorrectedStepsMatchFormula) {
-  expect_near(run_adam<Adam>(optim::AdamOptions{.lr = 0.01, .betas = {0.8, 0.9}, .eps = 1e-3}, 5),
+  expect_near(run<Adam>(optim::AdamOptions{.lr = 0.01, .betas = {0.8, 0.9}, .eps = 1e-3}, 5),
               adam_by_hand(0.01, 0.8, 0.9, 1e-3, 0.0, false, false, 5));
 }
 
 TEST(OptimAdam, L2WeightDecayMatchesFormula) {
-  expect_near(run_adam<Adam>(optim::AdamOptions{.lr = 0.02, .eps = 1e-6, .weight_decay = 0.3}, 4),
+  expect_near(run<Adam>(optim::AdamOptions{.lr = 0.02, .eps = 1e-6, .weight_decay = 0.3}, 4),
               adam_by_hand(0.02, 0.9, 0.999, 1e-6, 0.3, false, false, 4));
 }
 
 TEST(OptimAdam, AmsgradMatchesFormula) {
   const std::vector<double> ams = adam_by_hand(0.02, 0.5, 0.6, 1e-8, 0.0, false, true, 5);
-  expect_near(
-      run_adam<Adam>(optim::AdamOptions{.lr = 0.02, .betas = {0.5, 0.6}, .amsgrad = true}, 5), ams);
+  expect_near(run<Adam>(optim::AdamOptions{.lr = 0.02, .betas = {0.5, 0.6}, .amsgrad = true}, 5),
+              ams);
   // The running maximum matters for these gradients.
   EXPECT_GT(std::abs(ams[0] - adam_by_hand(0.02, 0.5, 0.6, 1e-8, 0.0, false, false, 5)[0]), 1e-6);
 }
@@ -223,7 +216,7 @@ TEST(OptimAdam, StateHoldsStepAndMoments) {
 }
 
 TEST(OptimAdamW, DecoupledWeightDecayMatchesFormula) {
-  expect_near(run_adam<AdamW>(optim::AdamWOptions{.lr = 0.05, .eps = 1e-6, .weight_decay = 0.1}, 4),
+  expect_near(run<AdamW>(optim::AdamWOptions{.lr = 0.05, .eps = 1e-6, .weight_decay = 0.1}, 4),
               adam_by_hand(0.05, 0.9, 0.999, 1e-6, 0.1, true, false, 4));
   // And it is not Adam's L2 decay.
   EXPECT_GT(std::abs(adam_by_hand(0.05, 0.9, 0.999, 1e-6, 0.1, true, false, 4)[1] -
@@ -237,7 +230,7 @@ TEST(OptimAdamW, DefaultsAndAmsgrad) {
   EXPECT_EQ(opt.name(), "AdamW");
   EXPECT_EQ(opt.options().betas.second, 0.999);
   EXPECT_EQ(AdamW({leaf({1.0})}).options().weight_decay, 1e-2);
-  expect_near(run_adam<AdamW>(
+  expect_near(run<AdamW>(
                   optim::AdamWOptions{
                       .lr = 0.03, .betas = {0.6, 0.7}, .weight_decay = 0.2, .amsgrad = true},
                   5),

@@ -3,6 +3,7 @@
 // per-element reference in double; on a GPU, CUDA against CPU from the same inputs, with misaligned
 // views and more tensors than one launch holds.
 #include <cmath>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,6 +110,29 @@ void expect_same(const Result& a, const Result& b, double atol, double rtol) {
   }
 }
 
+struct DtypeTol {
+  DType dtype;
+  double tol;
+};
+
+// The fused step of every variant on the CPU (run_fused over `make(variant)`) against
+// `reference(inputs, variant)`, from the same fresh inputs with gaps in each dtype, within its tol.
+template <class Variant, class Make, class Reference>
+void expect_matches(const std::vector<Variant>& variants, Make make,
+                    const std::vector<std::string>& names, Reference reference,
+                    std::initializer_list<DtypeTol> cases) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const DtypeTol c : cases) {
+    const Inputs in = make_inputs(kSizes, c.dtype, seed, /*gaps=*/true);
+    for (size_t v = 0; v < variants.size(); ++v) {
+      SCOPED_TRACE("variant " + std::to_string(v) + ", " + dtype_name(c.dtype));
+      expect_same(run_fused(in, Device::cpu(), make(variants[v]), names),
+                  reference(in, variants[v]), c.tol, c.tol);
+    }
+  }
+}
+
 // --- SGD ---
 
 const std::vector<SGDOptions> kSgdVariants = {
@@ -180,34 +204,14 @@ Result sgd_by_element(const Inputs& in, const SGDOptions& o) {
 }
 
 TEST(OptimFused, SgdMatchesUnfusedOpsExactly) {
-  const uint64_t seed = testing::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  for (DType dtype : {DType::f32, DType::f64}) {
-    const Inputs in = make_inputs(kSizes, dtype, seed, /*gaps=*/true);
-    for (size_t v = 0; v < kSgdVariants.size(); ++v) {
-      SCOPED_TRACE("variant " + std::to_string(v) + ", " + dtype_name(dtype));
-      expect_same(run_fused(in, Device::cpu(), sgd_maker(kSgdVariants[v]), kSgdState),
-                  sgd_unfused(in, kSgdVariants[v]), 0.0, 0.0);
-    }
-  }
+  expect_matches(kSgdVariants, sgd_maker, kSgdState, sgd_unfused,
+                 {{DType::f32, 0.0}, {DType::f64, 0.0}});
 }
 
 TEST(OptimFused, SgdMatchesPerElementReference) {
-  const uint64_t seed = testing::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  struct Case {
-    DType dtype;
-    double tol;
-  };
-  for (const Case c : {Case{DType::f64, 1e-12}, Case{DType::f32, 1e-5}, Case{DType::bf16, 2e-2},
-                       Case{DType::f16, 4e-3}}) {
-    const Inputs in = make_inputs(kSizes, c.dtype, seed, /*gaps=*/true);
-    for (size_t v = 0; v < kSgdVariants.size(); ++v) {
-      SCOPED_TRACE("variant " + std::to_string(v) + ", " + dtype_name(c.dtype));
-      expect_same(run_fused(in, Device::cpu(), sgd_maker(kSgdVariants[v]), kSgdState),
-                  sgd_by_element(in, kSgdVariants[v]), c.tol, c.tol);
-    }
-  }
+  expect_matches(
+      kSgdVariants, sgd_maker, kSgdState, sgd_by_element,
+      {{DType::f64, 1e-12}, {DType::f32, 1e-5}, {DType::bf16, 2e-2}, {DType::f16, 4e-3}});
 }
 
 // --- Adam and AdamW ---
@@ -328,35 +332,15 @@ Result adam_by_element(const Inputs& in, const AdamVariant& var) {
 }
 
 TEST(OptimFused, AdamMatchesUnfusedOpsExactly) {
-  const uint64_t seed = testing::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  for (DType dtype : {DType::f32, DType::f64}) {
-    const Inputs in = make_inputs(kSizes, dtype, seed, /*gaps=*/true);
-    for (size_t v = 0; v < kAdamVariants.size(); ++v) {
-      SCOPED_TRACE("variant " + std::to_string(v) + ", " + dtype_name(dtype));
-      expect_same(run_fused(in, Device::cpu(), adam_maker(kAdamVariants[v]), kAdamState),
-                  adam_unfused(in, kAdamVariants[v]), 0.0, 0.0);
-    }
-  }
+  expect_matches(kAdamVariants, adam_maker, kAdamState, adam_unfused,
+                 {{DType::f32, 0.0}, {DType::f64, 0.0}});
 }
 
 TEST(OptimFused, AdamMatchesPerElementReference) {
-  const uint64_t seed = testing::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  struct Case {
-    DType dtype;
-    double tol;
-  };
   // No f16: (1 - beta2) g^2 falls below f16's range for small gradients, and the step then
   // divides by eps alone; bf16 has f32's range.
-  for (const Case c : {Case{DType::f64, 1e-10}, Case{DType::f32, 1e-4}, Case{DType::bf16, 3e-2}}) {
-    const Inputs in = make_inputs(kSizes, c.dtype, seed, /*gaps=*/true);
-    for (size_t v = 0; v < kAdamVariants.size(); ++v) {
-      SCOPED_TRACE("variant " + std::to_string(v) + ", " + dtype_name(c.dtype));
-      expect_same(run_fused(in, Device::cpu(), adam_maker(kAdamVariants[v]), kAdamState),
-                  adam_by_element(in, kAdamVariants[v]), c.tol, c.tol);
-    }
-  }
+  expect_matches(kAdamVariants, adam_maker, kAdamState, adam_by_element,
+                 {{DType::f64, 1e-10}, {DType::f32, 1e-4}, {DType::bf16, 3e-2}});
 }
 
 // --- layout and bookkeeping ---
@@ -437,47 +421,41 @@ std::vector<int64_t> many_sizes() {
   return sizes;
 }
 
-TEST(CudaOptimFused, SgdMatchesCpu) {
-  SINTER_REQUIRE_CUDA();
+// The fused step of every variant on CUDA, with and without misaligned tensors, against the CPU,
+// over many_sizes() in each of `dtypes`.
+template <class Variant, class Make>
+void expect_cuda_matches_cpu(const std::vector<Variant>& variants, Make make,
+                             const std::vector<std::string>& names,
+                             std::initializer_list<DType> dtypes) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+  for (DType dtype : dtypes) {
     const Inputs in = make_inputs(many_sizes(), dtype, seed, /*gaps=*/true);
     const double rtol = dtype == DType::f32 ? 1e-6 : dtype == DType::f64 ? 1e-12 : 1e-2;
-    for (size_t v = 0; v < kSgdVariants.size(); ++v) {
+    for (size_t v = 0; v < variants.size(); ++v) {
       for (bool misalign : {false, true}) {
         SCOPED_TRACE("variant " + std::to_string(v) + ", " + dtype_name(dtype) +
                      (misalign ? ", misaligned" : ""));
         testing::poison_cuda_cache();
-        const Result gpu =
-            run_fused(in, Device::cuda(), sgd_maker(kSgdVariants[v]), kSgdState, misalign);
-        const Result cpu = run_fused(in, Device::cpu(), sgd_maker(kSgdVariants[v]), kSgdState);
+        const Result gpu = run_fused(in, Device::cuda(), make(variants[v]), names, misalign);
+        const Result cpu = run_fused(in, Device::cpu(), make(variants[v]), names);
         expect_same(gpu, cpu, 1e-6, rtol);
       }
     }
   }
 }
 
+TEST(CudaOptimFused, SgdMatchesCpu) {
+  SINTER_REQUIRE_CUDA();
+  expect_cuda_matches_cpu(kSgdVariants, sgd_maker, kSgdState,
+                          {DType::f32, DType::f64, DType::bf16, DType::f16});
+}
+
 TEST(CudaOptimFused, AdamMatchesCpu) {
   SINTER_REQUIRE_CUDA();
-  const uint64_t seed = testing::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
   // No f16, as in AdamMatchesPerElementReference.
-  for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
-    const Inputs in = make_inputs(many_sizes(), dtype, seed, /*gaps=*/true);
-    const double rtol = dtype == DType::f32 ? 1e-6 : dtype == DType::f64 ? 1e-12 : 1e-2;
-    for (size_t v = 0; v < kAdamVariants.size(); ++v) {
-      for (bool misalign : {false, true}) {
-        SCOPED_TRACE("variant " + std::to_string(v) + ", " + dtype_name(dtype) +
-                     (misalign ? ", misaligned" : ""));
-        testing::poison_cuda_cache();
-        const Result gpu =
-            run_fused(in, Device::cuda(), adam_maker(kAdamVariants[v]), kAdamState, misalign);
-        const Result cpu = run_fused(in, Device::cpu(), adam_maker(kAdamVariants[v]), kAdamState);
-        expect_same(gpu, cpu, 1e-6, rtol);
-      }
-    }
-  }
+  expect_cuda_matches_cpu(kAdamVariants, adam_maker, kAdamState,
+                          {DType::f32, DType::f64, DType::bf16});
 }
 
 // A group whose parameters live on CPU and CUDA: one kernel call per device, each on its own.

@@ -1,5 +1,5 @@
-// Shared test helpers: device availability, fresh seeds, closeness checks, and poisoning of the
-// CUDA cache so that a kernel that leaves output unwritten fails loudly.
+// Shared test helpers: device availability, fresh seeds, closeness checks, a small MLP, and
+// poisoning of the CUDA cache so that a kernel that leaves output unwritten fails loudly.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <source_location>
 #include <string>
@@ -59,6 +60,36 @@ inline ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& 
   return ::testing::AssertionSuccess();
 }
 
+// A tolerance per floating dtype, looked up as tol(dtype); bf16's serves any other dtype.
+struct DTypeTolerances {
+  double f64, f32, f16, bf16;
+  double operator()(DType dt) const {
+    if (dt == DType::f64) return f64;
+    if (dt == DType::f32) return f32;
+    return dt == DType::f16 ? f16 : bf16;
+  }
+};
+
+// Whether probe() throws the error of a Sinter built without the optional dependency `name`
+// ("built without zlib"), whose features then only throw.
+template <class F>
+bool built_without(const std::string& name, F probe) {
+  try {
+    probe();
+  } catch (const Error& e) {
+    return std::string(e.what()).find("built without " + name) != std::string::npos;
+  }
+  return false;
+}
+
+// Skips the test when Sinter was built without `name` (a string literal), as `probe` finds.
+#define SINTER_REQUIRE_BUILT_WITH(name, probe)           \
+  do {                                                   \
+    if (::sinter::testing::built_without(name, probe)) { \
+      GTEST_SKIP() << "Sinter was built without " name;  \
+    }                                                    \
+  } while (0)
+
 // Asserts that f() throws sinter::Error and that its text holds every fragment; a failure names the
 // caller's line.
 template <class F>
@@ -104,6 +135,21 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+};
+
+// Three Linear layers with ReLUs between them, `in` -> `hidden` -> `hidden` -> `out`, as fc1, fc2
+// and fc3.
+class Mlp : public nn::Module {
+ public:
+  Mlp(int64_t in, int64_t hidden, int64_t out) {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(in, hidden));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(hidden, hidden));
+    fc3 = register_module("fc3", std::make_shared<nn::Linear>(hidden, out));
+  }
+  Tensor forward(const Tensor& x) override {
+    return fc3->forward(relu(fc2->forward(relu(fc1->forward(x)))));
+  }
+  std::shared_ptr<nn::Linear> fc1, fc2, fc3;
 };
 
 // Fills the CUDA cache with NaN-filled blocks and frees them, so fresh outputs start as garbage.

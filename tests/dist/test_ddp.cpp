@@ -13,6 +13,7 @@
 #include "sinter/nn.h"
 #include "sinter/ops.h"
 #include "sinter/optim.h"
+#include "test_util.h"
 
 using namespace sinter;
 using sinter::dist::DistributedDataParallel;
@@ -22,17 +23,10 @@ namespace {
 
 std::shared_ptr<ProcessGroup> group() { return sinter::testing::world_ptr(); }
 
-class Mlp : public nn::Module {
+// 6 -> hidden -> hidden -> 4.
+class Mlp : public sinter::testing::Mlp {
  public:
-  explicit Mlp(int64_t hidden = 16) {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, hidden));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(hidden, hidden));
-    fc3 = register_module("fc3", std::make_shared<nn::Linear>(hidden, 4));
-  }
-  Tensor forward(const Tensor& x) override {
-    return fc3->forward(relu(fc2->forward(relu(fc1->forward(x)))));
-  }
-  std::shared_ptr<nn::Linear> fc1, fc2, fc3;
+  explicit Mlp(int64_t hidden = 16) : sinter::testing::Mlp(6, hidden, 4) {}
 };
 
 // BatchNorm2d over (N, 3, 2, 2), then a Linear on the flattened result.
