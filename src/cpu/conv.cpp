@@ -3,10 +3,13 @@
 // small. bf16 and f16 are widened to f32 first, so the weight gradient's sum over the batch is not
 // rounded once per image.
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
+#include "cpu/cpu_util.h"
 #include "internal/kernels_conv.h"
 #include "sinter/core/error.h"
 
@@ -97,14 +100,18 @@ void group_gemm(const Conv2dGeom& g, bool ta, bool tb, int64_t m, int64_t n, int
   cpu::gemm(Ctx{}, args);
 }
 
-// Sizes shared by the three passes.
+// Sizes shared by the three passes, and the element counts of x, w and y.
 struct Dims {
   int64_t hw, cig, cog, kg;
+  int64_t x_numel, w_numel, y_numel;
   explicit Dims(const Conv2dGeom& g)
       : hw(g.h_out * g.w_out),
         cig(g.c_in / g.groups),
         cog(g.c_out / g.groups),
-        kg(g.c_in / g.groups * g.kh * g.kw) {}
+        kg(g.c_in / g.groups * g.kh * g.kw),
+        x_numel(g.n * g.c_in * g.h * g.w),
+        w_numel(g.c_out * kg),
+        y_numel(g.n * g.c_out * hw) {}
 };
 
 template <typename T>
@@ -153,100 +160,65 @@ void backward_weight_typed(const Conv2dGeom& g, const T* x, const T* dy, T* dw) 
   }
 }
 
-// bf16/f16 storage: widen the inputs to f32, run the f32 path, round the output once.
-template <typename H>
-std::vector<float> widen(const void* p, int64_t n) {
-  std::vector<float> out(static_cast<size_t>(n));
-  if (p == nullptr) return out;
-  const H* h = static_cast<const H*>(p);
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(h[i]);
-  return out;
-}
+// A tensor a pass reads: its data (null for an absent bias) and its element count.
+struct Input {
+  const void* data;
+  int64_t numel;
+};
 
-template <typename H>
-void narrow_to(const std::vector<float>& v, void* p) {
-  H* h = static_cast<H*>(p);
-  for (size_t i = 0; i < v.size(); ++i) h[i] = H(v[i]);
-}
-
-// Calls fn(T{}) with T the storage type for f32/f64, or half_fn(H{}) for bf16/f16, which widens.
-template <class Fn, class HalfFn>
-void by_dtype(const char* op, DType dtype, Fn fn, HalfFn half_fn) {
-  switch (dtype) {
-    case DType::f32:
-      return fn(float{});
-    case DType::f64:
-      return fn(double{});
-    case DType::bf16:
-      return half_fn(BFloat16{});
-    case DType::f16:
-      return half_fn(Half{});
-    default:
-      break;
-  }
-  SINTER_THROW(op, ": unsupported dtype ", dtype);
+// Runs pass(in..., out) with the tensors as the storage type of the floating `dtype`. bf16 and f16
+// go by way of f32: the inputs are widened, the f32 pass runs, and its output is rounded once.
+template <size_t N, class Pass>
+void run_pass(const char* op, DType dtype, const Input (&in)[N], void* out, int64_t out_numel,
+              Pass pass) {
+  visit_float(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      std::array<const T*, N> typed;
+      for (size_t i = 0; i < N; ++i) typed[i] = static_cast<const T*>(in[i].data);
+      std::apply([&](auto... p) { pass(p..., static_cast<T*>(out)); }, typed);
+    } else {
+      std::array<std::vector<float>, N> wide;
+      std::array<const float*, N> typed;
+      for (size_t i = 0; i < N; ++i) {
+        if (in[i].data == nullptr) {
+          typed[i] = nullptr;
+          continue;
+        }
+        const T* h = static_cast<const T*>(in[i].data);
+        wide[i].resize(static_cast<size_t>(in[i].numel));
+        for (int64_t j = 0; j < in[i].numel; ++j) wide[i][j] = static_cast<float>(h[j]);
+        typed[i] = wide[i].data();
+      }
+      std::vector<float> out_f(static_cast<size_t>(out_numel));
+      std::apply([&](auto... p) { pass(p..., out_f.data()); }, typed);
+      T* o = static_cast<T*>(out);
+      for (size_t i = 0; i < out_f.size(); ++i) o[i] = T(out_f[i]);
+    }
+  });
 }
 
 }  // namespace
 
 void conv2d_forward(const Ctx&, const Conv2dGeom& g, DType dtype, const void* x, const void* w,
                     const void* bias, void* y) {
-  const int64_t nx = g.n * g.c_in * g.h * g.w, nw = g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
-  const int64_t ny = g.n * g.c_out * g.h_out * g.w_out;
-  by_dtype(
-      "conv2d_forward", dtype,
-      [&](auto t) {
-        using T = decltype(t);
-        forward_typed<T>(g, static_cast<const T*>(x), static_cast<const T*>(w),
-                         static_cast<const T*>(bias), static_cast<T*>(y));
-      },
-      [&](auto h) {
-        using H = decltype(h);
-        std::vector<float> xf = widen<H>(x, nx), wf = widen<H>(w, nw), bf = widen<H>(bias, g.c_out);
-        std::vector<float> yf(static_cast<size_t>(ny));
-        forward_typed<float>(g, xf.data(), wf.data(), bias ? bf.data() : nullptr, yf.data());
-        narrow_to<H>(yf, y);
-      });
+  const Dims d(g);
+  run_pass("conv2d_forward", dtype, {{x, d.x_numel}, {w, d.w_numel}, {bias, g.c_out}}, y, d.y_numel,
+           [&](auto... p) { forward_typed(g, p...); });
 }
 
 void conv2d_backward_input(const Ctx&, const Conv2dGeom& g, DType dtype, const void* dy,
                            const void* w, void* dx) {
-  const int64_t nx = g.n * g.c_in * g.h * g.w, nw = g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
-  const int64_t ny = g.n * g.c_out * g.h_out * g.w_out;
-  by_dtype(
-      "conv2d_backward_input", dtype,
-      [&](auto t) {
-        using T = decltype(t);
-        backward_input_typed<T>(g, static_cast<const T*>(dy), static_cast<const T*>(w),
-                                static_cast<T*>(dx));
-      },
-      [&](auto h) {
-        using H = decltype(h);
-        std::vector<float> dyf = widen<H>(dy, ny), wf = widen<H>(w, nw);
-        std::vector<float> dxf(static_cast<size_t>(nx));
-        backward_input_typed<float>(g, dyf.data(), wf.data(), dxf.data());
-        narrow_to<H>(dxf, dx);
-      });
+  const Dims d(g);
+  run_pass("conv2d_backward_input", dtype, {{dy, d.y_numel}, {w, d.w_numel}}, dx, d.x_numel,
+           [&](auto... p) { backward_input_typed(g, p...); });
 }
 
 void conv2d_backward_weight(const Ctx&, const Conv2dGeom& g, DType dtype, const void* x,
                             const void* dy, void* dw) {
-  const int64_t nx = g.n * g.c_in * g.h * g.w, nw = g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
-  const int64_t ny = g.n * g.c_out * g.h_out * g.w_out;
-  by_dtype(
-      "conv2d_backward_weight", dtype,
-      [&](auto t) {
-        using T = decltype(t);
-        backward_weight_typed<T>(g, static_cast<const T*>(x), static_cast<const T*>(dy),
-                                 static_cast<T*>(dw));
-      },
-      [&](auto h) {
-        using H = decltype(h);
-        std::vector<float> xf = widen<H>(x, nx), dyf = widen<H>(dy, ny);
-        std::vector<float> dwf(static_cast<size_t>(nw));
-        backward_weight_typed<float>(g, xf.data(), dyf.data(), dwf.data());
-        narrow_to<H>(dwf, dw);
-      });
+  const Dims d(g);
+  run_pass("conv2d_backward_weight", dtype, {{x, d.x_numel}, {dy, d.y_numel}}, dw, d.w_numel,
+           [&](auto... p) { backward_weight_typed(g, p...); });
 }
 
 }  // namespace sinter::cpu

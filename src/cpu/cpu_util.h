@@ -1,5 +1,5 @@
 // What the CPU reference kernels share: stored values widened to double and rounded back once, the
-// accumulation type of the CUDA kernels, and the visit of the floating storage types.
+// accumulation type of the CUDA kernels, and the visits of the storage types.
 #pragma once
 
 #include <type_traits>
@@ -9,10 +9,14 @@
 
 namespace sinter::cpu {
 
+// bf16 and f16 are stored as 16 bits but computed and converted as float.
+template <class T>
+constexpr bool is_half_type = std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
+
 // A stored value as double (bf16 and f16 by way of float).
 template <class T>
 double widen(T v) {
-  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
+  if constexpr (is_half_type<T>) {
     return static_cast<double>(static_cast<float>(v));
   } else {
     return static_cast<double>(v);
@@ -29,6 +33,27 @@ T narrow(double v) {
   }
 }
 
+// A stored value as the elementwise math sees it: bf16 and f16 as float, the others as they are.
+template <class T>
+auto to_value(T v) {
+  if constexpr (is_half_type<T>) {
+    return static_cast<float>(v);
+  } else {
+    return v;
+  }
+}
+
+// A computed value converted to storage type T as kern::convert does (bf16 and f16 by way of
+// float), which is how the CUDA kernels store it.
+template <class T, class V>
+T from_value(V v) {
+  if constexpr (is_half_type<T>) {
+    return T(kern::convert<float>(v));
+  } else {
+    return kern::convert<T>(v);
+  }
+}
+
 // The accumulation (compute) type of the CUDA kernels for storage type T: f64 for f64, else f32.
 template <class T>
 using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
@@ -38,6 +63,12 @@ using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 template <class F>
 void visit_float(DType dtype, const char* op, F&& f) {
   kern::visit_floating_type<BFloat16, Half>(dtype, op, std::forward<F>(f));
+}
+
+// As visit_float, for every dtype.
+template <class F>
+void visit_storage(DType dtype, const char* op, F&& f) {
+  kern::visit_storage_type<BFloat16, Half>(dtype, op, std::forward<F>(f));
 }
 
 }  // namespace sinter::cpu

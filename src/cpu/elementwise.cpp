@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cpu/cpu_util.h"
 #include "internal/kernels.h"
 #include "internal/scalar_ops.h"
 #include "sinter/core/error.h"
@@ -13,33 +14,6 @@ namespace sinter::cpu {
 namespace {
 
 constexpr int64_t kChunk = 256;
-
-template <class F>
-void visit_storage(DType t, F&& f) {
-  visit_storage_type<BFloat16, Half>(t, "elementwise", std::forward<F>(f));
-}
-
-// bf16 and f16 are stored as 16 bits but computed and converted as float.
-template <class T>
-constexpr bool is_half_type = std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
-
-template <class T>
-auto to_value(T v) {
-  if constexpr (is_half_type<T>) {
-    return static_cast<float>(v);
-  } else {
-    return v;
-  }
-}
-
-template <class T, class V>
-T from_value(V v) {
-  if constexpr (is_half_type<T>) {
-    return T(convert<float>(v));
-  } else {
-    return convert<T>(v);
-  }
-}
 
 // Walks the iteration space as rows of at most kChunk elements along the innermost dim, calling
 // fn(off, step, n) with each operand's element offset of the row's first element and its element
@@ -90,7 +64,7 @@ void load_row(const Operand& o, int64_t off, int64_t step, int64_t n, C* dst) {
     std::fill(dst, dst + n, convert<C>(o.scalar));
     return;
   }
-  visit_storage(o.dtype, [&](auto tag) {
+  visit_storage(o.dtype, "elementwise", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* p = static_cast<const T*>(o.data) + off;
     for (int64_t j = 0; j < n; ++j) dst[j] = convert<C>(to_value(p[j * step]));
@@ -99,10 +73,29 @@ void load_row(const Operand& o, int64_t off, int64_t step, int64_t n, C* dst) {
 
 template <class C>
 void store_row(const Operand& o, int64_t off, int64_t step, int64_t n, const C* src) {
-  visit_storage(o.dtype, [&](auto tag) {
+  visit_storage(o.dtype, "elementwise", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(o.data) + off;
     for (int64_t j = 0; j < n; ++j) p[j * step] = from_value<T>(src[j]);
+  });
+}
+
+// y = fn(a) (kInputs 1) or fn(a, b) (kInputs 2) over `it` in compute type C: a is op[1], b op[2]
+// and y op[0], a chunk of each loaded or stored at a time.
+template <class C, int kInputs, class Fn>
+void map_rows(const ElementwiseIter& it, Fn fn) {
+  for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
+    C a[kChunk], b[kChunk], y[kChunk];
+    load_row(it.op[1], off[1], step[1], n, a);
+    if constexpr (kInputs == 2) load_row(it.op[2], off[2], step[2], n, b);
+    for (int64_t j = 0; j < n; ++j) {
+      if constexpr (kInputs == 1) {
+        y[j] = fn(a[j]);
+      } else {
+        y[j] = fn(a[j], b[j]);
+      }
+    }
+    store_row(it.op[0], off[0], step[0], n, y);
   });
 }
 
@@ -113,12 +106,7 @@ void unary(const Ctx&, const ElementwiseIter& it, UnaryOp op, double p0, double 
     using C = typename decltype(ctag)::type;
     constexpr UnaryOp OP = decltype(opc)::value;
     const C c0 = convert<C>(p0), c1 = convert<C>(p1);
-    for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
-      C x[kChunk], y[kChunk];
-      load_row(it.op[1], off[1], step[1], n, x);
-      for (int64_t j = 0; j < n; ++j) y[j] = unary_fn<OP>(x[j], c0, c1);
-      store_row(it.op[0], off[0], step[0], n, y);
-    });
+    map_rows<C, 1>(it, [&](C x) { return unary_fn<OP>(x, c0, c1); });
   });
 }
 
@@ -127,13 +115,7 @@ void binary(const Ctx&, const ElementwiseIter& it, BinaryOp op, double p0, doubl
     using C = typename decltype(ctag)::type;
     constexpr BinaryOp OP = decltype(opc)::value;
     const C c0 = convert<C>(p0), c1 = convert<C>(p1);
-    for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
-      C a[kChunk], b[kChunk], y[kChunk];
-      load_row(it.op[1], off[1], step[1], n, a);
-      load_row(it.op[2], off[2], step[2], n, b);
-      for (int64_t j = 0; j < n; ++j) y[j] = binary_fn<OP>(a[j], b[j], c0, c1);
-      store_row(it.op[0], off[0], step[0], n, y);
-    });
+    map_rows<C, 2>(it, [&](C a, C b) { return binary_fn<OP>(a, b, c0, c1); });
   });
 }
 
@@ -158,7 +140,7 @@ void where(const Ctx&, const ElementwiseIter& it) {
 void copy(const Ctx&, const ElementwiseIter& it) {
   const Operand& out = it.op[0];
   const Operand& in = it.op[1];
-  visit_storage(out.dtype, [&](auto otag) {
+  visit_storage(out.dtype, "elementwise", [&](auto otag) {
     using To = typename decltype(otag)::type;
     if (in.data == nullptr) {
       const To v = from_value<To>(in.scalar);
@@ -168,7 +150,7 @@ void copy(const Ctx&, const ElementwiseIter& it) {
       });
       return;
     }
-    visit_storage(in.dtype, [&](auto itag) {
+    visit_storage(in.dtype, "elementwise", [&](auto itag) {
       using From = typename decltype(itag)::type;
       for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
         To* dst = static_cast<To*>(out.data) + off[0];

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "cpu/cpu_util.h"
 #include "internal/kernels.h"
 #include "sinter/core/error.h"
 
@@ -48,23 +49,11 @@ void index_select(const Ctx&, const void* in, DType dtype, int64_t outer, int64_
 
 void index_add(const Ctx&, void* out, DType dtype, int64_t outer, int64_t out_dim, int64_t inner,
                const int64_t* idx, int64_t nidx, const void* src) {
-  switch (dtype) {
-    case DType::f32:
-      return index_add_typed(static_cast<float*>(out), outer, out_dim, inner, idx, nidx,
-                             static_cast<const float*>(src));
-    case DType::f64:
-      return index_add_typed(static_cast<double*>(out), outer, out_dim, inner, idx, nidx,
-                             static_cast<const double*>(src));
-    case DType::bf16:
-      return index_add_typed(static_cast<BFloat16*>(out), outer, out_dim, inner, idx, nidx,
-                             static_cast<const BFloat16*>(src));
-    case DType::f16:
-      return index_add_typed(static_cast<Half*>(out), outer, out_dim, inner, idx, nidx,
-                             static_cast<const Half*>(src));
-    default:
-      break;
-  }
-  SINTER_THROW("index_add: unsupported dtype ", dtype);
+  visit_float(dtype, "index_add", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    index_add_typed(static_cast<T*>(out), outer, out_dim, inner, idx, nidx,
+                    static_cast<const T*>(src));
+  });
 }
 
 }  // namespace sinter::cpu

@@ -19,32 +19,47 @@ double weight_at(const void* w, int64_t k, double absent) {
   return w ? widen(static_cast<const T*>(w)[k]) : absent;
 }
 
+// Statistics are stored in Acc<T> (Note [norm statistics]) and used in double.
+template <class T>
+double stat_at(const void* stats, int64_t k) {
+  return static_cast<const Acc<T>*>(stats)[k];
+}
+
+template <class T>
+void set_stat(void* stats, int64_t k, double v) {
+  static_cast<Acc<T>*>(stats)[k] = static_cast<Acc<T>>(v);
+}
+
+// Calls fn(e) with the offset e of each element of channel k of an (n, c, hw) tensor, in memory
+// order.
+template <class Fn>
+void for_channel(int64_t n, int64_t c, int64_t hw, int64_t k, Fn fn) {
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < hw; ++j) fn((i * c + k) * hw + j);
+  }
+}
+
 }  // namespace
 
 void batch_norm_stats(const Ctx&, const void* x, DType dtype, int64_t n, int64_t c, int64_t hw,
                       double eps, void* mean, void* var, void* rstd) {
   visit_float(dtype, "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using A = Acc<T>;
     const T* px = static_cast<const T*>(x);
     const double m = static_cast<double>(n * hw);
     for (int64_t k = 0; k < c; ++k) {
       double s = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j < hw; ++j) s += widen(px[(i * c + k) * hw + j]);
-      }
+      for_channel(n, c, hw, k, [&](int64_t e) { s += widen(px[e]); });
       const double mu = s / m;
       double q = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j < hw; ++j) {
-          const double d = widen(px[(i * c + k) * hw + j]) - mu;
-          q += d * d;
-        }
-      }
+      for_channel(n, c, hw, k, [&](int64_t e) {
+        const double d = widen(px[e]) - mu;
+        q += d * d;
+      });
       const double v = q / m;
-      static_cast<A*>(mean)[k] = static_cast<A>(mu);
-      static_cast<A*>(var)[k] = static_cast<A>(v);
-      static_cast<A*>(rstd)[k] = static_cast<A>(1.0 / std::sqrt(v + eps));
+      set_stat<T>(mean, k, mu);
+      set_stat<T>(var, k, v);
+      set_stat<T>(rstd, k, 1.0 / std::sqrt(v + eps));
     }
   });
 }
@@ -54,18 +69,13 @@ void batch_norm_apply(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
                       void* y) {
   visit_float(dtype, "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using A = Acc<T>;
     const T* px = static_cast<const T*>(x);
     T* py = static_cast<T*>(y);
     for (int64_t k = 0; k < c; ++k) {
-      const double mu = static_cast<const A*>(mean)[k], rs = static_cast<const A*>(rstd)[k];
+      const double mu = stat_at<T>(mean, k), rs = stat_at<T>(rstd, k);
       const double scale = rs * weight_at<T>(weight, k, 1.0), shift = weight_at<T>(bias, k, 0.0);
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j < hw; ++j) {
-          const int64_t e = (i * c + k) * hw + j;
-          py[e] = narrow<T>((widen(px[e]) - mu) * scale + shift);
-        }
-      }
+      for_channel(n, c, hw, k,
+                  [&](int64_t e) { py[e] = narrow<T>((widen(px[e]) - mu) * scale + shift); });
     }
   });
 }
@@ -75,39 +85,32 @@ void batch_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
                          const void* weight, bool training, void* dx, void* dweight, void* dbias) {
   visit_float(dtype, "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using A = Acc<T>;
     const T* px = static_cast<const T*>(x);
     const T* pdy = static_cast<const T*>(dy);
     const double m = static_cast<double>(n * hw);
     for (int64_t k = 0; k < c; ++k) {
-      const double mu = static_cast<const A*>(mean)[k], rs = static_cast<const A*>(rstd)[k];
+      const double mu = stat_at<T>(mean, k), rs = stat_at<T>(rstd, k);
       double sum_dy = 0, sum_dy_xhat = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j < hw; ++j) {
-          const int64_t e = (i * c + k) * hw + j;
-          const double g = widen(pdy[e]);
-          sum_dy += g;
-          sum_dy_xhat += g * (widen(px[e]) - mu) * rs;
-        }
-      }
-      if (dbias) static_cast<A*>(dbias)[k] = static_cast<A>(sum_dy);
-      if (dweight) static_cast<A*>(dweight)[k] = static_cast<A>(sum_dy_xhat);
+      for_channel(n, c, hw, k, [&](int64_t e) {
+        const double g = widen(pdy[e]);
+        sum_dy += g;
+        sum_dy_xhat += g * (widen(px[e]) - mu) * rs;
+      });
+      if (dbias) set_stat<T>(dbias, k, sum_dy);
+      if (dweight) set_stat<T>(dweight, k, sum_dy_xhat);
       if (!dx) continue;
       const double scale = rs * weight_at<T>(weight, k, 1.0);
       const double mean_dy = sum_dy / m, mean_dy_xhat = sum_dy_xhat / m;
       T* pdx = static_cast<T*>(dx);
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j < hw; ++j) {
-          const int64_t e = (i * c + k) * hw + j;
-          const double g = widen(pdy[e]);
-          if (training) {
-            const double xhat = (widen(px[e]) - mu) * rs;
-            pdx[e] = narrow<T>(scale * (g - mean_dy - xhat * mean_dy_xhat));
-          } else {
-            pdx[e] = narrow<T>(scale * g);
-          }
+      for_channel(n, c, hw, k, [&](int64_t e) {
+        const double g = widen(pdy[e]);
+        if (training) {
+          const double xhat = (widen(px[e]) - mu) * rs;
+          pdx[e] = narrow<T>(scale * (g - mean_dy - xhat * mean_dy_xhat));
+        } else {
+          pdx[e] = narrow<T>(scale * g);
         }
-      }
+      });
     }
   });
 }
@@ -117,22 +120,20 @@ void layer_norm_forward(const Ctx&, const void* x, DType dtype, int64_t rows, in
                         void* rstd) {
   visit_float(dtype, "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using A = Acc<T>;
-    const T* px = static_cast<const T*>(x);
-    T* py = static_cast<T*>(y);
     for (int64_t r = 0; r < rows; ++r) {
-      const T* row = px + r * cols;
+      const T* row = static_cast<const T*>(x) + r * cols;
+      T* out = static_cast<T*>(y) + r * cols;
       double s = 0;
       for (int64_t j = 0; j < cols; ++j) s += widen(row[j]);
       const double mu = s / static_cast<double>(cols);
       double q = 0;
       for (int64_t j = 0; j < cols; ++j) q += (widen(row[j]) - mu) * (widen(row[j]) - mu);
       const double rs = 1.0 / std::sqrt(q / static_cast<double>(cols) + eps);
-      static_cast<A*>(mean)[r] = static_cast<A>(mu);
-      static_cast<A*>(rstd)[r] = static_cast<A>(rs);
+      set_stat<T>(mean, r, mu);
+      set_stat<T>(rstd, r, rs);
       for (int64_t j = 0; j < cols; ++j) {
-        py[r * cols + j] = narrow<T>((widen(row[j]) - mu) * rs * weight_at<T>(weight, j, 1.0) +
-                                    weight_at<T>(bias, j, 0.0));
+        out[j] = narrow<T>((widen(row[j]) - mu) * rs * weight_at<T>(weight, j, 1.0) +
+                           weight_at<T>(bias, j, 0.0));
       }
     }
   });
@@ -149,7 +150,7 @@ void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
     // Column sums in double across all rows, then added once to the caller's arrays.
     std::vector<double> dw(dweight ? cols : 0, 0.0), db(dbias ? cols : 0, 0.0);
     for (int64_t r = 0; r < rows; ++r) {
-      const double mu = static_cast<const A*>(mean)[r], rs = static_cast<const A*>(rstd)[r];
+      const double mu = stat_at<T>(mean, r), rs = stat_at<T>(rstd, r);
       const int64_t base = r * cols;
       double sum_g = 0, sum_g_xhat = 0;
       for (int64_t j = 0; j < cols; ++j) {

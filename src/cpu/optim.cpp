@@ -22,49 +22,51 @@ void store(void* p, int64_t i, Acc<T> v) {
   static_cast<T*>(p)[i] = T(v);
 }
 
-}  // namespace
-
-void sgd_step(const Ctx&, DType dtype, const SgdTensor* tensors, int64_t count, const SgdHyper& h) {
-  visit_float(dtype, "sgd_step", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using C = Acc<T>;
-    const SgdScalars<C> s(h);
+// Calls update(tag, s, t, i) for element i of each tensor t, with tag the TypeTag of the storage
+// type T of `dtype` and s the step's scalars in T's compute type, Scalars<Acc<T>>(h).
+template <template <class> class Scalars, class Tensor, class Hyper, class Update>
+void for_each_element(DType dtype, const char* op, const Tensor* tensors, int64_t count,
+                      const Hyper& h, Update update) {
+  visit_float(dtype, op, [&](auto tag) {
+    const Scalars<Acc<typename decltype(tag)::type>> s(h);
     for (int64_t k = 0; k < count; ++k) {
-      const SgdTensor& t = tensors[k];
-      for (int64_t i = 0; i < t.numel; ++i) {
-        C p = load<T>(t.param, i);
-        C buf = s.use_momentum && !t.init_buffer ? load<T>(t.momentum_buffer, i) : C(0);
-        sgd_element(s, t.init_buffer, p, load<T>(t.grad, i), buf);
-        store<T>(t.param, i, p);
-        if (s.use_momentum) store<T>(t.momentum_buffer, i, buf);
-      }
+      for (int64_t i = 0; i < tensors[k].numel; ++i) update(tag, s, tensors[k], i);
     }
   });
 }
 
-void adam_step(const Ctx&, DType dtype, const AdamTensor* tensors, int64_t count,
-               const AdamHyper& h) {
-  visit_float(dtype, "adam_step", [&](auto tag) {
+}  // namespace
+
+void sgd_step(const Ctx&, DType dtype, const SgdTensor* tensors, int64_t count, const SgdHyper& h) {
+  const auto update = [](auto tag, const auto& s, const SgdTensor& t, int64_t i) {
     using T = typename decltype(tag)::type;
     using C = Acc<T>;
-    const AdamScalars<C> s(h);
-    for (int64_t k = 0; k < count; ++k) {
-      const AdamTensor& t = tensors[k];
-      const C neg_step_size = static_cast<C>(-t.step_size);
-      const C bc2_sqrt = static_cast<C>(t.bias_correction2_sqrt);
-      for (int64_t i = 0; i < t.numel; ++i) {
-        C p = load<T>(t.param, i);
-        C m = load<T>(t.exp_avg, i);
-        C v = load<T>(t.exp_avg_sq, i);
-        C vmax = s.amsgrad ? load<T>(t.max_exp_avg_sq, i) : C(0);
-        adam_element(s, neg_step_size, bc2_sqrt, p, load<T>(t.grad, i), m, v, vmax);
-        store<T>(t.param, i, p);
-        store<T>(t.exp_avg, i, m);
-        store<T>(t.exp_avg_sq, i, v);
-        if (s.amsgrad) store<T>(t.max_exp_avg_sq, i, vmax);
-      }
-    }
-  });
+    C p = load<T>(t.param, i);
+    C buf = s.use_momentum && !t.init_buffer ? load<T>(t.momentum_buffer, i) : C(0);
+    sgd_element(s, t.init_buffer, p, load<T>(t.grad, i), buf);
+    store<T>(t.param, i, p);
+    if (s.use_momentum) store<T>(t.momentum_buffer, i, buf);
+  };
+  for_each_element<SgdScalars>(dtype, "sgd_step", tensors, count, h, update);
+}
+
+void adam_step(const Ctx&, DType dtype, const AdamTensor* tensors, int64_t count,
+               const AdamHyper& h) {
+  const auto update = [](auto tag, const auto& s, const AdamTensor& t, int64_t i) {
+    using T = typename decltype(tag)::type;
+    using C = Acc<T>;
+    C p = load<T>(t.param, i);
+    C m = load<T>(t.exp_avg, i);
+    C v = load<T>(t.exp_avg_sq, i);
+    C vmax = s.amsgrad ? load<T>(t.max_exp_avg_sq, i) : C(0);
+    adam_element(s, static_cast<C>(-t.step_size), static_cast<C>(t.bias_correction2_sqrt), p,
+                 load<T>(t.grad, i), m, v, vmax);
+    store<T>(t.param, i, p);
+    store<T>(t.exp_avg, i, m);
+    store<T>(t.exp_avg_sq, i, v);
+    if (s.amsgrad) store<T>(t.max_exp_avg_sq, i, vmax);
+  };
+  for_each_element<AdamScalars>(dtype, "adam_step", tensors, count, h, update);
 }
 
 }  // namespace sinter::cpu

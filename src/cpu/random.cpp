@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cpu/cpu_util.h"
 #include "internal/kernels.h"
 #include "internal/philox.h"
 #include "internal/scalar_ops.h"
@@ -12,80 +13,59 @@
 namespace sinter::cpu {
 namespace {
 
+// out[i] = value(tag, i) for i in [0, n), converted to the storage type T of `dtype` (tag is
+// TypeTag<T>).
 template <class F>
-void visit_storage(DType t, F&& f) {
-  visit_storage_type<BFloat16, Half>(t, "random", std::forward<F>(f));
+void fill(void* out, DType dtype, int64_t n, F value) {
+  visit_storage(dtype, "random", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = static_cast<T*>(out);
+    for (int64_t i = 0; i < n; ++i) p[i] = from_value<T>(value(tag, i));
+  });
 }
 
-// Rounds a computed value to the element type; bf16 and f16 go by way of float.
-template <class T, class V>
-T store_value(V v) {
-  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
-    return T(convert<float>(v));
-  } else {
-    return convert<T>(v);
-  }
+// Fills the floating `dtype` with draws of a distribution of parameters (a, b) from the Philox
+// stream: dist_f64 for f64, else dist_f32 with the parameters as float, rounded once to bf16/f16.
+template <class DistF64, class DistF32>
+void fill_distribution(const char* op, void* out, DType dtype, int64_t n, uint64_t seed,
+                       uint64_t offset, double a, double b, DistF64 dist_f64, DistF32 dist_f32) {
+  SINTER_CHECK(is_floating(dtype), op, ": needs a floating dtype, got ", dtype_name(dtype));
+  const auto fa = static_cast<float>(a), fb = static_cast<float>(b);
+  fill(out, dtype, n, [&](auto tag, int64_t i) {
+    const PhiloxBlock bits = philox_element(seed, offset, i);
+    if constexpr (std::is_same_v<typename decltype(tag)::type, double>) {
+      return dist_f64(bits, a, b);
+    } else {
+      return dist_f32(bits, fa, fb);
+    }
+  });
 }
 
 }  // namespace
 
 void random_uniform(const Ctx&, void* out, DType dtype, int64_t n, uint64_t seed, uint64_t offset,
                     double lo, double hi) {
-  SINTER_CHECK(is_floating(dtype), "random_uniform: needs a floating dtype, got ",
-               dtype_name(dtype));
-  visit_storage(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = static_cast<T*>(out);
-    if constexpr (std::is_same_v<T, double>) {
-      for (int64_t i = 0; i < n; ++i) p[i] = uniform_f64(philox_element(seed, offset, i), lo, hi);
-    } else {
-      const auto flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
-      for (int64_t i = 0; i < n; ++i) {
-        p[i] = store_value<T>(uniform_f32(philox_element(seed, offset, i), flo, fhi));
-      }
-    }
-  });
+  fill_distribution("random_uniform", out, dtype, n, seed, offset, lo, hi, uniform_f64,
+                    uniform_f32);
 }
 
 void random_normal(const Ctx&, void* out, DType dtype, int64_t n, uint64_t seed, uint64_t offset,
                    double mean, double std) {
-  SINTER_CHECK(is_floating(dtype), "random_normal: needs a floating dtype, got ",
-               dtype_name(dtype));
-  visit_storage(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = static_cast<T*>(out);
-    if constexpr (std::is_same_v<T, double>) {
-      for (int64_t i = 0; i < n; ++i) p[i] = normal_f64(philox_element(seed, offset, i), mean, std);
-    } else {
-      const auto fmean = static_cast<float>(mean), fstd = static_cast<float>(std);
-      for (int64_t i = 0; i < n; ++i) {
-        p[i] = store_value<T>(normal_f32(philox_element(seed, offset, i), fmean, fstd));
-      }
-    }
-  });
+  fill_distribution("random_normal", out, dtype, n, seed, offset, mean, std, normal_f64,
+                    normal_f32);
 }
 
 void random_int(const Ctx&, void* out, DType dtype, int64_t n, uint64_t seed, uint64_t offset,
                 int64_t lo, int64_t hi) {
   SINTER_CHECK(hi > lo, "random_int: empty range [", lo, ", ", hi, ")");
-  visit_storage(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = static_cast<T*>(out);
-    for (int64_t i = 0; i < n; ++i) {
-      p[i] = store_value<T>(randint_i64(philox_element(seed, offset, i), lo, hi));
-    }
-  });
+  fill(out, dtype, n,
+       [&](auto, int64_t i) { return randint_i64(philox_element(seed, offset, i), lo, hi); });
 }
 
 // start + i * step in double with one rounding (fma), as the CUDA kernel computes it.
 void arange(const Ctx&, void* out, DType dtype, int64_t n, double start, double step) {
-  visit_storage(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = static_cast<T*>(out);
-    for (int64_t i = 0; i < n; ++i) {
-      p[i] = store_value<T>(std::fma(static_cast<double>(i), step, start));
-    }
-  });
+  fill(out, dtype, n,
+       [&](auto, int64_t i) { return std::fma(static_cast<double>(i), step, start); });
 }
 
 }  // namespace sinter::cpu

@@ -20,10 +20,8 @@ constexpr bool kFloating = std::is_same_v<T, float> || std::is_same_v<T, double>
 // int64.
 template <typename T>
 auto exact(T v) {
-  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
-    return static_cast<double>(static_cast<float>(v));
-  } else if constexpr (kFloating<T>) {
-    return static_cast<double>(v);
+  if constexpr (kFloating<T>) {
+    return widen(v);
   } else {
     return static_cast<int64_t>(v);
   }
@@ -124,14 +122,18 @@ void cumsum_typed(const T* in, int64_t outer, int64_t len, int64_t inner, bool r
   }
 }
 
+// The output dtype the caller allocated must be `want`, the one the kernel writes.
+void check_out_dtype(const char* op, DType dtype, DType out_dtype, DType want) {
+  SINTER_CHECK(out_dtype == want, op, ": output dtype ", out_dtype, " for input ", dtype,
+               ", expected ", want);
+}
+
 }  // namespace
 
 void cumsum_rows(const Ctx&, const void* in, DType dtype, int64_t outer, int64_t len, int64_t inner,
                  bool reverse, void* out, DType out_dtype) {
-  const DType want = is_integral(dtype) ? DType::i64 : dtype;
-  SINTER_CHECK(out_dtype == want, "cumsum_rows: output dtype ", out_dtype, " for input ", dtype,
-               ", expected ", want);
-  kern::visit_storage_type<BFloat16, Half>(dtype, "cumsum_rows", [&](auto tag) {
+  check_out_dtype("cumsum_rows", dtype, out_dtype, is_integral(dtype) ? DType::i64 : dtype);
+  visit_storage(dtype, "cumsum_rows", [&](auto tag) {
     using T = typename decltype(tag)::type;
     cumsum_typed(static_cast<const T*>(in), outer, len, inner, reverse, out);
   });
@@ -139,30 +141,13 @@ void cumsum_rows(const Ctx&, const void* in, DType dtype, int64_t outer, int64_t
 
 void reduce_rows(const Ctx&, const void* in, DType dtype, int64_t outer, int64_t r, ReduceOp op,
                  void* out, DType out_dtype, int64_t* indices) {
-  const DType want = op == ReduceOp::Sum && is_integral(dtype) ? DType::i64 : dtype;
-  SINTER_CHECK(out_dtype == want, "reduce_rows: output dtype ", out_dtype, " for input ", dtype,
-               ", expected ", want);
+  check_out_dtype("reduce_rows", dtype, out_dtype,
+                  op == ReduceOp::Sum && is_integral(dtype) ? DType::i64 : dtype);
   SINTER_CHECK(op == ReduceOp::Sum || r >= 1, "reduce_rows: Max/Min of an empty row");
   if (outer == 0) return;
-  switch (dtype) {
-    case DType::f32:
-      return reduce_typed<float>(in, outer, r, op, out, indices);
-    case DType::f64:
-      return reduce_typed<double>(in, outer, r, op, out, indices);
-    case DType::bf16:
-      return reduce_typed<BFloat16>(in, outer, r, op, out, indices);
-    case DType::f16:
-      return reduce_typed<Half>(in, outer, r, op, out, indices);
-    case DType::i64:
-      return reduce_typed<int64_t>(in, outer, r, op, out, indices);
-    case DType::i32:
-      return reduce_typed<int32_t>(in, outer, r, op, out, indices);
-    case DType::u8:
-      return reduce_typed<uint8_t>(in, outer, r, op, out, indices);
-    case DType::b8:
-      return reduce_typed<bool>(in, outer, r, op, out, indices);
-  }
-  SINTER_THROW("reduce_rows: unsupported dtype ", dtype);
+  visit_storage(dtype, "reduce_rows", [&](auto tag) {
+    reduce_typed<typename decltype(tag)::type>(in, outer, r, op, out, indices);
+  });
 }
 
 }  // namespace sinter::cpu
