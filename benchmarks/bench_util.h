@@ -31,22 +31,21 @@
 
 namespace sinter::bench {
 
+// The name of `value` in `names`, its enum's names in declaration order ("?" past the end): the
+// programs spell their enums (in benchmark names, summary rows, messages) from such tables.
+template <typename E, size_t N>
+const char* enum_name(E value, const char* const (&names)[N]) {
+  const auto i = static_cast<size_t>(value);
+  return i < N ? names[i] : "?";
+}
+
 // The precisions the kernel benchmarks compare in: fp32 (full f32 arithmetic, no TF32), tf32 (f32
 // tensors, TF32 tensor cores allowed: matmul precision "high"), bf16 (bf16 tensors, f32
 // accumulation).
 enum class Prec { F32, TF32, BF16 };
+constexpr const char* kPrecNames[] = {"fp32", "tf32", "bf16"};
 
-inline const char* prec_name(Prec p) {
-  switch (p) {
-    case Prec::F32:
-      return "fp32";
-    case Prec::TF32:
-      return "tf32";
-    case Prec::BF16:
-      return "bf16";
-  }
-  return "?";
-}
+inline const char* prec_name(Prec p) { return enum_name(p, kPrecNames); }
 
 inline DType prec_dtype(Prec p) { return p == Prec::BF16 ? DType::bf16 : DType::f32; }
 

@@ -45,17 +45,9 @@ enum class Pass { Forward, BackwardData, BackwardFilter };
 // of the conv2d node, taken from y.grad_fn() and called directly through the public Node::apply, so
 // neither the forward, nor the engine's walk, nor the accumulation into .grad is in the time; only
 // the gradient asked for is computed, since the other input does not require grad.
-const char* pass_name(Pass p) {
-  switch (p) {
-    case Pass::Forward:
-      return "fwd";
-    case Pass::BackwardData:
-      return "grad_input_only";
-    case Pass::BackwardFilter:
-      return "grad_weight_only";
-  }
-  return "?";
-}
+constexpr const char* kPassNames[] = {"fwd", "grad_input_only", "grad_weight_only"};
+
+const char* pass_name(Pass p) { return bench::enum_name(p, kPassNames); }
 
 #if defined(SINTER_WITH_CUDA) && defined(SINTER_WITH_CUDNN)
 

@@ -14,19 +14,9 @@ using bench::Tolerance;
 
 enum class Op { Add, MulRow, Gelu, SumLast };
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::Add:
-      return "add";
-    case Op::MulRow:
-      return "mul_row";
-    case Op::Gelu:
-      return "gelu";
-    case Op::SumLast:
-      return "sum_last";
-  }
-  return "?";
-}
+constexpr const char* kOpNames[] = {"add", "mul_row", "gelu", "sum_last"};
+
+const char* op_name(Op op) { return bench::enum_name(op, kOpNames); }
 
 // The timed problem: (8192, 8192), 64Mi elements, 256 MiB in f32 and 128 MiB in bf16 per operand,
 // well past the 60 MB L2.

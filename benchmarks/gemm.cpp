@@ -23,19 +23,10 @@ using bench::prec_dtype;
 using bench::prec_name;
 using kern::GemmPath;
 
-const char* path_name(GemmPath p) {
-  switch (p) {
-    case GemmPath::Auto:
-      return "auto";
-    case GemmPath::Simt:
-      return "simt";
-    case GemmPath::MmaSync:
-      return "mma_sync";
-    case GemmPath::Wgmma:
-      return "wgmma";
-  }
-  return "?";
-}
+// In GemmPath's order.
+constexpr const char* kPathNames[] = {"auto", "simt", "mma_sync", "wgmma"};
+
+const char* path_name(GemmPath p) { return bench::enum_name(p, kPathNames); }
 
 // Auto, then each kernel family that can take the precision: SIMT for fp32, the tensor-core ones
 // for tf32 and bf16.
@@ -105,22 +96,20 @@ int64_t ldb(const GemmCase& s) { return s.tb ? s.k : s.n; }
 
 kern::GemmArgs gemm_args(const GemmCase& s, Prec p, GemmPath path, const void* a, const void* b,
                          void* c) {
-  kern::GemmArgs args;
-  args.dtype = prec_dtype(p);
-  args.trans_a = s.ta;
-  args.trans_b = s.tb;
-  args.m = s.m;
-  args.n = s.n;
-  args.k = s.k;
-  args.a = a;
-  args.lda = lda(s);
-  args.b = b;
-  args.ldb = ldb(s);
-  args.c = c;
-  args.ldc = s.n;
-  args.allow_tf32 = p == Prec::TF32;
-  args.path = path;
-  return args;
+  return {.dtype = prec_dtype(p),
+          .trans_a = s.ta,
+          .trans_b = s.tb,
+          .m = s.m,
+          .n = s.n,
+          .k = s.k,
+          .a = a,
+          .lda = lda(s),
+          .b = b,
+          .ldb = ldb(s),
+          .c = c,
+          .ldc = s.n,
+          .allow_tf32 = p == Prec::TF32,
+          .path = path};
 }
 
 // The same product as one column-major cuBLAS call: row-major c (m, n) is column-major c^T (n, m) =

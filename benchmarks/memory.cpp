@@ -21,27 +21,11 @@ using bench::Tolerance;
 
 enum class Op { Softmax, LogSoftmax, CrossEntropy, LayerNorm, BatchNorm, SumLast, Adam, AdamList };
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::Softmax:
-      return "softmax";
-    case Op::LogSoftmax:
-      return "log_softmax";
-    case Op::CrossEntropy:
-      return "cross_entropy_fwd_bwd";
-    case Op::LayerNorm:
-      return "layer_norm_fwd";
-    case Op::BatchNorm:
-      return "batch_norm_train_fwd";
-    case Op::SumLast:
-      return "sum_last";
-    case Op::Adam:
-      return "adam_step";
-    case Op::AdamList:
-      return "adam_step_list";
-  }
-  return "?";
-}
+constexpr const char* kOpNames[] = {
+    "softmax",  "log_softmax", "cross_entropy_fwd_bwd", "layer_norm_fwd", "batch_norm_train_fwd",
+    "sum_last", "adam_step",   "adam_step_list"};
+
+const char* op_name(Op op) { return bench::enum_name(op, kOpNames); }
 
 // One timed problem. Row-wise ops and cross_entropy: (rows, cols). batch_norm: (rows, cols, plane,
 // plane) read as (N, C, H, W). Adam: rows * cols parameters in one tensor. Adam list: `rows` blocks
