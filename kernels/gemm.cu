@@ -132,16 +132,9 @@ void gemm_typed(const GemmArgs& g, cudaStream_t stream) {
 }
 
 const char* path_name(GemmPath path) {
-  switch (path) {
-    case GemmPath::Simt:
-      return "simt";
-    case GemmPath::MmaSync:
-      return "mma.sync";
-    case GemmPath::Wgmma:
-      return "wgmma";
-    default:
-      return "auto";
-  }
+  // In GemmPath's order.
+  constexpr const char* kNames[] = {"auto", "simt", "mma.sync", "wgmma"};
+  return kNames[static_cast<int>(path)];
 }
 
 }  // namespace

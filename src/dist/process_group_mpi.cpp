@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <iterator>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "dist/process_group_impl.h"
 #include "sinter/autograd.h"
@@ -84,17 +86,8 @@ const char* call_name(int64_t kind) {
       return "collective";
   }
 }
-const char* op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-      return "Sum";
-    case ReduceOp::Average:
-      return "Average";
-    case ReduceOp::Max:
-      return "Max";
-  }
-  return "?";
-}
+// In ReduceOp's order.
+constexpr const char* kReduceOpNames[] = {"Sum", "Average", "Max"};
 
 // What the shape check exchanges: the call, its op or root, device type, dtype, numel, ndim and
 // the first kMaxCheckedDims sizes (-1 past ndim).
@@ -122,8 +115,8 @@ std::string describe_signature(const std::vector<int64_t>& v) {
   shape += "]";
   const bool dtype_ok = v[3] >= 0 && v[3] < kNumDTypes;
   std::string extra;
-  if (v[0] == kAllReduce && v[1] >= 0 && v[1] <= 2) {
-    extra = std::string(" ") + op_name(static_cast<ReduceOp>(v[1]));
+  if (v[0] == kAllReduce && v[1] >= 0 && v[1] < int64_t(std::size(kReduceOpNames))) {
+    extra = std::string(" ") + kReduceOpNames[v[1]];
   } else if (v[0] == kBroadcast) {
     extra = " from root " + std::to_string(v[1]);
   }
@@ -378,21 +371,14 @@ detail::NcclBackend& MpiGroup::nccl() {
 }
 
 MPI_Datatype mpi_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return MPI_FLOAT;
-    case DType::f64:
-      return MPI_DOUBLE;
-    case DType::i64:
-      return MPI_INT64_T;
-    case DType::i32:
-      return MPI_INT32_T;
-    case DType::u8:
-    case DType::b8:
-      return MPI_UINT8_T;  // bools are 0/1 bytes: Sum and Max both become Max (or)
-    default:
-      SINTER_THROW("all_reduce: dtype ", dtype, " has no MPI type");
+  // Bools are 0/1 bytes: Sum and Max both become Max (or).
+  const std::pair<DType, MPI_Datatype> types[] = {
+      {DType::f32, MPI_FLOAT},   {DType::f64, MPI_DOUBLE}, {DType::i64, MPI_INT64_T},
+      {DType::i32, MPI_INT32_T}, {DType::u8, MPI_UINT8_T}, {DType::b8, MPI_UINT8_T}};
+  for (const auto& [dt, type] : types) {
+    if (dt == dtype) return type;
   }
+  SINTER_THROW("all_reduce: dtype ", dtype, " has no MPI type");
 }
 
 // Divides the summed `buf` (contiguous f32 or f64) by the number of ranks.

@@ -5,7 +5,9 @@
 #include <nccl.h>
 
 #include <cstring>
+#include <iterator>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "dist/process_group_impl.h"
@@ -26,23 +28,16 @@ using Clock = std::chrono::steady_clock;
     }                                                                         \
   } while (0)
 
+// NCCL's type of each dtype; bools travel as their 0/1 bytes.
+constexpr std::pair<DType, ncclDataType_t> kNcclTypes[] = {
+    {DType::f32, ncclFloat32}, {DType::f64, ncclFloat64}, {DType::bf16, ncclBfloat16},
+    {DType::f16, ncclFloat16}, {DType::i64, ncclInt64},   {DType::i32, ncclInt32},
+    {DType::u8, ncclUint8},    {DType::b8, ncclUint8}};
+static_assert(std::size(kNcclTypes) == size_t(kNumDTypes), "every dtype has an NCCL type");
+
 ncclDataType_t nccl_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return ncclFloat32;
-    case DType::f64:
-      return ncclFloat64;
-    case DType::bf16:
-      return ncclBfloat16;
-    case DType::f16:
-      return ncclFloat16;
-    case DType::i64:
-      return ncclInt64;
-    case DType::i32:
-      return ncclInt32;
-    case DType::u8:
-    case DType::b8:
-      return ncclUint8;
+  for (const auto& [dt, type] : kNcclTypes) {
+    if (dt == dtype) return type;
   }
   SINTER_THROW("ProcessGroup: dtype ", dtype, " has no NCCL type");
 }
