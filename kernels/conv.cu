@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "accumulate.cuh"
 #include "conv_tc.cuh"
 #include "cuda_check.cuh"
+#include "cuda_util.cuh"
 #include "device_info.cuh"
 #include "internal/kernels_conv.h"
 #include "scratch.cuh"
@@ -220,19 +220,7 @@ void dispatch(const char* op, const Conv2dGeom& g, DType dtype, Fn fn) {
       fn(t, int64_t{});
     }
   };
-  switch (dtype) {
-    case DType::f32:
-      return with_index(float{});
-    case DType::f64:
-      return with_index(double{});
-    case DType::bf16:
-      return with_index(__nv_bfloat16{});
-    case DType::f16:
-      return with_index(__half{});
-    default:
-      break;
-  }
-  SINTER_THROW(op, ": unsupported dtype ", dtype);
+  visit_floating(dtype, op, [&](auto tag) { with_index(typename decltype(tag)::type{}); });
 }
 
 }  // namespace

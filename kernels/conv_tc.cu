@@ -35,9 +35,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "accumulate.cuh"
 #include "conv_tc.cuh"
 #include "cuda_check.cuh"
+#include "cuda_util.cuh"
 #include "device_info.cuh"
 #include "mma.cuh"
 

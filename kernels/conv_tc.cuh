@@ -6,7 +6,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "accumulate.cuh"
+#include "cuda_util.cuh"
 #include "internal/kernels_conv.h"
 
 namespace sinter::cudak {

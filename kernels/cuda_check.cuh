@@ -1,10 +1,8 @@
-// The named kernel-launch check and DeviceGuard for kernels/*.cu. SINTER_CUDA_CHECK comes from
+// The named kernel-launch check for kernels/*.cu. SINTER_CUDA_CHECK and DeviceGuard come from
 // internal/cuda_check.h, so all CUDA sources share one definition.
 #pragma once
 
 #include <cuda_runtime.h>
-
-#include <cstdio>
 
 #include "internal/cuda_check.h"  // SINTER_CUDA_CHECK
 #include "sinter/core/error.h"
@@ -21,30 +19,6 @@
 
 namespace sinter::cudak {
 
-// Sets the current device to `device` if it is not already, and restores the previous one on exit.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    SINTER_CUDA_CHECK(cudaGetDevice(&prev_));
-    if (prev_ != device) {
-      SINTER_CUDA_CHECK(cudaSetDevice(device));
-      switched_ = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (!switched_) return;
-    const cudaError_t err = cudaSetDevice(prev_);
-    if (err != cudaSuccess) {
-      std::fprintf(stderr, "sinter: DeviceGuard could not restore device %d: %s\n", prev_,
-                   cudaGetErrorString(err));
-    }
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = 0;
-  bool switched_ = false;
-};
+using cuda::DeviceGuard;  // internal/cuda_check.h
 
 }  // namespace sinter::cudak

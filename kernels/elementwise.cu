@@ -13,7 +13,7 @@
 #include <type_traits>
 
 #include "cuda_check.cuh"
-#include "device_info.cuh"
+#include "cuda_util.cuh"
 #include "internal/kernels.h"
 #include "internal/scalar_ops.h"
 
@@ -24,38 +24,10 @@ constexpr int kBlock = 256;
 
 // ---- element types ----
 
-template <class F>
-void visit_storage(DType t, F&& f) {
-  visit_storage_type<__nv_bfloat16, __half>(t, "elementwise", std::forward<F>(f));
-}
-
-// bf16 and f16 are computed and converted as float, rounding to nearest even on the way back, as
-// BFloat16/Half do on the host.
-template <class T>
-SINTER_HD auto to_value(T v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat162float(v);
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return __half2float(v);
-  } else {
-    return v;
-  }
-}
-
-template <class T, class V>
-SINTER_HD T from_value(V v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(convert<float>(v));
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(convert<float>(v));
-  } else {
-    return convert<T>(v);
-  }
-}
-
+// bf16 and f16 are computed as float (cuda_util.cuh's widen and from_acc).
 template <class C, class T>
 SINTER_HD C load_as(T v) {
-  return convert<C>(to_value(v));
+  return convert<C>(widen(v));
 }
 
 // The general-path kernels give each thread kUnroll elements, blockDim.x apart (so a warp's
@@ -69,7 +41,7 @@ __device__ __forceinline__ void load_typed(const T* p, const int64_t (&off)[kUnr
                                            int cnt, V (&dst)[kUnroll]) {
 #pragma unroll
   for (int j = 0; j < kUnroll; ++j) {
-    if (j < cnt) dst[j] = from_value<V>(to_value(p[off[j][k]]));
+    if (j < cnt) dst[j] = from_acc<V>(widen(p[off[j][k]]));
   }
 }
 
@@ -111,7 +83,7 @@ __device__ __forceinline__ void store_typed(T* p, const int64_t (&off)[kUnroll][
                                             const C (&src)[kUnroll]) {
 #pragma unroll
   for (int j = 0; j < kUnroll; ++j) {
-    if (j < cnt) p[off[j][0]] = from_value<T>(src[j]);
+    if (j < cnt) p[off[j][0]] = from_acc<T>(src[j]);
   }
 }
 
@@ -151,44 +123,22 @@ __device__ __forceinline__ void store_dyn(void* p, DType t, const int64_t (&off)
 // and of a fill).
 uint64_t scalar_bits(double v, DType t) {
   uint64_t bits = 0;
-  visit_storage(t, [&](auto tag) {
+  visit_storage(t, "elementwise", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T x = from_value<T>(v);
+    const T x = from_acc<T>(v);
     std::memcpy(&bits, &x, sizeof(T));
   });
   return bits;
 }
 
-template <class T, int N>
-struct alignas(sizeof(T) * N) Vec {
-  T v[N];
-};
-
-// Elements per 16-byte vector.
-template <class T>
-constexpr int kVecWidth = static_cast<int>(16 / sizeof(T));
-
-bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 // ---- launch configuration ----
 
 // One thread per work item up to a full wave of resident threads; grid-stride loops do the rest.
-unsigned grid_for(int64_t work, int device) {
-  const int64_t blocks = (work + kBlock - 1) / kBlock;
-  const int64_t wave = static_cast<int64_t>(device_sm_count(device)) * (2048 / kBlock);
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, wave)));
-}
+unsigned grid_for(int64_t work, int device) { return wave_grid(work, kBlock, device); }
 
 // For the general-path kernels, whose threads take kUnroll elements each.
 unsigned unrolled_grid(int64_t n, int device) {
   return grid_for((n + kUnroll - 1) / kUnroll, device);
-}
-
-__device__ __forceinline__ int64_t thread_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t thread_count() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 
 // ---- offset calculator ----
@@ -381,11 +331,11 @@ __global__ void unary_vec_kernel(T* out, const T* in, int64_t n, C p0, C p1) {
     const V x = reinterpret_cast<const V*>(in)[v];
     V y;
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) y.v[j] = from_value<T>(unary_fn<OP>(load_as<C>(x.v[j]), p0, p1));
+    for (int j = 0; j < kVec; ++j) y.v[j] = from_acc<T>(unary_fn<OP>(load_as<C>(x.v[j]), p0, p1));
     reinterpret_cast<V*>(out)[v] = y;
   }
   for (int64_t i = nvec * kVec + thread_index(); i < n; i += thread_count()) {
-    out[i] = from_value<T>(unary_fn<OP>(load_as<C>(in[i]), p0, p1));
+    out[i] = from_acc<T>(unary_fn<OP>(load_as<C>(in[i]), p0, p1));
   }
 }
 
@@ -475,13 +425,13 @@ __global__ void binary_vec_kernel(TO* out, const T* a, const T* b, C sa, C sb, i
     load_vec<C, T, kVec>(b, sb, v, y);
     VO r;
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) r.v[j] = from_value<TO>(binary_fn<OP>(x[j], y[j], p0, p1));
+    for (int j = 0; j < kVec; ++j) r.v[j] = from_acc<TO>(binary_fn<OP>(x[j], y[j], p0, p1));
     reinterpret_cast<VO*>(out)[v] = r;
   }
   for (int64_t i = nvec * kVec + thread_index(); i < n; i += thread_count()) {
     const C x = a ? load_as<C>(a[i]) : sa;
     const C y = b ? load_as<C>(b[i]) : sb;
-    out[i] = from_value<TO>(binary_fn<OP>(x, y, p0, p1));
+    out[i] = from_acc<TO>(binary_fn<OP>(x, y, p0, p1));
   }
 }
 
@@ -525,11 +475,6 @@ RowIter<N> make_row_iter(const ElementwiseIter& it) {
   ri.inner = FastDiv::make(static_cast<uint32_t>(it.sizes[it.ndim - 1]));
   for (int k = 0; k < N; ++k) ri.inner_const[k] = it.op[k].strides[it.ndim - 1] == 0;
   return ri;
-}
-
-template <class T>
-__device__ __forceinline__ bool aligned16(const T* p) {
-  return reinterpret_cast<uintptr_t>(p) % (kVecWidth<T> * sizeof(T)) == 0;
 }
 
 // kVec elements of one row of an input starting at p: the scalar s if p is null, p[0] repeated if
@@ -577,7 +522,7 @@ __global__ void binary_rows_kernel(RowIter<3> ri, TO* out, const T* a, const T* 
       load_row_vec<C, T, kVec>(row_ptr(b, off[2], ri.inner_const[2], c), ri.inner_const[2], sb, y);
       VO res;
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) res.v[j] = from_value<TO>(binary_fn<OP>(x[j], y[j], p0, p1));
+      for (int j = 0; j < kVec; ++j) res.v[j] = from_acc<TO>(binary_fn<OP>(x[j], y[j], p0, p1));
       TO* o = out + off[0] + c;
       if (reinterpret_cast<uintptr_t>(o) % sizeof(VO) == 0) {
         *reinterpret_cast<VO*>(o) = res;
@@ -597,7 +542,7 @@ __global__ void binary_rows_kernel(RowIter<3> ri, TO* out, const T* a, const T* 
         const T* pb = row_ptr(b, off[2], ri.inner_const[2], cc);
         const C x = pa ? load_as<C>(*pa) : sa;
         const C y = pb ? load_as<C>(*pb) : sb;
-        out[off[0] + cc] = from_value<TO>(binary_fn<OP>(x, y, p0, p1));
+        out[off[0] + cc] = from_acc<TO>(binary_fn<OP>(x, y, p0, p1));
       }
     }
   }
@@ -763,11 +708,11 @@ __global__ void convert_vec_kernel(To* out, const From* in, int64_t n) {
     const Vec<From, kVec> x = reinterpret_cast<const Vec<From, kVec>*>(in)[v];
     Vec<To, kVec> y;
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) y.v[j] = from_value<To>(to_value(x.v[j]));
+    for (int j = 0; j < kVec; ++j) y.v[j] = from_acc<To>(widen(x.v[j]));
     reinterpret_cast<Vec<To, kVec>*>(out)[v] = y;
   }
   for (int64_t i = nvec * kVec + thread_index(); i < n; i += thread_count()) {
-    out[i] = from_value<To>(to_value(in[i]));
+    out[i] = from_acc<To>(widen(in[i]));
   }
 }
 
@@ -820,11 +765,11 @@ void launch_copy(const ElementwiseIter& it, cudaStream_t stream, int device) {
     });
     return;
   }
-  visit_storage(out.dtype, [&](auto otag) {
+  visit_storage(out.dtype, "elementwise", [&](auto otag) {
     using To = typename decltype(otag)::type;
     if (it.contiguous) {
       bool done = false;
-      visit_storage(in.dtype, [&](auto itag) {
+      visit_storage(in.dtype, "elementwise", [&](auto itag) {
         using From = typename decltype(itag)::type;
         if constexpr (!std::is_same_v<To, From>) {
           constexpr int kVec = kVecWidth<To> < kVecWidth<From> ? kVecWidth<To> : kVecWidth<From>;

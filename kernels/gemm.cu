@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "accumulate.cuh"
 #include "cuda_check.cuh"
+#include "cuda_util.cuh"
 #include "device_info.cuh"
 #include "gemm_common.cuh"
 #include "internal/kernels.h"
@@ -142,19 +142,8 @@ const char* path_name(GemmPath path) {
 // The general kernel, or the 128 x 128 f32 kernel where it applies.
 void gemm_simt(const GemmArgs& g, cudaStream_t stream) {
   if (gemm_sgemm_large(g, stream)) return;
-  switch (g.dtype) {
-    case DType::f32:
-      return gemm_typed<float>(g, stream);
-    case DType::f64:
-      return gemm_typed<double>(g, stream);
-    case DType::bf16:
-      return gemm_typed<__nv_bfloat16>(g, stream);
-    case DType::f16:
-      return gemm_typed<__half>(g, stream);
-    default:
-      break;
-  }
-  SINTER_THROW("gemm: unsupported dtype ", g.dtype);
+  visit_floating(g.dtype, "gemm",
+                 [&](auto tag) { gemm_typed<typename decltype(tag)::type>(g, stream); });
 }
 
 void gemm(const Ctx& ctx, const GemmArgs& g) {

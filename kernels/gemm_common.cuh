@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "accumulate.cuh"
+#include "cuda_util.cuh"
 #include "internal/kernels.h"
 #include "internal/scalar_ops.h"
 

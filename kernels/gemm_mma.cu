@@ -191,8 +191,6 @@ void launch_typed(const GemmArgs& g, int dev, int sms, cudaStream_t stream) {
   return launch_layout<T, 128, 128>(g, dev, stream);
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
 }  // namespace
 
 bool gemm_mma(const GemmArgs& g, cudaStream_t stream) {

@@ -148,8 +148,6 @@ __global__ void __launch_bounds__(kThreads, (kTransA && kTransB) ? 1 : 2)
   }
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
 }  // namespace
 
 bool gemm_sgemm_large(const GemmArgs& g, cudaStream_t stream) {

@@ -8,17 +8,15 @@
 #include <cstdint>
 
 #include "cuda_check.cuh"
+#include "cuda_util.cuh"
 #include "internal/kernels.h"
 
 namespace sinter::cudak {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 20;  // grids stride beyond this
-
-unsigned grid_for(int64_t n) {
-  return static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, kMaxBlocks));
-}
+// Grids stride beyond cuda_util.cuh's block cap.
+unsigned grid_for(int64_t n) { return capped_grid(ceil_div(n, kThreads)); }
 
 // in: (outer, in_dim, inner) and out: (outer, nidx, inner) in units of W, the widest word that
 // divides the slice and the alignment of both pointers, so any dtype moves as plain words.
@@ -72,8 +70,7 @@ void index_select(const Ctx& ctx, const void* in, DType dtype, int64_t outer, in
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
   const auto aligned = [&](int64_t w) {
-    return slice % w == 0 && reinterpret_cast<uintptr_t>(in) % w == 0 &&
-           reinterpret_cast<uintptr_t>(out) % w == 0;
+    return slice % w == 0 && aligned_to(in, w) && aligned_to(out, w);
   };
   if (aligned(16))
     return select_words<uint4>(stream, in, outer, in_dim, slice / 16, idx, nidx, out);

@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "cuda_check.cuh"
-#include "device_info.cuh"
+#include "cuda_util.cuh"
 #include "internal/kernels_norm.h"
 #include "internal/philox.h"
 #include "internal/scalar_ops.h"
@@ -25,37 +25,20 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int64_t kMaxBlocks = 1 << 20;  // grid-stride loops cover the rest
-
+// Blocks for `work` items at `per_block` a block; grid-stride loops cover what a grid leaves.
 unsigned grid_for(int64_t work, int64_t per_block) {
-  return static_cast<unsigned>(
-      std::clamp<int64_t>((work + per_block - 1) / per_block, 1, kMaxBlocks));
+  return capped_grid(ceil_div(work, per_block));
 }
 
-// The accumulation type of Note [norm statistics].
-template <class T>
-using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
+// Storage to and from the accumulation type of Note [norm statistics] (cuda_util.cuh's Acc).
 template <class T>
 __device__ __forceinline__ Acc<T> load(const T* p, int64_t i) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __half2float(p[i]);
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat162float(p[i]);
-  } else {
-    return p[i];
-  }
+  return to_acc(p[i]);
 }
 
 template <class T>
 __device__ __forceinline__ T store(Acc<T> v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(v);
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(v);
-  } else {
-    return v;
-  }
+  return from_acc<T>(v);
 }
 
 template <class T>
@@ -63,44 +46,12 @@ __device__ __forceinline__ Acc<T> param(const T* p, int64_t i, float absent) {
   return p ? load(p, i) : Acc<T>(absent);
 }
 
-template <class A>
-__device__ __forceinline__ A warp_sum(A v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-// The sum over the block, returned to every thread. smem: kWarps values; blockDim.x == kThreads.
-template <class A>
-__device__ __forceinline__ A block_sum(A v, A* smem) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warp_sum(v);
-  __syncthreads();  // smem may still be read from a previous call
-  if (lane == 0) smem[warp] = v;
-  __syncthreads();
-  A total = A(0);
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) total += smem[w];
-  return total;
-}
-
 // --- batch norm: x (n, c, hw); channel k's element t is at (t / hw, k, t % hw) ---
-
-// 16 bytes of T, for one load or store.
-template <class T>
-struct alignas(16) Vec16 {
-  T v[16 / sizeof(T)];
-};
-
-template <class T>
-constexpr int kVecOf = static_cast<int>(16 / sizeof(T));
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Loads kV elements of p from e on as Acc<T>: one 16-byte load when kV is T's vector width.
 template <class T, int kV>
 __device__ __forceinline__ void load_vec(const T* p, int64_t e, Acc<T> (&dst)[kV]) {
-  if constexpr (kV == kVecOf<T>) {
+  if constexpr (kV == kVecWidth<T>) {
     const Vec16<T> x = *reinterpret_cast<const Vec16<T>*>(p + e);
 #pragma unroll
     for (int j = 0; j < kV; ++j) dst[j] = load(x.v, j);
@@ -112,7 +63,7 @@ __device__ __forceinline__ void load_vec(const T* p, int64_t e, Acc<T> (&dst)[kV
 
 template <class T, int kV>
 __device__ __forceinline__ void store_vec(T* p, int64_t e, const Acc<T> (&src)[kV]) {
-  if constexpr (kV == kVecOf<T>) {
+  if constexpr (kV == kVecWidth<T>) {
     Vec16<T> x;
 #pragma unroll
     for (int j = 0; j < kV; ++j) x.v[j] = store<T>(src[j]);
@@ -311,8 +262,8 @@ __global__ void batch_norm_backward_kernel(const T* dy, const T* x, int64_t c, i
       s_dy_xhat += g[j] * (xv[j] - mu) * rs;
     }
   });
-  s_dy = block_sum(s_dy, smem);
-  s_dy_xhat = block_sum(s_dy_xhat, smem);
+  s_dy = block_sum<kWarps>(s_dy, smem);
+  s_dy_xhat = block_sum<kWarps>(s_dy_xhat, smem);
   if (splits > 1) {
     if (threadIdx.x == 0) {
       partial[2 * blockIdx.x] = s_dy;
@@ -345,8 +296,8 @@ __global__ void batch_norm_backward_finish_kernel(const A* partial, int64_t spli
     s_dy += partial[2 * (k * splits + s)];
     s_dy_xhat += partial[2 * (k * splits + s) + 1];
   }
-  s_dy = block_sum(s_dy, smem);
-  s_dy_xhat = block_sum(s_dy_xhat, smem);
+  s_dy = block_sum<kWarps>(s_dy, smem);
+  s_dy_xhat = block_sum<kWarps>(s_dy_xhat, smem);
   if (threadIdx.x != 0) return;
   if (dbias) dbias[k] = s_dy;
   if (dweight) dweight[k] = s_dy_xhat;
@@ -487,7 +438,7 @@ struct RowGroup {
   template <class A>
   __device__ A sum(A v, A* smem) const {
     if constexpr (kBlockRow) {
-      return block_sum(v, smem);
+      return block_sum<kWarps>(v, smem);
     } else {
       return warp_sum(v);
     }
@@ -606,20 +557,14 @@ __global__ void dropout_kernel(const T* in, int64_t numel, uint64_t seed, uint64
   }
 }
 
-// Calls f(TypeTag<T>{}) for the floating storage types.
-template <class F>
-void visit_float(DType t, const char* op, F&& f) {
-  kern::visit_floating_type<__nv_bfloat16, __half>(t, op, std::forward<F>(f));
-}
-
 // Calls f(IntC<kV>) with kV the vector width of T when hw is a multiple of it and every pointer is
 // 16-byte aligned, else 1.
 template <class T, class F>
 void visit_vec_width(int64_t hw, std::initializer_list<const void*> ps, F&& f) {
-  bool vec = hw % kVecOf<T> == 0;
+  bool vec = hw % kVecWidth<T> == 0;
   for (const void* p : ps) vec = vec && (p == nullptr || aligned16(p));
   if (vec) {
-    f(std::integral_constant<int, kVecOf<T>>{});
+    f(std::integral_constant<int, kVecWidth<T>>{});
   } else {
     f(std::integral_constant<int, 1>{});
   }
@@ -668,7 +613,7 @@ void batch_norm_stats(const Ctx& ctx, const void* x, DType dtype, int64_t n, int
   if (c == 0) return;
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_float(dtype, "batch_norm_stats", [&](auto tag) {
+  visit_floating(dtype, "batch_norm_stats", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     visit_vec_width<T>(hw, {x}, [&](auto width) {
@@ -696,7 +641,7 @@ void batch_norm_apply(const Ctx& ctx, const void* x, DType dtype, int64_t n, int
   if (total == 0) return;
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_float(dtype, "batch_norm_apply", [&](auto tag) {
+  visit_floating(dtype, "batch_norm_apply", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     visit_vec_width<T>(hw, {x, y}, [&](auto width) {
@@ -724,7 +669,7 @@ void batch_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
   if (c == 0) return;
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_float(dtype, "batch_norm_backward", [&](auto tag) {
+  visit_floating(dtype, "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     visit_vec_width<T>(hw, {dy, x, dx}, [&](auto width) {
@@ -770,7 +715,7 @@ void layer_norm_forward(const Ctx& ctx, const void* x, DType dtype, int64_t rows
   if (rows == 0 || cols == 0) return;
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_float(dtype, "layer_norm_forward", [&](auto tag) {
+  visit_floating(dtype, "layer_norm_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     const bool cached = visit_layer_rows<T, 1>(
@@ -797,7 +742,7 @@ void layer_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
   if (rows == 0 || cols == 0) return;
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_float(dtype, "layer_norm_backward", [&](auto tag) {
+  visit_floating(dtype, "layer_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     const auto* pdy = static_cast<const T*>(dy);
@@ -838,7 +783,7 @@ void dropout_apply(const Ctx& ctx, const void* in, DType dtype, int64_t numel, u
   if (numel == 0) return;
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_float(dtype, "dropout_apply", [&](auto tag) {
+  visit_floating(dtype, "dropout_apply", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     dropout_kernel<T><<<grid_for(numel, kThreads), kThreads, 0, stream>>>(

@@ -9,8 +9,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "accumulate.cuh"
 #include "cuda_check.cuh"
+#include "cuda_util.cuh"
 #include "internal/kernels_optim.h"
 #include "internal/scalar_ops.h"
 
@@ -38,11 +38,6 @@ struct Launch {
 
 static_assert(sizeof(Launch<AdamTensor>) + sizeof(AdamScalars<double>) < 4000,
               "one launch's kernel parameters must fit in 4 KB");
-
-template <class T, int N>
-struct alignas(sizeof(T) * N) Vec {
-  T v[N];
-};
 
 template <class T, int N>
 __device__ __forceinline__ Vec<T, N> load(const void* p, int64_t i) {
@@ -141,9 +136,6 @@ struct AdamOp {
   }
 };
 
-template <class T>
-constexpr int kVecWidth = static_cast<int>(16 / sizeof(T));
-
 // __grid_constant__: the tensor list is read in place from the parameter space, never copied to
 // local memory, although blocks index it at run time.
 template <class T>
@@ -161,8 +153,6 @@ __global__ void __launch_bounds__(kThreads)
   const int k = find_tensor(l, begin, end);
   for_range<kVecWidth<T>>(l.aligned[k], begin, end, AdamOp<T>{s, l.tensors[k]});
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 bool all_aligned(const SgdTensor& t) {
   return aligned16(t.param) && aligned16(t.grad) &&
@@ -203,11 +193,6 @@ void for_each_launch(const char* op, const Meta* tensors, int64_t count, F&& lau
   flush();
 }
 
-template <class F>
-void visit_float(DType t, const char* op, F&& f) {
-  kern::visit_floating_type<__nv_bfloat16, __half>(t, op, std::forward<F>(f));
-}
-
 }  // namespace
 
 namespace {
@@ -218,7 +203,7 @@ void step(const char* op, const Ctx& ctx, DType dtype, const Meta* tensors, int6
           const Hyper& h, Kernel kernel) {
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_float(dtype, op, [&](auto tag) {
+  visit_floating(dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const Scalars<Acc<T>> s(h);
     for_each_launch(op, tensors, count, [&](const Launch<Meta>& l, int64_t blocks) {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "accumulate.cuh"
 #include "cuda_check.cuh"
+#include "cuda_util.cuh"
 #include "internal/kernels_pool.h"
 #include "internal/pool_windows.h"
 #include "internal/scalar_ops.h"
@@ -137,15 +137,12 @@ __global__ void adaptive_backward_kernel(Pool2dGeom g, const T* dy, T* dx, int64
 
 #undef SINTER_GRID_STRIDE
 
-unsigned blocks_for(int64_t n) {
-  return static_cast<unsigned>(std::clamp<int64_t>((n + 255) / 256, 1, int64_t{1} << 20));
-}
+unsigned blocks_for(int64_t n) { return capped_grid(ceil_div(n, 256)); }
 
 // Calls fn(T{}) with T the storage type of the floating `dtype`.
 template <class Fn>
 void by_dtype(const char* op, DType dtype, Fn fn) {
-  kern::visit_floating_type<__nv_bfloat16, __half>(
-      dtype, op, [&](auto tag) { fn(typename decltype(tag)::type{}); });
+  visit_floating(dtype, op, [&](auto tag) { fn(typename decltype(tag)::type{}); });
 }
 
 cudaStream_t stream_of(const Ctx& ctx) { return static_cast<cudaStream_t>(ctx.stream); }

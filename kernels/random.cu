@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "cuda_check.cuh"
-#include "device_info.cuh"
+#include "cuda_util.cuh"
 #include "internal/kernels.h"
 #include "internal/philox.h"
 #include "internal/scalar_ops.h"
@@ -19,29 +19,8 @@ namespace {
 
 constexpr int kBlock = 256;
 
-template <class F>
-void visit_storage(DType t, F&& f) {
-  visit_storage_type<__nv_bfloat16, __half>(t, "random", std::forward<F>(f));
-}
-
-// Rounds a computed value to the element type; bf16 and f16 go by way of float, as on the CPU.
-template <class T, class V>
-__device__ __forceinline__ T store_value(V v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(convert<float>(v));
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(convert<float>(v));
-  } else {
-    return convert<T>(v);
-  }
-}
-
 // Philox is compute-bound (ten rounds per element), so a full wave of resident threads is enough.
-unsigned grid_for(int64_t n, int device) {
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-  const int64_t wave = static_cast<int64_t>(device_sm_count(device)) * (2048 / kBlock);
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, wave)));
-}
+unsigned grid_for(int64_t n, int device) { return wave_grid(n, kBlock, device); }
 
 enum class Dist { Uniform, Normal };
 
@@ -54,9 +33,9 @@ __global__ void random_float_kernel(T* out, int64_t n, uint64_t seed, uint64_t o
     if constexpr (std::is_same_v<P, double>) {
       out[i] = D == Dist::Uniform ? uniform_f64(r, a, b) : normal_f64(r, a, b);
     } else if constexpr (D == Dist::Uniform) {
-      out[i] = store_value<T>(uniform_f32(r, a, b));
+      out[i] = from_acc<T>(uniform_f32(r, a, b));
     } else {
-      out[i] = store_value<T>(normal_f32(r, a, b));
+      out[i] = from_acc<T>(normal_f32(r, a, b));
     }
   }
 }
@@ -67,7 +46,7 @@ __global__ void random_int_kernel(T* out, int64_t n, uint64_t seed, uint64_t off
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     out[i] =
-        store_value<T>(randint_i64(philox_element(seed, offset, static_cast<uint64_t>(i)), lo, hi));
+        from_acc<T>(randint_i64(philox_element(seed, offset, static_cast<uint64_t>(i)), lo, hi));
   }
 }
 
@@ -76,7 +55,7 @@ template <class T>
 __global__ void arange_kernel(T* out, int64_t n, double start, double step) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = store_value<T>(::fma(static_cast<double>(i), step, start));
+    out[i] = from_acc<T>(::fma(static_cast<double>(i), step, start));
   }
 }
 
@@ -86,7 +65,7 @@ void launch_random_float(const Ctx& ctx, void* out, DType dtype, int64_t n, uint
   SINTER_CHECK(is_floating(dtype), name, ": needs a floating dtype, got ", dtype_name(dtype));
   if (n <= 0) return;
   DeviceGuard guard(ctx.device);
-  visit_storage(dtype, [&](auto tag) {
+  visit_storage(dtype, "random", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, double>) {
       random_float_kernel<T, D, double><<<grid_for(n, ctx.device), kBlock, 0, ctx.stream>>>(
@@ -117,7 +96,7 @@ void random_int(const Ctx& ctx, void* out, DType dtype, int64_t n, uint64_t seed
   SINTER_CHECK(hi > lo, "random_int: empty range [", lo, ", ", hi, ")");
   if (n <= 0) return;
   DeviceGuard guard(ctx.device);
-  visit_storage(dtype, [&](auto tag) {
+  visit_storage(dtype, "random", [&](auto tag) {
     using T = typename decltype(tag)::type;
     random_int_kernel<T><<<grid_for(n, ctx.device), kBlock, 0, ctx.stream>>>(
         static_cast<T*>(out), n, seed, offset, lo, hi);
@@ -128,7 +107,7 @@ void random_int(const Ctx& ctx, void* out, DType dtype, int64_t n, uint64_t seed
 void arange(const Ctx& ctx, void* out, DType dtype, int64_t n, double start, double step) {
   if (n <= 0) return;
   DeviceGuard guard(ctx.device);
-  visit_storage(dtype, [&](auto tag) {
+  visit_storage(dtype, "random", [&](auto tag) {
     using T = typename decltype(tag)::type;
     arange_kernel<T>
         <<<grid_for(n, ctx.device), kBlock, 0, ctx.stream>>>(static_cast<T*>(out), n, start, step);

@@ -12,59 +12,12 @@
 #include <type_traits>
 
 #include "cuda_check.cuh"
-#include "device_info.cuh"
+#include "cuda_util.cuh"
 #include "internal/kernels.h"
 #include "scratch.cuh"
 
 namespace sinter::cudak {
 namespace {
-
-// What a thread sums or compares in: float for f32/bf16/f16 (the widening is exact, so comparisons
-// agree with the storage type), double for f64, int64 for the integral types and bool.
-template <typename T>
-struct AccOf {
-  using type = int64_t;
-};
-template <>
-struct AccOf<float> {
-  using type = float;
-};
-template <>
-struct AccOf<__half> {
-  using type = float;
-};
-template <>
-struct AccOf<__nv_bfloat16> {
-  using type = float;
-};
-template <>
-struct AccOf<double> {
-  using type = double;
-};
-template <typename T>
-using Acc = typename AccOf<T>::type;
-
-template <typename T>
-__device__ __forceinline__ Acc<T> to_acc(T v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __half2float(v);
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat162float(v);
-  } else {
-    return static_cast<Acc<T>>(v);
-  }
-}
-
-template <typename T, typename A>
-__device__ __forceinline__ T from_acc(A v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(v);
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(v);
-  } else {
-    return static_cast<T>(v);
-  }
-}
 
 template <typename A>
 __device__ __forceinline__ bool is_nan(A v) {
@@ -159,12 +112,6 @@ __device__ __forceinline__ State<typename Fn::Acc> block_reduce(State<typename F
   __syncthreads();  // smem is reused by the caller's next row
   return s;
 }
-
-// 16 bytes of T, for one load.
-template <typename T>
-struct alignas(16) Vec16 {
-  T v[16 / sizeof(T)];
-};
 
 // Element (row, j) of the input, widened, with its index. fold() combines elements [begin, end)
 // of a row into s, this thread taking every size-th from rank on: the 16-byte aligned middle of the
@@ -269,13 +216,8 @@ __global__ void reduce_block_kernel(Loader load, Writer write, int64_t rows, int
   }
 }
 
-constexpr int64_t kWarpRowMax = 256;     // rows up to this length take a warp or less each
-constexpr int64_t kSplitChunk = 16384;   // least elements per block when a row is split
-constexpr int64_t kMaxBlocks = 1 << 20;  // grids stride beyond this
-
-unsigned grid_for(int64_t tasks) {
-  return static_cast<unsigned>(std::clamp<int64_t>(tasks, 1, kMaxBlocks));
-}
+constexpr int64_t kWarpRowMax = 256;    // rows up to this length take a warp or less each
+constexpr int64_t kSplitChunk = 16384;  // least elements per block when a row is split
 
 template <typename T, class Fn>
 void reduce_launch(const Ctx& ctx, const T* in, int64_t outer, int64_t r, void* out,
@@ -292,7 +234,7 @@ void reduce_launch(const Ctx& ctx, const T* in, int64_t outer, int64_t r, void* 
       constexpr int kGroup = decltype(group)::value, kThreads = 256;
       constexpr int64_t kRowsPerBlock = kThreads / kGroup;
       reduce_group_kernel<Fn, kGroup>
-          <<<grid_for((outer + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, stream>>>(
+          <<<capped_grid((outer + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, stream>>>(
               load, write, outer, r);
       SINTER_LAUNCH_CHECK("reduce_group_kernel");
     };
@@ -310,7 +252,8 @@ void reduce_launch(const Ctx& ctx, const T* in, int64_t outer, int64_t r, void* 
     splits = std::min((r + kSplitChunk - 1) / kSplitChunk, (4 * sms + outer - 1) / outer);
   }
   if (splits <= 1) {
-    reduce_block_kernel<Fn><<<grid_for(outer), threads, 0, stream>>>(load, write, outer, 1, r, r);
+    reduce_block_kernel<Fn>
+        <<<capped_grid(outer), threads, 0, stream>>>(load, write, outer, 1, r, r);
     SINTER_LAUNCH_CHECK("reduce_block_kernel");
     return;
   }
@@ -318,10 +261,10 @@ void reduce_launch(const Ctx& ctx, const T* in, int64_t outer, int64_t r, void* 
   splits = (r + chunk - 1) / chunk;
   // partials: (outer, splits), each the result of one chunk with its index in the whole row.
   const Scratch<State<A>> partials(ctx, outer * splits);
-  reduce_block_kernel<Fn><<<grid_for(outer * splits), threads, 0, stream>>>(
+  reduce_block_kernel<Fn><<<capped_grid(outer * splits), threads, 0, stream>>>(
       load, PartialWriter<A>{partials.get(), splits}, outer, splits, r, chunk);
   SINTER_LAUNCH_CHECK("reduce_block_kernel");
-  reduce_block_kernel<Fn><<<grid_for(outer), 256, 0, stream>>>(
+  reduce_block_kernel<Fn><<<capped_grid(outer), 256, 0, stream>>>(
       PartialLoader<A>{partials.get(), splits}, write, outer, 1, splits, splits);
   SINTER_LAUNCH_CHECK("reduce_block_kernel");
 }
@@ -411,17 +354,18 @@ void cumsum_rows(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int
   if (outer == 0 || len == 0 || inner == 0) return;
   DeviceGuard guard(ctx.device);
   cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
-  kern::visit_storage_type<__nv_bfloat16, __half>(dtype, "cumsum_rows", [&](auto tag) {
+  visit_storage(dtype, "cumsum_rows", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* x = static_cast<const T*>(in);
     auto* y = static_cast<CumsumOut<T>*>(out);
     if (inner == 1) {
       constexpr int64_t kWarps = kScanThreads / 32;
-      cumsum_warp_kernel<T><<<grid_for((outer + kWarps - 1) / kWarps), kScanThreads, 0, stream>>>(
-          x, y, outer, len, reverse);
+      cumsum_warp_kernel<T>
+          <<<capped_grid((outer + kWarps - 1) / kWarps), kScanThreads, 0, stream>>>(x, y, outer,
+                                                                                    len, reverse);
       SINTER_LAUNCH_CHECK("cumsum_warp_kernel");
     } else {
-      cumsum_lines_kernel<T><<<grid_for((outer * inner + kScanThreads - 1) / kScanThreads),
+      cumsum_lines_kernel<T><<<capped_grid((outer * inner + kScanThreads - 1) / kScanThreads),
                                kScanThreads, 0, stream>>>(x, y, outer, len, inner, reverse);
       SINTER_LAUNCH_CHECK("cumsum_lines_kernel");
     }
@@ -436,25 +380,9 @@ void reduce_rows(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int
   SINTER_CHECK(op == ReduceOp::Sum || r >= 1, "reduce_rows: Max/Min of an empty row");
   if (outer == 0) return;
   DeviceGuard guard(ctx.device);
-  switch (dtype) {
-    case DType::f32:
-      return reduce_typed<float>(ctx, in, outer, r, op, out, indices);
-    case DType::f64:
-      return reduce_typed<double>(ctx, in, outer, r, op, out, indices);
-    case DType::bf16:
-      return reduce_typed<__nv_bfloat16>(ctx, in, outer, r, op, out, indices);
-    case DType::f16:
-      return reduce_typed<__half>(ctx, in, outer, r, op, out, indices);
-    case DType::i64:
-      return reduce_typed<int64_t>(ctx, in, outer, r, op, out, indices);
-    case DType::i32:
-      return reduce_typed<int32_t>(ctx, in, outer, r, op, out, indices);
-    case DType::u8:
-      return reduce_typed<uint8_t>(ctx, in, outer, r, op, out, indices);
-    case DType::b8:
-      return reduce_typed<bool>(ctx, in, outer, r, op, out, indices);
-  }
-  SINTER_THROW("reduce_rows: unsupported dtype ", dtype);
+  visit_storage(dtype, "reduce_rows", [&](auto tag) {
+    reduce_typed<typename decltype(tag)::type>(ctx, in, outer, r, op, out, indices);
+  });
 }
 
 }  // namespace sinter::cudak

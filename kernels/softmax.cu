@@ -1,7 +1,7 @@
 // CUDA softmax, log_softmax and the fused cross entropy over the rows of Note [softmax rows]
-// (src/internal/kernels_softmax.h). Dense rows up to 8192 elements are read once into registers (Note
-// [cached rows]), longer ones take a block each and two reads; strided rows (inner > 1) take a
-// thread each, so that a warp's loads are adjacent in memory.
+// (src/internal/kernels_softmax.h). Dense rows up to 8192 elements are read once into registers
+// (Note [cached rows]), longer ones take a block each and two reads; strided rows (inner > 1) take
+// a thread each, so that a warp's loads are adjacent in memory.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -12,8 +12,8 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "accumulate.cuh"
 #include "cuda_check.cuh"
+#include "cuda_util.cuh"
 #include "internal/kernels_softmax.h"
 #include "internal/scalar_ops.h"
 
@@ -24,12 +24,6 @@ __device__ __forceinline__ float exp_acc(float v) { return expf(v); }
 __device__ __forceinline__ double exp_acc(double v) { return exp(v); }
 __device__ __forceinline__ float log_acc(float v) { return logf(v); }
 __device__ __forceinline__ double log_acc(double v) { return log(v); }
-
-// 16 bytes of T, for one load or store.
-template <typename T>
-struct alignas(16) Vec16 {
-  T v[16 / sizeof(T)];
-};
 
 // The online softmax state: the running maximum m and the sum s of exp(x - m) so far. NaN never
 // becomes m but always reaches s, which then stays NaN. As in the CPU reference's two passes, a
@@ -78,10 +72,8 @@ struct CombineSum {
   }
 };
 
-template <typename A>
-__device__ __forceinline__ A shfl_xor(A v, int offset) {
-  return __shfl_xor_sync(0xffffffffu, v, offset);
-}
+// The scalar shfl_xor is cuda_util.cuh's; this overload moves the two fields of a MaxSum.
+using cudak::shfl_xor;
 template <typename A>
 __device__ __forceinline__ MaxSum<A> shfl_xor(MaxSum<A> v, int offset) {
   return {shfl_xor(v.m, offset), shfl_xor(v.s, offset)};
@@ -155,7 +147,9 @@ constexpr int kThreads = 256;
 constexpr int kRowMaxThreads = 1024;
 constexpr int max_row_threads(Mode m) { return m == Mode::Block ? kRowMaxThreads : kThreads; }
 template <typename T>
-constexpr int min_row_blocks(Mode m) { return m == Mode::Block || sizeof(T) == 8 ? 1 : 0; }
+constexpr int min_row_blocks(Mode m) {
+  return m == Mode::Block || sizeof(T) == 8 ? 1 : 0;
+}
 
 template <typename T, Mode M, bool kLog>
 __global__ void __launch_bounds__(max_row_threads(M), min_row_blocks<T>(M))
@@ -446,8 +440,6 @@ __global__ void __maxnreg__(kCachedMaxRegs)
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // Whether the slots of dense rows of `dim` elements of T, starting at the pointers ps, may be
 // 16-byte vectors (Note [cached rows]).
 template <class T>
@@ -505,9 +497,9 @@ RowLaunch row_launch(int64_t rows, int64_t dim, int64_t inner) {
 
 // Calls f.template operator()<T>() for the floating dtype `dtype`.
 template <class F>
-void visit_floating(const char* name, DType dtype, F&& f) {
-  kern::visit_floating_type<__nv_bfloat16, __half>(
-      dtype, name, [&](auto tag) { f.template operator()<typename decltype(tag)::type>(); });
+void with_floating_type(const char* name, DType dtype, F&& f) {
+  visit_floating(dtype, name,
+                 [&](auto tag) { f.template operator()<typename decltype(tag)::type>(); });
 }
 
 template <typename T, bool kLog>
@@ -576,7 +568,7 @@ void softmax_rows(const Ctx& ctx, const void* x, DType dtype, int64_t outer, int
   if (outer * dim * inner == 0) return;
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_floating("softmax_rows", dtype, [&]<typename T>() {
+  with_floating_type("softmax_rows", dtype, [&]<typename T>() {
     const T* xt = static_cast<const T*>(x);
     T* yt = static_cast<T*>(y);
     if (log) {
@@ -592,7 +584,7 @@ void softmax_rows_backward(const Ctx& ctx, const void* g, const void* y, DType d
   if (outer * dim * inner == 0) return;
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_floating("softmax_rows_backward", dtype, [&]<typename T>() {
+  with_floating_type("softmax_rows_backward", dtype, [&]<typename T>() {
     const T* gt = static_cast<const T*>(g);
     const T* yt = static_cast<const T*>(y);
     T* dxt = static_cast<T*>(dx);
@@ -609,7 +601,7 @@ void cross_entropy_rows(const Ctx& ctx, const CrossEntropyArgs& a, void* loss, v
   if (rows == 0) return;
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_floating("cross_entropy_rows", a.dtype, [&]<typename T>() {
+  with_floating_type("cross_entropy_rows", a.dtype, [&]<typename T>() {
     using A = Acc<T>;
     const T* x = static_cast<const T*>(a.logits);
     A* lo = static_cast<A*>(loss);
@@ -649,7 +641,7 @@ void cross_entropy_rows_backward(const Ctx& ctx, const CrossEntropyArgs& a, cons
   if (total == 0) return;
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_floating("cross_entropy_rows_backward", a.dtype, [&]<typename T>() {
+  with_floating_type("cross_entropy_rows_backward", a.dtype, [&]<typename T>() {
     using A = Acc<T>;
     cross_entropy_backward_kernel<T><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
         static_cast<const T*>(a.logits), a.target, static_cast<const A*>(lse),

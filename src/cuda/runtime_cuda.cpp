@@ -46,28 +46,6 @@ int checked_device(int device) {
   return device;
 }
 
-// Makes `device` current for the scope (the legacy default stream, cudaMalloc and event creation
-// all act on the current device).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    SINTER_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) {
-      SINTER_CUDA_CHECK(cudaSetDevice(device));
-      changed_ = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (changed_) log_if_failed(cudaSetDevice(previous_), "cudaSetDevice");
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-  bool changed_ = false;
-};
-
 // An event for ordering only, destroyed with the scope (the driver frees it once it has completed).
 class ScopedEvent {
  public:
@@ -520,7 +498,8 @@ void record_stream(void* ptr, CUstream_st* stream) {
 
 void forget_stream(CUstream_st* stream) {
   for (auto& slot : g_allocators) {
-    if (DeviceAllocator* a = slot.load(std::memory_order_acquire)) a->allocator.forget_stream(stream);
+    if (DeviceAllocator* a = slot.load(std::memory_order_acquire))
+      a->allocator.forget_stream(stream);
   }
 }
 

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdio>
+
 #include "sinter/core/error.h"
 
 // Throws with the error's name, its description and the failing expression. The runtime's
@@ -21,3 +23,36 @@
 
 // After every kernel launch: reports a bad launch configuration (and earlier asynchronous errors).
 #define SINTER_CUDA_LAUNCH_CHECK() SINTER_CUDA_CHECK(cudaGetLastError())
+
+namespace sinter::cuda {
+
+// Makes `device` current for the scope, and the previous one again at its end (the legacy default
+// stream, cudaMalloc, event creation and kernel launches all act on the current device). A failure
+// to switch back is logged, not thrown, and is silent while the runtime is being unloaded.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    SINTER_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) {
+      SINTER_CUDA_CHECK(cudaSetDevice(device));
+      changed_ = true;
+    }
+  }
+  ~DeviceGuard() {
+    if (!changed_) return;
+    const cudaError_t err = cudaSetDevice(previous_);
+    if (err == cudaSuccess) return;
+    (void)cudaGetLastError();
+    if (err == cudaErrorCudartUnloading || err == cudaErrorContextIsDestroyed) return;
+    std::fprintf(stderr, "sinter: DeviceGuard could not restore device %d: %s\n", previous_,
+                 cudaGetErrorString(err));
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+
+}  // namespace sinter::cuda

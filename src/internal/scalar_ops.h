@@ -98,32 +98,9 @@ struct TypeTag {
   using type = T;
 };
 
-// Calls f(TypeTag<T>{}) with T the type that stores elements of `t`. Bf16 and F16 are the caller's
-// 16-bit float types: BFloat16 and Half on the host, __nv_bfloat16 and __half in kernels.
-template <class Bf16, class F16, class F>
-void visit_storage_type(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::f32:
-      return f(TypeTag<float>{});
-    case DType::f64:
-      return f(TypeTag<double>{});
-    case DType::bf16:
-      return f(TypeTag<Bf16>{});
-    case DType::f16:
-      return f(TypeTag<F16>{});
-    case DType::i64:
-      return f(TypeTag<int64_t>{});
-    case DType::i32:
-      return f(TypeTag<int32_t>{});
-    case DType::u8:
-      return f(TypeTag<uint8_t>{});
-    case DType::b8:
-      return f(TypeTag<bool>{});
-  }
-  SINTER_THROW(op, ": unknown dtype ", static_cast<int>(t));
-}
-
-// As visit_storage_type, for the floating dtypes only (the kernels of nn ops).
+// Calls f(TypeTag<T>{}) with T the type that stores elements of the floating dtype `t`. Bf16 and
+// F16 are the caller's 16-bit float types: BFloat16 and Half on the host, __nv_bfloat16 and __half
+// in kernels.
 template <class Bf16, class F16, class F>
 void visit_floating_type(DType t, const char* op, F&& f) {
   switch (t) {
@@ -139,6 +116,23 @@ void visit_floating_type(DType t, const char* op, F&& f) {
       break;
   }
   SINTER_THROW(op, ": needs a floating dtype, got ", t);
+}
+
+// As visit_floating_type, for every dtype.
+template <class Bf16, class F16, class F>
+void visit_storage_type(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::i64:
+      return f(TypeTag<int64_t>{});
+    case DType::i32:
+      return f(TypeTag<int32_t>{});
+    case DType::u8:
+      return f(TypeTag<uint8_t>{});
+    case DType::b8:
+      return f(TypeTag<bool>{});
+    default:
+      return visit_floating_type<Bf16, F16>(t, op, std::forward<F>(f));
+  }
 }
 
 // The compute type of an elementwise op from op[1]'s dtype (see kernels.h): double for f64, int64_t
