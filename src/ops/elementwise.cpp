@@ -79,18 +79,51 @@ namespace {
 // The tensor an activation's backward reads besides the incoming gradient.
 enum class Saved { Input, Output };
 
+// Records the backward of `out`, computed from `a`, when its gradient grad(g) needs nothing saved.
+template <class Grad>
+Tensor with_grad(const char* name, Tensor out, const Tensor& a, Grad grad) {
+  if (needs_grad({&a})) {
+    record(name, {&out}, {a}, [grad](const Grads& g) { return Grads{grad(g[0])}; });
+  }
+  return out;
+}
+
+// add and sub (op): a + alpha * b or a - alpha * b, broadcast.
+Tensor add_or_sub(const char* name, const Tensor& a, const Tensor& b, double alpha, BinaryOp op) {
+  Tensor out = alpha == 1.0 ? binary_raw(name, a, b, op)
+                            : binary_raw(name, a, binary_raw(name, b, alpha, BinaryOp::Mul), op);
+  if (needs_grad({&a, &b})) {
+    Shape sa = a.shape(), sb = b.shape();
+    const double b_scale = op == BinaryOp::Sub ? -alpha : alpha;
+    record(name, {&out}, {a, b}, [sa, sb, b_scale](const Grads& g) {
+      return Grads{sum_to(g[0], sa), sum_to(b_scale == 1.0 ? g[0] : mul(g[0], b_scale), sb)};
+    });
+  }
+  return out;
+}
+
+// Forward of a differentiable unary op whose gradient is grad(g, s), written in other ops, with s
+// the op's input or output as `saved_tensor` says.
+template <class Grad>
+Tensor unary_with_grad(const char* name, UnaryOp op, Saved saved_tensor, const Tensor& a, Grad grad,
+                       double p0 = 0, double p1 = 0) {
+  Tensor out = unary_raw(name, a, op, p0, p1);
+  if (needs_grad({&a})) {
+    SavedTensor saved(saved_tensor == Saved::Output ? out : a, name);
+    record(name, {&out}, {a},
+           [saved, grad](const Grads& g) { return Grads{grad(g[0], saved.get())}; });
+  }
+  return out;
+}
+
 // Forward of a differentiable unary op whose backward is a binary helper kernel on (g, x) or
 // (g, y), both with the forward's parameters.
 Tensor unary_with_backward(const char* name, UnaryOp op, BinaryOp bw, Saved saved_tensor,
                            const Tensor& a, double p0 = 0, double p1 = 0) {
-  Tensor out = unary_raw(name, a, op, p0, p1);
-  if (needs_grad({&a})) {
-    SavedTensor saved(saved_tensor == Saved::Output ? out : a, name);
-    record(name, {&out}, {a}, [saved, bw, name, p0, p1](const Grads& g) {
-      return Grads{binary_raw(name, g[0], saved.get(), bw, p0, p1)};
-    });
-  }
-  return out;
+  auto grad = [name, bw, p0, p1](const Tensor& g, const Tensor& s) {
+    return binary_raw(name, g, s, bw, p0, p1);
+  };
+  return unary_with_grad(name, op, saved_tensor, a, grad, p0, p1);
 }
 
 }  // namespace
@@ -118,47 +151,23 @@ Tensor sum_to(const Tensor& a, const Shape& shape) {
 // --- arithmetic ---
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
-  Tensor out = alpha == 1.0 ? binary_raw("add", a, b, BinaryOp::Add)
-                            : binary_raw("add", a, binary_raw("add", b, alpha, BinaryOp::Mul),
-                                         BinaryOp::Add);
-  if (needs_grad({&a, &b})) {
-    Shape sa = a.shape(), sb = b.shape();
-    record("add", {&out}, {a, b}, [sa, sb, alpha](const Grads& g) {
-      return Grads{sum_to(g[0], sa), sum_to(alpha == 1.0 ? g[0] : mul(g[0], alpha), sb)};
-    });
-  }
-  return out;
+  return add_or_sub("add", a, b, alpha, BinaryOp::Add);
 }
 
 Tensor add(const Tensor& a, double b) {
-  Tensor out = binary_raw("add", a, b, BinaryOp::Add);
-  if (needs_grad({&a})) {
-    record("add", {&out}, {a}, [](const Grads& g) { return Grads{g[0]}; });
-  }
-  return out;
+  return with_grad("add", binary_raw("add", a, b, BinaryOp::Add), a,
+                   [](const Tensor& g) { return g; });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
-  Tensor out = alpha == 1.0 ? binary_raw("sub", a, b, BinaryOp::Sub)
-                            : binary_raw("sub", a, binary_raw("sub", b, alpha, BinaryOp::Mul),
-                                         BinaryOp::Sub);
-  if (needs_grad({&a, &b})) {
-    Shape sa = a.shape(), sb = b.shape();
-    record("sub", {&out}, {a, b}, [sa, sb, alpha](const Grads& g) {
-      return Grads{sum_to(g[0], sa), sum_to(mul(g[0], -alpha), sb)};
-    });
-  }
-  return out;
+  return add_or_sub("sub", a, b, alpha, BinaryOp::Sub);
 }
 
 Tensor sub(const Tensor& a, double b) { return add(a, -b); }
 
 Tensor sub(double a, const Tensor& b) {
-  Tensor out = binary_raw("sub", a, b, BinaryOp::Sub);
-  if (needs_grad({&b})) {
-    record("rsub", {&out}, {b}, [](const Grads& g) { return Grads{neg(g[0])}; });
-  }
-  return out;
+  return with_grad("rsub", binary_raw("sub", a, b, BinaryOp::Sub), b,
+                   [](const Tensor& g) { return neg(g); });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
@@ -177,11 +186,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, double b) {
-  Tensor out = binary_raw("mul", a, b, BinaryOp::Mul);
-  if (needs_grad({&a})) {
-    record("mul", {&out}, {a}, [b](const Grads& g) { return Grads{mul(g[0], b)}; });
-  }
-  return out;
+  return with_grad("mul", binary_raw("mul", a, b, BinaryOp::Mul), a,
+                   [b](const Tensor& g) { return mul(g, b); });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
@@ -201,11 +207,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, double b) {
-  Tensor out = binary_raw("div", a, b, BinaryOp::Div);
-  if (needs_grad({&a})) {
-    record("div", {&out}, {a}, [b](const Grads& g) { return Grads{div(g[0], b)}; });
-  }
-  return out;
+  return with_grad("div", binary_raw("div", a, b, BinaryOp::Div), a,
+                   [b](const Tensor& g) { return div(g, b); });
 }
 
 Tensor div(double a, const Tensor& b) {
@@ -220,11 +223,8 @@ Tensor div(double a, const Tensor& b) {
 }
 
 Tensor neg(const Tensor& a) {
-  Tensor out = unary_raw("neg", a, UnaryOp::Neg);
-  if (needs_grad({&a})) {
-    record("neg", {&out}, {a}, [](const Grads& g) { return Grads{neg(g[0])}; });
-  }
-  return out;
+  return with_grad("neg", unary_raw("neg", a, UnaryOp::Neg), a,
+                   [](const Tensor& g) { return neg(g); });
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
@@ -367,80 +367,47 @@ SINTER_COMPARISON(ge, Ge)
 
 // --- unary math ---
 
+// The gradient of each from the incoming gradient g and the saved input x or output y.
+
 Tensor exp(const Tensor& a) {
-  Tensor out = unary_raw("exp", a, UnaryOp::Exp);
-  if (needs_grad({&a})) {
-    SavedTensor so(out, "exp");
-    record("exp", {&out}, {a}, [so](const Grads& g) { return Grads{mul(g[0], so.get())}; });
-  }
-  return out;
+  return unary_with_grad("exp", UnaryOp::Exp, Saved::Output, a,
+                         [](const Tensor& g, const Tensor& y) { return mul(g, y); });
 }
 
 Tensor log(const Tensor& a) {
-  Tensor out = unary_raw("log", a, UnaryOp::Log);
-  if (needs_grad({&a})) {
-    SavedTensor sa(a, "log");
-    record("log", {&out}, {a}, [sa](const Grads& g) { return Grads{div(g[0], sa.get())}; });
-  }
-  return out;
+  return unary_with_grad("log", UnaryOp::Log, Saved::Input, a,
+                         [](const Tensor& g, const Tensor& x) { return div(g, x); });
 }
 
 Tensor sqrt(const Tensor& a) {
-  Tensor out = unary_raw("sqrt", a, UnaryOp::Sqrt);
-  if (needs_grad({&a})) {
-    SavedTensor so(out, "sqrt");
-    record("sqrt", {&out}, {a},
-           [so](const Grads& g) { return Grads{div(mul(g[0], 0.5), so.get())}; });
-  }
-  return out;
+  return unary_with_grad("sqrt", UnaryOp::Sqrt, Saved::Output, a,
+                         [](const Tensor& g, const Tensor& y) { return div(mul(g, 0.5), y); });
 }
 
 Tensor rsqrt(const Tensor& a) {
-  Tensor out = unary_raw("rsqrt", a, UnaryOp::Rsqrt);
-  if (needs_grad({&a})) {
-    SavedTensor so(out, "rsqrt");
-    record("rsqrt", {&out}, {a}, [so](const Grads& g) {
-      Tensor y = so.get();
-      return Grads{mul(g[0], mul(pow(y, 3.0), -0.5))};
-    });
-  }
-  return out;
+  return unary_with_grad(
+      "rsqrt", UnaryOp::Rsqrt, Saved::Output, a,
+      [](const Tensor& g, const Tensor& y) { return mul(g, mul(pow(y, 3.0), -0.5)); });
 }
 
 Tensor abs(const Tensor& a) {
-  Tensor out = unary_raw("abs", a, UnaryOp::Abs);
-  if (needs_grad({&a})) {
-    SavedTensor sa(a, "abs");
-    record("abs", {&out}, {a}, [sa](const Grads& g) { return Grads{mul(g[0], sign(sa.get()))}; });
-  }
-  return out;
+  return unary_with_grad("abs", UnaryOp::Abs, Saved::Input, a,
+                         [](const Tensor& g, const Tensor& x) { return mul(g, sign(x)); });
 }
 
 Tensor sign(const Tensor& a) {
-  Tensor out = unary_raw("sign", a, UnaryOp::Sign);
-  if (needs_grad({&a})) {
-    record("sign", {&out}, {a}, [](const Grads& g) { return Grads{zeros_like(g[0])}; });
-  }
-  return out;
+  return with_grad("sign", unary_raw("sign", a, UnaryOp::Sign), a,
+                   [](const Tensor& g) { return zeros_like(g); });
 }
 
 Tensor sin(const Tensor& a) {
-  Tensor out = unary_raw("sin", a, UnaryOp::Sin);
-  if (needs_grad({&a})) {
-    SavedTensor sa(a, "sin");
-    record("sin", {&out}, {a}, [sa](const Grads& g) { return Grads{mul(g[0], cos(sa.get()))}; });
-  }
-  return out;
+  return unary_with_grad("sin", UnaryOp::Sin, Saved::Input, a,
+                         [](const Tensor& g, const Tensor& x) { return mul(g, cos(x)); });
 }
 
 Tensor cos(const Tensor& a) {
-  Tensor out = unary_raw("cos", a, UnaryOp::Cos);
-  if (needs_grad({&a})) {
-    SavedTensor sa(a, "cos");
-    record("cos", {&out}, {a},
-           [sa](const Grads& g) { return Grads{neg(mul(g[0], sin(sa.get())))}; });
-  }
-  return out;
+  return unary_with_grad("cos", UnaryOp::Cos, Saved::Input, a,
+                         [](const Tensor& g, const Tensor& x) { return neg(mul(g, sin(x))); });
 }
 
 // The activations of the op list (Note [elementwise op list] in internal/elementwise_ops.h).

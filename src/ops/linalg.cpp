@@ -72,6 +72,31 @@ GemmOperand prepare(const Tensor& x) {
   return g;
 }
 
+// The kernel's arguments for out = a @ b, all of out's dtype: `batch` contiguous (m, n) matrices of
+// out from the (m, k) and (k, n) matrices of the operands, at the matmul precision set now.
+kern::GemmArgs gemm_args(const GemmOperand& a, const GemmOperand& b, const Tensor& out, int64_t m,
+                         int64_t n, int64_t k, int64_t batch) {
+  kern::GemmArgs args;
+  args.dtype = out.dtype();
+  args.trans_a = a.trans;
+  args.trans_b = b.trans;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.batch = batch;
+  args.a = a.keep.data_ptr();
+  args.lda = a.ld;
+  args.stride_a = a.batch_stride;
+  args.b = b.keep.data_ptr();
+  args.ldb = b.ld;
+  args.stride_b = b.batch_stride;
+  args.c = out.data_ptr();
+  args.ldc = n;
+  args.stride_c = m * n;
+  args.allow_tf32 = g_allow_tf32.load();
+  return args;
+}
+
 // The core op: a (..., m, k) @ b (..., k, n) with broadcast batch dims, both at least 2-D.
 Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   const int64_t m = a.size(-2), k = a.size(-1), k2 = b.size(-2), n = b.size(-1);
@@ -92,25 +117,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
       ga = prepare(a.expand(ea));
       gb = prepare(b.expand(eb));
     }
-    kern::GemmArgs args;
-    args.dtype = a.dtype();
-    args.trans_a = ga.trans;
-    args.trans_b = gb.trans;
-    args.m = m;
-    args.n = n;
-    args.k = k;
-    args.batch = nbatch;
-    args.a = ga.keep.data_ptr();
-    args.lda = ga.ld;
-    args.stride_a = ga.batch_stride;
-    args.b = gb.keep.data_ptr();
-    args.ldb = gb.ld;
-    args.stride_b = gb.batch_stride;
-    args.c = out.data_ptr();
-    args.ldc = n;
-    args.stride_c = m * n;
-    args.allow_tf32 = g_allow_tf32.load();
-    SINTER_DISPATCH(a.device(), gemm, args);
+    SINTER_DISPATCH(a.device(), gemm, gemm_args(ga, gb, out, m, n, k, nbatch));
   }
   if (needs_grad({&a, &b})) {
     SavedTensor sa(b.requires_grad() ? a : Tensor(), "matmul");
@@ -188,21 +195,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
       gb = prepare(weight.t());
       if (bias.defined()) b = bias.contiguous();
     }
-    kern::GemmArgs args;
-    args.dtype = x.dtype();
-    args.trans_a = ga.trans;
-    args.trans_b = gb.trans;
-    args.m = rows;
-    args.n = out_features;
-    args.k = in;
-    args.a = ga.keep.data_ptr();
-    args.lda = ga.ld;
-    args.b = gb.keep.data_ptr();
-    args.ldb = gb.ld;
-    args.c = out.data_ptr();
-    args.ldc = out_features;
-    args.stride_c = rows * out_features;
-    args.allow_tf32 = g_allow_tf32.load();
+    kern::GemmArgs args = gemm_args(ga, gb, out, rows, out_features, in, 1);
     args.bias = b.defined() ? b.data_ptr() : nullptr;
     args.pre_act = pre.defined() ? pre.data_ptr() : nullptr;
     args.act = act == Activation::Relu       ? kern::GemmAct::Relu

@@ -51,6 +51,52 @@ Tensor contiguous_or_undefined(const Tensor& t) {
 
 bool wants_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
 
+// What a normalization's forward leaves for its backward: the contiguous input, its statistics
+// (acc_dtype) and the contiguous weight (undefined without one).
+struct NormSaved {
+  Tensor x, mean, rstd, weight;
+};
+
+// What the backward kernel of batch_norm or layer_norm reads, the saved tensors and the output
+// gradient g (x's dtype, contiguous), and writes: dx, dw and db, each undefined when not wanted (dw
+// and db of the statistics' dtype).
+struct NormBackward {
+  Tensor g, x, mean, rstd, weight;
+  Tensor dx, dw, db;
+};
+
+// Records the backward of y = op(x, weight, bias) with weight and bias of shape param_shape.
+// `kernel` fills the NormBackward's dx, dw and db; when it `accumulates` into dw and db, they start
+// at zero.
+template <class Kernel>
+void record_norm_backward(const char* op, Tensor& y, const Tensor& x, const Tensor& weight,
+                          const Tensor& bias, const NormSaved& saved, const Shape& param_shape,
+                          bool accumulates, Kernel kernel) {
+  SavedTensor sx(saved.x, op), smean(saved.mean, op), srstd(saved.rstd, op);
+  SavedTensor sw = saved.weight.defined() ? SavedTensor(saved.weight, op) : SavedTensor();
+  const bool need_x = wants_grad(x), need_w = wants_grad(weight), need_b = wants_grad(bias);
+  record(op, {&y}, {x, weight, bias}, [=](const Grads& g) {
+    NormBackward bw;
+    bw.x = sx.get();
+    bw.weight = sw.defined() ? sw.get() : Tensor();
+    bw.mean = smean.get();
+    bw.rstd = srstd.get();
+    const TensorOptions xo{.dtype = bw.x.dtype(), .device = bw.x.device()};
+    const TensorOptions acc{.dtype = acc_dtype(bw.x.dtype()), .device = bw.x.device()};
+    bw.g = g[0].to(xo.dtype).contiguous();
+    auto param_grad = [&](bool need) {
+      if (!need) return Tensor();
+      return accumulates ? zeros(param_shape, acc) : empty(param_shape, acc);
+    };
+    if (need_x) bw.dx = empty(bw.x.shape(), xo);
+    bw.dw = param_grad(need_w);
+    bw.db = param_grad(need_b);
+    kernel(bw);
+    return Grads{bw.dx, need_w ? bw.dw.to(xo.dtype) : Tensor(),
+                 need_b ? bw.db.to(xo.dtype) : Tensor()};
+  });
+}
+
 }  // namespace
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
@@ -111,25 +157,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                     y.data_ptr());
   }
   if (needs_grad({&x, &weight, &bias})) {
-    SavedTensor sx(xc, op), smean(mean, op), srstd(rstd, op);
-    SavedTensor sw = wc.defined() ? SavedTensor(wc, op) : SavedTensor();
-    const bool need_x = wants_grad(x), need_w = wants_grad(weight), need_b = wants_grad(bias);
-    record(op, {&y}, {x, weight, bias}, [=](const Grads& g) {
-      Tensor xs = sx.get(), ws = sw.defined() ? sw.get() : Tensor();
-      Tensor gc = g[0].to(xs.dtype()).contiguous();
-      const TensorOptions o{.dtype = acc_dtype(xs.dtype()), .device = xs.device()};
-      Tensor dx =
-          need_x ? empty(xs.shape(), {.dtype = xs.dtype(), .device = xs.device()}) : Tensor();
-      Tensor dw = need_w ? empty({c}, o) : Tensor();
-      Tensor db = need_b ? empty({c}, o) : Tensor();
-      if (c > 0) {
-        SINTER_DISPATCH(xs.device(), batch_norm_backward, gc.data_ptr(), xs.data_ptr(), xs.dtype(),
-                        n, c, hw, smean.get().data_ptr(), srstd.get().data_ptr(), ptr_or_null(ws),
-                        training, ptr_or_null(dx), ptr_or_null(dw), ptr_or_null(db));
-      }
-      return Grads{dx, need_w ? dw.to(xs.dtype()) : Tensor(),
-                   need_b ? db.to(xs.dtype()) : Tensor()};
-    });
+    auto kernel = [=](const NormBackward& bw) {
+      if (c == 0) return;
+      SINTER_DISPATCH(bw.x.device(), batch_norm_backward, bw.g.data_ptr(), bw.x.data_ptr(),
+                      bw.x.dtype(), n, c, hw, bw.mean.data_ptr(), bw.rstd.data_ptr(),
+                      ptr_or_null(bw.weight), training, ptr_or_null(bw.dx), ptr_or_null(bw.dw),
+                      ptr_or_null(bw.db));
+    };
+    record_norm_backward(op, y, x, weight, bias, {xc, mean, rstd, wc}, {c}, false, kernel);
   }
   return y;
 }
@@ -165,26 +200,15 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                     rstd.data_ptr());
   }
   if (needs_grad({&x, &weight, &bias})) {
-    SavedTensor sx(xc, op), smean(mean, op), srstd(rstd, op);
-    SavedTensor sw = wc.defined() ? SavedTensor(wc, op) : SavedTensor();
-    const bool need_x = wants_grad(x), need_w = wants_grad(weight), need_b = wants_grad(bias);
-    const Shape wshape = normalized_shape;
-    record(op, {&y}, {x, weight, bias}, [=](const Grads& g) {
-      Tensor xs = sx.get(), ws = sw.defined() ? sw.get() : Tensor();
-      Tensor gc = g[0].to(xs.dtype()).contiguous();
-      const TensorOptions o{.dtype = acc_dtype(xs.dtype()), .device = xs.device()};
-      Tensor dx =
-          need_x ? empty(xs.shape(), {.dtype = xs.dtype(), .device = xs.device()}) : Tensor();
-      Tensor dw = need_w ? zeros({cols}, o) : Tensor();
-      Tensor db = need_b ? zeros({cols}, o) : Tensor();
-      if (xs.numel() > 0) {
-        SINTER_DISPATCH(xs.device(), layer_norm_backward, gc.data_ptr(), xs.data_ptr(), xs.dtype(),
-                        rows, cols, smean.get().data_ptr(), srstd.get().data_ptr(), ptr_or_null(ws),
-                        ptr_or_null(dx), ptr_or_null(dw), ptr_or_null(db));
-      }
-      return Grads{dx, need_w ? dw.to(xs.dtype()).reshape(wshape) : Tensor(),
-                   need_b ? db.to(xs.dtype()).reshape(wshape) : Tensor()};
-    });
+    auto kernel = [=](const NormBackward& bw) {
+      if (bw.x.numel() == 0) return;
+      SINTER_DISPATCH(bw.x.device(), layer_norm_backward, bw.g.data_ptr(), bw.x.data_ptr(),
+                      bw.x.dtype(), rows, cols, bw.mean.data_ptr(), bw.rstd.data_ptr(),
+                      ptr_or_null(bw.weight), ptr_or_null(bw.dx), ptr_or_null(bw.dw),
+                      ptr_or_null(bw.db));
+    };
+    record_norm_backward(op, y, x, weight, bias, {xc, mean, rstd, wc}, normalized_shape, true,
+                         kernel);
   }
   return y;
 }

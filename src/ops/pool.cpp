@@ -87,13 +87,46 @@ kern::Pool2dGeom pool_geom(const char* op, const Tensor& x, const PoolArgs& o) {
 
 TensorOptions like(const Tensor& x) { return {.dtype = x.dtype(), .device = x.device()}; }
 
+// avg_pool2d and adaptive_avg_pool2d over the checked geometry g: the two differ only in their
+// forward and backward kernels, which take the same arguments.
+Tensor average_pool(const char* op, const Tensor& x, const kern::Pool2dGeom& g, bool adaptive) {
+  Tensor out = empty(out_shape(x, g.h_out, g.w_out), like(x));
+  if (out.numel() > 0) {
+    NoGradGuard ng;
+    Tensor xc = x.contiguous();
+    if (adaptive) {
+      SINTER_DISPATCH(x.device(), adaptive_avg_pool2d_forward, g, x.dtype(), xc.data_ptr(),
+                      out.data_ptr());
+    } else {
+      SINTER_DISPATCH(x.device(), avg_pool2d_forward, g, x.dtype(), xc.data_ptr(), out.data_ptr());
+    }
+  }
+  if (needs_grad({&x})) {
+    const Shape xshape = x.shape();
+    record(op, {&out}, {x}, [g, xshape, adaptive](const Grads& grads) {
+      Tensor gy = grads[0].contiguous();
+      Tensor dx = empty(xshape, like(gy));
+      if (dx.numel() == 0) return Grads{dx};
+      if (adaptive) {
+        SINTER_DISPATCH(gy.device(), adaptive_avg_pool2d_backward, g, gy.dtype(), gy.data_ptr(),
+                        dx.data_ptr());
+      } else {
+        SINTER_DISPATCH(gy.device(), avg_pool2d_backward, g, gy.dtype(), gy.data_ptr(),
+                        dx.data_ptr());
+      }
+      return Grads{dx};
+    });
+  }
+  return out;
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel_size,
                                                    const MaxPool2dOptions& opts) {
-  const kern::Pool2dGeom g = pool_geom(
-      "max_pool2d", x,
-      {kernel_size, opts.stride, opts.padding, opts.dilation, opts.ceil_mode, true});
+  const kern::Pool2dGeom g =
+      pool_geom("max_pool2d", x,
+                {kernel_size, opts.stride, opts.padding, opts.dilation, opts.ceil_mode, true});
   const Shape oshape = out_shape(x, g.h_out, g.w_out);
   Tensor out = empty(oshape, like(x));
   Tensor indices = empty(oshape, {.dtype = DType::i64, .device = x.device()});
@@ -125,28 +158,10 @@ Tensor max_pool2d(const Tensor& x, Size2 kernel_size, const MaxPool2dOptions& op
 }
 
 Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, const AvgPool2dOptions& opts) {
-  const kern::Pool2dGeom g =
-      pool_geom("avg_pool2d", x,
-                {kernel_size, opts.stride, opts.padding, 1, opts.ceil_mode, opts.count_include_pad});
-  Tensor out = empty(out_shape(x, g.h_out, g.w_out), like(x));
-  if (out.numel() > 0) {
-    NoGradGuard ng;
-    Tensor xc = x.contiguous();
-    SINTER_DISPATCH(x.device(), avg_pool2d_forward, g, x.dtype(), xc.data_ptr(), out.data_ptr());
-  }
-  if (needs_grad({&x})) {
-    const Shape xshape = x.shape();
-    record("avg_pool2d", {&out}, {x}, [g, xshape](const Grads& grads) {
-      Tensor gy = grads[0].contiguous();
-      Tensor dx = empty(xshape, like(gy));
-      if (dx.numel() > 0) {
-        SINTER_DISPATCH(gy.device(), avg_pool2d_backward, g, gy.dtype(), gy.data_ptr(),
-                        dx.data_ptr());
-      }
-      return Grads{dx};
-    });
-  }
-  return out;
+  const kern::Pool2dGeom g = pool_geom(
+      "avg_pool2d", x,
+      {kernel_size, opts.stride, opts.padding, 1, opts.ceil_mode, opts.count_include_pad});
+  return average_pool("avg_pool2d", x, g, false);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
@@ -161,26 +176,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
   g.planes = planes_of(x);
   g.h_out = output_size.h;
   g.w_out = output_size.w;
-  Tensor out = empty(out_shape(x, g.h_out, g.w_out), like(x));
-  if (out.numel() > 0) {
-    NoGradGuard ng;
-    Tensor xc = x.contiguous();
-    SINTER_DISPATCH(x.device(), adaptive_avg_pool2d_forward, g, x.dtype(), xc.data_ptr(),
-                    out.data_ptr());
-  }
-  if (needs_grad({&x})) {
-    const Shape xshape = x.shape();
-    record("adaptive_avg_pool2d", {&out}, {x}, [g, xshape](const Grads& grads) {
-      Tensor gy = grads[0].contiguous();
-      Tensor dx = empty(xshape, like(gy));
-      if (dx.numel() > 0) {
-        SINTER_DISPATCH(gy.device(), adaptive_avg_pool2d_backward, g, gy.dtype(), gy.data_ptr(),
-                        dx.data_ptr());
-      }
-      return Grads{dx};
-    });
-  }
-  return out;
+  return average_pool("adaptive_avg_pool2d", x, g, true);
 }
 
 }  // namespace sinter

@@ -424,7 +424,9 @@ void check_inplace(const char* op, const Tensor& self, const Tensor* other) {
   }
 }
 
-void inplace_binary(const char* op, Tensor& self, const IterArg& other, kern::BinaryOp bop) {
+// self = self `bop` other, after the checks of every in-place op.
+Tensor& inplace_binary(const char* op, Tensor& self, const IterArg& other, kern::BinaryOp bop) {
+  check_inplace(op, self, other.tensor);
   SINTER_CHECK(
       other.tensor || is_floating(self.dtype()) || std::nearbyint(other.scalar) == other.scalar, op,
       ": scalar ", other.scalar, " is not an integer, but the tensor has dtype ", self.dtype());
@@ -440,37 +442,28 @@ void inplace_binary(const char* op, Tensor& self, const IterArg& other, kern::Bi
     SINTER_DISPATCH(self.device(), binary, it, bop, 0.0);
   }
   self.bump_version();
+  return self;
 }
 }  // namespace
 
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  if (alpha == 1.0) return inplace_binary("add_", *this, other, kern::BinaryOp::Add);
+  // Checked before NoGradGuard, which would hide that `other` requires grad.
   check_inplace("add_", *this, &other);
-  if (alpha == 1.0) {
-    inplace_binary("add_", *this, other, kern::BinaryOp::Add);
-  } else {
-    NoGradGuard ng;
-    Tensor scaled = mul(other, alpha);
-    inplace_binary("add_", *this, scaled, kern::BinaryOp::Add);
-  }
-  return *this;
+  NoGradGuard ng;
+  return inplace_binary("add_", *this, mul(other, alpha), kern::BinaryOp::Add);
 }
 
 Tensor& Tensor::add_(double value) {
-  check_inplace("add_", *this, nullptr);
-  inplace_binary("add_", *this, value, kern::BinaryOp::Add);
-  return *this;
+  return inplace_binary("add_", *this, value, kern::BinaryOp::Add);
 }
 
 Tensor& Tensor::mul_(const Tensor& other) {
-  check_inplace("mul_", *this, &other);
-  inplace_binary("mul_", *this, other, kern::BinaryOp::Mul);
-  return *this;
+  return inplace_binary("mul_", *this, other, kern::BinaryOp::Mul);
 }
 
 Tensor& Tensor::mul_(double value) {
-  check_inplace("mul_", *this, nullptr);
-  inplace_binary("mul_", *this, value, kern::BinaryOp::Mul);
-  return *this;
+  return inplace_binary("mul_", *this, value, kern::BinaryOp::Mul);
 }
 
 Tensor& Tensor::zero_() { return fill_(0.0); }
