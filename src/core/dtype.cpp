@@ -5,27 +5,25 @@
 
 namespace sinter {
 
-size_t element_size(DType t) {
-  switch (t) {
-#define SINTER_DTYPE_SIZE_(dt, type, bytes, name, st) \
-  case DType::dt:                                     \
-    return bytes;
-    SINTER_DTYPES(SINTER_DTYPE_SIZE_)
-#undef SINTER_DTYPE_SIZE_
-  }
-  return 0;
-}
+namespace {
 
-const char* dtype_name(DType t) {
-  switch (t) {
-#define SINTER_DTYPE_NAME_(dt, type, bytes, name, st) \
-  case DType::dt:                                     \
-    return name;
-    SINTER_DTYPES(SINTER_DTYPE_NAME_)
+// Whether t is one of the enum's values, so that a lookup in a table of SINTER_DTYPES rows (in enum
+// order) stays in bounds.
+bool in_range(DType t) { return static_cast<int>(t) < kNumDTypes; }
+
+#define SINTER_DTYPE_SIZE_(dt, type, bytes, name, st) bytes,
+constexpr size_t kElementSizes[] = {SINTER_DTYPES(SINTER_DTYPE_SIZE_)};
+#undef SINTER_DTYPE_SIZE_
+
+#define SINTER_DTYPE_NAME_(dt, type, bytes, name, st) name,
+constexpr const char* kNames[] = {SINTER_DTYPES(SINTER_DTYPE_NAME_)};
 #undef SINTER_DTYPE_NAME_
-  }
-  return "?";
-}
+
+}  // namespace
+
+size_t element_size(DType t) { return in_range(t) ? kElementSizes[static_cast<int>(t)] : 0; }
+
+const char* dtype_name(DType t) { return in_range(t) ? kNames[static_cast<int>(t)] : "?"; }
 
 std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 

@@ -52,16 +52,12 @@ namespace fs = std::filesystem;
 // A header larger than this is refused before it is read (the Python library's own limit).
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;
 
-const char* safetensors_dtype(DType t) {
-  switch (t) {
-#define SINTER_DTYPE_ST_(dt, type, bytes, name, st) \
-  case DType::dt:                                   \
-    return st;
-    SINTER_DTYPES(SINTER_DTYPE_ST_)
+// The safetensors name of each dtype, indexed by the enum (a tensor's dtype is always in range).
+#define SINTER_DTYPE_ST_(dt, type, bytes, name, st) st,
+constexpr const char* kSafetensorsDTypes[] = {SINTER_DTYPES(SINTER_DTYPE_ST_)};
 #undef SINTER_DTYPE_ST_
-  }
-  return "?";
-}
+
+const char* safetensors_dtype(DType t) { return kSafetensorsDTypes[static_cast<int>(t)]; }
 
 bool parse_dtype(const std::string& s, DType* out) {
   for (int i = 0; i < kNumDTypes; ++i) {
