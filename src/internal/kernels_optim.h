@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "internal/kernels.h"
 #include "internal/scalar_ops.h"
@@ -63,32 +62,23 @@ struct AdamTensor {
 };
 
 // Products and sums rounded one at a time: device code would otherwise contract a * b + c into an
-// FMA, which the unfused ops (one kernel per operation) never do.
+// FMA, which the unfused ops (one kernel per operation) never do. The compute type C is float or
+// double.
+#if defined(__CUDA_ARCH__)
+SINTER_HD inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+SINTER_HD inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+SINTER_HD inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
+SINTER_HD inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
+#else
 template <class C>
 SINTER_HD inline C mul_rn(C a, C b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<C, float>) {
-    return __fmul_rn(a, b);
-  } else {
-    return __dmul_rn(a, b);
-  }
-#else
   return a * b;
-#endif
 }
-
 template <class C>
 SINTER_HD inline C add_rn(C a, C b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<C, float>) {
-    return __fadd_rn(a, b);
-  } else {
-    return __dadd_rn(a, b);
-  }
-#else
   return a + b;
-#endif
 }
+#endif
 
 // SgdHyper in the compute type C, as the elementwise ops convert their scalars.
 template <class C>
