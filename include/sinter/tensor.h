@@ -157,6 +157,10 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
+// Drops the gradient of each tensor (set_to_none) or fills it with zeros in place, not recorded by
+// autograd: what zero_grad does to a module's or an optimizer's parameters.
+void zero_grads(const std::vector<Tensor>& tensors, bool set_to_none = true);
+
 // --- factories ---
 Tensor empty(const Shape& shape, const TensorOptions& opts = {});
 Tensor zeros(const Shape& shape, const TensorOptions& opts = {});

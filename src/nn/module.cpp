@@ -188,18 +188,7 @@ Module& Module::to(DType dtype) {
   return *this;
 }
 
-void Module::zero_grad(bool set_to_none) {
-  NoGradGuard ng;
-  for (const Tensor& p : parameters()) {
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (set_to_none) {
-      p.set_grad(Tensor());
-    } else {
-      g.zero_();
-    }
-  }
-}
+void Module::zero_grad(bool set_to_none) { zero_grads(parameters(), set_to_none); }
 
 // --- state ---
 

@@ -20,9 +20,11 @@ void check_pool_input(const char* layer, const Tensor& x) {
                shape_str(x.shape()));
 }
 
-// Linear and Conv2d: bias ~ uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), where fan_in is the
-// weight's (the bound kaiming_uniform_(a = sqrt(5)) gives the weight too).
-void init_bias_from_fan_in(const Tensor& weight, Tensor& bias) {
+// PyTorch's initialization of Linear and Conv2d: weight ~ kaiming_uniform_(a = sqrt(5)), and
+// bias ~ uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in being the weight's (the same bound the
+// weight gets).
+void init_weight_and_bias(Tensor& weight, Tensor& bias) {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
   if (!bias.defined()) return;
   const int64_t fan_in = init::calculate_fan_in_and_fan_out(weight).first;
   const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
@@ -43,10 +45,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias)
   reset_parameters();
 }
 
-void Linear::reset_parameters() {
-  init::kaiming_uniform_(weight, std::sqrt(5.0));
-  init_bias_from_fan_in(weight, bias);
-}
+void Linear::reset_parameters() { init_weight_and_bias(weight, bias); }
 
 Tensor Linear::forward(const Tensor& x) {
   SINTER_CHECK(x.defined(), "Linear: undefined input");
@@ -89,10 +88,7 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size,
   reset_parameters();
 }
 
-void Conv2d::reset_parameters() {
-  init::kaiming_uniform_(weight, std::sqrt(5.0));
-  init_bias_from_fan_in(weight, bias);
-}
+void Conv2d::reset_parameters() { init_weight_and_bias(weight, bias); }
 
 Tensor Conv2d::forward(const Tensor& x) {
   SINTER_CHECK(x.defined(), "Conv2d: undefined input");

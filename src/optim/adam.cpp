@@ -27,17 +27,14 @@ AdamOptions as_adam(const AdamWOptions& o) {
 }  // namespace
 
 Adam::Adam(std::string name, bool decoupled, const AdamOptions& defaults)
-    : Optimizer(std::move(name)), decoupled_(decoupled), defaults_(defaults) {}
+    : OptimizerWithOptions(std::move(name), defaults), decoupled_(decoupled) {}
 
 Adam::Adam(const std::vector<Tensor>& params, const AdamOptions& options)
     : Adam(std::vector<ParamGroup>{ParamGroup{.params = params}}, options) {}
 
 Adam::Adam(const std::vector<ParamGroup>& groups, const AdamOptions& defaults)
     : Adam("Adam", false, defaults) {
-  size_t total = 0;
-  for (const ParamGroup& g : groups) total += g.params.size();
-  SINTER_CHECK(total > 0, name(), ": got an empty parameter list");
-  for (const ParamGroup& g : groups) add_param_group(g);
+  add_param_groups(groups);
 }
 
 AdamW::AdamW(const std::vector<Tensor>& params, const AdamWOptions& options)
@@ -45,15 +42,7 @@ AdamW::AdamW(const std::vector<Tensor>& params, const AdamWOptions& options)
 
 AdamW::AdamW(const std::vector<ParamGroup>& groups, const AdamWOptions& defaults)
     : Adam("AdamW", true, as_adam(defaults)) {
-  size_t total = 0;
-  for (const ParamGroup& g : groups) total += g.params.size();
-  SINTER_CHECK(total > 0, name(), ": got an empty parameter list");
-  for (const ParamGroup& g : groups) add_param_group(g);
-}
-
-const AdamOptions& Adam::options(size_t group) const {
-  params(group);
-  return options_[group];
+  add_param_groups(groups);
 }
 
 Hyperparameters Adam::resolve(const ParamGroup& group) const {
@@ -93,22 +82,16 @@ void Adam::check(const Hyperparameters& h, size_t group) const {
                group, " (must be >= 0)");
 }
 
-void Adam::store(size_t group, const Hyperparameters& h) {
-  AdamOptions o{.lr = h.at("lr"),
-                .betas = {h.at("beta1"), h.at("beta2")},
-                .eps = h.at("eps"),
-                .weight_decay = h.at("weight_decay"),
-                .amsgrad = h.at("amsgrad") == 1.0,
-                .maximize = h.at("maximize") == 1.0};
-  if (group == options_.size()) {
-    options_.push_back(o);
-  } else {
-    options_.at(group) = o;
-  }
+AdamOptions Adam::to_options(const Hyperparameters& h) const {
+  return {.lr = h.at("lr"),
+          .betas = {h.at("beta1"), h.at("beta2")},
+          .eps = h.at("eps"),
+          .weight_decay = h.at("weight_decay"),
+          .amsgrad = h.at("amsgrad") == 1.0,
+          .maximize = h.at("maximize") == 1.0};
 }
 
-Hyperparameters Adam::load(size_t group) const {
-  const AdamOptions& o = options_.at(group);
+Hyperparameters Adam::from_options(const AdamOptions& o) const {
   return {{"lr", o.lr},
           {"beta1", o.betas.first},
           {"beta2", o.betas.second},

@@ -37,20 +37,7 @@ Optimizer::Optimizer(std::string name) : name_(std::move(name)) {}
 
 Optimizer::~Optimizer() = default;
 
-void Optimizer::zero_grad(bool set_to_none) {
-  NoGradGuard ng;
-  for (const std::vector<Tensor>& group : params_) {
-    for (const Tensor& p : group) {
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      if (set_to_none) {
-        p.set_grad(Tensor());
-      } else {
-        g.zero_();
-      }
-    }
-  }
-}
+void Optimizer::zero_grad(bool set_to_none) { zero_grads(parameters(), set_to_none); }
 
 void Optimizer::add_param_group(const ParamGroup& group) {
   const size_t g = params_.size();
@@ -73,6 +60,13 @@ void Optimizer::add_param_group(const ParamGroup& group) {
   store(g, h);
   params_.push_back(group.params);
   state_.emplace_back(group.params.size());
+}
+
+void Optimizer::add_param_groups(const std::vector<ParamGroup>& groups) {
+  size_t total = 0;
+  for (const ParamGroup& g : groups) total += g.params.size();
+  SINTER_CHECK(total > 0, name_, ": got an empty parameter list");
+  for (const ParamGroup& g : groups) add_param_group(g);
 }
 
 const std::vector<Tensor>& Optimizer::params(size_t group) const {

@@ -15,16 +15,8 @@ SGD::SGD(const std::vector<Tensor>& params, const SGDOptions& options)
     : SGD(std::vector<ParamGroup>{ParamGroup{.params = params}}, options) {}
 
 SGD::SGD(const std::vector<ParamGroup>& groups, const SGDOptions& defaults)
-    : Optimizer("SGD"), defaults_(defaults) {
-  size_t total = 0;
-  for (const ParamGroup& g : groups) total += g.params.size();
-  SINTER_CHECK(total > 0, "SGD: got an empty parameter list");
-  for (const ParamGroup& g : groups) add_param_group(g);
-}
-
-const SGDOptions& SGD::options(size_t group) const {
-  params(group);
-  return options_[group];
+    : OptimizerWithOptions("SGD", defaults) {
+  add_param_groups(groups);
 }
 
 Hyperparameters SGD::resolve(const ParamGroup& group) const {
@@ -61,22 +53,16 @@ void SGD::check(const Hyperparameters& h, size_t group) const {
                momentum, " and dampening ", dampening, " in group ", group);
 }
 
-void SGD::store(size_t group, const Hyperparameters& h) {
-  SGDOptions o{.lr = h.at("lr"),
-               .momentum = h.at("momentum"),
-               .dampening = h.at("dampening"),
-               .weight_decay = h.at("weight_decay"),
-               .nesterov = h.at("nesterov") == 1.0,
-               .maximize = h.at("maximize") == 1.0};
-  if (group == options_.size()) {
-    options_.push_back(o);
-  } else {
-    options_.at(group) = o;
-  }
+SGDOptions SGD::to_options(const Hyperparameters& h) const {
+  return {.lr = h.at("lr"),
+          .momentum = h.at("momentum"),
+          .dampening = h.at("dampening"),
+          .weight_decay = h.at("weight_decay"),
+          .nesterov = h.at("nesterov") == 1.0,
+          .maximize = h.at("maximize") == 1.0};
 }
 
-Hyperparameters SGD::load(size_t group) const {
-  const SGDOptions& o = options_.at(group);
+Hyperparameters SGD::from_options(const SGDOptions& o) const {
   return {{"lr", o.lr},
           {"momentum", o.momentum},
           {"dampening", o.dampening},

@@ -468,6 +468,19 @@ Tensor& Tensor::mul_(double value) {
 
 Tensor& Tensor::zero_() { return fill_(0.0); }
 
+void zero_grads(const std::vector<Tensor>& tensors, bool set_to_none) {
+  NoGradGuard ng;
+  for (const Tensor& t : tensors) {
+    Tensor g = t.grad();
+    if (!g.defined()) continue;
+    if (set_to_none) {
+      t.set_grad(Tensor());
+    } else {
+      g.zero_();
+    }
+  }
+}
+
 Tensor& Tensor::fill_(double value) {
   check_inplace("fill_", *this, nullptr);
   if (numel() > 0) {

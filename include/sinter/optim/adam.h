@@ -38,30 +38,27 @@ struct AdamWOptions {
 //   p <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // State: "step" (a 0-dim f64 host tensor, so reading it never waits on the device), "exp_avg" (m),
 // "exp_avg_sq" (v), "max_exp_avg_sq" (v_max, with amsgrad); the buffers live with the parameter.
-class Adam : public Optimizer {
+class Adam : public OptimizerWithOptions<AdamOptions> {
  public:
   explicit Adam(const std::vector<Tensor>& params, const AdamOptions& options = {});
   Adam(const std::vector<ParamGroup>& groups, const AdamOptions& defaults = {});
 
   void step() override;
   std::string momentum_name() const override { return "beta1"; }
-  const AdamOptions& options(size_t group = 0) const;
 
  protected:
   Adam(std::string name, bool decoupled, const AdamOptions& defaults);
 
   Hyperparameters resolve(const ParamGroup& group) const override;
   void check(const Hyperparameters& h, size_t group) const override;
-  void store(size_t group, const Hyperparameters& h) override;
-  Hyperparameters load(size_t group) const override;
+  AdamOptions to_options(const Hyperparameters& h) const override;
+  Hyperparameters from_options(const AdamOptions& o) const override;
   std::vector<std::string> state_names() const override {
     return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   }
 
  private:
   bool decoupled_;
-  AdamOptions defaults_;
-  std::vector<AdamOptions> options_;
 };
 
 class AdamW : public Adam {

@@ -1,5 +1,5 @@
 // Optimizer: the base of every optimizer. Parameter groups, per-parameter state, zero_grad, and
-// state_dict/load_state_dict (Note [optimizer state dict]).
+// state_dict/load_state_dict (Note [optimizer state dict]); OptimizerWithOptions keeps the options.
 #pragma once
 
 #include <cstddef>
@@ -99,6 +99,9 @@ class Optimizer {
   virtual std::vector<std::string> state_names() const = 0;
   virtual std::vector<std::string> scalar_state() const { return {"step"}; }
 
+  // Adds the groups a constructor was given, which must hold at least one parameter among them.
+  void add_param_groups(const std::vector<ParamGroup>& groups);
+
   // --- helpers for check() ---
   // h[key]; an Error naming the optimizer and group when it is missing.
   double require(const Hyperparameters& h, const std::string& key, size_t group) const;
@@ -125,6 +128,38 @@ class Optimizer {
 
  private:
   std::string name_;
+};
+
+// An optimizer that keeps each group's hyperparameters as its own Options struct, read by step()
+// and options(), and converts them to and from Hyperparameters for the rest of the base.
+template <class Options>
+class OptimizerWithOptions : public Optimizer {
+ public:
+  const Options& options(size_t group = 0) const {
+    params(group);
+    return options_[group];
+  }
+
+ protected:
+  OptimizerWithOptions(std::string name, const Options& defaults)
+      : Optimizer(std::move(name)), defaults_(defaults) {}
+
+  // Checked hyperparameters as Options, and back.
+  virtual Options to_options(const Hyperparameters& h) const = 0;
+  virtual Hyperparameters from_options(const Options& o) const = 0;
+
+  void store(size_t group, const Hyperparameters& h) override {
+    const Options o = to_options(h);
+    if (group == options_.size()) {
+      options_.push_back(o);
+    } else {
+      options_.at(group) = o;
+    }
+  }
+  Hyperparameters load(size_t group) const override { return from_options(options_.at(group)); }
+
+  Options defaults_;  // for the options a group leaves unset
+  std::vector<Options> options_;
 };
 
 }  // namespace sinter::optim

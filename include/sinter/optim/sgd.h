@@ -24,26 +24,21 @@ struct SGDOptions {
 //                      g <- g + momentum * b if nesterov, else g <- b
 //   p <- p - lr * g
 // State: "momentum_buffer" (when momentum != 0).
-class SGD : public Optimizer {
+class SGD : public OptimizerWithOptions<SGDOptions> {
  public:
   explicit SGD(const std::vector<Tensor>& params, const SGDOptions& options = {});
   SGD(const std::vector<ParamGroup>& groups, const SGDOptions& defaults = {});
 
   void step() override;
   std::string momentum_name() const override { return "momentum"; }
-  const SGDOptions& options(size_t group = 0) const;
 
  protected:
   Hyperparameters resolve(const ParamGroup& group) const override;
   void check(const Hyperparameters& h, size_t group) const override;
-  void store(size_t group, const Hyperparameters& h) override;
-  Hyperparameters load(size_t group) const override;
+  SGDOptions to_options(const Hyperparameters& h) const override;
+  Hyperparameters from_options(const SGDOptions& o) const override;
   std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
   std::vector<std::string> scalar_state() const override { return {}; }
-
- private:
-  SGDOptions defaults_;
-  std::vector<SGDOptions> options_;
 };
 
 }  // namespace sinter::optim
