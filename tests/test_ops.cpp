@@ -7,6 +7,7 @@
 // function of the inputs and, if the op needs one, the input domain; both checks pick the row up.
 // Known values (KnownValues below) pin a function whose gradcheck alone would not catch a wrong
 // formula.
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <tuple>
@@ -129,6 +130,20 @@ std::vector<OpRow> core_rows() {
       {.name = "WhereScalar",
        .shapes = {S{6}, S{6}},
        .fn = [](const Inputs& x) { return where(lt(x[0], x[1]), x[1], 0.25); }},
+      {.name = "MaskedFill",
+       .shapes = {S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return masked_fill(x[0], gt(x[1], 0.0), -1.5); }},
+      {.name = "MaskedFillBatch",
+       .shapes = {S{2, 3, 4}, S{3, 1}},
+       .fn = [](const Inputs& x) { return masked_fill(x[0], lt(x[1], 0.0), 0.0); }},
+      {.name = "Tril", .shapes = {S{4, 5}}, .fn = [](const Inputs& x) { return tril(x[0]); }},
+      {.name = "TrilBatchDiagonal",
+       .shapes = {S{2, 3, 5}},
+       .fn = [](const Inputs& x) { return tril(x[0], 1); }},
+      {.name = "Triu", .shapes = {S{5, 4}}, .fn = [](const Inputs& x) { return triu(x[0], -1); }},
+      {.name = "TriuTransposed",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return triu(x[0].t()); }},
       // Comparisons: bool results, compared exactly.
       {.name = "Eq",
        .shapes = {S{3, 4}},
@@ -544,6 +559,51 @@ TEST(Cumsum, IntegralSumsInI64AndScalarIsItself) {
   EXPECT_EQ(cumsum(s, 0).to_vector<double>(), std::vector<double>{2.5});
   EXPECT_EQ(cumsum(zeros({0, 3}), 0).shape(), (Shape{0, 3}));
   testing::expect_error([] { cumsum(zeros({2, 3}), 2); }, {"cumsum", "dim 2", "2 dims"});
+}
+
+TEST(Masking, TrianglesAndMaskedFillKeepWhatTheySay) {
+  EXPECT_EQ(tril(ones({3, 3})).to_vector<double>(),
+            (std::vector<double>{1, 0, 0, 1, 1, 0, 1, 1, 1}));
+  EXPECT_EQ(triu(ones({2, 3}), 1).to_vector<double>(), (std::vector<double>{0, 1, 1, 0, 0, 1}));
+  EXPECT_EQ(tril(ones({2, 3}), -1).to_vector<double>(), (std::vector<double>{0, 0, 0, 1, 0, 0}));
+  EXPECT_EQ(triu(ones({2, 2, 2})).to_vector<double>(),
+            (std::vector<double>{1, 1, 0, 1, 1, 1, 0, 1}));
+  const Tensor ints = from_vector<int64_t>({1, 2, 3, 4}, {2, 2}).to(DType::i32);
+  const Tensor lower = tril(ints);
+  EXPECT_EQ(lower.dtype(), DType::i32);
+  EXPECT_EQ(lower.to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 3, 4}));
+  EXPECT_EQ(tril(zeros({0, 4})).shape(), (Shape{0, 4}));
+
+  // The causal mask of attention: -inf above the diagonal.
+  const Tensor causal = triu(ones({3, 3}), 1).to(DType::b8);
+  const Tensor scores = masked_fill(zeros({3, 3}), causal, -INFINITY);
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(scores.to_vector<double>(), (std::vector<double>{0, -inf, -inf, 0, 0, -inf, 0, 0, 0}));
+  const Tensor row = from_vector<double>({1, 0}, {2}).to(DType::b8);
+  EXPECT_EQ(masked_fill(ones({2, 2}), row, 7.0).to_vector<double>(),
+            (std::vector<double>{7, 1, 7, 1}));
+
+  testing::expect_error([] { tril(ones({3})); }, {"tril", "at least 2 dims", "[3]"});
+  testing::expect_error([] { triu(Tensor()); }, {"triu"});
+  testing::expect_error(
+      [] {
+        masked_fill(ones({2, 2}), ones({2, 2}), 0.0);
+      },
+      {"masked_fill", "bool", "f32"});
+  testing::expect_error(
+      [] {
+        masked_fill(ones({2}), ones({3, 2}).to(DType::b8), 0.0);
+      },
+      {"masked_fill", "[3, 2]", "does not broadcast", "[2]"});
+  testing::expect_error(
+      [] { masked_fill(ones({2}).to(DType::u8), ones({2}).to(DType::b8), 300.0); },
+      {"masked_fill", "300", "does not fit"});
+  testing::expect_error(
+      [] { masked_fill(zeros({1}).to(DType::i64), ones({1}).to(DType::b8), 0x1p63); },
+      {"masked_fill", "does not fit", "i64"});
+  EXPECT_EQ(
+      masked_fill(zeros({1}).to(DType::u8), ones({1}).to(DType::b8), 255.0).to_vector<int64_t>(),
+      std::vector<int64_t>{255});
 }
 
 TEST(KnownValues, MatchPyTorch) {

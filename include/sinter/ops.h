@@ -29,12 +29,21 @@ Tensor pow(const Tensor& a, double exponent);
 Tensor pow(double base, const Tensor& exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
-// Either bound may be left out (std::nullopt), not both: clamp(a, 0.0), clamp(a, std::nullopt, 1.0).
+// Either bound may be left out (std::nullopt), not both: clamp(a, 0.0), clamp(a,
+// std::nullopt, 1.0).
 Tensor clamp(const Tensor& a, std::optional<double> min = std::nullopt,
              std::optional<double> max = std::nullopt);
 // Selects a where cond (bool) is true, else b.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, double b);
+// a with `value` where mask (bool, broadcastable to a's shape) is true: attention masks,
+// padding. Differentiable in a (zero gradient where filled).
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
+// The lower (tril) or upper (triu) triangle of the last two dims (rank >= 2; leading dims are a
+// batch): element (i, j) is kept where j - i <= diagonal (tril) or j - i >= diagonal (triu), and
+// is 0 elsewhere. tril(ones({t, t})) is the causal mask's keep pattern.
+Tensor tril(const Tensor& a, int64_t diagonal = 0);
+Tensor triu(const Tensor& a, int64_t diagonal = 0);
 
 // --- comparisons (not differentiable; bool results) ---
 Tensor eq(const Tensor& a, const Tensor& b);

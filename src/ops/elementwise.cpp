@@ -352,6 +352,48 @@ Tensor where(const Tensor& cond, const Tensor& a, double b) {
   return where(cond, a, full({}, b, {.dtype = a.dtype(), .device = a.device()}));
 }
 
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  check_defined("masked_fill", a);
+  check_defined("masked_fill", mask);
+  SINTER_CHECK(mask.dtype() == DType::b8, "masked_fill: mask must be bool, got dtype ",
+               mask.dtype());
+  SINTER_CHECK(mask.device() == a.device(), "masked_fill: mask on ", mask.device(), ", input on ",
+               a.device());
+  SINTER_CHECK(broadcast_shapes("masked_fill", mask.shape(), a.shape()) == a.shape(),
+               "masked_fill: mask of shape ", mask.shape(), " does not broadcast to the input's ",
+               a.shape());
+  check_scalar_fits("masked_fill", a, value);
+  if (!is_floating(a.dtype())) {
+    // A fill value the dtype cannot hold is refused rather than wrapped.
+    double lo = 0, hi = 1;  // b8
+    if (a.dtype() == DType::u8) hi = 255;
+    if (a.dtype() == DType::i32) lo = -2147483648.0, hi = 2147483647.0;
+    if (a.dtype() == DType::i64) lo = -0x1p63, hi = std::nextafter(0x1p63, 0.0);  // below 2^63
+    SINTER_CHECK(value >= lo && value <= hi, "masked_fill: value ", value, " does not fit dtype ",
+                 a.dtype(), " (", lo, " to ", hi, ")");
+  }
+  return where(mask, full({}, value, {.dtype = a.dtype(), .device = a.device()}), a);
+}
+
+namespace {
+
+// Keeps (i, j) of the last two dims where j - i <= diagonal (lower) or j - i >= diagonal (upper).
+Tensor triangle(const char* op, const Tensor& a, int64_t diagonal, bool upper) {
+  check_defined(op, a);
+  SINTER_CHECK(a.dim() >= 2, op, ": needs at least 2 dims, got shape ", a.shape());
+  const int64_t rows = a.size(-2), cols = a.size(-1);
+  const TensorOptions i64{.dtype = DType::i64, .device = a.device()};
+  const Tensor j_minus_i = sub(arange(static_cast<double>(cols), i64).view({1, cols}),
+                               arange(static_cast<double>(rows), i64).view({rows, 1}));
+  const auto d = static_cast<double>(diagonal);
+  return where(upper ? ge(j_minus_i, d) : le(j_minus_i, d), a, 0.0);
+}
+
+}  // namespace
+
+Tensor tril(const Tensor& a, int64_t diagonal) { return triangle("tril", a, diagonal, false); }
+Tensor triu(const Tensor& a, int64_t diagonal) { return triangle("triu", a, diagonal, true); }
+
 // --- comparisons ---
 
 #define SINTER_COMPARISON(name, OP)                                                               \
