@@ -8,6 +8,7 @@ SINTER_DEBIAN_PACKAGES=(
   libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin
   dataset-fashion-mnist  # the end-to-end training tests and examples read /usr/share/datasets/fashion-mnist
   gnuplot-nox            # the training examples plot their curves to PNG
+  fortunes               # the text tests and language-model examples read /usr/share/games/fortunes
 )
 
 sinter_install_deps() {
