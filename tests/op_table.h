@@ -55,5 +55,6 @@ inline OpFn adaptive_pool_of(Size2 size) {
 std::vector<OpRow> conv_pool_rows();
 std::vector<OpRow> norm_rows();
 std::vector<OpRow> loss_rows();
+std::vector<OpRow> attention_rows();
 
 }  // namespace sinter::testing

@@ -448,7 +448,8 @@ std::vector<OpRow> core_rows() {
 
 std::vector<OpRow> op_table() {
   std::vector<OpRow> rows = core_rows();
-  for (auto family : {testing::conv_pool_rows, testing::norm_rows, testing::loss_rows}) {
+  for (auto family :
+       {testing::conv_pool_rows, testing::norm_rows, testing::loss_rows, testing::attention_rows}) {
     std::vector<OpRow> more = family();
     rows.insert(rows.end(), more.begin(), more.end());
   }

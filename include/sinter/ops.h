@@ -203,6 +203,24 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullpt
 Tensor embedding(const Tensor& weight, const Tensor& indices,
                  std::optional<int64_t> padding_idx = std::nullopt);
 
+// --- attention ---
+
+// Options of scaled_dot_product_attention. `mask` is optional and broadcasts to (..., Tq, Tk):
+// bool (true: the key takes part, as PyTorch's attn_mask) or of q's dtype (added to the scores).
+struct AttentionOptions {
+  bool causal = false;          // query i sees keys j <= i (top-left aligned when Tq != Tk)
+  std::optional<double> scale;  // default 1 / sqrt(D)
+  double dropout_p = 0.0;       // on the attention weights, as dropout(training = true)
+  Tensor mask;
+  Generator* generator = nullptr;  // the dropout's Philox stream (default generator if null)
+};
+
+// softmax(q k^T * scale + mask) v, with the masked scores at -inf. q: (..., Tq, D), k: (..., Tk,
+// D), v: (..., Tk, Dv) with equal leading dims (batch, heads) -> (..., Tq, Dv). Differentiable in
+// q, k, v (and an additive mask). A query row whose keys are all masked gives NaN, as PyTorch.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options = {});
+
 // --- softmax and losses ---
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
