@@ -208,10 +208,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices,
 // Options of scaled_dot_product_attention. `mask` is optional and broadcasts to (..., Tq, Tk):
 // bool (true: the key takes part, as PyTorch's attn_mask) or of q's dtype (added to the scores).
 struct AttentionOptions {
-  bool causal = false;          // query i sees keys j <= i (top-left aligned when Tq != Tk)
-  std::optional<double> scale;  // default 1 / sqrt(D)
-  double dropout_p = 0.0;       // on the attention weights, as dropout(training = true)
-  Tensor mask;
+  bool causal = false;  // query i sees keys j <= i (top-left aligned when Tq != Tk)
+  std::optional<double> scale = std::nullopt;  // default 1 / sqrt(D)
+  double dropout_p = 0.0;  // on the attention weights, as dropout(training = true)
+  Tensor mask = Tensor();
   Generator* generator = nullptr;  // the dropout's Philox stream (default generator if null)
 };
 

@@ -1,6 +1,11 @@
 // The reference models (see sinter/nn/models.h).
 #include "sinter/nn/models.h"
 
+#include <cmath>
+
+#include "sinter/autograd.h"
+#include "sinter/nn/init.h"
+
 namespace sinter::nn::models {
 
 Sequential mlp() {
@@ -60,6 +65,65 @@ Sequential resnet20() {
   model.push_back(Flatten());
   model.push_back(Linear(64, 10));
   return model;
+}
+
+GPT::GPT(const GPTConfig& c) : config(c) {
+  SINTER_CHECK(
+      c.vocab_size > 0 && c.context_length > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_embd > 0,
+      "GPT: vocab_size, context_length, n_layer, n_head and n_embd must be positive, got ",
+      c.vocab_size, ", ", c.context_length, ", ", c.n_layer, ", ", c.n_head, ", ", c.n_embd);
+  SINTER_CHECK(c.n_embd % c.n_head == 0, "GPT: n_embd ", c.n_embd, " is not divisible by n_head ",
+               c.n_head);
+  SINTER_CHECK(c.dropout >= 0.0 && c.dropout < 1.0, "GPT: dropout must be in [0, 1), got ",
+               c.dropout);
+  wte = register_module("wte", Embedding(c.vocab_size, c.n_embd));
+  wpe = register_module("wpe", Embedding(c.context_length, c.n_embd));
+  blocks = register_module("blocks", ModuleList());
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    blocks->push_back(TransformerBlock(c.n_embd, c.n_head,
+                                       {.dropout = c.dropout, .bias = c.bias, .causal = true}));
+  }
+  ln_f = register_module("ln_f", LayerNorm({c.n_embd}));
+  if (!c.tie_weights) lm_head = register_module("lm_head", Linear(c.n_embd, c.vocab_size, false));
+  reset_parameters();
+}
+
+void GPT::reset_parameters() {
+  NoGradGuard no_grad;
+  using init::normal_, init::zeros_;
+  const double weight_std = 0.02;
+  const double residual_std = weight_std / std::sqrt(2.0 * static_cast<double>(config.n_layer));
+  const auto init_linear = [](Linear& l, double s) {
+    normal_(l.weight, 0.0, s);
+    if (l.bias.defined()) zeros_(l.bias);
+  };
+  normal_(wte->weight, 0.0, weight_std);
+  normal_(wpe->weight, 0.0, weight_std);
+  for (const std::shared_ptr<Module>& m : *blocks) {
+    auto& block = static_cast<TransformerBlock&>(*m);
+    block.ln1->reset_parameters();
+    block.ln2->reset_parameters();
+    init_linear(*block.attn->qkv, weight_std);
+    init_linear(*block.attn->out_proj, residual_std);
+    init_linear(*block.fc, weight_std);
+    init_linear(*block.proj, residual_std);
+  }
+  ln_f->reset_parameters();
+  if (lm_head) init_linear(*lm_head, weight_std);
+}
+
+Tensor GPT::forward(const Tensor& idx) {
+  SINTER_CHECK(idx.defined() && idx.dtype() == DType::i64 && idx.dim() == 2,
+               "GPT: expected i64 token ids of shape (B, T), got ",
+               idx.defined() ? shape_str(idx.shape()) : "an undefined tensor");
+  const int64_t t = idx.size(1);
+  SINTER_CHECK(t >= 1 && t <= config.context_length, "GPT: sequence length ", t,
+               " is outside 1 to the context length ", config.context_length);
+  const Tensor pos = arange(static_cast<double>(t), {.dtype = DType::i64, .device = idx.device()});
+  Tensor x = dropout(wte->forward(idx) + wpe->forward(pos), config.dropout, is_training());
+  for (const std::shared_ptr<Module>& block : *blocks) x = block->forward(x);
+  x = ln_f->forward(x);
+  return lm_head ? lm_head->forward(x) : linear(x, wte->weight);
 }
 
 }  // namespace sinter::nn::models

@@ -1,5 +1,6 @@
 // The reference models of the benchmark workloads (shared/reference/workloads.md), built from nn
-// layers, so examples, tests and benchmarks train exactly the same networks.
+// layers, so examples, tests and benchmarks train exactly the same networks: MLP, CNN, ResNet-20
+// and GPT.
 #pragma once
 
 #include <cstdint>
@@ -46,5 +47,36 @@ class BasicBlock : public Module {
 // model is a Sequential whose children are, in order: Conv2d, BatchNorm2d, ReLU, nine BasicBlocks,
 // AdaptiveAvgPool2d(1), Flatten, Linear.
 Sequential resnet20();
+
+// A GPT (decoder-only transformer, as GPT-2) over token ids.
+struct GPTConfig {
+  int64_t vocab_size = 256;  // bytes, for a character-level model
+  int64_t context_length = 256;
+  int64_t n_layer = 4, n_head = 4, n_embd = 128;
+  double dropout = 0.0;     // after the embeddings, on attention weights and residual branches
+  bool bias = true;         // in the blocks' Linear layers
+  bool tie_weights = true;  // the output head reuses the token embedding (no lm_head)
+};
+
+// idx (B, T) i64, T <= context_length -> logits (B, T, vocab_size):
+//   x = wte(idx) + wpe(0..T-1); dropout; n_layer causal TransformerBlocks (pre-LayerNorm, MLP 4x
+//   with tanh-GELU); ln_f; logits = x wte^T (tied) or lm_head(x).
+// Children: wte, wpe, blocks (a ModuleList: "blocks.0.attn.qkv.weight", ...), ln_f and, untied,
+// lm_head. GPT-2 initialization (reset_parameters): every Linear and Embedding weight normal(0,
+// 0.02), the residual projections (attn.out_proj, proj) normal(0, 0.02 / sqrt(2 n_layer)), biases
+// 0, LayerNorms 1 and 0.
+class GPT : public Module {
+ public:
+  explicit GPT(const GPTConfig& config = {});
+  std::string name() const override { return "GPT"; }
+  Tensor forward(const Tensor& idx) override;
+  void reset_parameters();
+
+  GPTConfig config;
+  std::shared_ptr<Embedding> wte, wpe;
+  std::shared_ptr<ModuleList> blocks;
+  std::shared_ptr<LayerNorm> ln_f;
+  std::shared_ptr<Linear> lm_head;  // null when the weights are tied
+};
 
 }  // namespace sinter::nn::models

@@ -1,6 +1,7 @@
-// The layers: Linear, Conv2d, normalization, dropout, embedding, activations, pooling, Flatten, and
-// the containers Sequential and ModuleList. Each checks its input's shape at forward and names
-// itself in the error; each initializes its parameters as PyTorch does (see reset_parameters).
+// The layers: Linear, Conv2d, normalization, dropout, embedding, activations, pooling, Flatten,
+// attention and the transformer block, and the containers Sequential and ModuleList. Each checks
+// its input's shape at forward and names itself in the error; each initializes its parameters as
+// PyTorch does (see reset_parameters).
 #pragma once
 
 #include <cstdint>
@@ -187,6 +188,58 @@ class Flatten : public Module {
   Tensor forward(const Tensor& x) override;
 
   int64_t start_dim, end_dim;
+};
+
+// --- attention ---
+
+struct MultiheadAttentionOptions {
+  bool bias = true;      // in the qkv and output projections
+  double dropout = 0.0;  // on the attention weights, in training mode
+  bool causal = false;   // each position attends to itself and the ones before it
+};
+
+// Self-attention over batch-first x: (B, T, E) -> (B, T, E), with num_heads heads of size
+// E / num_heads. One fused projection qkv (Linear E -> 3E; q, k and v in that order, each split
+// into heads), scaled_dot_product_attention per head, then out_proj (Linear E -> E). Children:
+// qkv, out_proj.
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads,
+                     const MultiheadAttentionOptions& options = {});
+  std::string name() const override { return "MultiheadAttention"; }
+  Tensor forward(const Tensor& x) override;
+  // As forward(x), with `mask` (bool: the keys that take part; or additive) broadcast to the
+  // scores (B, num_heads, T, T), as scaled_dot_product_attention takes it.
+  Tensor forward(const Tensor& x, const Tensor& mask);
+
+  int64_t embed_dim, num_heads;
+  MultiheadAttentionOptions options;
+  std::shared_ptr<Linear> qkv, out_proj;
+};
+
+struct TransformerBlockOptions {
+  int64_t mlp_ratio = 4;  // the MLP's hidden width is mlp_ratio * E
+  double dropout = 0.0;   // on the attention weights and on both residual branches
+  bool bias = true;       // in every Linear
+  bool causal = true;
+  double eps = 1e-5;  // of the LayerNorms
+};
+
+// A pre-LayerNorm transformer block, x: (B, T, E) -> (B, T, E):
+//   x = x + dropout(attn(ln1(x)));  x = x + dropout(proj(gelu_tanh(fc(ln2(x)))))
+// with fc: Linear E -> mlp_ratio * E and proj back to E. Children: ln1, attn, ln2, fc, proj.
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(int64_t embed_dim, int64_t num_heads,
+                   const TransformerBlockOptions& options = {});
+  std::string name() const override { return "TransformerBlock"; }
+  Tensor forward(const Tensor& x) override;
+
+  int64_t embed_dim;
+  TransformerBlockOptions options;
+  std::shared_ptr<LayerNorm> ln1, ln2;
+  std::shared_ptr<MultiheadAttention> attn;
+  std::shared_ptr<Linear> fc, proj;
 };
 
 namespace detail {
