@@ -194,6 +194,48 @@ TEST(GPT, LearnsARepeatingSequence) {
   EXPECT_LT(last, 0.05);
 }
 
+TEST(GPT, GeneratesFromTheContextWindowDeterministically) {
+  manual_seed(9);
+  nn::models::GPT gpt(
+      {.vocab_size = 20, .context_length = 6, .n_layer = 1, .n_head = 2, .n_embd = 16});
+  gpt.train();
+  const Tensor prompt = randint(0, 20, {2, 9});  // longer than the context: the last 6 are fed
+  Generator a(3), b(3);
+  const Tensor x = gpt.generate(prompt, 5, {.generator = &a});
+  EXPECT_EQ(x.shape(), (Shape{2, 14}));
+  EXPECT_TRUE(all_close(x.narrow(1, 0, 9), prompt, 0, 0));
+  EXPECT_TRUE(all_close(x, gpt.generate(prompt, 5, {.generator = &b}), 0, 0));
+  EXPECT_TRUE(gpt.is_training());  // restored
+  EXPECT_GE(x.min().item<double>(), 0);
+  EXPECT_LT(x.max().item<double>(), 20);
+
+  // top_k = 1 is greedy: each token is the argmax of the logits of the 6 tokens before it.
+  gpt.eval();
+  const Tensor greedy = gpt.generate(prompt.select(0, 0), 4, {.top_k = 1});
+  EXPECT_EQ(greedy.shape(), (Shape{13}));
+  for (int64_t i = 9; i < 13; ++i) {
+    const Tensor logits = gpt.forward(greedy.narrow(0, i - 6, 6).unsqueeze(0)).select(1, 5);
+    EXPECT_EQ(greedy.select(0, i).item<int64_t>(), argmax(logits, 1).item<int64_t>()) << i;
+  }
+  // top_k = 3: every sampled token is among the three most likely of its step.
+  Generator c(4);
+  const Tensor top3 =
+      gpt.generate(prompt.select(0, 1), 6, {.temperature = 5.0, .top_k = 3, .generator = &c});
+  for (int64_t i = 9; i < 15; ++i) {
+    const std::vector<double> l =
+        gpt.forward(top3.narrow(0, i - 6, 6).unsqueeze(0)).select(1, 5).to_vector<double>();
+    const double picked = l[static_cast<size_t>(top3.select(0, i).item<int64_t>())];
+    int64_t above = 0;
+    for (double v : l) above += v > picked;
+    EXPECT_LT(above, 3) << i;
+  }
+  expect_error([&] { gpt.generate(prompt, 1, {.temperature = 0.0}); },
+               {"GPT::generate", "temperature", "0"});
+  expect_error([&] { gpt.generate(prompt, -1); }, {"GPT::generate", "n must", "-1"});
+  expect_error([&] { gpt.generate(prompt, 1, {.top_k = -2}); }, {"GPT::generate", "top_k"});
+  expect_error([&] { gpt.generate(zeros({3}), 1); }, {"GPT::generate", "i64"});
+}
+
 TEST(Transformer, ErrorsNameTheModuleAndValues) {
   expect_error([] { nn::MultiheadAttention(10, 3); }, {"MultiheadAttention", "10", "3"});
   expect_error([] { nn::MultiheadAttention(8, 2, {.dropout = 1.0}); },

@@ -1,7 +1,10 @@
 // The reference models (see sinter/nn/models.h).
 #include "sinter/nn/models.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "sinter/autograd.h"
 #include "sinter/nn/init.h"
@@ -124,6 +127,85 @@ Tensor GPT::forward(const Tensor& idx) {
   for (const std::shared_ptr<Module>& block : *blocks) x = block->forward(x);
   x = ln_f->forward(x);
   return lm_head ? lm_head->forward(x) : linear(x, wte->weight);
+}
+
+namespace {
+
+// Restores a module's training mode at the end of a scope.
+class TrainingModeGuard {
+ public:
+  explicit TrainingModeGuard(Module& m) : m_(m), was_training_(m.is_training()) {}
+  ~TrainingModeGuard() { m_.train(was_training_); }
+  TrainingModeGuard(const TrainingModeGuard&) = delete;
+  TrainingModeGuard& operator=(const TrainingModeGuard&) = delete;
+
+ private:
+  Module& m_;
+  bool was_training_;
+};
+
+// One token per row of logits (rows, vocab): u in [0, 1) picks from the cumulative
+// softmax(logits / temperature), restricted to the values >= the top_k-th largest.
+std::vector<double> sample_rows(const std::vector<double>& logits, int64_t vocab,
+                                const std::vector<double>& u, const GenerateOptions& o) {
+  std::vector<double> picks;
+  for (size_t r = 0; r < u.size(); ++r) {
+    std::vector<double> row(logits.begin() + static_cast<int64_t>(r) * vocab,
+                            logits.begin() + static_cast<int64_t>(r + 1) * vocab);
+    double floor = -std::numeric_limits<double>::infinity();
+    if (o.top_k > 0 && o.top_k < vocab) {
+      std::vector<double> sorted = row;
+      std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(),
+                       std::greater<>());
+      floor = sorted[static_cast<size_t>(o.top_k - 1)];
+    }
+    const double top = *std::max_element(row.begin(), row.end());
+    double total = 0;
+    for (double& v : row) {
+      v = v >= floor ? std::exp((v - top) / o.temperature) : 0.0;
+      total += v;
+    }
+    const double target = u[r] * total;
+    int64_t pick = 0;
+    double cum = 0;
+    for (int64_t j = 0; j < vocab; ++j) {
+      if (row[j] == 0.0) continue;
+      pick = j;  // the last token with weight, should rounding leave target beyond the sum
+      cum += row[j];
+      if (cum > target) break;
+    }
+    picks.push_back(static_cast<double>(pick));
+  }
+  return picks;
+}
+
+}  // namespace
+
+Tensor GPT::generate(const Tensor& prompt, int64_t n, const GenerateOptions& o) {
+  SINTER_CHECK(prompt.defined() && prompt.dtype() == DType::i64 &&
+                   (prompt.dim() == 1 || prompt.dim() == 2) && prompt.numel() > 0,
+               "GPT::generate: expected a non-empty i64 prompt of shape (T) or (B, T), got ",
+               prompt.defined() ? shape_str(prompt.shape()) : "an undefined tensor");
+  SINTER_CHECK(n >= 0, "GPT::generate: n must be non-negative, got ", n);
+  SINTER_CHECK(o.temperature > 0.0 && std::isfinite(o.temperature),
+               "GPT::generate: temperature must be positive and finite, got ", o.temperature);
+  SINTER_CHECK(o.top_k >= 0, "GPT::generate: top_k must be non-negative, got ", o.top_k);
+  NoGradGuard no_grad;
+  TrainingModeGuard mode(*this);
+  eval();
+  Tensor seq = prompt.dim() == 1 ? prompt.unsqueeze(0) : prompt;
+  const int64_t rows = seq.size(0), vocab = config.vocab_size;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = seq.size(1), fed = std::min(t, config.context_length);
+    const Tensor last = forward(seq.narrow(1, t - fed, fed)).select(1, fed - 1);  // (B, vocab)
+    const std::vector<double> u =
+        rand({rows}, {.dtype = DType::f64}, o.generator).to_vector<double>();
+    const std::vector<double> next =
+        sample_rows(last.to(DType::f64).to_vector<double>(), vocab, u, o);
+    const Tensor column = from_vector<double>(next, {rows, 1}).to(DType::i64).to(seq.device());
+    seq = cat({seq, column}, 1);
+  }
+  return prompt.dim() == 1 ? seq.squeeze(0) : seq;
 }
 
 }  // namespace sinter::nn::models

@@ -58,6 +58,13 @@ struct GPTConfig {
   bool tie_weights = true;  // the output head reuses the token embedding (no lm_head)
 };
 
+// How GPT::generate picks each next token.
+struct GenerateOptions {
+  double temperature = 1.0;        // the logits are divided by it (> 0; lower is greedier)
+  int64_t top_k = 0;               // sample among the k most likely tokens only (0: all)
+  Generator* generator = nullptr;  // the sampling's random stream (default generator if null)
+};
+
 // idx (B, T) i64, T <= context_length -> logits (B, T, vocab_size):
 //   x = wte(idx) + wpe(0..T-1); dropout; n_layer causal TransformerBlocks (pre-LayerNorm, MLP 4x
 //   with tanh-GELU); ln_f; logits = x wte^T (tied) or lm_head(x).
@@ -71,6 +78,10 @@ class GPT : public Module {
   std::string name() const override { return "GPT"; }
   Tensor forward(const Tensor& idx) override;
   void reset_parameters();
+  // prompt (B, T0) or (T0) i64 followed by n sampled tokens: (B, T0 + n) or (T0 + n). Each step
+  // feeds the last context_length tokens, in eval mode (restored after) without gradients, and
+  // samples from softmax(logits / temperature) over the top_k tokens (ties at the k-th value kept).
+  Tensor generate(const Tensor& prompt, int64_t n, const GenerateOptions& options = {});
 
   GPTConfig config;
   std::shared_ptr<Embedding> wte, wpe;
