@@ -1,5 +1,6 @@
 // CUDA index_select (gather of whole slices along one dim) and index_add (its adjoint: a
-// scatter-add with atomics, so repeated indices accumulate).
+// scatter-add with atomics, so repeated indices accumulate), and gather and scatter_add, their
+// elementwise counterparts (Note [gather layout]).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -41,6 +42,30 @@ __global__ void index_add_kernel(T* out, int64_t out_dim, int64_t inner, const i
     const int64_t o = row / nidx, j = row - o * nidx;
     atomicAdd(out + (o * out_dim + idx[j]) * inner + i, src[e]);
   }
+}
+
+// A thread per element of the index (Note [gather layout]); W is a word of the element's size,
+// so every dtype moves as plain bits.
+template <typename W>
+__global__ void gather_kernel(const W* in, GatherGeom g, const int64_t* idx, W* out) {
+  for (int64_t e = thread_index(); e < g.numel; e += thread_count()) {
+    out[e] = in[gather_offset(g, e, idx[e])];
+  }
+}
+
+template <typename T>
+__global__ void scatter_add_kernel(T* out, GatherGeom g, const int64_t* idx, const T* src) {
+  for (int64_t e = thread_index(); e < g.numel; e += thread_count()) {
+    atomicAdd(out + gather_offset(g, e, idx[e]), src[e]);
+  }
+}
+
+template <typename W>
+void gather_words(cudaStream_t stream, const void* in, const GatherGeom& g, const int64_t* idx,
+                  void* out) {
+  gather_kernel<W><<<grid_for(g.numel), kThreads, 0, stream>>>(static_cast<const W*>(in), g, idx,
+                                                               static_cast<W*>(out));
+  SINTER_LAUNCH_CHECK("gather_kernel");
 }
 
 template <typename W>
@@ -101,6 +126,39 @@ void index_add(const Ctx& ctx, void* out, DType dtype, int64_t outer, int64_t ou
       break;
   }
   SINTER_THROW("index_add: unsupported dtype ", dtype);
+}
+
+void gather(const Ctx& ctx, const void* in, DType dtype, const GatherGeom& g, const int64_t* idx,
+            void* out) {
+  if (g.numel == 0) return;
+  DeviceGuard guard(ctx.device);
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  switch (element_size(dtype)) {
+    case 1:
+      return gather_words<uint8_t>(stream, in, g, idx, out);
+    case 2:
+      return gather_words<uint16_t>(stream, in, g, idx, out);
+    case 4:
+      return gather_words<uint32_t>(stream, in, g, idx, out);
+    case 8:
+      return gather_words<uint64_t>(stream, in, g, idx, out);
+    default:
+      break;
+  }
+  SINTER_THROW("gather: unsupported dtype ", dtype);
+}
+
+void scatter_add(const Ctx& ctx, void* out, DType dtype, const GatherGeom& g, const int64_t* idx,
+                 const void* src) {
+  if (g.numel == 0) return;
+  DeviceGuard guard(ctx.device);
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  visit_floating(dtype, "scatter_add", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scatter_add_kernel<T><<<grid_for(g.numel), kThreads, 0, stream>>>(static_cast<T*>(out), g, idx,
+                                                                      static_cast<const T*>(src));
+    SINTER_LAUNCH_CHECK("scatter_add_kernel");
+  });
 }
 
 }  // namespace sinter::cudak

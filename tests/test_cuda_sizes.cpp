@@ -52,12 +52,12 @@ TEST(CudaSizes, CumsumRowsAndLines) {
   SINTER_REQUIRE_CUDA();
   Generator g(testing::fresh_seed());
   for (auto [s, dim] : std::vector<std::pair<Shape, int64_t>>{{{1, 1}, 1},
-                                                               {{3, 31}, 1},
-                                                               {{5, 33}, 1},
-                                                               {{2, 4097}, 1},
-                                                               {{20000, 7}, 1},
-                                                               {{9, 5, 3}, 1},
-                                                               {{300, 2, 129}, 0}}) {
+                                                              {{3, 31}, 1},
+                                                              {{5, 33}, 1},
+                                                              {{2, 4097}, 1},
+                                                              {{20000, 7}, 1},
+                                                              {{9, 5, 3}, 1},
+                                                              {{300, 2, 129}, 0}}) {
     const std::string name = shape_str(s) + " dim " + std::to_string(dim);
     Tensor x = randn(s, {.requires_grad = true}, &g);
     Tensor xg = on_gpu(x.detach());
@@ -74,6 +74,99 @@ TEST(CudaSizes, CumsumRowsAndLines) {
     EXPECT_EQ(cumsum(on_gpu(xi), dim).cpu().to_vector<int64_t>(),
               cumsum(xi, dim).to_vector<int64_t>())
         << "i32 " << name;
+  }
+}
+
+// topk's two CUDA paths, k rounds of a block per row (k <= 16) and the segmented sort (k > 16):
+// rows up to 70000, many rows over the grid-stride loop and several sort batches, ties (small
+// integers) and NaN, smallest first, a dim not last, every dtype family; values and indices exactly
+// as the CPU's, and the gradient.
+TEST(CudaSizes, TopkRoundsAndSortPaths) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  struct Case {
+    Shape shape;
+    int64_t k, dim;
+    bool largest;
+  };
+  for (const Case& c : std::vector<Case>{{{1, 65536}, 1, 1, true},
+                                         {{1, 65536}, 16, 1, false},
+                                         {{1, 65536}, 17, 1, true},
+                                         {{1, 65536}, 65536, 1, false},
+                                         {{3, 70000}, 300, 1, true},
+                                         {{5000, 40}, 5, 1, true},
+                                         {{5000, 40}, 40, 1, false},
+                                         {{600, 30000}, 20, 1, true},
+                                         {{33, 7, 300}, 16, 1, false},
+                                         {{257, 5, 3}, 200, 0, true}}) {
+    const std::string name = shape_str(c.shape) + " k " + std::to_string(c.k) + " dim " +
+                             std::to_string(c.dim) + (c.largest ? " largest" : " smallest");
+    // Small integers: many ties, broken by position on both devices.
+    Tensor x = randint(-20, 20, c.shape, {.dtype = DType::f32}, &g);
+    const Tensor xi = x.to(DType::i32);
+    {
+      NoGradGuard ng;
+      Tensor flat = x.reshape({-1});
+      flat.narrow(0, 3, 1).fill_(std::nan(""));
+      flat.narrow(0, x.numel() / 2, 1).fill_(std::nan(""));
+    }
+    for (DType dt : {DType::f32, DType::bf16, DType::f64, DType::i32}) {
+      const Tensor xc = dt == DType::i32 ? xi : x.to(dt);
+      const Tensor xg = on_gpu(xc);
+      testing::poison_cuda_cache();
+      auto [vg, ig] = topk(xg, c.k, c.dim, c.largest);
+      auto [vc, ic] = topk(xc, c.k, c.dim, c.largest);
+      expect_parity(vg, vc, 0, "values " + name + " " + dtype_name(dt));
+      EXPECT_EQ(ig.cpu().to_vector<int64_t>(), ic.to_vector<int64_t>())
+          << "indices " << name << " " << dtype_name(dt);
+    }
+    Tensor xr = randn(c.shape, {.requires_grad = true}, &g);
+    Tensor xrg = on_gpu(xr.detach()).requires_grad_(true);
+    Tensor w = randn(std::get<0>(topk(xr, c.k, c.dim, c.largest)).shape(), {}, &g);
+    sum(mul(std::get<0>(topk(xr, c.k, c.dim, c.largest)), w)).backward();
+    sum(mul(std::get<0>(topk(xrg, c.k, c.dim, c.largest)), on_gpu(w))).backward();
+    expect_parity(xrg.grad(), xr.grad(), 0, "gradient " + name);
+  }
+}
+
+// gather over a strided view with many repeated indices, and scatter_add's atomics summing many
+// sources into few targets (bf16 atomics: the op table's rows), against the CPU.
+TEST(CudaSizes, GatherAndScatterAddWithRepeats) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  Tensor a = randn({300, 257}, {}, &g);
+  Tensor idx = randint(0, 300, {1000, 200}, {.dtype = DType::i64}, &g);
+  Tensor ac = a.t().requires_grad_(true), ag = on_gpu(a).t().detach().requires_grad_(true);
+  Tensor oc = gather(ac, 1, idx.t()), og = gather(ag, 1, on_gpu(idx).t());
+  expect_parity(og, oc, 0, "gather");
+  sum(mul(oc, oc)).backward();
+  sum(mul(og, og)).backward();
+  expect_parity(ag.grad(), ac.grad(), 1e-3, "gather gradient");
+  Tensor few = randint(0, 4, {5000, 64}, {.dtype = DType::i64}, &g);
+  Tensor src = randn({5000, 64}, {}, &g), base = randn({4, 64}, {}, &g);
+  for (DType dt : {DType::f32, DType::f64}) {
+    expect_parity(scatter_add(on_gpu(base.to(dt)), 0, on_gpu(few), on_gpu(src.to(dt))),
+                  scatter_add(base.to(dt), 0, few, src.to(dt)), dt == DType::f64 ? 1e-9 : 1e-3,
+                  std::string("scatter_add ") + dtype_name(dt));
+  }
+}
+
+// multinomial composes Philox uniforms (the same on both devices) with log, argmax and topk: the
+// draws agree with the CPU's for one generator state.
+TEST(CudaSizes, MultinomialDrawsMatchCpu) {
+  SINTER_REQUIRE_CUDA();
+  const uint64_t seed = testing::fresh_seed();
+  Generator g(seed);
+  Tensor w = rand({8, 65}, {}, &g);
+  {
+    NoGradGuard ng;
+    w.narrow(1, 10, 5).zero_();
+  }
+  for (bool replacement : {true, false}) {
+    Generator gc(seed), gg(seed);
+    const auto dc = multinomial(w, 40, replacement, &gc).to_vector<int64_t>();
+    const auto dg = multinomial(on_gpu(w), 40, replacement, &gg).cpu().to_vector<int64_t>();
+    EXPECT_EQ(dg, dc) << (replacement ? "with" : "without") << " replacement, seed " << seed;
   }
 }
 

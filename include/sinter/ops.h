@@ -103,6 +103,11 @@ Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = fa
 Tensor amin(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
+// The k largest (or, with largest = false, smallest) elements along `dim`, sorted: (values, i64
+// indices), both of a's shape with k along dim. NaN ranks above every number (first when largest,
+// last when smallest); equal values come in index order (the smaller index first); -0.0 equals
+// 0.0. Differentiable in the values: each gradient goes back to the position it was taken from.
+std::tuple<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim = -1, bool largest = true);
 
 // --- linear algebra ---
 // 1-D, 2-D and batched operands with broadcast batch dims, as numpy.matmul. Transposed (strided)
@@ -134,6 +139,14 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, in
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim = 0);
 // Gathers slices along dim at the i64 indices of the 1-D `index`.
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
+// out[..., j, ...] = a[..., index[..., j, ...], ...] along dim, as torch.gather: index is i64 of
+// a's rank, no larger than a in the other dims, with values in [0, a.size(dim)); out has index's
+// shape. Differentiable in a (the gradient is added back where each element came from).
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
+// a with src added along dim at index, as torch.scatter_add: out[..., index[..., j, ...], ...] +=
+// src[..., j, ...]; repeated indices accumulate. index as gather's, and no larger than src (only
+// src's leading block of index's shape is read). Floating dtypes; differentiable in a and src.
+Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src);
 // Sums `a` over broadcast dims down to `shape` (the adjoint of expand).
 Tensor sum_to(const Tensor& a, const Shape& shape);
 
@@ -184,7 +197,7 @@ Tensor max_pool2d(const Tensor& x, Size2 kernel_size, const MaxPool2dOptions& op
 Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, const AvgPool2dOptions& opts = {});
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
 
-// --- normalization, dropout, embedding ---
+// --- normalization, dropout, sampling, embedding ---
 // x: (N, C, *). In training, normalizes with the batch statistics over all dims but C and updates
 // the running statistics (if defined) in place: r = (1 - momentum) r + momentum * batch, with the
 // unbiased batch variance. In eval, normalizes with the running statistics. weight/bias: (C) or
@@ -198,6 +211,13 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training. The
 // mask comes from Philox: the same on CPU and CUDA for one generator state.
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+// Draws num_samples category indices from weights (n) or (rows, n), one row at a time: index j
+// with probability weights[j] / sum(weights). Weights are floating, non-negative and finite, not
+// all zero in a row. Without replacement a row's samples are distinct, in the order drawn, and at
+// most its number of non-zero weights. Returns i64 (num_samples) or (rows, num_samples); not
+// differentiable. Philox uniforms: the same draws on CPU and CUDA for one generator state.
+Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement = false,
+                   Generator* gen = nullptr);
 // weight: (num_embeddings, dim); indices: i64 of any shape -> (*indices.shape, dim). Rows at
 // padding_idx get no gradient.
 Tensor embedding(const Tensor& weight, const Tensor& indices,

@@ -1,5 +1,6 @@
 // CPU reference for index_select (gather of whole slices along one dim) and index_add (its adjoint,
-// a scatter-add where repeated indices accumulate).
+// a scatter-add where repeated indices accumulate), and for gather and scatter_add, their
+// elementwise counterparts (Note [gather layout]).
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -11,7 +12,16 @@
 namespace sinter::cpu {
 namespace {
 
-// bf16/f16 add in float and round once per addition, as the CUDA atomics do.
+// dst += v; bf16/f16 add in float and round once per addition, as the CUDA atomics do.
+template <typename T>
+void add_into(T& dst, T v) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    dst += v;
+  } else {
+    dst = T(static_cast<float>(dst) + static_cast<float>(v));
+  }
+}
+
 template <typename T>
 void index_add_typed(T* out, int64_t outer, int64_t out_dim, int64_t inner, const int64_t* idx,
                      int64_t nidx, const T* src) {
@@ -19,13 +29,7 @@ void index_add_typed(T* out, int64_t outer, int64_t out_dim, int64_t inner, cons
     for (int64_t j = 0; j < nidx; ++j) {
       T* dst = out + (o * out_dim + idx[j]) * inner;
       const T* s = src + (o * nidx + j) * inner;
-      for (int64_t i = 0; i < inner; ++i) {
-        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-          dst[i] += s[i];
-        } else {
-          dst[i] = T(static_cast<float>(dst[i]) + static_cast<float>(s[i]));
-        }
-      }
+      for (int64_t i = 0; i < inner; ++i) add_into(dst[i], s[i]);
     }
   }
 }
@@ -53,6 +57,26 @@ void index_add(const Ctx&, void* out, DType dtype, int64_t outer, int64_t out_di
     using T = typename decltype(tag)::type;
     index_add_typed(static_cast<T*>(out), outer, out_dim, inner, idx, nidx,
                     static_cast<const T*>(src));
+  });
+}
+
+void gather(const Ctx&, const void* in, DType dtype, const GatherGeom& g, const int64_t* idx,
+            void* out) {
+  visit_storage(dtype, "gather", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = static_cast<const T*>(in);
+    T* y = static_cast<T*>(out);
+    for (int64_t e = 0; e < g.numel; ++e) y[e] = x[gather_offset(g, e, idx[e])];
+  });
+}
+
+void scatter_add(const Ctx&, void* out, DType dtype, const GatherGeom& g, const int64_t* idx,
+                 const void* src) {
+  visit_float(dtype, "scatter_add", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* y = static_cast<T*>(out);
+    const T* s = static_cast<const T*>(src);
+    for (int64_t e = 0; e < g.numel; ++e) add_into(y[gather_offset(g, e, idx[e])], s[e]);
   });
 }
 

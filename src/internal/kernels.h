@@ -58,6 +58,31 @@ struct ElementwiseIter {
 
 enum class ReduceOp : int { Sum, Max, Min };
 
+// Note [gather layout]
+// gather and scatter_add walk the elements of a contiguous index whose shape is sizes[0, ndim);
+// their other small operand (gather's out, scatter_add's src) is contiguous of that shape too.
+// Element e, at coordinates c of that shape, reads (gather) or adds into (scatter_add) the element
+// of the large operand at offset sum over d != dim of c[d] * strides[d], plus index[e] *
+// strides[dim] (strides in elements; the large operand may be any strided view).
+struct GatherGeom {
+  int ndim = 0;
+  int dim = 0;
+  int64_t numel = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+};
+
+// The large operand's offset of element e, whose index value is i (Note [gather layout]).
+SINTER_HD inline int64_t gather_offset(const GatherGeom& g, int64_t e, int64_t i) {
+  int64_t off = 0;
+  for (int d = g.ndim - 1; d >= 0; --d) {
+    const int64_t q = e / g.sizes[d];
+    off += (d == g.dim ? i : e - q * g.sizes[d]) * g.strides[d];
+    e = q;
+  }
+  return off;
+}
+
 // Row-major batched GEMM: C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b], with
 // op(A) of shape (m, k), op(B) of shape (k, n), C of shape (m, n).
 // A not transposed: op(A)(i, p) = a[i * lda + p]; transposed: op(A)(i, p) = a[p * lda + i]. Same

@@ -18,4 +18,8 @@ struct RowView {
 };
 RowView row_view(const Shape& s, int64_t d);
 
+// Zeros of `shape` with src added along dim d (wrapped) at `index` (contiguous i64 of src's shape,
+// in range), as scatter_add: the backward of gather and of topk's values. Records nothing.
+Tensor scatter_into_zeros(const Shape& shape, int64_t d, const Tensor& index, const Tensor& src);
+
 }  // namespace sinter
