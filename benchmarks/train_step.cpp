@@ -1,4 +1,4 @@
-// Training-step time of the reference workloads mlp, cnn and resnet20
+// Training-step time of the reference workloads mlp, cnn, resnet20 and gpt-mini
 // (shared/reference/workloads.md) in fp32, tf32 and bf16 (the model cast with .to(bf16): bf16
 // weights, inputs and optimizer state): median ms per step (zero grads, forward, cross-entropy,
 // backward, optimizer step) on one fixed random batch on the device. `--smoke` runs one step of
@@ -17,24 +17,36 @@ namespace {
 
 using namespace sinter;
 
-enum class Opt { SgdMomentum, Adam, SgdResNet };
+enum class Opt { SgdMomentum, Adam, SgdResNet, AdamWGpt };
 
-// One row of the workloads table. `sample` is one input's shape; the batch dim goes in front.
+template <nn::Sequential (*make)()>
+std::shared_ptr<nn::Module> sequential() {
+  return std::make_shared<nn::Sequential>(make());
+}
+
+std::shared_ptr<nn::Module> gpt_mini() {
+  return std::make_shared<nn::models::GPT>(nn::models::gpt_mini());
+}
+
+// One row of the workloads table. `sample` is one input's shape; the batch dim goes in front. An
+// image workload's targets are one of `classes` per input; a language model's inputs are `classes`
+// token ids and its targets the next token at every position.
 struct Workload {
   const char* name;
-  nn::Sequential (*make)();
+  std::shared_ptr<nn::Module> (*make)();
   Shape sample;
   int64_t batch;
   Opt opt;
+  int64_t classes = 10;
+  bool tokens = false;
 };
 
 const Workload kWorkloads[] = {
-    {"mlp", nn::models::mlp, {784}, 256, Opt::SgdMomentum},
-    {"cnn", nn::models::cnn, {1, 28, 28}, 256, Opt::Adam},
-    {"resnet20", nn::models::resnet20, {3, 32, 32}, 128, Opt::SgdResNet},
+    {"mlp", sequential<nn::models::mlp>, {784}, 256, Opt::SgdMomentum},
+    {"cnn", sequential<nn::models::cnn>, {1, 28, 28}, 256, Opt::Adam},
+    {"resnet20", sequential<nn::models::resnet20>, {3, 32, 32}, 128, Opt::SgdResNet},
+    {"gpt-mini", gpt_mini, {256}, 32, Opt::AdamWGpt, 256, true},
 };
-
-constexpr int64_t kClasses = 10;
 
 std::unique_ptr<optim::Optimizer> make_optimizer(Opt opt, const std::vector<Tensor>& params) {
   switch (opt) {
@@ -45,34 +57,49 @@ std::unique_ptr<optim::Optimizer> make_optimizer(Opt opt, const std::vector<Tens
     case Opt::SgdResNet:
       return std::make_unique<optim::SGD>(
           params, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4});
+    case Opt::AdamWGpt:
+      return std::make_unique<optim::AdamW>(params,
+                                            optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.1});
   }
   SINTER_THROW("train_step: unknown optimizer");
 }
 
-// A model with its optimizer and a fixed batch x (batch, *sample), y (batch) of class indices.
+// A model with its optimizer and a fixed batch: x (batch, *sample) and y (batch) of class indices,
+// or, for a language model, x (batch, length) token ids and y the same shape of next tokens.
 struct Setup {
-  nn::Sequential model;
+  std::shared_ptr<nn::Module> model;
   std::unique_ptr<optim::Optimizer> opt;
   Tensor x, y;
+  int64_t classes;
 };
 
-Setup make_setup(const Workload& w, Device device, int64_t batch, DType dtype = DType::f32) {
+// `length` shortens a language model's sequences (0: the workload's).
+Setup make_setup(const Workload& w, Device device, int64_t batch, DType dtype = DType::f32,
+                 int64_t length = 0) {
   manual_seed(0);
-  Setup s{w.make(), nullptr, {}, {}};
-  s.model.to(device);
-  if (dtype != DType::f32) s.model.to(dtype);
-  s.opt = make_optimizer(w.opt, s.model.parameters());
+  Setup s{w.make(), nullptr, {}, {}, w.classes};
+  s.model->to(device);
+  if (dtype != DType::f32) s.model->to(dtype);
+  s.opt = make_optimizer(w.opt, s.model->parameters());
+  const TensorOptions ids{.dtype = DType::i64, .device = device};
+  if (w.tokens) {
+    const Tensor t = randint(0, w.classes, {batch, (length ? length : w.sample[0]) + 1}, ids);
+    s.x = t.narrow(1, 0, t.size(1) - 1).contiguous();
+    s.y = t.narrow(1, 1, t.size(1) - 1).contiguous();
+    return s;
+  }
   Shape shape{batch};
   shape.insert(shape.end(), w.sample.begin(), w.sample.end());
   s.x = randn(shape, {.dtype = dtype, .device = device});
-  s.y = randint(0, kClasses, {batch}, {.dtype = DType::i64, .device = device});
+  s.y = randint(0, w.classes, {batch}, ids);
   return s;
 }
 
 // One training step; returns the loss before the update (still on the device).
 Tensor train_step(Setup& s) {
   s.opt->zero_grad();
-  Tensor loss = cross_entropy(s.model(s.x), s.y);
+  const Tensor out = s.model->forward(s.x);
+  Tensor loss = cross_entropy(out.reshape({-1, s.classes}), s.y.reshape({-1}));
   loss.backward();
   s.opt->step();
   return loss;
@@ -163,18 +190,19 @@ void register_all() {
   }
 }
 
-// One step of each workload in each precision on the CPU with a batch of 2: the models (also cast
-// to bf16), losses and optimizers of the benchmark stay runnable where there is no GPU.
+// One step of each workload in each precision on the CPU with a batch of 2 (sequences of 32 tokens
+// for gpt-mini): the models (also cast to bf16), losses and optimizers of the benchmark stay
+// runnable where there is no GPU.
 void smoke() {
   for (const Workload& w : kWorkloads) {
     for (const Precision& p : kPrecisions) {
       const std::string name = std::string("train_step/") + w.name + "/" + p.label + " (batch 2)";
       bench::smoke_guarded(name, [&]() -> std::string {
         bench::PrecisionGuard guard(p.matmul);
-        Setup s = make_setup(w, Device::cpu(), 2, p.dtype);
+        Setup s = make_setup(w, Device::cpu(), 2, p.dtype, w.tokens ? 32 : 0);
         const float loss = train_step(s).item<float>();
         bool params_finite = true;
-        for (const Tensor& param : s.model.parameters()) {
+        for (const Tensor& param : s.model->parameters()) {
           if (param.dtype() != p.dtype)
             return "a parameter is " + std::string(dtype_name(param.dtype()));
           for (float v : param.to_vector<float>())

@@ -116,6 +116,10 @@ TEST(GPT, ParametersNamesAndShapes) {
   nn::models::GPT untied(untied_config);
   EXPECT_EQ(count(untied), 34176 + 256 * 32);
   EXPECT_EQ(tied.lm_head, nullptr);
+  // The benchmark workload: an untied head without bias.
+  nn::models::GPT mini(nn::models::gpt_mini());
+  EXPECT_EQ(count(mini), 10942464);
+  EXPECT_FALSE(mini.lm_head->bias.defined());
   const auto sd = tied.state_dict();
   for (const char* key : {"wte.weight", "wpe.weight", "blocks.0.attn.qkv.weight",
                           "blocks.1.proj.bias", "ln_f.weight"}) {

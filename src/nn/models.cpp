@@ -70,6 +70,17 @@ Sequential resnet20() {
   return model;
 }
 
+GPTConfig gpt_mini() {
+  return {.vocab_size = 256,
+          .context_length = 256,
+          .n_layer = 6,
+          .n_head = 6,
+          .n_embd = 384,
+          .dropout = 0.0,
+          .bias = true,
+          .tie_weights = false};
+}
+
 GPT::GPT(const GPTConfig& c) : config(c) {
   SINTER_CHECK(
       c.vocab_size > 0 && c.context_length > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_embd > 0,

@@ -58,6 +58,10 @@ struct GPTConfig {
   bool tie_weights = true;  // the output head reuses the token embedding (no lm_head)
 };
 
+// gpt-mini of the benchmark workloads: vocabulary 256, context 256, 6 layers, 6 heads, width 384,
+// no dropout, an untied head without bias. 10,942,464 parameters.
+GPTConfig gpt_mini();
+
 // How GPT::generate picks each next token.
 struct GenerateOptions {
   double temperature = 1.0;        // the logits are divided by it (> 0; lower is greedier)
