@@ -3,8 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <vector>
+#include <tuple>
 
 #include "sinter/autograd.h"
 #include "sinter/nn/init.h"
@@ -155,41 +154,6 @@ class TrainingModeGuard {
   bool was_training_;
 };
 
-// One token per row of logits (rows, vocab): u in [0, 1) picks from the cumulative
-// softmax(logits / temperature), restricted to the values >= the top_k-th largest.
-std::vector<double> sample_rows(const std::vector<double>& logits, int64_t vocab,
-                                const std::vector<double>& u, const GenerateOptions& o) {
-  std::vector<double> picks;
-  for (size_t r = 0; r < u.size(); ++r) {
-    std::vector<double> row(logits.begin() + static_cast<int64_t>(r) * vocab,
-                            logits.begin() + static_cast<int64_t>(r + 1) * vocab);
-    double floor = -std::numeric_limits<double>::infinity();
-    if (o.top_k > 0 && o.top_k < vocab) {
-      std::vector<double> sorted = row;
-      std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(),
-                       std::greater<>());
-      floor = sorted[static_cast<size_t>(o.top_k - 1)];
-    }
-    const double top = *std::max_element(row.begin(), row.end());
-    double total = 0;
-    for (double& v : row) {
-      v = v >= floor ? std::exp((v - top) / o.temperature) : 0.0;
-      total += v;
-    }
-    const double target = u[r] * total;
-    int64_t pick = 0;
-    double cum = 0;
-    for (int64_t j = 0; j < vocab; ++j) {
-      if (row[j] == 0.0) continue;
-      pick = j;  // the last token with weight, should rounding leave target beyond the sum
-      cum += row[j];
-      if (cum > target) break;
-    }
-    picks.push_back(static_cast<double>(pick));
-  }
-  return picks;
-}
-
 }  // namespace
 
 Tensor GPT::generate(const Tensor& prompt, int64_t n, const GenerateOptions& o) {
@@ -205,16 +169,17 @@ Tensor GPT::generate(const Tensor& prompt, int64_t n, const GenerateOptions& o) 
   TrainingModeGuard mode(*this);
   eval();
   Tensor seq = prompt.dim() == 1 ? prompt.unsqueeze(0) : prompt;
-  const int64_t rows = seq.size(0), vocab = config.vocab_size;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t t = seq.size(1), fed = std::min(t, config.context_length);
-    const Tensor last = forward(seq.narrow(1, t - fed, fed)).select(1, fed - 1);  // (B, vocab)
-    const std::vector<double> u =
-        rand({rows}, {.dtype = DType::f64}, o.generator).to_vector<double>();
-    const std::vector<double> next =
-        sample_rows(last.to(DType::f64).to_vector<double>(), vocab, u, o);
-    const Tensor column = from_vector<double>(next, {rows, 1}).to(DType::i64).to(seq.device());
-    seq = cat({seq, column}, 1);
+    // (B, vocab) in f32 or wider: the logits of the last position, over the temperature.
+    Tensor logits = forward(seq.narrow(1, t - fed, fed)).select(1, fed - 1);
+    if (logits.dtype() != DType::f64) logits = logits.to(DType::f32);
+    logits = logits * (1.0 / o.temperature);
+    if (o.top_k > 0 && o.top_k < config.vocab_size) {
+      const Tensor kth = std::get<0>(topk(logits, o.top_k, 1)).narrow(1, o.top_k - 1, 1);
+      logits = masked_fill(logits, lt(logits, kth), -INFINITY);
+    }
+    seq = cat({seq, multinomial(softmax(logits, 1), 1, false, o.generator)}, 1);
   }
   return prompt.dim() == 1 ? seq.squeeze(0) : seq;
 }

@@ -84,7 +84,8 @@ class GPT : public Module {
   void reset_parameters();
   // prompt (B, T0) or (T0) i64 followed by n sampled tokens: (B, T0 + n) or (T0 + n). Each step
   // feeds the last context_length tokens, in eval mode (restored after) without gradients, and
-  // samples from softmax(logits / temperature) over the top_k tokens (ties at the k-th value kept).
+  // draws from softmax(logits / temperature) over the top_k tokens (ties at the k-th value kept)
+  // with multinomial, on the model's device.
   Tensor generate(const Tensor& prompt, int64_t n, const GenerateOptions& options = {});
 
   GPTConfig config;
