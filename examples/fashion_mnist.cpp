@@ -11,20 +11,19 @@
 #include <sinter/nn/models.h>
 #include <sinter/optim.h>
 #include <sinter/sinter.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 
+#include "training.h"
+
 namespace st = sinter;
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using namespace example;
 
 namespace {
 
@@ -42,50 +41,6 @@ struct Args {
   int64_t limit_train = 0;  // 0: all 60000
   double min_accuracy = 0.0;
   bool ddp = false;
-};
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// One line that redraws itself on a terminal; elsewhere a plain line every `every` updates.
-class Progress {
- public:
-  Progress(int epoch, int epochs, int64_t batches)
-      : epoch_(epoch),
-        epochs_(epochs),
-        batches_(batches),
-        tty_(isatty(fileno(stdout)) != 0),
-        start_(Clock::now()) {}
-
-  void update(int64_t batch, double loss, double acc, int64_t samples) {
-    const double elapsed = seconds_since(start_);
-    const double rate = samples / std::max(elapsed, 1e-9);
-    const double eta = elapsed / static_cast<double>(batch) * static_cast<double>(batches_ - batch);
-    if (tty_) {
-      const int width = 24;
-      const int filled = static_cast<int>(width * batch / std::max<int64_t>(batches_, 1));
-      std::printf("\repoch %d/%d [%s%s] %lld/%lld  loss %.4f  acc %.4f  %.0f samples/s  ETA %.0fs ",
-                  epoch_, epochs_, std::string(filled, '=').c_str(),
-                  std::string(width - filled, ' ').c_str(), static_cast<long long>(batch),
-                  static_cast<long long>(batches_), loss, acc, rate, eta);
-      std::fflush(stdout);
-    } else if (batch == batches_ || batch % std::max<int64_t>(batches_ / 4, 1) == 0) {
-      std::printf("epoch %d/%d  batch %lld/%lld  loss %.4f  acc %.4f  %.0f samples/s\n", epoch_,
-                  epochs_, static_cast<long long>(batch), static_cast<long long>(batches_), loss,
-                  acc, rate);
-    }
-  }
-
-  void done() const {
-    if (tty_) std::printf("\n");
-  }
-
- private:
-  int epoch_, epochs_;
-  int64_t batches_;
-  bool tty_;
-  Clock::time_point start_;
 };
 
 struct EvalResult {
@@ -110,25 +65,13 @@ EvalResult evaluate(st::nn::Module& model, st::data::DataLoader& loader) {
           static_cast<double>(correct) / static_cast<double>(seen)};
 }
 
-// Entries of `dict` under "prefix." with the prefix removed.
-st::StateDict sub_dict(const st::StateDict& dict, const std::string& prefix) {
-  st::StateDict out;
-  for (const auto& [name, t] : dict) {
-    if (name.rfind(prefix + ".", 0) == 0) out[name.substr(prefix.size() + 1)] = t;
-  }
-  return out;
-}
-
 void save_checkpoint(const std::string& path, const std::string& model_name, st::nn::Module& model,
                      const st::optim::Optimizer& opt, int epochs_done) {
   st::StateDict dict;
-  for (const auto& [name, t] : model.state_dict()) dict["model." + name] = t;
-  for (const auto& [name, t] : opt.state_dict()) dict["optimizer." + name] = t;
-  const st::GeneratorState rng = st::default_generator().state();
-  dict["meta.epochs_done"] = st::full({}, epochs_done, {.dtype = st::DType::i64});
-  dict["meta.rng_seed"] = st::full({}, static_cast<double>(rng.seed), {.dtype = st::DType::i64});
-  dict["meta.rng_offset"] =
-      st::full({}, static_cast<double>(rng.offset), {.dtype = st::DType::i64});
+  add_prefixed(dict, "model", model.state_dict());
+  add_prefixed(dict, "optimizer", opt.state_dict());
+  dict["meta.epochs_done"] = i64_scalar(epochs_done);
+  save_rng(dict);
   st::save(dict, path, {{"model", model_name}, {"format", "sinter-checkpoint-1"}});
 }
 
@@ -148,32 +91,8 @@ int load_checkpoint(const std::string& path, const std::string& model_name, st::
   // Check the whole model before touching the optimizer, so a mismatch changes nothing.
   model.load_state_dict(model_state);
   opt.load_state_dict(opt_state);
-  st::default_generator().set_state(
-      {static_cast<uint64_t>(dict.at("meta.rng_seed").item<int64_t>()),
-       static_cast<uint64_t>(dict.at("meta.rng_offset").item<int64_t>())});
+  load_rng(dict);
   return static_cast<int>(dict.at("meta.epochs_done").item<int64_t>());
-}
-
-void write_plot(const fs::path& csv, const fs::path& png) {
-  const fs::path script = png.parent_path() / "plot.gp";
-  std::ofstream gp(script);
-  gp << "set terminal png size 1000,400 noenhanced\n"
-     << "set output '" << png.string() << "'\n"
-     << "set datafile separator ','\n"
-     << "set key autotitle columnhead\n"
-     << "set multiplot layout 1,2\n"
-     << "set title 'loss'; set xlabel 'epoch'\n"
-     << "plot '" << csv.string() << "' using 1:2 with linespoints, '' using 1:4 with linespoints\n"
-     << "set title 'accuracy'; set xlabel 'epoch'\n"
-     << "plot '" << csv.string() << "' using 1:3 with linespoints, '' using 1:5 with linespoints\n"
-     << "unset multiplot\n";
-  gp.close();
-  const std::string cmd = "gnuplot '" + script.string() + "' 2>/dev/null";
-  if (std::system(cmd.c_str()) == 0) {
-    std::printf("plot: %s\n", png.string().c_str());
-  } else {
-    std::printf("plot: skipped (gnuplot not found; apt-get install gnuplot-nox)\n");
-  }
 }
 
 int run(const Args& args) {
@@ -281,7 +200,7 @@ int run(const Args& args) {
   for (int epoch = start_epoch + 1; epoch <= args.epochs; ++epoch) {
     const Clock::time_point t0 = Clock::now();
     const int64_t batches = train_loader.size();
-    Progress progress(epoch, args.epochs, batches);
+    Progress progress(format("epoch %d/%d", epoch, args.epochs), batches);
     // Running sums stay on the device; they are read once per progress update.
     st::Tensor loss_sum = st::zeros({}, {.device = dev});
     st::Tensor correct = st::zeros({}, {.dtype = st::DType::i64, .device = dev});
@@ -301,8 +220,10 @@ int run(const Args& args) {
       }
       // Rank 0's figures are of its own shard (times the ranks for the sample rate).
       if (main_rank && (++batch % 20 == 0 || batch == batches)) {
-        progress.update(batch, loss_sum.item<double>() / seen,
-                        static_cast<double>(correct.item<int64_t>()) / seen, seen * world);
+        progress.update(
+            batch, format("loss %.4f  acc %.4f  %.0f samples/s", loss_sum.item<double>() / seen,
+                          static_cast<double>(correct.item<int64_t>()) / seen,
+                          static_cast<double>(seen * world) / progress.elapsed()));
       }
     }
     if (main_rank) progress.done();
@@ -330,7 +251,9 @@ int run(const Args& args) {
   std::printf("metrics: %s\n", csv.string().c_str());
   if (!args.save.empty()) std::printf("checkpoint: %s\n", args.save.c_str());
   metrics.close();
-  write_plot(csv, fs::path(args.out) / "curves.png");
+  write_plot(csv, fs::path(args.out) / "curves.png",
+             {{.title = "loss", .xlabel = "epoch", .columns = {2, 4}},
+              {.title = "accuracy", .xlabel = "epoch", .columns = {3, 5}}});
   if (test.accuracy < args.min_accuracy) {
     std::fprintf(stderr, "test accuracy %.4f is below --min-accuracy %.4f\n", test.accuracy,
                  args.min_accuracy);

@@ -1,0 +1,189 @@
+// What the example trainers share: the progress line, atomic text files, the random generator and
+// prefixed parts of a checkpoint, and the gnuplot plot of a metrics CSV.
+#pragma once
+
+#include <sinter/sinter.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace example {
+
+namespace st = sinter;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// printf into a std::string.
+__attribute__((format(printf, 1, 2))) inline std::string format(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, args);
+  va_end(args);
+  std::string out(static_cast<size_t>(std::max(n, 0)) + 1, '\0');
+  std::vsnprintf(out.data(), out.size(), fmt, again);
+  va_end(again);
+  out.resize(static_cast<size_t>(std::max(n, 0)));
+  return out;
+}
+
+// One line that redraws itself on a terminal ("<label> [=====     ] done/total  <stats>  ETA");
+// elsewhere a plain line every `plain_every` units and at the end, so that logs stay short. The
+// first `first` units were done before this run (a resumed one), so the ETA counts this run's pace.
+class Progress {
+ public:
+  Progress(std::string label, int64_t total, int64_t first = 0, int64_t plain_every = 0)
+      : label_(std::move(label)),
+        total_(total),
+        first_(first),
+        plain_every_(plain_every > 0 ? plain_every : std::max<int64_t>(total / 4, 1)),
+        tty_(isatty(fileno(stdout)) != 0),
+        start_(Clock::now()) {}
+
+  double elapsed() const { return seconds_since(start_); }
+
+  void update(int64_t done, const std::string& stats) {
+    const double secs = elapsed();
+    const double eta = secs / static_cast<double>(std::max<int64_t>(done - first_, 1)) *
+                       static_cast<double>(total_ - done);
+    if (tty_) {
+      const int width = 24;
+      const int filled = static_cast<int>(width * done / std::max<int64_t>(total_, 1));
+      std::printf("\r%s [%s%s] %lld/%lld  %s  ETA %.0fs ", label_.c_str(),
+                  std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(),
+                  static_cast<long long>(done), static_cast<long long>(total_), stats.c_str(), eta);
+      std::fflush(stdout);
+    } else if (done == total_ || (done - first_) % plain_every_ == 0) {
+      std::printf("%s %lld/%lld  %s\n", label_.c_str(), static_cast<long long>(done),
+                  static_cast<long long>(total_), stats.c_str());
+    }
+  }
+
+  // Erases the bar on a terminal, so that a line printed next replaces it (the bar comes back
+  // below it with the next update).
+  void clear() const {
+    if (tty_) std::printf("\r\033[2K");
+  }
+
+  void done() const {
+    if (tty_) std::printf("\n");
+  }
+
+ private:
+  std::string label_;
+  int64_t total_, first_, plain_every_;
+  bool tty_;
+  Clock::time_point start_;
+};
+
+// Writes `text` to "<path>.tmp.<pid>" and renames it over `path`, so that a reader (or a run killed
+// halfway) never sees a half-written file.
+inline void write_text_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw st::Error("cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp);
+    throw st::Error("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
+  }
+}
+
+// Entries of `dict` under "prefix." with the prefix removed.
+inline st::StateDict sub_dict(const st::StateDict& dict, const std::string& prefix) {
+  st::StateDict out;
+  for (const auto& [name, t] : dict) {
+    if (name.rfind(prefix + ".", 0) == 0) out[name.substr(prefix.size() + 1)] = t;
+  }
+  return out;
+}
+
+// Adds `part`'s entries to `dict` as "prefix.<name>".
+inline void add_prefixed(st::StateDict& dict, const std::string& prefix,
+                         const st::StateDict& part) {
+  for (const auto& [name, t] : part) dict[prefix + "." + name] = t;
+}
+
+inline st::Tensor i64_scalar(int64_t v) { return st::from_vector<int64_t>({v}, st::Shape{}); }
+
+// The default generator's state as "meta.rng_seed" and "meta.rng_offset" (i64 bit patterns, so
+// that seeds above 2^53 survive), so that a resumed run draws the numbers the uninterrupted one
+// would have.
+inline void save_rng(st::StateDict& dict) {
+  const st::GeneratorState rng = st::default_generator().state();
+  dict["meta.rng_seed"] = i64_scalar(static_cast<int64_t>(rng.seed));
+  dict["meta.rng_offset"] = i64_scalar(static_cast<int64_t>(rng.offset));
+}
+
+inline void load_rng(const st::StateDict& dict) {
+  for (const char* key : {"meta.rng_seed", "meta.rng_offset"}) {
+    if (dict.count(key) == 0) throw st::Error(std::string("the checkpoint has no ") + key);
+  }
+  st::default_generator().set_state(
+      {static_cast<uint64_t>(dict.at("meta.rng_seed").item<int64_t>()),
+       static_cast<uint64_t>(dict.at("meta.rng_offset").item<int64_t>())});
+}
+
+// One panel of a plot: the CSV's columns (numbered from 1, titled by its header) against its first
+// column, and horizontal reference lines.
+struct PlotPanel {
+  std::string title{}, xlabel{};
+  std::vector<int> columns{};
+  std::vector<std::pair<std::string, double>> levels{};  // title, value
+};
+
+// Draws `panels` side by side from `csv` into `png` with gnuplot; without gnuplot says so and goes
+// on, since the CSV holds the same figures.
+inline void write_plot(const fs::path& csv, const fs::path& png,
+                       const std::vector<PlotPanel>& panels) {
+  const fs::path script = png.parent_path() / "plot.gp";
+  const fs::path tmp_png = png.string() + ".tmp." + std::to_string(getpid());
+  std::string gp = format("set terminal png size %zu,400 noenhanced\n", 500 * panels.size()) +
+                   "set output '" + tmp_png.string() + "'\n" +
+                   "set datafile separator ','\nset key autotitle columnhead\n" +
+                   format("set multiplot layout 1,%zu\n", panels.size());
+  for (const PlotPanel& p : panels) {
+    gp += "set title '" + p.title + "'; set xlabel '" + p.xlabel + "'\nplot ";
+    std::string sep;
+    for (int c : p.columns) {
+      gp += sep + "'" + csv.string() + format("' using 1:%d with linespoints", c);
+      sep = ", ";
+    }
+    for (const auto& [title, value] : p.levels) {
+      gp += sep + format("%.17g title '%s' with lines dashtype 2", value, title.c_str());
+      sep = ", ";
+    }
+    gp += "\n";
+  }
+  gp += "unset multiplot\n";
+  write_text_atomically(script, gp);
+  const std::string cmd = "gnuplot '" + script.string() + "' 2>/dev/null";
+  std::error_code ec;
+  if (std::system(cmd.c_str()) == 0 && fs::exists(tmp_png) && (fs::rename(tmp_png, png, ec), !ec)) {
+    std::printf("plot: %s\n", png.string().c_str());
+  } else {
+    fs::remove(tmp_png, ec);
+    std::printf("plot: skipped (gnuplot is missing or failed; apt-get install gnuplot-nox)\n");
+  }
+}
+
+}  // namespace example
