@@ -212,6 +212,7 @@ stage_bench() {
     "memory:50:"
     "elementwise:30:"
     "train_step:60:"
+    "attention:45:-.*_t256_.*"
   )
   local entry secs filter args
   for entry in "${programs[@]}"; do

@@ -1,5 +1,7 @@
 // Op-table rows for scaled_dot_product_attention (see op_table.h), and its own tests: the
-// composition it equals, masks, the causal pattern, dropout's determinism and the errors.
+// composition it equals, masks, the causal pattern, dropout's determinism and the errors; the fused
+// kernels (AttentionKernel::Fused: the CPU reference, or the CUDA kernels) against the composed
+// form, on shapes across their tile sizes.
 #include <cmath>
 #include <limits>
 
@@ -64,6 +66,43 @@ std::vector<OpRow> attention_rows() {
              Generator gen(11);
              return scaled_dot_product_attention(x[0], x[1], x[2],
                                                  {.dropout_p = 0.3, .generator = &gen});
+           }},
+      // The fused kernels. Gradchecked through the CPU reference; the CUDA parity runs the general
+      // kernels in f32 and, for D = 32, 64 and 128, the tensor-core forward in bf16.
+      {.name = "AttentionFused",
+       .shapes = {S{2, 2, 5, 4}, S{2, 2, 6, 4}, S{2, 2, 6, 4}},
+       .fn = attention_of({.kernel = AttentionKernel::Fused})},
+      {.name = "AttentionFusedCausal",
+       .shapes = {S{1, 2, 35, 3}, S{1, 2, 35, 3}, S{1, 2, 35, 3}},
+       .fn = attention_of({.causal = true, .kernel = AttentionKernel::Fused})},
+      {.name = "AttentionFusedCausalRect",
+       .shapes = {S{2, 1, 9, 5}, S{2, 1, 4, 5}, S{2, 1, 4, 5}},
+       .fn = attention_of({.causal = true, .scale = 0.4, .kernel = AttentionKernel::Fused})},
+      {.name = "AttentionFusedOneQuery",
+       .shapes = {S{3, 1, 4}, S{3, 6, 4}, S{3, 6, 4}},
+       .fn = attention_of({.kernel = AttentionKernel::Fused})},
+      {.name = "AttentionFusedOneKeyCausal",
+       .shapes = {S{2, 1, 1, 3}, S{2, 1, 1, 3}, S{2, 1, 1, 3}},
+       .fn = attention_of({.causal = true, .kernel = AttentionKernel::Fused})},
+      {.name = "AttentionFusedHead32",
+       .shapes = {S{1, 1, 13, 32}, S{1, 1, 13, 32}, S{1, 1, 13, 32}},
+       .fn = attention_of({.kernel = AttentionKernel::Fused})},
+      {.name = "AttentionFusedHead64Causal",
+       .shapes = {S{1, 1, 11, 64}, S{1, 1, 11, 64}, S{1, 1, 11, 64}},
+       .fn = attention_of({.causal = true, .kernel = AttentionKernel::Fused})},
+      {.name = "AttentionFusedHead128Causal",
+       .shapes = {S{1, 1, 5, 128}, S{1, 1, 7, 128}, S{1, 1, 7, 128}},
+       .fn = attention_of({.causal = true, .kernel = AttentionKernel::Fused})},
+      {.name = "AttentionFusedDropout",
+       .shapes = {S{2, 1, 6, 4}, S{2, 1, 6, 4}, S{2, 1, 6, 4}},
+       .fn =
+           [](const Inputs& x) {
+             Generator gen(11);
+             return scaled_dot_product_attention(x[0], x[1], x[2],
+                                                 {.causal = true,
+                                                  .dropout_p = 0.3,
+                                                  .generator = &gen,
+                                                  .kernel = AttentionKernel::Fused});
            }},
   };
 }
@@ -204,6 +243,154 @@ TEST(Attention, ErrorsNameTheOperandsAndShapes) {
                {"scaled_dot_product_attention", "scale", "inf"});
   expect_error([&] { scaled_dot_product_attention(q, Tensor(), v); },
                {"scaled_dot_product_attention", "defined"});
+}
+
+// One attention call computed two ways (a kernel on a device each), forward and the gradients of
+// sum(out * w) in `dtype` from the same rounded inputs: the second within tol of the first.
+struct Way {
+  AttentionKernel kernel;
+  Device device;
+};
+
+void expect_same_attention(const Shape& qs, const Shape& ks, AttentionOptions o, DType dtype,
+                           double tol, Way first, Way second) {
+  SCOPED_TRACE(shape_str(qs) + " x " + shape_str(ks) + (o.causal ? " causal" : "") + " in " +
+               dtype_name(dtype) + ", on " + first.device.str() + " and " + second.device.str());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Generator gen(seed);
+  const TensorOptions f64{.dtype = DType::f64};
+  const Tensor q0 = randn(qs, f64, &gen), k0 = randn(ks, f64, &gen), v0 = randn(ks, f64, &gen);
+  const Tensor w0 = randn(qs, f64, &gen);
+  struct Result {
+    Tensor out, dq, dk, dv;
+  };
+  auto run = [&](Way way) {
+    Tensor q = q0.to(dtype).to(way.device).requires_grad_(true);
+    Tensor k = k0.to(dtype).to(way.device).requires_grad_(true);
+    Tensor v = v0.to(dtype).to(way.device).requires_grad_(true);
+    Generator drop(seed + 1);
+    AttentionOptions oo = o;
+    oo.kernel = way.kernel;
+    oo.generator = &drop;
+    Tensor out = scaled_dot_product_attention(q, k, v, oo);
+    sum(mul(out, w0.to(dtype).to(way.device))).backward();
+    return Result{out.cpu(), q.grad().cpu(), k.grad().cpu(), v.grad().cpu()};
+  };
+  const Result a = run(first), b = run(second);
+  EXPECT_TRUE(all_close(b.out, a.out, tol, tol)) << "forward";
+  EXPECT_TRUE(all_close(b.dq, a.dq, tol, tol)) << "dq";
+  EXPECT_TRUE(all_close(b.dk, a.dk, tol, tol)) << "dk";
+  EXPECT_TRUE(all_close(b.dv, a.dv, tol, tol)) << "dv";
+}
+
+// The fused CPU reference against the composed form on the CPU.
+void expect_cpu_fused_is_composed(const Shape& qs, const Shape& ks, AttentionOptions o, DType dtype,
+                                  double tol) {
+  expect_same_attention(qs, ks, o, dtype, tol, {AttentionKernel::Composed, Device::cpu()},
+                        {AttentionKernel::Fused, Device::cpu()});
+}
+
+// The CUDA kernels against the CPU reference, in the same dtype.
+void expect_cuda_fused_is_reference(const Shape& qs, const Shape& ks, AttentionOptions o,
+                                    DType dtype, double tol) {
+  expect_same_attention(qs, ks, o, dtype, tol, {AttentionKernel::Fused, Device::cpu()},
+                        {AttentionKernel::Fused, Device::cuda()});
+}
+
+TEST(AttentionFused, TheCpuReferenceEqualsTheComposedForm) {
+  for (bool causal : {false, true}) {
+    const AttentionOptions o{.causal = causal};
+    expect_cpu_fused_is_composed({2, 3, 7, 5}, {2, 3, 7, 5}, o, DType::f64, 1e-12);
+    expect_cpu_fused_is_composed({1, 2, 3, 4}, {1, 2, 9, 4}, o, DType::f64, 1e-12);
+    expect_cpu_fused_is_composed({1, 1, 9, 4}, {1, 1, 3, 4}, o, DType::f64, 1e-12);
+    expect_cpu_fused_is_composed({2, 1, 4}, {2, 8, 4}, o, DType::f32, 1e-5);
+    // Both forms drop the same weights (Note [fused attention]).
+    expect_cpu_fused_is_composed({2, 2, 6, 3}, {2, 2, 6, 3},
+                                 {.causal = causal, .scale = 0.8, .dropout_p = 0.4}, DType::f64,
+                                 1e-12);
+  }
+}
+
+TEST(AttentionFused, AutoIsComposedOnTheCpuAndFusedRefusesWhatItCannotTake) {
+  const Tensor q = randn({1, 2, 4, 3}), k = randn({1, 2, 5, 3}), v = randn({1, 2, 5, 3});
+  const Tensor auto_out = scaled_dot_product_attention(q, k, v);
+  const Tensor composed =
+      scaled_dot_product_attention(q, k, v, {.kernel = AttentionKernel::Composed});
+  EXPECT_TRUE(all_close(auto_out, composed, 0, 0));
+  // What the fused form does not take: a mask, Dv != D, no key.
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(
+            q, k, v, {.mask = ones({4, 5}).to(DType::b8), .kernel = AttentionKernel::Fused});
+      },
+      {"scaled_dot_product_attention", "fused", "[1, 2, 4, 3]", "no mask"});
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(q, k, randn({1, 2, 5, 2}), {.kernel = AttentionKernel::Fused});
+      },
+      {"scaled_dot_product_attention", "fused", "head size 2"});
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(q, zeros({1, 2, 0, 3}), zeros({1, 2, 0, 3}),
+                                     {.kernel = AttentionKernel::Fused});
+      },
+      {"scaled_dot_product_attention", "fused", "at least one key"});
+}
+
+// No query: an empty result, and zero gradients for k and v.
+void expect_no_query_is_empty(Device device) {
+  const TensorOptions opts{.device = device};
+  Tensor q = zeros({1, 2, 0, 3}, opts).requires_grad_(true);
+  Tensor k = randn({1, 2, 5, 3}, opts).requires_grad_(true);
+  Tensor v = randn({1, 2, 5, 3}, opts).requires_grad_(true);
+  const Tensor none = scaled_dot_product_attention(q, k, v, {.kernel = AttentionKernel::Fused});
+  EXPECT_EQ(none.shape(), (Shape{1, 2, 0, 3}));
+  sum(none).backward();
+  EXPECT_EQ(q.grad().shape(), q.shape());
+  EXPECT_TRUE(all_close(k.grad().cpu(), zeros({1, 2, 5, 3}), 0, 0));
+  EXPECT_TRUE(all_close(v.grad().cpu(), zeros({1, 2, 5, 3}), 0, 0));
+}
+
+TEST(AttentionFused, NoQueryIsAnEmptyResult) { expect_no_query_is_empty(Device::cpu()); }
+
+TEST(AttentionFused, CudaNoQueryIsAnEmptyResult) {
+  SINTER_REQUIRE_CUDA();
+  expect_no_query_is_empty(Device::cuda());
+}
+
+TEST(AttentionFused, CudaHeadsOver128AreRefusedAndAutoComposes) {
+  SINTER_REQUIRE_CUDA();
+  const TensorOptions cuda{.device = Device::cuda()};
+  const Tensor q = randn({1, 1, 4, 160}, cuda), k = randn({1, 1, 4, 160}, cuda);
+  expect_error([&] { scaled_dot_product_attention(q, k, k, {.kernel = AttentionKernel::Fused}); },
+               {"scaled_dot_product_attention", "D <= 128", "160"});
+  EXPECT_TRUE(all_close(scaled_dot_product_attention(q, k, k).cpu(),
+                        scaled_dot_product_attention(q.cpu(), k.cpu(), k.cpu()), 1e-4, 1e-4));
+}
+
+// The CUDA kernels over several tiles of rows and columns (32-column tiles of the general
+// kernels, 64 x 64 tiles of the tensor-core forward), ragged ends, causal and not, with dropout.
+TEST(AttentionFused, CudaKernelsMatchTheComposedFormAcrossTiles) {
+  SINTER_REQUIRE_CUDA();
+  const Device gpu = Device::cuda();
+  for (bool causal : {false, true}) {
+    for (int64_t d : {32, 64, 128, 48, 8}) {
+      const AttentionOptions o{.causal = causal};
+      expect_cuda_fused_is_reference({2, 3, 200, d}, {2, 3, 200, d}, o, DType::f32, 2e-4);
+      expect_cuda_fused_is_reference({1, 2, 131, d}, {1, 2, 67, d}, o, DType::f32, 2e-4);
+      expect_cuda_fused_is_reference({2, 3, 200, d}, {2, 3, 200, d}, o, DType::bf16, 3e-2);
+      expect_cuda_fused_is_reference({1, 2, 67, d}, {1, 2, 131, d}, o, DType::f16, 1e-2);
+      expect_cuda_fused_is_reference({1, 2, 70, d}, {1, 2, 70, d}, o, DType::f64, 1e-10);
+      // The CUDA fused kernels and the CUDA composed form.
+      expect_same_attention({2, 2, 130, d}, {2, 2, 130, d}, o, DType::f32, 2e-4,
+                            {AttentionKernel::Composed, gpu}, {AttentionKernel::Fused, gpu});
+    }
+    const AttentionOptions drop{.causal = causal, .dropout_p = 0.2};
+    expect_cuda_fused_is_reference({2, 2, 150, 64}, {2, 2, 150, 64}, drop, DType::f32, 2e-4);
+    expect_cuda_fused_is_reference({2, 2, 150, 64}, {2, 2, 150, 64}, drop, DType::bf16, 3e-2);
+    expect_cuda_fused_is_reference({1, 2, 90, 128}, {1, 2, 90, 128}, drop, DType::f16, 1e-2);
+  }
 }
 
 }  // namespace

@@ -227,17 +227,27 @@ Tensor embedding(const Tensor& weight, const Tensor& indices,
 
 // Options of scaled_dot_product_attention. `mask` is optional and broadcasts to (..., Tq, Tk):
 // bool (true: the key takes part, as PyTorch's attn_mask) or of q's dtype (added to the scores).
+// How scaled_dot_product_attention computes. Fused: one kernel per pass that keeps tiles of q, k
+// and v on chip with an online softmax, saves each row's log-sum-exp and recomputes the weights in
+// the backward, so no (Tq, Tk) matrix is stored; it takes no mask and needs Dv == D >= 1, Tk >= 1
+// and, on CUDA, D <= 128 (on the CPU it is the kernels' reference, slower than the composed form).
+// Composed: matmul, masked softmax, dropout and matmul, any shape and mask. Auto: fused on CUDA
+// when it applies, else composed. Both drop the same weights for one generator state.
+enum class AttentionKernel { Auto, Fused, Composed };
+
 struct AttentionOptions {
   bool causal = false;  // query i sees keys j <= i (top-left aligned when Tq != Tk)
   std::optional<double> scale = std::nullopt;  // default 1 / sqrt(D)
   double dropout_p = 0.0;  // on the attention weights, as dropout(training = true)
   Tensor mask = Tensor();
   Generator* generator = nullptr;  // the dropout's Philox stream (default generator if null)
+  AttentionKernel kernel = AttentionKernel::Auto;
 };
 
 // softmax(q k^T * scale + mask) v, with the masked scores at -inf. q: (..., Tq, D), k: (..., Tk,
 // D), v: (..., Tk, Dv) with equal leading dims (batch, heads) -> (..., Tq, Dv). Differentiable in
 // q, k, v (and an additive mask). A query row whose keys are all masked gives NaN, as PyTorch.
+// AttentionKernel::Fused where the fused form does not apply is an error saying why.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options = {});
 

@@ -1,8 +1,14 @@
-// scaled_dot_product_attention: the composed form (scores by matmul, masks, softmax, dropout,
-// matmul), which runs on either device and is differentiable through its parts.
+// scaled_dot_product_attention: the fused kernels (internal/kernels_attention.h), and the composed
+// form (scores by matmul, masks, softmax, dropout, matmul), which runs on either device and is
+// differentiable through its parts.
 #include <cmath>
+#include <cstdint>
+#include <string>
 
+#include "internal/autograd_impl.h"
+#include "internal/dispatch.h"
 #include "internal/iter.h"
+#include "internal/kernels_attention.h"
 #include "sinter/core/error.h"
 #include "sinter/ops.h"
 
@@ -43,18 +49,72 @@ Tensor apply_mask(const Tensor& scores, const Tensor& mask) {
   return add(scores, mask);
 }
 
-}  // namespace
+// The largest head size of the CUDA fused kernels.
+constexpr int64_t kCudaMaxHead = 128;
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    const AttentionOptions& o) {
-  check_operands(q, k, v);
-  SINTER_CHECK(o.dropout_p >= 0.0 && o.dropout_p < 1.0, kOp, ": dropout_p must be in [0, 1), got ",
-               o.dropout_p);
+// Why the fused form cannot take this call, or "" when it can.
+std::string fused_refusal(const Tensor& q, const Tensor& k, const Tensor& v,
+                          const AttentionOptions& o) {
+  const int64_t d = q.size(-1);
+  if (o.mask.defined()) return "it takes no mask";
+  if (v.size(-1) != d) return "it needs v's head size " + std::to_string(v.size(-1)) + " == D";
+  if (d < 1) return "it needs D >= 1";
+  if (k.size(-2) < 1) return "it needs at least one key";
+  if (q.device().is_cuda() && d > kCudaMaxHead) {
+    return "on CUDA it needs D <= " + std::to_string(kCudaMaxHead) + ", got " + std::to_string(d);
+  }
+  return "";
+}
+
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                       const AttentionOptions& o) {
   const int64_t tq = q.size(-2), tk = k.size(-2), d = q.size(-1);
-  SINTER_CHECK(d > 0 || o.scale, kOp, ": head size 0 needs an explicit scale");
-  const double scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(d)));
-  SINTER_CHECK(std::isfinite(scale), kOp, ": scale must be finite, got ", scale);
+  int64_t bh = 1;  // the leading dims, flattened
+  for (int64_t i = 0; i + 2 < q.dim(); ++i) bh *= q.size(i);
+  kern::AttentionArgs a{
+      .dtype = q.dtype(), .bh = bh, .tq = tq, .tk = tk, .d = d, .scale = scale, .causal = o.causal};
+  if (o.dropout_p > 0.0) {
+    Generator& g = o.generator ? *o.generator : default_generator();
+    const GeneratorState st = g.reserve(static_cast<uint64_t>(bh * tq * tk));
+    // Note [dropout mask], as the dropout op draws it.
+    a.threshold = static_cast<uint32_t>(std::ceil(o.dropout_p * 0x1p24));
+    a.keep_scale = 1.0 / (1.0 - o.dropout_p);
+    a.seed = st.seed;
+    a.offset = st.offset;
+  }
+  const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  const TensorOptions like{.dtype = q.dtype(), .device = q.device()};
+  Tensor out = empty(q.shape(), like);
+  const Tensor lse =
+      empty({bh, tq}, {.dtype = kern::attention_lse_dtype(q.dtype()), .device = q.device()});
+  const bool work = bh > 0 && tq > 0;  // the kernels take Tq, Tk >= 1
+  if (work) {
+    SINTER_DISPATCH(q.device(), attention_forward, a, qc.data_ptr(), kc.data_ptr(), vc.data_ptr(),
+                    out.data_ptr(), lse.data_ptr());
+  }
+  if (needs_grad({&q, &k, &v})) {
+    const SavedTensor sq(qc, kOp), sk(kc, kOp), sv(vc, kOp), so(out, kOp);
+    record(kOp, {&out}, {q, k, v}, [a, work, sq, sk, sv, so, lse, like](const Grads& g) {
+      const Tensor qs = sq.get(), ks = sk.get(), vs = sv.get(), os = so.get();
+      if (!work)
+        return Grads{zeros(qs.shape(), like), zeros(ks.shape(), like), zeros(vs.shape(), like)};
+      const Tensor dout = g[0].contiguous();
+      Tensor dq = empty(qs.shape(), like), dk = empty(ks.shape(), like),
+             dv = empty(vs.shape(), like);
+      {
+        SINTER_DISPATCH(like.device, attention_backward, a, qs.data_ptr(), ks.data_ptr(),
+                        vs.data_ptr(), os.data_ptr(), dout.data_ptr(), lse.data_ptr(),
+                        dq.data_ptr(), dk.data_ptr(), dv.data_ptr());
+      }
+      return Grads{dq, dk, dv};
+    });
+  }
+  return out;
+}
 
+Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                          const AttentionOptions& o) {
+  const int64_t tq = q.size(-2), tk = k.size(-2);
   Tensor scores = mul(matmul(q, k.transpose(-2, -1)), scale);  // (..., Tq, Tk)
   if (o.mask.defined()) scores = apply_mask(scores, o.mask);
   if (o.causal) {
@@ -64,6 +124,28 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor weights = softmax(scores, -1);
   if (o.dropout_p > 0.0) weights = dropout(weights, o.dropout_p, true, o.generator);
   return matmul(weights, v);
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& o) {
+  check_operands(q, k, v);
+  SINTER_CHECK(o.dropout_p >= 0.0 && o.dropout_p < 1.0, kOp, ": dropout_p must be in [0, 1), got ",
+               o.dropout_p);
+  const int64_t d = q.size(-1);
+  SINTER_CHECK(d > 0 || o.scale, kOp, ": head size 0 needs an explicit scale");
+  const double scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(d)));
+  SINTER_CHECK(std::isfinite(scale), kOp, ": scale must be finite, got ", scale);
+
+  if (o.kernel == AttentionKernel::Composed) return composed_attention(q, k, v, scale, o);
+  const std::string refusal = fused_refusal(q, k, v, o);
+  SINTER_CHECK(o.kernel != AttentionKernel::Fused || refusal.empty(), kOp,
+               ": the fused kernel cannot take q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(),
+               " on ", q.device(), ": ", refusal);
+  const bool fused =
+      refusal.empty() && (o.kernel == AttentionKernel::Fused || q.device().is_cuda());
+  return fused ? fused_attention(q, k, v, scale, o) : composed_attention(q, k, v, scale, o);
 }
 
 }  // namespace sinter

@@ -1,0 +1,637 @@
+// CUDA fused attention (Note [fused attention]). Two families:
+// - The general kernels, any head size up to 128 and every floating dtype, math in Acc<T> on CUDA
+//   cores: a block owns a tile of rows (queries, or keys in the dk/dv pass) and walks tiles of 32
+//   columns through shared memory. Each lane computes the dot products of one column with the
+//   warp's rows; the warp then adds the weighted column vectors into its rows' accumulators, lane
+//   l holding dims l, l + 32, ... The backward is two passes that recompute the weights from the
+//   saved log-sum-exp: dq by query tiles, dk and dv by key tiles, so no atomics are needed and the
+//   result does not depend on scheduling.
+// - The tensor-core forward for bf16 and f16 with D = 32, 64 or 128 (sm_80+): four warps own 16
+//   queries each, S = Q K^T and O += P V run on mma.sync m16n8k16 with f32 accumulators, P stays in
+//   registers (the S accumulators are the A fragments of the P V product), and the online softmax
+//   works on the accumulators in the exp2 domain.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda_check.cuh"
+#include "cuda_util.cuh"
+#include "internal/kernels_attention.h"
+#include "mma.cuh"
+#include "scratch.cuh"
+
+namespace sinter::cudak {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kCols = 32;  // columns per tile of the general kernels: one per lane
+constexpr unsigned kFull = 0xffffffffu;
+// exp and log below take and give Acc<T> (CUDA's float overloads for float).
+
+template <class A>
+__device__ __forceinline__ A warp_max(A v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = max(v, shfl_xor(v, offset));
+  return v;
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory on `device` (over the 48 KiB default); asks
+// once per device and kernel.
+template <auto kKernel>
+void allow_dynamic_smem(int device, int bytes) {
+  static std::atomic<uint64_t> asked{0};
+  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (asked.load(std::memory_order_relaxed) & bit)) return;
+  SINTER_CUDA_CHECK(
+      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  asked.fetch_or(bit, std::memory_order_relaxed);
+}
+
+// ---- the general kernels ----
+
+// The shapes of the general kernels for storage type T and head sizes up to 32 * kChunks.
+template <class T, int kChunks>
+struct General {
+  using A = Acc<T>;
+  static constexpr int kD = 32 * kChunks;  // the padded head size
+  static constexpr int kLd = kD + 1;       // row stride of the tiles read a row per lane
+  static constexpr int kRows = sizeof(A) == 8 ? 4 : 8;  // rows per warp
+  static constexpr int kBlockRows = kWarps * kRows;
+};
+
+// Rows [r0, r0 + n) of a (rows, d) matrix into a shared (n, ld) tile as A, with zeros past the
+// matrix's rows and past column d (up to kD).
+template <int kD, class T, class A>
+__device__ __forceinline__ void load_rows(A* dst, int ld, const T* src, int64_t r0, int n,
+                                          int64_t rows, int64_t d) {
+  for (int e = threadIdx.x; e < n * kD; e += blockDim.x) {
+    const int r = e / kD, c = e % kD;
+    const int64_t gr = r0 + r;
+    dst[r * ld + c] = gr < rows && c < d ? to_acc(src[gr * d + c]) : A(0);
+  }
+}
+
+// The block's (tile, head), tiles of a head in the order given: heaviest first under a causal
+// mask, where late query tiles see the most keys and early key tiles the most queries.
+struct TileOf {
+  int64_t tile, head;
+};
+__device__ __forceinline__ TileOf tile_of(int64_t tiles, bool last_first) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) % tiles;
+  return {last_first ? tiles - 1 - i : i, static_cast<int64_t>(blockIdx.x) / tiles};
+}
+
+// acc[r][c] += sum over lanes j of shfl(w[r], j) * tile[j][32 c + lane]: the warp's rows add the
+// tile's 32 column vectors, weighted.
+template <int kRows, int kChunks, class A>
+__device__ __forceinline__ void add_weighted(A (&acc)[kRows][kChunks], const A (&w)[kRows],
+                                             const A* tile, int ld, int lane) {
+#pragma unroll 4
+  for (int j = 0; j < kCols; ++j) {
+    A col[kChunks];
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) col[c] = tile[j * ld + 32 * c + lane];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const A wj = __shfl_sync(kFull, w[r], j);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) acc[r][c] += wj * col[c];
+    }
+  }
+}
+
+// s[r] = rows[r] . tile[lane] for the warp's rows of a shared (.., kD) block and the lane's row of
+// a shared (32, kLd) tile.
+template <int kRows, int kD, class A>
+__device__ __forceinline__ void lane_dots(A (&s)[kRows], const A* rows, const A* tile, int ld,
+                                          int lane) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) s[r] = A(0);
+#pragma unroll 8
+  for (int c = 0; c < kD; ++c) {
+    const A t = tile[lane * ld + c];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) s[r] += rows[r * kD + c] * t;
+  }
+}
+
+// Stores the warp's row accumulators (times scale[r]) into rows [row0, row0 + kRows) of a (rows, d)
+// matrix.
+template <int kRows, int kChunks, class T, class A>
+__device__ __forceinline__ void store_rows(T* dst, const A (&acc)[kRows][kChunks],
+                                           const A (&scale)[kRows], int64_t row0, int64_t rows,
+                                           int64_t d, int lane) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (row0 + r >= rows) break;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int col = 32 * c + lane;
+      if (col < d) dst[(row0 + r) * d + col] = from_acc<T>(acc[r][c] * scale[r]);
+    }
+  }
+}
+
+template <class T, int kChunks>
+__global__ void __launch_bounds__(kThreads)
+    attention_forward_kernel(kern::AttentionArgs a, const T* q, const T* k, const T* v, T* out,
+                             Acc<T>* lse) {
+  using G = General<T, kChunks>;
+  using A = typename G::A;
+  constexpr int kD = G::kD, kLd = G::kLd, kRows = G::kRows, kBR = G::kBlockRows;
+  extern __shared__ __align__(16) unsigned char smem[];
+  A* qs = reinterpret_cast<A*>(smem);  // (kBR, kD)
+  A* ks = qs + kBR * kD;               // (kCols, kLd)
+  A* vs = ks + kCols * kLd;            // (kCols, kD)
+  const auto [tile, h] = tile_of(ceil_div(a.tq, kBR), true);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t q0 = tile * kBR, row0 = q0 + warp * kRows;
+  const T* qh = q + h * a.tq * a.d;
+  const T* kh = k + h * a.tk * a.d;
+  const T* vh = v + h * a.tk * a.d;
+  load_rows<kD>(qs, kD, qh, q0, kBR, a.tq, a.d);
+
+  A m[kRows], l[kRows], o[kRows][kChunks];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    m[r] = -INFINITY;
+    l[r] = A(0);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) o[r][c] = A(0);
+  }
+  const int64_t key_end = a.causal ? min(a.tk, q0 + kBR) : a.tk;
+  for (int64_t j0 = 0; j0 < key_end; j0 += kCols) {
+    __syncthreads();  // the previous tile is read
+    load_rows<kD>(ks, kLd, kh, j0, kCols, a.tk, a.d);
+    load_rows<kD>(vs, kD, vh, j0, kCols, a.tk, a.d);
+    __syncthreads();
+    A s[kRows], w[kRows];
+    lane_dots<kRows, kD>(s, qs + warp * kRows * kD, ks, kLd, lane);
+    const int64_t j = j0 + lane;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t i = row0 + r;
+      const bool valid = i < a.tq && j < kern::attention_key_end(a, i);
+      const A sc = valid ? s[r] * static_cast<A>(a.scale) : A(-INFINITY);
+      const A m_new = max(m[r], warp_max(sc));  // the same in every lane
+      w[r] = A(0);
+      if (m_new == A(-INFINITY)) continue;  // no key of this row seen yet
+      const A alpha = exp(m[r] - m_new);
+      const A p = valid ? exp(sc - m_new) : A(0);
+      l[r] = l[r] * alpha + warp_sum(p);
+      m[r] = m_new;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) o[r][c] *= alpha;
+      if (valid && kern::attention_keep(a, h, i, j)) w[r] = p * static_cast<A>(a.keep_scale);
+    }
+    add_weighted(o, w, vs, kD, lane);
+  }
+  A inv[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    inv[r] = A(1) / l[r];
+    if (lane == 0 && row0 + r < a.tq) lse[h * a.tq + row0 + r] = m[r] + log(l[r]);
+  }
+  store_rows(out + h * a.tq * a.d, o, inv, row0, a.tq, a.d, lane);
+}
+
+// dots[i] = dout_i . out_i for each of `rows` rows of length d: a warp per row.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    attention_row_dots_kernel(const T* dout, const T* out, int64_t rows, int64_t d, Acc<T>* dots) {
+  using A = Acc<T>;
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = thread_count() / 32;
+  for (int64_t row = thread_index() / 32; row < rows; row += warps) {
+    A s = A(0);
+    for (int64_t c = lane; c < d; c += 32)
+      s += to_acc(dout[row * d + c]) * to_acc(out[row * d + c]);
+    s = warp_sum(s);
+    if (lane == 0) dots[row] = s;
+  }
+}
+
+// dq by query tiles: ds_ij recomputed from lse and the row dots (Note [fused attention]).
+template <class T, int kChunks>
+__global__ void __launch_bounds__(kThreads)
+    attention_dq_kernel(kern::AttentionArgs a, const T* q, const T* k, const T* v, const T* dout,
+                        const Acc<T>* lse, const Acc<T>* dots, T* dq) {
+  using G = General<T, kChunks>;
+  using A = typename G::A;
+  constexpr int kD = G::kD, kLd = G::kLd, kRows = G::kRows, kBR = G::kBlockRows;
+  extern __shared__ __align__(16) unsigned char smem[];
+  A* qs = reinterpret_cast<A*>(smem);  // (kBR, kD)
+  A* gs = qs + kBR * kD;               // dout rows (kBR, kD)
+  A* ks = gs + kBR * kD;               // (kCols, kLd)
+  A* vs = ks + kCols * kLd;            // (kCols, kLd)
+  const auto [tile, h] = tile_of(ceil_div(a.tq, kBR), true);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t q0 = tile * kBR, row0 = q0 + warp * kRows;
+  const int64_t off_q = h * a.tq * a.d, off_k = h * a.tk * a.d;
+  load_rows<kD>(qs, kD, q + off_q, q0, kBR, a.tq, a.d);
+  load_rows<kD>(gs, kD, dout + off_q, q0, kBR, a.tq, a.d);
+
+  A row_lse[kRows], row_dot[kRows], acc[kRows][kChunks];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const bool in = row0 + r < a.tq;
+    row_lse[r] = in ? lse[h * a.tq + row0 + r] : A(0);
+    row_dot[r] = in ? dots[h * a.tq + row0 + r] : A(0);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) acc[r][c] = A(0);
+  }
+  const A scale = static_cast<A>(a.scale), keep_scale = static_cast<A>(a.keep_scale);
+  const int64_t key_end = a.causal ? min(a.tk, q0 + kBR) : a.tk;
+  for (int64_t j0 = 0; j0 < key_end; j0 += kCols) {
+    __syncthreads();
+    load_rows<kD>(ks, kLd, k + off_k, j0, kCols, a.tk, a.d);
+    load_rows<kD>(vs, kLd, v + off_k, j0, kCols, a.tk, a.d);
+    __syncthreads();
+    A s[kRows], dp[kRows], ds[kRows];
+    lane_dots<kRows, kD>(s, qs + warp * kRows * kD, ks, kLd, lane);
+    lane_dots<kRows, kD>(dp, gs + warp * kRows * kD, vs, kLd, lane);
+    const int64_t j = j0 + lane;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t i = row0 + r;
+      ds[r] = A(0);
+      if (i < a.tq && j < kern::attention_key_end(a, i)) {
+        const A p = exp(s[r] * scale - row_lse[r]);
+        const A keep = kern::attention_keep(a, h, i, j) ? keep_scale : A(0);
+        ds[r] = p * (keep * dp[r] - row_dot[r]) * scale;
+      }
+    }
+    add_weighted(acc, ds, ks, kLd, lane);
+  }
+  A one[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) one[r] = A(1);
+  store_rows(dq + off_q, acc, one, row0, a.tq, a.d, lane);
+}
+
+// dk and dv by key tiles: the rows are keys, the tiles' columns queries.
+template <class T, int kChunks>
+__global__ void __launch_bounds__(kThreads)
+    attention_dkdv_kernel(kern::AttentionArgs a, const T* q, const T* k, const T* v, const T* dout,
+                          const Acc<T>* lse, const Acc<T>* dots, T* dk, T* dv) {
+  using G = General<T, kChunks>;
+  using A = typename G::A;
+  constexpr int kD = G::kD, kLd = G::kLd, kRows = G::kRows, kBR = G::kBlockRows;
+  extern __shared__ __align__(16) unsigned char smem[];
+  A* ks = reinterpret_cast<A*>(smem);  // key rows (kBR, kD)
+  A* vs = ks + kBR * kD;               // (kBR, kD)
+  A* qs = vs + kBR * kD;               // query columns (kCols, kLd)
+  A* gs = qs + kCols * kLd;            // dout columns (kCols, kLd)
+  A* lse_s = gs + kCols * kLd;         // (kCols)
+  A* dot_s = lse_s + kCols;            // (kCols)
+  const auto [tile, h] = tile_of(ceil_div(a.tk, kBR), false);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t k0 = tile * kBR, row0 = k0 + warp * kRows;
+  const int64_t off_q = h * a.tq * a.d, off_k = h * a.tk * a.d;
+  load_rows<kD>(ks, kD, k + off_k, k0, kBR, a.tk, a.d);
+  load_rows<kD>(vs, kD, v + off_k, k0, kBR, a.tk, a.d);
+
+  A gk[kRows][kChunks], gv[kRows][kChunks];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) gk[r][c] = gv[r][c] = A(0);
+  }
+  const A scale = static_cast<A>(a.scale), keep_scale = static_cast<A>(a.keep_scale);
+  // Causal: queries before k0 see none of the tile's keys.
+  for (int64_t i0 = a.causal ? k0 : 0; i0 < a.tq; i0 += kCols) {
+    __syncthreads();
+    load_rows<kD>(qs, kLd, q + off_q, i0, kCols, a.tq, a.d);
+    load_rows<kD>(gs, kLd, dout + off_q, i0, kCols, a.tq, a.d);
+    if (threadIdx.x < kCols) {
+      const int64_t i = i0 + threadIdx.x;
+      lse_s[threadIdx.x] = i < a.tq ? lse[h * a.tq + i] : A(0);
+      dot_s[threadIdx.x] = i < a.tq ? dots[h * a.tq + i] : A(0);
+    }
+    __syncthreads();
+    A s[kRows], dp[kRows], w[kRows], ds[kRows];
+    lane_dots<kRows, kD>(s, ks + warp * kRows * kD, qs, kLd, lane);
+    lane_dots<kRows, kD>(dp, vs + warp * kRows * kD, gs, kLd, lane);
+    const int64_t i = i0 + lane;
+    const int64_t end = i < a.tq ? kern::attention_key_end(a, i) : 0;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t j = row0 + r;
+      w[r] = ds[r] = A(0);
+      if (j < end) {
+        const A p = exp(s[r] * scale - lse_s[lane]);
+        const A keep = kern::attention_keep(a, h, i, j) ? keep_scale : A(0);
+        w[r] = p * keep;
+        ds[r] = p * (keep * dp[r] - dot_s[lane]) * scale;
+      }
+    }
+    add_weighted(gv, w, gs, kLd, lane);
+    add_weighted(gk, ds, qs, kLd, lane);
+  }
+  A one[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) one[r] = A(1);
+  store_rows(dk + off_k, gk, one, row0, a.tk, a.d, lane);
+  store_rows(dv + off_k, gv, one, row0, a.tk, a.d, lane);
+}
+
+template <auto kKernel, class... Args>
+void launch_general(const kern::Ctx& ctx, int64_t blocks, size_t smem, const char* name,
+                    Args... args) {
+  SINTER_CHECK(blocks <= INT32_MAX, name, ": ", blocks, " blocks exceed one grid");
+  allow_dynamic_smem<kKernel>(ctx.device, static_cast<int>(smem));
+  kKernel<<<static_cast<unsigned>(blocks), kThreads, smem, static_cast<cudaStream_t>(ctx.stream)>>>(
+      args...);
+  SINTER_LAUNCH_CHECK(name);
+}
+
+template <class T, int kChunks>
+void general_forward(const kern::Ctx& ctx, const kern::AttentionArgs& a, const T* q, const T* k,
+                     const T* v, T* out, Acc<T>* lse) {
+  using G = General<T, kChunks>;
+  const size_t smem = sizeof(Acc<T>) * (G::kBlockRows * G::kD + kCols * G::kLd + kCols * G::kD);
+  launch_general<attention_forward_kernel<T, kChunks>>(ctx, ceil_div(a.tq, G::kBlockRows) * a.bh,
+                                                       smem, "attention_forward_kernel", a, q, k, v,
+                                                       out, lse);
+}
+
+template <class T, int kChunks>
+void general_backward(const kern::Ctx& ctx, const kern::AttentionArgs& a, const T* q, const T* k,
+                      const T* v, const T* out, const T* dout, const Acc<T>* lse, T* dq, T* dk,
+                      T* dv) {
+  using G = General<T, kChunks>;
+  using A = Acc<T>;
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  const int64_t rows = a.bh * a.tq;
+  Scratch<A> dots(ctx, rows);
+  attention_row_dots_kernel<T><<<wave_grid(rows * 32, kThreads, ctx.device), kThreads, 0, stream>>>(
+      dout, out, rows, a.d, dots.get());
+  SINTER_LAUNCH_CHECK("attention_row_dots_kernel");
+  const size_t smem_dq = sizeof(A) * (2 * G::kBlockRows * G::kD + 2 * kCols * G::kLd);
+  launch_general<attention_dq_kernel<T, kChunks>>(ctx, ceil_div(a.tq, G::kBlockRows) * a.bh,
+                                                  smem_dq, "attention_dq_kernel", a, q, k, v, dout,
+                                                  lse, static_cast<const A*>(dots.get()), dq);
+  const size_t smem_dkdv = sizeof(A) * (2 * G::kBlockRows * G::kD + 2 * kCols * G::kLd + 2 * kCols);
+  launch_general<attention_dkdv_kernel<T, kChunks>>(
+      ctx, ceil_div(a.tk, G::kBlockRows) * a.bh, smem_dkdv, "attention_dkdv_kernel", a, q, k, v,
+      dout, lse, static_cast<const A*>(dots.get()), dk, dv);
+}
+
+// Calls f(std::integral_constant<int, kChunks>) for the smallest kChunks with 32 * kChunks >= d.
+template <class F>
+void visit_chunks(int64_t d, F&& f) {
+  if (d <= 32) return f(std::integral_constant<int, 1>{});
+  if (d <= 64) return f(std::integral_constant<int, 2>{});
+  return f(std::integral_constant<int, 4>{});
+}
+
+// ---- the tensor-core forward (bf16, f16) ----
+
+constexpr int kMmaRows = 64;  // queries per block, 16 per warp
+constexpr int kMmaKeys = 64;  // keys per tile
+static_assert(kMmaKeys == kMmaRows, "the Q, K and V tiles share one shape");
+
+template <int kD>
+struct MmaShape {
+  static constexpr int kLd = kD + 8;  // padded rows: ldmatrix reads free of bank conflicts
+  static constexpr int kTile = kMmaRows * kLd;
+  static constexpr size_t kSmemBytes = 3 * kTile * 2;  // Q, K, V tiles of 16-bit elements
+};
+
+// rows [r0, r0 + 64) of a (rows, kD) 16-bit matrix into a shared (64, kLd) tile by cp.async, zeros
+// past the matrix's rows.
+template <int kD, class T>
+__device__ __forceinline__ void copy_tile_async(T* dst, const T* src, int64_t r0, int64_t rows) {
+  constexpr int kChunksPerRow = kD * 2 / 16;
+  for (int e = threadIdx.x; e < kMmaRows * kChunksPerRow; e += kThreads) {
+    const int r = e / kChunksPerRow, c = (e % kChunksPerRow) * 8;
+    const bool valid = r0 + r < rows;
+    mma::cp_async16(dst + r * MmaShape<kD>::kLd + c, valid ? src + (r0 + r) * kD + c : src, valid);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  uint32_t r;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    r = *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    r = *reinterpret_cast<const uint32_t*>(&h);
+  }
+  return r;
+}
+
+// Accumulator e of n8 tile jn in a warp's 16-row mma tile is (row g + 8 (e / 2), column
+// 8 jn + 2 t + e % 2), g = lane / 4, t = lane % 4 (mma.cuh); a row's values spread over the four
+// lanes of one g, so row reductions take two shuffles.
+template <int kD, class T>
+__global__ void __launch_bounds__(kThreads)
+    attention_forward_mma_kernel(kern::AttentionArgs a, const T* q, const T* k, const T* v, T* out,
+                                 float* lse) {
+  using S = MmaShape<kD>;
+  constexpr int kLd = S::kLd;
+  constexpr int kNK = kMmaKeys / 8;  // n8 tiles of S
+  constexpr int kND = kD / 8;        // n8 tiles of O
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* qs = reinterpret_cast<T*>(smem);
+  T* ks = qs + S::kTile;
+  T* vs = ks + S::kTile;
+  const auto [tile, h] = tile_of(ceil_div(a.tq, kMmaRows), true);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const int64_t q0 = tile * kMmaRows;
+  const T* qh = q + h * a.tq * kD;
+  const T* kh = k + h * a.tk * kD;
+  const T* vh = v + h * a.tk * kD;
+  copy_tile_async<kD>(qs, qh, q0, a.tq);
+  mma::cp_async_commit();
+
+  const float scale2 = static_cast<float>(a.scale) * kLog2e;  // scores in the exp2 domain
+  const float keep_scale = static_cast<float>(a.keep_scale);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8
+  float o[kND][4] = {};
+  const int64_t rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  const int64_t key_end = a.causal ? min(a.tk, q0 + kMmaRows) : a.tk;
+  for (int64_t j0 = 0; j0 < key_end; j0 += kMmaKeys) {
+    __syncthreads();  // the previous K and V tiles are read
+    copy_tile_async<kD>(ks, kh, j0, a.tk);
+    mma::cp_async_commit();
+    copy_tile_async<kD>(vs, vh, j0, a.tk);
+    mma::cp_async_commit();
+    mma::cp_async_wait<1>();  // Q and K have landed; V may still be on its way
+    __syncthreads();
+    float acc[1][kNK][4] = {};
+    mma::warp_mma_tile<T, 1, kNK, kD, false, true, kLd, kLd>(acc, qs, ks, warp * 16, 0, lane);
+    float(&s)[kNK][4] = acc[0];
+
+    // Online softmax over the tile, rows g (e = 0, 1) and g + 8 (e = 2, 3).
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int jn = 0; jn < kNK; ++jn) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t j = j0 + 8 * jn + 2 * t + e % 2;
+        const bool valid = j < kern::attention_key_end(a, rows[e / 2]);
+        s[jn][e] = valid ? s[jn][e] * scale2 : -INFINITY;
+        tile_max[e / 2] = fmaxf(tile_max[e / 2], s[jn][e]);
+      }
+    }
+    float alpha[2], base[2];
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      tile_max[x] = fmaxf(tile_max[x], __shfl_xor_sync(kFull, tile_max[x], 1));
+      tile_max[x] = fmaxf(tile_max[x], __shfl_xor_sync(kFull, tile_max[x], 2));
+      const float m_new = fmaxf(m[x], tile_max[x]);
+      base[x] = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet: every p is 0
+      alpha[x] = exp2f(m[x] - base[x]);
+      m[x] = m_new;
+    }
+    float row_sum[2] = {0.f, 0.f};
+    uint32_t pa[kMmaKeys / 16][4];  // P as the A fragments of P V
+#pragma unroll
+    for (int jn = 0; jn < kNK; ++jn) {
+      float w[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = exp2f(s[jn][e] - base[e / 2]);
+        row_sum[e / 2] += p;
+        w[e] = p;
+        if (a.threshold != 0) {
+          const int64_t j = j0 + 8 * jn + 2 * t + e % 2;
+          if (!kern::attention_keep(a, h, rows[e / 2], j)) w[e] = 0.f;
+        }
+      }
+      // Tile jn holds keys 8 jn.. of the k16 step jn / 2: its first (even jn) or second half.
+      pa[jn / 2][(jn % 2) * 2 + 0] = pack2<T>(w[0], w[1]);
+      pa[jn / 2][(jn % 2) * 2 + 1] = pack2<T>(w[2], w[3]);
+    }
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      row_sum[x] += __shfl_xor_sync(kFull, row_sum[x], 1);
+      row_sum[x] += __shfl_xor_sync(kFull, row_sum[x], 2);
+      l[x] = l[x] * alpha[x] + row_sum[x];
+    }
+#pragma unroll
+    for (int jn = 0; jn < kND; ++jn) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[jn][e] *= alpha[e / 2];
+    }
+    mma::cp_async_wait<0>();
+    __syncthreads();  // V has landed for every thread's copies
+    const int quad = lane / 8, r8 = lane % 8;
+#pragma unroll
+    for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
+#pragma unroll
+      for (int jp = 0; jp < kD / 16; ++jp) {
+        // V is (key, d): B = V[k][n] stored N-major, read transposed, two n8 tiles at a time.
+        uint32_t f[4];
+        mma::ldmatrix_x4_trans(
+            f, vs + (kk * 16 + (quad & 1) * 8 + r8) * kLd + jp * 16 + (quad >> 1) * 8);
+        const uint32_t b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
+        mma::mma_16816<T>(o[2 * jp], pa[kk], b0);
+        mma::mma_16816<T>(o[2 * jp + 1], pa[kk], b1);
+      }
+    }
+  }
+  float inv[2];
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    inv[x] = keep_scale / l[x];  // the kept weights' 1 / (1 - dropout_p) too
+    if (t == 0 && rows[x] < a.tq) {
+      lse[h * a.tq + rows[x]] = (m[x] + log2f(l[x])) / kLog2e;
+    }
+  }
+  T* oh = out + h * a.tq * kD;
+#pragma unroll
+  for (int jn = 0; jn < kND; ++jn) {
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      if (rows[x] >= a.tq) continue;
+      const uint32_t packed = pack2<T>(o[jn][2 * x] * inv[x], o[jn][2 * x + 1] * inv[x]);
+      *reinterpret_cast<uint32_t*>(oh + rows[x] * kD + 8 * jn + 2 * t) = packed;
+    }
+  }
+}
+
+template <class T>
+bool mma_forward(const kern::Ctx& ctx, const kern::AttentionArgs& a, const T* q, const T* k,
+                 const T* v, T* out, float* lse) {
+  if (device_compute_capability(ctx.device) < 80) return false;
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned_to(out, 4)) return false;
+  const auto launch = [&](auto kernel_d) {
+    constexpr int kD = decltype(kernel_d)::value;
+    const int64_t blocks = ceil_div(a.tq, kMmaRows) * a.bh;
+    launch_general<attention_forward_mma_kernel<kD, T>>(ctx, blocks, MmaShape<kD>::kSmemBytes,
+                                                        "attention_forward_mma_kernel", a, q, k, v,
+                                                        out, lse);
+  };
+  switch (a.d) {
+    case 32:
+      launch(std::integral_constant<int, 32>{});
+      return true;
+    case 64:
+      launch(std::integral_constant<int, 64>{});
+      return true;
+    case 128:
+      launch(std::integral_constant<int, 128>{});
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The op sends heads up to kMaxHead, and at least one query and one key (fused_refusal).
+constexpr int64_t kMaxHead = 128;
+
+void check_shape(const AttentionArgs& a, const char* name) {
+  SINTER_CHECK(a.d >= 1 && a.d <= kMaxHead && a.tq >= 1 && a.tk >= 1, name,
+               ": the CUDA kernels take 1 <= D <= ", kMaxHead, " and Tq, Tk >= 1, got D ", a.d,
+               ", Tq ", a.tq, ", Tk ", a.tk);
+}
+
+}  // namespace
+
+void attention_forward(const Ctx& ctx, const AttentionArgs& a, const void* q, const void* k,
+                       const void* v, void* out, void* lse) {
+  check_shape(a, "attention_forward");
+  DeviceGuard guard(ctx.device);
+  visit_floating(a.dtype, "attention_forward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* qt = static_cast<const T*>(q);
+    const T* kt = static_cast<const T*>(k);
+    const T* vt = static_cast<const T*>(v);
+    T* ot = static_cast<T*>(out);
+    auto* lt = static_cast<Acc<T>*>(lse);
+    if constexpr (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>) {
+      if (mma_forward(ctx, a, qt, kt, vt, ot, lt)) return;
+    }
+    visit_chunks(a.d, [&](auto chunks) {
+      general_forward<T, decltype(chunks)::value>(ctx, a, qt, kt, vt, ot, lt);
+    });
+  });
+}
+
+void attention_backward(const Ctx& ctx, const AttentionArgs& a, const void* q, const void* k,
+                        const void* v, const void* out, const void* dout, const void* lse, void* dq,
+                        void* dk, void* dv) {
+  check_shape(a, "attention_backward");
+  DeviceGuard guard(ctx.device);
+  visit_floating(a.dtype, "attention_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    visit_chunks(a.d, [&](auto chunks) {
+      general_backward<T, decltype(chunks)::value>(
+          ctx, a, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+          static_cast<const T*>(out), static_cast<const T*>(dout), static_cast<const Acc<T>*>(lse),
+          static_cast<T*>(dq), static_cast<T*>(dk), static_cast<T*>(dv));
+    });
+  });
+}
+
+}  // namespace sinter::cudak
