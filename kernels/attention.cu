@@ -3,13 +3,13 @@
 //   cores: a block owns a tile of rows (queries, or keys in the dk/dv pass) and walks tiles of 32
 //   columns through shared memory. Each lane computes the dot products of one column with the
 //   warp's rows; the warp then adds the weighted column vectors into its rows' accumulators, lane
-//   l holding dims l, l + 32, ... The backward is two passes that recompute the weights from the
-//   saved log-sum-exp: dq by query tiles, dk and dv by key tiles, so no atomics are needed and the
-//   result does not depend on scheduling.
-// - The tensor-core forward for bf16 and f16 with D = 32, 64 or 128 (sm_80+): four warps own 16
-//   queries each, S = Q K^T and O += P V run on mma.sync m16n8k16 with f32 accumulators, P stays in
-//   registers (the S accumulators are the A fragments of the P V product), and the online softmax
-//   works on the accumulators in the exp2 domain.
+//   l holding dims l, l + 32, ...
+// - The tensor-core kernels for bf16 and f16 with D = 32, 64 or 128 (sm_80+), on mma.sync
+//   m16n8k16 with f32 accumulators: the weights stay in registers between the two products of a
+//   pass, and the online softmax works on the accumulators in the exp2 domain.
+// Both run the backward as two passes that recompute the weights from the saved log-sum-exp: dq by
+// query tiles, dk and dv by key tiles, after a pass for the row dots D_i = dout_i . out_i. No
+// atomics: the result does not depend on scheduling.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -360,26 +360,31 @@ void general_forward(const kern::Ctx& ctx, const kern::AttentionArgs& a, const T
                                                        out, lse);
 }
 
+// dots[i] = dout_i . out_i for the backward's rows (a Scratch of bh * tq values).
+template <class T>
+void row_dots(const kern::Ctx& ctx, const kern::AttentionArgs& a, const T* dout, const T* out,
+              Acc<T>* dots) {
+  const int64_t rows = a.bh * a.tq;
+  attention_row_dots_kernel<T>
+      <<<wave_grid(rows * 32, kThreads, ctx.device), kThreads, 0,
+         static_cast<cudaStream_t>(ctx.stream)>>>(dout, out, rows, a.d, dots);
+  SINTER_LAUNCH_CHECK("attention_row_dots_kernel");
+}
+
 template <class T, int kChunks>
 void general_backward(const kern::Ctx& ctx, const kern::AttentionArgs& a, const T* q, const T* k,
-                      const T* v, const T* out, const T* dout, const Acc<T>* lse, T* dq, T* dk,
-                      T* dv) {
+                      const T* v, const T* dout, const Acc<T>* lse, const Acc<T>* dots, T* dq,
+                      T* dk, T* dv) {
   using G = General<T, kChunks>;
   using A = Acc<T>;
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  const int64_t rows = a.bh * a.tq;
-  Scratch<A> dots(ctx, rows);
-  attention_row_dots_kernel<T><<<wave_grid(rows * 32, kThreads, ctx.device), kThreads, 0, stream>>>(
-      dout, out, rows, a.d, dots.get());
-  SINTER_LAUNCH_CHECK("attention_row_dots_kernel");
   const size_t smem_dq = sizeof(A) * (2 * G::kBlockRows * G::kD + 2 * kCols * G::kLd);
   launch_general<attention_dq_kernel<T, kChunks>>(ctx, ceil_div(a.tq, G::kBlockRows) * a.bh,
                                                   smem_dq, "attention_dq_kernel", a, q, k, v, dout,
-                                                  lse, static_cast<const A*>(dots.get()), dq);
+                                                  lse, dots, dq);
   const size_t smem_dkdv = sizeof(A) * (2 * G::kBlockRows * G::kD + 2 * kCols * G::kLd + 2 * kCols);
-  launch_general<attention_dkdv_kernel<T, kChunks>>(
-      ctx, ceil_div(a.tk, G::kBlockRows) * a.bh, smem_dkdv, "attention_dkdv_kernel", a, q, k, v,
-      dout, lse, static_cast<const A*>(dots.get()), dk, dv);
+  launch_general<attention_dkdv_kernel<T, kChunks>>(ctx, ceil_div(a.tk, G::kBlockRows) * a.bh,
+                                                    smem_dkdv, "attention_dkdv_kernel", a, q, k, v,
+                                                    dout, lse, dots, dk, dv);
 }
 
 // Calls f(std::integral_constant<int, kChunks>) for the smallest kChunks with 32 * kChunks >= d.
@@ -390,17 +395,25 @@ void visit_chunks(int64_t d, F&& f) {
   return f(std::integral_constant<int, 4>{});
 }
 
-// ---- the tensor-core forward (bf16, f16) ----
+// ---- the tensor-core kernels (bf16, f16; D = 32, 64, 128) ----
+//
+// A block owns 64 rows (queries in the forward and the dq pass, keys in the dk/dv pass), 16 per
+// warp, and walks 64-row tiles of the other side. Products are warp tiles of 16 x 64 (a score
+// tile) or 16 x D (an accumulator) on mma.sync m16n8k16 with f32 accumulators. Accumulator e of n8
+// tile jn is (row g + 8 (e / 2), column 8 jn + 2 t + e % 2) of the warp's tile, g = lane / 4,
+// t = lane % 4 (mma.cuh), so a row's values spread over the four lanes of one g (row reductions
+// take two shuffles), and a 16 x 64 tile of weights in accumulators is, packed in pairs, the A
+// fragments of the next product (pack_weights). Scores are kept in the exp2 domain.
 
-constexpr int kMmaRows = 64;  // queries per block, 16 per warp
-constexpr int kMmaKeys = 64;  // keys per tile
-static_assert(kMmaKeys == kMmaRows, "the Q, K and V tiles share one shape");
+constexpr int kMmaRows = 64;          // rows per block and per tile of the other side
+constexpr int kMmaN8 = kMmaRows / 8;  // n8 tiles of a 16 x 64 score tile
+constexpr float kLog2e = 1.4426950408889634f;
 
 template <int kD>
-struct MmaShape {
+struct MmaTile {
   static constexpr int kLd = kD + 8;  // padded rows: ldmatrix reads free of bank conflicts
-  static constexpr int kTile = kMmaRows * kLd;
-  static constexpr size_t kSmemBytes = 3 * kTile * 2;  // Q, K, V tiles of 16-bit elements
+  static constexpr int kElems = kMmaRows * kLd;
+  static constexpr int kBytes = kElems * 2;
 };
 
 // rows [r0, r0 + 64) of a (rows, kD) 16-bit matrix into a shared (64, kLd) tile by cp.async, zeros
@@ -411,7 +424,7 @@ __device__ __forceinline__ void copy_tile_async(T* dst, const T* src, int64_t r0
   for (int e = threadIdx.x; e < kMmaRows * kChunksPerRow; e += kThreads) {
     const int r = e / kChunksPerRow, c = (e % kChunksPerRow) * 8;
     const bool valid = r0 + r < rows;
-    mma::cp_async16(dst + r * MmaShape<kD>::kLd + c, valid ? src + (r0 + r) * kD + c : src, valid);
+    mma::cp_async16(dst + r * MmaTile<kD>::kLd + c, valid ? src + (r0 + r) * kD + c : src, valid);
   }
 }
 
@@ -428,53 +441,157 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return r;
 }
 
-// Accumulator e of n8 tile jn in a warp's 16-row mma tile is (row g + 8 (e / 2), column
-// 8 jn + 2 t + e % 2), g = lane / 4, t = lane % 4 (mma.cuh); a row's values spread over the four
-// lanes of one g, so row reductions take two shuffles.
+// The A fragments of 16 rows (k16 steps over kD) of a shared (.., kLd) tile.
+template <int kD, class T>
+__device__ __forceinline__ void load_row_fragments(uint32_t (&fa)[kD / 16][4], const T* rows,
+                                                   int lane) {
+  const int q = lane / 8, r = lane % 8;
+#pragma unroll
+  for (int ks = 0; ks < kD / 16; ++ks) {
+    mma::ldmatrix_x4(fa[ks], rows + ((q & 1) * 8 + r) * MmaTile<kD>::kLd + ks * 16 + (q >> 1) * 8);
+  }
+}
+
+// s (16 x 64) += rows (A fragments, 16 x kD) times the transpose of a shared (64, kLd) tile: the
+// 64 dot products of each row with the tile's rows.
+template <int kD, class T>
+__device__ __forceinline__ void mma_rows_tile_t(float (&s)[kMmaN8][4],
+                                                const uint32_t (&fa)[kD / 16][4], const T* tile,
+                                                int lane) {
+  const int q = lane / 8, r = lane % 8;
+#pragma unroll
+  for (int ks = 0; ks < kD / 16; ++ks) {
+#pragma unroll
+    for (int jp = 0; jp < kMmaN8 / 2; ++jp) {
+      uint32_t f[4];  // B = tile^T, stored K-major: b0, b1 of n8 tiles 2 jp and 2 jp + 1
+      mma::ldmatrix_x4(
+          f, tile + (jp * 16 + (q >> 1) * 8 + r) * MmaTile<kD>::kLd + ks * 16 + (q & 1) * 8);
+      const uint32_t b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
+      mma::mma_16816<T>(s[2 * jp], fa[ks], b0);
+      mma::mma_16816<T>(s[2 * jp + 1], fa[ks], b1);
+    }
+  }
+}
+
+// acc (16 x kD) += weights (A fragments of a 16 x 64 tile) times a shared (64, kLd) tile.
+template <int kD, class T>
+__device__ __forceinline__ void mma_weights_tile(float (&acc)[kD / 8][4],
+                                                 const uint32_t (&pa)[kMmaRows / 16][4],
+                                                 const T* tile, int lane) {
+  const int q = lane / 8, r = lane % 8;
+#pragma unroll
+  for (int kk = 0; kk < kMmaRows / 16; ++kk) {
+#pragma unroll
+    for (int jp = 0; jp < kD / 16; ++jp) {
+      uint32_t f[4];  // B = tile, stored N-major: read transposed, two n8 tiles at a time
+      mma::ldmatrix_x4_trans(
+          f, tile + (kk * 16 + (q & 1) * 8 + r) * MmaTile<kD>::kLd + jp * 16 + (q >> 1) * 8);
+      const uint32_t b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
+      mma::mma_16816<T>(acc[2 * jp], pa[kk], b0);
+      mma::mma_16816<T>(acc[2 * jp + 1], pa[kk], b1);
+    }
+  }
+}
+
+// A 16 x 64 tile of weights held as accumulators, as the A fragments of its product with a tile:
+// n8 tile jn holds columns 8 jn.. of k16 step jn / 2, its first half (even jn) or its second.
+template <class T>
+__device__ __forceinline__ void pack_weights(uint32_t (&pa)[kMmaRows / 16][4],
+                                             const float (&w)[kMmaN8][4]) {
+#pragma unroll
+  for (int jn = 0; jn < kMmaN8; ++jn) {
+    pa[jn / 2][(jn % 2) * 2 + 0] = pack2<T>(w[jn][0], w[jn][1]);
+    pa[jn / 2][(jn % 2) * 2 + 1] = pack2<T>(w[jn][2], w[jn][3]);
+  }
+}
+
+// The two score-shaped products of a backward pass, for the warp's 16 rows of the block's tiles:
+// s = a_rows tile_s^T and dp = b_rows tile_dp^T (dq pass: Q K^T and dout V^T; dk/dv pass: K Q^T
+// and V dout^T).
+template <int kD, class T>
+__device__ __forceinline__ void backward_products(float (&s)[kMmaN8][4], float (&dp)[kMmaN8][4],
+                                                  const T* a_rows, const T* tile_s, const T* b_rows,
+                                                  const T* tile_dp, int warp, int lane) {
+  constexpr int kLd = MmaTile<kD>::kLd;
+#pragma unroll
+  for (int jn = 0; jn < kMmaN8; ++jn) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[jn][e] = dp[jn][e] = 0.f;
+  }
+  uint32_t fa[kD / 16][4];
+  load_row_fragments<kD>(fa, a_rows + warp * 16 * kLd, lane);
+  mma_rows_tile_t<kD>(s, fa, tile_s, lane);
+  load_row_fragments<kD>(fa, b_rows + warp * 16 * kLd, lane);
+  mma_rows_tile_t<kD>(dp, fa, tile_dp, lane);
+}
+
+// Stores a warp's 16 x kD accumulator tile times scale[x] (x = 0: row g, 1: row g + 8) into rows
+// row[x] < rows of a (rows, kD) matrix, two elements per 32-bit store.
+template <int kD, class T>
+__device__ __forceinline__ void store_acc_rows(T* dst, const float (&acc)[kD / 8][4],
+                                               const int64_t (&row)[2], const float (&scale)[2],
+                                               int64_t rows, int lane) {
+  const int t = lane % 4;
+#pragma unroll
+  for (int jn = 0; jn < kD / 8; ++jn) {
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      if (row[x] >= rows) continue;
+      *reinterpret_cast<uint32_t*>(dst + row[x] * kD + 8 * jn + 2 * t) =
+          pack2<T>(acc[jn][2 * x] * scale[x], acc[jn][2 * x + 1] * scale[x]);
+    }
+  }
+}
+
+// The forward: Q in registers, K and V tiles double-buffered (the next tile's copies overlap the
+// current tile's math).
 template <int kD, class T>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_mma_kernel(kern::AttentionArgs a, const T* q, const T* k, const T* v, T* out,
                                  float* lse) {
-  using S = MmaShape<kD>;
-  constexpr int kLd = S::kLd;
-  constexpr int kNK = kMmaKeys / 8;  // n8 tiles of S
-  constexpr int kND = kD / 8;        // n8 tiles of O
-  constexpr float kLog2e = 1.4426950408889634f;
+  using M = MmaTile<kD>;
   extern __shared__ __align__(16) unsigned char smem[];
+  // Q, then K and V tiles for buffer b at kv + 2 b M::kElems and kv + (2 b + 1) M::kElems.
   T* qs = reinterpret_cast<T*>(smem);
-  T* ks = qs + S::kTile;
-  T* vs = ks + S::kTile;
+  T* kv = qs + M::kElems;
   const auto [tile, h] = tile_of(ceil_div(a.tq, kMmaRows), true);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const int64_t q0 = tile * kMmaRows;
-  const T* qh = q + h * a.tq * kD;
   const T* kh = k + h * a.tk * kD;
   const T* vh = v + h * a.tk * kD;
-  copy_tile_async<kD>(qs, qh, q0, a.tq);
+  const int64_t key_end = a.causal ? min(a.tk, q0 + kMmaRows) : a.tk;
+  copy_tile_async<kD>(qs, q + h * a.tq * kD, q0, a.tq);
+  copy_tile_async<kD>(kv, kh, 0, a.tk);
+  copy_tile_async<kD>(kv + M::kElems, vh, 0, a.tk);
   mma::cp_async_commit();
 
-  const float scale2 = static_cast<float>(a.scale) * kLog2e;  // scores in the exp2 domain
-  const float keep_scale = static_cast<float>(a.keep_scale);
+  const float scale2 = static_cast<float>(a.scale) * kLog2e;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8
-  float o[kND][4] = {};
+  float o[kD / 8][4] = {};
+  uint32_t qa[kD / 16][4];
   const int64_t rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-  const int64_t key_end = a.causal ? min(a.tk, q0 + kMmaRows) : a.tk;
-  for (int64_t j0 = 0; j0 < key_end; j0 += kMmaKeys) {
-    __syncthreads();  // the previous K and V tiles are read
-    copy_tile_async<kD>(ks, kh, j0, a.tk);
-    mma::cp_async_commit();
-    copy_tile_async<kD>(vs, vh, j0, a.tk);
-    mma::cp_async_commit();
-    mma::cp_async_wait<1>();  // Q and K have landed; V may still be on its way
-    __syncthreads();
-    float acc[1][kNK][4] = {};
-    mma::warp_mma_tile<T, 1, kNK, kD, false, true, kLd, kLd>(acc, qs, ks, warp * 16, 0, lane);
-    float(&s)[kNK][4] = acc[0];
+  int buf = 0;
+  for (int64_t j0 = 0; j0 < key_end; j0 += kMmaRows, buf ^= 1) {
+    const T* ks = kv + 2 * buf * M::kElems;
+    const T* vs = ks + M::kElems;
+    if (j0 + kMmaRows < key_end) {  // the next tile, into the other buffers
+      T* next = kv + 2 * (buf ^ 1) * M::kElems;
+      copy_tile_async<kD>(next, kh, j0 + kMmaRows, a.tk);
+      copy_tile_async<kD>(next + M::kElems, vh, j0 + kMmaRows, a.tk);
+      mma::cp_async_commit();
+      mma::cp_async_wait<1>();
+    } else {
+      mma::cp_async_wait<0>();
+    }
+    __syncthreads();  // this tile (and Q) landed for every thread's copies
+    if (j0 == 0) load_row_fragments<kD>(qa, qs + warp * 16 * M::kLd, lane);
+    float s[kMmaN8][4] = {};
+    mma_rows_tile_t<kD>(s, qa, ks, lane);
 
-    // Online softmax over the tile, rows g (e = 0, 1) and g + 8 (e = 2, 3).
+    // Online softmax over the tile.
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int jn = 0; jn < kNK; ++jn) {
+    for (int jn = 0; jn < kMmaN8; ++jn) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int64_t j = j0 + 8 * jn + 2 * t + e % 2;
@@ -494,23 +611,16 @@ __global__ void __launch_bounds__(kThreads)
       m[x] = m_new;
     }
     float row_sum[2] = {0.f, 0.f};
-    uint32_t pa[kMmaKeys / 16][4];  // P as the A fragments of P V
 #pragma unroll
-    for (int jn = 0; jn < kNK; ++jn) {
-      float w[4];
+    for (int jn = 0; jn < kMmaN8; ++jn) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const float p = exp2f(s[jn][e] - base[e / 2]);
         row_sum[e / 2] += p;
-        w[e] = p;
-        if (a.threshold != 0) {
-          const int64_t j = j0 + 8 * jn + 2 * t + e % 2;
-          if (!kern::attention_keep(a, h, rows[e / 2], j)) w[e] = 0.f;
-        }
+        // The dropped weights leave the P V product; 1 / (1 - dropout_p) is applied at the end.
+        const int64_t j = j0 + 8 * jn + 2 * t + e % 2;
+        s[jn][e] = a.threshold != 0 && !kern::attention_keep(a, h, rows[e / 2], j) ? 0.f : p;
       }
-      // Tile jn holds keys 8 jn.. of the k16 step jn / 2: its first (even jn) or second half.
-      pa[jn / 2][(jn % 2) * 2 + 0] = pack2<T>(w[0], w[1]);
-      pa[jn / 2][(jn % 2) * 2 + 1] = pack2<T>(w[2], w[3]);
     }
 #pragma unroll
     for (int x = 0; x < 2; ++x) {
@@ -519,72 +629,205 @@ __global__ void __launch_bounds__(kThreads)
       l[x] = l[x] * alpha[x] + row_sum[x];
     }
 #pragma unroll
-    for (int jn = 0; jn < kND; ++jn) {
+    for (int jn = 0; jn < kD / 8; ++jn) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[jn][e] *= alpha[e / 2];
     }
-    mma::cp_async_wait<0>();
-    __syncthreads();  // V has landed for every thread's copies
-    const int quad = lane / 8, r8 = lane % 8;
-#pragma unroll
-    for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
-#pragma unroll
-      for (int jp = 0; jp < kD / 16; ++jp) {
-        // V is (key, d): B = V[k][n] stored N-major, read transposed, two n8 tiles at a time.
-        uint32_t f[4];
-        mma::ldmatrix_x4_trans(
-            f, vs + (kk * 16 + (quad & 1) * 8 + r8) * kLd + jp * 16 + (quad >> 1) * 8);
-        const uint32_t b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
-        mma::mma_16816<T>(o[2 * jp], pa[kk], b0);
-        mma::mma_16816<T>(o[2 * jp + 1], pa[kk], b1);
-      }
-    }
+    uint32_t pa[kMmaRows / 16][4];
+    pack_weights<T>(pa, s);
+    mma_weights_tile<kD>(o, pa, vs, lane);
+    __syncthreads();  // every warp is done with this tile's buffers before they are refilled
   }
   float inv[2];
 #pragma unroll
   for (int x = 0; x < 2; ++x) {
-    inv[x] = keep_scale / l[x];  // the kept weights' 1 / (1 - dropout_p) too
-    if (t == 0 && rows[x] < a.tq) {
-      lse[h * a.tq + rows[x]] = (m[x] + log2f(l[x])) / kLog2e;
-    }
+    inv[x] = static_cast<float>(a.keep_scale) / l[x];
+    if (t == 0 && rows[x] < a.tq) lse[h * a.tq + rows[x]] = (m[x] + log2f(l[x])) / kLog2e;
   }
-  T* oh = out + h * a.tq * kD;
+  store_acc_rows<kD>(out + h * a.tq * kD, o, rows, inv, a.tq, lane);
+}
+
+// dq by query tiles: per key tile S = Q K^T and dP = dout V^T, dS = P (keep dP - D), dq += dS K.
+template <int kD, class T>
+__global__ void __launch_bounds__(kThreads)
+    attention_dq_mma_kernel(kern::AttentionArgs a, const T* q, const T* k, const T* v,
+                            const T* dout, const float* lse, const float* dots, T* dq) {
+  using M = MmaTile<kD>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* qs = reinterpret_cast<T*>(smem);
+  T* gs = qs + M::kElems;
+  T* ks = qs + 2 * M::kElems;
+  T* vs = qs + 3 * M::kElems;
+  const auto [tile, h] = tile_of(ceil_div(a.tq, kMmaRows), true);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const int64_t q0 = tile * kMmaRows;
+  const int64_t off_q = h * a.tq * kD, off_k = h * a.tk * kD;
+  copy_tile_async<kD>(qs, q + off_q, q0, a.tq);
+  copy_tile_async<kD>(gs, dout + off_q, q0, a.tq);
+  mma::cp_async_commit();
+
+  const float scale2 = static_cast<float>(a.scale) * kLog2e;
+  const float keep_scale = static_cast<float>(a.keep_scale);
+  const int64_t rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  float row_lse2[2], row_dot[2];
 #pragma unroll
-  for (int jn = 0; jn < kND; ++jn) {
+  for (int x = 0; x < 2; ++x) {
+    row_lse2[x] = rows[x] < a.tq ? lse[h * a.tq + rows[x]] * kLog2e : 0.f;
+    row_dot[x] = rows[x] < a.tq ? dots[h * a.tq + rows[x]] : 0.f;
+  }
+  float acc[kD / 8][4] = {};
+  const int64_t key_end = a.causal ? min(a.tk, q0 + kMmaRows) : a.tk;
+  for (int64_t j0 = 0; j0 < key_end; j0 += kMmaRows) {
+    __syncthreads();  // the previous K and V tiles are read
+    copy_tile_async<kD>(ks, k + off_k, j0, a.tk);
+    copy_tile_async<kD>(vs, v + off_k, j0, a.tk);
+    mma::cp_async_commit();
+    mma::cp_async_wait<0>();
+    __syncthreads();
+    float s[kMmaN8][4], dp[kMmaN8][4];
+    backward_products<kD>(s, dp, qs, ks, gs, vs, warp, lane);
 #pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      if (rows[x] >= a.tq) continue;
-      const uint32_t packed = pack2<T>(o[jn][2 * x] * inv[x], o[jn][2 * x + 1] * inv[x]);
-      *reinterpret_cast<uint32_t*>(oh + rows[x] * kD + 8 * jn + 2 * t) = packed;
+    for (int jn = 0; jn < kMmaN8; ++jn) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t i = rows[e / 2], j = j0 + 8 * jn + 2 * t + e % 2;
+        float ds = 0.f;
+        if (i < a.tq && j < kern::attention_key_end(a, i)) {
+          const float p = exp2f(s[jn][e] * scale2 - row_lse2[e / 2]);
+          const float keep = kern::attention_keep(a, h, i, j) ? keep_scale : 0.f;
+          ds = p * (keep * dp[jn][e] - row_dot[e / 2]);
+        }
+        s[jn][e] = ds;
+      }
     }
+    uint32_t pa[kMmaRows / 16][4];
+    pack_weights<T>(pa, s);
+    mma_weights_tile<kD>(acc, pa, ks, lane);
+  }
+  const float scale[2] = {static_cast<float>(a.scale), static_cast<float>(a.scale)};
+  store_acc_rows<kD>(dq + off_q, acc, rows, scale, a.tq, lane);
+}
+
+// dk and dv by key tiles: per query tile S^T = K Q^T and dP^T = V dout^T, W^T = P^T keep,
+// dS^T = P^T (keep dP^T - D), dv += W^T dout, dk += dS^T Q.
+template <int kD, class T>
+__global__ void __launch_bounds__(kThreads)
+    attention_dkdv_mma_kernel(kern::AttentionArgs a, const T* q, const T* k, const T* v,
+                              const T* dout, const float* lse, const float* dots, T* dk, T* dv) {
+  using M = MmaTile<kD>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* ks = reinterpret_cast<T*>(smem);
+  T* vs = ks + M::kElems;
+  T* qs = ks + 2 * M::kElems;
+  T* gs = ks + 3 * M::kElems;
+  float* lse2_s = reinterpret_cast<float*>(ks + 4 * M::kElems);  // (64)
+  float* dot_s = lse2_s + kMmaRows;                              // (64)
+  const auto [tile, h] = tile_of(ceil_div(a.tk, kMmaRows), false);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const int64_t k0 = tile * kMmaRows;
+  const int64_t off_q = h * a.tq * kD, off_k = h * a.tk * kD;
+  copy_tile_async<kD>(ks, k + off_k, k0, a.tk);
+  copy_tile_async<kD>(vs, v + off_k, k0, a.tk);
+  mma::cp_async_commit();
+
+  const float scale2 = static_cast<float>(a.scale) * kLog2e;
+  const float keep_scale = static_cast<float>(a.keep_scale);
+  const int64_t keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+  float gk[kD / 8][4] = {}, gv[kD / 8][4] = {};
+  // Causal: queries before k0 see none of the tile's keys.
+  for (int64_t i0 = a.causal ? k0 : 0; i0 < a.tq; i0 += kMmaRows) {
+    __syncthreads();  // the previous query tiles are read
+    copy_tile_async<kD>(qs, q + off_q, i0, a.tq);
+    copy_tile_async<kD>(gs, dout + off_q, i0, a.tq);
+    mma::cp_async_commit();
+    if (threadIdx.x < kMmaRows) {
+      const int64_t i = i0 + threadIdx.x;
+      lse2_s[threadIdx.x] = i < a.tq ? lse[h * a.tq + i] * kLog2e : 0.f;
+      dot_s[threadIdx.x] = i < a.tq ? dots[h * a.tq + i] : 0.f;
+    }
+    mma::cp_async_wait<0>();
+    __syncthreads();
+    float st[kMmaN8][4], dpt[kMmaN8][4];
+    backward_products<kD>(st, dpt, ks, qs, vs, gs, warp, lane);
+#pragma unroll
+    for (int jn = 0; jn < kMmaN8; ++jn) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = 8 * jn + 2 * t + e % 2;
+        const int64_t i = i0 + col, j = keys[e / 2];
+        float w = 0.f, ds = 0.f;
+        if (i < a.tq && j < kern::attention_key_end(a, i)) {
+          const float p = exp2f(st[jn][e] * scale2 - lse2_s[col]);
+          const float keep = kern::attention_keep(a, h, i, j) ? keep_scale : 0.f;
+          w = p * keep;
+          ds = p * (keep * dpt[jn][e] - dot_s[col]);
+        }
+        st[jn][e] = w;
+        dpt[jn][e] = ds;
+      }
+    }
+    uint32_t pa[kMmaRows / 16][4];
+    pack_weights<T>(pa, st);
+    mma_weights_tile<kD>(gv, pa, gs, lane);
+    pack_weights<T>(pa, dpt);
+    mma_weights_tile<kD>(gk, pa, qs, lane);
+  }
+  mma::cp_async_wait<0>();  // no query tile ran (causal, k0 >= tq): the K and V copies are done
+  const float one[2] = {1.f, 1.f};
+  const float scale[2] = {static_cast<float>(a.scale), static_cast<float>(a.scale)};
+  store_acc_rows<kD>(dk + off_k, gk, keys, scale, a.tk, lane);
+  store_acc_rows<kD>(dv + off_k, gv, keys, one, a.tk, lane);
+}
+
+// Calls f(std::integral_constant<int, D>) when the tensor-core kernels take the call: bf16 or f16
+// on sm_80+, D = 32, 64 or 128, and the 16-byte rows cp.async needs. False when they do not.
+template <class F>
+bool visit_mma_head(const kern::Ctx& ctx, const kern::AttentionArgs& a,
+                    std::initializer_list<const void*> operands, F&& f) {
+  if (device_compute_capability(ctx.device) < 80) return false;
+  for (const void* p : operands) {
+    if (!aligned16(p)) return false;
+  }
+  switch (a.d) {
+    case 32:
+      f(std::integral_constant<int, 32>{});
+      return true;
+    case 64:
+      f(std::integral_constant<int, 64>{});
+      return true;
+    case 128:
+      f(std::integral_constant<int, 128>{});
+      return true;
+    default:
+      return false;
   }
 }
 
 template <class T>
 bool mma_forward(const kern::Ctx& ctx, const kern::AttentionArgs& a, const T* q, const T* k,
                  const T* v, T* out, float* lse) {
-  if (device_compute_capability(ctx.device) < 80) return false;
-  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned_to(out, 4)) return false;
-  const auto launch = [&](auto kernel_d) {
-    constexpr int kD = decltype(kernel_d)::value;
-    const int64_t blocks = ceil_div(a.tq, kMmaRows) * a.bh;
-    launch_general<attention_forward_mma_kernel<kD, T>>(ctx, blocks, MmaShape<kD>::kSmemBytes,
-                                                        "attention_forward_mma_kernel", a, q, k, v,
-                                                        out, lse);
-  };
-  switch (a.d) {
-    case 32:
-      launch(std::integral_constant<int, 32>{});
-      return true;
-    case 64:
-      launch(std::integral_constant<int, 64>{});
-      return true;
-    case 128:
-      launch(std::integral_constant<int, 128>{});
-      return true;
-    default:
-      return false;
-  }
+  return visit_mma_head(ctx, a, {q, k, v, out}, [&](auto head) {
+    constexpr int kD = decltype(head)::value;
+    launch_general<attention_forward_mma_kernel<kD, T>>(
+        ctx, ceil_div(a.tq, kMmaRows) * a.bh, 5 * MmaTile<kD>::kBytes,
+        "attention_forward_mma_kernel", a, q, k, v, out, lse);
+  });
+}
+
+template <class T>
+bool mma_backward(const kern::Ctx& ctx, const kern::AttentionArgs& a, const T* q, const T* k,
+                  const T* v, const T* dout, const float* lse, const float* dots, T* dq, T* dk,
+                  T* dv) {
+  return visit_mma_head(ctx, a, {q, k, v, dout, dq, dk, dv}, [&](auto head) {
+    constexpr int kD = decltype(head)::value;
+    const int bytes = 4 * MmaTile<kD>::kBytes;
+    launch_general<attention_dq_mma_kernel<kD, T>>(ctx, ceil_div(a.tq, kMmaRows) * a.bh, bytes,
+                                                   "attention_dq_mma_kernel", a, q, k, v, dout, lse,
+                                                   dots, dq);
+    launch_general<attention_dkdv_mma_kernel<kD, T>>(
+        ctx, ceil_div(a.tk, kMmaRows) * a.bh, bytes + 2 * kMmaRows * sizeof(float),
+        "attention_dkdv_mma_kernel", a, q, k, v, dout, lse, dots, dk, dv);
+  });
 }
 
 // The op sends heads up to kMaxHead, and at least one query and one key (fused_refusal).
@@ -625,11 +868,22 @@ void attention_backward(const Ctx& ctx, const AttentionArgs& a, const void* q, c
   DeviceGuard guard(ctx.device);
   visit_floating(a.dtype, "attention_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    const T* qt = static_cast<const T*>(q);
+    const T* kt = static_cast<const T*>(k);
+    const T* vt = static_cast<const T*>(v);
+    const T* gt = static_cast<const T*>(dout);
+    const auto* lt = static_cast<const Acc<T>*>(lse);
+    T* dqt = static_cast<T*>(dq);
+    T* dkt = static_cast<T*>(dk);
+    T* dvt = static_cast<T*>(dv);
+    Scratch<Acc<T>> dots(ctx, a.bh * a.tq);
+    row_dots(ctx, a, gt, static_cast<const T*>(out), dots.get());
+    if constexpr (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>) {
+      if (mma_backward(ctx, a, qt, kt, vt, gt, lt, dots.get(), dqt, dkt, dvt)) return;
+    }
     visit_chunks(a.d, [&](auto chunks) {
-      general_backward<T, decltype(chunks)::value>(
-          ctx, a, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-          static_cast<const T*>(out), static_cast<const T*>(dout), static_cast<const Acc<T>*>(lse),
-          static_cast<T*>(dq), static_cast<T*>(dk), static_cast<T*>(dv));
+      general_backward<T, decltype(chunks)::value>(ctx, a, qt, kt, vt, gt, lt, dots.get(), dqt, dkt,
+                                                   dvt);
     });
   });
 }

@@ -391,6 +391,30 @@ TEST(AttentionFused, CudaKernelsMatchTheComposedFormAcrossTiles) {
     expect_cuda_fused_is_reference({2, 2, 150, 64}, {2, 2, 150, 64}, drop, DType::bf16, 3e-2);
     expect_cuda_fused_is_reference({1, 2, 90, 128}, {1, 2, 90, 128}, drop, DType::f16, 1e-2);
   }
+  // A long causal sequence: many tiles of both sides, the diagonal tile mid-way.
+  expect_cuda_fused_is_reference({1, 2, 1000, 64}, {1, 2, 1000, 64}, {.causal = true},
+                                 DType::bf16, 3e-2);
+}
+
+// Contiguous operands that start off a 16-byte boundary take the general kernels (the tensor-core
+// ones copy 16-byte rows): the same result.
+TEST(AttentionFused, CudaOperandsOffSixteenBytesTakeTheGeneralKernels) {
+  SINTER_REQUIRE_CUDA();
+  const TensorOptions opts{.dtype = DType::bf16, .device = Device::cuda()};
+  auto offset_by_one = [&](const Tensor& t) {
+    Tensor flat = zeros({t.numel() + 1}, opts);
+    flat.narrow(0, 1, t.numel()).copy_(t.reshape({t.numel()}));
+    return flat.narrow(0, 1, t.numel()).reshape(t.shape());
+  };
+  const Tensor q = randn({1, 2, 70, 64}, opts), k = randn({1, 2, 70, 64}, opts),
+               v = randn({1, 2, 70, 64}, opts);
+  const AttentionOptions o{.causal = true, .kernel = AttentionKernel::Fused};
+  const Tensor aligned = scaled_dot_product_attention(q, k, v, o);
+  const Tensor shifted =
+      scaled_dot_product_attention(offset_by_one(q), offset_by_one(k), offset_by_one(v), o);
+  EXPECT_TRUE(all_close(shifted.cpu(), aligned.cpu(), 2e-2, 2e-2));
+  EXPECT_TRUE(all_close(aligned.cpu(), scaled_dot_product_attention(q.cpu(), k.cpu(), v.cpu(), o),
+                        3e-2, 3e-2));
 }
 
 }  // namespace
