@@ -1,5 +1,7 @@
 // Every public op: free functions in namespace sinter, differentiable unless noted.
-// Binary ops broadcast with NumPy rules; tensor operands must share a dtype and a device.
+// Binary ops broadcast with NumPy rules; tensor operands must share a device. The elementwise
+// binary and ternary ops (arithmetic, pow, maximum/minimum, comparisons, where) promote their
+// operands' dtypes by result_type; the others (matmul, conv2d, ...) need one dtype.
 #pragma once
 
 #include <optional>
@@ -11,6 +13,17 @@
 #include "sinter/tensor.h"
 
 namespace sinter {
+
+// --- dtype promotion ---
+// The dtype a binary elementwise op computes in, by PyTorch's rules: promote_types of the two
+// (sinter/core/dtype.h), except that a zero-dim tensor beside one with dims counts only when its
+// category is higher (a 0-d f64 with an f32 tensor gives f32; a 0-d f32 with an i64 tensor, f32).
+// The operands are cast to it before the op (each gradient comes back in its input's dtype).
+DType result_type(const Tensor& a, const Tensor& b);
+// With a scalar operand: the tensor's dtype, except that a scalar with a fraction (or inf, NaN)
+// beside an integer or bool tensor gives f32, and an integral scalar beside a bool tensor i64.
+// Comparisons with a scalar compare in that dtype. Integer division truncates.
+DType result_type(const Tensor& a, double scalar);
 
 // --- elementwise arithmetic ---
 Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a + alpha * b

@@ -27,6 +27,38 @@ const char* dtype_name(DType t) { return in_range(t) ? kNames[static_cast<int>(t
 
 std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 
+namespace {
+
+// The rank of t within its category (bool, integers, floating) for promote_types.
+int width_rank(DType t) {
+  switch (t) {
+    case DType::b8:
+      return 0;
+    case DType::u8:
+    case DType::f16:
+    case DType::bf16:
+      return 1;
+    case DType::i32:
+    case DType::f32:
+      return 2;
+    case DType::i64:
+    case DType::f64:
+      return 3;
+  }
+  return 0;
+}
+
+int category(DType t) { return t == DType::b8 ? 0 : is_floating(t) ? 2 : 1; }
+
+}  // namespace
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  if (category(a) != category(b)) return category(a) > category(b) ? a : b;
+  if (width_rank(a) == width_rank(b)) return DType::f32;  // f16 and bf16
+  return width_rank(a) > width_rank(b) ? a : b;
+}
+
 Half::Half(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);

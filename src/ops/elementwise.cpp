@@ -30,6 +30,26 @@ void check_pair(const char* op, const Tensor& a, const Tensor& b) {
                "; convert one with .to(dtype)");
 }
 
+// The operands of a binary op in their result_type (unchanged when they share a dtype).
+struct Promoted {
+  Tensor a, b;
+};
+Promoted promoted(const char* op, const Tensor& a, const Tensor& b) {
+  check_defined(op, a);
+  check_defined(op, b);
+  if (a.dtype() == b.dtype()) return {a, b};
+  SINTER_CHECK(a.device() == b.device(), op, ": tensors on different devices: ", a.device(),
+               " and ", b.device());
+  const DType t = result_type(a, b);
+  return {a.to(t), b.to(t)};
+}
+
+// A tensor operand beside a scalar, in their result_type.
+Tensor promoted(const char* op, const Tensor& a, double scalar) {
+  check_defined(op, a);
+  return a.to(result_type(a, scalar));
+}
+
 void check_scalar_fits(const char* op, const Tensor& a, double s) {
   SINTER_CHECK(is_floating(a.dtype()) || std::nearbyint(s) == s, op, ": scalar ", s,
                " is not an integer, but the tensor has dtype ", a.dtype());
@@ -72,6 +92,22 @@ Tensor unary_raw(const char* name, const Tensor& a, UnaryOp op, double p0 = 0, d
 
 Tensor binary_kernel(const char* name, const Tensor& a, const Tensor& b, BinaryOp op, double p0) {
   return binary_raw(name, a, b, op, p0);
+}
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  SINTER_CHECK(a.defined() && b.defined(), "result_type: undefined tensor argument");
+  auto category = [](DType t) { return t == DType::b8 ? 0 : is_floating(t) ? 2 : 1; };
+  const bool za = a.dim() == 0, zb = b.dim() == 0;
+  if (za == zb) return promote_types(a.dtype(), b.dtype());
+  const DType dims = za ? b.dtype() : a.dtype(), zero = za ? a.dtype() : b.dtype();
+  return category(zero) > category(dims) ? promote_types(dims, zero) : dims;
+}
+
+DType result_type(const Tensor& a, double scalar) {
+  SINTER_CHECK(a.defined(), "result_type: undefined tensor argument");
+  if (is_floating(a.dtype())) return a.dtype();
+  if (!std::isfinite(scalar) || std::nearbyint(scalar) != scalar) return DType::f32;
+  return a.dtype() == DType::b8 ? DType::i64 : a.dtype();
 }
 
 namespace {
@@ -151,26 +187,31 @@ Tensor sum_to(const Tensor& a, const Shape& shape) {
 // --- arithmetic ---
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
-  return add_or_sub("add", a, b, alpha, BinaryOp::Add);
+  const auto [pa, pb] = promoted("add", a, b);
+  return add_or_sub("add", pa, pb, alpha, BinaryOp::Add);
 }
 
-Tensor add(const Tensor& a, double b) {
+Tensor add(const Tensor& a0, double b) {
+  const Tensor a = promoted("add", a0, b);
   return with_grad("add", binary_raw("add", a, b, BinaryOp::Add), a,
                    [](const Tensor& g) { return g; });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
-  return add_or_sub("sub", a, b, alpha, BinaryOp::Sub);
+  const auto [pa, pb] = promoted("sub", a, b);
+  return add_or_sub("sub", pa, pb, alpha, BinaryOp::Sub);
 }
 
 Tensor sub(const Tensor& a, double b) { return add(a, -b); }
 
-Tensor sub(double a, const Tensor& b) {
+Tensor sub(double a, const Tensor& b0) {
+  const Tensor b = promoted("sub", b0, a);
   return with_grad("rsub", binary_raw("sub", a, b, BinaryOp::Sub), b,
                    [](const Tensor& g) { return neg(g); });
 }
 
-Tensor mul(const Tensor& a, const Tensor& b) {
+Tensor mul(const Tensor& a0, const Tensor& b0) {
+  const auto [a, b] = promoted("mul", a0, b0);
   Tensor out = binary_raw("mul", a, b, BinaryOp::Mul);
   if (needs_grad({&a, &b})) {
     SavedTensor sa_t(b.requires_grad() ? a : Tensor(), "mul");
@@ -185,12 +226,14 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor mul(const Tensor& a, double b) {
+Tensor mul(const Tensor& a0, double b) {
+  const Tensor a = promoted("mul", a0, b);
   return with_grad("mul", binary_raw("mul", a, b, BinaryOp::Mul), a,
                    [b](const Tensor& g) { return mul(g, b); });
 }
 
-Tensor div(const Tensor& a, const Tensor& b) {
+Tensor div(const Tensor& a0, const Tensor& b0) {
+  const auto [a, b] = promoted("div", a0, b0);
   Tensor out = binary_raw("div", a, b, BinaryOp::Div);
   if (needs_grad({&a, &b})) {
     SavedTensor sb_t(b, "div");
@@ -206,12 +249,14 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor div(const Tensor& a, double b) {
+Tensor div(const Tensor& a0, double b) {
+  const Tensor a = promoted("div", a0, b);
   return with_grad("div", binary_raw("div", a, b, BinaryOp::Div), a,
                    [b](const Tensor& g) { return div(g, b); });
 }
 
-Tensor div(double a, const Tensor& b) {
+Tensor div(double a, const Tensor& b0) {
+  const Tensor b = promoted("div", b0, a);
   Tensor out = binary_raw("div", a, b, BinaryOp::Div);
   if (needs_grad({&b})) {
     SavedTensor sb_t(b, "div"), so_t(out, "div");
@@ -227,7 +272,8 @@ Tensor neg(const Tensor& a) {
                    [](const Tensor& g) { return neg(g); });
 }
 
-Tensor pow(const Tensor& a, const Tensor& b) {
+Tensor pow(const Tensor& a0, const Tensor& b0) {
+  const auto [a, b] = promoted("pow", a0, b0);
   Tensor out = binary_raw("pow", a, b, BinaryOp::Pow);
   if (needs_grad({&a, &b})) {
     SavedTensor sa_t(a, "pow"), sb_t(b, "pow"), so_t(out, "pow");
@@ -248,7 +294,8 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor pow(const Tensor& a, double exponent) {
+Tensor pow(const Tensor& a0, double exponent) {
+  const Tensor a = promoted("pow", a0, exponent);
   Tensor out = binary_raw("pow", a, exponent, BinaryOp::Pow);
   if (needs_grad({&a})) {
     SavedTensor sa_t(a, "pow");
@@ -260,7 +307,8 @@ Tensor pow(const Tensor& a, double exponent) {
   return out;
 }
 
-Tensor pow(double base, const Tensor& exponent) {
+Tensor pow(double base, const Tensor& exponent0) {
+  const Tensor exponent = promoted("pow", exponent0, base);
   Tensor out = binary_raw("pow", base, exponent, BinaryOp::Pow);
   if (needs_grad({&exponent})) {
     SavedTensor so_t(out, "pow");
@@ -273,7 +321,8 @@ Tensor pow(double base, const Tensor& exponent) {
 
 namespace {
 // maximum/minimum backward: the gradient goes to the chosen operand, split evenly on ties.
-Tensor max_min(const char* name, const Tensor& a, const Tensor& b, BinaryOp op) {
+Tensor max_min(const char* name, const Tensor& a0, const Tensor& b0, BinaryOp op) {
+  const auto [a, b] = promoted(name, a0, b0);
   Tensor out = binary_raw(name, a, b, op);
   if (needs_grad({&a, &b})) {
     SavedTensor sa_t(a, name), sb_t(b, name);
@@ -320,8 +369,9 @@ Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi
   return out;
 }
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
   check_defined("where", cond);
+  const auto [a, b] = promoted("where", a0, b0);
   check_pair("where", a, b);
   SINTER_CHECK(cond.dtype() == DType::b8, "where: condition must be bool, got dtype ",
                cond.dtype());
@@ -346,9 +396,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor where(const Tensor& cond, const Tensor& a, double b) {
-  check_defined("where", a);
-  check_scalar_fits("where", a, b);
+Tensor where(const Tensor& cond, const Tensor& a0, double b) {
+  const Tensor a = promoted("where", a0, b);
   return where(cond, a, full({}, b, {.dtype = a.dtype(), .device = a.device()}));
 }
 
@@ -386,7 +435,9 @@ Tensor triangle(const char* op, const Tensor& a, int64_t diagonal, bool upper) {
   const Tensor j_minus_i = sub(arange(static_cast<double>(cols), i64).view({1, cols}),
                                arange(static_cast<double>(rows), i64).view({rows, 1}));
   const auto d = static_cast<double>(diagonal);
-  return where(upper ? ge(j_minus_i, d) : le(j_minus_i, d), a, 0.0);
+  // A zero of a's dtype: a bool triangle stays bool (a scalar 0 would promote it to i64).
+  return where(upper ? ge(j_minus_i, d) : le(j_minus_i, d), a,
+               zeros({}, {.dtype = a.dtype(), .device = a.device()}));
 }
 
 }  // namespace
@@ -396,9 +447,14 @@ Tensor triu(const Tensor& a, int64_t diagonal) { return triangle("triu", a, diag
 
 // --- comparisons ---
 
-#define SINTER_COMPARISON(name, OP)                                                               \
-  Tensor name(const Tensor& a, const Tensor& b) { return binary_raw(#name, a, b, BinaryOp::OP); } \
-  Tensor name(const Tensor& a, double b) { return binary_raw(#name, a, b, BinaryOp::OP); }
+#define SINTER_COMPARISON(name, OP)                                   \
+  Tensor name(const Tensor& a, const Tensor& b) {                     \
+    const auto [pa, pb] = promoted(#name, a, b);                      \
+    return binary_raw(#name, pa, pb, BinaryOp::OP);                   \
+  }                                                                   \
+  Tensor name(const Tensor& a, double b) {                            \
+    return binary_raw(#name, promoted(#name, a, b), b, BinaryOp::OP); \
+  }
 SINTER_COMPARISON(eq, Eq)
 SINTER_COMPARISON(ne, Ne)
 SINTER_COMPARISON(lt, Lt)

@@ -34,6 +34,11 @@ inline bool is_floating(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::bf16 || t == DType::f16;
 }
 inline bool is_integral(DType t) { return !is_floating(t); }
+
+// The dtype two operands of a binary op compute and return in, by PyTorch's rules: the categories
+// rank bool < integers < floating, and the higher category wins; within one, the wider type (u8 <
+// i32 < i64; f16, bf16 < f32 < f64), with f16 and bf16 together giving f32.
+DType promote_types(DType a, DType b);
 std::ostream& operator<<(std::ostream& os, DType t);
 
 // IEEE binary16. Conversions round to nearest even.
