@@ -136,6 +136,28 @@ struct AdamOp {
   }
 };
 
+template <class T>
+struct UnscaleOp {
+  using C = Acc<T>;
+  UnscaleScalars<C> s;
+  UnscaleTensor t;
+
+  template <int N>
+  __device__ __forceinline__ void apply(int64_t i) const {
+    const C inv = static_cast<C>(*s.inv_scale);
+    Vec<T, N> g = load<T, N>(t.grad, i);
+    bool finite = true;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      C gc = to_acc(g.v[j]);
+      finite &= unscale_element(gc, inv);
+      g.v[j] = from_acc<T>(gc);
+    }
+    store<T, N>(t.grad, i, g);
+    if (!finite) *s.found_inf = 1.0f;  // every writer writes the same value
+  }
+};
+
 // __grid_constant__: the tensor list is read in place from the parameter space, never copied to
 // local memory, although blocks index it at run time.
 template <class T>
@@ -153,6 +175,17 @@ __global__ void __launch_bounds__(kThreads)
   const int k = find_tensor(l, begin, end);
   for_range<kVecWidth<T>>(l.aligned[k], begin, end, AdamOp<T>{s, l.tensors[k]});
 }
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    unscale_kernel(const __grid_constant__ Launch<UnscaleTensor> l,
+                   const UnscaleScalars<Acc<T>> s) {
+  int64_t begin = 0, end = 0;
+  const int k = find_tensor(l, begin, end);
+  for_range<kVecWidth<T>>(l.aligned[k], begin, end, UnscaleOp<T>{s, l.tensors[k]});
+}
+
+bool all_aligned(const UnscaleTensor& t) { return aligned16(t.grad); }
 
 bool all_aligned(const SgdTensor& t) {
   return aligned16(t.param) && aligned16(t.grad) &&
@@ -230,6 +263,15 @@ void adam_step(const Ctx& ctx, DType dtype, const AdamTensor* tensors, int64_t c
       "adam_step", ctx, dtype, tensors, count, h,
       [](auto tag, const auto& l, const auto& s, unsigned blocks, cudaStream_t stream) {
         adam_kernel<typename decltype(tag)::type><<<blocks, kThreads, 0, stream>>>(l, s);
+      });
+}
+
+void unscale_grads(const Ctx& ctx, DType dtype, const UnscaleTensor* tensors, int64_t count,
+                   const UnscaleHyper& h) {
+  step<UnscaleTensor, UnscaleHyper, UnscaleScalars>(
+      "unscale_grads", ctx, dtype, tensors, count, h,
+      [](auto tag, const auto& l, const auto& s, unsigned blocks, cudaStream_t stream) {
+        unscale_kernel<typename decltype(tag)::type><<<blocks, kThreads, 0, stream>>>(l, s);
       });
 }
 

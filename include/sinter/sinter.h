@@ -1,6 +1,7 @@
 // The umbrella header: everything a user of Sinter needs.
 #pragma once
 
+#include "sinter/autocast.h"
 #include "sinter/autograd.h"
 #include "sinter/core/device.h"
 #include "sinter/core/dtype.h"

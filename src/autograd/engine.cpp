@@ -4,6 +4,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/tensor_impl.h"
 #include "sinter/ops.h"
@@ -160,6 +161,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   SINTER_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ",
                grads.size(), " gradients");
   NoGradGuard no_grad;
+  // The backward ops take the dtypes the forward chose (autocast::Guard's documentation).
+  const autocast::detail::Suspend no_autocast;
 
   std::unordered_map<Node*, std::vector<Tensor>> buffers;
   std::unordered_map<Node*, int> deps;

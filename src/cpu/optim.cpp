@@ -69,4 +69,16 @@ void adam_step(const Ctx&, DType dtype, const AdamTensor* tensors, int64_t count
   for_each_element<AdamScalars>(dtype, "adam_step", tensors, count, h, update);
 }
 
+void unscale_grads(const Ctx&, DType dtype, const UnscaleTensor* tensors, int64_t count,
+                   const UnscaleHyper& h) {
+  const auto update = [](auto tag, const auto& s, const UnscaleTensor& t, int64_t i) {
+    using T = typename decltype(tag)::type;
+    using C = Acc<T>;
+    C g = load<T>(t.grad, i);
+    if (!unscale_element(g, static_cast<C>(*s.inv_scale))) *s.found_inf = 1.0f;
+    store<T>(t.grad, i, g);
+  };
+  for_each_element<UnscaleScalars>(dtype, "unscale_grads", tensors, count, h, update);
+}
+
 }  // namespace sinter::cpu

@@ -153,6 +153,34 @@ SINTER_HD inline void adam_element(const AdamScalars<C>& s, C neg_step_size, C b
   p = add_rn(p, mul_rn(m / denom, neg_step_size));
 }
 
+// Note [gradient unscale]
+// GradScaler's unscale of one dtype's gradients in one pass: every element g becomes g * inv_scale
+// (rounded once to the gradient's dtype), and *found_inf becomes 1 when any element was inf or NaN
+// before the multiply (it is left alone otherwise, so one flag gathers several calls). inv_scale
+// and found_inf are f32 scalars on the call's device: the host reads neither.
+struct UnscaleTensor {
+  void* grad = nullptr;
+  int64_t numel = 0;
+};
+struct UnscaleHyper {
+  const float* inv_scale = nullptr;
+  float* found_inf = nullptr;
+};
+template <class C>
+struct UnscaleScalars {
+  const float* inv_scale;
+  float* found_inf;
+  explicit UnscaleScalars(const UnscaleHyper& h) : inv_scale(h.inv_scale), found_inf(h.found_inf) {}
+};
+
+// One element of the unscale: g times inv; false when g was inf or NaN (g - g is then NaN).
+template <class C>
+SINTER_HD inline bool unscale_element(C& g, C inv) {
+  const bool finite = g - g == C(0);
+  g = mul_rn(g, inv);
+  return finite;
+}
+
 }  // namespace sinter::kern
 
 // The functions of the family, declared once (Note [kernel interfaces]).

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/iter.h"
@@ -130,6 +131,7 @@ Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, dou
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& o) {
+  SINTER_AUTOCAST(kOp, q, scaled_dot_product_attention(cast(q), cast(k), cast(v), o));
   check_operands(q, k, v);
   SINTER_CHECK(o.dropout_p >= 0.0 && o.dropout_p < 1.0, kOp, ": dropout_p must be in [0, 1), got ",
                o.dropout_p);

@@ -2,6 +2,7 @@
 // (input gradient and weight gradient kernels, bias gradient as a sum).
 #include <string>
 
+#include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/kernels_conv.h"
@@ -10,7 +11,6 @@
 namespace sinter {
 
 namespace {
-
 
 // Checks the arguments and works out the geometry; x and weight are 4-D when it returns.
 kern::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -79,6 +79,7 @@ kern::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tensor& 
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv2dOptions& opts) {
+  SINTER_AUTOCAST("conv2d", x, conv2d(cast(x), cast(weight), cast(bias), opts));
   const kern::Conv2dGeom g = conv_geom(x, weight, bias, opts);
   Tensor out = empty({g.n, g.c_out, g.h_out, g.w_out}, {.dtype = x.dtype(), .device = x.device()});
   if (out.numel() > 0) {

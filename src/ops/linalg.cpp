@@ -2,6 +2,7 @@
 // Transposed views are passed to the kernel as transposed operands instead of being copied.
 #include <atomic>
 
+#include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/iter.h"
@@ -137,6 +138,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   SINTER_CHECK(a.defined() && b.defined(), "matmul: undefined tensor argument");
+  SINTER_AUTOCAST("matmul", a, matmul(cast(a), cast(b)));
   SINTER_CHECK(a.device() == b.device(), "matmul: tensors on different devices: ", a.device(),
                " and ", b.device());
   SINTER_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: ", a.dtype(), " and ", b.dtype());
@@ -157,6 +159,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
   SINTER_CHECK(x.defined() && weight.defined(), "linear: undefined input or weight");
+  SINTER_AUTOCAST("linear", x, linear(cast(x), cast(weight), cast(bias), act));
   SINTER_CHECK(weight.dim() == 2, "linear: weight must be (out, in), got shape ",
                shape_str(weight.shape()));
   const int64_t in = weight.size(1), out_features = weight.size(0);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/kernels_softmax.h"
@@ -122,9 +123,13 @@ void check_same_kind(const char* op, const char* what, const Tensor& ref, const 
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl("softmax", x, dim, false); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  SINTER_AUTOCAST("softmax", x, softmax(cast(x), dim));
+  return softmax_impl("softmax", x, dim, false);
+}
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  SINTER_AUTOCAST("log_softmax", x, log_softmax(cast(x), dim));
   return softmax_impl("log_softmax", x, dim, true);
 }
 
@@ -133,6 +138,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 // upstream value), so one such batch does not poison the weights.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& opts) {
   const char* op = "cross_entropy";
+  SINTER_AUTOCAST(op, logits, cross_entropy(cast(logits), cast(target), opts));
   check_class_args(op, logits, target);
   check_reduction(op, opts.reduction);
   SINTER_CHECK(opts.label_smoothing >= 0.0 && opts.label_smoothing <= 1.0, op,
@@ -205,6 +211,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntropyOptions& opts) {
   const char* op = "nll_loss";
+  SINTER_AUTOCAST(op, log_probs, nll_loss(cast(log_probs), target, opts));
   check_class_args(op, log_probs, target);
   check_reduction(op, opts.reduction);
   const int64_t c = log_probs.size(1);
@@ -231,6 +238,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntrop
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   const char* op = "mse_loss";
   SINTER_CHECK(input.defined() && target.defined(), op, ": undefined tensor argument");
+  SINTER_AUTOCAST(op, input, mse_loss(cast(input), cast(target), reduction));
   SINTER_CHECK(is_floating(input.dtype()), op, ": expected a floating input, got dtype ",
                input.dtype());
   check_same_kind(op, "target", input, target);
@@ -253,6 +261,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
                                         Reduction reduction, const Tensor& pos_weight) {
   const char* op = "binary_cross_entropy_with_logits";
   SINTER_CHECK(logits.defined() && target.defined(), op, ": undefined tensor argument");
+  SINTER_AUTOCAST(
+      op, logits,
+      binary_cross_entropy_with_logits(cast(logits), cast(target), reduction, cast(pos_weight)));
   SINTER_CHECK(is_floating(logits.dtype()), op, ": expected floating logits, got dtype ",
                logits.dtype());
   check_same_kind(op, "target", logits, target);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/kernels_norm.h"
@@ -103,6 +104,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps) {
   const char* op = "batch_norm";
+  // The running statistics are updated in place: they are passed as they are.
+  SINTER_AUTOCAST(op, x,
+                  batch_norm(cast(x), running_mean, running_var, cast(weight), cast(bias), training,
+                             momentum, eps));
   check_input(op, x);
   SINTER_CHECK(x.dim() >= 2, op, ": expected an input of shape (N, C, *), got shape ",
                shape_str(x.shape()));
@@ -172,6 +177,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
   const char* op = "layer_norm";
+  SINTER_AUTOCAST(op, x, layer_norm(cast(x), normalized_shape, cast(weight), cast(bias), eps));
   check_input(op, x);
   const auto k = static_cast<int64_t>(normalized_shape.size());
   SINTER_CHECK(k >= 1, op, ": normalized_shape must name at least one dim");

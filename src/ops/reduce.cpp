@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/ops_impl.h"
@@ -147,6 +148,7 @@ std::tuple<Tensor, Tensor> extremum_dim(const char* op, const Tensor& a, int64_t
 }  // namespace
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
+  SINTER_AUTOCAST("sum", a, sum(cast(a), dims_in, keepdim));
   std::vector<int64_t> dims = norm_dims("sum", a, dims_in);
   RowsResult res = reduce_impl("sum", a, dims, kern::ReduceOp::Sum, false);
   Tensor out = finish_keepdim(res.values, a.shape(), dims, keepdim);
@@ -159,6 +161,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
 }
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
+  SINTER_AUTOCAST("mean", a, mean(cast(a), dims_in, keepdim));
   std::vector<int64_t> dims = norm_dims("mean", a, dims_in);
   SINTER_CHECK(is_floating(a.dtype()), "mean: expected a floating tensor, got dtype ", a.dtype());
   int64_t n = 1;
@@ -167,6 +170,7 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) 
 }
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims_in, int64_t correction, bool keepdim) {
+  SINTER_AUTOCAST("var", a, var(cast(a), dims_in, correction, keepdim));
   std::vector<int64_t> dims = norm_dims("var", a, dims_in);
   SINTER_CHECK(is_floating(a.dtype()), "var: expected a floating tensor, got dtype ", a.dtype());
   SINTER_CHECK(correction >= 0, "var: correction must be non-negative, got ", correction);
@@ -179,6 +183,7 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims_in, int64_t correct
 }
 
 Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
+  SINTER_AUTOCAST("logsumexp", a, logsumexp(cast(a), dims_in, keepdim));
   std::vector<int64_t> dims = norm_dims("logsumexp", a, dims_in);
   SINTER_CHECK(is_floating(a.dtype()), "logsumexp: expected a floating tensor, got dtype ",
                a.dtype());
@@ -212,6 +217,7 @@ Tensor cumsum_kernel(const Tensor& a, int64_t dim, bool reverse) {
 }  // namespace
 
 Tensor cumsum(const Tensor& a, int64_t dim) {
+  SINTER_AUTOCAST("cumsum", a, cumsum(cast(a), dim));
   const std::vector<int64_t> dims = norm_dims("cumsum", a, {dim});  // empty for a 0-dim tensor
   const int64_t d = dims.empty() ? 0 : dims[0];
   Tensor out = cumsum_kernel(a, d, false);

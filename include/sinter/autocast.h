@@ -1,0 +1,54 @@
+// Automatic mixed precision: inside an autocast::Guard, the ops of the policy table run in a chosen
+// precision without the model being cast. Matrix products (matmul, linear, conv2d, attention) run
+// in the guard's dtype, bf16 or f16, on tensor cores; the ops that need range or accumulate
+// (softmax and log-softmax, norms, losses, reductions) run in f32; every other op follows dtype
+// promotion (result_type). Parameters, their gradients and the optimizer state stay f32: each
+// parameter is cast once per outermost guard and the cast is reused, and its gradient comes back in
+// f32 through the cast. Backward passes run with autocast off (the forward's choices hold).
+//
+//   sinter::autocast::Guard amp(sinter::DType::bf16);  // CUDA ops; DeviceType::cpu for the CPU
+//   Tensor loss = cross_entropy(model.forward(x), y);  // f32 loss, bf16 matmuls
+//   // leave the scope, then loss.backward() and the optimizer step
+//
+// f16 has a narrow range: pair it with a GradScaler (sinter/optim/grad_scaler.h). The state is
+// per thread and per device type; guards nest, each restoring what it found.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sinter/core/device.h"
+#include "sinter/core/dtype.h"
+
+namespace sinter::autocast {
+
+class Guard {
+ public:
+  // Autocast to `dtype` (bf16 or f16; f16 on CUDA only) for ops whose tensors are on `device`
+  // type; enabled = false turns autocast off for the scope instead.
+  explicit Guard(DType dtype, DeviceType device = DeviceType::cuda, bool enabled = true);
+  ~Guard();
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+
+ private:
+  DeviceType device_;
+  std::optional<DType> previous_;
+};
+
+// The dtype autocast runs matrix products in for `device` in this thread, if a guard is on.
+std::optional<DType> dtype(DeviceType device);
+
+// What an op of the policy table does under autocast.
+enum class Policy {
+  LowPrecision,  // floating inputs cast to the guard's dtype
+  Float32,       // floating inputs cast to f32
+};
+
+// The policy table: every op autocast changes, by its name. Ops not in it follow promotion.
+const std::vector<std::pair<std::string_view, Policy>>& policy_table();
+std::optional<Policy> policy(std::string_view op);
+
+}  // namespace sinter::autocast

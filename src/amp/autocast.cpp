@@ -1,0 +1,98 @@
+// Autocast state (per thread, per device type), the policy table, and the cast cache.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "internal/autocast_impl.h"
+#include "sinter/core/error.h"
+
+namespace sinter::autocast {
+namespace {
+
+struct State {
+  std::array<std::optional<DType>, 2> dtype;  // by DeviceType
+  int depth = 0;                              // guards alive (the cache lives while depth > 0)
+  bool suspended = false;
+  struct Cached {
+    Tensor source;  // held, so that its TensorImpl address is not reused while cached
+    uint32_t version;
+    Tensor cast;
+  };
+  // Keyed by the parameter's TensorImpl and the target dtype.
+  std::unordered_map<const void*, std::array<std::optional<Cached>, kNumDTypes>> cache;
+};
+
+thread_local State t_state;
+
+size_t slot(DeviceType d) { return static_cast<size_t>(d); }
+
+}  // namespace
+
+Guard::Guard(DType dtype, DeviceType device, bool enabled) : device_(device) {
+  if (enabled) {
+    SINTER_CHECK(dtype == DType::bf16 || dtype == DType::f16,
+                 "autocast::Guard: the dtype must be bf16 or f16, got ", dtype);
+    SINTER_CHECK(dtype == DType::bf16 || device == DeviceType::cuda,
+                 "autocast::Guard: f16 autocast is for CUDA; use bf16 on the CPU");
+  }
+  previous_ = t_state.dtype[slot(device)];
+  t_state.dtype[slot(device)] = enabled ? std::optional<DType>(dtype) : std::nullopt;
+  ++t_state.depth;
+}
+
+Guard::~Guard() {
+  t_state.dtype[slot(device_)] = previous_;
+  if (--t_state.depth == 0) t_state.cache.clear();
+}
+
+std::optional<DType> dtype(DeviceType device) { return t_state.dtype[slot(device)]; }
+
+const std::vector<std::pair<std::string_view, Policy>>& policy_table() {
+  static const std::vector<std::pair<std::string_view, Policy>> table = {
+      {"matmul", Policy::LowPrecision},   {"linear", Policy::LowPrecision},
+      {"conv2d", Policy::LowPrecision},   {"scaled_dot_product_attention", Policy::LowPrecision},
+      {"softmax", Policy::Float32},       {"log_softmax", Policy::Float32},
+      {"layer_norm", Policy::Float32},    {"batch_norm", Policy::Float32},
+      {"cross_entropy", Policy::Float32}, {"nll_loss", Policy::Float32},
+      {"mse_loss", Policy::Float32},      {"binary_cross_entropy_with_logits", Policy::Float32},
+      {"sum", Policy::Float32},           {"mean", Policy::Float32},
+      {"var", Policy::Float32},           {"logsumexp", Policy::Float32},
+      {"cumsum", Policy::Float32},
+  };
+  return table;
+}
+
+std::optional<Policy> policy(std::string_view op) {
+  const auto& table = policy_table();
+  const auto it =
+      std::find_if(table.begin(), table.end(), [&](const auto& row) { return row.first == op; });
+  if (it == table.end()) return std::nullopt;
+  return it->second;
+}
+
+namespace detail {
+
+std::optional<DType> target(std::string_view name, const Tensor& t) {
+  if (t_state.suspended || !t.defined()) return std::nullopt;
+  const std::optional<DType> low = t_state.dtype[slot(t.device().type)];
+  if (!low) return std::nullopt;
+  const std::optional<Policy> p = policy(name);
+  SINTER_CHECK(p.has_value(), "autocast: op ", std::string(name), " is not in the policy table");
+  return *p == Policy::LowPrecision ? *low : DType::f32;
+}
+
+Tensor cast(const Tensor& t, DType to) {
+  if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == to) return t;
+  if (!(t.is_leaf() && t.requires_grad()) || t_state.depth == 0) return t.to(to);
+  auto& entry = t_state.cache[t.impl()][static_cast<size_t>(to)];
+  if (!entry || entry->version != t.version()) entry = State::Cached{t, t.version(), t.to(to)};
+  return entry->cast;
+}
+
+Suspend::Suspend() : previous_(t_state.suspended) { t_state.suspended = true; }
+Suspend::~Suspend() { t_state.suspended = previous_; }
+
+}  // namespace detail
+}  // namespace sinter::autocast

@@ -1,0 +1,236 @@
+// Autocast: the policy table op by op (every row run under a guard: low precision or f32 out), the
+// ops outside it following promotion, the cast cache for parameters, gradients reaching f32
+// parameters in f32, guard nesting, and the errors.
+#include <functional>
+#include <map>
+#include <string>
+
+#include "internal/autocast_impl.h"
+#include "test_util.h"
+
+namespace sinter {
+namespace {
+
+using autocast::Policy;
+using testing::expect_error;
+
+// Each row of the policy table as a call on inputs of dtype `in`; the result's dtype is checked.
+std::map<std::string, std::function<Tensor(DType)>> table_calls() {
+  auto t = [](Shape s, DType d) { return randn(s).to(d); };
+  auto target = [] { return from_vector<double>({1, 0, 2}, {3}).to(DType::i64); };
+  return {
+      {"matmul",
+       [=](DType d) {
+         return matmul(t({3, 4}, d), t({4, 2}, d));
+       }},
+      {"linear",
+       [=](DType d) {
+         return linear(t({3, 4}, d), t({2, 4}, d), t({2}, d));
+       }},
+      {"conv2d",
+       [=](DType d) {
+         return conv2d(t({1, 2, 5, 5}, d), t({3, 2, 3, 3}, d));
+       }},
+      {"scaled_dot_product_attention",
+       [=](DType d) {
+         return scaled_dot_product_attention(t({1, 2, 3, 4}, d), t({1, 2, 3, 4}, d),
+                                             t({1, 2, 3, 4}, d), {.causal = true});
+       }},
+      {"softmax",
+       [=](DType d) {
+         return softmax(t({3, 4}, d), 1);
+       }},
+      {"log_softmax",
+       [=](DType d) {
+         return log_softmax(t({3, 4}, d), 1);
+       }},
+      {"layer_norm",
+       [=](DType d) {
+         return layer_norm(t({3, 4}, d), {4}, t({4}, d), t({4}, d));
+       }},
+      {"batch_norm",
+       [=](DType d) {
+         return batch_norm(t({3, 4}, d), zeros({4}), ones({4}), t({4}, d), t({4}, d), true);
+       }},
+      {"cross_entropy",
+       [=](DType d) {
+         return cross_entropy(t({3, 4}, d), target());
+       }},
+      {"nll_loss",
+       [=](DType d) {
+         return nll_loss(t({3, 4}, d), target());
+       }},
+      {"mse_loss",
+       [=](DType d) {
+         return mse_loss(t({3, 4}, d), t({3, 4}, d));
+       }},
+      {"binary_cross_entropy_with_logits",
+       [=](DType d) {
+         return binary_cross_entropy_with_logits(t({3, 4}, d), t({3, 4}, d));
+       }},
+      {"sum",
+       [=](DType d) {
+         return sum(t({3, 4}, d), {1});
+       }},
+      {"mean",
+       [=](DType d) {
+         return mean(t({3, 4}, d), {0});
+       }},
+      {"var",
+       [=](DType d) {
+         return var(t({3, 4}, d), {1});
+       }},
+      {"logsumexp",
+       [=](DType d) {
+         return logsumexp(t({3, 4}, d), {1});
+       }},
+      {"cumsum",
+       [=](DType d) {
+         return cumsum(t({3, 4}, d), 1);
+       }},
+  };
+}
+
+TEST(Autocast, EveryRowOfThePolicyTableOnTheCpu) {
+  const auto calls = table_calls();
+  for (const auto& [name, policy] : autocast::policy_table()) {
+    SCOPED_TRACE(std::string(name));
+    const auto call = calls.find(std::string(name));
+    ASSERT_NE(call, calls.end()) << "a row of the policy table without a test call";
+    // Outside a guard each op keeps its inputs' dtype.
+    EXPECT_EQ(call->second(DType::f32).dtype(), DType::f32);
+    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    if (policy == Policy::LowPrecision) {
+      EXPECT_EQ(call->second(DType::f32).dtype(), DType::bf16);
+    } else {
+      EXPECT_EQ(call->second(DType::bf16).dtype(), DType::f32);
+      EXPECT_EQ(call->second(DType::f32).dtype(), DType::f32);
+    }
+  }
+  EXPECT_EQ(calls.size(), autocast::policy_table().size());
+  EXPECT_EQ(autocast::policy("relu"), std::nullopt);
+  EXPECT_EQ(autocast::policy("matmul"), Policy::LowPrecision);
+}
+
+TEST(Autocast, OpsOutsideTheTableFollowPromotion) {
+  const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+  const Tensor x = randn({3, 4}), w = randn({4, 5}), b = randn({5});
+  const Tensor y = matmul(x, w);
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  EXPECT_EQ(relu(y).dtype(), DType::bf16);
+  EXPECT_EQ(add(y, b).dtype(), DType::f32);  // bf16 with f32 promotes
+  EXPECT_EQ(softmax(relu(y), 1).dtype(), DType::f32);
+  // Integer operands are never cast.
+  EXPECT_EQ(sum(arange(4.0).to(DType::i64)).dtype(), DType::i64);
+}
+
+TEST(Autocast, MatchesTheOpOnInputsCastByHand) {
+  const Tensor x = randn({6, 8}), w = randn({5, 8}), b = randn({5});
+  Tensor got;
+  {
+    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    got = linear(x, w, b, Activation::Relu);
+  }
+  const Tensor want =
+      linear(x.to(DType::bf16), w.to(DType::bf16), b.to(DType::bf16), Activation::Relu);
+  EXPECT_TRUE(testing::all_close(got, want, 0, 0));
+}
+
+TEST(Autocast, ParametersStayF32AndGetF32Gradients) {
+  Tensor w = randn({5, 8}).requires_grad_(true), b = randn({5}).requires_grad_(true);
+  const Tensor x = randn({6, 8});
+  Tensor loss;
+  {
+    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    loss = mse_loss(linear(x, w, b), zeros({6, 5}));
+    EXPECT_EQ(loss.dtype(), DType::f32);
+  }
+  loss.backward();
+  EXPECT_EQ(w.dtype(), DType::f32);
+  ASSERT_TRUE(w.grad().defined() && b.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), DType::f32);
+  EXPECT_EQ(b.grad().dtype(), DType::f32);
+  // The same gradient as the f32 computation, within bf16's precision.
+  Tensor w32 = w.detach().requires_grad_(true), b32 = b.detach().requires_grad_(true);
+  mse_loss(linear(x, w32, b32), zeros({6, 5})).backward();
+  EXPECT_TRUE(testing::all_close(w.grad(), w32.grad(), 5e-2, 5e-2));
+}
+
+TEST(Autocast, AParameterIsCastOncePerGuardUntilItChanges) {
+  Tensor w = randn({4, 4}).requires_grad_(true);
+  const Tensor plain = randn({4, 4});
+  {
+    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    const Tensor c1 = autocast::detail::cast(w, DType::bf16);
+    const Tensor c2 = autocast::detail::cast(w, DType::bf16);
+    EXPECT_TRUE(c1.is_same(c2));
+    // A tensor that is not a parameter is cast afresh.
+    EXPECT_FALSE(autocast::detail::cast(plain, DType::bf16)
+                     .is_same(autocast::detail::cast(plain, DType::bf16)));
+    {
+      NoGradGuard ng;
+      w.mul_(2.0);  // a new version: cast again
+    }
+    const Tensor c3 = autocast::detail::cast(w, DType::bf16);
+    EXPECT_FALSE(c3.is_same(c1));
+    EXPECT_TRUE(testing::all_close(c3.to(DType::f32), w.detach(), 1e-2, 1e-2));
+  }
+  {
+    const autocast::Guard amp(DType::bf16, DeviceType::cpu);  // a new guard: a fresh cache
+    const Tensor c4 = autocast::detail::cast(w, DType::bf16);
+    const Tensor c5 = autocast::detail::cast(w, DType::bf16);
+    EXPECT_TRUE(c4.is_same(c5));
+  }
+}
+
+TEST(Autocast, GuardsNestRestoreAndArePerDeviceType) {
+  EXPECT_EQ(autocast::dtype(DeviceType::cpu), std::nullopt);
+  {
+    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    EXPECT_EQ(autocast::dtype(DeviceType::cpu), DType::bf16);
+    EXPECT_EQ(autocast::dtype(DeviceType::cuda), std::nullopt);
+    {
+      const autocast::Guard off(DType::bf16, DeviceType::cpu, false);
+      EXPECT_EQ(autocast::dtype(DeviceType::cpu), std::nullopt);
+      EXPECT_EQ(matmul(randn({2, 2}), randn({2, 2})).dtype(), DType::f32);
+    }
+    EXPECT_EQ(autocast::dtype(DeviceType::cpu), DType::bf16);
+    // A CUDA guard leaves CPU tensors alone.
+    const autocast::Guard cuda_amp(DType::f16, DeviceType::cuda);
+    EXPECT_EQ(matmul(randn({2, 2}), randn({2, 2})).dtype(), DType::bf16);
+  }
+  EXPECT_EQ(autocast::dtype(DeviceType::cpu), std::nullopt);
+  EXPECT_EQ(autocast::dtype(DeviceType::cuda), std::nullopt);
+}
+
+TEST(Autocast, BackwardInsideTheGuardKeepsTheForwardsDtypes) {
+  Tensor w = randn({3, 3}).requires_grad_(true);
+  const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+  Tensor h = matmul(randn({2, 3}), w);  // bf16
+  Tensor loss = sum(mul(h, h));         // sum runs in f32
+  loss.backward();
+  EXPECT_EQ(w.grad().dtype(), DType::f32);
+}
+
+TEST(Autocast, Errors) {
+  expect_error([] { autocast::Guard g(DType::f32, DeviceType::cpu); },
+               {"autocast::Guard", "bf16 or f16", "f32"});
+  expect_error([] { autocast::Guard g(DType::f16, DeviceType::cpu); },
+               {"autocast::Guard", "f16", "CUDA", "bf16"});
+}
+
+TEST(Autocast, CudaF16AndBf16) {
+  SINTER_REQUIRE_CUDA();
+  const TensorOptions cuda{.device = Device::cuda()};
+  const Tensor x = randn({8, 16}, cuda), w = randn({4, 16}, cuda);
+  for (DType low : {DType::f16, DType::bf16}) {
+    const autocast::Guard amp(low);
+    const Tensor y = linear(x, w);
+    EXPECT_EQ(y.dtype(), low);
+    EXPECT_EQ(log_softmax(y, 1).dtype(), DType::f32);
+    EXPECT_TRUE(testing::all_close(y.cpu(), linear(x.to(low), w.to(low)).cpu(), 0, 0));
+  }
+}
+
+}  // namespace
+}  // namespace sinter
