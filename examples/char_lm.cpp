@@ -5,6 +5,7 @@
 //   char_lm --stop-at 500                           # stop early, checkpointed, ...
 //   char_lm --resume char_lm_out/char_lm.safetensors  # ... and go on to the end
 //   char_lm --generate 300 --prompt "The secret of" --temperature 0.8 --top-k 40
+//   char_lm --device cuda --amp bf16                # mixed precision (f16: with loss scaling)
 #include <sinter/data.h>
 #include <sinter/io.h>
 #include <sinter/nn.h>
@@ -236,6 +237,7 @@ struct Args {
   std::string prompt;
   double temperature = 0.8;
   int64_t top_k = 0;
+  std::string amp = "off";
 };
 
 // The run settings given on the command line, applied over the device's defaults (or, with
@@ -272,12 +274,15 @@ st::Device resolve_device(const std::string& name) {
 }
 
 // Mean cross-entropy in nats per byte over the validation windows (the same ones every time).
-double evaluate(st::nn::models::GPT& model, st::data::DataLoader& loader) {
+double evaluate(st::nn::models::GPT& model, st::data::DataLoader& loader,
+                std::optional<st::DType> amp) {
   st::NoGradGuard no_grad;
   model.eval();
-  st::Tensor sum = st::zeros({}, {.dtype = st::DType::f64, .device = loader.options().device});
+  const st::Device dev = loader.options().device;
+  st::Tensor sum = st::zeros({}, {.dtype = st::DType::f64, .device = dev});
   int64_t count = 0;
   for (const st::data::Batch& b : loader) {
+    const AmpScope scope(amp, dev);
     const st::Tensor logits = model(b.input);
     sum.add_(st::cross_entropy(logits.reshape({-1, 256}), b.target.reshape({-1}),
                                {.reduction = st::Reduction::Sum})
@@ -290,12 +295,14 @@ double evaluate(st::nn::models::GPT& model, st::data::DataLoader& loader) {
 
 void save_checkpoint(const std::string& path, st::nn::models::GPT& model,
                      const st::optim::Optimizer& opt, const st::optim::LRScheduler& sched,
-                     int64_t step, const RunConfig& config, const std::vector<std::string>& data,
-                     const std::string& hash, int64_t corpus_bytes) {
+                     const st::optim::GradScaler& scaler, int64_t step, const RunConfig& config,
+                     const std::vector<std::string>& data, const std::string& hash,
+                     int64_t corpus_bytes) {
   st::StateDict dict;
   add_prefixed(dict, "model", model.state_dict());
   add_prefixed(dict, "optimizer", opt.state_dict());
   add_prefixed(dict, "scheduler", sched.state_dict());
+  if (scaler.is_enabled()) add_prefixed(dict, "scaler", scaler.state_dict());
   dict["meta.step"] = i64_scalar(step);
   save_rng(dict);
   st::Metadata meta{{"format", kFormat},
@@ -441,6 +448,8 @@ int train(const Args& args, const Overrides& overrides) {
                        {.lr = cfg.lr, .betas = {0.9, 0.95}});
   st::optim::CosineAnnealingLR sched(opt, cfg.steps, cfg.min_lr, cfg.warmup);
 
+  const std::optional<st::DType> amp = amp_dtype(args.amp, dev);
+  st::optim::GradScaler scaler = amp_scaler(amp);
   int64_t start = 0;
   if (!args.resume.empty()) {
     const st::StateDict dict = st::load(args.resume);
@@ -448,6 +457,8 @@ int train(const Args& args, const Overrides& overrides) {
     model.load_state_dict(sub_dict(dict, "model"));
     opt.load_state_dict(sub_dict(dict, "optimizer"));
     sched.load_state_dict(sub_dict(dict, "scheduler"));
+    const st::StateDict scaler_state = sub_dict(dict, "scaler");
+    if (scaler.is_enabled() && !scaler_state.empty()) scaler.load_state_dict(scaler_state);
     load_rng(dict);
     if (dict.count("meta.step") == 0) throw st::Error(args.resume + ": no meta.step");
     start = dict.at("meta.step").item<int64_t>();
@@ -499,11 +510,19 @@ int train(const Args& args, const Overrides& overrides) {
     ++step;
     const double lr = sched.get_last_lr()[0];
     opt.zero_grad();
-    const st::Tensor logits = model(b.input);
-    const st::Tensor loss = st::cross_entropy(logits.reshape({-1, 256}), b.target.reshape({-1}));
-    loss.backward();
-    if (cfg.grad_clip > 0) st::optim::clip_grad_norm_(params, cfg.grad_clip);
-    opt.step();
+    st::Tensor loss;
+    {
+      const AmpScope scope(amp, dev);
+      const st::Tensor logits = model(b.input);
+      loss = st::cross_entropy(logits.reshape({-1, 256}), b.target.reshape({-1}));
+    }
+    scaler.scale(loss).backward();
+    if (cfg.grad_clip > 0) {
+      scaler.unscale_(opt);  // clip the true gradients
+      st::optim::clip_grad_norm_(params, cfg.grad_clip);
+    }
+    scaler.step(opt);
+    scaler.update();
     sched.step();
     {
       st::NoGradGuard no_grad;
@@ -522,7 +541,7 @@ int train(const Args& args, const Overrides& overrides) {
     train_secs += seconds_since(t0);
     const double train_loss = loss_sum.item<double>() / interval_steps;
     const double tokens_per_s = static_cast<double>(interval_steps * B * T) / train_secs;
-    val_loss = evaluate(model, val_loader);
+    val_loss = evaluate(model, val_loader, amp);
     progress.clear();
     std::printf(
         "step %lld: train %.4f  val %.4f nats/byte (bigram %+.4f)  lr %.2e  %.0f tokens/s"
@@ -530,7 +549,7 @@ int train(const Args& args, const Overrides& overrides) {
         static_cast<long long>(step), train_loss, val_loss, val_loss - base.bigram, lr,
         tokens_per_s, progress.elapsed());
     metrics.add(step, train_loss, val_loss, lr, tokens_per_s);
-    save_checkpoint(save, model, opt, sched, step, cfg, data, hash,
+    save_checkpoint(save, model, opt, sched, scaler, step, cfg, data, hash,
                     static_cast<int64_t>(corpus.bytes().size()));
     loss_sum.zero_();
     interval_steps = 0;
@@ -538,7 +557,7 @@ int train(const Args& args, const Overrides& overrides) {
     t0 = Clock::now();
   }
   progress.done();
-  if (std::isnan(val_loss)) val_loss = evaluate(model, val_loader);  // nothing left to train
+  if (std::isnan(val_loss)) val_loss = evaluate(model, val_loader, amp);  // nothing left to train
   std::printf(
       "final validation loss %.4f nats/byte (%+.4f against the bigram baseline, %+.4f against "
       "the unigram)\n",
@@ -578,6 +597,9 @@ int main(int argc, char** argv) {
   }
   app.add_option("--device", args.device, "auto (CUDA when available), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_option("--amp", args.amp,
+                 "mixed precision: off, bf16 (autocast) or f16 (autocast and loss scaling, CUDA)")
+      ->check(CLI::IsMember({"off", "bf16", "f16"}));
   app.add_option(
          "--data", args.data,
          "text files or folders to train on (default: " + st::data::default_text_corpus() + ")")

@@ -4,6 +4,7 @@
 //   fashion_mnist --model cnn --epochs 10 --device auto --save cnn.safetensors
 //   fashion_mnist --model cnn --epochs 12 --resume cnn.safetensors   # two more epochs
 //   mpirun -np 8 fashion_mnist --ddp --model cnn --epochs 10        # data parallel, 8 ranks
+//   fashion_mnist --model cnn --amp bf16                             # mixed precision
 #include <sinter/data.h>
 #include <sinter/dist.h>
 #include <sinter/io.h>
@@ -41,19 +42,25 @@ struct Args {
   int64_t limit_train = 0;  // 0: all 60000
   double min_accuracy = 0.0;
   bool ddp = false;
+  std::string amp = "off";
 };
 
 struct EvalResult {
   double loss = 0, accuracy = 0;
 };
 
-EvalResult evaluate(st::nn::Module& model, st::data::DataLoader& loader) {
+EvalResult evaluate(st::nn::Module& model, st::data::DataLoader& loader,
+                    std::optional<st::DType> amp) {
   st::NoGradGuard no_grad;
   model.eval();
   double loss_sum = 0;
   int64_t correct = 0, seen = 0;
   for (const st::data::Batch& b : loader) {
-    st::Tensor logits = model(b.input);
+    st::Tensor logits;
+    {
+      const AmpScope scope(amp, b.input.device());
+      logits = model(b.input);
+    }
     const int64_t n = b.target.size(0);
     loss_sum +=
         st::cross_entropy(logits, b.target, {.reduction = st::Reduction::Sum}).item<double>();
@@ -66,10 +73,12 @@ EvalResult evaluate(st::nn::Module& model, st::data::DataLoader& loader) {
 }
 
 void save_checkpoint(const std::string& path, const std::string& model_name, st::nn::Module& model,
-                     const st::optim::Optimizer& opt, int epochs_done) {
+                     const st::optim::Optimizer& opt, const st::optim::GradScaler& scaler,
+                     int epochs_done) {
   st::StateDict dict;
   add_prefixed(dict, "model", model.state_dict());
   add_prefixed(dict, "optimizer", opt.state_dict());
+  if (scaler.is_enabled()) add_prefixed(dict, "scaler", scaler.state_dict());
   dict["meta.epochs_done"] = i64_scalar(epochs_done);
   save_rng(dict);
   st::save(dict, path, {{"model", model_name}, {"format", "sinter-checkpoint-1"}});
@@ -77,7 +86,7 @@ void save_checkpoint(const std::string& path, const std::string& model_name, st:
 
 // Returns the number of epochs the checkpoint had completed.
 int load_checkpoint(const std::string& path, const std::string& model_name, st::nn::Module& model,
-                    st::optim::Optimizer& opt) {
+                    st::optim::Optimizer& opt, st::optim::GradScaler& scaler) {
   const st::Metadata meta = st::load_metadata(path);
   const auto it = meta.find("model");
   if (it == meta.end() || it->second != model_name) {
@@ -89,8 +98,10 @@ int load_checkpoint(const std::string& path, const std::string& model_name, st::
   const st::StateDict model_state = sub_dict(dict, "model");
   const st::StateDict opt_state = sub_dict(dict, "optimizer");
   // Check the whole model before touching the optimizer, so a mismatch changes nothing.
+  const st::StateDict scaler_state = sub_dict(dict, "scaler");
   model.load_state_dict(model_state);
   opt.load_state_dict(opt_state);
+  if (scaler.is_enabled() && !scaler_state.empty()) scaler.load_state_dict(scaler_state);
   load_rng(dict);
   return static_cast<int>(dict.at("meta.epochs_done").item<int64_t>());
 }
@@ -118,6 +129,7 @@ int run(const Args& args) {
   const int gpu = want_cuda && pg ? pg->cuda_device() : 0;
   const st::Device dev = want_cuda ? st::Device::cuda(gpu) : st::Device::cpu();
   if (want_cuda) st::cuda::set_device(gpu);
+  const std::optional<st::DType> amp = amp_dtype(args.amp, dev);
 
   std::shared_ptr<const st::data::TensorDataset> train_set =
       std::make_shared<st::data::FashionMNIST>(args.data, true,
@@ -162,11 +174,12 @@ int run(const Args& args) {
         model->parameters(), st::optim::AdamOptions{.lr = args.lr > 0 ? args.lr : 1e-3});
   }
 
+  st::optim::GradScaler scaler = amp_scaler(amp, pg);
   int start_epoch = 0;
   if (!args.resume.empty()) {
     // Every rank loads the checkpoint (its optimizer state too), so the file must be readable on
     // every node.
-    start_epoch = load_checkpoint(args.resume, args.model, *model, *opt);
+    start_epoch = load_checkpoint(args.resume, args.model, *model, *opt, scaler);
     if (main_rank)
       std::printf("resumed from %s after epoch %d\n", args.resume.c_str(), start_epoch);
   }
@@ -187,10 +200,11 @@ int run(const Args& args) {
   int64_t num_params = 0;
   for (const st::Tensor& p : model->parameters()) num_params += p.numel();
   if (main_rank) {
-    std::printf("model %s on %s: %lld parameters, %lld training samples, batch %lld\n",
+    std::printf("model %s on %s: %lld parameters, %lld training samples, batch %lld%s\n",
                 args.model.c_str(), dev.str().c_str(), static_cast<long long>(num_params),
                 static_cast<long long>(train_set->size()),
-                static_cast<long long>(rank_batch * world));
+                static_cast<long long>(rank_batch * world),
+                amp ? format(", autocast %s", st::dtype_name(*amp)).c_str() : "");
     if (pg) {
       std::printf("data parallel: %d ranks (%d on this node), %lld samples per rank per step\n",
                   world, pg->local_size(), static_cast<long long>(rank_batch));
@@ -207,10 +221,15 @@ int run(const Args& args) {
     int64_t seen = 0, batch = 0;
     for (const st::data::Batch& b : train_loader) {
       opt->zero_grad();
-      st::Tensor logits = ddp ? ddp->forward(b.input) : (*model)(b.input);
-      st::Tensor loss = st::cross_entropy(logits, b.target);
-      loss.backward();
-      opt->step();
+      st::Tensor logits, loss;
+      {
+        const AmpScope scope(amp, dev);
+        logits = ddp ? ddp->forward(b.input) : (*model)(b.input);
+        loss = st::cross_entropy(logits, b.target);
+      }
+      scaler.scale(loss).backward();
+      scaler.step(*opt);
+      scaler.update();
       {
         st::NoGradGuard no_grad;
         const int64_t n = b.target.size(0);
@@ -236,17 +255,17 @@ int run(const Args& args) {
     if (!main_rank) continue;
     const double train_loss = sums[0] / sums[2];
     const double train_acc = sums[1] / sums[2];
-    test = evaluate(*model, *test_loader);
+    test = evaluate(*model, *test_loader, amp);
     const double secs = seconds_since(t0);
     std::printf("epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1fs\n", epoch,
                 train_loss, train_acc, test.loss, test.accuracy, secs);
     metrics << epoch << ',' << train_loss << ',' << train_acc << ',' << test.loss << ','
             << test.accuracy << ',' << secs << '\n';
     metrics.flush();
-    if (!args.save.empty()) save_checkpoint(args.save, args.model, *model, *opt, epoch);
+    if (!args.save.empty()) save_checkpoint(args.save, args.model, *model, *opt, scaler, epoch);
   }
   if (!main_rank) return 0;
-  if (start_epoch >= args.epochs) test = evaluate(*model, *test_loader);
+  if (start_epoch >= args.epochs) test = evaluate(*model, *test_loader, amp);
   std::printf("test accuracy: %.4f\n", test.accuracy);
   std::printf("metrics: %s\n", csv.string().c_str());
   if (!args.save.empty()) std::printf("checkpoint: %s\n", args.save.c_str());
@@ -292,6 +311,9 @@ int main(int argc, char** argv) {
                "data-parallel training under mpirun -np N (or srun): one rank per GPU (cuda:local "
                "rank) or CPU process, each on its shard of the training set; rank 0 alone prints, "
                "evaluates and writes metrics, plot and checkpoints");
+  app.add_option("--amp", args.amp,
+                 "mixed precision: off, bf16 (autocast) or f16 (autocast and loss scaling, CUDA)")
+      ->check(CLI::IsMember({"off", "bf16", "f16"}));
   CLI11_PARSE(app, argc, argv);
   try {
     return run(args);

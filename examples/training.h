@@ -1,5 +1,5 @@
 // What the example trainers share: the progress line, atomic text files, the random generator and
-// prefixed parts of a checkpoint, and the gnuplot plot of a metrics CSV.
+// prefixed parts of a checkpoint, the gnuplot plot of a metrics CSV, and --amp.
 #pragma once
 
 #include <sinter/sinter.h>
@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +26,37 @@ using Clock = std::chrono::steady_clock;
 
 inline double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// --amp: "off", "bf16" or "f16" on `device`. Returns the autocast dtype (nullopt for off); f16
+// pairs with a GradScaler (amp_scaler), bf16 has f32's range and needs none.
+inline std::optional<st::DType> amp_dtype(const std::string& amp, st::Device device) {
+  if (amp == "off") return std::nullopt;
+  if (amp == "bf16") return st::DType::bf16;
+  if (amp == "f16") {
+    if (!device.is_cuda()) throw st::Error("--amp f16 is for CUDA; use --amp bf16 on the CPU");
+    return st::DType::f16;
+  }
+  throw st::Error("--amp must be off, bf16 or f16, got '" + amp + "'");
+}
+
+// An autocast guard for the forward pass of one step, or none without --amp.
+class AmpScope {
+ public:
+  AmpScope(std::optional<st::DType> dtype, st::Device device) {
+    if (dtype) guard_.emplace(*dtype, device.type);
+  }
+
+ private:
+  std::optional<st::autocast::Guard> guard_;
+};
+
+// The loss scaler of --amp f16 (a pass-through otherwise); with data parallel training, the group
+// that makes every rank skip the same steps.
+inline st::optim::GradScaler amp_scaler(std::optional<st::DType> dtype,
+                                        std::shared_ptr<st::dist::ProcessGroup> pg = nullptr) {
+  return st::optim::GradScaler(
+      {.enabled = dtype == st::DType::f16, .process_group = std::move(pg)});
 }
 
 // printf into a std::string.
