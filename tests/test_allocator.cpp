@@ -515,6 +515,61 @@ TEST_F(CachingAllocator, StaysConsistentUnderConcurrentUse) {
   EXPECT_EQ(alloc.stats().reserved_bytes, 0);
 }
 
+// Note [private pools]: a graph's blocks are reused only within its pool, its segments survive
+// empty_cache while the pool is open, and closing it gives them back, the last ones as their tensors
+// go.
+TEST_F(CachingAllocator, PrivatePoolsKeepTheirMemoryUntilClosed) {
+  int graph_tag = 0;
+  const void* const graph = &graph_tag;
+  alloc.open_private_pool(graph);
+  void* a = alloc.allocate(1000, graph);     // small: a 2 MiB segment of the pool
+  void* b = alloc.allocate(3 * MiB, graph);  // large: a segment of its own
+  void* kept = alloc.allocate(2000, graph);  // outlives the graph, like a captured step's output
+  alloc.free(a);
+  alloc.free(b);
+  // Another stream never gets the pool's cached blocks.
+  void* other = alloc.allocate(1000, kStreamA);
+  EXPECT_NE(other, a);
+  alloc.free(other);
+  // Within the pool a freed block is reused.
+  void* again = alloc.allocate(1000, graph);
+  EXPECT_EQ(again, a);
+  alloc.free(again);
+  // empty_cache spares the open pool: only stream A's segment goes.
+  const int frees_before = heap.frees;
+  alloc.empty_cache();
+  EXPECT_EQ(heap.frees, frees_before + 1);
+  EXPECT_EQ(heap.live_segments(), 2u);  // the pool's small and large segments
+  // Closing: the wholly free large segment goes at once; the small one waits for `kept`.
+  alloc.close_private_pool(graph);
+  EXPECT_EQ(heap.live_segments(), 1u);
+  alloc.free(kept);
+  EXPECT_EQ(heap.live_segments(), 0u);
+  EXPECT_EQ(alloc.stats().reserved_bytes, 0);
+  EXPECT_EQ(alloc.stats().allocated_bytes, 0);
+  // A pool opened again under the same key starts afresh.
+  alloc.open_private_pool(graph);
+  void* c = alloc.allocate(1000, graph);
+  alloc.free(c);
+  alloc.close_private_pool(graph);
+  EXPECT_EQ(heap.live_segments(), 0u);
+}
+
+TEST_F(CachingAllocator, OutOfMemoryRetrySparesOpenPrivatePools) {
+  int graph_tag = 0;
+  const void* const graph = &graph_tag;
+  heap.set_limit(8 * MiB);
+  alloc.open_private_pool(graph);
+  alloc.free(alloc.allocate(4 * MiB, graph));  // cached in the pool
+  // The retry may not take the pool's free segment: this request fails.
+  EXPECT_THROW(alloc.allocate(6 * MiB, kStreamA), sinter::Error);
+  EXPECT_EQ(heap.live_segments(), 1u);
+  alloc.close_private_pool(graph);
+  EXPECT_EQ(heap.live_segments(), 0u);
+  void* p = alloc.allocate(6 * MiB, kStreamA);
+  alloc.free(p);
+}
+
 // ---- On a device: the real allocator, pinned memory and copies ----
 
 namespace cuda = sinter::cuda;

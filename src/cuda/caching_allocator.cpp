@@ -237,6 +237,16 @@ void CachingAllocator::free_block(Block* b) {
     delete next;
   }
   pool.insert(b);
+  if (!b->prev && !b->next && closed_pools_.count(b->stream) > 0) {
+    // The last block of a closed private pool's segment (Note [private pools]).
+    try {
+      release_free_segments(b->stream);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sinter: CUDA allocator of device %d: freeing a segment failed: %s\n",
+                   device_, e.what());
+    }
+    return;
+  }
   if (!caching_) {
     // Called from storage deleters: a failure is logged, and the segment stays cached.
     try {
@@ -276,11 +286,31 @@ void CachingAllocator::empty_cache() {
   release_free_segments();
 }
 
-void CachingAllocator::release_free_segments() {
+void CachingAllocator::open_private_pool(const void* key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  closed_pools_.erase(key);
+  open_pools_.insert(key);
+}
+
+void CachingAllocator::close_private_pool(const void* key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (open_pools_.erase(key) == 0) return;
+  closed_pools_.insert(key);
+  release_free_segments(key);
+  // Forget the key once nothing of it is left: no block of it is in use or cached.
+  bool left = false;
+  for (const auto& [ptr, b] : live_) left = left || b->stream == key;
+  for (Pool* pool : {&small_pool_, &large_pool_}) {
+    for (const Block* b : *pool) left = left || b->stream == key;
+  }
+  if (!left) closed_pools_.erase(key);
+}
+
+void CachingAllocator::release_free_segments(const void* only) {
   for (Pool* pool : {&small_pool_, &large_pool_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* b = *it;
-      if (b->prev || b->next) {
+      if (b->prev || b->next || (only && b->stream != only) || open_pools_.count(b->stream) > 0) {
         ++it;
         continue;
       }

@@ -64,6 +64,15 @@ struct RawBackend {
 // retry wait for them, so that the blocks they hold can be reused or released. Statistics count
 // such a block as freed at free(). A stream about to be destroyed is dropped from every block's
 // uses by forget_stream().
+//
+// Note [private pools]
+// A CUDA graph replays its kernels on the addresses they had at capture, so the memory of a
+// captured step must stay the graph's for as long as the graph lives. The runtime allocates during
+// a capture under the graph's own key instead of the stream's (a private pool): its blocks are
+// reused by later allocations of the same capture, never by anyone else, and its free segments
+// are not given back (empty_cache, the out-of-memory retry) while the pool is open. Closing the
+// pool (the graph destroyed) gives its wholly free segments back at once, and the rest as the
+// tensors that still hold blocks of it are freed.
 class CachingAllocator {
  public:
   static constexpr size_t kRound = 512;
@@ -94,6 +103,10 @@ class CachingAllocator {
   void forget_stream(const void* stream);
   // Waits for pending stream uses, then gives the wholly free segments back.
   void empty_cache();
+  // Opens or closes the private pool `key`, an opaque key allocate() is then called with (Note
+  // [private pools]). Closing gives its wholly free segments back.
+  void open_private_pool(const void* key);
+  void close_private_pool(const void* key);
   MemoryStats stats() const;
   void reset_peak_stats();
 
@@ -119,7 +132,9 @@ class CachingAllocator {
   void free_block(Block* block);
   // Caches the deferred blocks whose events have completed; with `wait`, waits for all of them.
   void process_deferred(bool wait);
-  void release_free_segments();
+  // Gives back the wholly free segments, except those of open private pools; with `only`, only
+  // those of that key.
+  void release_free_segments(const void* only = nullptr);
   [[noreturn]] void throw_oom(size_t requested, size_t segment_size);
 
   RawBackend& backend_;
@@ -129,6 +144,8 @@ class CachingAllocator {
   Pool large_pool_;
   std::unordered_map<void*, Block*> live_;  // blocks handed out, by address
   std::vector<Deferred> deferred_;          // freed blocks other streams may still use
+  std::set<const void*> open_pools_;        // private pools whose segments stay
+  std::set<const void*> closed_pools_;      // private pools whose segments go back when free
   const bool caching_;
   MemoryStats stats_;
 };
