@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -127,6 +128,79 @@ struct MemoryStats {
   int64_t num_device_allocs = 0;  // segments obtained from the device (cudaMalloc)
   int64_t num_device_frees = 0;   // segments given back (cudaFree)
   int64_t num_ooms = 0;           // out-of-memory errors thrown
+};
+
+// Note [no host synchronization]
+// While a NoSyncGuard is alive in a thread, every call there that would make the host wait for a
+// device throws sinter::Error naming the call: item() and other copies to the host, copies from
+// pageable host memory, and synchronize() of a device, stream or event. Graph::capture runs under
+// one; tests wrap a training step in one to show that it never waits. Guards nest.
+class NoSyncGuard {
+ public:
+  NoSyncGuard();
+  ~NoSyncGuard();
+  NoSyncGuard(const NoSyncGuard&) = delete;
+  NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// False inside a NoSyncGuard of the calling thread.
+bool host_sync_allowed();
+// Throws the error of Note [no host synchronization], naming `what`, inside a NoSyncGuard.
+void check_host_sync(const char* what);
+
+// Note [cuda graphs]
+// A Graph records the kernels and copies that a piece of host code queues on one device, once, and
+// replays them with one launch, so that a training step's hundreds of kernel launches cost the
+// host one. capture(fn) runs fn on a fresh stream made current (after the work already queued on
+// the current stream), under a NoSyncGuard, with every allocation on that device coming from the
+// graph's private memory pool (Note [private pools] in src/internal/caching_allocator.h): the
+// tensors fn creates keep their memory for as long as the graph lives, and each replay() rewrites
+// them in place. The work is recorded, not run: replay() runs it. What fn reads must live in
+// tensors that outlive the graph (static inputs: copy each batch into them before replay()), and
+// host values fn computes (a learning rate, a step count passed to a kernel) are baked in as they
+// were at capture.
+class Graph {
+ public:
+  Graph();
+  // Waits for the device, then frees the graph and closes its memory pool.
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  void capture(const std::function<void()>& fn, int device = -1);
+  // Queues the captured work on the current stream of the graph's device.
+  void replay();
+  bool captured() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// True while the calling thread runs inside Graph::capture.
+bool is_capturing();
+
+// A training step as a CUDA graph: `step` (zero grads, forward, loss, backward, optimizer step on
+// the model, optimizer and static input tensors it closes over) runs eagerly for the first
+// `warmup` calls of run(), so that what is made lazily exists (gradients, optimizer state, library
+// workspaces); the next call captures it and replays it, and every later call replays it. Copy each
+// batch into the static inputs before run(). The optimizer must keep its hyperparameters fixed:
+// they are baked into the graph.
+class GraphedStep {
+ public:
+  explicit GraphedStep(std::function<void()> step, int warmup = 3, int device = -1);
+  void run();
+  bool graphed() const { return graph_.captured(); }
+
+ private:
+  std::function<void()> step_;
+  int warmup_;
+  int device_;
+  int runs_ = 0;
+  Graph graph_;
 };
 
 // All zeros when no device is available.

@@ -87,8 +87,9 @@ void* CachingAllocator::allocate(size_t nbytes, const void* stream) {
   Pool& pool = small ? small_pool_ : large_pool_;
 
   // Without the cache, a segment of the exact request, so that a sanitizer sees any overrun.
-  const size_t segment_size =
-      !caching_ ? nbytes : small ? kSmallSegment : round_up(size, kLargeRound);
+  const size_t segment_size = !caching_ ? nbytes
+                              : small   ? kSmallSegment
+                                        : round_up(size, kLargeRound);
   Block* block = caching_ ? take_cached(pool, stream, size) : nullptr;
   if (block) {
     ++stats_.num_cache_hits;

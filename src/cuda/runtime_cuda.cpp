@@ -111,8 +111,10 @@ class DeviceBackend final : public detail::RawBackend {
  public:
   explicit DeviceBackend(int device) : device_(device) {}
 
+  // cudaMalloc during a capture (a graph's private pool growing) is allowed in relaxed mode.
   void* raw_alloc(size_t nbytes) override {
     DeviceGuard guard(device_);
+    RelaxedCapture relaxed;
     void* ptr = nullptr;
     const cudaError_t err = cudaMalloc(&ptr, nbytes);
     if (err == cudaErrorMemoryAllocation) {
@@ -159,6 +161,10 @@ class DeviceBackend final : public detail::RawBackend {
  private:
   int device_;
 };
+
+// The private pool (a Graph's key) and device of the capture running in this thread, if any.
+thread_local const void* t_capture_pool = nullptr;
+thread_local int t_capture_device = -1;
 
 // SINTER_CUDA_NO_CACHING=1: no cache, one cudaMalloc per tensor (for compute-sanitizer's memcheck).
 bool caching_enabled() {
@@ -350,6 +356,7 @@ DeviceProperties get_device_properties(int device) {
 }
 
 void synchronize(int device) {
+  check_host_sync("cuda::synchronize");
   DeviceGuard guard(checked_device(device));
   SINTER_CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -374,6 +381,7 @@ Stream Stream::create(int device) {
 }
 
 void Stream::synchronize() const {
+  check_host_sync("Stream::synchronize");
   checked_device(device_);
   DeviceGuard guard(device_);
   SINTER_CUDA_CHECK(cudaStreamSynchronize(handle_));
@@ -418,7 +426,9 @@ void Event::record(const Stream& stream) {
 }
 
 void Event::synchronize() const {
-  if (impl_->event) SINTER_CUDA_CHECK(cudaEventSynchronize(impl_->event));
+  if (!impl_->event) return;
+  check_host_sync("Event::synchronize");
+  SINTER_CUDA_CHECK(cudaEventSynchronize(impl_->event));
 }
 
 bool Event::query() const { return !impl_->event || query_done(cudaEventQuery(impl_->event)); }
@@ -463,6 +473,102 @@ void empty_cache() {
 }
 
 namespace detail {
+extern thread_local bool t_capturing;  // src/cuda/graph_common.cpp
+}  // namespace detail
+
+struct Graph::Impl {
+  int device = -1;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  bool pool_open = false;
+
+  ~Impl() {
+    if (device < 0) return;
+    DeviceGuard guard(device);
+    // A replay may still run: it must finish before the pool's memory is given back.
+    log_if_failed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    if (exec) log_if_failed(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+    if (graph) log_if_failed(cudaGraphDestroy(graph), "cudaGraphDestroy");
+    if (pool_open) {
+      try {
+        allocator_for(device).close_private_pool(this);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "sinter: closing a CUDA graph's memory pool failed: %s\n", e.what());
+      }
+    }
+  }
+};
+
+Graph::Graph() : impl_(std::make_unique<Impl>()) {}
+Graph::~Graph() = default;
+
+bool Graph::captured() const { return impl_->exec != nullptr; }
+
+void Graph::capture(const std::function<void()>& fn, int device) {
+  SINTER_CHECK(fn != nullptr, "Graph::capture: empty function");
+  SINTER_CHECK(!impl_->exec && !impl_->pool_open,
+               "Graph::capture: this graph was captured "
+               "already; make a new Graph");
+  SINTER_CHECK(!detail::t_capturing,
+               "Graph::capture: a capture is already running in this "
+               "thread");
+  const int dev = checked_device(device);
+  DeviceGuard guard(dev);
+  const Stream previous = current_stream(dev);
+  const Stream side = Stream::create(dev);
+  Event ready(false);
+  ready.record(previous);
+  side.wait(ready);  // fn's work comes after what was queued before
+  allocator_for(dev).open_private_pool(impl_.get());
+  impl_->pool_open = true;
+  impl_->device = dev;
+
+  struct CaptureState {
+    CaptureState(const void* pool, int device) {
+      t_capture_pool = pool;
+      t_capture_device = device;
+      detail::t_capturing = true;
+    }
+    ~CaptureState() {
+      t_capture_pool = nullptr;
+      t_capture_device = -1;
+      detail::t_capturing = false;
+    }
+  };
+  const StreamGuard on_side(side);
+  cudaGraph_t graph = nullptr;
+  {
+    const CaptureState state(impl_.get(), dev);
+    const NoSyncGuard no_sync;
+    SINTER_CUDA_CHECK(cudaStreamBeginCapture(side.handle(), cudaStreamCaptureModeThreadLocal));
+    try {
+      fn();
+    } catch (...) {
+      // End the capture so that the stream is usable again; the partial graph is dropped.
+      if (cudaStreamEndCapture(side.handle(), &graph) == cudaSuccess && graph) {
+        log_if_failed(cudaGraphDestroy(graph), "cudaGraphDestroy");
+      }
+      (void)cudaGetLastError();
+      throw;
+    }
+    const cudaError_t err = cudaStreamEndCapture(side.handle(), &graph);
+    SINTER_CHECK(err == cudaSuccess, "Graph::capture: the capture failed (",
+                 cudaGetErrorString(err),
+                 "): the captured code used a call a capture cannot "
+                 "record, such as a synchronization or work on another stream that was not "
+                 "joined back");
+  }
+  impl_->graph = graph;
+  SINTER_CUDA_CHECK(cudaGraphInstantiate(&impl_->exec, impl_->graph, 0));
+}
+
+void Graph::replay() {
+  SINTER_CHECK(impl_->exec, "Graph::replay: nothing was captured");
+  DeviceGuard guard(impl_->device);
+  SINTER_CUDA_CHECK(cudaGraphLaunch(impl_->exec, current_slot(impl_->device).handle()));
+}
+
+namespace detail {
 
 void* allocate_device(size_t nbytes, int device) {
   // A tensor names its device exactly: -1 ("current") is not a place memory can live.
@@ -475,7 +581,9 @@ void* allocate_device(size_t nbytes, int device, CUstream_st* stream) {
   SINTER_CHECK(device >= 0, "allocate_device: invalid device index ", device);
   device = checked_device(device);
   if (nbytes == 0) return nullptr;
-  return allocator_for(device).allocate(nbytes, stream);
+  // Inside Graph::capture: from the graph's private pool (Note [private pools]).
+  const void* key = t_capture_pool && device == t_capture_device ? t_capture_pool : stream;
+  return allocator_for(device).allocate(nbytes, key);
 }
 
 void free_device(void* ptr) {
@@ -559,10 +667,12 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     if (is_pinned_host(src)) {
       pinned_cache().record_use(src, s, d);
     } else {
+      check_host_sync("a copy from pageable host memory to the device");
       SINTER_CUDA_CHECK(cudaStreamSynchronize(s));
     }
     return;
   }
+  check_host_sync("a copy from the device to the host (item(), to(cpu), ...)");
   const int d = checked_device(src_device.index);
   const cudaStream_t s = current_slot(d).handle();
   DeviceGuard guard(d);

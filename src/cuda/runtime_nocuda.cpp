@@ -38,6 +38,13 @@ float Event::elapsed_ms(const Event&) const { no_cuda("Event::elapsed_ms"); }
 Stream current_stream(int) { no_cuda("cuda::current_stream"); }
 void set_current_stream(const Stream&) { no_cuda("cuda::set_current_stream"); }
 
+struct Graph::Impl {};
+Graph::Graph() : impl_(std::make_unique<Impl>()) {}
+Graph::~Graph() = default;
+void Graph::capture(const std::function<void()>&, int) { no_cuda("Graph::capture"); }
+void Graph::replay() { no_cuda("Graph::replay"); }
+bool Graph::captured() const { return false; }
+
 MemoryStats memory_stats(int) { return {}; }
 void reset_peak_memory_stats(int) {}
 void empty_cache() {}

@@ -10,6 +10,7 @@
 #include "internal/fused_operands.h"
 #include "internal/kernels_optim.h"
 #include "sinter/autograd.h"
+#include "sinter/cuda.h"
 
 namespace sinter::optim {
 
@@ -133,6 +134,12 @@ void Adam::step() {
           if (name != "step") fit_state(buf, p, name);
         }
 
+        // The step count and the bias corrections are host values: a graph would replay them.
+        SINTER_CHECK(!cuda::is_capturing(), name(),
+                     ": a step inside a CUDA graph capture would "
+                     "bake its step count into the graph, and this optimizer has no capturable "
+                     "mode; capture SGD steps, or step ",
+                     name(), " outside the graph");
         Tensor& step_t = st["step"];
         const double t = step_t.item<double>() + 1.0;
         step_t.fill_(t);
