@@ -10,6 +10,7 @@
 
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
+#include "internal/cuda_runtime.h"
 #include "internal/kernels.h"
 
 namespace sinter::cudak {
@@ -28,7 +29,26 @@ __global__ void index_select_kernel(const W* in, W* out, int64_t in_dim, int64_t
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = e % inner, row = e / inner;
     const int64_t o = row / nidx, j = row - o * nidx;
-    out[e] = in[(o * in_dim + idx[j]) * inner + i];
+    const int64_t r = idx[j];  // out of range: zeros (Note [deferred device checks])
+    out[e] = r >= 0 && r < in_dim ? in[(o * in_dim + r) * inner + i] : W{};
+  }
+}
+
+// Records the first index outside [lo, hi) that is not `skip` (Note [deferred device checks]).
+__global__ void check_indices_kernel(const int64_t* idx, int64_t n, int64_t lo, int64_t hi,
+                                     int64_t skip, int32_t what, DeviceCheckRecord* record) {
+  for (int64_t k = thread_index(); k < n; k += thread_count()) {
+    const int64_t v = idx[k];
+    if (v == skip || (v >= lo && v < hi)) continue;
+    if (atomicCAS(&record->flag, 0, 1) == 0) {
+      record->what = what;
+      record->value = v;
+      record->lo = lo;
+      record->hi = hi;
+      record->skip = skip;
+      __threadfence_system();
+    }
+    return;
   }
 }
 
@@ -40,7 +60,8 @@ __global__ void index_add_kernel(T* out, int64_t out_dim, int64_t inner, const i
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = e % inner, row = e / inner;
     const int64_t o = row / nidx, j = row - o * nidx;
-    atomicAdd(out + (o * out_dim + idx[j]) * inner + i, src[e]);
+    const int64_t r = idx[j];  // out of range: nothing (Note [deferred device checks])
+    if (r >= 0 && r < out_dim) atomicAdd(out + (o * out_dim + r) * inner + i, src[e]);
   }
 }
 
@@ -87,6 +108,17 @@ void add_typed(cudaStream_t stream, void* out, int64_t outer, int64_t out_dim, i
 }
 
 }  // namespace
+
+void check_indices(const Ctx& ctx, const int64_t* idx, int64_t n, int64_t lo, int64_t hi,
+                   int64_t skip, DeviceCheck what) {
+  if (n <= 0) return;
+  DeviceGuard guard(ctx.device);
+  DeviceCheckRecord* record = cuda::detail::device_check_record(ctx.device);
+  check_indices_kernel<<<wave_grid(n, kThreads, ctx.device), kThreads, 0,
+                         static_cast<cudaStream_t>(ctx.stream)>>>(
+      idx, n, lo, hi, skip, static_cast<int32_t>(what), record);
+  SINTER_LAUNCH_CHECK("check_indices_kernel");
+}
 
 void index_select(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int64_t in_dim,
                   int64_t inner, const int64_t* idx, int64_t nidx, void* out) {

@@ -202,7 +202,8 @@ __device__ __forceinline__ void write_cross_entropy(int64_t row, MaxSum<A> st, A
                                                     A eps, Logit logit, A* loss, A* lse) {
   const A log_s = log_acc(st.s);
   lse[row] = st.m + log_s;
-  if (t == ignore_index) {
+  // An out-of-range target counts as ignored (Note [deferred device checks]): never read.
+  if (t == ignore_index || t < 0 || t >= c) {
     loss[row] = A(0);
     return;
   }
@@ -260,7 +261,7 @@ __global__ void cross_entropy_backward_kernel(const T* __restrict__ x,
     const int64_t row = o * inner + (e - ok * inner);
     const int64_t t = target[row];
     A v = 0;
-    if (t != ignore_index) {
+    if (t != ignore_index && t >= 0 && t < c) {
       const A p = exp_acc(to_acc(x[e]) - lse[row]);
       v = grad[row * grad_stride] * (p - (k == t ? A(1) - eps : A(0)) - uniform);
     }

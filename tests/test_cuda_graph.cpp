@@ -1,9 +1,12 @@
 // CUDA graphs and the no-sync guard: the guard's rules (any machine), GraphedStep's eager warm-up,
 // and on a device: capture and replay with static inputs, a captured training step replayed 100
 // times against 100 eager steps, and the clear errors of code a capture cannot record.
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "internal/dispatch.h"
+#include "internal/kernels.h"
 #include "test_util.h"
 
 namespace sinter {
@@ -107,6 +110,76 @@ TEST(CudaGraph, CapturedStepMatchesEagerSteps) {
   // The eager step makes no host synchronization either.
   const cuda::NoSyncGuard no_sync;
   step(*eager);
+}
+
+// Note [deferred device checks]: the CPU throws at once, with the message CUDA gives later.
+TEST(DeviceChecks, TheCpuThrowsAtOnce) {
+  const Tensor t = from_vector<int64_t>({1, -100, 7}, {3});
+  const auto* p = static_cast<const int64_t*>(t.data_ptr());
+  expect_error(
+      [&] {
+        SINTER_DISPATCH(Device::cpu(), check_indices, p, 3, 0, 5, -100,
+                        kern::DeviceCheck::CrossEntropyTarget);
+      },
+      {"cross_entropy: target 7", "out of range [0, 5)", "ignore_index (-100)"});
+  SINTER_DISPATCH(Device::cpu(), check_indices, p, 2, 0, 5, -100,
+                  kern::DeviceCheck::CrossEntropyTarget);  // 1 and the ignored -100 pass
+  expect_error(
+      [&] {
+        SINTER_DISPATCH(Device::cpu(), check_indices, p, 3, 0, 4, 0,
+                        kern::DeviceCheck::EmbeddingIndex);
+      },
+      {"embedding", "index -100", "4 rows"});
+}
+
+TEST(CudaDeviceChecks, ABadTargetIsReportedAtTheNextSynchronization) {
+  SINTER_REQUIRE_CUDA();
+  const TensorOptions cuda{.device = Device::cuda()};
+  const Tensor logits = randn({4, 5}, cuda);
+  const Tensor bad = from_vector<int64_t>({0, 9, 1, -100}, {4}).to(Device::cuda());
+  Tensor loss;
+  {
+    const cuda::NoSyncGuard no_sync;  // the check does not wait for the device
+    loss = cross_entropy(logits, bad);
+  }
+  expect_error([&] { (void)loss.item<float>(); },
+               {"cross_entropy: target 9", "out of range [0, 5)", "reported at this"});
+  // Reported once: the device and later results are fine.
+  const Tensor good = from_vector<int64_t>({0, 4, 1, -100}, {4}).to(Device::cuda());
+  EXPECT_TRUE(testing::all_close(cross_entropy(logits, good).cpu(),
+                                 cross_entropy(logits.cpu(), good.cpu()), 1e-5, 1e-5));
+  const Tensor table = randn({4, 3}, cuda);
+  const Tensor rows = embedding(table, from_vector<int64_t>({1, 4}, {2}).to(Device::cuda()));
+  expect_error([&] { cuda::synchronize(); }, {"embedding", "index 4", "4 rows"});
+  EXPECT_TRUE(testing::all_close(rows.cpu().narrow(0, 1, 1), zeros({1, 3}), 0, 0));
+}
+
+// Every reference workload's eager training step runs without a host synchronization.
+TEST(CudaGraph, WorkloadStepsNeverWaitForTheDevice) {
+  SINTER_REQUIRE_CUDA();
+  const TensorOptions cuda{.device = Device::cuda()};
+  const auto labels = [&](int64_t n, int64_t classes, Shape shape) {
+    return randint(0, classes, shape.empty() ? Shape{n} : shape, {.dtype = DType::i64})
+        .to(Device::cuda());
+  };
+  auto check = [&](nn::Module& model, const Tensor& x, const Tensor& y, int64_t classes,
+                   const std::string& name) {
+    SCOPED_TRACE(name);
+    model.to(Device::cuda());
+    optim::SGD opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
+    for (int i = 0; i < 2; ++i) {  // the second step with the momentum buffers in place
+      const cuda::NoSyncGuard no_sync;
+      opt.zero_grad();
+      cross_entropy(model.forward(x).reshape({-1, classes}), y.reshape({-1})).backward();
+      opt.step();
+    }
+  };
+  nn::Sequential mlp = nn::models::mlp(), cnn = nn::models::cnn(), resnet = nn::models::resnet20();
+  check(mlp, randn({8, 1, 28, 28}, cuda), labels(8, 10, {}), 10, "mlp");
+  check(cnn, randn({8, 1, 28, 28}, cuda), labels(8, 10, {}), 10, "cnn");
+  check(resnet, randn({4, 3, 32, 32}, cuda), labels(4, 10, {}), 10, "resnet20");
+  nn::models::GPT gpt({.context_length = 32, .n_layer = 2, .n_head = 2, .n_embd = 64});
+  check(gpt, labels(2, 256, {2, 32}), labels(2, 256, {2, 32}), 256, "gpt");
 }
 
 }  // namespace

@@ -37,6 +37,14 @@ void index_add_typed(T* out, int64_t outer, int64_t out_dim, int64_t inner, cons
 }  // namespace
 
 // Every dtype is a plain copy of bytes here: a slice (one index, all of inner) is contiguous.
+void check_indices(const Ctx&, const int64_t* idx, int64_t n, int64_t lo, int64_t hi, int64_t skip,
+                   DeviceCheck what) {
+  for (int64_t k = 0; k < n; ++k) {
+    if (idx[k] == skip || (idx[k] >= lo && idx[k] < hi)) continue;
+    throw Error(device_check_message({1, static_cast<int32_t>(what), idx[k], lo, hi, skip}));
+  }
+}
+
 void index_select(const Ctx&, const void* in, DType dtype, int64_t outer, int64_t in_dim,
                   int64_t inner, const int64_t* idx, int64_t nidx, void* out) {
   const size_t slice = static_cast<size_t>(inner) * element_size(dtype);

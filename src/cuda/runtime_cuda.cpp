@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string_view>
 #include <vector>
 
@@ -314,6 +315,39 @@ PinnedCache& pinned_cache() {
   return *cache;
 }
 
+// Note [deferred device checks]: one record per device, in mapped pinned memory, made on first
+// use and never freed (kernels of any later moment may write it).
+std::array<std::atomic<kern::DeviceCheckRecord*>, kMaxDevices> g_check_records{};
+std::mutex g_check_records_mutex;
+
+kern::DeviceCheckRecord* host_check_record(int device) {
+  kern::DeviceCheckRecord* r = g_check_records[device].load(std::memory_order_acquire);
+  if (r) return r;
+  std::lock_guard<std::mutex> lock(g_check_records_mutex);
+  r = g_check_records[device].load(std::memory_order_relaxed);
+  if (!r) {
+    void* p = nullptr;
+    DeviceGuard guard(device);
+    SINTER_CUDA_CHECK(cudaHostAlloc(&p, sizeof(kern::DeviceCheckRecord), cudaHostAllocMapped));
+    r = new (p) kern::DeviceCheckRecord();
+    g_check_records[device].store(r, std::memory_order_release);
+  }
+  return r;
+}
+
+// After the host has waited for work on `device`: throws the error a deferred check recorded.
+void report_device_checks(int device) {
+  if (device < 0 || device >= kMaxDevices) return;
+  kern::DeviceCheckRecord* r = g_check_records[device].load(std::memory_order_acquire);
+  if (!r) return;
+  volatile kern::DeviceCheckRecord* v = r;
+  if (v->flag == 0) return;
+  const kern::DeviceCheckRecord seen{v->flag, v->what, v->value, v->lo, v->hi, v->skip};
+  v->flag = 0;
+  throw Error(kern::device_check_message(seen) +
+              " (found on the device by a deferred check, reported at this synchronization)");
+}
+
 bool is_pinned_host(const void* ptr) {
   cudaPointerAttributes attr{};
   SINTER_CUDA_CHECK(cudaPointerGetAttributes(&attr, ptr));
@@ -357,8 +391,10 @@ DeviceProperties get_device_properties(int device) {
 
 void synchronize(int device) {
   check_host_sync("cuda::synchronize");
-  DeviceGuard guard(checked_device(device));
+  device = checked_device(device);
+  DeviceGuard guard(device);
   SINTER_CUDA_CHECK(cudaDeviceSynchronize());
+  report_device_checks(device);
 }
 
 Stream Stream::default_stream(int device) { return Stream(nullptr, checked_device(device)); }
@@ -385,6 +421,7 @@ void Stream::synchronize() const {
   checked_device(device_);
   DeviceGuard guard(device_);
   SINTER_CUDA_CHECK(cudaStreamSynchronize(handle_));
+  report_device_checks(device_);
 }
 
 bool Stream::query() const {
@@ -429,6 +466,7 @@ void Event::synchronize() const {
   if (!impl_->event) return;
   check_host_sync("Event::synchronize");
   SINTER_CUDA_CHECK(cudaEventSynchronize(impl_->event));
+  report_device_checks(impl_->device);
 }
 
 bool Event::query() const { return !impl_->event || query_done(cudaEventQuery(impl_->event)); }
@@ -625,6 +663,13 @@ CUstream_st* current_stream_handle(int device) {
   return current_slot(checked_device(device)).handle();
 }
 
+kern::DeviceCheckRecord* device_check_record(int device) {
+  kern::DeviceCheckRecord* host = host_check_record(checked_device(device));
+  void* dev = nullptr;
+  SINTER_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0));
+  return static_cast<kern::DeviceCheckRecord*>(dev);
+}
+
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   if (nbytes == 0) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {
@@ -669,6 +714,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     } else {
       check_host_sync("a copy from pageable host memory to the device");
       SINTER_CUDA_CHECK(cudaStreamSynchronize(s));
+      report_device_checks(d);
     }
     return;
   }
@@ -678,6 +724,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   DeviceGuard guard(d);
   SINTER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s));
   SINTER_CUDA_CHECK(cudaStreamSynchronize(s));
+  report_device_checks(d);
 }
 
 }  // namespace detail

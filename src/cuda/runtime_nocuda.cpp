@@ -66,6 +66,7 @@ void free_pinned(void* ptr) {
   if (ptr) no_cuda("free_pinned");
 }
 CUstream_st* current_stream_handle(int) { no_cuda("current_stream_handle"); }
+kern::DeviceCheckRecord* device_check_record(int) { no_cuda("device_check_record"); }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   if (dst_device.is_cuda() || src_device.is_cuda()) no_cuda("copy_bytes to or from a CUDA device");

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "internal/elementwise_ops.h"
 #include "sinter/core/dtype.h"
@@ -64,6 +65,27 @@ enum class ReduceOp : int { Sum, Max, Min };
 // Element e, at coordinates c of that shape, reads (gather) or adds into (scatter_add) the element
 // of the large operand at offset sum over d != dim of c[d] * strides[d], plus index[e] *
 // strides[dim] (strides in elements; the large operand may be any strided view).
+// Note [deferred device checks]
+// On CUDA, an op whose arguments are known only on the device (class targets, embedding indices)
+// does not read them back to validate them, which would make the host wait for the device (and
+// rule out CUDA graphs). check_indices looks at them on the device instead: the first value out of
+// range goes to the device's check record, in host-mapped memory, and the op's kernels treat such
+// values as absent (a loss term of 0, a row of zeros), never reading out of bounds. The host looks
+// at the record at its next synchronization with that device (item(), a copy to the host,
+// synchronize()) and throws the error there, naming the op and the value. On the CPU the check
+// throws at once.
+enum class DeviceCheck : int32_t {
+  CrossEntropyTarget = 1,  // skip: ignore_index
+  EmbeddingIndex = 2,      // skip: none (a value outside [lo, hi))
+};
+struct DeviceCheckRecord {
+  int32_t flag = 0;  // nonzero once a value failed; the first failure's fields are kept
+  int32_t what = 0;  // DeviceCheck
+  int64_t value = 0, lo = 0, hi = 0, skip = 0;
+};
+// "cross_entropy: target 12 is out of range [0, 10) and is not ignore_index (-100)".
+std::string device_check_message(const DeviceCheckRecord& r);
+
 struct GatherGeom {
   int ndim = 0;
   int dim = 0;

@@ -143,7 +143,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   check_reduction(op, opts.reduction);
   SINTER_CHECK(opts.label_smoothing >= 0.0 && opts.label_smoothing <= 1.0, op,
                ": label_smoothing must be in [0, 1], got ", opts.label_smoothing);
-  check_target_range(op, target, logits.size(1), opts.ignore_index);
+  if (target.device().is_cuda()) {
+    // On the device, reported at the next synchronization (Note [deferred device checks]); the
+    // kernels treat an out-of-range target as ignored meanwhile.
+    const Tensor tc = target.contiguous();
+    SINTER_DISPATCH(tc.device(), check_indices, static_cast<const int64_t*>(tc.data_ptr()),
+                    tc.numel(), 0, logits.size(1), opts.ignore_index,
+                    kern::DeviceCheck::CrossEntropyTarget);
+  } else {
+    check_target_range(op, target, logits.size(1), opts.ignore_index);
+  }
   const DType dtype = logits.dtype(), acc = kern::loss_acc_dtype(dtype);
   const Device dev = logits.device();
 

@@ -269,7 +269,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   }
   Tensor idx = indices.reshape({-1}).contiguous();
   const int64_t nidx = idx.numel();
-  if (nidx > 0) {
+  if (nidx > 0 && idx.device().is_cuda()) {
+    // On the device, reported at the next synchronization (Note [deferred device checks]); an
+    // out-of-range index gives a row of zeros meanwhile.
+    SINTER_DISPATCH(idx.device(), check_indices, static_cast<const int64_t*>(idx.data_ptr()), nidx,
+                    0, num, 0, kern::DeviceCheck::EmbeddingIndex);
+  } else if (nidx > 0) {
     const auto lo = min(idx).item<int64_t>(), hi = max(idx).item<int64_t>();
     SINTER_CHECK(lo >= 0 && hi < num, op, ": index out of range: values span [", lo, ", ", hi,
                  "] but the table has ", num, " rows");
