@@ -5,7 +5,10 @@ the way bench_train_step times Sinter's, so that benchmarks/compare.py can put t
 One step = zero grads, forward, loss, backward, optimizer step, on one fixed random batch already on
 the device. Precisions: fp32 (TF32 off), tf32 (matmul and cuDNN in TF32), bf16 (autocast to bf16
 with fp32 master weights; TF32 off for what stays in fp32). After warm-up, 5 batches of 30 steps are
-timed with CUDA events around each batch; the figure is the median of the 5 per-step means.
+timed with CUDA events around each batch; the figure is the median of the 5 per-step means. The
+precisions of --compile-precisions (default tf32) are measured once more with the model under
+torch.compile(mode="reduce-overhead"), reported as "<precision>+compile" (bench_train_step's graphed
+steps are "<precision>+graph").
 
   python3 benchmarks/pytorch_reference.py --out results.json   # on a CUDA machine
   python3 benchmarks/pytorch_reference.py --smoke              # one small step of each, CPU or GPU
@@ -187,11 +190,13 @@ def make_step(torch, model, opt, x, y, loss_fn, precision, device):
     return step
 
 
-def time_workload(torch, name, precision, warmup, reps, steps):
+def time_workload(torch, name, precision, warmup, reps, steps, compiled=False):
     """Median ms per step over `reps` batches of `steps` steps, and the first and last loss."""
     device = torch.device("cuda")
     set_precision(torch, precision)
     model, opt, x, y, loss_fn = make_workload(torch, name, BATCH[name], device)
+    if compiled:
+        model = torch.compile(model, mode="reduce-overhead")
     step = make_step(torch, model, opt, x, y, loss_fn, precision, device)
     first_loss = float(step())  # also the first warm-up step
     for _ in range(warmup - 1):
@@ -248,6 +253,8 @@ def main():
                         help="comma-separated subset of " + ",".join(WORKLOADS))
     parser.add_argument("--precisions", default=",".join(PRECISIONS),
                         help="comma-separated subset of " + ",".join(PRECISIONS))
+    parser.add_argument("--compile-precisions", default="tf32",
+                        help="precisions also timed under torch.compile (default tf32; '' for none)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
     parser.add_argument("--reps", type=int, default=5, help="timed batches (default 5)")
     parser.add_argument("--steps", type=int, default=30, help="steps per timed batch (default 30)")
@@ -258,9 +265,11 @@ def main():
     for w in workloads:
         if w not in WORKLOADS:
             parser.error(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
-    for p in precisions:
+    compiled = [p for p in args.compile_precisions.split(",") if p]
+    for p in precisions + compiled:
         if p not in PRECISIONS:
             parser.error(f"unknown precision {p!r}; choose from {', '.join(PRECISIONS)}")
+    variants = [(p, False) for p in precisions] + [(p, True) for p in compiled]
     if args.warmup < 1 or args.reps < 1 or args.steps < 1:
         parser.error("--warmup, --reps and --steps must be at least 1")
 
@@ -283,10 +292,11 @@ def main():
           f"{args.reps} x {args.steps} steps after {args.warmup} warm-up steps")
     results, rows, failed = [], [], 0
     for name in workloads:
-        for precision in precisions:
+        for base, use_compile in variants:
+            precision = base + "+compile" if use_compile else base
             try:
-                ms, first, last = time_workload(torch, name, precision, args.warmup, args.reps,
-                                                args.steps)
+                ms, first, last = time_workload(torch, name, base, args.warmup, args.reps,
+                                                args.steps, use_compile)
             except RuntimeError as e:  # CUDA and cuDNN errors; report and go on with the rest
                 print(f"{name}/{precision}: FAILED: {e}", file=sys.stderr)
                 failed += 1

@@ -1,12 +1,16 @@
 // Training-step time of the reference workloads mlp, cnn, resnet20 and gpt-mini
-// (shared/reference/workloads.md) in fp32, tf32 and bf16 (the model cast with .to(bf16): bf16
-// weights, inputs and optimizer state): median ms per step (zero grads, forward, cross-entropy,
-// backward, optimizer step) on one fixed random batch on the device. `--smoke` runs one step of
-// each on the CPU instead.
+// (shared/reference/workloads.md) in fp32, tf32 and bf16 (autocast to bf16 around the forward and
+// the loss, f32 master weights and optimizer state, as PyTorch's autocast): median ms per step
+// (zero grads, forward, cross-entropy, backward, optimizer step) on one fixed random batch on the
+// device, each eager and replayed as a CUDA graph ("<precision>+graph", cuda::GraphedStep; the
+// workloads stepped by Adam are skipped there until Adam has a capturable mode). `--smoke` runs
+// one step of each on the CPU instead.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,15 +75,14 @@ struct Setup {
   std::unique_ptr<optim::Optimizer> opt;
   Tensor x, y;
   int64_t classes;
+  std::optional<DType> amp;  // the autocast dtype of the forward and the loss
 };
 
 // `length` shortens a language model's sequences (0: the workload's).
-Setup make_setup(const Workload& w, Device device, int64_t batch, DType dtype = DType::f32,
-                 int64_t length = 0) {
+Setup make_setup(const Workload& w, Device device, int64_t batch, int64_t length = 0) {
   manual_seed(0);
-  Setup s{w.make(), nullptr, {}, {}, w.classes};
+  Setup s{w.make(), nullptr, {}, {}, w.classes, std::nullopt};
   s.model->to(device);
-  if (dtype != DType::f32) s.model->to(dtype);
   s.opt = make_optimizer(w.opt, s.model->parameters());
   const TensorOptions ids{.dtype = DType::i64, .device = device};
   if (w.tokens) {
@@ -90,7 +93,7 @@ Setup make_setup(const Workload& w, Device device, int64_t batch, DType dtype = 
   }
   Shape shape{batch};
   shape.insert(shape.end(), w.sample.begin(), w.sample.end());
-  s.x = randn(shape, {.dtype = dtype, .device = device});
+  s.x = randn(shape, {.device = device});
   s.y = randint(0, w.classes, {batch}, ids);
   return s;
 }
@@ -98,32 +101,37 @@ Setup make_setup(const Workload& w, Device device, int64_t batch, DType dtype = 
 // One training step; returns the loss before the update (still on the device).
 Tensor train_step(Setup& s) {
   s.opt->zero_grad();
-  const Tensor out = s.model->forward(s.x);
-  Tensor loss = cross_entropy(out.reshape({-1, s.classes}), s.y.reshape({-1}));
+  Tensor loss;
+  {
+    std::optional<autocast::Guard> amp;
+    if (s.amp) amp.emplace(*s.amp, s.x.device().type);
+    const Tensor out = s.model->forward(s.x);
+    loss = cross_entropy(out.reshape({-1, s.classes}), s.y.reshape({-1}));
+  }
   loss.backward();
   s.opt->step();
   return loss;
 }
 
-// The three precisions: the matmul precision and the dtype the model is cast to.
+// The three precisions: the matmul precision and the autocast dtype, if any.
 struct Precision {
   const char* label;
   const char* matmul;  // "highest": no TF32 anywhere; "high": matmul and conv may use TF32
-  DType dtype;
+  std::optional<DType> amp;
 };
 
-constexpr Precision kPrecisions[] = {
-    {"fp32", "highest", DType::f32},
-    {"tf32", "high", DType::f32},
+const Precision kPrecisions[] = {
+    {"fp32", "highest", std::nullopt},
+    {"tf32", "high", std::nullopt},
     {"bf16", "highest", DType::bf16},
 };
 
 #ifdef SINTER_WITH_CUDA
 
 // Runs `steps` steps and returns "" when every loss was finite and the last one is below the
-// first (the model fits its one fixed batch), else what went wrong. With bf16 weights a small
-// learning rate's updates may round away in 5 steps, so there the loss need only not grow by more
-// than bf16's rounding (1%).
+// first (the model fits its one fixed batch), else what went wrong. Under bf16 autocast a small
+// learning rate's progress in 5 steps may hide in bf16's rounding of the forward, so there the
+// loss need only not grow by more than that (1%).
 std::string check_training(Setup& s, int steps, bool bf16) {
   std::vector<float> losses;
   for (int i = 0; i < steps; ++i) losses.push_back(train_step(s).item<float>());
@@ -144,25 +152,39 @@ std::string check_training(Setup& s, int steps, bool bf16) {
 // current stream. Unlike bench::time_ms this does not hold the stream until the host has queued
 // the batch: the host's work (launches, autograd bookkeeping, optimizer loops) is part of a
 // training step, and PyTorch eager's figures in workloads.md include it too.
-double time_steps_ms(Setup& s, int reps) {
-  return bench::time_ms_host_synced(reps, [&](int) { (void)train_step(s); });
+template <class Step>
+double time_steps_ms(Step& step, int reps) {
+  return bench::time_ms_host_synced(reps, [&](int) { step(); });
 }
 
-void run_train_step(benchmark::State& state, const Workload& w, const Precision& precision) {
-  bench::PrecisionGuard guard(precision.matmul);
-  Setup s = make_setup(w, Device::cuda(0), w.batch, precision.dtype);
-
-  // Validate before timing: a fast step that does not train is a bug, not a result.
-  if (bench::failed(state, std::string(w.name) + ": ",
-                    check_training(s, 5, precision.dtype == DType::bf16))) {
+void run_train_step(benchmark::State& state, const Workload& w, const Precision& precision,
+                    bool graphed) {
+  if (graphed && (w.opt == Opt::Adam || w.opt == Opt::AdamWGpt)) {
+    bench::skip(state, "Adam has no capturable mode yet");
     return;
   }
+  bench::PrecisionGuard guard(precision.matmul);
+  Setup s = make_setup(w, Device::cuda(0), w.batch);
+  s.amp = precision.amp;
 
-  time_steps_ms(s, 3);  // warm-up: caching allocator, optimizer state, library heuristics
-  const int reps = bench::reps_for(time_steps_ms(s, 3), 50.0, 100);
+  // Validate before timing: a fast step that does not train is a bug, not a result. These eager
+  // steps are also the graph's warm-up.
+  if (bench::failed(state, std::string(w.name) + ": ",
+                    check_training(s, 5, precision.amp.has_value()))) {
+    return;
+  }
+  cuda::GraphedStep graph([&] { (void)train_step(s); }, 1);
+  std::function<void()> step = [&] { (void)train_step(s); };
+  if (graphed) {
+    graph.run();  // the one eager run of its warm-up
+    step = [&] { graph.run(); };
+  }
+
+  time_steps_ms(step, 3);  // warm-up: caching allocator, optimizer state, heuristics, capture
+  const int reps = bench::reps_for(time_steps_ms(step, 3), 50.0, 100);
   std::vector<double> ms;
   for (auto _ : state) {
-    const double t = time_steps_ms(s, reps);
+    const double t = time_steps_ms(step, reps);
     ms.push_back(t);
     state.SetIterationTime(t * 1e-3);
   }
@@ -177,15 +199,18 @@ void run_train_step(benchmark::State& state, const Workload& w, const Precision&
 #endif  // SINTER_WITH_CUDA
 
 void register_all() {
-  for (const Workload& w : kWorkloads) {
-    for (const Precision& p : kPrecisions) {
-      auto body = [=]([[maybe_unused]] benchmark::State& state) {
+  for (bool graphed : {false, true}) {
+    for (const Workload& w : kWorkloads) {
+      for (const Precision& p : kPrecisions) {
+        auto body = [=]([[maybe_unused]] benchmark::State& state) {
 #ifdef SINTER_WITH_CUDA
-        run_train_step(state, w, p);
+          run_train_step(state, w, p, graphed);
 #endif
-      };
-      bench::register_device(std::string("train_step/") + w.name + "/" + p.label, 7,
-                             benchmark::kMillisecond, body);
+        };
+        bench::register_device(
+            std::string("train_step/") + w.name + "/" + p.label + (graphed ? "+graph" : ""), 7,
+            benchmark::kMillisecond, body);
+      }
     }
   }
 }
@@ -199,11 +224,12 @@ void smoke() {
       const std::string name = std::string("train_step/") + w.name + "/" + p.label + " (batch 2)";
       bench::smoke_guarded(name, [&]() -> std::string {
         bench::PrecisionGuard guard(p.matmul);
-        Setup s = make_setup(w, Device::cpu(), 2, p.dtype, w.tokens ? 32 : 0);
+        Setup s = make_setup(w, Device::cpu(), 2, w.tokens ? 32 : 0);
+        s.amp = p.amp;
         const float loss = train_step(s).item<float>();
         bool params_finite = true;
         for (const Tensor& param : s.model->parameters()) {
-          if (param.dtype() != p.dtype)
+          if (param.dtype() != DType::f32)  // master weights stay f32 under autocast too
             return "a parameter is " + std::string(dtype_name(param.dtype()));
           for (float v : param.to_vector<float>())
             params_finite = params_finite && std::isfinite(v);
