@@ -112,8 +112,16 @@ struct AdamOp {
 
   template <int N>
   __device__ __forceinline__ void apply(int64_t i) const {
-    const C neg_step_size = static_cast<C>(-t.step_size);
-    const C bc2_sqrt = static_cast<C>(t.bias_correction2_sqrt);
+    C neg_step_size = static_cast<C>(-t.step_size);
+    C bc2_sqrt = static_cast<C>(t.bias_correction2_sqrt);
+    AdamScalars<C> sc = s;
+    if (t.step_device) {  // Note [capturable adam]
+      const auto d =
+          adam_device_scalars<C>(t.step_device, s.lr_device, s.beta1, s.beta2, s.weight_decay);
+      neg_step_size = d.neg_step_size;
+      bc2_sqrt = d.bias_correction2_sqrt;
+      sc.decay_factor = d.decay_factor;
+    }
     Vec<T, N> p = load<T, N>(t.param, i);
     const Vec<T, N> g = load<T, N>(t.grad, i);
     Vec<T, N> m = load<T, N>(t.exp_avg, i);
@@ -123,7 +131,7 @@ struct AdamOp {
     for (int j = 0; j < N; ++j) {
       C pc = to_acc(p.v[j]), mc = to_acc(m.v[j]), vc = to_acc(v.v[j]);
       C vmaxc = s.amsgrad ? to_acc(vmax.v[j]) : C(0);
-      adam_element(s, neg_step_size, bc2_sqrt, pc, to_acc(g.v[j]), mc, vc, vmaxc);
+      adam_element(sc, neg_step_size, bc2_sqrt, pc, to_acc(g.v[j]), mc, vc, vmaxc);
       p.v[j] = from_acc<T>(pc);
       m.v[j] = from_acc<T>(mc);
       v.v[j] = from_acc<T>(vc);

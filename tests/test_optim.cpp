@@ -322,11 +322,11 @@ TEST(OptimStateDict, KeysAndScalars) {
   for (const char* key :
        {"param_groups.0.lr", "param_groups.0.beta1", "param_groups.0.beta2", "param_groups.0.eps",
         "param_groups.0.weight_decay", "param_groups.0.amsgrad", "param_groups.0.maximize",
-        "param_groups.0.num_params", "state.0.0.step", "state.0.0.exp_avg", "state.0.0.exp_avg_sq",
-        "state.0.0.max_exp_avg_sq"}) {
+        "param_groups.0.capturable", "param_groups.0.num_params", "state.0.0.step",
+        "state.0.0.exp_avg", "state.0.0.exp_avg_sq", "state.0.0.max_exp_avg_sq"}) {
     EXPECT_EQ(d.count(key), 1u) << key;
   }
-  EXPECT_EQ(d.size(), 12u);  // q has no grad, so no state
+  EXPECT_EQ(d.size(), 13u);  // q has no grad, so no state
   EXPECT_EQ(d.at("param_groups.0.lr").dim(), 0);
   EXPECT_EQ(d.at("param_groups.0.lr").dtype(), DType::f64);
   EXPECT_EQ(d.at("param_groups.0.lr").item<double>(), 0.1);
@@ -683,6 +683,80 @@ TEST(CudaOptim, ClipGradNormMatchesCpu) {
     EXPECT_NEAR(tg, tc, 1e-4 * tc);
     EXPECT_TRUE(testing::all_close(pg.grad(), pc.grad(), 1e-6, 1e-4));
   }
+}
+
+}  // namespace
+}  // namespace sinter
+
+namespace sinter {
+namespace {
+
+// Note [capturable adam]: the same updates as the default mode, with the step count and the
+// learning rate on the device (here the CPU) as f32, so equal up to the f32 rounding of lr.
+TEST(CapturableAdam, StepsAsTheDefaultMode) {
+  for (bool decoupled : {false, true}) {
+    for (bool amsgrad : {false, true}) {
+      SCOPED_TRACE(std::string(decoupled ? "AdamW" : "Adam") + (amsgrad ? " amsgrad" : ""));
+      auto make = [&](bool capturable, const Tensor& p) -> std::unique_ptr<optim::Adam> {
+        if (decoupled) {
+          return std::make_unique<optim::AdamW>(
+              std::vector<Tensor>{p},
+              optim::AdamWOptions{
+                  .lr = 0.05, .weight_decay = 0.1, .amsgrad = amsgrad, .capturable = capturable});
+        }
+        return std::make_unique<optim::Adam>(
+            std::vector<Tensor>{p},
+            optim::AdamOptions{
+                .lr = 0.05, .weight_decay = 0.1, .amsgrad = amsgrad, .capturable = capturable});
+      };
+      Tensor a = leaf(kStart), b = leaf(kStart);
+      auto plain = make(false, a), capt = make(true, b);
+      for (int t = 1; t <= 6; ++t) {
+        if (t == 4) {  // a schedule's change reaches the device learning rate
+          plain->set_lr(0.02);
+          capt->set_lr(0.02);
+        }
+        set_grad(a, grad_at(t));
+        set_grad(b, grad_at(t));
+        plain->step();
+        capt->step();
+      }
+      expect_near(vec(b), vec(a), 1e-7);
+      const Tensor& step = capt->state(0, 0).at("step");
+      EXPECT_EQ(step.dtype(), DType::f32);
+      EXPECT_EQ(step.item<float>(), 6.0f);
+      EXPECT_EQ(capt->state_dict().at("param_groups.0.capturable").item<double>(), 1.0);
+    }
+  }
+}
+
+// A state dict carries over between the modes, and one from before the option loads.
+TEST(CapturableAdam, StateDictsMoveBetweenModes) {
+  Tensor a = leaf(kStart), b = leaf(kStart);
+  optim::Adam plain({a}, {.lr = 0.05});
+  optim::Adam capt({b}, {.lr = 0.05, .capturable = true});
+  for (int t = 1; t <= 3; ++t) {
+    set_grad(a, grad_at(t));
+    plain.step();
+  }
+  StateDict d = plain.state_dict();
+  d.erase("param_groups.0.capturable");  // as written before the option existed
+  d["param_groups.0.capturable"] = full({}, 1.0, {.dtype = DType::f64});
+  capt.load_state_dict(d);
+  b.detach().copy_(a.detach());
+  for (int t = 4; t <= 5; ++t) {
+    set_grad(a, grad_at(t));
+    set_grad(b, grad_at(t));
+    plain.step();
+    capt.step();
+  }
+  expect_near(vec(b), vec(a), 1e-7);
+  StateDict old = plain.state_dict();
+  old.erase("param_groups.0.capturable");
+  plain.load_state_dict(old);  // the current value stays
+  EXPECT_EQ(plain.hyperparameter(0, "capturable"), 0.0);
+  expect_error([&] { SGD s(std::vector<ParamGroup>{{.params = {a}, .capturable = true}}); },
+               {"SGD", "capturable"});
 }
 
 }  // namespace

@@ -59,8 +59,16 @@ void adam_step(const Ctx&, DType dtype, const AdamTensor* tensors, int64_t count
     C m = load<T>(t.exp_avg, i);
     C v = load<T>(t.exp_avg_sq, i);
     C vmax = s.amsgrad ? load<T>(t.max_exp_avg_sq, i) : C(0);
-    adam_element(s, static_cast<C>(-t.step_size), static_cast<C>(t.bias_correction2_sqrt), p,
-                 load<T>(t.grad, i), m, v, vmax);
+    if (t.step_device) {  // Note [capturable adam]
+      auto sc = s;
+      const auto d =
+          adam_device_scalars<C>(t.step_device, s.lr_device, s.beta1, s.beta2, s.weight_decay);
+      sc.decay_factor = d.decay_factor;
+      adam_element(sc, d.neg_step_size, d.bias_correction2_sqrt, p, load<T>(t.grad, i), m, v, vmax);
+    } else {
+      adam_element(s, static_cast<C>(-t.step_size), static_cast<C>(t.bias_correction2_sqrt), p,
+                   load<T>(t.grad, i), m, v, vmax);
+    }
     store<T>(t.param, i, p);
     store<T>(t.exp_avg, i, m);
     store<T>(t.exp_avg_sq, i, v);

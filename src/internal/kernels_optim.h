@@ -46,6 +46,8 @@ struct AdamHyper {
   bool decoupled = false;  // AdamW
   bool amsgrad = false;
   bool maximize = false;
+  // Capturable mode (Note [capturable adam]): the group's learning rate on the call's device, f32.
+  const float* lr_device = nullptr;
 };
 
 // The bias corrections depend on the tensor's own step count t, so they travel per tensor, computed
@@ -59,7 +61,29 @@ struct AdamTensor {
   int64_t numel = 0;
   double step_size = 0.0;
   double bias_correction2_sqrt = 1.0;
+  // Capturable mode: the tensor's step count t on the device (f32, already advanced), from which
+  // the kernel computes the two fields above and the decay factor with *lr_device.
+  const float* step_device = nullptr;
 };
+
+// Note [capturable adam]
+// Inside a CUDA graph the host code of a step runs once, at capture, so a step count or learning
+// rate passed by value would be replayed forever. In capturable mode the step count is a device
+// tensor that a kernel advances and the learning rate a device tensor the optimizer refills when
+// it changes; the kernel derives step_size = lr / (1 - beta1^t), sqrt(1 - beta2^t) and AdamW's
+// 1 - lr * weight_decay from them in the compute type (so the bits differ from the host-computed
+// doubles of the default mode by rounding).
+template <class C>
+struct AdamDeviceScalars {
+  C neg_step_size, bias_correction2_sqrt, decay_factor;
+};
+template <class C>
+SINTER_HD inline AdamDeviceScalars<C> adam_device_scalars(const float* step, const float* lr,
+                                                          C beta1, C beta2, C weight_decay) {
+  const C t = static_cast<C>(*step), rate = static_cast<C>(*lr);
+  const C bc1 = C(1) - Math<C>::pow(beta1, t);
+  return {-(rate / bc1), Math<C>::sqrt(C(1) - Math<C>::pow(beta2, t)), C(1) - rate * weight_decay};
+}
 
 // Products and sums rounded one at a time: device code would otherwise contract a * b + c into an
 // FMA, which the unfused ops (one kernel per operation) never do. The compute type C is float or
@@ -114,6 +138,7 @@ template <class C>
 struct AdamScalars {
   C beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay_factor;
   bool use_weight_decay, decoupled, amsgrad, maximize;
+  const float* lr_device;
 
   explicit AdamScalars(const AdamHyper& h)
       : beta1(static_cast<C>(h.beta1)),
@@ -126,7 +151,8 @@ struct AdamScalars {
         use_weight_decay(h.weight_decay != 0.0),
         decoupled(h.decoupled),
         amsgrad(h.amsgrad),
-        maximize(h.maximize) {}
+        maximize(h.maximize),
+        lr_device(h.lr_device) {}
 };
 
 // One element of Adam/AdamW (the formula of adam.h). neg_step_size = -step_size and bc2_sqrt of the

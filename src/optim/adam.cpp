@@ -22,7 +22,8 @@ AdamOptions as_adam(const AdamWOptions& o) {
           .eps = o.eps,
           .weight_decay = o.weight_decay,
           .amsgrad = o.amsgrad,
-          .maximize = o.maximize};
+          .maximize = o.maximize,
+          .capturable = o.capturable};
 }
 
 }  // namespace
@@ -60,11 +61,14 @@ Hyperparameters Adam::resolve(const ParamGroup& group) const {
           {"eps", group.eps.value_or(defaults_.eps)},
           {"weight_decay", group.weight_decay.value_or(defaults_.weight_decay)},
           {"amsgrad", group.amsgrad.value_or(defaults_.amsgrad) ? 1.0 : 0.0},
-          {"maximize", group.maximize.value_or(defaults_.maximize) ? 1.0 : 0.0}};
+          {"maximize", group.maximize.value_or(defaults_.maximize) ? 1.0 : 0.0},
+          {"capturable", group.capturable.value_or(defaults_.capturable) ? 1.0 : 0.0}};
 }
 
 void Adam::check(const Hyperparameters& h, size_t group) const {
-  check_names(h, {"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad", "maximize"}, group);
+  check_names(h,
+              {"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad", "maximize", "capturable"},
+              group);
   const double lr = require(h, "lr", group);
   const double beta1 = require(h, "beta1", group);
   const double beta2 = require(h, "beta2", group);
@@ -72,6 +76,7 @@ void Adam::check(const Hyperparameters& h, size_t group) const {
   const double weight_decay = require(h, "weight_decay", group);
   require_bool(h, "amsgrad", group);
   require_bool(h, "maximize", group);
+  require_bool(h, "capturable", group);
   SINTER_CHECK(lr >= 0.0, name(), ": invalid learning rate ", lr, " in group ", group,
                " (must be >= 0)");
   SINTER_CHECK(beta1 >= 0.0 && beta1 < 1.0, name(), ": invalid beta1 ", beta1, " in group ", group,
@@ -89,7 +94,8 @@ AdamOptions Adam::to_options(const Hyperparameters& h) const {
           .eps = h.at("eps"),
           .weight_decay = h.at("weight_decay"),
           .amsgrad = h.at("amsgrad") == 1.0,
-          .maximize = h.at("maximize") == 1.0};
+          .maximize = h.at("maximize") == 1.0,
+          .capturable = h.at("capturable") == 1.0};
 }
 
 Hyperparameters Adam::from_options(const AdamOptions& o) const {
@@ -99,7 +105,24 @@ Hyperparameters Adam::from_options(const AdamOptions& o) const {
           {"eps", o.eps},
           {"weight_decay", o.weight_decay},
           {"amsgrad", o.amsgrad ? 1.0 : 0.0},
-          {"maximize", o.maximize ? 1.0 : 0.0}};
+          {"maximize", o.maximize ? 1.0 : 0.0},
+          {"capturable", o.capturable ? 1.0 : 0.0}};
+}
+
+Tensor& Adam::lr_tensor(size_t group, Device device) {
+  Tensor& t = lr_tensors_[{group, device.is_cuda() ? device.index : -1}];
+  if (!t.defined()) {
+    t = full({}, options_.at(group).lr, {.dtype = DType::f32, .device = device});
+  }
+  return t;
+}
+
+void Adam::store(size_t group, const Hyperparameters& h) {
+  OptimizerWithOptions::store(group, h);
+  NoGradGuard ng;
+  for (auto& [key, t] : lr_tensors_) {
+    if (key.first == group) t.fill_(options_.at(group).lr);
+  }
 }
 
 void Adam::step() {
@@ -107,14 +130,14 @@ void Adam::step() {
   for (size_t g = 0; g < params_.size(); ++g) {
     const AdamOptions& o = options_[g];
     const auto [beta1, beta2] = o.betas;
-    const kern::AdamHyper h{.lr = o.lr,
-                            .beta1 = beta1,
-                            .beta2 = beta2,
-                            .eps = o.eps,
-                            .weight_decay = o.weight_decay,
-                            .decoupled = decoupled_,
-                            .amsgrad = o.amsgrad,
-                            .maximize = o.maximize};
+    kern::AdamHyper h{.lr = o.lr,
+                      .beta1 = beta1,
+                      .beta2 = beta2,
+                      .eps = o.eps,
+                      .weight_decay = o.weight_decay,
+                      .decoupled = decoupled_,
+                      .amsgrad = o.amsgrad,
+                      .maximize = o.maximize};
     for (const std::vector<size_t>& bucket : grad_buckets(g)) {
       std::vector<kern::AdamTensor> list;
       detail::FusedOperands ops;
@@ -124,7 +147,8 @@ void Adam::step() {
         // A parameter's first step, or a state dict that held only part of its state.
         if (!st.count("step") || !st.count("exp_avg") || !st.count("exp_avg_sq")) {
           st.clear();
-          st["step"] = zeros({}, {.dtype = DType::f64});
+          st["step"] = o.capturable ? zeros({}, {.dtype = DType::f32, .device = p.device()})
+                                    : zeros({}, {.dtype = DType::f64});
           st["exp_avg"] = zeros_like(p);
           st["exp_avg_sq"] = zeros_like(p);
         }
@@ -134,24 +158,35 @@ void Adam::step() {
           if (name != "step") fit_state(buf, p, name);
         }
 
-        // The step count and the bias corrections are host values: a graph would replay them.
-        SINTER_CHECK(!cuda::is_capturing(), name(),
-                     ": a step inside a CUDA graph capture would "
-                     "bake its step count into the graph, and this optimizer has no capturable "
-                     "mode; capture SGD steps, or step ",
-                     name(), " outside the graph");
-        Tensor& step_t = st["step"];
-        const double t = step_t.item<double>() + 1.0;
-        step_t.fill_(t);
-
         const auto [pw, grad] = ops.add(p);
         kern::AdamTensor k{.param = pw.data_ptr(),
                            .grad = grad.data_ptr(),
                            .exp_avg = st["exp_avg"].data_ptr(),
                            .exp_avg_sq = st["exp_avg_sq"].data_ptr(),
-                           .numel = p.numel(),
-                           .step_size = o.lr / (1.0 - std::pow(beta1, t)),
-                           .bias_correction2_sqrt = std::sqrt(1.0 - std::pow(beta2, t))};
+                           .numel = p.numel()};
+        Tensor& step_t = st["step"];
+        if (o.capturable) {
+          // Note [capturable adam]: the count advances on the device. A count that is not there
+          // yet (a fresh state, a loaded state dict) moves once, before any capture.
+          if (step_t.device() != p.device() || step_t.dtype() != DType::f32) {
+            step_t = step_t.to(DType::f32).to(p.device());
+          }
+          step_t.add_(1.0);
+          k.step_device = static_cast<const float*>(step_t.data_ptr());
+          Tensor& lr_t = lr_tensor(g, p.device());
+          if (!cuda::is_capturing()) lr_t.fill_(o.lr);
+          h.lr_device = static_cast<const float*>(lr_t.data_ptr());
+        } else {
+          // The step count and the bias corrections are host values: a graph would replay them.
+          SINTER_CHECK(!cuda::is_capturing(), name(),
+                       ": a step inside a CUDA graph capture needs capturable = true (the step "
+                       "count and learning rate would otherwise be baked into the graph)");
+          if (step_t.device().is_cuda()) step_t = step_t.to(Device::cpu());
+          const double t = step_t.to(DType::f64).item<double>() + 1.0;
+          step_t = full({}, t, {.dtype = DType::f64});
+          k.step_size = o.lr / (1.0 - std::pow(beta1, t));
+          k.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(beta2, t));
+        }
         ops.written(st["exp_avg"]);
         ops.written(st["exp_avg_sq"]);
         if (o.amsgrad) {

@@ -191,9 +191,15 @@ void Optimizer::load_state_dict(const StateDict& dict) {
     SINTER_CHECK(n == static_cast<double>(params_[g].size()), op, ": group ", g, " has ",
                  params_[g].size(), " parameters, the state dict has ", n);
     ++used;
+    const std::vector<std::string> optional = optional_hyperparameters();
     for (const auto& [name, current] : load(g)) {
       const std::string key = group_key(g, name);
       auto hit = dict.find(key);
+      if (hit == dict.end() &&
+          std::find(optional.begin(), optional.end(), name) != optional.end()) {
+        hypers[g][name] = current;  // a dict from before the option existed
+        continue;
+      }
       SINTER_CHECK(hit != dict.end(), op, ": missing \"", key, "\"");
       hypers[g][name] = scalar_value(op, key, hit->second);
       ++used;

@@ -20,10 +20,12 @@ SGD::SGD(const std::vector<ParamGroup>& groups, const SGDOptions& defaults)
 }
 
 Hyperparameters SGD::resolve(const ParamGroup& group) const {
-  SINTER_CHECK(!group.betas && !group.eps && !group.amsgrad, "SGD: a param group sets ",
-               group.betas ? "betas"
-               : group.eps ? "eps"
-                           : "amsgrad",
+  SINTER_CHECK(!group.betas && !group.eps && !group.amsgrad && !group.capturable,
+               "SGD: a param group sets ",
+               group.betas     ? "betas"
+               : group.eps     ? "eps"
+               : group.amsgrad ? "amsgrad"
+                               : "capturable",
                ", which SGD does not have");
   return {{"lr", group.lr.value_or(defaults_.lr)},
           {"momentum", group.momentum.value_or(defaults_.momentum)},

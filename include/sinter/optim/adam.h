@@ -2,6 +2,7 @@
 // bias correction and maximize, following PyTorch's formulas.
 #pragma once
 
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct AdamOptions {
   double weight_decay = 0.0;
   bool amsgrad = false;
   bool maximize = false;
+  // The step count and learning rate live on the parameters' device (Note [capturable adam] in
+  // src/internal/kernels_optim.h), so that a step can be captured in a CUDA graph and replayed.
+  bool capturable = false;
 };
 
 // AdamW's options differ from Adam's in the default weight decay only.
@@ -28,6 +32,7 @@ struct AdamWOptions {
   double weight_decay = 1e-2;
   bool amsgrad = false;
   bool maximize = false;
+  bool capturable = false;
 };
 
 // Per parameter p with gradient g, at this parameter's step t = 1, 2, ...:
@@ -36,8 +41,9 @@ struct AdamWOptions {
 //   m <- beta1 m + (1 - beta1) g;   v <- beta2 v + (1 - beta2) g^2
 //   v_max <- max(v_max, v) if amsgrad (the denominator then uses v_max in place of v)
 //   p <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-// State: "step" (a 0-dim f64 host tensor, so reading it never waits on the device), "exp_avg" (m),
-// "exp_avg_sq" (v), "max_exp_avg_sq" (v_max, with amsgrad); the buffers live with the parameter.
+// State: "step" (a 0-dim f64 host tensor, so reading it never waits on the device; with capturable,
+// a 0-dim f32 tensor on the parameter's device), "exp_avg" (m), "exp_avg_sq" (v), "max_exp_avg_sq"
+// (v_max, with amsgrad); the buffers live with the parameter.
 class Adam : public OptimizerWithOptions<AdamOptions> {
  public:
   explicit Adam(const std::vector<Tensor>& params, const AdamOptions& options = {});
@@ -56,9 +62,16 @@ class Adam : public OptimizerWithOptions<AdamOptions> {
   std::vector<std::string> state_names() const override {
     return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   }
+  std::vector<std::string> optional_hyperparameters() const override { return {"capturable"}; }
+  // Refills the capturable mode's learning-rate tensors of the group (a changed lr reaches the
+  // graphs that read them).
+  void store(size_t group, const Hyperparameters& h) override;
 
  private:
+  // The learning rate of capturable group g on a device, 0-dim f32, by (g, device index; -1: CPU).
+  Tensor& lr_tensor(size_t group, Device device);
   bool decoupled_;
+  std::map<std::pair<size_t, int>, Tensor> lr_tensors_;
 };
 
 class AdamW : public Adam {

@@ -27,6 +27,7 @@ struct ParamGroup {
   std::optional<double> eps{};
   std::optional<bool> amsgrad{};
   std::optional<bool> maximize{};
+  std::optional<bool> capturable{};
 };
 
 // A group's hyperparameters by name, all as doubles (bools as 0 or 1): the form they take in a
@@ -98,6 +99,8 @@ class Optimizer {
   // parameter's shape.
   virtual std::vector<std::string> state_names() const = 0;
   virtual std::vector<std::string> scalar_state() const { return {"step"}; }
+  // Hyperparameters a state dict may lack (it predates them): loading keeps the current value.
+  virtual std::vector<std::string> optional_hyperparameters() const { return {}; }
 
   // Adds the groups a constructor was given, which must hold at least one parameter among them.
   void add_param_groups(const std::vector<ParamGroup>& groups);
