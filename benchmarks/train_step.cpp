@@ -2,9 +2,8 @@
 // (shared/reference/workloads.md) in fp32, tf32 and bf16 (autocast to bf16 around the forward and
 // the loss, f32 master weights and optimizer state, as PyTorch's autocast): median ms per step
 // (zero grads, forward, cross-entropy, backward, optimizer step) on one fixed random batch on the
-// device, each eager and replayed as a CUDA graph ("<precision>+graph", cuda::GraphedStep; the
-// workloads stepped by Adam are skipped there until Adam has a capturable mode). `--smoke` runs
-// one step of each on the CPU instead.
+// device, each eager and replayed as a CUDA graph ("<precision>+graph", cuda::GraphedStep, with
+// Adam and AdamW in their capturable mode). `--smoke` runs one step of each on the CPU instead.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -52,18 +51,20 @@ const Workload kWorkloads[] = {
     {"gpt-mini", gpt_mini, {256}, 32, Opt::AdamWGpt, 256, true},
 };
 
-std::unique_ptr<optim::Optimizer> make_optimizer(Opt opt, const std::vector<Tensor>& params) {
+std::unique_ptr<optim::Optimizer> make_optimizer(Opt opt, const std::vector<Tensor>& params,
+                                                 bool capturable) {
   switch (opt) {
     case Opt::SgdMomentum:
       return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
     case Opt::Adam:
-      return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = 1e-3});
+      return std::make_unique<optim::Adam>(
+          params, optim::AdamOptions{.lr = 1e-3, .capturable = capturable});
     case Opt::SgdResNet:
       return std::make_unique<optim::SGD>(
           params, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4});
     case Opt::AdamWGpt:
-      return std::make_unique<optim::AdamW>(params,
-                                            optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.1});
+      return std::make_unique<optim::AdamW>(
+          params, optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.1, .capturable = capturable});
   }
   SINTER_THROW("train_step: unknown optimizer");
 }
@@ -79,11 +80,12 @@ struct Setup {
 };
 
 // `length` shortens a language model's sequences (0: the workload's).
-Setup make_setup(const Workload& w, Device device, int64_t batch, int64_t length = 0) {
+Setup make_setup(const Workload& w, Device device, int64_t batch, int64_t length = 0,
+                 bool capturable = false) {
   manual_seed(0);
   Setup s{w.make(), nullptr, {}, {}, w.classes, std::nullopt};
   s.model->to(device);
-  s.opt = make_optimizer(w.opt, s.model->parameters());
+  s.opt = make_optimizer(w.opt, s.model->parameters(), capturable);
   const TensorOptions ids{.dtype = DType::i64, .device = device};
   if (w.tokens) {
     const Tensor t = randint(0, w.classes, {batch, (length ? length : w.sample[0]) + 1}, ids);
@@ -159,12 +161,8 @@ double time_steps_ms(Step& step, int reps) {
 
 void run_train_step(benchmark::State& state, const Workload& w, const Precision& precision,
                     bool graphed) {
-  if (graphed && (w.opt == Opt::Adam || w.opt == Opt::AdamWGpt)) {
-    bench::skip(state, "Adam has no capturable mode yet");
-    return;
-  }
   bench::PrecisionGuard guard(precision.matmul);
-  Setup s = make_setup(w, Device::cuda(0), w.batch);
+  Setup s = make_setup(w, Device::cuda(0), w.batch, 0, graphed);
   s.amp = precision.amp;
 
   // Validate before timing: a fast step that does not train is a bug, not a result. These eager

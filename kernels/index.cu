@@ -40,13 +40,14 @@ __global__ void check_indices_kernel(const int64_t* idx, int64_t n, int64_t lo, 
   for (int64_t k = thread_index(); k < n; k += thread_count()) {
     const int64_t v = idx[k];
     if (v == skip || (v >= lo && v < hi)) continue;
-    if (atomicCAS(&record->flag, 0, 1) == 0) {
+    if (atomicCAS(&record->claim, 0, 1) == 0) {
       record->what = what;
       record->value = v;
       record->lo = lo;
       record->hi = hi;
       record->skip = skip;
-      __threadfence_system();
+      __threadfence_system();  // the fields before the flag that publishes them
+      atomicExch(&record->flag, 1);
     }
     return;
   }

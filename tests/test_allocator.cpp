@@ -516,8 +516,8 @@ TEST_F(CachingAllocator, StaysConsistentUnderConcurrentUse) {
 }
 
 // Note [private pools]: a graph's blocks are reused only within its pool, its segments survive
-// empty_cache while the pool is open, and closing it gives them back, the last ones as their tensors
-// go.
+// empty_cache while the pool is open, and closing it gives them back, the last ones as their
+// tensors go.
 TEST_F(CachingAllocator, PrivatePoolsKeepTheirMemoryUntilClosed) {
   int graph_tag = 0;
   const void* const graph = &graph_tag;
@@ -568,6 +568,33 @@ TEST_F(CachingAllocator, OutOfMemoryRetrySparesOpenPrivatePools) {
   EXPECT_EQ(heap.live_segments(), 0u);
   void* p = alloc.allocate(6 * MiB, kStreamA);
   alloc.free(p);
+}
+
+// While a capture runs no segment goes back (that would synchronize the device); capture_end gives
+// back what was held.
+TEST_F(CachingAllocator, NothingIsReleasedDuringACapture) {
+  heap.set_limit(6 * MiB);
+  alloc.free(alloc.allocate(4 * MiB, kStreamA));
+  alloc.capture_begin();
+  alloc.empty_cache();
+  EXPECT_EQ(heap.live_segments(), 1u);
+  // Out of memory: no release to retry with, so the request fails at once.
+  EXPECT_THROW(alloc.allocate(4 * MiB, kStreamB), sinter::Error);
+  EXPECT_EQ(heap.live_segments(), 1u);
+  alloc.capture_end();
+  alloc.empty_cache();
+  EXPECT_EQ(heap.live_segments(), 0u);
+}
+
+TEST(CachingAllocatorUncached, CaptureEndReleasesWhatWasHeldBack) {
+  FakeHeap heap;
+  Allocator alloc(heap, 0, false);
+  void* p = alloc.allocate(1000, kStreamA);
+  alloc.capture_begin();
+  alloc.free(p);  // the uncached mode would give the segment back at once
+  EXPECT_EQ(heap.live_segments(), 1u);
+  alloc.capture_end();
+  EXPECT_EQ(heap.live_segments(), 0u);
 }
 
 // ---- On a device: the real allocator, pinned memory and copies ----

@@ -161,7 +161,10 @@ void check_host_sync(const char* what);
 // them in place. The work is recorded, not run: replay() runs it. What fn reads must live in
 // tensors that outlive the graph (static inputs: copy each batch into them before replay()), and
 // host values fn computes (a learning rate, a step count passed to a kernel) are baked in as they
-// were at capture.
+// were at capture: Adam and AdamW need capturable = true (their step count and learning rate then
+// live on the device), SGD keeps the learning rate it had at capture, and random numbers (dropout)
+// are refused, since their seed would repeat at every replay. A failed capture leaves the Graph as
+// new.
 class Graph {
  public:
   Graph();
@@ -187,8 +190,8 @@ bool is_capturing();
 // the model, optimizer and static input tensors it closes over) runs eagerly for the first
 // `warmup` calls of run(), so that what is made lazily exists (gradients, optimizer state, library
 // workspaces); the next call captures it and replays it, and every later call replays it. Copy each
-// batch into the static inputs before run(). The optimizer must keep its hyperparameters fixed:
-// they are baked into the graph.
+// batch into the static inputs before run(). What Note [cuda graphs] says of optimizers and random
+// numbers holds here too.
 class GraphedStep {
  public:
   explicit GraphedStep(std::function<void()> step, int warmup = 3, int device = -1);

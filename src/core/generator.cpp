@@ -1,6 +1,9 @@
 // The Philox generator state: a seed and the next unused counter (Note [philox streams]).
 #include "sinter/core/generator.h"
 
+#include "sinter/core/error.h"
+#include "sinter/cuda.h"
+
 namespace sinter {
 
 void Generator::manual_seed(uint64_t seed) {
@@ -14,6 +17,11 @@ uint64_t Generator::seed() const {
 }
 
 GeneratorState Generator::reserve(uint64_t n) {
+  // The seed and offset become kernel arguments: a graph would replay the same numbers each time.
+  SINTER_CHECK(!cuda::is_capturing(),
+               "Generator: random numbers (dropout, rand, ...) inside a "
+               "CUDA graph capture would repeat at every replay; capture the step without them "
+               "(dropout p = 0, or eval mode)");
   std::lock_guard<std::mutex> lock(mu_);
   const GeneratorState first = state_;
   state_.offset += n;

@@ -41,7 +41,7 @@ void check_indices(const Ctx&, const int64_t* idx, int64_t n, int64_t lo, int64_
                    DeviceCheck what) {
   for (int64_t k = 0; k < n; ++k) {
     if (idx[k] == skip || (idx[k] >= lo && idx[k] < hi)) continue;
-    throw Error(device_check_message({1, static_cast<int32_t>(what), idx[k], lo, hi, skip}));
+    throw Error(device_check_message({1, static_cast<int32_t>(what), idx[k], lo, hi, skip, 1}));
   }
 }
 

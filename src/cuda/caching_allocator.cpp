@@ -240,8 +240,10 @@ void CachingAllocator::free_block(Block* b) {
   pool.insert(b);
   if (!b->prev && !b->next && closed_pools_.count(b->stream) > 0) {
     // The last block of a closed private pool's segment (Note [private pools]).
+    const void* key = b->stream;
     try {
-      release_free_segments(b->stream);
+      release_free_segments(key);
+      forget_closed_pool_if_empty(key);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "sinter: CUDA allocator of device %d: freeing a segment failed: %s\n",
                    device_, e.what());
@@ -298,16 +300,44 @@ void CachingAllocator::close_private_pool(const void* key) {
   if (open_pools_.erase(key) == 0) return;
   closed_pools_.insert(key);
   release_free_segments(key);
-  // Forget the key once nothing of it is left: no block of it is in use or cached.
-  bool left = false;
-  for (const auto& [ptr, b] : live_) left = left || b->stream == key;
-  for (Pool* pool : {&small_pool_, &large_pool_}) {
-    for (const Block* b : *pool) left = left || b->stream == key;
+  forget_closed_pool_if_empty(key);
+}
+
+void CachingAllocator::forget_closed_pool_if_empty(const void* key) {
+  for (const auto& [ptr, b] : live_) {
+    if (b->stream == key) return;
   }
-  if (!left) closed_pools_.erase(key);
+  for (const Deferred& d : deferred_) {
+    if (d.block->stream == key) return;
+  }
+  for (Pool* pool : {&small_pool_, &large_pool_}) {
+    for (const Block* b : *pool) {
+      if (b->stream == key) return;
+    }
+  }
+  closed_pools_.erase(key);
+}
+
+void CachingAllocator::capture_begin() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++captures_;
+}
+
+void CachingAllocator::capture_end() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (captures_ > 0) --captures_;
+  if (captures_ > 0) return;
+  // What was held back: the uncached mode's segments, and closed pools' free segments.
+  if (!caching_) release_free_segments();
+  const std::set<const void*> closed = closed_pools_;
+  for (const void* key : closed) {
+    release_free_segments(key);
+    forget_closed_pool_if_empty(key);
+  }
 }
 
 void CachingAllocator::release_free_segments(const void* only) {
+  if (captures_ > 0) return;  // capture_end gives them back
   for (Pool* pool : {&small_pool_, &large_pool_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* b = *it;

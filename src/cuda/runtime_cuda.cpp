@@ -328,6 +328,7 @@ kern::DeviceCheckRecord* host_check_record(int device) {
   if (!r) {
     void* p = nullptr;
     DeviceGuard guard(device);
+    RelaxedCapture relaxed;  // also allowed while another stream is being captured
     SINTER_CUDA_CHECK(cudaHostAlloc(&p, sizeof(kern::DeviceCheckRecord), cudaHostAllocMapped));
     r = new (p) kern::DeviceCheckRecord();
     g_check_records[device].store(r, std::memory_order_release);
@@ -342,8 +343,12 @@ void report_device_checks(int device) {
   if (!r) return;
   volatile kern::DeviceCheckRecord* v = r;
   if (v->flag == 0) return;
-  const kern::DeviceCheckRecord seen{v->flag, v->what, v->value, v->lo, v->hi, v->skip};
+  std::lock_guard<std::mutex> lock(g_check_records_mutex);  // one thread reports it
+  if (v->flag == 0) return;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const kern::DeviceCheckRecord seen{v->flag, v->what, v->value, v->lo, v->hi, v->skip, 1};
   v->flag = 0;
+  v->claim = 0;
   throw Error(kern::device_check_message(seen) +
               " (found on the device by a deferred check, reported at this synchronization)");
 }
@@ -514,27 +519,42 @@ namespace detail {
 extern thread_local bool t_capturing;  // src/cuda/graph_common.cpp
 }  // namespace detail
 
+// Private pool keys (Note [private pools]): small integers, which no stream handle or heap
+// address equals, and never reused.
+std::atomic<uintptr_t> g_next_pool_key{1};
+
 struct Graph::Impl {
   int device = -1;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
+  const void* pool = reinterpret_cast<const void*>(g_next_pool_key.fetch_add(1));
   bool pool_open = false;
 
-  ~Impl() {
+  // Frees what exists; never throws (runs in a destructor, and after a failed capture).
+  void release() noexcept {
     if (device < 0) return;
-    DeviceGuard guard(device);
+    int previous = -1;
+    log_if_failed(cudaGetDevice(&previous), "cudaGetDevice");
+    log_if_failed(cudaSetDevice(device), "cudaSetDevice");
     // A replay may still run: it must finish before the pool's memory is given back.
     log_if_failed(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     if (exec) log_if_failed(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
     if (graph) log_if_failed(cudaGraphDestroy(graph), "cudaGraphDestroy");
+    exec = nullptr;
+    graph = nullptr;
     if (pool_open) {
       try {
-        allocator_for(device).close_private_pool(this);
+        allocator_for(device).close_private_pool(pool);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "sinter: closing a CUDA graph's memory pool failed: %s\n", e.what());
       }
+      pool_open = false;
+      pool = reinterpret_cast<const void*>(g_next_pool_key.fetch_add(1));
     }
+    if (previous >= 0) log_if_failed(cudaSetDevice(previous), "cudaSetDevice");
+    device = -1;
   }
+  ~Impl() { release(); }
 };
 
 Graph::Graph() : impl_(std::make_unique<Impl>()) {}
@@ -544,39 +564,38 @@ bool Graph::captured() const { return impl_->exec != nullptr; }
 
 void Graph::capture(const std::function<void()>& fn, int device) {
   SINTER_CHECK(fn != nullptr, "Graph::capture: empty function");
-  SINTER_CHECK(!impl_->exec && !impl_->pool_open,
-               "Graph::capture: this graph was captured "
-               "already; make a new Graph");
+  SINTER_CHECK(!impl_->exec, "Graph::capture: this graph was captured already; make a new Graph");
   SINTER_CHECK(!detail::t_capturing,
                "Graph::capture: a capture is already running in this "
                "thread");
   const int dev = checked_device(device);
   DeviceGuard guard(dev);
-  const Stream previous = current_stream(dev);
+  (void)host_check_record(dev);  // made now: cudaHostAlloc has no place in a capture
+  detail::CachingAllocator& allocator = allocator_for(dev);
   const Stream side = Stream::create(dev);
-  Event ready(false);
-  ready.record(previous);
-  side.wait(ready);  // fn's work comes after what was queued before
-  allocator_for(dev).open_private_pool(impl_.get());
+  allocator.open_private_pool(impl_->pool);
   impl_->pool_open = true;
   impl_->device = dev;
 
   struct CaptureState {
-    CaptureState(const void* pool, int device) {
+    CaptureState(const void* pool, int device, detail::CachingAllocator& a) : allocator(a) {
       t_capture_pool = pool;
       t_capture_device = device;
       detail::t_capturing = true;
+      allocator.capture_begin();
     }
     ~CaptureState() {
       t_capture_pool = nullptr;
       t_capture_device = -1;
       detail::t_capturing = false;
+      allocator.capture_end();
     }
+    detail::CachingAllocator& allocator;
   };
-  const StreamGuard on_side(side);
   cudaGraph_t graph = nullptr;
-  {
-    const CaptureState state(impl_.get(), dev);
+  try {
+    const StreamGuard on_side(side);
+    const CaptureState state(impl_->pool, dev, allocator);
     const NoSyncGuard no_sync;
     SINTER_CUDA_CHECK(cudaStreamBeginCapture(side.handle(), cudaStreamCaptureModeThreadLocal));
     try {
@@ -595,9 +614,12 @@ void Graph::capture(const std::function<void()>& fn, int device) {
                  "): the captured code used a call a capture cannot "
                  "record, such as a synchronization or work on another stream that was not "
                  "joined back");
+    impl_->graph = graph;
+    SINTER_CUDA_CHECK(cudaGraphInstantiate(&impl_->exec, impl_->graph, 0));
+  } catch (...) {
+    impl_->release();  // a failed capture leaves the Graph as new: capture may be tried again
+    throw;
   }
-  impl_->graph = graph;
-  SINTER_CUDA_CHECK(cudaGraphInstantiate(&impl_->exec, impl_->graph, 0));
 }
 
 void Graph::replay() {
@@ -705,6 +727,15 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     return;
   }
   if (dst_device.is_cuda()) {
+    // Checked before anything is queued: a pinned copy's event would be recorded into a capture.
+    if (is_pinned_host(src)) {
+      SINTER_CHECK(!detail::t_capturing,
+                   "copy_bytes: a copy from host memory inside a CUDA graph "
+                   "capture would replay the bytes the host held at capture; copy the batch into "
+                   "a static input before replay() instead");
+    } else {
+      check_host_sync("a copy from pageable host memory to the device");
+    }
     const int d = checked_device(dst_device.index);
     const cudaStream_t s = current_slot(d).handle();
     DeviceGuard guard(d);
@@ -712,7 +743,6 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     if (is_pinned_host(src)) {
       pinned_cache().record_use(src, s, d);
     } else {
-      check_host_sync("a copy from pageable host memory to the device");
       SINTER_CUDA_CHECK(cudaStreamSynchronize(s));
       report_device_checks(d);
     }

@@ -107,6 +107,11 @@ class CachingAllocator {
   // [private pools]). Closing gives its wholly free segments back.
   void open_private_pool(const void* key);
   void close_private_pool(const void* key);
+  // Between these two, a stream of the device is being captured: no segment is given back (that
+  // would synchronize the device, which a capture forbids); out of memory throws at once. The end
+  // gives back what was held back.
+  void capture_begin();
+  void capture_end();
   MemoryStats stats() const;
   void reset_peak_stats();
 
@@ -135,6 +140,8 @@ class CachingAllocator {
   // Gives back the wholly free segments, except those of open private pools; with `only`, only
   // those of that key.
   void release_free_segments(const void* only = nullptr);
+  // Forgets a closed private pool once no block of it is left anywhere.
+  void forget_closed_pool_if_empty(const void* key);
   [[noreturn]] void throw_oom(size_t requested, size_t segment_size);
 
   RawBackend& backend_;
@@ -146,6 +153,7 @@ class CachingAllocator {
   std::vector<Deferred> deferred_;          // freed blocks other streams may still use
   std::set<const void*> open_pools_;        // private pools whose segments stay
   std::set<const void*> closed_pools_;      // private pools whose segments go back when free
+  int captures_ = 0;                        // captures running (capture_begin - capture_end)
   const bool caching_;
   MemoryStats stats_;
 };

@@ -21,16 +21,15 @@ inline kern::Ctx kernel_ctx(Device d) {
 #ifdef SINTER_WITH_CUDA
 #define SINTER_DISPATCH_CUDA_(fn, ctx, ...) ::sinter::cudak::fn(ctx, __VA_ARGS__)
 #else
-#define SINTER_DISPATCH_CUDA_(fn, ctx, ...) \
-  SINTER_THROW(#fn, ": Sinter was built without CUDA")
+#define SINTER_DISPATCH_CUDA_(fn, ctx, ...) SINTER_THROW(#fn, ": Sinter was built without CUDA")
 #endif
 
-#define SINTER_DISPATCH(device, fn, ...)                                                     \
-  do {                                                                                       \
-    const ::sinter::Device sinter_dev_ = (device);                                           \
-    if (sinter_dev_.is_cuda()) {                                                             \
-      SINTER_DISPATCH_CUDA_(fn, ::sinter::kernel_ctx(sinter_dev_), __VA_ARGS__);             \
-    } else {                                                                                 \
-      ::sinter::cpu::fn(::sinter::kernel_ctx(sinter_dev_), __VA_ARGS__);                     \
-    }                                                                                        \
+#define SINTER_DISPATCH(device, fn, ...)                                         \
+  do {                                                                           \
+    const ::sinter::Device sinter_dev_ = (device);                               \
+    if (sinter_dev_.is_cuda()) {                                                 \
+      SINTER_DISPATCH_CUDA_(fn, ::sinter::kernel_ctx(sinter_dev_), __VA_ARGS__); \
+    } else {                                                                     \
+      ::sinter::cpu::fn(::sinter::kernel_ctx(sinter_dev_), __VA_ARGS__);         \
+    }                                                                            \
   } while (0)

@@ -82,6 +82,9 @@ struct DeviceCheckRecord {
   int32_t flag = 0;  // nonzero once a value failed; the first failure's fields are kept
   int32_t what = 0;  // DeviceCheck
   int64_t value = 0, lo = 0, hi = 0, skip = 0;
+  // On CUDA: the failing thread claims the record (claim 0 -> 1), writes the fields, then sets
+  // flag; the host reads the fields only once flag is set, then clears flag and claim.
+  int32_t claim = 0;
 };
 // "cross_entropy: target 12 is out of range [0, 10) and is not ignore_index (-100)".
 std::string device_check_message(const DeviceCheckRecord& r);

@@ -111,8 +111,8 @@ bool GradScaler::step(Optimizer& opt) {
                "GradScaler::step: already called for this optimizer since the "
                "last update()");
   if (!pending.found_inf.defined()) unscale_(opt);
-  pending_[&opt].stepped = true;
   const bool finite = pending_[&opt].found_inf.item<float>() == 0.0f;
+  pending_[&opt].stepped = true;
   if (finite) opt.step();
   return finite;
 }
