@@ -5,6 +5,7 @@
 //   fashion_mnist --model cnn --epochs 12 --resume cnn.safetensors   # two more epochs
 //   mpirun -np 8 fashion_mnist --ddp --model cnn --epochs 10        # data parallel, 8 ranks
 //   fashion_mnist --model cnn --amp bf16                             # mixed precision
+//   fashion_mnist --model cnn --device cuda --cuda-graph             # steps replayed as a graph
 #include <sinter/data.h>
 #include <sinter/dist.h>
 #include <sinter/io.h>
@@ -43,6 +44,7 @@ struct Args {
   double min_accuracy = 0.0;
   bool ddp = false;
   std::string amp = "off";
+  bool cuda_graph = false;
 };
 
 struct EvalResult {
@@ -130,6 +132,15 @@ int run(const Args& args) {
   const st::Device dev = want_cuda ? st::Device::cuda(gpu) : st::Device::cpu();
   if (want_cuda) st::cuda::set_device(gpu);
   const std::optional<st::DType> amp = amp_dtype(args.amp, dev);
+  if (args.cuda_graph) {
+    if (!dev.is_cuda()) throw st::Error("--cuda-graph needs a CUDA device (--device cuda)");
+    if (amp == st::DType::f16) {
+      throw st::Error(
+          "--cuda-graph with --amp f16: the loss scaler reads its overflow flag on the "
+          "host at each step; use --amp bf16");
+    }
+    if (pg) throw st::Error("--cuda-graph does not combine with --ddp yet");
+  }
 
   std::shared_ptr<const st::data::TensorDataset> train_set =
       std::make_shared<st::data::FashionMNIST>(args.data, true,
@@ -171,7 +182,8 @@ int run(const Args& args) {
         st::optim::SGDOptions{.lr = args.lr > 0 ? args.lr : 0.01, .momentum = 0.9});
   } else {
     opt = std::make_unique<st::optim::Adam>(
-        model->parameters(), st::optim::AdamOptions{.lr = args.lr > 0 ? args.lr : 1e-3});
+        model->parameters(),
+        st::optim::AdamOptions{.lr = args.lr > 0 ? args.lr : 1e-3, .capturable = args.cuda_graph});
   }
 
   st::optim::GradScaler scaler = amp_scaler(amp, pg);
@@ -210,6 +222,20 @@ int run(const Args& args) {
                   world, pg->local_size(), static_cast<long long>(rank_batch));
     }
   }
+  // --cuda-graph: the step on static batch tensors, eager for 3 warm-up steps, then captured and
+  // replayed (Note [cuda graphs]); a last batch smaller than the others runs eagerly.
+  st::Tensor static_x, static_y, static_logits, static_loss;
+  const auto graph_step = [&] {
+    opt->zero_grad();
+    {
+      const AmpScope scope(amp, dev);
+      static_logits = (*model)(static_x);
+      static_loss = st::cross_entropy(static_logits, static_y);
+    }
+    static_loss.backward();
+    opt->step();
+  };
+  st::cuda::GraphedStep graphed(graph_step, 3);
   EvalResult test;
   for (int epoch = start_epoch + 1; epoch <= args.epochs; ++epoch) {
     const Clock::time_point t0 = Clock::now();
@@ -220,16 +246,29 @@ int run(const Args& args) {
     st::Tensor correct = st::zeros({}, {.dtype = st::DType::i64, .device = dev});
     int64_t seen = 0, batch = 0;
     for (const st::data::Batch& b : train_loader) {
-      opt->zero_grad();
       st::Tensor logits, loss;
-      {
-        const AmpScope scope(amp, dev);
-        logits = ddp ? ddp->forward(b.input) : (*model)(b.input);
-        loss = st::cross_entropy(logits, b.target);
+      if (args.cuda_graph && b.input.size(0) == rank_batch) {
+        if (!static_x.defined()) {
+          static_x = b.input.clone();
+          static_y = b.target.clone();
+        } else {
+          static_x.copy_(b.input);
+          static_y.copy_(b.target);
+        }
+        graphed.run();
+        logits = static_logits;
+        loss = static_loss;
+      } else {
+        opt->zero_grad();
+        {
+          const AmpScope scope(amp, dev);
+          logits = ddp ? ddp->forward(b.input) : (*model)(b.input);
+          loss = st::cross_entropy(logits, b.target);
+        }
+        scaler.scale(loss).backward();
+        scaler.step(*opt);
+        scaler.update();
       }
-      scaler.scale(loss).backward();
-      scaler.step(*opt);
-      scaler.update();
       {
         st::NoGradGuard no_grad;
         const int64_t n = b.target.size(0);
@@ -311,6 +350,10 @@ int main(int argc, char** argv) {
                "data-parallel training under mpirun -np N (or srun): one rank per GPU (cuda:local "
                "rank) or CPU process, each on its shard of the training set; rank 0 alone prints, "
                "evaluates and writes metrics, plot and checkpoints");
+  app.add_flag(
+      "--cuda-graph", args.cuda_graph,
+      "replay each training step as a CUDA graph (after 3 eager warm-up steps): one launch "
+      "per step instead of hundreds");
   app.add_option("--amp", args.amp,
                  "mixed precision: off, bf16 (autocast) or f16 (autocast and loss scaling, CUDA)")
       ->check(CLI::IsMember({"off", "bf16", "f16"}));
