@@ -89,13 +89,14 @@ struct SgdOp {
   __device__ __forceinline__ void apply(int64_t i) const {
     Vec<T, N> p = load<T, N>(t.param, i);
     const Vec<T, N> g = load<T, N>(t.grad, i);
+    const SgdScalars<C> sc = s.with_device_lr();  // Note [capturable adam]
     const bool read_buf = s.use_momentum && !t.init_buffer;
     Vec<T, N> b = read_buf ? load<T, N>(t.momentum_buffer, i) : Vec<T, N>{};
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       C pc = to_acc(p.v[j]);
       C bc = read_buf ? to_acc(b.v[j]) : C(0);
-      sgd_element(s, t.init_buffer, pc, to_acc(g.v[j]), bc);
+      sgd_element(sc, t.init_buffer, pc, to_acc(g.v[j]), bc);
       p.v[j] = from_acc<T>(pc);
       b.v[j] = from_acc<T>(bc);
     }

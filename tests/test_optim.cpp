@@ -533,6 +533,26 @@ TEST(OptimClip, GradNormTwoScalesWhenAbove) {
   EXPECT_FALSE(c.grad().defined());
 }
 
+// The no-sync form: the same scaling, the total left on the device as a tensor; NaN and inf totals
+// as in the host form (NaN: gradients untouched; inf: scaled by 0).
+TEST(OptimClip, GradNormOnDeviceMatchesAndHandlesNanAndInf) {
+  Tensor a = leaf({0.0, 0.0}), b = leaf({0.0});
+  set_grad(a, {3.0, -4.0});
+  set_grad(b, {12.0});
+  const Tensor total = optim::clip_grad_norm_on_device_({a, b}, 6.5);
+  EXPECT_EQ(total.dim(), 0);
+  EXPECT_EQ(total.dtype(), DType::f64);
+  EXPECT_NEAR(total.item<double>(), 13.0, 1e-12);
+  const double coef = 6.5 / (13.0 + 1e-6);
+  expect_near(vec(a.grad()), {3.0 * coef, -4.0 * coef});
+  set_grad(a, {std::nan(""), 1.0});
+  EXPECT_TRUE(std::isnan(optim::clip_grad_norm_on_device_({a}, 1.0).item<double>()));
+  EXPECT_EQ(vec(a.grad())[1], 1.0);
+  set_grad(a, {std::numeric_limits<double>::infinity(), 1.0});
+  EXPECT_TRUE(std::isinf(optim::clip_grad_norm_on_device_({a}, 1.0).item<double>()));
+  EXPECT_EQ(vec(a.grad())[1], 0.0);
+}
+
 TEST(OptimClip, GradNormBelowLeavesGradients) {
   Tensor a = leaf({0.0, 0.0});
   set_grad(a, {3.0, -4.0});
@@ -755,8 +775,26 @@ TEST(CapturableAdam, StateDictsMoveBetweenModes) {
   old.erase("param_groups.0.capturable");
   plain.load_state_dict(old);  // the current value stays
   EXPECT_EQ(plain.hyperparameter(0, "capturable"), 0.0);
-  expect_error([&] { SGD s(std::vector<ParamGroup>{{.params = {a}, .capturable = true}}); },
-               {"SGD", "capturable"});
+}
+
+// SGD's capturable mode reads the learning rate from the device, and follows set_lr.
+TEST(CapturableSgd, StepsAsTheDefaultMode) {
+  Tensor a = leaf(kStart), b = leaf(kStart);
+  SGD plain({a}, {.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01});
+  SGD capt(std::vector<ParamGroup>{{.params = {b}, .capturable = true}},
+           {.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01});
+  for (int t = 1; t <= 5; ++t) {
+    if (t == 3) {
+      plain.set_lr(0.01);
+      capt.set_lr(0.01);
+    }
+    set_grad(a, grad_at(t));
+    set_grad(b, grad_at(t));
+    plain.step();
+    capt.step();
+  }
+  expect_near(vec(b), vec(a), 1e-7);  // lr as f32 on the device
+  EXPECT_EQ(capt.hyperparameter(0, "capturable"), 1.0);
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ void sgd_step(const Ctx&, DType dtype, const SgdTensor* tensors, int64_t count, 
     using C = Acc<T>;
     C p = load<T>(t.param, i);
     C buf = s.use_momentum && !t.init_buffer ? load<T>(t.momentum_buffer, i) : C(0);
-    sgd_element(s, t.init_buffer, p, load<T>(t.grad, i), buf);
+    sgd_element(s.with_device_lr(), t.init_buffer, p, load<T>(t.grad, i), buf);
     store<T>(t.param, i, p);
     if (s.use_momentum) store<T>(t.momentum_buffer, i, buf);
   };

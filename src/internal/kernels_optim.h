@@ -27,6 +27,8 @@ struct SgdHyper {
   double weight_decay = 0.0;
   bool nesterov = false;
   bool maximize = false;
+  // Capturable mode: the group's learning rate on the call's device, f32 (Note [capturable adam]).
+  const float* lr_device = nullptr;
 };
 
 struct SgdTensor {
@@ -109,6 +111,14 @@ template <class C>
 struct SgdScalars {
   C neg_lr, momentum, one_minus_dampening, weight_decay;
   bool use_momentum, use_weight_decay, nesterov, maximize;
+  const float* lr_device;
+
+  // With lr_device, the scalars of one call: neg_lr read from the device.
+  SINTER_HD SgdScalars with_device_lr() const {
+    SgdScalars s = *this;
+    if (lr_device) s.neg_lr = -static_cast<C>(*lr_device);
+    return s;
+  }
 
   explicit SgdScalars(const SgdHyper& h)
       : neg_lr(static_cast<C>(-h.lr)),
@@ -118,7 +128,8 @@ struct SgdScalars {
         use_momentum(h.momentum != 0.0),
         use_weight_decay(h.weight_decay != 0.0),
         nesterov(h.nesterov),
-        maximize(h.maximize) {}
+        maximize(h.maximize),
+        lr_device(h.lr_device) {}
 };
 
 // One element of SGD (the formula of sgd.h). buf is read and written only with momentum.

@@ -109,22 +109,6 @@ Hyperparameters Adam::from_options(const AdamOptions& o) const {
           {"capturable", o.capturable ? 1.0 : 0.0}};
 }
 
-Tensor& Adam::lr_tensor(size_t group, Device device) {
-  Tensor& t = lr_tensors_[{group, device.is_cuda() ? device.index : -1}];
-  if (!t.defined()) {
-    t = full({}, options_.at(group).lr, {.dtype = DType::f32, .device = device});
-  }
-  return t;
-}
-
-void Adam::store(size_t group, const Hyperparameters& h) {
-  OptimizerWithOptions::store(group, h);
-  NoGradGuard ng;
-  for (auto& [key, t] : lr_tensors_) {
-    if (key.first == group) t.fill_(options_.at(group).lr);
-  }
-}
-
 void Adam::step() {
   NoGradGuard ng;
   for (size_t g = 0; g < params_.size(); ++g) {
@@ -173,9 +157,7 @@ void Adam::step() {
           }
           step_t.add_(1.0);
           k.step_device = static_cast<const float*>(step_t.data_ptr());
-          Tensor& lr_t = lr_tensor(g, p.device());
-          if (!cuda::is_capturing()) lr_t.fill_(o.lr);
-          h.lr_device = static_cast<const float*>(lr_t.data_ptr());
+          h.lr_device = static_cast<const float*>(device_lr(g, p.device()).data_ptr());
         } else {
           // The step count and the bias corrections are host values: a graph would replay them.
           SINTER_CHECK(!cuda::is_capturing(), name(),

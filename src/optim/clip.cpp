@@ -8,7 +8,8 @@
 
 namespace sinter::optim {
 
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+Tensor clip_grad_norm_on_device_(const std::vector<Tensor>& params, double max_norm,
+                                 double norm_type) {
   SINTER_CHECK(max_norm >= 0.0, "clip_grad_norm_: max_norm must be >= 0, got ", max_norm);
   SINTER_CHECK(norm_type > 0.0, "clip_grad_norm_: norm_type must be positive (or infinity), got ",
                norm_type);
@@ -20,7 +21,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
     Tensor g = p.grad();
     if (g.defined() && g.numel() > 0) grads.push_back(g);
   }
-  if (grads.empty()) return 0.0;
+  if (grads.empty()) return zeros({}, {.dtype = DType::f32});
 
   // One partial per gradient (max |g| or sum |g|^p), in f64 for f64 gradients and f32 otherwise,
   // all gathered on the first gradient's device so that reading the total syncs once.
@@ -45,16 +46,19 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
     partials.push_back(part.to(device).to(acc));
   }
   const Tensor all = stack(partials);
-  const double reduced = (inf ? max(all) : sum(all)).item<double>();
-  const double total = inf ? reduced : std::pow(reduced, 1.0 / norm_type);
+  const Tensor reduced = inf ? max(all) : sum(all);
+  const Tensor total = inf ? reduced : pow(reduced, 1.0 / norm_type);
 
-  // As in PyTorch, a NaN total leaves the gradients as they are and an infinite one scales them by
-  // 0.
-  const double coef = max_norm / (total + 1e-6);
-  if (coef < 1.0) {
-    for (Tensor& g : grads) g.mul_(coef);
-  }
+  // As in PyTorch, a NaN total leaves the gradients as they are (the comparison is false) and an
+  // infinite one scales them by 0. All on the device: the host reads nothing.
+  const Tensor coef = div(full({}, max_norm, {.dtype = acc, .device = device}), add(total, 1e-6));
+  const Tensor factor = where(lt(coef, 1.0), coef, ones({}, {.dtype = acc, .device = device}));
+  for (Tensor& g : grads) g.mul_(factor.to(g.device()).to(g.dtype()));
   return total;
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  return clip_grad_norm_on_device_(params, max_norm, norm_type).to(DType::f64).item<double>();
 }
 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {

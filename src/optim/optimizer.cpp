@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "sinter/autograd.h"
+#include "sinter/cuda.h"
 
 namespace sinter::optim {
 
@@ -36,6 +37,25 @@ double scalar_value(const std::string& op, const std::string& key, const Tensor&
 Optimizer::Optimizer(std::string name) : name_(std::move(name)) {}
 
 Optimizer::~Optimizer() = default;
+
+Tensor& Optimizer::device_lr(size_t group, Device device) {
+  Tensor& t = device_lrs_[{group, device.is_cuda() ? device.index : -1}];
+  if (!t.defined()) {
+    // Made inside a capture, its fill would be replayed over every later change of lr.
+    SINTER_CHECK(!cuda::is_capturing(), name_,
+                 ": the first step of a capturable optimizer must "
+                 "run eagerly, before a CUDA graph capture");
+    t = full({}, lr(group), {.dtype = DType::f32, .device = device});
+  }
+  return t;
+}
+
+void Optimizer::refresh_device_lrs(size_t group) {
+  NoGradGuard ng;
+  for (auto& [key, t] : device_lrs_) {
+    if (key.first == group) t.fill_(lr(group));
+  }
+}
 
 void Optimizer::zero_grad(bool set_to_none) { zero_grads(parameters(), set_to_none); }
 

@@ -20,29 +20,31 @@ SGD::SGD(const std::vector<ParamGroup>& groups, const SGDOptions& defaults)
 }
 
 Hyperparameters SGD::resolve(const ParamGroup& group) const {
-  SINTER_CHECK(!group.betas && !group.eps && !group.amsgrad && !group.capturable,
-               "SGD: a param group sets ",
-               group.betas     ? "betas"
-               : group.eps     ? "eps"
-               : group.amsgrad ? "amsgrad"
-                               : "capturable",
+  SINTER_CHECK(!group.betas && !group.eps && !group.amsgrad, "SGD: a param group sets ",
+               group.betas ? "betas"
+               : group.eps ? "eps"
+                           : "amsgrad",
                ", which SGD does not have");
   return {{"lr", group.lr.value_or(defaults_.lr)},
           {"momentum", group.momentum.value_or(defaults_.momentum)},
           {"dampening", group.dampening.value_or(defaults_.dampening)},
           {"weight_decay", group.weight_decay.value_or(defaults_.weight_decay)},
           {"nesterov", group.nesterov.value_or(defaults_.nesterov) ? 1.0 : 0.0},
-          {"maximize", group.maximize.value_or(defaults_.maximize) ? 1.0 : 0.0}};
+          {"maximize", group.maximize.value_or(defaults_.maximize) ? 1.0 : 0.0},
+          {"capturable", group.capturable.value_or(defaults_.capturable) ? 1.0 : 0.0}};
 }
 
 void SGD::check(const Hyperparameters& h, size_t group) const {
-  check_names(h, {"lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize"}, group);
+  check_names(h,
+              {"lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize", "capturable"},
+              group);
   const double lr = require(h, "lr", group);
   const double momentum = require(h, "momentum", group);
   const double dampening = require(h, "dampening", group);
   const double weight_decay = require(h, "weight_decay", group);
   const bool nesterov = require_bool(h, "nesterov", group);
   require_bool(h, "maximize", group);
+  require_bool(h, "capturable", group);
   SINTER_CHECK(lr >= 0.0, "SGD: invalid learning rate ", lr, " in group ", group,
                " (must be >= 0)");
   SINTER_CHECK(momentum >= 0.0, "SGD: invalid momentum ", momentum, " in group ", group,
@@ -61,7 +63,8 @@ SGDOptions SGD::to_options(const Hyperparameters& h) const {
           .dampening = h.at("dampening"),
           .weight_decay = h.at("weight_decay"),
           .nesterov = h.at("nesterov") == 1.0,
-          .maximize = h.at("maximize") == 1.0};
+          .maximize = h.at("maximize") == 1.0,
+          .capturable = h.at("capturable") == 1.0};
 }
 
 Hyperparameters SGD::from_options(const SGDOptions& o) const {
@@ -70,24 +73,27 @@ Hyperparameters SGD::from_options(const SGDOptions& o) const {
           {"dampening", o.dampening},
           {"weight_decay", o.weight_decay},
           {"nesterov", o.nesterov ? 1.0 : 0.0},
-          {"maximize", o.maximize ? 1.0 : 0.0}};
+          {"maximize", o.maximize ? 1.0 : 0.0},
+          {"capturable", o.capturable ? 1.0 : 0.0}};
 }
 
 void SGD::step() {
   NoGradGuard ng;
   for (size_t g = 0; g < params_.size(); ++g) {
     const SGDOptions& o = options_[g];
-    const kern::SgdHyper h{.lr = o.lr,
-                           .momentum = o.momentum,
-                           .dampening = o.dampening,
-                           .weight_decay = o.weight_decay,
-                           .nesterov = o.nesterov,
-                           .maximize = o.maximize};
+    kern::SgdHyper h{.lr = o.lr,
+                     .momentum = o.momentum,
+                     .dampening = o.dampening,
+                     .weight_decay = o.weight_decay,
+                     .nesterov = o.nesterov,
+                     .maximize = o.maximize};
     for (const std::vector<size_t>& bucket : grad_buckets(g)) {
       std::vector<kern::SgdTensor> list;
       detail::FusedOperands ops;
       for (size_t i : bucket) {
         const Tensor& p = params_[g][i];
+        if (o.capturable)
+          h.lr_device = static_cast<const float*>(device_lr(g, p.device()).data_ptr());
         const auto [pw, grad] = ops.add(p);
         kern::SgdTensor t{.param = pw.data_ptr(), .grad = grad.data_ptr(), .numel = p.numel()};
         if (o.momentum != 0.0) {

@@ -2,7 +2,6 @@
 // bias correction and maximize, following PyTorch's formulas.
 #pragma once
 
-#include <map>
 #include <utility>
 #include <vector>
 
@@ -63,15 +62,9 @@ class Adam : public OptimizerWithOptions<AdamOptions> {
     return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   }
   std::vector<std::string> optional_hyperparameters() const override { return {"capturable"}; }
-  // Refills the capturable mode's learning-rate tensors of the group (a changed lr reaches the
-  // graphs that read them).
-  void store(size_t group, const Hyperparameters& h) override;
 
  private:
-  // The learning rate of capturable group g on a device, 0-dim f32, by (g, device index; -1: CPU).
-  Tensor& lr_tensor(size_t group, Device device);
   bool decoupled_;
-  std::map<std::pair<size_t, int>, Tensor> lr_tensors_;
 };
 
 class AdamW : public Adam {

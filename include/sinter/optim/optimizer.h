@@ -129,8 +129,17 @@ class Optimizer {
   std::vector<std::vector<std::map<std::string, Tensor>>> state_;
   std::vector<std::vector<Tensor>> params_;
 
+  // The capturable mode's learning rate of `group` on `device`: a 0-dim f32 tensor that the fused
+  // kernels read (Note [capturable adam] in src/internal/kernels_optim.h), made at first use and
+  // refilled whenever the group's lr changes (set_lr, a schedule, load_state_dict), so that a
+  // replayed CUDA graph follows it.
+  Tensor& device_lr(size_t group, Device device);
+  // Refills the group's device learning rates from its lr; store() implementations call it.
+  void refresh_device_lrs(size_t group);
+
  private:
   std::string name_;
+  std::map<std::pair<size_t, int>, Tensor> device_lrs_;  // by (group, device index; -1: CPU)
 };
 
 // An optimizer that keeps each group's hyperparameters as its own Options struct, read by step()
@@ -158,6 +167,7 @@ class OptimizerWithOptions : public Optimizer {
     } else {
       options_.at(group) = o;
     }
+    refresh_device_lrs(group);
   }
   Hyperparameters load(size_t group) const override { return from_options(options_.at(group)); }
 

@@ -16,6 +16,9 @@ struct SGDOptions {
   double weight_decay = 0.0;
   bool nesterov = false;  // needs momentum > 0 and dampening == 0
   bool maximize = false;
+  // The learning rate lives on the parameters' device, so that a step captured in a CUDA graph
+  // follows later changes of it (a schedule).
+  bool capturable = false;
 };
 
 // Per parameter p with gradient g (t counts this parameter's steps):
@@ -31,6 +34,7 @@ class SGD : public OptimizerWithOptions<SGDOptions> {
 
   void step() override;
   std::string momentum_name() const override { return "momentum"; }
+  std::vector<std::string> optional_hyperparameters() const override { return {"capturable"}; }
 
  protected:
   Hyperparameters resolve(const ParamGroup& group) const override;
