@@ -6,6 +6,7 @@
 //   char_lm --resume char_lm_out/char_lm.safetensors  # ... and go on to the end
 //   char_lm --generate 300 --prompt "The secret of" --temperature 0.8 --top-k 40
 //   char_lm --device cuda --amp bf16                # mixed precision (f16: with loss scaling)
+//   char_lm --device cuda --dropout 0 --cuda-graph  # each step replayed as a CUDA graph
 #include <sinter/data.h>
 #include <sinter/io.h>
 #include <sinter/nn.h>
@@ -238,6 +239,7 @@ struct Args {
   double temperature = 0.8;
   int64_t top_k = 0;
   std::string amp = "off";
+  bool cuda_graph = false;
 };
 
 // The run settings given on the command line, applied over the device's defaults (or, with
@@ -445,11 +447,25 @@ int train(const Args& args, const Overrides& overrides) {
   }
   st::optim::AdamW opt({{.params = decay, .weight_decay = cfg.weight_decay},
                         {.params = no_decay, .weight_decay = 0.0}},
-                       {.lr = cfg.lr, .betas = {0.9, 0.95}});
+                       {.lr = cfg.lr, .betas = {0.9, 0.95}, .capturable = args.cuda_graph});
   st::optim::CosineAnnealingLR sched(opt, cfg.steps, cfg.min_lr, cfg.warmup);
 
   const std::optional<st::DType> amp = amp_dtype(args.amp, dev);
   st::optim::GradScaler scaler = amp_scaler(amp);
+  if (args.cuda_graph) {
+    if (!dev.is_cuda()) throw st::Error("--cuda-graph needs a CUDA device (--device cuda)");
+    if (cfg.dropout > 0) {
+      throw st::Error(
+          format("--cuda-graph needs --dropout 0 (dropout %g would replay one mask at "
+                 "every step)",
+                 cfg.dropout));
+    }
+    if (scaler.is_enabled()) {
+      throw st::Error(
+          "--cuda-graph with --amp f16: the loss scaler reads its overflow flag on the "
+          "host at each step; use --amp bf16");
+    }
+  }
   int64_t start = 0;
   if (!args.resume.empty()) {
     const st::StateDict dict = st::load(args.resume);
@@ -506,24 +522,52 @@ int train(const Args& args, const Overrides& overrides) {
   int64_t interval_steps = 0, step = start;
   double train_secs = 0;  // training time of this interval, without evaluations
   Clock::time_point t0 = Clock::now();
+  // --cuda-graph: the step on static batch tensors, eager for 3 steps, then captured and replayed
+  // (Note [cuda graphs]); clipping without a host read.
+  st::Tensor static_x, static_y, static_loss;
+  st::cuda::GraphedStep graphed(
+      [&] {
+        opt.zero_grad();
+        {
+          const AmpScope scope(amp, dev);
+          const st::Tensor logits = model(static_x);
+          static_loss = st::cross_entropy(logits.reshape({-1, 256}), static_y.reshape({-1}));
+        }
+        static_loss.backward();
+        if (cfg.grad_clip > 0) st::optim::clip_grad_norm_on_device_(params, cfg.grad_clip);
+        opt.step();
+      },
+      3);
   for (const st::data::Batch& b : train_loader) {
     ++step;
     const double lr = sched.get_last_lr()[0];
-    opt.zero_grad();
     st::Tensor loss;
-    {
-      const AmpScope scope(amp, dev);
-      const st::Tensor logits = model(b.input);
-      loss = st::cross_entropy(logits.reshape({-1, 256}), b.target.reshape({-1}));
+    if (args.cuda_graph) {
+      if (!static_x.defined()) {
+        static_x = b.input.clone();
+        static_y = b.target.clone();
+      } else {
+        static_x.copy_(b.input);
+        static_y.copy_(b.target);
+      }
+      graphed.run();
+      loss = static_loss;
+    } else {
+      opt.zero_grad();
+      {
+        const AmpScope scope(amp, dev);
+        const st::Tensor logits = model(b.input);
+        loss = st::cross_entropy(logits.reshape({-1, 256}), b.target.reshape({-1}));
+      }
+      scaler.scale(loss).backward();
+      if (cfg.grad_clip > 0) {
+        scaler.unscale_(opt);  // clip the true gradients
+        st::optim::clip_grad_norm_(params, cfg.grad_clip);
+      }
+      scaler.step(opt);
+      scaler.update();
     }
-    scaler.scale(loss).backward();
-    if (cfg.grad_clip > 0) {
-      scaler.unscale_(opt);  // clip the true gradients
-      st::optim::clip_grad_norm_(params, cfg.grad_clip);
-    }
-    scaler.step(opt);
-    scaler.update();
-    sched.step();
+    sched.step();  // on the host: the capturable optimizer's device lr follows it
     {
       st::NoGradGuard no_grad;
       loss_sum.add_(loss.detach().to(st::DType::f64));
@@ -597,6 +641,9 @@ int main(int argc, char** argv) {
   }
   app.add_option("--device", args.device, "auto (CUDA when available), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_flag(
+      "--cuda-graph", args.cuda_graph,
+      "replay each training step as a CUDA graph (after 3 eager steps); needs --dropout 0");
   app.add_option("--amp", args.amp,
                  "mixed precision: off, bf16 (autocast) or f16 (autocast and loss scaling, CUDA)")
       ->check(CLI::IsMember({"off", "bf16", "f16"}));
