@@ -543,13 +543,7 @@ int train(const Args& args, const Overrides& overrides) {
     const double lr = sched.get_last_lr()[0];
     st::Tensor loss;
     if (args.cuda_graph) {
-      if (!static_x.defined()) {
-        static_x = b.input.clone();
-        static_y = b.target.clone();
-      } else {
-        static_x.copy_(b.input);
-        static_y.copy_(b.target);
-      }
+      stage_batch(static_x, static_y, b);
       graphed.run();
       loss = static_loss;
     } else {

@@ -248,13 +248,7 @@ int run(const Args& args) {
     for (const st::data::Batch& b : train_loader) {
       st::Tensor logits, loss;
       if (args.cuda_graph && b.input.size(0) == rank_batch) {
-        if (!static_x.defined()) {
-          static_x = b.input.clone();
-          static_y = b.target.clone();
-        } else {
-          static_x.copy_(b.input);
-          static_y.copy_(b.target);
-        }
+        stage_batch(static_x, static_y, b);
         graphed.run();
         logits = static_logits;
         loss = static_loss;

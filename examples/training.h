@@ -59,6 +59,18 @@ inline st::optim::GradScaler amp_scaler(std::optional<st::DType> dtype,
       {.enabled = dtype == st::DType::f16, .process_group = std::move(pg)});
 }
 
+// Copies a batch into the static inputs of a graphed step (cuda::GraphedStep), making them from the
+// first batch.
+inline void stage_batch(st::Tensor& x, st::Tensor& y, const st::data::Batch& b) {
+  if (!x.defined()) {
+    x = b.input.clone();
+    y = b.target.clone();
+    return;
+  }
+  x.copy_(b.input);
+  y.copy_(b.target);
+}
+
 // printf into a std::string.
 __attribute__((format(printf, 1, 2))) inline std::string format(const char* fmt, ...) {
   va_list args;
