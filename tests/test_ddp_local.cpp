@@ -6,6 +6,7 @@
 #include <barrier>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -468,4 +469,33 @@ TEST(DdpLocal, RejectsBadOptions) {
         {"bucket_cap_mb must be > 0"});
     expect_throws_with([&] { DistributedDataParallel ddp(nullptr, pg); }, {"module is null"});
   });
+}
+
+// GradScaler with a process group: one rank's overflow makes every rank skip the step and back off,
+// so that the replicas stay equal; a clean step afterwards runs everywhere.
+TEST(DdpLocal, GradScalerSkipsTheSameStepsOnEveryRank) {
+  std::vector<std::vector<double>> after(2);
+  std::vector<double> scales(2);
+  std::vector<int> ran(2, 0);
+  run_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+    Tensor w = from_vector<double>({1.0, 2.0}, {2}).to(DType::f32).requires_grad_(true);
+    optim::SGD opt({w}, {.lr = 0.1});
+    optim::GradScaler scaler({.init_scale = 8.0, .process_group = pg});
+    const double bad = rank == 0 ? std::numeric_limits<double>::infinity() : 1.0;
+    const Tensor x = from_vector<double>({1.0, bad}, {2}).to(DType::f32);
+    scaler.scale(sum(mul(w, x))).backward();
+    ran[rank] += scaler.step(opt) ? 1 : 0;
+    scaler.update();
+    opt.zero_grad();
+    scaler.scale(sum(mul(w, ones({2})))).backward();
+    ran[rank] += scaler.step(opt) ? 1 : 0;
+    scaler.update();
+    after[rank] = w.detach().to_vector<double>();
+    scales[rank] = scaler.get_scale();
+  });
+  EXPECT_EQ(ran, (std::vector<int>{1, 1}));  // the first step skipped on both, the second ran
+  EXPECT_EQ(after[0], after[1]);
+  EXPECT_NEAR(after[0][0], 0.9, 1e-6);
+  EXPECT_NEAR(after[0][1], 1.9, 1e-6);
+  EXPECT_EQ(scales, (std::vector<double>{4.0, 4.0}));
 }
