@@ -266,3 +266,37 @@ TEST(Autograd, ThrowingCallbackDropsTheRest) {
 
 }  // namespace
 }  // namespace sinter
+
+namespace sinter {
+namespace {
+
+// Note [anomaly detection]: the first NaN or inf a backward produces names the node, the input and
+// the forward inputs' shapes; without the guard the backward completes.
+TEST(DetectAnomaly, NamesTheNodeThatMadeAnInfOrNan) {
+  auto run = [](double v) {
+    Tensor x = from_vector<double>({1.0, v, 4.0}, {3}).to(DType::f32).requires_grad_(true);
+    Tensor w = full({3}, 2.0).requires_grad_(true);
+    sum(mul(sqrt(x), w)).backward();  // d sqrt(x)/dx = 0.5 / sqrt(x): inf at 0, NaN below
+    return x.grad();
+  };
+  EXPECT_TRUE(std::isinf(run(0.0).to_vector<double>()[1]));  // no guard: the inf goes through
+  EXPECT_FALSE(autograd::is_anomaly_enabled());
+  {
+    const autograd::DetectAnomalyGuard detect;
+    EXPECT_TRUE(autograd::is_anomaly_enabled());
+    testing::expect_error([&] { run(0.0); },
+                          {"autograd anomaly", "sqrt", "inf", "input 0", "[3] f32"});
+    // sqrt(-1) is NaN in the forward: the first gradient it poisons is mul's for w (input 1).
+    testing::expect_error([&] { run(-1.0); }, {"autograd anomaly", "mul", "NaN", "input 1"});
+    EXPECT_NEAR(run(9.0).to_vector<double>()[1], 2.0 * 0.5 / 3.0, 1e-6);  // finite: no error
+    {
+      const autograd::DetectAnomalyGuard off(false);
+      EXPECT_FALSE(autograd::is_anomaly_enabled());
+      EXPECT_TRUE(std::isinf(run(0.0).to_vector<double>()[1]));
+    }
+  }
+  EXPECT_FALSE(autograd::is_anomaly_enabled());
+}
+
+}  // namespace
+}  // namespace sinter

@@ -46,6 +46,9 @@ class Node : public std::enable_shared_from_this<Node> {
   uint64_t sequence_nr;
   // Hooks on the gradient of one output (registered through Tensor::register_hook on a non-leaf).
   std::vector<std::pair<uint32_t, TensorHook>> pre_hooks;
+  // The forward inputs' shapes and dtypes, recorded while anomaly detection is on (Note [anomaly
+  // detection]); empty otherwise.
+  std::string forward_inputs;
 
  protected:
   bool released_ = false;
@@ -81,6 +84,25 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
 // backward fails, or a callback throws, the callbacks not yet run are dropped (destroyed) and the
 // error propagates. DistributedDataParallel uses this to wait for its last all-reduce.
 void queue_callback(std::function<void()> callback);
+
+// Note [anomaly detection]
+// While a DetectAnomalyGuard is alive in a thread, ops record their inputs' shapes with each graph
+// node, and backward checks every gradient a node produces: the first NaN or inf stops it with a
+// sinter::Error naming the node (the forward op that created it), the input the gradient is for,
+// and the forward inputs' shapes. Each check reads a value back from the device, so the mode is for
+// finding a bug, not for training at full speed. Guards nest.
+class DetectAnomalyGuard {
+ public:
+  explicit DetectAnomalyGuard(bool enabled = true);
+  ~DetectAnomalyGuard();
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+bool is_anomaly_enabled();
 
 }  // namespace autograd
 }  // namespace sinter

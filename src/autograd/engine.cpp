@@ -1,6 +1,7 @@
 // The backward engine (Note [autograd graph]): grad mode, leaf accumulation, hooks, and the walk.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <queue>
 #include <unordered_map>
 
@@ -12,6 +13,8 @@
 namespace sinter {
 
 namespace {
+
+thread_local bool t_anomaly = false;  // Note [anomaly detection]
 thread_local bool g_grad_enabled = true;
 // The callback queue of each backward() running on this thread, innermost last (a hook may run a
 // backward of its own).
@@ -138,6 +141,14 @@ void record(const char* name, const std::vector<Tensor*>& outputs,
             const std::vector<Tensor>& inputs, BackwardFn fn) {
   auto node = std::make_shared<FunctionNode>(name, std::move(fn));
   node->num_outputs = static_cast<uint32_t>(outputs.size());
+  if (t_anomaly) {  // Note [anomaly detection]
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& in = inputs[i];
+      node->forward_inputs +=
+          (i ? ", " : "") + (in.defined() ? shape_str(in.shape()) + " " + dtype_name(in.dtype())
+                                          : std::string("undefined"));
+    }
+  }
   node->next_edges.reserve(inputs.size());
   for (const Tensor& in : inputs) node->next_edges.push_back(edge_of(in));
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -155,6 +166,31 @@ void queue_callback(std::function<void()> callback) {
   SINTER_CHECK(callback != nullptr, "queue_callback: empty callback");
   g_callback_queues.back()->push_back(std::move(callback));
 }
+
+namespace {
+
+// Throws the error of Note [anomaly detection] when a gradient of `node` holds a NaN or inf.
+void check_anomaly(const Node& node, const std::vector<Tensor>& out) {
+  for (size_t j = 0; j < out.size(); ++j) {
+    const Tensor& g = out[j];
+    if (!g.defined() || !is_floating(g.dtype()) || g.numel() == 0) continue;
+    // 0 * x is 0 for every finite x and NaN for inf and NaN: one reduction says which.
+    const double probe = sum(mul(g.detach(), 0.0)).to(DType::f64).item<double>();
+    if (probe == 0.0) continue;
+    const std::vector<double> v = g.detach().to(DType::f64).cpu().reshape({-1}).to_vector<double>();
+    const bool nan = std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); });
+    SINTER_THROW("autograd anomaly: the backward of ", node.name(), " produced ",
+                 nan ? "NaN" : "inf", " in the gradient of its input ", j, " (shape ",
+                 shape_str(g.shape()), ")",
+                 node.forward_inputs.empty() ? std::string()
+                                             : "; the forward op's inputs: " + node.forward_inputs);
+  }
+}
+}  // namespace
+
+DetectAnomalyGuard::DetectAnomalyGuard(bool enabled) : previous_(t_anomaly) { t_anomaly = enabled; }
+DetectAnomalyGuard::~DetectAnomalyGuard() { t_anomaly = previous_; }
+bool is_anomaly_enabled() { return t_anomaly; }
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph) {
@@ -263,6 +299,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
                    "graph a second time, but its saved tensors were freed; pass retain_graph=true "
                    "to the first backward");
       out = node->apply(std::move(in));
+      if (t_anomaly) check_anomaly(*node, out);
       if (!retain_graph) node->release();
     }
     for (size_t j = 0; j < node->next_edges.size(); ++j) {
