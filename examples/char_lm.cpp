@@ -671,7 +671,8 @@ int main(int argc, char** argv) {
           },
           "POSITIVE"));
   app.add_option("--top-k", args.top_k, "sample among the k most likely bytes (0: all)");
-  CLI11_PARSE(app, argc, argv);
+  if (const std::optional<int> status = parse_command_line(app, argc, argv, "char_lm"))
+    return *status;
   try {
     if (gen_opt->count() > 0) {
       if (!args.resume.empty()) throw st::Error("--generate and --resume exclude each other");

@@ -324,11 +324,11 @@ int main(int argc, char** argv) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--model", args.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
   app.add_option("--epochs", args.epochs, "total epochs (with --resume: including those done)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   app.add_option("--batch-size", args.batch_size,
                  "samples per step (with --ddp: over all ranks; each of the N ranks takes "
                  "batch-size / N)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   app.add_option("--lr", args.lr, "learning rate (default: 0.01 SGD for mlp, 1e-3 Adam for cnn)");
   app.add_option("--device", args.device, "auto, cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
@@ -351,7 +351,8 @@ int main(int argc, char** argv) {
   app.add_option("--amp", args.amp,
                  "mixed precision: off, bf16 (autocast) or f16 (autocast and loss scaling, CUDA)")
       ->check(CLI::IsMember({"off", "bf16", "f16"}));
-  CLI11_PARSE(app, argc, argv);
+  if (const std::optional<int> status = parse_command_line(app, argc, argv, "fashion_mnist"))
+    return *status;
   try {
     return run(args);
   } catch (const std::exception& e) {

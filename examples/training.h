@@ -5,6 +5,7 @@
 #include <sinter/sinter.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdarg>
@@ -69,6 +70,21 @@ inline void stage_batch(st::Tensor& x, st::Tensor& y, const st::data::Batch& b) 
   }
   x.copy_(b.input);
   y.copy_(b.target);
+}
+
+// Parses the command line. A bad option or value prints one line, "<program>: <what>", and gives
+// exit status 2; --help prints the options and gives 0. nullopt when the run should go on.
+inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv,
+                                             const char* program) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%s: %s (--help lists the options)\n", program, e.what());
+    return 2;
+  }
+  return std::nullopt;
 }
 
 // printf into a std::string.

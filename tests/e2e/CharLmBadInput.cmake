@@ -48,6 +48,9 @@ expect(1 "--warmup 9 must be in [0, --steps 4)" ${tiny} --warmup 9 --data "${WOR
 expect(1 "--stop-at 9" ${tiny} --stop-at 9 --data "${WORK}/corpus.txt")
 expect(1 "already at step 4" --resume "${good}" --stop-at 2 --out "${WORK}/out")
 expect(nonzero "--temperature" --generate 5 --checkpoint "${good}" --temperature 0)
+# A bad option or value: one line naming it, status 2 (examples/training.h, parse_command_line).
+expect(2 "--bogus" --bogus)
+expect(2 "--amp" --amp f32)
 file(APPEND "${WORK}/corpus.txt" "one more line\n")
 expect(1 "is not the one the checkpoint was trained on" --resume "${good}" --out "${WORK}/out")
 message(STATUS "every bad input was refused with its message")
