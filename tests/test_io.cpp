@@ -2,6 +2,7 @@
 // rejection of corrupt files with errors that name the file, atomic replacement, and load_into's
 // all-or-nothing copy.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -386,6 +387,44 @@ TEST(SafetensorsIo, SigkillDuringSavesNeverLeavesABrokenFile) {
     EXPECT_GE(step, last_seen) << "an older checkpoint replaced a newer one";
     last_seen = step;
   }
+}
+
+// A write that fails partway (a full disk; here the file-size limit, which fails write() the same
+// way) is a clear error naming the file, leaves the previous checkpoint as it was and removes the
+// temporary file. Run in a child process, whose file-size limit the test lowers.
+TEST(SafetensorsIo, AFailedWriteKeepsThePreviousCheckpoint) {
+  const testing::TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  save({{"w", full({4}, 1.0)}}, path);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 0;
+    try {
+      ::signal(SIGXFSZ, SIG_IGN);  // write() then fails with EFBIG instead of killing
+      const rlimit limit{64 * 1024, 64 * 1024};
+      if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(4);
+      save({{"w", full({1 << 20}, 2.0)}}, path);  // 4 MiB: over the limit
+      code = 1;                                   // no error: wrong
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      code =
+          m.find("cannot write") != std::string::npos && m.find(path) != std::string::npos ? 0 : 2;
+    } catch (...) {
+      code = 3;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: no error; 2: the message lacks the cause or the path";
+  EXPECT_EQ(load(path).at("w").to_vector<float>(), std::vector<float>(4, 1.0f));
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    names.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"ckpt.safetensors"})) << "a temporary file was left";
 }
 
 }  // namespace
