@@ -452,19 +452,11 @@ int train(const Args& args, const Overrides& overrides) {
 
   const std::optional<st::DType> amp = amp_dtype(args.amp, dev);
   st::optim::GradScaler scaler = amp_scaler(amp);
-  if (args.cuda_graph) {
-    if (!dev.is_cuda()) throw st::Error("--cuda-graph needs a CUDA device (--device cuda)");
-    if (cfg.dropout > 0) {
-      throw st::Error(
-          format("--cuda-graph needs --dropout 0 (dropout %g would replay one mask at "
-                 "every step)",
-                 cfg.dropout));
-    }
-    if (scaler.is_enabled()) {
-      throw st::Error(
-          "--cuda-graph with --amp f16: the loss scaler reads its overflow flag on the "
-          "host at each step; use --amp bf16");
-    }
+  check_cuda_graph(args.cuda_graph, dev, amp);
+  if (args.cuda_graph && cfg.dropout > 0) {
+    throw st::Error(
+        format("--cuda-graph needs --dropout 0 (dropout %g would replay one mask at every step)",
+               cfg.dropout));
   }
   int64_t start = 0;
   if (!args.resume.empty()) {
@@ -635,12 +627,7 @@ int main(int argc, char** argv) {
   }
   app.add_option("--device", args.device, "auto (CUDA when available), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_flag(
-      "--cuda-graph", args.cuda_graph,
-      "replay each training step as a CUDA graph (after 3 eager steps); needs --dropout 0");
-  app.add_option("--amp", args.amp,
-                 "mixed precision: off, bf16 (autocast) or f16 (autocast and loss scaling, CUDA)")
-      ->check(CLI::IsMember({"off", "bf16", "f16"}));
+  add_amp_options(app, args.amp, args.cuda_graph, "; needs --dropout 0");
   app.add_option(
          "--data", args.data,
          "text files or folders to train on (default: " + st::data::default_text_corpus() + ")")

@@ -132,15 +132,8 @@ int run(const Args& args) {
   const st::Device dev = want_cuda ? st::Device::cuda(gpu) : st::Device::cpu();
   if (want_cuda) st::cuda::set_device(gpu);
   const std::optional<st::DType> amp = amp_dtype(args.amp, dev);
-  if (args.cuda_graph) {
-    if (!dev.is_cuda()) throw st::Error("--cuda-graph needs a CUDA device (--device cuda)");
-    if (amp == st::DType::f16) {
-      throw st::Error(
-          "--cuda-graph with --amp f16: the loss scaler reads its overflow flag on the "
-          "host at each step; use --amp bf16");
-    }
-    if (pg) throw st::Error("--cuda-graph does not combine with --ddp yet");
-  }
+  check_cuda_graph(args.cuda_graph, dev, amp);
+  if (args.cuda_graph && pg) throw st::Error("--cuda-graph does not combine with --ddp yet");
 
   std::shared_ptr<const st::data::TensorDataset> train_set =
       std::make_shared<st::data::FashionMNIST>(args.data, true,
@@ -344,13 +337,7 @@ int main(int argc, char** argv) {
                "data-parallel training under mpirun -np N (or srun): one rank per GPU (cuda:local "
                "rank) or CPU process, each on its shard of the training set; rank 0 alone prints, "
                "evaluates and writes metrics, plot and checkpoints");
-  app.add_flag(
-      "--cuda-graph", args.cuda_graph,
-      "replay each training step as a CUDA graph (after 3 eager warm-up steps): one launch "
-      "per step instead of hundreds");
-  app.add_option("--amp", args.amp,
-                 "mixed precision: off, bf16 (autocast) or f16 (autocast and loss scaling, CUDA)")
-      ->check(CLI::IsMember({"off", "bf16", "f16"}));
+  add_amp_options(app, args.amp, args.cuda_graph, "");
   if (const std::optional<int> status = parse_command_line(app, argc, argv, "fashion_mnist"))
     return *status;
   try {

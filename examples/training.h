@@ -60,6 +60,30 @@ inline st::optim::GradScaler amp_scaler(std::optional<st::DType> dtype,
       {.enabled = dtype == st::DType::f16, .process_group = std::move(pg)});
 }
 
+// The options both trainers take: --amp and --cuda-graph (`graph_note` ends the latter's help).
+inline void add_amp_options(CLI::App& app, std::string& amp, bool& cuda_graph,
+                            const std::string& graph_note) {
+  app.add_flag("--cuda-graph", cuda_graph,
+               "replay each training step as a CUDA graph (after 3 eager warm-up steps): one "
+               "launch per step instead of hundreds" +
+                   graph_note);
+  app.add_option("--amp", amp,
+                 "mixed precision: off, bf16 (autocast) or f16 (autocast and loss scaling, CUDA)")
+      ->check(CLI::IsMember({"off", "bf16", "f16"}));
+}
+
+// What --cuda-graph needs of any trainer: a CUDA device, and no f16 loss scaler (it reads its
+// overflow flag on the host at each step).
+inline void check_cuda_graph(bool cuda_graph, st::Device device, std::optional<st::DType> amp) {
+  if (!cuda_graph) return;
+  if (!device.is_cuda()) throw st::Error("--cuda-graph needs a CUDA device (--device cuda)");
+  if (amp == st::DType::f16) {
+    throw st::Error(
+        "--cuda-graph with --amp f16: the loss scaler reads its overflow flag on the host at each "
+        "step; use --amp bf16");
+  }
+}
+
 // Copies a batch into the static inputs of a graphed step (cuda::GraphedStep), making them from the
 // first batch.
 inline void stage_batch(st::Tensor& x, st::Tensor& y, const st::data::Batch& b) {

@@ -760,8 +760,7 @@ TEST(CapturableAdam, StateDictsMoveBetweenModes) {
     plain.step();
   }
   StateDict d = plain.state_dict();
-  d.erase("param_groups.0.capturable");  // as written before the option existed
-  d["param_groups.0.capturable"] = full({}, 1.0, {.dtype = DType::f64});
+  d["param_groups.0.capturable"] = full({}, 1.0, {.dtype = DType::f64});  // into capturable mode
   capt.load_state_dict(d);
   b.detach().copy_(a.detach());
   for (int t = 4; t <= 5; ++t) {

@@ -163,9 +163,12 @@ void Adam::step() {
           SINTER_CHECK(!cuda::is_capturing(), name(),
                        ": a step inside a CUDA graph capture needs capturable = true (the step "
                        "count and learning rate would otherwise be baked into the graph)");
-          if (step_t.device().is_cuda()) step_t = step_t.to(Device::cpu());
-          const double t = step_t.to(DType::f64).item<double>() + 1.0;
-          step_t = full({}, t, {.dtype = DType::f64});
+          // A count left on the device by the capturable mode comes back once.
+          if (step_t.device().is_cuda() || step_t.dtype() != DType::f64) {
+            step_t = step_t.to(Device::cpu()).to(DType::f64);
+          }
+          const double t = step_t.item<double>() + 1.0;
+          step_t.fill_(t);
           k.step_size = o.lr / (1.0 - std::pow(beta1, t));
           k.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(beta2, t));
         }

@@ -2,6 +2,9 @@
 #include "sinter/optim/clip.h"
 
 #include <cmath>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "sinter/autograd.h"
 #include "sinter/ops.h"
@@ -53,7 +56,13 @@ Tensor clip_grad_norm_on_device_(const std::vector<Tensor>& params, double max_n
   // infinite one scales them by 0. All on the device: the host reads nothing.
   const Tensor coef = div(full({}, max_norm, {.dtype = acc, .device = device}), add(total, 1e-6));
   const Tensor factor = where(lt(coef, 1.0), coef, ones({}, {.dtype = acc, .device = device}));
-  for (Tensor& g : grads) g.mul_(factor.to(g.device()).to(g.dtype()));
+  // The factor in each gradient's device and dtype, converted once per pair.
+  std::map<std::pair<std::string, DType>, Tensor> factors;
+  for (Tensor& g : grads) {
+    Tensor& f = factors[{g.device().str(), g.dtype()}];
+    if (!f.defined()) f = factor.to(g.device()).to(g.dtype());
+    g.mul_(f);
+  }
   return total;
 }
 

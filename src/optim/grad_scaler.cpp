@@ -110,9 +110,9 @@ bool GradScaler::step(Optimizer& opt) {
   SINTER_CHECK(!pending.stepped,
                "GradScaler::step: already called for this optimizer since the "
                "last update()");
-  if (!pending.found_inf.defined()) unscale_(opt);
-  const bool finite = pending_[&opt].found_inf.item<float>() == 0.0f;
-  pending_[&opt].stepped = true;
+  if (!pending.found_inf.defined()) unscale_(opt);  // fills `pending` (map references stay valid)
+  const bool finite = pending.found_inf.item<float>() == 0.0f;
+  pending.stepped = true;
   if (finite) opt.step();
   return finite;
 }
