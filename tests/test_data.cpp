@@ -564,6 +564,9 @@ TEST(IdxReader, RejectsCorruptFiles) {
   expect_bad(idx_bytes({2, 3}, iota_bytes(7)), {p, "[2, 3]", "holds 7 bytes"});
   expect_bad(idx_bytes({0xffffffffu, 0xffffffffu}, iota_bytes(4)),
              {p, "more elements than the file has bytes"});
+  // No elements, but dims whose strides overflow an int64 (found by fuzz_idx).
+  expect_bad(idx_bytes({2, 0, 0xffffffffu, 0xffffffffu, 0xffffffffu}, {}),
+             {p, "too large for a tensor"});
   // A gzip stream cut short, and bytes that are not gzip at all.
   const Bytes gz = gzip_stored(idx_bytes({2, 3}, iota_bytes(6)));
   write_bytes(p + ".gz", Bytes(gz.begin(), gz.end() - 12));

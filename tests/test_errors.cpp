@@ -92,8 +92,11 @@ TEST(Errors, BinaryDevicesDiffer) {
 }
 
 TEST(Errors, OpsWithoutPromotionNeedOneDtype) {
-  expect_error([] { matmul(zeros({2, 2}), zeros({2, 2}, {.dtype = DType::f64})); },
-               {"matmul", "f32", "f64"});
+  expect_error(
+      [] {
+        matmul(zeros({2, 2}), zeros({2, 2}, {.dtype = DType::f64}));
+      },
+      {"matmul", "f32", "f64"});
 }
 
 TEST(Errors, BinaryShapesDoNotBroadcast) {
@@ -112,8 +115,7 @@ TEST(Errors, UnaryNeedsFloatingTensor) {
 }
 
 TEST(Errors, ClampBounds) {
-  expect_error([] { clamp(zeros({2})); },
-               {"clamp", "at least one of min and max"});
+  expect_error([] { clamp(zeros({2})); }, {"clamp", "at least one of min and max"});
   expect_error([] { clamp(zeros({2}), 2.0, 1.0); }, {"clamp", "min 2", "max 1"});
   expect_error([] { clamp(zeros({2}, kI64), 0.5, 2.0); }, {"clamp", "scalar 0.5", "i64"});
 }
@@ -136,7 +138,8 @@ TEST(Errors, WhereValuesDoNotBroadcast) {
 }
 
 TEST(Errors, GeluUnknownApproximation) {
-  expect_error([] { gelu(zeros({2}), Activation::Relu); }, {"gelu", "Activation::GeluTanh", "got Activation 1"});
+  expect_error([] { gelu(zeros({2}), Activation::Relu); },
+               {"gelu", "Activation::GeluTanh", "got Activation 1"});
 }
 
 TEST(Errors, SumToIncompatibleShape) {
@@ -473,6 +476,16 @@ TEST(Errors, NegativeSizes) {
 // and eye(2^32) of the same size then crash writing through a null pointer).
 TEST(Errors, SizeOverflow) {
   expect_error([] { empty({int64_t{1} << 32, int64_t{1} << 32}); }, {"empty", "4294967296"});
+}
+
+// Regression: contiguous_strides multiplied the dims without an overflow check, so a shape with a
+// zero dim (no elements) and huge others overflowed int64 (undefined behaviour; found by fuzz_idx).
+TEST(Errors, StrideOverflowWithAZeroDim) {
+  expect_error(
+      [] {
+        empty({0, int64_t{1} << 32, int64_t{1} << 32});
+      },
+      {"empty", "4294967296", "strides"});
 }
 
 TEST(Errors, PinnedCudaTensor) {

@@ -2,6 +2,7 @@
 // the build has it. Every error names the file and what is wrong with it.
 #include "sinter/data/vision.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -96,7 +97,7 @@ Idx parse_idx(const std::string& path) {
   const size_t header = 4 + 4 * static_cast<size_t>(ndims);
   SINTER_CHECK(b.size() >= header, "read_idx: ", path, " is truncated: ", b.size(),
                " bytes, but its ", ndims, " dims need a ", header, "-byte header");
-  int64_t numel = 1;
+  int64_t numel = 1, extent = 1;
   for (int d = 0; d < ndims; ++d) {
     const int64_t n = big_endian_u32(&b[4 + 4 * static_cast<size_t>(d)]);
     idx.dims.push_back(n);
@@ -105,6 +106,10 @@ Idx parse_idx(const std::string& path) {
     SINTER_CHECK(numel <= static_cast<int64_t>(b.size()), "read_idx: ", path, " declares dims ",
                  shape_str(idx.dims), "..., more elements than the file has bytes (", b.size(),
                  ")");
+    // With a zero dim numel stays 0, but the tensor's strides still multiply the other dims.
+    SINTER_CHECK(!__builtin_mul_overflow(extent, std::max<int64_t>(n, 1), &extent),
+                 "read_idx: ", path, " declares dims ", shape_str(idx.dims),
+                 "..., too large for a tensor");
   }
   const size_t have = b.size() - header;
   SINTER_CHECK(have == static_cast<size_t>(numel), "read_idx: ", path, " declares dims ",

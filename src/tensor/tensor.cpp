@@ -1,6 +1,7 @@
 // Tensor accessors, factories, device and dtype conversion, copies, and printing.
 #include "sinter/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <iomanip>
@@ -30,7 +31,9 @@ Shape contiguous_strides(const Shape& shape) {
   int64_t acc = 1;
   for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
     st[i] = acc;
-    acc *= std::max<int64_t>(shape[i], 1);
+    // A zero-size dim leaves numel at 0, but the strides still multiply the other dims.
+    SINTER_CHECK(!__builtin_mul_overflow(acc, std::max<int64_t>(shape[i], 1), &acc), "shape ",
+                 shape, " has strides beyond what an int64 can hold");
   }
   return st;
 }
@@ -99,11 +102,14 @@ bool Tensor::is_contiguous() const {
 
 namespace {
 void check_shape(const char* op, const Shape& shape) {
-  int64_t n = 1;
+  int64_t n = 1, extent = 1;
   for (int64_t s : shape) {
     SINTER_CHECK(s >= 0, op, ": negative size in shape ", shape_str(shape));
     SINTER_CHECK(!__builtin_mul_overflow(n, s, &n), op, ": shape ", shape_str(shape),
                  " has more elements than an int64 can count");
+    // The strides multiply the sizes other than 0 (contiguous_strides).
+    SINTER_CHECK(!__builtin_mul_overflow(extent, std::max<int64_t>(s, 1), &extent), op, ": shape ",
+                 shape_str(shape), " has strides beyond what an int64 can hold");
   }
 }
 
