@@ -42,18 +42,19 @@ std::vector<uint8_t> read_file(const std::string& what, const std::string& path)
     SINTER_CHECK(f != nullptr, what, ": cannot open ", path, ": ", std::strerror(errno));
     std::unique_ptr<gzFile_s, int (*)(gzFile)> closer(f, gzclose);
     gzbuffer(f, 1 << 17);
-    constexpr size_t kChunk = size_t{1} << 24;
+    // The buffer doubles from 64 KiB up to steps of 16 MiB, so that a small file costs little.
     for (;;) {
       const size_t old = bytes.size();
-      bytes.resize(old + kChunk);
-      const int n = gzread(f, bytes.data() + old, static_cast<unsigned>(kChunk));
+      const size_t chunk = std::clamp<size_t>(old, size_t{1} << 16, size_t{1} << 24);
+      bytes.resize(old + chunk);
+      const int n = gzread(f, bytes.data() + old, static_cast<unsigned>(chunk));
       if (n < 0) {
         int code = 0;
         const char* msg = gzerror(f, &code);
         SINTER_THROW(what, ": ", path, " is not a valid gzip stream: ", msg);
       }
       bytes.resize(old + static_cast<size_t>(n));
-      if (static_cast<size_t>(n) < kChunk) break;
+      if (static_cast<size_t>(n) < chunk) break;
     }
     // gzread stops quietly at a stream cut short; gzerror then says Z_BUF_ERROR instead of Z_OK.
     int code = 0;
