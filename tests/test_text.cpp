@@ -287,11 +287,11 @@ TEST(TextCorpus, Errors) {
   // A split with no room for context + 1 bytes: the 10-byte validation chunk for context 10, no
   // validation chunk at all in 5 chunks at 0.1, a 2-byte training chunk for context 2.
   expect_error([&] { TextCorpus(text, {.context = 10, .chunk_size = 10}); },
-               {"validation split (10 bytes in 1 runs", "context + 1 = 11"});
+               {"validation split of", text[0], "(10 bytes in 1 runs", "context + 1 = 11"});
   expect_error([&] { TextCorpus(text, {.context = 2, .chunk_size = 20}); },
-               {"validation split (0 bytes in 0 runs", "context + 1 = 3"});
+               {"validation split of", text[0], "(0 bytes in 0 runs", "context + 1 = 3"});
   expect_error([&] { TextCorpus(text, {.context = 2, .val_fraction = 0.5, .chunk_size = 2}); },
-               {"training split", "longest 2 bytes", "context + 1 = 3"});
+               {"training split of", text[0], "longest 2 bytes", "context + 1 = 3"});
 
   // Bad options.
   expect_error([&] { TextCorpus(text, {.context = 0}); }, {"context must be >= 1", "0"});

@@ -98,7 +98,8 @@ std::string default_text_corpus() { return "/usr/share/games/fortunes"; }
 
 TextWindows::TextWindows(std::shared_ptr<const std::vector<uint8_t>> bytes,
                          std::vector<TextSpan> spans, const char* name, uint32_t split,
-                         int64_t context, int64_t windows, uint64_t seed)
+                         int64_t context, int64_t windows, uint64_t seed,
+                         const std::vector<std::string>& source)
     : bytes_(std::move(bytes)),
       spans_(std::move(spans)),
       name_(name),
@@ -112,8 +113,8 @@ TextWindows::TextWindows(std::shared_ptr<const std::vector<uint8_t>> bytes,
     num_bytes_ += s.size();
     longest = std::max(longest, s.size());
   }
-  SINTER_CHECK(fit > 0, "TextCorpus: the ", name_, " split (", num_bytes_, " bytes in ",
-               spans_.size(), " runs of adjacent text, the longest ", longest,
+  SINTER_CHECK(fit > 0, "TextCorpus: the ", name_, " split of ", source, " (", num_bytes_,
+               " bytes in ", spans_.size(), " runs of adjacent text, the longest ", longest,
                " bytes) is too small for one window of context + 1 = ", context_ + 1,
                " bytes; lower context, raise chunk_size, or give more text");
   windows_ = windows > 0 ? windows : num_bytes_ / context_;
@@ -190,9 +191,9 @@ TextCorpus::TextCorpus(const std::vector<std::string>& paths, const TextCorpusOp
   auto [train, val] = split_spans(static_cast<int64_t>(bytes_->size()), options_);
   // TextWindows' constructor is private to TextCorpus, out of make_shared's reach.
   train_.reset(new TextWindows(bytes_, std::move(train), "training", 0, options_.context,
-                               options_.train_windows, options_.seed));
+                               options_.train_windows, options_.seed, paths));
   val_.reset(new TextWindows(bytes_, std::move(val), "validation", 1, options_.context,
-                             options_.val_windows, options_.seed));
+                             options_.val_windows, options_.seed, paths));
 }
 
 ByteBaselines byte_baselines(const TextCorpus& corpus, double alpha) {

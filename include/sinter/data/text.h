@@ -71,8 +71,10 @@ class TextWindows : public Dataset {
 
  private:
   friend class TextCorpus;
+  // source: the corpus's paths, for the error when no window fits.
   TextWindows(std::shared_ptr<const std::vector<uint8_t>> bytes, std::vector<TextSpan> spans,
-              const char* name, uint32_t split, int64_t context, int64_t windows, uint64_t seed);
+              const char* name, uint32_t split, int64_t context, int64_t windows, uint64_t seed,
+              const std::vector<std::string>& source);
   // Writes the window's input to in[0, T) and its target to target[0, T).
   void fill(int64_t index, int64_t* in, int64_t* target) const;
 
