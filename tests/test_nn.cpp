@@ -401,7 +401,7 @@ TEST(NnModule, ErrorsNameTheModuleAndValues) {
   expect_error([&] { list.at<nn::Linear>(0); }, {"ModuleList::at", "ReLU"});
   expect_error([&] { list(zeros({1})); }, {"ModuleList", "no forward"});
 
-  expect_error([] { nn::GELU(Activation::None); }, {"GELU", "got Activation 0"});
+  expect_error([] { nn::GELU gelu(Activation::None); }, {"GELU", "got Activation 0"});
   expect_error([] { nn::Dropout(1.5); }, {"Dropout", "1.5"});
   expect_error([] { nn::Flatten(2)(zeros({3, 4})); }, {"Flatten", "start_dim 2", "[3, 4]"});
   expect_error([] { nn::Conv2d(6, 4, 3, {.groups = 4}); }, {"Conv2d", "groups 4", "6"});
