@@ -18,6 +18,7 @@
 #include "device_info.cuh"
 #include "internal/kernels_conv.h"
 #include "scratch.cuh"
+#include "sinter/core/determinism.h"
 
 namespace sinter::cudak {
 namespace {
@@ -28,7 +29,8 @@ namespace {
 // through K kBK at a time: the block stages an A tile and a B tile in shared memory, then each
 // thread accumulates a 4 x 4 sub-tile, rows ty + 16 i and columns tx + 16 j, so that a warp's
 // stores to consecutive n are consecutive. blockIdx.z = group * splits + split; split s covers K
-// range [s * k_chunk, (s + 1) * k_chunk) and adds its partial sums atomically when splits > 1.
+// range [s * k_chunk, (s + 1) * k_chunk); with splits > 1 the problem's store gets s (else -1)
+// and keeps the partial sums apart or adds them atomically (Note [deterministic algorithms]).
 constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256;
 constexpr int kSub = 4;  // kBM / 16 rows and kBN / 16 columns per thread
 
@@ -92,7 +94,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < kSub; ++j) {
       const int64_t n = n0 + tx + 16 * j;
-      if (n < N) p.store(group, m, n, acc[i][j], splits > 1);
+      if (n < N) p.store(group, m, n, acc[i][j], splits > 1 ? split : -1);
     }
   }
 }
@@ -117,7 +119,7 @@ struct FwdProblem {
     const I hw = g.h_out * g.w_out, bi = nn / hw, q = nn % hw;
     return g.x_at(x, bi, grp * g.cig + ci, q / g.w_out, q % g.w_out, r / g.kw, r % g.kw);
   }
-  __device__ void store(int grp, int64_t m, int64_t n, Acc<T> v, bool) const {
+  __device__ void store(int grp, int64_t m, int64_t n, Acc<T> v, int) const {
     const int64_t hw = static_cast<int64_t>(g.h_out) * g.w_out;
     const int64_t co = grp * static_cast<int64_t>(g.cog) + m, bi = n / hw;
     if (bias) v += to_acc(bias[co]);
@@ -150,7 +152,7 @@ struct DgradProblem {
     const int64_t c = grp * static_cast<int64_t>(g.cog) + co;
     return to_acc(dy[((bi * static_cast<int64_t>(g.c_out) + c) * g.h_out + oh) * g.w_out + ow]);
   }
-  __device__ void store(int grp, int64_t m, int64_t n, Acc<T> v, bool) const {
+  __device__ void store(int grp, int64_t m, int64_t n, Acc<T> v, int) const {
     const int64_t hw = static_cast<int64_t>(g.h) * g.w, bi = n / hw;
     const int64_t c = grp * static_cast<int64_t>(g.cig) + m;
     dx[(bi * g.c_in + c) * hw + n % hw] = from_acc<T>(v);
@@ -160,7 +162,8 @@ struct DgradProblem {
 // Weight gradient, per group: M = cog, N = cig * kh * kw, K = n * h_out * w_out.
 // A(co, (b, oh, ow)) = dy[b, g * cog + co, oh, ow]; B((b, oh, ow), (ci, i, j)) = the input under
 // tap (i, j) of output (oh, ow); C(co, (ci, i, j)) = dweight[g * cog + co, ci, i, j]. With split K
-// the partial sums go to `acc_out` (Acc<T>, zeroed), converted to T afterwards when T is narrower.
+// the partial sums go to `acc_out` (Acc<T>): added atomically (acc_out zeroed) when acc_slice is 0,
+// else stored by split s at acc_out + s * acc_slice for an ordered sum afterwards.
 template <typename T, typename I>
 struct WgradProblem {
   Geom<I> g;
@@ -168,6 +171,7 @@ struct WgradProblem {
   const T* dy;
   T* dw;
   Acc<T>* acc_out;
+  int64_t acc_slice = 0;
   __device__ Acc<T> a(int grp, int64_t m, int64_t k) const {
     const int64_t hw = static_cast<int64_t>(g.h_out) * g.w_out, bi = k / hw;
     const int64_t c = grp * static_cast<int64_t>(g.cog) + m;
@@ -178,13 +182,15 @@ struct WgradProblem {
     const I hw = g.h_out * g.w_out, kk = static_cast<I>(k), bi = kk / hw, q = kk % hw;
     return g.x_at(x, bi, grp * g.cig + ci, q / g.w_out, q % g.w_out, r / g.kw, r % g.kw);
   }
-  __device__ void store(int grp, int64_t m, int64_t n, Acc<T> v, bool atomic) const {
+  __device__ void store(int grp, int64_t m, int64_t n, Acc<T> v, int split) const {
     const int64_t kg = static_cast<int64_t>(g.cig) * g.kh * g.kw;
     const int64_t o = (grp * static_cast<int64_t>(g.cog) + m) * kg + n;
-    if (atomic) {
+    if (split < 0) {
+      dw[o] = from_acc<T>(v);
+    } else if (acc_slice == 0) {
       atomicAdd(acc_out + o, v);
     } else {
-      dw[o] = from_acc<T>(v);
+      acc_out[split * acc_slice + o] = v;
     }
   }
 };
@@ -194,6 +200,17 @@ __global__ void narrow_kernel(const Acc<T>* in, T* out, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     out[i] = from_acc<T>(in[i]);
+  }
+}
+
+// out[i] = the sum of the splits' partial sums in[s * n + i], s in order.
+template <typename T, typename A>
+__global__ void sum_splits_kernel(const A* in, int splits, T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    A sum = in[i];
+    for (int s = 1; s < splits; ++s) sum += in[s * n + i];
+    out[i] = from_acc<T>(sum);
   }
 }
 
@@ -283,18 +300,30 @@ void conv2d_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
     using A = Acc<T>;
     WgradProblem<T, I> p{Geom<I>(g), static_cast<const T*>(x), static_cast<const T*>(dy),
                          static_cast<T*>(dweight), nullptr};
-    // One launch over K range chunks of `chunk`, adding into acc_out when parts > 1.
-    const auto run = [&](A* acc_out, int64_t chunk, int parts) {
+    // One launch over K range chunks of `chunk`; when parts > 1 the partial sums go to acc_out
+    // (see WgradProblem for acc_slice).
+    const auto run = [&](A* acc_out, int64_t acc_slice, int64_t chunk, int parts) {
       if constexpr (std::is_same_v<A, float>) {
         if (tc) {
-          return conv_tc_backward_weight(ctx, g, dtype, x, dy, dweight, acc_out, chunk, parts);
+          return conv_tc_backward_weight(ctx, g, dtype, x, dy, dweight, acc_out, acc_slice, chunk,
+                                         parts);
         }
       }
       p.acc_out = acc_out;
+      p.acc_slice = acc_slice;
       launch_gemm<T>(ctx, p, g.groups, M, N, K, chunk, parts);
     };
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096));
     if (splits == 1) {
-      run(nullptr, K, 1);
+      run(nullptr, 0, K, 1);
+      return;
+    }
+    if (deterministic_algorithms_enabled()) {
+      const Scratch<A> partial(ctx, splits * total);
+      run(partial.get(), total, k_chunk, static_cast<int>(splits));
+      sum_splits_kernel<T, A><<<blocks, 256, 0, stream>>>(partial.get(), static_cast<int>(splits),
+                                                          static_cast<T*>(dweight), total);
+      SINTER_LAUNCH_CHECK("sum_splits_kernel");
       return;
     }
     // Split K: partial sums meet in an Acc<T> buffer; for f32 and f64 that is the output itself.
@@ -302,9 +331,8 @@ void conv2d_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
     const Scratch<A> scratch(ctx, kSame ? 0 : total);
     A* acc = kSame ? static_cast<A*>(dweight) : scratch.get();
     SINTER_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<size_t>(total) * sizeof(A), stream));
-    run(acc, k_chunk, static_cast<int>(splits));
+    run(acc, 0, k_chunk, static_cast<int>(splits));
     if constexpr (!kSame) {
-      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096));
       narrow_kernel<T><<<blocks, 256, 0, stream>>>(acc, static_cast<T*>(dweight), total);
       SINTER_LAUNCH_CHECK("narrow_kernel");
     }

@@ -77,7 +77,7 @@ struct FwdTc {
     const int taps = g.kh * g.kw;
     return wt[(grp * g.cog + n) * (g.cig * taps) + k];
   }
-  __device__ __forceinline__ void store(int grp, int m, int n, float v, bool) const {
+  __device__ __forceinline__ void store(int grp, int m, int n, float v, int) const {
     const int hw = g.h_out * g.w_out, co = grp * g.cog + n;
     if (bias) v += to_acc(bias[co]);
     y[((m / hw) * g.c_out + co) * hw + m % hw] = from_acc<T>(v);
@@ -107,7 +107,7 @@ struct DgradTc {
     const int co = k / taps, rs = k % taps;
     return wt[((grp * g.cog + co) * g.cig + n) * taps + rs];
   }
-  __device__ __forceinline__ void store(int grp, int m, int n, float v, bool) const {
+  __device__ __forceinline__ void store(int grp, int m, int n, float v, int) const {
     const int hw = g.h * g.w;
     dx[((m / hw) * g.c_in + grp * g.cig + n) * hw + m % hw] = from_acc<T>(v);
   }
@@ -120,7 +120,8 @@ struct WgradTc {
   const T* x;
   const T* dy;
   T* dw;
-  float* acc_out;  // split K: f32 partial sums, laid out like dw
+  float* acc_out;         // split K: f32 partial sums, laid out like dw
+  int64_t acc_slice = 0;  // 0: added atomically; else split s stores at acc_out + s * acc_slice
   __device__ __forceinline__ T a(int grp, int m, int k, T zero) const {
     const int taps = g.kh * g.kw;
     const int ci = m / taps, rs = m % taps;
@@ -131,13 +132,15 @@ struct WgradTc {
     const int hw = g.h_out * g.w_out;
     return dy[((k / hw) * g.c_out + grp * g.cog + n) * hw + k % hw];
   }
-  __device__ __forceinline__ void store(int grp, int m, int n, float v, bool atomic) const {
+  __device__ __forceinline__ void store(int grp, int m, int n, float v, int split) const {
     const int taps = g.kh * g.kw;
     const int o = (grp * g.cog + n) * (g.cig * taps) + m;
-    if (atomic) {
+    if (split < 0) {
+      dw[o] = from_acc<T>(v);
+    } else if (acc_slice == 0) {
       atomicAdd(acc_out + o, v);
     } else {
-      dw[o] = from_acc<T>(v);
+      acc_out[split * acc_slice + o] = v;
     }
   }
 };
@@ -221,7 +224,7 @@ __global__ void __launch_bounds__(kThreads)
 
   mma::for_each_acc(acc, wm0, wn0, lane, [&](int r, int c, float v) {
     const int m = m0 + r, n = n0 + c;
-    if (m < M && n < N) p.store(grp, m, n, v, splits > 1);
+    if (m < M && n < N) p.store(grp, m, n, v, splits > 1 ? split : -1);
   });
 }
 
@@ -306,12 +309,16 @@ bool conv_tc_backward_input(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
 }
 
 void conv_tc_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const void* x,
-                             const void* dy, void* dweight, float* acc, int64_t k_chunk,
-                             int splits) {
+                             const void* dy, void* dweight, float* acc, int64_t acc_slice,
+                             int64_t k_chunk, int splits) {
   dispatch_tc(dtype, [&](auto t) {
     using T = decltype(t);
-    const WgradTc<T> p{TcGeom(g), static_cast<const T*>(x), static_cast<const T*>(dy),
-                       static_cast<T*>(dweight), acc};
+    const WgradTc<T> p{TcGeom(g),
+                       static_cast<const T*>(x),
+                       static_cast<const T*>(dy),
+                       static_cast<T*>(dweight),
+                       acc,
+                       acc_slice};
     launch<T>(ctx, p, g.groups, g.c_in / g.groups * g.kh * g.kw, g.c_out / g.groups,
               g.n * g.h_out * g.w_out, k_chunk, splits);
   });

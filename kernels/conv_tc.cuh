@@ -70,12 +70,13 @@ bool conv_tc_backward_input(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
 
 // The weight gradient reduces over n * h_out * w_out, which the caller may split: split s covers
 // [s * k_chunk, (s + 1) * k_chunk) (k_chunk a multiple of conv_tc_k_step) and, when splits > 1,
-// atomically adds its f32 partial sums into acc (zeroed, laid out like dweight); splits == 1
-// writes dweight. conv_tc_wgrad_tiles is the number of output tiles one split launches.
+// atomically adds its f32 partial sums into acc (zeroed, laid out like dweight) when acc_slice is
+// 0, or stores them at acc + s * acc_slice (Note [deterministic algorithms]); splits == 1 writes
+// dweight. conv_tc_wgrad_tiles is the number of output tiles one split launches.
 int64_t conv_tc_k_step(DType dtype);
 int64_t conv_tc_wgrad_tiles(const Conv2dGeom& g);
 void conv_tc_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const void* x,
-                             const void* dy, void* dweight, float* acc, int64_t k_chunk,
-                             int splits);
+                             const void* dy, void* dweight, float* acc, int64_t acc_slice,
+                             int64_t k_chunk, int splits);
 
 }  // namespace sinter::cudak

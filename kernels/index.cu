@@ -1,17 +1,23 @@
 // CUDA index_select (gather of whole slices along one dim) and index_add (its adjoint: a
 // scatter-add with atomics, so repeated indices accumulate), and gather and scatter_add, their
-// elementwise counterparts (Note [gather layout]).
+// elementwise counterparts (Note [gather layout]). In deterministic mode the two adds sort their
+// targets first and add in a fixed order (Note [deterministic algorithms]).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
+#include <cub/device/device_radix_sort.cuh>
+#include <limits>
 
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
 #include "internal/cuda_runtime.h"
 #include "internal/kernels.h"
+#include "scratch.cuh"
+#include "sinter/core/determinism.h"
 
 namespace sinter::cudak {
 namespace {
@@ -82,6 +88,117 @@ __global__ void scatter_add_kernel(T* out, GatherGeom g, const int64_t* idx, con
   }
 }
 
+// --- Deterministic adds (Note [deterministic algorithms]) ---
+// A target's sources are found by sorting (target, position) pairs stably by target: the run of
+// equal targets lists its sources in position order, and the first pair of each run adds them all.
+
+// keys[j] = idx[j] when it is in [0, out_dim), else out_dim (sorted last, adds nothing).
+__global__ void index_keys_kernel(const int64_t* idx, int64_t n, int64_t out_dim, uint64_t* keys,
+                                  uint32_t* pos) {
+  for (int64_t j = thread_index(); j < n; j += thread_count()) {
+    const int64_t r = idx[j];
+    keys[j] = static_cast<uint64_t>(r >= 0 && r < out_dim ? r : out_dim);
+    pos[j] = static_cast<uint32_t>(j);
+  }
+}
+
+// keys[e] = the offset element e of src adds into.
+__global__ void scatter_keys_kernel(GatherGeom g, const int64_t* idx, uint64_t* keys,
+                                    uint32_t* pos) {
+  for (int64_t e = thread_index(); e < g.numel; e += thread_count()) {
+    keys[e] = static_cast<uint64_t>(gather_offset(g, e, idx[e]));
+    pos[e] = static_cast<uint32_t>(e);
+  }
+}
+
+// One thread per (o, p, i), p a sorted position: the first position of a run adds the run's
+// sources, in position order, into out once.
+template <typename T>
+__global__ void index_add_sorted_kernel(T* out, int64_t out_dim, int64_t inner,
+                                        const uint64_t* keys, const uint32_t* pos, int64_t n,
+                                        const T* src, int64_t total) {
+  for (int64_t e = thread_index(); e < total; e += thread_count()) {
+    const int64_t i = e % inner, row = e / inner;
+    const int64_t o = row / n, p = row - o * n;
+    const uint64_t k = keys[p];
+    if (k >= static_cast<uint64_t>(out_dim) || (p > 0 && keys[p - 1] == k)) continue;
+    T* dst = out + (o * out_dim + static_cast<int64_t>(k)) * inner + i;
+    Acc<T> acc = to_acc(*dst);
+    for (int64_t q = p; q < n && keys[q] == k; ++q)
+      acc += to_acc(src[(o * n + pos[q]) * inner + i]);
+    *dst = from_acc<T>(acc);
+  }
+}
+
+template <typename T>
+__global__ void scatter_add_sorted_kernel(T* out, const uint64_t* keys, const uint32_t* pos,
+                                          int64_t n, const T* src) {
+  for (int64_t p = thread_index(); p < n; p += thread_count()) {
+    const uint64_t k = keys[p];
+    if (p > 0 && keys[p - 1] == k) continue;
+    Acc<T> acc = to_acc(out[k]);
+    for (int64_t q = p; q < n && keys[q] == k; ++q) acc += to_acc(src[pos[q]]);
+    out[k] = from_acc<T>(acc);
+  }
+}
+
+// n (key, position) pairs, sorted stably by the key's low `bits` bits into `sorted_keys` and
+// `sorted_pos`, with the unsorted pairs from `fill(keys, pos)` (a launch on ctx's stream).
+template <class Fill>
+void sort_targets(const Ctx& ctx, const char* op, int64_t n, int bits, uint64_t* sorted_keys,
+                  uint32_t* sorted_pos, Fill fill) {
+  SINTER_CHECK(n <= std::numeric_limits<uint32_t>::max(), op, ": deterministic mode sorts at most ",
+               std::numeric_limits<uint32_t>::max(), " targets, not ", n);
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  const Scratch<uint64_t> keys(ctx, n);
+  const Scratch<uint32_t> pos(ctx, n);
+  fill(keys.get(), pos.get());
+  size_t temp_bytes = 0;
+  SINTER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys.get(), sorted_keys,
+                                                    pos.get(), sorted_pos, n, 0, bits, stream));
+  const Scratch<unsigned char> temp(ctx, static_cast<int64_t>(temp_bytes));
+  SINTER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys.get(), sorted_keys,
+                                                    pos.get(), sorted_pos, n, 0, bits, stream));
+}
+
+template <typename T>
+void index_add_deterministic(const Ctx& ctx, void* out, int64_t outer, int64_t out_dim,
+                             int64_t inner, const int64_t* idx, int64_t nidx, const void* src) {
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  const Scratch<uint64_t> sorted_keys(ctx, nidx);
+  const Scratch<uint32_t> sorted_pos(ctx, nidx);
+  // Keys up to out_dim itself (the key of an index out of range).
+  const int bits = std::max(1, static_cast<int>(std::bit_width(static_cast<uint64_t>(out_dim))));
+  sort_targets(ctx, "index_add", nidx, bits, sorted_keys.get(), sorted_pos.get(),
+               [&](uint64_t* k, uint32_t* q) {
+                 index_keys_kernel<<<grid_for(nidx), kThreads, 0, stream>>>(idx, nidx, out_dim, k,
+                                                                            q);
+                 SINTER_LAUNCH_CHECK("index_keys_kernel");
+               });
+  const int64_t total = outer * nidx * inner;
+  index_add_sorted_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(
+      static_cast<T*>(out), out_dim, inner, sorted_keys.get(), sorted_pos.get(), nidx,
+      static_cast<const T*>(src), total);
+  SINTER_LAUNCH_CHECK("index_add_sorted_kernel");
+}
+
+template <typename T>
+void scatter_add_deterministic(const Ctx& ctx, void* out, const GatherGeom& g, const int64_t* idx,
+                               const void* src) {
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  const Scratch<uint64_t> sorted_keys(ctx, g.numel);
+  const Scratch<uint32_t> sorted_pos(ctx, g.numel);
+  sort_targets(ctx, "scatter_add", g.numel, 64, sorted_keys.get(), sorted_pos.get(),
+               [&](uint64_t* k, uint32_t* q) {
+                 scatter_keys_kernel<<<grid_for(g.numel), kThreads, 0, stream>>>(g, idx, k, q);
+                 SINTER_LAUNCH_CHECK("scatter_keys_kernel");
+               });
+  scatter_add_sorted_kernel<T><<<grid_for(g.numel), kThreads, 0, stream>>>(
+      static_cast<T*>(out), sorted_keys.get(), sorted_pos.get(), g.numel,
+      static_cast<const T*>(src));
+  SINTER_LAUNCH_CHECK("scatter_add_sorted_kernel");
+}
+
 template <typename W>
 void gather_words(cudaStream_t stream, const void* in, const GatherGeom& g, const int64_t* idx,
                   void* out) {
@@ -100,8 +217,12 @@ void select_words(cudaStream_t stream, const void* in, int64_t outer, int64_t in
 }
 
 template <typename T>
-void add_typed(cudaStream_t stream, void* out, int64_t outer, int64_t out_dim, int64_t inner,
+void add_typed(const Ctx& ctx, void* out, int64_t outer, int64_t out_dim, int64_t inner,
                const int64_t* idx, int64_t nidx, const void* src) {
+  if (deterministic_algorithms_enabled()) {
+    return index_add_deterministic<T>(ctx, out, outer, out_dim, inner, idx, nidx, src);
+  }
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
   const int64_t total = outer * nidx * inner;
   index_add_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(
       static_cast<T*>(out), out_dim, inner, idx, nidx, static_cast<const T*>(src), total);
@@ -145,16 +266,15 @@ void index_add(const Ctx& ctx, void* out, DType dtype, int64_t outer, int64_t ou
                int64_t inner, const int64_t* idx, int64_t nidx, const void* src) {
   if (outer == 0 || nidx == 0 || inner == 0) return;
   DeviceGuard guard(ctx.device);
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
   switch (dtype) {
     case DType::f32:
-      return add_typed<float>(stream, out, outer, out_dim, inner, idx, nidx, src);
+      return add_typed<float>(ctx, out, outer, out_dim, inner, idx, nidx, src);
     case DType::f64:
-      return add_typed<double>(stream, out, outer, out_dim, inner, idx, nidx, src);
+      return add_typed<double>(ctx, out, outer, out_dim, inner, idx, nidx, src);
     case DType::bf16:
-      return add_typed<__nv_bfloat16>(stream, out, outer, out_dim, inner, idx, nidx, src);
+      return add_typed<__nv_bfloat16>(ctx, out, outer, out_dim, inner, idx, nidx, src);
     case DType::f16:
-      return add_typed<__half>(stream, out, outer, out_dim, inner, idx, nidx, src);
+      return add_typed<__half>(ctx, out, outer, out_dim, inner, idx, nidx, src);
     default:
       break;
   }
@@ -188,6 +308,9 @@ void scatter_add(const Ctx& ctx, void* out, DType dtype, const GatherGeom& g, co
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
   visit_floating(dtype, "scatter_add", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    if (deterministic_algorithms_enabled()) {
+      return scatter_add_deterministic<T>(ctx, out, g, idx, src);
+    }
     scatter_add_kernel<T><<<grid_for(g.numel), kThreads, 0, stream>>>(static_cast<T*>(out), g, idx,
                                                                       static_cast<const T*>(src));
     SINTER_LAUNCH_CHECK("scatter_add_kernel");

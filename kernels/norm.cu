@@ -19,6 +19,7 @@
 #include "internal/philox.h"
 #include "internal/scalar_ops.h"
 #include "scratch.cuh"
+#include "sinter/core/determinism.h"
 
 namespace sinter::cudak {
 namespace {
@@ -512,13 +513,15 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 // Column sums for dweight/dbias. Block (32, kColRows): column blockIdx.x * 32 + threadIdx.x, rows
 // [blockIdx.y * chunk, +chunk) split over threadIdx.y; partial sums meet in shared memory and one
-// atomic per column and block adds them to the output.
+// atomic per column and block adds them to the output. In deterministic mode (`partial` set) the
+// block stores its sums to row blockIdx.y of partial (2 x chunks x cols: weight, then bias)
+// instead, and layer_norm_dparams_finish_kernel adds them in chunk order.
 constexpr int kColRows = 8;
 
 template <class T>
 __global__ void layer_norm_dparams_kernel(const T* dy, const T* x, int64_t rows, int64_t cols,
                                           int64_t chunk, const Acc<T>* mean, const Acc<T>* rstd,
-                                          Acc<T>* dweight, Acc<T>* dbias) {
+                                          Acc<T>* dweight, Acc<T>* dbias, Acc<T>* partial) {
   using A = Acc<T>;
   __shared__ A sw[kColRows][33];
   __shared__ A sb[kColRows][33];
@@ -540,8 +543,29 @@ __global__ void layer_norm_dparams_kernel(const T* dy, const T* x, int64_t rows,
     aw += sw[i][threadIdx.x];
     ab += sb[i][threadIdx.x];
   }
+  if (partial) {
+    const int64_t slot = static_cast<int64_t>(blockIdx.y) * cols + j;
+    partial[slot] = aw;
+    partial[static_cast<int64_t>(gridDim.y) * cols + slot] = ab;
+    return;
+  }
   if (dweight) atomicAdd(dweight + j, aw);
   if (dbias) atomicAdd(dbias + j, ab);
+}
+
+template <class A>
+__global__ void layer_norm_dparams_finish_kernel(const A* partial, int64_t chunks, int64_t cols,
+                                                 A* dweight, A* dbias) {
+  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < cols;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    A aw = 0, ab = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      aw += partial[c * cols + j];
+      ab += partial[(chunks + c) * cols + j];
+    }
+    if (dweight) dweight[j] += aw;
+    if (dbias) dbias[j] += ab;
+  }
 }
 
 // --- dropout ---
@@ -768,12 +792,19 @@ void layer_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
       // About 64 rows per block, and at most 4096 row chunks (grid.y is limited to 65535).
       const int64_t chunks = std::clamp<int64_t>((rows + 63) / 64, 1, 4096);
       const int64_t chunk = (rows + chunks - 1) / chunks;
-      const dim3 grid(static_cast<unsigned>((cols + 31) / 32),
-                      static_cast<unsigned>((rows + chunk - 1) / chunk));
+      const int64_t used = (rows + chunk - 1) / chunk;
+      const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(used));
+      const bool fixed_order = deterministic_algorithms_enabled() && used > 1;
+      const Scratch<A> partial(ctx, fixed_order ? 2 * used * cols : 0);
       layer_norm_dparams_kernel<T><<<grid, dim3(32, kColRows), 0, stream>>>(
           pdy, px, rows, cols, chunk, pmean, prstd, static_cast<A*>(dweight),
-          static_cast<A*>(dbias));
+          static_cast<A*>(dbias), partial.get());
       SINTER_LAUNCH_CHECK("layer_norm_dparams_kernel");
+      if (fixed_order) {
+        layer_norm_dparams_finish_kernel<A><<<grid_for(cols, kThreads), kThreads, 0, stream>>>(
+            partial.get(), used, cols, static_cast<A*>(dweight), static_cast<A*>(dbias));
+        SINTER_LAUNCH_CHECK("layer_norm_dparams_finish_kernel");
+      }
     }
   });
 }

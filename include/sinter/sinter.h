@@ -3,6 +3,7 @@
 
 #include "sinter/autocast.h"
 #include "sinter/autograd.h"
+#include "sinter/core/determinism.h"
 #include "sinter/core/device.h"
 #include "sinter/core/dtype.h"
 #include "sinter/core/error.h"

@@ -1,0 +1,205 @@
+// Deterministic mode (Note [deterministic algorithms]): the switch, training steps that touch every
+// path the mode changes, bitwise equal from run to run on the CPU and (on a device) on CUDA, and
+// each fixed-order CUDA kernel against the CPU on inputs that make the fast path split or collide.
+#include <functional>
+#include <vector>
+
+#include "test_util.h"
+
+namespace sinter {
+namespace {
+
+using testing::all_close;
+
+TEST(Determinism, GuardSetsAndRestoresTheMode) {
+  EXPECT_FALSE(deterministic_algorithms_enabled());
+  {
+    const DeterministicGuard on;
+    EXPECT_TRUE(deterministic_algorithms_enabled());
+    {
+      const DeterministicGuard off(false);
+      EXPECT_FALSE(deterministic_algorithms_enabled());
+    }
+    EXPECT_TRUE(deterministic_algorithms_enabled());
+  }
+  EXPECT_FALSE(deterministic_algorithms_enabled());
+  use_deterministic_algorithms(true);
+  EXPECT_TRUE(deterministic_algorithms_enabled());
+  use_deterministic_algorithms(false);
+  EXPECT_FALSE(deterministic_algorithms_enabled());
+}
+
+// Two SGD steps of a small network through every path of Note [deterministic algorithms]: an
+// embedding of 1024 tokens from 50 rows, layer_norm over 1024 rows (many row chunks), a conv2d
+// whose weight gradient reduces over 64 x 8 x 8 positions (split K on a GPU), index_select with
+// repeated channels and gather with repeated positions. Returns the parameters and the losses.
+std::vector<Tensor> train_steps(Device device, DType dtype) {
+  Generator gen(1234);
+  const auto on_device = [&](const Tensor& t) { return t.to(dtype).to(device); };
+  const auto param = [&](const Shape& shape, double scale) {
+    return on_device(mul(sub(rand(shape, {}, &gen), 0.5), scale)).requires_grad_();
+  };
+  std::vector<Tensor> params = {param({50, 16}, 2.0), param({16}, 1.0), param({16}, 1.0),
+                                param({8, 4, 3, 3}, 0.5), param({8}, 0.1)};
+  const Tensor tokens = randint(0, 50, {64, 16}, {.dtype = DType::i64}, &gen).to(device);
+  const Tensor channels = from_vector<int64_t>({0, 0, 1, 3, 3, 3, 7}, {7}).to(device);
+  const Tensor positions = randint(0, 7, {64, 20}, {.dtype = DType::i64}, &gen).to(device);
+  const Tensor target = randint(0, 7, {64}, {.dtype = DType::i64}, &gen).to(device);
+  std::vector<Tensor> out;
+  for (int step = 0; step < 2; ++step) {
+    Tensor h = embedding(params[0], tokens);        // (64, 16, 16)
+    h = layer_norm(h, {16}, params[1], params[2]);  // 1024 rows
+    h = conv2d(h.reshape({64, 4, 8, 8}), params[3], params[4], {.padding = 1});
+    h = index_select(h, 1, channels);                    // (64, 7, 8, 8)
+    const Tensor logits = mean(h, {2, 3});               // (64, 7)
+    const Tensor picked = gather(logits, 1, positions);  // (64, 20)
+    const Tensor loss =
+        add(cross_entropy(logits.to(DType::f32), target), mean(mul(picked, picked)).to(DType::f32));
+    loss.backward();
+    out.push_back(loss.detach().cpu());
+    for (Tensor& p : params) {
+      p = sub(p.detach(), p.grad(), 0.5).requires_grad_();
+    }
+  }
+  for (const Tensor& p : params) out.push_back(p.detach().cpu());
+  return out;
+}
+
+void expect_bitwise_equal(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(all_close(a[i], b[i], 0, 0)) << "tensor " << i;
+  }
+}
+
+TEST(Determinism, TrainingStepsRepeatBitwiseOnTheCpu) {
+  const DeterministicGuard on;
+  for (DType dtype : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    expect_bitwise_equal(train_steps(Device::cpu(), dtype), train_steps(Device::cpu(), dtype));
+  }
+}
+
+TEST(CudaDeterminism, TrainingStepsRepeatBitwise) {
+  SINTER_REQUIRE_CUDA();
+  const DeterministicGuard on;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const std::vector<Tensor> first = train_steps(Device::cuda(), dtype);
+    for (int run = 0; run < 3; ++run) {
+      expect_bitwise_equal(first, train_steps(Device::cuda(), dtype));
+    }
+    // The same steps on the CPU, up to rounding.
+    const std::vector<Tensor> cpu = train_steps(Device::cpu(), dtype);
+    const double tol = dtype == DType::f32 ? 1e-4 : 5e-2;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      EXPECT_TRUE(all_close(first[i].to(DType::f32), cpu[i].to(DType::f32), tol, tol)) << i;
+    }
+  }
+}
+
+// Runs f on CUDA three times in deterministic mode: the results must be bitwise equal, and equal
+// to f on the CPU within tol (0: bitwise).
+void expect_repeatable(const std::function<Tensor(Device)>& f, double tol) {
+  const DeterministicGuard on;
+  const Tensor first = f(Device::cuda()).cpu();
+  for (int run = 0; run < 2; ++run) {
+    EXPECT_TRUE(all_close(f(Device::cuda()).cpu(), first, 0, 0)) << "run " << run + 2;
+  }
+  EXPECT_TRUE(all_close(first.to(DType::f32), f(Device::cpu()).to(DType::f32), tol, tol));
+}
+
+// The gradient of `param` (the leaf made from `value` on `device`) of sum(forward(param) * weight),
+// with `weight` a fixed random tensor of the output's shape.
+Tensor grad_of(const Tensor& value, Device device,
+               const std::function<Tensor(const Tensor&)>& forward) {
+  Tensor p = value.to(device).requires_grad_();
+  const Tensor y = forward(p);
+  Generator gen(77);
+  const Tensor w = rand(y.shape(), {}, &gen).to(y.dtype()).to(device);
+  sum(mul(y, w)).backward();
+  return p.grad();
+}
+
+TEST(CudaDeterminism, ConvWeightGradientWithSplitK) {
+  SINTER_REQUIRE_CUDA();
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    // Few output channels and a long reduction: the weight gradient splits K over many blocks.
+    const Tensor x = randn({32, 3, 40, 40}).to(dtype), w = randn({4, 3, 3, 3}).to(dtype);
+    const double tol = dtype == DType::f64 ? 1e-10 : (dtype == DType::f32 ? 1e-3 : 0.5);
+    expect_repeatable(
+        [&](Device d) {
+          const Tensor xd = x.to(d);
+          return grad_of(w, d, [&](const Tensor& p) { return conv2d(xd, p, {}, {.padding = 1}); });
+        },
+        tol);
+  }
+}
+
+TEST(CudaDeterminism, LayerNormParameterGradients) {
+  SINTER_REQUIRE_CUDA();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor x = randn({5000, 96}).to(dtype), w = randn({96}).to(dtype);
+    const double tol = dtype == DType::f32 ? 1e-3 : 0.5;
+    expect_repeatable(
+        [&](Device d) {
+          const Tensor xd = x.to(d);
+          return grad_of(w, d, [&](const Tensor& p) { return layer_norm(xd, {96}, p); });
+        },
+        tol);
+  }
+}
+
+// For f32 the fixed order is the CPU's (position order), so the two agree bitwise.
+TEST(CudaDeterminism, EmbeddingAndIndexSelectBackwardMatchTheCpuBitwiseInF32) {
+  SINTER_REQUIRE_CUDA();
+  const Tensor table = randn({40, 33});
+  const Tensor tokens = randint(0, 40, {4096}, {.dtype = DType::i64});
+  expect_repeatable(
+      [&](Device d) {
+        const Tensor t = tokens.to(d);
+        return grad_of(table, d, [&](const Tensor& p) { return embedding(p, t); });
+      },
+      0);
+  const Tensor x = randn({3, 10, 5});
+  const Tensor idx = randint(0, 10, {700}, {.dtype = DType::i64});
+  expect_repeatable(
+      [&](Device d) {
+        const Tensor i = idx.to(d);
+        return grad_of(x, d, [&](const Tensor& p) { return index_select(p, 1, i); });
+      },
+      0);
+}
+
+TEST(CudaDeterminism, GatherBackwardMatchesTheCpuBitwiseInF32) {
+  SINTER_REQUIRE_CUDA();
+  const Tensor x = randn({6, 9});
+  const Tensor idx = randint(0, 9, {6, 500}, {.dtype = DType::i64});
+  expect_repeatable(
+      [&](Device d) {
+        const Tensor i = idx.to(d);
+        return grad_of(x, d, [&](const Tensor& p) { return gather(p, 1, i); });
+      },
+      0);
+}
+
+// 1000 additions of 1 into one bf16 element: rounding after each addition would stop at 256, the
+// fixed-order paths add in f32 and round once.
+TEST(CudaDeterminism, LowPrecisionAddsRoundOnce) {
+  SINTER_REQUIRE_CUDA();
+  const DeterministicGuard on;
+  const TensorOptions bf16{.dtype = DType::bf16, .device = Device::cuda()};
+  const Tensor zero_idx = zeros({1000}, {.dtype = DType::i64, .device = Device::cuda()});
+  Tensor table = zeros({2, 1}, bf16).requires_grad_();
+  sum(embedding(table, zero_idx)).backward();
+  EXPECT_EQ(table.grad().cpu().to(DType::f32).to_vector<float>(),
+            (std::vector<float>{1000.0f, 0.0f}));
+  const Tensor out =
+      scatter_add(zeros({2, 1}, bf16), 0, zero_idx.reshape({1000, 1}), ones({1000, 1}, bf16));
+  EXPECT_EQ(out.cpu().to(DType::f32).to_vector<float>(), (std::vector<float>{1000.0f, 0.0f}));
+}
+
+}  // namespace
+}  // namespace sinter
