@@ -1,7 +1,9 @@
 // safetensors save/load: round trips of every dtype, the exact byte layout the format specifies,
 // rejection of corrupt files with errors that name the file, atomic replacement, and load_into's
 // all-or-nothing copy.
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -425,6 +427,56 @@ TEST(SafetensorsIo, AFailedWriteKeepsThePreviousCheckpoint) {
     names.push_back(e.path().filename().string());
   }
   EXPECT_EQ(names, (std::vector<std::string>{"ckpt.safetensors"})) << "a temporary file was left";
+}
+
+// A full disk: the child process mounts a 64 KiB tmpfs over the folder in a mount namespace of its
+// own (as root, or in a user namespace), saves a small checkpoint that fits, then a 4 MiB one,
+// whose write() fails with ENOSPC. Skipped where the machine allows neither namespace.
+TEST(SafetensorsIo, AFullDiskKeepsThePreviousCheckpoint) {
+  const testing::TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 0;
+    try {
+      if (::unshare(CLONE_NEWNS) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) ::_exit(77);
+      if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+          ::mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=64k") != 0) {
+        ::_exit(77);
+      }
+      save({{"w", full({4}, 1.0)}}, path);
+      try {
+        save({{"w", full({1 << 20}, 2.0)}}, path);
+        code = 1;  // no error: wrong
+      } catch (const Error& e) {
+        const std::string m = e.what();
+        code = m.find("cannot write") != std::string::npos && m.find(path) != std::string::npos &&
+                       m.find(std::strerror(ENOSPC)) != std::string::npos
+                   ? 0
+                   : 2;
+      }
+      if (code == 0 && load(path).at("w").to_vector<float>() != std::vector<float>(4, 1.0f)) {
+        code = 3;
+      }
+      if (code == 0 && std::distance(std::filesystem::directory_iterator(dir.path()),
+                                     std::filesystem::directory_iterator()) != 1) {
+        code = 4;
+      }
+    } catch (...) {
+      code = 5;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) {
+    GTEST_SKIP() << "cannot mount a small tmpfs here (no mount or user namespace)";
+  }
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: no error; 2: the message lacks the cause or the path; 3: the previous checkpoint "
+         "changed; 4: a temporary file was left; 5: another error";
 }
 
 }  // namespace
