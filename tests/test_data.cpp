@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
@@ -239,6 +240,36 @@ TEST(DataLoader, RethrowsWorkerErrorsWhenTheirBatchIsDue) {
           for (const Batch& b : loader) (void)b;
         },
         {"example 23"});
+  }
+}
+
+// The threads of this process, from /proc (Linux).
+int64_t thread_count() {
+  return std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                       std::filesystem::directory_iterator());
+}
+
+TEST(DataLoader, ATransformThatThrowsReachesTheLoopWithoutHangOrLeak) {
+  data::TensorDataset ds(rand({64, 3}), arange(64.0, {.dtype = DType::i64}));
+  const int64_t threads_before = thread_count();
+  for (int64_t prefetch : {0, 1, 4}) {
+    SCOPED_TRACE(prefetch);
+    int calls = 0;
+    auto transform = [&calls](Batch& b, Generator&) {
+      SINTER_CHECK(++calls != 3, "flip: batch ", calls, " cannot be transformed");
+      b.input = neg(b.input);
+    };
+    {
+      DataLoader loader(ds, {.batch_size = 8, .prefetch = prefetch, .transform = transform});
+      int64_t seen = 0;
+      expect_error(
+          [&] {
+            for (const Batch& b : loader) seen += b.input.size(0);
+          },
+          {"flip: batch 3 cannot be transformed"});
+      EXPECT_EQ(seen, 16);  // the two batches before the bad one
+    }                       // the loader and its thread are gone
+    EXPECT_EQ(thread_count(), threads_before) << "a prefetch thread outlived its loader";
   }
 }
 
