@@ -322,7 +322,8 @@ int main(int argc, char** argv) {
                  "samples per step (with --ddp: over all ranks; each of the N ranks takes "
                  "batch-size / N)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  app.add_option("--lr", args.lr, "learning rate (default: 0.01 SGD for mlp, 1e-3 Adam for cnn)");
+  app.add_option("--lr", args.lr, "learning rate (default: 0.01 SGD for mlp, 1e-3 Adam for cnn)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--device", args.device, "auto, cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--data", args.data, "folder with the four IDX files (.gz or plain)");
@@ -330,9 +331,10 @@ int main(int argc, char** argv) {
   app.add_option("--save", args.save, "checkpoint written after every epoch (safetensors)");
   app.add_option("--resume", args.resume, "checkpoint to continue from");
   app.add_option("--out", args.out, "folder for metrics.csv and curves.png");
-  app.add_option("--limit-train", args.limit_train, "train on the first N samples only");
-  app.add_option("--min-accuracy", args.min_accuracy,
-                 "exit with status 3 below this test accuracy");
+  app.add_option("--limit-train", args.limit_train, "train on the first N samples only")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--min-accuracy", args.min_accuracy, "exit with status 3 below this test accuracy")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_flag("--ddp", args.ddp,
                "data-parallel training under mpirun -np N (or srun): one rank per GPU (cuda:local "
                "rank) or CPU process, each on its shard of the training set; rank 0 alone prints, "
