@@ -359,6 +359,7 @@ int generate(const Args& args, uint64_t seed, bool seed_given) {
   const st::StateDict dict = st::load(path);
   model.load_state_dict(sub_dict(dict, "model"));
   model.to(dev);
+  finish_setup();
   // The empty prompt starts a new fortune: "%\n" separates them in the corpus.
   const std::string context = args.prompt.empty() ? "%\n" : args.prompt;
   std::vector<int64_t> ids(context.begin(), context.end());
@@ -502,11 +503,12 @@ int train(const Args& args, const Overrides& overrides) {
   std::printf("baselines on the validation text: unigram %.4f, bigram %.4f nats/byte\n",
               base.unigram, base.bigram);
 
-  fs::create_directories(args.out);
+  make_out_folder(args.out);
   const std::string save =
       args.save.empty() ? (fs::path(args.out) / "char_lm.safetensors").string() : args.save;
   MetricsCsv metrics(fs::path(args.out) / "metrics.csv", start);
   const std::vector<st::Tensor> params = model.parameters();
+  finish_setup();
 
   double val_loss = std::nan("");
   Progress progress("step", cfg.steps, start, std::max<int64_t>(cfg.eval_interval / 2, 1));
@@ -670,7 +672,6 @@ int main(int argc, char** argv) {
     }
     return train(args, overrides);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "char_lm: %s\n", e.what());
-    return 1;
+    return report_error("char_lm", e);
   }
 }

@@ -196,7 +196,7 @@ int run(const Args& args) {
   const fs::path csv = fs::path(args.out) / "metrics.csv";
   std::ofstream metrics;
   if (main_rank) {
-    fs::create_directories(args.out);
+    make_out_folder(args.out);
     const bool fresh_csv = start_epoch == 0 || !fs::exists(csv);
     metrics.open(csv, fresh_csv ? std::ios::trunc : std::ios::app);
     if (fresh_csv) metrics << "epoch,train_loss,train_acc,test_loss,test_acc,seconds\n";
@@ -230,6 +230,7 @@ int run(const Args& args) {
   };
   st::cuda::GraphedStep graphed(graph_step, 3);
   EvalResult test;
+  finish_setup();
   for (int epoch = start_epoch + 1; epoch <= args.epochs; ++epoch) {
     const Clock::time_point t0 = Clock::now();
     const int64_t batches = train_loader.size();
@@ -345,7 +346,6 @@ int main(int argc, char** argv) {
   try {
     return run(args);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
-    return 1;
+    return report_error("fashion_mnist", e);
   }
 }

@@ -96,6 +96,34 @@ inline void stage_batch(st::Tensor& x, st::Tensor& y, const st::data::Batch& b) 
   y.copy_(b.target);
 }
 
+// Note [exit statuses]
+// 0: done. 1: a failure once the run has started (training, evaluation, writing its files).
+// 2: the command line asked for something that cannot be done: an unknown option or a bad value
+// (parse_command_line), or any error while setting the run up from the options: a missing,
+// unreadable or corrupt file, a device this machine lacks, values that do not fit together.
+// 3: a run that ended below its quality bar (--min-accuracy, --max-val-loss). Each error is one
+// line on stderr, "<program>: <what>".
+
+// Marks the end of the set-up: errors from here on are failures (status 1), not bad options.
+inline bool& setup_finished() {
+  static bool finished = false;
+  return finished;
+}
+inline void finish_setup() { setup_finished() = true; }
+
+// Prints an error that reached main and returns its status (Note [exit statuses]).
+inline int report_error(const char* program, const std::exception& e) {
+  std::fprintf(stderr, "%s: %s\n", program, e.what());
+  return setup_finished() ? 1 : 2;
+}
+
+// Creates the --out folder (and its parents), or says which folder could not be made and why.
+inline void make_out_folder(const std::string& out) {
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) throw st::Error("--out " + out + ": cannot create the folder: " + ec.message());
+}
+
 // Parses the command line. A bad option or value prints one line, "<program>: <what>", and gives
 // exit status 2; --help prints the options and gives 0. nullopt when the run should go on.
 inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv,

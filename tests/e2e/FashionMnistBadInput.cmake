@@ -1,0 +1,29 @@
+# fashion_mnist on bad input: every case exits with status 2 (Note [exit statuses] in
+# examples/training.h) and one line naming the problem, before any training. Args: -D EXE=<fashion_mnist>
+# -D WORK=<folder>.
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}/empty")
+file(WRITE "${WORK}/garbage.safetensors" "not a checkpoint\n")
+file(WRITE "${WORK}/a-file" "not a folder\n")
+include(${CMAKE_CURRENT_LIST_DIR}/ExpectExit.cmake)
+
+expect(2 "--epochs" --epochs -3)
+expect(2 "--epochs" --epochs 0)
+expect(2 "--batch-size" --batch-size many)
+expect(2 "--model" --model foo)
+expect(2 "--device" --device tpu)
+expect(2 "--bogus" --bogus)
+expect(2 "missing" --device cpu --data "${WORK}/missing")
+expect(2 "empty" --device cpu --data "${WORK}/empty")
+expect(2 "a-file" --device cpu --data "${WORK}/a-file")
+expect(2 "garbage.safetensors" --device cpu --limit-train 100 --resume "${WORK}/garbage.safetensors")
+expect(2 "--lr" --device cpu --limit-train 100 --lr -1)
+expect(2 "--limit-train" --device cpu --limit-train -5)
+expect(2 "--min-accuracy" --min-accuracy 80)
+# A GPU asked for where none is: one line, status 2 (on a machine with one, a short run passes).
+execute_process(COMMAND "${EXE}" --device cuda --epochs 1 --limit-train 200
+                --out "${WORK}/cuda" RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT (rc EQUAL 0 OR (rc EQUAL 2 AND err MATCHES "CUDA")))
+  message(FATAL_ERROR "fashion_mnist --device cuda: status ${rc}\n${err}")
+endif()
+message(STATUS "every bad input was refused with status 2 and its message")
