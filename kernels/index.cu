@@ -156,7 +156,7 @@ void sort_targets(const Ctx& ctx, const char* op, int64_t n, int bits, uint64_t*
   size_t temp_bytes = 0;
   SINTER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys.get(), sorted_keys,
                                                     pos.get(), sorted_pos, n, 0, bits, stream));
-  const Scratch<unsigned char> temp(ctx, static_cast<int64_t>(temp_bytes));
+  const Scratch<unsigned char> temp(ctx, std::max<int64_t>(static_cast<int64_t>(temp_bytes), 1));
   SINTER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys.get(), sorted_keys,
                                                     pos.get(), sorted_pos, n, 0, bits, stream));
 }

@@ -4,6 +4,9 @@
 #include <functional>
 #include <vector>
 
+#include "internal/dispatch.h"
+#include "internal/kernels.h"
+#include "internal/kernels_norm.h"
 #include "test_util.h"
 
 namespace sinter {
@@ -199,6 +202,50 @@ TEST(CudaDeterminism, LowPrecisionAddsRoundOnce) {
   const Tensor out =
       scatter_add(zeros({2, 1}, bf16), 0, zero_idx.reshape({1000, 1}), ones({1000, 1}, bf16));
   EXPECT_EQ(out.cpu().to(DType::f32).to_vector<float>(), (std::vector<float>{1000.0f, 0.0f}));
+}
+
+// The fixed-order kernels against the atomic ones where the ops' CPU references cannot say what
+// is right: indices out of range (embedding's are checked on the device, after the kernel: they
+// must add nothing), layer_norm with a bias gradient alone, and sums added into values already
+// there.
+TEST(CudaDeterminism, KernelsAgreeWithTheAtomicPathsAtTheEdges) {
+  SINTER_REQUIRE_CUDA();
+  const Device dev = Device::cuda();
+  const kern::Ctx ctx = kernel_ctx(dev);
+  const auto index_add = SINTER_TEST_KERNEL(true, index_add);
+  const Tensor idx = from_vector<int64_t>({0, -1, 4, 5, 0, 2, 4, 4, 100}).to(dev);
+  const Tensor src = randn({2, 9, 3}).to(dev), base = randn({2, 5, 3});
+  const auto add_rows = [&](bool fixed_order) {
+    const DeterministicGuard mode(fixed_order);
+    Tensor out = base.to(dev);
+    index_add(ctx, out.data_ptr(), DType::f32, 2, 5, 3, idx.data<int64_t>(), 9, src.data_ptr());
+    return out.cpu();
+  };
+  const Tensor fixed = add_rows(true);
+  EXPECT_TRUE(all_close(fixed, add_rows(false), 1e-6, 1e-6));
+  // Rows 1 and 3 take no index in range: untouched.
+  EXPECT_TRUE(all_close(fixed.narrow(1, 1, 1), base.narrow(1, 1, 1), 0, 0));
+  EXPECT_TRUE(all_close(fixed.narrow(1, 3, 1), base.narrow(1, 3, 1), 0, 0));
+
+  const auto forward = SINTER_TEST_KERNEL(true, layer_norm_forward);
+  const auto backward = SINTER_TEST_KERNEL(true, layer_norm_backward);
+  const int64_t rows = 3000, cols = 40;
+  const Tensor x = randn({rows, cols}).to(dev), dy = randn({rows, cols}).to(dev);
+  Tensor y = empty({rows, cols}, {.device = dev}), mean = empty({rows}, {.device = dev}),
+         rstd = empty({rows}, {.device = dev});
+  forward(ctx, x.data_ptr(), DType::f32, rows, cols, nullptr, nullptr, 1e-5, y.data_ptr(),
+          mean.data_ptr(), rstd.data_ptr());
+  const Tensor bias_base = randn({cols});
+  const auto bias_grad = [&](bool fixed_order) {
+    const DeterministicGuard mode(fixed_order);
+    Tensor dbias = bias_base.to(dev);
+    backward(ctx, dy.data_ptr(), x.data_ptr(), DType::f32, rows, cols, mean.data_ptr(),
+             rstd.data_ptr(), nullptr, nullptr, nullptr, dbias.data_ptr());
+    return dbias.cpu();
+  };
+  const Tensor want = add(bias_base, sum(dy.cpu(), {0}));
+  EXPECT_TRUE(all_close(bias_grad(true), want, 1e-4, 1e-4));
+  EXPECT_TRUE(all_close(bias_grad(false), want, 1e-4, 1e-4));
 }
 
 }  // namespace

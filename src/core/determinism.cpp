@@ -9,7 +9,9 @@
 // - index_add (the backward of embedding and index_select) and scatter_add (of gather): the
 //   targets are sorted stably with their positions (CUB's radix sort), then one thread per target
 //   adds its sources in position order (kernels/index.cu). For f32 and f64 that is the CPU's order,
-//   so the two agree bitwise.
+//   so the two agree bitwise. bf16 and f16 add in f32 and round once per target, where the CPU
+//   reference and the atomics round after every addition: in this mode they are more accurate,
+//   and differ from the CPU reference by more than the order.
 // Every other kernel is deterministic already: reductions use fixed trees, the GEMMs never split K
 // across blocks, the attention backward has no atomics, and the CPU runs each kernel on one
 // thread (OpenBLAS with a fixed thread count). The flag is read on the host when a kernel is

@@ -12,7 +12,8 @@
 namespace sinter::cpu {
 namespace {
 
-// dst += v; bf16/f16 add in float and round once per addition, as the CUDA atomics do.
+// dst += v; bf16/f16 add in float and round once per addition, as the CUDA atomics do (the
+// deterministic CUDA path rounds once per target: Note [deterministic algorithms]).
 template <typename T>
 void add_into(T& dst, T v) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
