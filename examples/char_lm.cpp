@@ -320,7 +320,8 @@ void save_checkpoint(const std::string& path, st::nn::models::GPT& model,
 // evaluation; a resumed run keeps the rows up to its checkpoint's step.
 class MetricsCsv {
  public:
-  static constexpr const char* kHeader = "step,train_loss,val_loss,lr,tokens_per_s";
+  static constexpr const char* kHeader =
+      "step,train_loss,val_loss,lr,tokens_per_s,gpu_util_percent,gpu_memory_gib";
 
   MetricsCsv(fs::path path, int64_t keep_until) : path_(std::move(path)) {
     if (keep_until == 0) return;
@@ -336,9 +337,11 @@ class MetricsCsv {
     }
   }
 
-  void add(int64_t step, double train_loss, double val_loss, double lr, double tokens_per_s) {
+  void add(int64_t step, double train_loss, double val_loss, double lr, double tokens_per_s,
+           const std::string& gpu_fields) {
     rows_.push_back(format("%lld,%.6f,%.6f,%.6g,%.0f", static_cast<long long>(step), train_loss,
-                           val_loss, lr, tokens_per_s));
+                           val_loss, lr, tokens_per_s) +
+                    gpu_fields);
     write_text_atomically(path_, std::string(kHeader) + "\n" + join(rows_, "\n") + "\n");
   }
 
@@ -567,7 +570,8 @@ int train(const Args& args, const Overrides& overrides) {
       const double secs = train_secs + seconds_since(t0);
       progress.update(step, format("loss %.4f  lr %.2e  %.0f tokens/s",
                                    loss_sum.item<double>() / interval_steps, lr,
-                                   static_cast<double>(interval_steps * B * T) / secs));
+                                   static_cast<double>(interval_steps * B * T) / secs) +
+                                gpu_progress(gpu_reading(dev)));
     }
     if (!eval_now) continue;
     train_secs += seconds_since(t0);
@@ -580,7 +584,7 @@ int train(const Args& args, const Overrides& overrides) {
         "  %.0fs\n",
         static_cast<long long>(step), train_loss, val_loss, val_loss - base.bigram, lr,
         tokens_per_s, progress.elapsed());
-    metrics.add(step, train_loss, val_loss, lr, tokens_per_s);
+    metrics.add(step, train_loss, val_loss, lr, tokens_per_s, gpu_csv_fields(gpu_reading(dev)));
     save_checkpoint(save, model, opt, sched, scaler, step, cfg, data, hash,
                     static_cast<int64_t>(corpus.bytes().size()));
     loss_sum.zero_();

@@ -199,7 +199,10 @@ int run(const Args& args) {
     make_out_folder(args.out);
     const bool fresh_csv = start_epoch == 0 || !fs::exists(csv);
     metrics.open(csv, fresh_csv ? std::ios::trunc : std::ios::app);
-    if (fresh_csv) metrics << "epoch,train_loss,train_acc,test_loss,test_acc,seconds\n";
+    if (fresh_csv) {
+      metrics << "epoch,train_loss,train_acc,test_loss,test_acc,seconds,gpu_util_percent,"
+                 "gpu_memory_gib\n";
+    }
   }
 
   int64_t num_params = 0;
@@ -269,7 +272,8 @@ int run(const Args& args) {
         progress.update(
             batch, format("loss %.4f  acc %.4f  %.0f samples/s", loss_sum.item<double>() / seen,
                           static_cast<double>(correct.item<int64_t>()) / seen,
-                          static_cast<double>(seen * world) / progress.elapsed()));
+                          static_cast<double>(seen * world) / progress.elapsed()) +
+                       gpu_progress(gpu_reading(dev)));
       }
     }
     if (main_rank) progress.done();
@@ -287,7 +291,7 @@ int run(const Args& args) {
     std::printf("epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1fs\n", epoch,
                 train_loss, train_acc, test.loss, test.accuracy, secs);
     metrics << epoch << ',' << train_loss << ',' << train_acc << ',' << test.loss << ','
-            << test.accuracy << ',' << secs << '\n';
+            << test.accuracy << ',' << secs << gpu_csv_fields(gpu_reading(dev)) << '\n';
     metrics.flush();
     if (!args.save.empty()) save_checkpoint(args.save, args.model, *model, *opt, scaler, epoch);
   }

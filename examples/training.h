@@ -154,6 +154,40 @@ __attribute__((format(printf, 1, 2))) inline std::string format(const char* fmt,
   return out;
 }
 
+// The GPU's readings (Note [gpu telemetry]) for the progress bar and metrics.csv: nothing on the
+// CPU; every field absent where NVML is missing.
+inline std::optional<st::cuda::DeviceStats> gpu_reading(st::Device device) {
+  if (!device.is_cuda()) return std::nullopt;
+  for (const st::cuda::DeviceStats& s : st::cuda::device_stats()) {
+    if (s.device == device.index) return s;
+  }
+  return st::cuda::DeviceStats{.device = device.index};
+}
+
+// "  GPU 87% 12.5 GiB" (or "  GPU n/a n/a"), "" on the CPU: for the end of a progress line.
+inline std::string gpu_progress(const std::optional<st::cuda::DeviceStats>& s) {
+  if (!s) return "";
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const std::string util =
+      s->utilization_percent ? format("%.0f%%", *s->utilization_percent) : "n/a";
+  const std::string mem =
+      s->memory_used_bytes ? format("%.1f GiB", static_cast<double>(*s->memory_used_bytes) / kGiB)
+                           : "n/a";
+  return "  GPU " + util + " " + mem;
+}
+
+// The metrics.csv columns gpu_util_percent,gpu_memory_gib (after a comma): empty where n/a.
+inline std::string gpu_csv_fields(const std::optional<st::cuda::DeviceStats>& s) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  std::string out = ",";
+  if (s && s->utilization_percent) out += format("%.0f", *s->utilization_percent);
+  out += ",";
+  if (s && s->memory_used_bytes) {
+    out += format("%.3f", static_cast<double>(*s->memory_used_bytes) / kGiB);
+  }
+  return out;
+}
+
 // One line that redraws itself on a terminal ("<label> [=====     ] done/total  <stats>  ETA");
 // elsewhere a plain line every `plain_every` units and at the end, so that logs stay short. The
 // first `first` units were done before this run (a resumed one), so the ETA counts this run's pace.

@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 struct CUstream_st;
 
@@ -25,6 +27,7 @@ struct DeviceProperties {
   int minor = 0;
   int multiprocessor_count = 0;
   size_t total_memory = 0;
+  std::string pci_bus_id;  // "dddd:bb:dd.f", as NVML names the device
 };
 
 // Everywhere in this header, device -1 means the current device.
@@ -213,5 +216,34 @@ void reset_peak_memory_stats(int device = -1);
 // Gives every wholly unused cached segment of every device back to the driver, and drops the cache
 // of unused pinned host blocks. Memory still in use stays where it is.
 void empty_cache();
+
+// The caching allocator's counters of every device as a table (a line saying so when there is no
+// device).
+std::string memory_summary();
+
+// Note [gpu telemetry]
+// What the driver reports of each GPU, read from NVML (libnvidia-ml.so.1), which is loaded at run
+// time on first use and never linked: where it is missing (no driver, a container without it, a
+// machine without a GPU) every field is absent and costs nothing after the first call. The
+// environment variable SINTER_NVML_LIBRARY names another library to load instead. Devices are
+// those of the CUDA runtime, matched to NVML's by PCI bus id; where the CUDA runtime sees none,
+// NVML's own order.
+struct DeviceStats {
+  int device = 0;
+  std::string name;
+  std::optional<double> utilization_percent;  // of time a kernel ran, over NVML's last sample
+  std::optional<int64_t> memory_used_bytes;   // by every process on the device
+  std::optional<int64_t> memory_total_bytes;
+  std::optional<double> power_watts;
+  std::optional<double> temperature_celsius;
+  std::optional<double> sm_clock_mhz;
+};
+
+// One entry per device; empty where NVML is missing or sees no device.
+std::vector<DeviceStats> device_stats();
+// Whether NVML was found and initialized.
+bool telemetry_available();
+// "GPU 87% 12.3/80.0 GiB 310 W 61 C 1980 MHz", "n/a" for each absent field.
+std::string format_device_stats(const DeviceStats& stats);
 
 }  // namespace sinter::cuda

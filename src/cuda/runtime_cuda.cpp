@@ -391,7 +391,10 @@ DeviceProperties get_device_properties(int device) {
   device = checked_device(device);
   cudaDeviceProp p{};
   SINTER_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
-  return {p.name, p.major, p.minor, p.multiProcessorCount, p.totalGlobalMem};
+  char bus[32];
+  std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.0", static_cast<unsigned>(p.pciDomainID),
+                static_cast<unsigned>(p.pciBusID), static_cast<unsigned>(p.pciDeviceID));
+  return {p.name, p.major, p.minor, p.multiProcessorCount, p.totalGlobalMem, bus};
 }
 
 void synchronize(int device) {
