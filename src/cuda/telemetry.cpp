@@ -9,25 +9,17 @@
 #include <mutex>
 #include <sstream>
 
+#include "internal/nvml_abi.h"
 #include "sinter/cuda.h"
 
 namespace sinter::cuda {
 namespace detail {
 namespace {
 
-// The few NVML declarations used, as NVML's public API defines them (nvml.h): every call returns
-// an nvmlReturn_t, 0 on success.
-struct NvmlDevice;
-using NvmlHandle = NvmlDevice*;
-struct NvmlUtilization {
-  unsigned int gpu;
-  unsigned int memory;
-};
-struct NvmlMemory {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
+// NVML's calls return an nvmlReturn_t, 0 on success (internal/nvml_abi.h has the types).
+using NvmlHandle = nvmlDevice_t;
+using NvmlUtilization = nvmlUtilization_t;
+using NvmlMemory = nvmlMemory_t;
 constexpr int kNvmlSuccess = 0;
 constexpr int kNvmlTemperatureGpu = 0;  // nvmlTemperatureSensors_t NVML_TEMPERATURE_GPU
 constexpr int kNvmlClockSm = 1;         // nvmlClockType_t NVML_CLOCK_SM
