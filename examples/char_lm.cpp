@@ -231,7 +231,7 @@ struct Args {
   std::string device = "auto";
   std::vector<std::string> data;
   std::string out = "char_lm_out";
-  std::string save, resume, checkpoint;
+  std::string save, resume, checkpoint, export_weights;
   std::string max_val_loss;  // a number, "unigram" or "bigram"
   int64_t stop_at = 0;
   int64_t generate = 0;
@@ -599,6 +599,7 @@ int train(const Args& args, const Overrides& overrides) {
       "the unigram)\n",
       val_loss, val_loss - base.bigram, val_loss - base.unigram);
   std::printf("metrics: %s\ncheckpoint: %s\n", metrics.path().string().c_str(), save.c_str());
+  export_weights(args.export_weights, model, "gpt");
   write_plot(metrics.path(), fs::path(args.out) / "curves.png",
              {{.title = "loss (nats/byte)",
                .xlabel = "step",
@@ -640,6 +641,8 @@ int main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--out", args.out, "folder for metrics.csv, curves.png and the checkpoint");
   app.add_option("--save", args.save, "checkpoint path (default: <out>/char_lm.safetensors)");
+  app.add_option("--export-weights", args.export_weights,
+                 "write the trained model alone (safetensors, the model's state_dict names)");
   app.add_option("--resume", args.resume,
                  "checkpoint to continue from, with its settings and corpus");
   app.add_option("--stop-at", args.stop_at,

@@ -39,6 +39,7 @@ struct Args {
   uint64_t seed = 0;
   std::string save;
   std::string resume;
+  std::string export_weights;
   std::string out = "fashion_mnist_out";
   int64_t limit_train = 0;  // 0: all 60000
   double min_accuracy = 0.0;
@@ -300,6 +301,7 @@ int run(const Args& args) {
   std::printf("test accuracy: %.4f\n", test.accuracy);
   std::printf("metrics: %s\n", csv.string().c_str());
   if (!args.save.empty()) std::printf("checkpoint: %s\n", args.save.c_str());
+  export_weights(args.export_weights, *model, args.model);
   metrics.close();
   write_plot(csv, fs::path(args.out) / "curves.png",
              {{.title = "loss", .xlabel = "epoch", .columns = {2, 4}},
@@ -334,6 +336,8 @@ int main(int argc, char** argv) {
   app.add_option("--data", args.data, "folder with the four IDX files (.gz or plain)");
   app.add_option("--seed", args.seed, "seed of initialization and shuffling");
   app.add_option("--save", args.save, "checkpoint written after every epoch (safetensors)");
+  app.add_option("--export-weights", args.export_weights,
+                 "write the trained model alone, under PyTorch's state_dict names (safetensors)");
   app.add_option("--resume", args.resume, "checkpoint to continue from");
   app.add_option("--out", args.out, "folder for metrics.csv and curves.png");
   app.add_option("--limit-train", args.limit_train, "train on the first N samples only")

@@ -124,6 +124,19 @@ inline void make_out_folder(const std::string& out) {
   if (ec) throw st::Error("--out " + out + ": cannot create the folder: " + ec.message());
 }
 
+// --export-weights: the model's state dict alone, under the names of its torch.nn equivalent (the
+// keys of Sinter's modules are PyTorch's: Sequential children by index, weight/bias,
+// running_mean/running_var/num_batches_tracked), so that
+//   model.load_state_dict({k: torch.from_numpy(v) for k, v in
+//   safetensors.numpy.load_file(p).items()})
+// loads it. The full checkpoint (--save) holds the same tensors under "model.".
+inline void export_weights(const std::string& path, const st::nn::Module& model,
+                           const std::string& model_name) {
+  if (path.empty()) return;
+  st::save(model.state_dict(), path, {{"model", model_name}, {"format", "state-dict"}});
+  std::printf("weights: %s\n", path.c_str());
+}
+
 // Parses the command line. A bad option or value prints one line, "<program>: <what>", and gives
 // exit status 2; --help prints the options and gives 0. nullopt when the run should go on.
 inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv,

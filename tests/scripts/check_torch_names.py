@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Sinter's example checkpoints read by the real `safetensors` package, under PyTorch's names.
+
+Trains fashion_mnist's mlp and cnn for a moment with --save and --export-weights, then reads both
+files with safetensors.numpy. The weights file must hold exactly the state_dict keys and shapes of
+the torch.nn equivalent of each model (written out below), and the checkpoint the same tensors under
+"model.". Where torch is installed, the equivalent models also load the files with strict=True.
+Exit 77 (skipped) without numpy or safetensors.
+
+  check_torch_names.py FASHION_MNIST_EXE DATA_DIR WORK_DIR
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    from safetensors.numpy import load_file
+except ImportError as e:
+    print(f"skipped: {e} (pip install numpy safetensors)")
+    sys.exit(77)
+
+# The torch.nn equivalents, as state_dict keys and shapes:
+#   mlp: nn.Sequential(nn.Flatten(), nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024),
+#                      nn.ReLU(), nn.Linear(1024, 10))
+#   cnn: nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+#                      nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+#                      nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
+EXPECTED = {
+    "mlp": {"1.weight": (1024, 784), "1.bias": (1024,), "3.weight": (1024, 1024),
+            "3.bias": (1024,), "5.weight": (10, 1024), "5.bias": (10,)},
+    "cnn": {"0.weight": (32, 1, 3, 3), "0.bias": (32,), "3.weight": (64, 32, 3, 3),
+            "3.bias": (64,), "7.weight": (128, 3136), "7.bias": (128,), "9.weight": (10, 128),
+            "9.bias": (10,)},
+}
+
+
+def torch_model(torch, name):
+    nn = torch.nn
+    if name == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024),
+                             nn.ReLU(), nn.Linear(1024, 10))
+    return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def main():
+    exe, data, work = sys.argv[1:4]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+        print("torch is not installed: checking names and shapes without loading into torch.nn")
+    failures = []
+    for name, expected in EXPECTED.items():
+        ckpt, weights = f"{work}/{name}-ckpt.safetensors", f"{work}/{name}-weights.safetensors"
+        subprocess.run([exe, "--model", name, "--epochs", "1", "--limit-train", "256",
+                        "--device", "cpu", "--data", data, "--out", f"{work}/{name}",
+                        "--save", ckpt, "--export-weights", weights],
+                       check=True, stdout=subprocess.DEVNULL)
+        got = load_file(weights)
+        shapes = {k: tuple(v.shape) for k, v in got.items()}
+        if shapes != expected:
+            failures.append(f"{name}: {weights} holds {shapes}, torch.nn's keys are {expected}")
+        full = load_file(ckpt)
+        model_part = {k[len("model."):]: v for k, v in full.items() if k.startswith("model.")}
+        if set(model_part) != set(got) or any(
+                not np.array_equal(model_part[k], got[k]) for k in got):
+            failures.append(f"{name}: the checkpoint's model.* tensors differ from {weights}")
+        if torch is not None:
+            m = torch_model(torch, name)
+            m.load_state_dict({k: torch.from_numpy(v) for k, v in got.items()}, strict=True)
+        print(f"{name}: {len(got)} tensors under torch.nn's names; checkpoint prefix 'model.'")
+    if failures:
+        print("\n".join(failures))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
