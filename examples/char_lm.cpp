@@ -231,7 +231,7 @@ struct Args {
   std::string device = "auto";
   std::vector<std::string> data;
   std::string out = "char_lm_out";
-  std::string save, resume, checkpoint, export_weights;
+  std::string save, resume, checkpoint, export_weights, profile;
   std::string max_val_loss;  // a number, "unigram" or "bigram"
   int64_t stop_at = 0;
   int64_t generate = 0;
@@ -535,7 +535,9 @@ int train(const Args& args, const Overrides& overrides) {
         opt.step();
       },
       3);
+  ProfileScope profile(args.profile);
   for (const st::data::Batch& b : train_loader) {
+    const st::profiler::Range step_range("train step");
     ++step;
     const double lr = sched.get_last_lr()[0];
     st::Tensor loss;
@@ -577,7 +579,10 @@ int train(const Args& args, const Overrides& overrides) {
     train_secs += seconds_since(t0);
     const double train_loss = loss_sum.item<double>() / interval_steps;
     const double tokens_per_s = static_cast<double>(interval_steps * B * T) / train_secs;
-    val_loss = evaluate(model, val_loader, amp);
+    {
+      const st::profiler::Range eval_range("evaluate");
+      val_loss = evaluate(model, val_loader, amp);
+    }
     progress.clear();
     std::printf(
         "step %lld: train %.4f  val %.4f nats/byte (bigram %+.4f)  lr %.2e  %.0f tokens/s"
@@ -593,6 +598,7 @@ int train(const Args& args, const Overrides& overrides) {
     t0 = Clock::now();
   }
   progress.done();
+  profile.finish();
   if (std::isnan(val_loss)) val_loss = evaluate(model, val_loader, amp);  // nothing left to train
   std::printf(
       "final validation loss %.4f nats/byte (%+.4f against the bigram baseline, %+.4f against "
@@ -641,6 +647,8 @@ int main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--out", args.out, "folder for metrics.csv, curves.png and the checkpoint");
   app.add_option("--save", args.save, "checkpoint path (default: <out>/char_lm.safetensors)");
+  app.add_option("--profile", args.profile,
+                 "record every op of the training; print the table and write this Chrome trace");
   app.add_option("--export-weights", args.export_weights,
                  "write the trained model alone (safetensors, the model's state_dict names)");
   app.add_option("--resume", args.resume,

@@ -40,6 +40,7 @@ struct Args {
   std::string save;
   std::string resume;
   std::string export_weights;
+  std::string profile;
   std::string out = "fashion_mnist_out";
   int64_t limit_train = 0;  // 0: all 60000
   double min_accuracy = 0.0;
@@ -235,6 +236,7 @@ int run(const Args& args) {
   st::cuda::GraphedStep graphed(graph_step, 3);
   EvalResult test;
   finish_setup();
+  ProfileScope profile(main_rank ? args.profile : "");
   for (int epoch = start_epoch + 1; epoch <= args.epochs; ++epoch) {
     const Clock::time_point t0 = Clock::now();
     const int64_t batches = train_loader.size();
@@ -244,6 +246,7 @@ int run(const Args& args) {
     st::Tensor correct = st::zeros({}, {.dtype = st::DType::i64, .device = dev});
     int64_t seen = 0, batch = 0;
     for (const st::data::Batch& b : train_loader) {
+      const st::profiler::Range step_range("train step");
       st::Tensor logits, loss;
       if (args.cuda_graph && b.input.size(0) == rank_batch) {
         stage_batch(static_x, static_y, b);
@@ -287,7 +290,10 @@ int run(const Args& args) {
     if (!main_rank) continue;
     const double train_loss = sums[0] / sums[2];
     const double train_acc = sums[1] / sums[2];
-    test = evaluate(*model, *test_loader, amp);
+    {
+      const st::profiler::Range eval_range("evaluate");
+      test = evaluate(*model, *test_loader, amp);
+    }
     const double secs = seconds_since(t0);
     std::printf("epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1fs\n", epoch,
                 train_loss, train_acc, test.loss, test.accuracy, secs);
@@ -297,6 +303,7 @@ int run(const Args& args) {
     if (!args.save.empty()) save_checkpoint(args.save, args.model, *model, *opt, scaler, epoch);
   }
   if (!main_rank) return 0;
+  profile.finish();
   if (start_epoch >= args.epochs) test = evaluate(*model, *test_loader, amp);
   std::printf("test accuracy: %.4f\n", test.accuracy);
   std::printf("metrics: %s\n", csv.string().c_str());
@@ -336,6 +343,8 @@ int main(int argc, char** argv) {
   app.add_option("--data", args.data, "folder with the four IDX files (.gz or plain)");
   app.add_option("--seed", args.seed, "seed of initialization and shuffling");
   app.add_option("--save", args.save, "checkpoint written after every epoch (safetensors)");
+  app.add_option("--profile", args.profile,
+                 "record every op of the training; print the table and write this Chrome trace");
   app.add_option("--export-weights", args.export_weights,
                  "write the trained model alone, under PyTorch's state_dict names (safetensors)");
   app.add_option("--resume", args.resume, "checkpoint to continue from");

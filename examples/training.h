@@ -137,6 +137,26 @@ inline void export_weights(const std::string& path, const st::nn::Module& model,
   std::printf("weights: %s\n", path.c_str());
 }
 
+// --profile PATH: records the run's ops (Note [profiler]); finish() prints the table of the ops by
+// total time and writes PATH as a Chrome trace (open it in Perfetto or chrome://tracing).
+class ProfileScope {
+ public:
+  explicit ProfileScope(std::string path) : path_(std::move(path)) {
+    if (!path_.empty()) guard_.emplace();
+  }
+  void finish() {
+    if (!guard_) return;
+    std::printf("%s", guard_->table().c_str());
+    guard_->write_chrome_trace(path_);
+    std::printf("trace: %s\n", path_.c_str());
+    guard_.reset();
+  }
+
+ private:
+  std::string path_;
+  std::optional<st::profiler::Guard> guard_;
+};
+
 // Parses the command line. A bad option or value prints one line, "<program>: <what>", and gives
 // exit status 2; --help prints the options and gives 0. nullopt when the run should go on.
 inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv,

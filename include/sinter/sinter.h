@@ -17,5 +17,6 @@
 #include "sinter/nn/models.h"
 #include "sinter/ops.h"
 #include "sinter/optim.h"
+#include "sinter/profiler.h"
 #include "sinter/state_dict.h"
 #include "sinter/tensor.h"

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "internal/cuda_runtime.h"
+#include "internal/profile_op.h"
 #include "sinter/core/error.h"
 
 namespace sinter {
@@ -39,6 +40,7 @@ Storage Storage::allocate(size_t nbytes, Device device, bool pinned) {
   s.impl_ = std::make_shared<Impl>();
   s.impl_->nbytes = nbytes;
   s.impl_->device = device;
+  profiler::detail::note_allocation(nbytes);
   if (device.is_cuda()) {
     SINTER_CHECK(!pinned, "Storage::allocate: pinned memory is host memory, got device ", device);
     s.impl_->data = cuda::detail::allocate_device(nbytes, device.index);

@@ -10,6 +10,7 @@
 #include "internal/dispatch.h"
 #include "internal/iter.h"
 #include "internal/kernels_attention.h"
+#include "internal/profile_op.h"
 #include "sinter/core/error.h"
 #include "sinter/ops.h"
 
@@ -131,6 +132,7 @@ Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, dou
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& o) {
+  SINTER_PROFILE_OP("scaled_dot_product_attention", q, k, v);
   SINTER_AUTOCAST(kOp, q, scaled_dot_product_attention(cast(q), cast(k), cast(v), o));
   check_operands(q, k, v);
   SINTER_CHECK(o.dropout_p >= 0.0 && o.dropout_p < 1.0, kOp, ": dropout_p must be in [0, 1), got ",

@@ -7,6 +7,7 @@
 #include "internal/dispatch.h"
 #include "internal/iter.h"
 #include "internal/ops_impl.h"
+#include "internal/profile_op.h"
 #include "internal/tensor_impl.h"
 #include "sinter/ops.h"
 
@@ -165,6 +166,7 @@ Tensor unary_with_backward(const char* name, UnaryOp op, BinaryOp bw, Saved save
 }  // namespace
 
 Tensor sum_to(const Tensor& a, const Shape& shape) {
+  SINTER_PROFILE_OP("sum_to", a);
   if (a.shape() == shape) return a;
   const int64_t lead = a.dim() - static_cast<int64_t>(shape.size());
   SINTER_CHECK(lead >= 0, "sum_to: cannot reduce shape ", shape_str(a.shape()), " to ",
@@ -187,30 +189,38 @@ Tensor sum_to(const Tensor& a, const Shape& shape) {
 // --- arithmetic ---
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  SINTER_PROFILE_OP("add", a, b);
   const auto [pa, pb] = promoted("add", a, b);
   return add_or_sub("add", pa, pb, alpha, BinaryOp::Add);
 }
 
 Tensor add(const Tensor& a0, double b) {
+  SINTER_PROFILE_OP("add", a0);
   const Tensor a = promoted("add", a0, b);
   return with_grad("add", binary_raw("add", a, b, BinaryOp::Add), a,
                    [](const Tensor& g) { return g; });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  SINTER_PROFILE_OP("sub", a, b);
   const auto [pa, pb] = promoted("sub", a, b);
   return add_or_sub("sub", pa, pb, alpha, BinaryOp::Sub);
 }
 
-Tensor sub(const Tensor& a, double b) { return add(a, -b); }
+Tensor sub(const Tensor& a, double b) {
+  SINTER_PROFILE_OP("sub", a);
+  return add(a, -b);
+}
 
 Tensor sub(double a, const Tensor& b0) {
+  SINTER_PROFILE_OP("sub", b0);
   const Tensor b = promoted("sub", b0, a);
   return with_grad("rsub", binary_raw("sub", a, b, BinaryOp::Sub), b,
                    [](const Tensor& g) { return neg(g); });
 }
 
 Tensor mul(const Tensor& a0, const Tensor& b0) {
+  SINTER_PROFILE_OP("mul", a0, b0);
   const auto [a, b] = promoted("mul", a0, b0);
   Tensor out = binary_raw("mul", a, b, BinaryOp::Mul);
   if (needs_grad({&a, &b})) {
@@ -227,12 +237,14 @@ Tensor mul(const Tensor& a0, const Tensor& b0) {
 }
 
 Tensor mul(const Tensor& a0, double b) {
+  SINTER_PROFILE_OP("mul", a0);
   const Tensor a = promoted("mul", a0, b);
   return with_grad("mul", binary_raw("mul", a, b, BinaryOp::Mul), a,
                    [b](const Tensor& g) { return mul(g, b); });
 }
 
 Tensor div(const Tensor& a0, const Tensor& b0) {
+  SINTER_PROFILE_OP("div", a0, b0);
   const auto [a, b] = promoted("div", a0, b0);
   Tensor out = binary_raw("div", a, b, BinaryOp::Div);
   if (needs_grad({&a, &b})) {
@@ -250,12 +262,14 @@ Tensor div(const Tensor& a0, const Tensor& b0) {
 }
 
 Tensor div(const Tensor& a0, double b) {
+  SINTER_PROFILE_OP("div", a0);
   const Tensor a = promoted("div", a0, b);
   return with_grad("div", binary_raw("div", a, b, BinaryOp::Div), a,
                    [b](const Tensor& g) { return div(g, b); });
 }
 
 Tensor div(double a, const Tensor& b0) {
+  SINTER_PROFILE_OP("div", b0);
   const Tensor b = promoted("div", b0, a);
   Tensor out = binary_raw("div", a, b, BinaryOp::Div);
   if (needs_grad({&b})) {
@@ -268,11 +282,13 @@ Tensor div(double a, const Tensor& b0) {
 }
 
 Tensor neg(const Tensor& a) {
+  SINTER_PROFILE_OP("neg", a);
   return with_grad("neg", unary_raw("neg", a, UnaryOp::Neg), a,
                    [](const Tensor& g) { return neg(g); });
 }
 
 Tensor pow(const Tensor& a0, const Tensor& b0) {
+  SINTER_PROFILE_OP("pow", a0, b0);
   const auto [a, b] = promoted("pow", a0, b0);
   Tensor out = binary_raw("pow", a, b, BinaryOp::Pow);
   if (needs_grad({&a, &b})) {
@@ -295,6 +311,7 @@ Tensor pow(const Tensor& a0, const Tensor& b0) {
 }
 
 Tensor pow(const Tensor& a0, double exponent) {
+  SINTER_PROFILE_OP("pow", a0);
   const Tensor a = promoted("pow", a0, exponent);
   Tensor out = binary_raw("pow", a, exponent, BinaryOp::Pow);
   if (needs_grad({&a})) {
@@ -308,6 +325,7 @@ Tensor pow(const Tensor& a0, double exponent) {
 }
 
 Tensor pow(double base, const Tensor& exponent0) {
+  SINTER_PROFILE_OP("pow", exponent0);
   const Tensor exponent = promoted("pow", exponent0, base);
   Tensor out = binary_raw("pow", base, exponent, BinaryOp::Pow);
   if (needs_grad({&exponent})) {
@@ -340,13 +358,16 @@ Tensor max_min(const char* name, const Tensor& a0, const Tensor& b0, BinaryOp op
 }  // namespace
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
+  SINTER_PROFILE_OP("maximum", a, b);
   return max_min("maximum", a, b, BinaryOp::Maximum);
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
+  SINTER_PROFILE_OP("minimum", a, b);
   return max_min("minimum", a, b, BinaryOp::Minimum);
 }
 
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
+  SINTER_PROFILE_OP("clamp", a);
   SINTER_CHECK(lo || hi, "clamp: at least one of min and max must be given");
   SINTER_CHECK(!lo || !hi || *lo <= *hi, "clamp: min ", *lo, " is greater than max ", *hi);
   const double inf = std::numeric_limits<double>::infinity();
@@ -370,6 +391,7 @@ Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi
 }
 
 Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
+  SINTER_PROFILE_OP("where", cond, a0, b0);
   check_defined("where", cond);
   const auto [a, b] = promoted("where", a0, b0);
   check_pair("where", a, b);
@@ -397,11 +419,13 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a0, double b) {
+  SINTER_PROFILE_OP("where", cond, a0);
   const Tensor a = promoted("where", a0, b);
   return where(cond, a, full({}, b, {.dtype = a.dtype(), .device = a.device()}));
 }
 
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  SINTER_PROFILE_OP("masked_fill", a, mask);
   check_defined("masked_fill", a);
   check_defined("masked_fill", mask);
   SINTER_CHECK(mask.dtype() == DType::b8, "masked_fill: mask must be bool, got dtype ",
@@ -442,8 +466,14 @@ Tensor triangle(const char* op, const Tensor& a, int64_t diagonal, bool upper) {
 
 }  // namespace
 
-Tensor tril(const Tensor& a, int64_t diagonal) { return triangle("tril", a, diagonal, false); }
-Tensor triu(const Tensor& a, int64_t diagonal) { return triangle("triu", a, diagonal, true); }
+Tensor tril(const Tensor& a, int64_t diagonal) {
+  SINTER_PROFILE_OP("tril", a);
+  return triangle("tril", a, diagonal, false);
+}
+Tensor triu(const Tensor& a, int64_t diagonal) {
+  SINTER_PROFILE_OP("triu", a);
+  return triangle("triu", a, diagonal, true);
+}
 
 // --- comparisons ---
 
@@ -468,42 +498,50 @@ SINTER_COMPARISON(ge, Ge)
 // The gradient of each from the incoming gradient g and the saved input x or output y.
 
 Tensor exp(const Tensor& a) {
+  SINTER_PROFILE_OP("exp", a);
   return unary_with_grad("exp", UnaryOp::Exp, Saved::Output, a,
                          [](const Tensor& g, const Tensor& y) { return mul(g, y); });
 }
 
 Tensor log(const Tensor& a) {
+  SINTER_PROFILE_OP("log", a);
   return unary_with_grad("log", UnaryOp::Log, Saved::Input, a,
                          [](const Tensor& g, const Tensor& x) { return div(g, x); });
 }
 
 Tensor sqrt(const Tensor& a) {
+  SINTER_PROFILE_OP("sqrt", a);
   return unary_with_grad("sqrt", UnaryOp::Sqrt, Saved::Output, a,
                          [](const Tensor& g, const Tensor& y) { return div(mul(g, 0.5), y); });
 }
 
 Tensor rsqrt(const Tensor& a) {
+  SINTER_PROFILE_OP("rsqrt", a);
   return unary_with_grad(
       "rsqrt", UnaryOp::Rsqrt, Saved::Output, a,
       [](const Tensor& g, const Tensor& y) { return mul(g, mul(pow(y, 3.0), -0.5)); });
 }
 
 Tensor abs(const Tensor& a) {
+  SINTER_PROFILE_OP("abs", a);
   return unary_with_grad("abs", UnaryOp::Abs, Saved::Input, a,
                          [](const Tensor& g, const Tensor& x) { return mul(g, sign(x)); });
 }
 
 Tensor sign(const Tensor& a) {
+  SINTER_PROFILE_OP("sign", a);
   return with_grad("sign", unary_raw("sign", a, UnaryOp::Sign), a,
                    [](const Tensor& g) { return zeros_like(g); });
 }
 
 Tensor sin(const Tensor& a) {
+  SINTER_PROFILE_OP("sin", a);
   return unary_with_grad("sin", UnaryOp::Sin, Saved::Input, a,
                          [](const Tensor& g, const Tensor& x) { return mul(g, cos(x)); });
 }
 
 Tensor cos(const Tensor& a) {
+  SINTER_PROFILE_OP("cos", a);
   return unary_with_grad("cos", UnaryOp::Cos, Saved::Input, a,
                          [](const Tensor& g, const Tensor& x) { return neg(mul(g, sin(x))); });
 }
@@ -511,6 +549,7 @@ Tensor cos(const Tensor& a) {
 // The activations of the op list (Note [elementwise op list] in internal/elementwise_ops.h).
 #define SINTER_ACTIVATION(name, forward, backward, saved, signature, ...)                 \
   Tensor name signature {                                                                 \
+    SINTER_PROFILE_OP(#name, x);                                                          \
     return unary_with_backward(#name, UnaryOp::forward, BinaryOp::backward, Saved::saved, \
                                __VA_ARGS__);                                              \
   }
@@ -518,6 +557,7 @@ SINTER_ACTIVATIONS(SINTER_ACTIVATION)
 #undef SINTER_ACTIVATION
 
 Tensor gelu(const Tensor& a, Activation form) {
+  SINTER_PROFILE_OP("gelu", a);
   SINTER_CHECK(form == Activation::Gelu || form == Activation::GeluTanh,
                "gelu: form must be Activation::Gelu (erf) or Activation::GeluTanh (tanh "
                "approximation), got Activation ",

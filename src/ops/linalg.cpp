@@ -7,6 +7,7 @@
 #include "internal/dispatch.h"
 #include "internal/iter.h"
 #include "internal/ops_impl.h"
+#include "internal/profile_op.h"
 #include "internal/tensor_impl.h"
 #include "sinter/ops.h"
 
@@ -137,6 +138,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  SINTER_PROFILE_OP("matmul", a, b);
   SINTER_CHECK(a.defined() && b.defined(), "matmul: undefined tensor argument");
   SINTER_AUTOCAST("matmul", a, matmul(cast(a), cast(b)));
   SINTER_CHECK(a.device() == b.device(), "matmul: tensors on different devices: ", a.device(),
@@ -158,6 +160,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
+  SINTER_PROFILE_OP("linear", x, weight, bias);
   SINTER_CHECK(x.defined() && weight.defined(), "linear: undefined input or weight");
   SINTER_AUTOCAST("linear", x, linear(cast(x), cast(weight), cast(bias), act));
   SINTER_CHECK(weight.dim() == 2, "linear: weight must be (out, in), got shape ",

@@ -9,6 +9,7 @@
 #include "internal/dispatch.h"
 #include "internal/kernels_softmax.h"
 #include "internal/ops_impl.h"
+#include "internal/profile_op.h"
 #include "sinter/ops.h"
 
 namespace sinter {
@@ -124,11 +125,13 @@ void check_same_kind(const char* op, const char* what, const Tensor& ref, const 
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
+  SINTER_PROFILE_OP("softmax", x);
   SINTER_AUTOCAST("softmax", x, softmax(cast(x), dim));
   return softmax_impl("softmax", x, dim, false);
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  SINTER_PROFILE_OP("log_softmax", x);
   SINTER_AUTOCAST("log_softmax", x, log_softmax(cast(x), dim));
   return softmax_impl("log_softmax", x, dim, true);
 }
@@ -137,6 +140,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 // 0 / 0 = NaN, as in PyTorch; the gradient is zero (ignored samples get none, whatever the
 // upstream value), so one such batch does not poison the weights.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& opts) {
+  SINTER_PROFILE_OP("cross_entropy", logits, target);
   const char* op = "cross_entropy";
   SINTER_AUTOCAST(op, logits, cross_entropy(cast(logits), cast(target), opts));
   check_class_args(op, logits, target);
@@ -219,6 +223,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntropyOptions& opts) {
+  SINTER_PROFILE_OP("nll_loss", log_probs, target);
   const char* op = "nll_loss";
   SINTER_AUTOCAST(op, log_probs, nll_loss(cast(log_probs), target, opts));
   check_class_args(op, log_probs, target);
@@ -245,6 +250,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntrop
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  SINTER_PROFILE_OP("mse_loss", input, target);
   const char* op = "mse_loss";
   SINTER_CHECK(input.defined() && target.defined(), op, ": undefined tensor argument");
   SINTER_AUTOCAST(op, input, mse_loss(cast(input), cast(target), reduction));
@@ -268,6 +274,7 @@ Tensor softplus_neg(const Tensor& x) { return log(add(exp(neg(abs(x))), 1.0)) + 
 //   dpos_weight = t log(1 + exp(-x)).
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
                                         Reduction reduction, const Tensor& pos_weight) {
+  SINTER_PROFILE_OP("binary_cross_entropy_with_logits", logits, target, pos_weight);
   const char* op = "binary_cross_entropy_with_logits";
   SINTER_CHECK(logits.defined() && target.defined(), op, ": undefined tensor argument");
   SINTER_AUTOCAST(

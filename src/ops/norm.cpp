@@ -8,6 +8,7 @@
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/kernels_norm.h"
+#include "internal/profile_op.h"
 #include "internal/tensor_impl.h"
 #include "sinter/ops.h"
 
@@ -103,6 +104,7 @@ void record_norm_backward(const char* op, Tensor& y, const Tensor& x, const Tens
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps) {
+  SINTER_PROFILE_OP("batch_norm", x, running_mean, running_var, weight, bias);
   const char* op = "batch_norm";
   // The running statistics are updated in place: they are passed as they are.
   SINTER_AUTOCAST(op, x,
@@ -176,6 +178,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  SINTER_PROFILE_OP("layer_norm", x, weight, bias);
   const char* op = "layer_norm";
   SINTER_AUTOCAST(op, x, layer_norm(cast(x), normalized_shape, cast(weight), cast(bias), eps));
   check_input(op, x);
@@ -220,6 +223,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  SINTER_PROFILE_OP("dropout", x);
   const char* op = "dropout";
   check_input(op, x);
   SINTER_CHECK(p >= 0 && p <= 1, op, ": probability must be in [0, 1], got ", p);
@@ -251,6 +255,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+  SINTER_PROFILE_OP("embedding", weight, indices);
   const char* op = "embedding";
   SINTER_CHECK(weight.defined(), op, ": undefined weight");
   SINTER_CHECK(indices.defined(), op, ": undefined indices");

@@ -6,6 +6,7 @@
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/kernels_pool.h"
+#include "internal/profile_op.h"
 #include "sinter/ops.h"
 
 namespace sinter {
@@ -124,6 +125,7 @@ Tensor average_pool(const char* op, const Tensor& x, const kern::Pool2dGeom& g, 
 
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel_size,
                                                    const MaxPool2dOptions& opts) {
+  SINTER_PROFILE_OP("max_pool2d_with_indices", x);
   const kern::Pool2dGeom g =
       pool_geom("max_pool2d", x,
                 {kernel_size, opts.stride, opts.padding, opts.dilation, opts.ceil_mode, true});
@@ -154,10 +156,12 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel
 }
 
 Tensor max_pool2d(const Tensor& x, Size2 kernel_size, const MaxPool2dOptions& opts) {
+  SINTER_PROFILE_OP("max_pool2d", x);
   return std::get<0>(max_pool2d_with_indices(x, kernel_size, opts));
 }
 
 Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, const AvgPool2dOptions& opts) {
+  SINTER_PROFILE_OP("avg_pool2d", x);
   const kern::Pool2dGeom g = pool_geom(
       "avg_pool2d", x,
       {kernel_size, opts.stride, opts.padding, 1, opts.ceil_mode, opts.count_include_pad});
@@ -165,6 +169,7 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, const AvgPool2dOptions& op
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
+  SINTER_PROFILE_OP("adaptive_avg_pool2d", x);
   check_input("adaptive_avg_pool2d", x);
   SINTER_CHECK(output_size.h >= 1 && output_size.w >= 1,
                "adaptive_avg_pool2d: output_size must be positive, got ", output_size);

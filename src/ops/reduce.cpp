@@ -8,6 +8,7 @@
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/ops_impl.h"
+#include "internal/profile_op.h"
 #include "internal/tensor_impl.h"
 #include "sinter/ops.h"
 
@@ -148,6 +149,7 @@ std::tuple<Tensor, Tensor> extremum_dim(const char* op, const Tensor& a, int64_t
 }  // namespace
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
+  SINTER_PROFILE_OP("sum", a);
   SINTER_AUTOCAST("sum", a, sum(cast(a), dims_in, keepdim));
   std::vector<int64_t> dims = norm_dims("sum", a, dims_in);
   RowsResult res = reduce_impl("sum", a, dims, kern::ReduceOp::Sum, false);
@@ -161,6 +163,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
 }
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
+  SINTER_PROFILE_OP("mean", a);
   SINTER_AUTOCAST("mean", a, mean(cast(a), dims_in, keepdim));
   std::vector<int64_t> dims = norm_dims("mean", a, dims_in);
   SINTER_CHECK(is_floating(a.dtype()), "mean: expected a floating tensor, got dtype ", a.dtype());
@@ -170,6 +173,7 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) 
 }
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims_in, int64_t correction, bool keepdim) {
+  SINTER_PROFILE_OP("var", a);
   SINTER_AUTOCAST("var", a, var(cast(a), dims_in, correction, keepdim));
   std::vector<int64_t> dims = norm_dims("var", a, dims_in);
   SINTER_CHECK(is_floating(a.dtype()), "var: expected a floating tensor, got dtype ", a.dtype());
@@ -183,6 +187,7 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims_in, int64_t correct
 }
 
 Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
+  SINTER_PROFILE_OP("logsumexp", a);
   SINTER_AUTOCAST("logsumexp", a, logsumexp(cast(a), dims_in, keepdim));
   std::vector<int64_t> dims = norm_dims("logsumexp", a, dims_in);
   SINTER_CHECK(is_floating(a.dtype()), "logsumexp: expected a floating tensor, got dtype ",
@@ -217,6 +222,7 @@ Tensor cumsum_kernel(const Tensor& a, int64_t dim, bool reverse) {
 }  // namespace
 
 Tensor cumsum(const Tensor& a, int64_t dim) {
+  SINTER_PROFILE_OP("cumsum", a);
   SINTER_AUTOCAST("cumsum", a, cumsum(cast(a), dim));
   const std::vector<int64_t> dims = norm_dims("cumsum", a, {dim});  // empty for a 0-dim tensor
   const int64_t d = dims.empty() ? 0 : dims[0];
@@ -230,26 +236,38 @@ Tensor cumsum(const Tensor& a, int64_t dim) {
 }
 
 Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  SINTER_PROFILE_OP("amax", a);
   return extremum("amax", a, dims, keepdim, kern::ReduceOp::Max);
 }
 Tensor amin(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  SINTER_PROFILE_OP("amin", a);
   return extremum("amin", a, dims, keepdim, kern::ReduceOp::Min);
 }
-Tensor max(const Tensor& a) { return extremum("max", a, {}, false, kern::ReduceOp::Max); }
-Tensor min(const Tensor& a) { return extremum("min", a, {}, false, kern::ReduceOp::Min); }
+Tensor max(const Tensor& a) {
+  SINTER_PROFILE_OP("max", a);
+  return extremum("max", a, {}, false, kern::ReduceOp::Max);
+}
+Tensor min(const Tensor& a) {
+  SINTER_PROFILE_OP("min", a);
+  return extremum("min", a, {}, false, kern::ReduceOp::Min);
+}
 
 std::tuple<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
+  SINTER_PROFILE_OP("max", a);
   return extremum_dim("max", a, dim, keepdim, kern::ReduceOp::Max);
 }
 std::tuple<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) {
+  SINTER_PROFILE_OP("min", a);
   return extremum_dim("min", a, dim, keepdim, kern::ReduceOp::Min);
 }
 
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  SINTER_PROFILE_OP("argmax", a);
   NoGradGuard ng;
   return std::get<1>(extremum_dim("argmax", a, dim, keepdim, kern::ReduceOp::Max));
 }
 Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
+  SINTER_PROFILE_OP("argmin", a);
   NoGradGuard ng;
   return std::get<1>(extremum_dim("argmin", a, dim, keepdim, kern::ReduceOp::Min));
 }

@@ -8,6 +8,7 @@
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/ops_impl.h"
+#include "internal/profile_op.h"
 #include "internal/tensor_impl.h"
 #include "sinter/ops.h"
 
@@ -281,38 +282,47 @@ Tensor Tensor::expand(const Shape& shape_in) const {
 
 // --- free-function forms ---
 Tensor reshape(const Tensor& a, const Shape& s) {
+  SINTER_PROFILE_OP("reshape", a);
   check_defined("reshape", a);
   return a.reshape(s);
 }
 Tensor transpose(const Tensor& a, int64_t d0, int64_t d1) {
+  SINTER_PROFILE_OP("transpose", a);
   check_defined("transpose", a);
   return a.transpose(d0, d1);
 }
 Tensor permute(const Tensor& a, const std::vector<int64_t>& d) {
+  SINTER_PROFILE_OP("permute", a);
   check_defined("permute", a);
   return a.permute(d);
 }
 Tensor squeeze(const Tensor& a, int64_t d) {
+  SINTER_PROFILE_OP("squeeze", a);
   check_defined("squeeze", a);
   return a.squeeze(d);
 }
 Tensor unsqueeze(const Tensor& a, int64_t d) {
+  SINTER_PROFILE_OP("unsqueeze", a);
   check_defined("unsqueeze", a);
   return a.unsqueeze(d);
 }
 Tensor narrow(const Tensor& a, int64_t d, int64_t s, int64_t l) {
+  SINTER_PROFILE_OP("narrow", a);
   check_defined("narrow", a);
   return a.narrow(d, s, l);
 }
 Tensor select(const Tensor& a, int64_t d, int64_t i) {
+  SINTER_PROFILE_OP("select", a);
   check_defined("select", a);
   return a.select(d, i);
 }
 Tensor expand(const Tensor& a, const Shape& s) {
+  SINTER_PROFILE_OP("expand", a);
   check_defined("expand", a);
   return a.expand(s);
 }
 Tensor flatten(const Tensor& a, int64_t s, int64_t e) {
+  SINTER_PROFILE_OP("flatten", a);
   check_defined("flatten", a);
   return a.flatten(s, e);
 }
@@ -320,6 +330,7 @@ Tensor flatten(const Tensor& a, int64_t s, int64_t e) {
 // --- building from pieces ---
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  SINTER_PROFILE_OP("cat", tensors);
   SINTER_CHECK(!tensors.empty(), "cat: expected at least one tensor");
   const Tensor& first = tensors[0];
   check_defined("cat", first);
@@ -370,6 +381,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  SINTER_PROFILE_OP("stack", tensors);
   SINTER_CHECK(!tensors.empty(), "stack: expected at least one tensor");
   check_defined("stack", tensors[0]);
   const int64_t n = tensors[0].dim() + 1;
@@ -391,6 +403,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
+  SINTER_PROFILE_OP("split", a);
   check_defined("split", a);
   SINTER_CHECK(split_size > 0, "split: split_size must be positive, got ", split_size);
   const int64_t w = wrap("split", dim, a.dim());
@@ -403,6 +416,7 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim) {
+  SINTER_PROFILE_OP("split", a);
   check_defined("split", a);
   const int64_t w = wrap("split", dim, a.dim());
   int64_t total = 0;
@@ -422,6 +436,7 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, in
 }
 
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
+  SINTER_PROFILE_OP("chunk", a);
   check_defined("chunk", a);
   SINTER_CHECK(chunks > 0, "chunk: chunks must be positive, got ", chunks);
   const int64_t n = a.size(wrap("chunk", dim, a.dim()));
@@ -430,6 +445,7 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
 }
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
+  SINTER_PROFILE_OP("index_select", a, index);
   check_defined("index_select", a);
   check_defined("index_select", index);
   SINTER_CHECK(index.dtype() == DType::i64, "index_select: index must be i64, got ", index.dtype());
@@ -574,6 +590,7 @@ Tensor scatter_into_zeros(const Shape& shape, int64_t d, const Tensor& index, co
 }
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
+  SINTER_PROFILE_OP("gather", a, index);
   const int64_t d = check_gather_index("gather", a, dim, index);
   if (a.dim() == 0) return gather(a.reshape({1}), d, index.reshape({1})).reshape({});
   Tensor idx = index.contiguous();
@@ -592,6 +609,7 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src) {
+  SINTER_PROFILE_OP("scatter_add", a, index, src);
   const char* op = "scatter_add";
   const int64_t d = check_gather_index(op, a, dim, index);
   check_defined(op, src);

@@ -9,12 +9,14 @@
 #include "internal/dispatch.h"
 #include "internal/kernels_sort.h"
 #include "internal/ops_impl.h"
+#include "internal/profile_op.h"
 #include "internal/tensor_impl.h"
 #include "sinter/ops.h"
 
 namespace sinter {
 
 std::tuple<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool largest) {
+  SINTER_PROFILE_OP("topk", a);
   const char* op = "topk";
   SINTER_CHECK(a.defined(), op, ": undefined tensor argument");
   const int64_t nd = std::max<int64_t>(a.dim(), 1);
@@ -89,6 +91,7 @@ Tensor uniforms(const Shape& shape, Device device, Generator* gen) {
 }  // namespace
 
 Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement, Generator* gen) {
+  SINTER_PROFILE_OP("multinomial", weights);
   const char* op = "multinomial";
   SINTER_CHECK(weights.defined(), op, ": undefined weights");
   SINTER_CHECK(weights.dim() == 1 || weights.dim() == 2, op,

@@ -1,0 +1,77 @@
+// SINTER_PROFILE_OP("name", tensors...): the first line of every public op (Note [profiler]).
+// Costs one relaxed atomic load while no profiler::Guard lives.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sinter/tensor.h"
+
+namespace sinter::profiler::detail {
+
+extern std::atomic<bool> g_recording;
+
+// The shapes of an op's tensor arguments ("[2, 3], [3]"); other arguments add nothing.
+inline void append_shapes(std::string&, bool&) {}
+template <class... Rest>
+void append_shapes(std::string& out, bool& cuda, const Tensor& t, const Rest&... rest);
+template <class... Rest>
+void append_shapes(std::string& out, bool& cuda, const std::vector<Tensor>& ts,
+                   const Rest&... rest);
+
+template <class... Rest>
+void append_shapes(std::string& out, bool& cuda, const Tensor& t, const Rest&... rest) {
+  if (!out.empty()) out += ", ";
+  if (t.defined()) {
+    out += shape_str(t.shape());
+    cuda = cuda || t.device().is_cuda();
+  } else {
+    out += "undefined";
+  }
+  append_shapes(out, cuda, rest...);
+}
+
+template <class... Rest>
+void append_shapes(std::string& out, bool& cuda, const std::vector<Tensor>& ts,
+                   const Rest&... rest) {
+  for (const Tensor& t : ts) append_shapes(out, cuda, t);
+  append_shapes(out, cuda, rest...);
+}
+
+// Records one op from construction to destruction while a Guard lives.
+class OpScope {
+ public:
+  template <class... Tensors>
+  OpScope(const char* name, const Tensors&... inputs) {
+    if (!g_recording.load(std::memory_order_relaxed)) return;
+    std::string shapes;
+    bool cuda = false;
+    append_shapes(shapes, cuda, inputs...);
+    begin(name, std::move(shapes), cuda);
+  }
+  ~OpScope() {
+    if (active_) end();
+  }
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  void begin(const char* name, std::string shapes, bool cuda);
+  void end();
+  bool active_ = false;
+  size_t slot_ = 0;
+  uint64_t generation_ = 0;
+};
+
+// Bytes allocated on this thread (Storage::allocate), for the ops' bytes_allocated.
+void note_allocation(size_t nbytes);
+
+}  // namespace sinter::profiler::detail
+
+#define SINTER_PROFILE_CAT2_(a, b) a##b
+#define SINTER_PROFILE_CAT_(a, b) SINTER_PROFILE_CAT2_(a, b)
+#define SINTER_PROFILE_OP(...)                                                      \
+  const ::sinter::profiler::detail::OpScope SINTER_PROFILE_CAT_(sinter_profile_op_, \
+                                                                __LINE__)(__VA_ARGS__)
