@@ -10,12 +10,7 @@
 # SINTER_SANITIZE_PREFIX (default build-): the build folders are <prefix>asan and <prefix>tsan.
 set -euo pipefail
 
-start=$(date +%s)
-report_time() {
-  local rc=$?
-  echo "scripts/sanitize.sh: exit $rc after $(( $(date +%s) - start ))s"
-}
-trap report_time EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib/exit_time.sh"
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD

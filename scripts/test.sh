@@ -5,12 +5,7 @@
 #   any arguments go to the CMake configure step, e.g. scripts/test.sh -DSINTER_CUDA=OFF
 set -euo pipefail
 
-start=$(date +%s)
-report_time() {
-  local rc=$?
-  echo "scripts/test.sh: exit $rc after $(( $(date +%s) - start ))s"
-}
-trap report_time EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib/exit_time.sh"
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib/deps.sh

@@ -226,8 +226,8 @@ std::string memory_summary();
 // time on first use and never linked: where it is missing (no driver, a container without it, a
 // machine without a GPU) every field is absent and costs nothing after the first call. The
 // environment variable SINTER_NVML_LIBRARY names another library to load instead. Devices are
-// those of the CUDA runtime, matched to NVML's by PCI bus id; where the CUDA runtime sees none,
-// NVML's own order.
+// those of the CUDA runtime, matched to NVML's by PCI bus id once, at the first call (later calls
+// only read); where the CUDA runtime sees none, NVML's own order.
 struct DeviceStats {
   int device = 0;
   std::string name;

@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "internal/nvml_abi.h"
 #include "sinter/cuda.h"
@@ -38,6 +41,9 @@ struct NvmlApi {
   int (*temperature)(NvmlHandle, int, unsigned int*) = nullptr;
   int (*clock)(NvmlHandle, int, unsigned int*) = nullptr;
   bool ready = false;
+  // The devices to read, (device number, handle), found once: CUDA's devices by PCI bus id, or
+  // NVML's own when the CUDA runtime sees none.
+  std::optional<std::vector<std::pair<int, NvmlHandle>>> devices;
 };
 
 template <class F>
@@ -123,27 +129,29 @@ bool telemetry_available() {
 
 std::vector<DeviceStats> device_stats() {
   const std::lock_guard<std::mutex> lock(detail::g_mutex);
-  const detail::NvmlApi& api = detail::api_locked();
+  detail::NvmlApi& api = detail::api_locked();
   std::vector<DeviceStats> out;
   if (!api.ready) return out;
-  const int cuda_devices = device_count();
-  if (cuda_devices > 0) {
+  if (!api.devices) {
+    std::vector<std::pair<int, detail::NvmlHandle>> found;
+    const int cuda_devices = device_count();
     for (int d = 0; d < cuda_devices; ++d) {
       detail::NvmlHandle h = nullptr;
       if (api.by_pci(get_device_properties(d).pci_bus_id.c_str(), &h) == detail::kNvmlSuccess) {
-        out.push_back(detail::read(api, h, d));
+        found.emplace_back(d, h);
       }
     }
-    return out;
-  }
-  unsigned int n = 0;
-  if (api.count(&n) != detail::kNvmlSuccess) return out;
-  for (unsigned int i = 0; i < n; ++i) {
-    detail::NvmlHandle h = nullptr;
-    if (api.by_index(i, &h) == detail::kNvmlSuccess) {
-      out.push_back(detail::read(api, h, static_cast<int>(i)));
+    unsigned int n = 0;
+    if (cuda_devices == 0 && api.count(&n) == detail::kNvmlSuccess) {
+      for (unsigned int i = 0; i < n; ++i) {
+        detail::NvmlHandle h = nullptr;
+        if (api.by_index(i, &h) == detail::kNvmlSuccess) found.emplace_back(static_cast<int>(i), h);
+      }
     }
+    api.devices = std::move(found);
   }
+  for (const auto& [device, handle] : *api.devices)
+    out.push_back(detail::read(api, handle, device));
   return out;
 }
 
