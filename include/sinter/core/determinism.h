@@ -6,7 +6,7 @@
 namespace sinter {
 
 // Process-wide, like the generator's seed: set it once before training. Off by default, since the
-// fixed-order paths need scratch memory and some run slower.
+// fixed-order paths need scratch memory and may run slower.
 void use_deterministic_algorithms(bool on);
 bool deterministic_algorithms_enabled();
 
