@@ -72,24 +72,19 @@ def build_models(torch):
             y = self.bn2(self.conv2(y))
             return F.relu(y + self.shortcut(x))
 
-    class ResNet20(nn.Module):
+    def resnet20(in_channels=3):
         # x: (N, 3, 32, 32) -> (N, 16, 32, 32) -> (N, 32, 16, 16) -> (N, 64, 8, 8)
-        #   -> average pool (N, 64) -> logits (N, 10)
-        def __init__(self):
-            super().__init__()
-            self.stem = nn.Sequential(
-                nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
-            blocks, cin = [], 16
-            for cout, stride in ((16, 1), (32, 2), (64, 2)):
-                for i in range(3):
-                    blocks.append(BasicBlock(cin, cout, stride if i == 0 else 1))
-                    cin = cout
-            self.blocks = nn.Sequential(*blocks)
-            self.fc = nn.Linear(64, 10)
-
-        def forward(self, x):
-            y = self.blocks(self.stem(x))
-            return self.fc(y.mean(dim=(2, 3)))
+        #   -> average pool (N, 64) -> logits (N, 10). Laid out as Sinter's resnet20(), so that
+        # the state_dict keys are the same: 0 conv, 1 BN, 2 ReLU, 3-11 blocks, 12 pool, 13
+        # Flatten, 14 Linear.
+        layers, cin = [nn.Conv2d(in_channels, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16),
+                       nn.ReLU()], 16
+        for cout, stride in ((16, 1), (32, 2), (64, 2)):
+            for i in range(3):
+                layers.append(BasicBlock(cin, cout, stride if i == 0 else 1))
+                cin = cout
+        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
+        return nn.Sequential(*layers)
 
     class Attention(nn.Module):
         # x: (B, T, C) -> q, k, v: (B, heads, T, C / heads) -> causal attention -> (B, T, C)
@@ -135,7 +130,7 @@ def build_models(torch):
             x = self.tok(tokens) + self.pos(pos)
             return self.head(self.ln_f(self.blocks(x)))
 
-    return {"mlp": mlp, "cnn": cnn, "resnet20": ResNet20, "gpt-mini": GptMini}
+    return {"mlp": mlp, "cnn": cnn, "resnet20": resnet20, "gpt-mini": GptMini}
 
 
 def make_workload(torch, name, batch, device):

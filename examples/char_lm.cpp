@@ -231,7 +231,7 @@ struct Args {
   std::string device = "auto";
   std::vector<std::string> data;
   std::string out = "char_lm_out";
-  std::string save, resume, checkpoint, export_weights, profile;
+  std::string save, resume, checkpoint, export_weights, export_onnx, profile;
   std::string max_val_loss;  // a number, "unigram" or "bigram"
   int64_t stop_at = 0;
   int64_t generate = 0;
@@ -457,6 +457,7 @@ int train(const Args& args, const Overrides& overrides) {
   const std::optional<st::DType> amp = amp_dtype(args.amp, dev);
   st::optim::GradScaler scaler = amp_scaler(amp);
   check_cuda_graph(args.cuda_graph, dev, amp);
+  check_export_onnx(args.export_onnx);
   if (args.cuda_graph && cfg.dropout > 0) {
     throw st::Error(
         format("--cuda-graph needs --dropout 0 (dropout %g would replay one mask at every step)",
@@ -606,6 +607,9 @@ int train(const Args& args, const Overrides& overrides) {
       val_loss, val_loss - base.bigram, val_loss - base.unigram);
   std::printf("metrics: %s\ncheckpoint: %s\n", metrics.path().string().c_str(), save.c_str());
   export_weights(args.export_weights, model, "gpt");
+  // Any batch and any length up to the context: the example's (1, context) dims are symbolic.
+  export_onnx(args.export_onnx, model,
+              st::zeros({1, cfg.context}, {.dtype = st::DType::i64, .device = dev}), true);
   write_plot(metrics.path(), fs::path(args.out) / "curves.png",
              {{.title = "loss (nats/byte)",
                .xlabel = "step",
@@ -651,6 +655,9 @@ int main(int argc, char** argv) {
                  "record every op of the training; print the table and write this Chrome trace");
   app.add_option("--export-weights", args.export_weights,
                  "write the trained model alone (safetensors, the model's state_dict names)");
+  app.add_option("--export-onnx", args.export_onnx,
+                 "write the trained model as ONNX (opset 17; any batch and any length up to the "
+                 "context) for ONNX Runtime");
   app.add_option("--resume", args.resume,
                  "checkpoint to continue from, with its settings and corpus");
   app.add_option("--stop-at", args.stop_at,

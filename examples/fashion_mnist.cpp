@@ -1,4 +1,4 @@
-// Trains the mlp or cnn reference model on Fashion-MNIST: a progress bar (plain lines when not on a
+// Trains the mlp, cnn or resnet20 reference model on Fashion-MNIST: a progress bar (plain lines when not on a
 // terminal), a metrics CSV per epoch, test accuracy, checkpoints with resume, and a PNG plot.
 //
 //   fashion_mnist --model cnn --epochs 10 --device auto --save cnn.safetensors
@@ -6,6 +6,7 @@
 //   mpirun -np 8 fashion_mnist --ddp --model cnn --epochs 10        # data parallel, 8 ranks
 //   fashion_mnist --model cnn --amp bf16                             # mixed precision
 //   fashion_mnist --model cnn --device cuda --cuda-graph             # steps replayed as a graph
+//   fashion_mnist --model resnet20 --export-onnx resnet20.onnx       # images padded to 32x32
 #include <sinter/data.h>
 #include <sinter/dist.h>
 #include <sinter/io.h>
@@ -40,9 +41,11 @@ struct Args {
   std::string save;
   std::string resume;
   std::string export_weights;
+  std::string export_onnx;
   std::string profile;
   std::string out = "fashion_mnist_out";
   int64_t limit_train = 0;  // 0: all 60000
+  int64_t limit_test = 0;   // 0: all 10000
   double min_accuracy = 0.0;
   bool ddp = false;
   std::string amp = "off";
@@ -110,6 +113,32 @@ int load_checkpoint(const std::string& path, const std::string& model_name, st::
   return static_cast<int>(dict.at("meta.epochs_done").item<int64_t>());
 }
 
+// The first `limit` samples of a data set (all when limit is 0 or more than it holds).
+std::shared_ptr<const st::data::TensorDataset> first_samples(
+    std::shared_ptr<const st::data::TensorDataset> set, int64_t limit) {
+  if (limit <= 0 || limit >= set->size()) return set;
+  return std::make_shared<st::data::TensorDataset>(
+      set->inputs().narrow(0, 0, limit).contiguous(),
+      set->targets().narrow(0, 0, limit).contiguous());
+}
+
+// ResNet-20 is built for 32x32 images: the 28x28 ones are centred on a 32x32 background of the
+// value a black pixel has after normalization, as if the images had been 32x32 all along.
+std::shared_ptr<const st::data::TensorDataset> pad_to_32(
+    std::shared_ptr<const st::data::TensorDataset> set, const st::data::Normalization& norm) {
+  const st::Tensor& x = set->inputs();
+  const double black = (0.0 - norm.mean.at(0)) / norm.std.at(0);
+  st::Tensor padded = st::full({x.size(0), x.size(1), 32, 32}, black, {.dtype = x.dtype()});
+  padded.narrow(2, 2, 28).narrow(3, 2, 28).copy_(x);
+  return std::make_shared<st::data::TensorDataset>(padded, set->targets());
+}
+
+st::nn::Sequential make_model(const std::string& name) {
+  if (name == "mlp") return st::nn::models::mlp();
+  if (name == "cnn") return st::nn::models::cnn();
+  return st::nn::models::resnet20(1);
+}
+
 int run(const Args& args) {
   // With --ddp every rank runs this function on its shard of each batch; rank 0 alone prints,
   // evaluates and writes files. Without it, the group stays null and this is one process.
@@ -135,16 +164,14 @@ int run(const Args& args) {
   if (want_cuda) st::cuda::set_device(gpu);
   const std::optional<st::DType> amp = amp_dtype(args.amp, dev);
   check_cuda_graph(args.cuda_graph, dev, amp);
+  check_export_onnx(args.export_onnx);
   if (args.cuda_graph && pg) throw st::Error("--cuda-graph does not combine with --ddp yet");
 
-  std::shared_ptr<const st::data::TensorDataset> train_set =
-      std::make_shared<st::data::FashionMNIST>(args.data, true,
-                                               st::data::FashionMNIST::default_normalization());
-  if (args.limit_train > 0 && args.limit_train < train_set->size()) {
-    train_set = std::make_shared<st::data::TensorDataset>(
-        train_set->inputs().narrow(0, 0, args.limit_train).contiguous(),
-        train_set->targets().narrow(0, 0, args.limit_train).contiguous());
-  }
+  const st::data::Normalization norm = st::data::FashionMNIST::default_normalization();
+  const bool padded = args.model == "resnet20";
+  std::shared_ptr<const st::data::TensorDataset> train_set = first_samples(
+      std::make_shared<st::data::FashionMNIST>(args.data, true, norm), args.limit_train);
+  if (padded) train_set = pad_to_32(train_set, norm);
   st::data::DataLoaderOptions train_options{
       .batch_size = rank_batch, .shuffle = true, .seed = args.seed, .device = dev};
   if (pg) {
@@ -160,21 +187,27 @@ int run(const Args& args) {
   }
   st::data::DataLoader train_loader(train_set, train_options);
   std::unique_ptr<st::data::DataLoader> test_loader;
+  std::shared_ptr<const st::data::TensorDataset> test_set;
   if (main_rank) {
-    auto test_set = std::make_shared<st::data::FashionMNIST>(
-        args.data, false, st::data::FashionMNIST::default_normalization());
+    test_set = first_samples(
+        std::make_shared<st::data::FashionMNIST>(args.data, false, norm), args.limit_test);
+    if (padded) test_set = pad_to_32(test_set, norm);
     test_loader = std::make_unique<st::data::DataLoader>(
         test_set, st::data::DataLoaderOptions{.batch_size = 1000, .device = dev});
   }
 
-  auto model = std::make_shared<st::nn::Sequential>(args.model == "mlp" ? st::nn::models::mlp()
-                                                                        : st::nn::models::cnn());
+  auto model = std::make_shared<st::nn::Sequential>(make_model(args.model));
   model->to(dev);
   std::unique_ptr<st::optim::Optimizer> opt;
   if (args.model == "mlp") {
     opt = std::make_unique<st::optim::SGD>(
         model->parameters(),
         st::optim::SGDOptions{.lr = args.lr > 0 ? args.lr : 0.01, .momentum = 0.9});
+  } else if (args.model == "resnet20") {
+    opt = std::make_unique<st::optim::SGD>(
+        model->parameters(), st::optim::SGDOptions{.lr = args.lr > 0 ? args.lr : 0.05,
+                                                   .momentum = 0.9,
+                                                   .weight_decay = 5e-4});
   } else {
     opt = std::make_unique<st::optim::Adam>(
         model->parameters(),
@@ -309,6 +342,7 @@ int run(const Args& args) {
   std::printf("metrics: %s\n", csv.string().c_str());
   if (!args.save.empty()) std::printf("checkpoint: %s\n", args.save.c_str());
   export_weights(args.export_weights, *model, args.model);
+  export_onnx(args.export_onnx, *model, test_set->inputs().narrow(0, 0, 1));
   metrics.close();
   write_plot(csv, fs::path(args.out) / "curves.png",
              {{.title = "loss", .xlabel = "epoch", .columns = {2, 4}},
@@ -326,17 +360,20 @@ int run(const Args& args) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen in logs too
   Args args;
-  CLI::App app{"Train the mlp or cnn reference model on Fashion-MNIST"};
+  CLI::App app{"Train the mlp, cnn or resnet20 reference model on Fashion-MNIST"};
   // A repeated option takes its last value, so wrappers (scripts/quickstart.sh) can be overridden.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--model", args.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
+  app.add_option("--model", args.model, "mlp, cnn or resnet20 (on the images padded to 32x32)")
+      ->check(CLI::IsMember({"mlp", "cnn", "resnet20"}));
   app.add_option("--epochs", args.epochs, "total epochs (with --resume: including those done)")
       ->check(CLI::Range(1, 1000000));
   app.add_option("--batch-size", args.batch_size,
                  "samples per step (with --ddp: over all ranks; each of the N ranks takes "
                  "batch-size / N)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  app.add_option("--lr", args.lr, "learning rate (default: 0.01 SGD for mlp, 1e-3 Adam for cnn)")
+  app.add_option("--lr", args.lr,
+                 "learning rate (default: 0.01 SGD for mlp, 1e-3 Adam for cnn, 0.05 SGD with "
+                 "weight decay 5e-4 for resnet20)")
       ->check(CLI::PositiveNumber);
   app.add_option("--device", args.device, "auto, cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
@@ -347,9 +384,13 @@ int main(int argc, char** argv) {
                  "record every op of the training; print the table and write this Chrome trace");
   app.add_option("--export-weights", args.export_weights,
                  "write the trained model alone, under PyTorch's state_dict names (safetensors)");
+  app.add_option("--export-onnx", args.export_onnx,
+                 "write the trained model as ONNX (opset 17, any batch size) for ONNX Runtime");
   app.add_option("--resume", args.resume, "checkpoint to continue from");
   app.add_option("--out", args.out, "folder for metrics.csv and curves.png");
   app.add_option("--limit-train", args.limit_train, "train on the first N samples only")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--limit-test", args.limit_test, "evaluate on the first N test samples only")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--min-accuracy", args.min_accuracy, "exit with status 3 below this test accuracy")
       ->check(CLI::Range(0.0, 1.0));

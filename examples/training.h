@@ -137,6 +137,25 @@ inline void export_weights(const std::string& path, const st::nn::Module& model,
   std::printf("weights: %s\n", path.c_str());
 }
 
+// --export-onnx: the trained model as an ONNX file (opset 17, weights under their state_dict names)
+// for ONNX Runtime, TensorRT and other runtimes; `example` is one input (any batch size), whose
+// batch dim becomes symbolic, and with `dynamic_sequence` its dim 1 (a GPT's length) too.
+inline void check_export_onnx(const std::string& path) {
+  if (!path.empty() && !st::onnx::is_available()) {
+    throw st::Error("--export-onnx: Sinter was built without ONNX (apt-get install libonnx-dev "
+                    "libprotobuf-dev, then rebuild)");
+  }
+}
+inline void export_onnx(const std::string& path, st::nn::Module& model, const st::Tensor& example,
+                        bool dynamic_sequence = false) {
+  if (path.empty()) return;
+  const st::onnx::ExportSummary s =
+      st::onnx::export_model(model, example, path, {.dynamic_sequence = dynamic_sequence});
+  std::printf("onnx: %s (%lld nodes, %lld initializers, %.1f MB)\n", path.c_str(),
+              static_cast<long long>(s.nodes), static_cast<long long>(s.initializers),
+              static_cast<double>(s.bytes) / 1e6);
+}
+
 // --profile PATH: records the run's ops (Note [profiler]); finish() prints the table of the ops by
 // total time and writes PATH as a Chrome trace (open it in Perfetto or chrome://tracing).
 class ProfileScope {
@@ -194,7 +213,9 @@ inline std::optional<st::cuda::DeviceStats> gpu_reading(st::Device device) {
   for (const st::cuda::DeviceStats& s : st::cuda::device_stats()) {
     if (s.device == device.index) return s;
   }
-  return st::cuda::DeviceStats{.device = device.index};
+  st::cuda::DeviceStats none;  // every reading absent
+  none.device = device.index;
+  return none;
 }
 
 // "  GPU 87% 12.5 GiB" (or "  GPU n/a n/a"), "" on the CPU: for the end of a progress line.

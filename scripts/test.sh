@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds Sinter and runs its whole test suite: the README's test command, and what CI runs. Installs
-# missing Debian packages first. The CUDA code is compiled whenever nvcc exists, GPU or not.
+# missing Debian packages first, and the Python packages of the interop tests. The CUDA code is
+# compiled whenever nvcc exists, GPU or not.
 #   SINTER_BUILD_DIR (default build), SINTER_BUILD_TYPE (default Release), SINTER_JOBS (default nproc);
 #   any arguments go to the CMake configure step, e.g. scripts/test.sh -DSINTER_CUDA=OFF
 set -euo pipefail
@@ -10,6 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/exit_time.sh"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib/deps.sh
 sinter_install_deps
+sinter_install_python_deps
 
 build_dir=${SINTER_BUILD_DIR:-build}
 jobs=${SINTER_JOBS:-$(nproc)}

@@ -64,6 +64,11 @@ TEST(Models, ResNet20ParameterCount) {
   EXPECT_EQ(count_parameters(model), 272474);
   // 21 BatchNorm2d layers (stem, two per block, two shortcuts), 3 buffers each.
   EXPECT_EQ(model.buffers().size(), 63u);
+  // Grey images: the stem conv is 1*16*9 = 144 instead of 432.
+  nn::Sequential grey = nn::models::resnet20(1);
+  EXPECT_EQ(count_parameters(grey), 272474 - 432 + 144);
+  EXPECT_EQ(grey(randn({2, 1, 32, 32})).shape(), (Shape{2, 10}));
+  testing::expect_error([] { nn::models::resnet20(0); }, {"resnet20", "in_channels", "0"});
 }
 
 TEST(Models, OutputShapes) {

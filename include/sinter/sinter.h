@@ -15,6 +15,7 @@
 #include "sinter/io.h"
 #include "sinter/nn.h"
 #include "sinter/nn/models.h"
+#include "sinter/onnx.h"
 #include "sinter/ops.h"
 #include "sinter/optim.h"
 #include "sinter/profiler.h"

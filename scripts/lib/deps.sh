@@ -6,6 +6,7 @@ SINTER_DEBIAN_PACKAGES=(
   cmake ninja-build g++ ccache pkg-config
   libopenblas-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin
+  libonnx-dev libprotobuf-dev  # sinter::onnx::export_model: ONNX's protobuf classes and checker
   dataset-fashion-mnist  # the end-to-end training tests and examples read /usr/share/datasets/fashion-mnist
   gnuplot-nox            # the training examples plot their curves to PNG
   fortunes               # the text tests and language-model examples read /usr/share/games/fortunes
@@ -37,4 +38,24 @@ sinter_install_deps() {
   "${sudo[@]}" apt-get update
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+# The Python packages of the interop tests (tests/scripts/requirements.txt: numpy, safetensors,
+# onnxruntime), installed with pip where one is missing. Optional: where pip cannot install them
+# (no network, an externally managed Python) this says so and the tests that need them skip.
+sinter_install_python_deps() {
+  local requirements
+  requirements="$(dirname "${BASH_SOURCE[0]}")/../../tests/scripts/requirements.txt"
+  if ! command -v python3 >/dev/null 2>&1; then
+    echo "deps: no python3; the ONNX Runtime and safetensors interop tests will skip" >&2
+    return 0
+  fi
+  if python3 -c "import numpy, safetensors, onnxruntime" >/dev/null 2>&1; then
+    return 0
+  fi
+  echo "deps: pip installing the interop tests' packages ($requirements)"
+  if ! python3 -m pip install --quiet --disable-pip-version-check -r "$requirements"; then
+    echo "deps: pip could not install them; the ONNX Runtime and safetensors interop tests will skip" >&2
+  fi
+  return 0
 }

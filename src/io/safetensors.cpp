@@ -1,9 +1,7 @@
 // safetensors save/load of state dicts: an 8-byte little-endian header length N, N bytes of JSON
 // (padded with spaces to a multiple of 8), then every tensor's raw little-endian bytes back to
 // back.
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -15,6 +13,7 @@
 #include <memory>
 #include <utility>
 
+#include "internal/atomic_file.h"
 #include "sinter/autograd.h"
 #include "sinter/io.h"
 
@@ -71,21 +70,6 @@ bool parse_dtype(const std::string& s, DType* out) {
 }
 
 std::string errno_text() { return std::strerror(errno); }
-
-// Writes all of [data, data + n) to fd.
-bool write_all(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
 
 struct Entry {
   std::string name;
@@ -267,42 +251,11 @@ void save(const StateDict& dict, const std::string& path, const Metadata& metada
   uint8_t len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<uint8_t>(text.size() >> (8 * i));
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  SINTER_CHECK(fd >= 0, "save: cannot create ", tmp, " (for ", path, "): ", errno_text());
-  auto fail = [&](const std::string& what) {
-    const std::string reason = errno_text();
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    SINTER_THROW("save: ", what, " ", tmp, " (for ", path, "): ", reason);
-  };
-  if (!write_all(fd, len_bytes, 8) || !write_all(fd, text.data(), text.size())) {
-    fail("cannot write");
-  }
+  std::vector<detail::ByteRange> parts{{len_bytes, 8}, {text.data(), text.size()}};
   for (const Tensor& h : host) {
-    const size_t nbytes = static_cast<size_t>(h.numel()) * element_size(h.dtype());
-    if (nbytes > 0 && !write_all(fd, h.data_ptr(), nbytes)) fail("cannot write");
+    parts.push_back({h.data_ptr(), static_cast<size_t>(h.numel()) * element_size(h.dtype())});
   }
-  if (::fsync(fd) != 0) fail("cannot flush");
-  if (::close(fd) != 0) {
-    const std::string reason = errno_text();
-    ::unlink(tmp.c_str());
-    SINTER_THROW("save: cannot close ", tmp, " (for ", path, "): ", reason);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = errno_text();
-    ::unlink(tmp.c_str());
-    SINTER_THROW("save: cannot rename ", tmp, " to ", path, ": ", reason);
-  }
-  // The rename is durable only once the directory entry is on disk. The file itself is complete,
-  // so a failure here is not worth an error.
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  detail::write_file_atomically(path, parts, "save");
 }
 
 StateDict load(const std::string& path, Device device) {

@@ -52,8 +52,10 @@ Tensor BasicBlock::forward(const Tensor& x) {
 
 // --- ResNet-20 ---
 
-Sequential resnet20() {
-  Sequential model(Conv2d(3, 16, 3, {.padding = 1, .bias = false}), BatchNorm2d(16), ReLU());
+Sequential resnet20(int64_t in_channels) {
+  SINTER_CHECK(in_channels > 0, "resnet20: in_channels must be positive, got ", in_channels);
+  Sequential model(Conv2d(in_channels, 16, 3, {.padding = 1, .bias = false}), BatchNorm2d(16),
+                   ReLU());
   int64_t in_planes = 16;
   for (const int64_t planes : {16, 32, 64}) {
     for (int block = 0; block < 3; ++block) {

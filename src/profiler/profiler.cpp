@@ -13,14 +13,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
 
+#include "internal/atomic_file.h"
 #include "internal/profile_op.h"
 #include "sinter/core/error.h"
 #include "sinter/cuda.h"
@@ -252,19 +251,8 @@ void Guard::write_chrome_trace(const std::string& path) const {
     os << "}}";
   }
   os << "\n]}\n";
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << os.str();
-    out.close();
-    SINTER_CHECK(out.good(), "profiler: cannot write ", tmp, " (for ", path, ")");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    SINTER_THROW("profiler: cannot rename the trace to ", path);
-  }
+  const std::string text = os.str();
+  ::sinter::detail::write_file_atomically(path, {{text.data(), text.size()}}, "profiler");
 }
 
 Range::Range(const char* name) {

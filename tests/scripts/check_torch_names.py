@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sinter's example checkpoints read by the real `safetensors` package, under PyTorch's names.
 
-Trains fashion_mnist's mlp and cnn for a moment with --save and --export-weights, then reads both
+Trains fashion_mnist's mlp, cnn and resnet20 for a moment with --save and --export-weights, then reads both
 files with safetensors.numpy. The weights file must hold exactly the state_dict keys and shapes of
 the torch.nn equivalent of each model (written out below), and the checkpoint the same tensors under
 "model.". Where torch is installed, the equivalent models also load the files with strict=True.
@@ -36,8 +36,41 @@ EXPECTED = {
 }
 
 
+def bn_keys(prefix, c):
+    return {f"{prefix}.weight": (c,), f"{prefix}.bias": (c,), f"{prefix}.running_mean": (c,),
+            f"{prefix}.running_var": (c,), f"{prefix}.num_batches_tracked": ()}
+
+
+def resnet20_keys(in_channels):
+    """resnet20 as benchmarks/pytorch_reference.py builds it: nn.Sequential(conv, BN, ReLU, nine
+    BasicBlocks (conv1, bn1, conv2, bn2, shortcut = nn.Sequential(conv 1x1, BN) or nn.Identity()),
+    nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))."""
+    keys = {"0.weight": (16, in_channels, 3, 3), **bn_keys("1", 16)}
+    index, cin = 3, 16
+    for cout, stride in ((16, 1), (32, 2), (64, 2)):
+        for i in range(3):
+            p = str(index)
+            keys[f"{p}.conv1.weight"] = (cout, cin, 3, 3)
+            keys.update(bn_keys(f"{p}.bn1", cout))
+            keys[f"{p}.conv2.weight"] = (cout, cout, 3, 3)
+            keys.update(bn_keys(f"{p}.bn2", cout))
+            if (i == 0 and stride != 1) or cin != cout:
+                keys[f"{p}.shortcut.0.weight"] = (cout, cin, 1, 1)
+                keys.update(bn_keys(f"{p}.shortcut.1", cout))
+            cin, index = cout, index + 1
+    keys.update({"14.weight": (10, 64), "14.bias": (10,)})
+    return keys
+
+
+EXPECTED["resnet20"] = resnet20_keys(1)  # fashion_mnist's: grey images padded to 32x32
+
+
 def torch_model(torch, name):
     nn = torch.nn
+    if name == "resnet20":
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+        from pytorch_reference import build_models
+        return build_models(torch)["resnet20"](in_channels=1)
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024),
                              nn.ReLU(), nn.Linear(1024, 10))
@@ -59,8 +92,8 @@ def main():
     for name, expected in EXPECTED.items():
         ckpt, weights = f"{work}/{name}-ckpt.safetensors", f"{work}/{name}-weights.safetensors"
         subprocess.run([exe, "--model", name, "--epochs", "1", "--limit-train", "256",
-                        "--device", "cpu", "--data", data, "--out", f"{work}/{name}",
-                        "--save", ckpt, "--export-weights", weights],
+                        "--limit-test", "200", "--device", "cpu", "--data", data,
+                        "--out", f"{work}/{name}", "--save", ckpt, "--export-weights", weights],
                        check=True, stdout=subprocess.DEVNULL)
         got = load_file(weights)
         shapes = {k: tuple(v.shape) for k, v in got.items()}

@@ -45,8 +45,10 @@ class BasicBlock : public Module {
 // average pool; Flatten; Linear 64-10. Input (N, 3, 32, 32) -> logits (N, 10); the feature maps are
 // 32x32, 16x16 and 8x8 in the three stages. 272,474 parameters (see tests/test_models.cpp). The
 // model is a Sequential whose children are, in order: Conv2d, BatchNorm2d, ReLU, nine BasicBlocks,
-// AdaptiveAvgPool2d(1), Flatten, Linear.
-Sequential resnet20();
+// AdaptiveAvgPool2d(1), Flatten, Linear. `in_channels` 1 takes grey images (Fashion-MNIST padded
+// to 32x32): only the first conv changes, to 1-16 (272,186 parameters).
+Sequential resnet20(int64_t in_channels);
+inline Sequential resnet20() { return resnet20(3); }
 
 // A GPT (decoder-only transformer, as GPT-2) over token ids.
 struct GPTConfig {

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""fashion_mnist --export-onnx, run in ONNX Runtime: the same test accuracy as Sinter's.
+
+Trains the mlp, cnn and resnet20 for a moment on the CPU with --export-onnx, reads the first test
+images with numpy (normalized as the example does, and padded to 32x32 for resnet20), classifies
+them in ONNX Runtime in one batch (the file was exported with a batch of 1: its batch dim is
+symbolic) and requires the accuracy the example printed, to the sample. Exit 77 (skipped) without
+numpy or onnxruntime.
+
+  check_onnx_example.py FASHION_MNIST_EXE DATA_DIR WORK_DIR
+"""
+import gzip
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    import onnxruntime as ort
+except ImportError as e:
+    print(f"skipped: {e} (pip install numpy onnxruntime)")
+    sys.exit(77)
+
+TEST_SAMPLES = 500
+MEAN, STD = 0.2860, 0.3530  # FashionMNIST::default_normalization()
+
+
+def read_idx(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    magic, ndim = int.from_bytes(data[0:4], "big"), data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    if magic >> 8 != 0x08:  # unsigned bytes
+        raise ValueError(f"{path}: not an IDX file of bytes")
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def find(data, stem):
+    for name in (stem, stem + ".gz"):
+        if os.path.exists(os.path.join(data, name)):
+            return os.path.join(data, name)
+    raise FileNotFoundError(f"{stem}(.gz) in {data}")
+
+
+def main():
+    exe, data, work = sys.argv[1:4]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    images = read_idx(find(data, "t10k-images-idx3-ubyte"))[:TEST_SAMPLES]
+    labels = read_idx(find(data, "t10k-labels-idx1-ubyte"))[:TEST_SAMPLES].astype(np.int64)
+    x = ((images.astype(np.float32) / 255.0 - MEAN) / STD)[:, None, :, :].astype(np.float32)
+    failures = []
+    for name in ("mlp", "cnn", "resnet20"):
+        model = f"{work}/{name}.onnx"
+        run = subprocess.run([exe, "--model", name, "--epochs", "1", "--limit-train", "1024",
+                              "--batch-size", "64", "--limit-test", str(TEST_SAMPLES),
+                              "--device", "cpu", "--data", data, "--out", f"{work}/{name}",
+                              "--export-onnx", model],
+                             check=True, stdout=subprocess.PIPE, text=True)
+        sinter_acc = float(re.search(r"^test accuracy: ([0-9.]+)$", run.stdout, re.M).group(1))
+        inputs = x
+        if name == "resnet20":  # centred on a 32x32 background of normalized black
+            inputs = np.full((len(x), 1, 32, 32), (0.0 - MEAN) / STD, np.float32)
+            inputs[:, :, 2:30, 2:30] = x
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        logits = session.run(["output"], {"input": inputs})[0]
+        correct = int((logits.argmax(axis=1) == labels).sum())
+        print(f"{name}: Sinter's test accuracy {sinter_acc:.4f}, ONNX Runtime's "
+              f"{correct / TEST_SAMPLES:.4f} ({correct}/{TEST_SAMPLES}), logits {logits.shape}")
+        if logits.shape != (TEST_SAMPLES, 10) or correct != round(sinter_acc * TEST_SAMPLES):
+            failures.append(f"{name}: ONNX Runtime classified {correct}/{TEST_SAMPLES} right, "
+                            f"Sinter {sinter_acc:.4f}")
+        # A model that predicts one class (10%) would agree with anything: it must have learnt.
+        if sinter_acc < 0.15:
+            failures.append(f"{name}: {sinter_acc:.4f} after 16 steps: the model did not train")
+    if failures:
+        print("\n".join(failures))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,485 @@
+// ONNX export (Note [onnx export]): every supported module and the reference models, trained for a
+// moment, exported, then run in ONNX Runtime (tests/scripts/onnx_run.py; skipped without the
+// onnxruntime package) on fresh inputs of another batch size than the example's, against Sinter's
+// own outputs; the files read back with the ONNX library (names, dims, dtypes); and the errors.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+#ifdef SINTER_TEST_WITH_ONNX
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#endif
+
+namespace sinter {
+namespace {
+
+using testing::expect_error;
+using testing::TempDir;
+
+const std::string kRunner = std::string(SINTER_SOURCE_DIR) + "/tests/scripts/onnx_run.py";
+
+// Runs a shell command; returns its exit status and (in `output`) what it printed.
+int run_command(const std::string& command, std::string* output) {
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) output->append(buf, n);
+  const int status = ::pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Empty where ONNX Runtime can run models here, else why not.
+const std::string& onnx_runtime_missing() {
+  static const std::string missing = [] {
+    std::string out;
+    const int status = run_command("python3 '" + kRunner + "' --check", &out);
+    return status == 0 ? std::string() : (out.empty() ? std::string("python3 not found") : out);
+  }();
+  return missing;
+}
+
+#define SINTER_REQUIRE_ONNX_RUNTIME()                                                           \
+  do {                                                                                          \
+    SINTER_REQUIRE_BUILT_WITH("ONNX", [] {                                                      \
+      nn::Sequential m;                                                                         \
+      onnx::export_to_string(m, zeros({1}));                                                    \
+    });                                                                                         \
+    if (!onnx_runtime_missing().empty()) GTEST_SKIP() << "ONNX Runtime: " << onnx_runtime_missing(); \
+  } while (0)
+
+#define SINTER_REQUIRE_ONNX()                  \
+  SINTER_REQUIRE_BUILT_WITH("ONNX", [] {       \
+    nn::Sequential m;                          \
+    onnx::export_to_string(m, zeros({1}));     \
+  })
+
+// The model's output for `input` in ONNX Runtime.
+Tensor run_in_onnx_runtime(const std::string& model, const Tensor& input, const TempDir& dir,
+                           const std::string& input_name = "input",
+                           const std::string& output_name = "output") {
+  const std::string in = dir.file("in.safetensors"), out = dir.file("out.safetensors");
+  save({{input_name, input}}, in);
+  std::string printed;
+  const int status =
+      run_command("python3 '" + kRunner + "' '" + model + "' '" + in + "' '" + out + "'", &printed);
+  if (status != 0) {
+    ADD_FAILURE() << "onnx_run.py exited " << status << ":\n" << printed;
+    return Tensor();
+  }
+  return load(out).at(output_name);
+}
+
+// max |actual - expected| / max |expected|.
+double relative_error(const Tensor& actual, const Tensor& expected) {
+  const Tensor e = expected.to(DType::f64), a = actual.to(DType::f64);
+  const double scale = std::max(abs(e).max().item<double>(), 1e-30);
+  return abs(a - e).max().item<double>() / scale;
+}
+
+// A few SGD steps in training mode, on random inputs of batch 4 and a loss that reaches every
+// output, so that weights, biases and BatchNorm's running statistics all move off their starts.
+void train_a_moment(nn::Module& m, const std::function<Tensor(int64_t)>& input) {
+  m.train();
+  optim::SGD opt(m.parameters(), {.lr = 0.05, .momentum = 0.9});
+  for (int step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    const Tensor y = m.forward(input(4));
+    const Tensor d = y - randn(y.shape(), {.dtype = y.dtype()});
+    mean(d * d).backward();
+    opt.step();
+  }
+}
+
+struct OnnxCase {
+  std::string name;
+  std::function<std::shared_ptr<nn::Module>()> make;
+  std::function<Tensor(int64_t batch)> input;
+  double tolerance = 1e-5;  // relative, in f32
+  onnx::ExportOptions options = {};
+  // The batch ONNX Runtime runs: another than the example's 4, unless the batch is fixed.
+  int64_t run_batch = 3;
+  // A transform of the run's input for dynamic_sequence (another length).
+  std::function<Tensor(int64_t batch)> run_input = nullptr;
+};
+
+template <class M>
+std::function<std::shared_ptr<nn::Module>()> make(std::function<M()> f) {
+  return [f] { return std::make_shared<M>(f()); };
+}
+
+std::function<Tensor(int64_t)> images(int64_t c, int64_t h, int64_t w) {
+  return [=](int64_t n) { return randn({n, c, h, w}); };
+}
+std::function<Tensor(int64_t)> rows(Shape rest) {
+  return [=](int64_t n) {
+    Shape s{n};
+    s.insert(s.end(), rest.begin(), rest.end());
+    return randn(s);
+  };
+}
+std::function<Tensor(int64_t)> tokens(int64_t vocab, int64_t t) {
+  return [=](int64_t n) { return randint(0, vocab, {n, t}, {.dtype = DType::i64}); };
+}
+
+nn::models::GPTConfig small_gpt(bool tied) {
+  return {.vocab_size = 17, .context_length = 12, .n_layer = 2, .n_head = 2, .n_embd = 16,
+          .tie_weights = tied};
+}
+
+// Each row: a module, trained a moment, exported with a batch-4 example, run on batch 3.
+std::vector<OnnxCase> onnx_cases() {
+  using nn::Sequential;
+  std::vector<OnnxCase> c;
+  c.push_back({"Linear", make<nn::Linear>([] { return nn::Linear(5, 3); }), rows({5})});
+  c.push_back({"LinearOnSequences", make<nn::Linear>([] { return nn::Linear(5, 3); }),
+               rows({4, 5})});
+  c.push_back({"LinearNoBias", make<nn::Linear>([] { return nn::Linear(5, 3, false); }),
+               rows({2, 4, 5})});
+  c.push_back({"Conv2d", make<nn::Conv2d>([] {
+                 return nn::Conv2d(3, 4, 3, {.stride = 2, .padding = 1});
+               }),
+               images(3, 9, 8)});
+  c.push_back({"Conv2dGroupedDilatedNoBias", make<nn::Conv2d>([] {
+                 return nn::Conv2d(4, 6, {3, 2},
+                                   {.stride = {1, 2}, .padding = {2, 1}, .dilation = 2,
+                                    .groups = 2, .bias = false});
+               }),
+               images(4, 9, 9)});
+  c.push_back({"BatchNorm2dEval", make<Sequential>([] {
+                 return Sequential(nn::Conv2d(2, 3, 1), nn::BatchNorm2d(3));
+               }),
+               images(2, 5, 5)});
+  c.push_back({"BatchNorm2dNotAffine", make<Sequential>([] {
+                 return Sequential(nn::Conv2d(2, 3, 1), nn::BatchNorm2d(3, 1e-3, 0.3, false));
+               }),
+               images(2, 5, 5)});
+  c.push_back({"LayerNorm", make<nn::LayerNorm>([] { return nn::LayerNorm({6}); }), rows({3, 6})});
+  c.push_back({"LayerNormTwoDimsNotAffine", make<Sequential>([] {
+                 return Sequential(nn::Linear(6, 6), nn::LayerNorm({3, 6}, 1e-4, false));
+               }),
+               rows({3, 6})});
+  c.push_back({"Activations", make<Sequential>([] {
+                 return Sequential(nn::Linear(6, 8), nn::ReLU(), nn::Linear(8, 8), nn::Tanh(),
+                                   nn::Linear(8, 8), nn::Sigmoid(), nn::Linear(8, 8), nn::GELU(),
+                                   nn::Linear(8, 8), nn::GELU(Activation::GeluTanh));
+               }),
+               rows({6})});
+  c.push_back({"MaxPool2d", make<Sequential>([] {
+                 return Sequential(nn::Conv2d(2, 2, 1), nn::MaxPool2d(3, {.stride = 2, .padding = 1}),
+                                   nn::MaxPool2d(2, {.dilation = 2}));
+               }),
+               images(2, 11, 10)});
+  c.push_back({"MaxPool2dCeilMode", make<Sequential>([] {
+                 return Sequential(nn::Conv2d(2, 2, 1), nn::MaxPool2d(2, {.ceil_mode = true}));
+               }),
+               images(2, 7, 9)});
+  c.push_back({"AvgPool2d", make<Sequential>([] {
+                 return Sequential(nn::Conv2d(2, 2, 1), nn::AvgPool2d(2),
+                                   nn::AvgPool2d(3, {.stride = 2, .padding = 1,
+                                                     .count_include_pad = false}),
+                                   nn::AvgPool2d(3, {.stride = 1, .padding = 1}));
+               }),
+               images(2, 12, 10)});
+  c.push_back({"AdaptiveAvgPool2d", make<Sequential>([] {
+                 return Sequential(nn::Conv2d(2, 3, 1), nn::AdaptiveAvgPool2d({2, 3}),
+                                   nn::AdaptiveAvgPool2d(1), nn::Flatten());
+               }),
+               images(2, 4, 6)});
+  c.push_back({"FlattenMiddleDimsAndDropout", make<Sequential>([] {
+                 return Sequential(nn::Conv2d(2, 3, 1), nn::Dropout(0.5), nn::Flatten(1, 2),
+                                   nn::Linear(4, 2));
+               }),
+               images(2, 5, 4)});
+  c.push_back({"Embedding", make<Sequential>([] {
+                 return Sequential(nn::Embedding(10, 4, 0), nn::Linear(4, 3));
+               }),
+               tokens(10, 5)});
+  c.push_back({"MultiheadAttention", make<nn::MultiheadAttention>([] {
+                 return nn::MultiheadAttention(8, 2);
+               }),
+               rows({5, 8})});
+  c.push_back({"MultiheadAttentionCausal", make<nn::MultiheadAttention>([] {
+                 return nn::MultiheadAttention(8, 4, {.bias = false, .causal = true});
+               }),
+               rows({5, 8})});
+  c.push_back({"TransformerBlock", make<nn::TransformerBlock>([] {
+                 return nn::TransformerBlock(8, 2, {.dropout = 0.1});
+               }),
+               rows({6, 8})});
+  c.push_back({"Mlp", make<Sequential>(nn::models::mlp), images(1, 28, 28)});
+  c.push_back({"Cnn", make<Sequential>(nn::models::cnn), images(1, 28, 28)});
+  c.push_back({"ResNet20", make<Sequential>([] { return nn::models::resnet20(); }),
+               images(3, 32, 32)});
+  c.push_back({"ResNet20OneChannel", make<Sequential>([] { return nn::models::resnet20(1); }),
+               images(1, 32, 32)});
+  c.push_back({"GptTied", make<nn::models::GPT>([] { return nn::models::GPT(small_gpt(true)); }),
+               tokens(17, 7)});
+  // Dynamic length: exported at length 7, run at 11 (the context is 12).
+  c.push_back({"GptUntiedDynamicSequence",
+               make<nn::models::GPT>([] { return nn::models::GPT(small_gpt(false)); }),
+               tokens(17, 7), 1e-5, {.dynamic_sequence = true}, 3, tokens(17, 11)});
+  c.push_back({"FixedBatch", make<Sequential>(nn::models::cnn), images(1, 28, 28), 1e-5,
+               {.dynamic_batch = false}, 4});
+  return c;
+}
+
+class OnnxRuntimeMatches : public ::testing::TestWithParam<OnnxCase> {};
+
+TEST_P(OnnxRuntimeMatches, Sinter) {
+  SINTER_REQUIRE_ONNX_RUNTIME();
+  const OnnxCase& c = GetParam();
+  manual_seed(testing::fresh_seed());
+  const std::shared_ptr<nn::Module> m = c.make();
+  train_a_moment(*m, c.input);
+  const TempDir dir;
+  const std::string path = dir.file(c.name + ".onnx");
+  const onnx::ExportSummary summary = onnx::export_model(*m, c.input(4), path, c.options);
+  EXPECT_TRUE(m->is_training()) << "export must restore the training mode";
+  EXPECT_GT(summary.nodes, 0);
+  EXPECT_EQ(summary.bytes, static_cast<int64_t>(std::filesystem::file_size(path)));
+
+  const Tensor x = c.run_input ? c.run_input(c.run_batch) : c.input(c.run_batch);
+  m->eval();
+  Tensor expected;
+  {
+    NoGradGuard no_grad;
+    expected = m->forward(x);
+  }
+  const Tensor got = run_in_onnx_runtime(path, x, dir);
+  ASSERT_TRUE(got.defined());
+  ASSERT_EQ(got.shape(), expected.shape());
+  EXPECT_EQ(got.dtype(), DType::f32);
+  const double error = relative_error(got, expected);
+  std::printf("%s: relative error %.3g over output %s\n", c.name.c_str(), error,
+              shape_str(got.shape()).c_str());
+  EXPECT_LE(error, c.tolerance) << c.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modules, OnnxRuntimeMatches, ::testing::ValuesIn(onnx_cases()),
+                         [](const ::testing::TestParamInfo<OnnxCase>& info) {
+                           return info.param.name;
+                         });
+
+// An f64 model exported in its own dtype runs in f64 in ONNX Runtime, to f64's precision; by
+// default the same model is written in f32. (ONNX Runtime's CPU provider has no f64 Conv, so an
+// mlp.)
+TEST(OnnxExport, KeepsTheModulesDtypeWhenAsked) {
+  SINTER_REQUIRE_ONNX_RUNTIME();
+  manual_seed(testing::fresh_seed());
+  nn::Sequential m = nn::models::mlp();
+  m.to(DType::f64);
+  const TempDir dir;
+  const Tensor x = randn({2, 1, 28, 28}, {.dtype = DType::f64});
+  onnx::export_model(m, x, dir.file("f64.onnx"), {.dtype = std::nullopt});
+  onnx::export_model(m, x, dir.file("f32.onnx"));
+  m.eval();
+  const Tensor expected = m.forward(x);
+  const Tensor in_f64 = run_in_onnx_runtime(dir.file("f64.onnx"), x, dir);
+  ASSERT_TRUE(in_f64.defined());
+  EXPECT_EQ(in_f64.dtype(), DType::f64);
+  EXPECT_LE(relative_error(in_f64, expected), 1e-12);
+  const Tensor in_f32 = run_in_onnx_runtime(dir.file("f32.onnx"), x.to(DType::f32), dir);
+  ASSERT_TRUE(in_f32.defined());
+  EXPECT_EQ(in_f32.dtype(), DType::f32);
+  EXPECT_LE(relative_error(in_f32, expected), 1e-5);
+}
+
+// Names of the graph's input and output as asked.
+TEST(OnnxExport, NamesTheInputAndOutputAsAsked) {
+  SINTER_REQUIRE_ONNX_RUNTIME();
+  nn::Sequential m(nn::Linear(3, 2), nn::Dropout(0.2));  // the last value comes from a Gemm
+  const TempDir dir;
+  onnx::export_model(m, randn({2, 3}), dir.file("m.onnx"),
+                     {.input_name = "pixels", .output_name = "logits"});
+  m.eval();
+  const Tensor x = randn({5, 3});
+  const Tensor got = run_in_onnx_runtime(dir.file("m.onnx"), x, dir, "pixels", "logits");
+  ASSERT_TRUE(got.defined());
+  EXPECT_LE(relative_error(got, m.forward(x)), 1e-6);
+  // An identity model: the output is a copy of the input.
+  nn::Sequential identity(nn::Dropout(0.5));
+  onnx::export_model(identity, randn({2, 3}), dir.file("id.onnx"));
+  const Tensor same = run_in_onnx_runtime(dir.file("id.onnx"), x, dir);
+  ASSERT_TRUE(same.defined());
+  EXPECT_TRUE(testing::all_close(same, x, 0, 0));
+}
+
+#ifdef SINTER_TEST_WITH_ONNX
+
+::onnx::ModelProto read_model(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  ::onnx::ModelProto model;
+  EXPECT_TRUE(model.ParseFromIstream(&in)) << path;
+  return model;
+}
+
+std::vector<std::string> dims_of(const ::onnx::ValueInfoProto& v) {
+  std::vector<std::string> dims;
+  for (const auto& d : v.type().tensor_type().shape().dim()) {
+    dims.push_back(d.has_dim_param() ? d.dim_param() : std::to_string(d.dim_value()));
+  }
+  return dims;
+}
+
+// The file as another tool reads it: opset 17, the checker's approval, the weights under their
+// state_dict names (once each), the symbolic batch dim.
+TEST(OnnxExport, TheFileHoldsTheWeightsUnderTheirStateDictNames) {
+  SINTER_REQUIRE_ONNX();
+  nn::Sequential m = nn::models::cnn();
+  const TempDir dir;
+  const std::string path = dir.file("cnn.onnx");
+  const onnx::ExportSummary summary = onnx::export_model(m, randn({4, 1, 28, 28}), path);
+  EXPECT_NO_THROW(::onnx::checker::check_model(path));
+  const ::onnx::ModelProto model = read_model(path);
+  ASSERT_EQ(model.opset_import_size(), 1);
+  EXPECT_EQ(model.opset_import(0).version(), 17);
+  EXPECT_EQ(model.producer_name(), "sinter");
+  std::set<std::string> weights;
+  for (const auto& t : model.graph().initializer()) {
+    if (t.name().rfind("const/", 0) != 0) {
+      weights.insert(t.name());
+      EXPECT_EQ(t.data_type(), ::onnx::TensorProto::FLOAT) << t.name();
+    }
+  }
+  std::set<std::string> names;
+  for (const auto& [name, t] : m.state_dict()) names.insert(name);
+  EXPECT_EQ(weights, names);
+  EXPECT_EQ(summary.initializers, model.graph().initializer_size());
+  EXPECT_EQ(summary.nodes, model.graph().node_size());
+  ASSERT_EQ(model.graph().input_size(), 1);
+  EXPECT_EQ(model.graph().input(0).name(), "input");
+  EXPECT_EQ(dims_of(model.graph().input(0)), (std::vector<std::string>{"batch", "1", "28", "28"}));
+  EXPECT_EQ(dims_of(model.graph().output(0)), (std::vector<std::string>{"batch", "10"}));
+}
+
+TEST(OnnxExport, ATiedWeightIsStoredOnce) {
+  SINTER_REQUIRE_ONNX();
+  nn::models::GPT gpt(small_gpt(true));
+  const TempDir dir;
+  onnx::export_model(gpt, randint(0, 17, {2, 5}, {.dtype = DType::i64}), dir.file("gpt.onnx"),
+                     {.dynamic_sequence = true});
+  const ::onnx::ModelProto model = read_model(dir.file("gpt.onnx"));
+  int wte = 0;
+  for (const auto& t : model.graph().initializer()) {
+    wte += t.name() == "wte.weight";
+    EXPECT_NE(t.name().rfind("lm_head", 0), 0u) << "a tied model has no head of its own";
+  }
+  EXPECT_EQ(wte, 1);
+  EXPECT_EQ(model.graph().input(0).type().tensor_type().elem_type(), ::onnx::TensorProto::INT64);
+  EXPECT_EQ(dims_of(model.graph().input(0)), (std::vector<std::string>{"batch", "sequence"}));
+  EXPECT_EQ(dims_of(model.graph().output(0)),
+            (std::vector<std::string>{"batch", "sequence", "17"}));
+}
+
+// Half-precision exports: the weights in the module's f16 or bf16, accepted by the checker.
+TEST(OnnxExport, HalfPrecisionModelsKeepTheirDtype) {
+  SINTER_REQUIRE_ONNX();
+  const TempDir dir;
+  for (const DType dt : {DType::f16, DType::bf16}) {
+    nn::Sequential m = nn::models::mlp();
+    m.to(dt);
+    const std::string path = dir.file(std::string(dtype_name(dt)) + ".onnx");
+    onnx::export_model(m, randn({2, 784}).to(dt), path, {.dtype = std::nullopt});
+    EXPECT_NO_THROW(::onnx::checker::check_model(path));
+    const ::onnx::ModelProto model = read_model(path);
+    const int expected =
+        dt == DType::f16 ? ::onnx::TensorProto::FLOAT16 : ::onnx::TensorProto::BFLOAT16;
+    EXPECT_EQ(model.graph().input(0).type().tensor_type().elem_type(), expected);
+    for (const auto& t : model.graph().initializer()) EXPECT_EQ(t.data_type(), expected);
+  }
+}
+
+#endif  // SINTER_TEST_WITH_ONNX
+
+// A layer of the user's own: not exportable, and the error says which one and where.
+class Doubler : public nn::Module {
+ public:
+  std::string name() const override { return "Doubler"; }
+  Tensor forward(const Tensor& x) override { return x * 2.0; }
+};
+
+// A subclass of a supported layer may compute something else: it is not taken for its base.
+class ShiftedLinear : public nn::Linear {
+ public:
+  ShiftedLinear() : nn::Linear(3, 3) {}
+  Tensor forward(const Tensor& x) override { return nn::Linear::forward(x) + 1.0; }
+};
+
+TEST(OnnxExport, ErrorsNameTheModuleAndTheValues) {
+  SINTER_REQUIRE_ONNX();
+  const Tensor x = randn({2, 3});
+  nn::Sequential custom(nn::Linear(3, 3), Doubler());
+  expect_error([&] { onnx::export_to_string(custom, x); },
+               {"onnx::export_model", "module '1'", "Doubler", "no ONNX mapping"});
+  nn::Sequential sub(ShiftedLinear{});
+  expect_error([&] { onnx::export_to_string(sub, x); }, {"module '0'", "no ONNX mapping"});
+  nn::ModuleList list(nn::Linear(3, 3));
+  expect_error([&] { onnx::export_to_string(list, x); }, {"the module", "ModuleList"});
+
+  nn::Sequential no_stats(nn::BatchNorm2d(3, 1e-5, 0.1, true, false));
+  expect_error([&] { onnx::export_to_string(no_stats, randn({2, 3, 4, 4})); },
+               {"module '0'", "BatchNorm2d", "running statistics"});
+  nn::Sequential uneven(nn::AdaptiveAvgPool2d(3));
+  expect_error([&] { onnx::export_to_string(uneven, randn({2, 3, 4, 4})); },
+               {"module '0'", "3x3 from 4x4", "unequal"});
+  nn::Sequential overhang(nn::AvgPool2d(2, {.ceil_mode = true}));
+  expect_error([&] { onnx::export_to_string(overhang, randn({2, 3, 5, 5})); },
+               {"AvgPool2d", "ceil_mode"});
+  nn::Sequential unbatched(nn::MaxPool2d(2));
+  expect_error([&] { onnx::export_to_string(unbatched, randn({3, 4, 4})); },
+               {"MaxPool2d", "(N, C, H, W)"});
+  // Flatten(0) merges the batch into the features: its output cannot follow the input's batch.
+  nn::Sequential merged(nn::Flatten(0));
+  expect_error([&] { onnx::export_to_string(merged, randn({2, 3})); },
+               {"output's dim 0 (6)", "'batch' dim (2)", "dynamic_batch = false"});
+  EXPECT_NO_THROW(onnx::export_to_string(merged, randn({2, 3}), {.dynamic_batch = false}));
+
+  nn::Sequential ok(nn::Linear(3, 2));
+  expect_error([&] { onnx::export_to_string(ok, x, {.opset = 13}); }, {"opset 13"});
+  expect_error([&] { onnx::export_to_string(ok, x, {.dtype = DType::i64}); },
+               {"dtype must be floating", "i64"});
+  expect_error([&] { onnx::export_to_string(ok, x, {.output_name = "input"}); },
+               {"distinct", "'input'"});
+  expect_error([&] { onnx::export_to_string(ok, randn({2, 4})); }, {"Linear"});
+  nn::models::GPT gpt(small_gpt(true));
+  expect_error([&] { onnx::export_to_string(gpt, randint(0, 17, {1, 13}, {.dtype = DType::i64})); },
+               {"GPT", "13"});
+}
+
+// A failed export leaves the file that was there; a folder that does not exist is named.
+TEST(OnnxExport, AFailedExportKeepsThePreviousFile) {
+  SINTER_REQUIRE_ONNX();
+  const TempDir dir;
+  const std::string path = dir.file("model.onnx");
+  nn::Sequential good(nn::Linear(3, 2));
+  onnx::export_model(good, randn({2, 3}), path);
+  const auto size = std::filesystem::file_size(path);
+  nn::Sequential bad(nn::Linear(3, 3), Doubler());
+  EXPECT_THROW(onnx::export_model(bad, randn({2, 3}), path), Error);
+  EXPECT_EQ(std::filesystem::file_size(path), size);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
+                          std::filesystem::directory_iterator()),
+            1);
+  const std::string nowhere = dir.file("missing/model.onnx");
+  expect_error([&] { onnx::export_model(good, randn({2, 3}), nowhere); },
+               {"onnx::export_model", "cannot create", nowhere});
+}
+
+TEST(OnnxExport, ABuildWithoutOnnxSaysSo) {
+  if (onnx::is_available()) GTEST_SKIP() << "this build has ONNX";
+  nn::Sequential m(nn::Linear(3, 2));
+  expect_error([&] { onnx::export_to_string(m, randn({2, 3})); }, {"built without ONNX"});
+}
+
+}  // namespace
+}  // namespace sinter
