@@ -86,51 +86,54 @@ def build_models(torch):
         layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
         return nn.Sequential(*layers)
 
+    # The GPT under Sinter's names (nn::models::GPT): wte, wpe, blocks.i.{ln1, attn.qkv,
+    # attn.out_proj, ln2, fc, proj}, ln_f and, untied, lm_head; tied, the logits are x wte^T.
     class Attention(nn.Module):
         # x: (B, T, C) -> q, k, v: (B, heads, T, C / heads) -> causal attention -> (B, T, C)
-        def __init__(self):
+        def __init__(self, width, heads):
             super().__init__()
-            self.qkv = nn.Linear(GPT_WIDTH, 3 * GPT_WIDTH)
-            self.proj = nn.Linear(GPT_WIDTH, GPT_WIDTH)
+            self.heads = heads
+            self.qkv = nn.Linear(width, 3 * width)
+            self.out_proj = nn.Linear(width, width)
 
         def forward(self, x):
             b, t, c = x.shape
             q, k, v = self.qkv(x).split(c, dim=2)
-            q, k, v = (z.view(b, t, GPT_HEADS, c // GPT_HEADS).transpose(1, 2) for z in (q, k, v))
+            q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
             # What a PyTorch user writes: the fused kernel PyTorch picks for the dtype.
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            return self.proj(y.transpose(1, 2).reshape(b, t, c))
+            return self.out_proj(y.transpose(1, 2).reshape(b, t, c))
 
     class Block(nn.Module):
-        def __init__(self):
+        def __init__(self, width, heads):
             super().__init__()
-            self.ln1 = nn.LayerNorm(GPT_WIDTH)
-            self.attn = Attention()
-            self.ln2 = nn.LayerNorm(GPT_WIDTH)
-            self.mlp = nn.Sequential(
-                nn.Linear(GPT_WIDTH, 4 * GPT_WIDTH), nn.GELU(approximate="tanh"),
-                nn.Linear(4 * GPT_WIDTH, GPT_WIDTH))
+            self.ln1 = nn.LayerNorm(width)
+            self.attn = Attention(width, heads)
+            self.ln2 = nn.LayerNorm(width)
+            self.fc = nn.Linear(width, 4 * width)
+            self.proj = nn.Linear(4 * width, width)
 
         def forward(self, x):
             x = x + self.attn(self.ln1(x))
-            return x + self.mlp(self.ln2(x))
+            return x + self.proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
-    class GptMini(nn.Module):
+    class Gpt(nn.Module):
         # tokens: (B, T) int64 -> logits (B, T, vocab)
-        def __init__(self):
+        def __init__(self, vocab=GPT_VOCAB, context=GPT_CONTEXT, layers=GPT_LAYERS,
+                     heads=GPT_HEADS, width=GPT_WIDTH, tied=False):
             super().__init__()
-            self.tok = nn.Embedding(GPT_VOCAB, GPT_WIDTH)
-            self.pos = nn.Embedding(GPT_CONTEXT, GPT_WIDTH)
-            self.blocks = nn.Sequential(*[Block() for _ in range(GPT_LAYERS)])
-            self.ln_f = nn.LayerNorm(GPT_WIDTH)
-            self.head = nn.Linear(GPT_WIDTH, GPT_VOCAB, bias=False)
+            self.wte = nn.Embedding(vocab, width)
+            self.wpe = nn.Embedding(context, width)
+            self.blocks = nn.Sequential(*[Block(width, heads) for _ in range(layers)])
+            self.ln_f = nn.LayerNorm(width)
+            self.lm_head = None if tied else nn.Linear(width, vocab, bias=False)
 
         def forward(self, tokens):
             pos = torch.arange(tokens.shape[1], device=tokens.device)
-            x = self.tok(tokens) + self.pos(pos)
-            return self.head(self.ln_f(self.blocks(x)))
+            x = self.ln_f(self.blocks(self.wte(tokens) + self.wpe(pos)))
+            return F.linear(x, self.wte.weight) if self.lm_head is None else self.lm_head(x)
 
-    return {"mlp": mlp, "cnn": cnn, "resnet20": resnet20, "gpt-mini": GptMini}
+    return {"mlp": mlp, "cnn": cnn, "resnet20": resnet20, "gpt-mini": Gpt}
 
 
 def make_workload(torch, name, batch, device):

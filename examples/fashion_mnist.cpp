@@ -1,5 +1,6 @@
-// Trains the mlp, cnn or resnet20 reference model on Fashion-MNIST: a progress bar (plain lines when not on a
-// terminal), a metrics CSV per epoch, test accuracy, checkpoints with resume, and a PNG plot.
+// Trains the mlp, cnn or resnet20 reference model on Fashion-MNIST: a progress bar (plain lines
+// when not on a terminal), a metrics CSV per epoch, test accuracy, checkpoints with resume, and a
+// PNG plot.
 //
 //   fashion_mnist --model cnn --epochs 10 --device auto --save cnn.safetensors
 //   fashion_mnist --model cnn --epochs 12 --resume cnn.safetensors   # two more epochs
@@ -117,9 +118,8 @@ int load_checkpoint(const std::string& path, const std::string& model_name, st::
 std::shared_ptr<const st::data::TensorDataset> first_samples(
     std::shared_ptr<const st::data::TensorDataset> set, int64_t limit) {
   if (limit <= 0 || limit >= set->size()) return set;
-  return std::make_shared<st::data::TensorDataset>(
-      set->inputs().narrow(0, 0, limit).contiguous(),
-      set->targets().narrow(0, 0, limit).contiguous());
+  return std::make_shared<st::data::TensorDataset>(set->inputs().narrow(0, 0, limit).contiguous(),
+                                                   set->targets().narrow(0, 0, limit).contiguous());
 }
 
 // ResNet-20 is built for 32x32 images: the 28x28 ones are centred on a 32x32 background of the
@@ -189,8 +189,8 @@ int run(const Args& args) {
   std::unique_ptr<st::data::DataLoader> test_loader;
   std::shared_ptr<const st::data::TensorDataset> test_set;
   if (main_rank) {
-    test_set = first_samples(
-        std::make_shared<st::data::FashionMNIST>(args.data, false, norm), args.limit_test);
+    test_set = first_samples(std::make_shared<st::data::FashionMNIST>(args.data, false, norm),
+                             args.limit_test);
     if (padded) test_set = pad_to_32(test_set, norm);
     test_loader = std::make_unique<st::data::DataLoader>(
         test_set, st::data::DataLoaderOptions{.batch_size = 1000, .device = dev});
@@ -205,9 +205,9 @@ int run(const Args& args) {
         st::optim::SGDOptions{.lr = args.lr > 0 ? args.lr : 0.01, .momentum = 0.9});
   } else if (args.model == "resnet20") {
     opt = std::make_unique<st::optim::SGD>(
-        model->parameters(), st::optim::SGDOptions{.lr = args.lr > 0 ? args.lr : 0.05,
-                                                   .momentum = 0.9,
-                                                   .weight_decay = 5e-4});
+        model->parameters(),
+        st::optim::SGDOptions{
+            .lr = args.lr > 0 ? args.lr : 0.05, .momentum = 0.9, .weight_decay = 5e-4});
   } else {
     opt = std::make_unique<st::optim::Adam>(
         model->parameters(),

@@ -142,8 +142,9 @@ inline void export_weights(const std::string& path, const st::nn::Module& model,
 // batch dim becomes symbolic, and with `dynamic_sequence` its dim 1 (a GPT's length) too.
 inline void check_export_onnx(const std::string& path) {
   if (!path.empty() && !st::onnx::is_available()) {
-    throw st::Error("--export-onnx: Sinter was built without ONNX (apt-get install libonnx-dev "
-                    "libprotobuf-dev, then rebuild)");
+    throw st::Error(
+        "--export-onnx: Sinter was built without ONNX (apt-get install libonnx-dev "
+        "libprotobuf-dev, then rebuild)");
   }
 }
 inline void export_onnx(const std::string& path, st::nn::Module& model, const st::Tensor& example,

@@ -48,19 +48,20 @@ const std::string& onnx_runtime_missing() {
   return missing;
 }
 
-#define SINTER_REQUIRE_ONNX_RUNTIME()                                                           \
-  do {                                                                                          \
-    SINTER_REQUIRE_BUILT_WITH("ONNX", [] {                                                      \
-      nn::Sequential m;                                                                         \
-      onnx::export_to_string(m, zeros({1}));                                                    \
-    });                                                                                         \
-    if (!onnx_runtime_missing().empty()) GTEST_SKIP() << "ONNX Runtime: " << onnx_runtime_missing(); \
+#define SINTER_REQUIRE_ONNX_RUNTIME()                             \
+  do {                                                            \
+    SINTER_REQUIRE_BUILT_WITH("ONNX", [] {                        \
+      nn::Sequential m;                                           \
+      onnx::export_to_string(m, zeros({1}));                      \
+    });                                                           \
+    if (!onnx_runtime_missing().empty())                          \
+      GTEST_SKIP() << "ONNX Runtime: " << onnx_runtime_missing(); \
   } while (0)
 
-#define SINTER_REQUIRE_ONNX()                  \
-  SINTER_REQUIRE_BUILT_WITH("ONNX", [] {       \
-    nn::Sequential m;                          \
-    onnx::export_to_string(m, zeros({1}));     \
+#define SINTER_REQUIRE_ONNX()              \
+  SINTER_REQUIRE_BUILT_WITH("ONNX", [] {   \
+    nn::Sequential m;                      \
+    onnx::export_to_string(m, zeros({1})); \
   })
 
 // The model's output for `input` in ONNX Runtime.
@@ -132,7 +133,11 @@ std::function<Tensor(int64_t)> tokens(int64_t vocab, int64_t t) {
 }
 
 nn::models::GPTConfig small_gpt(bool tied) {
-  return {.vocab_size = 17, .context_length = 12, .n_layer = 2, .n_head = 2, .n_embd = 16,
+  return {.vocab_size = 17,
+          .context_length = 12,
+          .n_layer = 2,
+          .n_head = 2,
+          .n_embd = 16,
           .tie_weights = tied};
 }
 
@@ -141,23 +146,22 @@ std::vector<OnnxCase> onnx_cases() {
   using nn::Sequential;
   std::vector<OnnxCase> c;
   c.push_back({"Linear", make<nn::Linear>([] { return nn::Linear(5, 3); }), rows({5})});
-  c.push_back({"LinearOnSequences", make<nn::Linear>([] { return nn::Linear(5, 3); }),
-               rows({4, 5})});
-  c.push_back({"LinearNoBias", make<nn::Linear>([] { return nn::Linear(5, 3, false); }),
-               rows({2, 4, 5})});
-  c.push_back({"Conv2d", make<nn::Conv2d>([] {
-                 return nn::Conv2d(3, 4, 3, {.stride = 2, .padding = 1});
-               }),
+  c.push_back(
+      {"LinearOnSequences", make<nn::Linear>([] { return nn::Linear(5, 3); }), rows({4, 5})});
+  c.push_back(
+      {"LinearNoBias", make<nn::Linear>([] { return nn::Linear(5, 3, false); }), rows({2, 4, 5})});
+  c.push_back({"Conv2d",
+               make<nn::Conv2d>([] { return nn::Conv2d(3, 4, 3, {.stride = 2, .padding = 1}); }),
                images(3, 9, 8)});
-  c.push_back({"Conv2dGroupedDilatedNoBias", make<nn::Conv2d>([] {
-                 return nn::Conv2d(4, 6, {3, 2},
-                                   {.stride = {1, 2}, .padding = {2, 1}, .dilation = 2,
-                                    .groups = 2, .bias = false});
-               }),
-               images(4, 9, 9)});
-  c.push_back({"BatchNorm2dEval", make<Sequential>([] {
-                 return Sequential(nn::Conv2d(2, 3, 1), nn::BatchNorm2d(3));
-               }),
+  c.push_back(
+      {"Conv2dGroupedDilatedNoBias", make<nn::Conv2d>([] {
+         return nn::Conv2d(
+             4, 6, {3, 2},
+             {.stride = {1, 2}, .padding = {2, 1}, .dilation = 2, .groups = 2, .bias = false});
+       }),
+       images(4, 9, 9)});
+  c.push_back({"BatchNorm2dEval",
+               make<Sequential>([] { return Sequential(nn::Conv2d(2, 3, 1), nn::BatchNorm2d(3)); }),
                images(2, 5, 5)});
   c.push_back({"BatchNorm2dNotAffine", make<Sequential>([] {
                  return Sequential(nn::Conv2d(2, 3, 1), nn::BatchNorm2d(3, 1e-3, 0.3, false));
@@ -175,7 +179,8 @@ std::vector<OnnxCase> onnx_cases() {
                }),
                rows({6})});
   c.push_back({"MaxPool2d", make<Sequential>([] {
-                 return Sequential(nn::Conv2d(2, 2, 1), nn::MaxPool2d(3, {.stride = 2, .padding = 1}),
+                 return Sequential(nn::Conv2d(2, 2, 1),
+                                   nn::MaxPool2d(3, {.stride = 2, .padding = 1}),
                                    nn::MaxPool2d(2, {.dilation = 2}));
                }),
                images(2, 11, 10)});
@@ -184,10 +189,10 @@ std::vector<OnnxCase> onnx_cases() {
                }),
                images(2, 7, 9)});
   c.push_back({"AvgPool2d", make<Sequential>([] {
-                 return Sequential(nn::Conv2d(2, 2, 1), nn::AvgPool2d(2),
-                                   nn::AvgPool2d(3, {.stride = 2, .padding = 1,
-                                                     .count_include_pad = false}),
-                                   nn::AvgPool2d(3, {.stride = 1, .padding = 1}));
+                 return Sequential(
+                     nn::Conv2d(2, 2, 1), nn::AvgPool2d(2),
+                     nn::AvgPool2d(3, {.stride = 2, .padding = 1, .count_include_pad = false}),
+                     nn::AvgPool2d(3, {.stride = 1, .padding = 1}));
                }),
                images(2, 12, 10)});
   c.push_back({"AdaptiveAvgPool2d", make<Sequential>([] {
@@ -204,9 +209,8 @@ std::vector<OnnxCase> onnx_cases() {
                  return Sequential(nn::Embedding(10, 4, 0), nn::Linear(4, 3));
                }),
                tokens(10, 5)});
-  c.push_back({"MultiheadAttention", make<nn::MultiheadAttention>([] {
-                 return nn::MultiheadAttention(8, 2);
-               }),
+  c.push_back({"MultiheadAttention",
+               make<nn::MultiheadAttention>([] { return nn::MultiheadAttention(8, 2); }),
                rows({5, 8})});
   c.push_back({"MultiheadAttentionCausal", make<nn::MultiheadAttention>([] {
                  return nn::MultiheadAttention(8, 4, {.bias = false, .causal = true});
@@ -218,8 +222,8 @@ std::vector<OnnxCase> onnx_cases() {
                rows({6, 8})});
   c.push_back({"Mlp", make<Sequential>(nn::models::mlp), images(1, 28, 28)});
   c.push_back({"Cnn", make<Sequential>(nn::models::cnn), images(1, 28, 28)});
-  c.push_back({"ResNet20", make<Sequential>([] { return nn::models::resnet20(); }),
-               images(3, 32, 32)});
+  c.push_back(
+      {"ResNet20", make<Sequential>([] { return nn::models::resnet20(); }), images(3, 32, 32)});
   c.push_back({"ResNet20OneChannel", make<Sequential>([] { return nn::models::resnet20(1); }),
                images(1, 32, 32)});
   c.push_back({"GptTied", make<nn::models::GPT>([] { return nn::models::GPT(small_gpt(true)); }),
@@ -227,9 +231,17 @@ std::vector<OnnxCase> onnx_cases() {
   // Dynamic length: exported at length 7, run at 11 (the context is 12).
   c.push_back({"GptUntiedDynamicSequence",
                make<nn::models::GPT>([] { return nn::models::GPT(small_gpt(false)); }),
-               tokens(17, 7), 1e-5, {.dynamic_sequence = true}, 3, tokens(17, 11)});
-  c.push_back({"FixedBatch", make<Sequential>(nn::models::cnn), images(1, 28, 28), 1e-5,
-               {.dynamic_batch = false}, 4});
+               tokens(17, 7),
+               1e-5,
+               {.dynamic_sequence = true},
+               3,
+               tokens(17, 11)});
+  c.push_back({"FixedBatch",
+               make<Sequential>(nn::models::cnn),
+               images(1, 28, 28),
+               1e-5,
+               {.dynamic_batch = false},
+               4});
   return c;
 }
 
@@ -427,21 +439,36 @@ TEST(OnnxExport, ErrorsNameTheModuleAndTheValues) {
   expect_error([&] { onnx::export_to_string(list, x); }, {"the module", "ModuleList"});
 
   nn::Sequential no_stats(nn::BatchNorm2d(3, 1e-5, 0.1, true, false));
-  expect_error([&] { onnx::export_to_string(no_stats, randn({2, 3, 4, 4})); },
-               {"module '0'", "BatchNorm2d", "running statistics"});
+  expect_error(
+      [&] {
+        onnx::export_to_string(no_stats, randn({2, 3, 4, 4}));
+      },
+      {"module '0'", "BatchNorm2d", "running statistics"});
   nn::Sequential uneven(nn::AdaptiveAvgPool2d(3));
-  expect_error([&] { onnx::export_to_string(uneven, randn({2, 3, 4, 4})); },
-               {"module '0'", "3x3 from 4x4", "unequal"});
+  expect_error(
+      [&] {
+        onnx::export_to_string(uneven, randn({2, 3, 4, 4}));
+      },
+      {"module '0'", "3x3 from 4x4", "unequal"});
   nn::Sequential overhang(nn::AvgPool2d(2, {.ceil_mode = true}));
-  expect_error([&] { onnx::export_to_string(overhang, randn({2, 3, 5, 5})); },
-               {"AvgPool2d", "ceil_mode"});
+  expect_error(
+      [&] {
+        onnx::export_to_string(overhang, randn({2, 3, 5, 5}));
+      },
+      {"AvgPool2d", "ceil_mode"});
   nn::Sequential unbatched(nn::MaxPool2d(2));
-  expect_error([&] { onnx::export_to_string(unbatched, randn({3, 4, 4})); },
-               {"MaxPool2d", "(N, C, H, W)"});
+  expect_error(
+      [&] {
+        onnx::export_to_string(unbatched, randn({3, 4, 4}));
+      },
+      {"MaxPool2d", "(N, C, H, W)"});
   // Flatten(0) merges the batch into the features: its output cannot follow the input's batch.
   nn::Sequential merged(nn::Flatten(0));
-  expect_error([&] { onnx::export_to_string(merged, randn({2, 3})); },
-               {"output's dim 0 (6)", "'batch' dim (2)", "dynamic_batch = false"});
+  expect_error(
+      [&] {
+        onnx::export_to_string(merged, randn({2, 3}));
+      },
+      {"output's dim 0 (6)", "'batch' dim (2)", "dynamic_batch = false"});
   EXPECT_NO_THROW(onnx::export_to_string(merged, randn({2, 3}), {.dynamic_batch = false}));
 
   nn::Sequential ok(nn::Linear(3, 2));
@@ -452,8 +479,70 @@ TEST(OnnxExport, ErrorsNameTheModuleAndTheValues) {
                {"distinct", "'input'"});
   expect_error([&] { onnx::export_to_string(ok, randn({2, 4})); }, {"Linear"});
   nn::models::GPT gpt(small_gpt(true));
-  expect_error([&] { onnx::export_to_string(gpt, randint(0, 17, {1, 13}, {.dtype = DType::i64})); },
-               {"GPT", "13"});
+  expect_error(
+      [&] {
+        onnx::export_to_string(gpt, randint(0, 17, {1, 13}, {.dtype = DType::i64}));
+      },
+      {"GPT", "13"});
+}
+
+// Export runs the module in eval mode and gives every module its own mode back: a BatchNorm frozen
+// inside a training model stays frozen.
+TEST(OnnxExport, RestoresEachModulesTrainingMode) {
+  SINTER_REQUIRE_ONNX();
+  nn::Sequential m(nn::Conv2d(2, 3, 1), nn::BatchNorm2d(3), nn::Dropout(0.1));
+  m.train();
+  m[1]->eval();
+  onnx::export_to_string(m, randn({2, 2, 4, 4}));
+  EXPECT_TRUE(m.is_training());
+  EXPECT_TRUE(m[0]->is_training());
+  EXPECT_FALSE(m[1]->is_training());
+  EXPECT_TRUE(m[2]->is_training());
+}
+
+// An input named like a weight would replace it in the graph: refused.
+TEST(OnnxExport, AnInputNamedLikeAWeightIsRefused) {
+  SINTER_REQUIRE_ONNX();
+  nn::Linear l(3, 3);
+  expect_error(
+      [&] {
+        onnx::export_to_string(l, randn({2, 3}), {.input_name = "weight"});
+      },
+      {"'weight'", "input_name"});
+  expect_error(
+      [&] {
+        onnx::export_to_string(l, randn({2, 3}), {.output_name = "bias"});
+      },
+      {"'bias'", "output_name"});
+}
+
+// bf16 has no Conv or pooling in opset 17: the error says so instead of a schema message.
+TEST(OnnxExport, Bf16WithConvolutionsIsAClearError) {
+  SINTER_REQUIRE_ONNX();
+  nn::Sequential m = nn::models::cnn();
+  m.to(DType::bf16);
+  expect_error(
+      [&] {
+        onnx::export_to_string(m, randn({2, 1, 28, 28}).to(DType::bf16), {.dtype = std::nullopt});
+      },
+      {"bf16", "Conv", "opset 17", "f32 or f16"});
+}
+
+// A module on the GPU exports as on the CPU (the example values are computed where it lives).
+TEST(OnnxExport, CudaModulesExport) {
+  SINTER_REQUIRE_CUDA();
+  SINTER_REQUIRE_ONNX_RUNTIME();
+  manual_seed(testing::fresh_seed());
+  nn::models::GPT gpt(small_gpt(false));
+  gpt.to(Device::cuda(0));
+  const TempDir dir;
+  const Tensor idx = randint(0, 17, {2, 6}, {.dtype = DType::i64});
+  onnx::export_model(gpt, idx.cuda(), dir.file("gpt.onnx"));
+  gpt.eval();
+  const Tensor got = run_in_onnx_runtime(dir.file("gpt.onnx"), idx, dir);
+  ASSERT_TRUE(got.defined());
+  // The GPU's f32 kernels sum in another order than ONNX Runtime's CPU ones.
+  EXPECT_LE(relative_error(got, gpt.forward(idx.cuda()).cpu()), 1e-4);
 }
 
 // A failed export leaves the file that was there; a folder that does not exist is named.
@@ -471,8 +560,11 @@ TEST(OnnxExport, AFailedExportKeepsThePreviousFile) {
                           std::filesystem::directory_iterator()),
             1);
   const std::string nowhere = dir.file("missing/model.onnx");
-  expect_error([&] { onnx::export_model(good, randn({2, 3}), nowhere); },
-               {"onnx::export_model", "cannot create", nowhere});
+  expect_error(
+      [&] {
+        onnx::export_model(good, randn({2, 3}), nowhere);
+      },
+      {"onnx::export_model", "cannot create", nowhere});
 }
 
 TEST(OnnxExport, ABuildWithoutOnnxSaysSo) {

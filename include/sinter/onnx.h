@@ -23,6 +23,7 @@ struct ExportOptions {
   bool dynamic_sequence = false;
   // The floating dtype of the weights, the input and the output in the file: f32 by default, or
   // nullopt for the module's own (f64, f16, bf16 or f32). Integer inputs (token ids) stay i64.
+  // bf16 suits models without convolution or pooling (opset 17's take no bfloat16: an error).
   std::optional<DType> dtype = DType::f32;
   std::string input_name = "input";
   std::string output_name = "output";
@@ -58,8 +59,7 @@ ExportSummary export_model(nn::Module& module, const Tensor& example_input, cons
 
 // The same model as serialized bytes, for writing elsewhere.
 std::string export_to_string(nn::Module& module, const Tensor& example_input,
-                             const ExportOptions& options = {},
-                             ExportSummary* summary = nullptr);
+                             const ExportOptions& options = {}, ExportSummary* summary = nullptr);
 
 // Whether this build can export (it was built with the ONNX library).
 bool is_available();

@@ -6,8 +6,9 @@ namespace sinter::onnx {
 
 namespace {
 [[noreturn]] void unavailable() {
-  SINTER_THROW("onnx::export_model: Sinter was built without ONNX (on Debian: apt-get install "
-               "libonnx-dev libprotobuf-dev, then rebuild)");
+  SINTER_THROW(
+      "onnx::export_model: Sinter was built without ONNX (on Debian: apt-get install "
+      "libonnx-dev libprotobuf-dev, then rebuild)");
 }
 }  // namespace
 

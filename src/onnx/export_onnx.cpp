@@ -34,14 +34,22 @@ constexpr double kGeluCubic = 0.044715;
 
 int32_t elem_type(DType t) {
   switch (t) {
-    case DType::f32: return pb::TensorProto::FLOAT;
-    case DType::f64: return pb::TensorProto::DOUBLE;
-    case DType::bf16: return pb::TensorProto::BFLOAT16;
-    case DType::f16: return pb::TensorProto::FLOAT16;
-    case DType::i64: return pb::TensorProto::INT64;
-    case DType::i32: return pb::TensorProto::INT32;
-    case DType::u8: return pb::TensorProto::UINT8;
-    case DType::b8: return pb::TensorProto::BOOL;
+    case DType::f32:
+      return pb::TensorProto::FLOAT;
+    case DType::f64:
+      return pb::TensorProto::DOUBLE;
+    case DType::bf16:
+      return pb::TensorProto::BFLOAT16;
+    case DType::f16:
+      return pb::TensorProto::FLOAT16;
+    case DType::i64:
+      return pb::TensorProto::INT64;
+    case DType::i32:
+      return pb::TensorProto::INT32;
+    case DType::u8:
+      return pb::TensorProto::UINT8;
+    case DType::b8:
+      return pb::TensorProto::BOOL;
   }
   SINTER_THROW("onnx::export_model: unknown dtype");
 }
@@ -121,9 +129,8 @@ class Exporter {
     const auto done = weights_.find(t.impl());
     if (done != weights_.end()) return done->second;
     const auto named = names_.find(t.impl());
-    const std::string name = named != names_.end()
-                                 ? named->second
-                                 : "const/tensor_" + std::to_string(weights_.size());
+    const std::string name =
+        named != names_.end() ? named->second : "const/tensor_" + std::to_string(weights_.size());
     add_initializer(name, t);
     weights_.emplace(t.impl(), name);
     return name;
@@ -258,16 +265,17 @@ class Exporter {
     const nn::Conv2dOptions& o = c.options;
     const Size2 k = c.kernel_size;
     const Tensor y = c.forward(x.t);
-    return {node_with("Conv", inputs, scope,
-                      [&](pb::NodeProto* n) {
-                        attr(n, "kernel_shape", std::vector<int64_t>{k.h, k.w});
-                        attr(n, "strides", std::vector<int64_t>{o.stride.h, o.stride.w});
-                        attr(n, "pads", std::vector<int64_t>{o.padding.h, o.padding.w,
-                                                             o.padding.h, o.padding.w});
-                        attr(n, "dilations", std::vector<int64_t>{o.dilation.h, o.dilation.w});
-                        attr(n, "group", o.groups);
-                      }),
-            y};
+    return {
+        node_with("Conv", inputs, scope,
+                  [&](pb::NodeProto* n) {
+                    attr(n, "kernel_shape", std::vector<int64_t>{k.h, k.w});
+                    attr(n, "strides", std::vector<int64_t>{o.stride.h, o.stride.w});
+                    attr(n, "pads",
+                         std::vector<int64_t>{o.padding.h, o.padding.w, o.padding.h, o.padding.w});
+                    attr(n, "dilations", std::vector<int64_t>{o.dilation.h, o.dilation.w});
+                    attr(n, "group", o.groups);
+                  }),
+        y};
   }
 
   Value batch_norm(nn::BatchNorm2d& b, const std::string& path, const std::string& scope,
@@ -314,12 +322,11 @@ class Exporter {
   std::string gelu(const std::string& x, Activation form, const std::string& scope) {
     std::string inner;
     if (form == Activation::GeluTanh) {
-      const std::string cube =
-          node("Mul", {node("Mul", {node("Mul", {x, scalar(kGeluCubic)}, scope), x}, scope), x},
+      const std::string cube = node(
+          "Mul", {node("Mul", {node("Mul", {x, scalar(kGeluCubic)}, scope), x}, scope), x}, scope);
+      inner =
+          node("Tanh", {node("Mul", {node("Add", {x, cube}, scope), scalar(kSqrt2OverPi)}, scope)},
                scope);
-      inner = node("Tanh", {node("Mul", {node("Add", {x, cube}, scope), scalar(kSqrt2OverPi)},
-                                 scope)},
-                   scope);
     } else {
       inner = node("Erf", {node("Mul", {x, scalar(kSqrt1_2)}, scope)}, scope);
     }
@@ -356,7 +363,8 @@ class Exporter {
                  " output where Sinter's gives ", y.size(2), "x", y.size(3),
                  " (its last window would start in the padding); export without ceil_mode");
     SINTER_CHECK(!average || (!h.overhangs && !w.overhangs), "onnx::export_model: ", where(path),
-                 " (", what, "): in ceil mode its last window runs past the padded input, where "
+                 " (", what,
+                 "): in ceil mode its last window runs past the padded input, where "
                  "ONNX's AveragePool divides by another count than Sinter's; export without "
                  "ceil_mode");
   }
@@ -454,9 +462,11 @@ class Exporter {
     const int64_t e = a.embed_dim, h = a.num_heads, d = e / h;
     const Value qkv = emit(*a.qkv, join(path, "qkv"), x);
     // (B, T, 3E) -> (B, T, 3, H, d) -> (3, B, H, T, d); q, k, v: (B, H, T, d).
-    const std::string heads = node_with(
-        "Transpose", {node("Reshape", {qkv.name, ints({0, 0, 3, h, d})}, scope)}, scope,
-        [](pb::NodeProto* n) { attr(n, "perm", std::vector<int64_t>{2, 0, 3, 1, 4}); });
+    const std::string heads =
+        node_with("Transpose", {node("Reshape", {qkv.name, ints({0, 0, 3, h, d})}, scope)}, scope,
+                  [](pb::NodeProto* n) {
+                    attr(n, "perm", std::vector<int64_t>{2, 0, 3, 1, 4});
+                  });
     const auto part = [&](int64_t i) {
       return node_with("Gather", {heads, ints({i}, true)}, scope,
                        [](pb::NodeProto* n) { attr(n, "axis", 0); });
@@ -474,8 +484,8 @@ class Exporter {
       const std::string rows = node("Unsqueeze", {r, ints({1})}, scope);
       const std::string cols = node("Unsqueeze", {r, ints({0})}, scope);
       const std::string keep = node("GreaterOrEqual", {rows, cols}, scope);
-      scores = node("Where", {keep, scores, scalar(-std::numeric_limits<double>::infinity())},
-                    scope);
+      scores =
+          node("Where", {keep, scores, scalar(-std::numeric_limits<double>::infinity())}, scope);
     }
     const std::string weights =
         node_with("Softmax", {scores}, scope, [](pb::NodeProto* n) { attr(n, "axis", -1); });
@@ -489,8 +499,9 @@ class Exporter {
               ints({0, 0, e})},
              scope);
     // The projection's input: only its shape matters to emit().
-    const Value out = emit(*a.out_proj, join(path, "out_proj"),
-                           {merged, zeros(x.t.shape(), {.dtype = x.t.dtype()})});
+    const Value out =
+        emit(*a.out_proj, join(path, "out_proj"),
+             {merged, zeros(x.t.shape(), {.dtype = x.t.dtype(), .device = x.t.device()})});
     return {out.name, y};
   }
 
@@ -530,10 +541,10 @@ class Exporter {
     x = emit(*g.ln_f, join(path, "ln_f"), x);
     if (g.lm_head) return {emit(*g.lm_head, join(path, "lm_head"), x).name, logits};
     // Tied: logits = x wte^T.
-    const std::string wt = node_with("Transpose", {weight(g.wte->weight)}, scope,
-                                     [](pb::NodeProto* n) {
-                                       attr(n, "perm", std::vector<int64_t>{1, 0});
-                                     });
+    const std::string wt =
+        node_with("Transpose", {weight(g.wte->weight)}, scope, [](pb::NodeProto* n) {
+          attr(n, "perm", std::vector<int64_t>{1, 0});
+        });
     return {node("MatMul", {x.name, wt}, scope), logits};
   }
 
@@ -547,18 +558,53 @@ class Exporter {
   std::map<std::pair<std::vector<int64_t>, bool>, std::string> ints_;
 };
 
-// Restores a module's training mode at the end of a scope.
+// Restores the training mode of every module in a tree at the end of a scope (a frozen BatchNorm
+// inside a training model stays frozen).
 class ModeGuard {
  public:
-  explicit ModeGuard(nn::Module& m) : m_(m), training_(m.is_training()) {}
-  ~ModeGuard() { m_.train(training_); }
+  explicit ModeGuard(nn::Module& root) { save(root); }
+  // Pre-order: each module's (recursive) train() comes after its ancestors' and before its
+  // descendants', so each ends with its own mode.
+  ~ModeGuard() {
+    for (const auto& [m, training] : modes_) m->train(training);
+  }
   ModeGuard(const ModeGuard&) = delete;
   ModeGuard& operator=(const ModeGuard&) = delete;
 
  private:
-  nn::Module& m_;
-  bool training_;
+  void save(nn::Module& m) {
+    modes_.emplace_back(&m, m.is_training());
+    for (const auto& [name, child] : m.named_children()) save(*child);
+  }
+  std::vector<std::pair<nn::Module*, bool>> modes_;
 };
+
+// Opset 17's convolution and pooling operators take no bfloat16.
+void check_bf16_operators(const pb::GraphProto& graph) {
+  for (const pb::NodeProto& n : graph.node()) {
+    const std::string& op = n.op_type();
+    SINTER_CHECK(
+        op != "Conv" && op != "MaxPool" && op != "AveragePool" && op != "GlobalAveragePool",
+        "onnx::export_model: a bf16 export needs ", op, " (", n.name(),
+        "), which takes no bfloat16 in opset 17; export in f32 or f16");
+  }
+}
+
+// The graph's input and output names must name nothing else: an initializer under the input's
+// name would be replaced by the input.
+void check_io_names(const pb::GraphProto& graph, const ExportOptions& o) {
+  for (const pb::TensorProto& t : graph.initializer()) {
+    SINTER_CHECK(t.name() != o.input_name && t.name() != o.output_name,
+                 "onnx::export_model: the name '", t.name(),
+                 "' is a weight's; choose another input_name or output_name");
+  }
+  for (const pb::NodeProto& n : graph.node()) {
+    for (const std::string& out : n.output()) {
+      SINTER_CHECK(out != o.input_name, "onnx::export_model: the input name '", o.input_name,
+                   "' is also a value of the graph; choose another input_name");
+    }
+  }
+}
 
 // The inferred shape of the graph's output must be Sinter's: fixed dims equal, dynamic dims not
 // fixed to a number (which would mean a size baked into the graph).
@@ -573,9 +619,11 @@ void check_inferred_output(const pb::ModelProto& inferred, const Tensor& y,
   for (int64_t i = 0; i < y.dim(); ++i) {
     const pb::TensorShapeProto_Dimension& d = shape.dim(static_cast<int>(i));
     if (exporter.dynamic_dim(i) != nullptr) {
-      SINTER_CHECK(!d.has_dim_value(), "onnx::export_model: the output's dim ", i, " should follow "
-                   "the input's '", exporter.dynamic_dim(i), "' dim but is fixed to ",
-                   d.dim_value(), " in the graph");
+      SINTER_CHECK(!d.has_dim_value(), "onnx::export_model: the output's dim ", i,
+                   " should follow "
+                   "the input's '",
+                   exporter.dynamic_dim(i), "' dim but is fixed to ", d.dim_value(),
+                   " in the graph");
     } else {
       SINTER_CHECK(!d.has_dim_value() || d.dim_value() == y.size(i),
                    "onnx::export_model: the ONNX graph's output dim ", i, " is ", d.dim_value(),
@@ -593,12 +641,12 @@ std::string export_to_string(nn::Module& module, const Tensor& example_input,
   SINTER_CHECK(o.opset == 17, "onnx::export_model: opset ", o.opset,
                " is not written; opset 17 is");
   SINTER_CHECK(example_input.defined(), "onnx::export_model: undefined example input");
-  SINTER_CHECK(!o.input_name.empty() && !o.output_name.empty() &&
-                   o.input_name != o.output_name,
+  SINTER_CHECK(!o.input_name.empty() && !o.output_name.empty() && o.input_name != o.output_name,
                "onnx::export_model: the input and output names must be distinct and non-empty, "
-               "got '", o.input_name, "' and '", o.output_name, "'");
-  SINTER_CHECK(!o.dtype || is_floating(*o.dtype), "onnx::export_model: dtype must be floating, got ",
-               *o.dtype);
+               "got '",
+               o.input_name, "' and '", o.output_name, "'");
+  SINTER_CHECK(!o.dtype || is_floating(*o.dtype),
+               "onnx::export_model: dtype must be floating, got ", *o.dtype);
   SINTER_CHECK(!o.dynamic_sequence || example_input.dim() >= 2,
                "onnx::export_model: dynamic_sequence needs an input of rank 2 or more, got shape ",
                shape_str(example_input.shape()));
@@ -622,8 +670,8 @@ std::string export_to_string(nn::Module& module, const Tensor& example_input,
     }
   }
   const DType module_dtype =
-      first ? first->dtype() : (is_floating(example_input.dtype()) ? example_input.dtype()
-                                                                   : DType::f32);
+      first ? first->dtype()
+            : (is_floating(example_input.dtype()) ? example_input.dtype() : DType::f32);
   const Device device = first ? first->device() : example_input.device();
   const DType float_dtype = o.dtype.value_or(module_dtype);
 
@@ -677,25 +725,28 @@ std::string export_to_string(nn::Module& module, const Tensor& example_input,
     copy->add_output(o.output_name);
   }
   ex.set_type(graph.add_output(), o.output_name, y.t);
+  check_io_names(graph, o);
+  if (float_dtype == DType::bf16) check_bf16_operators(graph);
   (*model.add_metadata_props()).set_key("sinter_module");
   model.mutable_metadata_props(0)->set_value(module.name());
 
   SINTER_CHECK(model.ByteSizeLong() < (size_t{1} << 31), "onnx::export_model: the model takes ",
-               model.ByteSizeLong(), " bytes, over protobuf's 2 GiB; ONNX's external data files "
+               model.ByteSizeLong(),
+               " bytes, over protobuf's 2 GiB; ONNX's external data files "
                "are not written");
   try {
     pb::checker::check_model(model);
   } catch (const std::exception& e) {
-    SINTER_THROW("onnx::export_model: the ONNX checker rejected the graph of ", module.name(),
-                 ": ", e.what());
+    SINTER_THROW("onnx::export_model: the ONNX checker rejected the graph of ", module.name(), ": ",
+                 e.what());
   }
   pb::ModelProto inferred = model;
   try {
     pb::ShapeInferenceOptions strict{true, 1, true};
     pb::shape_inference::InferShapes(inferred, pb::OpSchemaRegistry::Instance(), strict);
   } catch (const std::exception& e) {
-    SINTER_THROW("onnx::export_model: ONNX shape inference failed on the graph of ",
-                 module.name(), ": ", e.what());
+    SINTER_THROW("onnx::export_model: ONNX shape inference failed on the graph of ", module.name(),
+                 ": ", e.what());
   }
   check_inferred_output(inferred, y.t, ex);
 
@@ -709,8 +760,8 @@ std::string export_to_string(nn::Module& module, const Tensor& example_input,
   return bytes;
 }
 
-ExportSummary export_model(nn::Module& module, const Tensor& example_input,
-                           const std::string& path, const ExportOptions& options) {
+ExportSummary export_model(nn::Module& module, const Tensor& example_input, const std::string& path,
+                           const ExportOptions& options) {
   SINTER_CHECK(!path.empty(), "onnx::export_model: empty path");
   ExportSummary summary;
   const std::string bytes = export_to_string(module, example_input, options, &summary);

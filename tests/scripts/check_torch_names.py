@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Sinter's example checkpoints read by the real `safetensors` package, under PyTorch's names.
 
-Trains fashion_mnist's mlp, cnn and resnet20 for a moment with --save and --export-weights, then reads both
-files with safetensors.numpy. The weights file must hold exactly the state_dict keys and shapes of
+Trains fashion_mnist's mlp, cnn and resnet20 for a moment with --save and --export-weights, then
+reads both files with safetensors.numpy. The weights file must hold exactly the state_dict keys and shapes of
 the torch.nn equivalent of each model (written out below), and the checkpoint the same tensors under
 "model.". Where torch is installed, the equivalent models also load the files with strict=True.
 Exit 77 (skipped) without numpy or safetensors.
 
   check_torch_names.py FASHION_MNIST_EXE DATA_DIR WORK_DIR
+  check_torch_names.py --char-lm CHAR_LM_EXE WORK_DIR
+      the same for char_lm's GPT (tied head), against the Gpt of benchmarks/pytorch_reference.py
 """
 import os
 import shutil
@@ -68,9 +70,7 @@ EXPECTED["resnet20"] = resnet20_keys(1)  # fashion_mnist's: grey images padded t
 def torch_model(torch, name):
     nn = torch.nn
     if name == "resnet20":
-        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-        from pytorch_reference import build_models
-        return build_models(torch)["resnet20"](in_channels=1)
+        return reference_models(torch)["resnet20"](in_channels=1)
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024),
                              nn.ReLU(), nn.Linear(1024, 10))
@@ -79,7 +79,59 @@ def torch_model(torch, name):
                          nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
+def gpt_keys(layers, width, vocab, context):
+    """The tied GPT: Gpt(..., tied=True) of benchmarks/pytorch_reference.py."""
+    keys = {"wte.weight": (vocab, width), "wpe.weight": (context, width),
+            "ln_f.weight": (width,), "ln_f.bias": (width,)}
+    for i in range(layers):
+        p = f"blocks.{i}"
+        for ln in ("ln1", "ln2"):
+            keys.update({f"{p}.{ln}.weight": (width,), f"{p}.{ln}.bias": (width,)})
+        for layer, (out, inp) in {"attn.qkv": (3 * width, width), "attn.out_proj": (width, width),
+                                  "fc": (4 * width, width), "proj": (width, 4 * width)}.items():
+            keys.update({f"{p}.{layer}.weight": (out, inp), f"{p}.{layer}.bias": (out,)})
+    return keys
+
+
+def reference_models(torch):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    from pytorch_reference import build_models
+    return build_models(torch)
+
+
+def check_char_lm(exe, work, torch):
+    weights = f"{work}/gpt-weights.safetensors"
+    subprocess.run([exe, "--device", "cpu", "--layers", "2", "--heads", "2", "--width", "16",
+                    "--context", "16", "--batch-size", "4", "--steps", "2", "--warmup", "1",
+                    "--eval-interval", "2", "--eval-batches", "1", "--out", f"{work}/gpt",
+                    "--export-weights", weights], check=True, stdout=subprocess.DEVNULL)
+    got = load_file(weights)
+    shapes = {k: tuple(v.shape) for k, v in got.items()}
+    expected = gpt_keys(2, 16, 256, 16)
+    if shapes != expected:
+        return [f"gpt: {weights} holds {shapes}, torch.nn's keys are {expected}"]
+    if torch is not None:
+        m = reference_models(torch)["gpt-mini"](vocab=256, context=16, layers=2, heads=2,
+                                                width=16, tied=True)
+        m.load_state_dict({k: torch.from_numpy(v) for k, v in got.items()}, strict=True)
+    print(f"gpt: {len(got)} tensors under torch.nn's names")
+    return []
+
+
 def main():
+    if sys.argv[1] == "--char-lm":
+        exe, work = sys.argv[2:4]
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        failures = check_char_lm(exe, work, torch)
+        if failures:
+            print("\n".join(failures))
+            sys.exit(1)
+        return
     exe, data, work = sys.argv[1:4]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
