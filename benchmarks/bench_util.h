@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "internal/json_text.h"
 #include "sinter/sinter.h"
 
 #ifdef SINTER_WITH_CUDA
@@ -418,23 +419,7 @@ inline std::string summary_table(const std::vector<SummaryRow>& rows) {
   return os.str();
 }
 
-inline std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
+using ::sinter::detail::json_string;
 
 inline std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";

@@ -651,13 +651,8 @@ int main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--out", args.out, "folder for metrics.csv, curves.png and the checkpoint");
   app.add_option("--save", args.save, "checkpoint path (default: <out>/char_lm.safetensors)");
-  app.add_option("--profile", args.profile,
-                 "record every op of the training; print the table and write this Chrome trace");
-  app.add_option("--export-weights", args.export_weights,
-                 "write the trained model alone (safetensors, the model's state_dict names)");
-  app.add_option("--export-onnx", args.export_onnx,
-                 "write the trained model as ONNX (opset 17; any batch and any length up to the "
-                 "context) for ONNX Runtime");
+  add_output_options(app, args.profile, args.export_weights, args.export_onnx,
+                     "any batch and any length up to the context");
   app.add_option("--resume", args.resume,
                  "checkpoint to continue from, with its settings and corpus");
   app.add_option("--stop-at", args.stop_at,

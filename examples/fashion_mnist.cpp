@@ -380,12 +380,7 @@ int main(int argc, char** argv) {
   app.add_option("--data", args.data, "folder with the four IDX files (.gz or plain)");
   app.add_option("--seed", args.seed, "seed of initialization and shuffling");
   app.add_option("--save", args.save, "checkpoint written after every epoch (safetensors)");
-  app.add_option("--profile", args.profile,
-                 "record every op of the training; print the table and write this Chrome trace");
-  app.add_option("--export-weights", args.export_weights,
-                 "write the trained model alone, under PyTorch's state_dict names (safetensors)");
-  app.add_option("--export-onnx", args.export_onnx,
-                 "write the trained model as ONNX (opset 17, any batch size) for ONNX Runtime");
+  add_output_options(app, args.profile, args.export_weights, args.export_onnx, "any batch size");
   app.add_option("--resume", args.resume, "checkpoint to continue from");
   app.add_option("--out", args.out, "folder for metrics.csv and curves.png");
   app.add_option("--limit-train", args.limit_train, "train on the first N samples only")

@@ -72,6 +72,18 @@ inline void add_amp_options(CLI::App& app, std::string& amp, bool& cuda_graph,
       ->check(CLI::IsMember({"off", "bf16", "f16"}));
 }
 
+// The options both trainers take for what they write besides checkpoints: --profile,
+// --export-weights and --export-onnx (`onnx_dims` says which dims the ONNX file leaves open).
+inline void add_output_options(CLI::App& app, std::string& profile, std::string& weights,
+                               std::string& onnx, const std::string& onnx_dims) {
+  app.add_option("--profile", profile,
+                 "record every op of the training; print the table and write this Chrome trace");
+  app.add_option("--export-weights", weights,
+                 "write the trained model alone, under PyTorch's state_dict names (safetensors)");
+  app.add_option("--export-onnx", onnx,
+                 "write the trained model as ONNX (opset 17; " + onnx_dims + ") for ONNX Runtime");
+}
+
 // What --cuda-graph needs of any trainer: a CUDA device, and no f16 loss scaler (it reads its
 // overflow flag on the host at each step).
 inline void check_cuda_graph(bool cuda_graph, st::Device device, std::optional<st::DType> amp) {

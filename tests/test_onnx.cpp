@@ -356,6 +356,7 @@ TEST(OnnxExport, TheFileHoldsTheWeightsUnderTheirStateDictNames) {
   ASSERT_EQ(model.opset_import_size(), 1);
   EXPECT_EQ(model.opset_import(0).version(), 17);
   EXPECT_EQ(model.producer_name(), "sinter");
+  EXPECT_FALSE(model.producer_version().empty());
   std::set<std::string> weights;
   for (const auto& t : model.graph().initializer()) {
     if (t.name().rfind("const/", 0) != 0) {

@@ -653,20 +653,14 @@ std::string export_to_string(nn::Module& module, const Tensor& example_input,
   SINTER_CHECK(!o.dynamic_batch || example_input.dim() >= 1,
                "onnx::export_model: dynamic_batch needs an input of rank 1 or more, got a scalar");
 
-  // The module's device and floating dtype: its first parameter's (or buffer's).
+  // The module's device and floating dtype: its first floating parameter's (or buffer's).
   std::optional<Tensor> first;
-  for (const Tensor& p : module.parameters()) {
-    if (is_floating(p.dtype())) {
-      first = p;
+  for (const std::vector<Tensor>& tensors : {module.parameters(), module.buffers()}) {
+    const auto it = std::find_if(tensors.begin(), tensors.end(),
+                                 [](const Tensor& t) { return is_floating(t.dtype()); });
+    if (it != tensors.end()) {
+      first = *it;
       break;
-    }
-  }
-  if (!first) {
-    for (const Tensor& b : module.buffers()) {
-      if (is_floating(b.dtype())) {
-        first = b;
-        break;
-      }
     }
   }
   const DType module_dtype =
@@ -685,7 +679,7 @@ std::string export_to_string(nn::Module& module, const Tensor& example_input,
   pb::ModelProto& model = ex.model();
   model.set_ir_version(pb::IR_VERSION);
   model.set_producer_name("sinter");
-  model.set_producer_version("0.1.0");
+  model.set_producer_version(SINTER_VERSION);
   model.set_model_version(1);
   pb::OperatorSetIdProto* opset = model.add_opset_import();
   opset->set_domain("");

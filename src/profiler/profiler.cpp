@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "internal/atomic_file.h"
+#include "internal/json_text.h"
 #include "internal/profile_op.h"
 #include "sinter/core/error.h"
 #include "sinter/cuda.h"
@@ -208,26 +209,7 @@ std::string Guard::table() const {
   return os.str();
 }
 
-namespace {
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-}  // namespace
+using ::sinter::detail::json_string;
 
 void Guard::write_chrome_trace(const std::string& path) const {
   std::ostringstream os;
