@@ -186,6 +186,55 @@ TEST(ConvPool, PoolOutputShapes) {
   EXPECT_EQ(adaptive_avg_pool2d(zeros({3, 7, 6}), {1, 1}).shape(), (Shape{3, 1, 1}));
 }
 
+// Over every small square geometry: max_pool2d refuses exactly those with a window that no input
+// element falls in (counted tap by tap here), and every window it accepts takes an input element.
+TEST(ConvPool, MaxPoolRefusesExactlyTheEmptyWindows) {
+  int accepted = 0, refused = 0;
+  for (int64_t in = 1; in <= 6; ++in) {
+    Tensor x = add(arange(0.0, static_cast<double>(in * in)).reshape({1, 1, in, in}), 1.0);
+    for (int64_t k = 1; k <= 4; ++k)
+      for (int64_t s = 1; s <= 3; ++s)
+        for (int64_t p = 0; p <= k / 2; ++p)
+          for (int64_t d = 1; d <= 4; ++d)
+            for (bool ceil_mode : {false, true}) {
+              const MaxPool2dOptions o{
+                  .stride = {s, s}, .padding = {p, p}, .dilation = {d, d}, .ceil_mode = ceil_mode};
+              Tensor y, idx;
+              try {
+                std::tie(y, idx) = max_pool2d_with_indices(x, {k, k}, o);
+              } catch (const Error& e) {
+                if (std::string(e.what()).find("too small") != std::string::npos) continue;
+                EXPECT_NE(std::string(e.what()).find("holds no input element"), std::string::npos)
+                    << e.what();
+              }
+              bool empty = false;
+              const int64_t out = y.defined() ? y.size(-1) : 0;
+              for (int64_t w = 0; w < (y.defined() ? out : 64) && !empty; ++w) {
+                bool any = false;
+                for (int64_t i = 0; i < k; ++i) {
+                  const int64_t tap = w * s - p + i * d;
+                  any = any || (tap >= 0 && tap < in);
+                }
+                // Without an output, only the windows before the refused one count.
+                if (y.defined() || w * s - p < in) empty = empty || !any;
+              }
+              SCOPED_TRACE(::testing::Message() << "in " << in << " k " << k << " s " << s << " p "
+                                                << p << " d " << d << " ceil " << ceil_mode);
+              if (!y.defined()) {
+                ++refused;
+                EXPECT_TRUE(empty);
+                continue;
+              }
+              ++accepted;
+              EXPECT_FALSE(empty);
+              for (float v : y.to_vector<float>()) EXPECT_GE(v, 1.0f);
+              for (int64_t j : idx.to_vector<int64_t>()) EXPECT_TRUE(j >= 0 && j < in * in);
+            }
+  }
+  EXPECT_GT(refused, 0);
+  EXPECT_GT(accepted, 500);
+}
+
 TEST(ConvPool, AvgPool2dDivisors) {
   Tensor x = ones({1, 1, 3, 3});
   const AvgPool2dOptions inc{.stride = {1, 1}, .padding = {1, 1}};
@@ -287,6 +336,18 @@ TEST(ConvPoolErrors, PoolArguments) {
         max_pool2d(x, {6, 2});
       },
       {"max_pool2d", "too small", "[1, 2, 5, 5]", "output would be 0x"});
+  // Dilation can step over the whole input: taps at -1 and 1 of a 1-wide input (both backends
+  // read the element before the plane and stored index -1 before this was refused).
+  expect_error(
+      [&] {
+        max_pool2d(zeros({1, 1, 1, 1}), {2, 2}, {.padding = {1, 1}, .dilation = {2, 2}});
+      },
+      {"max_pool2d", "output row 0 holds no input element", "[1, 1, 1, 1]", "dilation (2, 2)"});
+  expect_error(
+      [&] {
+        max_pool2d(zeros({1, 1, 4, 2}), {2, 2}, {.padding = {0, 1}, .dilation = {1, 3}});
+      },
+      {"max_pool2d", "output column 0 holds no input element"});
   expect_error([&] { avg_pool2d(x.to(DType::i32), {2, 2}); }, {"avg_pool2d", "floating"});
   expect_error(
       [&] {

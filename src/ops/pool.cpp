@@ -42,6 +42,18 @@ int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bo
   return out;
 }
 
+// The first output along one dim whose window holds no input element, or -1. The padding limit
+// rules this out for dense windows; a dilated one can step over the whole input (a 1-wide input,
+// kernel 2, padding 1, dilation 2 puts its taps at -1 and 1).
+int64_t empty_window(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, int64_t d) {
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t start = o * s - p;
+    const int64_t first = start >= 0 ? 0 : (-start + d - 1) / d;  // the first tap at or after 0
+    if (first >= k || start + first * d >= in) return o;
+  }
+  return -1;
+}
+
 // What max_pool2d (dilated) and avg_pool2d take, for the one check of both.
 struct PoolArgs {
   Size2 kernel_size, stride, padding, dilation;
@@ -83,6 +95,12 @@ kern::Pool2dGeom pool_geom(const char* op, const Tensor& x, const PoolArgs& o) {
   SINTER_CHECK(g.h_out >= 1 && g.w_out >= 1, op, ": input ", shape_str(x.shape()),
                " is too small for kernel_size ", k, " with padding ", o.padding, " and dilation ",
                o.dilation, " (output would be ", g.h_out, "x", g.w_out, ")");
+  const int64_t empty_row = empty_window(g.h, g.h_out, g.kh, g.stride_h, g.pad_h, g.dil_h);
+  const int64_t empty_col = empty_window(g.w, g.w_out, g.kw, g.stride_w, g.pad_w, g.dil_w);
+  SINTER_CHECK(empty_row < 0 && empty_col < 0, op, ": the window of output ",
+               empty_row >= 0 ? "row " : "column ", empty_row >= 0 ? empty_row : empty_col,
+               " holds no input element (input ", shape_str(x.shape()), ", kernel_size ", k,
+               ", padding ", o.padding, ", dilation ", o.dilation, ")");
   return g;
 }
 
