@@ -534,7 +534,7 @@ TEST(OptimClip, GradNormTwoScalesWhenAbove) {
 }
 
 // The no-sync form: the same scaling, the total left on the device as a tensor; NaN and inf totals
-// as in the host form (NaN: gradients untouched; inf: scaled by 0).
+// as in the host form and PyTorch (NaN: every gradient NaN; inf: scaled by 0).
 TEST(OptimClip, GradNormOnDeviceMatchesAndHandlesNanAndInf) {
   Tensor a = leaf({0.0, 0.0}), b = leaf({0.0});
   set_grad(a, {3.0, -4.0});
@@ -546,8 +546,10 @@ TEST(OptimClip, GradNormOnDeviceMatchesAndHandlesNanAndInf) {
   const double coef = 6.5 / (13.0 + 1e-6);
   expect_near(vec(a.grad()), {3.0 * coef, -4.0 * coef});
   set_grad(a, {std::nan(""), 1.0});
-  EXPECT_TRUE(std::isnan(optim::clip_grad_norm_on_device_({a}, 1.0).item<double>()));
-  EXPECT_EQ(vec(a.grad())[1], 1.0);
+  set_grad(b, {2.0});
+  EXPECT_TRUE(std::isnan(optim::clip_grad_norm_on_device_({a, b}, 1.0).item<double>()));
+  EXPECT_TRUE(std::isnan(vec(a.grad())[1]));
+  EXPECT_TRUE(std::isnan(vec(b.grad())[0]));
   set_grad(a, {std::numeric_limits<double>::infinity(), 1.0});
   EXPECT_TRUE(std::isinf(optim::clip_grad_norm_on_device_({a}, 1.0).item<double>()));
   EXPECT_EQ(vec(a.grad())[1], 0.0);

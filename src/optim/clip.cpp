@@ -52,10 +52,11 @@ Tensor clip_grad_norm_on_device_(const std::vector<Tensor>& params, double max_n
   const Tensor reduced = inf ? max(all) : sum(all);
   const Tensor total = inf ? reduced : pow(reduced, 1.0 / norm_type);
 
-  // As in PyTorch, a NaN total leaves the gradients as they are (the comparison is false) and an
-  // infinite one scales them by 0. All on the device: the host reads nothing.
+  // As in PyTorch (clamp to at most 1), a NaN total makes every gradient NaN, so that the step
+  // that follows is seen to have failed, and an infinite one scales them by 0. All on the device:
+  // the host reads nothing.
   const Tensor coef = div(full({}, max_norm, {.dtype = acc, .device = device}), add(total, 1e-6));
-  const Tensor factor = where(lt(coef, 1.0), coef, ones({}, {.dtype = acc, .device = device}));
+  const Tensor factor = minimum(coef, ones({}, {.dtype = acc, .device = device}));
   // The factor in each gradient's device and dtype, converted once per pair.
   std::map<std::pair<std::string, DType>, Tensor> factors;
   for (Tensor& g : grads) {

@@ -10,7 +10,8 @@ namespace sinter::optim {
 // The norm of all the gradients together, as if concatenated into one vector: (sum |g|^p)^(1/p),
 // or max |g| for norm_type = infinity. When it exceeds max_norm, every gradient is scaled in place
 // by max_norm / (total + 1e-6). Returns the total norm (before scaling); parameters without a
-// gradient are skipped. One device synchronization. f16/bf16 gradients are summed in f32.
+// gradient are skipped. One device synchronization. f16/bf16 gradients are summed in f32. As in
+// PyTorch, an infinite total scales every gradient by 0 and a NaN total makes every gradient NaN.
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
 // The same without a synchronization: returns the total norm as a 0-dim tensor on the first
 // gradient's device (f64 when every gradient is f64, else f32), and scales the gradients by a
