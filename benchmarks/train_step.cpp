@@ -55,13 +55,15 @@ std::unique_ptr<optim::Optimizer> make_optimizer(Opt opt, const std::vector<Tens
                                                  bool capturable) {
   switch (opt) {
     case Opt::SgdMomentum:
-      return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
+      return std::make_unique<optim::SGD>(
+          params, optim::SGDOptions{.lr = 0.01, .momentum = 0.9, .capturable = capturable});
     case Opt::Adam:
       return std::make_unique<optim::Adam>(
           params, optim::AdamOptions{.lr = 1e-3, .capturable = capturable});
     case Opt::SgdResNet:
       return std::make_unique<optim::SGD>(
-          params, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4});
+          params, optim::SGDOptions{
+                      .lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4, .capturable = capturable});
     case Opt::AdamWGpt:
       return std::make_unique<optim::AdamW>(
           params, optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.1, .capturable = capturable});

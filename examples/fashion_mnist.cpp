@@ -202,12 +202,14 @@ int run(const Args& args) {
   if (args.model == "mlp") {
     opt = std::make_unique<st::optim::SGD>(
         model->parameters(),
-        st::optim::SGDOptions{.lr = args.lr > 0 ? args.lr : 0.01, .momentum = 0.9});
-  } else if (args.model == "resnet20") {
-    opt = std::make_unique<st::optim::SGD>(
-        model->parameters(),
         st::optim::SGDOptions{
-            .lr = args.lr > 0 ? args.lr : 0.05, .momentum = 0.9, .weight_decay = 5e-4});
+            .lr = args.lr > 0 ? args.lr : 0.01, .momentum = 0.9, .capturable = args.cuda_graph});
+  } else if (args.model == "resnet20") {
+    opt = std::make_unique<st::optim::SGD>(model->parameters(),
+                                           st::optim::SGDOptions{.lr = args.lr > 0 ? args.lr : 0.05,
+                                                                 .momentum = 0.9,
+                                                                 .weight_decay = 5e-4,
+                                                                 .capturable = args.cuda_graph});
   } else {
     opt = std::make_unique<st::optim::Adam>(
         model->parameters(),

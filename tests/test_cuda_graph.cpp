@@ -72,8 +72,8 @@ TEST(CudaGraph, CaptureRefusesHostReadsWithAClearError) {
   EXPECT_EQ(sum(x).item<float>(), 8.0f);
 }
 
-// A linear model trained with SGD (momentum) on mse_loss: 100 replays of a captured step give the
-// parameters of 100 eager steps, bit for bit in f32 (the same kernels in the same order).
+// A linear model trained with capturable SGD (momentum) on mse_loss: 100 replays of a captured step
+// give the parameters of 100 eager steps, bit for bit in f32 (the same kernels in the same order).
 TEST(CudaGraph, CapturedStepMatchesEagerSteps) {
   SINTER_REQUIRE_CUDA();
   const TensorOptions cuda{.device = Device::cuda()};
@@ -86,8 +86,8 @@ TEST(CudaGraph, CapturedStepMatchesEagerSteps) {
     manual_seed(5);
     auto r = std::make_unique<Run>();
     r->model.to(Device::cuda());
-    r->opt = std::make_unique<optim::SGD>(r->model.parameters(),
-                                          optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
+    r->opt = std::make_unique<optim::SGD>(
+        r->model.parameters(), optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .capturable = true});
     r->x = randn({32, 16}, cuda);
     r->y = randn({32, 4}, cuda);
     return r;
@@ -200,6 +200,35 @@ TEST(CudaDeviceChecks, ABadTargetIsReportedAtTheNextSynchronization) {
   const Tensor rows = embedding(table, from_vector<int64_t>({1, 4}, {2}).to(Device::cuda()));
   expect_error([&] { cuda::synchronize(); }, {"embedding", "index 4", "4 rows"});
   EXPECT_TRUE(testing::all_close(rows.cpu().narrow(0, 1, 1), zeros({1, 3}), 0, 0));
+}
+
+// Note [cuda graphs]: optimizer state made inside a capture would start afresh at every replay (a
+// momentum buffer set to the update each time, Adam's moments and step count zeroed), and a host
+// learning rate would be baked in: each is refused, and the Graph stays as new.
+TEST(CudaGraph, OptimizersRefuseToMakeStateInsideACapture) {
+  SINTER_REQUIRE_CUDA();
+  const TensorOptions cuda{.device = Device::cuda()};
+  Tensor a = randn({64}, cuda).requires_grad_(true), b = randn({3, 5}, cuda).requires_grad_(true);
+  a.set_grad(randn({64}, cuda));
+  auto refused = [&](optim::Optimizer& opt, std::initializer_list<std::string> words) {
+    cuda::Graph graph;
+    expect_error([&] { graph.capture([&] { opt.step(); }); }, words);
+    EXPECT_FALSE(graph.captured());
+    EXPECT_FALSE(cuda::is_capturing());
+  };
+  optim::SGD sgd({a, b}, {.lr = 0.1, .momentum = 0.9, .capturable = true});
+  refused(sgd, {"SGD", "parameter 0 of group 0", "\"momentum_buffer\"", "capture", "eagerly"});
+  optim::SGD plain({a, b}, {.lr = 0.1});
+  refused(plain, {"SGD", "capturable = true"});
+  // A parameter whose first gradient comes after the eager steps.
+  optim::Adam adam({a, b}, {.lr = 1e-3, .capturable = true});
+  adam.step();
+  b.set_grad(randn({3, 5}, cuda));
+  refused(adam, {"Adam", "parameter 1 of group 0", "\"step\"", "capture"});
+  adam.step();  // made eagerly, the state captures
+  cuda::Graph graph;
+  graph.capture([&] { adam.step(); });
+  EXPECT_TRUE(graph.captured());
 }
 
 // Every reference workload's eager training step runs without a host synchronization.

@@ -164,10 +164,11 @@ void check_host_sync(const char* what);
 // them in place. The work is recorded, not run: replay() runs it. What fn reads must live in
 // tensors that outlive the graph (static inputs: copy each batch into them before replay()), and
 // host values fn computes (a learning rate, a step count passed to a kernel) are baked in as they
-// were at capture: Adam and AdamW need capturable = true (their step count and learning rate then
-// live on the device), SGD keeps the learning rate it had at capture, and random numbers (dropout)
-// are refused, since their seed would repeat at every replay. A failed capture leaves the Graph as
-// new.
+// were at capture: SGD, Adam and AdamW need capturable = true (the learning rate, and Adam's step
+// count, then live on the device), an optimizer refuses to make a parameter's state inside a
+// capture (a momentum buffer or Adam's moments made there would start afresh at every replay: an
+// eager step first makes them), and random numbers (dropout) are refused, since their seed would
+// repeat at every replay. A failed capture leaves the Graph as new.
 class Graph {
  public:
   Graph();

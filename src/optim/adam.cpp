@@ -130,6 +130,7 @@ void Adam::step() {
         auto& st = state_[g][i];
         // A parameter's first step, or a state dict that held only part of its state.
         if (!st.count("step") || !st.count("exp_avg") || !st.count("exp_avg_sq")) {
+          check_not_capturing(g, i, "step");
           st.clear();
           st["step"] = o.capturable ? zeros({}, {.dtype = DType::f32, .device = p.device()})
                                     : zeros({}, {.dtype = DType::f64});
@@ -137,7 +138,10 @@ void Adam::step() {
           st["exp_avg_sq"] = zeros_like(p);
         }
         // Turning amsgrad on midway starts the running maximum at zero.
-        if (o.amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
+        if (o.amsgrad && !st.count("max_exp_avg_sq")) {
+          check_not_capturing(g, i, "max_exp_avg_sq");
+          st["max_exp_avg_sq"] = zeros_like(p);
+        }
         for (auto& [name, buf] : st) {
           if (name != "step") fit_state(buf, p, name);
         }
@@ -153,6 +157,7 @@ void Adam::step() {
           // Note [capturable adam]: the count advances on the device. A count that is not there
           // yet (a fresh state, a loaded state dict) moves once, before any capture.
           if (step_t.device() != p.device() || step_t.dtype() != DType::f32) {
+            check_not_capturing(g, i, "step");
             step_t = step_t.to(DType::f32).to(p.device());
           }
           step_t.add_(1.0);

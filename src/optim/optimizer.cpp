@@ -160,9 +160,21 @@ void Optimizer::check_names(const Hyperparameters& h, const std::vector<std::str
 void Optimizer::fit_state(Tensor& buf, const Tensor& p, const std::string& state) const {
   SINTER_CHECK(buf.shape() == p.shape(), name_, ": state \"", state, "\" has shape ",
                shape_str(buf.shape()), " but its parameter has shape ", shape_str(p.shape()));
+  if (buf.device() == p.device() && buf.dtype() == p.dtype() && buf.is_contiguous()) return;
+  SINTER_CHECK(!cuda::is_capturing(), name_, ": state \"", state,
+               "\" must move to its parameter's device, dtype or layout inside a CUDA graph "
+               "capture (a replay would copy it again from its value at capture time); run a step "
+               "eagerly after Module::to() and before the capture");
   if (buf.device() != p.device() || buf.dtype() != p.dtype())
     buf = buf.to(p.device()).to(p.dtype());
   if (!buf.is_contiguous()) buf = buf.contiguous();
+}
+
+void Optimizer::check_not_capturing(size_t group, size_t index, const std::string& state) const {
+  SINTER_CHECK(!cuda::is_capturing(), name_, ": parameter ", index, " of group ", group,
+               " would make its state \"", state,
+               "\" inside a CUDA graph capture (made there, it would be made again on every "
+               "replay); run its first step eagerly, before the capture");
 }
 
 std::vector<std::vector<size_t>> Optimizer::grad_buckets(size_t group) const {

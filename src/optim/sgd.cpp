@@ -8,6 +8,7 @@
 #include "internal/fused_operands.h"
 #include "internal/kernels_optim.h"
 #include "sinter/autograd.h"
+#include "sinter/cuda.h"
 
 namespace sinter::optim {
 
@@ -87,6 +88,11 @@ void SGD::step() {
                      .weight_decay = o.weight_decay,
                      .nesterov = o.nesterov,
                      .maximize = o.maximize};
+    // The learning rate is a host value otherwise: a graph would replay the one it was captured
+    // with.
+    SINTER_CHECK(o.capturable || !cuda::is_capturing(), name(),
+                 ": a step inside a CUDA graph capture needs capturable = true (the learning rate "
+                 "would otherwise be baked into the graph)");
     for (const std::vector<size_t>& bucket : grad_buckets(g)) {
       std::vector<kern::SgdTensor> list;
       detail::FusedOperands ops;
@@ -100,7 +106,9 @@ void SGD::step() {
           auto& st = state_[g][i];
           auto it = st.find("momentum_buffer");
           if (it == st.end()) {
-            // PyTorch's first step: the buffer starts as the update itself, undampened.
+            // PyTorch's first step: the buffer starts as the update itself, undampened (a flag a
+            // captured graph would replay on every step).
+            check_not_capturing(g, i, "momentum_buffer");
             it = st.emplace("momentum_buffer", empty_like(p)).first;
             t.init_buffer = true;
           } else {

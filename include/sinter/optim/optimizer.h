@@ -124,6 +124,10 @@ class Optimizer {
   // reads next to parameter `p`: contiguous, on p's device, of p's dtype (state made before a
   // Module::to() follows the parameter there, values kept), with p's shape, else an error.
   void fit_state(Tensor& buf, const Tensor& p, const std::string& state) const;
+  // An Error, naming the optimizer, the parameter and `state`, when called inside a CUDA graph
+  // capture: state made (or moved) there would be made again on every replay, from the values it
+  // had at capture time. step() calls it before it creates or converts a state tensor.
+  void check_not_capturing(size_t group, size_t index, const std::string& state) const;
 
   // Per-parameter state, state_[group][index][name].
   std::vector<std::vector<std::map<std::string, Tensor>>> state_;
