@@ -579,6 +579,38 @@ TEST(Errors, InplaceOperandMismatch) {
   expect_error([] { zeros({3}).copy_(zeros({2, 3})); }, {"copy_", "[2, 3]", "[3]"});
 }
 
+// Regression (Note [in-place overlap]): a source sharing memory with the tensor written in another
+// layout was read after being written (the CPU and a GPU giving different wrong answers), and an
+// expanded view was written through one element many times.
+TEST(Errors, InplaceSourceOverlapsTheTensorWritten) {
+  Tensor x = arange(0.0, 16.0).reshape({4, 4});
+  expect_error([&] { x.add_(x.t()); },
+               {"add_", "shares memory", "strides [1, 4]", "strides [4, 1]", "clone()"});
+  expect_error([&] { x.mul_(x.narrow(0, 0, 1)); }, {"mul_", "shape [1, 4]", "shares memory"});
+  Tensor v = arange(0.0, 8.0);
+  expect_error([&] { v.narrow(0, 1, 7).copy_(v.narrow(0, 0, 7)); },
+               {"copy_", "shape [7]", "shares memory"});
+  Tensor e = zeros({3}).expand({4, 3});
+  expect_error([&] { e.add_(1.0); }, {"add_", "expanded view", "dim 0", "strides [0, 1]"});
+  expect_error([&] { e.copy_(ones({4, 3})); }, {"copy_", "expanded view"});
+  EXPECT_EQ(v.to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}));  // untouched
+}
+
+TEST(Errors, InplaceOverlapThatIsSafeRuns) {
+  Tensor x = arange(0.0, 6.0).reshape({2, 3});
+  x.add_(x);  // each element with itself
+  x.t().mul_(x.t());
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{0, 4, 16, 36, 64, 100}));
+  Tensor v = arange(0.0, 6.0);
+  v.narrow(0, 0, 3).copy_(v.narrow(0, 3, 3));  // the same storage, disjoint bytes
+  v.slice(0, 0, std::nullopt, 2).add_(v.slice(0, 1, std::nullopt, 2));  // interleaved elements
+  EXPECT_EQ(v.to_vector<float>(), (std::vector<float>{7, 4, 8, 3, 9, 5}));
+  zeros({3}).expand({4, 3}).fill_(1.0);  // one value into each element: refused by nobody
+  Tensor one = zeros({1, 1}).expand({1, 1});
+  one.add_(1.0);
+  EXPECT_EQ(one.item<float>(), 1.0f);
+}
+
 // --- autograd (src/autograd/engine.cpp) ---
 
 TEST(Errors, BackwardOfTensorWithoutGrad) {

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <iomanip>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "internal/autograd_impl.h"
 #include "internal/cuda_runtime.h"
@@ -430,6 +432,72 @@ void check_inplace(const char* op, const Tensor& self, const Tensor* other) {
   }
 }
 
+// Note [in-place overlap]
+// An in-place op or copy_ whose source shares memory with the tensor it writes, laid out otherwise
+// (x.add_(x.t()), x.mul_(x[0:1]), x[1:].copy_(x[:-1])), reads elements it has already written, in
+// an order that differs between the CPU's loop and the GPU's threads: a silently wrong result, so
+// it is refused where the overlap is certain, as in PyTorch. That is when the tensor written has a
+// dim of stride 0 (an expanded view: several of its elements are one), or when both tensors are
+// dense (each a permutation of one contiguous block) and their memory meets without every element
+// pairing with itself. Sparser views (x[::2] and x[1::2]) are not checked.
+
+// Dense: the dims of size > 1, ordered by stride, pack one block without gaps or overlap.
+bool is_dense(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) > 1) dims.emplace_back(t.strides()[d], t.size(d));
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+// The bytes [first, last) a non-empty tensor's elements lie in.
+std::pair<const char*, const char*> byte_range(const Tensor& t) {
+  int64_t extent = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.strides()[d];
+  const auto* first = static_cast<const char*>(t.data_ptr());
+  return {first, first + extent * static_cast<int64_t>(element_size(t.dtype()))};
+}
+
+// Whether `src`, broadcast to dst's shape, puts every element where dst has it.
+bool same_elements(const Tensor& dst, const Tensor& src) {
+  if (dst.data_ptr() != src.data_ptr() || element_size(dst.dtype()) != element_size(src.dtype()))
+    return false;
+  const int64_t lead = dst.dim() - src.dim();
+  for (int64_t d = 0; d < dst.dim(); ++d) {
+    if (dst.size(d) == 1) continue;
+    const int64_t s = d - lead;
+    if (s < 0 || src.size(s) != dst.size(d) || src.strides()[s] != dst.strides()[d]) return false;
+  }
+  return true;
+}
+
+// Note [in-place overlap]: `dst` is written from `src` (undefined for none), both on one device.
+void check_overlap(const char* op, const Tensor& dst, const Tensor& src) {
+  if (dst.numel() <= 1) return;
+  for (int64_t d = 0; d < dst.dim(); ++d) {
+    SINTER_CHECK(dst.size(d) == 1 || dst.strides()[d] != 0, op, ": the tensor written (shape ",
+                 shape_str(dst.shape()), ", strides ", shape_str(dst.strides()),
+                 ") is an expanded view whose dim ", d,
+                 " repeats one element; write into a contiguous copy");
+  }
+  if (!src.defined() || src.numel() == 0 || src.device() != dst.device()) return;
+  const auto [d0, d1] = byte_range(dst);
+  const auto [s0, s1] = byte_range(src);
+  if (s1 <= d0 || d1 <= s0 || same_elements(dst, src)) return;
+  SINTER_CHECK(!is_dense(dst) || !is_dense(src), op, ": the source (shape ", shape_str(src.shape()),
+               ", strides ", shape_str(src.strides()),
+               ") shares memory with the tensor written (shape ", shape_str(dst.shape()),
+               ", strides ", shape_str(dst.strides()),
+               ") in another layout, so the op would read elements it has already written; pass a "
+               "copy of it (clone())");
+}
+
 // self = self `bop` other, after the checks of every in-place op.
 Tensor& inplace_binary(const char* op, Tensor& self, const IterArg& other, kern::BinaryOp bop) {
   check_inplace(op, self, other.tensor);
@@ -443,6 +511,7 @@ Tensor& inplace_binary(const char* op, Tensor& self, const IterArg& other, kern:
     SINTER_CHECK(b == self.shape(), op, ": shape ", shape_str(other.tensor->shape()),
                  " does not broadcast to the tensor's shape ", shape_str(self.shape()));
   }
+  check_overlap(op, self, other.tensor ? *other.tensor : Tensor());
   if (self.numel() > 0) {
     kern::ElementwiseIter it = make_iter(op, self, {IterArg(self), other}, self.dtype());
     SINTER_DISPATCH(self.device(), binary, it, bop, 0.0);
@@ -508,6 +577,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   SINTER_CHECK(b == shape(), "copy_: source of shape ", shape_str(src.shape()),
                " does not broadcast to ", shape_str(shape()));
   Tensor s = src.device() == device() ? src : src.to(device());
+  check_overlap("copy_", *this, s);
   copy_into(*this, s);
   bump_version();
   return *this;
