@@ -208,8 +208,10 @@ bool fits32(const ElementwiseIter& it) {
   return true;
 }
 
-// Calls f(piece) on pieces of `it` that the 32-bit Indexer can walk, halving the outermost dim
-// with more than one element until they fit. (A contiguous iteration needs no division at all.)
+// Calls f(piece) on pieces of `it` that the 32-bit Indexer can walk, halving the dim that spans the
+// most memory in some operand (the outermost among equals) until they fit: a transposed copy of
+// 50000 x 50000 splits its strided inner dim in a few steps rather than its outer one into 50000
+// rows. (A contiguous iteration needs no division at all.)
 template <class F>
 void for_each_piece32(const ElementwiseIter& it, F&& f) {
   if (it.contiguous || fits32(it)) {
@@ -217,7 +219,18 @@ void for_each_piece32(const ElementwiseIter& it, F&& f) {
     return;
   }
   int d = 0;
-  while (it.sizes[d] == 1) ++d;
+  int64_t widest = -1;
+  for (int j = 0; j < it.ndim; ++j) {
+    if (it.sizes[j] == 1) continue;
+    int64_t extent = it.sizes[j] - 1;  // in elements of a stride-1 operand, for the count alone
+    for (int k = 0; k < it.noperands; ++k) {
+      extent = std::max(extent, (it.sizes[j] - 1) * std::abs(it.op[k].strides[j]));
+    }
+    if (extent > widest) {
+      widest = extent;
+      d = j;
+    }
+  }
   const int64_t half = it.sizes[d] / 2;
   ElementwiseIter lo = it, hi = it;
   lo.sizes[d] = half;
@@ -265,6 +278,9 @@ Indexer<N> make_indexer(const ElementwiseIter& it) {
   Indexer<N> ix;
   ix.flat = it.contiguous;
   ix.ndim = it.ndim;
+  // The flat walk divides nothing; and a contiguous iteration is never split, so its sizes can
+  // reach 2^32, where the divisor of 32 bits would be 0.
+  if (ix.flat) return ix;
   for (int j = 0; j < it.ndim; ++j) {
     const int d = it.ndim - 1 - j;
     ix.div[j] = FastDiv::make(static_cast<uint32_t>(it.sizes[d]));

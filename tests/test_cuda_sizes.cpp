@@ -428,5 +428,36 @@ TEST(CudaSizes, IndexSelectAndItsGradientWithRepeats) {
   expect_parity(xg.grad(), xc.grad(), 1e-4, "gradient");
 }
 
+// Iterations past the elementwise kernels' 32-bit index math (for_each_piece32 in
+// kernels/elementwise.cu): a contiguous one of 2^32 elements (where, which always takes the general
+// path, and once made 32-bit divisors of its size: 0, a division by zero on the host), and strided
+// ones of 2.6e9 that the launcher splits (a broadcast into a copy, and a transposed copy). 16 GB of
+// u8 and bool at most.
+TEST(CudaSizes, ElementwisePast32BitIndexing) {
+  SINTER_REQUIRE_CUDA();
+  const int64_t side = int64_t{1} << 16;
+  const TensorOptions u8{.dtype = DType::u8, .device = kGpu};
+  {
+    Tensor cond = full({side, side}, 1.0, {.dtype = DType::b8, .device = kGpu});
+    cond.narrow(0, side - 1, 1).fill_(0.0);
+    const Tensor y = where(cond, full({side, side}, 1.0, u8), full({side, side}, 2.0, u8));
+    EXPECT_EQ(sum(y).item<int64_t>(), side * side + side);
+    EXPECT_EQ(sum(y[side - 1]).item<int64_t>(), 2 * side);
+    EXPECT_EQ(sum(y[side - 2]).item<int64_t>(), side);
+  }
+  const int64_t cols = 40000;
+  std::vector<uint8_t> mod(side);
+  std::vector<int64_t> want(side);
+  for (int64_t i = 0; i < side; ++i) {
+    mod[i] = static_cast<uint8_t>(i % 256);
+    want[i] = cols * (i % 256);
+  }
+  const Tensor x = from_vector(mod, {side, 1}).to(kGpu).expand({side, cols}).contiguous();
+  EXPECT_EQ(sum(x, {1}).to_vector<int64_t>(), want);
+  const Tensor y = x.t().contiguous();  // (cols, side): y[j][i] = i mod 256
+  EXPECT_EQ(sum(y, {0}).to_vector<int64_t>(), want);
+  EXPECT_EQ(y[cols - 1].to_vector<uint8_t>(), mod);
+}
+
 }  // namespace
 }  // namespace sinter
