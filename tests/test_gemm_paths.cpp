@@ -242,6 +242,16 @@ TEST(CudaGemmPaths, WgmmaLargeTilesFillTheGpu) {
   check(GemmPath::Wgmma, DType::bf16, false, {2049, 2050, 520, 1, true, false}, epilogue_for(3),
         &g);
   check(GemmPath::Wgmma, DType::f32, true, {2048, 2304, 300, 1, false, true}, epilogue_for(4), &g);
+  // The 128 x 256 tiles in the other layouts and in f16 (the M- and N-major operand boxes), and
+  // over a batch, with B of its own and shared: at least 132 tiles each, short k.
+  check(GemmPath::Wgmma, DType::bf16, false, {2048, 2304, 72, 1, false, false}, epilogue_for(0),
+        &g);
+  check(GemmPath::Wgmma, DType::bf16, false, {2048, 2304, 72, 1, true, true}, epilogue_for(1), &g);
+  check(GemmPath::Wgmma, DType::f16, false, {2049, 2050, 96, 1, false, true}, epilogue_for(2), &g);
+  check(GemmPath::Wgmma, DType::f16, false, {2049, 2050, 96, 1, true, false}, epilogue_for(3), &g);
+  check(GemmPath::Wgmma, DType::bf16, false, {1000, 1030, 64, 5, false, true}, epilogue_for(4), &g);
+  check(GemmPath::Wgmma, DType::f16, false, {1000, 1030, 64, 5, false, false, true},
+        epilogue_for(1), &g);
 }
 
 TEST(CudaGemmPaths, WgmmaRefusesWhatItCannotTake) {
