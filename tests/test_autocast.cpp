@@ -212,6 +212,52 @@ TEST(Autocast, BackwardInsideTheGuardKeepsTheForwardsDtypes) {
   EXPECT_EQ(w.grad().dtype(), DType::f32);
 }
 
+// Regression: the cached cast of a parameter was reused after a backward had released its link
+// to the parameter (the second backward of gradient accumulation threw), and a cast made under
+// NoGradGuard (an evaluation pass) was reused in training (the parameter got no gradient).
+TEST(Autocast, TheCachedCastFollowsBackwardsAndGradMode) {
+  const Tensor x = randn({6, 8});
+  Tensor w = randn({5, 8}).requires_grad_(true);
+  {
+    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    sum(linear(x, w)).backward();
+    const Tensor once = w.grad().clone();
+    sum(linear(x, w)).backward();  // accumulates
+    EXPECT_TRUE(testing::all_close(w.grad(), mul(once, 2.0), 0, 0));
+  }
+  w.set_grad(Tensor());
+  {
+    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    {
+      NoGradGuard ng;
+      EXPECT_FALSE(linear(x, w).requires_grad());
+    }
+    const Tensor loss = sum(linear(x, w));
+    ASSERT_TRUE(loss.requires_grad());
+    loss.backward();
+    EXPECT_TRUE(w.grad().defined());
+  }
+}
+
+// An additive f32 mask is cast with q, k and v (it was refused as not of q's dtype); f64 tensors
+// keep their precision under autocast, as in PyTorch.
+TEST(Autocast, AttentionMasksAndF64) {
+  const Tensor q = randn({1, 2, 4, 8}), k = randn({1, 2, 4, 8}), v = randn({1, 2, 4, 8});
+  const Tensor mask = randn({4, 4});
+  Tensor got;
+  {
+    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    got = scaled_dot_product_attention(q, k, v, {.mask = mask});
+    EXPECT_EQ(got.dtype(), DType::bf16);
+    const Tensor x64 = randn({3, 4}, {.dtype = DType::f64});
+    EXPECT_EQ(matmul(x64, x64.t()).dtype(), DType::f64);
+    EXPECT_EQ(sum(x64).dtype(), DType::f64);
+  }
+  const Tensor want = scaled_dot_product_attention(
+      q.to(DType::bf16), k.to(DType::bf16), v.to(DType::bf16), {.mask = mask.to(DType::bf16)});
+  EXPECT_TRUE(testing::all_close(got, want, 0, 0));
+}
+
 TEST(Autocast, Errors) {
   expect_error([] { autocast::Guard g(DType::f32, DeviceType::cpu); },
                {"autocast::Guard", "bf16 or f16", "f32"});

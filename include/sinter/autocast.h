@@ -2,9 +2,10 @@
 // precision without the model being cast. Matrix products (matmul, linear, conv2d, attention) run
 // in the guard's dtype, bf16 or f16, on tensor cores; the ops that need range or accumulate
 // (softmax and log-softmax, norms, losses, reductions) run in f32; every other op follows dtype
-// promotion (result_type). Parameters, their gradients and the optimizer state stay f32: each
-// parameter is cast once per outermost guard and the cast is reused, and its gradient comes back in
-// f32 through the cast. Backward passes run with autocast off (the forward's choices hold).
+// promotion (result_type). f64 tensors are left in f64. Parameters, their gradients and the
+// optimizer state stay f32: each parameter is cast once per outermost guard and the cast is reused,
+// and its gradient comes back in f32 through the cast. Backward passes run with autocast off (the
+// forward's choices hold).
 //
 //   sinter::autocast::Guard amp(sinter::DType::bf16);  // CUDA ops; DeviceType::cpu for the CPU
 //   Tensor loss = cross_entropy(model.forward(x), y);  // f32 loss, bf16 matmuls
@@ -43,8 +44,8 @@ std::optional<DType> dtype(DeviceType device);
 
 // What an op of the policy table does under autocast.
 enum class Policy {
-  LowPrecision,  // floating inputs cast to the guard's dtype
-  Float32,       // floating inputs cast to f32
+  LowPrecision,  // floating inputs but f64 cast to the guard's dtype
+  Float32,       // floating inputs but f64 cast to f32
 };
 
 // The policy table: every op autocast changes, by its name. Ops not in it follow promotion.

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "internal/autocast_impl.h"
+#include "sinter/autograd.h"
 #include "sinter/core/error.h"
 
 namespace sinter::autocast {
@@ -83,11 +84,20 @@ std::optional<DType> target(std::string_view name, const Tensor& t) {
   return *p == Policy::LowPrecision ? *low : DType::f32;
 }
 
+// A parameter's cast is made once per outermost Guard and reused while the parameter is unchanged
+// and the cast still links it to the graph: one made under NoGradGuard has no link (reused in
+// training, the parameter would get no gradient), and a backward without retain_graph releases
+// the link of the one it went through (gradient accumulation runs several backwards in a guard).
 Tensor cast(const Tensor& t, DType to) {
-  if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == to) return t;
-  if (!(t.is_leaf() && t.requires_grad()) || t_state.depth == 0) return t.to(to);
+  // f64 asks for its precision: it is left as it is, as in PyTorch.
+  if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == DType::f64 || t.dtype() == to)
+    return t;
+  if (!(t.is_leaf() && t.requires_grad()) || t_state.depth == 0 || !GradMode::is_enabled())
+    return t.to(to);
   auto& entry = t_state.cache[t.impl()][static_cast<size_t>(to)];
-  if (!entry || entry->version != t.version()) entry = State::Cached{t, t.version(), t.to(to)};
+  if (!entry || entry->version != t.version() || !entry->cast.grad_fn() ||
+      entry->cast.grad_fn()->released())
+    entry = State::Cached{t, t.version(), t.to(to)};
   return entry->cast;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
@@ -133,7 +134,14 @@ Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, dou
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& o) {
   SINTER_PROFILE_OP("scaled_dot_product_attention", q, k, v);
-  SINTER_AUTOCAST(kOp, q, scaled_dot_product_attention(cast(q), cast(k), cast(v), o));
+  // An additive mask is cast with q, k and v: the scores it is added to are in q's dtype.
+  const auto masked = [&o](Tensor mask) {
+    AttentionOptions c = o;
+    c.mask = std::move(mask);
+    return c;
+  };
+  SINTER_AUTOCAST(kOp, q,
+                  scaled_dot_product_attention(cast(q), cast(k), cast(v), masked(cast(o.mask))));
   check_operands(q, k, v);
   SINTER_CHECK(o.dropout_p >= 0.0 && o.dropout_p < 1.0, kOp, ": dropout_p must be in [0, 1), got ",
                o.dropout_p);
