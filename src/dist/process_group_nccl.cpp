@@ -4,9 +4,11 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstring>
 #include <iterator>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -137,8 +139,24 @@ struct CommState {
     SINTER_THROW(why);
   }
 
+  // The collectives still queued end before the communicator goes (destroyed under them, NCCL
+  // may hang or touch freed buffers); those not done within the timeout (a peer gone) are aborted.
   ~CommState() {
-    if (comm) (void)ncclCommDestroy(comm);
+    if (comm) {
+      bool drained = true;
+      if (stream) {
+        const Clock::time_point deadline = Clock::now() + timeout;
+        while (cudaStreamQuery(stream) == cudaErrorNotReady) {
+          if (Clock::now() >= deadline) {
+            drained = false;
+            break;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        (void)cudaGetLastError();
+      }
+      (void)(drained ? ncclCommDestroy(comm) : ncclCommAbort(comm));
+    }
     if (stream) {
       // Live tensors may still name the stream as a use (Note [stream uses]): it is done with them.
       (void)cudaStreamSynchronize(stream);
@@ -174,7 +192,8 @@ class NcclWork final : public Work {
     if (waited_) return;
     {
       std::lock_guard<std::mutex> lock(state_->mutex);
-      if (!finished(done_)) state_->check_progress();
+      // Even when the collective has ended: an NCCL error ends its kernel too.
+      if (state_->broken.empty()) state_->check_progress();
       if (!state_->broken.empty()) SINTER_THROW(what_, ": ", state_->broken);
     }
     order_current_stream();
@@ -211,7 +230,7 @@ class NcclBackendImpl final : public NcclBackend {
     const ncclRedOp_t nop = tensor.dtype() == DType::b8 || op == ReduceOp::Max ? ncclMax
                             : op == ReduceOp::Average                          ? ncclAvg
                                                                                : ncclSum;
-    return launch("all_reduce", tensor, {tensor}, [&](cudaStream_t s) {
+    return launch("all_reduce", tensor, {tensor}, 1, [&](cudaStream_t s) {
       return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(),
                            static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()), nop,
                            state_->comm, s);
@@ -219,7 +238,8 @@ class NcclBackendImpl final : public NcclBackend {
   }
 
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
-    return launch("broadcast", tensor, {tensor}, [&](cudaStream_t s) {
+    // The root only reads its tensor.
+    return launch("broadcast", tensor, {tensor}, state_->rank == root ? 0 : 1, [&](cudaStream_t s) {
       return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(),
                            static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()), root,
                            state_->comm, s);
@@ -227,16 +247,18 @@ class NcclBackendImpl final : public NcclBackend {
   }
 
   std::shared_ptr<Work> all_gather(const Tensor& tensor, Tensor& out) override {
-    return launch("all_gather", tensor, {tensor, out}, [&](cudaStream_t s) {
+    return launch("all_gather", tensor, {out, tensor}, 1, [&](cudaStream_t s) {
       return ncclAllGather(tensor.data_ptr(), out.data_ptr(), static_cast<size_t>(tensor.numel()),
                            nccl_type(tensor.dtype()), state_->comm, s);
     });
   }
 
  private:
+  // `keep`: the tensors the collective uses, of which the first `written` are written (their
+  // version moves, as in the MPI backend; a tensor only read, saved for backward, stays valid).
   template <class Call>
   std::shared_ptr<Work> launch(const char* what, const Tensor& tensor, std::vector<Tensor> keep,
-                               Call&& call) {
+                               size_t written, Call&& call) {
     CommState& st = *state_;
     std::lock_guard<std::mutex> lock(st.mutex);
     st.ensure_usable(what);
@@ -267,7 +289,7 @@ class NcclBackendImpl final : public NcclBackend {
     EventPtr done = make_event();
     SINTER_CUDA_CHECK(cudaEventRecord(done.get(), st.stream));
     st.pending.push_back({done, Clock::now(), text});
-    for (Tensor& t : keep) t.bump_version();
+    for (size_t i = 0; i < written; ++i) keep[i].bump_version();
     return std::make_shared<NcclWork>(state_, std::move(done), std::move(keep), text);
   }
 

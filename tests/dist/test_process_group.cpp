@@ -165,8 +165,8 @@ TEST(ProcessGroup, AllGatherStacksInRankOrder) {
 // other ranks look before it exists.
 TEST(ProcessGroup, BarrierWaitsForEveryRank) {
   // One name for the whole job: rank 0's process id, summed with zeros from the others.
-  Tensor id = full({1}, world().rank() == 0 ? static_cast<double>(::getpid()) : 0.0,
-                   {.dtype = DType::i64});
+  Tensor id =
+      full({1}, world().rank() == 0 ? static_cast<double>(::getpid()) : 0.0, {.dtype = DType::i64});
   world().all_reduce(id);
   const std::filesystem::path marker =
       std::filesystem::temp_directory_path() /
@@ -247,10 +247,13 @@ TEST(CudaProcessGroup, AllReduce) {
   for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Max}) {
       SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " op " << static_cast<int>(op));
-      Tensor t = rank_tensor(dtype, 1000).to(dev);
+      // bf16 holds 8 significant bits: v(r, i) is exact in it only while i is small (128.5 is
+      // not), so bf16 reduces 6 values, as on the CPU.
+      const int64_t n = dtype == DType::bf16 ? 6 : 1000;
+      Tensor t = rank_tensor(dtype, n).to(dev);
       world().all_reduce(t, op);
       EXPECT_EQ(t.device(), dev);
-      EXPECT_EQ(t.cpu().to_vector<double>(), expected(op, 1000));
+      EXPECT_EQ(t.cpu().to_vector<double>(), expected(op, n));
     }
   }
 }
