@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -19,6 +20,8 @@
 #include "internal/cuda_runtime.h"
 #include "sinter/core/error.h"
 #include "sinter/cuda.h"
+#include "sinter/ops.h"
+#include "sinter/tensor.h"
 
 namespace {
 
@@ -704,6 +707,25 @@ TEST(CudaAllocator, CopiesRoundTripThroughDevice) {
   cd::free_device(d1);
   cd::free_device(d2);
 }
+
+#ifdef SINTER_WITH_CUDA
+// Regression: host memory page-locked by its owner (cudaHostAlloc, then Tensor from_blob) was
+// copied asynchronously with nothing to tell when the copy ended, so Tensor::to returned early
+// and the owner's next write raced the copy. It now completes before the call returns.
+TEST(CudaAllocator, CopiesFromForeignPageLockedMemoryComplete) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  constexpr int64_t n = 64 * int64_t{MiB};  // floats: 256 MiB, a copy of some milliseconds
+  float* host = nullptr;
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&host), n * sizeof(float), 0), cudaSuccess);
+  std::fill(host, host + n, 1.0f);
+  const sinter::Tensor t = sinter::from_blob(host, {n}, {1}, {});
+  const sinter::Tensor d = t.to(sinter::Device::cuda(cuda::current_device()));
+  std::fill(host, host + n, 2.0f);  // the caller reuses its buffer at once
+  EXPECT_EQ(sinter::sum(d).item<float>(), static_cast<float>(n));
+  EXPECT_EQ(sinter::max(d).item<float>(), 1.0f);
+  ASSERT_EQ(cudaFreeHost(host), cudaSuccess);
+}
+#endif
 
 TEST(CudaAllocator, EventsTimeWorkOnAStream) {
   if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";

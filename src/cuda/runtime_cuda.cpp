@@ -252,6 +252,16 @@ class PinnedCache {
   }
 
   // Called after queuing a copy that reads `ptr` on `stream` of `device`; ignores foreign pointers.
+  // Whether `ptr` lies in a block of this cache that is in use.
+  bool owns(const void* ptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+    auto it = blocks_.upper_bound(p);
+    if (it == blocks_.begin()) return false;
+    --it;
+    return p < it->first + it->second.size && it->second.in_use;
+  }
+
   void record_use(const void* ptr, cudaStream_t stream, int device) {
     std::lock_guard<std::mutex> lock(mutex_);
     const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
@@ -731,19 +741,23 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   }
   if (dst_device.is_cuda()) {
     // Checked before anything is queued: a pinned copy's event would be recorded into a capture.
-    if (is_pinned_host(src)) {
+    // Only the library's own pinned blocks know when a copy from them ends (their next user
+    // waits for it): from any other host memory, page-locked by its owner too, the copy completes
+    // before the call returns, since the caller may reuse the memory at once.
+    const bool pinned = is_pinned_host(src);
+    const bool cached = pinned && pinned_cache().owns(src);
+    if (pinned) {
       SINTER_CHECK(!detail::t_capturing,
                    "copy_bytes: a copy from host memory inside a CUDA graph "
                    "capture would replay the bytes the host held at capture; copy the batch into "
                    "a static input before replay() instead");
-    } else {
-      check_host_sync("a copy from pageable host memory to the device");
     }
+    if (!cached) check_host_sync("a copy from host memory the library did not pin to the device");
     const int d = checked_device(dst_device.index);
     const cudaStream_t s = current_slot(d).handle();
     DeviceGuard guard(d);
     SINTER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s));
-    if (is_pinned_host(src)) {
+    if (cached) {
       pinned_cache().record_use(src, s, d);
     } else {
       SINTER_CUDA_CHECK(cudaStreamSynchronize(s));
