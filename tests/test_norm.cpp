@@ -274,6 +274,14 @@ TEST(Embedding, OutOfRangeIndexIsAClearError) {
         embedding(w, from_vector<int64_t>({-1, 2}));
       },
       {"embedding", "index out of range", "[-1, 2]"});
+  // Regression: on CUDA, index 0 of a table without rows passed the device check (its skip value)
+  // and gave a row of zeros. Refused on the host now, on every device.
+  expect_error(
+      [] {
+        embedding(zeros({0, 3}), from_vector<int64_t>({0, 0}));
+      },
+      {"embedding", "the table has no rows", "2 indices"});
+  EXPECT_EQ(embedding(zeros({0, 3}), zeros({0}, {.dtype = DType::i64})).shape(), (Shape{0, 3}));
 }
 
 TEST(Embedding, ErrorMessagesNameTheArguments) {

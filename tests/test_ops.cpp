@@ -628,6 +628,22 @@ TEST(Cumsum, IntegralSumsInI64AndScalarIsItself) {
   testing::expect_error([] { cumsum(zeros({2, 3}), 2); }, {"cumsum", "dim 2", "2 dims"});
 }
 
+// Regression: linear with in_features = 0 took its row count as numel / in (0) and threw in a
+// reshape. The product over nothing is 0, so the output is the activated bias on every row.
+TEST(Linear, NoInputFeaturesGivesTheActivatedBias) {
+  const Tensor x = zeros({2, 5, 0}, {.requires_grad = true});
+  const Tensor w = zeros({3, 0}, {.requires_grad = true});
+  const Tensor b = from_vector<float>({-1, 0.5, 2}, {3}).requires_grad_(true);
+  const Tensor y = linear(x, w, b, Activation::Relu);
+  ASSERT_EQ(y.shape(), (Shape{2, 5, 3}));
+  const std::vector<float> v = y.to_vector<float>();
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i], std::max(b.to_vector<float>()[i % 3], 0.f));
+  sum(y).backward();
+  EXPECT_EQ(x.grad().shape(), (Shape{2, 5, 0}));
+  EXPECT_EQ(w.grad().shape(), (Shape{3, 0}));
+  EXPECT_EQ(b.grad().to_vector<float>(), (std::vector<float>{0, 10, 10}));
+}
+
 TEST(Masking, TrianglesAndMaskedFillKeepWhatTheySay) {
   EXPECT_EQ(tril(ones({3, 3})).to_vector<double>(),
             (std::vector<double>{1, 0, 0, 1, 1, 0, 1, 1, 1}));

@@ -178,7 +178,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
     SINTER_CHECK(bias.device() == x.device() && bias.dtype() == x.dtype(), "linear: bias is ",
                  bias.dtype(), " on ", bias.device(), ", input is ", x.dtype(), " on ", x.device());
   }
-  const int64_t rows = x.numel() / std::max<int64_t>(in, 1);
+  // The leading dims' product (not numel / in, which is 0 for in_features = 0).
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   Tensor out = empty({rows, out_features}, {.dtype = x.dtype(), .device = x.device()});

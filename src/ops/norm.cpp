@@ -274,6 +274,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   }
   Tensor idx = indices.reshape({-1}).contiguous();
   const int64_t nidx = idx.numel();
+  // Known on the host: no index fits a table without rows (the device check's skip value, 0,
+  // would pass index 0 there).
+  SINTER_CHECK(num > 0 || nidx == 0, op, ": the table has no rows, but ", nidx,
+               " indices were given");
   if (nidx > 0 && idx.device().is_cuda()) {
     // On the device, reported at the next synchronization (Note [deferred device checks]); an
     // out-of-range index gives a row of zeros meanwhile.
