@@ -8,7 +8,7 @@ with fp32 master weights; TF32 off for what stays in fp32). After warm-up, 5 bat
 timed with CUDA events around each batch; the figure is the median of the 5 per-step means. The
 precisions of --compile-precisions (default tf32) are measured once more with the model under
 torch.compile(mode="reduce-overhead"), reported as "<precision>+compile" (bench_train_step's graphed
-steps are "<precision>+graph").
+steps are "<precision>+graph"), after every eager figure. --out is rewritten after each workload.
 
   python3 benchmarks/pytorch_reference.py --out results.json   # on a CUDA machine
   python3 benchmarks/pytorch_reference.py --smoke              # one small step of each, CPU or GPU
@@ -19,6 +19,7 @@ Without torch, or without a CUDA device (and no --smoke), it says so and exits 0
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 
@@ -289,8 +290,29 @@ def main():
           f"{torch.backends.cudnn.version()}) on {device_name}, eager; median ms per step of "
           f"{args.reps} x {args.steps} steps after {args.warmup} warm-up steps")
     results, rows, failed = [], [], 0
-    for name in workloads:
-        for base, use_compile in variants:
+
+    def write_results():
+        # After every workload, through a temporary file: a run cut short keeps what it measured.
+        if not args.out:
+            return
+        doc = {
+            "device": device_name,
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version(),
+            "method": {"warmup": args.warmup, "reps": args.reps, "steps": args.steps,
+                       "statistic": "median of per-step means of CUDA-event-timed batches"},
+            "results": results,
+        }
+        tmp = args.out + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, args.out)
+
+    # Every eager figure before the first compiled one, which compiles for minutes.
+    for base, use_compile in variants:
+        for name in workloads:
             precision = base + "+compile" if use_compile else base
             try:
                 ms, first, last = time_workload(torch, name, base, args.warmup, args.reps,
@@ -312,23 +334,11 @@ def main():
                 continue
             results.append({"workload": name, "precision": precision, "ms_per_step": ms,
                             "first_loss": first, "last_loss": last})
+            write_results()
             rows.append({"workload": name, "precision": precision, "ms_per_step": f"{ms:.3f}",
                          "loss": f"{first:.4f} -> {last:.4f}"})
     print_table(rows, ("workload", "precision", "ms_per_step", "loss"))
-
-    if args.out:
-        doc = {
-            "device": device_name,
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version(),
-            "method": {"warmup": args.warmup, "reps": args.reps, "steps": args.steps,
-                       "statistic": "median of per-step means of CUDA-event-timed batches"},
-            "results": results,
-        }
-        with open(args.out, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
+    write_results()
     return 1 if failed else 0
 
 

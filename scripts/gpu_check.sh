@@ -121,6 +121,9 @@ timed() {
   shift 2
   timeout --kill-after=10 "$secs" "$@" >>"$log" 2>&1
 }
+valid_json() {  # whether FILE exists and parses
+  [ -f "$1" ] && python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" >/dev/null 2>&1
+}
 status_of() {  # a status word for an exit code
   case $1 in 0) echo ok ;; 124|137) echo "TIMED OUT" ;; *) echo "FAILED (exit $1)" ;; esac
 }
@@ -206,14 +209,15 @@ stage_bench() {
   local log="$out/bench.log" json_dir name rc
   : >"$log"
   json_dir=$(mktemp -d)
-  # name:seconds:filter; the filters drop the square sizes between the ones kept.
+  # name:seconds:filter; the filters drop the square sizes between the ones kept. The shares, with
+  # bench_allreduce's 30 s, leave about 90 s of the default 450 to PyTorch.
   local programs=(
-    "gemm:120:-gemm/.*/square/.*_m(512|2048)_.*"
-    "conv:90:"
-    "memory:50:"
-    "elementwise:30:"
-    "train_step:60:"
-    "attention:45:-.*_t256_.*"
+    "gemm:100:-gemm/.*/square/.*_m(512|2048)_.*"
+    "conv:70:"
+    "memory:40:"
+    "elementwise:25:"
+    "train_step:50:"
+    "attention:35:-.*_t256_.*"
   )
   local entry secs filter args
   for entry in "${programs[@]}"; do
@@ -223,7 +227,7 @@ stage_bench() {
       failed=1
       continue
     fi
-    [ "$secs" -gt "$(left 120)" ] && secs=$(left 120)
+    [ "$secs" -gt "$(left 100)" ] && secs=$(left 100)
     args=(--short --summary_out="$json_dir/$name.json" --benchmark_color=false
           --benchmark_out="$json_dir/gbench_$name.json" --benchmark_out_format=json)
     [ -n "$filter" ] && args+=(--benchmark_filter="$filter")
@@ -235,7 +239,7 @@ stage_bench() {
   done
   if [ -x "$root/build/benchmarks/bench_allreduce" ] && command -v mpirun >/dev/null 2>&1; then
     echo "== mpirun -np 1 bench_allreduce" >>"$log"
-    secs=40
+    secs=30
     [ "$secs" -gt "$(left 60)" ] && secs=$(left 60)
     timed "$log" "$secs" "$run" mpirun -np 1 "$root/build/benchmarks/bench_allreduce" \
       --max-bytes=67108864 --summary_out="$json_dir/allreduce.json"
@@ -251,12 +255,14 @@ stage_bench() {
   [ -x /opt/torch/.venv/bin/python3 ] && python=/opt/torch/.venv/bin/python3
   if "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
     echo "== pytorch_reference" >>"$log"
+    # Eager only: torch.compile takes minutes on a machine without its cache. The JSON is
+    # rewritten after every workload, so a run cut short still compares what it measured.
     PYTHONUNBUFFERED=1 timed "$log" "$(left 20)" "$python" "$src/benchmarks/pytorch_reference.py" \
-      --out "$json_dir/pytorch_reference.json"
+      --compile-precisions '' --out "$json_dir/pytorch_reference.json"
     rc=$?
     say "pytorch_reference: $(status_of "$rc")"
     [ "$rc" -ne 0 ] && failed=1
-    if [ -f "$json_dir/gbench_train_step.json" ] && [ -f "$json_dir/pytorch_reference.json" ]; then
+    if valid_json "$json_dir/gbench_train_step.json" && valid_json "$json_dir/pytorch_reference.json"; then
       compare=$("$python" "$src/benchmarks/compare.py" "$json_dir/gbench_train_step.json" \
         "$json_dir/pytorch_reference.json" 2>&1)
       { echo "== compare"; echo "$compare"; } >>"$log"
@@ -265,9 +271,13 @@ stage_bench() {
     say "pytorch_reference: skipped (no CUDA-enabled torch for $python)"
   fi
 
-  # The JSON files folded into one (the machine returns few files); the digest and tables last.
+  # The JSON files folded into one (the machine returns few files); the digest and tables last. A
+  # program killed at its time limit leaves a file cut short: it is named, and left out.
   shopt -s nullglob
-  local jsons=("$json_dir"/*.json) summaries=() j sep=""
+  local jsons=() summaries=() j sep=""
+  for j in "$json_dir"/*.json; do
+    if valid_json "$j"; then jsons+=("$j"); else say "$(basename "$j"): cut short, left out"; fi
+  done
   {
     echo "{"
     for j in "${jsons[@]}"; do
@@ -277,13 +287,13 @@ stage_bench() {
     done
     echo "}"
   } >"$out/bench.json"
-  for j in "$json_dir"/{gemm,conv,memory,elementwise,train_step,allreduce}.json; do
-    [ -f "$j" ] && summaries+=("$j")
+  for j in "$json_dir"/{gemm,conv,memory,elementwise,train_step,attention,allreduce}.json; do
+    valid_json "$j" && summaries+=("$j")
   done
   shopt -u nullglob
   if [ ${#summaries[@]} -gt 0 ]; then
     python3 "$lib/bench_digest.py" --tables "$json_dir/tables.md" \
-      --headline '^(gemm/[a-z0-9]+/auto/square/|conv/bf16/|train_step/|[a-z_]+/(f32|bf16)/[0-9]|allreduce/(1|64) MB)' \
+      --headline '^(gemm/[a-z0-9]+/auto/square/|conv/bf16/|train_step/|[a-z_]+/(f32|bf16)/[0-9]|allreduce/(1|16) MB)' \
       "${summaries[@]}" | tee -a "$summary"
     { echo "== tables"; cat "$json_dir/tables.md"; } >>"$log"
   fi
