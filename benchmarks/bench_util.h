@@ -472,15 +472,34 @@ inline Options parse_options(int& argc, char** argv) {
   return opts;
 }
 
+// The program and the --summary_out file (empty: none) of this run.
+struct SummaryFile {
+  std::string program, path;
+};
+inline SummaryFile& summary_file() {
+  static SummaryFile file;
+  return file;
+}
+
+// Writes the summary JSON so far to the --summary_out file, through a temporary renamed over it:
+// run_main saves after every benchmark, so a run killed at its time limit leaves the rows of the
+// cases it finished, in a file that parses. False when it could not be written.
+inline bool save_summary() {
+  const SummaryFile& s = summary_file();
+  if (s.path.empty()) return true;
+  const std::string tmp = s.path + ".tmp";
+  std::ofstream f(tmp);
+  f << summary_json(s.program, summary());
+  f.close();
+  return f && std::rename(tmp.c_str(), s.path.c_str()) == 0;
+}
+
 // Prints the summary table (when there is a row) and writes its JSON where asked. Returns false
 // when the JSON could not be written.
 inline bool write_summary(const std::string& program, const Options& opts) {
   if (!summary().empty()) std::printf("\n%s", summary_table(summary()).c_str());
-  if (opts.summary_out.empty()) return true;
-  std::ofstream f(opts.summary_out);
-  f << summary_json(program, summary());
-  f.close();
-  if (!f) {
+  summary_file() = {program, opts.summary_out};
+  if (!save_summary()) {
     std::fprintf(stderr, "%s: cannot write %s\n", program.c_str(), opts.summary_out.c_str());
     return false;
   }
@@ -539,6 +558,7 @@ inline int finish_smoke(const std::string& program, const Options& opts) {
 inline int run_main(const std::string& program, const Options& opts, int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  summary_file() = {program, opts.summary_out};
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   const bool written = write_summary(program, opts);
@@ -562,6 +582,7 @@ void register_device(const std::string& name, int iters, benchmark::TimeUnit uni
                                  begin(name);
                                  if (skip_without_cuda(state)) return;
                                  guarded(state, [&] { body(state); });
+                                 (void)save_summary();  // write_summary reports a failure
                                })
       ->Iterations(iterations(iters))
       ->UseManualTime()
