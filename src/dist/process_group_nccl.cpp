@@ -15,6 +15,7 @@
 #include "dist/process_group_impl.h"
 #include "internal/cuda_check.h"
 #include "internal/cuda_runtime.h"
+#include "sinter/cuda.h"
 
 namespace sinter::dist::detail {
 namespace {
@@ -260,6 +261,10 @@ class NcclBackendImpl final : public NcclBackend {
   std::shared_ptr<Work> launch(const char* what, const Tensor& tensor, std::vector<Tensor> keep,
                                size_t written, Call&& call) {
     CommState& st = *state_;
+    // A collective's end is an event the host polls (timeouts, errors), which a graph cannot hold.
+    SINTER_CHECK(!cuda::is_capturing(), what, ": rank ", st.rank,
+                 ": NCCL collectives cannot be captured into a CUDA graph; keep the all-reduce "
+                 "outside the captured step");
     std::lock_guard<std::mutex> lock(st.mutex);
     st.ensure_usable(what);
     st.check_progress();

@@ -123,5 +123,8 @@ int main(int argc, char** argv) {
     failed = 1;
   }
   if (rank == 0 && failed) std::fprintf(stderr, "sinter_dist_tests: some rank failed\n");
+  // Released here rather than by a static destructor: its NCCL communicator goes while the CUDA
+  // runtime is still there.
+  g_world.reset();
   return failed;
 }
