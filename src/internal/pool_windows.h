@@ -31,7 +31,8 @@ SINTER_HD inline AvgWindow avg_window(const Pool2dGeom& g, int64_t oh, int64_t o
 // The position (ih * w + iw) in `plane` of the element max-pool window (oh, ow) takes: the first
 // NaN, else the first maximum in row-major window order. `widen` turns a stored value into the type
 // it is compared in (exact for every storage type, so both backends pick the same element). Every
-// window holds at least one input element (the ops layer limits the padding).
+// window holds at least one input element (the ops layer limits the padding, and refuses a dilated
+// window that steps over the whole input).
 template <class T, class Widen>
 SINTER_HD int64_t max_window_argmax(const Pool2dGeom& g, const T* plane, int64_t oh, int64_t ow,
                                     Widen widen) {
