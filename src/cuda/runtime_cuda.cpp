@@ -255,21 +255,14 @@ class PinnedCache {
   // Whether `ptr` lies in a block of this cache that is in use.
   bool owns(const void* ptr) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
-    auto it = blocks_.upper_bound(p);
-    if (it == blocks_.begin()) return false;
-    --it;
-    return p < it->first + it->second.size && it->second.in_use;
+    return in_use_block(ptr) != nullptr;
   }
 
   void record_use(const void* ptr, cudaStream_t stream, int device) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
-    auto it = blocks_.upper_bound(p);
-    if (it == blocks_.begin()) return;
-    --it;
-    Block& b = it->second;
-    if (p >= it->first + b.size || !b.in_use) return;
+    Block* found = in_use_block(ptr);
+    if (!found) return;
+    Block& b = *found;
     drop_finished(b);  // keeps the list short for a buffer that is reused without being freed
     b.uses.push_back(record_new_event(stream, device));
   }
@@ -286,6 +279,15 @@ class PinnedCache {
     bool in_use = false;
     std::vector<cudaEvent_t> uses;  // copies queued from this block that may not have finished
   };
+
+  // The block in use that `ptr` lies in, or null; with mutex_ held.
+  Block* in_use_block(const void* ptr) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+    auto it = blocks_.upper_bound(p);
+    if (it == blocks_.begin()) return nullptr;
+    --it;
+    return p < it->first + it->second.size && it->second.in_use ? &it->second : nullptr;
+  }
 
   static void drop_finished(Block& b) {
     std::erase_if(b.uses, [](cudaEvent_t e) {
