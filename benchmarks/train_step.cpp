@@ -108,7 +108,7 @@ Tensor train_step(Setup& s) {
   Tensor loss;
   {
     std::optional<autocast::Guard> amp;
-    if (s.amp) amp.emplace(*s.amp, s.x.device().type);
+    if (s.amp) amp.emplace(s.x.device().type, *s.amp);
     const Tensor out = s.model->forward(s.x);
     loss = cross_entropy(out.reshape({-1, s.classes}), s.y.reshape({-1}));
   }

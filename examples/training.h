@@ -45,7 +45,7 @@ inline std::optional<st::DType> amp_dtype(const std::string& amp, st::Device dev
 class AmpScope {
  public:
   AmpScope(std::optional<st::DType> dtype, st::Device device) {
-    if (dtype) guard_.emplace(*dtype, device.type);
+    if (dtype) guard_.emplace(device.type, *dtype);
   }
 
  private:

@@ -119,13 +119,18 @@ __device__ __forceinline__ void store_dyn(void* p, DType t, const int64_t (&off)
   }
 }
 
-// The bits of `v` converted to dtype t, in the low element_size(t) bytes (a scalar operand of where
-// and of a fill).
-uint64_t scalar_bits(double v, DType t) {
+// The bits of scalar operand o's value in dtype t, in the low element_size(t) bytes (a scalar
+// operand of where and of a fill).
+uint64_t scalar_bits(const kern::Operand& o, DType t) {
   uint64_t bits = 0;
   visit_storage(t, "elementwise", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T x = from_acc<T>(v);
+    T x;
+    if constexpr (std::is_integral_v<T>) {
+      x = kern::scalar_as<T>(o);
+    } else {
+      x = from_acc<T>(o.scalar);
+    }
     std::memcpy(&bits, &x, sizeof(T));
   });
   return bits;
@@ -317,7 +322,7 @@ Operands<N, C> make_operands(const ElementwiseIter& it) {
   for (int k = 0; k < N; ++k) {
     ops.data[k] = it.op[k].data;
     ops.dtype[k] = it.op[k].dtype;
-    ops.scalar[k] = convert<C>(it.op[k].scalar);
+    ops.scalar[k] = kern::scalar_as<C>(it.op[k]);
   }
   return ops;
 }
@@ -587,8 +592,8 @@ void launch_binary(const ElementwiseIter& it, C p0, C p1, cudaStream_t stream, i
         binary_vec_kernel<T, TO, C, OP>
             <<<grid_for(it.numel / kVec + 1, device), kBlock, 0, stream>>>(
                 static_cast<TO*>(out.data), static_cast<const T*>(a.data),
-                static_cast<const T*>(b.data), convert<C>(a.scalar), convert<C>(b.scalar), it.numel,
-                p0, p1);
+                static_cast<const T*>(b.data), kern::scalar_as<C>(a), kern::scalar_as<C>(b),
+                it.numel, p0, p1);
         SINTER_LAUNCH_CHECK("binary");
         done = true;
       }
@@ -606,7 +611,7 @@ void launch_binary(const ElementwiseIter& it, C p0, C p1, cudaStream_t stream, i
       binary_rows_kernel<T, TO, C, OP>
           <<<grid_for((it.numel + kVec - 1) / kVec, device), kBlock, 0, stream>>>(
               make_row_iter<3>(it), static_cast<TO*>(out.data), static_cast<const T*>(a.data),
-              static_cast<const T*>(b.data), convert<C>(a.scalar), convert<C>(b.scalar), it.numel,
+              static_cast<const T*>(b.data), kern::scalar_as<C>(a), kern::scalar_as<C>(b), it.numel,
               p0, p1);
       SINTER_LAUNCH_CHECK("binary");
       done = true;
@@ -645,8 +650,8 @@ void launch_where(const ElementwiseIter& it, cudaStream_t stream, int device) {
   where_kernel<T><<<unrolled_grid(it.numel, device), kBlock, 0, stream>>>(
       make_indexer<4>(it), static_cast<T*>(op[0].data), static_cast<const bool*>(op[1].data),
       static_cast<const T*>(op[2].data), static_cast<const T*>(op[3].data), op[1].scalar != 0.0,
-      static_cast<T>(scalar_bits(op[2].scalar, op[0].dtype)),
-      static_cast<T>(scalar_bits(op[3].scalar, op[0].dtype)), it.numel);
+      static_cast<T>(scalar_bits(op[2], op[0].dtype)),
+      static_cast<T>(scalar_bits(op[3], op[0].dtype)), it.numel);
   SINTER_LAUNCH_CHECK("where");
 }
 
@@ -735,7 +740,7 @@ __global__ void convert_vec_kernel(To* out, const From* in, int64_t n) {
 void launch_fill(const ElementwiseIter& it, cudaStream_t stream, int device) {
   const Operand& out = it.op[0];
   const size_t esize = element_size(out.dtype);
-  const uint64_t bits = scalar_bits(it.op[1].scalar, out.dtype);
+  const uint64_t bits = scalar_bits(it.op[1], out.dtype);
   if (it.contiguous) {
     bool uniform_bytes = true;  // e.g. zeros: every byte of the element is the same
     for (size_t b = 1; b < esize; ++b) uniform_bytes &= ((bits >> (8 * b)) & 0xff) == (bits & 0xff);

@@ -99,7 +99,7 @@ TEST(Autocast, EveryRowOfThePolicyTableOnTheCpu) {
     ASSERT_NE(call, calls.end()) << "a row of the policy table without a test call";
     // Outside a guard each op keeps its inputs' dtype.
     EXPECT_EQ(call->second(DType::f32).dtype(), DType::f32);
-    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    const autocast::Guard amp(DeviceType::cpu, DType::bf16);
     if (policy == Policy::LowPrecision) {
       EXPECT_EQ(call->second(DType::f32).dtype(), DType::bf16);
     } else {
@@ -113,7 +113,7 @@ TEST(Autocast, EveryRowOfThePolicyTableOnTheCpu) {
 }
 
 TEST(Autocast, OpsOutsideTheTableFollowPromotion) {
-  const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+  const autocast::Guard amp(DeviceType::cpu, DType::bf16);
   const Tensor x = randn({3, 4}), w = randn({4, 5}), b = randn({5});
   const Tensor y = matmul(x, w);
   EXPECT_EQ(y.dtype(), DType::bf16);
@@ -128,7 +128,7 @@ TEST(Autocast, MatchesTheOpOnInputsCastByHand) {
   const Tensor x = randn({6, 8}), w = randn({5, 8}), b = randn({5});
   Tensor got;
   {
-    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    const autocast::Guard amp(DeviceType::cpu, DType::bf16);
     got = linear(x, w, b, Activation::Relu);
   }
   const Tensor want =
@@ -141,7 +141,7 @@ TEST(Autocast, ParametersStayF32AndGetF32Gradients) {
   const Tensor x = randn({6, 8});
   Tensor loss;
   {
-    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    const autocast::Guard amp(DeviceType::cpu, DType::bf16);
     loss = mse_loss(linear(x, w, b), zeros({6, 5}));
     EXPECT_EQ(loss.dtype(), DType::f32);
   }
@@ -160,7 +160,7 @@ TEST(Autocast, AParameterIsCastOncePerGuardUntilItChanges) {
   Tensor w = randn({4, 4}).requires_grad_(true);
   const Tensor plain = randn({4, 4});
   {
-    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    const autocast::Guard amp(DeviceType::cpu, DType::bf16);
     const Tensor c1 = autocast::detail::cast(w, DType::bf16);
     const Tensor c2 = autocast::detail::cast(w, DType::bf16);
     EXPECT_TRUE(c1.is_same(c2));
@@ -176,7 +176,7 @@ TEST(Autocast, AParameterIsCastOncePerGuardUntilItChanges) {
     EXPECT_TRUE(testing::all_close(c3.to(DType::f32), w.detach(), 1e-2, 1e-2));
   }
   {
-    const autocast::Guard amp(DType::bf16, DeviceType::cpu);  // a new guard: a fresh cache
+    const autocast::Guard amp(DeviceType::cpu, DType::bf16);  // a new guard: a fresh cache
     const Tensor c4 = autocast::detail::cast(w, DType::bf16);
     const Tensor c5 = autocast::detail::cast(w, DType::bf16);
     EXPECT_TRUE(c4.is_same(c5));
@@ -186,17 +186,17 @@ TEST(Autocast, AParameterIsCastOncePerGuardUntilItChanges) {
 TEST(Autocast, GuardsNestRestoreAndArePerDeviceType) {
   EXPECT_EQ(autocast::dtype(DeviceType::cpu), std::nullopt);
   {
-    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    const autocast::Guard amp(DeviceType::cpu, DType::bf16);
     EXPECT_EQ(autocast::dtype(DeviceType::cpu), DType::bf16);
     EXPECT_EQ(autocast::dtype(DeviceType::cuda), std::nullopt);
     {
-      const autocast::Guard off(DType::bf16, DeviceType::cpu, false);
+      const autocast::Guard off(DeviceType::cpu, DType::bf16, false);
       EXPECT_EQ(autocast::dtype(DeviceType::cpu), std::nullopt);
       EXPECT_EQ(matmul(randn({2, 2}), randn({2, 2})).dtype(), DType::f32);
     }
     EXPECT_EQ(autocast::dtype(DeviceType::cpu), DType::bf16);
     // A CUDA guard leaves CPU tensors alone.
-    const autocast::Guard cuda_amp(DType::f16, DeviceType::cuda);
+    const autocast::Guard cuda_amp(DeviceType::cuda, DType::f16);
     EXPECT_EQ(matmul(randn({2, 2}), randn({2, 2})).dtype(), DType::bf16);
   }
   EXPECT_EQ(autocast::dtype(DeviceType::cpu), std::nullopt);
@@ -205,7 +205,7 @@ TEST(Autocast, GuardsNestRestoreAndArePerDeviceType) {
 
 TEST(Autocast, BackwardInsideTheGuardKeepsTheForwardsDtypes) {
   Tensor w = randn({3, 3}).requires_grad_(true);
-  const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+  const autocast::Guard amp(DeviceType::cpu, DType::bf16);
   Tensor h = matmul(randn({2, 3}), w);  // bf16
   Tensor loss = sum(mul(h, h));         // sum runs in f32
   loss.backward();
@@ -219,7 +219,7 @@ TEST(Autocast, TheCachedCastFollowsBackwardsAndGradMode) {
   const Tensor x = randn({6, 8});
   Tensor w = randn({5, 8}).requires_grad_(true);
   {
-    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    const autocast::Guard amp(DeviceType::cpu, DType::bf16);
     sum(linear(x, w)).backward();
     const Tensor once = w.grad().clone();
     sum(linear(x, w)).backward();  // accumulates
@@ -227,7 +227,7 @@ TEST(Autocast, TheCachedCastFollowsBackwardsAndGradMode) {
   }
   w.set_grad(Tensor());
   {
-    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    const autocast::Guard amp(DeviceType::cpu, DType::bf16);
     {
       NoGradGuard ng;
       EXPECT_FALSE(linear(x, w).requires_grad());
@@ -246,7 +246,7 @@ TEST(Autocast, AttentionMasksAndF64) {
   const Tensor mask = randn({4, 4});
   Tensor got;
   {
-    const autocast::Guard amp(DType::bf16, DeviceType::cpu);
+    const autocast::Guard amp(DeviceType::cpu, DType::bf16);
     got = scaled_dot_product_attention(q, k, v, {.mask = mask});
     EXPECT_EQ(got.dtype(), DType::bf16);
     const Tensor x64 = randn({3, 4}, {.dtype = DType::f64});
@@ -259,9 +259,9 @@ TEST(Autocast, AttentionMasksAndF64) {
 }
 
 TEST(Autocast, Errors) {
-  expect_error([] { autocast::Guard g(DType::f32, DeviceType::cpu); },
+  expect_error([] { autocast::Guard g(DeviceType::cpu, DType::f32); },
                {"autocast::Guard", "bf16 or f16", "f32"});
-  expect_error([] { autocast::Guard g(DType::f16, DeviceType::cpu); },
+  expect_error([] { autocast::Guard g(DeviceType::cpu, DType::f16); },
                {"autocast::Guard", "f16", "CUDA", "bf16"});
 }
 
@@ -270,7 +270,7 @@ TEST(Autocast, CudaF16AndBf16) {
   const TensorOptions cuda{.device = Device::cuda()};
   const Tensor x = randn({8, 16}, cuda), w = randn({4, 16}, cuda);
   for (DType low : {DType::f16, DType::bf16}) {
-    const autocast::Guard amp(low);
+    const autocast::Guard amp(DeviceType::cuda, low);
     const Tensor y = linear(x, w);
     EXPECT_EQ(y.dtype(), low);
     EXPECT_EQ(log_softmax(y, 1).dtype(), DType::f32);

@@ -117,7 +117,7 @@ TEST(Errors, UnaryNeedsFloatingTensor) {
 TEST(Errors, ClampBounds) {
   expect_error([] { clamp(zeros({2})); }, {"clamp", "at least one of min and max"});
   expect_error([] { clamp(zeros({2}), 2.0, 1.0); }, {"clamp", "min 2", "max 1"});
-  expect_error([] { clamp(zeros({2}, kI64), 0.5, 2.0); }, {"clamp", "scalar 0.5", "i64"});
+  expect_error([] { clamp(zeros({2}, kI64), 3, 1); }, {"clamp", "min 3", "max 1"});
 }
 
 TEST(Errors, WhereConditionNotBool) {
@@ -192,7 +192,6 @@ TEST(Errors, ReduceEmptyDimension) {
 TEST(Errors, ReduceNeedsFloatingTensor) {
   expect_error([] { mean(zeros({2}, kI64)); }, {"mean", "floating", "i64"});
   expect_error([] { var(zeros({2}, kI64)); }, {"var", "floating", "i64"});
-  expect_error([] { logsumexp(zeros({2}, kI64), {0}); }, {"logsumexp", "floating", "i64"});
 }
 
 TEST(Errors, VarNegativeCorrection) {
@@ -365,11 +364,6 @@ TEST(Errors, CatBadInputs) {
   expect_error([] { cat({}); }, {"cat", "at least one tensor"});
   expect_error([] { cat({zeros({})}); }, {"cat", "0-dim"});
   expect_error([] { cat({zeros({2})}, 1); }, {"cat", "dim 1", "1 dims"});
-  expect_error(
-      [] {
-        cat({zeros({2}), zeros({2}, {.dtype = DType::f64})});
-      },
-      {"cat", "tensor 1", "f64", "f32"});
   expect_error([] { cat({zeros({2}), fake_cuda({2})}); }, {"cat", "tensor 1", "cuda:0", "cpu"});
   expect_error([] { cat({zeros({2}), zeros({2, 1})}); }, {"cat", "tensor 1", "[2, 1]", "[2]"});
   expect_error(
@@ -385,14 +379,10 @@ TEST(Errors, StackBadInputs) {
   expect_error([] { stack({zeros({2}), zeros({3})}); }, {"stack", "tensor 1", "[3]", "[2]"});
 }
 
-// Regression: stack (src/ops/shape.cpp) leaves the dtype and device check to cat, so the message
-// names cat ("cat: tensor 1 is f64 on cpu, ..."), an op the caller never called.
-TEST(Errors, StackDtypeMismatchNamesStack) {
-  expect_error(
-      [] {
-        stack({zeros({2}), zeros({2}, {.dtype = DType::f64})});
-      },
-      {"stack", "tensor 1", "f64"});
+// Regression: stack (src/ops/shape.cpp) left the device check to cat, so the message named cat,
+// an op the caller never called.
+TEST(Errors, StackDeviceMismatchNamesStack) {
+  expect_error([] { stack({zeros({2}), fake_cuda({2})}); }, {"stack", "tensor 1", "cuda:0"});
 }
 
 TEST(Errors, SplitAndChunkBadSizes) {

@@ -232,7 +232,7 @@ TEST(GradScaler, CudaF16AutocastTrainsTheCnn) {
     opt.zero_grad();
     Tensor loss;
     {
-      const autocast::Guard amp(DType::f16);
+      const autocast::Guard amp(DeviceType::cuda, DType::f16);
       loss = cross_entropy(cnn.forward(x), y);
     }
     EXPECT_EQ(loss.dtype(), DType::f32);

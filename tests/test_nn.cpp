@@ -496,6 +496,49 @@ TEST(NnInit, KaimingAndXavierStatistics) {
   EXPECT_EQ(stats_of(w).max_abs, 0.0);
 }
 
+// The moments of the truncated normal, from its density: with alpha, beta the standardized
+// bounds and Z = Phi(beta) - Phi(alpha), mean = mu + s (phi(alpha) - phi(beta)) / Z and
+// var = s^2 (1 + (alpha phi(alpha) - beta phi(beta)) / Z - ((phi(alpha) - phi(beta)) / Z)^2).
+TEST(NnInit, TruncNormalHasTheTruncatedMoments) {
+  const auto phi = [](double x) { return std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI); };
+  const auto cdf = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
+  manual_seed(11);
+  Tensor w = zeros({256, 512}, {.requires_grad = true});
+  const Tensor same = w;
+  struct Case {
+    double mean, std, a, b;
+  };
+  for (const Case c :
+       {Case{0, 1, -2, 2}, Case{0.5, 0.02, 0.47, 0.6}, Case{0, 1, 3, 4}, Case{1, 2, 1, INFINITY}}) {
+    nn::init::trunc_normal_(w, c.mean, c.std, c.a, c.b);
+    const double al = (c.a - c.mean) / c.std, be = (c.b - c.mean) / c.std;
+    const double z = cdf(be) - cdf(al);
+    const double pa = phi(al), pb = std::isinf(be) ? 0.0 : phi(be);
+    const double mean = c.mean + c.std * (pa - pb) / z;
+    const double bt = std::isinf(be) ? 0.0 : be * pb;
+    const double sd = c.std * std::sqrt(1 + (al * pa - bt) / z - std::pow((pa - pb) / z, 2));
+    const Tensor v = w.detach().to(DType::f64);
+    EXPECT_GE(min(v).item<double>(), c.a);
+    EXPECT_LE(max(v).item<double>(), c.b);
+    Stats s = stats_of(w);
+    EXPECT_NEAR(s.mean, mean, 0.01 * sd) << c.a << " " << c.b;
+    EXPECT_NEAR(s.std, sd, 0.01 * sd) << c.a << " " << c.b;
+  }
+  // A quantile: P(x < 1) within [-2, 2] is (Phi(1) - Phi(-2)) / (Phi(2) - Phi(-2)).
+  nn::init::trunc_normal_(w);
+  const double below = lt(w.detach(), 1.0).to(DType::f64).mean().item<double>();
+  EXPECT_NEAR(below, (cdf(1) - cdf(-2)) / (cdf(2) - cdf(-2)), 0.005);
+  EXPECT_TRUE(w.is_same(same));
+  EXPECT_TRUE(w.requires_grad());
+  Generator g1(5), g2(5);
+  Tensor x = zeros({100}), y = zeros({100});
+  nn::init::trunc_normal_(x, 0, 0.02, -0.04, 0.04, &g1);
+  nn::init::trunc_normal_(y, 0, 0.02, -0.04, 0.04, &g2);
+  EXPECT_TRUE(all_close(x, y, 0, 0));
+  expect_error([&] { nn::init::trunc_normal_(x, 0, 1, 2, -2); }, {"trunc_normal_", "a = 2", "-2"});
+  expect_error([&] { nn::init::trunc_normal_(x, 0, -1); }, {"trunc_normal_", "std -1"});
+}
+
 TEST(NnInit, GeneratorGivesReproducibleValues) {
   Generator g1(42), g2(42);
   Tensor a = empty({8, 8}), b = empty({8, 8}, {.dtype = DType::f64});

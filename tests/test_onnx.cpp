@@ -220,6 +220,15 @@ std::vector<OnnxCase> onnx_cases() {
                  return nn::TransformerBlock(8, 2, {.dropout = 0.1});
                }),
                rows({6, 8})});
+  c.push_back({"TransformerBlockCausalRelu", make<nn::TransformerBlock>([] {
+                 return nn::TransformerBlock(8, 2,
+                                             {.causal = true, .activation = Activation::Relu});
+               }),
+               rows({6, 8})});
+  c.push_back({"TransformerBlockExactGelu", make<nn::TransformerBlock>([] {
+                 return nn::TransformerBlock(8, 2, {.activation = Activation::Gelu});
+               }),
+               rows({6, 8})});
   c.push_back({"Mlp", make<Sequential>(nn::models::mlp), images(1, 28, 28)});
   c.push_back({"Cnn", make<Sequential>(nn::models::cnn), images(1, 28, 28)});
   c.push_back(

@@ -77,7 +77,7 @@ TEST(MultiheadAttention, CausalAndMaskedKeysHaveNoInfluence) {
 
 TEST(TransformerBlock, IsCausalResidualAndNamesItsParts) {
   manual_seed(6);
-  nn::TransformerBlock block(16, 4);
+  nn::TransformerBlock block(16, 4, {.causal = true});
   const Tensor x = randn({3, 7, 16});
   expect_causal([&](const Tensor& in) { return block.forward(in); }, x, 4);
   std::vector<std::string> names;
@@ -96,6 +96,39 @@ TEST(TransformerBlock, IsCausalResidualAndNamesItsParts) {
     block.proj->bias.zero_();
   }
   EXPECT_TRUE(all_close(block.forward(x), x, 0, 0));
+}
+
+// Not causal by default (as torch.nn.TransformerEncoderLayer and MultiheadAttention): a later
+// position changes an earlier one's output. The MLP applies the activation it is given.
+TEST(TransformerBlock, DefaultsToBidirectionalAndTakesItsActivation) {
+  EXPECT_FALSE(nn::TransformerBlockOptions{}.causal);
+  EXPECT_EQ(nn::TransformerBlockOptions{}.causal, nn::MultiheadAttentionOptions{}.causal);
+  manual_seed(7);
+  nn::TransformerBlock block(8, 2);
+  EXPECT_FALSE(block.attn->options.causal);
+  const Tensor x = randn({1, 5, 8});
+  Tensor later = x.clone();
+  {
+    NoGradGuard ng;
+    later.select(1, 4).add_(randn({8}));  // not a constant, which the LayerNorm would remove
+  }
+  const Tensor y = block.forward(x), y_later = block.forward(later);
+  EXPECT_FALSE(all_close(y.select(1, 0), y_later.select(1, 0), 1e-4, 1e-4));
+  // Each activation against the block's formula written out with the public ops.
+  for (Activation act :
+       {Activation::Relu, Activation::Gelu, Activation::GeluTanh, Activation::None}) {
+    manual_seed(8);
+    nn::TransformerBlock b(8, 2, {.activation = act});
+    const Tensor h = x + b.attn->forward(b.ln1->forward(x));
+    const Tensor pre = b.fc->forward(b.ln2->forward(h));
+    const Tensor a = act == Activation::Relu   ? relu(pre)
+                     : act == Activation::None ? pre
+                                               : gelu(pre, act);
+    EXPECT_TRUE(all_close(b.forward(x), h + b.proj->forward(a), 1e-5, 1e-5))
+        << static_cast<int>(act);
+  }
+  expect_error([] { nn::TransformerBlock(8, 2, {.activation = static_cast<Activation>(9)}); },
+               {"TransformerBlock", "activation", "9"});
 }
 
 int64_t count(const nn::Module& m) {

@@ -7,7 +7,7 @@
 // and its gradient comes back in f32 through the cast. Backward passes run with autocast off (the
 // forward's choices hold).
 //
-//   sinter::autocast::Guard amp(sinter::DType::bf16);  // CUDA ops; DeviceType::cpu for the CPU
+//   sinter::autocast::Guard amp(sinter::DeviceType::cuda, sinter::DType::bf16);
 //   Tensor loss = cross_entropy(model.forward(x), y);  // f32 loss, bf16 matmuls
 //   // leave the scope, then loss.backward() and the optimizer step
 //
@@ -28,8 +28,10 @@ namespace sinter::autocast {
 class Guard {
  public:
   // Autocast to `dtype` (bf16 or f16; f16 on CUDA only) for ops whose tensors are on `device`
-  // type; enabled = false turns autocast off for the scope instead.
-  explicit Guard(DType dtype, DeviceType device = DeviceType::cuda, bool enabled = true);
+  // type, as torch.autocast(device_type, dtype): the device type is required (a guard for one
+  // device type leaves ops on the other alone), the dtype defaults to PyTorch's, f16 on CUDA and
+  // bf16 on the CPU. enabled = false turns autocast off for the scope instead.
+  explicit Guard(DeviceType device, std::optional<DType> dtype = std::nullopt, bool enabled = true);
   ~Guard();
   Guard(const Guard&) = delete;
   Guard& operator=(const Guard&) = delete;

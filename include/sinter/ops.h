@@ -1,7 +1,8 @@
 // Every public op: free functions in namespace sinter, differentiable unless noted.
 // Binary ops broadcast with NumPy rules; tensor operands must share a device. The elementwise
-// binary and ternary ops (arithmetic, pow, maximum/minimum, comparisons, where) promote their
-// operands' dtypes by result_type; the others (matmul, conv2d, ...) need one dtype.
+// binary and ternary ops (arithmetic, pow, maximum/minimum, comparisons, where), clamp, cat and
+// stack promote their operands' dtypes by result_type; the others (matmul, conv2d, ...) need one
+// dtype.
 #pragma once
 
 #include <optional>
@@ -23,35 +24,57 @@ DType result_type(const Tensor& a, const Tensor& b);
 // With a scalar operand: the tensor's dtype, except that a scalar with a fraction (or inf, NaN)
 // beside an integer or bool tensor gives f32, and an integral scalar beside a bool tensor i64.
 // Comparisons with a scalar compare in that dtype. Integer division truncates.
-DType result_type(const Tensor& a, double scalar);
+// With a scalar operand (Note [scalar kinds] in sinter/core/scalar.h): the tensor's dtype, unless
+// the scalar's kind ranks above the tensor's category: a float scalar beside an integer or bool
+// tensor gives f32 (the default floating dtype), an integer scalar beside a bool tensor i64.
+// Comparisons with a scalar compare in that dtype.
+DType result_type(const Tensor& a, const Scalar& scalar);
 
 // --- elementwise arithmetic ---
-Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a + alpha * b
-Tensor add(const Tensor& a, double b);
-Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a - alpha * b
-Tensor sub(const Tensor& a, double b);
-Tensor sub(double a, const Tensor& b);
+// A Scalar argument is any C++ number: add(t, 2) keeps an i64 t in i64, add(t, 2.0) makes it f32.
+// alpha must be an integer for integer operands.
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);  // a + alpha * b
+Tensor add(const Tensor& a, const Scalar& b);
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);  // a - alpha * b
+Tensor sub(const Tensor& a, const Scalar& b);
+Tensor sub(const Scalar& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, double b);
+Tensor mul(const Tensor& a, const Scalar& b);
+// True division, as Python's /: integer and bool operands give f32 (1 / 0 is inf, 0 / 0 NaN).
 Tensor div(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, double b);
-Tensor div(double a, const Tensor& b);
+Tensor div(const Tensor& a, const Scalar& b);
+Tensor div(const Scalar& a, const Tensor& b);
+// With rounding_mode "trunc" (toward zero, C++'s integer /) or "floor" (toward -inf, Python's //):
+// the result keeps the operands' promoted dtype, integers included. An integer division by zero
+// is an error on the CPU (Note [integer division] in src/internal/scalar_ops.h says what CUDA
+// gives). The gradient is zero, as in PyTorch.
+Tensor div(const Tensor& a, const Tensor& b, const std::string& rounding_mode);
+Tensor div(const Tensor& a, const Scalar& b, const std::string& rounding_mode);
+// div(a, b, "floor").
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor floor_divide(const Tensor& a, const Scalar& b);
+// a - b * floor(a / b): the result has the sign of b, as Python's % (C++'s fmod and % take the
+// sign of a). Integers by zero as div's; floats by zero give NaN. Differentiable: da = g,
+// db = -g * floor(a / b).
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, const Scalar& b);
+Tensor remainder(const Scalar& a, const Tensor& b);
 Tensor neg(const Tensor& a);
 Tensor pow(const Tensor& a, const Tensor& b);
-Tensor pow(const Tensor& a, double exponent);
-Tensor pow(double base, const Tensor& exponent);
+Tensor pow(const Tensor& a, const Scalar& exponent);
+Tensor pow(const Scalar& base, const Tensor& exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 // Either bound may be left out (std::nullopt), not both: clamp(a, 0.0), clamp(a,
-// std::nullopt, 1.0).
-Tensor clamp(const Tensor& a, std::optional<double> min = std::nullopt,
-             std::optional<double> max = std::nullopt);
+// std::nullopt, 1.0). The result keeps a's dtype; bounds of an integer tensor must be integers.
+Tensor clamp(const Tensor& a, std::optional<Scalar> min = std::nullopt,
+             std::optional<Scalar> max = std::nullopt);
 // Selects a where cond (bool) is true, else b.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
 // a with `value` where mask (bool, broadcastable to a's shape) is true: attention masks,
 // padding. Differentiable in a (zero gradient where filled).
-Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
+Tensor masked_fill(const Tensor& a, const Tensor& mask, const Scalar& value);
 // The lower (tril) or upper (triu) triangle of the last two dims (rank >= 2; leading dims are a
 // batch): element (i, j) is kept where j - i <= diagonal (tril) or j - i >= diagonal (triu), and
 // is 0 elsewhere. tril(ones({t, t})) is the causal mask's keep pattern.
@@ -65,12 +88,12 @@ Tensor lt(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
-Tensor eq(const Tensor& a, double b);
-Tensor ne(const Tensor& a, double b);
-Tensor lt(const Tensor& a, double b);
-Tensor le(const Tensor& a, double b);
-Tensor gt(const Tensor& a, double b);
-Tensor ge(const Tensor& a, double b);
+Tensor eq(const Tensor& a, const Scalar& b);
+Tensor ne(const Tensor& a, const Scalar& b);
+Tensor lt(const Tensor& a, const Scalar& b);
+Tensor le(const Tensor& a, const Scalar& b);
+Tensor gt(const Tensor& a, const Scalar& b);
+Tensor ge(const Tensor& a, const Scalar& b);
 
 // --- unary math and activations ---
 Tensor exp(const Tensor& a);
@@ -144,6 +167,8 @@ Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length);
 Tensor select(const Tensor& a, int64_t dim, int64_t index);
 Tensor expand(const Tensor& a, const Shape& shape);
 Tensor flatten(const Tensor& a, int64_t start_dim = 0, int64_t end_dim = -1);
+// cat and stack promote mixed dtypes to the widest (promote_types), as PyTorch's; each gradient
+// comes back in its input's dtype.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // Pieces of `split_size` along dim (the last may be shorter); views.
@@ -294,14 +319,17 @@ inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-inline Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
-inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
-inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
-inline Tensor operator-(double a, const Tensor& b) { return sub(a, b); }
-inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
-inline Tensor operator/(double a, const Tensor& b) { return div(a, b); }
+inline Tensor operator%(const Tensor& a, const Tensor& b) { return remainder(a, b); }
+inline Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
+inline Tensor operator%(const Tensor& a, const Scalar& b) { return remainder(a, b); }
+inline Tensor operator+(const Scalar& a, const Tensor& b) { return add(b, a); }
+inline Tensor operator-(const Scalar& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Scalar& a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator/(const Scalar& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator%(const Scalar& a, const Tensor& b) { return remainder(a, b); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
 
 }  // namespace sinter

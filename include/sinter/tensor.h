@@ -17,6 +17,7 @@
 #include "sinter/core/dtype.h"
 #include "sinter/core/error.h"
 #include "sinter/core/generator.h"
+#include "sinter/core/scalar.h"
 #include "sinter/core/storage.h"
 
 namespace sinter {
@@ -139,16 +140,16 @@ class Tensor {
   Tensor relu() const;
   Tensor sigmoid() const;
   Tensor tanh() const;
-  Tensor pow(double exponent) const;
+  Tensor pow(const Scalar& exponent) const;
   Tensor matmul(const Tensor& other) const;
 
   // --- in-place (for optimizers; not recorded by autograd) ---
-  Tensor& add_(const Tensor& other, double alpha = 1.0);
-  Tensor& add_(double value);
+  Tensor& add_(const Tensor& other, const Scalar& alpha = 1);
+  Tensor& add_(const Scalar& value);
   Tensor& mul_(const Tensor& other);
-  Tensor& mul_(double value);
+  Tensor& mul_(const Scalar& value);
   Tensor& zero_();
-  Tensor& fill_(double value);
+  Tensor& fill_(const Scalar& value);
   Tensor& copy_(const Tensor& src);
 
  private:
@@ -165,11 +166,11 @@ void zero_grads(const std::vector<Tensor>& tensors, bool set_to_none = true);
 Tensor empty(const Shape& shape, const TensorOptions& opts = {});
 Tensor zeros(const Shape& shape, const TensorOptions& opts = {});
 Tensor ones(const Shape& shape, const TensorOptions& opts = {});
-Tensor full(const Shape& shape, double value, const TensorOptions& opts = {});
+Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& opts = {});
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor empty_like(const Tensor& t);
-Tensor full_like(const Tensor& t, double value);
+Tensor full_like(const Tensor& t, const Scalar& value);
 // [start, end) in steps of `step`; the default dtype is f32 (pass i64 for indices).
 Tensor arange(double end, const TensorOptions& opts = {});
 Tensor arange(double start, double end, double step = 1.0, const TensorOptions& opts = {});

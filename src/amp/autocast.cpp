@@ -31,7 +31,9 @@ size_t slot(DeviceType d) { return static_cast<size_t>(d); }
 
 }  // namespace
 
-Guard::Guard(DType dtype, DeviceType device, bool enabled) : device_(device) {
+Guard::Guard(DeviceType device, std::optional<DType> dtype_opt, bool enabled) : device_(device) {
+  // PyTorch's defaults: f16 on CUDA, bf16 on the CPU.
+  const DType dtype = dtype_opt.value_or(device == DeviceType::cuda ? DType::f16 : DType::bf16);
   if (enabled) {
     SINTER_CHECK(dtype == DType::bf16 || dtype == DType::f16,
                  "autocast::Guard: the dtype must be bf16 or f16, got ", dtype);

@@ -61,7 +61,7 @@ void for_each_row(const ElementwiseIter& it, F&& fn) {
 template <class C>
 void load_row(const Operand& o, int64_t off, int64_t step, int64_t n, C* dst) {
   if (o.data == nullptr) {
-    std::fill(dst, dst + n, convert<C>(o.scalar));
+    std::fill(dst, dst + n, kern::scalar_as<C>(o));
     return;
   }
   visit_storage(o.dtype, "elementwise", [&](auto tag) {
@@ -143,7 +143,12 @@ void copy(const Ctx&, const ElementwiseIter& it) {
   visit_storage(out.dtype, "elementwise", [&](auto otag) {
     using To = typename decltype(otag)::type;
     if (in.data == nullptr) {
-      const To v = from_value<To>(in.scalar);
+      To v;
+      if constexpr (std::is_integral_v<To>) {
+        v = kern::scalar_as<To>(in);
+      } else {
+        v = from_value<To>(in.scalar);
+      }
       for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
         To* p = static_cast<To*>(out.data) + off[0];
         for (int64_t j = 0; j < n; ++j) p[j * step[0]] = v;

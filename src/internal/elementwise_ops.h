@@ -175,12 +175,36 @@ struct Mul {
   }
   SINTER_HD int64_t operator()(int64_t a, int64_t b) const { return scalar::wrap_mul(a, b); }
 };
+// True division: integral operands are promoted to a floating dtype before it (div in ops.h).
 struct Div {
   template <class C>
   SINTER_HD C operator()(C a, C b) const {
     return a / b;
   }
+};
+// div(..., "trunc"): the quotient rounded toward zero (Note [integer division] for integers).
+struct DivTrunc {
+  template <class C>
+  SINTER_HD C operator()(C a, C b) const {
+    return Math<C>::trunc(a / b);
+  }
   SINTER_HD int64_t operator()(int64_t a, int64_t b) const { return scalar::int_div(a, b); }
+};
+// div(..., "floor") and floor_divide: the quotient rounded toward -inf.
+struct DivFloor {
+  template <class C>
+  SINTER_HD C operator()(C a, C b) const {
+    return scalar::floor_div(a, b);
+  }
+  SINTER_HD int64_t operator()(int64_t a, int64_t b) const { return scalar::int_floor_div(a, b); }
+};
+// a - b * floor(a / b): the sign of b, as Python's % and torch.remainder.
+struct Remainder {
+  template <class C>
+  SINTER_HD C operator()(C a, C b) const {
+    return scalar::remainder(a, b);
+  }
+  SINTER_HD int64_t operator()(int64_t a, int64_t b) const { return scalar::int_remainder(a, b); }
 };
 struct Pow {
   template <class C>
@@ -338,7 +362,10 @@ struct SoftplusBackward {
   X(Add, Integral)               \
   X(Sub, Integral)               \
   X(Mul, Integral)               \
-  X(Div, Integral)               \
+  X(Div, Floating)               \
+  X(DivTrunc, Integral)          \
+  X(DivFloor, Integral)          \
+  X(Remainder, Integral)         \
   X(Pow, Integral)               \
   X(Maximum, Integral)           \
   X(Minimum, Integral)           \

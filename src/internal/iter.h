@@ -11,9 +11,9 @@ namespace sinter {
 // One input of an elementwise op: a tensor, or a scalar standing for a tensor of any shape.
 struct IterArg {
   IterArg(const Tensor& t) : tensor(&t) {}  // NOLINT(google-explicit-constructor)
-  IterArg(double s) : scalar(s) {}          // NOLINT(google-explicit-constructor)
+  IterArg(Scalar s) : scalar(s) {}          // NOLINT(google-explicit-constructor)
   const Tensor* tensor = nullptr;
-  double scalar = 0.0;
+  Scalar scalar = 0;
 };
 
 // The NumPy broadcast of two shapes; `op` names the caller in the error.

@@ -37,7 +37,22 @@ struct Operand {
   DType dtype = DType::f32;
   int64_t strides[kMaxDims] = {};  // in elements, per iteration dim; 0 for a broadcast dim
   double scalar = 0.0;
+  // The scalar exactly, when it holds an integer (Note [scalar kinds] in sinter/core/scalar.h):
+  // what integral compute and storage types read, so an i64 scalar above 2^53 is not rounded.
+  bool scalar_is_int = false;
+  int64_t scalar_int = 0;
 };
+
+// A scalar operand's value in type T: the integer itself for an integral T (wrapping as integer
+// conversions do; bool: != 0) when the scalar holds one, else the double converted as convert()
+// does. T is a compute type or an integral storage type; bf16 and f16 go by way of float.
+template <class T>
+SINTER_HD inline T scalar_as(const Operand& o) {
+  if constexpr (std::is_integral_v<T>) {
+    if (o.scalar_is_int) return convert<T>(o.scalar_int);
+  }
+  return convert<T>(o.scalar);
+}
 
 // The iteration space of one elementwise op after broadcasting and merging of dims. op[0] is the
 // output; op[1..noperands) are the inputs. Dim ndim-1 is the innermost (fastest varying).

@@ -27,8 +27,8 @@ struct SgdHyper {
   double weight_decay = 0.0;
   bool nesterov = false;
   bool maximize = false;
-  // Capturable mode: the group's learning rate on the call's device, f32 (Note [capturable adam]).
-  const float* lr_device = nullptr;
+  // Capturable mode: the group's learning rate on the call's device, f64 (Note [capturable adam]).
+  const double* lr_device = nullptr;
 };
 
 struct SgdTensor {
@@ -48,8 +48,8 @@ struct AdamHyper {
   bool decoupled = false;  // AdamW
   bool amsgrad = false;
   bool maximize = false;
-  // Capturable mode (Note [capturable adam]): the group's learning rate on the call's device, f32.
-  const float* lr_device = nullptr;
+  // Capturable mode (Note [capturable adam]): the group's learning rate on the call's device, f64.
+  const double* lr_device = nullptr;
 };
 
 // The bias corrections depend on the tensor's own step count t, so they travel per tensor, computed
@@ -80,7 +80,7 @@ struct AdamDeviceScalars {
   C neg_step_size, bias_correction2_sqrt, decay_factor;
 };
 template <class C>
-SINTER_HD inline AdamDeviceScalars<C> adam_device_scalars(const float* step, const float* lr,
+SINTER_HD inline AdamDeviceScalars<C> adam_device_scalars(const float* step, const double* lr,
                                                           C beta1, C beta2, C weight_decay) {
   const C t = static_cast<C>(*step), rate = static_cast<C>(*lr);
   const C bc1 = C(1) - Math<C>::pow(beta1, t);
@@ -111,7 +111,7 @@ template <class C>
 struct SgdScalars {
   C neg_lr, momentum, one_minus_dampening, weight_decay;
   bool use_momentum, use_weight_decay, nesterov, maximize;
-  const float* lr_device;
+  const double* lr_device;
 
   // With lr_device, the scalars of one call: neg_lr read from the device.
   SINTER_HD SgdScalars with_device_lr() const {
@@ -149,7 +149,7 @@ template <class C>
 struct AdamScalars {
   C beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay_factor;
   bool use_weight_decay, decoupled, amsgrad, maximize;
-  const float* lr_device;
+  const double* lr_device;
 
   explicit AdamScalars(const AdamHyper& h)
       : beta1(static_cast<C>(h.beta1)),

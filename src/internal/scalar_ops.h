@@ -41,6 +41,10 @@ struct Math<float> {
   static SINTER_HD float tanh(float x) { return ::tanhf(x); }
   static SINTER_HD float erf(float x) { return ::erff(x); }
   static SINTER_HD float pow(float x, float y) { return ::powf(x, y); }
+  static SINTER_HD float trunc(float x) { return ::truncf(x); }
+  static SINTER_HD float floor(float x) { return ::floorf(x); }
+  static SINTER_HD float fmod(float x, float y) { return ::fmodf(x, y); }
+  static SINTER_HD float copysign(float x, float y) { return ::copysignf(x, y); }
 };
 
 template <>
@@ -55,6 +59,10 @@ struct Math<double> {
   static SINTER_HD double tanh(double x) { return ::tanh(x); }
   static SINTER_HD double erf(double x) { return ::erf(x); }
   static SINTER_HD double pow(double x, double y) { return ::pow(x, y); }
+  static SINTER_HD double trunc(double x) { return ::trunc(x); }
+  static SINTER_HD double floor(double x) { return ::floor(x); }
+  static SINTER_HD double fmod(double x, double y) { return ::fmod(x, y); }
+  static SINTER_HD double copysign(double x, double y) { return ::copysign(x, y); }
 };
 
 // Integer ranges as plain constants (std::numeric_limits is not callable from device code).
@@ -171,6 +179,45 @@ SINTER_HD inline int64_t int_div(int64_t a, int64_t b) {
   if (b == 0) return 0;
   if (b == -1) return wrap_sub(0, a);
   return a / b;
+}
+
+// Note [integer division]
+// Floor division and Python's remainder (the sign of the divisor) of integers, total like int_div:
+// x // 0 and x % 0 are 0 (the CPU ops refuse a zero divisor before they get here), and INT64_MIN
+// // -1 wraps to INT64_MIN with remainder 0.
+SINTER_HD inline int64_t int_floor_div(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return wrap_sub(0, a);
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+SINTER_HD inline int64_t int_remainder(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  const int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+// Python's remainder of floats: fmod moved into the divisor's sign (NaN for b == 0, as fmod).
+template <class C>
+SINTER_HD inline C remainder(C a, C b) {
+  C r = Math<C>::fmod(a, b);
+  if (r != C(0) && ((r < C(0)) != (b < C(0)))) r += b;
+  return r;
+}
+
+// Python's floor division of floats, as CPython computes it: the quotient of a - fmod(a, b), exact
+// where floor(a / b) would round a quotient just below an integer up to it; a / b for b == 0
+// (inf or NaN), and a zero with the sign of a / b.
+template <class C>
+SINTER_HD inline C floor_div(C a, C b) {
+  if (b == C(0)) return a / b;
+  const C mod = Math<C>::fmod(a, b);
+  C div = (a - mod) / b;
+  if (mod != C(0) && ((b < C(0)) != (mod < C(0)))) div -= C(1);
+  if (div == C(0)) return Math<C>::copysign(C(0), a / b);
+  C q = Math<C>::floor(div);
+  if (div - q > C(0.5)) q += C(1);
+  return q;
 }
 
 // a^b by repeated squaring, wrapping on overflow. A negative exponent gives 0 (the truncated value

@@ -1,7 +1,9 @@
 // Parameter initializers: draw with rand/randn (Philox), scale, and copy into the tensor in place.
 #include "sinter/nn/init.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "sinter/autograd.h"
 #include "sinter/ops.h"
@@ -27,6 +29,26 @@ double fan_for(const char* op, const Tensor& t, FanMode mode) {
   SINTER_CHECK(fan > 0, op, ": the ", mode == FanMode::FanIn ? "fan_in" : "fan_out", " of shape ",
                shape_str(t.shape()), " is 0");
   return static_cast<double>(fan);
+}
+
+// The standard normal's CDF.
+double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+
+// erf^-1(z) for z in (-1, 1): Winitzki's closed form (relative error about 2e-3) refined by
+// Newton's method on erf, which converges quadratically from there to double precision.
+double erfinv(double z) {
+  if (z <= -1.0) return -INFINITY;
+  if (z >= 1.0) return INFINITY;
+  constexpr double kA = 0.147;
+  const double ln = std::log1p(-z * z);
+  const double t = 2.0 / (M_PI * kA) + 0.5 * ln;
+  double y = std::copysign(std::sqrt(std::sqrt(t * t - ln / kA) - t), z);
+  for (int i = 0; i < 4; ++i) {
+    const double slope = 2.0 / std::sqrt(M_PI) * std::exp(-y * y);
+    if (slope == 0.0) break;
+    y -= (std::erf(y) - z) / slope;
+  }
+  return y;
 }
 
 }  // namespace
@@ -69,6 +91,25 @@ Tensor& normal_(Tensor& t, double mean, double std, Generator* gen) {
   NoGradGuard ng;
   Tensor r = randn(t.shape(), draw_options(t), gen);
   t.copy_(r * std + mean);
+  return t;
+}
+
+Tensor& trunc_normal_(Tensor& t, double mean, double std, double a, double b, Generator* gen) {
+  check_target("trunc_normal_", t);
+  SINTER_CHECK(std >= 0.0, "trunc_normal_: std ", std, " is negative");
+  SINTER_CHECK(a <= b, "trunc_normal_: the lower bound a = ", a, " is above b = ", b);
+  NoGradGuard ng;
+  // Inverse-CDF sampling, as PyTorch: u uniform over [Phi(alpha), Phi(beta)] of the standardized
+  // bounds, x = mean + std * Phi^-1(u), clamped to [a, b] against rounding at the ends. The
+  // uniforms come from the generator on the host in f64 (Philox: the same on every device).
+  const double lo = std > 0.0 ? normal_cdf((a - mean) / std) : 0.0;
+  const double hi = std > 0.0 ? normal_cdf((b - mean) / std) : 1.0;
+  std::vector<double> v = rand(t.shape(), {.dtype = DType::f64}, gen).to_vector<double>();
+  for (double& x : v) {
+    const double u = lo + (hi - lo) * x;
+    x = std::clamp(mean + std * std::sqrt(2.0) * erfinv(2.0 * u - 1.0), a, b);
+  }
+  t.copy_(from_vector(v, t.shape()).to(t.dtype()));
   return t;
 }
 

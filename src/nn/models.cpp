@@ -96,7 +96,10 @@ GPT::GPT(const GPTConfig& c) : config(c) {
   blocks = register_module("blocks", ModuleList());
   for (int64_t i = 0; i < c.n_layer; ++i) {
     blocks->push_back(TransformerBlock(c.n_embd, c.n_head,
-                                       {.dropout = c.dropout, .bias = c.bias, .causal = true}));
+                                       {.dropout = c.dropout,
+                                        .bias = c.bias,
+                                        .causal = true,
+                                        .activation = Activation::GeluTanh}));
   }
   ln_f = register_module("ln_f", LayerNorm({c.n_embd}));
   if (!c.tie_weights) lm_head = register_module("lm_head", Linear(c.n_embd, c.vocab_size, false));

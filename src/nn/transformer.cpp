@@ -52,6 +52,10 @@ TransformerBlock::TransformerBlock(int64_t embed_dim, int64_t num_heads,
   SINTER_CHECK(options.mlp_ratio > 0, "TransformerBlock: mlp_ratio must be positive, got ",
                options.mlp_ratio);
   check_dropout("TransformerBlock", options.dropout);
+  const Activation act = options.activation;
+  SINTER_CHECK(act == Activation::None || act == Activation::Relu || act == Activation::Gelu ||
+                   act == Activation::GeluTanh,
+               "TransformerBlock: unknown activation ", static_cast<int>(act));
   ln1 = register_module("ln1", LayerNorm({embed_dim}, options.eps));
   attn = register_module(
       "attn", MultiheadAttention(
@@ -66,7 +70,8 @@ Tensor TransformerBlock::forward(const Tensor& x) {
   check_sequence("TransformerBlock", x, embed_dim);
   const bool training = is_training();
   const Tensor h = x + dropout(attn->forward(ln1->forward(x)), options.dropout, training);
-  const Tensor mlp = proj->forward(gelu(fc->forward(ln2->forward(h)), Activation::GeluTanh));
+  const Tensor mlp =
+      proj->forward(linear(ln2->forward(h), fc->weight, fc->bias, options.activation));
   return h + dropout(mlp, options.dropout, training);
 }
 

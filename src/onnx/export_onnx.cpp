@@ -334,6 +334,20 @@ class Exporter {
     return node("Mul", {half_x, node("Add", {inner, scalar(1.0)}, scope)}, scope);
   }
 
+  // act(x), for a block's Activation: the ONNX node's output and Sinter's value.
+  Value activation(const Value& x, Activation act, const std::string& scope) {
+    switch (act) {
+      case Activation::None:
+        return x;
+      case Activation::Relu:
+        return {node("Relu", {x.name}, scope), relu(x.t)};
+      case Activation::Gelu:
+      case Activation::GeluTanh:
+        return {gelu(x.name, act, scope), sinter::gelu(x.t, act)};
+    }
+    SINTER_THROW("onnx::export_model: unknown activation ", static_cast<int>(act));
+  }
+
   static void check_batched_image(const std::string& path, const char* what, const Tensor& x) {
     SINTER_CHECK(x.dim() == 4, "onnx::export_model: ", where(path), " (", what,
                  ") takes an unbatched (C, H, W) input here; export with a batched (N, C, H, W) "
@@ -510,8 +524,7 @@ class Exporter {
     const Value a = emit(*b.attn, join(path, "attn"), emit(*b.ln1, join(path, "ln1"), x));
     const Value h{node("Add", {x.name, a.name}, scope), x.t + a.t};
     const Value fc = emit(*b.fc, join(path, "fc"), emit(*b.ln2, join(path, "ln2"), h));
-    const Value act{gelu(fc.name, Activation::GeluTanh, scope),
-                    sinter::gelu(fc.t, Activation::GeluTanh)};
+    const Value act = activation(fc, b.options.activation, scope);
     const Value mlp = emit(*b.proj, join(path, "proj"), act);
     return {node("Add", {h.name, mlp.name}, scope), h.t + mlp.t};
   }

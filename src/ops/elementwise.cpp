@@ -46,14 +46,28 @@ Promoted promoted(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 // A tensor operand beside a scalar, in their result_type.
-Tensor promoted(const char* op, const Tensor& a, double scalar) {
+Tensor promoted(const char* op, const Tensor& a, const Scalar& scalar) {
   check_defined(op, a);
   return a.to(result_type(a, scalar));
 }
 
-void check_scalar_fits(const char* op, const Tensor& a, double s) {
-  SINTER_CHECK(is_floating(a.dtype()) || std::nearbyint(s) == s, op, ": scalar ", s,
+void check_scalar_fits(const char* op, const Tensor& a, const Scalar& s) {
+  SINTER_CHECK(is_floating(a.dtype()) || s.holds_integer(), op, ": scalar ", s,
                " is not an integer, but the tensor has dtype ", a.dtype());
+}
+
+// Note [integer division]: the CPU refuses an integer division by zero, as PyTorch's CPU ops do.
+void check_int_divisor(const char* op, const IterArg& b, DType compute) {
+  if (is_floating(compute)) return;
+  if (!b.tensor) {
+    SINTER_CHECK(b.scalar.to_double() != 0.0, op, ": integer division by zero");
+    return;
+  }
+  if (b.tensor->device().is_cpu() && b.tensor->numel() > 0) {
+    const bool zero = eq(*b.tensor, 0).to(DType::i64).sum().item<int64_t>() != 0;
+    SINTER_CHECK(!zero, op, ": integer division by zero (the divisor of dtype ", b.tensor->dtype(),
+                 " and shape ", shape_str(b.tensor->shape()), " holds a 0)");
+  }
 }
 
 // Forward of a binary kernel (no autograd). Either operand may be a scalar, not both.
@@ -104,11 +118,11 @@ DType result_type(const Tensor& a, const Tensor& b) {
   return category(zero) > category(dims) ? promote_types(dims, zero) : dims;
 }
 
-DType result_type(const Tensor& a, double scalar) {
+DType result_type(const Tensor& a, const Scalar& scalar) {
   SINTER_CHECK(a.defined(), "result_type: undefined tensor argument");
   if (is_floating(a.dtype())) return a.dtype();
-  if (!std::isfinite(scalar) || std::nearbyint(scalar) != scalar) return DType::f32;
-  return a.dtype() == DType::b8 ? DType::i64 : a.dtype();
+  if (scalar.is_float()) return DType::f32;
+  return a.dtype() == DType::b8 && scalar.is_int() ? DType::i64 : a.dtype();
 }
 
 namespace {
@@ -126,12 +140,16 @@ Tensor with_grad(const char* name, Tensor out, const Tensor& a, Grad grad) {
 }
 
 // add and sub (op): a + alpha * b or a - alpha * b, broadcast.
-Tensor add_or_sub(const char* name, const Tensor& a, const Tensor& b, double alpha, BinaryOp op) {
-  Tensor out = alpha == 1.0 ? binary_raw(name, a, b, op)
-                            : binary_raw(name, a, binary_raw(name, b, alpha, BinaryOp::Mul), op);
+Tensor add_or_sub(const char* name, const Tensor& a, const Tensor& b, const Scalar& alpha,
+                  BinaryOp op) {
+  SINTER_CHECK(is_floating(a.dtype()) || alpha.is_integral(), name, ": alpha ", alpha,
+               " must be an integer for operands of dtype ", a.dtype());
+  const bool unit = alpha.to_double() == 1.0;
+  Tensor out = unit ? binary_raw(name, a, b, op)
+                    : binary_raw(name, a, binary_raw(name, b, alpha, BinaryOp::Mul), op);
   if (needs_grad({&a, &b})) {
     Shape sa = a.shape(), sb = b.shape();
-    const double b_scale = op == BinaryOp::Sub ? -alpha : alpha;
+    const double b_scale = op == BinaryOp::Sub ? -alpha.to_double() : alpha.to_double();
     record(name, {&out}, {a, b}, [sa, sb, b_scale](const Grads& g) {
       return Grads{sum_to(g[0], sa), sum_to(b_scale == 1.0 ? g[0] : mul(g[0], b_scale), sb)};
     });
@@ -188,31 +206,31 @@ Tensor sum_to(const Tensor& a, const Shape& shape) {
 
 // --- arithmetic ---
 
-Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   SINTER_PROFILE_OP("add", a, b);
   const auto [pa, pb] = promoted("add", a, b);
   return add_or_sub("add", pa, pb, alpha, BinaryOp::Add);
 }
 
-Tensor add(const Tensor& a0, double b) {
+Tensor add(const Tensor& a0, const Scalar& b) {
   SINTER_PROFILE_OP("add", a0);
   const Tensor a = promoted("add", a0, b);
   return with_grad("add", binary_raw("add", a, b, BinaryOp::Add), a,
                    [](const Tensor& g) { return g; });
 }
 
-Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   SINTER_PROFILE_OP("sub", a, b);
   const auto [pa, pb] = promoted("sub", a, b);
   return add_or_sub("sub", pa, pb, alpha, BinaryOp::Sub);
 }
 
-Tensor sub(const Tensor& a, double b) {
+Tensor sub(const Tensor& a, const Scalar& b) {
   SINTER_PROFILE_OP("sub", a);
   return add(a, -b);
 }
 
-Tensor sub(double a, const Tensor& b0) {
+Tensor sub(const Scalar& a, const Tensor& b0) {
   SINTER_PROFILE_OP("sub", b0);
   const Tensor b = promoted("sub", b0, a);
   return with_grad("rsub", binary_raw("sub", a, b, BinaryOp::Sub), b,
@@ -236,16 +254,54 @@ Tensor mul(const Tensor& a0, const Tensor& b0) {
   return out;
 }
 
-Tensor mul(const Tensor& a0, double b) {
+Tensor mul(const Tensor& a0, const Scalar& b) {
   SINTER_PROFILE_OP("mul", a0);
   const Tensor a = promoted("mul", a0, b);
   return with_grad("mul", binary_raw("mul", a, b, BinaryOp::Mul), a,
-                   [b](const Tensor& g) { return mul(g, b); });
+                   [b](const Tensor& g) { return mul(g, b.to_double()); });
 }
+
+namespace {
+
+// The operands of a true division: promoted, and integral ones on to f32.
+Promoted true_div_operands(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = promoted("div", a0, b0);
+  if (is_floating(a.dtype())) return {a, b};
+  return {a.to(DType::f32), b.to(DType::f32)};
+}
+Tensor true_div_operand(const Tensor& a0, const Scalar& s) {
+  Tensor a = promoted("div", a0, s);
+  return is_floating(a.dtype()) ? a : a.to(DType::f32);
+}
+
+BinaryOp rounding_op(const std::string& mode) {
+  SINTER_CHECK(mode == "trunc" || mode == "floor",
+               "div: rounding_mode must be \"trunc\" or \"floor\", got \"", mode, "\"");
+  return mode == "trunc" ? BinaryOp::DivTrunc : BinaryOp::DivFloor;
+}
+
+// A rounded quotient or a remainder of promoted operands, with the integer divisor checked.
+Tensor rounded(const char* name, const IterArg& a, const IterArg& b, BinaryOp op) {
+  const Tensor& ref = a.tensor ? *a.tensor : *b.tensor;
+  check_int_divisor(name, b, ref.dtype());
+  return binary_raw(name, a, b, op);
+}
+
+// The zero gradient of a rounded quotient (as PyTorch's), for each operand that needs one.
+void record_zero_grad(const char* name, Tensor& out, const Tensor& a, const Tensor& b) {
+  if (!needs_grad({&a, &b})) return;
+  Shape sa = a.shape(), sb = b.shape();
+  record(name, {&out}, {a, b}, [sa, sb](const Grads& g) {
+    const TensorOptions o{.dtype = g[0].dtype(), .device = g[0].device()};
+    return Grads{zeros(sa, o), zeros(sb, o)};
+  });
+}
+
+}  // namespace
 
 Tensor div(const Tensor& a0, const Tensor& b0) {
   SINTER_PROFILE_OP("div", a0, b0);
-  const auto [a, b] = promoted("div", a0, b0);
+  const auto [a, b] = true_div_operands(a0, b0);
   Tensor out = binary_raw("div", a, b, BinaryOp::Div);
   if (needs_grad({&a, &b})) {
     SavedTensor sb_t(b, "div");
@@ -261,21 +317,82 @@ Tensor div(const Tensor& a0, const Tensor& b0) {
   return out;
 }
 
-Tensor div(const Tensor& a0, double b) {
+Tensor div(const Tensor& a0, const Scalar& b) {
   SINTER_PROFILE_OP("div", a0);
-  const Tensor a = promoted("div", a0, b);
+  const Tensor a = true_div_operand(a0, b);
+  const double bd = b.to_double();
   return with_grad("div", binary_raw("div", a, b, BinaryOp::Div), a,
-                   [b](const Tensor& g) { return div(g, b); });
+                   [bd](const Tensor& g) { return div(g, bd); });
 }
 
-Tensor div(double a, const Tensor& b0) {
+Tensor div(const Scalar& a, const Tensor& b0) {
   SINTER_PROFILE_OP("div", b0);
-  const Tensor b = promoted("div", b0, a);
+  const Tensor b = true_div_operand(b0, a);
   Tensor out = binary_raw("div", a, b, BinaryOp::Div);
   if (needs_grad({&b})) {
     SavedTensor sb_t(b, "div"), so_t(out, "div");
     record("rdiv", {&out}, {b}, [sb_t, so_t](const Grads& g) {
       return Grads{neg(div(mul(g[0], so_t.get()), sb_t.get()))};
+    });
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a0, const Tensor& b0, const std::string& rounding_mode) {
+  SINTER_PROFILE_OP("div", a0, b0);
+  const BinaryOp op = rounding_op(rounding_mode);
+  const auto [a, b] = promoted("div", a0, b0);
+  Tensor out = rounded("div", a, b, op);
+  record_zero_grad("div", out, a, b);
+  return out;
+}
+
+Tensor div(const Tensor& a0, const Scalar& b, const std::string& rounding_mode) {
+  SINTER_PROFILE_OP("div", a0);
+  const BinaryOp op = rounding_op(rounding_mode);
+  const Tensor a = promoted("div", a0, b);
+  Tensor out = rounded("div", a, b, op);
+  record_zero_grad("div", out, a, Tensor());
+  return out;
+}
+
+Tensor floor_divide(const Tensor& a, const Tensor& b) { return div(a, b, "floor"); }
+Tensor floor_divide(const Tensor& a, const Scalar& b) { return div(a, b, "floor"); }
+
+Tensor remainder(const Tensor& a0, const Tensor& b0) {
+  SINTER_PROFILE_OP("remainder", a0, b0);
+  const auto [a, b] = promoted("remainder", a0, b0);
+  Tensor out = rounded("remainder", a, b, BinaryOp::Remainder);
+  if (needs_grad({&a, &b})) {
+    SavedTensor sa_t(b.requires_grad() ? a : Tensor(), "remainder");
+    SavedTensor sb_t(b.requires_grad() ? b : Tensor(), "remainder");
+    Shape sa = a.shape(), sb = b.shape();
+    record("remainder", {&out}, {a, b}, [sa_t, sb_t, sa, sb](const Grads& g) {
+      Tensor gb = sb_t.defined() ? sum_to(neg(mul(g[0], floor_divide(sa_t.get(), sb_t.get()))), sb)
+                                 : Tensor();
+      return Grads{sum_to(g[0], sa), gb};
+    });
+  }
+  return out;
+}
+
+Tensor remainder(const Tensor& a0, const Scalar& b) {
+  SINTER_PROFILE_OP("remainder", a0);
+  const Tensor a = promoted("remainder", a0, b);
+  return with_grad("remainder", rounded("remainder", a, b, BinaryOp::Remainder), a,
+                   [](const Tensor& g) { return g; });
+}
+
+Tensor remainder(const Scalar& a, const Tensor& b0) {
+  SINTER_PROFILE_OP("remainder", b0);
+  const Tensor b = promoted("remainder", b0, a);
+  Tensor out = rounded("remainder", a, b, BinaryOp::Remainder);
+  if (needs_grad({&b})) {
+    SavedTensor sb_t(b, "remainder");
+    record("rremainder", {&out}, {b}, [sb_t, a](const Grads& g) {
+      const Tensor bb = sb_t.get();
+      return Grads{neg(
+          mul(g[0], floor_divide(full({}, a, {.dtype = bb.dtype(), .device = bb.device()}), bb)))};
     });
   }
   return out;
@@ -310,10 +427,11 @@ Tensor pow(const Tensor& a0, const Tensor& b0) {
   return out;
 }
 
-Tensor pow(const Tensor& a0, double exponent) {
+Tensor pow(const Tensor& a0, const Scalar& exponent_s) {
   SINTER_PROFILE_OP("pow", a0);
-  const Tensor a = promoted("pow", a0, exponent);
-  Tensor out = binary_raw("pow", a, exponent, BinaryOp::Pow);
+  const Tensor a = promoted("pow", a0, exponent_s);
+  Tensor out = binary_raw("pow", a, exponent_s, BinaryOp::Pow);
+  const double exponent = exponent_s.to_double();
   if (needs_grad({&a})) {
     SavedTensor sa_t(a, "pow");
     record("pow", {&out}, {a}, [sa_t, exponent](const Grads& g) {
@@ -324,10 +442,11 @@ Tensor pow(const Tensor& a0, double exponent) {
   return out;
 }
 
-Tensor pow(double base, const Tensor& exponent0) {
+Tensor pow(const Scalar& base_s, const Tensor& exponent0) {
   SINTER_PROFILE_OP("pow", exponent0);
-  const Tensor exponent = promoted("pow", exponent0, base);
-  Tensor out = binary_raw("pow", base, exponent, BinaryOp::Pow);
+  const Tensor exponent = promoted("pow", exponent0, base_s);
+  Tensor out = binary_raw("pow", base_s, exponent, BinaryOp::Pow);
+  const double base = base_s.to_double();
   if (needs_grad({&exponent})) {
     SavedTensor so_t(out, "pow");
     const double lb = base == 0.0 ? 0.0 : std::log(base);
@@ -366,19 +485,23 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
   return max_min("minimum", a, b, BinaryOp::Minimum);
 }
 
-Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
-  SINTER_PROFILE_OP("clamp", a);
+Tensor clamp(const Tensor& a0, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  SINTER_PROFILE_OP("clamp", a0);
+  check_defined("clamp", a0);
   SINTER_CHECK(lo || hi, "clamp: at least one of min and max must be given");
-  SINTER_CHECK(!lo || !hi || *lo <= *hi, "clamp: min ", *lo, " is greater than max ", *hi);
-  const double inf = std::numeric_limits<double>::infinity();
-  const double l = lo.value_or(-inf), h = hi.value_or(inf);
+  SINTER_CHECK(!lo || !hi || lo->to_double() <= hi->to_double(), "clamp: min ", *lo,
+               " is greater than max ", *hi);
+  // Promoted by both bounds, as PyTorch's clamp: clamp(i64_tensor, 0.5) is f32.
+  Tensor a = lo ? promoted("clamp", a0, *lo) : a0;
+  if (hi) a = promoted("clamp", a, *hi);
   if (!is_floating(a.dtype())) {
-    check_scalar_fits("clamp", a, lo.value_or(0));
-    check_scalar_fits("clamp", a, hi.value_or(0));
+    // Exact integer bounds, as scalar operands of maximum and minimum (no gradient to carry).
+    Tensor out = lo ? binary_raw("clamp", a, *lo, BinaryOp::Maximum) : a;
+    return hi ? binary_raw("clamp", out, *hi, BinaryOp::Minimum) : out;
   }
-  const double big = 9.2e18;  // integral compute type: keep the bounds inside int64
-  Tensor out = unary_raw("clamp", a, UnaryOp::Clamp, is_floating(a.dtype()) ? l : std::max(l, -big),
-                         is_floating(a.dtype()) ? h : std::min(h, big));
+  const double inf = std::numeric_limits<double>::infinity();
+  const double l = lo ? lo->to_double() : -inf, h = hi ? hi->to_double() : inf;
+  Tensor out = unary_raw("clamp", a, UnaryOp::Clamp, l, h);
   if (needs_grad({&a})) {
     SavedTensor sa_t(a, "clamp");
     record("clamp", {&out}, {a}, [sa_t, l, h](const Grads& g) {
@@ -418,13 +541,13 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
   return out;
 }
 
-Tensor where(const Tensor& cond, const Tensor& a0, double b) {
+Tensor where(const Tensor& cond, const Tensor& a0, const Scalar& b) {
   SINTER_PROFILE_OP("where", cond, a0);
   const Tensor a = promoted("where", a0, b);
   return where(cond, a, full({}, b, {.dtype = a.dtype(), .device = a.device()}));
 }
 
-Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+Tensor masked_fill(const Tensor& a, const Tensor& mask, const Scalar& value) {
   SINTER_PROFILE_OP("masked_fill", a, mask);
   check_defined("masked_fill", a);
   check_defined("masked_fill", mask);
@@ -435,15 +558,19 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   SINTER_CHECK(broadcast_shapes("masked_fill", mask.shape(), a.shape()) == a.shape(),
                "masked_fill: mask of shape ", mask.shape(), " does not broadcast to the input's ",
                a.shape());
-  check_scalar_fits("masked_fill", a, value);
   if (!is_floating(a.dtype())) {
     // A fill value the dtype cannot hold is refused rather than wrapped.
-    double lo = 0, hi = 1;  // b8
+    int64_t lo = 0, hi = 1;  // b8
     if (a.dtype() == DType::u8) hi = 255;
-    if (a.dtype() == DType::i32) lo = -2147483648.0, hi = 2147483647.0;
-    if (a.dtype() == DType::i64) lo = -0x1p63, hi = std::nextafter(0x1p63, 0.0);  // below 2^63
-    SINTER_CHECK(value >= lo && value <= hi, "masked_fill: value ", value, " does not fit dtype ",
-                 a.dtype(), " (", lo, " to ", hi, ")");
+    if (a.dtype() == DType::i32) lo = INT32_MIN, hi = INT32_MAX;
+    if (a.dtype() == DType::i64) lo = INT64_MIN, hi = INT64_MAX;
+    const double d = value.to_double();
+    const bool fits = value.is_float() ? d >= static_cast<double>(lo) && d < 0x1p63 &&
+                                             d <= static_cast<double>(hi)
+                                       : value.to_int() >= lo && value.to_int() <= hi;
+    SINTER_CHECK(fits, "masked_fill: value ", value, " does not fit dtype ", a.dtype(), " (", lo,
+                 " to ", hi, ")");
+    check_scalar_fits("masked_fill", a, value);
   }
   return where(mask, full({}, value, {.dtype = a.dtype(), .device = a.device()}), a);
 }
@@ -458,7 +585,7 @@ Tensor triangle(const char* op, const Tensor& a, int64_t diagonal, bool upper) {
   const TensorOptions i64{.dtype = DType::i64, .device = a.device()};
   const Tensor j_minus_i = sub(arange(static_cast<double>(cols), i64).view({1, cols}),
                                arange(static_cast<double>(rows), i64).view({rows, 1}));
-  const auto d = static_cast<double>(diagonal);
+  const int64_t d = diagonal;
   // A zero of a's dtype: a bool triangle stays bool (a scalar 0 would promote it to i64).
   return where(upper ? ge(j_minus_i, d) : le(j_minus_i, d), a,
                zeros({}, {.dtype = a.dtype(), .device = a.device()}));
@@ -482,7 +609,7 @@ Tensor triu(const Tensor& a, int64_t diagonal) {
     const auto [pa, pb] = promoted(#name, a, b);                      \
     return binary_raw(#name, pa, pb, BinaryOp::OP);                   \
   }                                                                   \
-  Tensor name(const Tensor& a, double b) {                            \
+  Tensor name(const Tensor& a, const Scalar& b) {                     \
     return binary_raw(#name, promoted(#name, a, b), b, BinaryOp::OP); \
   }
 SINTER_COMPARISON(eq, Eq)
@@ -577,6 +704,6 @@ Tensor Tensor::neg() const { return sinter::neg(*this); }
 Tensor Tensor::relu() const { return sinter::relu(*this); }
 Tensor Tensor::sigmoid() const { return sinter::sigmoid(*this); }
 Tensor Tensor::tanh() const { return sinter::tanh(*this); }
-Tensor Tensor::pow(double e) const { return sinter::pow(*this, e); }
+Tensor Tensor::pow(const Scalar& e) const { return sinter::pow(*this, e); }
 
 }  // namespace sinter

@@ -92,7 +92,10 @@ kern::ElementwiseIter make_iter(const char* op, const Tensor& out,
     } else {
       o.data = nullptr;
       o.dtype = scalar_dtype;
-      o.scalar = inputs[k - 1].scalar;
+      const Scalar& s = inputs[k - 1].scalar;
+      o.scalar = s.to_double();
+      o.scalar_is_int = s.holds_integer();
+      o.scalar_int = o.scalar_is_int ? s.to_int() : 0;
     }
   }
   it.contiguous = contiguous;

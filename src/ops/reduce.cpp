@@ -189,9 +189,9 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims_in, int64_t correct
 Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
   SINTER_PROFILE_OP("logsumexp", a);
   SINTER_AUTOCAST("logsumexp", a, logsumexp(cast(a), dims_in, keepdim));
+  // Integer and bool inputs promote to the default floating dtype, as in PyTorch.
+  if (a.defined() && !is_floating(a.dtype())) return logsumexp(a.to(DType::f32), dims_in, keepdim);
   std::vector<int64_t> dims = norm_dims("logsumexp", a, dims_in);
-  SINTER_CHECK(is_floating(a.dtype()), "logsumexp: expected a floating tensor, got dtype ",
-               a.dtype());
   Tensor m;
   {
     // The shift is a constant for autograd; infinite maxima (all -inf rows) shift by 0.

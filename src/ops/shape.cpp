@@ -329,9 +329,26 @@ Tensor flatten(const Tensor& a, int64_t s, int64_t e) {
 
 // --- building from pieces ---
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  SINTER_PROFILE_OP("cat", tensors);
-  SINTER_CHECK(!tensors.empty(), "cat: expected at least one tensor");
+Tensor cat(const std::vector<Tensor>& tensors_in, int64_t dim) {
+  SINTER_PROFILE_OP("cat", tensors_in);
+  SINTER_CHECK(!tensors_in.empty(), "cat: expected at least one tensor");
+  // Mixed dtypes promote to the widest, as PyTorch's cat (and so autocast's "promote" policy).
+  std::vector<Tensor> promoted_parts;
+  DType common = tensors_in[0].defined() ? tensors_in[0].dtype() : DType::f32;
+  for (size_t i = 0; i < tensors_in.size(); ++i) {
+    const Tensor& t = tensors_in[i];
+    check_defined("cat", t);
+    SINTER_CHECK(t.device() == tensors_in[0].device(), "cat: tensor ", i, " is on ", t.device(),
+                 ", tensor 0 on ", tensors_in[0].device());
+    common = promote_types(common, t.dtype());
+  }
+  for (const Tensor& t : tensors_in) {
+    if (t.dtype() != common) {
+      for (const Tensor& u : tensors_in) promoted_parts.push_back(u.to(common));
+      break;
+    }
+  }
+  const std::vector<Tensor>& tensors = promoted_parts.empty() ? tensors_in : promoted_parts;
   const Tensor& first = tensors[0];
   check_defined("cat", first);
   SINTER_CHECK(first.dim() > 0,
@@ -341,10 +358,6 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   int64_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    check_defined("cat", t);
-    SINTER_CHECK(t.dtype() == first.dtype() && t.device() == first.device(), "cat: tensor ", i,
-                 " is ", t.dtype(), " on ", t.device(), ", tensor 0 is ", first.dtype(), " on ",
-                 first.device());
     SINTER_CHECK(t.dim() == first.dim(), "cat: tensor ", i, " has shape ", shape_str(t.shape()),
                  ", tensor 0 has shape ", shape_str(first.shape()));
     for (int64_t d = 0; d < t.dim(); ++d) {
@@ -389,10 +402,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
                "-dim tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {
     check_defined("stack", tensors[i]);
-    SINTER_CHECK(
-        tensors[i].dtype() == tensors[0].dtype() && tensors[i].device() == tensors[0].device(),
-        "stack: tensor ", i, " is ", tensors[i].dtype(), " on ", tensors[i].device(),
-        ", tensor 0 is ", tensors[0].dtype(), " on ", tensors[0].device());
+    SINTER_CHECK(tensors[i].device() == tensors[0].device(), "stack: tensor ", i, " is on ",
+                 tensors[i].device(), ", tensor 0 on ", tensors[0].device());
     SINTER_CHECK(tensors[i].shape() == tensors[0].shape(), "stack: tensor ", i, " has shape ",
                  shape_str(tensors[i].shape()), ", tensor 0 has shape ",
                  shape_str(tensors[0].shape()));

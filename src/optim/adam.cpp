@@ -162,7 +162,7 @@ void Adam::step() {
           }
           step_t.add_(1.0);
           k.step_device = static_cast<const float*>(step_t.data_ptr());
-          h.lr_device = static_cast<const float*>(device_lr(g, p.device()).data_ptr());
+          h.lr_device = static_cast<const double*>(device_lr(g, p.device()).data_ptr());
         } else {
           // The step count and the bias corrections are host values: a graph would replay them.
           SINTER_CHECK(!cuda::is_capturing(), name(),

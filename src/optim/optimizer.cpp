@@ -45,7 +45,7 @@ Tensor& Optimizer::device_lr(size_t group, Device device) {
     SINTER_CHECK(!cuda::is_capturing(), name_,
                  ": the first step of a capturable optimizer must "
                  "run eagerly, before a CUDA graph capture");
-    t = full({}, lr(group), {.dtype = DType::f32, .device = device});
+    t = full({}, lr(group), {.dtype = DType::f64, .device = device});
   }
   return t;
 }

@@ -99,7 +99,7 @@ void SGD::step() {
       for (size_t i : bucket) {
         const Tensor& p = params_[g][i];
         if (o.capturable)
-          h.lr_device = static_cast<const float*>(device_lr(g, p.device()).data_ptr());
+          h.lr_device = static_cast<const double*>(device_lr(g, p.device()).data_ptr());
         const auto [pw, grad] = ops.add(p);
         kern::SgdTensor t{.param = pw.data_ptr(), .grad = grad.data_ptr(), .numel = p.numel()};
         if (o.momentum != 0.0) {

@@ -135,7 +135,7 @@ Tensor empty(const Shape& shape, const TensorOptions& opts) {
                 opts);
 }
 
-Tensor full(const Shape& shape, double value, const TensorOptions& opts) {
+Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& opts) {
   TensorOptions o = opts;
   o.requires_grad = false;
   Tensor t = empty(shape, o);
@@ -153,7 +153,7 @@ TensorOptions like(const Tensor& t) { return {.dtype = t.dtype(), .device = t.de
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), like(t)); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), like(t)); }
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), like(t)); }
-Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, like(t)); }
+Tensor full_like(const Tensor& t, const Scalar& value) { return full(t.shape(), value, like(t)); }
 
 Tensor arange(double end, const TensorOptions& opts) { return arange(0.0, end, 1.0, opts); }
 
@@ -501,9 +501,9 @@ void check_overlap(const char* op, const Tensor& dst, const Tensor& src) {
 // self = self `bop` other, after the checks of every in-place op.
 Tensor& inplace_binary(const char* op, Tensor& self, const IterArg& other, kern::BinaryOp bop) {
   check_inplace(op, self, other.tensor);
-  SINTER_CHECK(
-      other.tensor || is_floating(self.dtype()) || std::nearbyint(other.scalar) == other.scalar, op,
-      ": scalar ", other.scalar, " is not an integer, but the tensor has dtype ", self.dtype());
+  SINTER_CHECK(other.tensor || is_floating(self.dtype()) || other.scalar.holds_integer(), op,
+               ": scalar ", other.scalar, " is not an integer, but the tensor has dtype ",
+               self.dtype());
   if (other.tensor) {
     SINTER_CHECK(other.tensor->dtype() == self.dtype(), op, ": dtype ", other.tensor->dtype(),
                  " does not match the tensor's ", self.dtype());
@@ -521,15 +521,15 @@ Tensor& inplace_binary(const char* op, Tensor& self, const IterArg& other, kern:
 }
 }  // namespace
 
-Tensor& Tensor::add_(const Tensor& other, double alpha) {
-  if (alpha == 1.0) return inplace_binary("add_", *this, other, kern::BinaryOp::Add);
+Tensor& Tensor::add_(const Tensor& other, const Scalar& alpha) {
+  if (alpha.to_double() == 1.0) return inplace_binary("add_", *this, other, kern::BinaryOp::Add);
   // Checked before NoGradGuard, which would hide that `other` requires grad.
   check_inplace("add_", *this, &other);
   NoGradGuard ng;
   return inplace_binary("add_", *this, mul(other, alpha), kern::BinaryOp::Add);
 }
 
-Tensor& Tensor::add_(double value) {
+Tensor& Tensor::add_(const Scalar& value) {
   return inplace_binary("add_", *this, value, kern::BinaryOp::Add);
 }
 
@@ -537,11 +537,11 @@ Tensor& Tensor::mul_(const Tensor& other) {
   return inplace_binary("mul_", *this, other, kern::BinaryOp::Mul);
 }
 
-Tensor& Tensor::mul_(double value) {
+Tensor& Tensor::mul_(const Scalar& value) {
   return inplace_binary("mul_", *this, value, kern::BinaryOp::Mul);
 }
 
-Tensor& Tensor::zero_() { return fill_(0.0); }
+Tensor& Tensor::zero_() { return fill_(0); }
 
 void zero_grads(const std::vector<Tensor>& tensors, bool set_to_none) {
   NoGradGuard ng;
@@ -556,7 +556,7 @@ void zero_grads(const std::vector<Tensor>& tensors, bool set_to_none) {
   }
 }
 
-Tensor& Tensor::fill_(double value) {
+Tensor& Tensor::fill_(const Scalar& value) {
   check_inplace("fill_", *this, nullptr);
   if (numel() > 0) {
     kern::ElementwiseIter it = make_iter("fill_", *this, {value}, DType::f64);

@@ -21,6 +21,10 @@ std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t);
 
 Tensor& uniform_(Tensor& t, double low = 0.0, double high = 1.0, Generator* gen = nullptr);
 Tensor& normal_(Tensor& t, double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
+// Normal(mean, std) truncated to [a, b] (the bounds are values, not multiples of std), as
+// torch.nn.init.trunc_normal_: ViT and BERT initialize their weights with it (std 0.02).
+Tensor& trunc_normal_(Tensor& t, double mean = 0.0, double std = 1.0, double a = -2.0,
+                      double b = 2.0, Generator* gen = nullptr);
 Tensor& constant_(Tensor& t, double value);
 Tensor& zeros_(Tensor& t);
 Tensor& ones_(Tensor& t);

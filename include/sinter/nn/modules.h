@@ -221,12 +221,17 @@ struct TransformerBlockOptions {
   int64_t mlp_ratio = 4;  // the MLP's hidden width is mlp_ratio * E
   double dropout = 0.0;   // on the attention weights and on both residual branches
   bool bias = true;       // in every Linear
-  bool causal = true;
+  // Not causal, as MultiheadAttentionOptions and torch.nn.TransformerEncoderLayer: an encoder
+  // (ViT, BERT) sees every position; a decoder-only model (GPT) asks for causal itself.
+  bool causal = false;
   double eps = 1e-5;  // of the LayerNorms
+  // The MLP's activation, applied in fc's GEMM epilogue: Activation::GeluTanh (GPT-2's), Gelu
+  // (exact), Relu, or None.
+  Activation activation = Activation::GeluTanh;
 };
 
 // A pre-LayerNorm transformer block, x: (B, T, E) -> (B, T, E):
-//   x = x + dropout(attn(ln1(x)));  x = x + dropout(proj(gelu_tanh(fc(ln2(x)))))
+//   x = x + dropout(attn(ln1(x)));  x = x + dropout(proj(act(fc(ln2(x)))))
 // with fc: Linear E -> mlp_ratio * E and proj back to E. Children: ln1, attn, ln2, fc, proj.
 class TransformerBlock : public Module {
  public:
