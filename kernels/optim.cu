@@ -38,6 +38,9 @@ struct Launch {
 
 static_assert(sizeof(Launch<AdamTensor>) + sizeof(AdamScalars<double>) < 4000,
               "one launch's kernel parameters must fit in 4 KB");
+static_assert(sizeof(Launch<RuleTensor>) + sizeof(RmspropRule::Scalars<double>) < 4000 &&
+                  sizeof(Launch<RuleTensor>) + sizeof(AdagradRule::Scalars<double>) < 4000,
+              "one launch's kernel parameters must fit in 4 KB");
 
 template <class T, int N>
 __device__ __forceinline__ Vec<T, N> load(const void* p, int64_t i) {
@@ -167,6 +170,42 @@ struct UnscaleOp {
   }
 };
 
+// One element range of a rule's optimizer (Note [optimizer rules]).
+template <class T, class Rule>
+struct RuleOp {
+  using C = Acc<T>;
+  typename Rule::template Scalars<C> s;
+  RuleTensor t;
+
+  template <int N>
+  __device__ __forceinline__ void apply(int64_t i) const {
+    const C lr = rule_lr<Rule, C>(s, t);
+    Vec<T, N> p = load<T, N>(t.param, i);
+    const Vec<T, N> g = load<T, N>(t.grad, i);
+    Vec<T, N> b[Rule::kBuffers];
+#pragma unroll
+    for (int j = 0; j < Rule::kBuffers; ++j) {
+      b[j] = t.buffers[j] ? load<T, N>(t.buffers[j], i) : Vec<T, N>{};
+    }
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      C pc = to_acc(p.v[e]);
+      C bc[kMaxRuleBuffers] = {};
+#pragma unroll
+      for (int j = 0; j < Rule::kBuffers; ++j) bc[j] = t.buffers[j] ? to_acc(b[j].v[e]) : C(0);
+      Rule::element(s, lr, pc, to_acc(g.v[e]), bc);
+      p.v[e] = from_acc<T>(pc);
+#pragma unroll
+      for (int j = 0; j < Rule::kBuffers; ++j) b[j].v[e] = from_acc<T>(bc[j]);
+    }
+    store<T, N>(t.param, i, p);
+#pragma unroll
+    for (int j = 0; j < Rule::kBuffers; ++j) {
+      if (t.buffers[j]) store<T, N>(t.buffers[j], i, b[j]);
+    }
+  }
+};
+
 // __grid_constant__: the tensor list is read in place from the parameter space, never copied to
 // local memory, although blocks index it at run time.
 template <class T>
@@ -194,7 +233,22 @@ __global__ void __launch_bounds__(kThreads)
   for_range<kVecWidth<T>>(l.aligned[k], begin, end, UnscaleOp<T>{s, l.tensors[k]});
 }
 
+template <class T, class Rule>
+__global__ void __launch_bounds__(kThreads)
+    rule_kernel(const __grid_constant__ Launch<RuleTensor> l,
+                const typename Rule::template Scalars<Acc<T>> s) {
+  int64_t begin = 0, end = 0;
+  const int k = find_tensor(l, begin, end);
+  for_range<kVecWidth<T>>(l.aligned[k], begin, end, RuleOp<T, Rule>{s, l.tensors[k]});
+}
+
 bool all_aligned(const UnscaleTensor& t) { return aligned16(t.grad); }
+
+bool all_aligned(const RuleTensor& t) {
+  bool ok = aligned16(t.param) && aligned16(t.grad);
+  for (void* b : t.buffers) ok = ok && (!b || aligned16(b));
+  return ok;
+}
 
 bool all_aligned(const SgdTensor& t) {
   return aligned16(t.param) && aligned16(t.grad) &&
@@ -283,5 +337,33 @@ void unscale_grads(const Ctx& ctx, DType dtype, const UnscaleTensor* tensors, in
         unscale_kernel<typename decltype(tag)::type><<<blocks, kThreads, 0, stream>>>(l, s);
       });
 }
+
+namespace {
+
+// One call of a rule's step (Note [optimizer rules]): rule_kernel<T, Rule> over every launch.
+template <class Rule>
+void rule_step(const char* op, const Ctx& ctx, DType dtype, const RuleTensor* tensors,
+               int64_t count, const typename Rule::Hyper& h) {
+  DeviceGuard guard(ctx.device);
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  visit_floating(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const typename Rule::template Scalars<Acc<T>> s(h);
+    for_each_launch(op, tensors, count, [&](const Launch<RuleTensor>& l, int64_t blocks) {
+      rule_kernel<T, Rule><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(l, s);
+      SINTER_LAUNCH_CHECK(op);
+    });
+  });
+}
+
+}  // namespace
+
+#define SINTER_DEFINE_RULE_STEP_(name, Rule)                                              \
+  void name##_step(const Ctx& ctx, DType dtype, const RuleTensor* tensors, int64_t count, \
+                   const Rule::Hyper& h) {                                                \
+    rule_step<Rule>(#name "_step", ctx, dtype, tensors, count, h);                        \
+  }
+SINTER_OPTIM_RULES(SINTER_DEFINE_RULE_STEP_)
+#undef SINTER_DEFINE_RULE_STEP_
 
 }  // namespace sinter::cudak

@@ -15,9 +15,10 @@
 namespace sinter {
 namespace {
 
+using optim::Adagrad;
 using optim::Adam;
 using optim::AdamW;
-using optim::ParamGroup;
+using optim::RMSprop;
 using optim::SGD;
 
 std::vector<double> vec(const Tensor& t) { return t.to_vector<double>(); }
@@ -245,6 +246,91 @@ TEST(OptimAdam, MaximizeNegatesGradient) {
   expect_near(vec(p), {1.0 + 0.01, -2.0 - 0.01, 0.5 + 0.01});
 }
 
+// --- RMSprop and Adagrad ---
+
+// PyTorch's documented first steps: RMSprop moves each element by lr * sign(g) / sqrt(1 - alpha)
+// (v = (1 - alpha) g^2), Adagrad by lr * sign(g) (s = g^2), whatever the gradient's size.
+TEST(OptimRMSprop, FirstStepIsScaledSign) {
+  const std::vector<double> g = grad_at(1);
+  const std::vector<double> p = run<RMSprop>(optim::RMSpropOptions{.lr = 0.01, .eps = 0.0}, 1);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(p[i], kStart[i] - 0.01 * (g[i] > 0 ? 1 : -1) / std::sqrt(0.01), 1e-12);
+  }
+}
+
+TEST(OptimAdagrad, FirstStepIsLrTimesSign) {
+  const std::vector<double> g = grad_at(1);
+  const std::vector<double> p = run<Adagrad>(optim::AdagradOptions{.lr = 0.1, .eps = 0.0}, 1);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(p[i], kStart[i] - 0.1 * (g[i] > 0 ? 1 : -1), 1e-12);
+}
+
+// Three steps against the formulas of rmsprop.h and adagrad.h written out by hand.
+TEST(OptimRMSprop, CenteredMomentumWeightDecayMatchFormula) {
+  const double lr = 0.01, alpha = 0.9, eps = 1e-6, wd = 0.1, mu = 0.5;
+  std::vector<double> p = kStart, v(3, 0.0), m(3, 0.0), b(3, 0.0);
+  for (int t = 1; t <= 3; ++t) {
+    for (int i = 0; i < 3; ++i) {
+      const double g = -grad_at(t)[i] + wd * p[i];  // maximize
+      v[i] = alpha * v[i] + (1 - alpha) * g * g;
+      m[i] = alpha * m[i] + (1 - alpha) * g;
+      b[i] = mu * b[i] + g / (std::sqrt(v[i] - m[i] * m[i]) + eps);
+      p[i] -= lr * b[i];
+    }
+  }
+  expect_near(run<RMSprop>(optim::RMSpropOptions{.lr = lr,
+                                                 .alpha = alpha,
+                                                 .eps = eps,
+                                                 .weight_decay = wd,
+                                                 .momentum = mu,
+                                                 .centered = true,
+                                                 .maximize = true},
+                           3),
+              p);
+}
+
+TEST(OptimAdagrad, LrDecayAndInitialAccumulatorMatchFormula) {
+  const double lr = 0.1, decay = 0.5, init = 0.2, wd = 0.05;
+  std::vector<double> p = kStart, sum(3, init);
+  for (int t = 1; t <= 3; ++t) {
+    const double clr = lr / (1 + (t - 1) * decay);
+    for (int i = 0; i < 3; ++i) {
+      const double g = grad_at(t)[i] + wd * p[i];
+      sum[i] += g * g;
+      p[i] -= clr * g / (std::sqrt(sum[i]) + 1e-10);
+    }
+  }
+  Tensor q = leaf(kStart);
+  Adagrad opt({q},
+              {.lr = lr, .lr_decay = decay, .weight_decay = wd, .initial_accumulator_value = init});
+  for (int t = 1; t <= 3; ++t) {
+    set_grad(q, grad_at(t));
+    opt.step();
+  }
+  expect_near(vec(q), p);
+  EXPECT_EQ(opt.state(0, 0).at("step").item<double>(), 3.0);
+  EXPECT_EQ(opt.state(0, 0).count("sum"), 1u);
+}
+
+// RMSprop's momentum is the one a one-cycle schedule cycles; groups override and inherit.
+TEST(OptimRMSprop, GroupsAndSchedulers) {
+  Tensor a = leaf({1.0}), b = leaf({2.0});
+  RMSprop opt({{.params = {a}}, {.params = {b}, .lr = 0.5, .centered = true}},
+              {.lr = 0.1, .momentum = 0.9});
+  EXPECT_EQ(opt.options(1).momentum, 0.9);
+  EXPECT_TRUE(opt.options(1).centered);
+  EXPECT_FALSE(opt.options(0).centered);
+  EXPECT_EQ(opt.momentum_name(), "momentum");
+  optim::OneCycleLR sched(opt, 1.0, 10);
+  EXPECT_EQ(opt.options(0).momentum, sched.momentum_at(0));
+  sched.step();
+  EXPECT_EQ(opt.options(1).momentum, sched.momentum_at(1));
+  EXPECT_EQ(opt.lr(1), sched.lr_at(1, 1));
+  Adagrad ada({a}, {.lr = 0.1});
+  optim::StepLR step_lr(ada, 1, 0.5);
+  step_lr.step();
+  EXPECT_EQ(ada.lr(), 0.05);
+}
+
 // --- parameter groups ---
 
 TEST(OptimParamGroups, EachGroupHasItsOwnLr) {
@@ -311,6 +397,37 @@ TEST(OptimStateDict, RoundTripGivesIdenticalSteps) {
   expect_round_trip<SGD>(optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
   expect_round_trip<Adam>(optim::AdamOptions{.lr = 0.1, .weight_decay = 0.1, .amsgrad = true});
   expect_round_trip<AdamW>(optim::AdamWOptions{.lr = 0.1, .betas = {0.7, 0.8}});
+  expect_round_trip<RMSprop>(
+      optim::RMSpropOptions{.lr = 0.01, .weight_decay = 0.1, .momentum = 0.9, .centered = true});
+  expect_round_trip<Adagrad>(
+      optim::AdagradOptions{.lr = 0.1, .lr_decay = 0.1, .initial_accumulator_value = 0.5});
+}
+
+// The state dict keys of the new optimizers are PyTorch's names.
+TEST(OptimStateDict, RmspropAndAdagradKeys) {
+  Tensor p = leaf(kStart);
+  RMSprop rms({p}, {.momentum = 0.9, .centered = true});
+  set_grad(p, grad_at(1));
+  rms.step();
+  const StateDict d = rms.state_dict();
+  for (const char* key :
+       {"param_groups.0.lr", "param_groups.0.alpha", "param_groups.0.eps",
+        "param_groups.0.weight_decay", "param_groups.0.momentum", "param_groups.0.centered",
+        "param_groups.0.maximize", "param_groups.0.capturable", "param_groups.0.num_params",
+        "state.0.0.step", "state.0.0.square_avg", "state.0.0.momentum_buffer",
+        "state.0.0.grad_avg"}) {
+    EXPECT_EQ(d.count(key), 1u) << key;
+  }
+  EXPECT_EQ(d.size(), 13u);
+  Adagrad ada({p}, {.initial_accumulator_value = 0.25});
+  ada.step();
+  const StateDict a = ada.state_dict();
+  EXPECT_EQ(a.size(), 10u);  // 7 options, num_params, step and sum
+  EXPECT_EQ(a.at("param_groups.0.initial_accumulator_value").item<double>(), 0.25);
+  EXPECT_EQ(a.at("param_groups.0.lr_decay").item<double>(), 0.0);
+  EXPECT_EQ(a.at("state.0.0.sum").shape(), (Shape{3}));
+  // A dict of another optimizer is refused by its first unknown key.
+  expect_error([&] { ada.load_state_dict(d); }, {"Adagrad::load_state_dict"});
 }
 
 TEST(OptimStateDict, KeysAndScalars) {
@@ -608,11 +725,31 @@ TEST(OptimErrors, BadHyperparameters) {
   expect_error([&] { Adam({p}, {.betas = {0.9, -0.1}}); }, {"beta2 -0.1"});
   expect_error([&] { AdamW({p}, {.eps = -1e-8}); }, {"AdamW", "eps -1e-08"});
   expect_error([&] { AdamW({p}, {.weight_decay = -0.01}); }, {"AdamW", "weight_decay -0.01"});
+  expect_error([&] { RMSprop({p}, {.alpha = 1.0}); }, {"RMSprop", "invalid alpha 1", "[0, 1)"});
+  expect_error([&] { RMSprop({p}, {.momentum = -0.1}); }, {"RMSprop", "momentum -0.1"});
+  expect_error([&] { Adagrad({p}, {.lr_decay = -1.0}); }, {"Adagrad", "lr_decay -1"});
+  expect_error([&] { Adagrad({p}, {.initial_accumulator_value = -0.5}); },
+               {"Adagrad", "initial_accumulator_value -0.5"});
   SGD opt({p}, {.lr = 0.1});
   expect_error([&] { opt.set_lr(0, -1.0); }, {"invalid learning rate -1"});
+  expect_error([&] { opt.set_hyperparameter(0, "nesterov", 0.5); },
+               {"SGD", "nesterov", "flag", "0.5"});
   EXPECT_EQ(opt.lr(), 0.1);
   expect_error([&] { opt.set_hyperparameter(0, "beta1", 0.5); }, {"no hyperparameter \"beta1\""});
 }
+
+// A group that sets an option its optimizer does not have does not compile (Note [optimizer
+// options]): SGD has no betas, Adam no momentum.
+template <class G>
+concept HasBetas = requires(G g) {
+  g.betas;
+};
+template <class G>
+concept HasMomentum = requires(G g) {
+  g.momentum;
+};
+static_assert(!HasBetas<optim::SGDGroup> && HasBetas<optim::AdamGroup>);
+static_assert(!HasMomentum<optim::AdamGroup> && HasMomentum<optim::SGDGroup>);
 
 TEST(OptimErrors, BadParameters) {
   Tensor p = leaf({1.0});
@@ -621,12 +758,6 @@ TEST(OptimErrors, BadParameters) {
   expect_error([&] { SGD({Tensor()}, {.lr = 0.1}); }, {"parameter 0 of group 0 is undefined"});
   expect_error([&] { Adam({mul(p, 2.0)}); }, {"Adam", "not a leaf"});
   expect_error([&] { Adam({from_vector<int64_t>({1}, {1})}); }, {"dtype i64", "floating point"});
-  expect_error(
-      [&] {
-        SGD({{.params = {p}, .betas = std::pair{0.9, 0.9}}}, {.lr = 0.1});
-      },
-      {"SGD", "betas", "does not have"});
-  expect_error([&] { Adam({{.params = {p}, .momentum = 0.9}}); }, {"Adam", "momentum"});
   SGD opt({p}, {.lr = 0.1});
   expect_error([&] { opt.add_param_group({.params = {p}}); }, {"appears more than once"});
   expect_error([&] { opt.params(3); }, {"group 3 does not exist"});
@@ -687,6 +818,18 @@ TEST(CudaOptim, UpdatesMatchCpu) {
   EXPECT_TRUE(testing::all_close(run(Device::cuda(), adam), run(Device::cpu(), adam), 1e-5, 1e-5));
   EXPECT_TRUE(
       testing::all_close(run(Device::cuda(), adamw), run(Device::cpu(), adamw), 1e-5, 1e-5));
+  auto rmsprop = [](Tensor p) {
+    return std::make_unique<RMSprop>(std::vector<Tensor>{p},
+                                     optim::RMSpropOptions{.momentum = 0.9, .centered = true});
+  };
+  auto adagrad = [](Tensor p) {
+    return std::make_unique<Adagrad>(std::vector<Tensor>{p},
+                                     optim::AdagradOptions{.lr_decay = 0.1});
+  };
+  EXPECT_TRUE(
+      testing::all_close(run(Device::cuda(), rmsprop), run(Device::cpu(), rmsprop), 1e-5, 1e-5));
+  EXPECT_TRUE(
+      testing::all_close(run(Device::cuda(), adagrad), run(Device::cpu(), adagrad), 1e-5, 1e-5));
 }
 
 TEST(CudaOptim, ClipGradNormMatchesCpu) {
@@ -779,11 +922,42 @@ TEST(CapturableAdam, StateDictsMoveBetweenModes) {
   EXPECT_EQ(plain.hyperparameter(0, "capturable"), 0.0);
 }
 
+// The rules' capturable mode (Note [optimizer rules]): the step count and the learning rate on the
+// device (here the CPU), with Adagrad's decayed rate computed there; an f64 parameter gets the
+// default mode's bits, through a change of lr midway.
+template <class Opt, class Options>
+void expect_capturable_as_default(Options o) {
+  Tensor a = leaf(kStart), b = leaf(kStart);
+  Opt plain({a}, o);
+  o.capturable = true;
+  Opt capt({b}, o);
+  for (int t = 1; t <= 5; ++t) {
+    if (t == 3) {
+      plain.set_lr(0.03);
+      capt.set_lr(0.03);
+    }
+    set_grad(a, grad_at(t));
+    set_grad(b, grad_at(t));
+    plain.step();
+    capt.step();
+  }
+  EXPECT_EQ(vec(b), vec(a));
+  EXPECT_EQ(capt.state(0, 0).at("step").dtype(), DType::f32);
+  EXPECT_EQ(capt.state(0, 0).at("step").template item<float>(), 5.0f);
+}
+
+TEST(CapturableRules, StepAsTheDefaultMode) {
+  expect_capturable_as_default<RMSprop>(
+      optim::RMSpropOptions{.lr = 0.3, .weight_decay = 0.1, .momentum = 0.9, .centered = true});
+  expect_capturable_as_default<Adagrad>(
+      optim::AdagradOptions{.lr = 0.3, .lr_decay = 0.1, .initial_accumulator_value = 0.1});
+}
+
 // SGD's capturable mode reads the learning rate from the device, and follows set_lr.
 TEST(CapturableSgd, StepsAsTheDefaultMode) {
   Tensor a = leaf(kStart), b = leaf(kStart);
   SGD plain({a}, {.lr = 0.3, .momentum = 0.9, .weight_decay = 0.01});
-  SGD capt(std::vector<ParamGroup>{{.params = {b}, .capturable = true}},
+  SGD capt(std::vector<optim::SGDGroup>{{.params = {b}, .capturable = true}},
            {.lr = 0.3, .momentum = 0.9, .weight_decay = 0.01});
   for (int t = 1; t <= 5; ++t) {
     if (t == 3) {

@@ -15,9 +15,13 @@
 namespace sinter {
 namespace {
 
+using optim::Adagrad;
+using optim::AdagradOptions;
 using optim::Adam;
 using optim::AdamOptions;
 using optim::AdamW;
+using optim::RMSprop;
+using optim::RMSpropOptions;
 using optim::SGD;
 using optim::SGDOptions;
 using testing::all_close;
@@ -345,6 +349,187 @@ TEST(OptimFused, AdamMatchesPerElementReference) {
 
 // --- layout and bookkeeping ---
 
+// --- RMSprop and Adagrad (Note [optimizer rules]) ---
+
+const std::vector<RMSpropOptions> kRmspropVariants = {
+    {.lr = 0.01},
+    {.lr = 0.01, .alpha = 0.9, .weight_decay = 0.1, .momentum = 0.9},
+    {.lr = 0.005, .eps = 1e-6, .centered = true},
+    {.lr = 0.01, .momentum = 0.5, .centered = true, .maximize = true},
+};
+const std::vector<std::string> kRmspropState = {"square_avg", "momentum_buffer", "grad_avg"};
+
+auto rmsprop_maker(const RMSpropOptions& o) {
+  return [o](const std::vector<Tensor>& ps) -> std::unique_ptr<optim::Optimizer> {
+    return std::make_unique<RMSprop>(ps, o);
+  };
+}
+
+// The RMSprop step of rmsprop.h one tensor op at a time.
+Result rmsprop_unfused(const Inputs& in, const RMSpropOptions& o) {
+  Result r;
+  for (const Tensor& t : in.init) r.params.push_back(t.clone());
+  const size_t n = in.init.size();
+  std::vector<Tensor> sq(n), buf(n), mean(n);
+  for (const std::vector<Tensor>& grads : in.grads) {
+    for (size_t k = 0; k < n; ++k) {
+      if (!grads[k].defined()) continue;
+      Tensor& p = r.params[k];
+      if (!sq[k].defined()) {
+        sq[k] = zeros_like(p);
+        if (o.momentum > 0.0) buf[k] = zeros_like(p);
+        if (o.centered) mean[k] = zeros_like(p);
+      }
+      Tensor grad = grads[k];
+      if (o.maximize) grad = neg(grad);
+      if (o.weight_decay != 0.0) grad = add(grad, p, o.weight_decay);
+      sq[k].mul_(o.alpha).add_(mul(grad, grad), 1.0 - o.alpha);
+      Tensor avg;
+      if (o.centered) {
+        mean[k].mul_(o.alpha).add_(grad, 1.0 - o.alpha);
+        avg = sqrt(sub(sq[k], mul(mean[k], mean[k])));
+      } else {
+        avg = sqrt(sq[k]);
+      }
+      avg.add_(o.eps);
+      if (o.momentum > 0.0) {
+        buf[k].mul_(o.momentum).add_(div(grad, avg));
+        p.add_(buf[k], -o.lr);
+      } else {
+        p.add_(div(grad, avg), -o.lr);
+      }
+    }
+  }
+  for (size_t k = 0; k < n; ++k) r.state.push_back({sq[k], buf[k], mean[k]});
+  return r;
+}
+
+// PyTorch's documented RMSprop algorithm, element by element in double.
+Result rmsprop_by_element(const Inputs& in, const RMSpropOptions& o) {
+  Result r;
+  for (size_t k = 0; k < in.init.size(); ++k) {
+    std::vector<double> p = in.init[k].to_vector<double>(), v, b, m;
+    for (const std::vector<Tensor>& grads : in.grads) {
+      if (!grads[k].defined()) continue;
+      const std::vector<double> g = grads[k].to_vector<double>();
+      if (v.empty()) {
+        v.assign(p.size(), 0.0);
+        if (o.momentum > 0.0) b.assign(p.size(), 0.0);
+        if (o.centered) m.assign(p.size(), 0.0);
+      }
+      for (size_t i = 0; i < p.size(); ++i) {
+        double gi = o.maximize ? -g[i] : g[i];
+        gi += o.weight_decay * p[i];
+        v[i] = o.alpha * v[i] + (1.0 - o.alpha) * gi * gi;
+        double vt = v[i];
+        if (o.centered) {
+          m[i] = o.alpha * m[i] + (1.0 - o.alpha) * gi;
+          vt -= m[i] * m[i];
+        }
+        const double d = std::sqrt(vt) + o.eps;
+        if (o.momentum > 0.0) {
+          b[i] = o.momentum * b[i] + gi / d;
+          p[i] -= o.lr * b[i];
+        } else {
+          p[i] -= o.lr * gi / d;
+        }
+      }
+    }
+    const int64_t n = static_cast<int64_t>(p.size());
+    auto as_tensor = [&](const std::vector<double>& x) {
+      return x.empty() ? Tensor() : from_vector<double>(x, {n});
+    };
+    r.params.push_back(as_tensor(p));
+    r.state.push_back({as_tensor(v), as_tensor(b), as_tensor(m)});
+  }
+  return r;
+}
+
+TEST(OptimFused, RmspropMatchesUnfusedOpsExactly) {
+  expect_matches(kRmspropVariants, rmsprop_maker, kRmspropState, rmsprop_unfused,
+                 {{DType::f32, 0.0}, {DType::f64, 0.0}});
+}
+
+TEST(OptimFused, RmspropMatchesPerElementReference) {
+  expect_matches(kRmspropVariants, rmsprop_maker, kRmspropState, rmsprop_by_element,
+                 {{DType::f64, 1e-10}, {DType::f32, 1e-4}, {DType::bf16, 3e-2}});
+}
+
+const std::vector<AdagradOptions> kAdagradVariants = {
+    {.lr = 0.1},
+    {.lr = 0.1, .lr_decay = 0.01, .weight_decay = 0.05},
+    {.lr = 0.05, .initial_accumulator_value = 0.1, .eps = 1e-6, .maximize = true},
+};
+const std::vector<std::string> kAdagradState = {"sum"};
+
+auto adagrad_maker(const AdagradOptions& o) {
+  return [o](const std::vector<Tensor>& ps) -> std::unique_ptr<optim::Optimizer> {
+    return std::make_unique<Adagrad>(ps, o);
+  };
+}
+
+// The Adagrad step of adagrad.h one tensor op at a time.
+Result adagrad_unfused(const Inputs& in, const AdagradOptions& o) {
+  Result r;
+  for (const Tensor& t : in.init) r.params.push_back(t.clone());
+  const size_t n = in.init.size();
+  std::vector<Tensor> sum(n);
+  std::vector<double> steps(n, 0.0);
+  for (const std::vector<Tensor>& grads : in.grads) {
+    for (size_t k = 0; k < n; ++k) {
+      if (!grads[k].defined()) continue;
+      Tensor& p = r.params[k];
+      if (!sum[k].defined()) sum[k] = full_like(p, o.initial_accumulator_value);
+      const double t = ++steps[k];
+      Tensor grad = grads[k];
+      if (o.maximize) grad = neg(grad);
+      if (o.weight_decay != 0.0) grad = add(grad, p, o.weight_decay);
+      sum[k].add_(mul(grad, grad));
+      Tensor std_dev = sqrt(sum[k]);
+      std_dev.add_(o.eps);
+      p.add_(div(grad, std_dev), -(o.lr / (1.0 + (t - 1.0) * o.lr_decay)));
+    }
+  }
+  for (size_t k = 0; k < n; ++k) r.state.push_back({sum[k]});
+  return r;
+}
+
+// PyTorch's documented Adagrad algorithm, element by element in double.
+Result adagrad_by_element(const Inputs& in, const AdagradOptions& o) {
+  Result r;
+  for (size_t k = 0; k < in.init.size(); ++k) {
+    std::vector<double> p = in.init[k].to_vector<double>(), sum;
+    double t = 0.0;
+    for (const std::vector<Tensor>& grads : in.grads) {
+      if (!grads[k].defined()) continue;
+      const std::vector<double> g = grads[k].to_vector<double>();
+      if (sum.empty()) sum.assign(p.size(), o.initial_accumulator_value);
+      t += 1.0;
+      const double clr = o.lr / (1.0 + (t - 1.0) * o.lr_decay);
+      for (size_t i = 0; i < p.size(); ++i) {
+        double gi = o.maximize ? -g[i] : g[i];
+        gi += o.weight_decay * p[i];
+        sum[i] += gi * gi;
+        p[i] -= clr * gi / (std::sqrt(sum[i]) + o.eps);
+      }
+    }
+    const int64_t n = static_cast<int64_t>(p.size());
+    r.params.push_back(from_vector<double>(p, {n}));
+    r.state.push_back({sum.empty() ? Tensor() : from_vector<double>(sum, {n})});
+  }
+  return r;
+}
+
+TEST(OptimFused, AdagradMatchesUnfusedOpsExactly) {
+  expect_matches(kAdagradVariants, adagrad_maker, kAdagradState, adagrad_unfused,
+                 {{DType::f32, 0.0}, {DType::f64, 0.0}});
+}
+
+TEST(OptimFused, AdagradMatchesPerElementReference) {
+  expect_matches(kAdagradVariants, adagrad_maker, kAdagradState, adagrad_by_element,
+                 {{DType::f64, 1e-10}, {DType::f32, 1e-4}, {DType::bf16, 3e-2}});
+}
+
 TEST(OptimFused, NonContiguousParameterAndGradient) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -455,6 +640,18 @@ TEST(CudaOptimFused, AdamMatchesCpu) {
   SINTER_REQUIRE_CUDA();
   // No f16, as in AdamMatchesPerElementReference.
   expect_cuda_matches_cpu(kAdamVariants, adam_maker, kAdamState,
+                          {DType::f32, DType::f64, DType::bf16});
+}
+
+TEST(CudaOptimFused, RmspropMatchesCpu) {
+  SINTER_REQUIRE_CUDA();
+  expect_cuda_matches_cpu(kRmspropVariants, rmsprop_maker, kRmspropState,
+                          {DType::f32, DType::f64, DType::bf16});
+}
+
+TEST(CudaOptimFused, AdagradMatchesCpu) {
+  SINTER_REQUIRE_CUDA();
+  expect_cuda_matches_cpu(kAdagradVariants, adagrad_maker, kAdagradState,
                           {DType::f32, DType::f64, DType::bf16});
 }
 

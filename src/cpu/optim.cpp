@@ -89,4 +89,43 @@ void unscale_grads(const Ctx&, DType dtype, const UnscaleTensor* tensors, int64_
   for_each_element<UnscaleScalars>(dtype, "unscale_grads", tensors, count, h, update);
 }
 
+namespace {
+
+// One step of a rule's optimizer (Note [optimizer rules]), element by element.
+template <class Rule>
+void rule_step(const char* op, DType dtype, const RuleTensor* tensors, int64_t count,
+               const typename Rule::Hyper& h) {
+  visit_float(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Acc<T>;
+    const typename Rule::template Scalars<C> s(h);
+    for (int64_t k = 0; k < count; ++k) {
+      const RuleTensor& t = tensors[k];
+      const C lr = rule_lr<Rule, C>(s, t);
+      for (int64_t i = 0; i < t.numel; ++i) {
+        C p = load<T>(t.param, i);
+        C buf[kMaxRuleBuffers] = {};
+        for (int j = 0; j < Rule::kBuffers; ++j) {
+          if (t.buffers[j]) buf[j] = load<T>(t.buffers[j], i);
+        }
+        Rule::element(s, lr, p, load<T>(t.grad, i), buf);
+        store<T>(t.param, i, p);
+        for (int j = 0; j < Rule::kBuffers; ++j) {
+          if (t.buffers[j]) store<T>(t.buffers[j], i, buf[j]);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+#define SINTER_DEFINE_RULE_STEP_(name, Rule)                                          \
+  void name##_step(const Ctx&, DType dtype, const RuleTensor* tensors, int64_t count, \
+                   const Rule::Hyper& h) {                                            \
+    rule_step<Rule>(#name "_step", dtype, tensors, count, h);                         \
+  }
+SINTER_OPTIM_RULES(SINTER_DEFINE_RULE_STEP_)
+#undef SINTER_DEFINE_RULE_STEP_
+
 }  // namespace sinter::cpu

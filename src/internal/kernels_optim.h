@@ -190,6 +190,40 @@ SINTER_HD inline void adam_element(const AdamScalars<C>& s, C neg_step_size, C b
   p = add_rn(p, mul_rn(m / denom, neg_step_size));
 }
 
+// Note [optimizer rules]
+// An optimizer whose update is elementwise over the parameter, its gradient and up to
+// kMaxRuleBuffers state buffers is written once, as a rule in src/internal/optim_<name>.h (RMSprop,
+// Adagrad), and its kernels come from the list SINTER_OPTIM_RULES below: each row X(name, Rule)
+// declares name##_step in the kernel interface, which the CPU loop and the CUDA multi-tensor
+// launch (the same as SGD's and Adam's) define by running the rule's element. A rule has
+//   struct Hyper                 the call's hyperparameters as doubles, with lr and lr_device
+//   template <class C> Scalars   built from Hyper, in the compute type C
+//   kBuffers                     how many of the tensor's buffers it may read and write
+//   step_lr(s, lr, t)            the learning rate of the tensor's t-th step (SINTER_HD)
+//   element(s, lr_t, p, g, buf)  one element's update, with buf[0, kBuffers) (SINTER_HD)
+// step_lr runs on the host in double in the default mode (RuleTensor::lr) and on the device in C
+// in the capturable mode, from the device's lr and step count (Note [capturable adam]). The
+// element follows the unfused tensor-op formulas as Note [fused optimizer step] asks.
+constexpr int kMaxRuleBuffers = 3;
+
+struct RuleTensor {
+  void* param = nullptr;
+  const void* grad = nullptr;
+  void* buffers[kMaxRuleBuffers] = {};  // the rule's state buffers; nullptr where unused
+  int64_t numel = 0;
+  double lr = 0.0;                     // step_lr of this tensor's step, in the default mode
+  const float* step_device = nullptr;  // capturable: the tensor's step count t on the device
+};
+
+// The learning rate of one tensor's step in C, as Note [optimizer rules] says.
+template <class Rule, class C>
+SINTER_HD inline C rule_lr(const typename Rule::template Scalars<C>& s, const RuleTensor& t) {
+  if (t.step_device) {
+    return Rule::step_lr(s, static_cast<C>(*s.lr_device), static_cast<C>(*t.step_device));
+  }
+  return static_cast<C>(t.lr);
+}
+
 // Note [gradient unscale]
 // GradScaler's unscale of one dtype's gradients in one pass: every element g becomes g * inv_scale
 // (rounded once to the gradient's dtype), and *found_inf becomes 1 when any element was inf or NaN
@@ -219,6 +253,15 @@ SINTER_HD inline bool unscale_element(C& g, C inv) {
 }
 
 }  // namespace sinter::kern
+
+// The rules, which use the helpers above.
+#include "internal/optim_adagrad.h"  // IWYU pragma: export
+#include "internal/optim_rmsprop.h"  // IWYU pragma: export
+
+// X(name, Rule): the optimizers written as rules (Note [optimizer rules]).
+#define SINTER_OPTIM_RULES(X) \
+  X(rmsprop, RmspropRule)     \
+  X(adagrad, AdagradRule)
 
 // The functions of the family, declared once (Note [kernel interfaces]).
 #define SINTER_KERNELS_INC "internal/kernels_optim.inc"

@@ -16,14 +16,13 @@ namespace sinter::optim {
 
 namespace {
 
-AdamOptions as_adam(const AdamWOptions& o) {
-  return {.lr = o.lr,
-          .betas = o.betas,
-          .eps = o.eps,
-          .weight_decay = o.weight_decay,
-          .amsgrad = o.amsgrad,
-          .maximize = o.maximize,
-          .capturable = o.capturable};
+// AdamW's options as Adam's: the same fields (Note [optimizer options]).
+AdamOptions as_adam(const AdamWOptions& w) {
+  AdamOptions o;
+#define SINTER_COPY_OPTION_(type, name, value, rule) o.name = w.name;
+  SINTER_ADAMW_OPTIONS(SINTER_COPY_OPTION_)
+#undef SINTER_COPY_OPTION_
+  return o;
 }
 
 }  // namespace
@@ -32,81 +31,19 @@ Adam::Adam(std::string name, bool decoupled, const AdamOptions& defaults)
     : OptimizerWithOptions(std::move(name), defaults), decoupled_(decoupled) {}
 
 Adam::Adam(const std::vector<Tensor>& params, const AdamOptions& options)
-    : Adam(std::vector<ParamGroup>{ParamGroup{.params = params}}, options) {}
+    : Adam(std::vector<AdamGroup>{AdamGroup{.params = params}}, options) {}
 
-Adam::Adam(const std::vector<ParamGroup>& groups, const AdamOptions& defaults)
+Adam::Adam(const std::vector<AdamGroup>& groups, const AdamOptions& defaults)
     : Adam("Adam", false, defaults) {
   add_param_groups(groups);
 }
 
 AdamW::AdamW(const std::vector<Tensor>& params, const AdamWOptions& options)
-    : AdamW(std::vector<ParamGroup>{ParamGroup{.params = params}}, options) {}
+    : AdamW(std::vector<AdamGroup>{AdamGroup{.params = params}}, options) {}
 
-AdamW::AdamW(const std::vector<ParamGroup>& groups, const AdamWOptions& defaults)
+AdamW::AdamW(const std::vector<AdamGroup>& groups, const AdamWOptions& defaults)
     : Adam("AdamW", true, as_adam(defaults)) {
   add_param_groups(groups);
-}
-
-Hyperparameters Adam::resolve(const ParamGroup& group) const {
-  SINTER_CHECK(!group.momentum && !group.dampening && !group.nesterov, name(),
-               ": a param group sets ",
-               group.momentum    ? "momentum"
-               : group.dampening ? "dampening"
-                                 : "nesterov",
-               ", which ", name(), " does not have (use betas)");
-  const std::pair<double, double> betas = group.betas.value_or(defaults_.betas);
-  return {{"lr", group.lr.value_or(defaults_.lr)},
-          {"beta1", betas.first},
-          {"beta2", betas.second},
-          {"eps", group.eps.value_or(defaults_.eps)},
-          {"weight_decay", group.weight_decay.value_or(defaults_.weight_decay)},
-          {"amsgrad", group.amsgrad.value_or(defaults_.amsgrad) ? 1.0 : 0.0},
-          {"maximize", group.maximize.value_or(defaults_.maximize) ? 1.0 : 0.0},
-          {"capturable", group.capturable.value_or(defaults_.capturable) ? 1.0 : 0.0}};
-}
-
-void Adam::check(const Hyperparameters& h, size_t group) const {
-  check_names(h,
-              {"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad", "maximize", "capturable"},
-              group);
-  const double lr = require(h, "lr", group);
-  const double beta1 = require(h, "beta1", group);
-  const double beta2 = require(h, "beta2", group);
-  const double eps = require(h, "eps", group);
-  const double weight_decay = require(h, "weight_decay", group);
-  require_bool(h, "amsgrad", group);
-  require_bool(h, "maximize", group);
-  require_bool(h, "capturable", group);
-  SINTER_CHECK(lr >= 0.0, name(), ": invalid learning rate ", lr, " in group ", group,
-               " (must be >= 0)");
-  SINTER_CHECK(beta1 >= 0.0 && beta1 < 1.0, name(), ": invalid beta1 ", beta1, " in group ", group,
-               " (must be in [0, 1))");
-  SINTER_CHECK(beta2 >= 0.0 && beta2 < 1.0, name(), ": invalid beta2 ", beta2, " in group ", group,
-               " (must be in [0, 1))");
-  SINTER_CHECK(eps >= 0.0, name(), ": invalid eps ", eps, " in group ", group, " (must be >= 0)");
-  SINTER_CHECK(weight_decay >= 0.0, name(), ": invalid weight_decay ", weight_decay, " in group ",
-               group, " (must be >= 0)");
-}
-
-AdamOptions Adam::to_options(const Hyperparameters& h) const {
-  return {.lr = h.at("lr"),
-          .betas = {h.at("beta1"), h.at("beta2")},
-          .eps = h.at("eps"),
-          .weight_decay = h.at("weight_decay"),
-          .amsgrad = h.at("amsgrad") == 1.0,
-          .maximize = h.at("maximize") == 1.0,
-          .capturable = h.at("capturable") == 1.0};
-}
-
-Hyperparameters Adam::from_options(const AdamOptions& o) const {
-  return {{"lr", o.lr},
-          {"beta1", o.betas.first},
-          {"beta2", o.betas.second},
-          {"eps", o.eps},
-          {"weight_decay", o.weight_decay},
-          {"amsgrad", o.amsgrad ? 1.0 : 0.0},
-          {"maximize", o.maximize ? 1.0 : 0.0},
-          {"capturable", o.capturable ? 1.0 : 0.0}};
 }
 
 void Adam::step() {

@@ -2,11 +2,14 @@
 #include "sinter/optim/optimizer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 #include <unordered_set>
 #include <utility>
 
+#include "internal/fused_operands.h"
+#include "internal/kernels_optim.h"
 #include "sinter/autograd.h"
 #include "sinter/cuda.h"
 
@@ -59,14 +62,14 @@ void Optimizer::refresh_device_lrs(size_t group) {
 
 void Optimizer::zero_grad(bool set_to_none) { zero_grads(parameters(), set_to_none); }
 
-void Optimizer::add_param_group(const ParamGroup& group) {
+void Optimizer::add_group(const std::vector<Tensor>& params, const Hyperparameters& h) {
   const size_t g = params_.size();
   std::unordered_set<const TensorImpl*> seen;
   for (const std::vector<Tensor>& existing : params_) {
     for (const Tensor& p : existing) seen.insert(p.impl());
   }
-  for (size_t i = 0; i < group.params.size(); ++i) {
-    const Tensor& p = group.params[i];
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
     SINTER_CHECK(p.defined(), name_, ": parameter ", i, " of group ", g, " is undefined");
     SINTER_CHECK(p.is_leaf(), name_, ": parameter ", i, " of group ", g,
                  " is not a leaf tensor (it was computed by an op); optimize leaves only");
@@ -75,18 +78,10 @@ void Optimizer::add_param_group(const ParamGroup& group) {
     SINTER_CHECK(seen.insert(p.impl()).second, name_, ": parameter ", i, " of group ", g,
                  " (shape ", shape_str(p.shape()), ") appears more than once");
   }
-  Hyperparameters h = resolve(group);
   check(h, g);
   store(g, h);
-  params_.push_back(group.params);
-  state_.emplace_back(group.params.size());
-}
-
-void Optimizer::add_param_groups(const std::vector<ParamGroup>& groups) {
-  size_t total = 0;
-  for (const ParamGroup& g : groups) total += g.params.size();
-  SINTER_CHECK(total > 0, name_, ": got an empty parameter list");
-  for (const ParamGroup& g : groups) add_param_group(g);
+  params_.push_back(params);
+  state_.emplace_back(params.size());
 }
 
 const std::vector<Tensor>& Optimizer::params(size_t group) const {
@@ -142,11 +137,26 @@ double Optimizer::require(const Hyperparameters& h, const std::string& key, size
   return it->second;
 }
 
-bool Optimizer::require_bool(const Hyperparameters& h, const std::string& key, size_t group) const {
-  const double v = require(h, key, group);
-  SINTER_CHECK(v == 0.0 || v == 1.0, name_, ": ", key, " of group ", group,
-               " is a flag and must be 0 or 1, got ", v);
-  return v == 1.0;
+void Optimizer::check_value(const std::string& key, double v, Rule rule, size_t group) const {
+  const std::string what = key == "lr" ? "learning rate" : key;
+  switch (rule) {
+    case Rule::NonNegative:
+      SINTER_CHECK(v >= 0.0, name_, ": invalid ", what, " ", v, " in group ", group,
+                   " (must be >= 0)");
+      return;
+    case Rule::Unit:
+      SINTER_CHECK(v >= 0.0 && v < 1.0, name_, ": invalid ", what, " ", v, " in group ", group,
+                   " (must be in [0, 1))");
+      return;
+    case Rule::Finite:
+      SINTER_CHECK(std::isfinite(v), name_, ": invalid ", what, " ", v, " in group ", group,
+                   " (must be finite)");
+      return;
+    case Rule::Flag:
+      SINTER_CHECK(v == 0.0 || v == 1.0, name_, ": ", key, " of group ", group,
+                   " is a flag and must be 0 or 1, got ", v);
+      return;
+  }
 }
 
 void Optimizer::check_names(const Hyperparameters& h, const std::vector<std::string>& keys,
@@ -193,6 +203,71 @@ std::vector<std::vector<size_t>> Optimizer::grad_buckets(size_t group) const {
     }
   }
   return buckets;
+}
+
+void Optimizer::rule_step(size_t g, const std::vector<RuleBuffer>& buffers, bool capturable,
+                          const std::function<double(double)>& step_lr,
+                          const std::function<void(const Tensor&, std::vector<kern::RuleTensor>&,
+                                                   const double*)>& launch) {
+  SINTER_CHECK(buffers.size() <= static_cast<size_t>(kern::kMaxRuleBuffers), name_, ": ",
+               buffers.size(), " state buffers, more than a rule holds");
+  // The step count and learning rate are host values otherwise: a graph would replay them.
+  SINTER_CHECK(capturable || !cuda::is_capturing(), name_,
+               ": a step inside a CUDA graph capture needs capturable = true (the step count and "
+               "learning rate would otherwise be baked into the graph)");
+  for (const std::vector<size_t>& bucket : grad_buckets(g)) {
+    std::vector<kern::RuleTensor> list;
+    detail::FusedOperands ops;
+    const Tensor& first = params_[g][bucket[0]];
+    for (size_t i : bucket) {
+      const Tensor& p = params_[g][i];
+      auto& st = state_[g][i];
+      if (!st.count("step")) {  // a parameter's first step
+        check_not_capturing(g, i, "step");
+        st.clear();
+        st["step"] = capturable ? zeros({}, {.dtype = DType::f32, .device = p.device()})
+                                : zeros({}, {.dtype = DType::f64});
+      }
+      const auto [pw, grad] = ops.add(p);
+      kern::RuleTensor t{.param = pw.data_ptr(), .grad = grad.data_ptr(), .numel = p.numel()};
+      for (size_t j = 0; j < buffers.size(); ++j) {
+        const RuleBuffer& b = buffers[j];
+        if (b.name.empty()) continue;
+        // A buffer turned on midway (momentum set by a schedule) starts at its init value.
+        if (!st.count(b.name)) {
+          check_not_capturing(g, i, b.name);
+          st[b.name] = full_like(p, b.init);
+        }
+        Tensor& buf = st[b.name];
+        fit_state(buf, p, b.name);
+        t.buffers[j] = buf.data_ptr();
+        ops.written(buf);
+      }
+      Tensor& step_t = st["step"];
+      if (capturable) {
+        // Note [capturable adam]: the count advances on the device; one that is not there yet
+        // moves once, before any capture.
+        if (step_t.device() != p.device() || step_t.dtype() != DType::f32) {
+          check_not_capturing(g, i, "step");
+          step_t = step_t.to(DType::f32).to(p.device());
+        }
+        step_t.add_(1);
+        t.step_device = static_cast<const float*>(step_t.data_ptr());
+      } else {
+        if (step_t.device().is_cuda() || step_t.dtype() != DType::f64) {
+          step_t = step_t.to(Device::cpu()).to(DType::f64);
+        }
+        const double step = step_t.item<double>() + 1.0;
+        step_t.fill_(step);
+        t.lr = step_lr(step);
+      }
+      list.push_back(t);
+    }
+    const double* lr_device =
+        capturable ? static_cast<const double*>(device_lr(g, first.device()).data_ptr()) : nullptr;
+    launch(first, list, lr_device);
+    ops.finish();
+  }
 }
 
 StateDict Optimizer::state_dict() const {

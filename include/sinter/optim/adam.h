@@ -9,30 +9,23 @@
 
 namespace sinter::optim {
 
-// The fields are in PyTorch's order, for designated initializers: {.lr = 1e-3, .betas = {0.9,
-// 0.95}, .weight_decay = 0.1}.
-struct AdamOptions {
-  double lr = 1e-3;
-  std::pair<double, double> betas{0.9, 0.999};  // each in [0, 1)
-  double eps = 1e-8;
-  double weight_decay = 0.0;
-  bool amsgrad = false;
-  bool maximize = false;
-  // The step count and learning rate live on the parameters' device (Note [capturable adam] in
-  // src/internal/kernels_optim.h), so that a step can be captured in a CUDA graph and replayed.
-  bool capturable = false;
-};
-
-// AdamW's options differ from Adam's in the default weight decay only.
-struct AdamWOptions {
-  double lr = 1e-3;
-  std::pair<double, double> betas{0.9, 0.999};
-  double eps = 1e-8;
-  double weight_decay = 1e-2;
-  bool amsgrad = false;
-  bool maximize = false;
-  bool capturable = false;
-};
+// The options in PyTorch's order (Note [optimizer options]): AdamOptions{.lr = 1e-3, .betas =
+// {0.9, 0.95}, .weight_decay = 0.1}; AdamW's differ in the default weight decay only. Each beta is
+// in [0, 1). capturable: the step count and learning rate live on the parameters' device (Note
+// [capturable adam] in src/internal/kernels_optim.h), so that a step can be captured in a CUDA
+// graph and replayed.
+#define SINTER_ADAM_OPTIONS_WITH(X, default_weight_decay)    \
+  X(double, lr, 1e-3, NonNegative)                           \
+  X(Betas, betas, (Betas{0.9, 0.999}), Unit)                 \
+  X(double, eps, 1e-8, NonNegative)                          \
+  X(double, weight_decay, default_weight_decay, NonNegative) \
+  X(bool, amsgrad, false, Flag)                              \
+  X(bool, maximize, false, Flag)                             \
+  X(bool, capturable, false, Flag)
+#define SINTER_ADAM_OPTIONS(X) SINTER_ADAM_OPTIONS_WITH(X, 0.0)
+#define SINTER_ADAMW_OPTIONS(X) SINTER_ADAM_OPTIONS_WITH(X, 1e-2)
+SINTER_OPTIMIZER_OPTIONS(AdamOptions, AdamGroup, SINTER_ADAM_OPTIONS)
+SINTER_OPTIMIZER_OPTIONS(AdamWOptions, AdamWGroup, SINTER_ADAMW_OPTIONS)
 
 // Per parameter p with gradient g, at this parameter's step t = 1, 2, ...:
 //   g <- -g if maximize
@@ -43,10 +36,10 @@ struct AdamWOptions {
 // State: "step" (a 0-dim f64 host tensor, so reading it never waits on the device; with capturable,
 // a 0-dim f32 tensor on the parameter's device), "exp_avg" (m), "exp_avg_sq" (v), "max_exp_avg_sq"
 // (v_max, with amsgrad); the buffers live with the parameter.
-class Adam : public OptimizerWithOptions<AdamOptions> {
+class Adam : public OptimizerWithOptions<AdamOptions, AdamGroup> {
  public:
   explicit Adam(const std::vector<Tensor>& params, const AdamOptions& options = {});
-  Adam(const std::vector<ParamGroup>& groups, const AdamOptions& defaults = {});
+  Adam(const std::vector<AdamGroup>& groups, const AdamOptions& defaults = {});
 
   void step() override;
   std::string momentum_name() const override { return "beta1"; }
@@ -54,23 +47,20 @@ class Adam : public OptimizerWithOptions<AdamOptions> {
  protected:
   Adam(std::string name, bool decoupled, const AdamOptions& defaults);
 
-  Hyperparameters resolve(const ParamGroup& group) const override;
-  void check(const Hyperparameters& h, size_t group) const override;
-  AdamOptions to_options(const Hyperparameters& h) const override;
-  Hyperparameters from_options(const AdamOptions& o) const override;
   std::vector<std::string> state_names() const override {
     return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   }
-  std::vector<std::string> optional_hyperparameters() const override { return {"capturable"}; }
 
  private:
   bool decoupled_;
 };
 
+// Adam with decoupled weight decay. Its groups are AdamGroups: the options a group leaves unset
+// take AdamW's defaults given here.
 class AdamW : public Adam {
  public:
   explicit AdamW(const std::vector<Tensor>& params, const AdamWOptions& options = {});
-  AdamW(const std::vector<ParamGroup>& groups, const AdamWOptions& defaults = {});
+  AdamW(const std::vector<AdamGroup>& groups, const AdamWOptions& defaults = {});
 };
 
 }  // namespace sinter::optim

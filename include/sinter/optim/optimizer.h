@@ -3,32 +3,66 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "sinter/state_dict.h"
 #include "sinter/tensor.h"
 
+namespace sinter::kern {
+struct RuleTensor;
+}  // namespace sinter::kern
+
 namespace sinter::optim {
 
-// One group of parameters with its own hyperparameters. An option left unset takes the optimizer's
-// default; setting an option the optimizer does not have (betas for SGD) is an error.
-struct ParamGroup {
-  std::vector<Tensor> params{};
-  std::optional<double> lr{};
-  std::optional<double> momentum{};
-  std::optional<double> dampening{};
-  std::optional<double> weight_decay{};
-  std::optional<bool> nesterov{};
-  std::optional<std::pair<double, double>> betas{};
-  std::optional<double> eps{};
-  std::optional<bool> amsgrad{};
-  std::optional<bool> maximize{};
-  std::optional<bool> capturable{};
+// Note [optimizer options]
+// An optimizer declares its hyperparameters once, as the rows X(type, name, default, rule) of an
+// X-macro list (SINTER_SGD_OPTIONS in sgd.h). SINTER_OPTIMIZER_OPTIONS(Options, Group, LIST)
+// makes from it:
+//   Options  the fields with their defaults, in the list's order, for designated initializers
+//            ({.lr = 0.1, .momentum = 0.9}), and Options::visit(o, f), which calls f(name, field,
+//            rule) for each;
+//   Group    a parameter group: `params` and an optional override of each field; a field the
+//            optimizer does not have does not compile ({.params = ps, .lr = 0.01}).
+// OptimizerWithOptions derives the rest from visit: the group's options (its overrides over the
+// optimizer's defaults), the checks and their messages (the rule), the state-dict keys and the
+// access by name that schedulers use (Hyperparameters). type is double, bool (a 0/1 flag in the
+// state dict) or Betas, a pair that is two hyperparameters named by the field's stem and 1, 2
+// (betas: beta1 and beta2). step() reads the group's Options directly.
+enum class Rule {
+  NonNegative,  // >= 0 (NaN fails)
+  Unit,         // in [0, 1)
+  Finite,
+  Flag,  // a bool
 };
+using Betas = std::pair<double, double>;
+
+#define SINTER_OPTION_FIELD_(type, name, value, rule) type name = value;
+#define SINTER_OPTION_OVERRIDE_(type, name, value, rule) std::optional<type> name{};
+#define SINTER_OPTION_VISIT_(type, name, value, rule) f(#name, o.name, ::sinter::optim::Rule::rule);
+#define SINTER_OPTION_APPLY_(type, name, value, rule) \
+  if (name) o.name = *name;
+#define SINTER_OPTIMIZER_OPTIONS(Options, Group, LIST) \
+  struct Options {                                     \
+    LIST(SINTER_OPTION_FIELD_)                         \
+    template <class O, class F>                        \
+    static void visit(O& o, F&& f) {                   \
+      LIST(SINTER_OPTION_VISIT_)                       \
+    }                                                  \
+  };                                                   \
+  struct Group {                                       \
+    std::vector<::sinter::Tensor> params{};            \
+    LIST(SINTER_OPTION_OVERRIDE_)                      \
+    Options over(Options o) const {                    \
+      LIST(SINTER_OPTION_APPLY_)                       \
+      return o;                                        \
+    }                                                  \
+  };
 
 // A group's hyperparameters by name, all as doubles (bools as 0 or 1): the form they take in a
 // state dict and the form schedulers change them through.
@@ -56,9 +90,6 @@ class Optimizer {
   // Drops every gradient (set_to_none) or fills it with zeros.
   void zero_grad(bool set_to_none = true);
 
-  // Adds a group; unset options take the optimizer's defaults. A parameter may be in one group
-  // only.
-  void add_param_group(const ParamGroup& group);
   size_t num_param_groups() const { return params_.size(); }
   const std::vector<Tensor>& params(size_t group) const;
   // Every parameter, group by group.
@@ -86,9 +117,7 @@ class Optimizer {
  protected:
   explicit Optimizer(std::string name);
 
-  // --- what each optimizer provides ---
-  // `defaults` overridden by the options `group` sets; throws for options it does not have.
-  virtual Hyperparameters resolve(const ParamGroup& group) const = 0;
+  // --- what each optimizer provides (OptimizerWithOptions derives the first three) ---
   // Throws sinter::Error (naming the optimizer, the group and the value) unless `h` holds exactly
   // this optimizer's hyperparameters with valid values.
   virtual void check(const Hyperparameters& h, size_t group) const = 0;
@@ -100,16 +129,18 @@ class Optimizer {
   virtual std::vector<std::string> state_names() const = 0;
   virtual std::vector<std::string> scalar_state() const { return {"step"}; }
   // Hyperparameters a state dict may lack (it predates them): loading keeps the current value.
-  virtual std::vector<std::string> optional_hyperparameters() const { return {}; }
+  virtual std::vector<std::string> optional_hyperparameters() const { return {"capturable"}; }
 
-  // Adds the groups a constructor was given, which must hold at least one parameter among them.
-  void add_param_groups(const std::vector<ParamGroup>& groups);
+  // Adds a group of parameters with checked hyperparameters `h`. A parameter may be in one group
+  // only.
+  void add_group(const std::vector<Tensor>& params, const Hyperparameters& h);
+  // An Error naming the optimizer, the group and the value unless `value` of hyperparameter `key`
+  // passes `rule`.
+  void check_value(const std::string& key, double value, Rule rule, size_t group) const;
 
   // --- helpers for check() ---
   // h[key]; an Error naming the optimizer and group when it is missing.
   double require(const Hyperparameters& h, const std::string& key, size_t group) const;
-  // h[key], which must be 0 or 1.
-  bool require_bool(const Hyperparameters& h, const std::string& key, size_t group) const;
   // An Error when h holds a name not in `keys`.
   void check_names(const Hyperparameters& h, const std::vector<std::string>& keys,
                    size_t group) const;
@@ -129,6 +160,22 @@ class Optimizer {
   // had at capture time. step() calls it before it creates or converts a state tensor.
   void check_not_capturing(size_t group, size_t index, const std::string& state) const;
 
+  // The step of an optimizer written as a rule (Note [optimizer rules] in
+  // src/internal/kernels_optim.h) over group `group`. Each parameter with a gradient gets its
+  // state at its first step: "step" and the buffers named in `buffers` (slot by slot; an empty name
+  // leaves its slot unused), each filled with its init value; its step count t advances (on the
+  // device when `capturable`, else on the host, where step_lr(t) gives the tensor's learning rate).
+  // launch(first parameter, tensors, lr_device) then runs once per bucket of one device and dtype,
+  // with lr_device the group's learning rate there when capturable.
+  struct RuleBuffer {
+    std::string name;
+    double init = 0.0;
+  };
+  void rule_step(size_t group, const std::vector<RuleBuffer>& buffers, bool capturable,
+                 const std::function<double(double)>& step_lr,
+                 const std::function<void(const Tensor&, std::vector<kern::RuleTensor>&,
+                                          const double*)>& launch);
+
   // Per-parameter state, state_[group][index][name].
   std::vector<std::vector<std::map<std::string, Tensor>>> state_;
   std::vector<std::vector<Tensor>> params_;
@@ -147,25 +194,80 @@ class Optimizer {
 };
 
 // An optimizer that keeps each group's hyperparameters as its own Options struct, read by step()
-// and options(), and converts them to and from Hyperparameters for the rest of the base.
-template <class Options>
+// and options(), and derives the rest of the base from Options::visit (Note [optimizer options]).
+template <class Options, class Group>
 class OptimizerWithOptions : public Optimizer {
  public:
   const Options& options(size_t group = 0) const {
     params(group);
     return options_[group];
   }
+  // Adds a group; the options it leaves unset take the optimizer's defaults.
+  void add_param_group(const Group& group) {
+    add_group(group.params, to_hyper(group.over(defaults_)));
+  }
 
  protected:
   OptimizerWithOptions(std::string name, const Options& defaults)
       : Optimizer(std::move(name)), defaults_(defaults) {}
 
-  // Checked hyperparameters as Options, and back.
-  virtual Options to_options(const Hyperparameters& h) const = 0;
-  virtual Hyperparameters from_options(const Options& o) const = 0;
+  // Adds the groups a constructor was given, which must hold at least one parameter among them.
+  void add_param_groups(const std::vector<Group>& groups) {
+    size_t total = 0;
+    for (const Group& g : groups) total += g.params.size();
+    SINTER_CHECK(total > 0, name(), ": got an empty parameter list");
+    for (const Group& g : groups) add_param_group(g);
+  }
 
+  // Checks between hyperparameters beyond each one's rule (SGD's nesterov needs momentum).
+  virtual void check_options(const Options& /*o*/, size_t /*group*/) const {}
+
+  static Hyperparameters to_hyper(const Options& o) {
+    Hyperparameters h;
+    Options::visit(o, [&](const char* name, const auto& v, Rule) {
+      using V = std::decay_t<decltype(v)>;
+      if constexpr (std::is_same_v<V, Betas>) {
+        h[pair_name(name, 1)] = v.first;
+        h[pair_name(name, 2)] = v.second;
+      } else {
+        h[name] = static_cast<double>(v);
+      }
+    });
+    return h;
+  }
+  static Options from_hyper(const Hyperparameters& h) {
+    Options o;
+    Options::visit(o, [&](const char* name, auto& v, Rule) {
+      using V = std::decay_t<decltype(v)>;
+      if constexpr (std::is_same_v<V, Betas>) {
+        v = {h.at(pair_name(name, 1)), h.at(pair_name(name, 2))};
+      } else if constexpr (std::is_same_v<V, bool>) {
+        v = h.at(name) == 1.0;
+      } else {
+        v = h.at(name);
+      }
+    });
+    return o;
+  }
+
+  void check(const Hyperparameters& h, size_t group) const override {
+    std::vector<std::string> names;
+    for (const auto& [name, value] : to_hyper(defaults_)) names.push_back(name);
+    check_names(h, names, group);
+    Options::visit(defaults_, [&](const char* name, const auto& v, Rule rule) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(v)>, Betas>) {
+        for (int k : {1, 2}) {
+          const std::string key = pair_name(name, k);
+          check_value(key, require(h, key, group), rule, group);
+        }
+      } else {
+        check_value(name, require(h, name, group), rule, group);
+      }
+    });
+    check_options(from_hyper(h), group);
+  }
   void store(size_t group, const Hyperparameters& h) override {
-    const Options o = to_options(h);
+    const Options o = from_hyper(h);
     if (group == options_.size()) {
       options_.push_back(o);
     } else {
@@ -173,10 +275,16 @@ class OptimizerWithOptions : public Optimizer {
     }
     refresh_device_lrs(group);
   }
-  Hyperparameters load(size_t group) const override { return from_options(options_.at(group)); }
+  Hyperparameters load(size_t group) const override { return to_hyper(options_.at(group)); }
 
   Options defaults_;  // for the options a group leaves unset
   std::vector<Options> options_;
+
+ private:
+  // betas -> beta1, beta2.
+  static std::string pair_name(const std::string& name, int k) {
+    return (name.back() == 's' ? name.substr(0, name.size() - 1) : name) + std::to_string(k);
+  }
 };
 
 }  // namespace sinter::optim

@@ -8,18 +8,19 @@
 
 namespace sinter::optim {
 
-// The fields are in PyTorch's order, for designated initializers: {.lr = 0.1, .momentum = 0.9}.
-struct SGDOptions {
-  double lr = 1e-3;
-  double momentum = 0.0;
-  double dampening = 0.0;
-  double weight_decay = 0.0;
-  bool nesterov = false;  // needs momentum > 0 and dampening == 0
-  bool maximize = false;
-  // The learning rate lives on the parameters' device, so that a step captured in a CUDA graph
-  // follows later changes of it (a schedule).
-  bool capturable = false;
-};
+// The options in PyTorch's order (Note [optimizer options]): SGDOptions{.lr = 0.1, .momentum =
+// 0.9}, and SGDGroup{.params = ..., .lr = 0.01} for a group of its own. nesterov needs momentum > 0
+// and dampening == 0. capturable: the learning rate lives on the parameters' device, so that a
+// step captured in a CUDA graph follows later changes of it (a schedule).
+#define SINTER_SGD_OPTIONS(X)               \
+  X(double, lr, 1e-3, NonNegative)          \
+  X(double, momentum, 0.0, NonNegative)     \
+  X(double, dampening, 0.0, Finite)         \
+  X(double, weight_decay, 0.0, NonNegative) \
+  X(bool, nesterov, false, Flag)            \
+  X(bool, maximize, false, Flag)            \
+  X(bool, capturable, false, Flag)
+SINTER_OPTIMIZER_OPTIONS(SGDOptions, SGDGroup, SINTER_SGD_OPTIONS)
 
 // Per parameter p with gradient g (t counts this parameter's steps):
 //   g <- -g if maximize;  g <- g + weight_decay * p
@@ -27,20 +28,16 @@ struct SGDOptions {
 //                      g <- g + momentum * b if nesterov, else g <- b
 //   p <- p - lr * g
 // State: "momentum_buffer" (when momentum != 0).
-class SGD : public OptimizerWithOptions<SGDOptions> {
+class SGD : public OptimizerWithOptions<SGDOptions, SGDGroup> {
  public:
   explicit SGD(const std::vector<Tensor>& params, const SGDOptions& options = {});
-  SGD(const std::vector<ParamGroup>& groups, const SGDOptions& defaults = {});
+  SGD(const std::vector<SGDGroup>& groups, const SGDOptions& defaults = {});
 
   void step() override;
   std::string momentum_name() const override { return "momentum"; }
-  std::vector<std::string> optional_hyperparameters() const override { return {"capturable"}; }
 
  protected:
-  Hyperparameters resolve(const ParamGroup& group) const override;
-  void check(const Hyperparameters& h, size_t group) const override;
-  SGDOptions to_options(const Hyperparameters& h) const override;
-  Hyperparameters from_options(const SGDOptions& o) const override;
+  void check_options(const SGDOptions& o, size_t group) const override;
   std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
   std::vector<std::string> scalar_state() const override { return {}; }
 };

@@ -1,0 +1,40 @@
+// Adagrad: the update of adagrad.h as one fused kernel call per device and dtype of a group's
+// parameters (Note [optimizer rules]).
+#include "sinter/optim/adagrad.h"
+
+#include "internal/dispatch.h"
+#include "internal/kernels_optim.h"
+#include "sinter/autograd.h"
+
+namespace sinter::optim {
+
+Adagrad::Adagrad(const std::vector<Tensor>& params, const AdagradOptions& options)
+    : Adagrad(std::vector<AdagradGroup>{AdagradGroup{.params = params}}, options) {}
+
+Adagrad::Adagrad(const std::vector<AdagradGroup>& groups, const AdagradOptions& defaults)
+    : OptimizerWithOptions("Adagrad", defaults) {
+  add_param_groups(groups);
+}
+
+void Adagrad::step() {
+  NoGradGuard ng;
+  for (size_t g = 0; g < params_.size(); ++g) {
+    const AdagradOptions& o = options_[g];
+    using Rule = kern::AdagradRule;
+    Rule::Hyper h{.lr = o.lr,
+                  .lr_decay = o.lr_decay,
+                  .eps = o.eps,
+                  .weight_decay = o.weight_decay,
+                  .maximize = o.maximize};
+    rule_step(
+        g, {{"sum", o.initial_accumulator_value}}, o.capturable,
+        [&](double t) { return Rule::step_lr(Rule::Scalars<double>(h), o.lr, t); },
+        [&](const Tensor& first, std::vector<kern::RuleTensor>& list, const double* lr_device) {
+          h.lr_device = lr_device;
+          SINTER_DISPATCH(first.device(), adagrad_step, first.dtype(), list.data(),
+                          static_cast<int64_t>(list.size()), h);
+        });
+  }
+}
+
+}  // namespace sinter::optim
