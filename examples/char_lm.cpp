@@ -301,12 +301,12 @@ void save_checkpoint(const std::string& path, st::nn::models::GPT& model,
                      const std::vector<std::string>& data, const std::string& hash,
                      int64_t corpus_bytes) {
   st::StateDict dict;
-  add_prefixed(dict, "model", model.state_dict());
-  add_prefixed(dict, "optimizer", opt.state_dict());
-  add_prefixed(dict, "scheduler", sched.state_dict());
-  if (scaler.is_enabled()) add_prefixed(dict, "scaler", scaler.state_dict());
+  st::add_prefixed(dict, "model", model.state_dict());
+  st::add_prefixed(dict, "optimizer", opt.state_dict());
+  st::add_prefixed(dict, "scheduler", sched.state_dict());
+  if (scaler.is_enabled()) st::add_prefixed(dict, "scaler", scaler.state_dict());
   dict["meta.step"] = i64_scalar(step);
-  save_rng(dict);
+  st::add_prefixed(dict, "meta", st::generator_state_dict());
   st::Metadata meta{{"format", kFormat},
                     {"config.data", join(data, "\n")},
                     {"corpus.hash", hash},
@@ -342,7 +342,8 @@ class MetricsCsv {
     rows_.push_back(format("%lld,%.6f,%.6f,%.6g,%.0f", static_cast<long long>(step), train_loss,
                            val_loss, lr, tokens_per_s) +
                     gpu_fields);
-    write_text_atomically(path_, std::string(kHeader) + "\n" + join(rows_, "\n") + "\n");
+    st::write_file_atomically(path_.string(),
+                              std::string(kHeader) + "\n" + join(rows_, "\n") + "\n");
   }
 
   const fs::path& path() const { return path_; }
@@ -360,7 +361,7 @@ int generate(const Args& args, uint64_t seed, bool seed_given) {
   const st::Device dev = resolve_device(args.device);
   st::nn::models::GPT model(gpt_config(info.config));
   const st::StateDict dict = st::load(path);
-  model.load_state_dict(sub_dict(dict, "model"));
+  model.load_state_dict(st::sub_dict(dict, "model"));
   model.to(dev);
   finish_setup();
   // The empty prompt starts a new fortune: "%\n" separates them in the corpus.
@@ -467,12 +468,12 @@ int train(const Args& args, const Overrides& overrides) {
   if (!args.resume.empty()) {
     const st::StateDict dict = st::load(args.resume);
     // Check the whole model before touching the optimizer, so a mismatch changes nothing.
-    model.load_state_dict(sub_dict(dict, "model"));
-    opt.load_state_dict(sub_dict(dict, "optimizer"));
-    sched.load_state_dict(sub_dict(dict, "scheduler"));
-    const st::StateDict scaler_state = sub_dict(dict, "scaler");
+    model.load_state_dict(st::sub_dict(dict, "model"));
+    opt.load_state_dict(st::sub_dict(dict, "optimizer"));
+    sched.load_state_dict(st::sub_dict(dict, "scheduler"));
+    const st::StateDict scaler_state = st::sub_dict(dict, "scaler");
     if (scaler.is_enabled() && !scaler_state.empty()) scaler.load_state_dict(scaler_state);
-    load_rng(dict);
+    st::load_generator_state(st::sub_dict(dict, "meta"));
     if (dict.count("meta.step") == 0) throw st::Error(args.resume + ": no meta.step");
     start = dict.at("meta.step").item<int64_t>();
     std::printf("resumed from %s at step %lld\n", args.resume.c_str(),

@@ -84,11 +84,11 @@ void save_checkpoint(const std::string& path, const std::string& model_name, st:
                      const st::optim::Optimizer& opt, const st::optim::GradScaler& scaler,
                      int epochs_done) {
   st::StateDict dict;
-  add_prefixed(dict, "model", model.state_dict());
-  add_prefixed(dict, "optimizer", opt.state_dict());
-  if (scaler.is_enabled()) add_prefixed(dict, "scaler", scaler.state_dict());
+  st::add_prefixed(dict, "model", model.state_dict());
+  st::add_prefixed(dict, "optimizer", opt.state_dict());
+  if (scaler.is_enabled()) st::add_prefixed(dict, "scaler", scaler.state_dict());
   dict["meta.epochs_done"] = i64_scalar(epochs_done);
-  save_rng(dict);
+  st::add_prefixed(dict, "meta", st::generator_state_dict());
   st::save(dict, path, {{"model", model_name}, {"format", "sinter-checkpoint-1"}});
 }
 
@@ -103,14 +103,14 @@ int load_checkpoint(const std::string& path, const std::string& model_name, st::
                     "'");
   }
   const st::StateDict dict = st::load(path);
-  const st::StateDict model_state = sub_dict(dict, "model");
-  const st::StateDict opt_state = sub_dict(dict, "optimizer");
+  const st::StateDict model_state = st::sub_dict(dict, "model");
+  const st::StateDict opt_state = st::sub_dict(dict, "optimizer");
   // Check the whole model before touching the optimizer, so a mismatch changes nothing.
-  const st::StateDict scaler_state = sub_dict(dict, "scaler");
+  const st::StateDict scaler_state = st::sub_dict(dict, "scaler");
   model.load_state_dict(model_state);
   opt.load_state_dict(opt_state);
   if (scaler.is_enabled() && !scaler_state.empty()) scaler.load_state_dict(scaler_state);
-  load_rng(dict);
+  st::load_generator_state(st::sub_dict(dict, "meta"));
   return static_cast<int>(dict.at("meta.epochs_done").item<int64_t>());
 }
 

@@ -1,5 +1,5 @@
-// What the example trainers share: the progress line, atomic text files, the random generator and
-// prefixed parts of a checkpoint, the gnuplot plot of a metrics CSV, and --amp.
+// What the example trainers share: the progress line, the gnuplot plot of a metrics CSV, and
+// --amp (checkpoint parts, the generator's state and atomic files come from sinter/io.h).
 #pragma once
 
 #include <sinter/sinter.h>
@@ -304,58 +304,7 @@ class Progress {
   Clock::time_point start_;
 };
 
-// Writes `text` to "<path>.tmp.<pid>" and renames it over `path`, so that a reader (or a run killed
-// halfway) never sees a half-written file.
-inline void write_text_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw st::Error("cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp);
-    throw st::Error("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
-  }
-}
-
-// Entries of `dict` under "prefix." with the prefix removed.
-inline st::StateDict sub_dict(const st::StateDict& dict, const std::string& prefix) {
-  st::StateDict out;
-  for (const auto& [name, t] : dict) {
-    if (name.rfind(prefix + ".", 0) == 0) out[name.substr(prefix.size() + 1)] = t;
-  }
-  return out;
-}
-
-// Adds `part`'s entries to `dict` as "prefix.<name>".
-inline void add_prefixed(st::StateDict& dict, const std::string& prefix,
-                         const st::StateDict& part) {
-  for (const auto& [name, t] : part) dict[prefix + "." + name] = t;
-}
-
 inline st::Tensor i64_scalar(int64_t v) { return st::from_vector<int64_t>({v}, st::Shape{}); }
-
-// The default generator's state as "meta.rng_seed" and "meta.rng_offset" (i64 bit patterns, so
-// that seeds above 2^53 survive), so that a resumed run draws the numbers the uninterrupted one
-// would have.
-inline void save_rng(st::StateDict& dict) {
-  const st::GeneratorState rng = st::default_generator().state();
-  dict["meta.rng_seed"] = i64_scalar(static_cast<int64_t>(rng.seed));
-  dict["meta.rng_offset"] = i64_scalar(static_cast<int64_t>(rng.offset));
-}
-
-inline void load_rng(const st::StateDict& dict) {
-  for (const char* key : {"meta.rng_seed", "meta.rng_offset"}) {
-    if (dict.count(key) == 0) throw st::Error(std::string("the checkpoint has no ") + key);
-  }
-  st::default_generator().set_state(
-      {static_cast<uint64_t>(dict.at("meta.rng_seed").item<int64_t>()),
-       static_cast<uint64_t>(dict.at("meta.rng_offset").item<int64_t>())});
-}
 
 // One panel of a plot: the CSV's columns (numbered from 1, titled by its header) against its first
 // column, and horizontal reference lines.
@@ -389,7 +338,7 @@ inline void write_plot(const fs::path& csv, const fs::path& png,
     gp += "\n";
   }
   gp += "unset multiplot\n";
-  write_text_atomically(script, gp);
+  st::write_file_atomically(script.string(), gp);
   const std::string cmd = "gnuplot '" + script.string() + "' 2>/dev/null";
   std::error_code ec;
   if (std::system(cmd.c_str()) == 0 && fs::exists(tmp_png) && (fs::rename(tmp_png, png, ec), !ec)) {

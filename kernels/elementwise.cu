@@ -129,7 +129,7 @@ uint64_t scalar_bits(const kern::Operand& o, DType t) {
     if constexpr (std::is_integral_v<T>) {
       x = kern::scalar_as<T>(o);
     } else {
-      x = from_acc<T>(o.scalar);
+      x = from_acc<T>(kern::scalar_as<Acc<T>>(o));
     }
     std::memcpy(&bits, &x, sizeof(T));
   });

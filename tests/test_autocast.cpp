@@ -110,6 +110,9 @@ TEST(Autocast, EveryRowOfThePolicyTableOnTheCpu) {
   EXPECT_EQ(calls.size(), autocast::policy_table().size());
   EXPECT_EQ(autocast::policy("relu"), std::nullopt);
   EXPECT_EQ(autocast::policy("matmul"), Policy::LowPrecision);
+  EXPECT_EQ(autocast::policy(autocast::Op::matmul), Policy::LowPrecision);
+  EXPECT_EQ(autocast::policy(autocast::Op::cumsum), Policy::Float32);
+  EXPECT_EQ(autocast::policy_table()[static_cast<size_t>(autocast::Op::softmax)].first, "softmax");
 }
 
 TEST(Autocast, OpsOutsideTheTableFollowPromotion) {

@@ -479,5 +479,57 @@ TEST(SafetensorsIo, AFullDiskKeepsThePreviousCheckpoint) {
          "changed; 4: a temporary file was left; 5: another error";
 }
 
+// A checkpoint of several parts: each comes back under its prefix, and the generator's state
+// draws the same numbers after a round trip through a file.
+TEST(Checkpoint, PrefixedPartsAndTheGeneratorRoundTrip) {
+  SINTER_REQUIRE_JSON();
+  TempDir dir;
+  StateDict dict;
+  add_prefixed(dict, "model", {{"weight", ones({2})}, {"bias", zeros({1})}});
+  add_prefixed(dict, "modelx", {{"w", ones({1})}});
+  Generator gen(uint64_t{1} << 63 | 5);  // above 2^63: stored as an i64 bit pattern
+  (void)rand({3}, {}, &gen);
+  add_prefixed(dict, "meta", generator_state_dict(gen));
+  testing::expect_error(
+      [&] {
+        add_prefixed(dict, "model", {{"bias", ones({1})}});
+      },
+      {"add_prefixed", "model.bias", "already"});
+  const std::string path = dir.file("ckpt.safetensors");
+  save(dict, path);
+  const StateDict back = load(path);
+  const StateDict model = sub_dict(back, "model");
+  EXPECT_EQ(model.size(), 2u);  // not modelx's entry
+  EXPECT_TRUE(testing::all_close(model.at("weight"), ones({2}), 0, 0));
+  EXPECT_EQ(sub_dict(back, "modelx").size(), 1u);
+  Generator other(1);
+  load_generator_state(sub_dict(back, "meta"), other);
+  EXPECT_EQ(other.state().seed, gen.state().seed);
+  EXPECT_EQ(other.state().offset, gen.state().offset);
+  EXPECT_TRUE(testing::all_close(rand({4}, {}, &other), rand({4}, {}, &gen), 0, 0));
+  testing::expect_error([&] { load_generator_state(sub_dict(back, "model"), other); },
+                        {"load_generator_state", "rng_seed"});
+  testing::expect_error(
+      [&] {
+        load_generator_state({{"rng_seed", ones({1})}, {"rng_offset", ones({1})}}, other);
+      },
+      {"load_generator_state", "rng_seed", "i64", "f32"});
+}
+
+TEST(Checkpoint, TextFilesAreWrittenWhole) {
+  TempDir dir;
+  const std::string path = dir.file("metrics.csv");
+  write_file_atomically(path, "a,b\n1,2\n");
+  write_file_atomically(path, "a,b\n3,4\n");
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "a,b\n3,4\n");
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
+                          std::filesystem::directory_iterator()),
+            1);  // no temporary file left
+  testing::expect_error([&] { write_file_atomically(dir.file("no/such/dir/x"), "x"); },
+                        {"write_file_atomically", "no/such/dir"});
+}
+
 }  // namespace
 }  // namespace sinter

@@ -442,7 +442,8 @@ TEST(OnnxExport, ErrorsNameTheModuleAndTheValues) {
   const Tensor x = randn({2, 3});
   nn::Sequential custom(nn::Linear(3, 3), Doubler());
   expect_error([&] { onnx::export_to_string(custom, x); },
-               {"onnx::export_model", "module '1'", "Doubler", "no ONNX mapping"});
+               {"onnx::export_model", "module '1'", "Doubler", "no ONNX mapping",
+                "Supported: Sequential, Linear", "GPT"});
   nn::Sequential sub(ShiftedLinear{});
   expect_error([&] { onnx::export_to_string(sub, x); }, {"module '0'", "no ONNX mapping"});
   nn::ModuleList list(nn::Linear(3, 3));

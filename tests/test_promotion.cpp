@@ -148,6 +148,28 @@ TEST(Promotion, LargeIntegerScalarsStayExact) {
   EXPECT_EQ(remainder(b, int64_t{1} << 40).item<int64_t>(), 1);
   constexpr int64_t lowest = std::numeric_limits<int64_t>::min();
   EXPECT_EQ(full({1}, lowest, i64o).item<int64_t>(), lowest);
+  // Into a floating dtype, an integer scalar rounds once (by way of a double it would round twice:
+  // 2^60 + 2^36 + 1 gives 2^60 + 2^37 once, 2^60 twice).
+  constexpr int64_t odd = (int64_t{1} << 60) + (int64_t{1} << 36) + 1;
+  EXPECT_EQ(add(zeros({1}), odd).item<float>(), static_cast<float>(odd));
+  EXPECT_EQ(full({1}, odd).item<float>(), static_cast<float>(odd));
+  EXPECT_NE(static_cast<float>(odd), static_cast<float>(static_cast<double>(odd)));
+  // -0.0 is a float scalar and keeps its sign.
+  EXPECT_TRUE(std::signbit(add(full({1}, -0.0), -0.0).item<float>()));
+}
+
+// A scalar beside a narrower integer tensor is read as that dtype's value, as PyTorch casts it:
+// -3 beside u8 is 253, 2^32 beside i32 is 0.
+TEST(Promotion, IntegerScalarsWrapToTheTensorsDtype) {
+  const Tensor u = full({1}, 10, {.dtype = u8});
+  EXPECT_EQ(floor_divide(u, -3).to(DType::i64).item<int64_t>(), 0);
+  EXPECT_EQ(remainder(u, -3).to(DType::i64).item<int64_t>(), 10);
+  EXPECT_EQ(add(u, 250).to(DType::i64).item<int64_t>(), 4);
+  EXPECT_TRUE(lt(u, -3).item<bool>());  // 10 < 253
+  const Tensor i = full({1}, 7, {.dtype = i32});
+  testing::expect_error([&] { floor_divide(i, int64_t{1} << 32); },
+                        {"div", "integer division by zero", "4294967296", "i32"});
+  EXPECT_EQ(div(i, (int64_t{1} << 32) + 2, "trunc").item<int32_t>(), 3);
 }
 
 std::vector<double> values(const Tensor& t) { return t.to(f64).to_vector<double>(); }

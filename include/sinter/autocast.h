@@ -50,7 +50,35 @@ enum class Policy {
   Float32,       // floating inputs but f64 cast to f32
 };
 
-// The policy table: every op autocast changes, by its name. Ops not in it follow promotion.
+// The policy table, X(op, Policy): every op autocast changes, by the name of its function. Ops not
+// in it follow promotion (cat and stack promote to the widest dtype). An op names its row by the
+// token (SINTER_AUTOCAST(softmax, ...) in src/internal/autocast_impl.h), so a row and its op
+// cannot drift apart by a typo: it would not compile.
+#define SINTER_AUTOCAST_POLICY(X)               \
+  X(matmul, LowPrecision)                       \
+  X(linear, LowPrecision)                       \
+  X(conv2d, LowPrecision)                       \
+  X(scaled_dot_product_attention, LowPrecision) \
+  X(softmax, Float32)                           \
+  X(log_softmax, Float32)                       \
+  X(layer_norm, Float32)                        \
+  X(batch_norm, Float32)                        \
+  X(cross_entropy, Float32)                     \
+  X(nll_loss, Float32)                          \
+  X(mse_loss, Float32)                          \
+  X(binary_cross_entropy_with_logits, Float32)  \
+  X(sum, Float32)                               \
+  X(mean, Float32)                              \
+  X(var, Float32)                               \
+  X(logsumexp, Float32)                         \
+  X(cumsum, Float32)
+
+#define SINTER_AUTOCAST_OP_(op, policy) op,
+enum class Op { SINTER_AUTOCAST_POLICY(SINTER_AUTOCAST_OP_) };
+#undef SINTER_AUTOCAST_OP_
+Policy policy(Op op);
+
+// The table by name.
 const std::vector<std::pair<std::string_view, Policy>>& policy_table();
 std::optional<Policy> policy(std::string_view op);
 

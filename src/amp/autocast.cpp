@@ -53,19 +53,14 @@ Guard::~Guard() {
 std::optional<DType> dtype(DeviceType device) { return t_state.dtype[slot(device)]; }
 
 const std::vector<std::pair<std::string_view, Policy>>& policy_table() {
+#define SINTER_AUTOCAST_ROW_(op, p) {#op, Policy::p},
   static const std::vector<std::pair<std::string_view, Policy>> table = {
-      {"matmul", Policy::LowPrecision},   {"linear", Policy::LowPrecision},
-      {"conv2d", Policy::LowPrecision},   {"scaled_dot_product_attention", Policy::LowPrecision},
-      {"softmax", Policy::Float32},       {"log_softmax", Policy::Float32},
-      {"layer_norm", Policy::Float32},    {"batch_norm", Policy::Float32},
-      {"cross_entropy", Policy::Float32}, {"nll_loss", Policy::Float32},
-      {"mse_loss", Policy::Float32},      {"binary_cross_entropy_with_logits", Policy::Float32},
-      {"sum", Policy::Float32},           {"mean", Policy::Float32},
-      {"var", Policy::Float32},           {"logsumexp", Policy::Float32},
-      {"cumsum", Policy::Float32},
-  };
+      SINTER_AUTOCAST_POLICY(SINTER_AUTOCAST_ROW_)};
+#undef SINTER_AUTOCAST_ROW_
   return table;
 }
+
+Policy policy(Op op) { return policy_table().at(static_cast<size_t>(op)).second; }
 
 std::optional<Policy> policy(std::string_view op) {
   const auto& table = policy_table();
@@ -77,13 +72,11 @@ std::optional<Policy> policy(std::string_view op) {
 
 namespace detail {
 
-std::optional<DType> target(std::string_view name, const Tensor& t) {
+std::optional<DType> target(Op op, const Tensor& t) {
   if (t_state.suspended || !t.defined()) return std::nullopt;
   const std::optional<DType> low = t_state.dtype[slot(t.device().type)];
   if (!low) return std::nullopt;
-  const std::optional<Policy> p = policy(name);
-  SINTER_CHECK(p.has_value(), "autocast: op ", std::string(name), " is not in the policy table");
-  return *p == Policy::LowPrecision ? *low : DType::f32;
+  return policy(op) == Policy::LowPrecision ? *low : DType::f32;
 }
 
 // A parameter's cast is made once per outermost Guard and reused while the parameter is unchanged

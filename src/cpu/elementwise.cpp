@@ -147,7 +147,7 @@ void copy(const Ctx&, const ElementwiseIter& it) {
       if constexpr (std::is_integral_v<To>) {
         v = kern::scalar_as<To>(in);
       } else {
-        v = from_value<To>(in.scalar);
+        v = from_value<To>(kern::scalar_as<Acc<To>>(in));
       }
       for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
         To* p = static_cast<To*>(out.data) + off[0];

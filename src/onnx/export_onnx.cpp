@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "internal/atomic_file.h"
+#include "internal/elementwise_ops.h"
 #include "sinter/autograd.h"
 #include "sinter/nn/models.h"
 #include "sinter/nn/modules.h"
@@ -28,9 +29,10 @@ namespace {
 
 namespace pb = ::onnx;
 
-constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/sqrt(2), as the GELU kernels
-constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
-constexpr double kGeluCubic = 0.044715;
+// The GELU kernels' constants, so that the exported graph computes their formulas.
+using kern::fn::kGeluCubic;
+using kern::fn::kSqrt1_2;
+using kern::fn::kSqrt2OverPi;
 
 int32_t elem_type(DType t) {
   switch (t) {
@@ -60,13 +62,6 @@ struct Value {
   std::string name;
   Tensor t;
 };
-
-// The module's type, exactly: a subclass may compute something else, so it is not taken for its
-// base.
-template <class M>
-M* as(nn::Module& m) {
-  return typeid(m) == typeid(M) ? static_cast<M*>(&m) : nullptr;
-}
 
 class Exporter {
  public:
@@ -200,41 +195,98 @@ class Exporter {
 
   Value emit(nn::Module& m, const std::string& path, const Value& x) {
     const std::string scope = path.empty() ? m.name() : path;
-    if (auto* s = as<nn::Sequential>(m)) {
-      Value v = x;
-      for (const auto& [name, child] : s->named_children()) {
-        v = emit(*child, join(path, name), v);
-      }
-      return v;
+    for (const Mapping& row : mappings()) {
+      if (typeid(m) == *row.type) return row.emit(*this, m, {path, scope}, x);
     }
-    if (auto* l = as<nn::Linear>(m)) return linear(*l, scope, x);
-    if (auto* c = as<nn::Conv2d>(m)) return conv2d(*c, scope, x);
-    if (auto* b = as<nn::BatchNorm2d>(m)) return batch_norm(*b, path, scope, x);
-    if (auto* l = as<nn::LayerNorm>(m)) return layer_norm(*l, scope, x);
-    if (as<nn::Dropout>(m)) return x;  // eval mode: the identity
-    if (auto* e = as<nn::Embedding>(m)) {
-      return {node("Gather", {weight(e->weight), x.name}, scope), m.forward(x.t)};
-    }
-    if (as<nn::ReLU>(m)) return {node("Relu", {x.name}, scope), m.forward(x.t)};
-    if (as<nn::Tanh>(m)) return {node("Tanh", {x.name}, scope), m.forward(x.t)};
-    if (as<nn::Sigmoid>(m)) return {node("Sigmoid", {x.name}, scope), m.forward(x.t)};
-    if (auto* g = as<nn::GELU>(m)) return {gelu(x.name, g->form, scope), m.forward(x.t)};
-    if (auto* p = as<nn::MaxPool2d>(m)) return max_pool(*p, path, scope, x);
-    if (auto* p = as<nn::AvgPool2d>(m)) return avg_pool(*p, path, scope, x);
-    if (auto* p = as<nn::AdaptiveAvgPool2d>(m)) return adaptive_avg_pool(*p, path, scope, x);
-    if (auto* f = as<nn::Flatten>(m)) return flatten(*f, scope, x);
-    if (auto* a = as<nn::MultiheadAttention>(m)) return attention(*a, path, x);
-    if (auto* b = as<nn::TransformerBlock>(m)) return transformer_block(*b, path, x);
-    if (auto* b = as<nn::models::BasicBlock>(m)) return basic_block(*b, path, x);
-    if (auto* g = as<nn::models::GPT>(m)) return gpt(*g, path, x);
+    std::string names;
+    for (const Mapping& row : mappings())
+      names += (names.empty() ? "" : ", ") + std::string(row.name);
     SINTER_THROW("onnx::export_model: cannot export ", where(path), " (a ", m.name(),
-                 "): it has no ONNX mapping. Supported: Linear, Conv2d, BatchNorm2d, LayerNorm, "
-                 "ReLU, GELU, Tanh, Sigmoid, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Flatten, "
-                 "Dropout, Embedding, Sequential, MultiheadAttention, TransformerBlock, "
-                 "BasicBlock, GPT");
+                 "): it has no ONNX mapping. Supported: ", names);
   }
 
  private:
+  // Where a module sits: its state_dict path ("" for the root) and the scope its nodes are named
+  // under.
+  struct Site {
+    const std::string& path;
+    const std::string& scope;
+  };
+  using Emitter = Value (*)(Exporter&, nn::Module&, const Site&, const Value&);
+  struct Mapping {
+    const char* name;
+    const std::type_info* type;
+    Emitter emit;
+  };
+  // The emitter of a row: F, a captureless lambda, on the module as its own type M.
+  template <class M, class F>
+  static Value adapt(Exporter& e, nn::Module& m, const Site& s, const Value& x) {
+    return F{}(e, static_cast<M&>(m), s, x);
+  }
+#define SINTER_ONNX_ROW(M, name, ...)                                \
+  Mapping {                                                          \
+    name, &typeid(M),                                                \
+        &adapt<M, decltype([](Exporter & e, M & m, const Site& s,    \
+                              const Value& x) -> Value __VA_ARGS__)> \
+  }
+
+  // The module types the export maps, each by its exact type (a subclass may compute something
+  // else, so it is not taken for its base), and how: the one list emit() dispatches on and its
+  // error names.
+  static const std::vector<Mapping>& mappings() {
+    static const std::vector<Mapping> table = {
+        SINTER_ONNX_ROW(nn::Sequential, "Sequential",
+                        {
+                          Value v = x;
+                          for (const auto& [name, child] : m.named_children()) {
+                            v = e.emit(*child, join(s.path, name), v);
+                          }
+                          return v;
+                        }),
+        SINTER_ONNX_ROW(nn::Linear, "Linear", { return e.linear(m, s.scope, x); }),
+        SINTER_ONNX_ROW(nn::Conv2d, "Conv2d", { return e.conv2d(m, s.scope, x); }),
+        SINTER_ONNX_ROW(nn::BatchNorm2d, "BatchNorm2d",
+                        { return e.batch_norm(m, s.path, s.scope, x); }),
+        SINTER_ONNX_ROW(nn::LayerNorm, "LayerNorm", { return e.layer_norm(m, s.scope, x); }),
+        SINTER_ONNX_ROW(nn::ReLU, "ReLU",
+                        {
+                          return {e.node("Relu", {x.name}, s.scope), m.forward(x.t)};
+                        }),
+        SINTER_ONNX_ROW(nn::GELU, "GELU",
+                        {
+                          return {e.gelu(x.name, m.form, s.scope), m.forward(x.t)};
+                        }),
+        SINTER_ONNX_ROW(nn::Tanh, "Tanh",
+                        {
+                          return {e.node("Tanh", {x.name}, s.scope), m.forward(x.t)};
+                        }),
+        SINTER_ONNX_ROW(nn::Sigmoid, "Sigmoid",
+                        {
+                          return {e.node("Sigmoid", {x.name}, s.scope), m.forward(x.t)};
+                        }),
+        SINTER_ONNX_ROW(nn::MaxPool2d, "MaxPool2d", { return e.max_pool(m, s.path, s.scope, x); }),
+        SINTER_ONNX_ROW(nn::AvgPool2d, "AvgPool2d", { return e.avg_pool(m, s.path, s.scope, x); }),
+        SINTER_ONNX_ROW(nn::AdaptiveAvgPool2d, "AdaptiveAvgPool2d",
+                        { return e.adaptive_avg_pool(m, s.path, s.scope, x); }),
+        SINTER_ONNX_ROW(nn::Flatten, "Flatten", { return e.flatten(m, s.scope, x); }),
+        SINTER_ONNX_ROW(nn::Dropout, "Dropout", { return x; }),  // eval mode: the identity
+        SINTER_ONNX_ROW(
+            nn::Embedding, "Embedding",
+            {
+              return {e.node("Gather", {e.weight(m.weight), x.name}, s.scope), m.forward(x.t)};
+            }),
+        SINTER_ONNX_ROW(nn::MultiheadAttention, "MultiheadAttention",
+                        { return e.attention(m, s.path, x); }),
+        SINTER_ONNX_ROW(nn::TransformerBlock, "TransformerBlock",
+                        { return e.transformer_block(m, s.path, x); }),
+        SINTER_ONNX_ROW(nn::models::BasicBlock, "BasicBlock",
+                        { return e.basic_block(m, s.path, x); }),
+        SINTER_ONNX_ROW(nn::models::GPT, "GPT", { return e.gpt(m, s.path, x); }),
+    };
+    return table;
+  }
+#undef SINTER_ONNX_ROW
+
   static std::string join(const std::string& path, const std::string& name) {
     return path.empty() ? name : path + "." + name;
   }

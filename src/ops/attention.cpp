@@ -140,7 +140,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     c.mask = std::move(mask);
     return c;
   };
-  SINTER_AUTOCAST(kOp, q,
+  SINTER_AUTOCAST(scaled_dot_product_attention, q,
                   scaled_dot_product_attention(cast(q), cast(k), cast(v), masked(cast(o.mask))));
   check_operands(q, k, v);
   SINTER_CHECK(o.dropout_p >= 0.0 && o.dropout_p < 1.0, kOp, ": dropout_p must be in [0, 1), got ",

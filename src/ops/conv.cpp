@@ -81,7 +81,7 @@ kern::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tensor& 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv2dOptions& opts) {
   SINTER_PROFILE_OP("conv2d", x, weight, bias);
-  SINTER_AUTOCAST("conv2d", x, conv2d(cast(x), cast(weight), cast(bias), opts));
+  SINTER_AUTOCAST(conv2d, x, conv2d(cast(x), cast(weight), cast(bias), opts));
   const kern::Conv2dGeom g = conv_geom(x, weight, bias, opts);
   Tensor out = empty({g.n, g.c_out, g.h_out, g.w_out}, {.dtype = x.dtype(), .device = x.device()});
   if (out.numel() > 0) {

@@ -60,7 +60,10 @@ void check_scalar_fits(const char* op, const Tensor& a, const Scalar& s) {
 void check_int_divisor(const char* op, const IterArg& b, DType compute) {
   if (is_floating(compute)) return;
   if (!b.tensor) {
-    SINTER_CHECK(b.scalar.to_double() != 0.0, op, ": integer division by zero");
+    // The divisor as the tensor's dtype reads it (an i32 tensor's 2^32 is 0).
+    SINTER_CHECK(!b.scalar.holds_integer() || kern::wrap_integer(compute, b.scalar.to_int()) != 0,
+                 op, ": integer division by zero (the divisor ", b.scalar, " is 0 as ", compute,
+                 ")");
     return;
   }
   if (b.tensor->device().is_cpu() && b.tensor->numel() > 0) {

@@ -5,6 +5,19 @@
 
 namespace sinter {
 
+int64_t kern::wrap_integer(DType t, int64_t v) {
+  switch (t) {
+    case DType::i32:
+      return static_cast<int32_t>(static_cast<uint32_t>(v));
+    case DType::u8:
+      return static_cast<uint8_t>(v);
+    case DType::b8:
+      return v != 0;
+    default:
+      return v;
+  }
+}
+
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   const size_t n = std::max(a.size(), b.size());
   Shape out(n);
@@ -95,7 +108,8 @@ kern::ElementwiseIter make_iter(const char* op, const Tensor& out,
       const Scalar& s = inputs[k - 1].scalar;
       o.scalar = s.to_double();
       o.scalar_is_int = s.holds_integer();
-      o.scalar_int = o.scalar_is_int ? s.to_int() : 0;
+      o.scalar_int = o.scalar_is_int ? kern::wrap_integer(scalar_dtype, s.to_int()) : 0;
+      o.scalar_int_kind = s.is_integral() && !is_integral(scalar_dtype);
     }
   }
   it.contiguous = contiguous;

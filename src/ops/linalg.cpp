@@ -140,7 +140,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 Tensor matmul(const Tensor& a, const Tensor& b) {
   SINTER_PROFILE_OP("matmul", a, b);
   SINTER_CHECK(a.defined() && b.defined(), "matmul: undefined tensor argument");
-  SINTER_AUTOCAST("matmul", a, matmul(cast(a), cast(b)));
+  SINTER_AUTOCAST(matmul, a, matmul(cast(a), cast(b)));
   SINTER_CHECK(a.device() == b.device(), "matmul: tensors on different devices: ", a.device(),
                " and ", b.device());
   SINTER_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: ", a.dtype(), " and ", b.dtype());
@@ -162,7 +162,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
   SINTER_PROFILE_OP("linear", x, weight, bias);
   SINTER_CHECK(x.defined() && weight.defined(), "linear: undefined input or weight");
-  SINTER_AUTOCAST("linear", x, linear(cast(x), cast(weight), cast(bias), act));
+  SINTER_AUTOCAST(linear, x, linear(cast(x), cast(weight), cast(bias), act));
   SINTER_CHECK(weight.dim() == 2, "linear: weight must be (out, in), got shape ",
                shape_str(weight.shape()));
   const int64_t in = weight.size(1), out_features = weight.size(0);

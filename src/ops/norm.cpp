@@ -107,7 +107,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   SINTER_PROFILE_OP("batch_norm", x, running_mean, running_var, weight, bias);
   const char* op = "batch_norm";
   // The running statistics are updated in place: they are passed as they are.
-  SINTER_AUTOCAST(op, x,
+  SINTER_AUTOCAST(batch_norm, x,
                   batch_norm(cast(x), running_mean, running_var, cast(weight), cast(bias), training,
                              momentum, eps));
   check_input(op, x);
@@ -180,7 +180,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias, double eps) {
   SINTER_PROFILE_OP("layer_norm", x, weight, bias);
   const char* op = "layer_norm";
-  SINTER_AUTOCAST(op, x, layer_norm(cast(x), normalized_shape, cast(weight), cast(bias), eps));
+  SINTER_AUTOCAST(layer_norm, x,
+                  layer_norm(cast(x), normalized_shape, cast(weight), cast(bias), eps));
   check_input(op, x);
   const auto k = static_cast<int64_t>(normalized_shape.size());
   SINTER_CHECK(k >= 1, op, ": normalized_shape must name at least one dim");

@@ -150,7 +150,7 @@ std::tuple<Tensor, Tensor> extremum_dim(const char* op, const Tensor& a, int64_t
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
   SINTER_PROFILE_OP("sum", a);
-  SINTER_AUTOCAST("sum", a, sum(cast(a), dims_in, keepdim));
+  SINTER_AUTOCAST(sum, a, sum(cast(a), dims_in, keepdim));
   std::vector<int64_t> dims = norm_dims("sum", a, dims_in);
   RowsResult res = reduce_impl("sum", a, dims, kern::ReduceOp::Sum, false);
   Tensor out = finish_keepdim(res.values, a.shape(), dims, keepdim);
@@ -164,7 +164,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
   SINTER_PROFILE_OP("mean", a);
-  SINTER_AUTOCAST("mean", a, mean(cast(a), dims_in, keepdim));
+  SINTER_AUTOCAST(mean, a, mean(cast(a), dims_in, keepdim));
   std::vector<int64_t> dims = norm_dims("mean", a, dims_in);
   SINTER_CHECK(is_floating(a.dtype()), "mean: expected a floating tensor, got dtype ", a.dtype());
   int64_t n = 1;
@@ -174,7 +174,7 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) 
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims_in, int64_t correction, bool keepdim) {
   SINTER_PROFILE_OP("var", a);
-  SINTER_AUTOCAST("var", a, var(cast(a), dims_in, correction, keepdim));
+  SINTER_AUTOCAST(var, a, var(cast(a), dims_in, correction, keepdim));
   std::vector<int64_t> dims = norm_dims("var", a, dims_in);
   SINTER_CHECK(is_floating(a.dtype()), "var: expected a floating tensor, got dtype ", a.dtype());
   SINTER_CHECK(correction >= 0, "var: correction must be non-negative, got ", correction);
@@ -188,7 +188,7 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims_in, int64_t correct
 
 Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
   SINTER_PROFILE_OP("logsumexp", a);
-  SINTER_AUTOCAST("logsumexp", a, logsumexp(cast(a), dims_in, keepdim));
+  SINTER_AUTOCAST(logsumexp, a, logsumexp(cast(a), dims_in, keepdim));
   // Integer and bool inputs promote to the default floating dtype, as in PyTorch.
   if (a.defined() && !is_floating(a.dtype())) return logsumexp(a.to(DType::f32), dims_in, keepdim);
   std::vector<int64_t> dims = norm_dims("logsumexp", a, dims_in);
@@ -223,7 +223,7 @@ Tensor cumsum_kernel(const Tensor& a, int64_t dim, bool reverse) {
 
 Tensor cumsum(const Tensor& a, int64_t dim) {
   SINTER_PROFILE_OP("cumsum", a);
-  SINTER_AUTOCAST("cumsum", a, cumsum(cast(a), dim));
+  SINTER_AUTOCAST(cumsum, a, cumsum(cast(a), dim));
   const std::vector<int64_t> dims = norm_dims("cumsum", a, {dim});  // empty for a 0-dim tensor
   const int64_t d = dims.empty() ? 0 : dims[0];
   Tensor out = cumsum_kernel(a, d, false);

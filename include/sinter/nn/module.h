@@ -23,7 +23,6 @@ namespace sinter::nn {
 // optimizer built from parameters() stays attached. Copying a module is shallow (the copy shares
 // the parameters and children); assigning a new tensor to a member does not re-register it.
 
-// What load_state_dict found when not strict (strict loading throws instead).
 class Module {
  public:
   Module() = default;

@@ -180,7 +180,7 @@ class Optimizer {
   std::vector<std::vector<std::map<std::string, Tensor>>> state_;
   std::vector<std::vector<Tensor>> params_;
 
-  // The capturable mode's learning rate of `group` on `device`: a 0-dim f32 tensor that the fused
+  // The capturable mode's learning rate of `group` on `device`: a 0-dim f64 tensor that the fused
   // kernels read (Note [capturable adam] in src/internal/kernels_optim.h), made at first use and
   // refilled whenever the group's lr changes (set_lr, a schedule, load_state_dict), so that a
   // replayed CUDA graph follows it.
