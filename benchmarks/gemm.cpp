@@ -2,6 +2,8 @@
 // cuBLAS with the matching math mode on the same operands in the same run, fp32, tf32 and bf16, on
 // square problems and the GEMMs of the reference workloads. Each case first checks its product
 // against cuBLAS's. `--smoke` checks the operand layouts and the cuBLAS mapping on the CPU instead.
+#include "kern/gemm.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "internal/kernels.h"
 
 #ifdef SINTER_WITH_CUDA
 #include <cublas_v2.h>

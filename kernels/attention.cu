@@ -20,7 +20,7 @@
 
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
-#include "internal/kernels_attention.h"
+#include "kern/attention.h"
 #include "mma.cuh"
 #include "scratch.cuh"
 

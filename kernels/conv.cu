@@ -16,7 +16,7 @@
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
 #include "device_info.cuh"
-#include "internal/kernels_conv.h"
+#include "kern/conv.h"
 #include "scratch.cuh"
 #include "sinter/core/determinism.h"
 

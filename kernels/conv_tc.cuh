@@ -1,5 +1,5 @@
 // The tensor-core (mma.sync) convolution kernels of kernels/conv_tc.cu, which kernels/conv.cu tries
-// before its CUDA-core kernels (same tensors and contracts as src/internal/kernels_conv.h), and the
+// before its CUDA-core kernels (same tensors and contracts as src/kern/conv.h), and the
 // geometry both kernel families index with.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "cuda_util.cuh"
-#include "internal/kernels_conv.h"
+#include "kern/conv.h"
 
 namespace sinter::cudak {
 

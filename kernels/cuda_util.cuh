@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "device_info.cuh"
-#include "internal/scalar_ops.h"
+#include "kern/scalar_ops.h"
 
 namespace sinter::cudak {
 
@@ -56,7 +56,7 @@ SINTER_HD __forceinline__ Acc<T> to_acc(T v) {
 }
 
 // A computed value as element type T: bf16 and f16 go by way of float and round to nearest even,
-// as BFloat16/Half do on the host; the other types convert as internal/scalar_ops.h's convert.
+// as BFloat16/Half do on the host; the other types convert as kern/scalar_ops.h's convert.
 template <class T, class V>
 SINTER_HD __forceinline__ T from_acc(V v) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {

@@ -1,7 +1,7 @@
 // CUDA elementwise kernels: unary, binary, where and copy over an ElementwiseIter. Each op has a
 // vectorized path (16-byte loads) for contiguous, aligned operands of one dtype and a general path
 // for strided, broadcast and mixed-dtype ones; binary ops also have a vectorized path for row and
-// column broadcasts (Note [row layout]). The math is internal/elementwise_ops.h, as on the CPU.
+// column broadcasts (Note [row layout]). The math is kern/elementwise_ops.h, as on the CPU.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -14,8 +14,8 @@
 
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
-#include "internal/kernels.h"
-#include "internal/scalar_ops.h"
+#include "kern/elementwise.h"
+#include "kern/scalar_ops.h"
 
 namespace sinter::cudak {
 namespace {

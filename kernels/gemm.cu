@@ -14,7 +14,7 @@
 #include "cuda_util.cuh"
 #include "device_info.cuh"
 #include "gemm_common.cuh"
-#include "internal/kernels.h"
+#include "kern/gemm.h"
 
 namespace sinter::cudak {
 namespace {

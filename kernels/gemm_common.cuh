@@ -8,8 +8,9 @@
 #include <cstdint>
 
 #include "cuda_util.cuh"
-#include "internal/kernels.h"
-#include "internal/scalar_ops.h"
+#include "kern/elementwise.h"
+#include "kern/gemm.h"
+#include "kern/scalar_ops.h"
 
 namespace sinter::cudak {
 

@@ -15,7 +15,7 @@
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
 #include "internal/cuda_runtime.h"
-#include "internal/kernels.h"
+#include "kern/index.h"
 #include "scratch.cuh"
 #include "sinter/core/determinism.h"
 

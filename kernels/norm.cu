@@ -1,4 +1,4 @@
-// CUDA batch_norm, layer_norm and dropout (src/internal/kernels_norm.h). Batch norm reduces each
+// CUDA batch_norm, layer_norm and dropout (src/kern/norm.h). Batch norm reduces each
 // channel in one read (Note [batch norm Welford]), over several blocks when channels are few;
 // layer norm holds a row in registers (Note [layer norm rows]) up to 8192 elements, with a column
 // pass for dweight/dbias; dropout regenerates its Philox mask (Note [dropout mask]) in forward and
@@ -15,9 +15,9 @@
 
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
-#include "internal/kernels_norm.h"
-#include "internal/philox.h"
-#include "internal/scalar_ops.h"
+#include "kern/norm.h"
+#include "kern/philox.h"
+#include "kern/scalar_ops.h"
 #include "scratch.cuh"
 #include "sinter/core/determinism.h"
 

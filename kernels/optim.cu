@@ -1,4 +1,4 @@
-// CUDA fused optimizer steps (src/internal/kernels_optim.h): one launch updates up to kMaxTensors
+// CUDA fused optimizer steps (src/kern/optim.h): one launch updates up to kMaxTensors
 // tensors, whose pointers travel in the kernel parameters; each block takes kChunk elements of one
 // tensor, with 16-byte vector accesses when all of that tensor's pointers allow them.
 #include <cuda_bf16.h>
@@ -11,8 +11,8 @@
 
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
-#include "internal/kernels_optim.h"
-#include "internal/scalar_ops.h"
+#include "kern/optim.h"
+#include "kern/scalar_ops.h"
 
 namespace sinter::cudak {
 namespace {

@@ -11,9 +11,9 @@
 
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
-#include "internal/kernels_pool.h"
-#include "internal/pool_windows.h"
-#include "internal/scalar_ops.h"
+#include "kern/pool.h"
+#include "kern/pool_windows.h"
+#include "kern/scalar_ops.h"
 
 namespace sinter::cudak {
 namespace {
@@ -30,7 +30,7 @@ __device__ void covering(int64_t i, int64_t k, int64_t s, int64_t p, int64_t d, 
   *hi = min((i + p) / s, n_out - 1);
 }
 
-// The element max_window_argmax picks (internal/pool_windows.h), as the CPU reference does.
+// The element max_window_argmax picks (kern/pool_windows.h), as the CPU reference does.
 template <typename T>
 __global__ void max_pool_forward_kernel(Pool2dGeom g, const T* x, T* y, int64_t* indices,
                                         int64_t total) {

@@ -1,5 +1,5 @@
 // CUDA random fills and arange. Element i comes from Philox block (seed, offset + i), as
-// Note [philox streams] in internal/philox.h says, so values match src/cpu/random.cpp.
+// Note [philox streams] in kern/philox.h says, so values match src/cpu/random.cpp.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -10,9 +10,9 @@
 
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
-#include "internal/kernels.h"
-#include "internal/philox.h"
-#include "internal/scalar_ops.h"
+#include "kern/philox.h"
+#include "kern/random.h"
+#include "kern/scalar_ops.h"
 
 namespace sinter::cudak {
 namespace {

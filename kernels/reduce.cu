@@ -13,7 +13,7 @@
 
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
-#include "internal/kernels.h"
+#include "kern/reduce.h"
 #include "scratch.cuh"
 
 namespace sinter::cudak {

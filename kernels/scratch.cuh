@@ -11,7 +11,7 @@
 
 #include "cuda_check.cuh"
 #include "internal/cuda_runtime.h"
-#include "internal/kernels.h"
+#include "kern/ctx.h"
 
 namespace sinter::cudak {
 

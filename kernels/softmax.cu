@@ -1,5 +1,5 @@
 // CUDA softmax, log_softmax and the fused cross entropy over the rows of Note [softmax rows]
-// (src/internal/kernels_softmax.h). Dense rows up to 8192 elements are read once into registers
+// (src/kern/softmax.h). Dense rows up to 8192 elements are read once into registers
 // (Note [cached rows]), longer ones take a block each and two reads; strided rows (inner > 1) take
 // a thread each, so that a warp's loads are adjacent in memory.
 #include <cuda_bf16.h>
@@ -14,8 +14,8 @@
 
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
-#include "internal/kernels_softmax.h"
-#include "internal/scalar_ops.h"
+#include "kern/scalar_ops.h"
+#include "kern/softmax.h"
 
 namespace sinter::cudak {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
-#include "internal/kernels_sort.h"
+#include "kern/sort.h"
 #include "scratch.cuh"
 
 namespace sinter::cudak {

@@ -1,10 +1,11 @@
-// The op table's row type and input domains, shared by the files that contribute rows: test_ops.cpp
-// (the core ops) and ops_*.cpp (one file per op family). test_ops.cpp runs every row through an
-// fp64 gradcheck and CPU-vs-CUDA parity.
+// The op table's row type and input domains, shared by the files that contribute rows:
+// tests/ops_<family>.cpp, one per file of src/ops/. test_ops.cpp runs every row through an fp64
+// gradcheck and CPU-vs-CUDA parity.
 #pragma once
 
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "test_util.h"
@@ -51,10 +52,38 @@ inline OpFn adaptive_pool_of(Size2 size) {
   return [size](const Inputs& x) { return adaptive_avg_pool2d(x[0], size); };
 }
 
+// The first and second of a pair of results (max's values and indices, topk's, ...).
+inline Tensor first(const std::tuple<Tensor, Tensor>& t) { return std::get<0>(t); }
+inline Tensor second(const std::tuple<Tensor, Tensor>& t) { return std::get<1>(t); }
+
+// An i64 index tensor of `shape` on `like`'s device.
+inline Tensor index_of(const std::vector<int64_t>& values, const Shape& shape, const Tensor& like) {
+  return from_vector<int64_t>(values, shape).to(like.device());
+}
+
 // Rows of each op family, defined in tests/ops_<family>.cpp.
-std::vector<OpRow> conv_pool_rows();
-std::vector<OpRow> norm_rows();
-std::vector<OpRow> loss_rows();
-std::vector<OpRow> attention_rows();
+#define SINTER_OP_FAMILIES(X) \
+  X(elementwise)              \
+  X(reduce)                   \
+  X(gemm)                     \
+  X(index)                    \
+  X(shape)                    \
+  X(sort)                     \
+  X(softmax)                  \
+  X(loss)                     \
+  X(norm)                     \
+  X(pool)                     \
+  X(conv)                     \
+  X(attention)
+#define SINTER_DECLARE_ROWS_(family) std::vector<OpRow> family##_rows();
+SINTER_OP_FAMILIES(SINTER_DECLARE_ROWS_)
+#undef SINTER_DECLARE_ROWS_
+
+// Every family's rows function, in the order above.
+inline std::vector<std::vector<OpRow> (*)()> op_families() {
+#define SINTER_ROWS_FN_(family) &family##_rows,
+  return {SINTER_OP_FAMILIES(SINTER_ROWS_FN_)};
+#undef SINTER_ROWS_FN_
+}
 
 }  // namespace sinter::testing

@@ -1,4 +1,4 @@
-// Op-table rows for batch_norm, layer_norm, dropout, embedding (see op_table.h).
+// Op-table rows for batch_norm, layer_norm and dropout (see op_table.h).
 #include "op_table.h"
 
 namespace sinter::testing {
@@ -69,23 +69,6 @@ std::vector<OpRow> norm_rows() {
            [](const Inputs& x) {
              Generator g(7);
              return dropout(x[0].t(), 0.5, true, &g);
-           }},
-      {.name = "Embedding",
-       .shapes = {S{6, 3}},
-       .fn =
-           [](const Inputs& x) {
-             Tensor idx = from_vector<int64_t>({4, 0, 4, 2, 5, 0}, {2, 3}).to(x[0].device());
-             return embedding(x[0], idx);
-           }},
-      // The padding row gets no gradient, so the outputs that read it are masked out: the
-      // function then does not depend on that row either, and the gradcheck holds.
-      {.name = "EmbeddingPadding",
-       .shapes = {S{5, 2}},
-       .fn =
-           [](const Inputs& x) {
-             Tensor idx = from_vector<int64_t>({1, 3, 1, 0}, {4}).to(x[0].device());
-             Tensor keep = ne(idx, 1.0).to(x[0].dtype()).unsqueeze(1);
-             return mul(embedding(x[0], idx, 1), keep);
            }},
   };
 }

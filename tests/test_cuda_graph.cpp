@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "internal/dispatch.h"
-#include "internal/kernels.h"
+#include "kern/ctx.h"
 #include "test_util.h"
 
 namespace sinter {

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "internal/dispatch.h"
-#include "internal/kernels.h"
-#include "internal/kernels_norm.h"
+#include "kern/ctx.h"
+#include "kern/norm.h"
 #include "test_util.h"
 
 namespace sinter {

@@ -203,7 +203,7 @@ TEST(Errors, SumAndMeanMethodsNeedDims) {
   expect_error([] { zeros({2}).mean({}); }, {"mean", "at least one dim"});
 }
 
-// --- matmul (src/ops/linalg.cpp) ---
+// --- matmul (src/ops/gemm.cpp) ---
 
 TEST(Errors, MatmulUndefinedArgument) {
   expect_error([] { matmul(Tensor(), zeros({2})); }, {"matmul", "undefined tensor"});

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "internal/dispatch.h"
-#include "internal/kernels.h"
+#include "kern/gemm.h"
 #include "test_util.h"
 
 namespace sinter {

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "internal/dispatch.h"
-#include "internal/kernels_optim.h"
+#include "kern/optim.h"
 #include "test_util.h"
 
 namespace sinter {

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "internal/dispatch.h"
-#include "internal/kernels.h"
-#include "internal/kernels_conv.h"
-#include "internal/kernels_norm.h"
+#include "kern/conv.h"
+#include "kern/norm.h"
+#include "kern/reduce.h"
 #include "test_util.h"
 
 namespace sinter {

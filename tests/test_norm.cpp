@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "internal/philox.h"
+#include "kern/philox.h"
 #include "test_util.h"
 
 namespace sinter {

@@ -19,7 +19,7 @@ namespace sinter::testing {
 
 inline bool has_cuda() { return cuda::is_available(); }
 
-// The kernel `fn` of the CUDA backend when `cuda`, else of the CPU one (internal/kernels*.h). A
+// The kernel `fn` of the CUDA backend when `cuda`, else of the CPU one (src/kern/). A
 // build without CUDA has no CUDA kernels to name (Note [kernel interfaces]); its tests skip before
 // they would call one.
 #ifdef SINTER_WITH_CUDA

@@ -46,7 +46,7 @@ Tensor div(const Tensor& a, const Scalar& b);
 Tensor div(const Scalar& a, const Tensor& b);
 // With rounding_mode "trunc" (toward zero, C++'s integer /) or "floor" (toward -inf, Python's //):
 // the result keeps the operands' promoted dtype, integers included. An integer division by zero
-// is an error on the CPU (Note [integer division] in src/internal/scalar_ops.h says what CUDA
+// is an error on the CPU (Note [integer division] in src/kern/scalar_ops.h says what CUDA
 // gives). The gradient is zero, as in PyTorch.
 Tensor div(const Tensor& a, const Tensor& b, const std::string& rounding_mode);
 Tensor div(const Tensor& a, const Scalar& b, const std::string& rounding_mode);
@@ -226,7 +226,7 @@ struct AvgPool2dOptions {
   Size2 stride = 0;
   Size2 padding = 0;
   bool ceil_mode = false;
-  bool count_include_pad = true;  // Note [avg pool divisor] in src/internal/kernels_pool.inc
+  bool count_include_pad = true;  // Note [avg pool divisor] in src/kern/pool.inc
 };
 // x: (N, C, H, W) or (C, H, W). Indices are i64 positions in the flattened H * W plane.
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel_size,

@@ -1,8 +1,8 @@
-// The messages of Note [deferred device checks] (src/internal/kernels.h), the same for the CPU's
+// The messages of Note [deferred device checks] (src/kern/index.h), the same for the CPU's
 // immediate errors and the errors CUDA's records raise at a synchronization.
 #include <string>
 
-#include "internal/kernels.h"
+#include "kern/index.h"
 
 namespace sinter::kern {
 

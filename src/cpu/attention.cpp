@@ -1,12 +1,13 @@
 // CPU reference for the fused attention (Note [fused attention]): one query row at a time, in
 // double, with the row's scores in a buffer of tk values (the CUDA kernels keep only a tile).
+#include "kern/attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "cpu/cpu_util.h"
-#include "internal/kernels_attention.h"
 
 namespace sinter::cpu {
 namespace {

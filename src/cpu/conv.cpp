@@ -2,6 +2,8 @@
 // gradient, GEMM + col2im for the input gradient, one image at a time so the column buffer stays
 // small. bf16 and f16 are widened to f32 first, so the weight gradient's sum over the batch is not
 // rounded once per image.
+#include "kern/conv.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -10,7 +12,7 @@
 #include <vector>
 
 #include "cpu/cpu_util.h"
-#include "internal/kernels_conv.h"
+#include "kern/gemm.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {

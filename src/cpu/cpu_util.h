@@ -5,7 +5,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "internal/scalar_ops.h"
+#include "kern/scalar_ops.h"
 
 namespace sinter::cpu {
 

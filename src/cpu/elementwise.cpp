@@ -1,13 +1,14 @@
 // CPU reference for the elementwise kernels: unary, binary, where and copy over an ElementwiseIter.
 // Operands are loaded in chunks into compute-type buffers, so dtype conversion and the op's math
-// are each a tight loop, and the math is the one the CUDA kernels use (internal/elementwise_ops.h).
+// are each a tight loop, and the math is the one the CUDA kernels use (kern/elementwise_ops.h).
+#include "kern/elementwise.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
 #include "cpu/cpu_util.h"
-#include "internal/kernels.h"
-#include "internal/scalar_ops.h"
+#include "kern/scalar_ops.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {

@@ -1,5 +1,7 @@
 // CPU reference GEMM on OpenBLAS: batched row-major C = alpha * op(A) @ op(B) + beta * C.
 // bf16 and f16 operands are widened to f32, multiplied with sgemm and rounded back.
+#include "kern/gemm.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -8,8 +10,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "internal/kernels.h"
-#include "internal/scalar_ops.h"
+#include "kern/elementwise.h"
+#include "kern/scalar_ops.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {

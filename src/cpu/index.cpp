@@ -1,12 +1,13 @@
 // CPU reference for index_select (gather of whole slices along one dim) and index_add (its adjoint,
 // a scatter-add where repeated indices accumulate), and for gather and scatter_add, their
 // elementwise counterparts (Note [gather layout]).
+#include "kern/index.h"
+
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include "cpu/cpu_util.h"
-#include "internal/kernels.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {

@@ -1,14 +1,15 @@
-// CPU reference for batch_norm, layer_norm and dropout (src/internal/kernels_norm.h). Sums run in
+// CPU reference for batch_norm, layer_norm and dropout (src/kern/norm.h). Sums run in
 // double, more accurately than the f32 the CUDA kernels use, so this is the better side of a parity
 // test; statistics are stored in the accumulation dtype of Note [norm statistics].
+#include "kern/norm.h"
+
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
 #include "cpu/cpu_util.h"
-#include "internal/kernels_norm.h"
-#include "internal/philox.h"
+#include "kern/philox.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {

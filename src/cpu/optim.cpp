@@ -1,13 +1,14 @@
-// CPU reference of the fused optimizer steps (src/internal/kernels_optim.h): a loop over the
+// CPU reference of the fused optimizer steps (src/kern/optim.h): a loop over the
 // tensors and their elements with the element math the CUDA kernel shares (Note [fused optimizer
 // step]).
+#include "kern/optim.h"
+
 #include <cstdint>
 #include <type_traits>
 #include <utility>
 
 #include "cpu/cpu_util.h"
-#include "internal/kernels_optim.h"
-#include "internal/scalar_ops.h"
+#include "kern/scalar_ops.h"
 
 namespace sinter::cpu {
 namespace {

@@ -1,14 +1,15 @@
 // CPU reference 2-D pooling: max (with indices), average and adaptive average, forward and
 // backward, plane by plane. Sums accumulate in double, so the reference is the more accurate side
 // of a parity test.
+#include "kern/pool.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
 #include "cpu/cpu_util.h"
-#include "internal/kernels_pool.h"
-#include "internal/pool_windows.h"
+#include "kern/pool_windows.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {

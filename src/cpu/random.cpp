@@ -1,13 +1,14 @@
 // CPU reference for the counter-based random fills and arange. Element i comes from Philox block
-// (seed, offset + i) as Note [philox streams] in internal/philox.h says, the same as on CUDA.
+// (seed, offset + i) as Note [philox streams] in kern/philox.h says, the same as on CUDA.
+#include "kern/random.h"
+
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
 #include "cpu/cpu_util.h"
-#include "internal/kernels.h"
-#include "internal/philox.h"
-#include "internal/scalar_ops.h"
+#include "kern/philox.h"
+#include "kern/scalar_ops.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {

@@ -1,12 +1,13 @@
 // CPU reference for reduce_rows (Sum, Max and Min along the last dim of a contiguous (outer, r)
 // block) and cumsum_rows. Floating sums accumulate in double here (more than the f32 the CUDA
 // kernels use) so that the reference is the more accurate side of a parity test.
+#include "kern/reduce.h"
+
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
 #include "cpu/cpu_util.h"
-#include "internal/kernels.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {

@@ -1,6 +1,8 @@
 // CPU reference for softmax, log_softmax and the fused cross entropy over the rows of Note
-// [softmax rows] (src/internal/kernels_softmax.h). Everything accumulates in double, so that the
+// [softmax rows] (src/kern/softmax.h). Everything accumulates in double, so that the
 // reference is the more accurate side of a parity test.
+#include "kern/softmax.h"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "cpu/cpu_util.h"
-#include "internal/kernels_softmax.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {

@@ -1,12 +1,13 @@
 // CPU reference for topk_rows: each row's first k elements in Note [topk order], by a partial sort
 // of its positions.
+#include "kern/sort.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <vector>
 
 #include "cpu/cpu_util.h"
-#include "internal/kernels_sort.h"
 
 namespace sinter::cpu {
 

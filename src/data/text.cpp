@@ -11,7 +11,7 @@
 #include <fstream>
 #include <utility>
 
-#include "internal/philox.h"
+#include "kern/philox.h"
 
 namespace sinter::data {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "internal/kernels.h"
+#include "kern/index.h"
 #include "sinter/core/device.h"
 #include "sinter/cuda.h"
 
@@ -38,7 +38,7 @@ void free_pinned(void* ptr);
 
 CUstream_st* current_stream_handle(int device);
 
-// The device's record of Note [deferred device checks] (src/internal/kernels.h), in host-mapped
+// The device's record of Note [deferred device checks] (src/kern/index.h), in host-mapped
 // memory: the pointer kernels write through. The host reads it at each synchronization with the
 // device and throws the recorded error, once.
 kern::DeviceCheckRecord* device_check_record(int device);

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "internal/cuda_runtime.h"
-#include "internal/kernels.h"
+#include "kern/ctx.h"
 #include "sinter/core/device.h"
 #include "sinter/core/error.h"
 

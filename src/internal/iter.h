@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "internal/kernels.h"
+#include "kern/elementwise.h"
 #include "sinter/tensor.h"
 
 namespace sinter {

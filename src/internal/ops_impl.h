@@ -1,10 +1,18 @@
 // Op building blocks that one op family lends another: forward kernels without autograd records.
 #pragma once
 
-#include "internal/kernels.h"
+#include "kern/elementwise.h"
+#include "sinter/ops.h"
 #include "sinter/tensor.h"
 
 namespace sinter {
+
+// dim wrapped into [0, ndim) (a 0-d tensor takes dims -1 and 0), or an error naming op and dim.
+int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim);
+// A new tensor of a factory (empty, zeros, rand, ...), made to require grad when opts asks.
+Tensor finish_factory(Tensor t, const TensorOptions& opts);
+// An error naming op when t is undefined.
+void check_defined(const char* op, const Tensor& t);
 
 // op(a, b) elementwise with broadcasting through the binary kernel (e.g. the activation backward
 // helpers BinaryOp::ReluBackward, GeluBackward); records nothing for autograd.
@@ -21,5 +29,10 @@ RowView row_view(const Shape& s, int64_t d);
 // Zeros of `shape` with src added along dim d (wrapped) at `index` (contiguous i64 of src's shape,
 // in range), as scatter_add: the backward of gather and of topk's values. Records nothing.
 Tensor scatter_into_zeros(const Shape& shape, int64_t d, const Tensor& index, const Tensor& src);
+
+// A loss's elements reduced as `reduction` asks (None: as they are), and the check that it is
+// one of the three (src/ops/loss.cpp).
+Tensor reduce_loss(const char* op, const Tensor& loss, Reduction reduction);
+void check_reduction(const char* op, Reduction r);
 
 }  // namespace sinter

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "internal/atomic_file.h"
-#include "internal/elementwise_ops.h"
+#include "kern/elementwise_ops.h"
 #include "sinter/autograd.h"
 #include "sinter/nn/models.h"
 #include "sinter/nn/modules.h"

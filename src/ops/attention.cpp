@@ -1,6 +1,8 @@
-// scaled_dot_product_attention: the fused kernels (internal/kernels_attention.h), and the composed
+// scaled_dot_product_attention: the fused kernels (kern/attention.h), and the composed
 // form (scores by matmul, masks, softmax, dropout, matmul), which runs on either device and is
 // differentiable through its parts.
+#include "kern/attention.h"
+
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -10,7 +12,6 @@
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/iter.h"
-#include "internal/kernels_attention.h"
 #include "internal/profile_op.h"
 #include "sinter/core/error.h"
 #include "sinter/ops.h"

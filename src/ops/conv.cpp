@@ -1,11 +1,12 @@
 // conv2d: grouped, strided, padded, dilated 2-D convolution over NCHW tensors, with its backward
 // (input gradient and weight gradient kernels, bias gradient as a sum).
+#include "kern/conv.h"
+
 #include <string>
 
 #include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
-#include "internal/kernels_conv.h"
 #include "internal/profile_op.h"
 #include "sinter/ops.h"
 

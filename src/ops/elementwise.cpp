@@ -18,10 +18,6 @@ using kern::UnaryOp;
 
 namespace {
 
-void check_defined(const char* op, const Tensor& t) {
-  SINTER_CHECK(t.defined(), op, ": undefined tensor argument");
-}
-
 void check_pair(const char* op, const Tensor& a, const Tensor& b) {
   check_defined(op, a);
   check_defined(op, b);
@@ -676,7 +672,7 @@ Tensor cos(const Tensor& a) {
                          [](const Tensor& g, const Tensor& x) { return neg(mul(g, sin(x))); });
 }
 
-// The activations of the op list (Note [elementwise op list] in internal/elementwise_ops.h).
+// The activations of the op list (Note [elementwise op list] in kern/elementwise_ops.h).
 #define SINTER_ACTIVATION(name, forward, backward, saved, signature, ...)                 \
   Tensor name signature {                                                                 \
     SINTER_PROFILE_OP(#name, x);                                                          \

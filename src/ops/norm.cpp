@@ -1,13 +1,13 @@
-// Normalization, dropout and embedding: batch_norm and layer_norm run fused forward and backward
-// kernels (src/internal/kernels_norm.h), dropout draws its mask from Philox (Note [dropout mask]),
-// and embedding gathers rows with the index_select kernel and scatters gradients with index_add.
+// Normalization and dropout: batch_norm and layer_norm run fused forward and backward kernels
+// (src/kern/norm.h), dropout draws its mask from Philox (Note [dropout mask]).
+#include "kern/norm.h"
+
 #include <cmath>
 #include <cstdint>
 
 #include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
-#include "internal/kernels_norm.h"
 #include "internal/profile_op.h"
 #include "internal/tensor_impl.h"
 #include "sinter/ops.h"
@@ -16,7 +16,7 @@ namespace sinter {
 
 namespace {
 
-// Note [norm statistics] in kernels_norm.h: statistics and dweight/dbias are f64 for f64 inputs,
+// Note [norm statistics] in kern/norm.inc: statistics and dweight/dbias are f64 for f64 inputs,
 // f32 otherwise.
 DType acc_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
@@ -253,68 +253,6 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
     });
   }
   return y;
-}
-
-Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
-  SINTER_PROFILE_OP("embedding", weight, indices);
-  const char* op = "embedding";
-  SINTER_CHECK(weight.defined(), op, ": undefined weight");
-  SINTER_CHECK(indices.defined(), op, ": undefined indices");
-  SINTER_CHECK(weight.dim() == 2, op, ": weight must be 2-D (num_embeddings, dim), got shape ",
-               shape_str(weight.shape()));
-  SINTER_CHECK(indices.dtype() == DType::i64, op, ": indices must be i64, got dtype ",
-               indices.dtype());
-  SINTER_CHECK(indices.device() == weight.device(), op, ": indices are on ", indices.device(),
-               " but the weight is on ", weight.device());
-  const int64_t num = weight.size(0), dim = weight.size(1);
-  std::optional<int64_t> pad = padding_idx;
-  if (pad) {
-    SINTER_CHECK(*pad >= -num && *pad < num, op, ": padding_idx ", *pad,
-                 " out of range for a table of ", num, " rows");
-    if (*pad < 0) *pad += num;
-  }
-  Tensor idx = indices.reshape({-1}).contiguous();
-  const int64_t nidx = idx.numel();
-  // Known on the host: no index fits a table without rows (the device check's skip value, 0,
-  // would pass index 0 there).
-  SINTER_CHECK(num > 0 || nidx == 0, op, ": the table has no rows, but ", nidx,
-               " indices were given");
-  if (nidx > 0 && idx.device().is_cuda()) {
-    // On the device, reported at the next synchronization (Note [deferred device checks]); an
-    // out-of-range index gives a row of zeros meanwhile.
-    SINTER_DISPATCH(idx.device(), check_indices, static_cast<const int64_t*>(idx.data_ptr()), nidx,
-                    0, num, 0, kern::DeviceCheck::EmbeddingIndex);
-  } else if (nidx > 0) {
-    const auto lo = min(idx).item<int64_t>(), hi = max(idx).item<int64_t>();
-    SINTER_CHECK(lo >= 0 && hi < num, op, ": index out of range: values span [", lo, ", ", hi,
-                 "] but the table has ", num, " rows");
-  }
-  Tensor wc = contiguous_or_undefined(weight);
-  Tensor flat = empty({nidx, dim}, {.dtype = weight.dtype(), .device = weight.device()});
-  if (flat.numel() > 0) {
-    SINTER_DISPATCH(weight.device(), index_select, wc.data_ptr(), weight.dtype(), 1, num, dim,
-                    static_cast<const int64_t*>(idx.data_ptr()), nidx, flat.data_ptr());
-  }
-  Shape out_shape = indices.shape();
-  out_shape.push_back(dim);
-  Tensor out = flat.reshape(out_shape);
-  if (needs_grad({&weight})) {
-    SINTER_CHECK(is_floating(weight.dtype()), op, ": gradients need a floating weight, got dtype ",
-                 weight.dtype());
-    SavedTensor si(idx, op);
-    record(op, {&out}, {weight}, [si, pad, num, dim, nidx](const Grads& g) {
-      Tensor i = si.get();
-      Tensor gc = g[0].reshape({nidx, dim}).contiguous();
-      Tensor z = zeros({num, dim}, {.dtype = gc.dtype(), .device = gc.device()});
-      if (gc.numel() > 0) {
-        SINTER_DISPATCH(gc.device(), index_add, z.data_ptr(), gc.dtype(), 1, num, dim,
-                        static_cast<const int64_t*>(i.data_ptr()), nidx, gc.data_ptr());
-      }
-      if (pad) z.select(0, *pad).zero_();
-      return Grads{z};
-    });
-  }
-  return out;
 }
 
 }  // namespace sinter

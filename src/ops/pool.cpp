@@ -1,11 +1,12 @@
 // 2-D pooling over (N, C, H, W) or (C, H, W) tensors: max (with indices), average and adaptive
 // average, each with a backward kernel. The kernels see (planes, H, W), planes = N * C.
+#include "kern/pool.h"
+
 #include <string>
 #include <tuple>
 
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
-#include "internal/kernels_pool.h"
 #include "internal/profile_op.h"
 #include "sinter/ops.h"
 

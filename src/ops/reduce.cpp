@@ -1,5 +1,7 @@
 // Reductions over any set of dims: sum, mean, var, amax/amin, max/min with indices, argmax/argmin,
 // logsumexp. The reduced dims are moved last and the kernel reduces rows of a contiguous matrix.
+#include "kern/reduce.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -1,6 +1,6 @@
 // Shape ops: views that share storage (reshape, permute, narrow, select, slice, expand, ...) and
-// the ops that build new tensors from pieces (cat, stack, index_select, gather, scatter_add), with
-// their backwards.
+// the ops that build new tensors from pieces (cat, stack, split), with their backwards. The ops
+// that pick elements by an index tensor are in index.cpp.
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -18,9 +18,7 @@ std::ostream& operator<<(std::ostream& os, Size2 s) {
   return os << "(" << s.h << ", " << s.w << ")";
 }
 
-namespace {
-
-int64_t wrap(const char* op, int64_t dim, int64_t ndim) {
+int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
   const int64_t n = std::max<int64_t>(ndim, 1);
   SINTER_CHECK(dim >= -n && dim < n, op, ": dim ", dim, " out of range for a tensor with ", ndim,
                " dims");
@@ -30,6 +28,8 @@ int64_t wrap(const char* op, int64_t dim, int64_t ndim) {
 void check_defined(const char* op, const Tensor& t) {
   SINTER_CHECK(t.defined(), op, ": undefined tensor argument");
 }
+
+namespace {
 
 // Strides that let `new_shape` view memory laid out as (old_shape, old_strides), if any exist.
 std::optional<Shape> view_strides(const Shape& old_shape, const Shape& old_strides,
@@ -125,7 +125,7 @@ Tensor Tensor::reshape(const Shape& shape_in) const {
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
-  const int64_t s = wrap("flatten", start_dim, dim()), e = wrap("flatten", end_dim, dim());
+  const int64_t s = wrap_dim("flatten", start_dim, dim()), e = wrap_dim("flatten", end_dim, dim());
   if (dim() == 0) return reshape({1});
   SINTER_CHECK(s <= e, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim);
   Shape shape(this->shape().begin(), this->shape().begin() + s);
@@ -145,7 +145,7 @@ Tensor Tensor::squeeze() const {
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
-  const int64_t w = wrap("squeeze", d, dim());
+  const int64_t w = wrap_dim("squeeze", d, dim());
   if (dim() == 0) return *this;
   if (size(w) != 1) return *this;
   Shape shape = this->shape(), st = strides();
@@ -177,7 +177,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   std::vector<bool> seen(dims.size(), false);
   Shape shape(dims.size()), st(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) {
-    p[i] = wrap("permute", dims[i], dim());
+    p[i] = wrap_dim("permute", dims[i], dim());
     SINTER_CHECK(!seen[p[i]], "permute: dim ", dims[i], " repeats in ", dims);
     seen[p[i]] = true;
     inv[p[i]] = static_cast<int64_t>(i);
@@ -189,7 +189,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  const int64_t w0 = wrap("transpose", d0, dim()), w1 = wrap("transpose", d1, dim());
+  const int64_t w0 = wrap_dim("transpose", d0, dim()), w1 = wrap_dim("transpose", d1, dim());
   if (dim() == 0) return *this;
   std::vector<int64_t> p(dim());
   std::iota(p.begin(), p.end(), 0);
@@ -205,7 +205,7 @@ Tensor Tensor::t() const {
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   SINTER_CHECK(dim() > 0, "narrow: cannot narrow a 0-dim tensor");
-  const int64_t w = wrap("narrow", d, dim());
+  const int64_t w = wrap_dim("narrow", d, dim());
   const int64_t n = size(w);
   if (start < 0) start += n;
   SINTER_CHECK(start >= 0 && length >= 0 && start <= n && length <= n - start, "narrow: start ",
@@ -220,7 +220,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
   SINTER_CHECK(dim() > 0, "select: cannot select from a 0-dim tensor");
-  const int64_t w = wrap("select", d, dim());
+  const int64_t w = wrap_dim("select", d, dim());
   const int64_t n = size(w);
   SINTER_CHECK(index >= -n && index < n, "select: index ", index, " out of range for dim ", d,
                " of size ", n);
@@ -237,7 +237,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_in, std::optional<i
                      int64_t step) const {
   SINTER_CHECK(dim() > 0, "slice: cannot slice a 0-dim tensor");
   SINTER_CHECK(step > 0, "slice: step must be positive, got ", step);
-  const int64_t w = wrap("slice", d, dim());
+  const int64_t w = wrap_dim("slice", d, dim());
   const int64_t n = size(w);
   auto clampi = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
   const int64_t start = clampi(start_in.value_or(0));
@@ -353,7 +353,7 @@ Tensor cat(const std::vector<Tensor>& tensors_in, int64_t dim) {
   check_defined("cat", first);
   SINTER_CHECK(first.dim() > 0,
                "cat: 0-dim tensors cannot be concatenated; unsqueeze them or use stack");
-  const int64_t w = wrap("cat", dim, first.dim());
+  const int64_t w = wrap_dim("cat", dim, first.dim());
   Shape shape = first.shape();
   int64_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -417,7 +417,7 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
   SINTER_PROFILE_OP("split", a);
   check_defined("split", a);
   SINTER_CHECK(split_size > 0, "split: split_size must be positive, got ", split_size);
-  const int64_t w = wrap("split", dim, a.dim());
+  const int64_t w = wrap_dim("split", dim, a.dim());
   const int64_t n = a.size(w);
   std::vector<Tensor> out;
   for (int64_t off = 0; off < n || (n == 0 && out.empty()); off += split_size) {
@@ -429,7 +429,7 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim) {
   SINTER_PROFILE_OP("split", a);
   check_defined("split", a);
-  const int64_t w = wrap("split", dim, a.dim());
+  const int64_t w = wrap_dim("split", dim, a.dim());
   int64_t total = 0;
   for (int64_t s : sizes) {
     SINTER_CHECK(s >= 0, "split: negative size in ", sizes);
@@ -450,211 +450,9 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
   SINTER_PROFILE_OP("chunk", a);
   check_defined("chunk", a);
   SINTER_CHECK(chunks > 0, "chunk: chunks must be positive, got ", chunks);
-  const int64_t n = a.size(wrap("chunk", dim, a.dim()));
+  const int64_t n = a.size(wrap_dim("chunk", dim, a.dim()));
   const int64_t size = std::max<int64_t>((n + chunks - 1) / chunks, 1);
   return split(a, size, dim);
-}
-
-Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
-  SINTER_PROFILE_OP("index_select", a, index);
-  check_defined("index_select", a);
-  check_defined("index_select", index);
-  SINTER_CHECK(index.dtype() == DType::i64, "index_select: index must be i64, got ", index.dtype());
-  SINTER_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got shape ",
-               shape_str(index.shape()));
-  SINTER_CHECK(index.device() == a.device(), "index_select: index on ", index.device(),
-               ", tensor on ", a.device());
-  SINTER_CHECK(a.dim() > 0, "index_select: cannot index a 0-dim tensor");
-  const int64_t w = wrap("index_select", dim, a.dim());
-  const int64_t in_dim = a.size(w);
-  Tensor idx = index.reshape({-1}).contiguous();
-  const int64_t nidx = idx.numel();
-  if (nidx > 0) {
-    const auto lo = min(idx).item<int64_t>(), hi = max(idx).item<int64_t>();
-    SINTER_CHECK(lo >= 0 && hi < in_dim, "index_select: index out of range: values span [", lo,
-                 ", ", hi, "] but dim ", dim, " has size ", in_dim);
-  }
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < w; ++d) outer *= a.size(d);
-  for (int64_t d = w + 1; d < a.dim(); ++d) inner *= a.size(d);
-  Shape shape = a.shape();
-  shape[w] = nidx;
-  Tensor out = empty(shape, {.dtype = a.dtype(), .device = a.device()});
-  if (out.numel() > 0) {
-    Tensor src;
-    {
-      NoGradGuard ng;
-      src = a.contiguous();
-    }
-    SINTER_DISPATCH(a.device(), index_select, src.data_ptr(), a.dtype(), outer, in_dim, inner,
-                    static_cast<const int64_t*>(idx.data_ptr()), nidx, out.data_ptr());
-  }
-  if (needs_grad({&a})) {
-    autograd::SavedTensor si(idx, "index_select");
-    Shape ashape = a.shape();
-    record("index_select", {&out}, {a}, [si, ashape, outer, in_dim, inner](const Grads& g) {
-      Tensor i = si.get();
-      Tensor gc = g[0].contiguous();
-      Tensor z = zeros(ashape, {.dtype = gc.dtype(), .device = gc.device()});
-      if (gc.numel() > 0) {
-        SINTER_DISPATCH(gc.device(), index_add, z.data_ptr(), gc.dtype(), outer, in_dim, inner,
-                        static_cast<const int64_t*>(i.data_ptr()), i.numel(), gc.data_ptr());
-      }
-      return Grads{z};
-    });
-  }
-  return out;
-}
-
-namespace {
-
-// The kernels' view of an op along dim d over an index of shape `index_shape` into a large operand
-// with `strides` (Note [gather layout]). Dims where the index has size 1 add nothing to an offset
-// and are dropped (except d); neighbours that are one run of the large operand are merged.
-kern::GatherGeom gather_geom(const char* op, const Shape& index_shape, const Shape& strides,
-                             int64_t d) {
-  Shape sizes, st;
-  int64_t gdim = -1;
-  for (int64_t k = 0; k < static_cast<int64_t>(index_shape.size()); ++k) {
-    if (k != d && index_shape[k] == 1) continue;
-    const int64_t last = static_cast<int64_t>(sizes.size()) - 1;
-    if (k != d && last >= 0 && last != gdim && st.back() == strides[k] * index_shape[k]) {
-      sizes.back() *= index_shape[k];
-      st.back() = strides[k];
-      continue;
-    }
-    if (k == d) gdim = last + 1;
-    sizes.push_back(index_shape[k]);
-    st.push_back(strides[k]);
-  }
-  SINTER_CHECK(static_cast<int>(sizes.size()) <= kern::kMaxDims, op, ": ", sizes.size(),
-               " dims remain after merging (at most ", kern::kMaxDims, ")");
-  kern::GatherGeom g;
-  g.ndim = static_cast<int>(sizes.size());
-  g.dim = static_cast<int>(gdim);
-  g.numel = numel_of(index_shape);
-  for (int k = 0; k < g.ndim; ++k) {
-    g.sizes[k] = sizes[k];
-    g.strides[k] = st[k];
-  }
-  return g;
-}
-
-// Checks the index of gather and scatter_add against `a` (PyTorch's rules): i64, on a's device, of
-// a's rank, no larger than a in the dims other than dim, values in [0, a.size(dim)). Returns the
-// wrapped dim.
-int64_t check_gather_index(const char* op, const Tensor& a, int64_t dim, const Tensor& index) {
-  check_defined(op, a);
-  check_defined(op, index);
-  SINTER_CHECK(index.dtype() == DType::i64, op, ": index must be i64, got ", index.dtype());
-  SINTER_CHECK(index.device() == a.device(), op, ": index on ", index.device(), ", tensor on ",
-               a.device());
-  SINTER_CHECK(index.dim() == a.dim(), op, ": index has ", index.dim(), " dims but the tensor has ",
-               a.dim(), " (index shape ", shape_str(index.shape()), ", tensor shape ",
-               shape_str(a.shape()), ")");
-  const int64_t d = wrap(op, dim, a.dim());
-  for (int64_t k = 0; k < a.dim(); ++k) {
-    SINTER_CHECK(k == d || index.size(k) <= a.size(k), op, ": index shape ",
-                 shape_str(index.shape()), " is larger than the tensor's ", shape_str(a.shape()),
-                 " in dim ", k, ", which is not dim ", dim);
-  }
-  if (index.numel() > 0) {
-    const int64_t n = a.dim() == 0 ? 1 : a.size(d);
-    const auto lo = min(index).item<int64_t>(), hi = max(index).item<int64_t>();
-    SINTER_CHECK(lo >= 0 && hi < n, op, ": index out of range: values span [", lo, ", ", hi,
-                 "] but dim ", dim, " has size ", n);
-  }
-  return d;
-}
-
-// out = a gathered along d at idx (checked, contiguous), of idx's shape; records nothing.
-Tensor gather_kernel(const Tensor& a, int64_t d, const Tensor& idx) {
-  Tensor out = empty(idx.shape(), {.dtype = a.dtype(), .device = a.device()});
-  if (out.numel() > 0) {
-    SINTER_DISPATCH(a.device(), gather, a.data_ptr(), a.dtype(),
-                    gather_geom("gather", idx.shape(), a.strides(), d),
-                    static_cast<const int64_t*>(idx.data_ptr()), out.data_ptr());
-  }
-  return out;
-}
-
-// out (contiguous) += src (idx's shape) scattered along d at idx (checked, contiguous); records
-// nothing.
-void scatter_add_kernel(const Tensor& out, int64_t d, const Tensor& idx, const Tensor& src) {
-  if (idx.numel() == 0) return;
-  Tensor sc;
-  {
-    NoGradGuard ng;
-    sc = src.contiguous();
-  }
-  SINTER_DISPATCH(out.device(), scatter_add, out.data_ptr(), out.dtype(),
-                  gather_geom("scatter_add", idx.shape(), out.strides(), d),
-                  static_cast<const int64_t*>(idx.data_ptr()), sc.data_ptr());
-}
-
-}  // namespace
-
-Tensor scatter_into_zeros(const Shape& shape, int64_t d, const Tensor& index, const Tensor& src) {
-  Tensor z = zeros(shape, {.dtype = src.dtype(), .device = src.device()});
-  scatter_add_kernel(z, d, index, src);
-  return z;
-}
-
-Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
-  SINTER_PROFILE_OP("gather", a, index);
-  const int64_t d = check_gather_index("gather", a, dim, index);
-  if (a.dim() == 0) return gather(a.reshape({1}), d, index.reshape({1})).reshape({});
-  Tensor idx = index.contiguous();
-  Tensor out = gather_kernel(a, d, idx);
-  if (needs_grad({&a})) {
-    SINTER_CHECK(is_floating(a.dtype()), "gather: gradients need a floating tensor, got dtype ",
-                 a.dtype());
-    SavedTensor si(idx, "gather");
-    Shape ashape = a.shape();
-    // The adjoint of a gather: the gradient added back where each element came from.
-    record("gather", {&out}, {a}, [si, ashape, d](const Grads& g) {
-      return Grads{scatter_into_zeros(ashape, d, si.get(), g[0])};
-    });
-  }
-  return out;
-}
-
-Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src) {
-  SINTER_PROFILE_OP("scatter_add", a, index, src);
-  const char* op = "scatter_add";
-  const int64_t d = check_gather_index(op, a, dim, index);
-  check_defined(op, src);
-  SINTER_CHECK(is_floating(a.dtype()), op, ": expected a floating tensor, got dtype ", a.dtype());
-  SINTER_CHECK(src.dtype() == a.dtype() && src.device() == a.device(), op, ": src is ", src.dtype(),
-               " on ", src.device(), ", the tensor ", a.dtype(), " on ", a.device());
-  SINTER_CHECK(src.dim() == index.dim(), op, ": src has ", src.dim(), " dims but the index has ",
-               index.dim());
-  for (int64_t k = 0; k < src.dim(); ++k) {
-    SINTER_CHECK(index.size(k) <= src.size(k), op, ": index shape ", shape_str(index.shape()),
-                 " is larger than src's ", shape_str(src.shape()), " in dim ", k);
-  }
-  if (a.dim() == 0) {
-    return scatter_add(a.reshape({1}), d, index.reshape({1}), src.reshape({1})).reshape({});
-  }
-  // Only src's leading block of the index's shape is added, as in PyTorch.
-  Tensor s = src;
-  for (int64_t k = 0; k < s.dim(); ++k) {
-    if (s.size(k) != index.size(k)) s = s.narrow(k, 0, index.size(k));
-  }
-  Tensor idx = index.contiguous();
-  Tensor out = empty(a.shape(), {.dtype = a.dtype(), .device = a.device()});
-  {
-    NoGradGuard ng;
-    out.copy_(a);
-  }
-  scatter_add_kernel(out, d, idx, s);
-  if (needs_grad({&a, &s})) {
-    SavedTensor si(idx, op);
-    record(op, {&out}, {a, s}, [si, d](const Grads& g) {
-      return Grads{g[0], gather_kernel(g[0], d, si.get())};
-    });
-  }
-  return out;
 }
 
 }  // namespace sinter

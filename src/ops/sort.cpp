@@ -1,5 +1,7 @@
 // topk, the first k elements along a dim in Note [topk order], and multinomial, which samples
 // categories from weights with Philox uniforms and an exponential race decided by argmax or topk.
+#include "kern/sort.h"
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -7,7 +9,6 @@
 
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
-#include "internal/kernels_sort.h"
 #include "internal/ops_impl.h"
 #include "internal/profile_op.h"
 #include "internal/tensor_impl.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "internal/dispatch.h"
-#include "internal/kernels_optim.h"
+#include "kern/optim.h"
 #include "sinter/autograd.h"
 #include "sinter/core/error.h"
 #include "sinter/ops.h"

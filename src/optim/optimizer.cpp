@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "internal/fused_operands.h"
-#include "internal/kernels_optim.h"
+#include "kern/optim.h"
 #include "sinter/autograd.h"
 #include "sinter/cuda.h"
 

@@ -3,7 +3,7 @@
 #include "sinter/optim/rmsprop.h"
 
 #include "internal/dispatch.h"
-#include "internal/kernels_optim.h"
+#include "kern/optim.h"
 #include "sinter/autograd.h"
 
 namespace sinter::optim {

@@ -4,7 +4,7 @@
 
 #include "internal/dispatch.h"
 #include "internal/fused_operands.h"
-#include "internal/kernels_optim.h"
+#include "kern/optim.h"
 #include "sinter/autograd.h"
 #include "sinter/cuda.h"
 

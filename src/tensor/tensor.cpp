@@ -13,6 +13,7 @@
 #include "internal/cuda_runtime.h"
 #include "internal/dispatch.h"
 #include "internal/iter.h"
+#include "internal/ops_impl.h"
 #include "internal/tensor_impl.h"
 #include "sinter/cuda.h"
 #include "sinter/ops.h"
@@ -62,13 +63,6 @@ const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
   SINTER_CHECK(impl != nullptr, "Tensor: use of an undefined tensor");
   return *impl;
 }
-
-int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
-  const int64_t n = std::max<int64_t>(ndim, 1);
-  SINTER_CHECK(dim >= -n && dim < n, op, ": dim ", dim, " out of range for a tensor with ", ndim,
-               " dims");
-  return dim < 0 ? dim + n : dim;
-}
 }  // namespace
 
 const Shape& Tensor::shape() const { return checked(impl_).shape; }
@@ -115,11 +109,12 @@ void check_shape(const char* op, const Shape& shape) {
   }
 }
 
-Tensor finish(Tensor t, const TensorOptions& opts) {
+}  // namespace
+
+Tensor finish_factory(Tensor t, const TensorOptions& opts) {
   if (opts.requires_grad) t.requires_grad_(true);
   return t;
 }
-}  // namespace
 
 Tensor empty(const Shape& shape, const TensorOptions& opts) {
   check_shape("empty", shape);
@@ -130,9 +125,9 @@ Tensor empty(const Shape& shape, const TensorOptions& opts) {
   SINTER_CHECK(!__builtin_mul_overflow(static_cast<size_t>(n), element_size(opts.dtype), &nbytes),
                "empty: shape ", shape, " of ", opts.dtype, " needs more bytes than a size_t holds");
   Storage s = Storage::allocate(nbytes, opts.device, opts.pinned);
-  return finish(Tensor(std::make_shared<TensorImpl>(std::move(s), 0, shape,
-                                                    contiguous_strides(shape), opts.dtype)),
-                opts);
+  return finish_factory(Tensor(std::make_shared<TensorImpl>(std::move(s), 0, shape,
+                                                            contiguous_strides(shape), opts.dtype)),
+                        opts);
 }
 
 Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& opts) {
@@ -140,7 +135,7 @@ Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& opts) 
   o.requires_grad = false;
   Tensor t = empty(shape, o);
   t.fill_(value);
-  return finish(t, opts);
+  return finish_factory(t, opts);
 }
 
 Tensor zeros(const Shape& shape, const TensorOptions& opts) { return full(shape, 0.0, opts); }
@@ -155,36 +150,6 @@ Tensor ones_like(const Tensor& t) { return ones(t.shape(), like(t)); }
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), like(t)); }
 Tensor full_like(const Tensor& t, const Scalar& value) { return full(t.shape(), value, like(t)); }
 
-Tensor arange(double end, const TensorOptions& opts) { return arange(0.0, end, 1.0, opts); }
-
-Tensor arange(double start, double end, double step, const TensorOptions& opts) {
-  SINTER_CHECK(step != 0.0 && std::isfinite(step), "arange: step must be finite and nonzero, got ",
-               step);
-  SINTER_CHECK(std::isfinite(start) && std::isfinite(end), "arange: bounds must be finite, got ",
-               start, " and ", end);
-  SINTER_CHECK((end - start) / step >= 0, "arange: step ", step, " does not lead from ", start,
-               " to ", end);
-  const double count = std::ceil((end - start) / step);
-  SINTER_CHECK(count < 9.0e18, "arange: [", start, ", ", end, ") in steps of ", step, " has ",
-               count, " elements, too many to count");
-  const auto n = static_cast<int64_t>(count);
-  TensorOptions o = opts;
-  o.requires_grad = false;
-  Tensor t = empty({n}, o);
-  if (n > 0) SINTER_DISPATCH(t.device(), arange, t.data_ptr(), t.dtype(), n, start, step);
-  return finish(t, opts);
-}
-
-Tensor linspace(double start, double end, int64_t steps, const TensorOptions& opts) {
-  SINTER_CHECK(steps >= 0, "linspace: steps must be non-negative, got ", steps);
-  TensorOptions o = opts;
-  o.requires_grad = false;
-  Tensor t = empty({steps}, o);
-  const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-  if (steps > 0) SINTER_DISPATCH(t.device(), arange, t.data_ptr(), t.dtype(), steps, start, step);
-  return finish(t, opts);
-}
-
 Tensor eye(int64_t n, const TensorOptions& opts) { return eye(n, n, opts); }
 
 Tensor eye(int64_t n, int64_t m, const TensorOptions& opts) {
@@ -194,82 +159,7 @@ Tensor eye(int64_t n, int64_t m, const TensorOptions& opts) {
   Tensor t = zeros({n, m}, o);
   const int64_t k = std::min(n, m);
   if (k > 0) make_view(t, {k}, {m + 1}, 0).fill_(1.0);
-  return finish(t, opts);
-}
-
-namespace {
-Generator& gen_or_default(Generator* g) { return g ? *g : default_generator(); }
-}  // namespace
-
-// A new tensor whose n elements come from n reserved Philox counters (Note [philox streams]).
-template <class Fill>
-Tensor random_tensor(const Shape& shape, const TensorOptions& opts, Generator* gen, Fill fill) {
-  TensorOptions o = opts;
-  o.requires_grad = false;
-  Tensor t = empty(shape, o);
-  const GeneratorState st = gen_or_default(gen).reserve(static_cast<uint64_t>(t.numel()));
-  if (t.numel() > 0) fill(t, st.seed, st.offset);
-  return finish(t, opts);
-}
-
-Tensor rand(const Shape& shape, const TensorOptions& opts, Generator* gen) {
-  SINTER_CHECK(is_floating(opts.dtype), "rand: dtype must be floating, got ", opts.dtype);
-  return random_tensor(shape, opts, gen, [](const Tensor& t, uint64_t seed, uint64_t offset) {
-    SINTER_DISPATCH(t.device(), random_uniform, t.data_ptr(), t.dtype(), t.numel(), seed, offset,
-                    0.0, 1.0);
-  });
-}
-
-Tensor randn(const Shape& shape, const TensorOptions& opts, Generator* gen) {
-  SINTER_CHECK(is_floating(opts.dtype), "randn: dtype must be floating, got ", opts.dtype);
-  return random_tensor(shape, opts, gen, [](const Tensor& t, uint64_t seed, uint64_t offset) {
-    SINTER_DISPATCH(t.device(), random_normal, t.data_ptr(), t.dtype(), t.numel(), seed, offset,
-                    0.0, 1.0);
-  });
-}
-
-Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& opts,
-               Generator* gen) {
-  SINTER_CHECK(low < high, "randint: low (", low, ") must be less than high (", high, ")");
-  SINTER_CHECK(is_integral(opts.dtype) || is_floating(opts.dtype), "randint: unsupported dtype ",
-               opts.dtype);
-  {
-    // [low, high) must hold values the dtype represents exactly.
-    int64_t lo = INT64_MIN, hi = INT64_MAX;
-    switch (opts.dtype) {
-      case DType::i32:
-        lo = INT32_MIN, hi = static_cast<int64_t>(INT32_MAX) + 1;
-        break;
-      case DType::u8:
-        lo = 0, hi = 256;
-        break;
-      case DType::b8:
-        lo = 0, hi = 2;
-        break;
-      case DType::f32:
-        lo = -(int64_t{1} << 24), hi = int64_t{1} << 24;
-        break;
-      case DType::bf16:
-        lo = -256, hi = 256;
-        break;
-      case DType::f16:
-        lo = -2048, hi = 2048;
-        break;
-      case DType::f64:
-        lo = -(int64_t{1} << 53), hi = int64_t{1} << 53;
-        break;
-      default:
-        break;
-    }
-    SINTER_CHECK(low >= lo && high <= hi, "randint: range [", low, ", ", high,
-                 ") does not fit dtype ", opts.dtype, " (exact values in [", lo, ", ", hi, "))");
-  }
-  SINTER_CHECK(!opts.requires_grad, "randint: integer tensors cannot require grad");
-  return random_tensor(shape, opts, gen,
-                       [low, high](const Tensor& t, uint64_t seed, uint64_t offset) {
-                         SINTER_DISPATCH(t.device(), random_int, t.data_ptr(), t.dtype(), t.numel(),
-                                         seed, offset, low, high);
-                       });
+  return finish_factory(t, opts);
 }
 
 template <typename T>
@@ -281,7 +171,7 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, const Tenso
   T* dst = static_cast<T*>(host.data_ptr());
   for (size_t i = 0; i < values.size(); ++i) dst[i] = values[i];
   Tensor t = opts.device.is_cpu() ? host : host.to(opts.device);
-  return finish(t, opts);
+  return finish_factory(t, opts);
 }
 
 #define SINTER_FROM_VECTOR(T) \
@@ -315,8 +205,8 @@ Tensor from_blob(void* data, const Shape& shape, const Shape& strides, const Ten
   }
   Storage s = Storage::from_blob(data, static_cast<size_t>(extent) * element_size(opts.dtype),
                                  opts.device, std::move(deleter));
-  return finish(Tensor(std::make_shared<TensorImpl>(std::move(s), 0, shape, strides, opts.dtype)),
-                opts);
+  return finish_factory(
+      Tensor(std::make_shared<TensorImpl>(std::move(s), 0, shape, strides, opts.dtype)), opts);
 }
 
 // --- conversion and copies ---

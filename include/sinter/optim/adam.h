@@ -12,7 +12,7 @@ namespace sinter::optim {
 // The options in PyTorch's order (Note [optimizer options]): AdamOptions{.lr = 1e-3, .betas =
 // {0.9, 0.95}, .weight_decay = 0.1}; AdamW's differ in the default weight decay only. Each beta is
 // in [0, 1). capturable: the step count and learning rate live on the parameters' device (Note
-// [capturable adam] in src/internal/kernels_optim.h), so that a step can be captured in a CUDA
+// [capturable adam] in src/kern/optim.h), so that a step can be captured in a CUDA
 // graph and replayed.
 #define SINTER_ADAM_OPTIONS_WITH(X, default_weight_decay)    \
   X(double, lr, 1e-3, NonNegative)                           \

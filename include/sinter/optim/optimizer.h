@@ -161,7 +161,7 @@ class Optimizer {
   void check_not_capturing(size_t group, size_t index, const std::string& state) const;
 
   // The step of an optimizer written as a rule (Note [optimizer rules] in
-  // src/internal/kernels_optim.h) over group `group`. Each parameter with a gradient gets its
+  // src/kern/optim.h) over group `group`. Each parameter with a gradient gets its
   // state at its first step: "step" and the buffers named in `buffers` (slot by slot; an empty name
   // leaves its slot unused), each filled with its init value; its step count t advances (on the
   // device when `capturable`, else on the host, where step_lr(t) gives the tensor's learning rate).
@@ -181,7 +181,7 @@ class Optimizer {
   std::vector<std::vector<Tensor>> params_;
 
   // The capturable mode's learning rate of `group` on `device`: a 0-dim f64 tensor that the fused
-  // kernels read (Note [capturable adam] in src/internal/kernels_optim.h), made at first use and
+  // kernels read (Note [capturable adam] in src/kern/optim.h), made at first use and
   // refilled whenever the group's lr changes (set_lr, a schedule, load_state_dict), so that a
   // replayed CUDA graph follows it.
   Tensor& device_lr(size_t group, Device device);

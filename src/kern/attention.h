@@ -1,0 +1,54 @@
+// The kernel interface of the fused scaled_dot_product_attention: in sinter::cpu
+// (src/cpu/attention.cpp) and sinter::cudak (kernels/attention.cu), Note [kernel interfaces].
+#pragma once
+
+#include <cstdint>
+
+#include "kern/ctx.h"
+#include "kern/philox.h"
+
+namespace sinter::kern {
+
+// Note [fused attention]
+// q: contiguous (bh, tq, d), k and v: contiguous (bh, tk, d), out: contiguous (bh, tq, d), all of
+// `dtype`; tq, tk >= 1. Row i of head h: s_ij = scale * q_i . k_j over the keys it sees (j <= i
+// when causal, top-left aligned, else all), p_ij = exp(s_ij - lse_i) with lse_i = log sum_j
+// exp(s_ij) (so a row's p sums to 1), w_ij = p_ij * keep_ij / (1 - dropout_p), out_i = sum_j w_ij
+// v_j. The forward saves lse, contiguous (bh, tq) of the accumulation dtype (attention_lse_dtype),
+// for the backward, which recomputes p from it: no (tq, tk) matrix is ever stored. With
+// D_i = dout_i . out_i: dv_j = sum_i w_ij dout_i, ds_ij = p_ij (keep_ij dout_i . v_j /
+// (1 - dropout_p) - D_i), dq_i = scale sum_j ds_ij k_j, dk_j = scale sum_i ds_ij q_i.
+// keep_ij is the dropout op's mask (Note [dropout mask]) at element (h * tq + i) * tk + j of the
+// request (seed, offset): the fused form and the composed one (softmax, dropout, matmul) drop the
+// same weights.
+struct AttentionArgs {
+  DType dtype = DType::f32;
+  int64_t bh = 0, tq = 0, tk = 0, d = 0;
+  double scale = 1.0;
+  bool causal = false;
+  uint32_t threshold = 0;   // keep iff (philox w0 >> 8) >= threshold; 0 keeps every weight
+  double keep_scale = 1.0;  // 1 / (1 - dropout_p)
+  uint64_t seed = 0, offset = 0;
+};
+
+inline DType attention_lse_dtype(DType dtype) {
+  return dtype == DType::f64 ? DType::f64 : DType::f32;
+}
+
+// Whether query i keeps its weight on key j (the dropout mask of Note [fused attention]).
+SINTER_HD inline bool attention_keep(const AttentionArgs& a, int64_t h, int64_t i, int64_t j) {
+  if (a.threshold == 0) return true;
+  const uint64_t e = static_cast<uint64_t>((h * a.tq + i) * a.tk + j);
+  return (philox_element(a.seed, a.offset, e).w[0] >> 8) >= a.threshold;
+}
+
+// The keys query i sees: [0, attention_key_end(a, i)).
+SINTER_HD inline int64_t attention_key_end(const AttentionArgs& a, int64_t i) {
+  return a.causal ? (i + 1 < a.tk ? i + 1 : a.tk) : a.tk;
+}
+
+}  // namespace sinter::kern
+
+// The functions of the family, declared once (Note [kernel interfaces]).
+#define SINTER_KERNELS_INC "kern/attention.inc"
+#include "kern/declare.h"

@@ -1,0 +1,18 @@
+// The kernel interface of row reductions (sum, max, min) and cumsum: in sinter::cpu
+// (src/cpu/reduce.cpp) and sinter::cudak (kernels/reduce.cu), Note [kernel interfaces].
+#pragma once
+
+#include <cstdint>
+
+#include "kern/ctx.h"
+#include "sinter/core/dtype.h"
+
+namespace sinter::kern {
+
+enum class ReduceOp : int { Sum, Max, Min };
+
+}  // namespace sinter::kern
+
+// The functions of the family, declared once (Note [kernel interfaces]).
+#define SINTER_KERNELS_INC "kern/reduce.inc"
+#include "kern/declare.h"

@@ -1,0 +1,265 @@
+// Scalar math shared by the CPU reference and the CUDA kernels, so both compute one function: the
+// C math library by compute type, value conversions between element types, dtype visitors and
+// integer arithmetic that never traps. The elementwise ops built on it are in
+// kern/elementwise_ops.h.
+#pragma once
+
+#include <math.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "sinter/core/dtype.h"
+#include "sinter/core/error.h"
+
+#ifndef SINTER_HD
+#if defined(__CUDACC__)
+#define SINTER_HD __host__ __device__
+#else
+#define SINTER_HD
+#endif
+#endif
+
+namespace sinter::kern {
+
+// The C math library by compute type. The unqualified C names resolve to libm on the host and to
+// the CUDA math library on the device.
+template <class C>
+struct Math;
+
+template <>
+struct Math<float> {
+  static SINTER_HD float abs(float x) { return ::fabsf(x); }
+  static SINTER_HD float exp(float x) { return ::expf(x); }
+  static SINTER_HD float log(float x) { return ::logf(x); }
+  static SINTER_HD float log1p(float x) { return ::log1pf(x); }
+  static SINTER_HD float sqrt(float x) { return ::sqrtf(x); }
+  static SINTER_HD float sin(float x) { return ::sinf(x); }
+  static SINTER_HD float cos(float x) { return ::cosf(x); }
+  static SINTER_HD float tanh(float x) { return ::tanhf(x); }
+  static SINTER_HD float erf(float x) { return ::erff(x); }
+  static SINTER_HD float pow(float x, float y) { return ::powf(x, y); }
+  static SINTER_HD float trunc(float x) { return ::truncf(x); }
+  static SINTER_HD float floor(float x) { return ::floorf(x); }
+  static SINTER_HD float fmod(float x, float y) { return ::fmodf(x, y); }
+  static SINTER_HD float copysign(float x, float y) { return ::copysignf(x, y); }
+};
+
+template <>
+struct Math<double> {
+  static SINTER_HD double abs(double x) { return ::fabs(x); }
+  static SINTER_HD double exp(double x) { return ::exp(x); }
+  static SINTER_HD double log(double x) { return ::log(x); }
+  static SINTER_HD double log1p(double x) { return ::log1p(x); }
+  static SINTER_HD double sqrt(double x) { return ::sqrt(x); }
+  static SINTER_HD double sin(double x) { return ::sin(x); }
+  static SINTER_HD double cos(double x) { return ::cos(x); }
+  static SINTER_HD double tanh(double x) { return ::tanh(x); }
+  static SINTER_HD double erf(double x) { return ::erf(x); }
+  static SINTER_HD double pow(double x, double y) { return ::pow(x, y); }
+  static SINTER_HD double trunc(double x) { return ::trunc(x); }
+  static SINTER_HD double floor(double x) { return ::floor(x); }
+  static SINTER_HD double fmod(double x, double y) { return ::fmod(x, y); }
+  static SINTER_HD double copysign(double x, double y) { return ::copysign(x, y); }
+};
+
+// Integer ranges as plain constants (std::numeric_limits is not callable from device code).
+template <class I>
+struct IntRange;
+template <>
+struct IntRange<int64_t> {
+  static constexpr int64_t lo = -9223372036854775807LL - 1, hi = 9223372036854775807LL;
+};
+template <>
+struct IntRange<int32_t> {
+  static constexpr int32_t lo = -2147483647 - 1, hi = 2147483647;
+};
+template <>
+struct IntRange<uint8_t> {
+  static constexpr uint8_t lo = 0, hi = 255;
+};
+
+// Value conversion between float, double, int64_t, int32_t, uint8_t and bool (bf16/f16 travel as
+// float). To bool: v != 0 (NaN is true). Floating to integer truncates toward zero, saturates at
+// the target's range and maps NaN to 0, which is what CUDA's cvt.rzi.sat does, so CPU and CUDA
+// agree where plain C++ would leave it undefined. Integer to integer wraps modulo 2^bits.
+template <class To, class From>
+SINTER_HD inline To convert(From v) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    if (!(v == v)) return To(0);
+    constexpr From hi = static_cast<From>(IntRange<To>::hi);
+    constexpr From lo = static_cast<From>(IntRange<To>::lo);
+    if (v >= hi) return IntRange<To>::hi;
+    if (v <= lo) return IntRange<To>::lo;
+    return static_cast<To>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+template <class T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls f(TypeTag<T>{}) with T the type that stores elements of the floating dtype `t`. Bf16 and
+// F16 are the caller's 16-bit float types: BFloat16 and Half on the host, __nv_bfloat16 and __half
+// in kernels.
+template <class Bf16, class F16, class F>
+void visit_floating_type(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f32:
+      return f(TypeTag<float>{});
+    case DType::f64:
+      return f(TypeTag<double>{});
+    case DType::bf16:
+      return f(TypeTag<Bf16>{});
+    case DType::f16:
+      return f(TypeTag<F16>{});
+    default:
+      break;
+  }
+  SINTER_THROW(op, ": needs a floating dtype, got ", t);
+}
+
+// As visit_floating_type, for every dtype.
+template <class Bf16, class F16, class F>
+void visit_storage_type(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::i64:
+      return f(TypeTag<int64_t>{});
+    case DType::i32:
+      return f(TypeTag<int32_t>{});
+    case DType::u8:
+      return f(TypeTag<uint8_t>{});
+    case DType::b8:
+      return f(TypeTag<bool>{});
+    default:
+      return visit_floating_type<Bf16, F16>(t, op, std::forward<F>(f));
+  }
+}
+
+// The compute type of an elementwise op from op[1]'s dtype (kern/elementwise.h): double for f64,
+// int64_t for integral types and bool, float otherwise.
+
+template <class F>
+decltype(auto) visit_compute_type(DType t, F&& f) {
+  switch (t) {
+    case DType::f64:
+      return f(TypeTag<double>{});
+    case DType::f32:
+    case DType::bf16:
+    case DType::f16:
+      return f(TypeTag<float>{});
+    default:
+      return f(TypeTag<int64_t>{});
+  }
+}
+
+namespace scalar {
+
+// Integer arithmetic wraps modulo 2^64 (through uint64_t, since signed overflow is undefined).
+SINTER_HD inline int64_t wrap_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+SINTER_HD inline int64_t wrap_sub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+SINTER_HD inline int64_t wrap_mul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
+// Truncating division that never traps: x / 0 is 0 (where C++ is undefined and x86 faults), and
+// INT64_MIN / -1 wraps to INT64_MIN.
+SINTER_HD inline int64_t int_div(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return wrap_sub(0, a);
+  return a / b;
+}
+
+// Note [integer division]
+// Floor division and Python's remainder (the sign of the divisor) of integers, total like int_div:
+// x // 0 and x % 0 are 0 (the CPU ops refuse a zero divisor before they get here), and INT64_MIN
+// // -1 wraps to INT64_MIN with remainder 0.
+SINTER_HD inline int64_t int_floor_div(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return wrap_sub(0, a);
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+SINTER_HD inline int64_t int_remainder(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  const int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+// Python's remainder of floats: fmod moved into the divisor's sign (NaN for b == 0, as fmod).
+template <class C>
+SINTER_HD inline C remainder(C a, C b) {
+  C r = Math<C>::fmod(a, b);
+  if (r != C(0) && ((r < C(0)) != (b < C(0)))) r += b;
+  return r;
+}
+
+// Python's floor division of floats, as CPython computes it: the quotient of a - fmod(a, b), exact
+// where floor(a / b) would round a quotient just below an integer up to it; a / b for b == 0
+// (inf or NaN), and a zero with the sign of a / b.
+template <class C>
+SINTER_HD inline C floor_div(C a, C b) {
+  if (b == C(0)) return a / b;
+  const C mod = Math<C>::fmod(a, b);
+  C div = (a - mod) / b;
+  if (mod != C(0) && ((b < C(0)) != (mod < C(0)))) div -= C(1);
+  if (div == C(0)) return Math<C>::copysign(C(0), a / b);
+  C q = Math<C>::floor(div);
+  if (div - q > C(0.5)) q += C(1);
+  return q;
+}
+
+// a^b by repeated squaring, wrapping on overflow. A negative exponent gives 0 (the truncated value
+// of 1/a^|b|), except for bases 1 and -1.
+SINTER_HD inline int64_t int_pow(int64_t a, int64_t b) {
+  if (b < 0) {
+    if (a == 1) return 1;
+    if (a == -1) return (b & 1) ? -1 : 1;
+    return 0;
+  }
+  uint64_t result = 1, base = static_cast<uint64_t>(a);
+  auto e = static_cast<uint64_t>(b);
+  while (e) {
+    if (e & 1) result *= base;
+    base *= base;
+    e >>= 1;
+  }
+  return static_cast<int64_t>(result);
+}
+
+// 1 / (1 + exp(-x)), without exp overflowing for large |x|.
+template <class C>
+SINTER_HD inline C sigmoid(C x) {
+  if (x >= C(0)) return C(1) / (C(1) + Math<C>::exp(-x));
+  const C e = Math<C>::exp(x);
+  return e / (C(1) + e);
+}
+
+// Maximum/minimum that return NaN when either side is NaN.
+template <class C>
+SINTER_HD inline C maximum(C a, C b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
+}
+template <class C>
+SINTER_HD inline C minimum(C a, C b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a < b ? a : b;
+}
+
+}  // namespace scalar
+
+}  // namespace sinter::kern

@@ -1,0 +1,304 @@
+// Op-table rows of the elementwise family (see op_table.h): arithmetic with and without
+// broadcasting, where and masking, comparisons (bool results, compared exactly), unary math and
+// activations, dtype conversion and the in-place ops; and the values of PyTorch's functions where a
+// wrong formula could pass its own gradcheck.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "op_table.h"
+
+namespace sinter::testing {
+
+std::vector<OpRow> elementwise_rows() {
+  using S = Shape;
+  return {
+      // Arithmetic, with and without broadcasting.
+      {.name = "Add",
+       .shapes = {S{3, 4}, S{3, 4}},
+       .fn = [](const Inputs& x) { return add(x[0], x[1]); }},
+      {.name = "AddBroadcast",
+       .shapes = {S{2, 3, 4}, S{3, 1}},
+       .fn = [](const Inputs& x) { return x[0] + x[1]; }},
+      {.name = "AddAlpha",
+       .shapes = {S{4, 1}, S{1, 5}},
+       .fn = [](const Inputs& x) { return add(x[0], x[1], -2.5); }},
+      {.name = "AddScalar", .shapes = {S{5}}, .fn = [](const Inputs& x) { return x[0] + 1.5; }},
+      {.name = "Sub", .shapes = {S{3, 4}, S{4}}, .fn = [](const Inputs& x) { return x[0] - x[1]; }},
+      {.name = "SubScalarLeft",
+       .shapes = {S{2, 3}},
+       .fn = [](const Inputs& x) { return 2.0 - x[0]; }},
+      {.name = "Mul",
+       .shapes = {S{2, 3, 4}, S{2, 1, 4}},
+       .fn = [](const Inputs& x) { return x[0] * x[1]; }},
+      {.name = "MulScalar", .shapes = {S{6}}, .fn = [](const Inputs& x) { return x[0] * -3.0; }},
+      {.name = "Div",
+       .shapes = {S{3, 4}, S{3, 4}},
+       .fn = [](const Inputs& x) { return x[0] / x[1]; },
+       .domain = Domain::NonZero},
+      {.name = "DivBroadcast",
+       .shapes = {S{2, 3}, S{3}},
+       .fn = [](const Inputs& x) { return x[0] / x[1]; },
+       .domain = Domain::NonZero},
+      {.name = "DivScalarLeft",
+       .shapes = {S{5}},
+       .fn = [](const Inputs& x) { return 2.0 / x[0]; },
+       .domain = Domain::NonZero},
+      {.name = "DivTrunc",
+       .shapes = {S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return div(x[0] * 4.0, x[1], "trunc"); },
+       .domain = Domain::NonZero,
+       .grad = false},
+      {.name = "FloorDivide",
+       .shapes = {S{3, 4}, S{3, 4}},
+       .fn = [](const Inputs& x) { return floor_divide(x[0] * 4.0, x[1]); },
+       .domain = Domain::NonZero,
+       .grad = false},
+      {.name = "Remainder",
+       .shapes = {S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return remainder(x[0] * 4.0, x[1]); },
+       .domain = Domain::NonZero},
+      {.name = "RemainderScalar",
+       .shapes = {S{7}},
+       .fn = [](const Inputs& x) { return x[0] % -0.7; },
+       .domain = Domain::NonZero},
+      {.name = "RemainderScalarLeft",
+       .shapes = {S{7}},
+       .fn = [](const Inputs& x) { return remainder(2.5, x[0]); },
+       .domain = Domain::NonZero},
+      {.name = "Neg", .shapes = {S{2, 5}}, .fn = [](const Inputs& x) { return -x[0]; }},
+      {.name = "Pow",
+       .shapes = {S{3, 4}, S{3, 4}},
+       .fn = [](const Inputs& x) { return pow(x[0], x[1]); },
+       .domain = Domain::Positive},
+      {.name = "PowScalar",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return pow(x[0], 3.0); }},
+      {.name = "PowFractional",
+       .shapes = {S{7}},
+       .fn = [](const Inputs& x) { return pow(x[0], 0.5); },
+       .domain = Domain::Positive},
+      {.name = "PowScalarBase",
+       .shapes = {S{7}},
+       .fn = [](const Inputs& x) { return pow(2.0, x[0]); }},
+      {.name = "Maximum",
+       .shapes = {S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return maximum(x[0], x[1]); }},
+      {.name = "Minimum",
+       .shapes = {S{3, 4}, S{3, 1}},
+       .fn = [](const Inputs& x) { return minimum(x[0], x[1]); }},
+      {.name = "Clamp",
+       .shapes = {S{4, 5}},
+       .fn = [](const Inputs& x) { return clamp(x[0], -0.5, 0.5); }},
+      {.name = "ClampMin",
+       .shapes = {S{4, 5}},
+       .fn = [](const Inputs& x) { return clamp(x[0], 0.1); }},  // max left out
+      {.name = "Where",
+       .shapes = {S{3, 4}, S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return where(gt(x[0], 0.0), x[1], x[2]); }},
+      {.name = "WhereScalar",
+       .shapes = {S{6}, S{6}},
+       .fn = [](const Inputs& x) { return where(lt(x[0], x[1]), x[1], 0.25); }},
+      {.name = "MaskedFill",
+       .shapes = {S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return masked_fill(x[0], gt(x[1], 0.0), -1.5); }},
+      {.name = "MaskedFillBatch",
+       .shapes = {S{2, 3, 4}, S{3, 1}},
+       .fn = [](const Inputs& x) { return masked_fill(x[0], lt(x[1], 0.0), 0.0); }},
+      {.name = "Tril", .shapes = {S{4, 5}}, .fn = [](const Inputs& x) { return tril(x[0]); }},
+      {.name = "TrilBatchDiagonal",
+       .shapes = {S{2, 3, 5}},
+       .fn = [](const Inputs& x) { return tril(x[0], 1); }},
+      {.name = "Triu", .shapes = {S{5, 4}}, .fn = [](const Inputs& x) { return triu(x[0], -1); }},
+      {.name = "TriuTransposed",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return triu(x[0].t()); }},
+      // Comparisons: bool results, compared exactly.
+      {.name = "Eq",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return eq(x[0], x[0].detach() * 1.0); },
+       .grad = false},
+      {.name = "Ne",
+       .shapes = {S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return ne(x[0], x[1]); },
+       .grad = false},
+      {.name = "Lt",
+       .shapes = {S{3, 4}, S{3, 4}},
+       .fn = [](const Inputs& x) { return lt(x[0], x[1]); },
+       .grad = false},
+      {.name = "Le",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return le(x[0], 0.2); },
+       .grad = false},
+      {.name = "Gt",
+       .shapes = {S{2, 3}, S{3}},
+       .fn = [](const Inputs& x) { return gt(x[0], x[1]); },
+       .grad = false},
+      {.name = "Ge",
+       .shapes = {S{5}},
+       .fn = [](const Inputs& x) { return ge(x[0], -0.1); },
+       .grad = false},
+      // Unary math and activations.
+      {.name = "Exp", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return exp(x[0]); }},
+      {.name = "Log",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return log(x[0]); },
+       .domain = Domain::Positive},
+      {.name = "Sqrt",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return sqrt(x[0]); },
+       .domain = Domain::Positive},
+      {.name = "Rsqrt",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return rsqrt(x[0]); },
+       .domain = Domain::Positive},
+      {.name = "Abs",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return abs(x[0]); },
+       .domain = Domain::NonZero},
+      {.name = "Sin", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return sin(x[0]); }},
+      {.name = "Cos", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return cos(x[0]); }},
+      {.name = "Tanh", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return tanh(x[0]); }},
+      {.name = "Sigmoid", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return sigmoid(x[0]); }},
+      {.name = "Relu",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return relu(x[0]); },
+       .domain = Domain::NonZero},
+      {.name = "LeakyRelu",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return leaky_relu(x[0], 0.2); },
+       .domain = Domain::NonZero},
+      {.name = "Gelu", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return gelu(x[0]); }},
+      {.name = "GeluTanh",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return gelu(x[0], Activation::GeluTanh); }},
+      {.name = "Silu", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return silu(x[0]); }},
+      {.name = "Hardtanh",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return hardtanh(x[0]); }},
+      {.name = "HardtanhBounds",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return hardtanh(x[0], -0.5, 0.25); }},
+      {.name = "Softplus",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return softplus(x[0]); }},
+      {.name = "SoftplusThreshold",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return softplus(x[0], 2.0, 1.0); }},
+      // Linear, so a large step is exact up to the f32 rounding it measures through.
+      {.name = "ToDtypeRoundTrip",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return x[0].to(DType::f32).to(x[0].dtype()) * 1.0; },
+       .fd_eps = 1e-2},
+      // In-place ops (what optimizers use): not recorded by autograd, so forward parity only.
+      {.name = "AddInPlace",
+       .shapes = {S{3, 4}, S{4}},
+       .fn =
+           [](const Inputs& x) {
+             Tensor r = x[0].detach().clone();
+             NoGradGuard ng;
+             r.add_(x[1].detach(), -0.5);
+             return r.add_(2.0);
+           },
+       .grad = false},
+      {.name = "MulInPlace",
+       .shapes = {S{3, 4}, S{3, 1}},
+       .fn =
+           [](const Inputs& x) {
+             Tensor r = x[0].detach().clone();
+             NoGradGuard ng;
+             r.mul_(x[1].detach());
+             return r.mul_(3.0);
+           },
+       .grad = false},
+      {.name = "FillZeroCopyInPlace",
+       .shapes = {S{4, 3}},
+       .fn =
+           [](const Inputs& x) {
+             Tensor r = empty({3, 4}, {.dtype = x[0].dtype(), .device = x[0].device()});
+             NoGradGuard ng;
+             r.fill_(7.0);
+             r.narrow(1, 0, 2).zero_();
+             r.narrow(0, 1, 2).copy_(x[0].detach().t().narrow(0, 0, 2));
+             return r;
+           },
+       .grad = false},
+  };
+}
+
+}  // namespace sinter::testing
+
+namespace sinter {
+namespace {
+
+TEST(Masking, TrianglesAndMaskedFillKeepWhatTheySay) {
+  EXPECT_EQ(tril(ones({3, 3})).to_vector<double>(),
+            (std::vector<double>{1, 0, 0, 1, 1, 0, 1, 1, 1}));
+  EXPECT_EQ(triu(ones({2, 3}), 1).to_vector<double>(), (std::vector<double>{0, 1, 1, 0, 0, 1}));
+  EXPECT_EQ(tril(ones({2, 3}), -1).to_vector<double>(), (std::vector<double>{0, 0, 0, 1, 0, 0}));
+  EXPECT_EQ(triu(ones({2, 2, 2})).to_vector<double>(),
+            (std::vector<double>{1, 1, 0, 1, 1, 1, 0, 1}));
+  const Tensor ints = from_vector<int64_t>({1, 2, 3, 4}, {2, 2}).to(DType::i32);
+  const Tensor lower = tril(ints);
+  EXPECT_EQ(lower.dtype(), DType::i32);
+  EXPECT_EQ(lower.to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 3, 4}));
+  EXPECT_EQ(tril(zeros({0, 4})).shape(), (Shape{0, 4}));
+
+  // The causal mask of attention: -inf above the diagonal.
+  const Tensor causal = triu(ones({3, 3}), 1).to(DType::b8);
+  const Tensor scores = masked_fill(zeros({3, 3}), causal, -INFINITY);
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(scores.to_vector<double>(), (std::vector<double>{0, -inf, -inf, 0, 0, -inf, 0, 0, 0}));
+  const Tensor row = from_vector<double>({1, 0}, {2}).to(DType::b8);
+  EXPECT_EQ(masked_fill(ones({2, 2}), row, 7.0).to_vector<double>(),
+            (std::vector<double>{7, 1, 7, 1}));
+
+  testing::expect_error([] { tril(ones({3})); }, {"tril", "at least 2 dims", "[3]"});
+  testing::expect_error([] { triu(Tensor()); }, {"triu"});
+  testing::expect_error(
+      [] {
+        masked_fill(ones({2, 2}), ones({2, 2}), 0.0);
+      },
+      {"masked_fill", "bool", "f32"});
+  testing::expect_error(
+      [] {
+        masked_fill(ones({2}), ones({3, 2}).to(DType::b8), 0.0);
+      },
+      {"masked_fill", "[3, 2]", "does not broadcast", "[2]"});
+  testing::expect_error(
+      [] { masked_fill(ones({2}).to(DType::u8), ones({2}).to(DType::b8), 300.0); },
+      {"masked_fill", "300", "does not fit"});
+  testing::expect_error(
+      [] { masked_fill(zeros({1}).to(DType::i64), ones({1}).to(DType::b8), 0x1p63); },
+      {"masked_fill", "does not fit", "i64"});
+  EXPECT_EQ(
+      masked_fill(zeros({1}).to(DType::u8), ones({1}).to(DType::b8), 255.0).to_vector<int64_t>(),
+      std::vector<int64_t>{255});
+}
+
+// Values of PyTorch's functions (torch.nn.functional), for ops where a wrong function consistent
+// with its own gradient would pass the gradcheck.
+TEST(KnownValues, MatchPyTorch) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor x = from_vector<double>({-3.0, -1.0, -0.25, 0.0, 0.5, 2.0, nan}, {7});
+  const std::vector<std::tuple<std::string, Tensor, std::vector<double>>> cases = {
+      {"hardtanh", hardtanh(x), {-1.0, -1.0, -0.25, 0.0, 0.5, 1.0, nan}},
+      {"hardtanh(-0.5, 0.25)", hardtanh(x, -0.5, 0.25), {-0.5, -0.5, -0.25, 0.0, 0.25, 0.25, nan}},
+      {"softplus",
+       softplus(x),
+       {0.04858735157374206, 0.31326168751822286, 0.5759394198788436, 0.6931471805599453,
+        0.9740769841801067, 2.1269280110429727, nan}},
+      {"softplus(2, 1)",
+       softplus(x, 2.0, 1.0),
+       {0.0012378425688652247, 0.06346400552148625, 0.23703849209005334, 0.34657359027997264,
+        0.6566308437591114, 2.0, nan}},
+  };
+  for (const auto& [name, got, want] : cases) {
+    EXPECT_TRUE(testing::all_close(got, from_vector<double>(want, {7}), 1e-15, 1e-15)) << name;
+  }
+}
+
+}  // namespace
+}  // namespace sinter

@@ -1,0 +1,72 @@
+// Op-table rows of the shape ops (see op_table.h): views, copies, cat, stack, split and chunk.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "op_table.h"
+
+namespace sinter::testing {
+
+std::vector<OpRow> shape_rows() {
+  using S = Shape;
+  return {
+      // Shape ops and copies.
+      {.name = "Reshape",
+       .shapes = {S{2, 6}},
+       .fn =
+           [](const Inputs& x) {
+             return x[0].reshape({3, -1}) * 2.0;
+           }},
+      {.name = "TransposeContiguous",
+       .shapes = {S{2, 3, 4}},
+       .fn = [](const Inputs& x) { return x[0].transpose(0, 2).contiguous(); }},
+      {.name = "Permute",
+       .shapes = {S{2, 3, 4}},
+       .fn =
+           [](const Inputs& x) {
+             return x[0].permute({1, 2, 0}) * 1.0;
+           }},
+      {.name = "NarrowSelect",
+       .shapes = {S{4, 5}},
+       .fn = [](const Inputs& x) { return x[0].narrow(1, 1, 3).select(0, 2) * 1.0; }},
+      {.name = "SliceStep",
+       .shapes = {S{7, 3}},
+       .fn = [](const Inputs& x) { return x[0].slice(0, 1, std::nullopt, 2) * 1.0; }},
+      {.name = "ExpandSqueeze",
+       .shapes = {S{3, 1}},
+       .fn =
+           [](const Inputs& x) {
+             return x[0].expand({2, 3, 4}).unsqueeze(0).squeeze(0) * 1.0;
+           }},
+      {.name = "Cat",
+       .shapes = {S{2, 3}, S{4, 3}},
+       .fn =
+           [](const Inputs& x) {
+             return cat({x[0], x[1]}, 0);
+           }},
+      {.name = "Stack",
+       .shapes = {S{2, 3}, S{2, 3}},
+       .fn =
+           [](const Inputs& x) {
+             return stack({x[0], x[1]}, 1);
+           }},
+      {.name = "Split",
+       .shapes = {S{5, 4}},
+       .fn =
+           [](const Inputs& x) {
+             std::vector<Tensor> p = split(x[0], 2, 0);
+             return cat({p[2] * 3.0, p[0], p[1] * 2.0}, 0);
+           }},
+      {.name = "Chunk",
+       .shapes = {S{3, 6}},
+       .fn =
+           [](const Inputs& x) {
+             std::vector<Tensor> p = chunk(x[0], 3, 1);
+             return p[0] * p[1] - p[2];
+           }},
+  };
+}
+
+}  // namespace sinter::testing
