@@ -380,15 +380,40 @@ int generate(const Args& args, uint64_t seed, bool seed_given) {
   return 0;
 }
 
-int train(const Args& args, const Overrides& overrides) {
-  const st::Device dev = resolve_device(args.device);
-  RunConfig cfg = dev.is_cuda() ? gpu_defaults() : cpu_defaults();
+// Everything a training run holds from its set-up to its finish.
+struct Run {
+  Args args;
+  st::Device dev;
+  RunConfig cfg;
+  std::vector<std::string> data;  // the corpus's files and folders, absolute
+  std::unique_ptr<st::data::TextCorpus> corpus;
+  std::string hash;
+  st::data::ByteBaselines base;
+  std::optional<double> max_val_loss;
+  std::unique_ptr<st::nn::models::GPT> model;
+  std::vector<st::Tensor> params;
+  std::unique_ptr<st::optim::AdamW> opt;
+  std::unique_ptr<st::optim::CosineAnnealingLR> sched;
+  std::optional<st::DType> amp;
+  st::optim::GradScaler scaler{{.enabled = false}};
+  int64_t start = 0, stop = 0;  // the steps done before this run, and the last one it takes
+  std::unique_ptr<st::data::DataLoader> train_loader, val_loader;
+  std::string save;
+  std::unique_ptr<MetricsCsv> metrics;
+};
+
+// The run's settings and corpus: the device's defaults with the flags over them, or, with
+// --resume, the checkpoint's (flags that differ from them are an error). Returns the corpus hash
+// the checkpoint expects ("" without --resume).
+std::string configure(Run& r, const Overrides& overrides) {
+  const Args& args = r.args;
+  r.cfg = r.dev.is_cuda() ? gpu_defaults() : cpu_defaults();
   // Absolute paths, so that the checkpoint's corpus is found from any folder.
   std::vector<std::string> given_data;
   for (const std::string& p : args.data) {
     given_data.push_back(fs::absolute(p).lexically_normal().string());
   }
-  std::vector<std::string> data =
+  r.data =
       args.data.empty() ? std::vector<std::string>{st::data::default_text_corpus()} : given_data;
   std::string expected_hash;
   if (!args.resume.empty()) {
@@ -404,292 +429,350 @@ int train(const Args& args, const Overrides& overrides) {
       throw st::Error("--resume: --data differs from the checkpoint's corpus (" +
                       join(info.data, ", ") + ")");
     }
-    cfg = info.config;
-    data = info.data;
+    r.cfg = info.config;
+    r.data = info.data;
     expected_hash = metadata_at(info.meta, "corpus.hash", args.resume);
   } else {
-    overrides.apply(cfg);
+    overrides.apply(r.cfg);
   }
-  check_config(cfg);
-  if (args.stop_at < 0 || args.stop_at > cfg.steps) {
+  check_config(r.cfg);
+  if (args.stop_at < 0 || args.stop_at > r.cfg.steps) {
     throw st::Error(format("--stop-at %lld is not in [1, --steps %lld]",
                            static_cast<long long>(args.stop_at),
-                           static_cast<long long>(cfg.steps)));
+                           static_cast<long long>(r.cfg.steps)));
   }
+  return expected_hash;
+}
+
+// The checkpoint's model, optimizer, scheduler, scaler and random generators; returns its step.
+int64_t load_checkpoint(Run& r, const std::string& path) {
+  const st::StateDict dict = st::load(path);
+  // Check the whole model before touching the optimizer, so a mismatch changes nothing.
+  r.model->load_state_dict(st::sub_dict(dict, "model"));
+  r.opt->load_state_dict(st::sub_dict(dict, "optimizer"));
+  r.sched->load_state_dict(st::sub_dict(dict, "scheduler"));
+  const st::StateDict scaler_state = st::sub_dict(dict, "scaler");
+  if (r.scaler.is_enabled() && !scaler_state.empty()) r.scaler.load_state_dict(scaler_state);
+  st::load_generator_state(st::sub_dict(dict, "meta"));
+  if (dict.count("meta.step") == 0) throw st::Error(path + ": no meta.step");
+  return dict.at("meta.step").item<int64_t>();
+}
+
+// The GPT on the run's device, AdamW and its cosine schedule. Returns the number of parameters.
+int64_t build_model(Run& r) {
+  const RunConfig& cfg = r.cfg;
+  r.model = std::make_unique<st::nn::models::GPT>(gpt_config(cfg));
+  r.model->to(r.dev);
+  // Weight decay on the matrices (linear and embedding weights) only, as GPT-2 and nanoGPT do:
+  // decaying biases and LayerNorm gains only pulls them off their working values.
+  std::vector<st::Tensor> decay, no_decay;
+  int64_t num_params = 0;
+  r.params = r.model->parameters();
+  for (const st::Tensor& p : r.params) {
+    (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    num_params += p.numel();
+  }
+  r.opt = std::make_unique<st::optim::AdamW>(
+      std::vector<st::optim::AdamGroup>{{.params = decay, .weight_decay = cfg.weight_decay},
+                                        {.params = no_decay, .weight_decay = 0.0}},
+      st::optim::AdamWOptions{.lr = cfg.lr, .betas = {0.9, 0.95}, .capturable = r.args.cuda_graph});
+  r.sched =
+      std::make_unique<st::optim::CosineAnnealingLR>(*r.opt, cfg.steps, cfg.min_lr, cfg.warmup);
+  return num_params;
+}
+
+// What the run trains, on what, and the baselines it is measured against.
+void print_summary(const Run& r, int64_t num_params) {
+  const RunConfig& cfg = r.cfg;
+  const int64_t B = cfg.batch_size, T = cfg.context;
+  std::printf("GPT on %s: %lld layers, %lld heads, width %lld, context %lld, %lld parameters\n",
+              r.dev.str().c_str(), static_cast<long long>(cfg.n_layer),
+              static_cast<long long>(cfg.n_head), static_cast<long long>(cfg.n_embd),
+              static_cast<long long>(T), static_cast<long long>(num_params));
+  std::printf("corpus: %zu files, %zu bytes (%lld training, %lld validation)\n",
+              r.corpus->files().size(), r.corpus->bytes().size(),
+              static_cast<long long>(r.corpus->train()->num_bytes()),
+              static_cast<long long>(r.corpus->val()->num_bytes()));
+  std::printf("AdamW lr %g (warm-up %lld, cosine to %g), batch %lld x %lld bytes, %lld steps\n",
+              cfg.lr, static_cast<long long>(cfg.warmup), cfg.min_lr, static_cast<long long>(B),
+              static_cast<long long>(T), static_cast<long long>(cfg.steps));
+  std::printf("baselines on the validation text: unigram %.4f, bigram %.4f nats/byte\n",
+              r.base.unigram, r.base.bigram);
+}
+
+// The settings, the corpus and its baselines, the model and its optimizer (from the checkpoint
+// with --resume), the loaders, the metrics file. Errors here are bad options (Note [exit
+// statuses]).
+std::unique_ptr<Run> set_up(const Args& args, const Overrides& overrides) {
+  auto r = std::make_unique<Run>();
+  r->args = args;
+  r->dev = resolve_device(args.device);
+  const std::string expected_hash = configure(*r, overrides);
+  const RunConfig& cfg = r->cfg;
 
   st::manual_seed(cfg.seed);
   // Training windows: one fresh random window per example over the whole run (Note [text
   // windows]), so no window repeats by design and step s always reads examples [s B, (s + 1) B).
   // Validation: the same eval_batches x batch_size windows at every evaluation.
-  const st::data::TextCorpus corpus(data, {.context = cfg.context,
+  r->corpus = std::make_unique<st::data::TextCorpus>(
+      r->data, st::data::TextCorpusOptions{.context = cfg.context,
                                            .seed = cfg.seed,
                                            .train_windows = cfg.steps * cfg.batch_size,
                                            .val_windows = cfg.eval_batches * cfg.batch_size});
-  const std::string hash = corpus_hash(corpus.bytes());
-  if (!expected_hash.empty() && hash != expected_hash) {
-    throw st::Error("--resume: the corpus (" + join(data, ", ") +
+  r->hash = corpus_hash(r->corpus->bytes());
+  if (!expected_hash.empty() && r->hash != expected_hash) {
+    throw st::Error("--resume: the corpus (" + join(r->data, ", ") +
                     ") is not the one the checkpoint was trained on (its bytes changed)");
   }
-  const st::data::ByteBaselines base = st::data::byte_baselines(corpus);
-  std::optional<double> max_val_loss;
+  r->base = st::data::byte_baselines(*r->corpus);
   if (args.max_val_loss == "unigram") {
-    max_val_loss = base.unigram;
+    r->max_val_loss = r->base.unigram;
   } else if (args.max_val_loss == "bigram") {
-    max_val_loss = base.bigram;
+    r->max_val_loss = r->base.bigram;
   } else if (!args.max_val_loss.empty()) {
-    max_val_loss = std::stod(args.max_val_loss);  // checked by the flag's validator
+    r->max_val_loss = std::stod(args.max_val_loss);  // checked by the flag's validator
   }
 
-  st::nn::models::GPT model(gpt_config(cfg));
-  model.to(dev);
-  // Weight decay on the matrices (linear and embedding weights) only, as GPT-2 and nanoGPT do:
-  // decaying biases and LayerNorm gains only pulls them off their working values.
-  std::vector<st::Tensor> decay, no_decay;
-  int64_t num_params = 0;
-  for (const st::Tensor& p : model.parameters()) {
-    (p.dim() >= 2 ? decay : no_decay).push_back(p);
-    num_params += p.numel();
-  }
-  st::optim::AdamW opt({{.params = decay, .weight_decay = cfg.weight_decay},
-                        {.params = no_decay, .weight_decay = 0.0}},
-                       {.lr = cfg.lr, .betas = {0.9, 0.95}, .capturable = args.cuda_graph});
-  st::optim::CosineAnnealingLR sched(opt, cfg.steps, cfg.min_lr, cfg.warmup);
-
-  const std::optional<st::DType> amp = amp_dtype(args.amp, dev);
-  st::optim::GradScaler scaler = amp_scaler(amp);
-  check_cuda_graph(args.cuda_graph, dev, amp);
+  const int64_t num_params = build_model(*r);
+  r->amp = amp_dtype(args.amp, r->dev);
+  r->scaler = amp_scaler(r->amp);
+  check_cuda_graph(args.cuda_graph, r->dev, r->amp);
   check_export_onnx(args.export_onnx);
   if (args.cuda_graph && cfg.dropout > 0) {
     throw st::Error(
         format("--cuda-graph needs --dropout 0 (dropout %g would replay one mask at every step)",
                cfg.dropout));
   }
-  int64_t start = 0;
   if (!args.resume.empty()) {
-    const st::StateDict dict = st::load(args.resume);
-    // Check the whole model before touching the optimizer, so a mismatch changes nothing.
-    model.load_state_dict(st::sub_dict(dict, "model"));
-    opt.load_state_dict(st::sub_dict(dict, "optimizer"));
-    sched.load_state_dict(st::sub_dict(dict, "scheduler"));
-    const st::StateDict scaler_state = st::sub_dict(dict, "scaler");
-    if (scaler.is_enabled() && !scaler_state.empty()) scaler.load_state_dict(scaler_state);
-    st::load_generator_state(st::sub_dict(dict, "meta"));
-    if (dict.count("meta.step") == 0) throw st::Error(args.resume + ": no meta.step");
-    start = dict.at("meta.step").item<int64_t>();
+    r->start = load_checkpoint(*r, args.resume);
     std::printf("resumed from %s at step %lld\n", args.resume.c_str(),
-                static_cast<long long>(start));
+                static_cast<long long>(r->start));
   }
-  if (args.stop_at > 0 && args.stop_at <= start) {
+  if (args.stop_at > 0 && args.stop_at <= r->start) {
     throw st::Error(format("--stop-at %lld: the checkpoint is already at step %lld",
-                           static_cast<long long>(args.stop_at), static_cast<long long>(start)));
+                           static_cast<long long>(args.stop_at), static_cast<long long>(r->start)));
   }
-  const int64_t stop = args.stop_at > 0 ? args.stop_at : cfg.steps;
+  r->stop = args.stop_at > 0 ? args.stop_at : cfg.steps;
 
-  const int64_t B = cfg.batch_size, T = cfg.context;
-  st::data::DataLoader train_loader(
-      corpus.train(), {.batch_size = B, .device = dev, .sampler = [start, stop, B](int64_t) {
-                         std::vector<int64_t> order(static_cast<size_t>((stop - start) * B));
-                         std::iota(order.begin(), order.end(), start * B);
-                         return order;
-                       }});
-  st::data::DataLoader val_loader(corpus.val(), {.batch_size = B, .device = dev});
+  const int64_t B = cfg.batch_size;
+  r->train_loader = std::make_unique<st::data::DataLoader>(
+      r->corpus->train(), st::data::DataLoaderOptions{
+                              .batch_size = B,
+                              .device = r->dev,
+                              .sampler = [start = r->start, stop = r->stop, B](int64_t) {
+                                std::vector<int64_t> order(static_cast<size_t>((stop - start) * B));
+                                std::iota(order.begin(), order.end(), start * B);
+                                return order;
+                              }});
+  r->val_loader = std::make_unique<st::data::DataLoader>(
+      r->corpus->val(), st::data::DataLoaderOptions{.batch_size = B, .device = r->dev});
 
-  std::printf("GPT on %s: %lld layers, %lld heads, width %lld, context %lld, %lld parameters\n",
-              dev.str().c_str(), static_cast<long long>(cfg.n_layer),
-              static_cast<long long>(cfg.n_head), static_cast<long long>(cfg.n_embd),
-              static_cast<long long>(T), static_cast<long long>(num_params));
-  std::printf("corpus: %zu files, %zu bytes (%lld training, %lld validation)\n",
-              corpus.files().size(), corpus.bytes().size(),
-              static_cast<long long>(corpus.train()->num_bytes()),
-              static_cast<long long>(corpus.val()->num_bytes()));
-  std::printf("AdamW lr %g (warm-up %lld, cosine to %g), batch %lld x %lld bytes, %lld steps\n",
-              cfg.lr, static_cast<long long>(cfg.warmup), cfg.min_lr, static_cast<long long>(B),
-              static_cast<long long>(T), static_cast<long long>(cfg.steps));
-  std::printf("baselines on the validation text: unigram %.4f, bigram %.4f nats/byte\n",
-              base.unigram, base.bigram);
+  print_summary(*r, num_params);
 
   make_out_folder(args.out);
-  const std::string save =
-      args.save.empty() ? (fs::path(args.out) / "char_lm.safetensors").string() : args.save;
-  MetricsCsv metrics(fs::path(args.out) / "metrics.csv", start);
-  const std::vector<st::Tensor> params = model.parameters();
-  finish_setup();
+  r->save = args.save.empty() ? (fs::path(args.out) / "char_lm.safetensors").string() : args.save;
+  r->metrics = std::make_unique<MetricsCsv>(fs::path(args.out) / "metrics.csv", r->start);
+  return r;
+}
 
-  double val_loss = std::nan("");
-  Progress progress("step", cfg.steps, start, std::max<int64_t>(cfg.eval_interval / 2, 1));
-  st::Tensor loss_sum = st::zeros({}, {.dtype = st::DType::f64, .device = dev});
-  int64_t interval_steps = 0, step = start;
+// One training step on a batch (x, y): the forward under autocast, the backward through the loss
+// scaler, the true gradients clipped on the device (no host read, so the step can be captured),
+// the optimizer's step. The eager path and the captured graph both run it. Returns the loss.
+st::Tensor train_step(Run& r, const st::Tensor& x, const st::Tensor& y) {
+  r.opt->zero_grad();
+  st::Tensor loss;
+  {
+    const AmpScope scope(r.amp, r.dev);
+    const st::Tensor logits = (*r.model)(x);
+    loss = st::cross_entropy(logits.reshape({-1, 256}), y.reshape({-1}));
+  }
+  r.scaler.scale(loss).backward();
+  if (r.cfg.grad_clip > 0) {
+    r.scaler.unscale_(*r.opt);
+    st::optim::clip_grad_norm_on_device_(r.params, r.cfg.grad_clip);
+  }
+  r.scaler.step(*r.opt);
+  r.scaler.update();
+  return loss;
+}
+
+// The training figures of the steps since the last evaluation. The loss sum stays on the device;
+// it is read every few steps only.
+struct Interval {
+  st::Tensor loss_sum;
+  int64_t steps = 0;
   double train_secs = 0;  // training time of this interval, without evaluations
   Clock::time_point t0 = Clock::now();
-  // --cuda-graph: the step on static batch tensors, eager for 3 steps, then captured and replayed
-  // (Note [cuda graphs]); clipping without a host read.
-  st::Tensor static_x, static_y, static_loss;
-  st::cuda::GraphedStep graphed(
-      [&] {
-        opt.zero_grad();
-        {
-          const AmpScope scope(amp, dev);
-          const st::Tensor logits = model(static_x);
-          static_loss = st::cross_entropy(logits.reshape({-1, 256}), static_y.reshape({-1}));
-        }
-        static_loss.backward();
-        if (cfg.grad_clip > 0) st::optim::clip_grad_norm_on_device_(params, cfg.grad_clip);
-        opt.step();
-      },
-      3);
-  ProfileScope profile(args.profile);
-  for (const st::data::Batch& b : train_loader) {
+
+  explicit Interval(st::Device dev)
+      : loss_sum(st::zeros({}, {.dtype = st::DType::f64, .device = dev})) {}
+  double seconds() const { return train_secs + seconds_since(t0); }
+};
+
+// At an evaluation step: the validation loss, a line of output and of metrics.csv, the
+// checkpoint; then a new interval begins. Returns the validation loss.
+double evaluate_interval(Run& r, Interval& in, Progress& progress, int64_t step, double lr) {
+  const int64_t tokens = in.steps * r.cfg.batch_size * r.cfg.context;
+  in.train_secs += seconds_since(in.t0);
+  const double train_loss = in.loss_sum.item<double>() / in.steps;
+  const double tokens_per_s = static_cast<double>(tokens) / in.train_secs;
+  double val_loss = 0;
+  {
+    const st::profiler::Range eval_range("evaluate");
+    val_loss = evaluate(*r.model, *r.val_loader, r.amp);
+  }
+  progress.clear();
+  std::printf(
+      "step %lld: train %.4f  val %.4f nats/byte (bigram %+.4f)  lr %.2e  %.0f tokens/s"
+      "  %.0fs\n",
+      static_cast<long long>(step), train_loss, val_loss, val_loss - r.base.bigram, lr,
+      tokens_per_s, progress.elapsed());
+  r.metrics->add(step, train_loss, val_loss, lr, tokens_per_s, gpu_csv_fields(gpu_reading(r.dev)));
+  save_checkpoint(r.save, *r.model, *r.opt, *r.sched, r.scaler, step, r.cfg, r.data, r.hash,
+                  static_cast<int64_t>(r.corpus->bytes().size()));
+  in.loss_sum.zero_();
+  in.steps = 0;
+  in.train_secs = 0;
+  in.t0 = Clock::now();
+  return val_loss;
+}
+
+// The steps from the checkpoint's (or 0) to --stop-at (or --steps), evaluated every
+// eval_interval steps and at the last. Returns the last validation loss (NaN if no step was left).
+double train_steps(Run& r) {
+  const RunConfig& cfg = r.cfg;
+  TrainStep<st::Tensor> train_step_of(
+      [&r](const st::Tensor& x, const st::Tensor& y) { return train_step(r, x, y); },
+      r.args.cuda_graph, cfg.batch_size);
+  finish_setup();
+  double val_loss = std::nan("");
+  Progress progress("step", cfg.steps, r.start, std::max<int64_t>(cfg.eval_interval / 2, 1));
+  Interval in(r.dev);
+  int64_t step = r.start;
+  ProfileScope profile(r.args.profile);
+  for (const st::data::Batch& b : *r.train_loader) {
     const st::profiler::Range step_range("train step");
     ++step;
-    const double lr = sched.get_last_lr()[0];
-    st::Tensor loss;
-    if (args.cuda_graph) {
-      stage_batch(static_x, static_y, b);
-      graphed.run();
-      loss = static_loss;
-    } else {
-      opt.zero_grad();
-      {
-        const AmpScope scope(amp, dev);
-        const st::Tensor logits = model(b.input);
-        loss = st::cross_entropy(logits.reshape({-1, 256}), b.target.reshape({-1}));
-      }
-      scaler.scale(loss).backward();
-      if (cfg.grad_clip > 0) {
-        scaler.unscale_(opt);  // clip the true gradients
-        st::optim::clip_grad_norm_(params, cfg.grad_clip);
-      }
-      scaler.step(opt);
-      scaler.update();
-    }
-    sched.step();  // on the host: the capturable optimizer's device lr follows it
+    const double lr = r.sched->get_last_lr()[0];
+    const st::Tensor loss = train_step_of(b);
+    r.sched->step();  // on the host: the capturable optimizer's device lr follows it
     {
       st::NoGradGuard no_grad;
-      loss_sum.add_(loss.detach().to(st::DType::f64));
+      in.loss_sum.add_(loss.detach().to(st::DType::f64));
     }
-    ++interval_steps;
-    const bool eval_now = step % cfg.eval_interval == 0 || step == stop;
+    ++in.steps;
+    const bool eval_now = step % cfg.eval_interval == 0 || step == r.stop;
     if (step % 10 == 0 || eval_now) {
       // Reading the loss waits for the device, so it happens every few steps only.
-      const double secs = train_secs + seconds_since(t0);
-      progress.update(step, format("loss %.4f  lr %.2e  %.0f tokens/s",
-                                   loss_sum.item<double>() / interval_steps, lr,
-                                   static_cast<double>(interval_steps * B * T) / secs) +
-                                gpu_progress(gpu_reading(dev)));
+      progress.update(
+          step,
+          format("loss %.4f  lr %.2e  %.0f tokens/s", in.loss_sum.item<double>() / in.steps, lr,
+                 static_cast<double>(in.steps * cfg.batch_size * cfg.context) / in.seconds()) +
+              gpu_progress(gpu_reading(r.dev)));
     }
-    if (!eval_now) continue;
-    train_secs += seconds_since(t0);
-    const double train_loss = loss_sum.item<double>() / interval_steps;
-    const double tokens_per_s = static_cast<double>(interval_steps * B * T) / train_secs;
-    {
-      const st::profiler::Range eval_range("evaluate");
-      val_loss = evaluate(model, val_loader, amp);
-    }
-    progress.clear();
-    std::printf(
-        "step %lld: train %.4f  val %.4f nats/byte (bigram %+.4f)  lr %.2e  %.0f tokens/s"
-        "  %.0fs\n",
-        static_cast<long long>(step), train_loss, val_loss, val_loss - base.bigram, lr,
-        tokens_per_s, progress.elapsed());
-    metrics.add(step, train_loss, val_loss, lr, tokens_per_s, gpu_csv_fields(gpu_reading(dev)));
-    save_checkpoint(save, model, opt, sched, scaler, step, cfg, data, hash,
-                    static_cast<int64_t>(corpus.bytes().size()));
-    loss_sum.zero_();
-    interval_steps = 0;
-    train_secs = 0;
-    t0 = Clock::now();
+    if (eval_now) val_loss = evaluate_interval(r, in, progress, step, lr);
   }
   progress.done();
   profile.finish();
-  if (std::isnan(val_loss)) val_loss = evaluate(model, val_loader, amp);  // nothing left to train
+  return val_loss;
+}
+
+// The final validation loss, the exports and the plot; status 3 above --max-val-loss.
+int finish(Run& r, double val_loss) {
+  if (std::isnan(val_loss)) val_loss = evaluate(*r.model, *r.val_loader, r.amp);  // nothing left
   std::printf(
       "final validation loss %.4f nats/byte (%+.4f against the bigram baseline, %+.4f against "
       "the unigram)\n",
-      val_loss, val_loss - base.bigram, val_loss - base.unigram);
-  std::printf("metrics: %s\ncheckpoint: %s\n", metrics.path().string().c_str(), save.c_str());
-  export_weights(args.export_weights, model, "gpt");
+      val_loss, val_loss - r.base.bigram, val_loss - r.base.unigram);
+  std::printf("metrics: %s\ncheckpoint: %s\n", r.metrics->path().string().c_str(), r.save.c_str());
+  export_weights(r.args.export_weights, *r.model, "gpt");
   // Any batch and any length up to the context: the example's (1, context) dims are symbolic.
-  export_onnx(args.export_onnx, model,
-              st::zeros({1, cfg.context}, {.dtype = st::DType::i64, .device = dev}), true);
-  write_plot(metrics.path(), fs::path(args.out) / "curves.png",
+  export_onnx(r.args.export_onnx, *r.model,
+              st::zeros({1, r.cfg.context}, {.dtype = st::DType::i64, .device = r.dev}), true);
+  write_plot(r.metrics->path(), fs::path(r.args.out) / "curves.png",
              {{.title = "loss (nats/byte)",
                .xlabel = "step",
                .columns = {2, 3},
-               .levels = {{"unigram", base.unigram}, {"bigram", base.bigram}}},
+               .levels = {{"unigram", r.base.unigram}, {"bigram", r.base.bigram}}},
               {.title = "learning rate", .xlabel = "step", .columns = {4}}});
-  if (max_val_loss && !(val_loss <= *max_val_loss)) {
+  if (r.max_val_loss && !(val_loss <= *r.max_val_loss)) {
     std::fprintf(stderr, "validation loss %.4f is above --max-val-loss %s (%.4f)\n", val_loss,
-                 args.max_val_loss.c_str(), *max_val_loss);
+                 r.args.max_val_loss.c_str(), *r.max_val_loss);
     return 3;
   }
   return 0;
 }
 
+int train(const Args& args, const Overrides& overrides) {
+  const std::unique_ptr<Run> r = set_up(args, overrides);
+  const double val_loss = train_steps(*r);
+  return finish(*r, val_loss);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen in logs too
   Args args;
-  CLI::App app{"Train a GPT as a byte-level language model, or sample from its checkpoint"};
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-
   Overrides overrides;
   const RunConfig cpu = cpu_defaults(), gpu = gpu_defaults();
-  for (const Setting& s : settings()) {
-    const std::string help =
-        format("%s (default: %s on the CPU, %s on a GPU)", s.help,
-               to_text(cpu, s.member, 6).c_str(), to_text(gpu, s.member, 6).c_str());
-    CLI::Option* opt = std::visit(
-        [&](auto m) { return app.add_option(s.flag, overrides.given.*m, help); }, s.member);
-    overrides.flags.emplace_back(&s, opt);
-  }
-  app.add_option("--device", args.device, "auto (CUDA when available), cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  add_amp_options(app, args.amp, args.cuda_graph, "; needs --dropout 0");
-  app.add_option(
-         "--data", args.data,
-         "text files or folders to train on (default: " + st::data::default_text_corpus() + ")")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.add_option("--out", args.out, "folder for metrics.csv, curves.png and the checkpoint");
-  app.add_option("--save", args.save, "checkpoint path (default: <out>/char_lm.safetensors)");
-  add_output_options(app, args.profile, args.export_weights, args.export_onnx,
-                     "any batch and any length up to the context");
-  app.add_option("--resume", args.resume,
-                 "checkpoint to continue from, with its settings and corpus");
-  app.add_option("--stop-at", args.stop_at,
-                 "stop after this step (checkpointed), to continue later with --resume");
-  app.add_option("--max-val-loss", args.max_val_loss,
-                 "exit with status 3 if the final validation loss is above this: nats/byte, or "
-                 "unigram or bigram for that baseline")
-      ->check(CLI::Number | CLI::IsMember({"unigram", "bigram"}));
-  auto* gen_opt =
-      app.add_option("--generate", args.generate, "sample this many bytes from a checkpoint");
-  app.add_option("--checkpoint", args.checkpoint,
-                 "checkpoint to sample from (default: <out>/char_lm.safetensors)");
-  app.add_option("--prompt", args.prompt,
-                 "text the sample continues (default: the start of a new fortune)");
-  app.add_option("--temperature", args.temperature, "sampling temperature (> 0)")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            double t = 0;
-            return CLI::detail::lexical_cast(v, t) && t > 0 && std::isfinite(t)
-                       ? std::string()
-                       : "must be a positive number, got " + v;
-          },
-          "POSITIVE"));
-  app.add_option("--top-k", args.top_k, "sample among the k most likely bytes (0: all)");
-  if (const std::optional<int> status = parse_command_line(app, argc, argv, "char_lm"))
-    return *status;
-  try {
-    if (gen_opt->count() > 0) {
-      if (!args.resume.empty()) throw st::Error("--generate and --resume exclude each other");
-      if (args.generate < 0 || args.top_k < 0) {
-        throw st::Error("--generate and --top-k must not be negative");
-      }
-      return generate(args, overrides.given.seed, app.count("--seed") > 0);
-    }
-    return train(args, overrides);
-  } catch (const std::exception& e) {
-    return report_error("char_lm", e);
-  }
+  CLI::Option* gen_opt = nullptr;
+  return example_main(
+      argc, argv, "char_lm",
+      "Train a GPT as a byte-level language model, or sample from its checkpoint",
+      [&](CLI::App& app) {
+        for (const Setting& s : settings()) {
+          const std::string help =
+              format("%s (default: %s on the CPU, %s on a GPU)", s.help,
+                     to_text(cpu, s.member, 6).c_str(), to_text(gpu, s.member, 6).c_str());
+          CLI::Option* opt = std::visit(
+              [&](auto m) { return app.add_option(s.flag, overrides.given.*m, help); }, s.member);
+          overrides.flags.emplace_back(&s, opt);
+        }
+        app.add_option("--device", args.device, "auto (CUDA when available), cpu or cuda")
+            ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+        add_amp_options(app, args.amp, args.cuda_graph, "; needs --dropout 0");
+        app.add_option("--data", args.data,
+                       "text files or folders to train on (default: " +
+                           st::data::default_text_corpus() + ")")
+            ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+        app.add_option("--out", args.out, "folder for metrics.csv, curves.png and the checkpoint");
+        app.add_option("--save", args.save, "checkpoint path (default: <out>/char_lm.safetensors)");
+        add_output_options(app, args.profile, args.export_weights, args.export_onnx,
+                           "any batch and any length up to the context");
+        app.add_option("--resume", args.resume,
+                       "checkpoint to continue from, with its settings and corpus");
+        app.add_option("--stop-at", args.stop_at,
+                       "stop after this step (checkpointed), to continue later with --resume");
+        app.add_option(
+               "--max-val-loss", args.max_val_loss,
+               "exit with status 3 if the final validation loss is above this: nats/byte, or "
+               "unigram or bigram for that baseline")
+            ->check(CLI::Number | CLI::IsMember({"unigram", "bigram"}));
+        gen_opt =
+            app.add_option("--generate", args.generate, "sample this many bytes from a checkpoint");
+        app.add_option("--checkpoint", args.checkpoint,
+                       "checkpoint to sample from (default: <out>/char_lm.safetensors)");
+        app.add_option("--prompt", args.prompt,
+                       "text the sample continues (default: the start of a new fortune)");
+        app.add_option("--temperature", args.temperature, "sampling temperature (> 0)")
+            ->check(CLI::Validator(
+                [](std::string& v) {
+                  double t = 0;
+                  return CLI::detail::lexical_cast(v, t) && t > 0 && std::isfinite(t)
+                             ? std::string()
+                             : "must be a positive number, got " + v;
+                },
+                "POSITIVE"));
+        app.add_option("--top-k", args.top_k, "sample among the k most likely bytes (0: all)");
+      },
+      [&](CLI::App& app) {
+        if (gen_opt->count() > 0) {
+          if (!args.resume.empty()) throw st::Error("--generate and --resume exclude each other");
+          if (args.generate < 0 || args.top_k < 0) {
+            throw st::Error("--generate and --top-k must not be negative");
+          }
+          return generate(args, overrides.given.seed, app.count("--seed") > 0);
+        }
+        return train(args, overrides);
+      });
 }

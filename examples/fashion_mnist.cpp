@@ -139,268 +139,315 @@ st::nn::Sequential make_model(const std::string& name) {
   return st::nn::models::resnet20(1);
 }
 
-int run(const Args& args) {
-  // With --ddp every rank runs this function on its shard of each batch; rank 0 alone prints,
-  // evaluates and writes files. Without it, the group stays null and this is one process.
+// Everything a run holds from its set-up to its finish. With --ddp every rank runs it on its shard
+// of each batch; rank 0 alone prints, evaluates and writes files. Without it, the group stays null
+// and this is one process.
+struct Run {
+  Args args;
   std::shared_ptr<st::dist::ProcessGroup> pg;
-  if (args.ddp) pg = st::dist::ProcessGroup::init();
-  const int rank = pg ? pg->rank() : 0;
-  const int world = pg ? pg->size() : 1;
-  const bool main_rank = rank == 0;
+  int rank = 0, world = 1;
+  bool main_rank = true;
+  int64_t rank_batch = 0;  // this rank's share of --batch-size
+  st::Device dev;
+  std::optional<st::DType> amp;
+  std::shared_ptr<const st::data::TensorDataset> train_set, test_set;
+  std::unique_ptr<st::data::DataLoader> train_loader, test_loader;
+  std::shared_ptr<st::nn::Sequential> model;
+  std::unique_ptr<st::optim::Optimizer> opt;
+  st::optim::GradScaler scaler{{.enabled = false}};
+  std::unique_ptr<st::dist::DistributedDataParallel> ddp;
+  int start_epoch = 0;
+  fs::path csv;
+  std::ofstream metrics;
+};
+
+// The optimizer each model trains with (--lr replaces its learning rate).
+std::unique_ptr<st::optim::Optimizer> make_optimizer(const Args& args, st::nn::Module& model) {
+  const double lr = args.lr;
+  if (args.model == "mlp") {
+    return std::make_unique<st::optim::SGD>(
+        model.parameters(),
+        st::optim::SGDOptions{
+            .lr = lr > 0 ? lr : 0.01, .momentum = 0.9, .capturable = args.cuda_graph});
+  }
+  if (args.model == "resnet20") {
+    return std::make_unique<st::optim::SGD>(model.parameters(),
+                                            st::optim::SGDOptions{.lr = lr > 0 ? lr : 0.05,
+                                                                  .momentum = 0.9,
+                                                                  .weight_decay = 5e-4,
+                                                                  .capturable = args.cuda_graph});
+  }
+  return std::make_unique<st::optim::Adam>(
+      model.parameters(),
+      st::optim::AdamOptions{.lr = lr > 0 ? lr : 1e-3, .capturable = args.cuda_graph});
+}
+
+// The training set (this rank's shard with --ddp) and, on rank 0, the test set, with their loaders.
+void load_data(Run& r) {
+  const Args& args = r.args;
+  const st::data::Normalization norm = st::data::FashionMNIST::default_normalization();
+  const bool padded = args.model == "resnet20";
+  r.train_set = first_samples(std::make_shared<st::data::FashionMNIST>(args.data, true, norm),
+                              args.limit_train);
+  if (padded) r.train_set = pad_to_32(r.train_set, norm);
+  st::data::DataLoaderOptions train_options{
+      .batch_size = r.rank_batch, .shuffle = true, .seed = args.seed, .device = r.dev};
+  if (r.pg) {
+    // Each rank reads its own shard, reshuffled per epoch from the seed; the loader's epoch (which
+    // --resume sets) is passed on to the sampler, as set_epoch.
+    train_options.shuffle = false;
+    train_options.sampler =
+        [sampler = st::dist::DistributedSampler(r.train_set->size(), r.world, r.rank, true,
+                                                args.seed)](int64_t epoch) mutable {
+          sampler.set_epoch(epoch);
+          return sampler.indices();
+        };
+  }
+  r.train_loader = std::make_unique<st::data::DataLoader>(r.train_set, train_options);
+  if (r.main_rank) {
+    r.test_set = first_samples(std::make_shared<st::data::FashionMNIST>(args.data, false, norm),
+                               args.limit_test);
+    if (padded) r.test_set = pad_to_32(r.test_set, norm);
+    r.test_loader = std::make_unique<st::data::DataLoader>(
+        r.test_set, st::data::DataLoaderOptions{.batch_size = 1000, .device = r.dev});
+  }
+}
+
+// The process group and device, the data, the model and its optimizer (from the checkpoint with
+// --resume), the metrics file. Errors here are bad options (Note [exit statuses]).
+std::unique_ptr<Run> set_up(const Args& args) {
+  auto r = std::make_unique<Run>();
+  r->args = args;
+  if (args.ddp) r->pg = st::dist::ProcessGroup::init();
+  r->rank = r->pg ? r->pg->rank() : 0;
+  r->world = r->pg ? r->pg->size() : 1;
+  r->main_rank = r->rank == 0;
   // --batch-size is the global batch: each rank takes its share, so the optimizer sees the same
   // batch size (and learning rate) as a single process would.
-  if (args.batch_size < world) {
+  if (args.batch_size < r->world) {
     throw st::Error("--batch-size " + std::to_string(args.batch_size) + " is smaller than the " +
-                    std::to_string(world) + " ranks");
+                    std::to_string(r->world) + " ranks");
   }
-  const int64_t rank_batch = args.batch_size / world;
+  r->rank_batch = args.batch_size / r->world;
 
   st::manual_seed(args.seed);
   const bool want_cuda =
       args.device == "cuda" || (args.device == "auto" && st::cuda::is_available());
   // One GPU per rank: the group picks it, and says so when this rank has none.
-  const int gpu = want_cuda && pg ? pg->cuda_device() : 0;
-  const st::Device dev = want_cuda ? st::Device::cuda(gpu) : st::Device::cpu();
+  const int gpu = want_cuda && r->pg ? r->pg->cuda_device() : 0;
+  r->dev = want_cuda ? st::Device::cuda(gpu) : st::Device::cpu();
   if (want_cuda) st::cuda::set_device(gpu);
-  const std::optional<st::DType> amp = amp_dtype(args.amp, dev);
-  check_cuda_graph(args.cuda_graph, dev, amp);
+  r->amp = amp_dtype(args.amp, r->dev);
+  check_cuda_graph(args.cuda_graph, r->dev, r->amp);
   check_export_onnx(args.export_onnx);
-  if (args.cuda_graph && pg) throw st::Error("--cuda-graph does not combine with --ddp yet");
+  if (args.cuda_graph && r->pg) throw st::Error("--cuda-graph does not combine with --ddp yet");
 
-  const st::data::Normalization norm = st::data::FashionMNIST::default_normalization();
-  const bool padded = args.model == "resnet20";
-  std::shared_ptr<const st::data::TensorDataset> train_set = first_samples(
-      std::make_shared<st::data::FashionMNIST>(args.data, true, norm), args.limit_train);
-  if (padded) train_set = pad_to_32(train_set, norm);
-  st::data::DataLoaderOptions train_options{
-      .batch_size = rank_batch, .shuffle = true, .seed = args.seed, .device = dev};
-  if (pg) {
-    // Each rank reads its own shard, reshuffled per epoch from the seed; the loader's epoch (which
-    // --resume sets) is passed on to the sampler, as set_epoch.
-    train_options.shuffle = false;
-    train_options.sampler = [sampler =
-                                 st::dist::DistributedSampler(train_set->size(), world, rank, true,
-                                                              args.seed)](int64_t epoch) mutable {
-      sampler.set_epoch(epoch);
-      return sampler.indices();
-    };
-  }
-  st::data::DataLoader train_loader(train_set, train_options);
-  std::unique_ptr<st::data::DataLoader> test_loader;
-  std::shared_ptr<const st::data::TensorDataset> test_set;
-  if (main_rank) {
-    test_set = first_samples(std::make_shared<st::data::FashionMNIST>(args.data, false, norm),
-                             args.limit_test);
-    if (padded) test_set = pad_to_32(test_set, norm);
-    test_loader = std::make_unique<st::data::DataLoader>(
-        test_set, st::data::DataLoaderOptions{.batch_size = 1000, .device = dev});
-  }
-
-  auto model = std::make_shared<st::nn::Sequential>(make_model(args.model));
-  model->to(dev);
-  std::unique_ptr<st::optim::Optimizer> opt;
-  if (args.model == "mlp") {
-    opt = std::make_unique<st::optim::SGD>(
-        model->parameters(),
-        st::optim::SGDOptions{
-            .lr = args.lr > 0 ? args.lr : 0.01, .momentum = 0.9, .capturable = args.cuda_graph});
-  } else if (args.model == "resnet20") {
-    opt = std::make_unique<st::optim::SGD>(model->parameters(),
-                                           st::optim::SGDOptions{.lr = args.lr > 0 ? args.lr : 0.05,
-                                                                 .momentum = 0.9,
-                                                                 .weight_decay = 5e-4,
-                                                                 .capturable = args.cuda_graph});
-  } else {
-    opt = std::make_unique<st::optim::Adam>(
-        model->parameters(),
-        st::optim::AdamOptions{.lr = args.lr > 0 ? args.lr : 1e-3, .capturable = args.cuda_graph});
-  }
-
-  st::optim::GradScaler scaler = amp_scaler(amp, pg);
-  int start_epoch = 0;
+  load_data(*r);
+  r->model = std::make_shared<st::nn::Sequential>(make_model(args.model));
+  r->model->to(r->dev);
+  r->opt = make_optimizer(args, *r->model);
+  r->scaler = amp_scaler(r->amp, r->pg);
   if (!args.resume.empty()) {
     // Every rank loads the checkpoint (its optimizer state too), so the file must be readable on
     // every node.
-    start_epoch = load_checkpoint(args.resume, args.model, *model, *opt, scaler);
-    if (main_rank)
-      std::printf("resumed from %s after epoch %d\n", args.resume.c_str(), start_epoch);
+    r->start_epoch = load_checkpoint(args.resume, args.model, *r->model, *r->opt, r->scaler);
+    if (r->main_rank)
+      std::printf("resumed from %s after epoch %d\n", args.resume.c_str(), r->start_epoch);
   }
-  train_loader.set_epoch(start_epoch);
+  r->train_loader->set_epoch(r->start_epoch);
   // Built after loading: it broadcasts rank 0's parameters, and from then on averages gradients.
-  std::unique_ptr<st::dist::DistributedDataParallel> ddp;
-  if (pg) ddp = std::make_unique<st::dist::DistributedDataParallel>(model, pg);
+  if (r->pg) r->ddp = std::make_unique<st::dist::DistributedDataParallel>(r->model, r->pg);
 
-  const fs::path csv = fs::path(args.out) / "metrics.csv";
-  std::ofstream metrics;
-  if (main_rank) {
+  r->csv = fs::path(args.out) / "metrics.csv";
+  if (r->main_rank) {
     make_out_folder(args.out);
-    const bool fresh_csv = start_epoch == 0 || !fs::exists(csv);
-    metrics.open(csv, fresh_csv ? std::ios::trunc : std::ios::app);
+    const bool fresh_csv = r->start_epoch == 0 || !fs::exists(r->csv);
+    r->metrics.open(r->csv, fresh_csv ? std::ios::trunc : std::ios::app);
     if (fresh_csv) {
-      metrics << "epoch,train_loss,train_acc,test_loss,test_acc,seconds,gpu_util_percent,"
-                 "gpu_memory_gib\n";
+      r->metrics << "epoch,train_loss,train_acc,test_loss,test_acc,seconds,gpu_util_percent,"
+                    "gpu_memory_gib\n";
     }
-  }
-
-  int64_t num_params = 0;
-  for (const st::Tensor& p : model->parameters()) num_params += p.numel();
-  if (main_rank) {
+    int64_t num_params = 0;
+    for (const st::Tensor& p : r->model->parameters()) num_params += p.numel();
     std::printf("model %s on %s: %lld parameters, %lld training samples, batch %lld%s\n",
-                args.model.c_str(), dev.str().c_str(), static_cast<long long>(num_params),
-                static_cast<long long>(train_set->size()),
-                static_cast<long long>(rank_batch * world),
-                amp ? format(", autocast %s", st::dtype_name(*amp)).c_str() : "");
-    if (pg) {
+                args.model.c_str(), r->dev.str().c_str(), static_cast<long long>(num_params),
+                static_cast<long long>(r->train_set->size()),
+                static_cast<long long>(r->rank_batch * r->world),
+                r->amp ? format(", autocast %s", st::dtype_name(*r->amp)).c_str() : "");
+    if (r->pg) {
       std::printf("data parallel: %d ranks (%d on this node), %lld samples per rank per step\n",
-                  world, pg->local_size(), static_cast<long long>(rank_batch));
+                  r->world, r->pg->local_size(), static_cast<long long>(r->rank_batch));
     }
   }
-  // --cuda-graph: the step on static batch tensors, eager for 3 warm-up steps, then captured and
-  // replayed (Note [cuda graphs]); a last batch smaller than the others runs eagerly.
-  st::Tensor static_x, static_y, static_logits, static_loss;
-  const auto graph_step = [&] {
-    opt->zero_grad();
+  return r;
+}
+
+struct StepResult {
+  st::Tensor logits, loss;
+};
+
+// One training step on a batch (x, y): the forward under autocast, the backward through the loss
+// scaler, the optimizer's step. The eager path and the captured graph both run it.
+StepResult train_step(Run& r, const st::Tensor& x, const st::Tensor& y) {
+  r.opt->zero_grad();
+  StepResult out;
+  {
+    const AmpScope scope(r.amp, r.dev);
+    out.logits = r.ddp ? r.ddp->forward(x) : (*r.model)(x);
+    out.loss = st::cross_entropy(out.logits, y);
+  }
+  r.scaler.scale(out.loss).backward();
+  r.scaler.step(*r.opt);
+  r.scaler.update();
+  return out;
+}
+
+using Stepper = TrainStep<StepResult>;
+
+struct TrainFigures {
+  double loss = 0, accuracy = 0;
+};
+
+// One pass over the training set, with a progress bar on rank 0. Returns the loss and accuracy
+// over every rank's shard.
+TrainFigures train_epoch(Run& r, Stepper& step, int epoch) {
+  const int64_t batches = r.train_loader->size();
+  Progress progress(format("epoch %d/%d", epoch, r.args.epochs), batches);
+  // Running sums stay on the device; they are read once per progress update.
+  st::Tensor loss_sum = st::zeros({}, {.device = r.dev});
+  st::Tensor correct = st::zeros({}, {.dtype = st::DType::i64, .device = r.dev});
+  int64_t seen = 0, batch = 0;
+  for (const st::data::Batch& b : *r.train_loader) {
+    const st::profiler::Range step_range("train step");
+    const StepResult out = step(b);
     {
-      const AmpScope scope(amp, dev);
-      static_logits = (*model)(static_x);
-      static_loss = st::cross_entropy(static_logits, static_y);
+      st::NoGradGuard no_grad;
+      const int64_t n = b.target.size(0);
+      loss_sum.add_(out.loss.detach(), static_cast<double>(n));
+      correct.add_(st::sum(st::eq(st::argmax(out.logits, 1), b.target)));
+      seen += n;
     }
-    static_loss.backward();
-    opt->step();
-  };
-  st::cuda::GraphedStep graphed(graph_step, 3);
+    // Rank 0's figures are of its own shard (times the ranks for the sample rate).
+    if (r.main_rank && (++batch % 20 == 0 || batch == batches)) {
+      progress.update(batch,
+                      format("loss %.4f  acc %.4f  %.0f samples/s", loss_sum.item<double>() / seen,
+                             static_cast<double>(correct.item<int64_t>()) / seen,
+                             static_cast<double>(seen * r.world) / progress.elapsed()) +
+                          gpu_progress(gpu_reading(r.dev)));
+    }
+  }
+  if (r.main_rank) progress.done();
+  // The epoch's figures over every rank's shard: (loss sum, correct, seen) summed.
+  st::Tensor totals = st::from_vector<double>({loss_sum.item<double>(),
+                                               static_cast<double>(correct.item<int64_t>()),
+                                               static_cast<double>(seen)});
+  if (r.pg) r.pg->all_reduce(totals);
+  const std::vector<double> sums = totals.to_vector<double>();
+  return {sums[0] / sums[2], sums[1] / sums[2]};
+}
+
+// Rank 0 after an epoch: the test figures, a line of output and of metrics.csv, the checkpoint.
+EvalResult evaluate_epoch(Run& r, int epoch, const TrainFigures& train, double secs_training) {
   EvalResult test;
-  finish_setup();
-  ProfileScope profile(main_rank ? args.profile : "");
-  for (int epoch = start_epoch + 1; epoch <= args.epochs; ++epoch) {
-    const Clock::time_point t0 = Clock::now();
-    const int64_t batches = train_loader.size();
-    Progress progress(format("epoch %d/%d", epoch, args.epochs), batches);
-    // Running sums stay on the device; they are read once per progress update.
-    st::Tensor loss_sum = st::zeros({}, {.device = dev});
-    st::Tensor correct = st::zeros({}, {.dtype = st::DType::i64, .device = dev});
-    int64_t seen = 0, batch = 0;
-    for (const st::data::Batch& b : train_loader) {
-      const st::profiler::Range step_range("train step");
-      st::Tensor logits, loss;
-      if (args.cuda_graph && b.input.size(0) == rank_batch) {
-        stage_batch(static_x, static_y, b);
-        graphed.run();
-        logits = static_logits;
-        loss = static_loss;
-      } else {
-        opt->zero_grad();
-        {
-          const AmpScope scope(amp, dev);
-          logits = ddp ? ddp->forward(b.input) : (*model)(b.input);
-          loss = st::cross_entropy(logits, b.target);
-        }
-        scaler.scale(loss).backward();
-        scaler.step(*opt);
-        scaler.update();
-      }
-      {
-        st::NoGradGuard no_grad;
-        const int64_t n = b.target.size(0);
-        loss_sum.add_(loss.detach(), static_cast<double>(n));
-        correct.add_(st::sum(st::eq(st::argmax(logits, 1), b.target)));
-        seen += n;
-      }
-      // Rank 0's figures are of its own shard (times the ranks for the sample rate).
-      if (main_rank && (++batch % 20 == 0 || batch == batches)) {
-        progress.update(
-            batch, format("loss %.4f  acc %.4f  %.0f samples/s", loss_sum.item<double>() / seen,
-                          static_cast<double>(correct.item<int64_t>()) / seen,
-                          static_cast<double>(seen * world) / progress.elapsed()) +
-                       gpu_progress(gpu_reading(dev)));
-      }
-    }
-    if (main_rank) progress.done();
-    // The epoch's training figures over every rank's shard: (loss sum, correct, seen) summed.
-    st::Tensor totals = st::from_vector<double>({loss_sum.item<double>(),
-                                                 static_cast<double>(correct.item<int64_t>()),
-                                                 static_cast<double>(seen)});
-    if (pg) pg->all_reduce(totals);
-    const std::vector<double> sums = totals.to_vector<double>();
-    if (!main_rank) continue;
-    const double train_loss = sums[0] / sums[2];
-    const double train_acc = sums[1] / sums[2];
-    {
-      const st::profiler::Range eval_range("evaluate");
-      test = evaluate(*model, *test_loader, amp);
-    }
-    const double secs = seconds_since(t0);
-    std::printf("epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1fs\n", epoch,
-                train_loss, train_acc, test.loss, test.accuracy, secs);
-    metrics << epoch << ',' << train_loss << ',' << train_acc << ',' << test.loss << ','
-            << test.accuracy << ',' << secs << gpu_csv_fields(gpu_reading(dev)) << '\n';
-    metrics.flush();
-    if (!args.save.empty()) save_checkpoint(args.save, args.model, *model, *opt, scaler, epoch);
+  const Clock::time_point t0 = Clock::now();
+  {
+    const st::profiler::Range eval_range("evaluate");
+    test = evaluate(*r.model, *r.test_loader, r.amp);
   }
-  if (!main_rank) return 0;
-  profile.finish();
-  if (start_epoch >= args.epochs) test = evaluate(*model, *test_loader, amp);
+  const double secs = secs_training + seconds_since(t0);
+  std::printf("epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1fs\n", epoch,
+              train.loss, train.accuracy, test.loss, test.accuracy, secs);
+  r.metrics << epoch << ',' << train.loss << ',' << train.accuracy << ',' << test.loss << ','
+            << test.accuracy << ',' << secs << gpu_csv_fields(gpu_reading(r.dev)) << '\n';
+  r.metrics.flush();
+  if (!r.args.save.empty()) {
+    save_checkpoint(r.args.save, r.args.model, *r.model, *r.opt, r.scaler, epoch);
+  }
+  return test;
+}
+
+// Rank 0 at the end: the final accuracy, the exports and the plot; status 3 below
+// --min-accuracy.
+int finish(Run& r, EvalResult test) {
+  if (r.start_epoch >= r.args.epochs) test = evaluate(*r.model, *r.test_loader, r.amp);
   std::printf("test accuracy: %.4f\n", test.accuracy);
-  std::printf("metrics: %s\n", csv.string().c_str());
-  if (!args.save.empty()) std::printf("checkpoint: %s\n", args.save.c_str());
-  export_weights(args.export_weights, *model, args.model);
-  export_onnx(args.export_onnx, *model, test_set->inputs().narrow(0, 0, 1));
-  metrics.close();
-  write_plot(csv, fs::path(args.out) / "curves.png",
+  std::printf("metrics: %s\n", r.csv.string().c_str());
+  if (!r.args.save.empty()) std::printf("checkpoint: %s\n", r.args.save.c_str());
+  export_weights(r.args.export_weights, *r.model, r.args.model);
+  export_onnx(r.args.export_onnx, *r.model, r.test_set->inputs().narrow(0, 0, 1));
+  r.metrics.close();
+  write_plot(r.csv, fs::path(r.args.out) / "curves.png",
              {{.title = "loss", .xlabel = "epoch", .columns = {2, 4}},
               {.title = "accuracy", .xlabel = "epoch", .columns = {3, 5}}});
-  if (test.accuracy < args.min_accuracy) {
+  if (test.accuracy < r.args.min_accuracy) {
     std::fprintf(stderr, "test accuracy %.4f is below --min-accuracy %.4f\n", test.accuracy,
-                 args.min_accuracy);
+                 r.args.min_accuracy);
     return 3;
   }
   return 0;
 }
 
+int run(const Args& args) {
+  const std::unique_ptr<Run> r = set_up(args);
+  Stepper step([&r](const st::Tensor& x, const st::Tensor& y) { return train_step(*r, x, y); },
+               args.cuda_graph, r->rank_batch);
+  finish_setup();
+  EvalResult test;
+  ProfileScope profile(r->main_rank ? args.profile : "");
+  for (int epoch = r->start_epoch + 1; epoch <= args.epochs; ++epoch) {
+    const Clock::time_point t0 = Clock::now();
+    const TrainFigures train = train_epoch(*r, step, epoch);
+    if (r->main_rank) test = evaluate_epoch(*r, epoch, train, seconds_since(t0));
+  }
+  if (!r->main_rank) return 0;
+  profile.finish();
+  return finish(*r, test);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen in logs too
   Args args;
-  CLI::App app{"Train the mlp, cnn or resnet20 reference model on Fashion-MNIST"};
-  // A repeated option takes its last value, so wrappers (scripts/quickstart.sh) can be overridden.
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--model", args.model, "mlp, cnn or resnet20 (on the images padded to 32x32)")
-      ->check(CLI::IsMember({"mlp", "cnn", "resnet20"}));
-  app.add_option("--epochs", args.epochs, "total epochs (with --resume: including those done)")
-      ->check(CLI::Range(1, 1000000));
-  app.add_option("--batch-size", args.batch_size,
-                 "samples per step (with --ddp: over all ranks; each of the N ranks takes "
-                 "batch-size / N)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  app.add_option("--lr", args.lr,
-                 "learning rate (default: 0.01 SGD for mlp, 1e-3 Adam for cnn, 0.05 SGD with "
-                 "weight decay 5e-4 for resnet20)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--device", args.device, "auto, cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--data", args.data, "folder with the four IDX files (.gz or plain)");
-  app.add_option("--seed", args.seed, "seed of initialization and shuffling");
-  app.add_option("--save", args.save, "checkpoint written after every epoch (safetensors)");
-  add_output_options(app, args.profile, args.export_weights, args.export_onnx, "any batch size");
-  app.add_option("--resume", args.resume, "checkpoint to continue from");
-  app.add_option("--out", args.out, "folder for metrics.csv and curves.png");
-  app.add_option("--limit-train", args.limit_train, "train on the first N samples only")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--limit-test", args.limit_test, "evaluate on the first N test samples only")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--min-accuracy", args.min_accuracy, "exit with status 3 below this test accuracy")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_flag("--ddp", args.ddp,
-               "data-parallel training under mpirun -np N (or srun): one rank per GPU (cuda:local "
-               "rank) or CPU process, each on its shard of the training set; rank 0 alone prints, "
-               "evaluates and writes metrics, plot and checkpoints");
-  add_amp_options(app, args.amp, args.cuda_graph, "");
-  if (const std::optional<int> status = parse_command_line(app, argc, argv, "fashion_mnist"))
-    return *status;
-  try {
-    return run(args);
-  } catch (const std::exception& e) {
-    return report_error("fashion_mnist", e);
-  }
+  return example_main(
+      argc, argv, "fashion_mnist",
+      "Train the mlp, cnn or resnet20 reference model on Fashion-MNIST",
+      [&](CLI::App& app) {
+        app.add_option("--model", args.model,
+                       "mlp, cnn or resnet20 (on the images padded to 32x32)")
+            ->check(CLI::IsMember({"mlp", "cnn", "resnet20"}));
+        app.add_option("--epochs", args.epochs,
+                       "total epochs (with --resume: including those done)")
+            ->check(CLI::Range(1, 1000000));
+        app.add_option("--batch-size", args.batch_size,
+                       "samples per step (with --ddp: over all ranks; each of the N ranks takes "
+                       "batch-size / N)")
+            ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+        app.add_option("--lr", args.lr,
+                       "learning rate (default: 0.01 SGD for mlp, 1e-3 Adam for cnn, 0.05 SGD with "
+                       "weight decay 5e-4 for resnet20)")
+            ->check(CLI::PositiveNumber);
+        app.add_option("--device", args.device, "auto, cpu or cuda")
+            ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+        app.add_option("--data", args.data, "folder with the four IDX files (.gz or plain)");
+        app.add_option("--seed", args.seed, "seed of initialization and shuffling");
+        app.add_option("--save", args.save, "checkpoint written after every epoch (safetensors)");
+        add_output_options(app, args.profile, args.export_weights, args.export_onnx,
+                           "any batch size");
+        app.add_option("--resume", args.resume, "checkpoint to continue from");
+        app.add_option("--out", args.out, "folder for metrics.csv and curves.png");
+        app.add_option("--limit-train", args.limit_train, "train on the first N samples only")
+            ->check(CLI::NonNegativeNumber);
+        app.add_option("--limit-test", args.limit_test, "evaluate on the first N test samples only")
+            ->check(CLI::NonNegativeNumber);
+        app.add_option("--min-accuracy", args.min_accuracy,
+                       "exit with status 3 below this test accuracy")
+            ->check(CLI::Range(0.0, 1.0));
+        app.add_flag(
+            "--ddp", args.ddp,
+            "data-parallel training under mpirun -np N (or srun): one rank per GPU (cuda:local "
+            "rank) or CPU process, each on its shard of the training set; rank 0 alone prints, "
+            "evaluates and writes metrics, plot and checkpoints");
+        add_amp_options(app, args.amp, args.cuda_graph, "");
+      },
+      [&](CLI::App&) { return run(args); });
 }

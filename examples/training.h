@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -96,17 +97,44 @@ inline void check_cuda_graph(bool cuda_graph, st::Device device, std::optional<s
   }
 }
 
-// Copies a batch into the static inputs of a graphed step (cuda::GraphedStep), making them from the
-// first batch.
-inline void stage_batch(st::Tensor& x, st::Tensor& y, const st::data::Batch& b) {
-  if (!x.defined()) {
-    x = b.input.clone();
-    y = b.target.clone();
-    return;
+// An example's training step, step(x, y) on one batch, run eagerly or, with --cuda-graph, replayed
+// from a CUDA graph (cuda::GraphedStep: eager for 3 warm-up steps, then captured; Note [cuda
+// graphs]) on static copies of the batch, made from the first one. A batch of another size than
+// `full_batch` (a short last batch) runs eagerly. Both paths run the same function.
+template <class Result>
+class TrainStep {
+ public:
+  using Fn = std::function<Result(const st::Tensor& x, const st::Tensor& y)>;
+
+  TrainStep(Fn step, bool cuda_graph, int64_t full_batch)
+      : step_(std::move(step)),
+        cuda_graph_(cuda_graph),
+        full_batch_(full_batch),
+        graphed_([this] { static_result_ = step_(static_x_, static_y_); }, 3) {}
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
+
+  Result operator()(const st::data::Batch& b) {
+    if (!cuda_graph_ || b.input.size(0) != full_batch_) return step_(b.input, b.target);
+    if (!static_x_.defined()) {
+      static_x_ = b.input.clone();
+      static_y_ = b.target.clone();
+    } else {
+      static_x_.copy_(b.input);
+      static_y_.copy_(b.target);
+    }
+    graphed_.run();
+    return static_result_;
   }
-  x.copy_(b.input);
-  y.copy_(b.target);
-}
+
+ private:
+  Fn step_;
+  bool cuda_graph_;
+  int64_t full_batch_;
+  st::Tensor static_x_, static_y_;
+  Result static_result_;
+  st::cuda::GraphedStep graphed_;
+};
 
 // Note [exit statuses]
 // 0: done. 1: a failure once the run has started (training, evaluation, writing its files).
@@ -202,6 +230,26 @@ inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** arg
     return 2;
   }
   return std::nullopt;
+}
+
+// The main() of an example: stdout line-buffered (progress lines appear as they happen in logs
+// too), an App whose repeated options take their last value (so that wrappers such as
+// scripts/quickstart.sh can be overridden), the options add_options(app) declares, the command
+// line parsed, then run(app), its errors reported with their status (Note [exit statuses]).
+template <class AddOptions, class Run>
+int example_main(int argc, char** argv, const char* program, const std::string& description,
+                 AddOptions&& add_options, Run&& run) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  CLI::App app{description};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  add_options(app);
+  if (const std::optional<int> status = parse_command_line(app, argc, argv, program))
+    return *status;
+  try {
+    return run(app);
+  } catch (const std::exception& e) {
+    return report_error(program, e);
+  }
 }
 
 // printf into a std::string.
