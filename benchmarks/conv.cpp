@@ -18,9 +18,7 @@
 namespace {
 
 using namespace sinter;
-using bench::Prec;
-using bench::prec_dtype;
-using bench::prec_name;
+using bench::Prec, bench::prec_dtype, bench::prec_name;
 
 // x (n, c, h, w) * weight (k, c, 3, 3), stride 1, padding 1, no bias: the output has x's size.
 struct ConvLayer {
@@ -90,6 +88,18 @@ class CudnnConv {
   CudnnConv(const CudnnConv&) = delete;
   CudnnConv& operator=(const CudnnConv&) = delete;
 
+  // One pass's search: find(n, &count, perf) runs and times up to n candidates, pick() takes the
+  // fastest usable one into algo, and size(algo, &bytes) gives its workspace.
+  template <class Perf, class Algo, class Find, class Size>
+  bool choose_algo(Find find, Size size, Algo& algo, int& count, size_t& bytes) {
+    constexpr int kMax = 16;
+    Perf perf[kMax];
+    SINTER_CUDNN_CHECK(find(kMax, &count, perf));
+    if (!pick(perf, count, algo)) return false;
+    SINTER_CUDNN_CHECK(size(algo, &bytes));
+    return true;
+  }
+
   // Picks the fastest algorithm cuDNN's own timing finds (cudnnFind*, which runs each candidate),
   // for fp32 among those that stay off tensor cores, and sizes the workspace for it. For fp32 the
   // descriptor keeps CUDNN_FMA_MATH whatever a result reports, so the run uses FMA arithmetic;
@@ -97,44 +107,44 @@ class CudnnConv {
   // Returns "" when one was found, else why not (cuDNN may have no bf16 algorithm for a layout).
   std::string choose(Pass p) {
     pass_ = p;
-    constexpr int kMax = 16;
     int count = 0;
     size_t bytes = 0;
     bool found = false;
     switch (p) {
-      case Pass::Forward: {
-        cudnnConvolutionFwdAlgoPerf_t perf[kMax];
-        SINTER_CUDNN_CHECK(
-            cudnnFindConvolutionForwardAlgorithm(handle_, x_, w_, conv_, y_, kMax, &count, perf));
-        found = pick(perf, count, fwd_);
-        if (found) {
-          SINTER_CUDNN_CHECK(
-              cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, fwd_, &bytes));
-        }
+      case Pass::Forward:
+        found = choose_algo<cudnnConvolutionFwdAlgoPerf_t>(
+            [&](int n, int* c, auto* perf) {
+              return cudnnFindConvolutionForwardAlgorithm(handle_, x_, w_, conv_, y_, n, c, perf);
+            },
+            [&](auto algo, size_t* b) {
+              return cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, algo, b);
+            },
+            fwd_, count, bytes);
         break;
-      }
-      case Pass::BackwardData: {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
-        SINTER_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(handle_, w_, y_, conv_, x_,
-                                                                     kMax, &count, perf));
-        found = pick(perf, count, bwd_data_);
-        if (found) {
-          SINTER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, w_, y_, conv_,
-                                                                          x_, bwd_data_, &bytes));
-        }
+      case Pass::BackwardData:
+        found = choose_algo<cudnnConvolutionBwdDataAlgoPerf_t>(
+            [&](int n, int* c, auto* perf) {
+              return cudnnFindConvolutionBackwardDataAlgorithm(handle_, w_, y_, conv_, x_, n, c,
+                                                               perf);
+            },
+            [&](auto algo, size_t* b) {
+              return cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, w_, y_, conv_, x_, algo,
+                                                                  b);
+            },
+            bwd_data_, count, bytes);
         break;
-      }
-      case Pass::BackwardFilter: {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
-        SINTER_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(handle_, x_, y_, conv_, w_,
-                                                                       kMax, &count, perf));
-        found = pick(perf, count, bwd_filter_);
-        if (found) {
-          SINTER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-              handle_, x_, y_, conv_, w_, bwd_filter_, &bytes));
-        }
+      case Pass::BackwardFilter:
+        found = choose_algo<cudnnConvolutionBwdFilterAlgoPerf_t>(
+            [&](int n, int* c, auto* perf) {
+              return cudnnFindConvolutionBackwardFilterAlgorithm(handle_, x_, y_, conv_, w_, n, c,
+                                                                 perf);
+            },
+            [&](auto algo, size_t* b) {
+              return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle_, x_, y_, conv_, w_,
+                                                                    algo, b);
+            },
+            bwd_filter_, count, bytes);
         break;
-      }
     }
     if (!found) {
       return std::string("cuDNN found no usable ") + prec_name(prec_) + " algorithm for " +

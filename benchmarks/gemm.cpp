@@ -19,9 +19,7 @@
 namespace {
 
 using namespace sinter;
-using bench::Prec;
-using bench::prec_dtype;
-using bench::prec_name;
+using bench::Prec, bench::prec_dtype, bench::prec_name;
 using kern::GemmPath;
 
 // In GemmPath's order.

@@ -185,13 +185,7 @@ struct WgradProblem {
   __device__ void store(int grp, int64_t m, int64_t n, Acc<T> v, int split) const {
     const int64_t kg = static_cast<int64_t>(g.cig) * g.kh * g.kw;
     const int64_t o = (grp * static_cast<int64_t>(g.cog) + m) * kg + n;
-    if (split < 0) {
-      dw[o] = from_acc<T>(v);
-    } else if (acc_slice == 0) {
-      atomicAdd(acc_out + o, v);
-    } else {
-      acc_out[split * acc_slice + o] = v;
-    }
+    store_wgrad(dw, acc_out, acc_slice, o, v, split);
   }
 };
 

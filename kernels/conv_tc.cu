@@ -135,13 +135,7 @@ struct WgradTc {
   __device__ __forceinline__ void store(int grp, int m, int n, float v, int split) const {
     const int taps = g.kh * g.kw;
     const int o = (grp * g.cog + n) * (g.cig * taps) + m;
-    if (split < 0) {
-      dw[o] = from_acc<T>(v);
-    } else if (acc_slice == 0) {
-      atomicAdd(acc_out + o, v);
-    } else {
-      acc_out[split * acc_slice + o] = v;
-    }
+    store_wgrad(dw, acc_out, acc_slice, o, v, split);
   }
 };
 

@@ -79,4 +79,19 @@ void conv_tc_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, c
                              const void* dy, void* dweight, float* acc, int64_t acc_slice,
                              int64_t k_chunk, int splits);
 
+// Element o of the weight gradient from one K split: stored in dw when the sum over K is whole
+// (split < 0); else its partial sum, in the accumulation type, added atomically into acc_out
+// (acc_slice 0) or stored at split's slice of acc_out for an ordered sum afterwards.
+template <typename T, typename A>
+__device__ __forceinline__ void store_wgrad(T* dw, A* acc_out, int64_t acc_slice, int64_t o, A v,
+                                            int split) {
+  if (split < 0) {
+    dw[o] = from_acc<T>(v);
+  } else if (acc_slice == 0) {
+    atomicAdd(acc_out + o, v);
+  } else {
+    acc_out[split * acc_slice + o] = v;
+  }
+}
+
 }  // namespace sinter::cudak

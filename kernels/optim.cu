@@ -293,7 +293,7 @@ void for_each_launch(const char* op, const Meta* tensors, int64_t count, F&& lau
 
 namespace {
 
-// One call of sgd_step or adam_step: `kernel<T>` over every launch of the list.
+// One call of sgd_step, adam_step or unscale_grads: `kernel<T>` over every launch of the list.
 template <class Meta, class Hyper, template <class> class Scalars, class Kernel>
 void step(const char* op, const Ctx& ctx, DType dtype, const Meta* tensors, int64_t count,
           const Hyper& h, Kernel kernel) {
@@ -311,32 +311,20 @@ void step(const char* op, const Ctx& ctx, DType dtype, const Meta* tensors, int6
 
 }  // namespace
 
-void sgd_step(const Ctx& ctx, DType dtype, const SgdTensor* tensors, int64_t count,
-              const SgdHyper& h) {
-  step<SgdTensor, SgdHyper, SgdScalars>(
-      "sgd_step", ctx, dtype, tensors, count, h,
-      [](auto tag, const auto& l, const auto& s, unsigned blocks, cudaStream_t stream) {
-        sgd_kernel<typename decltype(tag)::type><<<blocks, kThreads, 0, stream>>>(l, s);
-      });
-}
-
-void adam_step(const Ctx& ctx, DType dtype, const AdamTensor* tensors, int64_t count,
-               const AdamHyper& h) {
-  step<AdamTensor, AdamHyper, AdamScalars>(
-      "adam_step", ctx, dtype, tensors, count, h,
-      [](auto tag, const auto& l, const auto& s, unsigned blocks, cudaStream_t stream) {
-        adam_kernel<typename decltype(tag)::type><<<blocks, kThreads, 0, stream>>>(l, s);
-      });
-}
-
-void unscale_grads(const Ctx& ctx, DType dtype, const UnscaleTensor* tensors, int64_t count,
-                   const UnscaleHyper& h) {
-  step<UnscaleTensor, UnscaleHyper, UnscaleScalars>(
-      "unscale_grads", ctx, dtype, tensors, count, h,
-      [](auto tag, const auto& l, const auto& s, unsigned blocks, cudaStream_t stream) {
-        unscale_kernel<typename decltype(tag)::type><<<blocks, kThreads, 0, stream>>>(l, s);
-      });
-}
+// The entry points of the three list kernels: `step` with the op's kernel.
+#define SINTER_LIST_STEP(name, Prefix, kernel_name)                                         \
+  void name(const Ctx& ctx, DType dtype, const Prefix##Tensor* tensors, int64_t count,      \
+            const Prefix##Hyper& h) {                                                       \
+    step<Prefix##Tensor, Prefix##Hyper, Prefix##Scalars>(                                   \
+        #name, ctx, dtype, tensors, count, h,                                               \
+        [](auto tag, const auto& l, const auto& s, unsigned blocks, cudaStream_t stream) {  \
+          kernel_name<typename decltype(tag)::type><<<blocks, kThreads, 0, stream>>>(l, s); \
+        });                                                                                 \
+  }
+SINTER_LIST_STEP(sgd_step, Sgd, sgd_kernel)
+SINTER_LIST_STEP(adam_step, Adam, adam_kernel)
+SINTER_LIST_STEP(unscale_grads, Unscale, unscale_kernel)
+#undef SINTER_LIST_STEP
 
 namespace {
 

@@ -13,6 +13,9 @@
 namespace sinter::testing {
 
 using Inputs = std::vector<Tensor>;
+// Short names for the rows' shapes and reductions.
+using S = Shape;
+using R = Reduction;
 
 enum class Domain {
   Any,       // standard normal

@@ -27,7 +27,6 @@ OpFn attention_of(AttentionOptions o = {}) {
 }  // namespace
 
 std::vector<OpRow> attention_rows() {
-  using S = Shape;
   return {
       {.name = "Attention",
        .shapes = {S{2, 2, 5, 4}, S{2, 2, 6, 4}, S{2, 2, 6, 3}},

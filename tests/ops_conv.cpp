@@ -5,7 +5,6 @@
 namespace sinter::testing {
 
 std::vector<OpRow> conv_rows() {
-  using S = Shape;
   return {
       // conv2d: x (N, C_in, H, W), weight (C_out, C_in / groups, kH, kW), bias (C_out).
       {.name = "Conv2d",

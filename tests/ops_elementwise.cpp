@@ -13,7 +13,6 @@
 namespace sinter::testing {
 
 std::vector<OpRow> elementwise_rows() {
-  using S = Shape;
   return {
       // Arithmetic, with and without broadcasting.
       {.name = "Add",

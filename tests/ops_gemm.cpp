@@ -11,7 +11,6 @@
 namespace sinter::testing {
 
 std::vector<OpRow> gemm_rows() {
-  using S = Shape;
   return {
       // Matmul: 1-D, 2-D, batched, broadcast, transposed operands read in place.
       {.name = "Matmul",

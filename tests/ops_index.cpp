@@ -12,11 +12,7 @@
 namespace sinter::testing {
 
 std::vector<OpRow> index_rows() {
-  using S = Shape;
   return {
-      // Gather and scatter_add: repeated indices (their gradients accumulate), an index smaller
-      // than
-      // the tensor in the other dims, a strided tensor, src larger than the index.
       {.name = "GatherRepeats",
        .shapes = {S{3, 4}},
        .fn =

@@ -5,8 +5,6 @@
 namespace sinter::testing {
 
 std::vector<OpRow> loss_rows() {
-  using S = Shape;
-  using R = Reduction;
   return {
       {.name = "MseLoss",
        .shapes = {S{3, 4}, S{3, 4}},

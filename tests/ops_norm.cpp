@@ -13,7 +13,6 @@ Tensor channel_values(const std::vector<double>& v, const Tensor& like) {
 }  // namespace
 
 std::vector<OpRow> norm_rows() {
-  using S = Shape;
   return {
       // Training: batch statistics; the running statistics are fresh buffers updated per call.
       {.name = "BatchNormTrain",

@@ -5,7 +5,6 @@
 namespace sinter::testing {
 
 std::vector<OpRow> pool_rows() {
-  using S = Shape;
   return {
       // max pooling; randn inputs have no ties, so the gradient is defined everywhere.
       {.name = "MaxPool2d", .shapes = {S{2, 3, 6, 5}}, .fn = max_pool_of({2, 2})},

@@ -11,7 +11,6 @@
 namespace sinter::testing {
 
 std::vector<OpRow> reduce_rows() {
-  using S = Shape;
   return {
       {.name = "Cumsum",
        .shapes = {S{3, 5}},

@@ -10,7 +10,6 @@
 namespace sinter::testing {
 
 std::vector<OpRow> shape_rows() {
-  using S = Shape;
   return {
       // Shape ops and copies.
       {.name = "Reshape",

@@ -13,8 +13,6 @@ CrossEntropyOptions ce(Reduction r, int64_t ignore_index = -100, double smoothin
 }  // namespace
 
 std::vector<OpRow> softmax_rows() {
-  using S = Shape;
-  using R = Reduction;
   return {
       {.name = "SoftmaxLastDim",
        .shapes = {S{4, 7}},

@@ -11,7 +11,6 @@
 namespace sinter::testing {
 
 std::vector<OpRow> sort_rows() {
-  using S = Shape;
   return {
       // topk's values: largest and smallest, k = 1 and k = n, dim not last, and a k past the CUDA
       // kernel's rounds (its sort path); the indices compared exactly across devices.

@@ -281,51 +281,23 @@ Tensor Tensor::expand(const Shape& shape_in) const {
 }
 
 // --- free-function forms ---
-Tensor reshape(const Tensor& a, const Shape& s) {
-  SINTER_PROFILE_OP("reshape", a);
-  check_defined("reshape", a);
-  return a.reshape(s);
-}
-Tensor transpose(const Tensor& a, int64_t d0, int64_t d1) {
-  SINTER_PROFILE_OP("transpose", a);
-  check_defined("transpose", a);
-  return a.transpose(d0, d1);
-}
-Tensor permute(const Tensor& a, const std::vector<int64_t>& d) {
-  SINTER_PROFILE_OP("permute", a);
-  check_defined("permute", a);
-  return a.permute(d);
-}
-Tensor squeeze(const Tensor& a, int64_t d) {
-  SINTER_PROFILE_OP("squeeze", a);
-  check_defined("squeeze", a);
-  return a.squeeze(d);
-}
-Tensor unsqueeze(const Tensor& a, int64_t d) {
-  SINTER_PROFILE_OP("unsqueeze", a);
-  check_defined("unsqueeze", a);
-  return a.unsqueeze(d);
-}
-Tensor narrow(const Tensor& a, int64_t d, int64_t s, int64_t l) {
-  SINTER_PROFILE_OP("narrow", a);
-  check_defined("narrow", a);
-  return a.narrow(d, s, l);
-}
-Tensor select(const Tensor& a, int64_t d, int64_t i) {
-  SINTER_PROFILE_OP("select", a);
-  check_defined("select", a);
-  return a.select(d, i);
-}
-Tensor expand(const Tensor& a, const Shape& s) {
-  SINTER_PROFILE_OP("expand", a);
-  check_defined("expand", a);
-  return a.expand(s);
-}
-Tensor flatten(const Tensor& a, int64_t s, int64_t e) {
-  SINTER_PROFILE_OP("flatten", a);
-  check_defined("flatten", a);
-  return a.flatten(s, e);
-}
+// Each is its Tensor method, named in the profiler and in the error for an undefined tensor.
+#define SINTER_FREE_FORM(name, params, args) \
+  Tensor name params {                       \
+    SINTER_PROFILE_OP(#name, a);             \
+    check_defined(#name, a);                 \
+    return a.name args;                      \
+  }
+SINTER_FREE_FORM(reshape, (const Tensor& a, const Shape& s), (s))
+SINTER_FREE_FORM(transpose, (const Tensor& a, int64_t d0, int64_t d1), (d0, d1))
+SINTER_FREE_FORM(permute, (const Tensor& a, const std::vector<int64_t>& d), (d))
+SINTER_FREE_FORM(squeeze, (const Tensor& a, int64_t d), (d))
+SINTER_FREE_FORM(unsqueeze, (const Tensor& a, int64_t d), (d))
+SINTER_FREE_FORM(narrow, (const Tensor& a, int64_t d, int64_t s, int64_t l), (d, s, l))
+SINTER_FREE_FORM(select, (const Tensor& a, int64_t d, int64_t i), (d, i))
+SINTER_FREE_FORM(expand, (const Tensor& a, const Shape& s), (s))
+SINTER_FREE_FORM(flatten, (const Tensor& a, int64_t s, int64_t e), (s, e))
+#undef SINTER_FREE_FORM
 
 // --- building from pieces ---
 

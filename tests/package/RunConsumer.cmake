@@ -32,6 +32,14 @@ set(configure_args -S "${CONSUMER_SOURCE_DIR}" -B "${build}" -G "${GENERATOR}"
 if(MAKE_PROGRAM)
   list(APPEND configure_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
 endif()
+# A shared libsinter has its private dependencies linked in: its consumer must configure with none
+# of their packages to be found.
+if(LIBRARY_TYPE STREQUAL "SHARED_LIBRARY")
+  foreach(pkg CUDAToolkit MPI Protobuf ONNX ZLIB)
+    list(APPEND configure_args "-DCMAKE_DISABLE_FIND_PACKAGE_${pkg}=ON")
+  endforeach()
+  list(APPEND configure_args --no-warn-unused-cli)
+endif()
 run_step("configure" ${CMAKE_COMMAND} ${configure_args})
 
 # The consumer must have found the Sinter just installed, not one elsewhere on the system.
