@@ -21,9 +21,9 @@ constexpr int kThreads = 256;
 // Elements per block: a multiple of every vector width (4 f32, 2 f64, 8 bf16/f16), so every chunk
 // of an aligned tensor starts aligned.
 constexpr int64_t kChunk = 4096;
-// Tensors per launch. A Launch<AdamTensor> then takes about 3.3 KB, inside the 4 KB of kernel
-// parameters that every CUDA version allows.
-constexpr int kMaxTensors = 48;
+// Tensors per launch. A Launch<RuleTensor> (88 bytes a tensor) then takes about 3.7 KB, inside the
+// 4 KB of kernel parameters that every CUDA version allows, with the rule's scalars.
+constexpr int kMaxTensors = 40;
 constexpr int64_t kMaxGrid = 2147483647;  // gridDim.x
 
 // The tensors of one launch. Block b works on tensor k with block_start[k] <= b <
@@ -36,11 +36,11 @@ struct Launch {
   int count;
 };
 
-static_assert(sizeof(Launch<AdamTensor>) + sizeof(AdamScalars<double>) < 4000,
-              "one launch's kernel parameters must fit in 4 KB");
-static_assert(sizeof(Launch<RuleTensor>) + sizeof(RmspropRule::Scalars<double>) < 4000 &&
-                  sizeof(Launch<RuleTensor>) + sizeof(AdagradRule::Scalars<double>) < 4000,
-              "one launch's kernel parameters must fit in 4 KB");
+// Every rule's launch and scalars fit the 4 KB of kernel parameters.
+#define SINTER_RULE_FITS_(name, Rule) \
+  static_assert(sizeof(Launch<RuleTensor>) + sizeof(Rule::Scalars<double>) < 4000, #name);
+SINTER_OPTIM_RULES(SINTER_RULE_FITS_)
+#undef SINTER_RULE_FITS_
 
 template <class T, int N>
 __device__ __forceinline__ Vec<T, N> load(const void* p, int64_t i) {
@@ -83,72 +83,6 @@ __device__ __forceinline__ void for_range(bool aligned, int64_t begin, int64_t e
 }
 
 template <class T>
-struct SgdOp {
-  using C = Acc<T>;
-  SgdScalars<C> s;
-  SgdTensor t;
-
-  template <int N>
-  __device__ __forceinline__ void apply(int64_t i) const {
-    Vec<T, N> p = load<T, N>(t.param, i);
-    const Vec<T, N> g = load<T, N>(t.grad, i);
-    const SgdScalars<C> sc = s.with_device_lr();  // Note [capturable adam]
-    const bool read_buf = s.use_momentum && !t.init_buffer;
-    Vec<T, N> b = read_buf ? load<T, N>(t.momentum_buffer, i) : Vec<T, N>{};
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      C pc = to_acc(p.v[j]);
-      C bc = read_buf ? to_acc(b.v[j]) : C(0);
-      sgd_element(sc, t.init_buffer, pc, to_acc(g.v[j]), bc);
-      p.v[j] = from_acc<T>(pc);
-      b.v[j] = from_acc<T>(bc);
-    }
-    store<T, N>(t.param, i, p);
-    if (s.use_momentum) store<T, N>(t.momentum_buffer, i, b);
-  }
-};
-
-template <class T>
-struct AdamOp {
-  using C = Acc<T>;
-  AdamScalars<C> s;
-  AdamTensor t;
-
-  template <int N>
-  __device__ __forceinline__ void apply(int64_t i) const {
-    C neg_step_size = static_cast<C>(-t.step_size);
-    C bc2_sqrt = static_cast<C>(t.bias_correction2_sqrt);
-    AdamScalars<C> sc = s;
-    if (t.step_device) {  // Note [capturable adam]
-      const auto d =
-          adam_device_scalars<C>(t.step_device, s.lr_device, s.beta1, s.beta2, s.weight_decay);
-      neg_step_size = d.neg_step_size;
-      bc2_sqrt = d.bias_correction2_sqrt;
-      sc.decay_factor = d.decay_factor;
-    }
-    Vec<T, N> p = load<T, N>(t.param, i);
-    const Vec<T, N> g = load<T, N>(t.grad, i);
-    Vec<T, N> m = load<T, N>(t.exp_avg, i);
-    Vec<T, N> v = load<T, N>(t.exp_avg_sq, i);
-    Vec<T, N> vmax = s.amsgrad ? load<T, N>(t.max_exp_avg_sq, i) : Vec<T, N>{};
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      C pc = to_acc(p.v[j]), mc = to_acc(m.v[j]), vc = to_acc(v.v[j]);
-      C vmaxc = s.amsgrad ? to_acc(vmax.v[j]) : C(0);
-      adam_element(sc, neg_step_size, bc2_sqrt, pc, to_acc(g.v[j]), mc, vc, vmaxc);
-      p.v[j] = from_acc<T>(pc);
-      m.v[j] = from_acc<T>(mc);
-      v.v[j] = from_acc<T>(vc);
-      vmax.v[j] = from_acc<T>(vmaxc);
-    }
-    store<T, N>(t.param, i, p);
-    store<T, N>(t.exp_avg, i, m);
-    store<T, N>(t.exp_avg_sq, i, v);
-    if (s.amsgrad) store<T, N>(t.max_exp_avg_sq, i, vmax);
-  }
-};
-
-template <class T>
 struct UnscaleOp {
   using C = Acc<T>;
   UnscaleScalars<C> s;
@@ -179,7 +113,8 @@ struct RuleOp {
 
   template <int N>
   __device__ __forceinline__ void apply(int64_t i) const {
-    const C lr = rule_lr<Rule, C>(s, t);
+    C st[kMaxRuleStep];
+    rule_step_scalars<Rule, C>(s, t, st);
     Vec<T, N> p = load<T, N>(t.param, i);
     const Vec<T, N> g = load<T, N>(t.grad, i);
     Vec<T, N> b[Rule::kBuffers];
@@ -193,7 +128,7 @@ struct RuleOp {
       C bc[kMaxRuleBuffers] = {};
 #pragma unroll
       for (int j = 0; j < Rule::kBuffers; ++j) bc[j] = t.buffers[j] ? to_acc(b[j].v[e]) : C(0);
-      Rule::element(s, lr, pc, to_acc(g.v[e]), bc);
+      Rule::element(s, st, t.fresh, pc, to_acc(g.v[e]), bc);
       p.v[e] = from_acc<T>(pc);
 #pragma unroll
       for (int j = 0; j < Rule::kBuffers; ++j) b[j].v[e] = from_acc<T>(bc[j]);
@@ -208,22 +143,6 @@ struct RuleOp {
 
 // __grid_constant__: the tensor list is read in place from the parameter space, never copied to
 // local memory, although blocks index it at run time.
-template <class T>
-__global__ void __launch_bounds__(kThreads)
-    sgd_kernel(const __grid_constant__ Launch<SgdTensor> l, const SgdScalars<Acc<T>> s) {
-  int64_t begin = 0, end = 0;
-  const int k = find_tensor(l, begin, end);
-  for_range<kVecWidth<T>>(l.aligned[k], begin, end, SgdOp<T>{s, l.tensors[k]});
-}
-
-template <class T>
-__global__ void __launch_bounds__(kThreads)
-    adam_kernel(const __grid_constant__ Launch<AdamTensor> l, const AdamScalars<Acc<T>> s) {
-  int64_t begin = 0, end = 0;
-  const int k = find_tensor(l, begin, end);
-  for_range<kVecWidth<T>>(l.aligned[k], begin, end, AdamOp<T>{s, l.tensors[k]});
-}
-
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     unscale_kernel(const __grid_constant__ Launch<UnscaleTensor> l,
@@ -248,16 +167,6 @@ bool all_aligned(const RuleTensor& t) {
   bool ok = aligned16(t.param) && aligned16(t.grad);
   for (void* b : t.buffers) ok = ok && (!b || aligned16(b));
   return ok;
-}
-
-bool all_aligned(const SgdTensor& t) {
-  return aligned16(t.param) && aligned16(t.grad) &&
-         (!t.momentum_buffer || aligned16(t.momentum_buffer));
-}
-
-bool all_aligned(const AdamTensor& t) {
-  return aligned16(t.param) && aligned16(t.grad) && aligned16(t.exp_avg) &&
-         aligned16(t.exp_avg_sq) && (!t.max_exp_avg_sq || aligned16(t.max_exp_avg_sq));
 }
 
 // Packs the non-empty tensors into Launch lists of at most kMaxTensors tensors and kMaxGrid blocks
@@ -289,19 +198,15 @@ void for_each_launch(const char* op, const Meta* tensors, int64_t count, F&& lau
   flush();
 }
 
-}  // namespace
-
-namespace {
-
-// One call of sgd_step, adam_step or unscale_grads: `kernel<T>` over every launch of the list.
-template <class Meta, class Hyper, template <class> class Scalars, class Kernel>
-void step(const char* op, const Ctx& ctx, DType dtype, const Meta* tensors, int64_t count,
-          const Hyper& h, Kernel kernel) {
+// One call of a list kernel: kernel(tag, launch, s, blocks, stream) for every launch of the list,
+// with s = Scalars<Acc<T>>(h) in the compute type of the list's storage type T.
+template <template <class> class Scalars, class Meta, class Hyper, class Kernel>
+void launch_lists(const char* op, const Ctx& ctx, DType dtype, const Meta* tensors, int64_t count,
+                  const Hyper& h, Kernel kernel) {
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
   visit_floating(dtype, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const Scalars<Acc<T>> s(h);
+    const Scalars<Acc<typename decltype(tag)::type>> s(h);
     for_each_launch(op, tensors, count, [&](const Launch<Meta>& l, int64_t blocks) {
       kernel(tag, l, s, static_cast<unsigned>(blocks), stream);
       SINTER_LAUNCH_CHECK(op);
@@ -311,45 +216,24 @@ void step(const char* op, const Ctx& ctx, DType dtype, const Meta* tensors, int6
 
 }  // namespace
 
-// The entry points of the three list kernels: `step` with the op's kernel.
-#define SINTER_LIST_STEP(name, Prefix, kernel_name)                                         \
-  void name(const Ctx& ctx, DType dtype, const Prefix##Tensor* tensors, int64_t count,      \
-            const Prefix##Hyper& h) {                                                       \
-    step<Prefix##Tensor, Prefix##Hyper, Prefix##Scalars>(                                   \
-        #name, ctx, dtype, tensors, count, h,                                               \
-        [](auto tag, const auto& l, const auto& s, unsigned blocks, cudaStream_t stream) {  \
-          kernel_name<typename decltype(tag)::type><<<blocks, kThreads, 0, stream>>>(l, s); \
-        });                                                                                 \
-  }
-SINTER_LIST_STEP(sgd_step, Sgd, sgd_kernel)
-SINTER_LIST_STEP(adam_step, Adam, adam_kernel)
-SINTER_LIST_STEP(unscale_grads, Unscale, unscale_kernel)
-#undef SINTER_LIST_STEP
-
-namespace {
-
-// One call of a rule's step (Note [optimizer rules]): rule_kernel<T, Rule> over every launch.
-template <class Rule>
-void rule_step(const char* op, const Ctx& ctx, DType dtype, const RuleTensor* tensors,
-               int64_t count, const typename Rule::Hyper& h) {
-  DeviceGuard guard(ctx.device);
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_floating(dtype, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const typename Rule::template Scalars<Acc<T>> s(h);
-    for_each_launch(op, tensors, count, [&](const Launch<RuleTensor>& l, int64_t blocks) {
-      rule_kernel<T, Rule><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(l, s);
-      SINTER_LAUNCH_CHECK(op);
-    });
-  });
+void unscale_grads(const Ctx& ctx, DType dtype, const UnscaleTensor* tensors, int64_t count,
+                   const UnscaleHyper& h) {
+  launch_lists<UnscaleScalars>(
+      "unscale_grads", ctx, dtype, tensors, count, h,
+      [](auto tag, const auto& l, const auto& s, unsigned blocks, cudaStream_t stream) {
+        unscale_kernel<typename decltype(tag)::type><<<blocks, kThreads, 0, stream>>>(l, s);
+      });
 }
 
-}  // namespace
-
-#define SINTER_DEFINE_RULE_STEP_(name, Rule)                                              \
-  void name##_step(const Ctx& ctx, DType dtype, const RuleTensor* tensors, int64_t count, \
-                   const Rule::Hyper& h) {                                                \
-    rule_step<Rule>(#name "_step", ctx, dtype, tensors, count, h);                        \
+// The steps of the rules (Note [optimizer rules]): rule_kernel<T, Rule> over every launch.
+#define SINTER_DEFINE_RULE_STEP_(name, Rule)                                                      \
+  void name##_step(const Ctx& ctx, DType dtype, const RuleTensor* tensors, int64_t count,         \
+                   const Rule::Hyper& h) {                                                        \
+    launch_lists<Rule::template Scalars>(                                                         \
+        #name "_step", ctx, dtype, tensors, count, h,                                             \
+        [](auto tag, const auto& l, const auto& s, unsigned blocks, cudaStream_t stream) {        \
+          rule_kernel<typename decltype(tag)::type, Rule><<<blocks, kThreads, 0, stream>>>(l, s); \
+        });                                                                                       \
   }
 SINTER_OPTIM_RULES(SINTER_DEFINE_RULE_STEP_)
 #undef SINTER_DEFINE_RULE_STEP_

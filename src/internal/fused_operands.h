@@ -1,5 +1,5 @@
 // The tensors one fused optimizer kernel call reads and writes (Note [fused optimizer step] in
-// kern/optim.h), for the optimizers' step() (src/optim/sgd.cpp, adam.cpp).
+// kern/optim.h), for Optimizer::rule_step (src/optim/optimizer.cpp).
 #pragma once
 
 #include <utility>

@@ -31,14 +31,18 @@ struct AdagradRule {
   // buf[0]: sum, the running sum of squared gradients.
   static constexpr int kBuffers = 1;
 
-  // lr / (1 + (t - 1) lr_decay) at the tensor's step t.
+  static constexpr bool kCountsSteps = true;
+
+  // st[0]: lr / (1 + (t - 1) lr_decay), the learning rate of the tensor's step t.
   template <class C>
-  SINTER_HD static C step_lr(const Scalars<C>& s, C lr, C t) {
-    return lr / add_rn(C(1), mul_rn(add_rn(t, C(-1)), s.lr_decay));
+  SINTER_HD static void step(const Scalars<C>& s, C lr, C t, C* st) {
+    st[0] = lr / add_rn(C(1), mul_rn(add_rn(t, C(-1)), s.lr_decay));
   }
 
   template <class C>
-  SINTER_HD static void element(const Scalars<C>& s, C lr, C& p, C g, C* buf) {
+  SINTER_HD static void element(const Scalars<C>& s, const C* st, bool /*fresh*/, C& p, C g,
+                                C* buf) {
+    const C lr = st[0];
     if (s.maximize) g = -g;
     if (s.use_weight_decay) g = add_rn(g, mul_rn(p, s.weight_decay));
     C& sum = buf[0];

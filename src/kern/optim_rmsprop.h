@@ -37,13 +37,18 @@ struct RmspropRule {
   // buf[0]: square_avg; buf[1]: momentum_buffer (momentum > 0); buf[2]: grad_avg (centered).
   static constexpr int kBuffers = 3;
 
+  static constexpr bool kCountsSteps = true;
+
+  // st[0]: lr.
   template <class C>
-  SINTER_HD static C step_lr(const Scalars<C>& /*s*/, C lr, C /*t*/) {
-    return lr;
+  SINTER_HD static void step(const Scalars<C>& /*s*/, C lr, C /*t*/, C* st) {
+    st[0] = lr;
   }
 
   template <class C>
-  SINTER_HD static void element(const Scalars<C>& s, C lr, C& p, C g, C* buf) {
+  SINTER_HD static void element(const Scalars<C>& s, const C* st, bool /*fresh*/, C& p, C g,
+                                C* buf) {
+    const C lr = st[0];
     if (s.maximize) g = -g;
     if (s.use_weight_decay) g = add_rn(g, mul_rn(p, s.weight_decay));
     C& v = buf[0];

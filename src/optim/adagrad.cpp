@@ -2,8 +2,7 @@
 // parameters (Note [optimizer rules]).
 #include "sinter/optim/adagrad.h"
 
-#include "internal/dispatch.h"
-#include "kern/optim.h"
+#include "internal/optim_rule.h"
 #include "sinter/autograd.h"
 
 namespace sinter::optim {
@@ -26,14 +25,9 @@ void Adagrad::step() {
                   .eps = o.eps,
                   .weight_decay = o.weight_decay,
                   .maximize = o.maximize};
-    rule_step(
-        g, {{"sum", o.initial_accumulator_value}}, o.capturable,
-        [&](double t) { return Rule::step_lr(Rule::Scalars<double>(h), o.lr, t); },
-        [&](const Tensor& first, std::vector<kern::RuleTensor>& list, const double* lr_device) {
-          h.lr_device = lr_device;
-          SINTER_DISPATCH(first.device(), adagrad_step, first.dtype(), list.data(),
-                          static_cast<int64_t>(list.size()), h);
-        });
+    SINTER_RULE_STEP(adagrad, Rule, g,
+                     (std::vector<RuleBuffer>{{"sum", o.initial_accumulator_value}}), o.capturable,
+                     h);
   }
 }
 

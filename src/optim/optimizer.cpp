@@ -206,7 +206,7 @@ std::vector<std::vector<size_t>> Optimizer::grad_buckets(size_t group) const {
 }
 
 void Optimizer::rule_step(size_t g, const std::vector<RuleBuffer>& buffers, bool capturable,
-                          const std::function<double(double)>& step_lr,
+                          bool counts_steps, const std::function<void(double, double*)>& host_step,
                           const std::function<void(const Tensor&, std::vector<kern::RuleTensor>&,
                                                    const double*)>& launch) {
   SINTER_CHECK(buffers.size() <= static_cast<size_t>(kern::kMaxRuleBuffers), name_, ": ",
@@ -222,7 +222,7 @@ void Optimizer::rule_step(size_t g, const std::vector<RuleBuffer>& buffers, bool
     for (size_t i : bucket) {
       const Tensor& p = params_[g][i];
       auto& st = state_[g][i];
-      if (!st.count("step")) {  // a parameter's first step
+      if (counts_steps && !st.count("step")) {  // a parameter's first step
         check_not_capturing(g, i, "step");
         st.clear();
         st["step"] = capturable ? zeros({}, {.dtype = DType::f32, .device = p.device()})
@@ -233,34 +233,39 @@ void Optimizer::rule_step(size_t g, const std::vector<RuleBuffer>& buffers, bool
       for (size_t j = 0; j < buffers.size(); ++j) {
         const RuleBuffer& b = buffers[j];
         if (b.name.empty()) continue;
-        // A buffer turned on midway (momentum set by a schedule) starts at its init value.
+        // A buffer turned on midway (momentum set by a schedule) starts at its init value, and
+        // the step knows it is fresh (SGD's first momentum step).
         if (!st.count(b.name)) {
           check_not_capturing(g, i, b.name);
           st[b.name] = full_like(p, b.init);
+          t.fresh = true;
         }
         Tensor& buf = st[b.name];
         fit_state(buf, p, b.name);
         t.buffers[j] = buf.data_ptr();
         ops.written(buf);
       }
-      Tensor& step_t = st["step"];
-      if (capturable) {
-        // Note [capturable adam]: the count advances on the device; one that is not there yet
-        // moves once, before any capture.
-        if (step_t.device() != p.device() || step_t.dtype() != DType::f32) {
-          check_not_capturing(g, i, "step");
-          step_t = step_t.to(DType::f32).to(p.device());
+      double step = 0.0;
+      if (counts_steps) {
+        Tensor& step_t = st["step"];
+        if (capturable) {
+          // Note [capturable adam]: the count advances on the device; one that is not there yet
+          // moves once, before any capture.
+          if (step_t.device() != p.device() || step_t.dtype() != DType::f32) {
+            check_not_capturing(g, i, "step");
+            step_t = step_t.to(DType::f32).to(p.device());
+          }
+          step_t.add_(1);
+          t.step_device = static_cast<const float*>(step_t.data_ptr());
+        } else {
+          if (step_t.device().is_cuda() || step_t.dtype() != DType::f64) {
+            step_t = step_t.to(Device::cpu()).to(DType::f64);
+          }
+          step = step_t.item<double>() + 1.0;
+          step_t.fill_(step);
         }
-        step_t.add_(1);
-        t.step_device = static_cast<const float*>(step_t.data_ptr());
-      } else {
-        if (step_t.device().is_cuda() || step_t.dtype() != DType::f64) {
-          step_t = step_t.to(Device::cpu()).to(DType::f64);
-        }
-        const double step = step_t.item<double>() + 1.0;
-        step_t.fill_(step);
-        t.lr = step_lr(step);
       }
+      if (!capturable) host_step(step, t.step);
       list.push_back(t);
     }
     const double* lr_device =

@@ -2,8 +2,7 @@
 // parameters (Note [optimizer rules]).
 #include "sinter/optim/rmsprop.h"
 
-#include "internal/dispatch.h"
-#include "kern/optim.h"
+#include "internal/optim_rule.h"
 #include "sinter/autograd.h"
 
 namespace sinter::optim {
@@ -28,17 +27,11 @@ void RMSprop::step() {
                   .momentum = o.momentum,
                   .centered = o.centered,
                   .maximize = o.maximize};
-    rule_step(
-        g,
-        {{"square_avg"},
-         {o.momentum > 0.0 ? "momentum_buffer" : ""},
-         {o.centered ? "grad_avg" : ""}},
-        o.capturable, [&](double t) { return Rule::step_lr(Rule::Scalars<double>(h), o.lr, t); },
-        [&](const Tensor& first, std::vector<kern::RuleTensor>& list, const double* lr_device) {
-          h.lr_device = lr_device;
-          SINTER_DISPATCH(first.device(), rmsprop_step, first.dtype(), list.data(),
-                          static_cast<int64_t>(list.size()), h);
-        });
+    SINTER_RULE_STEP(rmsprop, Rule, g,
+                     (std::vector<RuleBuffer>{{"square_avg"},
+                                              {o.momentum > 0.0 ? "momentum_buffer" : ""},
+                                              {o.centered ? "grad_avg" : ""}}),
+                     o.capturable, h);
   }
 }
 

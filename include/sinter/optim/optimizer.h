@@ -160,19 +160,20 @@ class Optimizer {
   // had at capture time. step() calls it before it creates or converts a state tensor.
   void check_not_capturing(size_t group, size_t index, const std::string& state) const;
 
-  // The step of an optimizer written as a rule (Note [optimizer rules] in
-  // src/kern/optim.h) over group `group`. Each parameter with a gradient gets its
-  // state at its first step: "step" and the buffers named in `buffers` (slot by slot; an empty name
-  // leaves its slot unused), each filled with its init value; its step count t advances (on the
-  // device when `capturable`, else on the host, where step_lr(t) gives the tensor's learning rate).
-  // launch(first parameter, tensors, lr_device) then runs once per bucket of one device and dtype,
-  // with lr_device the group's learning rate there when capturable.
+  // The step of an optimizer written as a rule (Note [optimizer rules] in src/kern/optim.h) over
+  // group `group`. Each parameter with a gradient gets its state at its first step: "step" when
+  // `counts_steps`, and the buffers named in `buffers` (slot by slot; an empty name leaves its
+  // slot unused), each filled with its init value. Its step count t advances (on the device when
+  // `capturable`); else host_step(t, out) fills the tensor's step scalars on the host (t is 0 for
+  // a rule without a count). launch(first parameter, tensors, lr_device) then runs once per
+  // bucket of one device and dtype, with lr_device the group's learning rate there when
+  // capturable.
   struct RuleBuffer {
     std::string name;
     double init = 0.0;
   };
   void rule_step(size_t group, const std::vector<RuleBuffer>& buffers, bool capturable,
-                 const std::function<double(double)>& step_lr,
+                 bool counts_steps, const std::function<void(double, double*)>& host_step,
                  const std::function<void(const Tensor&, std::vector<kern::RuleTensor>&,
                                           const double*)>& launch);
 
