@@ -216,6 +216,25 @@ TEST(OptimAdam, StateHoldsStepAndMoments) {
   EXPECT_EQ(st.count("max_exp_avg_sq"), 0u);
 }
 
+// A state dict that holds only part of Adam's state (its step count without the first moment)
+// starts the parameter over: the next step is a first step, step count 1, fresh moments.
+TEST(OptimAdam, PartialStateStartsOver) {
+  Tensor p = leaf(kStart);
+  Adam opt({p}, {.lr = 0.1});
+  set_grad(p, {2.0, 4.0, -2.0});
+  opt.step();
+  StateDict dict = opt.state_dict();
+  ASSERT_EQ(dict.erase("state.0.0.exp_avg"), 1u);
+  opt.load_state_dict(dict);
+  const std::vector<double> before = vec(p);
+  opt.step();
+  EXPECT_EQ(opt.state(0, 0).at("step").item<double>(), 1.0);
+  // A first step moves each element by lr times the gradient's sign (eps aside).
+  const std::vector<double> after = vec(p);
+  expect_near({after[0] - before[0], after[1] - before[1], after[2] - before[2]}, {-0.1, -0.1, 0.1},
+              1e-6);
+}
+
 TEST(OptimAdamW, DecoupledWeightDecayMatchesFormula) {
   expect_near(run<AdamW>(optim::AdamWOptions{.lr = 0.05, .eps = 1e-6, .weight_decay = 0.1}, 4),
               adam_by_hand(0.05, 0.9, 0.999, 1e-6, 0.1, true, false, 4));

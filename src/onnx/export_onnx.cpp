@@ -223,11 +223,12 @@ class Exporter {
   static Value adapt(Exporter& e, nn::Module& m, const Site& s, const Value& x) {
     return F{}(e, static_cast<M&>(m), s, x);
   }
-#define SINTER_ONNX_ROW(M, name, ...)                                \
-  Mapping {                                                          \
-    name, &typeid(M),                                                \
-        &adapt<M, decltype([](Exporter & e, M & m, const Site& s,    \
-                              const Value& x) -> Value __VA_ARGS__)> \
+#define SINTER_ONNX_ROW(M, name, ...)                                                             \
+  Mapping {                                                                                       \
+    name, &typeid(M),                                                                             \
+        &adapt<M,                                                                                 \
+               decltype([]([[maybe_unused]] Exporter & e, [[maybe_unused]] M & m,                 \
+                           [[maybe_unused]] const Site& s, const Value& x) -> Value __VA_ARGS__)> \
   }
 
   // The module types the export maps, each by its exact type (a subclass may compute something

@@ -26,8 +26,8 @@ void Adagrad::step() {
                   .weight_decay = o.weight_decay,
                   .maximize = o.maximize};
     SINTER_RULE_STEP(adagrad, Rule, g,
-                     (std::vector<RuleBuffer>{{"sum", o.initial_accumulator_value}}), o.capturable,
-                     h);
+                     (std::vector<RuleBuffer>{{"sum", o.initial_accumulator_value, true}}),
+                     o.capturable, h);
   }
 }
 

@@ -56,10 +56,11 @@ void Adam::step() {
                   .amsgrad = o.amsgrad,
                   .maximize = o.maximize};
     // Turning amsgrad on midway starts the running maximum at zero.
-    SINTER_RULE_STEP(
-        adam, Rule, g,
-        (std::vector<RuleBuffer>{{"exp_avg"}, {"exp_avg_sq"}, {o.amsgrad ? "max_exp_avg_sq" : ""}}),
-        o.capturable, h);
+    SINTER_RULE_STEP(adam, Rule, g,
+                     (std::vector<RuleBuffer>{{"exp_avg", 0.0, true},
+                                              {"exp_avg_sq", 0.0, true},
+                                              {o.amsgrad ? "max_exp_avg_sq" : ""}}),
+                     o.capturable, h);
   }
 }
 

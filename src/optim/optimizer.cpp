@@ -213,8 +213,8 @@ void Optimizer::rule_step(size_t g, const std::vector<RuleBuffer>& buffers, bool
                buffers.size(), " state buffers, more than a rule holds");
   // The step count and learning rate are host values otherwise: a graph would replay them.
   SINTER_CHECK(capturable || !cuda::is_capturing(), name_,
-               ": a step inside a CUDA graph capture needs capturable = true (the step count and "
-               "learning rate would otherwise be baked into the graph)");
+               ": a step inside a CUDA graph capture needs capturable = true (the learning rate",
+               counts_steps ? " and step count" : "", " would otherwise be baked into the graph)");
   for (const std::vector<size_t>& bucket : grad_buckets(g)) {
     std::vector<kern::RuleTensor> list;
     detail::FusedOperands ops;
@@ -222,11 +222,20 @@ void Optimizer::rule_step(size_t g, const std::vector<RuleBuffer>& buffers, bool
     for (size_t i : bucket) {
       const Tensor& p = params_[g][i];
       auto& st = state_[g][i];
-      if (counts_steps && !st.count("step")) {  // a parameter's first step
+      // A parameter's first step, or a state dict that held only part of its state.
+      bool restart = counts_steps && !st.count("step");
+      for (const RuleBuffer& b : buffers) restart = restart || (b.required && !st.count(b.name));
+      if (restart) {
         check_not_capturing(g, i, "step");
         st.clear();
-        st["step"] = capturable ? zeros({}, {.dtype = DType::f32, .device = p.device()})
-                                : zeros({}, {.dtype = DType::f64});
+        if (counts_steps) {
+          st["step"] = capturable ? zeros({}, {.dtype = DType::f32, .device = p.device()})
+                                  : zeros({}, {.dtype = DType::f64});
+        }
+      }
+      // Every buffer follows the parameter (a Module::to() since the last step), in use or not.
+      for (auto& [name, buf] : st) {
+        if (name != "step") fit_state(buf, p, name);
       }
       const auto [pw, grad] = ops.add(p);
       kern::RuleTensor t{.param = pw.data_ptr(), .grad = grad.data_ptr(), .numel = p.numel()};
@@ -241,7 +250,6 @@ void Optimizer::rule_step(size_t g, const std::vector<RuleBuffer>& buffers, bool
           t.fresh = true;
         }
         Tensor& buf = st[b.name];
-        fit_state(buf, p, b.name);
         t.buffers[j] = buf.data_ptr();
         ops.written(buf);
       }

@@ -28,7 +28,7 @@ void RMSprop::step() {
                   .centered = o.centered,
                   .maximize = o.maximize};
     SINTER_RULE_STEP(rmsprop, Rule, g,
-                     (std::vector<RuleBuffer>{{"square_avg"},
+                     (std::vector<RuleBuffer>{{"square_avg", 0.0, true},
                                               {o.momentum > 0.0 ? "momentum_buffer" : ""},
                                               {o.centered ? "grad_avg" : ""}}),
                      o.capturable, h);

@@ -168,9 +168,13 @@ class Optimizer {
   // a rule without a count). launch(first parameter, tensors, lr_device) then runs once per
   // bucket of one device and dtype, with lr_device the group's learning rate there when
   // capturable.
+  // A buffer that is `required` is part of the state from the first step: a state without it (a
+  // partial state dict) starts over at step 0. Another one (a momentum turned on midway) starts at
+  // its init value alone.
   struct RuleBuffer {
     std::string name;
     double init = 0.0;
+    bool required = false;
   };
   void rule_step(size_t group, const std::vector<RuleBuffer>& buffers, bool capturable,
                  bool counts_steps, const std::function<void(double, double*)>& host_step,
