@@ -20,34 +20,6 @@ namespace {
 
 constexpr int kThreads = 256;  // 8 warps, 2 along m by 4 along n
 
-// The tile geometry of one kernel instance. Each operand tile is stored in shared memory the way it
-// lies in global memory (rows along the strided dim, the contiguous dim within a row), so every
-// 16-byte cp.async copies 16 contiguous bytes. Rows are padded: a K-major row (kBK + kVec elements,
-// 80 bytes) and an MN-major row (kBM or kBN + 8 elements) both put the eight rows one ldmatrix
-// (or one warp's 32-bit fragment loads) touches on distinct banks.
-template <typename T, int kBM_, int kBN_, bool kTransA, bool kTransB>
-struct MmaTile {
-  static constexpr bool kTf32 = std::is_same_v<T, float>;
-  static constexpr int kBM = kBM_, kBN = kBN_;
-  static constexpr int kBK = kTf32 ? 16 : 32;
-  static constexpr int kStages = 4;
-  static constexpr int kVec = 16 / static_cast<int>(sizeof(T));  // elements per cp.async
-  static constexpr int kWarpsN = 4;
-  static constexpr int kWM = kBM / 2, kWN = kBN / kWarpsN;  // warp tile
-  static constexpr int kMI = kWM / 16, kNI = kWN / 8;       // mma tiles per warp
-  static constexpr int kPadMN = 8;
-  // A: trans_a stores it M-major (kBK rows of kBM), else K-major (kBM rows of kBK).
-  static constexpr int kLdA = kTransA ? kBM + kPadMN : kBK + kVec;
-  static constexpr int kSizeA = kTransA ? kBK * kLdA : kBM * kLdA;
-  // B: trans_b stores it K-major (kBN rows of kBK), else N-major (kBK rows of kBN).
-  static constexpr int kLdB = kTransB ? kBK + kVec : kBN + kPadMN;
-  static constexpr int kSizeB = kTransB ? kBN * kLdB : kBK * kLdB;
-  static constexpr int kStageElems = kSizeA + kSizeB;
-  static constexpr size_t kSmemBytes = sizeof(T) * kStageElems * kStages;
-  static_assert(kNI % 2 == 0, "ldmatrix x4 loads B fragments for two n8 tiles at once");
-  static_assert(kSizeA % kVec == 0 && kSizeB % kVec == 0, "stages stay 16-byte aligned");
-};
-
 // Copies the (kRows, kCols) tile whose element (r, c) is g[(row0 + r) * ld + col0 + c] into s
 // (row stride kLdS), zero-filling what lies outside rows x cols: a chunk that straddles the column
 // edge copies only its in-range bytes.
@@ -78,14 +50,14 @@ __device__ __forceinline__ void load_tile_async(T* s, const T* g, int64_t ld, in
 template <typename T, int kBM, int kBN, bool kTransA, bool kTransB>
 __global__ void __launch_bounds__(kThreads)
     gemm_mma_kernel(GemmParams<T> p, int64_t tiles_m, int64_t tiles_n) {
-  using Cfg = MmaTile<T, kBM, kBN, kTransA, kTransB>;
+  using Cfg = mma::MmaTile<T, kBM, kBN, kTransA, kTransB>;
   constexpr int kBK = Cfg::kBK, kStages = Cfg::kStages, kMI = Cfg::kMI, kNI = Cfg::kNI;
   constexpr int kLdA = Cfg::kLdA, kLdB = Cfg::kLdB;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* const smem = reinterpret_cast<T*>(smem_raw);
 
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  const int wm0 = (warp / Cfg::kWarpsN) * Cfg::kWM, wn0 = (warp % Cfg::kWarpsN) * Cfg::kWN;
+  const int wm0 = Cfg::warp_m0(warp), wn0 = Cfg::warp_n0(warp);
   const int64_t k_tiles = (p.k + kBK - 1) / kBK, tiles = tiles_m * tiles_n;
 
   for (int64_t z = blockIdx.z; z < p.batch; z += gridDim.z) {
@@ -156,7 +128,7 @@ constexpr int kMaxDevices = 64;  // devices whose shared-memory opt-in is rememb
 
 template <typename T, int kBM, int kBN, bool kTransA, bool kTransB>
 void launch(const GemmArgs& g, int dev, cudaStream_t stream) {
-  using Cfg = MmaTile<T, kBM, kBN, kTransA, kTransB>;
+  using Cfg = mma::MmaTile<T, kBM, kBN, kTransA, kTransB>;
   auto* kernel = gemm_mma_kernel<T, kBM, kBN, kTransA, kTransB>;
   // The dynamic shared memory exceeds the 48 KiB default, which each device must allow once.
   static std::atomic<uint64_t> opted_in{0};

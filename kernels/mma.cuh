@@ -1,6 +1,6 @@
 // Inline-PTX wrappers for the sm_80 tensor-core building blocks shared by the GEMM and convolution
 // kernels: cp.async with zero fill, ldmatrix, mma.sync (bf16, f16, tf32) and the TF32 rounding,
-// plus one warp's k step of a tile product from shared memory. Each PTX wrapper traps when
+// and DeviceIsa, which runs mma_tile.h's warp tile product on them. Each PTX wrapper traps when
 // compiled for an older GPU; the launchers never send work there.
 #pragma once
 
@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <type_traits>
+
+#include "mma_tile.h"
 
 namespace sinter::cudak::mma {
 
@@ -131,102 +133,32 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
   return r;
 }
 
-// One block-tile k step of a warp's (16 * kMI, 8 * kNI) accumulator tile, read from shared memory:
-// acc[im][jn] += A(wm0 + 16 im.., k) B(k, wn0 + 8 jn..) for k in [0, kBK). The A tile is stored
-// M-major (sa[k * kLdA + m]) when kAMajorM, else K-major (sa[m * kLdA + k]); the B tile K-major
-// (sb[n * kLdB + k]) when kBMajorK, else N-major (sb[k * kLdB + n]). T is __nv_bfloat16 or __half
-// (ldmatrix, m16n8k16; rows 16-byte aligned) or float (32-bit loads rounded to TF32, m16n8k8).
-// The padding of kLdA and kLdB decides whether the reads are free of bank conflicts.
+// The PTX wrappers above as the instruction set of warp_mma_tile_on (mma_tile.h).
+struct DeviceIsa {
+  static __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+    mma::ldmatrix_x4(r, p);
+  }
+  static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+    mma::ldmatrix_x4_trans(r, p);
+  }
+  template <typename T>
+  static __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
+                                                   const uint32_t (&b)[2]) {
+    mma::mma_16816<T>(d, a, b);
+  }
+  static __device__ __forceinline__ void mma_tf32_1688(float (&d)[4], const uint32_t (&a)[4],
+                                                       const uint32_t (&b)[2]) {
+    mma::mma_tf32_1688(d, a, b);
+  }
+  static __device__ __forceinline__ uint32_t to_tf32(float x) { return mma::to_tf32(x); }
+};
+
+// warp_mma_tile_on (mma_tile.h) on the GPU's tensor cores.
 template <typename T, int kMI, int kNI, int kBK, bool kAMajorM, bool kBMajorK, int kLdA, int kLdB>
 __device__ __forceinline__ void warp_mma_tile(float (&acc)[kMI][kNI][4], const T* sa, const T* sb,
                                               int wm0, int wn0, int lane) {
-  if constexpr (std::is_same_v<T, float>) {
-    // Fragments as 32-bit words (g = lane / 4, t = lane % 4, see mma_tf32_1688).
-    const int g = lane / 4, t = lane % 4;
-    auto at = [&](int i, int q) { return kAMajorM ? sa[q * kLdA + i] : sa[i * kLdA + q]; };
-    auto bt = [&](int q, int j) { return kBMajorK ? sb[j * kLdB + q] : sb[q * kLdB + j]; };
-#pragma unroll
-    for (int ks = 0; ks < kBK; ks += 8) {
-      uint32_t af[kMI][4], bf[kNI][2];
-#pragma unroll
-      for (int im = 0; im < kMI; ++im) {
-        const int i = wm0 + im * 16 + g;
-        af[im][0] = to_tf32(at(i, ks + t));
-        af[im][1] = to_tf32(at(i + 8, ks + t));
-        af[im][2] = to_tf32(at(i, ks + t + 4));
-        af[im][3] = to_tf32(at(i + 8, ks + t + 4));
-      }
-#pragma unroll
-      for (int jn = 0; jn < kNI; ++jn) {
-        const int j = wn0 + jn * 8 + g;
-        bf[jn][0] = to_tf32(bt(ks + t, j));
-        bf[jn][1] = to_tf32(bt(ks + t + 4, j));
-      }
-#pragma unroll
-      for (int im = 0; im < kMI; ++im) {
-#pragma unroll
-        for (int jn = 0; jn < kNI; ++jn) mma_tf32_1688(acc[im][jn], af[im], bf[jn]);
-      }
-    }
-  } else {
-    // ldmatrix x4: lane l addresses row l % 8 of 8x8 matrix q = l / 8. For A, matrix q covers
-    // rows +(q & 1) * 8 and k +(q >> 1) * 8 (fragment registers a0..a3); for B, two n8 tiles:
-    // n +(q >> 1) * 8 and k +(q & 1) * 8 (b0, b1 of the first tile, then of the second). An
-    // operand stored MN-major is read transposed.
-    static_assert(kNI % 2 == 0, "B fragments come two n8 tiles at a time");
-    const int q = lane / 8, r = lane % 8;
-#pragma unroll
-    for (int ks = 0; ks < kBK; ks += 16) {
-      uint32_t af[kMI][4], bf[kNI][2];
-#pragma unroll
-      for (int im = 0; im < kMI; ++im) {
-        const int i = wm0 + im * 16;
-        if constexpr (kAMajorM) {
-          ldmatrix_x4_trans(af[im], sa + (ks + (q >> 1) * 8 + r) * kLdA + i + (q & 1) * 8);
-        } else {
-          ldmatrix_x4(af[im], sa + (i + (q & 1) * 8 + r) * kLdA + ks + (q >> 1) * 8);
-        }
-      }
-#pragma unroll
-      for (int jp = 0; jp < kNI / 2; ++jp) {
-        const int j = wn0 + jp * 16;
-        uint32_t f[4];
-        if constexpr (kBMajorK) {
-          ldmatrix_x4(f, sb + (j + (q >> 1) * 8 + r) * kLdB + ks + (q & 1) * 8);
-        } else {
-          ldmatrix_x4_trans(f, sb + (ks + (q & 1) * 8 + r) * kLdB + j + (q >> 1) * 8);
-        }
-        bf[2 * jp][0] = f[0];
-        bf[2 * jp][1] = f[1];
-        bf[2 * jp + 1][0] = f[2];
-        bf[2 * jp + 1][1] = f[3];
-      }
-#pragma unroll
-      for (int im = 0; im < kMI; ++im) {
-#pragma unroll
-        for (int jn = 0; jn < kNI; ++jn) mma_16816<T>(acc[im][jn], af[im], bf[jn]);
-      }
-    }
-  }
-}
-
-// Calls fn(row, col, value) for every accumulator of a warp's (16 * kMI, 8 * kNI) tile at
-// (wm0, wn0): accumulator e of mma tile (im, jn) is D(g + 8 * (e / 2), 2t + e % 2) of that 16x8
-// tile, g = lane / 4, t = lane % 4.
-template <int kMI, int kNI, class Fn>
-__device__ __forceinline__ void for_each_acc(const float (&acc)[kMI][kNI][4], int wm0, int wn0,
-                                             int lane, Fn fn) {
-  const int g = lane / 4, t = lane % 4;
-#pragma unroll
-  for (int im = 0; im < kMI; ++im) {
-#pragma unroll
-    for (int jn = 0; jn < kNI; ++jn) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        fn(wm0 + im * 16 + g + 8 * (e / 2), wn0 + jn * 8 + 2 * t + e % 2, acc[im][jn][e]);
-      }
-    }
-  }
+  warp_mma_tile_on<DeviceIsa, T, kMI, kNI, kBK, kAMajorM, kBMajorK, kLdA, kLdB>(acc, sa, sb, wm0,
+                                                                                wn0, lane);
 }
 
 }  // namespace sinter::cudak::mma
