@@ -44,12 +44,13 @@
 namespace sinter::cudak {
 namespace {
 
-constexpr int kThreads = 256;  // 8 warps: 4 along M by 2 along N
+constexpr int kThreads = 256;  // 8 warps: 4 along M by 2 along N (mma::ConvTcTile)
 constexpr int kBM = 128;
+static_assert(mma::ConvTcTile<float, 32>::kBM == kBM);
 
 template <typename T>
 constexpr int k_step() {
-  return std::is_same_v<T, float> ? 16 : 32;
+  return mma::ConvTcTile<T, 32>::kBK;
 }
 
 // The problems index in int32: conv_tc_supported only lets through convolutions whose tensors, and
@@ -148,10 +149,10 @@ struct WgradTc {
 template <typename T, int kBN, class P>
 __global__ void __launch_bounds__(kThreads)
     conv_tc_kernel(P p, int M, int N, int K, int k_chunk, int splits) {
-  constexpr int kBK = k_step<T>();
-  constexpr int kLdA = kBM + 8, kLdB = kBN + 8;
+  using Tile = mma::ConvTcTile<T, kBN>;
+  constexpr int kBK = Tile::kBK, kLdA = Tile::kLdA, kLdB = Tile::kLdB;
   constexpr int kALoads = kBM * kBK / kThreads, kBLoads = kBK * kBN / kThreads;
-  constexpr int kMI = 2, kNI = kBN / 16;  // warp tile 32 x kBN / 2
+  constexpr int kMI = Tile::kMI, kNI = Tile::kNI;  // warp tile 32 x kBN / 2
   __shared__ __align__(16) T as[2][kBK * kLdA];
   __shared__ __align__(16) T bs[2][kBK * kLdB];
 
@@ -162,7 +163,7 @@ __global__ void __launch_bounds__(kThreads)
             k_end = static_cast<int>(
                 min(static_cast<int64_t>(K), static_cast<int64_t>(k_begin) + k_chunk));
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  const int wm0 = (warp / 2) * 32, wn0 = (warp % 2) * (kBN / 2);
+  const int wm0 = Tile::warp_m0(warp), wn0 = Tile::warp_n0(warp);
   const T zero = from_acc<T>(0.f);
 
   // Where load l of this thread sits in the tiles: consecutive threads along the operand's
@@ -211,8 +212,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int l = 0; l < kBLoads; ++l) bs[buf][b_k(l) * kLdB + b_n(l)] = rb[l];
     __syncthreads();
     if (k0 + kBK < k_end) gather(k0 + kBK);
-    mma::warp_mma_tile<T, kMI, kNI, kBK, true, false, kLdA, kLdB>(acc, as[buf], bs[buf], wm0, wn0,
-                                                                  lane);
+    mma::warp_mma_tile<T, kMI, kNI, kBK, Tile::kAMajorM, Tile::kBMajorK, kLdA, kLdB>(
+        acc, as[buf], bs[buf], wm0, wn0, lane);
     buf ^= 1;
   }
 

@@ -33,6 +33,7 @@ namespace sinter::cudak::mma {
 template <typename T, int kBM_, int kBN_, bool kTransA, bool kTransB>
 struct MmaTile {
   static constexpr bool kTf32 = std::is_same_v<T, float>;
+  static constexpr bool kAMajorM = kTransA, kBMajorK = kTransB;  // warp_mma_tile_on's layouts
   static constexpr int kBM = kBM_, kBN = kBN_;
   static constexpr int kBK = kTf32 ? 16 : 32;
   static constexpr int kStages = 4;
@@ -54,6 +55,23 @@ struct MmaTile {
   static constexpr int warp_n0(int w) { return (w % kWarpsN) * kWN; }
   static_assert(kNI % 2 == 0, "ldmatrix x4 loads B fragments for two n8 tiles at once");
   static_assert(kSizeA % kVec == 0 && kSizeB % kVec == 0, "stages stay 16-byte aligned");
+};
+
+// The tile geometry of the tensor-core convolution (kernels/conv_tc.cu), 8 warps, 4 along m by 2
+// along n: a (kBM, kBN) block tile of the implicit GEMM, both operand tiles k-major in shared
+// memory (As[k][m], Bs[k][n]) with rows padded by 8 elements, read M-major and N-major.
+template <typename T, int kBN_>
+struct ConvTcTile {
+  static constexpr bool kAMajorM = true, kBMajorK = false;
+  static constexpr int kBM = 128, kBN = kBN_;
+  static constexpr int kBK = std::is_same_v<T, float> ? 16 : 32;
+  static constexpr int kLdA = kBM + 8, kLdB = kBN + 8;
+  static constexpr int kSizeA = kBK * kLdA, kSizeB = kBK * kLdB;
+  static constexpr int kWM = 32, kWN = kBN / 2;        // warp tile
+  static constexpr int kMI = kWM / 16, kNI = kWN / 8;  // mma tiles per warp
+  static constexpr int warp_m0(int w) { return (w / 2) * kWM; }
+  static constexpr int warp_n0(int w) { return (w % 2) * kWN; }
+  static_assert(kNI % 2 == 0, "ldmatrix x4 loads B fragments for two n8 tiles at once");
 };
 
 // One block-tile k step of a warp's (16 * kMI, 8 * kNI) accumulator tile, read from shared memory:

@@ -1,11 +1,11 @@
-// The mma.sync GEMM's warp tile on the host warp model (Note [host warp model]): the kernels' own
-// warp_mma_tile_on and for_each_acc (kernels/mma_tile.h), with the tile geometry of
-// kernels/gemm_mma.cu (mma::MmaTile), for bf16, f16 and TF32 operands, each layout of A and B the
-// dispatcher picks (trans_a, trans_b), both block tiles (64x64, 128x128) and every warp of the
-// block. Each warp's accumulators after one block-tile k step must equal the naive product of its
-// rows of A and columns of B. A CTest builds this file again against a copy of mma_tile.h with two
-// fragment registers swapped and expects it to fail (tests/CMakeLists.txt), so the comparison is
-// shown to catch such faults.
+// The tensor-core warp tile on the host warp model (Note [host warp model]): the kernels' own
+// warp_mma_tile_on and for_each_acc (kernels/mma_tile.h), with the tile geometry of the mma.sync
+// GEMM (mma::MmaTile: each layout of A and B the dispatcher picks, both block tiles) and of the
+// tensor-core convolution (mma::ConvTcTile: both N tiles), for bf16, f16 and TF32 operands and
+// every warp of the block. Each warp's accumulators after one block-tile k step must equal the
+// naive product of its rows of A and columns of B. A CTest builds this file again against a copy of
+// mma_tile.h with two fragment registers swapped and expects it to fail (tests/CMakeLists.txt), so
+// the comparison is shown to catch such faults.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -29,17 +29,19 @@ const char* type_name() {
   }
 }
 
-// One block-tile k step of every warp of one gemm_mma tile configuration, against the naive
-// product. Returns the number of accumulators that differ (and reports the first few).
-template <typename T, int kBM, int kBN, bool kTransA, bool kTransB>
-int replay_gemm_tile() {
-  using Cfg = cudak::mma::MmaTile<T, kBM, kBN, kTransA, kTransB>;
-  constexpr int kBK = Cfg::kBK, kLdA = Cfg::kLdA, kLdB = Cfg::kLdB;
+// One block-tile k step of every warp of one tile configuration (mma::MmaTile, mma::ConvTcTile),
+// against the naive product. Returns the number of accumulators that differ (and reports the
+// first few).
+template <class Tile, typename T>
+int replay_tile() {
+  constexpr int kBM = Tile::kBM, kBN = Tile::kBN, kBK = Tile::kBK;
+  constexpr int kLdA = Tile::kLdA, kLdB = Tile::kLdB;
+  constexpr bool kAMajorM = Tile::kAMajorM, kBMajorK = Tile::kBMajorK;
   // Small integers, exact in every operand type and summed exactly; the row padding holds a value
   // that no in-tile element has, so reading it shows.
-  std::vector<T> sa(Cfg::kSizeA, T(512.0f)), sb(Cfg::kSizeB, T(512.0f));
-  auto a_index = [](int m, int k) { return kTransA ? k * kLdA + m : m * kLdA + k; };
-  auto b_index = [](int k, int n) { return kTransB ? n * kLdB + k : k * kLdB + n; };
+  std::vector<T> sa(Tile::kSizeA, T(512.0f)), sb(Tile::kSizeB, T(512.0f));
+  auto a_index = [](int m, int k) { return kAMajorM ? k * kLdA + m : m * kLdA + k; };
+  auto b_index = [](int k, int n) { return kBMajorK ? n * kLdB + k : k * kLdB + n; };
   for (int m = 0; m < kBM; ++m) {
     for (int k = 0; k < kBK; ++k)
       sa[a_index(m, k)] = T(static_cast<float>((m * 7 + k * 3) % 7 - 3));
@@ -50,26 +52,26 @@ int replay_gemm_tile() {
   }
   int wrong = 0;
   for (int warp = 0; warp < 8; ++warp) {
-    const int wm0 = Cfg::warp_m0(warp), wn0 = Cfg::warp_n0(warp);
+    const int wm0 = Tile::warp_m0(warp), wn0 = Tile::warp_n0(warp);
     std::vector<float> got(static_cast<size_t>(kBM) * kBN, -1e30f);
     HostWarp::run([&](int lane) {
-      float acc[Cfg::kMI][Cfg::kNI][4] = {};
-      cudak::mma::warp_mma_tile_on<HostIsa, T, Cfg::kMI, Cfg::kNI, kBK, kTransA, kTransB, kLdA,
+      float acc[Tile::kMI][Tile::kNI][4] = {};
+      cudak::mma::warp_mma_tile_on<HostIsa, T, Tile::kMI, Tile::kNI, kBK, kAMajorM, kBMajorK, kLdA,
                                    kLdB>(acc, sa.data(), sb.data(), wm0, wn0, lane);
       // Each accumulator has one owner, so the lanes write disjoint elements.
       cudak::mma::for_each_acc(acc, wm0, wn0, lane,
                                [&](int r, int c, float v) { got[r * kBN + c] = v; });
     });
-    for (int i = wm0; i < wm0 + Cfg::kWM; ++i) {
-      for (int j = wn0; j < wn0 + Cfg::kWN; ++j) {
+    for (int i = wm0; i < wm0 + Tile::kWM; ++i) {
+      for (int j = wn0; j < wn0 + Tile::kWN; ++j) {
         double want = 0;
         for (int k = 0; k < kBK; ++k) {
           want += static_cast<double>(static_cast<float>(sa[a_index(i, k)])) *
                   static_cast<double>(static_cast<float>(sb[b_index(k, j)]));
         }
         if (got[i * kBN + j] != static_cast<float>(want) && ++wrong <= 3) {
-          ADD_FAILURE() << type_name<T>() << " " << kBM << "x" << kBN << " trans_a " << kTransA
-                        << " trans_b " << kTransB << " warp " << warp << ": C(" << i << ", " << j
+          ADD_FAILURE() << type_name<T>() << " " << kBM << "x" << kBN << " A M-major " << kAMajorM
+                        << " B K-major " << kBMajorK << " warp " << warp << ": C(" << i << ", " << j
                         << ") = " << got[i * kBN + j] << " differs from the naive product " << want;
         }
       }
@@ -78,28 +80,34 @@ int replay_gemm_tile() {
   return wrong;
 }
 
-template <typename T, int kBM, int kBN>
-void replay_layouts() {
-  EXPECT_EQ((replay_gemm_tile<T, kBM, kBN, false, false>()), 0);
-  EXPECT_EQ((replay_gemm_tile<T, kBM, kBN, false, true>()), 0);
-  EXPECT_EQ((replay_gemm_tile<T, kBM, kBN, true, false>()), 0);
-  EXPECT_EQ((replay_gemm_tile<T, kBM, kBN, true, true>()), 0);
+// The gemm_mma tiles the dispatcher picks for T: 64x64 and 128x128, each in the four layouts.
+template <typename T>
+void replay_gemm_tiles() {
+  using cudak::mma::MmaTile;
+  EXPECT_EQ((replay_tile<MmaTile<T, 64, 64, false, false>, T>()), 0);
+  EXPECT_EQ((replay_tile<MmaTile<T, 64, 64, false, true>, T>()), 0);
+  EXPECT_EQ((replay_tile<MmaTile<T, 64, 64, true, false>, T>()), 0);
+  EXPECT_EQ((replay_tile<MmaTile<T, 64, 64, true, true>, T>()), 0);
+  EXPECT_EQ((replay_tile<MmaTile<T, 128, 128, false, false>, T>()), 0);
+  EXPECT_EQ((replay_tile<MmaTile<T, 128, 128, false, true>, T>()), 0);
+  EXPECT_EQ((replay_tile<MmaTile<T, 128, 128, true, false>, T>()), 0);
+  EXPECT_EQ((replay_tile<MmaTile<T, 128, 128, true, true>, T>()), 0);
 }
 
-TEST(WarpMma, Bf16GemmTilesMatchTheNaiveProduct) {
-  replay_layouts<BFloat16, 64, 64>();
-  replay_layouts<BFloat16, 128, 128>();
+// The tensor-core convolution's tiles: N tiles of 32 and 64 (conv_tc_forward's two kernels).
+template <typename T>
+void replay_conv_tiles() {
+  EXPECT_EQ((replay_tile<cudak::mma::ConvTcTile<T, 32>, T>()), 0);
+  EXPECT_EQ((replay_tile<cudak::mma::ConvTcTile<T, 64>, T>()), 0);
 }
 
-TEST(WarpMma, F16GemmTilesMatchTheNaiveProduct) {
-  replay_layouts<Half, 64, 64>();
-  replay_layouts<Half, 128, 128>();
-}
+TEST(WarpMma, Bf16GemmTilesMatchTheNaiveProduct) { replay_gemm_tiles<BFloat16>(); }
+TEST(WarpMma, F16GemmTilesMatchTheNaiveProduct) { replay_gemm_tiles<Half>(); }
+TEST(WarpMma, Tf32GemmTilesMatchTheNaiveProduct) { replay_gemm_tiles<float>(); }
 
-TEST(WarpMma, Tf32GemmTilesMatchTheNaiveProduct) {
-  replay_layouts<float, 64, 64>();
-  replay_layouts<float, 128, 128>();
-}
+TEST(WarpMma, Bf16ConvTilesMatchTheNaiveProduct) { replay_conv_tiles<BFloat16>(); }
+TEST(WarpMma, F16ConvTilesMatchTheNaiveProduct) { replay_conv_tiles<Half>(); }
+TEST(WarpMma, Tf32ConvTilesMatchTheNaiveProduct) { replay_conv_tiles<float>(); }
 
 // The model's instructions themselves, on patterns whose results the PTX ISA's figures give.
 TEST(WarpModel, LdmatrixAndTf32FollowThePtxIsa) {
