@@ -53,93 +53,6 @@ constexpr int k_step() {
   return mma::ConvTcTile<T, 32>::kBK;
 }
 
-// The problems index in int32: conv_tc_supported only lets through convolutions whose tensors, and
-// the tile overhang past them, index within int32.
-using TcGeom = Geom<int>;
-
-// Each problem gives A(m, k) and B(k, n) of group grp (Note [conv layout]) and stores C(m, n).
-// kAAlongM / kBAlongN say along which index the operand is contiguous in memory, so that the
-// threads of a warp load along it.
-template <typename T>
-struct FwdTc {
-  static constexpr bool kAAlongM = true, kBAlongN = false;
-  TcGeom g;
-  const T* x;
-  const T* wt;
-  const T* bias;
-  T* y;
-  __device__ __forceinline__ T a(int grp, int m, int k, T zero) const {
-    const int taps = g.kh * g.kw;
-    const int hw = g.h_out * g.w_out, b = m / hw, q = m % hw;
-    const int ci = k / taps, rs = k % taps;
-    return g.x_tap(x, b, grp * g.cig + ci, q / g.w_out, q % g.w_out, rs / g.kw, rs % g.kw, zero);
-  }
-  __device__ __forceinline__ T b(int grp, int k, int n, T) const {
-    const int taps = g.kh * g.kw;
-    return wt[(grp * g.cog + n) * (g.cig * taps) + k];
-  }
-  __device__ __forceinline__ void store(int grp, int m, int n, float v, int) const {
-    const int hw = g.h_out * g.w_out, co = grp * g.cog + n;
-    if (bias) v += to_acc(bias[co]);
-    y[((m / hw) * g.c_out + co) * hw + m % hw] = from_acc<T>(v);
-  }
-};
-
-template <typename T>
-struct DgradTc {
-  static constexpr bool kAAlongM = true, kBAlongN = false;
-  TcGeom g;
-  const T* dy;
-  const T* wt;
-  T* dx;
-  __device__ __forceinline__ T a(int grp, int m, int k, T zero) const {
-    const int taps = g.kh * g.kw;
-    const int hw = g.h * g.w, b = m / hw, q = m % hw;
-    const int co = k / taps, rs = k % taps;
-    const int th = q / g.w + g.ph - (rs / g.kw) * g.dil_h,
-              tw = q % g.w + g.pw - (rs % g.kw) * g.dil_w;
-    if (th < 0 || tw < 0 || th % g.sh != 0 || tw % g.sw != 0) return zero;
-    const int oh = th / g.sh, ow = tw / g.sw;
-    if (oh >= g.h_out || ow >= g.w_out) return zero;
-    return dy[((b * g.c_out + grp * g.cog + co) * g.h_out + oh) * g.w_out + ow];
-  }
-  __device__ __forceinline__ T b(int grp, int k, int n, T) const {
-    const int taps = g.kh * g.kw;
-    const int co = k / taps, rs = k % taps;
-    return wt[((grp * g.cog + co) * g.cig + n) * taps + rs];
-  }
-  __device__ __forceinline__ void store(int grp, int m, int n, float v, int) const {
-    const int hw = g.h * g.w;
-    dx[((m / hw) * g.c_in + grp * g.cig + n) * hw + m % hw] = from_acc<T>(v);
-  }
-};
-
-template <typename T>
-struct WgradTc {
-  static constexpr bool kAAlongM = false, kBAlongN = false;
-  TcGeom g;
-  const T* x;
-  const T* dy;
-  T* dw;
-  float* acc_out;         // split K: f32 partial sums, laid out like dw
-  int64_t acc_slice = 0;  // 0: added atomically; else split s stores at acc_out + s * acc_slice
-  __device__ __forceinline__ T a(int grp, int m, int k, T zero) const {
-    const int taps = g.kh * g.kw;
-    const int ci = m / taps, rs = m % taps;
-    const int hw = g.h_out * g.w_out, b = k / hw, q = k % hw;
-    return g.x_tap(x, b, grp * g.cig + ci, q / g.w_out, q % g.w_out, rs / g.kw, rs % g.kw, zero);
-  }
-  __device__ __forceinline__ T b(int grp, int k, int n, T) const {
-    const int hw = g.h_out * g.w_out;
-    return dy[((k / hw) * g.c_out + grp * g.cog + n) * hw + k % hw];
-  }
-  __device__ __forceinline__ void store(int grp, int m, int n, float v, int split) const {
-    const int taps = g.kh * g.kw;
-    const int o = (grp * g.cog + n) * (g.cig * taps) + m;
-    store_wgrad(dw, acc_out, acc_slice, o, v, split);
-  }
-};
-
 // grid: x over M tiles, y over N tiles, z = group * splits + split; split s covers K range
 // [s * k_chunk, min(K, (s + 1) * k_chunk)). Each thread gathers its share of the next k step's
 // A (kBM x kBK) and B (kBK x kBN) tiles into registers while the warps multiply the current ones;
@@ -284,8 +197,8 @@ bool conv_tc_forward(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const voi
     using T = decltype(t);
     const FwdTc<T> p{TcGeom(g), static_cast<const T*>(x), static_cast<const T*>(weight),
                      static_cast<const T*>(bias), static_cast<T*>(y)};
-    const int64_t K = g.c_in / g.groups * g.kh * g.kw;
-    launch<T>(ctx, p, g.groups, g.n * g.h_out * g.w_out, g.c_out / g.groups, K, K, 1);
+    const ImplicitGemm s = FwdTc<T>::shape(g);
+    launch<T>(ctx, p, g.groups, s.m, s.n, s.k, s.k, 1);
   });
   return true;
 }
@@ -297,8 +210,8 @@ bool conv_tc_backward_input(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
     using T = decltype(t);
     const DgradTc<T> p{TcGeom(g), static_cast<const T*>(dy), static_cast<const T*>(weight),
                        static_cast<T*>(dx)};
-    const int64_t K = g.c_out / g.groups * g.kh * g.kw;
-    launch<T>(ctx, p, g.groups, g.n * g.h * g.w, g.c_in / g.groups, K, K, 1);
+    const ImplicitGemm s = DgradTc<T>::shape(g);
+    launch<T>(ctx, p, g.groups, s.m, s.n, s.k, s.k, 1);
   });
   return true;
 }
@@ -314,8 +227,8 @@ void conv_tc_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, c
                        static_cast<T*>(dweight),
                        acc,
                        acc_slice};
-    launch<T>(ctx, p, g.groups, g.c_in / g.groups * g.kh * g.kw, g.c_out / g.groups,
-              g.n * g.h_out * g.w_out, k_chunk, splits);
+    const ImplicitGemm s = WgradTc<T>::shape(g);
+    launch<T>(ctx, p, g.groups, s.m, s.n, s.k, k_chunk, splits);
   });
 }
 

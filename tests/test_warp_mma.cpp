@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "conv_tc_problems.h"
 #include "mma_tile.h"
 #include "warp_model.h"
 
@@ -152,6 +153,123 @@ TEST(WarpModel, LdmatrixAndTf32FollowThePtxIsa) {
   EXPECT_EQ(tf32(-1.0f - 0x1p-11f), -1.0f - 0x1p-10f);
   EXPECT_EQ(tf32(1.0f + 0x1p-12f), 1.0f);  // below the tie
   EXPECT_EQ(tf32(3.0f), 3.0f);
+}
+
+// --- The tensor-core convolution's implicit GEMMs (kernels/conv_tc_problems.h) ---
+
+// A geometry with h_out and w_out from the sizes, as the ops layer computes them.
+kern::Conv2dGeom conv_geom(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t c_out, int64_t k,
+                           int64_t stride, int64_t pad, int64_t dil, int64_t groups) {
+  kern::Conv2dGeom g{.n = n, .c_in = c_in, .h = h, .w = w, .c_out = c_out, .kh = k, .kw = k};
+  g.stride_h = g.stride_w = stride;
+  g.pad_h = g.pad_w = pad;
+  g.dil_h = g.dil_w = dil;
+  g.groups = groups;
+  g.h_out = (h + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+  g.w_out = (w + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+  return g;
+}
+
+std::vector<float> small_ints(int64_t size, int salt) {
+  std::vector<float> v(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; ++i) v[i] = static_cast<float>((i * 7 + salt * 13) % 9 - 4);
+  return v;
+}
+
+// Runs problem p's implicit GEMM naively, one group at a time: C(m, n) = sum_k A(m, k) B(k, n),
+// stored where p.store puts it.
+template <class P>
+void run_implicit_gemm(const P& p, const kern::Conv2dGeom& g) {
+  const cudak::ImplicitGemm s = P::shape(g);
+  for (int grp = 0; grp < g.groups; ++grp) {
+    for (int m = 0; m < s.m; ++m) {
+      for (int n = 0; n < s.n; ++n) {
+        float c = 0;
+        for (int k = 0; k < s.k; ++k) c += p.a(grp, m, k, 0.0f) * p.b(grp, k, n, 0.0f);
+        p.store(grp, m, n, c, -1);
+      }
+    }
+  }
+}
+
+// The three passes of one geometry against a direct convolution written from its definition:
+// y[b, co, oh, ow] = bias[co] + sum over ci of the group, i, j of
+// x[b, ci, oh * sh - ph + i dil, ow * sw - pw + j dil] w[co, ci', i, j]; dx and dw the adjoints.
+void check_conv_passes(const kern::Conv2dGeom& g) {
+  const int64_t cig = g.c_in / g.groups, cog = g.c_out / g.groups;
+  const std::vector<float> x = small_ints(g.n * g.c_in * g.h * g.w, 1);
+  const std::vector<float> wt = small_ints(g.c_out * cig * g.kh * g.kw, 2);
+  const std::vector<float> bias = small_ints(g.c_out, 3);
+  const std::vector<float> dy = small_ints(g.n * g.c_out * g.h_out * g.w_out, 4);
+  std::vector<float> y_want(dy.size()), dx_want(x.size(), 0.0f), dw_want(wt.size(), 0.0f);
+  for (int64_t b = 0; b < g.n; ++b) {
+    for (int64_t co = 0; co < g.c_out; ++co) {
+      const int64_t grp = co / cog;
+      for (int64_t oh = 0; oh < g.h_out; ++oh) {
+        for (int64_t ow = 0; ow < g.w_out; ++ow) {
+          const int64_t yi = ((b * g.c_out + co) * g.h_out + oh) * g.w_out + ow;
+          float acc = bias[co];
+          for (int64_t cl = 0; cl < cig; ++cl) {
+            for (int64_t i = 0; i < g.kh; ++i) {
+              for (int64_t j = 0; j < g.kw; ++j) {
+                const int64_t ih = oh * g.stride_h - g.pad_h + i * g.dil_h;
+                const int64_t iw = ow * g.stride_w - g.pad_w + j * g.dil_w;
+                if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
+                const int64_t xi = ((b * g.c_in + grp * cig + cl) * g.h + ih) * g.w + iw;
+                const int64_t wi = ((co * cig + cl) * g.kh + i) * g.kw + j;
+                acc += x[xi] * wt[wi];
+                dx_want[xi] += dy[yi] * wt[wi];
+                dw_want[wi] += dy[yi] * x[xi];
+              }
+            }
+          }
+          y_want[yi] = acc;
+        }
+      }
+    }
+  }
+  const cudak::Geom<int> tg(g);
+  std::vector<float> y(y_want.size(), -1e30f), dx(x.size(), -1e30f), dw(wt.size(), -1e30f);
+  run_implicit_gemm(cudak::FwdTc<float>{tg, x.data(), wt.data(), bias.data(), y.data()}, g);
+  run_implicit_gemm(cudak::DgradTc<float>{tg, dy.data(), wt.data(), dx.data()}, g);
+  run_implicit_gemm(cudak::WgradTc<float>{tg, x.data(), dy.data(), dw.data(), nullptr, 0}, g);
+  const std::string what = "n " + std::to_string(g.n) + " c_in " + std::to_string(g.c_in) + " h " +
+                           std::to_string(g.h) + " c_out " + std::to_string(g.c_out) + " k " +
+                           std::to_string(g.kh) + " stride " + std::to_string(g.stride_h) +
+                           " pad " + std::to_string(g.pad_h) + " dil " + std::to_string(g.dil_h) +
+                           " groups " + std::to_string(g.groups);
+  EXPECT_EQ(y, y_want) << "forward, " << what;
+  EXPECT_EQ(dx, dx_want) << "input gradient, " << what;
+  EXPECT_EQ(dw, dw_want) << "weight gradient, " << what;
+}
+
+TEST(ConvTcProblems, ImplicitGemmsMatchTheDirectConvolution) {
+  check_conv_passes(conv_geom(2, 3, 7, 7, 4, 3, 1, 1, 1, 1));    // same padding
+  check_conv_passes(conv_geom(1, 4, 9, 8, 6, 3, 2, 0, 1, 2));    // strided, grouped, no padding
+  check_conv_passes(conv_geom(2, 2, 10, 9, 4, 3, 1, 2, 2, 1));   // dilated
+  check_conv_passes(conv_geom(1, 6, 8, 8, 6, 3, 2, 1, 1, 6));    // depthwise, strided
+  check_conv_passes(conv_geom(3, 5, 5, 6, 2, 1, 1, 0, 1, 1));    // pointwise
+  check_conv_passes(conv_geom(1, 4, 11, 11, 8, 5, 3, 2, 2, 2));  // all at once
+}
+
+// The weight gradient's split-K stores: partial sums added (acc_slice 0) or kept per split.
+TEST(ConvTcProblems, WeightGradientSplitStoresAddOrKeepTheirSlice) {
+  const kern::Conv2dGeom g = conv_geom(1, 2, 4, 4, 2, 3, 1, 1, 1, 1);
+  const cudak::Geom<int> tg(g);
+  // dw: (c_out 2, c_in 2, 3, 3); element (co 1, m 5) of the GEMM is o = 1 * 18 + 5.
+  std::vector<float> x = small_ints(32, 1), dy = small_ints(32, 4), dw(36, -1.0f);
+  std::vector<float> acc(3 * 36, 0.0f);
+  const cudak::WgradTc<float> added{tg, x.data(), dy.data(), dw.data(), acc.data(), 0};
+  added.store(0, 5, 1, 2.0f, 0);
+  added.store(0, 5, 1, 3.0f, 1);
+  EXPECT_EQ(acc[23], 5.0f);
+  const cudak::WgradTc<float> kept{tg, x.data(), dy.data(), dw.data(), acc.data(), 36};
+  kept.store(0, 5, 1, 7.0f, 2);
+  EXPECT_EQ(acc[2 * 36 + 23], 7.0f);
+  EXPECT_EQ(acc[23], 5.0f);
+  EXPECT_EQ(dw, std::vector<float>(36, -1.0f));  // split stores leave dw alone
+  added.store(0, 5, 1, 9.0f, -1);                // a whole sum goes to dw
+  EXPECT_EQ(dw[23], 9.0f);
 }
 
 }  // namespace

@@ -1,0 +1,192 @@
+// The geometry both convolution kernel families index with, and the tensor-core convolution's three
+// passes as implicit GEMMs (Note [conv layout]): for each, its (m, n, k) extents, A(m, k) and B(k,
+// n) as gathered from the tensors, and where C(m, n) goes. kernels/conv_tc.cu runs them on the GPU;
+// the CPU suite runs the same code against a direct convolution (tests/test_warp_mma.cpp). No CUDA
+// header: a host compiler reads this file too, with the f32 stand-ins of to_acc and from_acc below.
+#pragma once
+
+#include <cstdint>
+
+#include "kern/conv.h"
+
+#if defined(__CUDACC__)
+#include "cuda_util.cuh"  // Acc, to_acc, from_acc
+#define SINTER_CONV_FN __device__ __forceinline__
+#else
+#define SINTER_CONV_FN inline
+#endif
+
+namespace sinter::cudak {
+
+#if !defined(__CUDACC__)
+// Host stand-ins of cuda_util.cuh's conversions, for f32 tensors.
+inline float to_acc(float x) { return x; }
+template <typename T>
+inline T from_acc(float v) {
+  return T(v);
+}
+#endif
+
+// The sizes every pass reads, in the index type I (int32 when every tensor has fewer than 2^31
+// elements, which keeps the per-element divisions cheap).
+template <typename I>
+struct Geom {
+  I n, c_in, h, w, c_out, kh, kw, h_out, w_out, sh, sw, ph, pw, dil_h, dil_w, cig, cog;
+  explicit Geom(const Conv2dGeom& g)
+      : n(static_cast<I>(g.n)),
+        c_in(static_cast<I>(g.c_in)),
+        h(static_cast<I>(g.h)),
+        w(static_cast<I>(g.w)),
+        c_out(static_cast<I>(g.c_out)),
+        kh(static_cast<I>(g.kh)),
+        kw(static_cast<I>(g.kw)),
+        h_out(static_cast<I>(g.h_out)),
+        w_out(static_cast<I>(g.w_out)),
+        sh(static_cast<I>(g.stride_h)),
+        sw(static_cast<I>(g.stride_w)),
+        ph(static_cast<I>(g.pad_h)),
+        pw(static_cast<I>(g.pad_w)),
+        dil_h(static_cast<I>(g.dil_h)),
+        dil_w(static_cast<I>(g.dil_w)),
+        cig(static_cast<I>(g.c_in / g.groups)),
+        cog(static_cast<I>(g.c_out / g.groups)) {}
+
+  // x[b, c, oh * sh - ph + i * dil_h, ow * sw - pw + j * dil_w], or `zero` in the padding.
+  template <typename T>
+  SINTER_CONV_FN T x_tap(const T* x, I b, I c, I oh, I ow, I i, I j, T zero) const {
+    const I ih = oh * sh - ph + i * dil_h, iw = ow * sw - pw + j * dil_w;
+    if (ih < 0 || ih >= h || iw < 0 || iw >= w) return zero;
+    return x[((static_cast<int64_t>(b) * c_in + c) * h + ih) * w + iw];
+  }
+#if defined(__CUDACC__)
+  // The same widened to the accumulation type (cuda_util.cuh).
+  template <typename T>
+  __device__ Acc<T> x_at(const T* x, I b, I c, I oh, I ow, I i, I j) const {
+    return to_acc(x_tap(x, b, c, oh, ow, i, j, from_acc<T>(Acc<T>(0))));
+  }
+#endif
+};
+
+// Element o of the weight gradient from one K split: stored in dw when the sum over K is whole
+// (split < 0); else its partial sum, in the accumulation type, added atomically into acc_out
+// (acc_slice 0) or stored at split's slice of acc_out for an ordered sum afterwards.
+template <typename T, typename A>
+SINTER_CONV_FN void store_wgrad(T* dw, A* acc_out, int64_t acc_slice, int64_t o, A v, int split) {
+  if (split < 0) {
+    dw[o] = from_acc<T>(v);
+  } else if (acc_slice == 0) {
+#if defined(__CUDACC__)
+    atomicAdd(acc_out + o, v);
+#else
+    acc_out[o] += v;
+#endif
+  } else {
+    acc_out[split * acc_slice + o] = v;
+  }
+}
+
+// The (m, n, k) extents of one group's implicit GEMM.
+struct ImplicitGemm {
+  int64_t m, n, k;
+};
+
+// The problems index in int32: conv_tc_supported only lets through convolutions whose tensors, and
+// the tile overhang past them, index within int32.
+using TcGeom = Geom<int>;
+
+// Each problem gives A(m, k) and B(k, n) of group grp (Note [conv layout]) and stores C(m, n).
+// kAAlongM / kBAlongN say along which index the operand is contiguous in memory, so that the
+// threads of a warp load along it.
+template <typename T>
+struct FwdTc {
+  static constexpr bool kAAlongM = true, kBAlongN = false;
+  // m = (b, oh, ow), n = the group's output channel, k = (ci, r, s).
+  static ImplicitGemm shape(const Conv2dGeom& g) {
+    return {g.n * g.h_out * g.w_out, g.c_out / g.groups, g.c_in / g.groups * g.kh * g.kw};
+  }
+  TcGeom g;
+  const T* x;
+  const T* wt;
+  const T* bias;
+  T* y;
+  SINTER_CONV_FN T a(int grp, int m, int k, T zero) const {
+    const int taps = g.kh * g.kw;
+    const int hw = g.h_out * g.w_out, b = m / hw, q = m % hw;
+    const int ci = k / taps, rs = k % taps;
+    return g.x_tap(x, b, grp * g.cig + ci, q / g.w_out, q % g.w_out, rs / g.kw, rs % g.kw, zero);
+  }
+  SINTER_CONV_FN T b(int grp, int k, int n, T) const {
+    const int taps = g.kh * g.kw;
+    return wt[(grp * g.cog + n) * (g.cig * taps) + k];
+  }
+  SINTER_CONV_FN void store(int grp, int m, int n, float v, int) const {
+    const int hw = g.h_out * g.w_out, co = grp * g.cog + n;
+    if (bias) v += to_acc(bias[co]);
+    y[((m / hw) * g.c_out + co) * hw + m % hw] = from_acc<T>(v);
+  }
+};
+
+template <typename T>
+struct DgradTc {
+  static constexpr bool kAAlongM = true, kBAlongN = false;
+  // m = (b, ih, iw), n = the group's input channel, k = (co, r, s).
+  static ImplicitGemm shape(const Conv2dGeom& g) {
+    return {g.n * g.h * g.w, g.c_in / g.groups, g.c_out / g.groups * g.kh * g.kw};
+  }
+  TcGeom g;
+  const T* dy;
+  const T* wt;
+  T* dx;
+  SINTER_CONV_FN T a(int grp, int m, int k, T zero) const {
+    const int taps = g.kh * g.kw;
+    const int hw = g.h * g.w, b = m / hw, q = m % hw;
+    const int co = k / taps, rs = k % taps;
+    const int th = q / g.w + g.ph - (rs / g.kw) * g.dil_h,
+              tw = q % g.w + g.pw - (rs % g.kw) * g.dil_w;
+    if (th < 0 || tw < 0 || th % g.sh != 0 || tw % g.sw != 0) return zero;
+    const int oh = th / g.sh, ow = tw / g.sw;
+    if (oh >= g.h_out || ow >= g.w_out) return zero;
+    return dy[((b * g.c_out + grp * g.cog + co) * g.h_out + oh) * g.w_out + ow];
+  }
+  SINTER_CONV_FN T b(int grp, int k, int n, T) const {
+    const int taps = g.kh * g.kw;
+    const int co = k / taps, rs = k % taps;
+    return wt[((grp * g.cog + co) * g.cig + n) * taps + rs];
+  }
+  SINTER_CONV_FN void store(int grp, int m, int n, float v, int) const {
+    const int hw = g.h * g.w;
+    dx[((m / hw) * g.c_in + grp * g.cig + n) * hw + m % hw] = from_acc<T>(v);
+  }
+};
+
+template <typename T>
+struct WgradTc {
+  static constexpr bool kAAlongM = false, kBAlongN = false;
+  // m = (ci, r, s), n = the group's output channel, k = (b, oh, ow).
+  static ImplicitGemm shape(const Conv2dGeom& g) {
+    return {g.c_in / g.groups * g.kh * g.kw, g.c_out / g.groups, g.n * g.h_out * g.w_out};
+  }
+  TcGeom g;
+  const T* x;
+  const T* dy;
+  T* dw;
+  float* acc_out;         // split K: f32 partial sums, laid out like dw
+  int64_t acc_slice = 0;  // 0: added atomically; else split s stores at acc_out + s * acc_slice
+  SINTER_CONV_FN T a(int grp, int m, int k, T zero) const {
+    const int taps = g.kh * g.kw;
+    const int ci = m / taps, rs = m % taps;
+    const int hw = g.h_out * g.w_out, b = k / hw, q = k % hw;
+    return g.x_tap(x, b, grp * g.cig + ci, q / g.w_out, q % g.w_out, rs / g.kw, rs % g.kw, zero);
+  }
+  SINTER_CONV_FN T b(int grp, int k, int n, T) const {
+    const int hw = g.h_out * g.w_out;
+    return dy[((k / hw) * g.c_out + grp * g.cog + n) * hw + k % hw];
+  }
+  SINTER_CONV_FN void store(int grp, int m, int n, float v, int split) const {
+    const int taps = g.kh * g.kw;
+    const int o = (grp * g.cog + n) * (g.cig * taps) + m;
+    store_wgrad(dw, acc_out, acc_slice, o, v, split);
+  }
+};
+
+}  // namespace sinter::cudak
