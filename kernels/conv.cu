@@ -99,96 +99,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Forward, per group: M = cog, N = n * h_out * w_out, K = cig * kh * kw.
-// A(co, (ci, i, j)) = weight[g * cog + co, ci, i, j]; B((ci, i, j), (b, oh, ow)) = the input under
-// tap (i, j) of output (oh, ow); C(co, (b, oh, ow)) = y[b, g * cog + co, oh, ow] (+ bias).
-template <typename T, typename I>
-struct FwdProblem {
-  Geom<I> g;
-  const T* x;
-  const T* wt;
-  const T* bias;
-  T* y;
-  __device__ Acc<T> a(int grp, int64_t m, int64_t k) const {
-    const int64_t kg = static_cast<int64_t>(g.cig) * g.kh * g.kw;
-    return to_acc(wt[(grp * static_cast<int64_t>(g.cog) + m) * kg + k]);
-  }
-  __device__ Acc<T> b(int grp, int64_t k, int64_t n) const {
-    const I kk = static_cast<I>(k), nn = static_cast<I>(n);
-    const I taps = g.kh * g.kw, ci = kk / taps, r = kk % taps;
-    const I hw = g.h_out * g.w_out, bi = nn / hw, q = nn % hw;
-    return g.x_at(x, bi, grp * g.cig + ci, q / g.w_out, q % g.w_out, r / g.kw, r % g.kw);
-  }
-  __device__ void store(int grp, int64_t m, int64_t n, Acc<T> v, int) const {
-    const int64_t hw = static_cast<int64_t>(g.h_out) * g.w_out;
-    const int64_t co = grp * static_cast<int64_t>(g.cog) + m, bi = n / hw;
-    if (bias) v += to_acc(bias[co]);
-    y[(bi * g.c_out + co) * hw + n % hw] = from_acc<T>(v);
-  }
-};
-
-// Input gradient, per group: M = cig, N = n * h * w, K = cog * kh * kw.
-// A(ci, (co, i, j)) = weight[g * cog + co, ci, i, j]; B((co, i, j), (b, ih, iw)) = dy at the output
-// whose tap (i, j) reads (ih, iw), 0 if there is none; C(ci, (b, ih, iw)) = dx[b, g * cig + ci,
-// ..].
-template <typename T, typename I>
-struct DgradProblem {
-  Geom<I> g;
-  const T* dy;
-  const T* wt;
-  T* dx;
-  __device__ Acc<T> a(int grp, int64_t m, int64_t k) const {
-    const I taps = g.kh * g.kw, kk = static_cast<I>(k), co = kk / taps, r = kk % taps;
-    return to_acc(wt[((grp * static_cast<int64_t>(g.cog) + co) * g.cig + m) * taps + r]);
-  }
-  __device__ Acc<T> b(int grp, int64_t k, int64_t n) const {
-    const I taps = g.kh * g.kw, kk = static_cast<I>(k), co = kk / taps, r = kk % taps;
-    const I i = r / g.kw, j = r % g.kw;
-    const I hw = g.h * g.w, nn = static_cast<I>(n), bi = nn / hw, q = nn % hw;
-    const I th = q / g.w + g.ph - i * g.dil_h, tw = q % g.w + g.pw - j * g.dil_w;
-    if (th < 0 || tw < 0 || th % g.sh != 0 || tw % g.sw != 0) return Acc<T>(0);
-    const I oh = th / g.sh, ow = tw / g.sw;
-    if (oh >= g.h_out || ow >= g.w_out) return Acc<T>(0);
-    const int64_t c = grp * static_cast<int64_t>(g.cog) + co;
-    return to_acc(dy[((bi * static_cast<int64_t>(g.c_out) + c) * g.h_out + oh) * g.w_out + ow]);
-  }
-  __device__ void store(int grp, int64_t m, int64_t n, Acc<T> v, int) const {
-    const int64_t hw = static_cast<int64_t>(g.h) * g.w, bi = n / hw;
-    const int64_t c = grp * static_cast<int64_t>(g.cig) + m;
-    dx[(bi * g.c_in + c) * hw + n % hw] = from_acc<T>(v);
-  }
-};
-
-// Weight gradient, per group: M = cog, N = cig * kh * kw, K = n * h_out * w_out.
-// A(co, (b, oh, ow)) = dy[b, g * cog + co, oh, ow]; B((b, oh, ow), (ci, i, j)) = the input under
-// tap (i, j) of output (oh, ow); C(co, (ci, i, j)) = dweight[g * cog + co, ci, i, j]. With split K
-// the partial sums go to `acc_out` (Acc<T>): added atomically (acc_out zeroed) when acc_slice is 0,
-// else stored by split s at acc_out + s * acc_slice for an ordered sum afterwards.
-template <typename T, typename I>
-struct WgradProblem {
-  Geom<I> g;
-  const T* x;
-  const T* dy;
-  T* dw;
-  Acc<T>* acc_out;
-  int64_t acc_slice = 0;
-  __device__ Acc<T> a(int grp, int64_t m, int64_t k) const {
-    const int64_t hw = static_cast<int64_t>(g.h_out) * g.w_out, bi = k / hw;
-    const int64_t c = grp * static_cast<int64_t>(g.cog) + m;
-    return to_acc(dy[(bi * g.c_out + c) * hw + k % hw]);
-  }
-  __device__ Acc<T> b(int grp, int64_t k, int64_t n) const {
-    const I taps = g.kh * g.kw, nn = static_cast<I>(n), ci = nn / taps, r = nn % taps;
-    const I hw = g.h_out * g.w_out, kk = static_cast<I>(k), bi = kk / hw, q = kk % hw;
-    return g.x_at(x, bi, grp * g.cig + ci, q / g.w_out, q % g.w_out, r / g.kw, r % g.kw);
-  }
-  __device__ void store(int grp, int64_t m, int64_t n, Acc<T> v, int split) const {
-    const int64_t kg = static_cast<int64_t>(g.cig) * g.kh * g.kw;
-    const int64_t o = (grp * static_cast<int64_t>(g.cog) + m) * kg + n;
-    store_wgrad(dw, acc_out, acc_slice, o, v, split);
-  }
-};
-
 template <typename T>
 __global__ void narrow_kernel(const Acc<T>* in, T* out, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -246,8 +156,8 @@ void conv2d_forward(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const void
     using I = decltype(idx);
     const FwdProblem<T, I> p{Geom<I>(g), static_cast<const T*>(x), static_cast<const T*>(weight),
                              static_cast<const T*>(bias), static_cast<T*>(y)};
-    const int64_t K = g.c_in / g.groups * g.kh * g.kw;
-    launch_gemm<T>(ctx, p, g.groups, g.c_out / g.groups, g.n * g.h_out * g.w_out, K, K, 1);
+    const ImplicitGemm s = FwdProblem<T, I>::shape(g);
+    launch_gemm<T>(ctx, p, g.groups, s.m, s.n, s.k, s.k, 1);
   });
 }
 
@@ -261,15 +171,15 @@ void conv2d_backward_input(const Ctx& ctx, const Conv2dGeom& g, DType dtype, con
     using I = decltype(idx);
     const DgradProblem<T, I> p{Geom<I>(g), static_cast<const T*>(dy), static_cast<const T*>(weight),
                                static_cast<T*>(dx)};
-    const int64_t K = g.c_out / g.groups * g.kh * g.kw;
-    launch_gemm<T>(ctx, p, g.groups, g.c_in / g.groups, g.n * g.h * g.w, K, K, 1);
+    const ImplicitGemm s = DgradProblem<T, I>::shape(g);
+    launch_gemm<T>(ctx, p, g.groups, s.m, s.n, s.k, s.k, 1);
   });
 }
 
 void conv2d_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const void* x,
                             const void* dy, void* dweight) {
-  const int64_t M = g.c_out / g.groups, N = g.c_in / g.groups * g.kh * g.kw;
-  const int64_t K = g.n * g.h_out * g.w_out, total = g.c_out * N;
+  const ImplicitGemm s = WgradProblem<float, int64_t>::shape(g);  // the same for every T and I
+  const int64_t M = s.m, N = s.n, K = s.k, total = g.c_out * N;
   if (total == 0) return;
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);

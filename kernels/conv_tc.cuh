@@ -6,7 +6,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "conv_tc_problems.h"
+#include "conv_problems.h"
 #include "cuda_util.cuh"
 #include "kern/conv.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "conv_tc_problems.h"
+#include "conv_problems.h"
 #include "mma_tile.h"
 #include "warp_model.h"
 
@@ -155,7 +155,7 @@ TEST(WarpModel, LdmatrixAndTf32FollowThePtxIsa) {
   EXPECT_EQ(tf32(3.0f), 3.0f);
 }
 
-// --- The tensor-core convolution's implicit GEMMs (kernels/conv_tc_problems.h) ---
+// --- The tensor-core convolution's implicit GEMMs (kernels/conv_problems.h) ---
 
 // A geometry with h_out and w_out from the sizes, as the ops layer computes them.
 kern::Conv2dGeom conv_geom(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t c_out, int64_t k,
@@ -177,16 +177,31 @@ std::vector<float> small_ints(int64_t size, int salt) {
 }
 
 // Runs problem p's implicit GEMM naively, one group at a time: C(m, n) = sum_k A(m, k) B(k, n),
-// stored where p.store puts it.
+// stored where p.store puts it. The tensor-core problems take the value of padding as a last
+// argument; the CUDA-core ones give 0 there themselves.
 template <class P>
 void run_implicit_gemm(const P& p, const kern::Conv2dGeom& g) {
   const cudak::ImplicitGemm s = P::shape(g);
+  auto a = [&](int grp, int64_t m, int64_t k) {
+    if constexpr (requires { p.a(grp, 0, 0, 0.0f); }) {
+      return p.a(grp, static_cast<int>(m), static_cast<int>(k), 0.0f);
+    } else {
+      return p.a(grp, m, k);
+    }
+  };
+  auto b = [&](int grp, int64_t k, int64_t n) {
+    if constexpr (requires { p.b(grp, 0, 0, 0.0f); }) {
+      return p.b(grp, static_cast<int>(k), static_cast<int>(n), 0.0f);
+    } else {
+      return p.b(grp, k, n);
+    }
+  };
   for (int grp = 0; grp < g.groups; ++grp) {
-    for (int m = 0; m < s.m; ++m) {
-      for (int n = 0; n < s.n; ++n) {
+    for (int64_t m = 0; m < s.m; ++m) {
+      for (int64_t n = 0; n < s.n; ++n) {
         float c = 0;
-        for (int k = 0; k < s.k; ++k) c += p.a(grp, m, k, 0.0f) * p.b(grp, k, n, 0.0f);
-        p.store(grp, m, n, c, -1);
+        for (int64_t k = 0; k < s.k; ++k) c += a(grp, m, k) * b(grp, k, n);
+        p.store(grp, static_cast<int>(m), static_cast<int>(n), c, -1);
       }
     }
   }
@@ -228,22 +243,40 @@ void check_conv_passes(const kern::Conv2dGeom& g) {
       }
     }
   }
-  const cudak::Geom<int> tg(g);
-  std::vector<float> y(y_want.size(), -1e30f), dx(x.size(), -1e30f), dw(wt.size(), -1e30f);
-  run_implicit_gemm(cudak::FwdTc<float>{tg, x.data(), wt.data(), bias.data(), y.data()}, g);
-  run_implicit_gemm(cudak::DgradTc<float>{tg, dy.data(), wt.data(), dx.data()}, g);
-  run_implicit_gemm(cudak::WgradTc<float>{tg, x.data(), dy.data(), dw.data(), nullptr, 0}, g);
   const std::string what = "n " + std::to_string(g.n) + " c_in " + std::to_string(g.c_in) + " h " +
                            std::to_string(g.h) + " c_out " + std::to_string(g.c_out) + " k " +
                            std::to_string(g.kh) + " stride " + std::to_string(g.stride_h) +
                            " pad " + std::to_string(g.pad_h) + " dil " + std::to_string(g.dil_h) +
                            " groups " + std::to_string(g.groups);
-  EXPECT_EQ(y, y_want) << "forward, " << what;
-  EXPECT_EQ(dx, dx_want) << "input gradient, " << what;
-  EXPECT_EQ(dw, dw_want) << "weight gradient, " << what;
+  // Each family's three problems, run into fresh outputs and compared with the direct results.
+  auto check = [&](const char* family, auto fwd, auto dgrad, auto wgrad) {
+    std::vector<float> y(y_want.size(), -1e30f), dx(x.size(), -1e30f), dw(wt.size(), -1e30f);
+    fwd.y = y.data();
+    dgrad.dx = dx.data();
+    wgrad.dw = dw.data();
+    run_implicit_gemm(fwd, g);
+    run_implicit_gemm(dgrad, g);
+    run_implicit_gemm(wgrad, g);
+    EXPECT_EQ(y, y_want) << family << " forward, " << what;
+    EXPECT_EQ(dx, dx_want) << family << " input gradient, " << what;
+    EXPECT_EQ(dw, dw_want) << family << " weight gradient, " << what;
+  };
+  const cudak::Geom<int> g32(g);
+  const cudak::Geom<int64_t> g64(g);
+  check("tensor-core", cudak::FwdTc<float>{g32, x.data(), wt.data(), bias.data(), nullptr},
+        cudak::DgradTc<float>{g32, dy.data(), wt.data(), nullptr},
+        cudak::WgradTc<float>{g32, x.data(), dy.data(), nullptr, nullptr, 0});
+  check("CUDA-core int32",
+        cudak::FwdProblem<float, int>{g32, x.data(), wt.data(), bias.data(), nullptr},
+        cudak::DgradProblem<float, int>{g32, dy.data(), wt.data(), nullptr},
+        cudak::WgradProblem<float, int>{g32, x.data(), dy.data(), nullptr, nullptr, 0});
+  check("CUDA-core int64",
+        cudak::FwdProblem<float, int64_t>{g64, x.data(), wt.data(), bias.data(), nullptr},
+        cudak::DgradProblem<float, int64_t>{g64, dy.data(), wt.data(), nullptr},
+        cudak::WgradProblem<float, int64_t>{g64, x.data(), dy.data(), nullptr, nullptr, 0});
 }
 
-TEST(ConvTcProblems, ImplicitGemmsMatchTheDirectConvolution) {
+TEST(ConvProblems, ImplicitGemmsOfBothFamiliesMatchTheDirectConvolution) {
   check_conv_passes(conv_geom(2, 3, 7, 7, 4, 3, 1, 1, 1, 1));    // same padding
   check_conv_passes(conv_geom(1, 4, 9, 8, 6, 3, 2, 0, 1, 2));    // strided, grouped, no padding
   check_conv_passes(conv_geom(2, 2, 10, 9, 4, 3, 1, 2, 2, 1));   // dilated
@@ -253,7 +286,7 @@ TEST(ConvTcProblems, ImplicitGemmsMatchTheDirectConvolution) {
 }
 
 // The weight gradient's split-K stores: partial sums added (acc_slice 0) or kept per split.
-TEST(ConvTcProblems, WeightGradientSplitStoresAddOrKeepTheirSlice) {
+TEST(ConvProblems, WeightGradientSplitStoresAddOrKeepTheirSlice) {
   const kern::Conv2dGeom g = conv_geom(1, 2, 4, 4, 2, 3, 1, 1, 1, 1);
   const cudak::Geom<int> tg(g);
   // dw: (c_out 2, c_in 2, 3, 3); element (co 1, m 5) of the GEMM is o = 1 * 18 + 5.

@@ -1,8 +1,10 @@
-// The geometry both convolution kernel families index with, and the tensor-core convolution's three
-// passes as implicit GEMMs (Note [conv layout]): for each, its (m, n, k) extents, A(m, k) and B(k,
-// n) as gathered from the tensors, and where C(m, n) goes. kernels/conv_tc.cu runs them on the GPU;
-// the CPU suite runs the same code against a direct convolution (tests/test_warp_mma.cpp). No CUDA
-// header: a host compiler reads this file too, with the f32 stand-ins of to_acc and from_acc below.
+// The three passes of a convolution as implicit GEMMs, for both kernel families: the CUDA-core
+// kernels of kernels/conv.cu (FwdProblem, DgradProblem, WgradProblem; Note [implicit gemm]) and the
+// tensor-core ones of kernels/conv_tc.cu (FwdTc, DgradTc, WgradTc; Note [conv layout]). For each:
+// its (m, n, k) extents, A(m, k) and B(k, n) as gathered from the tensors, and where C(m, n) goes,
+// over the geometry both index with. The kernels run them on the GPU; the CPU suite runs the same
+// code naively against a direct convolution (tests/test_warp_mma.cpp). No CUDA header: a host
+// compiler reads this file too, with the f32 stand-ins of Acc, to_acc and from_acc below.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +21,9 @@
 namespace sinter::cudak {
 
 #if !defined(__CUDACC__)
-// Host stand-ins of cuda_util.cuh's conversions, for f32 tensors.
+// Host stand-ins of cuda_util.cuh's accumulation type and conversions, for f32 tensors.
+template <typename T>
+using Acc = float;
 inline float to_acc(float x) { return x; }
 template <typename T>
 inline T from_acc(float v) {
@@ -58,13 +62,11 @@ struct Geom {
     if (ih < 0 || ih >= h || iw < 0 || iw >= w) return zero;
     return x[((static_cast<int64_t>(b) * c_in + c) * h + ih) * w + iw];
   }
-#if defined(__CUDACC__)
-  // The same widened to the accumulation type (cuda_util.cuh).
+  // The same widened to the accumulation type.
   template <typename T>
-  __device__ Acc<T> x_at(const T* x, I b, I c, I oh, I ow, I i, I j) const {
+  SINTER_CONV_FN Acc<T> x_at(const T* x, I b, I c, I oh, I ow, I i, I j) const {
     return to_acc(x_tap(x, b, c, oh, ow, i, j, from_acc<T>(Acc<T>(0))));
   }
-#endif
 };
 
 // Element o of the weight gradient from one K split: stored in dw when the sum over K is whole
@@ -89,6 +91,109 @@ SINTER_CONV_FN void store_wgrad(T* dw, A* acc_out, int64_t acc_slice, int64_t o,
 struct ImplicitGemm {
   int64_t m, n, k;
 };
+
+// --- The CUDA-core kernels' problems (kernels/conv.cu), in the index type I ---
+
+// Forward, per group: M = cog, N = n * h_out * w_out, K = cig * kh * kw.
+// A(co, (ci, i, j)) = weight[g * cog + co, ci, i, j]; B((ci, i, j), (b, oh, ow)) = the input under
+// tap (i, j) of output (oh, ow); C(co, (b, oh, ow)) = y[b, g * cog + co, oh, ow] (+ bias).
+template <typename T, typename I>
+struct FwdProblem {
+  static ImplicitGemm shape(const Conv2dGeom& g) {
+    return {g.c_out / g.groups, g.n * g.h_out * g.w_out, g.c_in / g.groups * g.kh * g.kw};
+  }
+  Geom<I> g;
+  const T* x;
+  const T* wt;
+  const T* bias;
+  T* y;
+  SINTER_CONV_FN Acc<T> a(int grp, int64_t m, int64_t k) const {
+    const int64_t kg = static_cast<int64_t>(g.cig) * g.kh * g.kw;
+    return to_acc(wt[(grp * static_cast<int64_t>(g.cog) + m) * kg + k]);
+  }
+  SINTER_CONV_FN Acc<T> b(int grp, int64_t k, int64_t n) const {
+    const I kk = static_cast<I>(k), nn = static_cast<I>(n);
+    const I taps = g.kh * g.kw, ci = kk / taps, r = kk % taps;
+    const I hw = g.h_out * g.w_out, bi = nn / hw, q = nn % hw;
+    return g.x_at(x, bi, grp * g.cig + ci, q / g.w_out, q % g.w_out, r / g.kw, r % g.kw);
+  }
+  SINTER_CONV_FN void store(int grp, int64_t m, int64_t n, Acc<T> v, int) const {
+    const int64_t hw = static_cast<int64_t>(g.h_out) * g.w_out;
+    const int64_t co = grp * static_cast<int64_t>(g.cog) + m, bi = n / hw;
+    if (bias) v += to_acc(bias[co]);
+    y[(bi * g.c_out + co) * hw + n % hw] = from_acc<T>(v);
+  }
+};
+
+// Input gradient, per group: M = cig, N = n * h * w, K = cog * kh * kw.
+// A(ci, (co, i, j)) = weight[g * cog + co, ci, i, j]; B((co, i, j), (b, ih, iw)) = dy at the output
+// whose tap (i, j) reads (ih, iw), 0 if there is none; C(ci, (b, ih, iw)) = dx[b, g * cig + ci,
+// ..].
+template <typename T, typename I>
+struct DgradProblem {
+  static ImplicitGemm shape(const Conv2dGeom& g) {
+    return {g.c_in / g.groups, g.n * g.h * g.w, g.c_out / g.groups * g.kh * g.kw};
+  }
+  Geom<I> g;
+  const T* dy;
+  const T* wt;
+  T* dx;
+  SINTER_CONV_FN Acc<T> a(int grp, int64_t m, int64_t k) const {
+    const I taps = g.kh * g.kw, kk = static_cast<I>(k), co = kk / taps, r = kk % taps;
+    return to_acc(wt[((grp * static_cast<int64_t>(g.cog) + co) * g.cig + m) * taps + r]);
+  }
+  SINTER_CONV_FN Acc<T> b(int grp, int64_t k, int64_t n) const {
+    const I taps = g.kh * g.kw, kk = static_cast<I>(k), co = kk / taps, r = kk % taps;
+    const I i = r / g.kw, j = r % g.kw;
+    const I hw = g.h * g.w, nn = static_cast<I>(n), bi = nn / hw, q = nn % hw;
+    const I th = q / g.w + g.ph - i * g.dil_h, tw = q % g.w + g.pw - j * g.dil_w;
+    if (th < 0 || tw < 0 || th % g.sh != 0 || tw % g.sw != 0) return Acc<T>(0);
+    const I oh = th / g.sh, ow = tw / g.sw;
+    if (oh >= g.h_out || ow >= g.w_out) return Acc<T>(0);
+    const int64_t c = grp * static_cast<int64_t>(g.cog) + co;
+    return to_acc(dy[((bi * static_cast<int64_t>(g.c_out) + c) * g.h_out + oh) * g.w_out + ow]);
+  }
+  SINTER_CONV_FN void store(int grp, int64_t m, int64_t n, Acc<T> v, int) const {
+    const int64_t hw = static_cast<int64_t>(g.h) * g.w, bi = n / hw;
+    const int64_t c = grp * static_cast<int64_t>(g.cig) + m;
+    dx[(bi * g.c_in + c) * hw + n % hw] = from_acc<T>(v);
+  }
+};
+
+// Weight gradient, per group: M = cog, N = cig * kh * kw, K = n * h_out * w_out.
+// A(co, (b, oh, ow)) = dy[b, g * cog + co, oh, ow]; B((b, oh, ow), (ci, i, j)) = the input under
+// tap (i, j) of output (oh, ow); C(co, (ci, i, j)) = dweight[g * cog + co, ci, i, j]. With split K
+// the partial sums go to `acc_out` (Acc<T>): added atomically (acc_out zeroed) when acc_slice is 0,
+// else stored by split s at acc_out + s * acc_slice for an ordered sum afterwards.
+template <typename T, typename I>
+struct WgradProblem {
+  static ImplicitGemm shape(const Conv2dGeom& g) {
+    return {g.c_out / g.groups, g.c_in / g.groups * g.kh * g.kw, g.n * g.h_out * g.w_out};
+  }
+  Geom<I> g;
+  const T* x;
+  const T* dy;
+  T* dw;
+  Acc<T>* acc_out;
+  int64_t acc_slice = 0;
+  SINTER_CONV_FN Acc<T> a(int grp, int64_t m, int64_t k) const {
+    const int64_t hw = static_cast<int64_t>(g.h_out) * g.w_out, bi = k / hw;
+    const int64_t c = grp * static_cast<int64_t>(g.cog) + m;
+    return to_acc(dy[(bi * g.c_out + c) * hw + k % hw]);
+  }
+  SINTER_CONV_FN Acc<T> b(int grp, int64_t k, int64_t n) const {
+    const I taps = g.kh * g.kw, nn = static_cast<I>(n), ci = nn / taps, r = nn % taps;
+    const I hw = g.h_out * g.w_out, kk = static_cast<I>(k), bi = kk / hw, q = kk % hw;
+    return g.x_at(x, bi, grp * g.cig + ci, q / g.w_out, q % g.w_out, r / g.kw, r % g.kw);
+  }
+  SINTER_CONV_FN void store(int grp, int64_t m, int64_t n, Acc<T> v, int split) const {
+    const int64_t kg = static_cast<int64_t>(g.cig) * g.kh * g.kw;
+    const int64_t o = (grp * static_cast<int64_t>(g.cog) + m) * kg + n;
+    store_wgrad(dw, acc_out, acc_slice, o, v, split);
+  }
+};
+
+// --- The tensor-core kernels' problems (kernels/conv_tc.cu) ---
 
 // The problems index in int32: conv_tc_supported only lets through convolutions whose tensors, and
 // the tile overhang past them, index within int32.
