@@ -61,11 +61,9 @@ class HostWarp {
     uint32_t a[kLanes][4] = {};
     uint32_t b[kLanes][2] = {};
   };
-  // This lane's operand set for its next collective.
+  // This lane's operand set for its next collective (a lane thread serves one warp only).
   Operands& next_operands() {
     thread_local uint64_t n = 0;
-    thread_local HostWarp* owner = nullptr;
-    if (owner != this) owner = this, n = 0;
     return sets[n++ % 2];
   }
 

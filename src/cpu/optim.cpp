@@ -4,8 +4,6 @@
 #include "kern/optim.h"
 
 #include <cstdint>
-#include <type_traits>
-#include <utility>
 
 #include "cpu/cpu_util.h"
 #include "kern/scalar_ops.h"

@@ -92,9 +92,7 @@ SINTER_HD inline void rule_step_scalars(const typename Rule::template Scalars<C>
 // The default mode's step scalars, on the host in double: Rule::step at count t.
 template <class Rule>
 inline void rule_host_step(const typename Rule::Hyper& h, double t, double* out) {
-  typename Rule::Hyper host = h;
-  host.lr_device = nullptr;
-  Rule::step(typename Rule::template Scalars<double>(host), h.lr, t, out);
+  Rule::step(typename Rule::template Scalars<double>(h), h.lr, t, out);
 }
 
 // Note [gradient unscale]
