@@ -473,7 +473,7 @@ int64_t build_model(Run& r) {
     num_params += p.numel();
   }
   r.opt = std::make_unique<st::optim::AdamW>(
-      std::vector<st::optim::AdamGroup>{{.params = decay, .weight_decay = cfg.weight_decay},
+      std::vector<st::optim::AdamWGroup>{{.params = decay, .weight_decay = cfg.weight_decay},
                                         {.params = no_decay, .weight_decay = 0.0}},
       st::optim::AdamWOptions{.lr = cfg.lr, .betas = {0.9, 0.95}, .capturable = r.args.cuda_graph});
   r.sched =

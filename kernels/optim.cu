@@ -38,7 +38,7 @@ struct Launch {
 
 // Every rule's launch and scalars fit the 4 KB of kernel parameters.
 #define SINTER_RULE_FITS_(name, Rule) \
-  static_assert(sizeof(Launch<RuleTensor>) + sizeof(Rule::Scalars<double>) < 4000, #name);
+  static_assert(sizeof(Launch<RuleTensor>) + sizeof(RuleCall<Rule, double>) < 4000, #name);
 SINTER_OPTIM_RULES(SINTER_RULE_FITS_)
 #undef SINTER_RULE_FITS_
 
@@ -108,7 +108,7 @@ struct UnscaleOp {
 template <class T, class Rule>
 struct RuleOp {
   using C = Acc<T>;
-  typename Rule::template Scalars<C> s;
+  RuleCall<Rule, C> s;
   RuleTensor t;
 
   template <int N>
@@ -154,8 +154,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class T, class Rule>
 __global__ void __launch_bounds__(kThreads)
-    rule_kernel(const __grid_constant__ Launch<RuleTensor> l,
-                const typename Rule::template Scalars<Acc<T>> s) {
+    rule_kernel(const __grid_constant__ Launch<RuleTensor> l, const RuleCall<Rule, Acc<T>> s) {
   int64_t begin = 0, end = 0;
   const int k = find_tensor(l, begin, end);
   for_range<kVecWidth<T>>(l.aligned[k], begin, end, RuleOp<T, Rule>{s, l.tensors[k]});
@@ -229,7 +228,7 @@ void unscale_grads(const Ctx& ctx, DType dtype, const UnscaleTensor* tensors, in
 #define SINTER_DEFINE_RULE_STEP_(name, Rule)                                                      \
   void name##_step(const Ctx& ctx, DType dtype, const RuleTensor* tensors, int64_t count,         \
                    const Rule::Hyper& h) {                                                        \
-    launch_lists<Rule::template Scalars>(                                                         \
+    launch_lists<RuleCallOf<Rule>::template type>(                                                \
         #name "_step", ctx, dtype, tensors, count, h,                                             \
         [](auto tag, const auto& l, const auto& s, unsigned blocks, cudaStream_t stream) {        \
           rule_kernel<typename decltype(tag)::type, Rule><<<blocks, kThreads, 0, stream>>>(l, s); \

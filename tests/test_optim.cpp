@@ -257,6 +257,31 @@ TEST(OptimAdamW, DefaultsAndAmsgrad) {
               adam_by_hand(0.03, 0.6, 0.7, 1e-8, 0.2, true, true, 5));
 }
 
+// PyTorch's Adam takes decoupled_weight_decay, and its AdamW is that Adam: the same steps, bit for
+// bit. AdamW keeps the flag on.
+TEST(OptimAdamW, IsAdamWithDecoupledWeightDecay) {
+  const std::vector<double> w =
+      run<AdamW>(optim::AdamWOptions{.lr = 0.05, .weight_decay = 0.1, .amsgrad = true}, 4);
+  EXPECT_EQ(run<Adam>(optim::AdamOptions{.lr = 0.05,
+                                         .weight_decay = 0.1,
+                                         .amsgrad = true,
+                                         .decoupled_weight_decay = true},
+                      4),
+            w);
+  EXPECT_FALSE(Adam({leaf({1.0})}).options().decoupled_weight_decay);
+  EXPECT_TRUE(AdamW({leaf({1.0})}).options().decoupled_weight_decay);
+  expect_error([&] { AdamW({leaf({1.0})}, {.decoupled_weight_decay = false}); },
+               {"AdamW", "decoupled_weight_decay must be true", "group 0"});
+  AdamW opt({leaf({1.0})});
+  StateDict d = opt.state_dict();
+  d["param_groups.0.decoupled_weight_decay"] = full({}, 0.0, {.dtype = DType::f64});
+  expect_error([&] { opt.load_state_dict(d); }, {"AdamW", "decoupled_weight_decay"});
+  // A dict from before the option keeps the optimizer's own.
+  d.erase("param_groups.0.decoupled_weight_decay");
+  opt.load_state_dict(d);
+  EXPECT_TRUE(opt.options().decoupled_weight_decay);
+}
+
 TEST(OptimAdam, MaximizeNegatesGradient) {
   Tensor p = leaf(kStart);
   Adam opt({p}, {.lr = 0.01, .eps = 0.0, .maximize = true});
@@ -458,11 +483,12 @@ TEST(OptimStateDict, KeysAndScalars) {
   for (const char* key :
        {"param_groups.0.lr", "param_groups.0.beta1", "param_groups.0.beta2", "param_groups.0.eps",
         "param_groups.0.weight_decay", "param_groups.0.amsgrad", "param_groups.0.maximize",
-        "param_groups.0.capturable", "param_groups.0.num_params", "state.0.0.step",
-        "state.0.0.exp_avg", "state.0.0.exp_avg_sq", "state.0.0.max_exp_avg_sq"}) {
+        "param_groups.0.capturable", "param_groups.0.decoupled_weight_decay",
+        "param_groups.0.num_params", "state.0.0.step", "state.0.0.exp_avg", "state.0.0.exp_avg_sq",
+        "state.0.0.max_exp_avg_sq"}) {
     EXPECT_EQ(d.count(key), 1u) << key;
   }
-  EXPECT_EQ(d.size(), 13u);  // q has no grad, so no state
+  EXPECT_EQ(d.size(), 14u);  // q has no grad, so no state
   EXPECT_EQ(d.at("param_groups.0.lr").dim(), 0);
   EXPECT_EQ(d.at("param_groups.0.lr").dtype(), DType::f64);
   EXPECT_EQ(d.at("param_groups.0.lr").item<double>(), 0.1);
@@ -882,7 +908,7 @@ TEST(CapturableAdam, StepsAsTheDefaultMode) {
   for (bool decoupled : {false, true}) {
     for (bool amsgrad : {false, true}) {
       SCOPED_TRACE(std::string(decoupled ? "AdamW" : "Adam") + (amsgrad ? " amsgrad" : ""));
-      auto make = [&](bool capturable, const Tensor& p) -> std::unique_ptr<optim::Adam> {
+      auto make = [&](bool capturable, const Tensor& p) -> std::unique_ptr<optim::Optimizer> {
         if (decoupled) {
           return std::make_unique<optim::AdamW>(
               std::vector<Tensor>{p},

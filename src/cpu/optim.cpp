@@ -48,7 +48,7 @@ void rule_step(const char* op, DType dtype, const RuleTensor* tensors, int64_t c
   visit_float(dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Acc<T>;
-    const typename Rule::template Scalars<C> s(h);
+    const RuleCall<Rule, C> s(h);
     for (int64_t k = 0; k < count; ++k) {
       const RuleTensor& t = tensors[k];
       C st[kMaxRuleStep];

@@ -53,10 +53,12 @@ SINTER_HD inline C add_rn(C a, C b) {
 // RMSprop, Adagrad), and its kernels come from the list SINTER_OPTIM_RULES below: each row
 // X(name, Rule) declares name##_step in the kernel interface, which the CPU loop and the CUDA
 // multi-tensor launch define by running the rule's element. A rule has
-//   struct Hyper                 the call's hyperparameters as doubles, with lr and lr_device
-//   template <class C> Scalars   built from Hyper, in the compute type C, with lr_device
-//   kBuffers                     how many of the tensor's buffers it may read and write
-//   kCountsSteps                 whether the tensor keeps a step count t ("step" in its state)
+//   RuleOf<Options, kBuffers, kCountsSteps> as its base: its optimizer's options struct (Note
+//                                [optimizer options]: the hyperparameters are declared there
+//                                alone), how many of the tensor's buffers it may read and write,
+//                                and whether the tensor keeps a step count t ("step" in its
+//                                state); Hyper, the call's arguments, is RuleArgs<Options>
+//   template <class C> Scalars   built from Hyper, in the compute type C
 //   step(s, lr, t, out)          the tensor's scalars of this step, out[0, kMaxRuleStep), from
 //                                the learning rate and the step count (SINTER_HD)
 //   element(s, st, fresh, p, g, buf)  one element's update, with st the step's scalars and buf
@@ -66,6 +68,29 @@ SINTER_HD inline C add_rn(C a, C b) {
 // element follows the unfused tensor-op formulas as Note [fused optimizer step] asks.
 constexpr int kMaxRuleBuffers = 3;
 constexpr int kMaxRuleStep = 3;
+
+// A rule's call: the group's options and, in the capturable mode, its learning rate on the call's
+// device (else nullptr).
+template <class Options>
+struct RuleArgs {
+  Options o;
+  const double* lr_device = nullptr;
+};
+
+template <class Options, int Buffers, bool CountsSteps>
+struct RuleOf {
+  using Hyper = RuleArgs<Options>;
+  static constexpr int kBuffers = Buffers;
+  static constexpr bool kCountsSteps = CountsSteps;
+};
+
+// The gradient most rules update with: negated with maximize, plus weight_decay * p (PyTorch's L2
+// weight decay) where s.use_weight_decay.
+template <class S, class C>
+SINTER_HD inline C decayed_grad(const S& s, C p, C g) {
+  if (s.maximize) g = -g;
+  return s.use_weight_decay ? add_rn(g, mul_rn(p, s.weight_decay)) : g;
+}
 
 struct RuleTensor {
   void* param = nullptr;
@@ -77,10 +102,24 @@ struct RuleTensor {
   bool fresh = false;                  // the tensor's buffers were made for this step
 };
 
+// What a rule's kernels take: its scalars in C and the call's device learning rate (capturable;
+// else nullptr).
+template <class Rule, class C>
+struct RuleCall : Rule::template Scalars<C> {
+  const double* lr_device;
+  explicit RuleCall(const typename Rule::Hyper& h)
+      : Rule::template Scalars<C>(h), lr_device(h.lr_device) {}
+};
+// RuleCall<Rule, C> as a template of C alone.
+template <class Rule>
+struct RuleCallOf {
+  template <class C>
+  using type = RuleCall<Rule, C>;
+};
+
 // The step's scalars of one tensor in C, as Note [optimizer rules] says.
 template <class Rule, class C>
-SINTER_HD inline void rule_step_scalars(const typename Rule::template Scalars<C>& s,
-                                        const RuleTensor& t, C* out) {
+SINTER_HD inline void rule_step_scalars(const RuleCall<Rule, C>& s, const RuleTensor& t, C* out) {
   if (s.lr_device) {
     const C count = t.step_device ? static_cast<C>(*t.step_device) : C(0);
     Rule::step(s, static_cast<C>(*s.lr_device), count, out);
@@ -92,7 +131,7 @@ SINTER_HD inline void rule_step_scalars(const typename Rule::template Scalars<C>
 // The default mode's step scalars, on the host in double: Rule::step at count t.
 template <class Rule>
 inline void rule_host_step(const typename Rule::Hyper& h, double t, double* out) {
-  Rule::step(typename Rule::template Scalars<double>(h), h.lr, t, out);
+  Rule::step(typename Rule::template Scalars<double>(h), h.o.lr, t, out);
 }
 
 // Note [gradient unscale]

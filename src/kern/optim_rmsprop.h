@@ -2,42 +2,27 @@
 // [optimizer rules] in kern/optim.h, which includes this after the helpers it uses).
 #pragma once
 
+#include "sinter/optim/rmsprop.h"
+
 namespace sinter::kern {
 
-struct RmspropRule {
-  struct Hyper {
-    double lr = 0.0;
-    double alpha = 0.0;
-    double eps = 0.0;
-    double weight_decay = 0.0;
-    double momentum = 0.0;
-    bool centered = false;
-    bool maximize = false;
-    const double* lr_device = nullptr;  // capturable: the group's lr on the call's device
-  };
-
+// buf[0]: square_avg; buf[1]: momentum_buffer (momentum > 0); buf[2]: grad_avg (centered).
+struct RmspropRule : RuleOf<optim::RMSpropOptions, 3, true> {
   template <class C>
   struct Scalars {
     C alpha, one_minus_alpha, eps, weight_decay, momentum;
     bool use_weight_decay, use_momentum, centered, maximize;
-    const double* lr_device;
     explicit Scalars(const Hyper& h)
-        : alpha(static_cast<C>(h.alpha)),
-          one_minus_alpha(static_cast<C>(1.0 - h.alpha)),
-          eps(static_cast<C>(h.eps)),
-          weight_decay(static_cast<C>(h.weight_decay)),
-          momentum(static_cast<C>(h.momentum)),
-          use_weight_decay(h.weight_decay != 0.0),
-          use_momentum(h.momentum > 0.0),
-          centered(h.centered),
-          maximize(h.maximize),
-          lr_device(h.lr_device) {}
+        : alpha(static_cast<C>(h.o.alpha)),
+          one_minus_alpha(static_cast<C>(1.0 - h.o.alpha)),
+          eps(static_cast<C>(h.o.eps)),
+          weight_decay(static_cast<C>(h.o.weight_decay)),
+          momentum(static_cast<C>(h.o.momentum)),
+          use_weight_decay(h.o.weight_decay != 0.0),
+          use_momentum(h.o.momentum > 0.0),
+          centered(h.o.centered),
+          maximize(h.o.maximize) {}
   };
-
-  // buf[0]: square_avg; buf[1]: momentum_buffer (momentum > 0); buf[2]: grad_avg (centered).
-  static constexpr int kBuffers = 3;
-
-  static constexpr bool kCountsSteps = true;
 
   // st[0]: lr.
   template <class C>
@@ -46,11 +31,9 @@ struct RmspropRule {
   }
 
   template <class C>
-  SINTER_HD static void element(const Scalars<C>& s, const C* st, bool /*fresh*/, C& p, C g,
-                                C* buf) {
+  SINTER_HD static void element(const Scalars<C>& s, const C* st, bool, C& p, C g, C* buf) {
     const C lr = st[0];
-    if (s.maximize) g = -g;
-    if (s.use_weight_decay) g = add_rn(g, mul_rn(p, s.weight_decay));
+    g = decayed_grad(s, p, g);
     C& v = buf[0];
     v = add_rn(mul_rn(v, s.alpha), mul_rn(mul_rn(g, g), s.one_minus_alpha));
     C avg;

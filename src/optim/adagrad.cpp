@@ -3,32 +3,12 @@
 #include "sinter/optim/adagrad.h"
 
 #include "internal/optim_rule.h"
-#include "sinter/autograd.h"
 
 namespace sinter::optim {
 
-Adagrad::Adagrad(const std::vector<Tensor>& params, const AdagradOptions& options)
-    : Adagrad(std::vector<AdagradGroup>{AdagradGroup{.params = params}}, options) {}
-
-Adagrad::Adagrad(const std::vector<AdagradGroup>& groups, const AdagradOptions& defaults)
-    : OptimizerWithOptions("Adagrad", defaults) {
-  add_param_groups(groups);
-}
-
-void Adagrad::step() {
-  NoGradGuard ng;
-  for (size_t g = 0; g < params_.size(); ++g) {
-    const AdagradOptions& o = options_[g];
-    using Rule = kern::AdagradRule;
-    Rule::Hyper h{.lr = o.lr,
-                  .lr_decay = o.lr_decay,
-                  .eps = o.eps,
-                  .weight_decay = o.weight_decay,
-                  .maximize = o.maximize};
-    SINTER_RULE_STEP(adagrad, Rule, g,
-                     (std::vector<RuleBuffer>{{"sum", o.initial_accumulator_value, true}}),
-                     o.capturable, h);
-  }
+void Adagrad::step_group(size_t group, const AdagradOptions& o) {
+  SINTER_RULE_STEP(adagrad, kern::AdagradRule, group, o,
+                   {"sum", o.initial_accumulator_value, true});
 }
 
 }  // namespace sinter::optim

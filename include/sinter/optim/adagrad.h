@@ -2,6 +2,8 @@
 // following PyTorch's formulas.
 #pragma once
 
+#include <cstddef>
+#include <string>
 #include <vector>
 
 #include "sinter/optim/optimizer.h"
@@ -19,7 +21,7 @@ namespace sinter::optim {
   X(double, eps, 1e-10, NonNegative)                     \
   X(bool, maximize, false, Flag)                         \
   X(bool, capturable, false, Flag)
-SINTER_OPTIMIZER_OPTIONS(AdagradOptions, AdagradGroup, SINTER_ADAGRAD_OPTIONS)
+SINTER_OPTIMIZER_OPTIONS(Adagrad, SINTER_ADAGRAD_OPTIONS)
 
 // Per parameter p with gradient g, at this parameter's step t = 1, 2, ...:
 //   g <- -g if maximize;  g <- g + weight_decay * p
@@ -28,12 +30,10 @@ SINTER_OPTIMIZER_OPTIONS(AdagradOptions, AdagradGroup, SINTER_ADAGRAD_OPTIONS)
 // State: "step", "sum" (s).
 class Adagrad : public OptimizerWithOptions<AdagradOptions, AdagradGroup> {
  public:
-  explicit Adagrad(const std::vector<Tensor>& params, const AdagradOptions& options = {});
-  Adagrad(const std::vector<AdagradGroup>& groups, const AdagradOptions& defaults = {});
-
-  void step() override;
+  using OptimizerWithOptions::OptimizerWithOptions;
 
  protected:
+  void step_group(size_t group, const AdagradOptions& o) override;
   std::vector<std::string> state_names() const override { return {"step", "sum"}; }
 };
 

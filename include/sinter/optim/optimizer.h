@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "sinter/autograd.h"
 #include "sinter/state_dict.h"
 #include "sinter/tensor.h"
 
@@ -22,18 +23,22 @@ namespace sinter::optim {
 
 // Note [optimizer options]
 // An optimizer declares its hyperparameters once, as the rows X(type, name, default, rule) of an
-// X-macro list (SINTER_SGD_OPTIONS in sgd.h). SINTER_OPTIMIZER_OPTIONS(Options, Group, LIST)
-// makes from it:
-//   Options  the fields with their defaults, in the list's order, for designated initializers
-//            ({.lr = 0.1, .momentum = 0.9}), and Options::visit(o, f), which calls f(name, field,
-//            rule) for each;
-//   Group    a parameter group: `params` and an optional override of each field; a field the
-//            optimizer does not have does not compile ({.params = ps, .lr = 0.01}).
-// OptimizerWithOptions derives the rest from visit: the group's options (its overrides over the
-// optimizer's defaults), the checks and their messages (the rule), the state-dict keys and the
-// access by name that schedulers use (Hyperparameters). type is double, bool (a 0/1 flag in the
-// state dict) or Betas, a pair that is two hyperparameters named by the field's stem and 1, 2
-// (betas: beta1 and beta2). step() reads the group's Options directly.
+// X-macro list (SINTER_SGD_OPTIONS in sgd.h). SINTER_OPTIMIZER_OPTIONS(Name, LIST) makes from it:
+//   NameOptions  the fields with their defaults, in the list's order, for designated initializers
+//                ({.lr = 0.1, .momentum = 0.9}); NameOptions::visit(o, f), which calls f(name,
+//                field, rule) for each; and kOptimizer, the name "Name" that errors give;
+//   NameGroup    a parameter group: `params` and an optional override of each field; a field the
+//                optimizer does not have does not compile ({.params = ps, .lr = 0.01}).
+// OptimizerWithOptions derives the rest from visit: the constructors, the group's options (its
+// overrides over the optimizer's defaults), the checks and their messages (the rule), the
+// state-dict keys and the access by name that schedulers use (Hyperparameters). type is double,
+// bool (a 0/1 flag in the state dict) or Betas, a pair that is two hyperparameters named by the
+// field's stem and 1, 2 (betas: beta1 and beta2). The options struct is also what the optimizer's
+// update rule reads, on the host and in its kernels (Note [optimizer rules] in src/kern/optim.h):
+// a hyperparameter is a row of the list and nothing else.
+// Checks between hyperparameters beyond each one's rule are a function
+// check_options(const NameOptions&, size_t group) next to the options (SGD's nesterov needs
+// momentum), found by argument-dependent lookup.
 enum class Rule {
   NonNegative,  // >= 0 (NaN fails)
   Unit,         // in [0, 1)
@@ -47,22 +52,27 @@ using Betas = std::pair<double, double>;
 #define SINTER_OPTION_VISIT_(type, name, value, rule) f(#name, o.name, ::sinter::optim::Rule::rule);
 #define SINTER_OPTION_APPLY_(type, name, value, rule) \
   if (name) o.name = *name;
-#define SINTER_OPTIMIZER_OPTIONS(Options, Group, LIST) \
-  struct Options {                                     \
-    LIST(SINTER_OPTION_FIELD_)                         \
-    template <class O, class F>                        \
-    static void visit(O& o, F&& f) {                   \
-      LIST(SINTER_OPTION_VISIT_)                       \
-    }                                                  \
-  };                                                   \
-  struct Group {                                       \
-    std::vector<::sinter::Tensor> params{};            \
-    LIST(SINTER_OPTION_OVERRIDE_)                      \
-    Options over(Options o) const {                    \
-      LIST(SINTER_OPTION_APPLY_)                       \
-      return o;                                        \
-    }                                                  \
+#define SINTER_OPTIMIZER_OPTIONS(Name, LIST)         \
+  struct Name##Options {                             \
+    static constexpr const char* kOptimizer = #Name; \
+    LIST(SINTER_OPTION_FIELD_)                       \
+    template <class O, class F>                      \
+    static void visit(O& o, F&& f) {                 \
+      LIST(SINTER_OPTION_VISIT_)                     \
+    }                                                \
+  };                                                 \
+  struct Name##Group {                               \
+    std::vector<::sinter::Tensor> params{};          \
+    LIST(SINTER_OPTION_OVERRIDE_)                    \
+    Name##Options over(Name##Options o) const {      \
+      LIST(SINTER_OPTION_APPLY_)                     \
+      return o;                                      \
+    }                                                \
   };
+
+// Options with no checks beyond each hyperparameter's rule (Note [optimizer options]).
+template <class Options>
+void check_options(const Options& /*o*/, size_t /*group*/) {}
 
 // A group's hyperparameters by name, all as doubles (bools as 0 or 1): the form they take in a
 // state dict and the form schedulers change them through.
@@ -200,9 +210,24 @@ class Optimizer {
 
 // An optimizer that keeps each group's hyperparameters as its own Options struct, read by step()
 // and options(), and derives the rest of the base from Options::visit (Note [optimizer options]).
+// An optimizer takes its constructors (`using OptimizerWithOptions::OptimizerWithOptions;`) and
+// writes step_group: the update of one group with its options.
 template <class Options, class Group>
 class OptimizerWithOptions : public Optimizer {
  public:
+  // One group of `params` with `options`.
+  explicit OptimizerWithOptions(const std::vector<Tensor>& params, const Options& options = {})
+      : OptimizerWithOptions(std::vector<Group>{Group{.params = params}}, options) {}
+  // Parameter groups, which must hold at least one parameter among them; the options a group
+  // leaves unset take `defaults`.
+  OptimizerWithOptions(const std::vector<Group>& groups, const Options& defaults = {})
+      : Optimizer(Options::kOptimizer), defaults_(defaults) {
+    size_t total = 0;
+    for (const Group& g : groups) total += g.params.size();
+    SINTER_CHECK(total > 0, name(), ": got an empty parameter list");
+    for (const Group& g : groups) add_param_group(g);
+  }
+
   const Options& options(size_t group = 0) const {
     params(group);
     return options_[group];
@@ -212,20 +237,15 @@ class OptimizerWithOptions : public Optimizer {
     add_group(group.params, to_hyper(group.over(defaults_)));
   }
 
- protected:
-  OptimizerWithOptions(std::string name, const Options& defaults)
-      : Optimizer(std::move(name)), defaults_(defaults) {}
-
-  // Adds the groups a constructor was given, which must hold at least one parameter among them.
-  void add_param_groups(const std::vector<Group>& groups) {
-    size_t total = 0;
-    for (const Group& g : groups) total += g.params.size();
-    SINTER_CHECK(total > 0, name(), ": got an empty parameter list");
-    for (const Group& g : groups) add_param_group(g);
+  void step() final {
+    NoGradGuard ng;
+    for (size_t g = 0; g < params_.size(); ++g) step_group(g, options_[g]);
   }
 
-  // Checks between hyperparameters beyond each one's rule (SGD's nesterov needs momentum).
-  virtual void check_options(const Options& /*o*/, size_t /*group*/) const {}
+ protected:
+  // One update of group `group`'s parameters that have a gradient (Optimizer::step), under
+  // NoGradGuard.
+  virtual void step_group(size_t group, const Options& o) = 0;
 
   static Hyperparameters to_hyper(const Options& o) {
     Hyperparameters h;
@@ -269,7 +289,7 @@ class OptimizerWithOptions : public Optimizer {
         check_value(name, require(h, name, group), rule, group);
       }
     });
-    check_options(from_hyper(h), group);
+    check_options(from_hyper(h), group);  // Note [optimizer options]
   }
   void store(size_t group, const Hyperparameters& h) override {
     const Options o = from_hyper(h);

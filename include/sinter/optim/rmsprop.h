@@ -2,6 +2,8 @@
 // formulas.
 #pragma once
 
+#include <cstddef>
+#include <string>
 #include <vector>
 
 #include "sinter/optim/optimizer.h"
@@ -20,7 +22,7 @@ namespace sinter::optim {
   X(bool, centered, false, Flag)            \
   X(bool, maximize, false, Flag)            \
   X(bool, capturable, false, Flag)
-SINTER_OPTIMIZER_OPTIONS(RMSpropOptions, RMSpropGroup, SINTER_RMSPROP_OPTIONS)
+SINTER_OPTIMIZER_OPTIONS(RMSprop, SINTER_RMSPROP_OPTIONS)
 
 // Per parameter p with gradient g:
 //   g <- -g if maximize;  g <- g + weight_decay * p
@@ -30,13 +32,11 @@ SINTER_OPTIMIZER_OPTIONS(RMSpropOptions, RMSpropGroup, SINTER_RMSPROP_OPTIONS)
 // State: "step", "square_avg" (v), "momentum_buffer" (b, with momentum), "grad_avg" (m, centered).
 class RMSprop : public OptimizerWithOptions<RMSpropOptions, RMSpropGroup> {
  public:
-  explicit RMSprop(const std::vector<Tensor>& params, const RMSpropOptions& options = {});
-  RMSprop(const std::vector<RMSpropGroup>& groups, const RMSpropOptions& defaults = {});
-
-  void step() override;
+  using OptimizerWithOptions::OptimizerWithOptions;
   std::string momentum_name() const override { return "momentum"; }
 
  protected:
+  void step_group(size_t group, const RMSpropOptions& o) override;
   std::vector<std::string> state_names() const override {
     return {"step", "square_avg", "momentum_buffer", "grad_avg"};
   }

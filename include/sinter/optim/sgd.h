@@ -2,6 +2,8 @@
 // update rules.
 #pragma once
 
+#include <cstddef>
+#include <string>
 #include <vector>
 
 #include "sinter/optim/optimizer.h"
@@ -20,7 +22,10 @@ namespace sinter::optim {
   X(bool, nesterov, false, Flag)            \
   X(bool, maximize, false, Flag)            \
   X(bool, capturable, false, Flag)
-SINTER_OPTIMIZER_OPTIONS(SGDOptions, SGDGroup, SINTER_SGD_OPTIONS)
+SINTER_OPTIMIZER_OPTIONS(SGD, SINTER_SGD_OPTIONS)
+
+// The nesterov check (Note [optimizer options]).
+void check_options(const SGDOptions& o, size_t group);
 
 // Per parameter p with gradient g (t counts this parameter's steps):
 //   g <- -g if maximize;  g <- g + weight_decay * p
@@ -30,14 +35,11 @@ SINTER_OPTIMIZER_OPTIONS(SGDOptions, SGDGroup, SINTER_SGD_OPTIONS)
 // State: "momentum_buffer" (when momentum != 0).
 class SGD : public OptimizerWithOptions<SGDOptions, SGDGroup> {
  public:
-  explicit SGD(const std::vector<Tensor>& params, const SGDOptions& options = {});
-  SGD(const std::vector<SGDGroup>& groups, const SGDOptions& defaults = {});
-
-  void step() override;
+  using OptimizerWithOptions::OptimizerWithOptions;
   std::string momentum_name() const override { return "momentum"; }
 
  protected:
-  void check_options(const SGDOptions& o, size_t group) const override;
+  void step_group(size_t group, const SGDOptions& o) override;
   std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
   std::vector<std::string> scalar_state() const override { return {}; }
 };
