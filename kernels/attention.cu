@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "attention_tile.h"
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
 #include "kern/attention.h"
@@ -27,7 +28,7 @@
 namespace sinter::cudak {
 namespace {
 
-constexpr int kWarps = 4;
+constexpr int kWarps = attn::kWarps;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kCols = 32;  // columns per tile of the general kernels: one per lane
 constexpr unsigned kFull = 0xffffffffu;
@@ -76,14 +77,9 @@ __device__ __forceinline__ void load_rows(A* dst, int ld, const T* src, int64_t 
   }
 }
 
-// The block's (tile, head), tiles of a head in the order given: heaviest first under a causal
-// mask, where late query tiles see the most keys and early key tiles the most queries.
-struct TileOf {
-  int64_t tile, head;
-};
-__device__ __forceinline__ TileOf tile_of(int64_t tiles, bool last_first) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) % tiles;
-  return {last_first ? tiles - 1 - i : i, static_cast<int64_t>(blockIdx.x) / tiles};
+// This block's (tile, head) (attn::tile_of).
+__device__ __forceinline__ attn::TileOf tile_of(int64_t tiles, bool last_first) {
+  return attn::tile_of(blockIdx.x, tiles, last_first);
 }
 
 // acc[r][c] += sum over lanes j of shfl(w[r], j) * tile[j][32 c + lane]: the warp's rows add the
@@ -397,17 +393,15 @@ void visit_chunks(int64_t d, F&& f) {
 
 // ---- the tensor-core kernels (bf16, f16; D = 32, 64, 128) ----
 //
-// A block owns 64 rows (queries in the forward and the dq pass, keys in the dk/dv pass), 16 per
-// warp, and walks 64-row tiles of the other side. Products are warp tiles of 16 x 64 (a score
-// tile) or 16 x D (an accumulator) on mma.sync m16n8k16 with f32 accumulators. Accumulator e of n8
-// tile jn is (row g + 8 (e / 2), column 8 jn + 2 t + e % 2) of the warp's tile, g = lane / 4,
-// t = lane % 4 (mma.cuh), so a row's values spread over the four lanes of one g (row reductions
-// take two shuffles), and a 16 x 64 tile of weights in accumulators is, packed in pairs, the A
-// fragments of the next product (pack_weights). Scores are kept in the exp2 domain.
+// The tiles and lanes of Note [attention tiles] (attention_tile.h). Products are warp tiles of
+// 16 x 64 (a score tile) or 16 x D (an accumulator) on mma.sync m16n8k16 with f32 accumulators; a
+// row's values spread over the four lanes of one g (row reductions take two shuffles), and a
+// 16 x 64 tile of weights in accumulators is, packed in pairs, the A fragments of the next product
+// (pack_weights). Scores are kept in the exp2 domain.
 
-constexpr int kMmaRows = 64;          // rows per block and per tile of the other side
-constexpr int kMmaN8 = kMmaRows / 8;  // n8 tiles of a 16 x 64 score tile
-constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kMmaRows = attn::kRows;
+constexpr int kMmaN8 = attn::kN8;
+constexpr float kLog2e = attn::kLog2e;
 
 template <int kD>
 struct MmaTile {
@@ -555,11 +549,13 @@ __global__ void __launch_bounds__(kThreads)
   T* qs = reinterpret_cast<T*>(smem);
   T* kv = qs + M::kElems;
   const auto [tile, h] = tile_of(ceil_div(a.tq, kMmaRows), true);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const int64_t q0 = tile * kMmaRows;
+  // The rows and columns of attn::lane_row and attn::acc_col, written out: through the functions
+  // ptxas gives this kernel 205 registers at D = 128 and 141 at D = 64, against 168 and 126.
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const T* kh = k + h * a.tk * kD;
   const T* vh = v + h * a.tk * kD;
-  const int64_t key_end = a.causal ? min(a.tk, q0 + kMmaRows) : a.tk;
+  const int64_t key_end = attn::key_end(a, q0);
   copy_tile_async<kD>(qs, q + h * a.tq * kD, q0, a.tq);
   copy_tile_async<kD>(kv, kh, 0, a.tk);
   copy_tile_async<kD>(kv + M::kElems, vh, 0, a.tk);
@@ -600,22 +596,19 @@ __global__ void __launch_bounds__(kThreads)
         tile_max[e / 2] = fmaxf(tile_max[e / 2], s[jn][e]);
       }
     }
-    float alpha[2], base[2];
+    attn::Rescale rescale[2];
 #pragma unroll
     for (int x = 0; x < 2; ++x) {
       tile_max[x] = fmaxf(tile_max[x], __shfl_xor_sync(kFull, tile_max[x], 1));
       tile_max[x] = fmaxf(tile_max[x], __shfl_xor_sync(kFull, tile_max[x], 2));
-      const float m_new = fmaxf(m[x], tile_max[x]);
-      base[x] = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet: every p is 0
-      alpha[x] = exp2f(m[x] - base[x]);
-      m[x] = m_new;
+      rescale[x] = attn::online_max(m[x], tile_max[x]);
     }
     float row_sum[2] = {0.f, 0.f};
 #pragma unroll
     for (int jn = 0; jn < kMmaN8; ++jn) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float p = exp2f(s[jn][e] - base[e / 2]);
+        const float p = exp2f(s[jn][e] - rescale[e / 2].base);
         row_sum[e / 2] += p;
         // The dropped weights leave the P V product; 1 / (1 - dropout_p) is applied at the end.
         const int64_t j = j0 + 8 * jn + 2 * t + e % 2;
@@ -626,12 +619,12 @@ __global__ void __launch_bounds__(kThreads)
     for (int x = 0; x < 2; ++x) {
       row_sum[x] += __shfl_xor_sync(kFull, row_sum[x], 1);
       row_sum[x] += __shfl_xor_sync(kFull, row_sum[x], 2);
-      l[x] = l[x] * alpha[x] + row_sum[x];
+      l[x] = l[x] * rescale[x].alpha + row_sum[x];
     }
 #pragma unroll
     for (int jn = 0; jn < kD / 8; ++jn) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o[jn][e] *= alpha[e / 2];
+      for (int e = 0; e < 4; ++e) o[jn][e] *= rescale[e / 2].alpha;
     }
     uint32_t pa[kMmaRows / 16][4];
     pack_weights<T>(pa, s);
@@ -659,8 +652,8 @@ __global__ void __launch_bounds__(kThreads)
   T* ks = qs + 2 * M::kElems;
   T* vs = qs + 3 * M::kElems;
   const auto [tile, h] = tile_of(ceil_div(a.tq, kMmaRows), true);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const int64_t q0 = tile * kMmaRows;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t off_q = h * a.tq * kD, off_k = h * a.tk * kD;
   copy_tile_async<kD>(qs, q + off_q, q0, a.tq);
   copy_tile_async<kD>(gs, dout + off_q, q0, a.tq);
@@ -668,7 +661,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const float scale2 = static_cast<float>(a.scale) * kLog2e;
   const float keep_scale = static_cast<float>(a.keep_scale);
-  const int64_t rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  const int64_t rows[2] = {attn::lane_row(q0, warp, lane, 0), attn::lane_row(q0, warp, lane, 1)};
   float row_lse2[2], row_dot[2];
 #pragma unroll
   for (int x = 0; x < 2; ++x) {
@@ -676,7 +669,7 @@ __global__ void __launch_bounds__(kThreads)
     row_dot[x] = rows[x] < a.tq ? dots[h * a.tq + rows[x]] : 0.f;
   }
   float acc[kD / 8][4] = {};
-  const int64_t key_end = a.causal ? min(a.tk, q0 + kMmaRows) : a.tk;
+  const int64_t key_end = attn::key_end(a, q0);
   for (int64_t j0 = 0; j0 < key_end; j0 += kMmaRows) {
     __syncthreads();  // the previous K and V tiles are read
     copy_tile_async<kD>(ks, k + off_k, j0, a.tk);
@@ -690,14 +683,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int jn = 0; jn < kMmaN8; ++jn) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int64_t i = rows[e / 2], j = j0 + 8 * jn + 2 * t + e % 2;
-        float ds = 0.f;
-        if (i < a.tq && j < kern::attention_key_end(a, i)) {
-          const float p = exp2f(s[jn][e] * scale2 - row_lse2[e / 2]);
-          const float keep = kern::attention_keep(a, h, i, j) ? keep_scale : 0.f;
-          ds = p * (keep * dp[jn][e] - row_dot[e / 2]);
-        }
-        s[jn][e] = ds;
+        s[jn][e] =
+            attn::backward_weights(a, h, rows[e / 2], j0 + attn::acc_col(jn, e, lane), s[jn][e],
+                                   dp[jn][e], scale2, row_lse2[e / 2], row_dot[e / 2], keep_scale)
+                .ds;
       }
     }
     uint32_t pa[kMmaRows / 16][4];
@@ -723,8 +712,8 @@ __global__ void __launch_bounds__(kThreads)
   float* lse2_s = reinterpret_cast<float*>(ks + 4 * M::kElems);  // (64)
   float* dot_s = lse2_s + kMmaRows;                              // (64)
   const auto [tile, h] = tile_of(ceil_div(a.tk, kMmaRows), false);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const int64_t k0 = tile * kMmaRows;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t off_q = h * a.tq * kD, off_k = h * a.tk * kD;
   copy_tile_async<kD>(ks, k + off_k, k0, a.tk);
   copy_tile_async<kD>(vs, v + off_k, k0, a.tk);
@@ -732,10 +721,9 @@ __global__ void __launch_bounds__(kThreads)
 
   const float scale2 = static_cast<float>(a.scale) * kLog2e;
   const float keep_scale = static_cast<float>(a.keep_scale);
-  const int64_t keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+  const int64_t keys[2] = {attn::lane_row(k0, warp, lane, 0), attn::lane_row(k0, warp, lane, 1)};
   float gk[kD / 8][4] = {}, gv[kD / 8][4] = {};
-  // Causal: queries before k0 see none of the tile's keys.
-  for (int64_t i0 = a.causal ? k0 : 0; i0 < a.tq; i0 += kMmaRows) {
+  for (int64_t i0 = attn::query_begin(a, k0); i0 < a.tq; i0 += kMmaRows) {
     __syncthreads();  // the previous query tiles are read
     copy_tile_async<kD>(qs, q + off_q, i0, a.tq);
     copy_tile_async<kD>(gs, dout + off_q, i0, a.tq);
@@ -753,17 +741,12 @@ __global__ void __launch_bounds__(kThreads)
     for (int jn = 0; jn < kMmaN8; ++jn) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int col = 8 * jn + 2 * t + e % 2;
-        const int64_t i = i0 + col, j = keys[e / 2];
-        float w = 0.f, ds = 0.f;
-        if (i < a.tq && j < kern::attention_key_end(a, i)) {
-          const float p = exp2f(st[jn][e] * scale2 - lse2_s[col]);
-          const float keep = kern::attention_keep(a, h, i, j) ? keep_scale : 0.f;
-          w = p * keep;
-          ds = p * (keep * dpt[jn][e] - dot_s[col]);
-        }
-        st[jn][e] = w;
-        dpt[jn][e] = ds;
+        const int col = attn::acc_col(jn, e, lane);
+        const attn::Grads w =
+            attn::backward_weights(a, h, i0 + col, keys[e / 2], st[jn][e], dpt[jn][e], scale2,
+                                   lse2_s[col], dot_s[col], keep_scale);
+        st[jn][e] = w.w;
+        dpt[jn][e] = w.ds;
       }
     }
     uint32_t pa[kMmaRows / 16][4];

@@ -62,7 +62,17 @@ struct Geom {
     if (ih < 0 || ih >= h || iw < 0 || iw >= w) return zero;
     return x[((static_cast<int64_t>(b) * c_in + c) * h + ih) * w + iw];
   }
-  // The same widened to the accumulation type.
+  // dy[b, c, oh, ow] for the output (oh, ow) whose tap (i, j) reads input (ih, iw), or `zero` when
+  // no output does (the stride skips it, or it lies past the edges): the input gradient's gather.
+  template <typename T>
+  SINTER_CONV_FN T dy_tap(const T* dy, I b, I c, I ih, I iw, I i, I j, T zero) const {
+    const I th = ih + ph - i * dil_h, tw = iw + pw - j * dil_w;
+    if (th < 0 || tw < 0 || th % sh != 0 || tw % sw != 0) return zero;
+    const I oh = th / sh, ow = tw / sw;
+    if (oh >= h_out || ow >= w_out) return zero;
+    return dy[((static_cast<int64_t>(b) * c_out + c) * h_out + oh) * w_out + ow];
+  }
+  // x_tap widened to the accumulation type.
   template <typename T>
   SINTER_CONV_FN Acc<T> x_at(const T* x, I b, I c, I oh, I ow, I i, I j) const {
     return to_acc(x_tap(x, b, c, oh, ow, i, j, from_acc<T>(Acc<T>(0))));
@@ -144,14 +154,9 @@ struct DgradProblem {
   }
   SINTER_CONV_FN Acc<T> b(int grp, int64_t k, int64_t n) const {
     const I taps = g.kh * g.kw, kk = static_cast<I>(k), co = kk / taps, r = kk % taps;
-    const I i = r / g.kw, j = r % g.kw;
     const I hw = g.h * g.w, nn = static_cast<I>(n), bi = nn / hw, q = nn % hw;
-    const I th = q / g.w + g.ph - i * g.dil_h, tw = q % g.w + g.pw - j * g.dil_w;
-    if (th < 0 || tw < 0 || th % g.sh != 0 || tw % g.sw != 0) return Acc<T>(0);
-    const I oh = th / g.sh, ow = tw / g.sw;
-    if (oh >= g.h_out || ow >= g.w_out) return Acc<T>(0);
-    const int64_t c = grp * static_cast<int64_t>(g.cog) + co;
-    return to_acc(dy[((bi * static_cast<int64_t>(g.c_out) + c) * g.h_out + oh) * g.w_out + ow]);
+    return to_acc(g.dy_tap(dy, bi, grp * g.cog + co, q / g.w, q % g.w, r / g.kw, r % g.kw,
+                           from_acc<T>(Acc<T>(0))));
   }
   SINTER_CONV_FN void store(int grp, int64_t m, int64_t n, Acc<T> v, int) const {
     const int64_t hw = static_cast<int64_t>(g.h) * g.w, bi = n / hw;
@@ -246,12 +251,7 @@ struct DgradTc {
     const int taps = g.kh * g.kw;
     const int hw = g.h * g.w, b = m / hw, q = m % hw;
     const int co = k / taps, rs = k % taps;
-    const int th = q / g.w + g.ph - (rs / g.kw) * g.dil_h,
-              tw = q % g.w + g.pw - (rs % g.kw) * g.dil_w;
-    if (th < 0 || tw < 0 || th % g.sh != 0 || tw % g.sw != 0) return zero;
-    const int oh = th / g.sh, ow = tw / g.sw;
-    if (oh >= g.h_out || ow >= g.w_out) return zero;
-    return dy[((b * g.c_out + grp * g.cog + co) * g.h_out + oh) * g.w_out + ow];
+    return g.dy_tap(dy, b, grp * g.cog + co, q / g.w, q % g.w, rs / g.kw, rs % g.kw, zero);
   }
   SINTER_CONV_FN T b(int grp, int k, int n, T) const {
     const int taps = g.kh * g.kw;

@@ -79,35 +79,24 @@ __global__ void __launch_bounds__(kThreads)
   const int wm0 = Tile::warp_m0(warp), wn0 = Tile::warp_n0(warp);
   const T zero = from_acc<T>(0.f);
 
-  // Where load l of this thread sits in the tiles: consecutive threads along the operand's
-  // contiguous index. Power-of-two divisions.
-  auto a_m = [tid](int l) {
-    const int e = tid + l * kThreads;
-    return P::kAAlongM ? e % kBM : e / kBK;
+  // Where load l of this thread sits in the tiles (ConvTcTile::load_slot).
+  auto a_at = [tid](int l) {
+    return Tile::template load_slot<kBM>(tid + l * kThreads, P::kAAlongM);
   };
-  auto a_k = [tid](int l) {
-    const int e = tid + l * kThreads;
-    return P::kAAlongM ? e / kBM : e % kBK;
-  };
-  auto b_n = [tid](int l) {
-    const int e = tid + l * kThreads;
-    return P::kBAlongN ? e % kBN : e / kBK;
-  };
-  auto b_k = [tid](int l) {
-    const int e = tid + l * kThreads;
-    return P::kBAlongN ? e / kBN : e % kBK;
+  auto b_at = [tid](int l) {
+    return Tile::template load_slot<kBN>(tid + l * kThreads, P::kBAlongN);
   };
 
   T ra[kALoads], rb[kBLoads];
   auto gather = [&](int k0) {
 #pragma unroll
     for (int l = 0; l < kALoads; ++l) {
-      const int m = m0 + a_m(l), k = k0 + a_k(l);
+      const int m = m0 + a_at(l).row, k = k0 + a_at(l).k;
       ra[l] = m < M && k < k_end ? p.a(grp, m, k, zero) : zero;
     }
 #pragma unroll
     for (int l = 0; l < kBLoads; ++l) {
-      const int n = n0 + b_n(l), k = k0 + b_k(l);
+      const int n = n0 + b_at(l).row, k = k0 + b_at(l).k;
       rb[l] = n < N && k < k_end ? p.b(grp, k, n, zero) : zero;
     }
   };
@@ -120,9 +109,9 @@ __global__ void __launch_bounds__(kThreads)
     // Buffer buf was last read two steps ago; every warp has passed the barrier of the step in
     // between since, so it is free.
 #pragma unroll
-    for (int l = 0; l < kALoads; ++l) as[buf][a_k(l) * kLdA + a_m(l)] = ra[l];
+    for (int l = 0; l < kALoads; ++l) as[buf][a_at(l).k * kLdA + a_at(l).row] = ra[l];
 #pragma unroll
-    for (int l = 0; l < kBLoads; ++l) bs[buf][b_k(l) * kLdB + b_n(l)] = rb[l];
+    for (int l = 0; l < kBLoads; ++l) bs[buf][b_at(l).k * kLdB + b_at(l).row] = rb[l];
     __syncthreads();
     if (k0 + kBK < k_end) gather(k0 + kBK);
     mma::warp_mma_tile<T, kMI, kNI, kBK, Tile::kAMajorM, Tile::kBMajorK, kLdA, kLdB>(

@@ -72,6 +72,18 @@ struct ConvTcTile {
   static constexpr int warp_m0(int w) { return (w / 2) * kWM; }
   static constexpr int warp_n0(int w) { return (w % 2) * kWN; }
   static_assert(kNI % 2 == 0, "ldmatrix x4 loads B fragments for two n8 tiles at once");
+
+  // Where the e-th element a block loads of a (kRows, kBK) operand tile (A: kRows = kBM, B: kBN)
+  // sits: consecutive e run along the operand's contiguous index, its row (m or n) when
+  // along_rows, else k, so that a warp's loads coalesce. Power-of-two divisions. Thread tid's
+  // load l is e = tid + l * threads.
+  struct Slot {
+    int row, k;
+  };
+  template <int kRows>
+  static constexpr Slot load_slot(int e, bool along_rows) {
+    return along_rows ? Slot{e % kRows, e / kRows} : Slot{e / kBK, e % kBK};
+  }
 };
 
 // One block-tile k step of a warp's (16 * kMI, 8 * kNI) accumulator tile, read from shared memory:

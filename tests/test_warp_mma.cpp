@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "conv_problems.h"
@@ -303,6 +304,52 @@ TEST(ConvProblems, WeightGradientSplitStoresAddOrKeepTheirSlice) {
   EXPECT_EQ(dw, std::vector<float>(36, -1.0f));  // split stores leave dw alone
   added.store(0, 5, 1, 9.0f, -1);                // a whole sum goes to dw
   EXPECT_EQ(dw[23], 9.0f);
+}
+
+// The tensor-core convolution's loads of its operand tiles (ConvTcTile::load_slot, 256 threads):
+// every element of the (rows, kBK) tile exactly once, and each warp's 32 loads along the operand's
+// contiguous index, for both layouts of A and B, every operand dtype and both N tiles.
+template <typename T, int kBN>
+void check_load_slots() {
+  using Tile = cudak::mma::ConvTcTile<T, kBN>;
+  constexpr int kThreads = 256;
+  auto check = [](auto rows_tag, bool along_rows) {
+    constexpr int kRows = decltype(rows_tag)::value;
+    SCOPED_TRACE(::testing::Message() << "rows " << kRows << " kBK " << Tile::kBK
+                                      << (along_rows ? " along rows" : " along k"));
+    static_assert(kRows * Tile::kBK % kThreads == 0);
+    std::vector<int> seen(kRows * Tile::kBK, 0);
+    for (int l = 0; l < kRows * Tile::kBK / kThreads; ++l) {
+      for (int tid = 0; tid < kThreads; ++tid) {
+        const auto s = Tile::template load_slot<kRows>(tid + l * kThreads, along_rows);
+        ASSERT_TRUE(s.row >= 0 && s.row < kRows && s.k >= 0 && s.k < Tile::kBK);
+        ++seen[s.row * Tile::kBK + s.k];
+        if (tid % 32 == 0) continue;
+        const auto prev = Tile::template load_slot<kRows>(tid - 1 + l * kThreads, along_rows);
+        // Within a warp, the next load is the next element along the contiguous index, or the
+        // first of the next line after the last of this one.
+        const int line = along_rows ? s.k : s.row, prev_line = along_rows ? prev.k : prev.row;
+        const int pos = along_rows ? s.row : s.k, prev_pos = along_rows ? prev.row : prev.k;
+        const int line_size = along_rows ? kRows : Tile::kBK;
+        EXPECT_TRUE((line == prev_line && pos == prev_pos + 1) ||
+                    (line == prev_line + 1 && pos == 0 && prev_pos == line_size - 1))
+            << "tid " << tid;
+      }
+    }
+    for (int v : seen) ASSERT_EQ(v, 1);
+  };
+  for (bool along : {false, true}) {
+    check(std::integral_constant<int, Tile::kBM>{}, along);
+    check(std::integral_constant<int, kBN>{}, along);
+  }
+}
+
+TEST(ConvTcLoads, EveryTileElementOnceAndCoalesced) {
+  check_load_slots<BFloat16, 32>();
+  check_load_slots<BFloat16, 64>();
+  check_load_slots<Half, 64>();
+  check_load_slots<float, 32>();
+  check_load_slots<float, 64>();
 }
 
 }  // namespace

@@ -1,0 +1,320 @@
+// The tensor-core attention kernels' tile loop replayed on the host (kernels/attention_tile.h, Note
+// [attention tiles]): the same block schedule, lane rows and columns, causal skips, online-softmax
+// step and backward weights that kernels/attention.cu runs. Index maps are checked exactly (every
+// score element the mask lets through is visited once by each pass, for tq != tk, residue tiles
+// and causal masks); values against a naive attention in double, with dropout. A CTest builds this
+// file again against a copy of attention_tile.h whose causal bound is one row short and expects it
+// to fail (tests/CMakeLists.txt).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "attention_tile.h"
+
+namespace sinter::testing {
+namespace {
+
+using cudak::attn::kN8;
+using cudak::attn::kRows;
+using cudak::attn::kWarps;
+
+kern::AttentionArgs args(int64_t bh, int64_t tq, int64_t tk, int64_t d, bool causal,
+                         double dropout) {
+  kern::AttentionArgs a;
+  a.bh = bh;
+  a.tq = tq;
+  a.tk = tk;
+  a.d = d;
+  a.scale = 1.0 / std::sqrt(static_cast<double>(d));
+  a.causal = causal;
+  a.threshold = static_cast<uint32_t>(dropout * 16777216.0);
+  a.keep_scale = 1.0 / (1.0 - dropout);
+  a.seed = 1234;
+  a.offset = 56;
+  return a;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Every block of a pass over `tiles` row tiles a head: visit(head, r0) for the tile at r0. Checks
+// that the schedule gives each (tile, head) to exactly one block.
+void for_each_block(int64_t bh, int64_t tiles, bool last_first,
+                    const std::function<void(int64_t, int64_t)>& visit) {
+  std::vector<int> seen(bh * tiles, 0);
+  for (int64_t b = 0; b < bh * tiles; ++b) {
+    const cudak::attn::TileOf t = cudak::attn::tile_of(b, tiles, last_first);
+    ASSERT_TRUE(t.tile >= 0 && t.tile < tiles && t.head >= 0 && t.head < bh);
+    ++seen[t.head * tiles + t.tile];
+    visit(t.head, t.tile * kRows);
+  }
+  for (int v : seen) ASSERT_EQ(v, 1);
+}
+
+// Every accumulator of every lane of a block whose rows start at r0, against the tile of the other
+// side at c0: f(row, column) (Note [attention tiles]).
+template <class F>
+void for_each_acc(int64_t r0, int64_t c0, F&& f) {
+  for (int warp = 0; warp < kWarps; ++warp) {
+    for (int lane = 0; lane < 32; ++lane) {
+      for (int jn = 0; jn < kN8; ++jn) {
+        for (int e = 0; e < 4; ++e) {
+          f(cudak::attn::lane_row(r0, warp, lane, e / 2), c0 + cudak::attn::acc_col(jn, e, lane));
+        }
+      }
+    }
+  }
+}
+
+// How often each pass visits score element (h, i, j) that the mask lets through (i < tq, j <
+// attention_key_end(i)); must be once.
+void check_coverage(const kern::AttentionArgs& a) {
+  SCOPED_TRACE(::testing::Message()
+               << "tq " << a.tq << " tk " << a.tk << (a.causal ? " causal" : ""));
+  auto visible = [&](int64_t i, int64_t j) {
+    return i < a.tq && j < kern::attention_key_end(a, i);
+  };
+  auto expect_once = [&](const std::vector<int>& count, const char* pass) {
+    int wrong = 0;
+    for (int64_t h = 0; h < a.bh; ++h) {
+      for (int64_t i = 0; i < a.tq; ++i) {
+        for (int64_t j = 0; j < a.tk; ++j) {
+          const int want = visible(i, j) ? 1 : 0;
+          if (count[(h * a.tq + i) * a.tk + j] != want && ++wrong <= 3) {
+            ADD_FAILURE() << pass << ": element (" << h << ", " << i << ", " << j << ") visited "
+                          << count[(h * a.tq + i) * a.tk + j] << " times, want " << want;
+          }
+        }
+      }
+    }
+    EXPECT_EQ(wrong, 0) << pass << " misses or repeats score elements";
+  };
+  // The forward and the dq pass: query tiles, walking key tiles up to key_end.
+  std::vector<int> by_query(a.bh * a.tq * a.tk, 0);
+  for_each_block(a.bh, ceil_div(a.tq, kRows), true, [&](int64_t h, int64_t q0) {
+    for (int64_t j0 = 0; j0 < cudak::attn::key_end(a, q0); j0 += kRows) {
+      for_each_acc(q0, j0, [&](int64_t i, int64_t j) {
+        if (j < a.tk && visible(i, j)) ++by_query[(h * a.tq + i) * a.tk + j];
+      });
+    }
+  });
+  expect_once(by_query, "query tiles");
+  // The dk/dv pass: key tiles, walking query tiles from query_begin.
+  std::vector<int> by_key(a.bh * a.tq * a.tk, 0);
+  for_each_block(a.bh, ceil_div(a.tk, kRows), false, [&](int64_t h, int64_t k0) {
+    for (int64_t i0 = cudak::attn::query_begin(a, k0); i0 < a.tq; i0 += kRows) {
+      for_each_acc(k0, i0, [&](int64_t j, int64_t i) {
+        if (j < a.tk && visible(i, j)) ++by_key[(h * a.tq + i) * a.tk + j];
+      });
+    }
+  });
+  expect_once(by_key, "key tiles");
+}
+
+TEST(AttentionTiles, EveryVisibleScoreOnceInEachPass) {
+  for (bool causal : {false, true}) {
+    check_coverage(args(2, 64, 64, 32, causal, 0.0));
+    check_coverage(args(1, 70, 130, 32, causal, 0.0));   // residues, tq < tk
+    check_coverage(args(2, 200, 65, 32, causal, 0.0));   // tq > tk
+    check_coverage(args(1, 1, 129, 32, causal, 0.0));    // one query
+    check_coverage(args(1, 129, 1, 32, causal, 0.0));    // one key
+    check_coverage(args(3, 192, 192, 32, causal, 0.0));  // whole tiles only
+  }
+}
+
+// The passes with values: the forward's online softmax and both backward passes run per score
+// element with the kernels' functions, in f32 as the kernels accumulate; the products of the
+// tensor cores (replayed by WarpMma) are plain f32 dot products here.
+struct Problem {
+  kern::AttentionArgs a;
+  std::vector<float> q, k, v, dout;  // (bh, tq, d), (bh, tk, d), (bh, tk, d), (bh, tq, d)
+};
+
+Problem make_problem(const kern::AttentionArgs& a) {
+  Problem p{a, {}, {}, {}, {}};
+  std::mt19937 gen(7);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  auto fill = [&](std::vector<float>& x, int64_t n) {
+    x.resize(n);
+    for (float& e : x) e = dist(gen);
+  };
+  fill(p.q, a.bh * a.tq * a.d);
+  fill(p.k, a.bh * a.tk * a.d);
+  fill(p.v, a.bh * a.tk * a.d);
+  fill(p.dout, a.bh * a.tq * a.d);
+  return p;
+}
+
+float dot(const float* x, const float* y, int64_t d) {
+  float s = 0.f;
+  for (int64_t c = 0; c < d; ++c) s += x[c] * y[c];
+  return s;
+}
+
+struct Grads {
+  std::vector<float> out, lse, dq, dk, dv;
+};
+
+// The kernels' passes, replayed.
+Grads replay(const Problem& p) {
+  const kern::AttentionArgs& a = p.a;
+  const int64_t d = a.d;
+  const float scale2 = static_cast<float>(a.scale) * cudak::attn::kLog2e;
+  const float keep_scale = static_cast<float>(a.keep_scale);
+  Grads r;
+  r.out.assign(a.bh * a.tq * d, 0.f);
+  r.lse.assign(a.bh * a.tq, 0.f);
+  // Forward: per query row, key tiles in order; the row's maximum and sum over the four lanes of
+  // its g are the tile's over all 64 columns.
+  for_each_block(a.bh, ceil_div(a.tq, kRows), true, [&](int64_t h, int64_t q0) {
+    for (int64_t i = q0; i < std::min(q0 + kRows, a.tq); ++i) {
+      float m = -INFINITY, l = 0.f;
+      std::vector<float> o(d, 0.f);
+      for (int64_t j0 = 0; j0 < cudak::attn::key_end(a, q0); j0 += kRows) {
+        float s[kRows], tile_max = -INFINITY;
+        for (int c = 0; c < kRows; ++c) {
+          const int64_t j = j0 + c;
+          const bool valid = j < kern::attention_key_end(a, i);
+          s[c] = valid ? dot(&p.q[(h * a.tq + i) * d], &p.k[(h * a.tk + j) * d], d) * scale2
+                       : -INFINITY;
+          tile_max = fmaxf(tile_max, s[c]);
+        }
+        const cudak::attn::Rescale rs = cudak::attn::online_max(m, tile_max);
+        float row_sum = 0.f;
+        for (float& x : o) x *= rs.alpha;
+        for (int c = 0; c < kRows; ++c) {
+          const int64_t j = j0 + c;
+          const float w = exp2f(s[c] - rs.base);
+          row_sum += w;
+          if (a.threshold != 0 && !kern::attention_keep(a, h, i, j)) continue;
+          for (int64_t x = 0; x < d; ++x) o[x] += w * p.v[(h * a.tk + j) * d + x];
+        }
+        l = l * rs.alpha + row_sum;
+      }
+      for (int64_t x = 0; x < d; ++x) r.out[(h * a.tq + i) * d + x] = o[x] * keep_scale / l;
+      r.lse[h * a.tq + i] = (m + log2f(l)) / cudak::attn::kLog2e;
+    }
+  });
+  std::vector<float> dots(a.bh * a.tq);
+  for (int64_t e = 0; e < a.bh * a.tq; ++e) dots[e] = dot(&p.dout[e * d], &r.out[e * d], d);
+  // dq by query tiles.
+  r.dq.assign(a.bh * a.tq * d, 0.f);
+  for_each_block(a.bh, ceil_div(a.tq, kRows), true, [&](int64_t h, int64_t q0) {
+    for (int64_t j0 = 0; j0 < cudak::attn::key_end(a, q0); j0 += kRows) {
+      for_each_acc(q0, j0, [&](int64_t i, int64_t j) {
+        if (i >= a.tq || j >= a.tk) return;  // zero rows of the tiles: weights of 0
+        const float* qi = &p.q[(h * a.tq + i) * d];
+        const float s = dot(qi, &p.k[(h * a.tk + j) * d], d);
+        const float dp = dot(&p.dout[(h * a.tq + i) * d], &p.v[(h * a.tk + j) * d], d);
+        const float lse2 = r.lse[h * a.tq + i] * cudak::attn::kLog2e;
+        const float ds = cudak::attn::backward_weights(a, h, i, j, s, dp, scale2, lse2,
+                                                       dots[h * a.tq + i], keep_scale)
+                             .ds;
+        for (int64_t x = 0; x < d; ++x) {
+          r.dq[(h * a.tq + i) * d + x] +=
+              static_cast<float>(a.scale) * ds * p.k[(h * a.tk + j) * d + x];
+        }
+      });
+    }
+  });
+  // dk and dv by key tiles.
+  r.dk.assign(a.bh * a.tk * d, 0.f);
+  r.dv.assign(a.bh * a.tk * d, 0.f);
+  for_each_block(a.bh, ceil_div(a.tk, kRows), false, [&](int64_t h, int64_t k0) {
+    for (int64_t i0 = cudak::attn::query_begin(a, k0); i0 < a.tq; i0 += kRows) {
+      for_each_acc(k0, i0, [&](int64_t j, int64_t i) {
+        if (i >= a.tq || j >= a.tk) return;
+        const float s = dot(&p.k[(h * a.tk + j) * d], &p.q[(h * a.tq + i) * d], d);
+        const float dp = dot(&p.v[(h * a.tk + j) * d], &p.dout[(h * a.tq + i) * d], d);
+        const float lse2 = r.lse[h * a.tq + i] * cudak::attn::kLog2e;
+        const cudak::attn::Grads w = cudak::attn::backward_weights(a, h, i, j, s, dp, scale2, lse2,
+                                                                   dots[h * a.tq + i], keep_scale);
+        for (int64_t x = 0; x < d; ++x) {
+          r.dv[(h * a.tk + j) * d + x] += w.w * p.dout[(h * a.tq + i) * d + x];
+          r.dk[(h * a.tk + j) * d + x] +=
+              static_cast<float>(a.scale) * w.ds * p.q[(h * a.tq + i) * d + x];
+        }
+      });
+    }
+  });
+  return r;
+}
+
+// Note [fused attention] in double, from the full score matrix.
+std::vector<std::vector<double>> reference(const Problem& p) {
+  const kern::AttentionArgs& a = p.a;
+  const int64_t d = a.d;
+  std::vector<double> out(a.bh * a.tq * d, 0.0), lse(a.bh * a.tq), dq(a.bh * a.tq * d, 0.0),
+      dk(a.bh * a.tk * d, 0.0), dv(a.bh * a.tk * d, 0.0);
+  auto ddot = [&](const float* x, const float* y) {
+    double s = 0.0;
+    for (int64_t c = 0; c < d; ++c) s += static_cast<double>(x[c]) * y[c];
+    return s;
+  };
+  for (int64_t h = 0; h < a.bh; ++h) {
+    for (int64_t i = 0; i < a.tq; ++i) {
+      const int64_t end = kern::attention_key_end(a, i);
+      const float* qi = &p.q[(h * a.tq + i) * d];
+      const float* gi = &p.dout[(h * a.tq + i) * d];
+      std::vector<double> s(end), pr(end), keep(end);
+      double mx = -INFINITY, sum = 0.0;
+      for (int64_t j = 0; j < end; ++j) {
+        s[j] = a.scale * ddot(qi, &p.k[(h * a.tk + j) * d]);
+        mx = std::max(mx, s[j]);
+      }
+      for (int64_t j = 0; j < end; ++j) sum += std::exp(s[j] - mx);
+      lse[h * a.tq + i] = mx + std::log(sum);
+      for (int64_t j = 0; j < end; ++j) {
+        pr[j] = std::exp(s[j] - lse[h * a.tq + i]);
+        keep[j] = a.threshold == 0 || kern::attention_keep(a, h, i, j) ? a.keep_scale : 0.0;
+        for (int64_t x = 0; x < d; ++x) {
+          out[(h * a.tq + i) * d + x] += pr[j] * keep[j] * p.v[(h * a.tk + j) * d + x];
+        }
+      }
+      double dot_i = 0.0;
+      for (int64_t x = 0; x < d; ++x) dot_i += gi[x] * out[(h * a.tq + i) * d + x];
+      for (int64_t j = 0; j < end; ++j) {
+        const double ds = pr[j] * (keep[j] * ddot(gi, &p.v[(h * a.tk + j) * d]) - dot_i);
+        for (int64_t x = 0; x < d; ++x) {
+          dq[(h * a.tq + i) * d + x] += a.scale * ds * p.k[(h * a.tk + j) * d + x];
+          dk[(h * a.tk + j) * d + x] += a.scale * ds * qi[x];
+          dv[(h * a.tk + j) * d + x] += pr[j] * keep[j] * gi[x];
+        }
+      }
+    }
+  }
+  return {out, lse, dq, dk, dv};
+}
+
+void check_values(const kern::AttentionArgs& a) {
+  SCOPED_TRACE(::testing::Message()
+               << "tq " << a.tq << " tk " << a.tk << " d " << a.d << (a.causal ? " causal" : "")
+               << " keep_scale " << a.keep_scale);
+  const Problem p = make_problem(a);
+  const Grads got = replay(p);
+  const std::vector<std::vector<double>> want = reference(p);
+  const char* names[] = {"out", "lse", "dq", "dk", "dv"};
+  const std::vector<float>* have[] = {&got.out, &got.lse, &got.dq, &got.dk, &got.dv};
+  for (int t = 0; t < 5; ++t) {
+    ASSERT_EQ(have[t]->size(), want[t].size());
+    double worst = 0.0;
+    for (size_t e = 0; e < want[t].size(); ++e) {
+      worst = std::max(worst, std::abs((*have[t])[e] - want[t][e]) / (1.0 + std::abs(want[t][e])));
+    }
+    EXPECT_LT(worst, 2e-4) << names[t];
+  }
+}
+
+TEST(AttentionTiles, ReplayedPassesMatchTheNaiveAttention) {
+  for (bool causal : {false, true}) {
+    check_values(args(2, 70, 130, 16, causal, 0.0));
+    check_values(args(1, 130, 70, 8, causal, 0.0));
+    check_values(args(1, 65, 65, 8, causal, 0.25));  // dropout: the kernels' keep mask
+  }
+}
+
+}  // namespace
+}  // namespace sinter::testing
