@@ -106,6 +106,15 @@ const void* const kStreamC = &stream_c_tag;
 // The pool logic over a fake heap: each test starts with an empty caching allocator for device 0.
 class CachingAllocator : public ::testing::Test {
  protected:
+  // A block of `bytes` allocated on stream A, used on stream B as well, then freed: its memory
+  // waits for stream B's work.
+  void* free_in_use_on_b(size_t bytes) {
+    void* p = alloc.allocate(bytes, kStreamA);
+    EXPECT_TRUE(alloc.record_stream(p, kStreamB));
+    alloc.free(p);
+    return p;
+  }
+
   FakeHeap heap;
   Allocator alloc{heap, 0};
 };
@@ -389,9 +398,7 @@ TEST_F(CachingAllocator, RecordStreamOfItsOwnStreamOrAForeignPointer) {
 }
 
 TEST_F(CachingAllocator, EmptyCacheWaitsForStreamUses) {
-  void* p = alloc.allocate(4 * MiB, kStreamA);
-  alloc.record_stream(p, kStreamB);
-  alloc.free(p);
+  free_in_use_on_b(4 * MiB);
   alloc.empty_cache();
   EXPECT_EQ(heap.synchronized_events, 1);
   EXPECT_EQ(heap.live_events(), 0u);
@@ -401,10 +408,8 @@ TEST_F(CachingAllocator, EmptyCacheWaitsForStreamUses) {
 
 TEST_F(CachingAllocator, OutOfMemoryRetryWaitsForStreamUses) {
   heap.set_limit(8 * MiB);
-  void* p = alloc.allocate(6 * MiB, kStreamA);
-  alloc.record_stream(p, kStreamB);
-  alloc.free(p);
-  // p's segment, too small for the request, is released only once stream B is done with it.
+  free_in_use_on_b(6 * MiB);
+  // The block's segment, too small for the request, is released only once stream B is done with it.
   void* q = alloc.allocate(7 * MiB, kStreamA);
   EXPECT_NE(q, nullptr);
   EXPECT_EQ(heap.failed_allocs, 1);
@@ -429,17 +434,16 @@ TEST_F(CachingAllocator, OutOfMemoryRetryReusesABlockOtherStreamsHaveFinishedWit
   // Room for two 2 MiB segments. Once stream B is done with p, p's block fits the request: the
   // retry takes it from the cache rather than giving its segment back and asking for a new one.
   heap.set_limit(4 * MiB);
-  void* p = alloc.allocate(2 * MiB, kStreamA);
   void* keep = alloc.allocate(2 * MiB, kStreamA);
-  EXPECT_TRUE(alloc.record_stream(p, kStreamB));
-  alloc.free(p);
+  void* p = free_in_use_on_b(2 * MiB);
   void* q = alloc.allocate(2 * MiB, kStreamA);
   EXPECT_EQ(q, p);
   EXPECT_EQ(heap.synchronized_events, 1);
   EXPECT_EQ(heap.allocs, 2);
-  EXPECT_EQ(alloc.stats().num_device_frees, 0);
-  EXPECT_EQ(alloc.stats().num_cache_hits, 1);
-  EXPECT_EQ(alloc.stats().num_ooms, 0);
+  const MemoryStats s = alloc.stats();
+  EXPECT_EQ(s.num_device_frees, 0);
+  EXPECT_EQ(s.num_cache_hits, 1);
+  EXPECT_EQ(s.num_ooms, 0);
   alloc.free(q);
   alloc.free(keep);
 }

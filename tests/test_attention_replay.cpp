@@ -158,6 +158,44 @@ struct Grads {
   std::vector<float> out, lse, dq, dk, dv;
 };
 
+// What a backward lane reads for score element (i, j): the rows of the tiles in shared memory (the
+// zeros cp.async fills in past tq or tk), and the row's log-sum-exp and dot (0 past tq).
+struct Rows {
+  std::vector<float> q, k, v, dout;
+  float lse2 = 0.f, dot = 0.f;
+};
+Rows rows_of(const Problem& p, int64_t h, int64_t i, int64_t j, const std::vector<float>& lse,
+             const std::vector<float>& dots) {
+  const kern::AttentionArgs& a = p.a;
+  const int64_t d = a.d;
+  auto row = [&](const std::vector<float>& m, int64_t n, int64_t r) {
+    return r < n ? std::vector<float>(m.begin() + (h * n + r) * d, m.begin() + (h * n + r + 1) * d)
+                 : std::vector<float>(d, 0.f);
+  };
+  Rows t{row(p.q, a.tq, i), row(p.k, a.tk, j), row(p.v, a.tk, j), row(p.dout, a.tq, i)};
+  if (i < a.tq) {
+    t.lse2 = lse[h * a.tq + i] * cudak::attn::kLog2e;
+    t.dot = dots[h * a.tq + i];
+  }
+  return t;
+}
+
+// backward_weights of element (i, j) from the rows a lane reads. Past tq or tk, or under the mask,
+// the weights must be 0 (checked here: the zero rows alone would not make them so, since the p of
+// a zero score is not 0).
+cudak::attn::Grads weights_of(const kern::AttentionArgs& a, int64_t h, int64_t i, int64_t j,
+                              const Rows& t, float scale2, float keep_scale) {
+  const float s = dot(t.q.data(), t.k.data(), a.d), dp = dot(t.dout.data(), t.v.data(), a.d);
+  const cudak::attn::Grads w =
+      cudak::attn::backward_weights(a, h, i, j, s, dp, scale2, t.lse2, t.dot, keep_scale);
+  if (i >= a.tq || j >= a.tk || j >= kern::attention_key_end(a, i)) {
+    EXPECT_TRUE(w.w == 0.f && w.ds == 0.f)
+        << "backward_weights gives weight to masked or padded element (" << h << ", " << i << ", "
+        << j << ")";
+  }
+  return w;
+}
+
 // The kernels' passes, replayed.
 Grads replay(const Problem& p) {
   const kern::AttentionArgs& a = p.a;
@@ -198,6 +236,7 @@ Grads replay(const Problem& p) {
       r.lse[h * a.tq + i] = (m + log2f(l)) / cudak::attn::kLog2e;
     }
   });
+  const float scale = static_cast<float>(a.scale);
   std::vector<float> dots(a.bh * a.tq);
   for (int64_t e = 0; e < a.bh * a.tq; ++e) dots[e] = dot(&p.dout[e * d], &r.out[e * d], d);
   // dq by query tiles.
@@ -205,18 +244,10 @@ Grads replay(const Problem& p) {
   for_each_block(a.bh, ceil_div(a.tq, kRows), true, [&](int64_t h, int64_t q0) {
     for (int64_t j0 = 0; j0 < cudak::attn::key_end(a, q0); j0 += kRows) {
       for_each_acc(q0, j0, [&](int64_t i, int64_t j) {
-        if (i >= a.tq || j >= a.tk) return;  // zero rows of the tiles: weights of 0
-        const float* qi = &p.q[(h * a.tq + i) * d];
-        const float s = dot(qi, &p.k[(h * a.tk + j) * d], d);
-        const float dp = dot(&p.dout[(h * a.tq + i) * d], &p.v[(h * a.tk + j) * d], d);
-        const float lse2 = r.lse[h * a.tq + i] * cudak::attn::kLog2e;
-        const float ds = cudak::attn::backward_weights(a, h, i, j, s, dp, scale2, lse2,
-                                                       dots[h * a.tq + i], keep_scale)
-                             .ds;
-        for (int64_t x = 0; x < d; ++x) {
-          r.dq[(h * a.tq + i) * d + x] +=
-              static_cast<float>(a.scale) * ds * p.k[(h * a.tk + j) * d + x];
-        }
+        const Rows t = rows_of(p, h, i, j, r.lse, dots);
+        const float ds = weights_of(p.a, h, i, j, t, scale2, keep_scale).ds;
+        if (i >= a.tq) return;  // the kernel stores rows below tq only
+        for (int64_t x = 0; x < d; ++x) r.dq[(h * a.tq + i) * d + x] += scale * ds * t.k[x];
       });
     }
   });
@@ -226,16 +257,12 @@ Grads replay(const Problem& p) {
   for_each_block(a.bh, ceil_div(a.tk, kRows), false, [&](int64_t h, int64_t k0) {
     for (int64_t i0 = cudak::attn::query_begin(a, k0); i0 < a.tq; i0 += kRows) {
       for_each_acc(k0, i0, [&](int64_t j, int64_t i) {
-        if (i >= a.tq || j >= a.tk) return;
-        const float s = dot(&p.k[(h * a.tk + j) * d], &p.q[(h * a.tq + i) * d], d);
-        const float dp = dot(&p.v[(h * a.tk + j) * d], &p.dout[(h * a.tq + i) * d], d);
-        const float lse2 = r.lse[h * a.tq + i] * cudak::attn::kLog2e;
-        const cudak::attn::Grads w = cudak::attn::backward_weights(a, h, i, j, s, dp, scale2, lse2,
-                                                                   dots[h * a.tq + i], keep_scale);
+        const Rows t = rows_of(p, h, i, j, r.lse, dots);
+        const cudak::attn::Grads w = weights_of(p.a, h, i, j, t, scale2, keep_scale);
+        if (j >= a.tk) return;  // the kernel stores rows below tk only
         for (int64_t x = 0; x < d; ++x) {
-          r.dv[(h * a.tk + j) * d + x] += w.w * p.dout[(h * a.tq + i) * d + x];
-          r.dk[(h * a.tk + j) * d + x] +=
-              static_cast<float>(a.scale) * w.ds * p.q[(h * a.tq + i) * d + x];
+          r.dv[(h * a.tk + j) * d + x] += w.w * t.dout[x];
+          r.dk[(h * a.tk + j) * d + x] += scale * w.ds * t.q[x];
         }
       });
     }

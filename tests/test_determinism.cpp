@@ -155,37 +155,32 @@ TEST(CudaDeterminism, LayerNormParameterGradients) {
   }
 }
 
-// For f32 the fixed order is the CPU's (position order), so the two agree bitwise.
-TEST(CudaDeterminism, EmbeddingAndIndexSelectBackwardMatchTheCpuBitwiseInF32) {
-  SINTER_REQUIRE_CUDA();
-  const Tensor table = randn({40, 33});
-  const Tensor tokens = randint(0, 40, {4096}, {.dtype = DType::i64});
+// The gradient of f(x, index) with respect to x, on the CPU and on the GPU, index moved along:
+// bitwise equal (expect_repeatable with tolerance 0).
+void expect_index_backward_bitwise(const Tensor& x, const Tensor& index,
+                                   const std::function<Tensor(const Tensor&, const Tensor&)>& f) {
   expect_repeatable(
       [&](Device d) {
-        const Tensor t = tokens.to(d);
-        return grad_of(table, d, [&](const Tensor& p) { return embedding(p, t); });
-      },
-      0);
-  const Tensor x = randn({3, 10, 5});
-  const Tensor idx = randint(0, 10, {700}, {.dtype = DType::i64});
-  expect_repeatable(
-      [&](Device d) {
-        const Tensor i = idx.to(d);
-        return grad_of(x, d, [&](const Tensor& p) { return index_select(p, 1, i); });
+        const Tensor i = index.to(d);
+        return grad_of(x, d, [&](const Tensor& p) { return f(p, i); });
       },
       0);
 }
 
+// For f32 the fixed order is the CPU's (position order), so the two agree bitwise.
+TEST(CudaDeterminism, EmbeddingAndIndexSelectBackwardMatchTheCpuBitwiseInF32) {
+  SINTER_REQUIRE_CUDA();
+  expect_index_backward_bitwise(randn({40, 33}), randint(0, 40, {4096}, {.dtype = DType::i64}),
+                                [](const Tensor& p, const Tensor& i) { return embedding(p, i); });
+  expect_index_backward_bitwise(
+      randn({3, 10, 5}), randint(0, 10, {700}, {.dtype = DType::i64}),
+      [](const Tensor& p, const Tensor& i) { return index_select(p, 1, i); });
+}
+
 TEST(CudaDeterminism, GatherBackwardMatchesTheCpuBitwiseInF32) {
   SINTER_REQUIRE_CUDA();
-  const Tensor x = randn({6, 9});
-  const Tensor idx = randint(0, 9, {6, 500}, {.dtype = DType::i64});
-  expect_repeatable(
-      [&](Device d) {
-        const Tensor i = idx.to(d);
-        return grad_of(x, d, [&](const Tensor& p) { return gather(p, 1, i); });
-      },
-      0);
+  expect_index_backward_bitwise(randn({6, 9}), randint(0, 9, {6, 500}, {.dtype = DType::i64}),
+                                [](const Tensor& p, const Tensor& i) { return gather(p, 1, i); });
 }
 
 // 1000 additions of 1 into one bf16 element: rounding after each addition would stop at 256, the

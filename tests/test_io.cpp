@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <iterator>
 #include <random>
@@ -348,6 +349,24 @@ TEST(CudaSafetensorsIo, SavesDeviceTensorsAndLoadsOntoTheDevice) {
 namespace sinter {
 namespace {
 
+// The exit code of body() run in a forked child, which never returns into the test framework:
+// -1 when the child died of a signal, 99 when body threw.
+int exit_code_in_child(const std::function<int()>& body) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    int code = 99;
+    try {
+      code = body();
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  if (child < 0) return -1;
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 // Crash safety: a writer saving checkpoints in a loop is killed with SIGKILL at 50 random moments;
 // after each kill the file at the path loads, whole, and holds one of the written steps (the write
 // goes to a temporary file that is renamed over the path only once complete and flushed).
@@ -398,29 +417,21 @@ TEST(SafetensorsIo, AFailedWriteKeepsThePreviousCheckpoint) {
   const testing::TempDir dir;
   const std::string path = dir.file("ckpt.safetensors");
   save({{"w", full({4}, 1.0)}}, path);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    int code = 0;
+  const int status = exit_code_in_child([&] {
+    ::signal(SIGXFSZ, SIG_IGN);  // write() then fails with EFBIG instead of killing
+    const rlimit limit{64 * 1024, 64 * 1024};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 4;
     try {
-      ::signal(SIGXFSZ, SIG_IGN);  // write() then fails with EFBIG instead of killing
-      const rlimit limit{64 * 1024, 64 * 1024};
-      if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(4);
       save({{"w", full({1 << 20}, 2.0)}}, path);  // 4 MiB: over the limit
-      code = 1;                                   // no error: wrong
+      return 1;                                   // no error: wrong
     } catch (const Error& e) {
       const std::string m = e.what();
-      code =
-          m.find("cannot write") != std::string::npos && m.find(path) != std::string::npos ? 0 : 2;
-    } catch (...) {
-      code = 3;
+      return m.find("cannot write") != std::string::npos && m.find(path) != std::string::npos ? 0
+                                                                                              : 2;
     }
-    ::_exit(code);
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: no error; 2: the message lacks the cause or the path";
+  });
+  EXPECT_EQ(status, 0) << "1: no error; 2: the message lacks the cause or the path; 4: "
+                          "setrlimit failed; 99: another error";
   EXPECT_EQ(load(path).at("w").to_vector<float>(), std::vector<float>(4, 1.0f));
   std::vector<std::string> names;
   for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
@@ -435,48 +446,33 @@ TEST(SafetensorsIo, AFailedWriteKeepsThePreviousCheckpoint) {
 TEST(SafetensorsIo, AFullDiskKeepsThePreviousCheckpoint) {
   const testing::TempDir dir;
   const std::string path = dir.file("ckpt.safetensors");
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    int code = 0;
-    try {
-      if (::unshare(CLONE_NEWNS) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) ::_exit(77);
-      if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-          ::mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=64k") != 0) {
-        ::_exit(77);
-      }
-      save({{"w", full({4}, 1.0)}}, path);
-      try {
-        save({{"w", full({1 << 20}, 2.0)}}, path);
-        code = 1;  // no error: wrong
-      } catch (const Error& e) {
-        const std::string m = e.what();
-        code = m.find("cannot write") != std::string::npos && m.find(path) != std::string::npos &&
-                       m.find(std::strerror(ENOSPC)) != std::string::npos
-                   ? 0
-                   : 2;
-      }
-      if (code == 0 && load(path).at("w").to_vector<float>() != std::vector<float>(4, 1.0f)) {
-        code = 3;
-      }
-      if (code == 0 && std::distance(std::filesystem::directory_iterator(dir.path()),
-                                     std::filesystem::directory_iterator()) != 1) {
-        code = 4;
-      }
-    } catch (...) {
-      code = 5;
+  const int status = exit_code_in_child([&] {
+    if (::unshare(CLONE_NEWNS) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return 77;
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=64k") != 0) {
+      return 77;
     }
-    ::_exit(code);
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 77) {
-    GTEST_SKIP() << "cannot mount a small tmpfs here (no mount or user namespace)";
-  }
-  EXPECT_EQ(WEXITSTATUS(status), 0)
+    save({{"w", full({4}, 1.0)}}, path);
+    try {
+      save({{"w", full({1 << 20}, 2.0)}}, path);
+      return 1;  // no error: wrong
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      if (m.find("cannot write") == std::string::npos || m.find(path) == std::string::npos ||
+          m.find(std::strerror(ENOSPC)) == std::string::npos) {
+        return 2;
+      }
+    }
+    if (load(path).at("w").to_vector<float>() != std::vector<float>(4, 1.0f)) return 3;
+    return std::distance(std::filesystem::directory_iterator(dir.path()),
+                         std::filesystem::directory_iterator()) == 1
+               ? 0
+               : 4;
+  });
+  if (status == 77) GTEST_SKIP() << "cannot mount a small tmpfs here (no mount or user namespace)";
+  EXPECT_EQ(status, 0)
       << "1: no error; 2: the message lacks the cause or the path; 3: the previous checkpoint "
-         "changed; 4: a temporary file was left; 5: another error";
+         "changed; 4: a temporary file was left; 99: another error";
 }
 
 // A checkpoint of several parts: each comes back under its prefix, and the generator's state

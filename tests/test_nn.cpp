@@ -694,7 +694,7 @@ TEST(NnLayers, Pooling) {
       [] {
         nn::MaxPool2d(2)(zeros({4, 4}));
       },
-      {"MaxPool2d: expected input of shape (N, C, H, W) or (C, H, W)", "[4, 4]"});
+      {"MaxPool2d: input must be 3-D (C, H, W) or 4-D (N, C, H, W)", "[4, 4]"});
   expect_error([] { nn::AvgPool2d(2)(zeros({4})); }, {"AvgPool2d", "[4]"});
   expect_error(
       [] {

@@ -57,6 +57,16 @@ Inputs make_inputs(const std::vector<int64_t>& sizes, DType dtype, uint64_t seed
 struct Result {
   std::vector<Tensor> params;
   std::vector<std::vector<Tensor>> state;  // per tensor, in the order of `names`
+
+  // A per-element reference's parameter and state buffers (an empty buffer: none), as f64 tensors.
+  void add(const std::vector<double>& p, std::initializer_list<std::vector<double>> buffers) {
+    const int64_t n = static_cast<int64_t>(p.size());
+    params.push_back(from_vector<double>(p, {n}));
+    std::vector<Tensor>& s = state.emplace_back();
+    for (const std::vector<double>& b : buffers) {
+      s.push_back(b.empty() ? Tensor() : from_vector<double>(b, {n}));
+    }
+  }
 };
 
 // The state entries a check compares ("step" is a host scalar, checked through the updates).
@@ -200,9 +210,7 @@ Result sgd_by_element(const Inputs& in, const SGDOptions& o) {
         p[i] -= o.lr * d;
       }
     }
-    const int64_t n = static_cast<int64_t>(p.size());
-    r.params.push_back(from_vector<double>(p, {n}));
-    r.state.push_back({buf.empty() ? Tensor() : from_vector<double>(buf, {n})});
+    r.add(p, {buf});
   }
   return r;
 }
@@ -325,12 +333,7 @@ Result adam_by_element(const Inputs& in, const AdamVariant& var) {
         p[i] -= o.lr / (1.0 - std::pow(beta1, t)) * m[i] / denom;
       }
     }
-    const int64_t n = static_cast<int64_t>(p.size());
-    auto as_tensor = [&](const std::vector<double>& x) {
-      return x.empty() ? Tensor() : from_vector<double>(x, {n});
-    };
-    r.params.push_back(as_tensor(p));
-    r.state.push_back({as_tensor(m), as_tensor(v), as_tensor(vmax)});
+    r.add(p, {m, v, vmax});
   }
   return r;
 }
@@ -435,12 +438,7 @@ Result rmsprop_by_element(const Inputs& in, const RMSpropOptions& o) {
         }
       }
     }
-    const int64_t n = static_cast<int64_t>(p.size());
-    auto as_tensor = [&](const std::vector<double>& x) {
-      return x.empty() ? Tensor() : from_vector<double>(x, {n});
-    };
-    r.params.push_back(as_tensor(p));
-    r.state.push_back({as_tensor(v), as_tensor(b), as_tensor(m)});
+    r.add(p, {v, b, m});
   }
   return r;
 }
@@ -513,9 +511,7 @@ Result adagrad_by_element(const Inputs& in, const AdagradOptions& o) {
         p[i] -= clr * gi / (std::sqrt(sum[i]) + o.eps);
       }
     }
-    const int64_t n = static_cast<int64_t>(p.size());
-    r.params.push_back(from_vector<double>(p, {n}));
-    r.state.push_back({sum.empty() ? Tensor() : from_vector<double>(sum, {n})});
+    r.add(p, {sum});
   }
   return r;
 }

@@ -35,4 +35,8 @@ Tensor scatter_into_zeros(const Shape& shape, int64_t d, const Tensor& index, co
 Tensor reduce_loss(const char* op, const Tensor& loss, Reduction reduction);
 void check_reduction(const char* op, Reduction r);
 
+// A pooling input: defined, floating, (N, C, H, W) or (C, H, W); else an error naming `op` (the
+// op, or the nn layer that calls it). src/ops/pool.cpp.
+void check_pool_input(const char* op, const Tensor& x);
+
 }  // namespace sinter

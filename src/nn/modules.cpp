@@ -5,20 +5,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "internal/ops_impl.h"
 #include "sinter/autograd.h"
 #include "sinter/nn/init.h"
 
 namespace sinter::nn {
 
 namespace {
-
-// Accepts (N, C, H, W) or (C, H, W), as the pooling ops do.
-void check_pool_input(const char* layer, const Tensor& x) {
-  SINTER_CHECK(x.defined(), layer, ": undefined input");
-  SINTER_CHECK(x.dim() == 3 || x.dim() == 4, layer,
-               ": expected input of shape (N, C, H, W) or (C, H, W), got shape ",
-               shape_str(x.shape()));
-}
 
 // PyTorch's initialization of Linear and Conv2d: weight ~ kaiming_uniform_(a = sqrt(5)), and
 // bias ~ uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in being the weight's (the same bound the

@@ -7,20 +7,21 @@
 
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
+#include "internal/ops_impl.h"
 #include "internal/profile_op.h"
 #include "sinter/ops.h"
 
 namespace sinter {
 
-namespace {
-
-void check_input(const char* op, const Tensor& x) {
+void check_pool_input(const char* op, const Tensor& x) {
   SINTER_CHECK(x.defined(), op, ": undefined input");
   SINTER_CHECK(x.dim() == 3 || x.dim() == 4, op,
                ": input must be 3-D (C, H, W) or 4-D (N, C, H, W), got shape ",
                shape_str(x.shape()));
   SINTER_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got dtype ", x.dtype());
 }
+
+namespace {
 
 // N * C, or C for a 3-D input.
 int64_t planes_of(const Tensor& x) { return x.dim() == 4 ? x.size(0) * x.size(1) : x.size(0); }
@@ -64,7 +65,7 @@ struct PoolArgs {
 
 // Checks x and the pooling arguments, and works out the geometry.
 kern::Pool2dGeom pool_geom(const char* op, const Tensor& x, const PoolArgs& o) {
-  check_input(op, x);
+  check_pool_input(op, x);
   const Size2 k = o.kernel_size;
   SINTER_CHECK(k.h >= 1 && k.w >= 1, op, ": kernel_size must be positive, got ", k);
   const bool default_stride = o.stride.h == 0 && o.stride.w == 0;
@@ -189,7 +190,7 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, const AvgPool2dOptions& op
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
   SINTER_PROFILE_OP("adaptive_avg_pool2d", x);
-  check_input("adaptive_avg_pool2d", x);
+  check_pool_input("adaptive_avg_pool2d", x);
   SINTER_CHECK(output_size.h >= 1 && output_size.w >= 1,
                "adaptive_avg_pool2d: output_size must be positive, got ", output_size);
   kern::Pool2dGeom g;
