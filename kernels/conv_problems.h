@@ -55,27 +55,36 @@ struct Geom {
         cig(static_cast<I>(g.c_in / g.groups)),
         cog(static_cast<I>(g.c_out / g.groups)) {}
 
-  // x[b, c, oh * sh - ph + i * dil_h, ow * sw - pw + j * dil_w], or `zero` in the padding.
+  // x[b, c, oh * sh - ph + i * dil_h, ow * sw - pw + j * dil_w] for output pixel p = (b, oh, ow)
+  // and tap t = (i, j), each flattened, or `zero` in the padding: the forward's and the weight
+  // gradient's gather.
   template <typename T>
-  SINTER_CONV_FN T x_tap(const T* x, I b, I c, I oh, I ow, I i, I j, T zero) const {
-    const I ih = oh * sh - ph + i * dil_h, iw = ow * sw - pw + j * dil_w;
+  SINTER_CONV_FN T x_tap(const T* x, I p, I c, I t, T zero) const {
+    const I hw = h_out * w_out, b = p / hw, q = p % hw;
+    const I ih = q / w_out * sh - ph + t / kw * dil_h, iw = q % w_out * sw - pw + t % kw * dil_w;
     if (ih < 0 || ih >= h || iw < 0 || iw >= w) return zero;
     return x[((static_cast<int64_t>(b) * c_in + c) * h + ih) * w + iw];
   }
-  // dy[b, c, oh, ow] for the output (oh, ow) whose tap (i, j) reads input (ih, iw), or `zero` when
-  // no output does (the stride skips it, or it lies past the edges): the input gradient's gather.
+  // dy[b, c, oh, ow] for the output (oh, ow) whose tap t = (i, j) reads input pixel p = (b, ih, iw)
+  // (flattened), or `zero` when no output does (the stride skips it, or it lies past the edges):
+  // the input gradient's gather.
   template <typename T>
-  SINTER_CONV_FN T dy_tap(const T* dy, I b, I c, I ih, I iw, I i, I j, T zero) const {
-    const I th = ih + ph - i * dil_h, tw = iw + pw - j * dil_w;
+  SINTER_CONV_FN T dy_tap(const T* dy, I p, I c, I t, T zero) const {
+    const I hw = h * w, b = p / hw, q = p % hw;
+    const I th = q / w + ph - t / kw * dil_h, tw = q % w + pw - t % kw * dil_w;
     if (th < 0 || tw < 0 || th % sh != 0 || tw % sw != 0) return zero;
     const I oh = th / sh, ow = tw / sw;
     if (oh >= h_out || ow >= w_out) return zero;
     return dy[((static_cast<int64_t>(b) * c_out + c) * h_out + oh) * w_out + ow];
   }
-  // x_tap widened to the accumulation type.
+  // The same widened to the accumulation type, 0 for `zero`.
   template <typename T>
-  SINTER_CONV_FN Acc<T> x_at(const T* x, I b, I c, I oh, I ow, I i, I j) const {
-    return to_acc(x_tap(x, b, c, oh, ow, i, j, from_acc<T>(Acc<T>(0))));
+  SINTER_CONV_FN Acc<T> x_at(const T* x, I p, I c, I t) const {
+    return to_acc(x_tap(x, p, c, t, from_acc<T>(Acc<T>(0))));
+  }
+  template <typename T>
+  SINTER_CONV_FN Acc<T> dy_at(const T* dy, I p, I c, I t) const {
+    return to_acc(dy_tap(dy, p, c, t, from_acc<T>(Acc<T>(0))));
   }
 };
 
@@ -122,10 +131,8 @@ struct FwdProblem {
     return to_acc(wt[(grp * static_cast<int64_t>(g.cog) + m) * kg + k]);
   }
   SINTER_CONV_FN Acc<T> b(int grp, int64_t k, int64_t n) const {
-    const I kk = static_cast<I>(k), nn = static_cast<I>(n);
-    const I taps = g.kh * g.kw, ci = kk / taps, r = kk % taps;
-    const I hw = g.h_out * g.w_out, bi = nn / hw, q = nn % hw;
-    return g.x_at(x, bi, grp * g.cig + ci, q / g.w_out, q % g.w_out, r / g.kw, r % g.kw);
+    const I taps = g.kh * g.kw, kk = static_cast<I>(k);
+    return g.x_at(x, static_cast<I>(n), grp * g.cig + kk / taps, kk % taps);
   }
   SINTER_CONV_FN void store(int grp, int64_t m, int64_t n, Acc<T> v, int) const {
     const int64_t hw = static_cast<int64_t>(g.h_out) * g.w_out;
@@ -153,10 +160,8 @@ struct DgradProblem {
     return to_acc(wt[((grp * static_cast<int64_t>(g.cog) + co) * g.cig + m) * taps + r]);
   }
   SINTER_CONV_FN Acc<T> b(int grp, int64_t k, int64_t n) const {
-    const I taps = g.kh * g.kw, kk = static_cast<I>(k), co = kk / taps, r = kk % taps;
-    const I hw = g.h * g.w, nn = static_cast<I>(n), bi = nn / hw, q = nn % hw;
-    return to_acc(g.dy_tap(dy, bi, grp * g.cog + co, q / g.w, q % g.w, r / g.kw, r % g.kw,
-                           from_acc<T>(Acc<T>(0))));
+    const I taps = g.kh * g.kw, kk = static_cast<I>(k);
+    return g.dy_at(dy, static_cast<I>(n), grp * g.cog + kk / taps, kk % taps);
   }
   SINTER_CONV_FN void store(int grp, int64_t m, int64_t n, Acc<T> v, int) const {
     const int64_t hw = static_cast<int64_t>(g.h) * g.w, bi = n / hw;
@@ -187,9 +192,8 @@ struct WgradProblem {
     return to_acc(dy[(bi * g.c_out + c) * hw + k % hw]);
   }
   SINTER_CONV_FN Acc<T> b(int grp, int64_t k, int64_t n) const {
-    const I taps = g.kh * g.kw, nn = static_cast<I>(n), ci = nn / taps, r = nn % taps;
-    const I hw = g.h_out * g.w_out, kk = static_cast<I>(k), bi = kk / hw, q = kk % hw;
-    return g.x_at(x, bi, grp * g.cig + ci, q / g.w_out, q % g.w_out, r / g.kw, r % g.kw);
+    const I taps = g.kh * g.kw, nn = static_cast<I>(n);
+    return g.x_at(x, static_cast<I>(k), grp * g.cig + nn / taps, nn % taps);
   }
   SINTER_CONV_FN void store(int grp, int64_t m, int64_t n, Acc<T> v, int split) const {
     const int64_t kg = static_cast<int64_t>(g.cig) * g.kh * g.kw;
@@ -221,9 +225,7 @@ struct FwdTc {
   T* y;
   SINTER_CONV_FN T a(int grp, int m, int k, T zero) const {
     const int taps = g.kh * g.kw;
-    const int hw = g.h_out * g.w_out, b = m / hw, q = m % hw;
-    const int ci = k / taps, rs = k % taps;
-    return g.x_tap(x, b, grp * g.cig + ci, q / g.w_out, q % g.w_out, rs / g.kw, rs % g.kw, zero);
+    return g.x_tap(x, m, grp * g.cig + k / taps, k % taps, zero);
   }
   SINTER_CONV_FN T b(int grp, int k, int n, T) const {
     const int taps = g.kh * g.kw;
@@ -249,9 +251,7 @@ struct DgradTc {
   T* dx;
   SINTER_CONV_FN T a(int grp, int m, int k, T zero) const {
     const int taps = g.kh * g.kw;
-    const int hw = g.h * g.w, b = m / hw, q = m % hw;
-    const int co = k / taps, rs = k % taps;
-    return g.dy_tap(dy, b, grp * g.cog + co, q / g.w, q % g.w, rs / g.kw, rs % g.kw, zero);
+    return g.dy_tap(dy, m, grp * g.cog + k / taps, k % taps, zero);
   }
   SINTER_CONV_FN T b(int grp, int k, int n, T) const {
     const int taps = g.kh * g.kw;
@@ -279,9 +279,7 @@ struct WgradTc {
   int64_t acc_slice = 0;  // 0: added atomically; else split s stores at acc_out + s * acc_slice
   SINTER_CONV_FN T a(int grp, int m, int k, T zero) const {
     const int taps = g.kh * g.kw;
-    const int ci = m / taps, rs = m % taps;
-    const int hw = g.h_out * g.w_out, b = k / hw, q = k % hw;
-    return g.x_tap(x, b, grp * g.cig + ci, q / g.w_out, q % g.w_out, rs / g.kw, rs % g.kw, zero);
+    return g.x_tap(x, k, grp * g.cig + m / taps, m % taps, zero);
   }
   SINTER_CONV_FN T b(int grp, int k, int n, T) const {
     const int hw = g.h_out * g.w_out;
