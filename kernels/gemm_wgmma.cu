@@ -13,13 +13,13 @@
 //   LBO unused; the k-th 16-element step starts 32 bytes further (the hardware applies the swizzle
 //   to the final address).
 // - MN-major operand (A transposed, B not: m or n contiguous): boxes of (64, BK), 64 elements of
-// m/n
-//   by BK rows of k, one per 64 columns. Descriptor: SBO = 1024 (next 8 k rows), LBO = BK * 128
-//   (next 64 columns); the k-th step starts 16 * 128 bytes further. wgmma reads it with its
+//   m or n by BK rows of k, one per 64 columns. Descriptor: SBO = 1024 (next 8 k rows), LBO =
+//   BK * 128 (next 64 columns); the k-th step starts 16 * 128 bytes further. wgmma reads it with its
 //   transpose flag, which exists for 16-bit types only: TF32 needs both operands K-major, and the
 //   other layouts go to the mma.sync kernels.
 // Out-of-range rows and columns (ragged m, n, k) come in as zeros from TMA; the epilogue masks
-// them.
+// them. The boxes, descriptors and schedule are kernels/wgmma_layout.h's, which the CPU suite
+// replays against the PTX ISA's layouts (tests/test_wgmma_layout.cpp).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -35,6 +35,7 @@
 #include "cuda_check.cuh"
 #include "device_info.cuh"
 #include "gemm_common.cuh"
+#include "wgmma_layout.h"
 
 namespace sinter::cudak {
 namespace {
@@ -44,8 +45,8 @@ struct Tf32 {};
 template <typename T>
 using Storage = std::conditional_t<std::is_same_v<T, Tf32>, float, T>;
 
-constexpr int kBM = 128;
-constexpr int kBKBytes = 128;
+using wgmma::kBKBytes;
+using wgmma::kBM;
 constexpr int kThreads = 384;  // warpgroup 0 produces, 1 and 2 consume
 template <typename T>
 constexpr int kBK = kBKBytes / static_cast<int>(sizeof(Storage<T>));
@@ -109,11 +110,9 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
       : "memory");
 }
 
-// Shared-memory matrix descriptor with the 128-byte swizzle (Note [wgmma operand layouts]).
-__device__ __forceinline__ uint64_t smem_desc(const void* p, uint32_t lbo, uint32_t sbo) {
-  const uint64_t addr = smem_addr(p);
-  return ((addr & 0x3FFFF) >> 4) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) |
-         (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
+// The descriptor of operand o of a stage's tile at `tile` (wgmma::smem_desc).
+__device__ __forceinline__ uint64_t operand_desc(const uint8_t* tile, wgmma::Operand o) {
+  return wgmma::smem_desc(smem_addr(tile + o.offset), o.lbo, o.sbo);
 }
 
 __device__ __forceinline__ void wgmma_fence() {
@@ -226,22 +225,6 @@ __device__ __forceinline__ void wgmma(float (&d)[kBN / 2], uint64_t desc_a, uint
 #undef SINTER_WGMMA_D64
 #undef SINTER_WGMMA_D128
 
-// The persistent schedule: tile t of the batch-major order, grouped 8 m-tiles at a time so that
-// blocks running together share B tiles (and A tiles) in L2.
-struct TileCoord {
-  int z, tm, tn;
-};
-__device__ __forceinline__ TileCoord tile_coord(int64_t t, int tiles_m, int tiles_n) {
-  constexpr int kGroup = 8;
-  const int64_t per_batch = int64_t(tiles_m) * tiles_n;
-  const int z = static_cast<int>(t / per_batch);
-  const int r = static_cast<int>(t % per_batch);
-  const int group = r / (kGroup * tiles_n), in_group = r % (kGroup * tiles_n);
-  const int first_m = group * kGroup;
-  const int rows = min(tiles_m - first_m, kGroup);
-  return {z, first_m + in_group % rows, in_group / rows};
-}
-
 #endif  // SINTER_SM90A
 
 struct WgmmaShape {
@@ -260,6 +243,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kBK = sinter::cudak::kBK<T>;
   constexpr int kS = kStages<kBN>;
   constexpr uint32_t kABytes = kBM * kBKBytes, kBBytes = kBN * kBKBytes;
+  constexpr int kElemBytes = static_cast<int>(sizeof(Storage<T>));
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -285,28 +269,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     int s = 0;
     uint32_t phase = 0;
     for (int64_t t = blockIdx.x; t < shape.tiles; t += gridDim.x) {
-      const TileCoord c = tile_coord(t, shape.tiles_m, shape.tiles_n);
+      const wgmma::TileCoord c = wgmma::tile_coord(t, shape.tiles_m, shape.tiles_n);
       const int m0 = c.tm * kBM, n0 = c.tn * kBN;
       const int za = shape.batch_a ? c.z : 0, zb = shape.batch_b ? c.z : 0;
       for (int kb = 0; kb < shape.kblocks; ++kb) {
         const int k0 = kb * kBK;
         mbar_wait(&empty[s], phase ^ 1);
-        mbar_expect_tx(&full[s], kABytes + kBBytes);
+        mbar_expect_tx(&full[s], wgmma::kStageTxBytes<kBN>);
         uint8_t* da = tiles_a + size_t(s) * kABytes;
         uint8_t* db = tiles_b + size_t(s) * kBBytes;
-        if constexpr (kTransA) {
-          for (int h = 0; h < kBM / 64; ++h) {
-            tma_load(da + h * kBK * 128, &map_a, &full[s], m0 + 64 * h, k0, za);
-          }
-        } else {
-          tma_load(da, &map_a, &full[s], k0, m0, za);
+        for (int h = 0; h < wgmma::boxes(kTransA, kBM); ++h) {
+          const wgmma::Box b = wgmma::tile_box<kBK>(kTransA, kBM, h, m0, k0);
+          tma_load(da + b.offset, &map_a, &full[s], b.c0, b.c1, za);
         }
-        if constexpr (kTransB) {
-          for (int h = 0; h < kBN / 64; ++h) {
-            tma_load(db + h * kBK * 128, &map_b, &full[s], n0 + 64 * h, k0, zb);
-          }
-        } else {
-          tma_load(db, &map_b, &full[s], k0, n0, zb);
+        for (int h = 0; h < wgmma::boxes(kTransB, kBN); ++h) {
+          const wgmma::Box b = wgmma::tile_box<kBK>(kTransB, kBN, h, n0, k0);
+          tma_load(db + b.offset, &map_b, &full[s], b.c0, b.c1, zb);
         }
         if (++s == kS) {
           s = 0;
@@ -326,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float d[kBN / 2];
   const bool pairs_aligned = gemm_pairs_aligned(p);
   for (int64_t t = blockIdx.x; t < shape.tiles; t += gridDim.x) {
-    const TileCoord c = tile_coord(t, shape.tiles_m, shape.tiles_n);
+    const wgmma::TileCoord c = wgmma::tile_coord(t, shape.tiles_m, shape.tiles_n);
 #pragma unroll
     for (int i = 0; i < kBN / 2; ++i) d[i] = 0.f;
     int prev = -1;
@@ -338,12 +316,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBK / kInstrK<T>; ++kk) {
-        // Byte offsets of the kk-th k step (Note [wgmma operand layouts]).
+        // The kk-th k step (Note [wgmma operand layouts]).
         const uint64_t desc_a =
-            kTransA ? smem_desc(ta + w * kBK * 128 + kk * kInstrK<T> * 128, kBK * 128, 1024)
-                    : smem_desc(ta + w * 64 * 128 + kk * 32, 16, 1024);
-        const uint64_t desc_b = kTransB ? smem_desc(tb + kk * kInstrK<T> * 128, kBK * 128, 1024)
-                                        : smem_desc(tb + kk * 32, 16, 1024);
+            operand_desc(ta, wgmma::operand_a<kBK, kInstrK<T>, kElemBytes>(kTransA, w, kk));
+        const uint64_t desc_b =
+            operand_desc(tb, wgmma::operand_b<kBK, kInstrK<T>, kElemBytes>(kTransB, kk));
         wgmma<T, kBN, kTransA, kTransB>(d, desc_a, desc_b);
       }
       wgmma_commit();
@@ -470,12 +447,17 @@ bool launch(const GemmArgs& g, int device, cudaStream_t stream) {
   const uint64_t nb_a = batch_a ? uint64_t(g.batch) : 1, nb_b = batch_b ? uint64_t(g.batch) : 1;
   // A stored (m, k) when K-major, (k, m) when MN-major; B stored (n, k) K-major, (k, n) MN-major.
   CUtensorMap map_a, map_b;
-  const bool mapped_a = kTransA
-                            ? make_map<S>(&map_a, g.a, g.m, g.k, nb_a, g.lda, g.stride_a, 64, kBK)
-                            : make_map<S>(&map_a, g.a, g.k, g.m, nb_a, g.lda, g.stride_a, kBK, kBM);
-  const bool mapped_b = kTransB
-                            ? make_map<S>(&map_b, g.b, g.n, g.k, nb_b, g.ldb, g.stride_b, 64, kBK)
-                            : make_map<S>(&map_b, g.b, g.k, g.n, nb_b, g.ldb, g.stride_b, kBK, kBN);
+  // The boxes are the producer's (wgmma::tile_box).
+  const wgmma::Box box_a = wgmma::tile_box<kBK>(kTransA, kBM, 0, 0, 0);
+  const wgmma::Box box_b = wgmma::tile_box<kBK>(kTransB, kBN, 0, 0, 0);
+  const bool mapped_a =
+      kTransA
+          ? make_map<S>(&map_a, g.a, g.m, g.k, nb_a, g.lda, g.stride_a, box_a.inner, box_a.outer)
+          : make_map<S>(&map_a, g.a, g.k, g.m, nb_a, g.lda, g.stride_a, box_a.inner, box_a.outer);
+  const bool mapped_b =
+      kTransB
+          ? make_map<S>(&map_b, g.b, g.n, g.k, nb_b, g.ldb, g.stride_b, box_b.inner, box_b.outer)
+          : make_map<S>(&map_b, g.b, g.k, g.n, nb_b, g.ldb, g.stride_b, box_b.inner, box_b.outer);
   if (!mapped_a || !mapped_b) return false;
   WgmmaShape shape;
   shape.tiles_m = static_cast<int>((g.m + kBM - 1) / kBM);

@@ -1,0 +1,85 @@
+// Where the Hopper GEMM (kernels/gemm_wgmma.cu) puts its operand tiles and how it tells wgmma,
+// readable by a host compiler: the tensor-map boxes the producer loads and where they land in a
+// stage, each k step's shared-memory matrix descriptor, the byte count a stage's barrier expects,
+// and the persistent tile schedule. The kernel runs these functions; the CPU suite replays TMA's
+// 128-byte swizzled writes and wgmma's descriptor-driven reads as the PTX ISA defines them and
+// checks that every operand element wgmma reads is the one the GEMM means
+// (tests/test_wgmma_layout.cpp). Note [wgmma operand layouts] in gemm_wgmma.cu says why.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define SINTER_WGMMA_FN __host__ __device__ __forceinline__
+#else
+#define SINTER_WGMMA_FN inline
+#endif
+
+namespace sinter::cudak::wgmma {
+
+constexpr int kBM = 128;            // rows of C a block computes; 64 per consumer warpgroup
+constexpr int kBKBytes = 128;       // bytes of k a stage holds: one 128-byte swizzle row
+constexpr int kSwizzleAtom = 1024;  // 8 rows of 128 bytes: every tile starts on such a boundary
+
+// The shared-memory matrix descriptor of PTX ISA 9.7.15.5.1.2.2 for the 128-byte swizzle: start
+// address, leading and stride dimension byte offsets (each encoded as (x & 0x3FFFF) >> 4), base
+// offset 0 (tiles start on a 1024-byte boundary), swizzle mode 1 (128 bytes) in bits 62-63.
+SINTER_WGMMA_FN uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return ((addr & 0x3FFFF) >> 4) | (uint64_t((lbo & 0x3FFFF) >> 4) << 16) |
+         (uint64_t((sbo & 0x3FFFF) >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+// One operand tile of a stage: `rows` of m (A) or n (B) by kBK of k. MN-major (m or n contiguous in
+// memory): boxes of 64 rows by kBK, box h at byte h * kBK * 128. K-major: one box of kBK by rows.
+// A box's extents are (inner, outer) in elements, inner being the contiguous dimension, and its
+// coordinates (inner, outer) of the tensor map's first two dims.
+struct Box {
+  uint32_t offset;        // byte offset of the box in the tile
+  int c0, c1;             // tensor-map coordinates of its first element
+  uint32_t inner, outer;  // extents in elements
+};
+SINTER_WGMMA_FN int boxes(bool mn_major, int rows) { return mn_major ? rows / 64 : 1; }
+template <int kBK>
+SINTER_WGMMA_FN Box tile_box(bool mn_major, int rows, int h, int row0, int k0) {
+  if (mn_major) return {uint32_t(h * kBK * 128), row0 + 64 * h, k0, 64, uint32_t(kBK)};
+  return {0, k0, row0, uint32_t(kBK), uint32_t(rows)};
+}
+// The bytes the boxes of a stage's A and B tiles bring: what its full barrier expects (TMA counts a
+// whole box, out-of-range elements included, as it fills them with zeros).
+template <int kBN>
+constexpr uint32_t kStageTxBytes = (kBM + kBN) * kBKBytes;
+
+// Consumer warpgroup w's operands for k step kk (kInstrK elements of k) of a stage: the byte
+// offset of the matrix in its tile and the descriptor's leading and stride byte offsets (Note
+// [wgmma operand layouts]). A: its 64 rows; B: all kBN.
+struct Operand {
+  uint32_t offset, lbo, sbo;
+};
+template <int kBK, int kInstrK, int kElemBytes>
+SINTER_WGMMA_FN Operand operand_a(bool mn_major, int w, int kk) {
+  if (mn_major) return {uint32_t(w * kBK * 128 + kk * kInstrK * 128), uint32_t(kBK * 128), 1024};
+  return {uint32_t(w * 64 * 128 + kk * kInstrK * kElemBytes), 16, 1024};
+}
+template <int kBK, int kInstrK, int kElemBytes>
+SINTER_WGMMA_FN Operand operand_b(bool mn_major, int kk) {
+  if (mn_major) return {uint32_t(kk * kInstrK * 128), uint32_t(kBK * 128), 1024};
+  return {uint32_t(kk * kInstrK * kElemBytes), 16, 1024};
+}
+
+// The persistent schedule: tile t of the batch-major order, grouped 8 m-tiles at a time so that
+// blocks running together share B tiles (and A tiles) in L2.
+struct TileCoord {
+  int z, tm, tn;
+};
+SINTER_WGMMA_FN TileCoord tile_coord(int64_t t, int tiles_m, int tiles_n) {
+  constexpr int kGroup = 8;
+  const int64_t per_batch = int64_t(tiles_m) * tiles_n;
+  const int z = static_cast<int>(t / per_batch);
+  const int r = static_cast<int>(t % per_batch);
+  const int group = r / (kGroup * tiles_n), in_group = r % (kGroup * tiles_n);
+  const int first_m = group * kGroup;
+  const int rows = tiles_m - first_m < kGroup ? tiles_m - first_m : kGroup;
+  return {z, first_m + in_group % rows, in_group / rows};
+}
+
+}  // namespace sinter::cudak::wgmma
