@@ -14,9 +14,9 @@
 //   to the final address).
 // - MN-major operand (A transposed, B not: m or n contiguous): boxes of (64, BK), 64 elements of
 //   m or n by BK rows of k, one per 64 columns. Descriptor: SBO = 1024 (next 8 k rows), LBO =
-//   BK * 128 (next 64 columns); the k-th step starts 16 * 128 bytes further. wgmma reads it with its
-//   transpose flag, which exists for 16-bit types only: TF32 needs both operands K-major, and the
-//   other layouts go to the mma.sync kernels.
+//   BK * 128 (next 64 columns); the k-th step starts 16 * 128 bytes further. wgmma reads it with
+//   its transpose flag, which exists for 16-bit types only: TF32 needs both operands K-major, and
+//   the other layouts go to the mma.sync kernels.
 // Out-of-range rows and columns (ragged m, n, k) come in as zeros from TMA; the epilogue masks
 // them. The boxes, descriptors and schedule are kernels/wgmma_layout.h's, which the CPU suite
 // replays against the PTX ISA's layouts (tests/test_wgmma_layout.cpp).
@@ -48,13 +48,13 @@ using Storage = std::conditional_t<std::is_same_v<T, Tf32>, float, T>;
 using wgmma::kBKBytes;
 using wgmma::kBM;
 constexpr int kThreads = 384;  // warpgroup 0 produces, 1 and 2 consume
+static_assert(kThreads == 128 + 32 * wgmma::kConsumerWarps);
 template <typename T>
 constexpr int kBK = kBKBytes / static_cast<int>(sizeof(Storage<T>));
 template <typename T>
 constexpr int kInstrK = std::is_same_v<T, Tf32> ? 8 : 16;
 
-template <int kBN>
-constexpr int kStages = kBN == 256 ? 4 : 6;
+using wgmma::kStages;
 template <int kBN>
 constexpr int kStageBytes = (kBM + kBN) * kBKBytes;
 template <int kBN>
@@ -255,8 +255,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kS; ++s) {
-      mbar_init(&full[s], 1);   // the producer's arrive; the bytes come from TMA
-      mbar_init(&empty[s], 8);  // one arrive per consumer warp
+      // Note [wgmma stage ring]
+      mbar_init(&full[s], wgmma::kFullArrivals);
+      mbar_init(&empty[s], wgmma::kEmptyArrivals);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -266,15 +267,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Producer: one thread issues every TMA; the rest of the warpgroup gives its registers away.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (tid != 0) return;
-    int s = 0;
-    uint32_t phase = 0;
+    wgmma::Ring ring;  // Note [wgmma stage ring]
     for (int64_t t = blockIdx.x; t < shape.tiles; t += gridDim.x) {
       const wgmma::TileCoord c = wgmma::tile_coord(t, shape.tiles_m, shape.tiles_n);
       const int m0 = c.tm * kBM, n0 = c.tn * kBN;
       const int za = shape.batch_a ? c.z : 0, zb = shape.batch_b ? c.z : 0;
       for (int kb = 0; kb < shape.kblocks; ++kb) {
         const int k0 = kb * kBK;
-        mbar_wait(&empty[s], phase ^ 1);
+        const int s = ring.s;
+        mbar_wait(&empty[s], ring.empty_parity());
         mbar_expect_tx(&full[s], wgmma::kStageTxBytes<kBN>);
         uint8_t* da = tiles_a + size_t(s) * kABytes;
         uint8_t* db = tiles_b + size_t(s) * kBBytes;
@@ -286,10 +287,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           const wgmma::Box b = wgmma::tile_box<kBK>(kTransB, kBN, h, n0, k0);
           tma_load(db + b.offset, &map_b, &full[s], b.c0, b.c1, zb);
         }
-        if (++s == kS) {
-          s = 0;
-          phase ^= 1;
-        }
+        ring.next<kS>();
       }
     }
     return;
@@ -299,8 +297,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int w = wg - 1;  // rows 64w..64w+63 of the block tile
   const int warp = tid / 32, lane = tid % 32;
-  int s = 0;
-  uint32_t phase = 0;
+  wgmma::Ring ring;
   float d[kBN / 2];
   const bool pairs_aligned = gemm_pairs_aligned(p);
   for (int64_t t = blockIdx.x; t < shape.tiles; t += gridDim.x) {
@@ -309,7 +306,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < kBN / 2; ++i) d[i] = 0.f;
     int prev = -1;
     for (int kb = 0; kb < shape.kblocks; ++kb) {
-      mbar_wait(&full[s], phase);
+      const int s = ring.s;
+      mbar_wait(&full[s], ring.full_parity());
       const uint8_t* ta = tiles_a + size_t(s) * kABytes;
       const uint8_t* tb = tiles_b + size_t(s) * kBBytes;
       fence_accumulators(d);
@@ -329,10 +327,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_accumulators(d);
       if (prev >= 0 && lane == 0) mbar_arrive(&empty[prev]);
       prev = s;
-      if (++s == kS) {
-        s = 0;
-        phase ^= 1;
-      }
+      ring.next<kS>();
     }
     wgmma_wait<0>();
     fence_accumulators(d);

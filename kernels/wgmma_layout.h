@@ -66,6 +66,36 @@ SINTER_WGMMA_FN Operand operand_b(bool mn_major, int kk) {
   return {uint32_t(kk * kInstrK * kElemBytes), 16, 1024};
 }
 
+// Note [wgmma stage ring]
+// The producer and every consumer warp walk the kStages stages in the same order: stage s of lap
+// `phase` (0, 1, 0, ...). Each stage has two mbarriers. `full` completes a phase once the producer
+// has arrived (kFullArrivals) and TMA has brought the stage's expected bytes; `empty` once every
+// consumer warp has arrived (kEmptyArrivals: lane 0 of each of the 8 warps of the two consumer
+// warpgroups), after the wgmmas that read the stage have retired. mbarrier.try_wait.parity(p)
+// passes once the phase of parity p has completed, and a barrier starts in phase 0 (PTX ISA,
+// mbarrier): consumers wait on full with parity `phase`, the producer on empty with `phase ^ 1`,
+// so its first lap passes at once (the phase before phase 0 counts as completed). A consumer
+// releases a stage one k step late, once wgmma.wait_group 1 has retired the group that read it,
+// and the last stage of a tile at the tile's end (wait_group 0).
+template <int kBN>
+constexpr int kStages = kBN == 256 ? 4 : 6;
+constexpr int kConsumerWarps = 8;  // two warpgroups
+constexpr int kFullArrivals = 1;
+constexpr int kEmptyArrivals = kConsumerWarps;
+struct Ring {
+  int s = 0;
+  uint32_t phase = 0;
+  SINTER_WGMMA_FN uint32_t full_parity() const { return phase; }
+  SINTER_WGMMA_FN uint32_t empty_parity() const { return phase ^ 1; }
+  template <int kS>
+  SINTER_WGMMA_FN void next() {
+    if (++s == kS) {
+      s = 0;
+      phase ^= 1;
+    }
+  }
+};
+
 // The persistent schedule: tile t of the batch-major order, grouped 8 m-tiles at a time so that
 // blocks running together share B tiles (and A tiles) in L2.
 struct TileCoord {

@@ -7,7 +7,10 @@
 // has its two byte offsets swapped and expects it to fail (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <random>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -198,6 +201,144 @@ TEST(WgmmaSchedule, EveryTileOnce) {
         EXPECT_EQ(static_cast<int64_t>(seen.size()), tiles)
             << tiles_m << " x " << tiles_n << " x " << batch;
       }
+    }
+  }
+}
+
+// --- the stage ring (Note [wgmma stage ring]) ---
+
+// An mbarrier as the PTX ISA describes it: a phase completes when its pending arrivals and its
+// transaction bytes both reach zero; the barrier then enters the next phase with the arrival
+// count it was initialized with. try_wait.parity(p) passes once the phase of parity p completed:
+// when the current phase's parity is not p.
+struct Mbarrier {
+  int count = 0, pending = 0;
+  int64_t tx = 0;
+  uint32_t parity = 0;  // of the current, incomplete phase
+  explicit Mbarrier(int n) : count(n), pending(n) {}
+  bool passed(uint32_t p) const { return parity != p; }
+  void settle() {
+    if (pending == 0 && tx == 0) {
+      parity ^= 1;
+      pending = count;
+    }
+  }
+  void arrive() {
+    EXPECT_GT(pending, 0) << "an arrive on a completed phase";
+    --pending;
+    settle();
+  }
+  void expect_tx(int64_t bytes) { tx += bytes; }
+  void complete_tx(int64_t bytes) {
+    tx -= bytes;
+    settle();
+  }
+};
+
+// One block of gemm_wgmma_kernel's protocol: its producer thread, its 8 consumer warps and TMA,
+// interleaved at random (each step of an actor whose wait passes may run next). The loops follow
+// the kernel's, with its Ring; the checks: nothing waits forever, each consumer reads a stage only
+// once the tile and k block it wants have landed there, and TMA never writes a stage a consumer's
+// wgmmas may still read.
+template <int kS>
+void run_ring(int tiles, int kblocks, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << kS << " stages, " << tiles << " tiles of " << kblocks
+                                    << " k blocks, seed " << seed);
+  constexpr int kWarps = wg::kConsumerWarps;
+  constexpr int64_t kBytes = 1000;
+  std::vector<Mbarrier> full(kS, Mbarrier(wg::kFullArrivals)),
+      empty(kS, Mbarrier(wg::kEmptyArrivals));
+  std::vector<int64_t> landed(kS, -1);  // the (tile, k block) whose data a stage holds
+  std::vector<std::set<int>> readers(kS);
+  struct Load {
+    int s;
+    int64_t what;
+  };
+  std::vector<Load> in_flight;
+  const int64_t steps = int64_t(tiles) * kblocks;
+  // Producer: ring position and the next (tile, k block) to load.
+  wg::Ring producer;
+  int64_t produced = 0;
+  // Consumers: ring, next step, and the stage still being read (released one step late).
+  struct Consumer {
+    wg::Ring ring;
+    int64_t step = 0;
+    int prev = -1;
+    bool done = false;
+  };
+  std::vector<Consumer> consumers(kWarps);
+  std::mt19937 rng(seed);
+  while (true) {
+    std::vector<std::function<void()>> moves;
+    if (produced < steps && empty[producer.s].passed(producer.empty_parity())) {
+      moves.push_back([&] {
+        const int s = producer.s;
+        EXPECT_TRUE(readers[s].empty()) << "TMA overwrites stage " << s << " while it is read";
+        full[s].expect_tx(kBytes);
+        full[s].arrive();
+        landed[s] = -1;  // being written
+        in_flight.push_back({s, produced});
+        ++produced;
+        producer.next<kS>();
+      });
+    }
+    for (size_t i = 0; i < in_flight.size(); ++i) {
+      moves.push_back([&, i] {
+        const Load l = in_flight[i];
+        in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(i));
+        landed[l.s] = l.what;
+        full[l.s].complete_tx(kBytes);
+      });
+    }
+    for (int c = 0; c < kWarps; ++c) {
+      Consumer& w = consumers[c];
+      if (w.done) continue;
+      const bool tile_end = w.step > 0 && w.step % kblocks == 0 && w.prev >= 0;
+      if (tile_end || w.step == steps) {
+        // wgmma.wait_group 0 at the tile's end: the last stage is released.
+        moves.push_back([&, c] {
+          Consumer& x = consumers[c];
+          if (x.prev >= 0) {
+            readers[x.prev].erase(c);
+            empty[x.prev].arrive();
+            x.prev = -1;
+          }
+          if (x.step == steps) x.done = true;
+        });
+      } else if (full[w.ring.s].passed(w.ring.full_parity())) {
+        moves.push_back([&, c] {
+          Consumer& x = consumers[c];
+          const int s = x.ring.s;
+          EXPECT_EQ(landed[s], x.step) << "warp " << c << " reads stage " << s;
+          readers[s].insert(c);  // the wgmmas issued on it read it until they retire
+          if (x.prev >= 0) {     // wait_group 1: the group before has retired
+            readers[x.prev].erase(c);
+            empty[x.prev].arrive();
+          }
+          x.prev = s;
+          ++x.step;
+          x.ring.template next<kS>();
+        });
+      }
+    }
+    if (moves.empty()) break;
+    moves[rng() % moves.size()]();
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_EQ(produced, steps) << "the producer waits forever";
+  for (int c = 0; c < kWarps; ++c) {
+    EXPECT_TRUE(consumers[c].done)
+        << "consumer warp " << c << " waits forever at step " << consumers[c].step;
+  }
+}
+
+TEST(WgmmaRing, NoHangNoEarlyReadNoOverwrite) {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    for (auto [tiles, kblocks] : {std::pair{1, 1}, std::pair{1, 4}, std::pair{2, 5},
+                                  std::pair{3, 6}, std::pair{2, 13}, std::pair{5, 1}}) {
+      run_ring<wg::kStages<256>>(tiles, kblocks, seed);
+      run_ring<wg::kStages<128>>(tiles, kblocks, seed);
+      if (::testing::Test::HasFailure()) return;
     }
   }
 }
