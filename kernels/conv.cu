@@ -44,8 +44,7 @@ __global__ void __launch_bounds__(kThreads)
   const int split = static_cast<int>(blockIdx.z) % splits;
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kBM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBN;
-  const int64_t k_begin = split * k_chunk;
-  const int64_t k_end = k_begin + k_chunk < K ? k_begin + k_chunk : K;
+  const int64_t k_begin = split_begin(split, k_chunk), k_end = split_end(split, k_chunk, K);
   const int tid = static_cast<int>(threadIdx.x), tx = tid % 16, ty = tid / 16;
 
   A acc[kSub][kSub];
@@ -183,21 +182,15 @@ void conv2d_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
   if (total == 0) return;
   DeviceGuard guard(ctx.device);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  // K (the batch times the output plane) is usually far longer than M and N, so when the output
-  // tiles alone cannot fill the device, K is split over about 2 blocks per SM.
-  // The tensor-core kernels tile differently and step k by conv_tc_k_step.
+  // Split K (plan_split_k). The tensor-core kernels tile differently and step k by
+  // conv_tc_k_step.
   const int sms = device_sm_count(ctx.device);
   const bool tc = conv_tc_supported(ctx.device, g, dtype);
   const int64_t k_step = tc ? conv_tc_k_step(dtype) : kBK;
   const int64_t tiles =
       tc ? conv_tc_wgrad_tiles(g) : ((M + kBM - 1) / kBM) * ((N + kBN - 1) / kBN) * g.groups;
-  int64_t splits = std::min<int64_t>(
-      {(2 * sms + tiles - 1) / tiles, (K + 255) / 256, 65535 / std::max<int64_t>(g.groups, 1)});
-  splits = std::max<int64_t>(splits, 1);
-  int64_t k_chunk = (K + splits - 1) / splits;
-  k_chunk = (k_chunk + k_step - 1) / k_step * k_step;
-  if (k_chunk > 0) splits = (K + k_chunk - 1) / k_chunk;
-  splits = std::max<int64_t>(splits, 1);
+  const SplitK plan = plan_split_k(K, tiles, sms, g.groups, k_step);
+  const int64_t splits = plan.splits, k_chunk = plan.k_chunk;
   dispatch("conv2d_backward_weight", g, dtype, [&](auto t, auto idx) {
     using T = decltype(t);
     using I = decltype(idx);

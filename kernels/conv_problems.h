@@ -111,6 +111,30 @@ struct ImplicitGemm {
   int64_t m, n, k;
 };
 
+// Split K for the weight gradient, whose K (the batch times the output plane) is usually far
+// longer than M and N: when the output tiles (`tiles` over all groups) cannot fill the `sms`
+// multiprocessors, K is split over about 2 blocks per SM, at least 256 of K per split, chunks a
+// multiple of the kernel's k step, and groups * splits within the grid's z limit (65535). Split s
+// covers K range [split_begin(s), split_end(s)): the splits tile [0, K), none of them empty.
+struct SplitK {
+  int64_t splits, k_chunk;
+};
+inline SplitK plan_split_k(int64_t K, int64_t tiles, int sms, int64_t groups, int64_t k_step) {
+  int64_t splits = (2 * int64_t(sms) + tiles - 1) / tiles;
+  splits = splits < (K + 255) / 256 ? splits : (K + 255) / 256;
+  const int64_t z_limit = 65535 / (groups > 1 ? groups : 1);
+  splits = splits < z_limit ? splits : z_limit;
+  if (splits <= 1) return {1, K};
+  int64_t k_chunk = (K + splits - 1) / splits;
+  k_chunk = (k_chunk + k_step - 1) / k_step * k_step;
+  return {(K + k_chunk - 1) / k_chunk, k_chunk};
+}
+SINTER_CONV_FN int64_t split_begin(int split, int64_t k_chunk) { return split * k_chunk; }
+SINTER_CONV_FN int64_t split_end(int split, int64_t k_chunk, int64_t K) {
+  const int64_t end = split_begin(split, k_chunk) + k_chunk;
+  return end < K ? end : K;
+}
+
 // --- The CUDA-core kernels' problems (kernels/conv.cu), in the index type I ---
 
 // Forward, per group: M = cog, N = n * h_out * w_out, K = cig * kh * kw.

@@ -72,9 +72,8 @@ __global__ void __launch_bounds__(kThreads)
   const int grp = static_cast<int>(blockIdx.z) / splits,
             split = static_cast<int>(blockIdx.z) % splits;
   const int m0 = static_cast<int>(blockIdx.x) * kBM, n0 = static_cast<int>(blockIdx.y) * kBN;
-  const int k_begin = split * k_chunk,
-            k_end = static_cast<int>(
-                min(static_cast<int64_t>(K), static_cast<int64_t>(k_begin) + k_chunk));
+  const int k_begin = static_cast<int>(split_begin(split, k_chunk)),
+            k_end = static_cast<int>(split_end(split, k_chunk, K));
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const int wm0 = Tile::warp_m0(warp), wn0 = Tile::warp_n0(warp);
   const T zero = from_acc<T>(0.f);

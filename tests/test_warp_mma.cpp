@@ -306,6 +306,41 @@ TEST(ConvProblems, WeightGradientSplitStoresAddOrKeepTheirSlice) {
   EXPECT_EQ(dw[23], 9.0f);
 }
 
+// The weight gradient's split K (plan_split_k, split_begin, split_end), as both kernel families
+// walk it: the splits tile [0, K) without gaps or overlaps, none is empty, the chunks are whole
+// k steps, and groups * splits fits the grid's z dimension.
+TEST(ConvSplitK, SplitsTileKWithinTheGrid) {
+  int checked = 0;
+  for (int64_t K : {1, 31, 32, 255, 256, 257, 1000, 4096, 100000, 1234567}) {
+    for (int64_t tiles : {1, 3, 64, 1000}) {
+      for (int64_t groups : {1, 2, 32, 4096}) {
+        for (int64_t k_step : {8, 16, 32}) {
+          const cudak::SplitK p = cudak::plan_split_k(K, tiles, 132, groups, k_step);
+          SCOPED_TRACE(::testing::Message()
+                       << "K " << K << " tiles " << tiles << " groups " << groups << " k_step "
+                       << k_step << ": " << p.splits << " x " << p.k_chunk);
+          ASSERT_GE(p.splits, 1);
+          EXPECT_LE(p.splits * groups, std::max<int64_t>(65535, groups));
+          if (p.splits > 1) {
+            EXPECT_EQ(p.k_chunk % k_step, 0);
+          }
+          int64_t next = 0;
+          for (int s = 0; s < p.splits; ++s) {
+            const int64_t b = cudak::split_begin(s, p.k_chunk),
+                          e = cudak::split_end(s, p.k_chunk, K);
+            EXPECT_EQ(b, next) << "split " << s << " leaves a gap or overlaps";
+            EXPECT_LT(b, e) << "split " << s << " is empty";
+            next = e;
+          }
+          EXPECT_EQ(next, K);
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 10 * 4 * 4 * 3);
+}
+
 // The tensor-core convolution's loads of its operand tiles (ConvTcTile::load_slot, 256 threads):
 // every element of the (rows, kBK) tile exactly once, and each warp's 32 loads along the operand's
 // contiguous index, for both layouts of A and B, every operand dtype and both N tiles.
