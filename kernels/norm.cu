@@ -18,6 +18,7 @@
 #include "kern/norm.h"
 #include "kern/philox.h"
 #include "kern/scalar_ops.h"
+#include "merges.h"
 #include "scratch.cuh"
 #include "sinter/core/determinism.h"
 
@@ -97,21 +98,7 @@ __device__ __forceinline__ void for_channel_vectors(int64_t k, int64_t c, int64_
   }
 }
 
-// Note [batch norm Welford]: the statistics take one read of x. Each thread keeps (count, mean, M2)
-// and folds in one vector at a time (its exact mean and M2 first), threads, blocks and split
-// channels meet with Chan's pairwise combine; no sum of squares cancels.
-template <class A>
-struct Welford {
-  A n, mean, m2;
-};
-
-template <class A>
-__device__ __forceinline__ Welford<A> welford_combine(Welford<A> a, Welford<A> b) {
-  if (b.n == A(0)) return a;
-  if (a.n == A(0)) return b;
-  const A n = a.n + b.n, d = b.mean - a.mean, f = b.n / n;
-  return {n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
-}
+// Welford states and their combine: merges.h (Note [batch norm Welford]).
 
 // The combined state of the block, returned to every thread. smem: kWarps states.
 template <class A>
@@ -155,14 +142,7 @@ __global__ void batch_norm_stats_kernel(const T* x, int64_t c, int64_t hw, int64
   for_channel_vectors<kV>(k, c, hw, begin, end, [&](int64_t e) {
     A v[kV];
     load_vec<T, kV>(x, e, v);
-    A s = 0;
-#pragma unroll
-    for (int j = 0; j < kV; ++j) s += v[j];
-    const A mu = s / A(kV);
-    A q = 0;
-#pragma unroll
-    for (int j = 0; j < kV; ++j) q += (v[j] - mu) * (v[j] - mu);
-    w = welford_combine(w, {A(kV), mu, q});
+    w = welford_combine(w, welford_of<kV>(v));
   });
   w = block_welford(w, smem);
   if (threadIdx.x != 0) return;

@@ -16,6 +16,7 @@
 #include "cuda_util.cuh"
 #include "kern/scalar_ops.h"
 #include "kern/softmax.h"
+#include "merges.h"
 
 namespace sinter::cudak {
 namespace {
@@ -25,45 +26,7 @@ __device__ __forceinline__ double exp_acc(double v) { return exp(v); }
 __device__ __forceinline__ float log_acc(float v) { return logf(v); }
 __device__ __forceinline__ double log_acc(double v) { return log(v); }
 
-// The online softmax state: the running maximum m and the sum s of exp(x - m) so far. NaN never
-// becomes m but always reaches s, which then stays NaN. As in the CPU reference's two passes, a
-// +inf maximum makes s NaN (its own term is exp(inf - inf)), and so does a row of only -inf
-// (finish_max_sum), whose terms are all exp(-inf + inf).
-template <typename A>
-struct MaxSum {
-  A m;
-  A s;
-};
-
-template <typename A>
-__device__ __forceinline__ MaxSum<A> max_sum_identity() {
-  return {-static_cast<A>(INFINITY), A(0)};
-}
-
-template <typename A>
-__device__ __forceinline__ void max_sum_add(MaxSum<A>& st, A x) {
-  if (x > st.m) {
-    st.s = st.s * exp_acc(st.m - x) + (isinf(x) ? static_cast<A>(NAN) : A(1));
-    st.m = x;
-  } else if (st.m != -static_cast<A>(INFINITY) || x != x) {
-    st.s += exp_acc(x - st.m);
-  }
-}
-
-template <typename A>
-__device__ __forceinline__ MaxSum<A> finish_max_sum(MaxSum<A> st) {
-  if (st.m == -static_cast<A>(INFINITY)) st.s = static_cast<A>(NAN);
-  return st;
-}
-
-struct CombineMaxSum {
-  template <typename A>
-  __device__ MaxSum<A> operator()(MaxSum<A> a, MaxSum<A> b) const {
-    const A m = a.m > b.m ? a.m : b.m;
-    if (m == -static_cast<A>(INFINITY)) return {m, a.s + b.s};  // keeps a NaN in either
-    return {m, a.s * exp_acc(a.m - m) + b.s * exp_acc(b.m - m)};
-  }
-};
+// The online softmax state MaxSum and its steps: merges.h.
 
 struct CombineSum {
   template <typename A>
