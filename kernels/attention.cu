@@ -405,7 +405,7 @@ constexpr float kLog2e = attn::kLog2e;
 
 template <int kD>
 struct MmaTile {
-  static constexpr int kLd = kD + 8;  // padded rows: ldmatrix reads free of bank conflicts
+  static constexpr int kLd = attn::kLd<kD>;
   static constexpr int kElems = kMmaRows * kLd;
   static constexpr int kBytes = kElems * 2;
 };
@@ -422,119 +422,40 @@ __device__ __forceinline__ void copy_tile_async(T* dst, const T* src, int64_t r0
   }
 }
 
-template <class T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  uint32_t r;
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    r = *reinterpret_cast<const uint32_t*>(&h);
-  } else {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    r = *reinterpret_cast<const uint32_t*>(&h);
-  }
-  return r;
-}
-
-// The A fragments of 16 rows (k16 steps over kD) of a shared (.., kLd) tile.
+// The warp-level products of attention_tile.h on the tensor cores (mma::DeviceIsa).
 template <int kD, class T>
 __device__ __forceinline__ void load_row_fragments(uint32_t (&fa)[kD / 16][4], const T* rows,
                                                    int lane) {
-  const int q = lane / 8, r = lane % 8;
-#pragma unroll
-  for (int ks = 0; ks < kD / 16; ++ks) {
-    mma::ldmatrix_x4(fa[ks], rows + ((q & 1) * 8 + r) * MmaTile<kD>::kLd + ks * 16 + (q >> 1) * 8);
-  }
+  attn::load_row_fragments<mma::DeviceIsa, kD>(fa, rows, lane);
 }
-
-// s (16 x 64) += rows (A fragments, 16 x kD) times the transpose of a shared (64, kLd) tile: the
-// 64 dot products of each row with the tile's rows.
 template <int kD, class T>
 __device__ __forceinline__ void mma_rows_tile_t(float (&s)[kMmaN8][4],
                                                 const uint32_t (&fa)[kD / 16][4], const T* tile,
                                                 int lane) {
-  const int q = lane / 8, r = lane % 8;
-#pragma unroll
-  for (int ks = 0; ks < kD / 16; ++ks) {
-#pragma unroll
-    for (int jp = 0; jp < kMmaN8 / 2; ++jp) {
-      uint32_t f[4];  // B = tile^T, stored K-major: b0, b1 of n8 tiles 2 jp and 2 jp + 1
-      mma::ldmatrix_x4(
-          f, tile + (jp * 16 + (q >> 1) * 8 + r) * MmaTile<kD>::kLd + ks * 16 + (q & 1) * 8);
-      const uint32_t b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
-      mma::mma_16816<T>(s[2 * jp], fa[ks], b0);
-      mma::mma_16816<T>(s[2 * jp + 1], fa[ks], b1);
-    }
-  }
+  attn::mma_rows_tile_t<mma::DeviceIsa, kD>(s, fa, tile, lane);
 }
-
-// acc (16 x kD) += weights (A fragments of a 16 x 64 tile) times a shared (64, kLd) tile.
 template <int kD, class T>
 __device__ __forceinline__ void mma_weights_tile(float (&acc)[kD / 8][4],
                                                  const uint32_t (&pa)[kMmaRows / 16][4],
                                                  const T* tile, int lane) {
-  const int q = lane / 8, r = lane % 8;
-#pragma unroll
-  for (int kk = 0; kk < kMmaRows / 16; ++kk) {
-#pragma unroll
-    for (int jp = 0; jp < kD / 16; ++jp) {
-      uint32_t f[4];  // B = tile, stored N-major: read transposed, two n8 tiles at a time
-      mma::ldmatrix_x4_trans(
-          f, tile + (kk * 16 + (q & 1) * 8 + r) * MmaTile<kD>::kLd + jp * 16 + (q >> 1) * 8);
-      const uint32_t b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
-      mma::mma_16816<T>(acc[2 * jp], pa[kk], b0);
-      mma::mma_16816<T>(acc[2 * jp + 1], pa[kk], b1);
-    }
-  }
+  attn::mma_weights_tile<mma::DeviceIsa, kD>(acc, pa, tile, lane);
 }
-
-// A 16 x 64 tile of weights held as accumulators, as the A fragments of its product with a tile:
-// n8 tile jn holds columns 8 jn.. of k16 step jn / 2, its first half (even jn) or its second.
 template <class T>
 __device__ __forceinline__ void pack_weights(uint32_t (&pa)[kMmaRows / 16][4],
                                              const float (&w)[kMmaN8][4]) {
-#pragma unroll
-  for (int jn = 0; jn < kMmaN8; ++jn) {
-    pa[jn / 2][(jn % 2) * 2 + 0] = pack2<T>(w[jn][0], w[jn][1]);
-    pa[jn / 2][(jn % 2) * 2 + 1] = pack2<T>(w[jn][2], w[jn][3]);
-  }
+  attn::pack_weights<mma::DeviceIsa, T>(pa, w);
 }
-
-// The two score-shaped products of a backward pass, for the warp's 16 rows of the block's tiles:
-// s = a_rows tile_s^T and dp = b_rows tile_dp^T (dq pass: Q K^T and dout V^T; dk/dv pass: K Q^T
-// and V dout^T).
 template <int kD, class T>
 __device__ __forceinline__ void backward_products(float (&s)[kMmaN8][4], float (&dp)[kMmaN8][4],
                                                   const T* a_rows, const T* tile_s, const T* b_rows,
                                                   const T* tile_dp, int warp, int lane) {
-  constexpr int kLd = MmaTile<kD>::kLd;
-#pragma unroll
-  for (int jn = 0; jn < kMmaN8; ++jn) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[jn][e] = dp[jn][e] = 0.f;
-  }
-  uint32_t fa[kD / 16][4];
-  load_row_fragments<kD>(fa, a_rows + warp * 16 * kLd, lane);
-  mma_rows_tile_t<kD>(s, fa, tile_s, lane);
-  load_row_fragments<kD>(fa, b_rows + warp * 16 * kLd, lane);
-  mma_rows_tile_t<kD>(dp, fa, tile_dp, lane);
+  attn::backward_products<mma::DeviceIsa, kD>(s, dp, a_rows, tile_s, b_rows, tile_dp, warp, lane);
 }
-
-// Stores a warp's 16 x kD accumulator tile times scale[x] (x = 0: row g, 1: row g + 8) into rows
-// row[x] < rows of a (rows, kD) matrix, two elements per 32-bit store.
 template <int kD, class T>
 __device__ __forceinline__ void store_acc_rows(T* dst, const float (&acc)[kD / 8][4],
                                                const int64_t (&row)[2], const float (&scale)[2],
                                                int64_t rows, int lane) {
-  const int t = lane % 4;
-#pragma unroll
-  for (int jn = 0; jn < kD / 8; ++jn) {
-#pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      if (row[x] >= rows) continue;
-      *reinterpret_cast<uint32_t*>(dst + row[x] * kD + 8 * jn + 2 * t) =
-          pack2<T>(acc[jn][2 * x] * scale[x], acc[jn][2 * x + 1] * scale[x]);
-    }
-  }
+  attn::store_acc_rows<mma::DeviceIsa, kD>(dst, acc, row, scale, rows, lane);
 }
 
 // The forward: Q in registers, K and V tiles double-buffered (the next tile's copies overlap the

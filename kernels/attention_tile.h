@@ -1,7 +1,7 @@
 // The tensor-core attention kernels' tile loop (kernels/attention.cu), readable by a host compiler:
 // which block takes which tile, where a lane's accumulators lie, which tiles of the other side a
-// causal mask lets a tile skip, the online softmax's running maximum, and the backward's weights
-// of one score element. The kernels run these functions (the forward kernel writes lane_row and
+// causal mask lets a tile skip, the online softmax's running maximum, the backward's weights of
+// one score element, and the warp-level products over an instruction set. The kernels run these functions (the forward kernel writes lane_row and
 // acc_col out, see there); the CPU suite replays the forward and both backward passes with them
 // against a naive attention (tests/test_attention_replay.cpp).
 #pragma once
@@ -13,8 +13,12 @@
 
 #if defined(__CUDACC__)
 #define SINTER_ATTN_FN __host__ __device__ __forceinline__
+#define SINTER_ATTN_WARP_FN __device__ __forceinline__
+#define SINTER_ATTN_UNROLL _Pragma("unroll")
 #else
 #define SINTER_ATTN_FN inline
+#define SINTER_ATTN_WARP_FN inline
+#define SINTER_ATTN_UNROLL
 #endif
 
 namespace sinter::cudak::attn {
@@ -89,6 +93,111 @@ SINTER_ATTN_FN Grads backward_weights(const kern::AttentionArgs& a, int64_t h, i
   const float p = exp2f(s * scale2 - lse2);
   const float keep = kern::attention_keep(a, h, i, j) ? keep_scale : 0.f;
   return {p * keep, p * (keep * dp - dot)};
+}
+
+// --- The warp-level products over an instruction set Isa (mma::DeviceIsa on the GPU, the host
+// warp model of tests/warp_model.h in the CPU suite; Note [host warp model]) ---
+
+// The row stride of a shared (64, kD) tile: padded so that ldmatrix reads are free of bank
+// conflicts.
+template <int kD>
+constexpr int kLd = kD + 8;
+
+// The A fragments of 16 rows (k16 steps over kD) of a shared (.., kLd) tile.
+template <class Isa, int kD, class T>
+SINTER_ATTN_WARP_FN void load_row_fragments(uint32_t (&fa)[kD / 16][4], const T* rows, int lane) {
+  const int q = lane / 8, r = lane % 8;
+  SINTER_ATTN_UNROLL
+  for (int ks = 0; ks < kD / 16; ++ks) {
+    Isa::ldmatrix_x4(fa[ks], rows + ((q & 1) * 8 + r) * kLd<kD> + ks * 16 + (q >> 1) * 8);
+  }
+}
+
+// s (16 x 64) += rows (A fragments, 16 x kD) times the transpose of a shared (64, kLd) tile: the
+// 64 dot products of each row with the tile's rows.
+template <class Isa, int kD, class T>
+SINTER_ATTN_WARP_FN void mma_rows_tile_t(float (&s)[kN8][4], const uint32_t (&fa)[kD / 16][4],
+                                         const T* tile, int lane) {
+  const int q = lane / 8, r = lane % 8;
+  SINTER_ATTN_UNROLL
+  for (int ks = 0; ks < kD / 16; ++ks) {
+    SINTER_ATTN_UNROLL
+    for (int jp = 0; jp < kN8 / 2; ++jp) {
+      uint32_t f[4];  // B = tile^T, stored K-major: b0, b1 of n8 tiles 2 jp and 2 jp + 1
+      Isa::ldmatrix_x4(f, tile + (jp * 16 + (q >> 1) * 8 + r) * kLd<kD> + ks * 16 + (q & 1) * 8);
+      const uint32_t b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
+      Isa::template mma_16816<T>(s[2 * jp], fa[ks], b0);
+      Isa::template mma_16816<T>(s[2 * jp + 1], fa[ks], b1);
+    }
+  }
+}
+
+// acc (16 x kD) += weights (A fragments of a 16 x 64 tile) times a shared (64, kLd) tile.
+template <class Isa, int kD, class T>
+SINTER_ATTN_WARP_FN void mma_weights_tile(float (&acc)[kD / 8][4],
+                                          const uint32_t (&pa)[kRows / 16][4], const T* tile,
+                                          int lane) {
+  const int q = lane / 8, r = lane % 8;
+  SINTER_ATTN_UNROLL
+  for (int kk = 0; kk < kRows / 16; ++kk) {
+    SINTER_ATTN_UNROLL
+    for (int jp = 0; jp < kD / 16; ++jp) {
+      uint32_t f[4];  // B = tile, stored N-major: read transposed, two n8 tiles at a time
+      Isa::ldmatrix_x4_trans(f,
+                             tile + (kk * 16 + (q & 1) * 8 + r) * kLd<kD> + jp * 16 + (q >> 1) * 8);
+      const uint32_t b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
+      Isa::template mma_16816<T>(acc[2 * jp], pa[kk], b0);
+      Isa::template mma_16816<T>(acc[2 * jp + 1], pa[kk], b1);
+    }
+  }
+}
+
+// A 16 x 64 tile of weights held as accumulators, as the A fragments of its product with a tile:
+// n8 tile jn holds columns 8 jn.. of k16 step jn / 2, its first half (even jn) or its second.
+template <class Isa, class T>
+SINTER_ATTN_WARP_FN void pack_weights(uint32_t (&pa)[kRows / 16][4], const float (&w)[kN8][4]) {
+  SINTER_ATTN_UNROLL
+  for (int jn = 0; jn < kN8; ++jn) {
+    pa[jn / 2][(jn % 2) * 2 + 0] = Isa::template pack2<T>(w[jn][0], w[jn][1]);
+    pa[jn / 2][(jn % 2) * 2 + 1] = Isa::template pack2<T>(w[jn][2], w[jn][3]);
+  }
+}
+
+// The two score-shaped products of a backward pass, for the warp's 16 rows of the block's tiles:
+// s = a_rows tile_s^T and dp = b_rows tile_dp^T (dq pass: Q K^T and dout V^T; dk/dv pass: K Q^T
+// and V dout^T).
+template <class Isa, int kD, class T>
+SINTER_ATTN_WARP_FN void backward_products(float (&s)[kN8][4], float (&dp)[kN8][4], const T* a_rows,
+                                           const T* tile_s, const T* b_rows, const T* tile_dp,
+                                           int warp, int lane) {
+  SINTER_ATTN_UNROLL
+  for (int jn = 0; jn < kN8; ++jn) {
+    SINTER_ATTN_UNROLL
+    for (int e = 0; e < 4; ++e) s[jn][e] = dp[jn][e] = 0.f;
+  }
+  uint32_t fa[kD / 16][4];
+  load_row_fragments<Isa, kD>(fa, a_rows + warp * 16 * kLd<kD>, lane);
+  mma_rows_tile_t<Isa, kD>(s, fa, tile_s, lane);
+  load_row_fragments<Isa, kD>(fa, b_rows + warp * 16 * kLd<kD>, lane);
+  mma_rows_tile_t<Isa, kD>(dp, fa, tile_dp, lane);
+}
+
+// Stores a warp's 16 x kD accumulator tile times scale[x] (x = 0: row g, 1: row g + 8) into rows
+// row[x] < rows of a (rows, kD) matrix, two elements per 32-bit store.
+template <class Isa, int kD, class T>
+SINTER_ATTN_WARP_FN void store_acc_rows(T* dst, const float (&acc)[kD / 8][4],
+                                        const int64_t (&row)[2], const float (&scale)[2],
+                                        int64_t rows, int lane) {
+  const int t = lane % 4;
+  SINTER_ATTN_UNROLL
+  for (int jn = 0; jn < kD / 8; ++jn) {
+    SINTER_ATTN_UNROLL
+    for (int x = 0; x < 2; ++x) {
+      if (row[x] >= rows) continue;
+      *reinterpret_cast<uint32_t*>(dst + row[x] * kD + 8 * jn + 2 * t) =
+          Isa::template pack2<T>(acc[jn][2 * x] * scale[x], acc[jn][2 * x + 1] * scale[x]);
+    }
+  }
 }
 
 }  // namespace sinter::cudak::attn

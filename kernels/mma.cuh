@@ -151,6 +151,19 @@ struct DeviceIsa {
     mma::mma_tf32_1688(d, a, b);
   }
   static __device__ __forceinline__ uint32_t to_tf32(float x) { return mma::to_tf32(x); }
+  // Two floats rounded to T (to nearest even) in one 32-bit word, lo in the low half.
+  template <typename T>
+  static __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+    uint32_t r;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+      r = *reinterpret_cast<const uint32_t*>(&h);
+    } else {
+      const __half2 h = __floats2half2_rn(lo, hi);
+      r = *reinterpret_cast<const uint32_t*>(&h);
+    }
+    return r;
+  }
 };
 
 // warp_mma_tile_on (mma_tile.h) on the GPU's tensor cores.

@@ -1,19 +1,25 @@
-// The tensor-core attention kernels' tile loop replayed on the host (kernels/attention_tile.h, Note
-// [attention tiles]): the same block schedule, lane rows and columns, causal skips, online-softmax
-// step and backward weights that kernels/attention.cu runs. Index maps are checked exactly (every
-// score element the mask lets through is visited once by each pass, for tq != tk, residue tiles
-// and causal masks); values against a naive attention in double, with dropout. A CTest builds this
-// file again against a copy of attention_tile.h whose causal bound is one row short and expects it
-// to fail (tests/CMakeLists.txt).
+// The tensor-core attention kernels replayed on the host (kernels/attention_tile.h, Note [attention
+// tiles]): the same block schedule, lane rows and columns, causal skips, online-softmax step and
+// backward weights that kernels/attention.cu runs, and its warp-level products (ldmatrix and
+// mma.sync fragments) on the host warp model. Index maps are checked exactly (every score element
+// the mask lets through is visited once by each pass, for tq != tk, residue tiles and causal
+// masks; every product element against a naive one); values against a naive attention in double,
+// with dropout. CTests build this file again against copies of attention_tile.h with a causal
+// bound one tile short and with an ldmatrix address fault, and expect it to fail
+// (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "attention_tile.h"
+#include "warp_model.h"
 
 namespace sinter::testing {
 namespace {
@@ -341,6 +347,110 @@ TEST(AttentionTiles, ReplayedPassesMatchTheNaiveAttention) {
     check_values(args(1, 130, 70, 8, causal, 0.0));
     check_values(args(1, 65, 65, 8, causal, 0.25));  // dropout: the kernels' keep mask
   }
+}
+
+// --- the warp-level products on the host warp model (Note [host warp model]) ---
+
+// Every warp of a block through the tensor-core attention's products, for head size kD: Q K^T of a
+// 64-key tile (load_row_fragments, mma_rows_tile_t), weights times V (pack_weights,
+// mma_weights_tile), both products of a backward pass (backward_products) and the store of an
+// accumulator tile (store_acc_rows), against naive products. The values are small integers, whose
+// products and sums are exact in bf16, f16 and f32; the tiles' padding columns hold a value no
+// product may pick up.
+template <typename T, int kD>
+int replay_warp_products() {
+  constexpr int kLd = cudak::attn::kLd<kD>;
+  using cudak::attn::acc_col;
+  using cudak::attn::lane_row;
+  auto tile = [](int salt) {
+    std::vector<T> t(kRows * kLd);
+    for (int r = 0; r < kRows; ++r) {
+      for (int c = 0; c < kLd; ++c)
+        t[r * kLd + c] = T(c < kD ? float((r * 7 + c * 3 + salt) % 5 - 2) : 1000.f);
+    }
+    return t;
+  };
+  const std::vector<T> q = tile(0), k = tile(1), v = tile(2), g = tile(3);
+  auto at = [](const std::vector<T>& t, int r, int c) {
+    return static_cast<float>(t[r * kLd + c]);
+  };
+  auto dot_rows = [&](const std::vector<T>& a, int i, const std::vector<T>& b, int j) {
+    float s = 0;
+    for (int c = 0; c < kD; ++c) s += at(a, i, c) * at(b, j, c);
+    return s;
+  };
+  auto weight = [](int row, int col) { return float((row + 2 * col) % 5 - 2); };
+  std::atomic<int> wrong{0};
+  std::mutex report;
+  auto expect = [&](float got, float want, const char* what, int row, int col) {
+    if (got == want) return;
+    if (++wrong <= 3) {
+      std::lock_guard<std::mutex> lock(report);
+      ADD_FAILURE() << what << " (" << row << ", " << col << "): " << got << ", want " << want;
+    }
+  };
+  std::vector<T> out(kRows * kD, T(-99.f));
+  for (int warp = 0; warp < kWarps; ++warp) {
+    HostWarp::run([&](int lane) {
+      using Isa = HostIsa;
+      uint32_t fa[kD / 16][4];
+      cudak::attn::load_row_fragments<Isa, kD>(fa, q.data() + warp * 16 * kLd, lane);
+      float s[kN8][4] = {};
+      cudak::attn::mma_rows_tile_t<Isa, kD>(s, fa, k.data(), lane);
+      float w[kN8][4];
+      for (int jn = 0; jn < kN8; ++jn) {
+        for (int e = 0; e < 4; ++e) {
+          const int row = int(lane_row(0, warp, lane, e / 2)), col = acc_col(jn, e, lane);
+          expect(s[jn][e], dot_rows(q, row, k, col), "Q K^T", row, col);
+          w[jn][e] = weight(row, col);
+        }
+      }
+      uint32_t pa[kRows / 16][4];
+      cudak::attn::pack_weights<Isa, T>(pa, w);
+      float o[kD / 8][4] = {};
+      cudak::attn::mma_weights_tile<Isa, kD>(o, pa, v.data(), lane);
+      for (int jn = 0; jn < kD / 8; ++jn) {
+        for (int e = 0; e < 4; ++e) {
+          const int row = int(lane_row(0, warp, lane, e / 2)), col = acc_col(jn, e, lane);
+          float want = 0;
+          for (int j = 0; j < kRows; ++j) want += weight(row, j) * at(v, j, col);
+          expect(o[jn][e], want, "W V", row, col);
+        }
+      }
+      float s2[kN8][4], dp[kN8][4];
+      cudak::attn::backward_products<Isa, kD>(s2, dp, k.data(), q.data(), v.data(), g.data(), warp,
+                                              lane);
+      for (int jn = 0; jn < kN8; ++jn) {
+        for (int e = 0; e < 4; ++e) {
+          const int row = int(lane_row(0, warp, lane, e / 2)), col = acc_col(jn, e, lane);
+          expect(s2[jn][e], dot_rows(k, row, q, col), "K Q^T", row, col);
+          expect(dp[jn][e], dot_rows(v, row, g, col), "V dout^T", row, col);
+        }
+      }
+      const int64_t rows[2] = {lane_row(0, warp, lane, 0), lane_row(0, warp, lane, 1)};
+      const float one[2] = {1.f, 1.f};
+      cudak::attn::store_acc_rows<Isa, kD>(out.data(), o, rows, one, kRows - 3, lane);
+    });
+  }
+  // The stored W V: every row below the bound, and nothing past it.
+  for (int row = 0; row < kRows; ++row) {
+    for (int col = 0; col < kD; ++col) {
+      float want = -99.f;
+      if (row < kRows - 3) {
+        want = 0;
+        for (int j = 0; j < kRows; ++j) want += weight(row, j) * at(v, j, col);
+      }
+      expect(static_cast<float>(out[row * kD + col]), want, "stored W V", row, col);
+    }
+  }
+  return wrong;
+}
+
+TEST(AttentionWarp, ProductsMatchTheNaiveOnes) {
+  EXPECT_EQ((replay_warp_products<BFloat16, 32>()), 0) << "bf16, D 32";
+  EXPECT_EQ((replay_warp_products<BFloat16, 64>()), 0) << "bf16, D 64";
+  EXPECT_EQ((replay_warp_products<Half, 128>()), 0) << "f16, D 128";
+  EXPECT_EQ((replay_warp_products<Half, 64>()), 0) << "f16, D 64";
 }
 
 }  // namespace

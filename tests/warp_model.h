@@ -109,6 +109,14 @@ struct HostIsa {
     });
   }
 
+  // Two floats as T (BFloat16 or Half, rounded to nearest even) in one word, lo in the low half:
+  // cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32.
+  template <typename T>
+  static uint32_t pack2(float lo, float hi) {
+    static_assert(std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>);
+    return static_cast<uint32_t>(T(lo).bits) | (static_cast<uint32_t>(T(hi).bits) << 16);
+  }
+
   // cvt.rna.tf32.f32: 10 mantissa bits, to nearest with ties away from zero.
   static uint32_t to_tf32(float x) {
     uint32_t u;
