@@ -1,9 +1,10 @@
 // The tensor-core attention kernels' tile loop (kernels/attention.cu), readable by a host compiler:
 // which block takes which tile, where a lane's accumulators lie, which tiles of the other side a
 // causal mask lets a tile skip, the online softmax's running maximum, the backward's weights of
-// one score element, and the warp-level products over an instruction set. The kernels run these functions (the forward kernel writes lane_row and
-// acc_col out, see there); the CPU suite replays the forward and both backward passes with them
-// against a naive attention (tests/test_attention_replay.cpp).
+// one score element, and the warp-level products over an instruction set. The kernels run these
+// functions (the forward kernel writes lane_row and acc_col out, see there); the CPU suite
+// replays the passes with them against a naive attention, and the products on the host warp
+// model (tests/test_attention_replay.cpp).
 #pragma once
 
 #include <cmath>
