@@ -410,22 +410,17 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled_fn() {
   return fn;
 }
 
-// A 3-D tensor map over one operand: dims (inner, rows, batch) in elements, row stride ld and batch
-// stride in elements (batch 1 when the operand is shared by the batch), box (box_inner, box_rows).
-// False when the driver refuses the layout (the caller falls back to another kernel family).
+// The 3-D tensor map of one operand (wgmma::operand_map). False when the driver refuses the layout
+// (the caller falls back to another kernel family).
 template <typename S>
-bool make_map(CUtensorMap* map, const void* base, uint64_t inner, uint64_t rows, uint64_t batch,
-              int64_t ld, int64_t stride, uint32_t box_inner, uint32_t box_rows) {
+bool make_map(CUtensorMap* map, const void* base, const wgmma::OperandMap& m) {
   const CUtensorMapDataType type = std::is_same_v<S, float> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                    : std::is_same_v<S, __nv_bfloat16>
                                        ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const cuuint64_t dims[3] = {inner, rows, batch};
-  // Strides of dims 1 and 2 in bytes (dim 0 is contiguous). A batch of 1 still needs a valid
-  // stride.
-  const cuuint64_t strides[2] = {uint64_t(ld) * sizeof(S),
-                                 uint64_t(batch > 1 ? stride : ld * int64_t(rows)) * sizeof(S)};
-  const cuuint32_t box[3] = {box_inner, box_rows, 1};
+  const cuuint64_t dims[3] = {m.dims[0], m.dims[1], m.dims[2]};
+  const cuuint64_t strides[2] = {m.strides[0], m.strides[1]};
+  const cuuint32_t box[3] = {m.box[0], m.box[1], m.box[2]};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   const CUresult r =
       encode_tiled_fn()(map, type, 3, const_cast<void*>(base), dims, strides, box, elem_strides,
@@ -439,20 +434,15 @@ bool launch(const GemmArgs& g, int device, cudaStream_t stream) {
   using S = Storage<T>;
   constexpr int kBK = sinter::cudak::kBK<T>;
   const bool batch_a = g.batch > 1 && g.stride_a != 0, batch_b = g.batch > 1 && g.stride_b != 0;
-  const uint64_t nb_a = batch_a ? uint64_t(g.batch) : 1, nb_b = batch_b ? uint64_t(g.batch) : 1;
   // A stored (m, k) when K-major, (k, m) when MN-major; B stored (n, k) K-major, (k, n) MN-major.
   CUtensorMap map_a, map_b;
-  // The boxes are the producer's (wgmma::tile_box).
-  const wgmma::Box box_a = wgmma::tile_box<kBK>(kTransA, kBM, 0, 0, 0);
-  const wgmma::Box box_b = wgmma::tile_box<kBK>(kTransB, kBN, 0, 0, 0);
-  const bool mapped_a =
-      kTransA
-          ? make_map<S>(&map_a, g.a, g.m, g.k, nb_a, g.lda, g.stride_a, box_a.inner, box_a.outer)
-          : make_map<S>(&map_a, g.a, g.k, g.m, nb_a, g.lda, g.stride_a, box_a.inner, box_a.outer);
-  const bool mapped_b =
-      kTransB
-          ? make_map<S>(&map_b, g.b, g.n, g.k, nb_b, g.ldb, g.stride_b, box_b.inner, box_b.outer)
-          : make_map<S>(&map_b, g.b, g.k, g.n, nb_b, g.ldb, g.stride_b, box_b.inner, box_b.outer);
+  constexpr int kElem = static_cast<int>(sizeof(S));
+  const bool mapped_a = make_map<S>(
+      &map_a, g.a,
+      wgmma::operand_map<kBK>(kTransA, kBM, g.m, g.k, g.batch, g.lda, g.stride_a, kElem));
+  const bool mapped_b = make_map<S>(
+      &map_b, g.b,
+      wgmma::operand_map<kBK>(kTransB, kBN, g.n, g.k, g.batch, g.ldb, g.stride_b, kElem));
   if (!mapped_a || !mapped_b) return false;
   WgmmaShape shape;
   shape.tiles_m = static_cast<int>((g.m + kBM - 1) / kBM);

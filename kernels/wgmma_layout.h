@@ -44,6 +44,29 @@ SINTER_WGMMA_FN Box tile_box(bool mn_major, int rows, int h, int row0, int k0) {
   if (mn_major) return {uint32_t(h * kBK * 128), row0 + 64 * h, k0, 64, uint32_t(kBK)};
   return {0, k0, row0, uint32_t(kBK), uint32_t(rows)};
 }
+// The tensor map of one operand, as cuTensorMapEncodeTiled takes it: dims (inner, outer, batch) in
+// elements, the byte strides of dims 1 and 2 (dim 0 is contiguous), and the box (tile_box's
+// extents). The operand is op(A) (mn = m) or op(B) (mn = n) of kern::GemmArgs: MN-major has m or n
+// as its inner dim (A transposed, B not), K-major has k. ld and the batch stride are in elements;
+// a batch stride of 0 (shared by the batch) makes a map of one batch, whose stride must still be
+// valid. Box coordinates (c0, c1, c2) then address base + c0 * elem + c1 * strides[0] + c2 *
+// strides[1].
+struct OperandMap {
+  uint64_t dims[3];
+  uint64_t strides[2];
+  uint32_t box[3];
+};
+template <int kBK>
+inline OperandMap operand_map(bool mn_major, int tile_rows, int64_t mn, int64_t k, int64_t batch,
+                              int64_t ld, int64_t stride, int elem) {
+  const uint64_t inner = uint64_t(mn_major ? mn : k), outer = uint64_t(mn_major ? k : mn);
+  const uint64_t nb = batch > 1 && stride != 0 ? uint64_t(batch) : 1;
+  const Box b = tile_box<kBK>(mn_major, tile_rows, 0, 0, 0);
+  return {{inner, outer, nb},
+          {uint64_t(ld) * elem, uint64_t(nb > 1 ? stride : ld * int64_t(outer)) * elem},
+          {b.inner, b.outer, 1}};
+}
+
 // The bytes the boxes of a stage's A and B tiles bring: what its full barrier expects (TMA counts a
 // whole box, out-of-range elements included, as it fills them with zeros).
 template <int kBN>

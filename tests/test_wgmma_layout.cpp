@@ -184,6 +184,52 @@ TEST(WgmmaLayout, TmaWritesAndWgmmaReadsAgree) {
   EXPECT_EQ((replay_stage<4, 256>(false, false)), 0) << "BN 256";
 }
 
+// The tensor maps the host builds (wgmma::operand_map): the box coordinates (c0, c1, c2) the
+// producer gives for op(A)(i, p) of batch z (MN-major: (i, p, z), K-major: (p, i, z); z 0 when
+// the operand is shared by the batch) address that element as kern::GemmArgs lays it out, with the
+// strides TMA accepts (multiples of 16 bytes) and boxes within its limits.
+TEST(WgmmaMaps, CoordinatesAddressTheGemmsElements) {
+  std::mt19937 rng(3);
+  int checked = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int elem = trial % 4 == 3 ? 4 : 2;
+    // TF32 operands are K-major only.
+    const bool mn_major = elem == 2 && trial % 2, batched = trial % 3 != 0,
+               broadcast = trial % 5 == 0;
+    const int align = 16 / elem;  // ld and stride in elements: multiples of 16 bytes (gemm_wgmma)
+    const int64_t mn = 1 + rng() % 300, k = 1 + rng() % 300;
+    const int64_t batch = batched ? 1 + rng() % 4 : 1;
+    const int64_t rows = mn_major ? k : mn, cols = mn_major ? mn : k;  // storage (rows, cols)
+    const int64_t ld = (cols + align - 1) / align * align + align * int64_t(rng() % 3);
+    const int64_t stride = broadcast ? 0 : rows * ld + align * int64_t(rng() % 5);
+    const wg::OperandMap m = elem == 2
+                                 ? wg::operand_map<64>(mn_major, 128, mn, k, batch, ld, stride, 2)
+                                 : wg::operand_map<32>(false, 128, mn, k, batch, ld, stride, 4);
+    SCOPED_TRACE(::testing::Message()
+                 << (mn_major ? "MN" : "K") << "-major, elem " << elem << ", mn " << mn << ", k "
+                 << k << ", batch " << batch << ", ld " << ld << ", stride " << stride);
+    EXPECT_EQ(m.strides[0] % 16, 0u);
+    EXPECT_EQ(m.strides[1] % 16, 0u);
+    EXPECT_EQ(m.box[0] * elem, 128u);
+    EXPECT_LE(m.box[1], 256u);
+    EXPECT_EQ(m.dims[2], broadcast ? 1u : uint64_t(batch));
+    for (int sample = 0; sample < 20; ++sample) {
+      const int64_t i = rng() % mn, p = rng() % k, z = rng() % batch;
+      const uint64_t c0 = mn_major ? i : p, c1 = mn_major ? p : i, c2 = m.dims[2] > 1 ? z : 0;
+      ASSERT_LT(c0, m.dims[0]);
+      ASSERT_LT(c1, m.dims[1]);
+      ASSERT_LT(c2, m.dims[2]);
+      const uint64_t got = c0 * elem + c1 * m.strides[0] + c2 * m.strides[1];
+      // kern::GemmArgs: op(A)(i, p) = a[i * lda + p], or a[p * lda + i] transposed (MN-major);
+      // batch z adds z * stride.
+      const int64_t want = elem * (z * stride + (mn_major ? p * ld + i : i * ld + p));
+      EXPECT_EQ(got, uint64_t(want)) << "element (" << i << ", " << p << ") of batch " << z;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 300);
+}
+
 // The persistent schedule gives every (batch, m tile, n tile) to exactly one t.
 TEST(WgmmaSchedule, EveryTileOnce) {
   for (int tiles_m : {1, 7, 8, 9, 17, 24}) {
