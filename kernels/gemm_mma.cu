@@ -26,21 +26,15 @@ constexpr int kThreads = 256;  // 8 warps, 2 along m by 4 along n
 template <typename T, int kRows, int kCols, int kLdS>
 __device__ __forceinline__ void load_tile_async(T* s, const T* g, int64_t ld, int64_t row0,
                                                 int64_t col0, int64_t rows, int64_t cols) {
-  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-  constexpr int kPerRow = kCols / kVec, kChunks = kRows * kPerRow;
+  constexpr int kChunks = kRows * kCols / (16 / static_cast<int>(sizeof(T)));
   static_assert(kChunks % kThreads == 0, "every thread copies the same number of chunks");
 #pragma unroll
   for (int l = 0; l < kChunks / kThreads; ++l) {
-    const int idx = static_cast<int>(threadIdx.x) + l * kThreads;
-    const int r = idx / kPerRow, c = (idx % kPerRow) * kVec;
-    const int64_t gr = row0 + r, gc = col0 + c;
-    int bytes = 0;
-    const T* src = g;  // a valid address even when nothing is read
-    if (gr < rows && gc < cols) {
-      bytes = static_cast<int>(std::min<int64_t>(cols - gc, kVec)) * static_cast<int>(sizeof(T));
-      src = g + gr * ld + gc;
-    }
-    mma::cp_async16(s + r * kLdS + c, src, bytes);
+    const mma::Chunk ch = mma::tile_chunk<T, kCols>(static_cast<int>(threadIdx.x) + l * kThreads);
+    const int64_t gr = row0 + ch.r, gc = col0 + ch.c;
+    const int bytes = mma::chunk_bytes<T>(gr, gc, rows, cols);
+    // A valid address even when nothing is read.
+    mma::cp_async16(s + ch.r * kLdS + ch.c, bytes > 0 ? g + gr * ld + gc : g, bytes);
   }
 }
 
@@ -64,10 +58,8 @@ __global__ void __launch_bounds__(kThreads)
     const T* a = p.a + z * p.stride_a;
     const T* b = p.b + z * p.stride_b;
     for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      const int64_t group = tile / (8 * tiles_n), in_group = tile % (8 * tiles_n);
-      const int64_t group_rows = std::min<int64_t>(8, tiles_m - group * 8);
-      const int64_t m0 = (group * 8 + in_group % group_rows) * kBM;
-      const int64_t n0 = (in_group / group_rows) * kBN;
+      const mma::TilePos tp = mma::tile_at(tile, tiles_m, tiles_n);
+      const int64_t m0 = tp.tm * kBM, n0 = tp.tn * kBN;
 
       // Stage s holds A's tile then B's tile of k step kt.
       auto load_stage = [&](int s, int64_t kt) {

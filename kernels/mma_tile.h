@@ -16,9 +16,11 @@
 
 #if defined(__CUDACC__)
 #define SINTER_MMA_FN __device__ __forceinline__
+#define SINTER_MMA_HOST_FN __host__ __device__ __forceinline__
 #define SINTER_MMA_UNROLL _Pragma("unroll")
 #else
 #define SINTER_MMA_FN inline
+#define SINTER_MMA_HOST_FN inline
 #define SINTER_MMA_UNROLL
 #endif
 
@@ -56,6 +58,37 @@ struct MmaTile {
   static_assert(kNI % 2 == 0, "ldmatrix x4 loads B fragments for two n8 tiles at once");
   static_assert(kSizeA % kVec == 0 && kSizeB % kVec == 0, "stages stay 16-byte aligned");
 };
+
+// The mma.sync GEMM's output tile `tile` of tiles_m x tiles_n: grouped by 8 tile rows, so that
+// neighbouring blocks share A and B tiles in L2. Returns the tile's (row, column) of tiles.
+struct TilePos {
+  int64_t tm, tn;
+};
+SINTER_MMA_HOST_FN TilePos tile_at(int64_t tile, int64_t tiles_m, int64_t tiles_n) {
+  const int64_t group = tile / (8 * tiles_n), in_group = tile % (8 * tiles_n);
+  const int64_t group_rows = tiles_m - group * 8 < 8 ? tiles_m - group * 8 : 8;
+  return {group * 8 + in_group % group_rows, in_group / group_rows};
+}
+
+// The 16-byte chunks the mma.sync GEMM copies with cp.async into a (kRows, kCols) tile of T: chunk
+// idx (thread t's l-th: idx = t + l * threads) is row idx / (kCols / kVec), columns from
+// (idx % (kCols / kVec)) * kVec. Of the tile at (row0, col0) of a (rows, cols) matrix, a chunk at
+// (gr, gc) copies the bytes that lie inside the matrix: none past its rows or columns, and of a
+// chunk that straddles the column edge its in-range elements; cp.async zero-fills the rest.
+struct Chunk {
+  int r, c;
+};
+template <typename T, int kCols>
+SINTER_MMA_HOST_FN Chunk tile_chunk(int idx) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T)), kPerRow = kCols / kVec;
+  return {idx / kPerRow, (idx % kPerRow) * kVec};
+}
+template <typename T>
+SINTER_MMA_HOST_FN int chunk_bytes(int64_t gr, int64_t gc, int64_t rows, int64_t cols) {
+  constexpr int64_t kVec = 16 / static_cast<int64_t>(sizeof(T));
+  if (gr >= rows || gc >= cols) return 0;
+  return static_cast<int>((cols - gc < kVec ? cols - gc : kVec) * static_cast<int64_t>(sizeof(T)));
+}
 
 // The tile geometry of the tensor-core convolution (kernels/conv_tc.cu), 8 warps, 4 along m by 2
 // along n: a (kBM, kBN) block tile of the implicit GEMM, both operand tiles k-major in shared

@@ -306,6 +306,99 @@ TEST(ConvProblems, WeightGradientSplitStoresAddOrKeepTheirSlice) {
   EXPECT_EQ(dw[23], 9.0f);
 }
 
+// The mma.sync GEMM's cp.async copies of one operand tile (tile_chunk, chunk_bytes), all 256
+// threads: the (kRows, kCols) tile at (row0, col0) of a (rows, cols) matrix with row stride ld
+// lands in shared memory (row stride kLdS) with zeros outside the matrix, each 16-byte chunk
+// copied once from a 16-byte aligned address. At the matrix's edges: rows and columns cut through
+// the tile, a column edge inside a chunk.
+template <typename T, int kRows, int kCols, int kLdS>
+int replay_tile_loads(int64_t row0, int64_t col0, int64_t rows, int64_t cols, int64_t ld) {
+  constexpr int kThreads = 256, kElem = static_cast<int>(sizeof(T)), kVec = 16 / kElem;
+  constexpr int kChunks = kRows * kCols / kVec;
+  static_assert(kChunks % kThreads == 0 && (kLdS * kElem) % 16 == 0);
+  std::vector<float> g(static_cast<size_t>(rows * ld), -7.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) g[r * ld + c] = float((r * 31 + c * 7) % 97);
+  }
+  std::vector<float> s(kRows * kLdS, -1.0f);
+  std::vector<int> copies(kChunks, 0);
+  for (int l = 0; l < kChunks / kThreads; ++l) {
+    for (int tid = 0; tid < kThreads; ++tid) {
+      const cudak::mma::Chunk ch = cudak::mma::tile_chunk<T, kCols>(tid + l * kThreads);
+      const int64_t gr = row0 + ch.r, gc = col0 + ch.c;
+      const int bytes = cudak::mma::chunk_bytes<T>(gr, gc, rows, cols);
+      EXPECT_TRUE(ch.r < kRows && ch.c + kVec <= kCols && ch.c % kVec == 0);
+      ++copies[ch.r * (kCols / kVec) + ch.c / kVec];
+      if (bytes > 0) {
+        EXPECT_EQ((gr * ld + gc) * kElem % 16, 0) << "a misaligned cp.async source";
+      }
+      // cp.async.cg 16 with src-size `bytes`: copies them, zero-fills the rest.
+      for (int e = 0; e < kVec; ++e) {
+        s[ch.r * kLdS + ch.c + e] = e * kElem < bytes ? g[gr * ld + gc + e] : 0.0f;
+      }
+    }
+  }
+  int wrong = 0;
+  for (int v : copies) wrong += v != 1;
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < kCols; ++c) {
+      const int64_t gr = row0 + r, gc = col0 + c;
+      const float want = gr < rows && gc < cols ? g[gr * ld + gc] : 0.0f;
+      if (s[r * kLdS + c] != want && ++wrong <= 3) {
+        ADD_FAILURE() << "tile element (" << r << ", " << c << ") is " << s[r * kLdS + c]
+                      << ", want " << want;
+      }
+    }
+  }
+  return wrong;
+}
+
+template <typename T, int kBM, int kBN, bool kTransA, bool kTransB>
+void check_gemm_loads() {
+  using Cfg = cudak::mma::MmaTile<T, kBM, kBN, kTransA, kTransB>;
+  constexpr int kBK = Cfg::kBK, kVec = 16 / static_cast<int>(sizeof(T));
+  SCOPED_TRACE(::testing::Message()
+               << kBM << "x" << kBN << (kTransA ? " A^T" : "") << (kTransB ? " B^T" : ""));
+  // As gemm_mma_kernel's load_stage: A (kBM, kBK) or, transposed, (kBK, kBM); B likewise.
+  constexpr int kARows = kTransA ? kBK : kBM, kACols = kTransA ? kBM : kBK;
+  constexpr int kBRows = kTransB ? kBN : kBK, kBCols = kTransB ? kBK : kBN;
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{300, 400},
+                            {kARows + 37, kACols + 13},
+                            {kARows + 5, kACols + kVec + 1},
+                            {3, 2}}) {
+    const int64_t ld = (cols + kVec - 1) / kVec * kVec + kVec;
+    EXPECT_EQ((replay_tile_loads<T, kARows, kACols, Cfg::kLdA>(kARows, kACols, rows + kARows,
+                                                               cols + kACols, ld + kACols)),
+              0)
+        << "A";
+    EXPECT_EQ((replay_tile_loads<T, kBRows, kBCols, Cfg::kLdB>(0, 0, rows, cols, ld)), 0) << "B";
+  }
+}
+
+TEST(GemmMmaLoads, TilesCopyTheMatrixAndZeroTheRest) {
+  check_gemm_loads<BFloat16, 128, 128, false, false>();
+  check_gemm_loads<BFloat16, 128, 128, true, true>();
+  check_gemm_loads<Half, 64, 64, false, true>();
+  check_gemm_loads<Half, 64, 64, true, false>();
+  check_gemm_loads<float, 128, 128, false, false>();
+  check_gemm_loads<float, 64, 64, true, true>();
+}
+
+// The mma.sync GEMM's grouped tile order (tile_at) gives each output tile to one tile index.
+TEST(GemmMmaSchedule, EveryTileOnce) {
+  for (int64_t tiles_m : {1, 7, 8, 9, 23}) {
+    for (int64_t tiles_n : {1, 2, 9}) {
+      std::vector<int> seen(static_cast<size_t>(tiles_m * tiles_n), 0);
+      for (int64_t t = 0; t < tiles_m * tiles_n; ++t) {
+        const cudak::mma::TilePos p = cudak::mma::tile_at(t, tiles_m, tiles_n);
+        ASSERT_TRUE(p.tm >= 0 && p.tm < tiles_m && p.tn >= 0 && p.tn < tiles_n);
+        ++seen[p.tm * tiles_n + p.tn];
+      }
+      for (int v : seen) EXPECT_EQ(v, 1) << tiles_m << " x " << tiles_n;
+    }
+  }
+}
+
 // The weight gradient's split K (plan_split_k, split_begin, split_end), as both kernel families
 // walk it: the splits tile [0, K) without gaps or overlaps, none is empty, the chunks are whole
 // k steps, and groups * splits fits the grid's z dimension.
