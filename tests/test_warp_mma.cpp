@@ -286,6 +286,18 @@ TEST(ConvProblems, ImplicitGemmsOfBothFamiliesMatchTheDirectConvolution) {
   check_conv_passes(conv_geom(1, 4, 11, 11, 8, 5, 3, 2, 2, 2));  // all at once
 }
 
+// The convolutions of the benchmark workloads (the reference workloads' cnn and CIFAR ResNet-20,
+// and the cuDNN comparison layer), at batch 1.
+TEST(ConvProblems, WorkloadGeometriesMatchTheDirectConvolution) {
+  check_conv_passes(conv_geom(1, 1, 28, 28, 32, 3, 1, 1, 1, 1));   // cnn conv 1
+  check_conv_passes(conv_geom(1, 32, 14, 14, 64, 3, 1, 1, 1, 1));  // cnn conv 2
+  check_conv_passes(conv_geom(1, 3, 32, 32, 16, 3, 1, 1, 1, 1));   // resnet20 stem
+  check_conv_passes(conv_geom(1, 16, 32, 32, 32, 3, 2, 1, 1, 1));  // resnet20 stage 2 entry
+  check_conv_passes(conv_geom(1, 16, 32, 32, 32, 1, 2, 0, 1, 1));  // its 1x1 shortcut
+  check_conv_passes(conv_geom(1, 64, 8, 8, 64, 3, 1, 1, 1, 1));    // resnet20 stage 3
+  check_conv_passes(conv_geom(1, 64, 32, 32, 64, 3, 1, 1, 1, 1));  // the cuDNN comparison layer
+}
+
 // The weight gradient's split-K stores: partial sums added (acc_slice 0) or kept per split.
 TEST(ConvProblems, WeightGradientSplitStoresAddOrKeepTheirSlice) {
   const kern::Conv2dGeom g = conv_geom(1, 2, 4, 4, 2, 3, 1, 1, 1, 1);
