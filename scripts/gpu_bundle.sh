@@ -70,7 +70,7 @@ while IFS= read -r -d '' file; do
   strip --strip-unneeded "$root/build/$rel"
   elves+=("$file")
 done < <(find "$build_dir" \( -name CMakeFiles -o -name package -o -name _deps \) -prune -o \
-  -type f \( -perm -u+x -o -name 'libsinter.so*' \) -print0)
+  -type f ! -name 'sinter_mutant_*' \( -perm -u+x -o -name 'libsinter.so*' \) -print0)
 # The library's version links (libsinter.so -> libsinter.so.0 -> libsinter.so.0.1.0).
 find "$build_dir" -maxdepth 1 -type l -name 'libsinter.so*' -exec cp -P {} "$root/build/" \;
 [ -n "$(find "$root/build" -maxdepth 1 -name 'libsinter.so*' -print -quit)" ] ||
@@ -80,7 +80,7 @@ find "$build_dir" -maxdepth 1 -type l -name 'libsinter.so*' -exec cp -P {} "$roo
 mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
 ctest --test-dir "$build_dir" --show-only=json-v1 >"$stage/tests.json"
 python3 scripts/lib/bundle_tests.py --build "$build_dir" --source "$repo" --data "$fmnist" \
-  --exclude-label package --exclude-label build --mpiexec "$mpiexec" \
+  --exclude-label package --exclude-label build --exclude-label mutant --mpiexec "$mpiexec" \
   --out "$root/build/CTestTestfile.cmake" <"$stage/tests.json"
 
 # --- shared libraries the GPU machine may lack ---
