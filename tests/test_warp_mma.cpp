@@ -158,17 +158,33 @@ TEST(WarpModel, LdmatrixAndTf32FollowThePtxIsa) {
 
 // --- The tensor-core convolution's implicit GEMMs (kernels/conv_problems.h) ---
 
-// A geometry with h_out and w_out from the sizes, as the ops layer computes them.
+// A convolution's geometry: kernel (kh, kw), strides, padding and dilation along h and w, with
+// h_out and w_out from the sizes as the ops layer computes them.
+kern::Conv2dGeom conv_geom_hw(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t c_out,
+                              int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                              int64_t pw, int64_t dh, int64_t dw, int64_t groups) {
+  // Conv2dGeom's fields in order: x, weight, y, strides, padding, dilation, groups.
+  return {n,
+          c_in,
+          h,
+          w,
+          c_out,
+          kh,
+          kw,
+          (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1,
+          (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1,
+          sh,
+          sw,
+          ph,
+          pw,
+          dh,
+          dw,
+          groups};
+}
+// The same along both axes.
 kern::Conv2dGeom conv_geom(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t c_out, int64_t k,
                            int64_t stride, int64_t pad, int64_t dil, int64_t groups) {
-  kern::Conv2dGeom g{.n = n, .c_in = c_in, .h = h, .w = w, .c_out = c_out, .kh = k, .kw = k};
-  g.stride_h = g.stride_w = stride;
-  g.pad_h = g.pad_w = pad;
-  g.dil_h = g.dil_w = dil;
-  g.groups = groups;
-  g.h_out = (h + 2 * pad - dil * (k - 1) - 1) / stride + 1;
-  g.w_out = (w + 2 * pad - dil * (k - 1) - 1) / stride + 1;
-  return g;
+  return conv_geom_hw(n, c_in, h, w, c_out, k, k, stride, stride, pad, pad, dil, dil, groups);
 }
 
 std::vector<float> small_ints(int64_t size, int salt) {
@@ -301,26 +317,12 @@ TEST(ConvProblems, WorkloadGeometriesMatchTheDirectConvolution) {
 // The convolutions of the op table (tests/ops_conv.cpp): non-square kernels and unequal strides,
 // padding and dilation along h and w.
 TEST(ConvProblems, OpTableGeometriesMatchTheDirectConvolution) {
-  auto geom = [](int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t c_out, int64_t kh,
-                 int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
-                 int64_t groups) {
-    kern::Conv2dGeom g{.n = n, .c_in = c_in, .h = h, .w = w, .c_out = c_out, .kh = kh, .kw = kw};
-    g.stride_h = sh;
-    g.stride_w = sw;
-    g.pad_h = ph;
-    g.pad_w = pw;
-    g.dil_h = dh;
-    g.dil_w = dw;
-    g.groups = groups;
-    g.h_out = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
-    g.w_out = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
-    return g;
-  };
-  check_conv_passes(geom(2, 3, 5, 6, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1));  // Conv2d
-  check_conv_passes(geom(2, 4, 6, 5, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2));  // Conv2dGroupsStridePad
-  check_conv_passes(geom(1, 2, 7, 8, 3, 3, 2, 1, 2, 1, 2, 2, 3, 1));  // Conv2dDilation
-  check_conv_passes(geom(2, 3, 5, 5, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3));  // Conv2dDepthwise
-  check_conv_passes(geom(2, 4, 3, 3, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1));  // Conv2dPointwise
+  check_conv_passes(conv_geom_hw(2, 3, 5, 6, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1));  // Conv2d
+  check_conv_passes(
+      conv_geom_hw(2, 4, 6, 5, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2));  // Conv2dGroupsStridePad
+  check_conv_passes(conv_geom_hw(1, 2, 7, 8, 3, 3, 2, 1, 2, 1, 2, 2, 3, 1));  // Conv2dDilation
+  check_conv_passes(conv_geom_hw(2, 3, 5, 5, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3));  // Conv2dDepthwise
+  check_conv_passes(conv_geom_hw(2, 4, 3, 3, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1));  // Conv2dPointwise
 }
 
 // The weight gradient's split-K stores: partial sums added (acc_slice 0) or kept per split.
