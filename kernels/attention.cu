@@ -414,11 +414,12 @@ struct MmaTile {
 // past the matrix's rows.
 template <int kD, class T>
 __device__ __forceinline__ void copy_tile_async(T* dst, const T* src, int64_t r0, int64_t rows) {
-  constexpr int kChunksPerRow = kD * 2 / 16;
-  for (int e = threadIdx.x; e < kMmaRows * kChunksPerRow; e += kThreads) {
-    const int r = e / kChunksPerRow, c = (e % kChunksPerRow) * 8;
-    const bool valid = r0 + r < rows;
-    mma::cp_async16(dst + r * MmaTile<kD>::kLd + c, valid ? src + (r0 + r) * kD + c : src, valid);
+  // The chunks of the mma.sync GEMM's tiles (mma::tile_chunk), whole rows or none.
+  for (int e = threadIdx.x; e < kMmaRows * kD * 2 / 16; e += kThreads) {
+    const mma::Chunk ch = mma::tile_chunk<T, kD>(e);
+    const bool valid = r0 + ch.r < rows;
+    mma::cp_async16(dst + ch.r * MmaTile<kD>::kLd + ch.c,
+                    valid ? src + (r0 + ch.r) * kD + ch.c : src, valid);
   }
 }
 

@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Consumers.
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int w = wg - 1;  // rows 64w..64w+63 of the block tile
-  const int warp = tid / 32, lane = tid % 32;
+  const int lane = tid % 32;
   wgmma::Ring ring;
   float d[kBN / 2];
   const bool pairs_aligned = gemm_pairs_aligned(p);
@@ -333,20 +333,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_accumulators(d);
     if (prev >= 0 && lane == 0) mbar_arrive(&empty[prev]);
 
-    // Fragment layout: d[4j + e] is row 16 * warp + lane / 4 (+ 8 for e >= 2) and column
-    // 8j + 2 * (lane % 4) (+ 1 for odd e) of this warpgroup's 64 x kBN piece: (e, e + 1) are a
-    // pair of adjacent columns starting at an even one.
-    const int64_t row = int64_t(c.tm) * kBM + 64 * w + 16 * warp + lane / 4;
-    const int64_t col = int64_t(c.tn) * kBN + 2 * (lane % 4);
+      // d[i] and d[i + 1] (even i): a pair of adjacent columns (wgmma::acc_pos).
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; e += 2) {
-        const int64_t gi = row + (e >= 2 ? 8 : 0), gj = col + 8 * j;
-        if (gi < p.m && gj < p.n) {
-          gemm_finish_pair(p, c.z, gi, gj, d[4 * j + e], d[4 * j + e + 1], pairs_aligned);
-        }
-      }
+    for (int i = 0; i < kBN / 2; i += 2) {
+      const wgmma::AccPos pos = wgmma::acc_pos(w, tid, i);
+      const int64_t gi = int64_t(c.tm) * kBM + pos.row, gj = int64_t(c.tn) * kBN + pos.col;
+      if (gi < p.m && gj < p.n) gemm_finish_pair(p, c.z, gi, gj, d[i], d[i + 1], pairs_aligned);
     }
   }
 #else

@@ -119,6 +119,18 @@ struct Ring {
   }
 };
 
+// Where accumulator d[i] of consumer warpgroup w's thread tid lies in the block's 128 x kBN tile:
+// the wgmma accumulator fragment (PTX ISA 9.7.15.5.1.1, "Accumulator D" of m64nNk16 and m64nNk8),
+// with warp = tid / 32, lane = tid % 32, i = 4 j + e: row 64 w + 16 warp + lane / 4 (+ 8 for e >=
+// 2), column 8 j + 2 (lane % 4) (+ 1 for odd e). d[i] and d[i + 1] of even i are adjacent columns.
+struct AccPos {
+  int row, col;
+};
+SINTER_WGMMA_FN AccPos acc_pos(int w, int tid, int i) {
+  const int warp = tid / 32, lane = tid % 32, j = i / 4, e = i % 4;
+  return {64 * w + 16 * warp + lane / 4 + (e >= 2 ? 8 : 0), 8 * j + 2 * (lane % 4) + e % 2};
+}
+
 // The persistent schedule: tile t of the batch-major order, grouped 8 m-tiles at a time so that
 // blocks running together share B tiles (and A tiles) in L2.
 struct TileCoord {

@@ -233,7 +233,8 @@ Grads replay(const Problem& p) {
           const int64_t j = j0 + c;
           const float w = exp2f(s[c] - rs.base);
           row_sum += w;
-          if (a.threshold != 0 && !kern::attention_keep(a, h, i, j)) continue;
+          // Past tk the V tile holds the zeros cp.async fills in (and w is 0 there).
+          if (j >= a.tk || (a.threshold != 0 && !kern::attention_keep(a, h, i, j))) continue;
           for (int64_t x = 0; x < d; ++x) o[x] += w * p.v[(h * a.tk + j) * d + x];
         }
         l = l * rs.alpha + row_sum;

@@ -230,6 +230,28 @@ TEST(WgmmaMaps, CoordinatesAddressTheGemmsElements) {
   EXPECT_EQ(checked, 300);
 }
 
+// The accumulators of the two consumer warpgroups (acc_pos) cover the block's 128 x kBN tile once,
+// each even/odd pair on adjacent columns from an even one (the epilogue's paired stores).
+TEST(WgmmaAccumulators, CoverTheBlockTileOnce) {
+  for (int bn : {128, 256}) {
+    std::vector<int> seen(wg::kBM * bn, 0);
+    for (int w = 0; w < 2; ++w) {
+      for (int tid = 0; tid < 128; ++tid) {
+        for (int i = 0; i < bn / 2; ++i) {
+          const wg::AccPos p = wg::acc_pos(w, tid, i);
+          ASSERT_TRUE(p.row >= 0 && p.row < wg::kBM && p.col >= 0 && p.col < bn);
+          ++seen[p.row * bn + p.col];
+          if (i % 2 == 0) {
+            const wg::AccPos q = wg::acc_pos(w, tid, i + 1);
+            EXPECT_TRUE(p.col % 2 == 0 && q.row == p.row && q.col == p.col + 1);
+          }
+        }
+      }
+    }
+    for (int v : seen) ASSERT_EQ(v, 1) << "BN " << bn;
+  }
+}
+
 // The persistent schedule gives every (batch, m tile, n tile) to exactly one t.
 TEST(WgmmaSchedule, EveryTileOnce) {
   for (int tiles_m : {1, 7, 8, 9, 17, 24}) {
