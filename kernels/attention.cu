@@ -82,6 +82,26 @@ __device__ __forceinline__ attn::TileOf tile_of(int64_t tiles, bool last_first) 
   return attn::tile_of(blockIdx.x, tiles, last_first);
 }
 
+// Where a backward block works (Note [attention tiles]): its tile's first row r0, of the query
+// rows for dq and of the key rows for dk and dv (block_rows a tile); its head h, and that head's
+// element offsets into Q/dout and K/V (d a row); its lane and warp.
+struct BackwardBlock {
+  int64_t r0, h, off_q, off_k;
+  int lane, warp;
+};
+
+__device__ __forceinline__ BackwardBlock backward_block(const kern::AttentionArgs& a,
+                                                        bool by_queries, int block_rows,
+                                                        int64_t d) {
+  const auto [tile, h] = tile_of(ceil_div(by_queries ? a.tq : a.tk, block_rows), by_queries);
+  return {tile * block_rows,
+          h,
+          h * a.tq * d,
+          h * a.tk * d,
+          static_cast<int>(threadIdx.x % 32),
+          static_cast<int>(threadIdx.x / 32)};
+}
+
 // acc[r][c] += sum over lanes j of shfl(w[r], j) * tile[j][32 c + lane]: the warp's rows add the
 // tile's 32 column vectors, weighted.
 template <int kRows, int kChunks, class A>
@@ -225,10 +245,8 @@ __global__ void __launch_bounds__(kThreads)
   A* gs = qs + kBR * kD;               // dout rows (kBR, kD)
   A* ks = gs + kBR * kD;               // (kCols, kLd)
   A* vs = ks + kCols * kLd;            // (kCols, kLd)
-  const auto [tile, h] = tile_of(ceil_div(a.tq, kBR), true);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t q0 = tile * kBR, row0 = q0 + warp * kRows;
-  const int64_t off_q = h * a.tq * a.d, off_k = h * a.tk * a.d;
+  const auto [q0, h, off_q, off_k, lane, warp] = backward_block(a, true, kBR, a.d);
+  const int64_t row0 = q0 + warp * kRows;
   load_rows<kD>(qs, kD, q + off_q, q0, kBR, a.tq, a.d);
   load_rows<kD>(gs, kD, dout + off_q, q0, kBR, a.tq, a.d);
 
@@ -285,10 +303,8 @@ __global__ void __launch_bounds__(kThreads)
   A* gs = qs + kCols * kLd;            // dout columns (kCols, kLd)
   A* lse_s = gs + kCols * kLd;         // (kCols)
   A* dot_s = lse_s + kCols;            // (kCols)
-  const auto [tile, h] = tile_of(ceil_div(a.tk, kBR), false);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t k0 = tile * kBR, row0 = k0 + warp * kRows;
-  const int64_t off_q = h * a.tq * a.d, off_k = h * a.tk * a.d;
+  const auto [k0, h, off_q, off_k, lane, warp] = backward_block(a, false, kBR, a.d);
+  const int64_t row0 = k0 + warp * kRows;
   load_rows<kD>(ks, kD, k + off_k, k0, kBR, a.tk, a.d);
   load_rows<kD>(vs, kD, v + off_k, k0, kBR, a.tk, a.d);
 
@@ -423,6 +439,44 @@ __device__ __forceinline__ void copy_tile_async(T* dst, const T* src, int64_t r0
   }
 }
 
+// The first four shared (64, kLd) tiles of the block's dynamic shared memory.
+template <class T>
+struct FourTiles {
+  T *t0, *t1, *t2, *t3;
+};
+template <int kD, class T>
+__device__ __forceinline__ FourTiles<T> four_tiles(unsigned char* smem) {
+  T* base = reinterpret_cast<T*>(smem);
+  constexpr int kElems = MmaTile<kD>::kElems;
+  return {base, base + kElems, base + 2 * kElems, base + 3 * kElems};
+}
+
+// Rows [r0, r0 + 64) of two (rows, kD) matrices a and b (a Q and dout tile, or a K and V tile)
+// into the shared tiles sa and sb, as one cp.async group.
+template <int kD, class T>
+__device__ __forceinline__ void copy_tile_pair_async(T* sa, const T* a, T* sb, const T* b,
+                                                     int64_t r0, int64_t rows) {
+  copy_tile_async<kD>(sa, a, r0, rows);
+  copy_tile_async<kD>(sb, b, r0, rows);
+  mma::cp_async_commit();
+}
+
+// Waits for this thread's tile copies, then for every thread's.
+__device__ __forceinline__ void tiles_landed() {
+  mma::cp_async_wait<0>();
+  __syncthreads();
+}
+
+// Calls f(jn, e) for each of a lane's elements s[jn][e] of a 16 x 64 score tile, unrolled.
+template <class F>
+__device__ __forceinline__ void for_each_score(F&& f) {
+#pragma unroll
+  for (int jn = 0; jn < kMmaN8; ++jn) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f(jn, e);
+  }
+}
+
 // The warp-level products of attention_tile.h on the tensor cores (mma::DeviceIsa).
 template <int kD, class T>
 __device__ __forceinline__ void load_row_fragments(uint32_t (&fa)[kD / 16][4], const T* rows,
@@ -479,9 +533,7 @@ __global__ void __launch_bounds__(kThreads)
   const T* vh = v + h * a.tk * kD;
   const int64_t key_end = attn::key_end(a, q0);
   copy_tile_async<kD>(qs, q + h * a.tq * kD, q0, a.tq);
-  copy_tile_async<kD>(kv, kh, 0, a.tk);
-  copy_tile_async<kD>(kv + M::kElems, vh, 0, a.tk);
-  mma::cp_async_commit();
+  copy_tile_pair_async<kD>(kv, kh, kv + M::kElems, vh, 0, a.tk);
 
   const float scale2 = static_cast<float>(a.scale) * kLog2e;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8
@@ -494,9 +546,7 @@ __global__ void __launch_bounds__(kThreads)
     const T* vs = ks + M::kElems;
     if (j0 + kMmaRows < key_end) {  // the next tile, into the other buffers
       T* next = kv + 2 * (buf ^ 1) * M::kElems;
-      copy_tile_async<kD>(next, kh, j0 + kMmaRows, a.tk);
-      copy_tile_async<kD>(next + M::kElems, vh, j0 + kMmaRows, a.tk);
-      mma::cp_async_commit();
+      copy_tile_pair_async<kD>(next, kh, next + M::kElems, vh, j0 + kMmaRows, a.tk);
       mma::cp_async_wait<1>();
     } else {
       mma::cp_async_wait<0>();
@@ -567,22 +617,12 @@ template <int kD, class T>
 __global__ void __launch_bounds__(kThreads)
     attention_dq_mma_kernel(kern::AttentionArgs a, const T* q, const T* k, const T* v,
                             const T* dout, const float* lse, const float* dots, T* dq) {
-  using M = MmaTile<kD>;
   extern __shared__ __align__(16) unsigned char smem[];
-  T* qs = reinterpret_cast<T*>(smem);
-  T* gs = qs + M::kElems;
-  T* ks = qs + 2 * M::kElems;
-  T* vs = qs + 3 * M::kElems;
-  const auto [tile, h] = tile_of(ceil_div(a.tq, kMmaRows), true);
-  const int64_t q0 = tile * kMmaRows;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t off_q = h * a.tq * kD, off_k = h * a.tk * kD;
-  copy_tile_async<kD>(qs, q + off_q, q0, a.tq);
-  copy_tile_async<kD>(gs, dout + off_q, q0, a.tq);
-  mma::cp_async_commit();
-
-  const float scale2 = static_cast<float>(a.scale) * kLog2e;
-  const float keep_scale = static_cast<float>(a.keep_scale);
+  const auto [qs, gs, ks, vs] = four_tiles<kD, T>(smem);
+  const auto [q0, h, off_q, off_k, lane, warp] = backward_block(a, true, kMmaRows, kD);
+  copy_tile_pair_async<kD>(qs, q + off_q, gs, dout + off_q, q0, a.tq);
+  const float scale2 = static_cast<float>(a.scale) * kLog2e,
+              keep_scale = static_cast<float>(a.keep_scale);
   const int64_t rows[2] = {attn::lane_row(q0, warp, lane, 0), attn::lane_row(q0, warp, lane, 1)};
   float row_lse2[2], row_dot[2];
 #pragma unroll
@@ -594,23 +634,16 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t key_end = attn::key_end(a, q0);
   for (int64_t j0 = 0; j0 < key_end; j0 += kMmaRows) {
     __syncthreads();  // the previous K and V tiles are read
-    copy_tile_async<kD>(ks, k + off_k, j0, a.tk);
-    copy_tile_async<kD>(vs, v + off_k, j0, a.tk);
-    mma::cp_async_commit();
-    mma::cp_async_wait<0>();
-    __syncthreads();
+    copy_tile_pair_async<kD>(ks, k + off_k, vs, v + off_k, j0, a.tk);
+    tiles_landed();
     float s[kMmaN8][4], dp[kMmaN8][4];
     backward_products<kD>(s, dp, qs, ks, gs, vs, warp, lane);
-#pragma unroll
-    for (int jn = 0; jn < kMmaN8; ++jn) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[jn][e] =
-            attn::backward_weights(a, h, rows[e / 2], j0 + attn::acc_col(jn, e, lane), s[jn][e],
-                                   dp[jn][e], scale2, row_lse2[e / 2], row_dot[e / 2], keep_scale)
-                .ds;
-      }
-    }
+    for_each_score([&](int jn, int e) {
+      s[jn][e] =
+          attn::backward_weights(a, h, rows[e / 2], j0 + attn::acc_col(jn, e, lane), s[jn][e],
+                                 dp[jn][e], scale2, row_lse2[e / 2], row_dot[e / 2], keep_scale)
+              .ds;
+    });
     uint32_t pa[kMmaRows / 16][4];
     pack_weights<T>(pa, s);
     mma_weights_tile<kD>(acc, pa, ks, lane);
@@ -625,52 +658,35 @@ template <int kD, class T>
 __global__ void __launch_bounds__(kThreads)
     attention_dkdv_mma_kernel(kern::AttentionArgs a, const T* q, const T* k, const T* v,
                               const T* dout, const float* lse, const float* dots, T* dk, T* dv) {
-  using M = MmaTile<kD>;
   extern __shared__ __align__(16) unsigned char smem[];
-  T* ks = reinterpret_cast<T*>(smem);
-  T* vs = ks + M::kElems;
-  T* qs = ks + 2 * M::kElems;
-  T* gs = ks + 3 * M::kElems;
-  float* lse2_s = reinterpret_cast<float*>(ks + 4 * M::kElems);  // (64)
-  float* dot_s = lse2_s + kMmaRows;                              // (64)
-  const auto [tile, h] = tile_of(ceil_div(a.tk, kMmaRows), false);
-  const int64_t k0 = tile * kMmaRows;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t off_q = h * a.tq * kD, off_k = h * a.tk * kD;
-  copy_tile_async<kD>(ks, k + off_k, k0, a.tk);
-  copy_tile_async<kD>(vs, v + off_k, k0, a.tk);
-  mma::cp_async_commit();
-
-  const float scale2 = static_cast<float>(a.scale) * kLog2e;
-  const float keep_scale = static_cast<float>(a.keep_scale);
+  const auto [ks, vs, qs, gs] = four_tiles<kD, T>(smem);
+  float* lse2_s = reinterpret_cast<float*>(smem + 4 * MmaTile<kD>::kBytes);  // (64)
+  float* dot_s = lse2_s + kMmaRows;                                          // (64)
+  const auto [k0, h, off_q, off_k, lane, warp] = backward_block(a, false, kMmaRows, kD);
+  copy_tile_pair_async<kD>(ks, k + off_k, vs, v + off_k, k0, a.tk);
+  const float scale2 = static_cast<float>(a.scale) * kLog2e,
+              keep_scale = static_cast<float>(a.keep_scale);
   const int64_t keys[2] = {attn::lane_row(k0, warp, lane, 0), attn::lane_row(k0, warp, lane, 1)};
   float gk[kD / 8][4] = {}, gv[kD / 8][4] = {};
   for (int64_t i0 = attn::query_begin(a, k0); i0 < a.tq; i0 += kMmaRows) {
     __syncthreads();  // the previous query tiles are read
-    copy_tile_async<kD>(qs, q + off_q, i0, a.tq);
-    copy_tile_async<kD>(gs, dout + off_q, i0, a.tq);
-    mma::cp_async_commit();
+    copy_tile_pair_async<kD>(qs, q + off_q, gs, dout + off_q, i0, a.tq);
     if (threadIdx.x < kMmaRows) {
       const int64_t i = i0 + threadIdx.x;
       lse2_s[threadIdx.x] = i < a.tq ? lse[h * a.tq + i] * kLog2e : 0.f;
       dot_s[threadIdx.x] = i < a.tq ? dots[h * a.tq + i] : 0.f;
     }
-    mma::cp_async_wait<0>();
-    __syncthreads();
+    tiles_landed();
     float st[kMmaN8][4], dpt[kMmaN8][4];
     backward_products<kD>(st, dpt, ks, qs, vs, gs, warp, lane);
-#pragma unroll
-    for (int jn = 0; jn < kMmaN8; ++jn) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = attn::acc_col(jn, e, lane);
-        const attn::Grads w =
-            attn::backward_weights(a, h, i0 + col, keys[e / 2], st[jn][e], dpt[jn][e], scale2,
-                                   lse2_s[col], dot_s[col], keep_scale);
-        st[jn][e] = w.w;
-        dpt[jn][e] = w.ds;
-      }
-    }
+    for_each_score([&](int jn, int e) {
+      const int col = attn::acc_col(jn, e, lane);
+      const attn::Grads w =
+          attn::backward_weights(a, h, i0 + col, keys[e / 2], st[jn][e], dpt[jn][e], scale2,
+                                 lse2_s[col], dot_s[col], keep_scale);
+      st[jn][e] = w.w;
+      dpt[jn][e] = w.ds;
+    });
     uint32_t pa[kMmaRows / 16][4];
     pack_weights<T>(pa, st);
     mma_weights_tile<kD>(gv, pa, gs, lane);
@@ -749,8 +765,7 @@ void check_shape(const AttentionArgs& a, const char* name) {
 void attention_forward(const Ctx& ctx, const AttentionArgs& a, const void* q, const void* k,
                        const void* v, void* out, void* lse) {
   check_shape(a, "attention_forward");
-  DeviceGuard guard(ctx.device);
-  visit_floating(a.dtype, "attention_forward", [&](auto tag) {
+  launch_floating(ctx, a.dtype, "attention_forward", [&](auto tag, cudaStream_t) {
     using T = typename decltype(tag)::type;
     const T* qt = static_cast<const T*>(q);
     const T* kt = static_cast<const T*>(k);
@@ -770,8 +785,7 @@ void attention_backward(const Ctx& ctx, const AttentionArgs& a, const void* q, c
                         const void* v, const void* out, const void* dout, const void* lse, void* dq,
                         void* dk, void* dv) {
   check_shape(a, "attention_backward");
-  DeviceGuard guard(ctx.device);
-  visit_floating(a.dtype, "attention_backward", [&](auto tag) {
+  launch_floating(ctx, a.dtype, "attention_backward", [&](auto tag, cudaStream_t) {
     using T = typename decltype(tag)::type;
     const T* qt = static_cast<const T*>(q);
     const T* kt = static_cast<const T*>(k);

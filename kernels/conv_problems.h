@@ -31,6 +31,13 @@ inline T from_acc(float v) {
 }
 #endif
 
+// The offset of channel c at flattened pixel p = (b, q) of an NCHW tensor of `channels` planes of
+// `plane` pixels, computed in J.
+template <typename J>
+SINTER_CONV_FN J nchw_offset(J p, J c, J channels, J plane) {
+  return (p / plane * channels + c) * plane + p % plane;
+}
+
 // The sizes every pass reads, in the index type I (int32 when every tensor has fewer than 2^31
 // elements, which keeps the per-element divisions cheap).
 template <typename I>
@@ -55,21 +62,42 @@ struct Geom {
         cig(static_cast<I>(g.c_in / g.groups)),
         cog(static_cast<I>(g.c_out / g.groups)) {}
 
+  SINTER_CONV_FN I taps() const { return kh * kw; }
+  // Offsets, computed in the arguments' type J: channel c at flattened pixel p in the output side
+  // (y, dy: c_out planes of h_out x w_out) and in the input side (x, dx: c_in planes of h x w);
+  // element (co, k) of the weight or its gradient, co the output channel and k = (ci, i, j)
+  // flattened.
+  template <typename J>
+  SINTER_CONV_FN J out_offset(J p, J c) const {
+    return nchw_offset<J>(p, c, c_out, J(h_out) * w_out);
+  }
+  template <typename J>
+  SINTER_CONV_FN J in_offset(J p, J c) const {
+    return nchw_offset<J>(p, c, c_in, J(h) * w);
+  }
+  template <typename J>
+  SINTER_CONV_FN J weight_offset(J co, J k) const {
+    return co * (J(cig) * taps()) + k;
+  }
+
   // x[b, c, oh * sh - ph + i * dil_h, ow * sw - pw + j * dil_w] for output pixel p = (b, oh, ow)
-  // and tap t = (i, j), each flattened, or `zero` in the padding: the forward's and the weight
-  // gradient's gather.
+  // and k = (ci, i, j) of group grp (c = grp * cig + ci), each flattened, or `zero` in the
+  // padding: the forward's and the weight gradient's gather.
   template <typename T>
-  SINTER_CONV_FN T x_tap(const T* x, I p, I c, I t, T zero) const {
+  SINTER_CONV_FN T x_tap(const T* x, I p, int grp, I k, T zero) const {
+    const I c = grp * cig + k / taps(), t = k % taps();
     const I hw = h_out * w_out, b = p / hw, q = p % hw;
     const I ih = q / w_out * sh - ph + t / kw * dil_h, iw = q % w_out * sw - pw + t % kw * dil_w;
     if (ih < 0 || ih >= h || iw < 0 || iw >= w) return zero;
     return x[((static_cast<int64_t>(b) * c_in + c) * h + ih) * w + iw];
   }
-  // dy[b, c, oh, ow] for the output (oh, ow) whose tap t = (i, j) reads input pixel p = (b, ih, iw)
-  // (flattened), or `zero` when no output does (the stride skips it, or it lies past the edges):
-  // the input gradient's gather.
+  // dy[b, c, oh, ow] for the output (oh, ow) whose tap t = (i, j) reads input pixel
+  // p = (b, ih, iw), with k = (co, i, j) of group grp (c = grp * cog + co), each flattened; or
+  // `zero` when no output does (the stride skips it, or it lies past the edges): the input
+  // gradient's gather.
   template <typename T>
-  SINTER_CONV_FN T dy_tap(const T* dy, I p, I c, I t, T zero) const {
+  SINTER_CONV_FN T dy_tap(const T* dy, I p, int grp, I k, T zero) const {
+    const I c = grp * cog + k / taps(), t = k % taps();
     const I hw = h * w, b = p / hw, q = p % hw;
     const I th = q / w + ph - t / kw * dil_h, tw = q % w + pw - t % kw * dil_w;
     if (th < 0 || tw < 0 || th % sh != 0 || tw % sw != 0) return zero;
@@ -79,12 +107,12 @@ struct Geom {
   }
   // The same widened to the accumulation type, 0 for `zero`.
   template <typename T>
-  SINTER_CONV_FN Acc<T> x_at(const T* x, I p, I c, I t) const {
-    return to_acc(x_tap(x, p, c, t, from_acc<T>(Acc<T>(0))));
+  SINTER_CONV_FN Acc<T> x_at(const T* x, I p, int grp, I k) const {
+    return to_acc(x_tap(x, p, grp, k, from_acc<T>(Acc<T>(0))));
   }
   template <typename T>
-  SINTER_CONV_FN Acc<T> dy_at(const T* dy, I p, I c, I t) const {
-    return to_acc(dy_tap(dy, p, c, t, from_acc<T>(Acc<T>(0))));
+  SINTER_CONV_FN Acc<T> dy_at(const T* dy, I p, int grp, I k) const {
+    return to_acc(dy_tap(dy, p, grp, k, from_acc<T>(Acc<T>(0))));
   }
 };
 
@@ -109,6 +137,19 @@ SINTER_CONV_FN void store_wgrad(T* dw, A* acc_out, int64_t acc_slice, int64_t o,
 // The (m, n, k) extents of one group's implicit GEMM.
 struct ImplicitGemm {
   int64_t m, n, k;
+};
+
+// What those extents are made of: the pixels over the batch on the output (y, dy) and input (x, dx)
+// sides, and a group's output and input channels, alone and times the kh x kw taps.
+struct Extents {
+  int64_t out_px, in_px, co, ci, co_taps, ci_taps;
+  Extents(const Conv2dGeom& g)  // NOLINT(google-explicit-constructor): shape(g)
+      : out_px(g.n * g.h_out * g.w_out),
+        in_px(g.n * g.h * g.w),
+        co(g.c_out / g.groups),
+        ci(g.c_in / g.groups),
+        co_taps(co * g.kh * g.kw),
+        ci_taps(ci * g.kh * g.kw) {}
 };
 
 // Split K for the weight gradient, whose K (the batch times the output plane) is usually far
@@ -142,27 +183,22 @@ SINTER_CONV_FN int64_t split_end(int split, int64_t k_chunk, int64_t K) {
 // tap (i, j) of output (oh, ow); C(co, (b, oh, ow)) = y[b, g * cog + co, oh, ow] (+ bias).
 template <typename T, typename I>
 struct FwdProblem {
-  static ImplicitGemm shape(const Conv2dGeom& g) {
-    return {g.c_out / g.groups, g.n * g.h_out * g.w_out, g.c_in / g.groups * g.kh * g.kw};
-  }
+  static ImplicitGemm shape(const Extents& e) { return {e.co, e.out_px, e.ci_taps}; }
   Geom<I> g;
   const T* x;
   const T* wt;
   const T* bias;
   T* y;
   SINTER_CONV_FN Acc<T> a(int grp, int64_t m, int64_t k) const {
-    const int64_t kg = static_cast<int64_t>(g.cig) * g.kh * g.kw;
-    return to_acc(wt[(grp * static_cast<int64_t>(g.cog) + m) * kg + k]);
+    return to_acc(wt[g.weight_offset(grp * static_cast<int64_t>(g.cog) + m, k)]);
   }
   SINTER_CONV_FN Acc<T> b(int grp, int64_t k, int64_t n) const {
-    const I taps = g.kh * g.kw, kk = static_cast<I>(k);
-    return g.x_at(x, static_cast<I>(n), grp * g.cig + kk / taps, kk % taps);
+    return g.x_at(x, static_cast<I>(n), grp, static_cast<I>(k));
   }
   SINTER_CONV_FN void store(int grp, int64_t m, int64_t n, Acc<T> v, int) const {
-    const int64_t hw = static_cast<int64_t>(g.h_out) * g.w_out;
-    const int64_t co = grp * static_cast<int64_t>(g.cog) + m, bi = n / hw;
+    const int64_t co = grp * static_cast<int64_t>(g.cog) + m;
     if (bias) v += to_acc(bias[co]);
-    y[(bi * g.c_out + co) * hw + n % hw] = from_acc<T>(v);
+    y[g.out_offset(n, co)] = from_acc<T>(v);
   }
 };
 
@@ -172,25 +208,21 @@ struct FwdProblem {
 // ..].
 template <typename T, typename I>
 struct DgradProblem {
-  static ImplicitGemm shape(const Conv2dGeom& g) {
-    return {g.c_in / g.groups, g.n * g.h * g.w, g.c_out / g.groups * g.kh * g.kw};
-  }
+  static ImplicitGemm shape(const Extents& e) { return {e.ci, e.in_px, e.co_taps}; }
   Geom<I> g;
   const T* dy;
   const T* wt;
   T* dx;
   SINTER_CONV_FN Acc<T> a(int grp, int64_t m, int64_t k) const {
-    const I taps = g.kh * g.kw, kk = static_cast<I>(k), co = kk / taps, r = kk % taps;
-    return to_acc(wt[((grp * static_cast<int64_t>(g.cog) + co) * g.cig + m) * taps + r]);
+    const I taps = g.taps(), kk = static_cast<I>(k);
+    const int64_t co = grp * static_cast<int64_t>(g.cog) + kk / taps;
+    return to_acc(wt[g.weight_offset(co, m * taps + kk % taps)]);
   }
   SINTER_CONV_FN Acc<T> b(int grp, int64_t k, int64_t n) const {
-    const I taps = g.kh * g.kw, kk = static_cast<I>(k);
-    return g.dy_at(dy, static_cast<I>(n), grp * g.cog + kk / taps, kk % taps);
+    return g.dy_at(dy, static_cast<I>(n), grp, static_cast<I>(k));
   }
   SINTER_CONV_FN void store(int grp, int64_t m, int64_t n, Acc<T> v, int) const {
-    const int64_t hw = static_cast<int64_t>(g.h) * g.w, bi = n / hw;
-    const int64_t c = grp * static_cast<int64_t>(g.cig) + m;
-    dx[(bi * g.c_in + c) * hw + n % hw] = from_acc<T>(v);
+    dx[g.in_offset(n, grp * static_cast<int64_t>(g.cig) + m)] = from_acc<T>(v);
   }
 };
 
@@ -201,9 +233,7 @@ struct DgradProblem {
 // else stored by split s at acc_out + s * acc_slice for an ordered sum afterwards.
 template <typename T, typename I>
 struct WgradProblem {
-  static ImplicitGemm shape(const Conv2dGeom& g) {
-    return {g.c_out / g.groups, g.c_in / g.groups * g.kh * g.kw, g.n * g.h_out * g.w_out};
-  }
+  static ImplicitGemm shape(const Extents& e) { return {e.co, e.ci_taps, e.out_px}; }
   Geom<I> g;
   const T* x;
   const T* dy;
@@ -211,17 +241,13 @@ struct WgradProblem {
   Acc<T>* acc_out;
   int64_t acc_slice = 0;
   SINTER_CONV_FN Acc<T> a(int grp, int64_t m, int64_t k) const {
-    const int64_t hw = static_cast<int64_t>(g.h_out) * g.w_out, bi = k / hw;
-    const int64_t c = grp * static_cast<int64_t>(g.cog) + m;
-    return to_acc(dy[(bi * g.c_out + c) * hw + k % hw]);
+    return to_acc(dy[g.out_offset(k, grp * static_cast<int64_t>(g.cog) + m)]);
   }
   SINTER_CONV_FN Acc<T> b(int grp, int64_t k, int64_t n) const {
-    const I taps = g.kh * g.kw, nn = static_cast<I>(n);
-    return g.x_at(x, static_cast<I>(k), grp * g.cig + nn / taps, nn % taps);
+    return g.x_at(x, static_cast<I>(k), grp, static_cast<I>(n));
   }
   SINTER_CONV_FN void store(int grp, int64_t m, int64_t n, Acc<T> v, int split) const {
-    const int64_t kg = static_cast<int64_t>(g.cig) * g.kh * g.kw;
-    const int64_t o = (grp * static_cast<int64_t>(g.cog) + m) * kg + n;
+    const int64_t o = g.weight_offset(grp * static_cast<int64_t>(g.cog) + m, n);
     store_wgrad(dw, acc_out, acc_slice, o, v, split);
   }
 };
@@ -239,26 +265,18 @@ template <typename T>
 struct FwdTc {
   static constexpr bool kAAlongM = true, kBAlongN = false;
   // m = (b, oh, ow), n = the group's output channel, k = (ci, r, s).
-  static ImplicitGemm shape(const Conv2dGeom& g) {
-    return {g.n * g.h_out * g.w_out, g.c_out / g.groups, g.c_in / g.groups * g.kh * g.kw};
-  }
+  static ImplicitGemm shape(const Extents& e) { return {e.out_px, e.co, e.ci_taps}; }
   TcGeom g;
-  const T* x;
-  const T* wt;
-  const T* bias;
+  const T *x, *wt, *bias;
   T* y;
-  SINTER_CONV_FN T a(int grp, int m, int k, T zero) const {
-    const int taps = g.kh * g.kw;
-    return g.x_tap(x, m, grp * g.cig + k / taps, k % taps, zero);
-  }
+  SINTER_CONV_FN T a(int grp, int m, int k, T zero) const { return g.x_tap(x, m, grp, k, zero); }
   SINTER_CONV_FN T b(int grp, int k, int n, T) const {
-    const int taps = g.kh * g.kw;
-    return wt[(grp * g.cog + n) * (g.cig * taps) + k];
+    return wt[g.weight_offset(grp * g.cog + n, k)];
   }
   SINTER_CONV_FN void store(int grp, int m, int n, float v, int) const {
-    const int hw = g.h_out * g.w_out, co = grp * g.cog + n;
+    const int co = grp * g.cog + n;
     if (bias) v += to_acc(bias[co]);
-    y[((m / hw) * g.c_out + co) * hw + m % hw] = from_acc<T>(v);
+    y[g.out_offset(m, co)] = from_acc<T>(v);
   }
 };
 
@@ -266,25 +284,17 @@ template <typename T>
 struct DgradTc {
   static constexpr bool kAAlongM = true, kBAlongN = false;
   // m = (b, ih, iw), n = the group's input channel, k = (co, r, s).
-  static ImplicitGemm shape(const Conv2dGeom& g) {
-    return {g.n * g.h * g.w, g.c_in / g.groups, g.c_out / g.groups * g.kh * g.kw};
-  }
+  static ImplicitGemm shape(const Extents& e) { return {e.in_px, e.ci, e.co_taps}; }
   TcGeom g;
-  const T* dy;
-  const T* wt;
+  const T *dy, *wt;
   T* dx;
-  SINTER_CONV_FN T a(int grp, int m, int k, T zero) const {
-    const int taps = g.kh * g.kw;
-    return g.dy_tap(dy, m, grp * g.cog + k / taps, k % taps, zero);
-  }
+  SINTER_CONV_FN T a(int grp, int m, int k, T zero) const { return g.dy_tap(dy, m, grp, k, zero); }
   SINTER_CONV_FN T b(int grp, int k, int n, T) const {
-    const int taps = g.kh * g.kw;
-    const int co = k / taps, rs = k % taps;
-    return wt[((grp * g.cog + co) * g.cig + n) * taps + rs];
+    const int taps = g.taps();
+    return wt[g.weight_offset(grp * g.cog + k / taps, n * taps + k % taps)];
   }
   SINTER_CONV_FN void store(int grp, int m, int n, float v, int) const {
-    const int hw = g.h * g.w;
-    dx[((m / hw) * g.c_in + grp * g.cig + n) * hw + m % hw] = from_acc<T>(v);
+    dx[g.in_offset(m, grp * g.cig + n)] = from_acc<T>(v);
   }
 };
 
@@ -292,27 +302,18 @@ template <typename T>
 struct WgradTc {
   static constexpr bool kAAlongM = false, kBAlongN = false;
   // m = (ci, r, s), n = the group's output channel, k = (b, oh, ow).
-  static ImplicitGemm shape(const Conv2dGeom& g) {
-    return {g.c_in / g.groups * g.kh * g.kw, g.c_out / g.groups, g.n * g.h_out * g.w_out};
-  }
+  static ImplicitGemm shape(const Extents& e) { return {e.ci_taps, e.co, e.out_px}; }
   TcGeom g;
-  const T* x;
-  const T* dy;
+  const T *x, *dy;
   T* dw;
   float* acc_out;         // split K: f32 partial sums, laid out like dw
   int64_t acc_slice = 0;  // 0: added atomically; else split s stores at acc_out + s * acc_slice
-  SINTER_CONV_FN T a(int grp, int m, int k, T zero) const {
-    const int taps = g.kh * g.kw;
-    return g.x_tap(x, k, grp * g.cig + m / taps, m % taps, zero);
-  }
+  SINTER_CONV_FN T a(int grp, int m, int k, T zero) const { return g.x_tap(x, k, grp, m, zero); }
   SINTER_CONV_FN T b(int grp, int k, int n, T) const {
-    const int hw = g.h_out * g.w_out;
-    return dy[((k / hw) * g.c_out + grp * g.cog + n) * hw + k % hw];
+    return dy[g.out_offset(k, grp * g.cog + n)];
   }
   SINTER_CONV_FN void store(int grp, int m, int n, float v, int split) const {
-    const int taps = g.kh * g.kw;
-    const int o = (grp * g.cog + n) * (g.cig * taps) + m;
-    store_wgrad(dw, acc_out, acc_slice, o, v, split);
+    store_wgrad(dw, acc_out, acc_slice, g.weight_offset(grp * g.cog + n, m), v, split);
   }
 };
 

@@ -1,6 +1,7 @@
-// What the CUDA kernel files share: dtype visitors over the device element types, the accumulation
-// type and the conversions to and from it, 16-byte vectors and alignment, grid sizing, and warp and
-// block reductions. The CPU reference's counterpart is src/cpu/cpu_util.h.
+// What the CUDA kernel files share: dtype visitors over the device element types and the launchers'
+// preamble, the accumulation type and the conversions to and from it, 16-byte vectors and
+// alignment, grid sizing, and warp and block reductions. The CPU reference's counterpart is
+// src/cpu/cpu_util.h.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,7 +14,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "cuda_check.cuh"
 #include "device_info.cuh"
+#include "kern/ctx.h"
 #include "kern/scalar_ops.h"
 
 namespace sinter::cudak {
@@ -28,6 +31,19 @@ void visit_storage(DType t, const char* op, F&& f) {
 template <class F>
 void visit_floating(DType t, const char* op, F&& f) {
   kern::visit_floating_type<__nv_bfloat16, __half>(t, op, std::forward<F>(f));
+}
+
+inline cudaStream_t stream_of(const kern::Ctx& ctx) {
+  return static_cast<cudaStream_t>(ctx.stream);
+}
+
+// A launcher of floating-point kernels: makes ctx's device current for the call and calls
+// f(TypeTag<T>{}, stream) with T the device type of `dtype` (op names the launcher when dtype is
+// not floating).
+template <class F>
+void launch_floating(const kern::Ctx& ctx, DType dtype, const char* op, F&& f) {
+  DeviceGuard guard(ctx.device);
+  visit_floating(dtype, op, [&](auto tag) { f(tag, stream_of(ctx)); });
 }
 
 // ---- accumulation ----
@@ -100,6 +116,17 @@ inline unsigned capped_grid(int64_t tasks, int64_t max_blocks = int64_t{1} << 20
 inline unsigned wave_grid(int64_t work, int block, int device) {
   const int64_t wave = static_cast<int64_t>(device_sm_count(device)) * (2048 / block);
   return capped_grid(ceil_div(work, block), wave);
+}
+
+// Calls f(std::true_type{}) when flat indices below `total` fit int32 (a kernel's cheaper index
+// math), else f(std::false_type{}).
+template <class F>
+void visit_index32(int64_t total, F&& f) {
+  if (total < (int64_t{1} << 31)) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
 }
 
 __device__ __forceinline__ int64_t thread_index() {

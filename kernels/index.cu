@@ -304,9 +304,7 @@ void gather(const Ctx& ctx, const void* in, DType dtype, const GatherGeom& g, co
 void scatter_add(const Ctx& ctx, void* out, DType dtype, const GatherGeom& g, const int64_t* idx,
                  const void* src) {
   if (g.numel == 0) return;
-  DeviceGuard guard(ctx.device);
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_floating(dtype, "scatter_add", [&](auto tag) {
+  launch_floating(ctx, dtype, "scatter_add", [&](auto tag, cudaStream_t stream) {
     using T = typename decltype(tag)::type;
     if (deterministic_algorithms_enabled()) {
       return scatter_add_deterministic<T>(ctx, out, g, idx, src);

@@ -615,9 +615,7 @@ bool visit_layer_rows(int64_t rows, int64_t cols, std::initializer_list<const vo
 void batch_norm_stats(const Ctx& ctx, const void* x, DType dtype, int64_t n, int64_t c, int64_t hw,
                       double eps, void* mean, void* var, void* rstd) {
   if (c == 0) return;
-  DeviceGuard guard(ctx.device);
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_floating(dtype, "batch_norm_stats", [&](auto tag) {
+  launch_floating(ctx, dtype, "batch_norm_stats", [&](auto tag, cudaStream_t stream) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     visit_vec_width<T>(hw, {x}, [&](auto width) {
@@ -643,26 +641,19 @@ void batch_norm_apply(const Ctx& ctx, const void* x, DType dtype, int64_t n, int
                       void* y) {
   const int64_t total = n * c * hw;
   if (total == 0) return;
-  DeviceGuard guard(ctx.device);
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_floating(dtype, "batch_norm_apply", [&](auto tag) {
+  launch_floating(ctx, dtype, "batch_norm_apply", [&](auto tag, cudaStream_t stream) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     visit_vec_width<T>(hw, {x, y}, [&](auto width) {
       constexpr int kV = decltype(width)::value;
-      const auto launch = [&](auto small) {
+      visit_index32(total, [&](auto small) {
         batch_norm_apply_kernel<T, kV, decltype(small)::value>
             <<<grid_for(total / kV, kThreads), kThreads, 0, stream>>>(
                 static_cast<const T*>(x), c, hw, total, static_cast<const A*>(mean),
                 static_cast<const A*>(rstd), static_cast<const T*>(weight),
                 static_cast<const T*>(bias), static_cast<T*>(y));
         SINTER_LAUNCH_CHECK("batch_norm_apply_kernel");
-      };
-      if (total < (int64_t{1} << 31)) {
-        launch(std::true_type{});
-      } else {
-        launch(std::false_type{});
-      }
+      });
     });
   });
 }
@@ -671,9 +662,7 @@ void batch_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
                          int64_t c, int64_t hw, const void* mean, const void* rstd,
                          const void* weight, bool training, void* dx, void* dweight, void* dbias) {
   if (c == 0) return;
-  DeviceGuard guard(ctx.device);
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_floating(dtype, "batch_norm_backward", [&](auto tag) {
+  launch_floating(ctx, dtype, "batch_norm_backward", [&](auto tag, cudaStream_t stream) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     visit_vec_width<T>(hw, {dy, x, dx}, [&](auto width) {
@@ -697,16 +686,13 @@ void batch_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
             partial, splits, m, static_cast<A*>(dweight), static_cast<A*>(dbias), coef);
         SINTER_LAUNCH_CHECK("batch_norm_backward_finish_kernel");
         const int64_t total = m * c;
-        const auto launch_dx = [&](auto small) {
-          batch_norm_dx_kernel<T, kV, decltype(small)::value>
-              <<<grid_for(total / kV, kThreads), kThreads, 0, stream>>>(
-                  pdy, px, c, hw, total, pmean, prstd, pw, training, coef, static_cast<T*>(dx));
-          SINTER_LAUNCH_CHECK("batch_norm_dx_kernel");
-        };
-        if (dx && total < (int64_t{1} << 31)) {
-          launch_dx(std::true_type{});
-        } else if (dx) {
-          launch_dx(std::false_type{});
+        if (dx) {
+          visit_index32(total, [&](auto small) {
+            batch_norm_dx_kernel<T, kV, decltype(small)::value>
+                <<<grid_for(total / kV, kThreads), kThreads, 0, stream>>>(
+                    pdy, px, c, hw, total, pmean, prstd, pw, training, coef, static_cast<T*>(dx));
+            SINTER_LAUNCH_CHECK("batch_norm_dx_kernel");
+          });
         }
       }
     });
@@ -717,9 +703,7 @@ void layer_norm_forward(const Ctx& ctx, const void* x, DType dtype, int64_t rows
                         const void* weight, const void* bias, double eps, void* y, void* mean,
                         void* rstd) {
   if (rows == 0 || cols == 0) return;
-  DeviceGuard guard(ctx.device);
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_floating(dtype, "layer_norm_forward", [&](auto tag) {
+  launch_floating(ctx, dtype, "layer_norm_forward", [&](auto tag, cudaStream_t stream) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     const bool cached = visit_layer_rows<T, 1>(
@@ -744,9 +728,7 @@ void layer_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
                          int64_t cols, const void* mean, const void* rstd, const void* weight,
                          void* dx, void* dweight, void* dbias) {
   if (rows == 0 || cols == 0) return;
-  DeviceGuard guard(ctx.device);
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_floating(dtype, "layer_norm_backward", [&](auto tag) {
+  launch_floating(ctx, dtype, "layer_norm_backward", [&](auto tag, cudaStream_t stream) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     const auto* pdy = static_cast<const T*>(dy);
@@ -792,9 +774,7 @@ void layer_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
 void dropout_apply(const Ctx& ctx, const void* in, DType dtype, int64_t numel, uint64_t seed,
                    uint64_t offset, uint32_t threshold, double scale, void* out) {
   if (numel == 0) return;
-  DeviceGuard guard(ctx.device);
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_floating(dtype, "dropout_apply", [&](auto tag) {
+  launch_floating(ctx, dtype, "dropout_apply", [&](auto tag, cudaStream_t stream) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     dropout_kernel<T><<<grid_for(numel, kThreads), kThreads, 0, stream>>>(

@@ -139,24 +139,15 @@ __global__ void adaptive_backward_kernel(Pool2dGeom g, const T* dy, T* dx, int64
 
 unsigned blocks_for(int64_t n) { return capped_grid(ceil_div(n, 256)); }
 
-// Calls fn(T{}) with T the storage type of the floating `dtype`.
-template <class Fn>
-void by_dtype(const char* op, DType dtype, Fn fn) {
-  visit_floating(dtype, op, [&](auto tag) { fn(typename decltype(tag)::type{}); });
-}
-
-cudaStream_t stream_of(const Ctx& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
-
 }  // namespace
 
 void max_pool2d_forward(const Ctx& ctx, const Pool2dGeom& g, DType dtype, const void* x, void* y,
                         int64_t* indices) {
   const int64_t total = g.planes * g.h_out * g.w_out;
   if (total == 0) return;
-  DeviceGuard guard(ctx.device);
-  by_dtype("max_pool2d_forward", dtype, [&](auto t) {
-    using T = decltype(t);
-    max_pool_forward_kernel<T><<<blocks_for(total), 256, 0, stream_of(ctx)>>>(
+  launch_floating(ctx, dtype, "max_pool2d_forward", [&](auto tag, cudaStream_t stream) {
+    using T = typename decltype(tag)::type;
+    max_pool_forward_kernel<T><<<blocks_for(total), 256, 0, stream>>>(
         g, static_cast<const T*>(x), static_cast<T*>(y), indices, total);
     SINTER_LAUNCH_CHECK("max_pool_forward_kernel");
   });
@@ -166,10 +157,9 @@ void max_pool2d_backward(const Ctx& ctx, const Pool2dGeom& g, DType dtype, const
                          const int64_t* indices, void* dx) {
   const int64_t total = g.planes * g.h * g.w;
   if (total == 0) return;
-  DeviceGuard guard(ctx.device);
-  by_dtype("max_pool2d_backward", dtype, [&](auto t) {
-    using T = decltype(t);
-    max_pool_backward_kernel<T><<<blocks_for(total), 256, 0, stream_of(ctx)>>>(
+  launch_floating(ctx, dtype, "max_pool2d_backward", [&](auto tag, cudaStream_t stream) {
+    using T = typename decltype(tag)::type;
+    max_pool_backward_kernel<T><<<blocks_for(total), 256, 0, stream>>>(
         g, static_cast<const T*>(dy), indices, static_cast<T*>(dx), total);
     SINTER_LAUNCH_CHECK("max_pool_backward_kernel");
   });
@@ -178,11 +168,10 @@ void max_pool2d_backward(const Ctx& ctx, const Pool2dGeom& g, DType dtype, const
 void avg_pool2d_forward(const Ctx& ctx, const Pool2dGeom& g, DType dtype, const void* x, void* y) {
   const int64_t total = g.planes * g.h_out * g.w_out;
   if (total == 0) return;
-  DeviceGuard guard(ctx.device);
-  by_dtype("avg_pool2d_forward", dtype, [&](auto t) {
-    using T = decltype(t);
-    avg_pool_forward_kernel<T><<<blocks_for(total), 256, 0, stream_of(ctx)>>>(
-        g, static_cast<const T*>(x), static_cast<T*>(y), total);
+  launch_floating(ctx, dtype, "avg_pool2d_forward", [&](auto tag, cudaStream_t stream) {
+    using T = typename decltype(tag)::type;
+    avg_pool_forward_kernel<T><<<blocks_for(total), 256, 0, stream>>>(g, static_cast<const T*>(x),
+                                                                      static_cast<T*>(y), total);
     SINTER_LAUNCH_CHECK("avg_pool_forward_kernel");
   });
 }
@@ -191,11 +180,10 @@ void avg_pool2d_backward(const Ctx& ctx, const Pool2dGeom& g, DType dtype, const
                          void* dx) {
   const int64_t total = g.planes * g.h * g.w;
   if (total == 0) return;
-  DeviceGuard guard(ctx.device);
-  by_dtype("avg_pool2d_backward", dtype, [&](auto t) {
-    using T = decltype(t);
-    avg_pool_backward_kernel<T><<<blocks_for(total), 256, 0, stream_of(ctx)>>>(
-        g, static_cast<const T*>(dy), static_cast<T*>(dx), total);
+  launch_floating(ctx, dtype, "avg_pool2d_backward", [&](auto tag, cudaStream_t stream) {
+    using T = typename decltype(tag)::type;
+    avg_pool_backward_kernel<T><<<blocks_for(total), 256, 0, stream>>>(g, static_cast<const T*>(dy),
+                                                                       static_cast<T*>(dx), total);
     SINTER_LAUNCH_CHECK("avg_pool_backward_kernel");
   });
 }
@@ -204,11 +192,10 @@ void adaptive_avg_pool2d_forward(const Ctx& ctx, const Pool2dGeom& g, DType dtyp
                                  void* y) {
   const int64_t total = g.planes * g.h_out * g.w_out;
   if (total == 0) return;
-  DeviceGuard guard(ctx.device);
-  by_dtype("adaptive_avg_pool2d_forward", dtype, [&](auto t) {
-    using T = decltype(t);
-    adaptive_forward_kernel<T><<<blocks_for(total), 256, 0, stream_of(ctx)>>>(
-        g, static_cast<const T*>(x), static_cast<T*>(y), total);
+  launch_floating(ctx, dtype, "adaptive_avg_pool2d_forward", [&](auto tag, cudaStream_t stream) {
+    using T = typename decltype(tag)::type;
+    adaptive_forward_kernel<T><<<blocks_for(total), 256, 0, stream>>>(g, static_cast<const T*>(x),
+                                                                      static_cast<T*>(y), total);
     SINTER_LAUNCH_CHECK("adaptive_forward_kernel");
   });
 }
@@ -217,11 +204,10 @@ void adaptive_avg_pool2d_backward(const Ctx& ctx, const Pool2dGeom& g, DType dty
                                   void* dx) {
   const int64_t total = g.planes * g.h * g.w;
   if (total == 0) return;
-  DeviceGuard guard(ctx.device);
-  by_dtype("adaptive_avg_pool2d_backward", dtype, [&](auto t) {
-    using T = decltype(t);
-    adaptive_backward_kernel<T><<<blocks_for(total), 256, 0, stream_of(ctx)>>>(
-        g, static_cast<const T*>(dy), static_cast<T*>(dx), total);
+  launch_floating(ctx, dtype, "adaptive_avg_pool2d_backward", [&](auto tag, cudaStream_t stream) {
+    using T = typename decltype(tag)::type;
+    adaptive_backward_kernel<T><<<blocks_for(total), 256, 0, stream>>>(g, static_cast<const T*>(dy),
+                                                                       static_cast<T*>(dx), total);
     SINTER_LAUNCH_CHECK("adaptive_backward_kernel");
   });
 }

@@ -101,8 +101,8 @@ __device__ __forceinline__ int64_t row_base(int64_t row, int64_t dim, int64_t in
 }
 
 // Threads per block of the row kernels: kThreads in Thread and Warp mode, up to kRowMaxThreads
-// for long rows in Block mode (row_launch). The bound is per mode, so that only Block mode, whose
-// blocks of 1024 threads could otherwise fail to launch, is held to 64 registers a thread. A
+// for long rows in Block mode (visit_row_launch). The bound is per mode, so that only Block mode,
+// whose blocks of 1024 threads could otherwise fail to launch, is held to 64 registers a thread. A
 // minimum of one block per SM (in Block mode, and for f64 in every mode) keeps ptxas from aiming
 // at fewer registers and spilling; without it the f32 and 16-bit Thread and Warp kernels keep
 // their unbounded register counts (30-46), which a minimum of one raised to 40-64.
@@ -447,23 +447,17 @@ unsigned blocks_for(int64_t work, int64_t per_block) {
       std::clamp<int64_t>((work + per_block - 1) / per_block, 1, kMaxBlocks));
 }
 
-struct RowLaunch {
-  Mode mode;
-  unsigned grid;
-  int threads;
-};
-
-RowLaunch row_launch(int64_t rows, int64_t dim, int64_t inner) {
-  if (inner > 1) return {Mode::Thread, blocks_for(rows, kThreads), kThreads};
-  if (dim <= kWarpRowMax) return {Mode::Warp, blocks_for(rows, kThreads / 32), kThreads};
-  return {Mode::Block, blocks_for(rows, 1), dim > 8192 ? kRowMaxThreads : 512};
-}
-
-// Calls f.template operator()<T>() for the floating dtype `dtype`.
+// For the rows no cached kernel takes, calls f(ModeC, grid, threads): a thread per row when the
+// rows are strided (inner > 1), a warp per dense row up to kWarpRowMax elements, a block beyond.
 template <class F>
-void with_floating_type(const char* name, DType dtype, F&& f) {
-  visit_floating(dtype, name,
-                 [&](auto tag) { f.template operator()<typename decltype(tag)::type>(); });
+void visit_row_launch(int64_t rows, int64_t dim, int64_t inner, F&& f) {
+  if (inner > 1) {
+    f(ModeC<Mode::Thread>{}, blocks_for(rows, kThreads), kThreads);
+  } else if (dim <= kWarpRowMax) {
+    f(ModeC<Mode::Warp>{}, blocks_for(rows, kThreads / 32), kThreads);
+  } else {
+    f(ModeC<Mode::Block>{}, blocks_for(rows, 1), dim > 8192 ? kRowMaxThreads : 512);
+  }
 }
 
 template <typename T, bool kLog>
@@ -478,21 +472,11 @@ void softmax_launch(cudaStream_t stream, const T* x, T* y, int64_t outer, int64_
       })) {
     return;
   }
-  const RowLaunch l = row_launch(rows, dim, inner);
-  switch (l.mode) {
-    case Mode::Thread:
-      softmax_kernel<T, Mode::Thread, kLog>
-          <<<l.grid, l.threads, 0, stream>>>(x, y, rows, dim, inner);
-      break;
-    case Mode::Warp:
-      softmax_kernel<T, Mode::Warp, kLog><<<l.grid, l.threads, 0, stream>>>(x, y, rows, dim, inner);
-      break;
-    case Mode::Block:
-      softmax_kernel<T, Mode::Block, kLog>
-          <<<l.grid, l.threads, 0, stream>>>(x, y, rows, dim, inner);
-      break;
-  }
-  SINTER_LAUNCH_CHECK("softmax_kernel");
+  visit_row_launch(rows, dim, inner, [&](auto mode, unsigned grid, int threads) {
+    softmax_kernel<T, decltype(mode)::value, kLog>
+        <<<grid, threads, 0, stream>>>(x, y, rows, dim, inner);
+    SINTER_LAUNCH_CHECK("softmax_kernel");
+  });
 }
 
 template <typename T, bool kLog>
@@ -507,22 +491,11 @@ void softmax_backward_launch(cudaStream_t stream, const T* g, const T* y, T* dx,
       })) {
     return;
   }
-  const RowLaunch l = row_launch(rows, dim, inner);
-  switch (l.mode) {
-    case Mode::Thread:
-      softmax_backward_kernel<T, Mode::Thread, kLog>
-          <<<l.grid, l.threads, 0, stream>>>(g, y, dx, rows, dim, inner);
-      break;
-    case Mode::Warp:
-      softmax_backward_kernel<T, Mode::Warp, kLog>
-          <<<l.grid, l.threads, 0, stream>>>(g, y, dx, rows, dim, inner);
-      break;
-    case Mode::Block:
-      softmax_backward_kernel<T, Mode::Block, kLog>
-          <<<l.grid, l.threads, 0, stream>>>(g, y, dx, rows, dim, inner);
-      break;
-  }
-  SINTER_LAUNCH_CHECK("softmax_backward_kernel");
+  visit_row_launch(rows, dim, inner, [&](auto mode, unsigned grid, int threads) {
+    softmax_backward_kernel<T, decltype(mode)::value, kLog>
+        <<<grid, threads, 0, stream>>>(g, y, dx, rows, dim, inner);
+    SINTER_LAUNCH_CHECK("softmax_backward_kernel");
+  });
 }
 
 }  // namespace
@@ -530,9 +503,8 @@ void softmax_backward_launch(cudaStream_t stream, const T* g, const T* y, T* dx,
 void softmax_rows(const Ctx& ctx, const void* x, DType dtype, int64_t outer, int64_t dim,
                   int64_t inner, bool log, void* y) {
   if (outer * dim * inner == 0) return;
-  DeviceGuard guard(ctx.device);
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  with_floating_type("softmax_rows", dtype, [&]<typename T>() {
+  launch_floating(ctx, dtype, "softmax_rows", [&](auto tag, cudaStream_t stream) {
+    using T = typename decltype(tag)::type;
     const T* xt = static_cast<const T*>(x);
     T* yt = static_cast<T*>(y);
     if (log) {
@@ -546,9 +518,8 @@ void softmax_rows(const Ctx& ctx, const void* x, DType dtype, int64_t outer, int
 void softmax_rows_backward(const Ctx& ctx, const void* g, const void* y, DType dtype, int64_t outer,
                            int64_t dim, int64_t inner, bool log, void* dx) {
   if (outer * dim * inner == 0) return;
-  DeviceGuard guard(ctx.device);
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  with_floating_type("softmax_rows_backward", dtype, [&]<typename T>() {
+  launch_floating(ctx, dtype, "softmax_rows_backward", [&](auto tag, cudaStream_t stream) {
+    using T = typename decltype(tag)::type;
     const T* gt = static_cast<const T*>(g);
     const T* yt = static_cast<const T*>(y);
     T* dxt = static_cast<T*>(dx);
@@ -563,9 +534,8 @@ void softmax_rows_backward(const Ctx& ctx, const void* g, const void* y, DType d
 void cross_entropy_rows(const Ctx& ctx, const CrossEntropyArgs& a, void* loss, void* lse) {
   const int64_t rows = a.n * a.inner;
   if (rows == 0) return;
-  DeviceGuard guard(ctx.device);
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  with_floating_type("cross_entropy_rows", a.dtype, [&]<typename T>() {
+  launch_floating(ctx, a.dtype, "cross_entropy_rows", [&](auto tag, cudaStream_t stream) {
+    using T = typename decltype(tag)::type;
     using A = Acc<T>;
     const T* x = static_cast<const T*>(a.logits);
     A* lo = static_cast<A*>(loss);
@@ -580,22 +550,11 @@ void cross_entropy_rows(const Ctx& ctx, const CrossEntropyArgs& a, void* loss, v
         })) {
       return;
     }
-    const RowLaunch l = row_launch(rows, a.c, a.inner);
-    switch (l.mode) {
-      case Mode::Thread:
-        cross_entropy_kernel<T, Mode::Thread><<<l.grid, l.threads, 0, stream>>>(
-            x, a.target, lo, ls, rows, a.c, a.inner, a.ignore_index, eps);
-        break;
-      case Mode::Warp:
-        cross_entropy_kernel<T, Mode::Warp><<<l.grid, l.threads, 0, stream>>>(
-            x, a.target, lo, ls, rows, a.c, a.inner, a.ignore_index, eps);
-        break;
-      case Mode::Block:
-        cross_entropy_kernel<T, Mode::Block><<<l.grid, l.threads, 0, stream>>>(
-            x, a.target, lo, ls, rows, a.c, a.inner, a.ignore_index, eps);
-        break;
-    }
-    SINTER_LAUNCH_CHECK("cross_entropy_kernel");
+    visit_row_launch(rows, a.c, a.inner, [&](auto mode, unsigned grid, int threads) {
+      cross_entropy_kernel<T, decltype(mode)::value><<<grid, threads, 0, stream>>>(
+          x, a.target, lo, ls, rows, a.c, a.inner, a.ignore_index, eps);
+      SINTER_LAUNCH_CHECK("cross_entropy_kernel");
+    });
   });
 }
 
@@ -603,9 +562,8 @@ void cross_entropy_rows_backward(const Ctx& ctx, const CrossEntropyArgs& a, cons
                                  const void* grad, int64_t grad_stride, void* dlogits) {
   const int64_t total = a.n * a.c * a.inner;
   if (total == 0) return;
-  DeviceGuard guard(ctx.device);
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  with_floating_type("cross_entropy_rows_backward", a.dtype, [&]<typename T>() {
+  launch_floating(ctx, a.dtype, "cross_entropy_rows_backward", [&](auto tag, cudaStream_t stream) {
+    using T = typename decltype(tag)::type;
     using A = Acc<T>;
     cross_entropy_backward_kernel<T><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
         static_cast<const T*>(a.logits), a.target, static_cast<const A*>(lse),
