@@ -24,6 +24,27 @@ OpFn attention_of(AttentionOptions o = {}) {
   return [o](const Inputs& x) { return scaled_dot_product_attention(x[0], x[1], x[2], o); };
 }
 
+// The same through the fused kernels.
+OpFn fused_of(AttentionOptions o = {}) {
+  o.kernel = AttentionKernel::Fused;
+  return attention_of(o);
+}
+
+// Attention with dropout 0.3 from a generator seeded 11 in each call: every call draws the same
+// weights (Philox gives one stream on CPU and CUDA).
+OpFn dropout_of(AttentionOptions o = {}) {
+  return [o](const Inputs& x) {
+    Generator gen(11);
+    AttentionOptions with = o;
+    with.dropout_p = 0.3;
+    with.generator = &gen;
+    return scaled_dot_product_attention(x[0], x[1], x[2], with);
+  };
+}
+
+// Query, key and value of one shape.
+std::vector<Shape> qkv(const Shape& s) { return {s, s, s}; }
+
 }  // namespace
 
 std::vector<OpRow> attention_rows() {
@@ -32,7 +53,7 @@ std::vector<OpRow> attention_rows() {
        .shapes = {S{2, 2, 5, 4}, S{2, 2, 6, 4}, S{2, 2, 6, 3}},
        .fn = attention_of()},
       {.name = "AttentionCausal",
-       .shapes = {S{1, 2, 5, 4}, S{1, 2, 5, 4}, S{1, 2, 5, 4}},
+       .shapes = qkv(S{1, 2, 5, 4}),
        .fn = attention_of({.causal = true})},
       // Tq < Tk: query i sees keys 0..i (top-left aligned); T and D off any tile size.
       {.name = "AttentionCausalRect",
@@ -42,7 +63,7 @@ std::vector<OpRow> attention_rows() {
        .shapes = {S{3, 1, 4}, S{3, 6, 4}, S{3, 6, 4}},
        .fn = attention_of()},
       {.name = "AttentionOneKeyCausal",
-       .shapes = {S{2, 1, 1, 3}, S{2, 1, 1, 3}, S{2, 1, 1, 3}},
+       .shapes = qkv(S{2, 1, 1, 3}),
        .fn = attention_of({.causal = true})},
       {.name = "AttentionBoolMask",
        .shapes = {S{2, 2, 5, 4}, S{2, 2, 6, 4}, S{2, 2, 6, 4}},
@@ -56,53 +77,34 @@ std::vector<OpRow> attention_rows() {
            [](const Inputs& x) {
              return scaled_dot_product_attention(x[0], x[1], x[2], {.causal = true, .mask = x[3]});
            }},
-      // A fresh generator per call: every evaluation of the gradcheck, and both devices, drop the
-      // same weights (Philox gives one stream on CPU and CUDA).
-      {.name = "AttentionDropout",
-       .shapes = {S{2, 1, 6, 4}, S{2, 1, 6, 4}, S{2, 1, 6, 4}},
-       .fn =
-           [](const Inputs& x) {
-             Generator gen(11);
-             return scaled_dot_product_attention(x[0], x[1], x[2],
-                                                 {.dropout_p = 0.3, .generator = &gen});
-           }},
+      {.name = "AttentionDropout", .shapes = qkv(S{2, 1, 6, 4}), .fn = dropout_of()},
       // The fused kernels. Gradchecked through the CPU reference; the CUDA parity runs the general
       // kernels in f32 and, for D = 32, 64 and 128, the tensor-core forward in bf16.
       {.name = "AttentionFused",
        .shapes = {S{2, 2, 5, 4}, S{2, 2, 6, 4}, S{2, 2, 6, 4}},
-       .fn = attention_of({.kernel = AttentionKernel::Fused})},
+       .fn = fused_of()},
       {.name = "AttentionFusedCausal",
-       .shapes = {S{1, 2, 35, 3}, S{1, 2, 35, 3}, S{1, 2, 35, 3}},
-       .fn = attention_of({.causal = true, .kernel = AttentionKernel::Fused})},
+       .shapes = qkv(S{1, 2, 35, 3}),
+       .fn = fused_of({.causal = true})},
       {.name = "AttentionFusedCausalRect",
        .shapes = {S{2, 1, 9, 5}, S{2, 1, 4, 5}, S{2, 1, 4, 5}},
-       .fn = attention_of({.causal = true, .scale = 0.4, .kernel = AttentionKernel::Fused})},
+       .fn = fused_of({.causal = true, .scale = 0.4})},
       {.name = "AttentionFusedOneQuery",
        .shapes = {S{3, 1, 4}, S{3, 6, 4}, S{3, 6, 4}},
-       .fn = attention_of({.kernel = AttentionKernel::Fused})},
+       .fn = fused_of()},
       {.name = "AttentionFusedOneKeyCausal",
-       .shapes = {S{2, 1, 1, 3}, S{2, 1, 1, 3}, S{2, 1, 1, 3}},
-       .fn = attention_of({.causal = true, .kernel = AttentionKernel::Fused})},
-      {.name = "AttentionFusedHead32",
-       .shapes = {S{1, 1, 13, 32}, S{1, 1, 13, 32}, S{1, 1, 13, 32}},
-       .fn = attention_of({.kernel = AttentionKernel::Fused})},
+       .shapes = qkv(S{2, 1, 1, 3}),
+       .fn = fused_of({.causal = true})},
+      {.name = "AttentionFusedHead32", .shapes = qkv(S{1, 1, 13, 32}), .fn = fused_of()},
       {.name = "AttentionFusedHead64Causal",
-       .shapes = {S{1, 1, 11, 64}, S{1, 1, 11, 64}, S{1, 1, 11, 64}},
-       .fn = attention_of({.causal = true, .kernel = AttentionKernel::Fused})},
+       .shapes = qkv(S{1, 1, 11, 64}),
+       .fn = fused_of({.causal = true})},
       {.name = "AttentionFusedHead128Causal",
        .shapes = {S{1, 1, 5, 128}, S{1, 1, 7, 128}, S{1, 1, 7, 128}},
-       .fn = attention_of({.causal = true, .kernel = AttentionKernel::Fused})},
+       .fn = fused_of({.causal = true})},
       {.name = "AttentionFusedDropout",
-       .shapes = {S{2, 1, 6, 4}, S{2, 1, 6, 4}, S{2, 1, 6, 4}},
-       .fn =
-           [](const Inputs& x) {
-             Generator gen(11);
-             return scaled_dot_product_attention(x[0], x[1], x[2],
-                                                 {.causal = true,
-                                                  .dropout_p = 0.3,
-                                                  .generator = &gen,
-                                                  .kernel = AttentionKernel::Fused});
-           }},
+       .shapes = qkv(S{2, 1, 6, 4}),
+       .fn = dropout_of({.causal = true, .kernel = AttentionKernel::Fused})},
   };
 }
 
@@ -391,8 +393,8 @@ TEST(AttentionFused, CudaKernelsMatchTheComposedFormAcrossTiles) {
     expect_cuda_fused_is_reference({1, 2, 90, 128}, {1, 2, 90, 128}, drop, DType::f16, 1e-2);
   }
   // A long causal sequence: many tiles of both sides, the diagonal tile mid-way.
-  expect_cuda_fused_is_reference({1, 2, 1000, 64}, {1, 2, 1000, 64}, {.causal = true},
-                                 DType::bf16, 3e-2);
+  expect_cuda_fused_is_reference({1, 2, 1000, 64}, {1, 2, 1000, 64}, {.causal = true}, DType::bf16,
+                                 3e-2);
 }
 
 // Contiguous operands that start off a 16-byte boundary take the general kernels (the tensor-core

@@ -4,33 +4,26 @@
 
 namespace sinter::testing {
 
+namespace {
+
+// A convolution row, with the f32 parity tolerance of a sum over many taps (2e-4).
+OpRow conv_row(std::string name, std::vector<Shape> shapes, Conv2dOptions o) {
+  return {.name = std::move(name), .shapes = std::move(shapes), .fn = conv2d_of(o), .tol = 2e-4};
+}
+
+}  // namespace
+
 std::vector<OpRow> conv_rows() {
   return {
       // conv2d: x (N, C_in, H, W), weight (C_out, C_in / groups, kH, kW), bias (C_out).
-      {.name = "Conv2d",
-       .shapes = {S{2, 3, 5, 6}, S{4, 3, 3, 3}, S{4}},
-       .fn = conv2d_of({}),
-       .tol = 2e-4},
-      {.name = "Conv2dNoBias",
-       .shapes = {S{2, 3, 5, 6}, S{4, 3, 3, 3}},
-       .fn = conv2d_of({}),
-       .tol = 2e-4},
-      {.name = "Conv2dGroupsStridePad",
-       .shapes = {S{2, 4, 6, 5}, S{6, 2, 3, 3}, S{6}},
-       .fn = conv2d_of({.stride = {2, 2}, .padding = {1, 1}, .groups = 2}),
-       .tol = 2e-4},
-      {.name = "Conv2dDilation",
-       .shapes = {S{1, 2, 7, 8}, S{3, 2, 3, 2}, S{3}},
-       .fn = conv2d_of({.stride = {1, 2}, .padding = {1, 2}, .dilation = {2, 3}}),
-       .tol = 2e-4},
-      {.name = "Conv2dDepthwise",
-       .shapes = {S{2, 3, 5, 5}, S{3, 1, 3, 3}},
-       .fn = conv2d_of({.padding = {1, 1}, .groups = 3}),
-       .tol = 2e-4},
-      {.name = "Conv2dPointwise",
-       .shapes = {S{2, 4, 3, 3}, S{5, 4, 1, 1}, S{5}},
-       .fn = conv2d_of({}),
-       .tol = 2e-4},
+      conv_row("Conv2d", {S{2, 3, 5, 6}, S{4, 3, 3, 3}, S{4}}, {}),
+      conv_row("Conv2dNoBias", {S{2, 3, 5, 6}, S{4, 3, 3, 3}}, {}),
+      conv_row("Conv2dGroupsStridePad", {S{2, 4, 6, 5}, S{6, 2, 3, 3}, S{6}},
+               {.stride = {2, 2}, .padding = {1, 1}, .groups = 2}),
+      conv_row("Conv2dDilation", {S{1, 2, 7, 8}, S{3, 2, 3, 2}, S{3}},
+               {.stride = {1, 2}, .padding = {1, 2}, .dilation = {2, 3}}),
+      conv_row("Conv2dDepthwise", {S{2, 3, 5, 5}, S{3, 1, 3, 3}}, {.padding = {1, 1}, .groups = 3}),
+      conv_row("Conv2dPointwise", {S{2, 4, 3, 3}, S{5, 4, 1, 1}, S{5}}, {}),
       {.name = "Conv2dStridedInput",
        .shapes = {S{2, 5, 3, 4}, S{3, 4, 2, 2}},
        .fn =
