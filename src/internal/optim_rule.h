@@ -10,9 +10,9 @@
 // Optimizer::rule_step over group `group` for the row X(name, Rule) of SINTER_OPTIM_RULES, with
 // the group's options `o` and its buffers, the RuleBuffers after `o`: the host fills the tensors'
 // step scalars with Rule::step in the default mode, and each bucket of one device and dtype runs
-// name##_step there.
+// name##_step there. Called through this->, so that it also resolves in class templates (Adam's).
 #define SINTER_RULE_STEP(name, Rule, group, o, ...)                                            \
-  rule_step(                                                                                   \
+  this->rule_step(                                                                             \
       group, std::vector<::sinter::optim::Optimizer::RuleBuffer>{__VA_ARGS__}, (o).capturable, \
       Rule::kCountsSteps,                                                                      \
       [&](double t, double* out) {                                                             \

@@ -21,8 +21,8 @@ void AdamUpdate<Options, Group>::step_group(size_t group, const Options& w) {
   SINTER_ADAM_OPTIONS(SINTER_COPY_OPTION_)
 #undef SINTER_COPY_OPTION_
   // Turning amsgrad on midway starts the running maximum at zero.
-  this->SINTER_RULE_STEP(adam, kern::AdamRule, group, o, {"exp_avg", 0.0, true},
-                         {"exp_avg_sq", 0.0, true}, {o.amsgrad ? "max_exp_avg_sq" : ""});
+  SINTER_RULE_STEP(adam, kern::AdamRule, group, o, {"exp_avg", 0.0, true},
+                   {"exp_avg_sq", 0.0, true}, {o.amsgrad ? "max_exp_avg_sq" : ""});
 }
 
 template class AdamUpdate<AdamOptions, AdamGroup>;
