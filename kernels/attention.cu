@@ -83,8 +83,9 @@ __device__ __forceinline__ attn::TileOf tile_of(int64_t tiles, bool last_first) 
 }
 
 // Where a backward block works (Note [attention tiles]): its tile's first row r0, of the query
-// rows for dq and of the key rows for dk and dv (block_rows a tile); its head h, and that head's
-// element offsets into Q/dout and K/V (d a row); its lane and warp.
+// rows for dq (the last tiles first: under a causal mask they have the most keys) and of the key
+// rows for dk and dv (block_rows a tile); its head h, and that head's element offsets into Q/dout
+// and K/V (d a row); its lane and warp.
 struct BackwardBlock {
   int64_t r0, h, off_q, off_k;
   int lane, warp;
@@ -446,6 +447,7 @@ struct FourTiles {
 };
 template <int kD, class T>
 __device__ __forceinline__ FourTiles<T> four_tiles(unsigned char* smem) {
+  static_assert(sizeof(T) == 2, "the tensor-core tiles hold 16-bit elements (MmaTile::kBytes)");
   T* base = reinterpret_cast<T*>(smem);
   constexpr int kElems = MmaTile<kD>::kElems;
   return {base, base + kElems, base + 2 * kElems, base + 3 * kElems};

@@ -12,6 +12,7 @@
 #include "cuda_check.cuh"
 #include "internal/cuda_runtime.h"
 #include "kern/ctx.h"
+#include "sinter/core/noncopyable.h"
 
 namespace sinter::cudak {
 
@@ -21,7 +22,7 @@ namespace sinter::cudak {
 // stream gets memory of the graph instead (cudaMallocAsync), since a block given back to the pool
 // during capture could be handed out while the graph still runs.
 template <typename T>
-class Scratch {
+class Scratch : NonCopyable {
  public:
   Scratch(const kern::Ctx& ctx, int64_t count) : stream_(static_cast<cudaStream_t>(ctx.stream)) {
     if (count <= 0) return;
@@ -49,8 +50,6 @@ class Scratch {
       std::fprintf(stderr, "sinter: freeing kernel scratch failed: %s\n", e.what());
     }
   }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
 
   T* get() const { return ptr_; }
 

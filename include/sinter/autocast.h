@@ -22,10 +22,11 @@
 
 #include "sinter/core/device.h"
 #include "sinter/core/dtype.h"
+#include "sinter/core/noncopyable.h"
 
 namespace sinter::autocast {
 
-class Guard {
+class Guard : NonCopyable {
  public:
   // Autocast to `dtype` (bf16 or f16; f16 on CUDA only) for ops whose tensors are on `device`
   // type, as torch.autocast(device_type, dtype): the device type is required (a guard for one
@@ -33,8 +34,6 @@ class Guard {
   // bf16 on the CPU. enabled = false turns autocast off for the scope instead.
   explicit Guard(DeviceType device, std::optional<DType> dtype = std::nullopt, bool enabled = true);
   ~Guard();
-  Guard(const Guard&) = delete;
-  Guard& operator=(const Guard&) = delete;
 
  private:
   DeviceType device_;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sinter/core/noncopyable.h"
 #include "sinter/tensor.h"
 
 namespace sinter {
@@ -60,12 +61,10 @@ struct GradMode {
   static void set_enabled(bool enabled);
 };
 
-class NoGradGuard {
+class NoGradGuard : NonCopyable {
  public:
   NoGradGuard() : prev_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
   ~NoGradGuard() { GradMode::set_enabled(prev_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
 
  private:
   bool prev_;
@@ -91,12 +90,10 @@ void queue_callback(std::function<void()> callback);
 // sinter::Error naming the node (the forward op that created it), the input the gradient is for,
 // and the forward inputs' shapes. Each check reads a value back from the device, so the mode is for
 // finding a bug, not for training at full speed. Guards nest.
-class DetectAnomalyGuard {
+class DetectAnomalyGuard : NonCopyable {
  public:
   explicit DetectAnomalyGuard(bool enabled = true);
   ~DetectAnomalyGuard();
-  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
-  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
 
  private:
   bool previous_;

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "sinter/core/noncopyable.h"
+
 struct CUstream_st;
 
 namespace sinter::cuda {
@@ -84,14 +86,12 @@ Stream current_stream(int device = -1);
 void set_current_stream(const Stream& stream);
 
 // Makes a stream current for its device until the end of the scope, then restores the previous one.
-class StreamGuard {
+class StreamGuard : NonCopyable {
  public:
   explicit StreamGuard(const Stream& stream) : previous_(current_stream(stream.device())) {
     set_current_stream(stream);
   }
   ~StreamGuard() { set_current_stream(previous_); }
-  StreamGuard(const StreamGuard&) = delete;
-  StreamGuard& operator=(const StreamGuard&) = delete;
 
  private:
   Stream previous_;
@@ -138,12 +138,10 @@ struct MemoryStats {
 // device throws sinter::Error naming the call: item() and other copies to the host, copies from
 // pageable host memory, and synchronize() of a device, stream or event. Graph::capture runs under
 // one; tests wrap a training step in one to show that it never waits. Guards nest.
-class NoSyncGuard {
+class NoSyncGuard : NonCopyable {
  public:
   NoSyncGuard();
   ~NoSyncGuard();
-  NoSyncGuard(const NoSyncGuard&) = delete;
-  NoSyncGuard& operator=(const NoSyncGuard&) = delete;
 
  private:
   bool previous_;
@@ -169,13 +167,11 @@ void check_host_sync(const char* what);
 // capture (a momentum buffer or Adam's moments made there would start afresh at every replay: an
 // eager step first makes them), and random numbers (dropout) are refused, since their seed would
 // repeat at every replay. A failed capture leaves the Graph as new.
-class Graph {
+class Graph : NonCopyable {
  public:
   Graph();
   // Waits for the device, then frees the graph and closes its memory pool.
   ~Graph();
-  Graph(const Graph&) = delete;
-  Graph& operator=(const Graph&) = delete;
 
   void capture(const std::function<void()>& fn, int device = -1);
   // Queues the captured work on the current stream of the graph's device.

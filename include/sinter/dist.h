@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "sinter/core/noncopyable.h"
 #include "sinter/nn/module.h"
 #include "sinter/tensor.h"
 
@@ -108,13 +109,11 @@ struct DDPOptions {
 // parameters (names, shapes, dtypes) and broadcasts rank 0's parameters and buffers. Gradients are
 // averaged over the ranks during backward(); when backward returns, every parameter's .grad() holds
 // the average (the wait for the last bucket happens at the end of backward).
-class DistributedDataParallel {
+class DistributedDataParallel : NonCopyable {
  public:
   DistributedDataParallel(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> pg,
                           DDPOptions options = {});
   ~DistributedDataParallel();
-  DistributedDataParallel(const DistributedDataParallel&) = delete;
-  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
   Tensor forward(const Tensor& x);
   nn::Module& module() { return *module_; }
@@ -123,12 +122,10 @@ class DistributedDataParallel {
 
   // While the guard lives, backward accumulates gradients locally without communicating; the first
   // backward after it ends all-reduces the accumulated sum (gradient accumulation).
-  class NoSync {
+  class NoSync : NonCopyable {
    public:
     explicit NoSync(DistributedDataParallel& ddp);
     ~NoSync();
-    NoSync(const NoSync&) = delete;
-    NoSync& operator=(const NoSync&) = delete;
 
    private:
     DistributedDataParallel& ddp_;

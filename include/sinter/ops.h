@@ -82,18 +82,15 @@ Tensor tril(const Tensor& a, int64_t diagonal = 0);
 Tensor triu(const Tensor& a, int64_t diagonal = 0);
 
 // --- comparisons (not differentiable; bool results) ---
-Tensor eq(const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Tensor& b);
-Tensor eq(const Tensor& a, const Scalar& b);
-Tensor ne(const Tensor& a, const Scalar& b);
-Tensor lt(const Tensor& a, const Scalar& b);
-Tensor le(const Tensor& a, const Scalar& b);
-Tensor gt(const Tensor& a, const Scalar& b);
-Tensor ge(const Tensor& a, const Scalar& b);
+// eq, ne, lt, le, gt and ge (==, !=, <, <=, >, >=), each of two tensors and of a tensor and a
+// scalar: Tensor eq(const Tensor& a, const Tensor& b) and Tensor eq(const Tensor& a,
+// const Scalar& b), and so on. The list's second column names each one's elementwise kernel op.
+#define SINTER_COMPARISONS(X) X(eq, Eq) X(ne, Ne) X(lt, Lt) X(le, Le) X(gt, Gt) X(ge, Ge)
+#define SINTER_DECLARE_COMPARISON_(name, op)     \
+  Tensor name(const Tensor& a, const Tensor& b); \
+  Tensor name(const Tensor& a, const Scalar& b);
+SINTER_COMPARISONS(SINTER_DECLARE_COMPARISON_)
+#undef SINTER_DECLARE_COMPARISON_
 
 // --- unary math and activations ---
 Tensor exp(const Tensor& a);

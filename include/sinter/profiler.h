@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "sinter/core/noncopyable.h"
+
 namespace sinter::profiler {
 
 namespace detail {
@@ -27,12 +29,10 @@ struct Event {
 
 // Records while alive; one at a time per process (a second throws). Ops on every thread are
 // recorded; each is also an NVTX range for Nsight Systems.
-class Guard {
+class Guard : NonCopyable {
  public:
   Guard();
   ~Guard();
-  Guard(const Guard&) = delete;
-  Guard& operator=(const Guard&) = delete;
 
   // The events so far, in the order they ended; reading CUDA timings waits for the device.
   std::vector<Event> events() const;
@@ -45,12 +45,10 @@ class Guard {
 
 // A named span of a program (a training phase, "forward", "epoch 3"): recorded like an op while a
 // Guard lives, and an NVTX range.
-class Range {
+class Range : NonCopyable {
  public:
   explicit Range(const char* name);
   ~Range();
-  Range(const Range&) = delete;
-  Range& operator=(const Range&) = delete;
 
  private:
   std::unique_ptr<detail::OpScope> scope_;

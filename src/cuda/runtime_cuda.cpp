@@ -21,6 +21,7 @@
 #include "internal/cuda_check.h"
 #include "internal/cuda_runtime.h"
 #include "sinter/core/error.h"
+#include "sinter/core/noncopyable.h"
 #include "sinter/cuda.h"
 
 namespace sinter::cuda {
@@ -48,15 +49,13 @@ int checked_device(int device) {
 }
 
 // An event for ordering only, destroyed with the scope (the driver frees it once it has completed).
-class ScopedEvent {
+class ScopedEvent : NonCopyable {
  public:
   explicit ScopedEvent(int device) {
     DeviceGuard guard(device);
     SINTER_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
   }
   ~ScopedEvent() { log_if_failed(cudaEventDestroy(event_), "cudaEventDestroy"); }
-  ScopedEvent(const ScopedEvent&) = delete;
-  ScopedEvent& operator=(const ScopedEvent&) = delete;
   cudaEvent_t get() const { return event_; }
 
  private:
@@ -97,12 +96,10 @@ bool query_done(cudaError_t err) {
 
 // Segments from cudaMalloc on one device, and the events of Note [stream uses].
 // Switches the calling thread to relaxed stream-capture mode for its lifetime.
-class RelaxedCapture {
+class RelaxedCapture : NonCopyable {
  public:
   RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
   ~RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
-  RelaxedCapture(const RelaxedCapture&) = delete;
-  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
 
  private:
   cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;

@@ -15,6 +15,7 @@
 #include "dist/process_group_impl.h"
 #include "internal/cuda_check.h"
 #include "internal/cuda_runtime.h"
+#include "sinter/core/noncopyable.h"
 #include "sinter/cuda.h"
 
 namespace sinter::dist::detail {
@@ -46,15 +47,13 @@ ncclDataType_t nccl_type(DType dtype) {
 }
 
 // Makes `device` current for a scope.
-class DeviceSwitch {
+class DeviceSwitch : NonCopyable {
  public:
   explicit DeviceSwitch(int device) {
     SINTER_CUDA_CHECK(cudaGetDevice(&previous_));
     if (previous_ != device) SINTER_CUDA_CHECK(cudaSetDevice(device));
   }
   ~DeviceSwitch() { (void)cudaSetDevice(previous_); }
-  DeviceSwitch(const DeviceSwitch&) = delete;
-  DeviceSwitch& operator=(const DeviceSwitch&) = delete;
 
  private:
   int previous_ = 0;

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "sinter/autocast.h"
+#include "sinter/core/noncopyable.h"
 #include "sinter/tensor.h"
 
 namespace sinter::autocast::detail {
@@ -26,12 +27,10 @@ std::optional<DType> target(Op op, const Tensor& t);
 Tensor cast(const Tensor& t, DType to);
 
 // Turns autocast off in this thread for a scope (an op's re-entry with cast operands, backward).
-class Suspend {
+class Suspend : NonCopyable {
  public:
   Suspend();
   ~Suspend();
-  Suspend(const Suspend&) = delete;
-  Suspend& operator=(const Suspend&) = delete;
 
  private:
   bool previous_;

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sinter/core/noncopyable.h"
 #include "sinter/cuda.h"
 
 namespace sinter::cuda::detail {
@@ -73,7 +74,7 @@ struct RawBackend {
 // are not given back (empty_cache, the out-of-memory retry) while the pool is open. Closing the
 // pool (the graph destroyed) gives its wholly free segments back at once, and the rest as the
 // tensors that still hold blocks of it are freed.
-class CachingAllocator {
+class CachingAllocator : NonCopyable {
  public:
   static constexpr size_t kRound = 512;
   static constexpr size_t kSmallLimit = size_t{1} << 20;
@@ -86,8 +87,6 @@ class CachingAllocator {
   CachingAllocator(RawBackend& backend, int device, bool caching = true);
   // Gives the wholly free segments back; segments with blocks still in use are left alone.
   ~CachingAllocator();
-  CachingAllocator(const CachingAllocator&) = delete;
-  CachingAllocator& operator=(const CachingAllocator&) = delete;
 
   // `stream` is an opaque key (a cudaStream_t, or any pointer in tests). nbytes == 0 gives nullptr.
   void* allocate(size_t nbytes, const void* stream);

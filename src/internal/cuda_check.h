@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "sinter/core/error.h"
+#include "sinter/core/noncopyable.h"
 
 // Throws with the error's name, its description and the failing expression. The runtime's
 // last-error state is cleared first, so that a later launch check does not report the same failure
@@ -29,7 +30,7 @@ namespace sinter::cuda {
 // Makes `device` current for the scope, and the previous one again at its end (the legacy default
 // stream, cudaMalloc, event creation and kernel launches all act on the current device). A failure
 // to switch back is logged, not thrown, and is silent while the runtime is being unloaded.
-class DeviceGuard {
+class DeviceGuard : NonCopyable {
  public:
   explicit DeviceGuard(int device) {
     SINTER_CUDA_CHECK(cudaGetDevice(&previous_));
@@ -47,8 +48,6 @@ class DeviceGuard {
     std::fprintf(stderr, "sinter: DeviceGuard could not restore device %d: %s\n", previous_,
                  cudaGetErrorString(err));
   }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
   int previous_ = 0;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sinter/core/noncopyable.h"
 #include "sinter/tensor.h"
 
 namespace sinter::profiler::detail {
@@ -41,7 +42,7 @@ void append_shapes(std::string& out, bool& cuda, const std::vector<Tensor>& ts,
 }
 
 // Records one op from construction to destruction while a Guard lives.
-class OpScope {
+class OpScope : NonCopyable {
  public:
   template <class... Tensors>
   OpScope(const char* name, const Tensors&... inputs) {
@@ -54,8 +55,6 @@ class OpScope {
   ~OpScope() {
     if (active_) end();
   }
-  OpScope(const OpScope&) = delete;
-  OpScope& operator=(const OpScope&) = delete;
 
  private:
   void begin(const char* name, std::string shapes, bool cuda);

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "sinter/autograd.h"
+#include "sinter/core/noncopyable.h"
 #include "sinter/nn/init.h"
 
 namespace sinter::nn::models {
@@ -147,12 +148,10 @@ Tensor GPT::forward(const Tensor& idx) {
 namespace {
 
 // Restores a module's training mode at the end of a scope.
-class TrainingModeGuard {
+class TrainingModeGuard : NonCopyable {
  public:
   explicit TrainingModeGuard(Module& m) : m_(m), was_training_(m.is_training()) {}
   ~TrainingModeGuard() { m_.train(was_training_); }
-  TrainingModeGuard(const TrainingModeGuard&) = delete;
-  TrainingModeGuard& operator=(const TrainingModeGuard&) = delete;
 
  private:
   Module& m_;

@@ -18,6 +18,7 @@
 #include "internal/atomic_file.h"
 #include "kern/elementwise_ops.h"
 #include "sinter/autograd.h"
+#include "sinter/core/noncopyable.h"
 #include "sinter/nn/models.h"
 #include "sinter/nn/modules.h"
 #include "sinter/onnx.h"
@@ -626,7 +627,7 @@ class Exporter {
 
 // Restores the training mode of every module in a tree at the end of a scope (a frozen BatchNorm
 // inside a training model stays frozen).
-class ModeGuard {
+class ModeGuard : NonCopyable {
  public:
   explicit ModeGuard(nn::Module& root) { save(root); }
   // Pre-order: each module's (recursive) train() comes after its ancestors' and before its
@@ -634,8 +635,6 @@ class ModeGuard {
   ~ModeGuard() {
     for (const auto& [m, training] : modes_) m->train(training);
   }
-  ModeGuard(const ModeGuard&) = delete;
-  ModeGuard& operator=(const ModeGuard&) = delete;
 
  private:
   void save(nn::Module& m) {

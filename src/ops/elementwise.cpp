@@ -611,12 +611,7 @@ Tensor triu(const Tensor& a, int64_t diagonal) {
   Tensor name(const Tensor& a, const Scalar& b) {                     \
     return binary_raw(#name, promoted(#name, a, b), b, BinaryOp::OP); \
   }
-SINTER_COMPARISON(eq, Eq)
-SINTER_COMPARISON(ne, Ne)
-SINTER_COMPARISON(lt, Lt)
-SINTER_COMPARISON(le, Le)
-SINTER_COMPARISON(gt, Gt)
-SINTER_COMPARISON(ge, Ge)
+SINTER_COMPARISONS(SINTER_COMPARISON)  // sinter/ops.h
 #undef SINTER_COMPARISON
 
 // --- unary math ---

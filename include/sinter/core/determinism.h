@@ -3,6 +3,8 @@
 // run after run (Note [deterministic algorithms] in src/core/determinism.cpp).
 #pragma once
 
+#include "sinter/core/noncopyable.h"
+
 namespace sinter {
 
 // Process-wide, like the generator's seed: set it once before training. Off by default, since the
@@ -11,14 +13,12 @@ void use_deterministic_algorithms(bool on);
 bool deterministic_algorithms_enabled();
 
 // Sets the mode for a scope and restores the previous one at its end.
-class DeterministicGuard {
+class DeterministicGuard : NonCopyable {
  public:
   explicit DeterministicGuard(bool on = true) : previous_(deterministic_algorithms_enabled()) {
     use_deterministic_algorithms(on);
   }
   ~DeterministicGuard() { use_deterministic_algorithms(previous_); }
-  DeterministicGuard(const DeterministicGuard&) = delete;
-  DeterministicGuard& operator=(const DeterministicGuard&) = delete;
 
  private:
   bool previous_;

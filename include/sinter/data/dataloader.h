@@ -12,6 +12,7 @@
 
 #include "sinter/core/device.h"
 #include "sinter/core/generator.h"
+#include "sinter/core/noncopyable.h"
 #include "sinter/data/dataset.h"
 
 namespace sinter::data {
@@ -65,15 +66,13 @@ class EpochRun;
 //                               shard.set_epoch(epoch);
 //                               return shard.indices();
 //                             }});
-class DataLoader {
+class DataLoader : NonCopyable {
  public:
   // The loader shares ownership of the dataset.
   DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
   // The caller keeps `dataset` alive for as long as the loader.
   DataLoader(const Dataset& dataset, DataLoaderOptions options);
   ~DataLoader();
-  DataLoader(const DataLoader&) = delete;
-  DataLoader& operator=(const DataLoader&) = delete;
 
   class Iterator {
    public:

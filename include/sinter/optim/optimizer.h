@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sinter/autograd.h"
+#include "sinter/core/noncopyable.h"
 #include "sinter/state_dict.h"
 #include "sinter/tensor.h"
 
@@ -88,11 +89,9 @@ using Hyperparameters = std::map<std::string, double>;
 // A parameter that has not been stepped yet has no state entries. Loading checks every key, the
 // group sizes, the shapes and the hyperparameter values before it changes anything, so a bad dict
 // leaves the optimizer as it was; buffers are copied to the parameter's device and dtype.
-class Optimizer {
+class Optimizer : NonCopyable {
  public:
   virtual ~Optimizer();
-  Optimizer(const Optimizer&) = delete;
-  Optimizer& operator=(const Optimizer&) = delete;
 
   // One update of every parameter that has a gradient (parameters whose grad is undefined are
   // skipped). Runs under NoGradGuard.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "sinter/core/noncopyable.h"
 #include "sinter/optim/optimizer.h"
 #include "sinter/state_dict.h"
 
@@ -13,11 +14,9 @@ namespace sinter::optim {
 // Construction sets every group's lr to its value at step 0 (PyTorch's initial step); each step()
 // advances the count t by one and sets the lr for the new t. Call it after optimizer.step(). The
 // scheduler keeps a reference to the optimizer, which must outlive it.
-class LRScheduler {
+class LRScheduler : NonCopyable {
  public:
   virtual ~LRScheduler();
-  LRScheduler(const LRScheduler&) = delete;
-  LRScheduler& operator=(const LRScheduler&) = delete;
 
   void step();
   // The learning rates this scheduler set last, one per group.
