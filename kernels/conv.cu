@@ -153,8 +153,8 @@ void conv2d_forward(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const void
   dispatch("conv2d_forward", g, dtype, [&](auto t, auto idx) {
     using T = decltype(t);
     using I = decltype(idx);
-    const FwdProblem<T, I> p{Geom<I>(g), static_cast<const T*>(x), static_cast<const T*>(weight),
-                             static_cast<const T*>(bias), static_cast<T*>(y)};
+    const FwdProblem<T, I> p{{Geom<I>(g), static_cast<const T*>(x), static_cast<const T*>(weight),
+                              static_cast<const T*>(bias), static_cast<T*>(y)}};
     const ImplicitGemm s = FwdProblem<T, I>::shape(g);
     launch_gemm<T>(ctx, p, g.groups, s.m, s.n, s.k, s.k, 1);
   });
@@ -168,8 +168,8 @@ void conv2d_backward_input(const Ctx& ctx, const Conv2dGeom& g, DType dtype, con
   dispatch("conv2d_backward_input", g, dtype, [&](auto t, auto idx) {
     using T = decltype(t);
     using I = decltype(idx);
-    const DgradProblem<T, I> p{Geom<I>(g), static_cast<const T*>(dy), static_cast<const T*>(weight),
-                               static_cast<T*>(dx)};
+    const DgradProblem<T, I> p{{Geom<I>(g), static_cast<const T*>(dy),
+                                static_cast<const T*>(weight), static_cast<T*>(dx)}};
     const ImplicitGemm s = DgradProblem<T, I>::shape(g);
     launch_gemm<T>(ctx, p, g.groups, s.m, s.n, s.k, s.k, 1);
   });
@@ -195,10 +195,10 @@ void conv2d_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
     using T = decltype(t);
     using I = decltype(idx);
     using A = Acc<T>;
-    WgradProblem<T, I> p{Geom<I>(g), static_cast<const T*>(x), static_cast<const T*>(dy),
-                         static_cast<T*>(dweight), nullptr};
+    WgradProblem<T, I> p{{Geom<I>(g), static_cast<const T*>(x), static_cast<const T*>(dy),
+                          static_cast<T*>(dweight), nullptr}};
     // One launch over K range chunks of `chunk`; when parts > 1 the partial sums go to acc_out
-    // (see WgradProblem for acc_slice).
+    // (see WgradConv for acc_slice).
     const auto run = [&](A* acc_out, int64_t acc_slice, int64_t chunk, int parts) {
       if constexpr (std::is_same_v<A, float>) {
         if (tc) {
@@ -206,8 +206,8 @@ void conv2d_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
                                          parts);
         }
       }
-      p.acc_out = acc_out;
-      p.acc_slice = acc_slice;
+      p.p.acc_out = acc_out;
+      p.p.acc_slice = acc_slice;
       launch_gemm<T>(ctx, p, g.groups, M, N, K, chunk, parts);
     };
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096));

@@ -1,10 +1,10 @@
-// The three passes of a convolution as implicit GEMMs, for both kernel families: the CUDA-core
-// kernels of kernels/conv.cu (FwdProblem, DgradProblem, WgradProblem; Note [implicit gemm]) and the
-// tensor-core ones of kernels/conv_tc.cu (FwdTc, DgradTc, WgradTc; Note [conv layout]). For each:
+// The three passes of a convolution as implicit GEMMs (FwdConv, DgradConv, WgradConv): for each,
 // its (m, n, k) extents, A(m, k) and B(k, n) as gathered from the tensors, and where C(m, n) goes,
-// over the geometry both index with. The kernels run them on the GPU; the CPU suite runs the same
-// code naively against a direct convolution (tests/test_warp_mma.cpp). No CUDA header: a host
-// compiler reads this file too, with the f32 stand-ins of Acc, to_acc and from_acc below.
+// over the geometry they index with. The tensor-core kernels of kernels/conv_tc.cu run them as
+// they are (FwdTc, ...; Note [conv layout]), the CUDA-core ones of kernels/conv.cu transposed
+// (FwdProblem, ...; Note [implicit gemm]). The kernels run them on the GPU; the CPU suite runs
+// the same code naively against a direct convolution (tests/test_warp_mma.cpp). No CUDA header: a
+// host compiler reads this file too, with the f32 stand-ins of Acc, to_acc and from_acc below.
 #pragma once
 
 #include <cstdint>
@@ -66,7 +66,7 @@ struct Geom {
   // Offsets, computed in the arguments' type J: channel c at flattened pixel p in the output side
   // (y, dy: c_out planes of h_out x w_out) and in the input side (x, dx: c_in planes of h x w);
   // element (co, k) of the weight or its gradient, co the output channel and k = (ci, i, j)
-  // flattened.
+  // flattened, that is ci * taps() + tap.
   template <typename J>
   SINTER_CONV_FN J out_offset(J p, J c) const {
     return nchw_offset<J>(p, c, c_out, J(h_out) * w_out);
@@ -104,15 +104,6 @@ struct Geom {
     const I oh = th / sh, ow = tw / sw;
     if (oh >= h_out || ow >= w_out) return zero;
     return dy[((static_cast<int64_t>(b) * c_out + c) * h_out + oh) * w_out + ow];
-  }
-  // The same widened to the accumulation type, 0 for `zero`.
-  template <typename T>
-  SINTER_CONV_FN Acc<T> x_at(const T* x, I p, int grp, I k) const {
-    return to_acc(x_tap(x, p, grp, k, from_acc<T>(Acc<T>(0))));
-  }
-  template <typename T>
-  SINTER_CONV_FN Acc<T> dy_at(const T* dy, I p, int grp, I k) const {
-    return to_acc(dy_tap(dy, p, grp, k, from_acc<T>(Acc<T>(0))));
   }
 };
 
@@ -176,145 +167,111 @@ SINTER_CONV_FN int64_t split_end(int split, int64_t k_chunk, int64_t K) {
   return end < K ? end : K;
 }
 
-// --- The CUDA-core kernels' problems (kernels/conv.cu), in the index type I ---
+// --- The three passes ---
 
-// Forward, per group: M = cog, N = n * h_out * w_out, K = cig * kh * kw.
-// A(co, (ci, i, j)) = weight[g * cog + co, ci, i, j]; B((ci, i, j), (b, oh, ow)) = the input under
-// tap (i, j) of output (oh, ow); C(co, (b, oh, ow)) = y[b, g * cog + co, oh, ow] (+ bias).
+// Each pass gives, per group grp, A(m, k) and B(k, n) as gathered from the tensors (`zero` in the
+// padding) and stores C(m, n) (Note [conv layout]), in the index type I: m runs over pixels (over
+// the filter taps for the weight gradient) and n over the group's channels. kAAlongM / kBAlongN say
+// along which index an operand is contiguous in memory, so that a warp's threads load along it;
+// shape gives (m, n, k).
+// The tensor-core kernels (kernels/conv_tc.cu) run the passes as they are, with I = int:
+// conv_tc_supported only lets through convolutions whose tensors, and the tile overhang past them,
+// index within int32. The CUDA-core kernels (kernels/conv.cu) run them transposed (Transposed).
+
+// Forward: M = n * h_out * w_out, N = cog, K = cig * kh * kw. A((b, oh, ow), (ci, i, j)) = the
+// input under tap (i, j) of output (oh, ow); B((ci, i, j), co) = weight[g * cog + co, ci, i, j];
+// C((b, oh, ow), co) = y[b, g * cog + co, oh, ow] (+ bias).
 template <typename T, typename I>
-struct FwdProblem {
-  static ImplicitGemm shape(const Extents& e) { return {e.co, e.out_px, e.ci_taps}; }
+struct FwdConv {
   Geom<I> g;
-  const T* x;
-  const T* wt;
-  const T* bias;
-  T* y;
-  SINTER_CONV_FN Acc<T> a(int grp, int64_t m, int64_t k) const {
-    return to_acc(wt[g.weight_offset(grp * static_cast<int64_t>(g.cog) + m, k)]);
-  }
-  SINTER_CONV_FN Acc<T> b(int grp, int64_t k, int64_t n) const {
-    return g.x_at(x, static_cast<I>(n), grp, static_cast<I>(k));
-  }
-  SINTER_CONV_FN void store(int grp, int64_t m, int64_t n, Acc<T> v, int) const {
-    const int64_t co = grp * static_cast<int64_t>(g.cog) + m;
-    if (bias) v += to_acc(bias[co]);
-    y[g.out_offset(n, co)] = from_acc<T>(v);
-  }
-};
-
-// Input gradient, per group: M = cig, N = n * h * w, K = cog * kh * kw.
-// A(ci, (co, i, j)) = weight[g * cog + co, ci, i, j]; B((co, i, j), (b, ih, iw)) = dy at the output
-// whose tap (i, j) reads (ih, iw), 0 if there is none; C(ci, (b, ih, iw)) = dx[b, g * cig + ci,
-// ..].
-template <typename T, typename I>
-struct DgradProblem {
-  static ImplicitGemm shape(const Extents& e) { return {e.ci, e.in_px, e.co_taps}; }
-  Geom<I> g;
-  const T* dy;
-  const T* wt;
-  T* dx;
-  SINTER_CONV_FN Acc<T> a(int grp, int64_t m, int64_t k) const {
-    const I taps = g.taps(), kk = static_cast<I>(k);
-    const int64_t co = grp * static_cast<int64_t>(g.cog) + kk / taps;
-    return to_acc(wt[g.weight_offset(co, m * taps + kk % taps)]);
-  }
-  SINTER_CONV_FN Acc<T> b(int grp, int64_t k, int64_t n) const {
-    return g.dy_at(dy, static_cast<I>(n), grp, static_cast<I>(k));
-  }
-  SINTER_CONV_FN void store(int grp, int64_t m, int64_t n, Acc<T> v, int) const {
-    dx[g.in_offset(n, grp * static_cast<int64_t>(g.cig) + m)] = from_acc<T>(v);
-  }
-};
-
-// Weight gradient, per group: M = cog, N = cig * kh * kw, K = n * h_out * w_out.
-// A(co, (b, oh, ow)) = dy[b, g * cog + co, oh, ow]; B((b, oh, ow), (ci, i, j)) = the input under
-// tap (i, j) of output (oh, ow); C(co, (ci, i, j)) = dweight[g * cog + co, ci, i, j]. With split K
-// the partial sums go to `acc_out` (Acc<T>): added atomically (acc_out zeroed) when acc_slice is 0,
-// else stored by split s at acc_out + s * acc_slice for an ordered sum afterwards.
-template <typename T, typename I>
-struct WgradProblem {
-  static ImplicitGemm shape(const Extents& e) { return {e.co, e.ci_taps, e.out_px}; }
-  Geom<I> g;
-  const T* x;
-  const T* dy;
-  T* dw;
-  Acc<T>* acc_out;
-  int64_t acc_slice = 0;
-  SINTER_CONV_FN Acc<T> a(int grp, int64_t m, int64_t k) const {
-    return to_acc(dy[g.out_offset(k, grp * static_cast<int64_t>(g.cog) + m)]);
-  }
-  SINTER_CONV_FN Acc<T> b(int grp, int64_t k, int64_t n) const {
-    return g.x_at(x, static_cast<I>(k), grp, static_cast<I>(n));
-  }
-  SINTER_CONV_FN void store(int grp, int64_t m, int64_t n, Acc<T> v, int split) const {
-    const int64_t o = g.weight_offset(grp * static_cast<int64_t>(g.cog) + m, n);
-    store_wgrad(dw, acc_out, acc_slice, o, v, split);
-  }
-};
-
-// --- The tensor-core kernels' problems (kernels/conv_tc.cu) ---
-
-// The problems index in int32: conv_tc_supported only lets through convolutions whose tensors, and
-// the tile overhang past them, index within int32.
-using TcGeom = Geom<int>;
-
-// Each problem gives A(m, k) and B(k, n) of group grp (Note [conv layout]) and stores C(m, n).
-// kAAlongM / kBAlongN say along which index the operand is contiguous in memory, so that the
-// threads of a warp load along it.
-template <typename T>
-struct FwdTc {
-  static constexpr bool kAAlongM = true, kBAlongN = false;
-  // m = (b, oh, ow), n = the group's output channel, k = (ci, r, s).
-  static ImplicitGemm shape(const Extents& e) { return {e.out_px, e.co, e.ci_taps}; }
-  TcGeom g;
   const T *x, *wt, *bias;
   T* y;
-  SINTER_CONV_FN T a(int grp, int m, int k, T zero) const { return g.x_tap(x, m, grp, k, zero); }
-  SINTER_CONV_FN T b(int grp, int k, int n, T) const {
-    return wt[g.weight_offset(grp * g.cog + n, k)];
-  }
-  SINTER_CONV_FN void store(int grp, int m, int n, float v, int) const {
-    const int co = grp * g.cog + n;
+  static constexpr bool kAAlongM = true, kBAlongN = false;
+  static ImplicitGemm shape(const Extents& e) { return {e.out_px, e.co, e.ci_taps}; }
+  SINTER_CONV_FN T a(int grp, I m, I k, T zero) const { return g.x_tap(x, m, grp, k, zero); }
+  SINTER_CONV_FN T b(int grp, I k, I n, T) const { return wt[g.weight_offset(grp * g.cog + n, k)]; }
+  SINTER_CONV_FN void store(int grp, I m, I n, Acc<T> v, int) const {
+    const I co = grp * g.cog + n;
     if (bias) v += to_acc(bias[co]);
     y[g.out_offset(m, co)] = from_acc<T>(v);
   }
 };
 
-template <typename T>
-struct DgradTc {
-  static constexpr bool kAAlongM = true, kBAlongN = false;
-  // m = (b, ih, iw), n = the group's input channel, k = (co, r, s).
-  static ImplicitGemm shape(const Extents& e) { return {e.in_px, e.ci, e.co_taps}; }
-  TcGeom g;
+// Input gradient: M = n * h * w, N = cig, K = cog * kh * kw. A((b, ih, iw), (co, i, j)) = dy at
+// the output whose tap (i, j) reads (ih, iw), 0 if there is none; B((co, i, j), ci) =
+// weight[g * cog + co, ci, i, j]; C((b, ih, iw), ci) = dx[b, g * cig + ci, ih, iw].
+template <typename T, typename I>
+struct DgradConv {
+  Geom<I> g;
   const T *dy, *wt;
   T* dx;
-  SINTER_CONV_FN T a(int grp, int m, int k, T zero) const { return g.dy_tap(dy, m, grp, k, zero); }
-  SINTER_CONV_FN T b(int grp, int k, int n, T) const {
-    const int taps = g.taps();
+  static constexpr bool kAAlongM = true, kBAlongN = false;
+  static ImplicitGemm shape(const Extents& e) { return {e.in_px, e.ci, e.co_taps}; }
+  SINTER_CONV_FN T a(int grp, I m, I k, T zero) const { return g.dy_tap(dy, m, grp, k, zero); }
+  SINTER_CONV_FN T b(int grp, I k, I n, T) const {
+    const I taps = g.taps();
     return wt[g.weight_offset(grp * g.cog + k / taps, n * taps + k % taps)];
   }
-  SINTER_CONV_FN void store(int grp, int m, int n, float v, int) const {
+  SINTER_CONV_FN void store(int grp, I m, I n, Acc<T> v, int) const {
     dx[g.in_offset(m, grp * g.cig + n)] = from_acc<T>(v);
   }
 };
 
-template <typename T>
-struct WgradTc {
-  static constexpr bool kAAlongM = false, kBAlongN = false;
-  // m = (ci, r, s), n = the group's output channel, k = (b, oh, ow).
-  static ImplicitGemm shape(const Extents& e) { return {e.ci_taps, e.co, e.out_px}; }
-  TcGeom g;
+// Weight gradient: M = cig * kh * kw, N = cog, K = n * h_out * w_out. A((ci, i, j), (b, oh, ow)) =
+// the input under tap (i, j) of output (oh, ow); B((b, oh, ow), co) = dy[b, g * cog + co, oh, ow];
+// C((ci, i, j), co) = dweight[g * cog + co, ci, i, j]. With split K the partial sums go to
+// `acc_out` (Acc<T>, laid out like dw): added atomically (acc_out zeroed) when acc_slice is 0,
+// else stored by split s at acc_out + s * acc_slice for an ordered sum afterwards.
+template <typename T, typename I>
+struct WgradConv {
+  Geom<I> g;
   const T *x, *dy;
   T* dw;
-  float* acc_out;         // split K: f32 partial sums, laid out like dw
-  int64_t acc_slice = 0;  // 0: added atomically; else split s stores at acc_out + s * acc_slice
-  SINTER_CONV_FN T a(int grp, int m, int k, T zero) const { return g.x_tap(x, k, grp, m, zero); }
-  SINTER_CONV_FN T b(int grp, int k, int n, T) const {
-    return dy[g.out_offset(k, grp * g.cog + n)];
-  }
-  SINTER_CONV_FN void store(int grp, int m, int n, float v, int split) const {
+  Acc<T>* acc_out;
+  int64_t acc_slice = 0;
+  static constexpr bool kAAlongM = false, kBAlongN = false;
+  static ImplicitGemm shape(const Extents& e) { return {e.ci_taps, e.co, e.out_px}; }
+  SINTER_CONV_FN T a(int grp, I m, I k, T zero) const { return g.x_tap(x, k, grp, m, zero); }
+  SINTER_CONV_FN T b(int grp, I k, I n, T) const { return dy[g.out_offset(k, grp * g.cog + n)]; }
+  SINTER_CONV_FN void store(int grp, I m, I n, Acc<T> v, int split) const {
     store_wgrad(dw, acc_out, acc_slice, g.weight_offset(grp * g.cog + n, m), v, split);
   }
 };
+
+// A pass as the CUDA-core kernels run it (Note [implicit gemm] in kernels/conv.cu): transposed,
+// C^T = B^T A^T, so that their M runs over the group's channels and N over the pixels (the taps for
+// the weight gradient); int64 indices, and values in the accumulation type, 0 in the padding.
+template <template <typename, typename> class Pass, typename T, typename I>
+struct Transposed {
+  static ImplicitGemm shape(const Extents& e) {
+    const ImplicitGemm s = Pass<T, I>::shape(e);
+    return {s.n, s.m, s.k};
+  }
+  Pass<T, I> p;
+  SINTER_CONV_FN Acc<T> a(int grp, int64_t m, int64_t k) const {
+    return to_acc(p.b(grp, static_cast<I>(k), static_cast<I>(m), zero()));
+  }
+  SINTER_CONV_FN Acc<T> b(int grp, int64_t k, int64_t n) const {
+    return to_acc(p.a(grp, static_cast<I>(n), static_cast<I>(k), zero()));
+  }
+  SINTER_CONV_FN void store(int grp, int64_t m, int64_t n, Acc<T> v, int split) const {
+    p.store(grp, static_cast<I>(n), static_cast<I>(m), v, split);
+  }
+  static SINTER_CONV_FN T zero() { return from_acc<T>(Acc<T>(0)); }
+};
+
+// The passes by kernel family: the tensor-core kernels' (int32 indices) and the CUDA-core ones'.
+template <typename T>
+using FwdTc = FwdConv<T, int>;
+template <typename T>
+using DgradTc = DgradConv<T, int>;
+template <typename T>
+using WgradTc = WgradConv<T, int>;
+template <typename T, typename I>
+using FwdProblem = Transposed<FwdConv, T, I>;
+template <typename T, typename I>
+using DgradProblem = Transposed<DgradConv, T, I>;
+template <typename T, typename I>
+using WgradProblem = Transposed<WgradConv, T, I>;
 
 }  // namespace sinter::cudak

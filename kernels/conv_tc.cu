@@ -183,7 +183,7 @@ bool conv_tc_forward(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const voi
   if (!conv_tc_supported(ctx.device, g, dtype)) return false;
   dispatch_tc(dtype, [&](auto t) {
     using T = decltype(t);
-    const FwdTc<T> p{TcGeom(g), static_cast<const T*>(x), static_cast<const T*>(weight),
+    const FwdTc<T> p{Geom<int>(g), static_cast<const T*>(x), static_cast<const T*>(weight),
                      static_cast<const T*>(bias), static_cast<T*>(y)};
     const ImplicitGemm s = FwdTc<T>::shape(g);
     launch<T>(ctx, p, g.groups, s.m, s.n, s.k, s.k, 1);
@@ -196,7 +196,7 @@ bool conv_tc_backward_input(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
   if (!conv_tc_supported(ctx.device, g, dtype)) return false;
   dispatch_tc(dtype, [&](auto t) {
     using T = decltype(t);
-    const DgradTc<T> p{TcGeom(g), static_cast<const T*>(dy), static_cast<const T*>(weight),
+    const DgradTc<T> p{Geom<int>(g), static_cast<const T*>(dy), static_cast<const T*>(weight),
                        static_cast<T*>(dx)};
     const ImplicitGemm s = DgradTc<T>::shape(g);
     launch<T>(ctx, p, g.groups, s.m, s.n, s.k, s.k, 1);
@@ -209,7 +209,7 @@ void conv_tc_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, c
                              int64_t k_chunk, int splits) {
   dispatch_tc(dtype, [&](auto t) {
     using T = decltype(t);
-    const WgradTc<T> p{TcGeom(g),
+    const WgradTc<T> p{Geom<int>(g),
                        static_cast<const T*>(x),
                        static_cast<const T*>(dy),
                        static_cast<T*>(dweight),

@@ -194,8 +194,8 @@ std::vector<float> small_ints(int64_t size, int salt) {
 }
 
 // Runs problem p's implicit GEMM naively, one group at a time: C(m, n) = sum_k A(m, k) B(k, n),
-// stored where p.store puts it. The tensor-core problems take the value of padding as a last
-// argument; the CUDA-core ones give 0 there themselves.
+// stored where p.store puts it. The passes as the tensor-core kernels run them take the value of
+// padding as a last argument; the transposed ones of the CUDA-core kernels give 0 there themselves.
 template <class P>
 void run_implicit_gemm(const P& p, const kern::Conv2dGeom& g) {
   const cudak::ImplicitGemm s = P::shape(g);
@@ -266,11 +266,19 @@ void check_conv_passes(const kern::Conv2dGeom& g) {
                            " pad " + std::to_string(g.pad_h) + " dil " + std::to_string(g.dil_h) +
                            " groups " + std::to_string(g.groups);
   // Each family's three problems, run into fresh outputs and compared with the direct results.
+  // The pass itself, inside the CUDA-core kernels' Transposed view.
+  auto pass = [](auto& q) -> auto& {
+    if constexpr (requires { q.p; }) {
+      return q.p;
+    } else {
+      return q;
+    }
+  };
   auto check = [&](const char* family, auto fwd, auto dgrad, auto wgrad) {
     std::vector<float> y(y_want.size(), -1e30f), dx(x.size(), -1e30f), dw(wt.size(), -1e30f);
-    fwd.y = y.data();
-    dgrad.dx = dx.data();
-    wgrad.dw = dw.data();
+    pass(fwd).y = y.data();
+    pass(dgrad).dx = dx.data();
+    pass(wgrad).dw = dw.data();
     run_implicit_gemm(fwd, g);
     run_implicit_gemm(dgrad, g);
     run_implicit_gemm(wgrad, g);
@@ -284,13 +292,13 @@ void check_conv_passes(const kern::Conv2dGeom& g) {
         cudak::DgradTc<float>{g32, dy.data(), wt.data(), nullptr},
         cudak::WgradTc<float>{g32, x.data(), dy.data(), nullptr, nullptr, 0});
   check("CUDA-core int32",
-        cudak::FwdProblem<float, int>{g32, x.data(), wt.data(), bias.data(), nullptr},
-        cudak::DgradProblem<float, int>{g32, dy.data(), wt.data(), nullptr},
-        cudak::WgradProblem<float, int>{g32, x.data(), dy.data(), nullptr, nullptr, 0});
+        cudak::FwdProblem<float, int>{{g32, x.data(), wt.data(), bias.data(), nullptr}},
+        cudak::DgradProblem<float, int>{{g32, dy.data(), wt.data(), nullptr}},
+        cudak::WgradProblem<float, int>{{g32, x.data(), dy.data(), nullptr, nullptr, 0}});
   check("CUDA-core int64",
-        cudak::FwdProblem<float, int64_t>{g64, x.data(), wt.data(), bias.data(), nullptr},
-        cudak::DgradProblem<float, int64_t>{g64, dy.data(), wt.data(), nullptr},
-        cudak::WgradProblem<float, int64_t>{g64, x.data(), dy.data(), nullptr, nullptr, 0});
+        cudak::FwdProblem<float, int64_t>{{g64, x.data(), wt.data(), bias.data(), nullptr}},
+        cudak::DgradProblem<float, int64_t>{{g64, dy.data(), wt.data(), nullptr}},
+        cudak::WgradProblem<float, int64_t>{{g64, x.data(), dy.data(), nullptr, nullptr, 0}});
 }
 
 TEST(ConvProblems, ImplicitGemmsOfBothFamiliesMatchTheDirectConvolution) {
