@@ -198,7 +198,7 @@ struct FwdConv {
 };
 
 // Input gradient: M = n * h * w, N = cig, K = cog * kh * kw. A((b, ih, iw), (co, i, j)) = dy at
-// the output whose tap (i, j) reads (ih, iw), 0 if there is none; B((co, i, j), ci) =
+// the output whose tap (i, j) reads (ih, iw), `zero` if there is none; B((co, i, j), ci) =
 // weight[g * cog + co, ci, i, j]; C((b, ih, iw), ci) = dx[b, g * cig + ci, ih, iw].
 template <typename T, typename I>
 struct DgradConv {

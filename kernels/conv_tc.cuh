@@ -35,7 +35,7 @@ bool conv_tc_backward_input(const Ctx& ctx, const Conv2dGeom& g, DType dtype, co
 // [s * k_chunk, (s + 1) * k_chunk) (k_chunk a multiple of conv_tc_k_step) and, when splits > 1,
 // atomically adds its f32 partial sums into acc (zeroed, laid out like dweight) when acc_slice is
 // 0, or stores them at acc + s * acc_slice (Note [deterministic algorithms]); splits == 1 writes
-// dweight. conv_tc_wgrad_tiles is the number of output tiles one split launches.
+// dweight. f32 is WgradConv's Acc<T> for every type these kernels take (bf16, f16, f32). conv_tc_wgrad_tiles is the number of output tiles one split launches.
 int64_t conv_tc_k_step(DType dtype);
 int64_t conv_tc_wgrad_tiles(const Conv2dGeom& g);
 void conv_tc_backward_weight(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const void* x,
