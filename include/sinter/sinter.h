@@ -8,6 +8,7 @@
 #include "sinter/core/dtype.h"
 #include "sinter/core/error.h"
 #include "sinter/core/generator.h"
+#include "sinter/core/parallel.h"
 #include "sinter/core/storage.h"
 #include "sinter/cuda.h"
 #include "sinter/data.h"

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "cpu/cpu_util.h"
+#include "internal/parallel.h"
 #include "kern/scalar_ops.h"
 #include "sinter/core/error.h"
 
@@ -15,47 +16,61 @@ namespace sinter::cpu {
 namespace {
 
 constexpr int64_t kChunk = 256;
+// The fewest elements a thread takes (Note [cpu threads] in src/core/parallel.cpp): below about
+// this many, waking another thread costs more than the loop.
+constexpr int64_t kGrain = 32768;
 
 // Walks the iteration space as rows of at most kChunk elements along the innermost dim, calling
 // fn(off, step, n) with each operand's element offset of the row's first element and its element
-// stride along the row.
+// stride along the row. The rows are split over the CPU threads (parallel_for): fn runs
+// concurrently on disjoint elements.
 template <class F>
 void for_each_row(const ElementwiseIter& it, F&& fn) {
   if (it.numel <= 0) return;
   const int nops = it.noperands;
-  int64_t off[kMaxOperands] = {};
   int64_t step[kMaxOperands] = {};
   if (it.contiguous || it.ndim <= 1) {
     for (int k = 0; k < nops; ++k) {
       step[k] = it.contiguous ? 1 : (it.ndim == 1 ? it.op[k].strides[0] : 0);
     }
-    for (int64_t start = 0; start < it.numel; start += kChunk) {
-      int64_t o[kMaxOperands] = {};
-      for (int k = 0; k < nops; ++k) o[k] = start * step[k];
-      fn(o, step, std::min(kChunk, it.numel - start));
-    }
+    detail::parallel_for(it.numel, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t start = begin; start < end; start += kChunk) {
+        int64_t o[kMaxOperands] = {};
+        for (int k = 0; k < nops; ++k) o[k] = start * step[k];
+        fn(o, step, std::min(kChunk, end - start));
+      }
+    });
     return;
   }
   const int inner = it.ndim - 1;
   const int64_t inner_size = it.sizes[inner];
   for (int k = 0; k < nops; ++k) step[k] = it.op[k].strides[inner];
-  int64_t idx[kMaxDims] = {};
-  while (true) {
-    for (int64_t start = 0; start < inner_size; start += kChunk) {
-      int64_t o[kMaxOperands] = {};
-      for (int k = 0; k < nops; ++k) o[k] = off[k] + start * step[k];
-      fn(o, step, std::min(kChunk, inner_size - start));
-    }
-    // Advance the outer index like an odometer, innermost outer dim first.
-    int d = inner - 1;
-    for (; d >= 0; --d) {
-      for (int k = 0; k < nops; ++k) off[k] += it.op[k].strides[d];
-      if (++idx[d] < it.sizes[d]) break;
-      for (int k = 0; k < nops; ++k) off[k] -= it.op[k].strides[d] * it.sizes[d];
-      idx[d] = 0;
-    }
-    if (d < 0) return;
-  }
+  const int64_t rows = it.numel / inner_size;
+  detail::parallel_for(rows, std::max<int64_t>(1, kGrain / inner_size),
+                       [&](int64_t r0, int64_t r1) {
+                         // The outer index of row r0, and the operands' offsets there.
+                         int64_t idx[kMaxDims] = {}, off[kMaxOperands] = {};
+                         for (int64_t d = inner - 1, r = r0; d >= 0; --d) {
+                           idx[d] = r % it.sizes[d];
+                           r /= it.sizes[d];
+                           for (int k = 0; k < nops; ++k) off[k] += idx[d] * it.op[k].strides[d];
+                         }
+                         for (int64_t row = r0; row < r1; ++row) {
+                           for (int64_t start = 0; start < inner_size; start += kChunk) {
+                             int64_t o[kMaxOperands] = {};
+                             for (int k = 0; k < nops; ++k) o[k] = off[k] + start * step[k];
+                             fn(o, step, std::min(kChunk, inner_size - start));
+                           }
+                           // Advance the outer index like an odometer, innermost outer dim first.
+                           for (int d = inner - 1; d >= 0; --d) {
+                             for (int k = 0; k < nops; ++k) off[k] += it.op[k].strides[d];
+                             if (++idx[d] < it.sizes[d]) break;
+                             for (int k = 0; k < nops; ++k)
+                               off[k] -= it.op[k].strides[d] * it.sizes[d];
+                             idx[d] = 0;
+                           }
+                         }
+                       });
 }
 
 // dst[0, n) = operand elements off, off + step, ... converted to C (or the scalar, repeated).

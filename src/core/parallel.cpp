@@ -1,0 +1,200 @@
+// Note [cpu threads]
+// The CPU kernels split their loops over one process-wide pool of get_num_threads() - 1 workers
+// plus the calling thread. The library's own pool, not OpenMP: it works the same under GCC and
+// Clang, ThreadSanitizer understands it (libgomp's barriers are invisible to it), and it has no
+// second pool to oversubscribe the cores with. parallel_for cuts [0, n) into
+// parallel_pieces(n, grain, threads) contiguous pieces of equal size (the pieces depend on n,
+// grain and the thread count, never on timing), and every participant takes the next piece from
+// a shared counter until none is left. Small loops (n <= grain) never leave the calling thread,
+// so that small tensors pay no synchronization. One job runs at a time: a parallel_for nested in
+// another, or one from a second thread while the pool is busy (a DataLoader's worker), runs
+// serially on its own thread, so the cores are never oversubscribed and nothing deadlocks. In the
+// child of a fork() (which waits for a running job) every loop runs on the child's one thread.
+#include "sinter/core/parallel.h"
+
+#include <cblas.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "internal/parallel.h"
+#include "sinter/core/error.h"
+
+namespace sinter {
+namespace detail {
+
+int threads_from_environment() {
+  for (const char* name : {"SINTER_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    SINTER_CHECK(*end == '\0' && n >= 1 && n <= 4096, "set_num_threads: ", name, "=", v,
+                 " is not a thread count from 1 to 4096");
+    return static_cast<int>(n);
+  }
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+}  // namespace detail
+
+namespace {
+
+thread_local bool t_in_parallel = false;
+
+// One parallel_for's work, as every participant reads it.
+struct Job {
+  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  int64_t n = 0, pieces = 0;
+};
+
+class Pool {
+ public:
+  static Pool& get() {
+    static Pool* pool = new Pool();  // never destroyed: its workers live until the process ends
+    return *pool;
+  }
+
+  int threads() {
+    std::lock_guard<std::mutex> lock(config_);
+    if (threads_ == 0) threads_ = detail::threads_from_environment();
+    return threads_;
+  }
+
+  void set_threads(int n) {
+    SINTER_CHECK(n >= 1 && n <= 4096, "set_num_threads: ", n,
+                 " is not a thread count from 1 to 4096");
+    std::lock_guard<std::mutex> job(job_);  // waits for a running job
+    std::lock_guard<std::mutex> lock(config_);
+    threads_ = n;
+    // OpenBLAS's matmuls run on the calling thread while the pool waits: they take as many.
+    openblas_set_num_threads(n);
+  }
+
+  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+    const int threads = this->threads();
+    const int64_t pieces = detail::parallel_pieces(n, grain, threads);
+    if (pieces <= 1 || t_in_parallel || forked_) return fn(0, n);
+    std::unique_lock<std::mutex> job_lock(job_, std::try_to_lock);
+    if (!job_lock.owns_lock()) return fn(0, n);
+    start_workers(threads - 1);
+    const Job job{&fn, n, pieces};
+    {
+      std::lock_guard<std::mutex> lock(state_);
+      job_now_ = job;
+      next_.store(0);
+      pending_ = pieces;
+      error_ = nullptr;
+      ++generation_;
+    }
+    wake_.notify_all();
+    work(job);
+    std::unique_lock<std::mutex> lock(state_);
+    // Every piece done, and no worker still inside work(): none can take a piece of the next job.
+    done_.wait(lock, [&] { return pending_ == 0 && active_ == 0; });
+    job_now_ = Job{};
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  Pool() {
+    pthread_atfork([] { Pool::get().before_fork(); }, [] { Pool::get().after_fork(false); },
+                   [] { Pool::get().after_fork(true); });
+  }
+
+  // fork() waits for a running job and for a change of the thread count; the child has no
+  // workers, so its loops run on its one thread.
+  void before_fork() {
+    job_.lock();
+    config_.lock();
+  }
+  void after_fork(bool child) {
+    if (child) forked_ = true;
+    config_.unlock();
+    job_.unlock();
+  }
+
+  void start_workers(int want) {
+    while (static_cast<int>(workers_.size()) < want) workers_.emplace_back([this] { worker(); });
+  }
+
+  // Takes pieces until none is left; the caller and every worker that joined the job run this.
+  void work(const Job& job) {
+    t_in_parallel = true;
+    while (true) {
+      const int64_t i = next_.fetch_add(1);
+      if (i >= job.pieces) break;
+      std::exception_ptr error;
+      try {
+        (*job.fn)(job.n * i / job.pieces, job.n * (i + 1) / job.pieces);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(state_);
+      if (error && !error_) error_ = error;
+      if (--pending_ == 0 && active_ == 0) done_.notify_all();
+    }
+    t_in_parallel = false;
+  }
+
+  void worker() {
+    uint64_t seen = 0;
+    while (true) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(state_);
+        wake_.wait(lock, [&] { return generation_ != seen && job_now_.fn != nullptr; });
+        seen = generation_;
+        job = job_now_;
+        ++active_;
+      }
+      work(job);
+      std::lock_guard<std::mutex> lock(state_);
+      if (--active_ == 0 && pending_ == 0) done_.notify_all();
+    }
+  }
+
+  std::mutex config_;  // threads_
+  int threads_ = 0;    // 0: not read from the environment yet
+  bool forked_ = false;
+  std::mutex job_;  // held by the thread whose job the pool runs
+  std::vector<std::thread> workers_;
+  std::mutex state_;  // the fields below but next_
+  std::condition_variable wake_, done_;
+  Job job_now_;
+  int64_t pending_ = 0;  // pieces of the job not yet done
+  int active_ = 0;       // workers inside work()
+  std::exception_ptr error_;
+  uint64_t generation_ = 0;
+  std::atomic<int64_t> next_{0};
+};
+
+}  // namespace
+
+void set_num_threads(int n) { Pool::get().set_threads(n); }
+int get_num_threads() { return Pool::get().threads(); }
+
+namespace detail {
+
+int64_t parallel_pieces(int64_t n, int64_t grain, int threads) {
+  if (n <= 0) return 0;
+  const int64_t g = std::max<int64_t>(grain, 1);
+  return std::clamp<int64_t>(n / g, 1, threads);
+}
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  Pool::get().run(n, grain, fn);
+}
+
+}  // namespace detail
+}  // namespace sinter
