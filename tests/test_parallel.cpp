@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -74,11 +75,15 @@ TEST(ParallelFor, PiecesTileTheRangeAtEachThreadCount) {
 TEST(ParallelFor, RunsOnSeveralThreadsAndSmallLoopsOnTheCaller) {
   const ThreadsGuard guard(3);
   std::mutex mu;
+  std::condition_variable all_in;
   std::set<std::thread::id> ids;
+  // Each of the 3 pieces waits (up to a minute) until 3 threads hold one: only 3 threads at once
+  // get there, so a loop that ran on fewer would time out.
   detail::parallel_for(3000, 1, [&](int64_t, int64_t) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // every worker gets a piece
-    std::lock_guard<std::mutex> lock(mu);
+    std::unique_lock<std::mutex> lock(mu);
     ids.insert(std::this_thread::get_id());
+    all_in.notify_all();
+    all_in.wait_for(lock, std::chrono::minutes(1), [&] { return ids.size() == 3; });
   });
   EXPECT_EQ(ids.size(), 3u);
   ids.clear();
@@ -106,6 +111,20 @@ TEST(ParallelFor, RethrowsAnErrorAfterEveryPieceRan) {
     for (int64_t i = begin; i < end; ++i) sum += i;
   });
   EXPECT_EQ(sum.load(), 999 * 1000 / 2);
+}
+
+TEST(ParallelFor, SetNumThreadsInsideALoopIsAnError) {
+  const ThreadsGuard guard(2);
+  std::atomic<int> errors{0};
+  detail::parallel_for(2, 1, [&](int64_t, int64_t) {
+    try {
+      set_num_threads(1);
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("inside a parallel loop") != std::string::npos) ++errors;
+    }
+  });
+  EXPECT_EQ(errors.load(), 2);
+  EXPECT_EQ(get_num_threads(), 2);
 }
 
 TEST(ParallelFor, NestedLoopsRunOnTheirThread) {
@@ -179,6 +198,13 @@ TEST(NumThreads, SetGetAndTheEnvironment) {
     EXPECT_EQ(detail::threads_from_environment(), 2);
   }
   {
+    // OpenMP's list of a count per nesting level: the first is this level's.
+    const EnvGuard sinter("SINTER_NUM_THREADS", " 3 "), omp("OMP_NUM_THREADS", "4,1");
+    EXPECT_EQ(detail::threads_from_environment(), 3);
+    const EnvGuard unset("SINTER_NUM_THREADS", std::nullopt);
+    EXPECT_EQ(detail::threads_from_environment(), 4);
+  }
+  {
     const EnvGuard sinter("SINTER_NUM_THREADS", std::nullopt), omp("OMP_NUM_THREADS", std::nullopt);
     EXPECT_GE(detail::threads_from_environment(), 1);
   }
@@ -195,10 +221,22 @@ TEST(ParallelElementwise, SameBitsAtEveryThreadCount) {
   const Tensor a = randn({300, 517}, {}, &gen);
   const Tensor b = randn({517}, {}, &gen);
   const Tensor c = randn({517, 300}, {}, &gen).t();  // strided
+  // Strided over three outer dims: a piece starts its rows mid-way through several of them.
+  const Tensor d = randn({6, 7, 9, 130}, {}, &gen).permute({2, 0, 3, 1});
   auto run = [&] {
-    return std::vector<Tensor>{
-        gelu(a),        a * b + 1.5,          add(a, c), where(gt(a, 0.0), a, c), a.to(DType::bf16),
-        c.contiguous(), exp(c.to(DType::f64))};
+    // An in-place update: the output is also the input, element for element.
+    Tensor e = a.clone();
+    e.mul_(2.0);
+    return std::vector<Tensor>{gelu(a),
+                               a * b + 1.5,
+                               add(a, c),
+                               where(gt(a, 0.0), a, c),
+                               a.to(DType::bf16),
+                               c.contiguous(),
+                               exp(c.to(DType::f64)),
+                               sub(d, 1.0),
+                               d.contiguous(),
+                               e};
   };
   std::vector<Tensor> one;
   {
@@ -213,6 +251,15 @@ TEST(ParallelElementwise, SameBitsAtEveryThreadCount) {
       EXPECT_TRUE(testing::all_close(many[i], one[i], 0, 0));
     }
   }
+}
+
+// An expanded output has one element under many indices: the fill keeps one thread (and gives no
+// race for ThreadSanitizer to see).
+TEST(ParallelElementwise, AnExpandedOutputIsWrittenByOneThread) {
+  const ThreadsGuard guard(2);
+  Tensor x = zeros({1});
+  x.expand({100000}).fill_(2.0);
+  EXPECT_EQ(x.item<double>(), 2.0);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +23,7 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -36,12 +38,20 @@ int threads_from_environment() {
   for (const char* name : {"SINTER_NUM_THREADS", "OMP_NUM_THREADS"}) {
     const char* v = std::getenv(name);
     if (v == nullptr || *v == '\0') continue;
+    // OMP_NUM_THREADS may list a count per nesting level ("4,1"): the first is this level's.
+    std::string text(v);
+    if (std::string(name) == "OMP_NUM_THREADS") text = text.substr(0, text.find(','));
+    const size_t first = text.find_first_not_of(" \t"), last = text.find_last_not_of(" \t");
+    text = first == std::string::npos ? "" : text.substr(first, last - first + 1);
     char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    SINTER_CHECK(*end == '\0' && n >= 1 && n <= 4096, "set_num_threads: ", name, "=", v,
-                 " is not a thread count from 1 to 4096");
+    const long n = std::strtol(text.c_str(), &end, 10);
+    SINTER_CHECK(!text.empty() && *end == '\0' && n >= 1 && n <= 4096, "set_num_threads: ", name,
+                 "=", v, " is not a thread count from 1 to 4096");
     return static_cast<int>(n);
   }
+  // The CPUs this process may run on (its affinity mask, as taskset and cgroup cpusets set it).
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
@@ -50,6 +60,7 @@ int threads_from_environment() {
 namespace {
 
 thread_local bool t_in_parallel = false;
+thread_local bool t_fork_locked = false;  // before_fork took the locks on this thread
 
 // One parallel_for's work, as every participant reads it.
 struct Job {
@@ -73,7 +84,9 @@ class Pool {
   void set_threads(int n) {
     SINTER_CHECK(n >= 1 && n <= 4096, "set_num_threads: ", n,
                  " is not a thread count from 1 to 4096");
-    std::lock_guard<std::mutex> job(job_);  // waits for a running job
+    SINTER_CHECK(!t_in_parallel, "set_num_threads: called inside a parallel loop of a CPU kernel");
+    std::unique_lock<std::mutex> job(job_, std::defer_lock);
+    if (!forked_) job.lock();  // waits for a running job (a forked child has none)
     std::lock_guard<std::mutex> lock(config_);
     threads_ = n;
     // OpenBLAS's matmuls run on the calling thread while the pool waits: they take as many.
@@ -81,13 +94,13 @@ class Pool {
   }
 
   void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+    if (n <= grain) return fn(0, n);
     const int threads = this->threads();
     const int64_t pieces = detail::parallel_pieces(n, grain, threads);
-    if (pieces <= 1 || t_in_parallel || forked_) return fn(0, n);
-    std::unique_lock<std::mutex> job_lock(job_, std::try_to_lock);
-    if (!job_lock.owns_lock()) return fn(0, n);
-    start_workers(threads - 1);
     const Job job{&fn, n, pieces};
+    if (pieces <= 1 || t_in_parallel || forked_) return serially(job);
+    std::unique_lock<std::mutex> job_lock(job_, std::try_to_lock);
+    if (!job_lock.owns_lock() || !start_workers(threads - 1)) return serially(job);
     {
       std::lock_guard<std::mutex> lock(state_);
       job_now_ = job;
@@ -112,19 +125,44 @@ class Pool {
   }
 
   // fork() waits for a running job and for a change of the thread count; the child has no
-  // workers, so its loops run on its one thread.
+  // workers, so its loops run on its one thread. A fork from inside a loop's body (the job is
+  // this thread's, or a worker's) does not wait: the child's copies of the locks stay held, and
+  // its loops run serially without them.
   void before_fork() {
+    t_fork_locked = !t_in_parallel;
+    if (!t_fork_locked) return;
     job_.lock();
     config_.lock();
   }
   void after_fork(bool child) {
     if (child) forked_ = true;
+    if (!t_fork_locked) return;
     config_.unlock();
     job_.unlock();
   }
 
-  void start_workers(int want) {
-    while (static_cast<int>(workers_.size()) < want) workers_.emplace_back([this] { worker(); });
+  // The pieces one after another on the calling thread: the same cut as in parallel, and the
+  // first error rethrown after every piece ran.
+  static void serially(const Job& job) {
+    std::exception_ptr error;
+    for (int64_t i = 0; i < job.pieces; ++i) {
+      try {
+        (*job.fn)(job.n * i / job.pieces, job.n * (i + 1) / job.pieces);
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+  }
+
+  // False when a thread cannot be started (the loop then runs serially).
+  bool start_workers(int want) {
+    try {
+      while (static_cast<int>(workers_.size()) < want) workers_.emplace_back([this] { worker(); });
+    } catch (const std::system_error&) {
+      return !workers_.empty() || want == 0;
+    }
+    return true;
   }
 
   // Takes pieces until none is left; the caller and every worker that joined the job run this.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "cpu/cpu_util.h"
 #include "internal/parallel.h"
@@ -20,20 +21,62 @@ constexpr int64_t kChunk = 256;
 // this many, waking another thread costs more than the loop.
 constexpr int64_t kGrain = 32768;
 
+// The bytes [first, last) an operand's elements span.
+std::pair<uintptr_t, uintptr_t> byte_span(const ElementwiseIter& it, const Operand& o) {
+  const auto size = static_cast<int64_t>(element_size(o.dtype));
+  int64_t lo = 0, hi = 0;
+  if (it.contiguous) {
+    hi = it.numel - 1;
+  } else {
+    for (int d = 0; d < it.ndim; ++d) {
+      const int64_t extent = (it.sizes[d] - 1) * o.strides[d];
+      (extent < 0 ? lo : hi) += extent;
+    }
+  }
+  const auto base = reinterpret_cast<uintptr_t>(o.data);
+  return {base + lo * size, base + (hi + 1) * size};
+}
+
+// Whether the rows may be split over threads: every output element is written once, and an input
+// that shares memory with the output reads each element where it is written (in place). Otherwise
+// (an expanded output, or an input that overlaps the output elsewhere) the loop keeps its order.
+bool splittable(const ElementwiseIter& it) {
+  const Operand& out = it.op[0];
+  if (!it.contiguous) {
+    for (int d = 0; d < it.ndim; ++d) {
+      if (it.sizes[d] > 1 && out.strides[d] == 0) return false;
+    }
+  }
+  const auto [out_first, out_last] = byte_span(it, out);
+  for (int k = 1; k < it.noperands; ++k) {
+    const Operand& in = it.op[k];
+    if (in.data == nullptr) continue;
+    const auto [first, last] = byte_span(it, in);
+    if (last <= out_first || out_last <= first) continue;
+    bool same = in.data == out.data && element_size(in.dtype) == element_size(out.dtype);
+    for (int d = 0; d < it.ndim && same && !it.contiguous; ++d) {
+      same = it.sizes[d] == 1 || in.strides[d] == out.strides[d];
+    }
+    if (!same) return false;
+  }
+  return true;
+}
+
 // Walks the iteration space as rows of at most kChunk elements along the innermost dim, calling
 // fn(off, step, n) with each operand's element offset of the row's first element and its element
-// stride along the row. The rows are split over the CPU threads (parallel_for): fn runs
-// concurrently on disjoint elements.
+// stride along the row. The rows are split over the CPU threads (parallel_for) when that is safe
+// (splittable): fn then runs concurrently on disjoint elements.
 template <class F>
 void for_each_row(const ElementwiseIter& it, F&& fn) {
   if (it.numel <= 0) return;
   const int nops = it.noperands;
+  const int64_t grain = splittable(it) ? kGrain : it.numel;
   int64_t step[kMaxOperands] = {};
   if (it.contiguous || it.ndim <= 1) {
     for (int k = 0; k < nops; ++k) {
       step[k] = it.contiguous ? 1 : (it.ndim == 1 ? it.op[k].strides[0] : 0);
     }
-    detail::parallel_for(it.numel, kGrain, [&](int64_t begin, int64_t end) {
+    detail::parallel_for(it.numel, grain, [&](int64_t begin, int64_t end) {
       for (int64_t start = begin; start < end; start += kChunk) {
         int64_t o[kMaxOperands] = {};
         for (int k = 0; k < nops; ++k) o[k] = start * step[k];
@@ -46,31 +89,29 @@ void for_each_row(const ElementwiseIter& it, F&& fn) {
   const int64_t inner_size = it.sizes[inner];
   for (int k = 0; k < nops; ++k) step[k] = it.op[k].strides[inner];
   const int64_t rows = it.numel / inner_size;
-  detail::parallel_for(rows, std::max<int64_t>(1, kGrain / inner_size),
-                       [&](int64_t r0, int64_t r1) {
-                         // The outer index of row r0, and the operands' offsets there.
-                         int64_t idx[kMaxDims] = {}, off[kMaxOperands] = {};
-                         for (int64_t d = inner - 1, r = r0; d >= 0; --d) {
-                           idx[d] = r % it.sizes[d];
-                           r /= it.sizes[d];
-                           for (int k = 0; k < nops; ++k) off[k] += idx[d] * it.op[k].strides[d];
-                         }
-                         for (int64_t row = r0; row < r1; ++row) {
-                           for (int64_t start = 0; start < inner_size; start += kChunk) {
-                             int64_t o[kMaxOperands] = {};
-                             for (int k = 0; k < nops; ++k) o[k] = off[k] + start * step[k];
-                             fn(o, step, std::min(kChunk, inner_size - start));
-                           }
-                           // Advance the outer index like an odometer, innermost outer dim first.
-                           for (int d = inner - 1; d >= 0; --d) {
-                             for (int k = 0; k < nops; ++k) off[k] += it.op[k].strides[d];
-                             if (++idx[d] < it.sizes[d]) break;
-                             for (int k = 0; k < nops; ++k)
-                               off[k] -= it.op[k].strides[d] * it.sizes[d];
-                             idx[d] = 0;
-                           }
-                         }
-                       });
+  detail::parallel_for(rows, std::max<int64_t>(1, grain / inner_size), [&](int64_t r0, int64_t r1) {
+    // The outer index of row r0, and the operands' offsets there.
+    int64_t idx[kMaxDims] = {}, off[kMaxOperands] = {};
+    for (int64_t d = inner - 1, r = r0; d >= 0; --d) {
+      idx[d] = r % it.sizes[d];
+      r /= it.sizes[d];
+      for (int k = 0; k < nops; ++k) off[k] += idx[d] * it.op[k].strides[d];
+    }
+    for (int64_t row = r0; row < r1; ++row) {
+      for (int64_t start = 0; start < inner_size; start += kChunk) {
+        int64_t o[kMaxOperands] = {};
+        for (int k = 0; k < nops; ++k) o[k] = off[k] + start * step[k];
+        fn(o, step, std::min(kChunk, inner_size - start));
+      }
+      // Advance the outer index like an odometer, innermost outer dim first.
+      for (int d = inner - 1; d >= 0; --d) {
+        for (int k = 0; k < nops; ++k) off[k] += it.op[k].strides[d];
+        if (++idx[d] < it.sizes[d]) break;
+        for (int k = 0; k < nops; ++k) off[k] -= it.op[k].strides[d] * it.sizes[d];
+        idx[d] = 0;
+      }
+    }
+  });
 }
 
 // dst[0, n) = operand elements off, off + step, ... converted to C (or the scalar, repeated).

@@ -7,12 +7,12 @@
 
 namespace sinter::detail {
 
-// Calls fn(begin, end) on pieces that tile [0, n), each of at least `grain` items (but the last),
-// on up to get_num_threads() threads, the caller's included, and returns when every piece is
-// done. The pieces depend on n, grain and the thread count alone, never on timing. An exception
-// thrown by fn is rethrown here (the first one; the other pieces still run). Runs fn(0, n) on the
-// calling thread when n <= grain, one thread is set, the call is nested in another parallel_for,
-// or another thread is using the pool.
+// Calls fn(begin, end) on pieces that tile [0, n), each of at least `grain` items (one piece when
+// n <= grain), on up to get_num_threads() threads, the caller's included, and returns when every
+// piece is done. The pieces depend on n, grain and the thread count alone, never on timing. The
+// first exception fn throws is rethrown here, after the other pieces ran. The pieces run one after
+// another on the calling thread when one thread is set, the call is nested in another
+// parallel_for, or another thread is using the pool.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 // SINTER_NUM_THREADS, else OMP_NUM_THREADS, else the hardware threads: the thread count at the
