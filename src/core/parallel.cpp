@@ -66,6 +66,16 @@ thread_local bool t_fork_locked = false;  // before_fork took the locks on this 
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0, pieces = 0;
+
+  // Runs piece i, [n i / pieces, n (i + 1) / pieces); what it threw, or null.
+  std::exception_ptr run_piece(int64_t i) const {
+    try {
+      (*fn)(n * i / pieces, n * (i + 1) / pieces);
+    } catch (...) {
+      return std::current_exception();
+    }
+    return nullptr;
+  }
 };
 
 class Pool {
@@ -146,11 +156,8 @@ class Pool {
   static void serially(const Job& job) {
     std::exception_ptr error;
     for (int64_t i = 0; i < job.pieces; ++i) {
-      try {
-        (*job.fn)(job.n * i / job.pieces, job.n * (i + 1) / job.pieces);
-      } catch (...) {
-        if (!error) error = std::current_exception();
-      }
+      std::exception_ptr e = job.run_piece(i);
+      if (!error) error = e;
     }
     if (error) std::rethrow_exception(error);
   }
@@ -171,12 +178,7 @@ class Pool {
     while (true) {
       const int64_t i = next_.fetch_add(1);
       if (i >= job.pieces) break;
-      std::exception_ptr error;
-      try {
-        (*job.fn)(job.n * i / job.pieces, job.n * (i + 1) / job.pieces);
-      } catch (...) {
-        error = std::current_exception();
-      }
+      const std::exception_ptr error = job.run_piece(i);
       std::lock_guard<std::mutex> lock(state_);
       if (error && !error_) error_ = error;
       if (--pending_ == 0 && active_ == 0) done_.notify_all();
@@ -229,7 +231,7 @@ int64_t parallel_pieces(int64_t n, int64_t grain, int threads) {
   return std::clamp<int64_t>(n / g, 1, threads);
 }
 
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void parallel_split(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   Pool::get().run(n, grain, fn);
 }

@@ -70,7 +70,7 @@ template <class F>
 void for_each_row(const ElementwiseIter& it, F&& fn) {
   if (it.numel <= 0) return;
   const int nops = it.noperands;
-  const int64_t grain = splittable(it) ? kGrain : it.numel;
+  const int64_t grain = it.numel > kGrain && splittable(it) ? kGrain : it.numel;
   int64_t step[kMaxOperands] = {};
   if (it.contiguous || it.ndim <= 1) {
     for (int k = 0; k < nops; ++k) {

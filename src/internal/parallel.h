@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 
 namespace sinter::detail {
 
@@ -12,11 +13,23 @@ namespace sinter::detail {
 // piece is done. The pieces depend on n, grain and the thread count alone, never on timing. The
 // first exception fn throws is rethrown here, after the other pieces ran. The pieces run one after
 // another on the calling thread when one thread is set, the call is nested in another
-// parallel_for, or another thread is using the pool.
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+// parallel_for, or another thread is using the pool. A loop of n <= grain calls fn(0, n) directly,
+// with no std::function built and no lock taken: the path of every small tensor.
+void parallel_split(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
-// SINTER_NUM_THREADS, else OMP_NUM_THREADS, else the hardware threads: the thread count at the
-// first use. A variable that is not a whole number from 1 to 4096 is an error naming it.
+template <class F>
+void parallel_for(int64_t n, int64_t grain, F&& fn) {
+  if (n <= 0) return;
+  if (n <= grain) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  parallel_split(n, grain, std::function<void(int64_t, int64_t)>(std::forward<F>(fn)));
+}
+
+// SINTER_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs of the process's affinity mask: the
+// thread count at the first use. A variable that is not a whole number from 1 to 4096 is an error
+// naming it.
 int threads_from_environment();
 
 // The number of pieces parallel_for splits n items of `grain` into at `threads` threads.
