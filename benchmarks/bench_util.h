@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fstream>
@@ -472,6 +473,24 @@ inline Options parse_options(int& argc, char** argv) {
   return opts;
 }
 
+// Takes --threads=N (the CPU kernels' threads: set_num_threads) out of argv, for the programs that
+// time the CPU.
+inline void take_threads_option(int& argc, char** argv) {
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--threads=", 10) == 0) {
+      char* end = nullptr;
+      const long n = std::strtol(argv[i] + 10, &end, 10);
+      SINTER_CHECK(*end == '\0' && n >= 1 && n <= 4096, "--threads: ", argv[i] + 10,
+                   " is not a thread count from 1 to 4096");
+      set_num_threads(static_cast<int>(n));
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+}
+
 // The program and the --summary_out file (empty: none) of this run.
 struct SummaryFile {
   std::string program, path;
@@ -562,7 +581,9 @@ inline int run_main(const std::string& program, const Options& opts, int argc, c
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   const bool written = write_summary(program, opts);
-  if (!cuda::is_available()) {
+  const bool measured = std::any_of(summary().begin(), summary().end(),
+                                    [](const SummaryRow& r) { return r.status == "ok"; });
+  if (!cuda::is_available() && !measured) {
     std::printf("no CUDA device: every benchmark skipped\n");
   }
   if (failures() > 0) {

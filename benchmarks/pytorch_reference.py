@@ -13,7 +13,14 @@ steps are "<precision>+graph"), after every eager figure. --out is rewritten aft
   python3 benchmarks/pytorch_reference.py --out results.json   # on a CUDA machine
   python3 benchmarks/pytorch_reference.py --smoke              # one small step of each, CPU or GPU
 
-Without torch, or without a CUDA device (and no --smoke), it says so and exits 0. Downloads nothing.
+With --device cpu the same steps run on the CPU at --threads threads (torch.set_num_threads; fp32
+and bf16, timed by the wall clock, 5 batches of 5 steps by default): the counterpart of
+bench_train_step --device=cpu --threads=N.
+
+  python3 benchmarks/pytorch_reference.py --device cpu --threads 2 --out pytorch_cpu.json
+
+Without torch, or without a CUDA device (and no --smoke or --device cpu), it says so and exits 0.
+Downloads nothing.
 """
 
 import argparse
@@ -22,6 +29,7 @@ import math
 import os
 import statistics
 import sys
+import time
 
 WORKLOADS = ("mlp", "cnn", "resnet20", "gpt-mini")
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -101,8 +109,14 @@ def build_models(torch):
             b, t, c = x.shape
             q, k, v = self.qkv(x).split(c, dim=2)
             q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-            # What a PyTorch user writes: the fused kernel PyTorch picks for the dtype.
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            if hasattr(F, "scaled_dot_product_attention"):
+                # What a PyTorch user writes: the fused kernel PyTorch picks for the dtype.
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                # PyTorch before 2.0 (Debian's 1.13): the same attention written out.
+                scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+                causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+                y = scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v
             return self.out_proj(y.transpose(1, 2).reshape(b, t, c))
 
     class Block(nn.Module):
@@ -189,10 +203,11 @@ def make_step(torch, model, opt, x, y, loss_fn, precision, device):
     return step
 
 
-def time_workload(torch, name, precision, warmup, reps, steps, compiled=False):
+def time_workload(torch, name, precision, warmup, reps, steps, compiled=False, device_type="cuda"):
     """Median ms per step over `reps` batches of `steps` steps, and the first and last loss."""
-    device = torch.device("cuda")
-    set_precision(torch, precision)
+    device = torch.device(device_type)
+    if device.type == "cuda":
+        set_precision(torch, precision)
     model, opt, x, y, loss_fn = make_workload(torch, name, BATCH[name], device)
     if compiled:
         model = torch.compile(model, mode="reduce-overhead")
@@ -200,8 +215,16 @@ def time_workload(torch, name, precision, warmup, reps, steps, compiled=False):
     first_loss = float(step())  # also the first warm-up step
     for _ in range(warmup - 1):
         step()
-    torch.cuda.synchronize()
     per_step = []
+    if device.type == "cpu":
+        for _ in range(reps):
+            start = time.perf_counter()
+            for _ in range(steps):
+                loss = step()
+            float(loss)
+            per_step.append((time.perf_counter() - start) * 1e3 / steps)
+        return statistics.median(per_step), first_loss, float(loss)
+    torch.cuda.synchronize()
     for _ in range(reps):
         start = torch.cuda.Event(enable_timing=True)
         stop = torch.cuda.Event(enable_timing=True)
@@ -254,10 +277,27 @@ def main():
                         help="comma-separated subset of " + ",".join(PRECISIONS))
     parser.add_argument("--compile-precisions", default="tf32",
                         help="precisions also timed under torch.compile (default tf32; '' for none)")
-    parser.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="untimed steps first (default 10; 3 on the CPU)")
     parser.add_argument("--reps", type=int, default=5, help="timed batches (default 5)")
-    parser.add_argument("--steps", type=int, default=30, help="steps per timed batch (default 30)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="steps per timed batch (default 30; 5 on the CPU)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="where the steps run (default cuda)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads (torch.set_num_threads; default PyTorch's own)")
     args = parser.parse_args()
+    cpu = args.device == "cpu"
+    if args.warmup is None:
+        args.warmup = 3 if cpu else 10
+    if args.steps is None:
+        args.steps = 5 if cpu else 30
+    if cpu and "--compile-precisions" not in sys.argv:
+        args.compile_precisions = ""
+    if cpu and "--precisions" not in sys.argv:
+        args.precisions = "fp32,bf16"
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be at least 1")
 
     workloads = [w for w in args.workloads.split(",") if w]
     precisions = [p for p in args.precisions.split(",") if p]
@@ -278,14 +318,19 @@ def main():
         print(f"pytorch_reference: PyTorch is not importable ({e}); nothing measured")
         return 0
 
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     if args.smoke:
         return smoke(torch, workloads, precisions)
-    if not torch.cuda.is_available():
+    if cpu:
+        device_name = f"CPU, {torch.get_num_threads()} threads"
+    elif not torch.cuda.is_available():
         print(f"pytorch_reference: no CUDA device visible to PyTorch {torch.__version__}; nothing "
               "measured (--smoke runs one step of each workload on the CPU)")
         return 0
 
-    device_name = torch.cuda.get_device_name(0)
+    if not cpu:
+        device_name = torch.cuda.get_device_name(0)
     print(f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}, cuDNN "
           f"{torch.backends.cudnn.version()}) on {device_name}, eager; median ms per step of "
           f"{args.reps} x {args.steps} steps after {args.warmup} warm-up steps")
@@ -300,8 +345,10 @@ def main():
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(),
+            "threads": torch.get_num_threads() if cpu else None,
             "method": {"warmup": args.warmup, "reps": args.reps, "steps": args.steps,
-                       "statistic": "median of per-step means of CUDA-event-timed batches"},
+                       "statistic": "median of per-step means of " +
+                                    ("wall-clock" if cpu else "CUDA-event") + "-timed batches"},
             "results": results,
         }
         tmp = args.out + ".tmp"
@@ -316,7 +363,7 @@ def main():
             precision = base + "+compile" if use_compile else base
             try:
                 ms, first, last = time_workload(torch, name, base, args.warmup, args.reps,
-                                                args.steps, use_compile)
+                                                args.steps, use_compile, args.device)
             except RuntimeError as e:  # CUDA and cuDNN errors; report and go on with the rest
                 print(f"{name}/{precision}: FAILED: {e}", file=sys.stderr)
                 failed += 1
@@ -324,7 +371,8 @@ def main():
                              "loss": "-"})
                 continue
             finally:
-                torch.cuda.empty_cache()
+                if not cpu:
+                    torch.cuda.empty_cache()
             if not (math.isfinite(first) and math.isfinite(last)):
                 # A step that produces NaN may take another path than a real one: no figure.
                 print(f"{name}/{precision}: FAILED: loss {first} -> {last}", file=sys.stderr)

@@ -3,10 +3,14 @@
 // the loss, f32 master weights and optimizer state, as PyTorch's autocast): median ms per step
 // (zero grads, forward, cross-entropy, backward, optimizer step) on one fixed random batch on the
 // device, each eager and replayed as a CUDA graph ("<precision>+graph", cuda::GraphedStep, with
-// Adam and AdamW in their capturable mode). `--smoke` runs one step of each on the CPU instead.
+// Adam and AdamW in their capturable mode). `--device=cpu` times fp32 and bf16 on the CPU instead
+// (wall clock, at get_num_threads() threads: `--threads=N` sets it), the same workloads and batches
+// as pytorch_reference.py --device cpu. `--smoke` runs one step of each on the CPU.
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -130,8 +134,6 @@ const Precision kPrecisions[] = {
     {"bf16", "highest", DType::bf16},
 };
 
-#ifdef SINTER_WITH_CUDA
-
 // Runs `steps` steps and returns "" when every loss was finite and the last one is below the
 // first (the model fits its one fixed batch), else what went wrong. Under bf16 autocast a small
 // learning rate's progress in 5 steps may hide in bf16's rounding of the forward, so there the
@@ -151,6 +153,26 @@ std::string check_training(Setup& s, int steps, bool bf16) {
   if (!(losses.back() < limit)) return "loss did not decrease:" + trace;
   return "";
 }
+
+// The timed iterations of a workload's step (time_ms(reps): ms per step over `reps` steps), then
+// its counters and summary row: the median ms per step.
+template <class TimeMs>
+void time_and_report(benchmark::State& state, const Workload& w, int reps, TimeMs time_ms) {
+  std::vector<double> ms;
+  for (auto _ : state) {
+    const double t = time_ms(reps);
+    ms.push_back(t);
+    state.SetIterationTime(t * 1e-3);
+  }
+  const double med = bench::median(ms);
+  state.counters["ms_per_step"] = med;
+  state.counters["steps_per_s"] = med > 0.0 ? 1e3 / med : 0.0;
+  state.counters["batch"] = static_cast<double>(w.batch);
+  state.counters["reps"] = reps;
+  bench::report("ms", med, "", NAN, NAN);
+}
+
+#ifdef SINTER_WITH_CUDA
 
 // Milliseconds per step over `reps` steps queued back to back, between two CUDA events on the
 // current stream. Unlike bench::time_ms this does not hold the stream until the host has queued
@@ -182,21 +204,55 @@ void run_train_step(benchmark::State& state, const Workload& w, const Precision&
 
   time_steps_ms(step, 3);  // warm-up: caching allocator, optimizer state, heuristics, capture
   const int reps = bench::reps_for(time_steps_ms(step, 3), 50.0, 100);
-  std::vector<double> ms;
-  for (auto _ : state) {
-    const double t = time_steps_ms(step, reps);
-    ms.push_back(t);
-    state.SetIterationTime(t * 1e-3);
-  }
-  const double med = bench::median(ms);
-  state.counters["ms_per_step"] = med;
-  state.counters["steps_per_s"] = med > 0.0 ? 1e3 / med : 0.0;
-  state.counters["batch"] = static_cast<double>(w.batch);
-  state.counters["reps"] = reps;
-  bench::report("ms", med, "", NAN, NAN);
+  time_and_report(state, w, reps, [&](int n) { return time_steps_ms(step, n); });
 }
 
 #endif  // SINTER_WITH_CUDA
+
+// Milliseconds per step of `reps` steps back to back on the CPU, by the wall clock; the last loss
+// is read, so that the time includes the whole step.
+double time_cpu_steps_ms(Setup& s, int reps) {
+  const auto start = std::chrono::steady_clock::now();
+  Tensor loss;
+  for (int i = 0; i < reps; ++i) loss = train_step(s);
+  (void)loss.item<float>();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+             .count() /
+         reps;
+}
+
+void run_train_step_cpu(benchmark::State& state, const Workload& w, const Precision& precision) {
+  bench::PrecisionGuard guard(precision.matmul);
+  Setup s = make_setup(w, Device::cpu(), w.batch);
+  s.amp = precision.amp;
+  if (bench::failed(state, std::string(w.name) + ": ",
+                    check_training(s, 3, precision.amp.has_value()))) {
+    return;
+  }
+  const int reps = bench::reps_for(time_cpu_steps_ms(s, 1), 1000.0, 20);
+  state.counters["threads"] = get_num_threads();
+  time_and_report(state, w, reps, [&](int n) { return time_cpu_steps_ms(s, n); });
+}
+
+// fp32 and bf16 autocast (TF32 is a GPU format) of each workload on the CPU.
+void register_cpu() {
+  for (const Workload& w : kWorkloads) {
+    for (const Precision& p : kPrecisions) {
+      if (std::strcmp(p.label, "tf32") == 0) continue;
+      const std::string name = std::string("train_step/") + w.name + "/" + p.label;
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [name, w, p](benchmark::State& state) {
+                                     bench::begin(name);
+                                     bench::guarded(state,
+                                                    [&] { run_train_step_cpu(state, w, p); });
+                                     (void)bench::save_summary();
+                                   })
+          ->Iterations(bench::iterations(5))
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+}
 
 void register_all() {
   for (bool graphed : {false, true}) {
@@ -243,6 +299,25 @@ void smoke() {
 
 }  // namespace
 
+// Takes --device=cpu|cuda out of argv; true for the CPU.
+bool parse_device(int& argc, char** argv) {
+  bool cpu = false;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--device=cpu" || arg == "--device=cuda") {
+      cpu = arg == "--device=cpu";
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  return cpu;
+}
+
 int main(int argc, char** argv) {
-  return sinter::bench::bench_main("bench_train_step", argc, argv, smoke, register_all);
+  sinter::bench::take_threads_option(argc, argv);
+  const bool cpu = parse_device(argc, argv);
+  return sinter::bench::bench_main("bench_train_step", argc, argv, smoke,
+                                   cpu ? register_cpu : register_all);
 }

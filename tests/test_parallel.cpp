@@ -1,6 +1,7 @@
 // The CPU kernels' threads (Note [cpu threads]): parallel_for's pieces, errors, nesting and
-// concurrent callers; the thread count and its environment variables; and elementwise kernels that
-// give the same bits at every thread count.
+// concurrent callers; the thread count and its environment variables; and the CPU kernel families
+// (elementwise, reductions, norms, softmax and losses, convolution, matmul, pooling, indexing,
+// attention, optimizers) giving the same bits at every thread count.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "internal/parallel.h"
+#include "sinter/optim/adam.h"
 #include "test_util.h"
 
 namespace sinter {
@@ -214,6 +216,25 @@ TEST(NumThreads, SetGetAndTheEnvironment) {
   }
 }
 
+// Runs `run` at 1 thread, then at 2 and 3, and expects the same bits from each.
+template <class Run>
+void expect_same_bits_at_every_thread_count(Run run) {
+  std::vector<Tensor> one;
+  {
+    const ThreadsGuard guard(1);
+    one = run();
+  }
+  for (const int threads : {2, 3}) {
+    const ThreadsGuard guard(threads);
+    const std::vector<Tensor> many = run();
+    ASSERT_EQ(many.size(), one.size());
+    for (size_t i = 0; i < one.size(); ++i) {
+      SCOPED_TRACE("result " + std::to_string(i) + " at " + std::to_string(threads) + " threads");
+      EXPECT_TRUE(testing::all_close(many[i], one[i], 0, 0));
+    }
+  }
+}
+
 // Elementwise kernels over tensors large enough to split, contiguous and strided, at 1, 2 and 3
 // threads: the same bits.
 TEST(ParallelElementwise, SameBitsAtEveryThreadCount) {
@@ -238,19 +259,7 @@ TEST(ParallelElementwise, SameBitsAtEveryThreadCount) {
                                d.contiguous(),
                                e};
   };
-  std::vector<Tensor> one;
-  {
-    const ThreadsGuard guard(1);
-    one = run();
-  }
-  for (const int threads : {2, 3}) {
-    const ThreadsGuard guard(threads);
-    const std::vector<Tensor> many = run();
-    for (size_t i = 0; i < one.size(); ++i) {
-      SCOPED_TRACE("result " + std::to_string(i) + " at " + std::to_string(threads) + " threads");
-      EXPECT_TRUE(testing::all_close(many[i], one[i], 0, 0));
-    }
-  }
+  expect_same_bits_at_every_thread_count(run);
 }
 
 // An expanded output has one element under many indices: the fill keeps one thread (and gives no
@@ -260,6 +269,110 @@ TEST(ParallelElementwise, AnExpandedOutputIsWrittenByOneThread) {
   Tensor x = zeros({1});
   x.expand({100000}).fill_(2.0);
   EXPECT_EQ(x.item<double>(), 2.0);
+}
+
+// The reductions in deterministic mode, over tensors large enough to split: a whole-tensor sum
+// longer than one sum chunk (Note [sum chunks]), sums over a leading dim, a mean, a cumulative sum,
+// a maximum with its gradient, and the parameter gradients of layer norm (Note [layer norm
+// chunks]) and batch norm.
+TEST(ParallelKernels, ReductionsGiveTheSameBitsAtOneTwoAndThreeThreads) {
+  const DeterministicGuard deterministic;
+  Generator gen(11);
+  const Tensor a = randn({700, 301}, {}, &gen);
+  const Tensor ln_x = randn({1030, 96}, {}, &gen), ln_dy = randn({1030, 96}, {}, &gen);
+  const Tensor ln_w = randn({96}, {}, &gen), ln_b = randn({96}, {}, &gen);
+  const Tensor bn_x = randn({16, 12, 20, 20}, {}, &gen), bn_dy = randn({16, 12, 20, 20}, {}, &gen);
+  expect_same_bits_at_every_thread_count([&] {
+    Tensor w = ln_w.clone().requires_grad_(), b = ln_b.clone().requires_grad_();
+    Tensor lx = ln_x.clone().requires_grad_();
+    (layer_norm(lx, {96}, w, b) * ln_dy).sum().backward();
+    Tensor bx = bn_x.clone().requires_grad_();
+    Tensor bw = ones({12}).requires_grad_(), bb = zeros({12}).requires_grad_();
+    (batch_norm(bx, Tensor(), Tensor(), bw, bb, true) * bn_dy).sum().backward();
+    Tensor ax = a.clone().requires_grad_();
+    amax(ax, {1}).sum().backward();
+    return std::vector<Tensor>{
+        sum(a),   sum(a, {0}), mean(a, {0, 1}), cumsum(a, 0), cumsum(a, 1), sum(a.to(DType::f64)),
+        w.grad(), b.grad(),    lx.grad(),       bw.grad(),    bb.grad(),    bx.grad(),
+        ax.grad()};
+  });
+}
+
+// Convolution (forward, input and weight gradients over a batch split in chunks: Note [conv
+// threads]), matmul split by rows, columns and batch entries, pooling, softmax, cross entropy,
+// embedding's gradient with repeated indices, the fused attention and an Adam step.
+TEST(ParallelKernels, TheOtherFamiliesGiveTheSameBitsAtOneTwoAndThreeThreads) {
+  const DeterministicGuard deterministic;
+  Generator gen(12);
+  const Tensor x = randn({10, 6, 17, 15}, {}, &gen), w = randn({8, 3, 3, 3}, {}, &gen);
+  const Tensor bias = randn({8}, {}, &gen);
+  const Tensor m1 = randn({300, 200}, {}, &gen), m2 = randn({200, 500}, {}, &gen);
+  const Tensor m3 = randn({40, 700}, {}, &gen), m4 = randn({700, 90}, {}, &gen);
+  const Tensor b1 = randn({6, 100, 64}, {}, &gen), b2 = randn({6, 64, 120}, {}, &gen);
+  const Tensor logits = randn({500, 130}, {}, &gen);
+  const Tensor target = randint(0, 130, {500}, {.dtype = DType::i64}, &gen);
+  const Tensor table = randn({50, 700}, {}, &gen);
+  const Tensor ids = randint(0, 50, {20, 30}, {.dtype = DType::i64}, &gen);
+  const Tensor q = randn({2, 4, 70, 32}, {}, &gen), k = randn({2, 4, 90, 32}, {}, &gen),
+               v = randn({2, 4, 90, 32}, {}, &gen);
+  const Tensor param = randn({70000}, {}, &gen), grad = randn({70000}, {}, &gen);
+  expect_same_bits_at_every_thread_count([&] {
+    Tensor cx = x.clone().requires_grad_(), cw = w.clone().requires_grad_();
+    Tensor cb = bias.clone().requires_grad_();
+    Tensor y = conv2d(cx, cw, cb, {.stride = {2, 1}, .padding = {1, 2}, .groups = 2});
+    Tensor pooled = max_pool2d(y, {2, 2});
+    (pooled * pooled).sum().backward();
+    Tensor lg = logits.clone().requires_grad_();
+    cross_entropy(lg, target, {.label_smoothing = 0.1}).backward();
+    Tensor tb = table.clone().requires_grad_();
+    (embedding(tb, ids) * 0.5).sum().backward();
+    Tensor aq = q.clone().requires_grad_(), ak = k.clone().requires_grad_();
+    Tensor av = v.clone().requires_grad_();
+    Tensor att = scaled_dot_product_attention(aq, ak, av,
+                                              {.causal = true, .kernel = AttentionKernel::Fused});
+    att.sum().backward();
+    Tensor p = param.clone().requires_grad_();
+    p.set_grad(grad.clone());
+    optim::Adam adam({p}, optim::AdamOptions{.lr = 1e-2});
+    adam.step();
+    adam.step();
+    return std::vector<Tensor>{y,
+                               pooled,
+                               cx.grad(),
+                               cw.grad(),
+                               cb.grad(),
+                               matmul(m1, m2),
+                               matmul(m3, m4),
+                               matmul(b1, b2),
+                               matmul(m2.t(), m1.t()),
+                               softmax(logits, 1),
+                               log_softmax(logits, 0),
+                               lg.grad(),
+                               tb.grad(),
+                               att,
+                               aq.grad(),
+                               ak.grad(),
+                               av.grad(),
+                               p.detach()};
+  });
+}
+
+// Large CPU blocks go back to a cache for the next allocation of their size class (Note [cpu
+// block cache]): a reused block holds the old values, so every op that promises zeros writes them.
+TEST(CpuBlockCache, ReusedBlocksAreWrittenAfresh) {
+  for (int i = 0; i < 3; ++i) {
+    Tensor junk = full({600000}, 7.0);
+    junk = Tensor();
+    const Tensor z = zeros({600000});
+    EXPECT_EQ(sum(z).item<double>(), 0.0);
+    const Tensor e = empty({600000}).zero_();
+    EXPECT_EQ(sum(e).item<double>(), 0.0);
+  }
+  empty_cpu_cache();
+  EXPECT_EQ(sum(zeros({600000})).item<double>(), 0.0);
+  // A request no host block can hold is an error, not a size class rounded past 2^64 to nothing.
+  EXPECT_THROW(empty({int64_t{15} << 58}), Error);
+  EXPECT_THROW(empty({int64_t{1} << 61}), Error);
 }
 
 }  // namespace

@@ -99,8 +99,6 @@ class Pool {
     if (!forked_) job.lock();  // waits for a running job (a forked child has none)
     std::lock_guard<std::mutex> lock(config_);
     threads_ = n;
-    // OpenBLAS's matmuls run on the calling thread while the pool waits: they take as many.
-    openblas_set_num_threads(n);
   }
 
   void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
@@ -130,6 +128,9 @@ class Pool {
 
  private:
   Pool() {
+    // The pool is the only one: OpenBLAS runs each call on its caller's thread, and cpu::gemm
+    // splits large products over the pool itself.
+    openblas_set_num_threads(1);
     pthread_atfork([] { Pool::get().before_fork(); }, [] { Pool::get().after_fork(false); },
                    [] { Pool::get().after_fork(true); });
   }

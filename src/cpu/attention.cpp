@@ -1,5 +1,6 @@
 // CPU reference for the fused attention (Note [fused attention]): one query row at a time, in
-// double, with the row's scores in a buffer of tk values (the CUDA kernels keep only a tile).
+// double, with the row's scores in a buffer of tk values (the CUDA kernels keep only a tile). The
+// heads are split over the CPU threads.
 #include "kern/attention.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "cpu/cpu_util.h"
+#include "internal/parallel.h"
 
 namespace sinter::cpu {
 namespace {
@@ -47,30 +49,32 @@ void attention_forward(const Ctx&, const AttentionArgs& a, const void* q, const 
                        const void* v, void* out, void* lse) {
   visit_float(a.dtype, "attention_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    std::vector<double> s(static_cast<size_t>(a.tk));
-    for (int64_t h = 0; h < a.bh; ++h) {
-      const auto qh = head<T>(q, h, a.tq, a.d), kh = head<T>(k, h, a.tk, a.d),
-                 vh = head<T>(v, h, a.tk, a.d);
-      std::vector<double> o(static_cast<size_t>(a.tq * a.d), 0.0);
-      for (int64_t i = 0; i < a.tq; ++i) {
-        const int64_t end = attention_key_end(a, i);
-        double m = -INFINITY;
-        for (int64_t j = 0; j < end; ++j) {
-          s[j] = a.scale * dot(qh, i, kh, j, a.d);
-          m = std::max(m, s[j]);
+    detail::parallel_blocks(a.bh, 2 * a.tq * a.tk * a.d, [&](int64_t h0, int64_t h1) {
+      std::vector<double> s(static_cast<size_t>(a.tk));
+      for (int64_t h = h0; h < h1; ++h) {
+        const auto qh = head<T>(q, h, a.tq, a.d), kh = head<T>(k, h, a.tk, a.d),
+                   vh = head<T>(v, h, a.tk, a.d);
+        std::vector<double> o(static_cast<size_t>(a.tq * a.d), 0.0);
+        for (int64_t i = 0; i < a.tq; ++i) {
+          const int64_t end = attention_key_end(a, i);
+          double m = -INFINITY;
+          for (int64_t j = 0; j < end; ++j) {
+            s[j] = a.scale * dot(qh, i, kh, j, a.d);
+            m = std::max(m, s[j]);
+          }
+          double z = 0;
+          for (int64_t j = 0; j < end; ++j) z += std::exp(s[j] - m);
+          const double row_lse = m + std::log(z);
+          for (int64_t j = 0; j < end; ++j) {
+            if (!attention_keep(a, h, i, j)) continue;
+            const double w = std::exp(s[j] - row_lse) * a.keep_scale;
+            for (int64_t c = 0; c < a.d; ++c) o[i * a.d + c] += w * vh[j * a.d + c];
+          }
+          static_cast<Acc<T>*>(lse)[h * a.tq + i] = static_cast<Acc<T>>(row_lse);
         }
-        double z = 0;
-        for (int64_t j = 0; j < end; ++j) z += std::exp(s[j] - m);
-        const double row_lse = m + std::log(z);
-        for (int64_t j = 0; j < end; ++j) {
-          if (!attention_keep(a, h, i, j)) continue;
-          const double w = std::exp(s[j] - row_lse) * a.keep_scale;
-          for (int64_t c = 0; c < a.d; ++c) o[i * a.d + c] += w * vh[j * a.d + c];
-        }
-        static_cast<Acc<T>*>(lse)[h * a.tq + i] = static_cast<Acc<T>>(row_lse);
+        store_head<T>(out, h, o);
       }
-      store_head<T>(out, h, o);
-    }
+    });
   });
 }
 
@@ -79,31 +83,33 @@ void attention_backward(const Ctx&, const AttentionArgs& a, const void* q, const
                         void* dk, void* dv) {
   visit_float(a.dtype, "attention_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    std::vector<double> p(static_cast<size_t>(a.tk));
-    for (int64_t h = 0; h < a.bh; ++h) {
-      const auto qh = head<T>(q, h, a.tq, a.d), kh = head<T>(k, h, a.tk, a.d),
-                 vh = head<T>(v, h, a.tk, a.d), oh = head<T>(out, h, a.tq, a.d),
-                 gh = head<T>(dout, h, a.tq, a.d);
-      std::vector<double> gq(qh.size(), 0.0), gk(kh.size(), 0.0), gv(vh.size(), 0.0);
-      for (int64_t i = 0; i < a.tq; ++i) {
-        const double row_lse = static_cast<const Acc<T>*>(lse)[h * a.tq + i];
-        probabilities(a, qh, kh, i, row_lse, p);
-        const double di = dot(gh, i, oh, i, a.d);
-        const int64_t end = attention_key_end(a, i);
-        for (int64_t j = 0; j < end; ++j) {
-          const double keep = attention_keep(a, h, i, j) ? a.keep_scale : 0.0;
-          const double ds = p[j] * (keep * dot(gh, i, vh, j, a.d) - di) * a.scale;
-          for (int64_t c = 0; c < a.d; ++c) {
-            gv[j * a.d + c] += p[j] * keep * gh[i * a.d + c];
-            gq[i * a.d + c] += ds * kh[j * a.d + c];
-            gk[j * a.d + c] += ds * qh[i * a.d + c];
+    detail::parallel_blocks(a.bh, 4 * a.tq * a.tk * a.d, [&](int64_t h0, int64_t h1) {
+      std::vector<double> p(static_cast<size_t>(a.tk));
+      for (int64_t h = h0; h < h1; ++h) {
+        const auto qh = head<T>(q, h, a.tq, a.d), kh = head<T>(k, h, a.tk, a.d),
+                   vh = head<T>(v, h, a.tk, a.d), oh = head<T>(out, h, a.tq, a.d),
+                   gh = head<T>(dout, h, a.tq, a.d);
+        std::vector<double> gq(qh.size(), 0.0), gk(kh.size(), 0.0), gv(vh.size(), 0.0);
+        for (int64_t i = 0; i < a.tq; ++i) {
+          const double row_lse = static_cast<const Acc<T>*>(lse)[h * a.tq + i];
+          probabilities(a, qh, kh, i, row_lse, p);
+          const double di = dot(gh, i, oh, i, a.d);
+          const int64_t end = attention_key_end(a, i);
+          for (int64_t j = 0; j < end; ++j) {
+            const double keep = attention_keep(a, h, i, j) ? a.keep_scale : 0.0;
+            const double ds = p[j] * (keep * dot(gh, i, vh, j, a.d) - di) * a.scale;
+            for (int64_t c = 0; c < a.d; ++c) {
+              gv[j * a.d + c] += p[j] * keep * gh[i * a.d + c];
+              gq[i * a.d + c] += ds * kh[j * a.d + c];
+              gk[j * a.d + c] += ds * qh[i * a.d + c];
+            }
           }
         }
+        store_head<T>(dq, h, gq);
+        store_head<T>(dk, h, gk);
+        store_head<T>(dv, h, gv);
       }
-      store_head<T>(dq, h, gq);
-      store_head<T>(dk, h, gk);
-      store_head<T>(dv, h, gv);
-    }
+    });
   });
 }
 

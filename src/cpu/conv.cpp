@@ -1,7 +1,8 @@
 // CPU reference 2-D convolution: im2col + the GEMM kernel for the forward pass and the weight
 // gradient, GEMM + col2im for the input gradient, one image at a time so the column buffer stays
-// small. bf16 and f16 are widened to f32 first, so the weight gradient's sum over the batch is not
-// rounded once per image.
+// small. The images are split over the CPU threads, each with its own column buffer (Note [conv
+// threads]). bf16 and f16 are widened to f32 first, so the weight gradient's sum over the batch is
+// not rounded once per image.
 #include "kern/conv.h"
 
 #include <algorithm>
@@ -12,8 +13,10 @@
 #include <vector>
 
 #include "cpu/cpu_util.h"
+#include "internal/parallel.h"
 #include "kern/gemm.h"
 #include "sinter/core/error.h"
+#include "sinter/core/parallel.h"
 
 namespace sinter::cpu {
 namespace {
@@ -22,6 +25,22 @@ namespace {
 // column (oh, ow), holding x[c, oh * stride_h - pad_h + i * dil_h, ow * stride_w - pad_w + j *
 // dil_w] (0 outside the input). Channels of one group are adjacent, so the same buffer is
 // (groups, kg, hw) with kg = (c_in / groups) * kh * kw, one GEMM batch entry per group.
+
+// The output columns [lo, hi) of one row whose input column ow * stride - pad + off lies in
+// [0, w): the rest read padding.
+struct ValidCols {
+  int64_t lo, hi;
+};
+
+ValidCols valid_cols(int64_t w_out, int64_t stride, int64_t pad, int64_t off, int64_t w) {
+  // iw = ow * stride + first >= 0  <=>  ow >= ceil(-first / stride); iw < w likewise.
+  const int64_t first = off - pad;
+  int64_t lo = first >= 0 ? 0 : (-first + stride - 1) / stride;
+  int64_t hi = w - first <= 0 ? 0 : (w - first + stride - 1) / stride;
+  lo = std::min(lo, w_out);
+  hi = std::clamp(hi, lo, w_out);
+  return {lo, hi};
+}
 
 // x: (c_in, h, w) of one image -> cols (Note [column layout]).
 template <typename T>
@@ -32,6 +51,8 @@ void im2col(const T* x, const Conv2dGeom& g, T* cols) {
     const T* plane = x + c * g.h * g.w;
     for (int64_t i = 0; i < g.kh; ++i) {
       for (int64_t j = 0; j < g.kw; ++j, dst += hw) {
+        const ValidCols v = valid_cols(g.w_out, g.stride_w, g.pad_w, j * g.dil_w, g.w);
+        const int64_t first = j * g.dil_w - g.pad_w;
         for (int64_t oh = 0; oh < g.h_out; ++oh) {
           const int64_t ih = oh * g.stride_h - g.pad_h + i * g.dil_h;
           T* row = dst + oh * g.w_out;
@@ -39,10 +60,15 @@ void im2col(const T* x, const Conv2dGeom& g, T* cols) {
             std::fill(row, row + g.w_out, T(0));
             continue;
           }
-          for (int64_t ow = 0; ow < g.w_out; ++ow) {
-            const int64_t iw = ow * g.stride_w - g.pad_w + j * g.dil_w;
-            row[ow] = iw >= 0 && iw < g.w ? plane[ih * g.w + iw] : T(0);
+          // Column ow reads plane[base + ow * stride_w], inside the row for ow in [lo, hi).
+          const int64_t base = ih * g.w + first;
+          std::fill(row, row + v.lo, T(0));
+          if (g.stride_w == 1) {
+            std::copy(plane + base + v.lo, plane + base + v.hi, row + v.lo);
+          } else {
+            for (int64_t ow = v.lo; ow < v.hi; ++ow) row[ow] = plane[base + ow * g.stride_w];
           }
+          std::fill(row + v.hi, row + g.w_out, T(0));
         }
       }
     }
@@ -59,13 +85,14 @@ void col2im(const T* cols, const Conv2dGeom& g, T* dx) {
     T* plane = dx + c * g.h * g.w;
     for (int64_t i = 0; i < g.kh; ++i) {
       for (int64_t j = 0; j < g.kw; ++j, src += hw) {
+        const ValidCols v = valid_cols(g.w_out, g.stride_w, g.pad_w, j * g.dil_w, g.w);
+        const int64_t first = j * g.dil_w - g.pad_w;
         for (int64_t oh = 0; oh < g.h_out; ++oh) {
           const int64_t ih = oh * g.stride_h - g.pad_h + i * g.dil_h;
           if (ih < 0 || ih >= g.h) continue;
-          for (int64_t ow = 0; ow < g.w_out; ++ow) {
-            const int64_t iw = ow * g.stride_w - g.pad_w + j * g.dil_w;
-            if (iw >= 0 && iw < g.w) plane[ih * g.w + iw] += src[oh * g.w_out + ow];
-          }
+          const int64_t base = ih * g.w + first;
+          const T* row = src + oh * g.w_out;
+          for (int64_t ow = v.lo; ow < v.hi; ++ow) plane[base + ow * g.stride_w] += row[ow];
         }
       }
     }
@@ -116,34 +143,60 @@ struct Dims {
         y_numel(g.n * g.c_out * hw) {}
 };
 
+// Note [conv threads]
+// The forward pass and the input gradient are independent per image: parallel_for splits the batch
+// and each piece has its own column buffer. The weight gradient sums over the batch: the images go
+// in kWgradChunks fixed chunks (fewer when the batch is smaller), each chunk's sum in its own
+// buffer in image order, and the chunks are added in chunk order, so that the result is the same
+// bits at any thread count. A piece takes at least one image, and a whole image's work when it is
+// small (kImageGrainMacs), so that small problems stay on one thread.
+constexpr int64_t kWgradChunks = 8;
+constexpr int64_t kImageGrainMacs = int64_t{1} << 20;
+
+// How many images (of `count`, or weight-gradient chunks) a piece takes at least: enough for
+// kImageGrainMacs multiply-adds. With fewer than there are threads, all `count` in one piece: they
+// then go one after another and each one's GEMMs split over the threads instead (Note [gemm
+// blocks]), which gives the same bits.
+int64_t image_grain(const Conv2dGeom& g, int64_t count) {
+  if (count < get_num_threads()) return std::max<int64_t>(count, 1);
+  const int64_t macs =
+      std::max<int64_t>(1, g.c_out * (g.c_in / g.groups) * g.kh * g.kw * g.h_out * g.w_out);
+  return std::max<int64_t>(1, kImageGrainMacs / macs);
+}
+
 template <typename T>
 void forward_typed(const Conv2dGeom& g, const T* x, const T* w, const T* bias, T* y) {
   const Dims d(g);
-  std::vector<T> cols(static_cast<size_t>(g.c_in * g.kh * g.kw * d.hw));
-  for (int64_t b = 0; b < g.n; ++b) {
-    im2col(x + b * g.c_in * g.h * g.w, g, cols.data());
-    T* yb = y + b * g.c_out * d.hw;
-    // y[b] (groups, cog, hw) = w (groups, cog, kg) @ cols (groups, kg, hw)
-    group_gemm<T>(g, false, false, d.cog, d.hw, d.kg, w, d.kg, d.cog * d.kg, cols.data(), d.hw,
-                  d.kg * d.hw, yb, d.hw, d.cog * d.hw, 0.0);
-    if (bias) {
-      for (int64_t co = 0; co < g.c_out; ++co) {
-        for (int64_t p = 0; p < d.hw; ++p) yb[co * d.hw + p] += bias[co];
+  detail::parallel_for(g.n, image_grain(g, g.n), [&](int64_t b0, int64_t b1) {
+    std::vector<T> cols(static_cast<size_t>(g.c_in * g.kh * g.kw * d.hw));
+    for (int64_t b = b0; b < b1; ++b) {
+      im2col(x + b * g.c_in * g.h * g.w, g, cols.data());
+      T* yb = y + b * g.c_out * d.hw;
+      // y[b] (groups, cog, hw) = w (groups, cog, kg) @ cols (groups, kg, hw)
+      group_gemm<T>(g, false, false, d.cog, d.hw, d.kg, w, d.kg, d.cog * d.kg, cols.data(), d.hw,
+                    d.kg * d.hw, yb, d.hw, d.cog * d.hw, 0.0);
+      if (bias) {
+        for (int64_t co = 0; co < g.c_out; ++co) {
+          for (int64_t p = 0; p < d.hw; ++p) yb[co * d.hw + p] += bias[co];
+        }
       }
     }
-  }
+  });
 }
 
 template <typename T>
 void backward_input_typed(const Conv2dGeom& g, const T* dy, const T* w, T* dx) {
   const Dims d(g);
-  std::vector<T> cols(static_cast<size_t>(g.c_in * g.kh * g.kw * d.hw));
-  for (int64_t b = 0; b < g.n; ++b) {
-    // cols (groups, kg, hw) = w^T (groups, kg, cog) @ dy[b] (groups, cog, hw)
-    group_gemm<T>(g, true, false, d.kg, d.hw, d.cog, w, d.kg, d.cog * d.kg, dy + b * g.c_out * d.hw,
-                  d.hw, d.cog * d.hw, cols.data(), d.hw, d.kg * d.hw, 0.0);
-    col2im(cols.data(), g, dx + b * g.c_in * g.h * g.w);
-  }
+  detail::parallel_for(g.n, image_grain(g, g.n), [&](int64_t b0, int64_t b1) {
+    std::vector<T> cols(static_cast<size_t>(g.c_in * g.kh * g.kw * d.hw));
+    for (int64_t b = b0; b < b1; ++b) {
+      // cols (groups, kg, hw) = w^T (groups, kg, cog) @ dy[b] (groups, cog, hw)
+      group_gemm<T>(g, true, false, d.kg, d.hw, d.cog, w, d.kg, d.cog * d.kg,
+                    dy + b * g.c_out * d.hw, d.hw, d.cog * d.hw, cols.data(), d.hw, d.kg * d.hw,
+                    0.0);
+      col2im(cols.data(), g, dx + b * g.c_in * g.h * g.w);
+    }
+  });
 }
 
 template <typename T>
@@ -153,12 +206,29 @@ void backward_weight_typed(const Conv2dGeom& g, const T* x, const T* dy, T* dw) 
     std::fill(dw, dw + g.c_out * d.kg, T(0));
     return;
   }
-  std::vector<T> cols(static_cast<size_t>(g.c_in * g.kh * g.kw * d.hw));
-  for (int64_t b = 0; b < g.n; ++b) {
-    im2col(x + b * g.c_in * g.h * g.w, g, cols.data());
-    // dw (groups, cog, kg) += dy[b] (groups, cog, hw) @ cols^T (groups, hw, kg)
-    group_gemm<T>(g, false, true, d.cog, d.kg, d.hw, dy + b * g.c_out * d.hw, d.hw, d.cog * d.hw,
-                  cols.data(), d.hw, d.kg * d.hw, dw, d.kg, d.cog * d.kg, b == 0 ? 0.0 : 1.0);
+  // Chunk c holds images [n c / chunks, n (c + 1) / chunks); chunk 0 sums straight into dw.
+  const int64_t chunks = std::min(g.n, kWgradChunks);
+  std::vector<T> partial(static_cast<size_t>((chunks - 1) * d.w_numel));
+  const int64_t grain = chunks < get_num_threads()
+                            ? chunks
+                            : std::max<int64_t>(1, image_grain(g, chunks) * chunks / g.n);
+  detail::parallel_for(chunks, grain, [&](int64_t c0, int64_t c1) {
+    std::vector<T> cols(static_cast<size_t>(g.c_in * g.kh * g.kw * d.hw));
+    for (int64_t c = c0; c < c1; ++c) {
+      T* sum = c == 0 ? dw : partial.data() + (c - 1) * d.w_numel;
+      const int64_t first = g.n * c / chunks, last = g.n * (c + 1) / chunks;
+      for (int64_t b = first; b < last; ++b) {
+        im2col(x + b * g.c_in * g.h * g.w, g, cols.data());
+        // sum (groups, cog, kg) += dy[b] (groups, cog, hw) @ cols^T (groups, hw, kg)
+        group_gemm<T>(g, false, true, d.cog, d.kg, d.hw, dy + b * g.c_out * d.hw, d.hw,
+                      d.cog * d.hw, cols.data(), d.hw, d.kg * d.hw, sum, d.kg, d.cog * d.kg,
+                      b == first ? 0.0 : 1.0);
+      }
+    }
+  });
+  for (int64_t c = 1; c < chunks; ++c) {
+    const T* p = partial.data() + (c - 1) * d.w_numel;
+    for (int64_t i = 0; i < d.w_numel; ++i) dw[i] += p[i];
   }
 }
 
@@ -189,13 +259,18 @@ void run_pass(const char* op, DType dtype, const Input (&in)[N], void* out, int6
         }
         const T* h = static_cast<const T*>(in[i].data);
         wide[i].resize(static_cast<size_t>(in[i].numel));
-        for (int64_t j = 0; j < in[i].numel; ++j) wide[i][j] = static_cast<float>(h[j]);
+        float* w = wide[i].data();
+        detail::parallel_blocks(in[i].numel, 1, [&](int64_t j0, int64_t j1) {
+          for (int64_t j = j0; j < j1; ++j) w[j] = static_cast<float>(h[j]);
+        });
         typed[i] = wide[i].data();
       }
       std::vector<float> out_f(static_cast<size_t>(out_numel));
       std::apply([&](auto... p) { pass(p..., out_f.data()); }, typed);
       T* o = static_cast<T*>(out);
-      for (size_t i = 0; i < out_f.size(); ++i) o[i] = T(out_f[i]);
+      detail::parallel_blocks(out_numel, 1, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j) o[j] = T(out_f[j]);
+      });
     }
   });
 }

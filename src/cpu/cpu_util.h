@@ -2,6 +2,7 @@
 // accumulation type of the CUDA kernels, and the visits of the storage types.
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
@@ -21,6 +22,27 @@ double widen(T v) {
   } else {
     return static_cast<double>(v);
   }
+}
+
+// Note [lane sums]: the CPU kernels' long sums go through lane_sum: f(j) for j < n added in double
+// into kSumLanes partial sums (j's lane is j % kSumLanes, the last n % kSumLanes terms into a
+// separate tail), then the lanes in order and the tail. The order is fixed by n alone, so the sum
+// is the same bits on every run, thread count and CPU, and a compiler keeps the lanes in vector
+// registers instead of waiting on one add after another.
+constexpr int kSumLanes = 8;
+
+template <class F>
+double lane_sum(int64_t n, F f) {
+  double acc[kSumLanes] = {};
+  int64_t j = 0;
+  for (; j + kSumLanes <= n; j += kSumLanes) {
+    for (int l = 0; l < kSumLanes; ++l) acc[l] += f(j + l);
+  }
+  double tail = 0;
+  for (; j < n; ++j) tail += f(j);
+  double s = 0;
+  for (int l = 0; l < kSumLanes; ++l) s += acc[l];
+  return s + tail;
 }
 
 // Rounds once to T: double stays double; the others go by way of float, as the CUDA kernels do.

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "cpu/cpu_util.h"
+#include "cpu/vec_math.h"
 #include "internal/parallel.h"
 #include "kern/scalar_ops.h"
 #include "sinter/core/error.h"
@@ -162,6 +163,18 @@ void unary(const Ctx&, const ElementwiseIter& it, UnaryOp op, double p0, double 
   visit_elementwise("unary", it.op[1].dtype, op, [&](auto ctag, auto opc) {
     using C = typename decltype(ctag)::type;
     constexpr UnaryOp OP = decltype(opc)::value;
+    if constexpr (std::is_same_v<C, float>) {
+      // The ops with a vector kernel (Note [cpu vector math]), a row at a time.
+      if (const vec::RowFn row = vec::unary_row(OP)) {
+        for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
+          float a[kChunk], y[kChunk];
+          load_row(it.op[1], off[1], step[1], n, a);
+          row(a, y, n);
+          store_row(it.op[0], off[0], step[0], n, y);
+        });
+        return;
+      }
+    }
     const C c0 = convert<C>(p0), c1 = convert<C>(p1);
     map_rows<C, 1>(it, [&](C x) { return unary_fn<OP>(x, c0, c1); });
   });

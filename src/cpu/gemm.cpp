@@ -1,5 +1,8 @@
 // CPU reference GEMM on OpenBLAS: batched row-major C = alpha * op(A) @ op(B) + beta * C.
-// bf16 and f16 operands are widened to f32, multiplied with sgemm and rounded back.
+// bf16 and f16 operands are widened to f32, multiplied with sgemm and rounded back. OpenBLAS runs
+// on one thread (Note [cpu threads]); gemm() splits a large problem over the CPU threads itself:
+// batch entries when there are several, else blocks of rows or columns of C cut by the shape alone
+// (Note [gemm blocks]), so the result does not depend on the thread count.
 #include "kern/gemm.h"
 
 #include <cblas.h>
@@ -10,9 +13,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "internal/parallel.h"
 #include "kern/elementwise.h"
 #include "kern/scalar_ops.h"
+#include "sinter/core/dtype.h"
 #include "sinter/core/error.h"
+#include "sinter/core/parallel.h"
 
 namespace sinter::cpu {
 namespace {
@@ -179,12 +185,7 @@ void gemm_typed(const GemmArgs& g) {
   }
 }
 
-}  // namespace
-
-void gemm(const Ctx&, const GemmArgs& g) {
-  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
-  SINTER_CHECK(g.m <= INT_MAX && g.n <= INT_MAX && g.k <= INT_MAX, "gemm: sizes m=", g.m,
-               " n=", g.n, " k=", g.k, " exceed the BLAS int range");
+void gemm_one_thread(const GemmArgs& g) {
   switch (g.dtype) {
     case DType::f32:
       return gemm_typed<float>(g);
@@ -198,6 +199,105 @@ void gemm(const Ctx&, const GemmArgs& g) {
       break;
   }
   SINTER_THROW("gemm: unsupported dtype ", g.dtype);
+}
+
+// The fewest multiply-adds worth a thread of their own: about a tenth of a millisecond of one
+// core's sgemm, far above the cost of waking a worker.
+constexpr int64_t kMinMacsPerPiece = int64_t{1} << 21;
+// The narrowest block of rows or columns one product is cut into (Note [gemm blocks]): OpenBLAS
+// packs the whole other operand for each block, which this keeps to a few percent of the work.
+constexpr int64_t kMinBlockSide = 128;
+
+// Advances a typed pointer by `elems` elements of `g.dtype`.
+template <typename P>
+P* advance(P* p, int64_t elems, size_t elem) {
+  if (p == nullptr) return p;
+  using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
+  return reinterpret_cast<P*>(reinterpret_cast<Byte*>(p) + elems * static_cast<int64_t>(elem));
+}
+
+// Batch entries [b0, b1) of g.
+GemmArgs batch_part(const GemmArgs& g, int64_t b0, int64_t b1) {
+  const size_t e = element_size(g.dtype);
+  GemmArgs p = g;
+  p.batch = b1 - b0;
+  p.a = advance(g.a, b0 * g.stride_a, e);
+  p.b = advance(g.b, b0 * g.stride_b, e);
+  p.c = advance(g.c, b0 * g.stride_c, e);
+  p.pre_act = advance(g.pre_act, b0 * g.stride_c, e);
+  return p;
+}
+
+// Rows [r0, r1) of C, or its columns when `cols`: the same sums over k on part of op(A) or op(B).
+GemmArgs block_part(const GemmArgs& g, bool cols, int64_t r0, int64_t r1) {
+  const size_t e = element_size(g.dtype);
+  GemmArgs p = g;
+  if (cols) {
+    p.n = r1 - r0;
+    p.b = advance(g.b, g.trans_b ? r0 * g.ldb : r0, e);
+    p.c = advance(g.c, r0, e);
+    p.pre_act = advance(g.pre_act, r0, e);
+    p.bias = advance(g.bias, r0, e);
+  } else {
+    p.m = r1 - r0;
+    p.a = advance(g.a, g.trans_a ? r0 : r0 * g.lda, e);
+    p.c = advance(g.c, r0 * g.ldc, e);
+    p.pre_act = advance(g.pre_act, r0 * g.ldc, e);
+  }
+  return p;
+}
+
+// True when several threads may call OpenBLAS at once: a build with threads (pthreads or OpenMP)
+// locks its shared buffers; a serial build may not, and then the blocks run on the caller.
+bool blas_reentrant() {
+  static const bool reentrant = openblas_get_parallel() != 0;
+  return reentrant;
+}
+
+}  // namespace
+
+void gemm(const Ctx&, const GemmArgs& g) {
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  SINTER_CHECK(g.m <= INT_MAX && g.n <= INT_MAX && g.k <= INT_MAX, "gemm: sizes m=", g.m,
+               " n=", g.n, " k=", g.k, " exceed the BLAS int range");
+  // The pool sets OpenBLAS to one thread when it starts (Note [cpu threads]): before any BLAS call,
+  // so that even the first small product does not run on OpenBLAS's own threads.
+  static const int pool_started = get_num_threads();
+  (void)pool_started;
+  // Note [gemm blocks]: each product of the batch is cut along the longer side of C into blocks
+  // whose size depends on the shape alone (whole 16-wide panels, at least kMinBlockSide wide and
+  // kMinMacsPerPiece deep; one block when the product is small), one BLAS call each, and the
+  // threads share the (batch entry, block) items. OpenBLAS's result for an element may depend on
+  // where its call's edges fall, so the cut must not depend on the thread count: at one thread the
+  // same calls run one after another, and the bits are the same.
+  const int64_t macs = g.m * g.n * std::max<int64_t>(g.k, 1);
+  const bool cols = g.n > g.m;
+  const int64_t side = cols ? g.n : g.m, per_line = macs / side;
+  int64_t block = side;
+  if (macs >= 2 * kMinMacsPerPiece) {
+    const int64_t want = std::max(kMinBlockSide, kMinMacsPerPiece / std::max<int64_t>(per_line, 1));
+    block = std::min(side, (want + 15) / 16 * 16);
+  }
+  const int64_t blocks = (side + block - 1) / block;
+  if (blocks == 1) {
+    // Whole products: several batch entries to a BLAS call when they are small.
+    const int64_t grain = std::max<int64_t>(1, kMinMacsPerPiece / macs);
+    if (!blas_reentrant()) return gemm_one_thread(g);
+    return detail::parallel_for(
+        g.batch, grain, [&](int64_t b0, int64_t b1) { gemm_one_thread(batch_part(g, b0, b1)); });
+  }
+  auto item = [&](int64_t i) {
+    const int64_t b = i / blocks, c = i % blocks;
+    gemm_one_thread(
+        block_part(batch_part(g, b, b + 1), cols, c * block, std::min(side, (c + 1) * block)));
+  };
+  if (!blas_reentrant()) {
+    for (int64_t i = 0; i < g.batch * blocks; ++i) item(i);
+    return;
+  }
+  detail::parallel_for(g.batch * blocks, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) item(i);
+  });
 }
 
 }  // namespace sinter::cpu

@@ -3,11 +3,13 @@
 // elementwise counterparts (Note [gather layout]).
 #include "kern/index.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include "cpu/cpu_util.h"
+#include "internal/parallel.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {
@@ -27,13 +29,19 @@ void add_into(T& dst, T v) {
 template <typename T>
 void index_add_typed(T* out, int64_t outer, int64_t out_dim, int64_t inner, const int64_t* idx,
                      int64_t nidx, const T* src) {
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t j = 0; j < nidx; ++j) {
-      T* dst = out + (o * out_dim + idx[j]) * inner;
-      const T* s = src + (o * nidx + j) * inner;
-      for (int64_t i = 0; i < inner; ++i) add_into(dst[i], s[i]);
+  // Columns (o, i) of the output split over the threads: each takes its sources in index order,
+  // so repeated indices add in the same order on any thread count.
+  detail::parallel_blocks(outer * inner, nidx, [&](int64_t c0, int64_t c1) {
+    for (int64_t o = c0 / inner; o * inner < c1; ++o) {
+      const int64_t i0 = std::max<int64_t>(c0 - o * inner, 0);
+      const int64_t i1 = std::min<int64_t>(c1 - o * inner, inner);
+      for (int64_t j = 0; j < nidx; ++j) {
+        T* dst = out + (o * out_dim + idx[j]) * inner;
+        const T* s = src + (o * nidx + j) * inner;
+        for (int64_t i = i0; i < i1; ++i) add_into(dst[i], s[i]);
+      }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -53,12 +61,13 @@ void index_select(const Ctx&, const void* in, DType dtype, int64_t outer, int64_
   if (slice == 0) return;
   const auto* src = static_cast<const unsigned char*>(in);
   auto* dst = static_cast<unsigned char*>(out);
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t j = 0; j < nidx; ++j) {
-      std::memcpy(dst + static_cast<size_t>(o * nidx + j) * slice,
+  detail::parallel_blocks(outer * nidx, inner, [&](int64_t s0, int64_t s1) {
+    for (int64_t sl = s0; sl < s1; ++sl) {
+      const int64_t o = sl / nidx, j = sl % nidx;
+      std::memcpy(dst + static_cast<size_t>(sl) * slice,
                   src + static_cast<size_t>(o * in_dim + idx[j]) * slice, slice);
     }
-  }
+  });
 }
 
 void index_add(const Ctx&, void* out, DType dtype, int64_t outer, int64_t out_dim, int64_t inner,
@@ -76,7 +85,9 @@ void gather(const Ctx&, const void* in, DType dtype, const GatherGeom& g, const 
     using T = typename decltype(tag)::type;
     const T* x = static_cast<const T*>(in);
     T* y = static_cast<T*>(out);
-    for (int64_t e = 0; e < g.numel; ++e) y[e] = x[gather_offset(g, e, idx[e])];
+    detail::parallel_blocks(g.numel, 2, [&](int64_t e0, int64_t e1) {
+      for (int64_t e = e0; e < e1; ++e) y[e] = x[gather_offset(g, e, idx[e])];
+    });
   });
 }
 

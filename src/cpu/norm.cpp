@@ -1,14 +1,19 @@
 // CPU reference for batch_norm, layer_norm and dropout (src/kern/norm.h). Sums run in
 // double, more accurately than the f32 the CUDA kernels use, so this is the better side of a parity
-// test; statistics are stored in the accumulation dtype of Note [norm statistics].
+// test; statistics are stored in the accumulation dtype of Note [norm statistics]. Channels
+// (batch norm), rows (layer norm) and elements (dropout) are split over the CPU threads; layer
+// norm's parameter gradients sum fixed chunks of rows (Note [layer norm chunks]), so that no result
+// depends on the thread count.
 #include "kern/norm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
 #include "cpu/cpu_util.h"
+#include "internal/parallel.h"
 #include "kern/philox.h"
 #include "sinter/core/error.h"
 
@@ -40,6 +45,9 @@ void for_channel(int64_t n, int64_t c, int64_t hw, int64_t k, Fn fn) {
   }
 }
 
+// Layer norm's parameter gradients sum at most this many chunks of rows (Note [layer norm chunks]).
+constexpr int64_t kLayerNormChunks = 16;
+
 }  // namespace
 
 void batch_norm_stats(const Ctx&, const void* x, DType dtype, int64_t n, int64_t c, int64_t hw,
@@ -48,20 +56,29 @@ void batch_norm_stats(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
     using T = typename decltype(tag)::type;
     const T* px = static_cast<const T*>(x);
     const double m = static_cast<double>(n * hw);
-    for (int64_t k = 0; k < c; ++k) {
-      double s = 0;
-      for_channel(n, c, hw, k, [&](int64_t e) { s += widen(px[e]); });
-      const double mu = s / m;
-      double q = 0;
-      for_channel(n, c, hw, k, [&](int64_t e) {
-        const double d = widen(px[e]) - mu;
-        q += d * d;
-      });
-      const double v = q / m;
-      set_stat<T>(mean, k, mu);
-      set_stat<T>(var, k, v);
-      set_stat<T>(rstd, k, 1.0 / std::sqrt(v + eps));
-    }
+    detail::parallel_blocks(c, n * hw, [&](int64_t k0, int64_t k1) {
+      for (int64_t k = k0; k < k1; ++k) {
+        // Each image's plane of channel k summed in lanes (Note [lane sums]), the planes in order.
+        double s = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const T* plane = px + (i * c + k) * hw;
+          s += lane_sum(hw, [&](int64_t j) { return widen(plane[j]); });
+        }
+        const double mu = s / m;
+        double q = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const T* plane = px + (i * c + k) * hw;
+          q += lane_sum(hw, [&](int64_t j) {
+            const double d = widen(plane[j]) - mu;
+            return d * d;
+          });
+        }
+        const double v = q / m;
+        set_stat<T>(mean, k, mu);
+        set_stat<T>(var, k, v);
+        set_stat<T>(rstd, k, 1.0 / std::sqrt(v + eps));
+      }
+    });
   });
 }
 
@@ -72,12 +89,14 @@ void batch_norm_apply(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
     using T = typename decltype(tag)::type;
     const T* px = static_cast<const T*>(x);
     T* py = static_cast<T*>(y);
-    for (int64_t k = 0; k < c; ++k) {
-      const double mu = stat_at<T>(mean, k), rs = stat_at<T>(rstd, k);
-      const double scale = rs * weight_at<T>(weight, k, 1.0), shift = weight_at<T>(bias, k, 0.0);
-      for_channel(n, c, hw, k,
-                  [&](int64_t e) { py[e] = narrow<T>((widen(px[e]) - mu) * scale + shift); });
-    }
+    detail::parallel_blocks(c, n * hw, [&](int64_t k0, int64_t k1) {
+      for (int64_t k = k0; k < k1; ++k) {
+        const double mu = stat_at<T>(mean, k), rs = stat_at<T>(rstd, k);
+        const double scale = rs * weight_at<T>(weight, k, 1.0), shift = weight_at<T>(bias, k, 0.0);
+        for_channel(n, c, hw, k,
+                    [&](int64_t e) { py[e] = narrow<T>((widen(px[e]) - mu) * scale + shift); });
+      }
+    });
   });
 }
 
@@ -89,30 +108,34 @@ void batch_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
     const T* px = static_cast<const T*>(x);
     const T* pdy = static_cast<const T*>(dy);
     const double m = static_cast<double>(n * hw);
-    for (int64_t k = 0; k < c; ++k) {
-      const double mu = stat_at<T>(mean, k), rs = stat_at<T>(rstd, k);
-      double sum_dy = 0, sum_dy_xhat = 0;
-      for_channel(n, c, hw, k, [&](int64_t e) {
-        const double g = widen(pdy[e]);
-        sum_dy += g;
-        sum_dy_xhat += g * (widen(px[e]) - mu) * rs;
-      });
-      if (dbias) set_stat<T>(dbias, k, sum_dy);
-      if (dweight) set_stat<T>(dweight, k, sum_dy_xhat);
-      if (!dx) continue;
-      const double scale = rs * weight_at<T>(weight, k, 1.0);
-      const double mean_dy = sum_dy / m, mean_dy_xhat = sum_dy_xhat / m;
-      T* pdx = static_cast<T*>(dx);
-      for_channel(n, c, hw, k, [&](int64_t e) {
-        const double g = widen(pdy[e]);
-        if (training) {
-          const double xhat = (widen(px[e]) - mu) * rs;
-          pdx[e] = narrow<T>(scale * (g - mean_dy - xhat * mean_dy_xhat));
-        } else {
-          pdx[e] = narrow<T>(scale * g);
+    detail::parallel_blocks(c, 2 * n * hw, [&](int64_t k0, int64_t k1) {
+      for (int64_t k = k0; k < k1; ++k) {
+        const double mu = stat_at<T>(mean, k), rs = stat_at<T>(rstd, k);
+        double sum_dy = 0, sum_dy_xc = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const T* gp = pdy + (i * c + k) * hw;
+          const T* xp = px + (i * c + k) * hw;
+          sum_dy += lane_sum(hw, [&](int64_t j) { return widen(gp[j]); });
+          sum_dy_xc += lane_sum(hw, [&](int64_t j) { return widen(gp[j]) * (widen(xp[j]) - mu); });
         }
-      });
-    }
+        const double sum_dy_xhat = sum_dy_xc * rs;
+        if (dbias) set_stat<T>(dbias, k, sum_dy);
+        if (dweight) set_stat<T>(dweight, k, sum_dy_xhat);
+        if (!dx) continue;
+        const double scale = rs * weight_at<T>(weight, k, 1.0);
+        const double mean_dy = sum_dy / m, mean_dy_xhat = sum_dy_xhat / m;
+        T* pdx = static_cast<T*>(dx);
+        for_channel(n, c, hw, k, [&](int64_t e) {
+          const double g = widen(pdy[e]);
+          if (training) {
+            const double xhat = (widen(px[e]) - mu) * rs;
+            pdx[e] = narrow<T>(scale * (g - mean_dy - xhat * mean_dy_xhat));
+          } else {
+            pdx[e] = narrow<T>(scale * g);
+          }
+        });
+      }
+    });
   });
 }
 
@@ -121,22 +144,25 @@ void layer_norm_forward(const Ctx&, const void* x, DType dtype, int64_t rows, in
                         void* rstd) {
   visit_float(dtype, "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* row = static_cast<const T*>(x) + r * cols;
-      T* out = static_cast<T*>(y) + r * cols;
-      double s = 0;
-      for (int64_t j = 0; j < cols; ++j) s += widen(row[j]);
-      const double mu = s / static_cast<double>(cols);
-      double q = 0;
-      for (int64_t j = 0; j < cols; ++j) q += (widen(row[j]) - mu) * (widen(row[j]) - mu);
-      const double rs = 1.0 / std::sqrt(q / static_cast<double>(cols) + eps);
-      set_stat<T>(mean, r, mu);
-      set_stat<T>(rstd, r, rs);
-      for (int64_t j = 0; j < cols; ++j) {
-        out[j] = narrow<T>((widen(row[j]) - mu) * rs * weight_at<T>(weight, j, 1.0) +
-                           weight_at<T>(bias, j, 0.0));
+    detail::parallel_blocks(rows, 3 * cols, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* row = static_cast<const T*>(x) + r * cols;
+        T* out = static_cast<T*>(y) + r * cols;
+        const double mu =
+            lane_sum(cols, [&](int64_t j) { return widen(row[j]); }) / static_cast<double>(cols);
+        const double q = lane_sum(cols, [&](int64_t j) {
+          const double d = widen(row[j]) - mu;
+          return d * d;
+        });
+        const double rs = 1.0 / std::sqrt(q / static_cast<double>(cols) + eps);
+        set_stat<T>(mean, r, mu);
+        set_stat<T>(rstd, r, rs);
+        for (int64_t j = 0; j < cols; ++j) {
+          out[j] = narrow<T>((widen(row[j]) - mu) * rs * weight_at<T>(weight, j, 1.0) +
+                             weight_at<T>(bias, j, 0.0));
+        }
       }
-    }
+    });
   });
 }
 
@@ -148,36 +174,53 @@ void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
     using A = Acc<T>;
     const T* px = static_cast<const T*>(x);
     const T* pdy = static_cast<const T*>(dy);
-    // Column sums in double across all rows, then added once to the caller's arrays.
-    std::vector<double> dw(dweight ? cols : 0, 0.0), db(dbias ? cols : 0, 0.0);
-    for (int64_t r = 0; r < rows; ++r) {
-      const double mu = stat_at<T>(mean, r), rs = stat_at<T>(rstd, r);
-      const int64_t base = r * cols;
-      double sum_g = 0, sum_g_xhat = 0;
-      for (int64_t j = 0; j < cols; ++j) {
-        const double xhat = (widen(px[base + j]) - mu) * rs;
-        const double d = widen(pdy[base + j]);
-        const double g = d * weight_at<T>(weight, j, 1.0);
-        sum_g += g;
-        sum_g_xhat += g * xhat;
-        if (dweight) dw[j] += d * xhat;
-        if (dbias) db[j] += d;
+    // Note [layer norm chunks]: the column sums of dweight and dbias go in double over fixed
+    // chunks of rows (kLayerNormChunks, fewer when there are fewer rows; chunk c holds rows
+    // [rows c / chunks, rows (c + 1) / chunks)), each chunk's sum in its own buffer in row order,
+    // and the chunks are added in chunk order: the same bits at any thread count.
+    const bool sums = dweight || dbias;
+    // Without them, every row is a chunk of its own.
+    const int64_t chunks = std::max<int64_t>(1, sums ? std::min(rows, kLayerNormChunks) : rows);
+    std::vector<double> dw(dweight ? chunks * cols : 0, 0.0), db(dbias ? chunks * cols : 0, 0.0);
+    const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+    detail::parallel_blocks(chunks, 4 * cols * rows_per_chunk, [&](int64_t c0, int64_t c1) {
+      for (int64_t chunk = c0; chunk < c1; ++chunk) {
+        double* cdw = dweight ? dw.data() + chunk * cols : nullptr;
+        double* cdb = dbias ? db.data() + chunk * cols : nullptr;
+        for (int64_t r = rows * chunk / chunks; r < rows * (chunk + 1) / chunks; ++r) {
+          const double mu = stat_at<T>(mean, r), rs = stat_at<T>(rstd, r);
+          const int64_t base = r * cols;
+          double sum_g = 0, sum_g_xhat = 0;
+          for (int64_t j = 0; j < cols; ++j) {
+            const double xhat = (widen(px[base + j]) - mu) * rs;
+            const double d = widen(pdy[base + j]);
+            const double g = d * weight_at<T>(weight, j, 1.0);
+            sum_g += g;
+            sum_g_xhat += g * xhat;
+            if (cdw) cdw[j] += d * xhat;
+            if (cdb) cdb[j] += d;
+          }
+          if (!dx) continue;
+          const double mean_g = sum_g / static_cast<double>(cols);
+          const double mean_g_xhat = sum_g_xhat / static_cast<double>(cols);
+          T* pdx = static_cast<T*>(dx);
+          for (int64_t j = 0; j < cols; ++j) {
+            const double xhat = (widen(px[base + j]) - mu) * rs;
+            const double g = widen(pdy[base + j]) * weight_at<T>(weight, j, 1.0);
+            pdx[base + j] = narrow<T>(rs * (g - mean_g - xhat * mean_g_xhat));
+          }
+        }
       }
-      if (!dx) continue;
-      const double mean_g = sum_g / static_cast<double>(cols);
-      const double mean_g_xhat = sum_g_xhat / static_cast<double>(cols);
-      T* pdx = static_cast<T*>(dx);
-      for (int64_t j = 0; j < cols; ++j) {
-        const double xhat = (widen(px[base + j]) - mu) * rs;
-        const double g = widen(pdy[base + j]) * weight_at<T>(weight, j, 1.0);
-        pdx[base + j] = narrow<T>(rs * (g - mean_g - xhat * mean_g_xhat));
+    });
+    // Added once to the caller's arrays.
+    for (int64_t j = 0; j < cols; ++j) {
+      double w = 0, b = 0;
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+        if (dweight) w += dw[chunk * cols + j];
+        if (dbias) b += db[chunk * cols + j];
       }
-    }
-    for (int64_t j = 0; j < static_cast<int64_t>(dw.size()); ++j) {
-      static_cast<A*>(dweight)[j] += static_cast<A>(dw[j]);
-    }
-    for (int64_t j = 0; j < static_cast<int64_t>(db.size()); ++j) {
-      static_cast<A*>(dbias)[j] += static_cast<A>(db[j]);
+      if (dweight) static_cast<A*>(dweight)[j] += static_cast<A>(w);
+      if (dbias) static_cast<A*>(dbias)[j] += static_cast<A>(b);
     }
   });
 }
@@ -191,11 +234,13 @@ void dropout_apply(const Ctx&, const void* in, DType dtype, int64_t numel, uint6
     const C s = static_cast<C>(scale);
     const T* pin = static_cast<const T*>(in);
     T* pout = static_cast<T*>(out);
-    for (int64_t i = 0; i < numel; ++i) {
-      const bool keep =
-          (philox_element(seed, offset, static_cast<uint64_t>(i)).w[0] >> 8) >= threshold;
-      pout[i] = keep ? narrow<T>(static_cast<C>(widen(pin[i])) * s) : narrow<T>(0.0);
-    }
+    detail::parallel_blocks(numel, 8, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const bool keep =
+            (philox_element(seed, offset, static_cast<uint64_t>(i)).w[0] >> 8) >= threshold;
+        pout[i] = keep ? narrow<T>(static_cast<C>(widen(pin[i])) * s) : narrow<T>(0.0);
+      }
+    });
   });
 }
 

@@ -1,6 +1,7 @@
 // CPU reference 2-D pooling: max (with indices), average and adaptive average, forward and
-// backward, plane by plane. Sums accumulate in double, so the reference is the more accurate side
-// of a parity test.
+// backward, plane by plane, the planes split over the CPU threads (each plane's arithmetic is the
+// same on any thread). Sums accumulate in double, so the reference is the more accurate side of a
+// parity test.
 #include "kern/pool.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "cpu/cpu_util.h"
+#include "internal/parallel.h"
 #include "kern/pool_windows.h"
 #include "sinter/core/error.h"
 
@@ -22,6 +24,12 @@ AvgWindow adaptive_window(const Pool2dGeom& g, int64_t oh, int64_t ow) {
   return {h0, h1, w0, w1, (h1 - h0) * (w1 - w0)};
 }
 
+// How many planes a thread takes at least: about 32768 window elements' work.
+int64_t plane_grain(const Pool2dGeom& g) {
+  const int64_t work = std::max<int64_t>(1, std::max(g.h * g.w, g.h_out * g.w_out * g.kh * g.kw));
+  return std::max<int64_t>(1, (int64_t{1} << 15) / work);
+}
+
 // Calls fn(plane, oh, ow, y[o], o) for every output position, o its offset in y and plane its input
 // plane, both as the storage type of the floating `dtype`.
 template <class Fn>
@@ -29,15 +37,17 @@ void for_each_output(const char* op, const Pool2dGeom& g, DType dtype, const voi
                      Fn fn) {
   visit_float(dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    for (int64_t p = 0; p < g.planes; ++p) {
-      const T* plane = static_cast<const T*>(x) + p * g.h * g.w;
-      for (int64_t oh = 0; oh < g.h_out; ++oh) {
-        for (int64_t ow = 0; ow < g.w_out; ++ow) {
-          const int64_t o = (p * g.h_out + oh) * g.w_out + ow;
-          fn(plane, oh, ow, static_cast<T*>(y)[o], o);
+    detail::parallel_for(g.planes, plane_grain(g), [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const T* plane = static_cast<const T*>(x) + p * g.h * g.w;
+        for (int64_t oh = 0; oh < g.h_out; ++oh) {
+          for (int64_t ow = 0; ow < g.w_out; ++ow) {
+            const int64_t o = (p * g.h_out + oh) * g.w_out + ow;
+            fn(plane, oh, ow, static_cast<T*>(y)[o], o);
+          }
         }
       }
-    }
+    });
   });
 }
 
@@ -50,17 +60,19 @@ void scatter_planes(const char* op, const Pool2dGeom& g, DType dtype, const void
     using T = typename decltype(tag)::type;
     const T* gy = static_cast<const T*>(dy);
     T* gx = static_cast<T*>(dx);
-    std::vector<double> acc(static_cast<size_t>(g.h * g.w));
-    for (int64_t p = 0; p < g.planes; ++p) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t oh = 0; oh < g.h_out; ++oh) {
-        for (int64_t ow = 0; ow < g.w_out; ++ow) {
-          const int64_t o = (p * g.h_out + oh) * g.w_out + ow;
-          scatter(acc.data(), oh, ow, o, widen(gy[o]));
+    detail::parallel_for(g.planes, plane_grain(g), [&](int64_t p0, int64_t p1) {
+      std::vector<double> acc(static_cast<size_t>(g.h * g.w));
+      for (int64_t p = p0; p < p1; ++p) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t oh = 0; oh < g.h_out; ++oh) {
+          for (int64_t ow = 0; ow < g.w_out; ++ow) {
+            const int64_t o = (p * g.h_out + oh) * g.w_out + ow;
+            scatter(acc.data(), oh, ow, o, widen(gy[o]));
+          }
         }
+        for (int64_t i = 0; i < g.h * g.w; ++i) gx[p * g.h * g.w + i] = narrow<T>(acc[i]);
       }
-      for (int64_t i = 0; i < g.h * g.w; ++i) gx[p * g.h * g.w + i] = narrow<T>(acc[i]);
-    }
+    });
   });
 }
 

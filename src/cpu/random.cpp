@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "cpu/cpu_util.h"
+#include "internal/parallel.h"
 #include "kern/philox.h"
 #include "kern/scalar_ops.h"
 #include "sinter/core/error.h"
@@ -21,7 +22,10 @@ void fill(void* out, DType dtype, int64_t n, F value) {
   visit_storage(dtype, "random", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(out);
-    for (int64_t i = 0; i < n; ++i) p[i] = from_value<T>(value(tag, i));
+    // Element i's value depends on i alone (a counter-based stream): any split gives the same.
+    detail::parallel_blocks(n, 8, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) p[i] = from_value<T>(value(tag, i));
+    });
   });
 }
 

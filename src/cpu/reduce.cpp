@@ -1,13 +1,18 @@
 // CPU reference for reduce_rows (Sum, Max and Min along the last dim of a contiguous (outer, r)
 // block) and cumsum_rows. Floating sums accumulate in double here (more than the f32 the CUDA
-// kernels use) so that the reference is the more accurate side of a parity test.
+// kernels use) so that the reference is the more accurate side of a parity test. Rows are split
+// over the CPU threads, and a long row's sum is cut in fixed chunks (Note [sum chunks]), so that
+// the result is the same bits at any thread count.
 #include "kern/reduce.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "cpu/cpu_util.h"
+#include "internal/parallel.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {
@@ -37,46 +42,84 @@ bool is_nan(V v) {
   }
 }
 
+// Note [sum chunks]: a row longer than kSumChunk is summed in chunks of kSumChunk elements (the
+// last one shorter), each chunk into its own double (by lane_sum: Note [lane sums]), and the chunk
+// sums are then added in chunk order. The cut depends on the row length alone, so the chunks may go
+// to any thread and the sum is the same bits at every thread count (and with
+// use_deterministic_algorithms on, which the CPU needs nothing more for).
+constexpr int64_t kSumChunk = int64_t{1} << 15;
+
+// The sum of row[0, n) in order: double for floating types, wrapping uint64 for the others (so
+// that an overflowing sum wraps, as on the GPU, instead of being undefined).
+template <typename T>
+auto row_sum(const T* row, int64_t n) {
+  if constexpr (!kFloating<T>) {
+    uint64_t acc = 0;
+    for (int64_t j = 0; j < n; ++j) acc += static_cast<uint64_t>(exact(row[j]));
+    return acc;
+  } else {
+    return lane_sum(n, [&](int64_t j) { return exact(row[j]); });
+  }
+}
+
+template <typename T>
+void store_sum(void* out, int64_t o, decltype(row_sum<T>(nullptr, 0)) acc) {
+  if constexpr (!kFloating<T>) {
+    static_cast<int64_t*>(out)[o] = static_cast<int64_t>(acc);
+  } else {
+    static_cast<T*>(out)[o] = narrow<T>(acc);
+  }
+}
+
 template <typename T>
 void sum_rows(const T* in, int64_t outer, int64_t r, void* out) {
-  for (int64_t o = 0; o < outer; ++o) {
-    const T* row = in + o * r;
-    if constexpr (!kFloating<T>) {
-      // Unsigned, so that an overflowing sum wraps (as on the GPU) instead of being undefined.
-      uint64_t acc = 0;
-      for (int64_t j = 0; j < r; ++j) acc += static_cast<uint64_t>(exact(row[j]));
-      static_cast<int64_t*>(out)[o] = static_cast<int64_t>(acc);
-    } else {
-      double acc = 0;
-      for (int64_t j = 0; j < r; ++j) acc += exact(row[j]);
-      static_cast<T*>(out)[o] = narrow<T>(acc);
+  const int64_t chunks = r > kSumChunk ? (r + kSumChunk - 1) / kSumChunk : 1;
+  if (chunks == 1) {
+    detail::parallel_blocks(outer, r, [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) store_sum<T>(out, o, row_sum(in + o * r, r));
+    });
+    return;
+  }
+  std::vector<decltype(row_sum<T>(nullptr, 0))> part(static_cast<size_t>(outer * chunks));
+  detail::parallel_blocks(outer * chunks, kSumChunk, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t o = i / chunks, c = i % chunks;
+      const int64_t begin = c * kSumChunk, len = std::min(kSumChunk, r - begin);
+      part[i] = row_sum(in + o * r + begin, len);
     }
+  });
+  for (int64_t o = 0; o < outer; ++o) {
+    auto acc = part[o * chunks];
+    for (int64_t c = 1; c < chunks; ++c) acc += part[o * chunks + c];
+    store_sum<T>(out, o, acc);
   }
 }
 
 // The first NaN wins outright; otherwise the first element that no later one strictly beats.
 template <typename T, bool kMax>
 void extreme_rows(const T* in, int64_t outer, int64_t r, T* out, int64_t* indices) {
-  for (int64_t o = 0; o < outer; ++o) {
-    const T* row = in + o * r;
-    int64_t best = 0;
-    auto best_v = exact(row[0]);
-    if (!is_nan(best_v)) {
-      for (int64_t j = 1; j < r; ++j) {
-        const auto v = exact(row[j]);
-        if (is_nan(v)) {
-          best = j;
-          break;
-        }
-        if (kMax ? v > best_v : v < best_v) {
-          best = j;
-          best_v = v;
+  detail::parallel_blocks(outer, r, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      const T* row = in + o * r;
+      int64_t best = 0;
+      auto best_v = exact(row[0]);
+      if (!is_nan(best_v)) {
+        for (int64_t j = 1; j < r; ++j) {
+          const auto v = exact(row[j]);
+          if (is_nan(v)) {
+            best = j;
+            break;
+          }
+          if (kMax ? v > best_v : v < best_v) {
+            best = j;
+            best_v = v;
+          }
         }
       }
+      out[o] = row[best];
+      if (indices) indices[o] = best;
     }
-    out[o] = row[best];
-    if (indices) indices[o] = best;
-  }
+  });
 }
 
 template <typename T>
@@ -99,8 +142,10 @@ void reduce_typed(const void* in, int64_t outer, int64_t r, ReduceOp op, void* o
 
 template <typename T>
 void cumsum_typed(const T* in, int64_t outer, int64_t len, int64_t inner, bool reverse, void* out) {
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < inner; ++i) {
+  // One line (o, i) of len elements per item, split over the threads.
+  detail::parallel_blocks(outer * inner, len, [&](int64_t l0, int64_t l1) {
+    for (int64_t line = l0; line < l1; ++line) {
+      const int64_t o = line / inner, i = line % inner;
       const T* x = in + o * len * inner + i;
       if constexpr (!kFloating<T>) {
         int64_t* y = static_cast<int64_t*>(out) + o * len * inner + i;
@@ -120,7 +165,7 @@ void cumsum_typed(const T* in, int64_t outer, int64_t len, int64_t inner, bool r
         }
       }
     }
-  }
+  });
 }
 
 // The output dtype the caller allocated must be `want`, the one the kernel writes.

@@ -1,6 +1,7 @@
 // CPU reference for softmax, log_softmax and the fused cross entropy over the rows of Note
 // [softmax rows] (src/kern/softmax.h). Everything accumulates in double, so that the
-// reference is the more accurate side of a parity test.
+// reference is the more accurate side of a parity test. The outer blocks are split over the CPU
+// threads; each block's arithmetic is the same on any thread.
 #include "kern/softmax.h"
 
 #include <cmath>
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "cpu/cpu_util.h"
+#include "cpu/vec_math.h"
+#include "internal/parallel.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu {
@@ -41,43 +44,81 @@ void max_and_sum(const T* block, int64_t dim, int64_t inner, std::vector<double>
   }
 }
 
+// One f32 row (inner == 1) with the vector exp (Note [cpu vector math]): the maximum, exp(x - max)
+// into y with its sum in double, then y scaled (softmax) or x - max - log(sum) (log_softmax).
+void softmax_row_f32(const float* x, int64_t dim, bool log, float* y) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t k = 0; k < dim; ++k) m = x[k] > m ? x[k] : m;
+  const double s = vec::exp_shifted_row(x, m, y, dim);
+  if (log) {
+    const double shift = static_cast<double>(m) + std::log(s);
+    for (int64_t k = 0; k < dim; ++k) y[k] = static_cast<float>(static_cast<double>(x[k]) - shift);
+  } else {
+    const auto inv = static_cast<float>(1.0 / s);
+    for (int64_t k = 0; k < dim; ++k) y[k] *= inv;
+  }
+}
+
 template <typename T>
 void softmax_typed(const T* x, int64_t outer, int64_t dim, int64_t inner, bool log, T* y) {
-  std::vector<double> m, s;
-  for (int64_t o = 0; o < outer; ++o) {
-    const T* xb = x + o * dim * inner;
-    T* yb = y + o * dim * inner;
-    max_and_sum(xb, dim, inner, m, s);
-    for (int64_t k = 0; k < dim; ++k) {
-      for (int64_t i = 0; i < inner; ++i) {
-        const double v = widen(xb[k * inner + i]) - m[i];
-        yb[k * inner + i] = narrow<T>(log ? v - std::log(s[i]) : std::exp(v) / s[i]);
-      }
+  if constexpr (std::is_same_v<T, float>) {
+    if (inner == 1) {
+      detail::parallel_blocks(outer, dim, [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) softmax_row_f32(x + o * dim, dim, log, y + o * dim);
+      });
+      return;
     }
   }
+  detail::parallel_blocks(outer, dim * inner, [&](int64_t o0, int64_t o1) {
+    std::vector<double> m, s;
+    for (int64_t o = o0; o < o1; ++o) {
+      const T* xb = x + o * dim * inner;
+      T* yb = y + o * dim * inner;
+      max_and_sum(xb, dim, inner, m, s);
+      for (int64_t k = 0; k < dim; ++k) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const double v = widen(xb[k * inner + i]) - m[i];
+          yb[k * inner + i] = narrow<T>(log ? v - std::log(s[i]) : std::exp(v) / s[i]);
+        }
+      }
+    }
+  });
 }
 
 template <typename T>
 void softmax_backward_typed(const T* g, const T* y, int64_t outer, int64_t dim, int64_t inner,
                             bool log, T* dx) {
-  std::vector<double> dot;
-  for (int64_t o = 0; o < outer; ++o) {
-    const int64_t base = o * dim * inner;
-    dot.assign(inner, 0.0);
-    for (int64_t k = 0; k < dim; ++k) {
-      for (int64_t i = 0; i < inner; ++i) {
-        const int64_t e = base + k * inner + i;
-        dot[i] += log ? widen(g[e]) : widen(g[e]) * widen(y[e]);
+  detail::parallel_blocks(outer, dim * inner, [&](int64_t o0, int64_t o1) {
+    std::vector<double> dot;
+    for (int64_t o = o0; o < o1; ++o) {
+      const int64_t base = o * dim * inner;
+      if (inner == 1) {
+        // One row: its dot product in lanes (Note [lane sums]), then the row.
+        const double d = lane_sum(dim, [&](int64_t k) {
+          return log ? widen(g[base + k]) : widen(g[base + k]) * widen(y[base + k]);
+        });
+        for (int64_t k = 0; k < dim; ++k) {
+          const double gv = widen(g[base + k]), yv = widen(y[base + k]);
+          dx[base + k] = narrow<T>(log ? gv - std::exp(yv) * d : yv * (gv - d));
+        }
+        continue;
+      }
+      dot.assign(inner, 0.0);
+      for (int64_t k = 0; k < dim; ++k) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t e = base + k * inner + i;
+          dot[i] += log ? widen(g[e]) : widen(g[e]) * widen(y[e]);
+        }
+      }
+      for (int64_t k = 0; k < dim; ++k) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t e = base + k * inner + i;
+          const double gv = widen(g[e]), yv = widen(y[e]);
+          dx[e] = narrow<T>(log ? gv - std::exp(yv) * dot[i] : yv * (gv - dot[i]));
+        }
       }
     }
-    for (int64_t k = 0; k < dim; ++k) {
-      for (int64_t i = 0; i < inner; ++i) {
-        const int64_t e = base + k * inner + i;
-        const double gv = widen(g[e]), yv = widen(y[e]);
-        dx[e] = narrow<T>(log ? gv - std::exp(yv) * dot[i] : yv * (gv - dot[i]));
-      }
-    }
-  }
+  });
 }
 
 // Note [cross entropy sums]: the smoothing term needs sum_k (m - x[k]) with m the row maximum; it
@@ -87,29 +128,31 @@ template <typename T, typename A>
 void cross_entropy_typed(const CrossEntropyArgs& a, A* loss, A* lse_out) {
   const T* x = static_cast<const T*>(a.logits);
   const double eps = a.label_smoothing;
-  std::vector<double> m, s;
-  for (int64_t o = 0; o < a.n; ++o) {
-    const T* xb = x + o * a.c * a.inner;
-    max_and_sum(xb, a.c, a.inner, m, s);
-    for (int64_t i = 0; i < a.inner; ++i) {
-      const int64_t row = o * a.inner + i;
-      const int64_t t = a.target[row];
-      lse_out[row] = static_cast<A>(m[i] + std::log(s[i]));
-      if (t == a.ignore_index) {
-        loss[row] = A(0);
-        continue;
+  detail::parallel_blocks(a.n, a.c * a.inner, [&](int64_t o0, int64_t o1) {
+    std::vector<double> m, s;
+    for (int64_t o = o0; o < o1; ++o) {
+      const T* xb = x + o * a.c * a.inner;
+      max_and_sum(xb, a.c, a.inner, m, s);
+      for (int64_t i = 0; i < a.inner; ++i) {
+        const int64_t row = o * a.inner + i;
+        const int64_t t = a.target[row];
+        lse_out[row] = static_cast<A>(m[i] + std::log(s[i]));
+        if (t == a.ignore_index) {
+          loss[row] = A(0);
+          continue;
+        }
+        double l = std::log(s[i]) + (1.0 - eps) * (m[i] - widen(xb[t * a.inner + i]));
+        if (eps > 0) {
+          const double x0 = widen(xb[i]);
+          const double shift = std::isfinite(x0) ? x0 : 0.0;
+          double shifted = 0;
+          for (int64_t k = 0; k < a.c; ++k) shifted += widen(xb[k * a.inner + i]) - shift;
+          l += eps * ((m[i] - shift) - shifted / static_cast<double>(a.c));
+        }
+        loss[row] = static_cast<A>(l);
       }
-      double l = std::log(s[i]) + (1.0 - eps) * (m[i] - widen(xb[t * a.inner + i]));
-      if (eps > 0) {
-        const double x0 = widen(xb[i]);
-        const double shift = std::isfinite(x0) ? x0 : 0.0;
-        double shifted = 0;
-        for (int64_t k = 0; k < a.c; ++k) shifted += widen(xb[k * a.inner + i]) - shift;
-        l += eps * ((m[i] - shift) - shifted / static_cast<double>(a.c));
-      }
-      loss[row] = static_cast<A>(l);
     }
-  }
+  });
 }
 
 template <typename T, typename A>
@@ -117,21 +160,23 @@ void cross_entropy_backward_typed(const CrossEntropyArgs& a, const A* lse, const
                                   int64_t grad_stride, T* dx) {
   const T* x = static_cast<const T*>(a.logits);
   const double eps = a.label_smoothing, uniform = eps / static_cast<double>(a.c);
-  for (int64_t o = 0; o < a.n; ++o) {
-    for (int64_t k = 0; k < a.c; ++k) {
-      for (int64_t i = 0; i < a.inner; ++i) {
-        const int64_t e = (o * a.c + k) * a.inner + i, row = o * a.inner + i;
-        const int64_t t = a.target[row];
-        if (t == a.ignore_index) {
-          dx[e] = narrow<T>(0.0);
-          continue;
+  detail::parallel_blocks(a.n, a.c * a.inner, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      for (int64_t k = 0; k < a.c; ++k) {
+        for (int64_t i = 0; i < a.inner; ++i) {
+          const int64_t e = (o * a.c + k) * a.inner + i, row = o * a.inner + i;
+          const int64_t t = a.target[row];
+          if (t == a.ignore_index) {
+            dx[e] = narrow<T>(0.0);
+            continue;
+          }
+          const double p = std::exp(widen(x[e]) - static_cast<double>(lse[row]));
+          const double onehot = k == t ? 1.0 - eps : 0.0;
+          dx[e] = narrow<T>(static_cast<double>(grad[row * grad_stride]) * (p - onehot - uniform));
         }
-        const double p = std::exp(widen(x[e]) - static_cast<double>(lse[row]));
-        const double onehot = k == t ? 1.0 - eps : 0.0;
-        dx[e] = narrow<T>(static_cast<double>(grad[row * grad_stride]) * (p - onehot - uniform));
       }
     }
-  }
+  });
 }
 
 }  // namespace

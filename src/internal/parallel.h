@@ -27,6 +27,18 @@ void parallel_for(int64_t n, int64_t grain, F&& fn) {
   parallel_split(n, grain, std::function<void(int64_t, int64_t)>(std::forward<F>(fn)));
 }
 
+// The fewest elements' work a CPU kernel gives a thread: below it, waking a worker costs more than
+// it saves.
+constexpr int64_t kParallelMinWork = int64_t{1} << 15;
+
+// parallel_for over `count` blocks of about `work` elements' work each: a piece takes at least
+// kParallelMinWork elements' work, so that small tensors stay on the calling thread.
+template <class F>
+void parallel_blocks(int64_t count, int64_t work, F&& fn) {
+  const int64_t w = work > 0 ? work : 1;
+  parallel_for(count, w >= kParallelMinWork ? 1 : kParallelMinWork / w, std::forward<F>(fn));
+}
+
 // SINTER_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs of the process's affinity mask: the
 // thread count at the first use. A variable that is not a whole number from 1 to 4096 is an error
 // naming it.

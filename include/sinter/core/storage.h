@@ -13,6 +13,9 @@ namespace sinter {
 // 64-byte-aligned host memory, so vector loads never straddle a cache line at a tensor's start.
 void* cpu_allocate(size_t nbytes);
 void cpu_free(void* ptr);
+// Frees the large CPU blocks Storage keeps for reuse (Note [cpu block cache] in
+// src/core/storage.cpp): at most 1 GiB waits there between steps.
+void empty_cpu_cache();
 
 class Storage {
  public:

@@ -1,0 +1,78 @@
+// f32 exp, tanh and the activations built on them, written so that a compiler vectorizes a loop of
+// them (no calls, no branches: selects), and row kernels of them compiled for AVX-512, AVX2 and
+// the baseline, picked at run time (Note [cpu vector math]).
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+#include "kern/elementwise.h"
+
+namespace sinter::cpu::vec {
+
+// Note [cpu vector math]
+// exp: x = n ln2 + r with n = round(x / ln2) and |r| <= ln2 / 2 (ln2 in two parts, so that r is
+// exact), exp(r) by its Taylor polynomial to r^7 (the first term left out is below 2e-9 of the
+// result, a thirtieth of f32's epsilon), and 2^n applied as two powers of two so that results
+// down to the subnormals and up to infinity come out right. tanh: its odd Taylor polynomial to x^15
+// for |x| < 0.55 (truncation below 5e-8 relative), else 1 - 2 / (exp(2x) + 1). gelu's tanh form
+// is x / (1 + exp(-2u)), the same value as 0.5 x (1 + tanh(u)) without its cancellation for
+// negative x. NaN comes out as NaN. Each is within a few f32 ulp of the correctly rounded value
+// (the tests hold them to the f64 formulas).
+
+inline float pow2i(int32_t n) { return std::bit_cast<float>((n + 127) << 23); }
+
+inline float exp(float x) {
+  const float xc = x != x ? 0.0f : (x > 100.0f ? 100.0f : (x < -110.0f ? -110.0f : x));
+  const float nf = __builtin_floorf(xc * 1.44269504088896341f + 0.5f);
+  const float r = (xc - nf * 0.693359375f) - nf * -2.12194440e-4f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t n = static_cast<int32_t>(nf);
+  const int32_t half = n / 2;
+  const float y = p * pow2i(half) * pow2i(n - half);
+  return x != x ? x : y;
+}
+
+inline float tanh(float x) {
+  const float x2 = x * x;
+  float p = -929569.0f / 638512875.0f;
+  p = p * x2 + 21844.0f / 6081075.0f;
+  p = p * x2 + -1382.0f / 155925.0f;
+  p = p * x2 + 62.0f / 2835.0f;
+  p = p * x2 + -17.0f / 315.0f;
+  p = p * x2 + 2.0f / 15.0f;
+  p = p * x2 + -1.0f / 3.0f;
+  const float small = x + x * x2 * p;
+  const float large = 1.0f - 2.0f / (exp(2.0f * x) + 1.0f);
+  const float y = (x < 0.55f && x > -0.55f) ? small : large;
+  return x != x ? x : y;
+}
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
+
+inline float silu(float x) { return x / (1.0f + exp(-x)); }
+
+inline float gelu_tanh(float x) {
+  const float u = 0.797884560802865355f * (x + 0.044715f * x * x * x);
+  return x / (1.0f + exp(-2.0f * u));
+}
+
+// y[i] = f(a[i]) for i < n, f one of the functions above.
+using RowFn = void (*)(const float* a, float* y, int64_t n);
+
+// The row kernel of `op` for f32 (the widest vector unit this CPU has), or null for an op without
+// one.
+RowFn unary_row(kern::UnaryOp op);
+
+// y[i] = exp(x[i] - shift) for i < n; returns their sum, added in double in index order (the same
+// sum on every CPU).
+double exp_shifted_row(const float* x, float shift, float* y, int64_t n);
+
+}  // namespace sinter::cpu::vec

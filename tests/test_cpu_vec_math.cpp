@@ -1,0 +1,98 @@
+// The CPU's f32 vector math (Note [cpu vector math]) through the ops that use it (exp, tanh,
+// sigmoid, silu, gelu's tanh form), against the f64 formulas on a sweep of the f32 range and on the
+// edge values: zeros, subnormal results, overflow to infinity, the infinities and NaN.
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace sinter {
+namespace {
+
+// Inputs: a fine sweep of [-120, 120], the region of tanh's switch of form, and the edges.
+std::vector<float> inputs() {
+  std::vector<float> x;
+  for (int i = -120000; i <= 120000; ++i) x.push_back(static_cast<float>(i) * 1e-3f);
+  for (int i = -2000; i <= 2000; ++i) x.push_back(0.55f + static_cast<float>(i) * 1e-6f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v :
+       {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-8f, 88.72f, 88.73f, 89.0f, -87.3f, -100.0f, -103.9f,
+        -104.0f, 1e30f, -1e30f, inf, -inf, std::numeric_limits<float>::quiet_NaN()}) {
+    x.push_back(v);
+  }
+  return x;
+}
+
+// Each op's result (f32, 2 threads' worth of elements) against `ref` in f64: equal where either is
+// not finite, else within 4 f32 ulp of the reference's value, or 1e-35 absolute (results near f32's
+// smallest numbers, where an f32 exp has overflowed or the f64 formula cancels).
+// `cond` scales the ulp bound where the formula itself is ill-conditioned in f32 (its default: 1).
+void expect_close(
+    const char* name, const std::function<Tensor(const Tensor&)>& op,
+    const std::function<double(double)>& ref,
+    const std::function<double(double)>& cond = [](double) { return 1.0; }) {
+  const std::vector<float> x = inputs();
+  const Tensor t = from_vector(x);
+  const std::vector<float> got = op(t).to_vector<float>();
+  ASSERT_EQ(got.size(), x.size());
+  int bad = 0;
+  for (size_t i = 0; i < x.size() && bad < 5; ++i) {
+    const double want = ref(static_cast<double>(x[i]));
+    const auto want_f = static_cast<float>(want);
+    const double g = got[i];
+    bool ok;
+    if (std::isnan(want_f) || std::isnan(g)) {
+      ok = std::isnan(want_f) && std::isnan(g);
+    } else if (std::isinf(want_f) || std::isinf(g)) {
+      ok = want_f == g;
+    } else {
+      ok = std::abs(g - want) <=
+               4 * cond(x[i]) * std::abs(want) * std::numeric_limits<float>::epsilon() ||
+           std::abs(g - want) <= 1e-35;
+    }
+    if (!ok) {
+      ++bad;
+      ADD_FAILURE() << name << "(" << x[i] << ") = " << got[i] << ", want " << want;
+    }
+  }
+}
+
+TEST(CpuVecMath, ExpTanhAndTheActivationsMatchTheirFormulas) {
+  expect_close(
+      "exp", [](const Tensor& t) { return exp(t); }, [](double v) { return std::exp(v); });
+  expect_close(
+      "tanh", [](const Tensor& t) { return tanh(t); }, [](double v) { return std::tanh(v); });
+  expect_close(
+      "sigmoid", [](const Tensor& t) { return sigmoid(t); },
+      [](double v) { return 1.0 / (1.0 + std::exp(-v)); });
+  expect_close(
+      "silu", [](const Tensor& t) { return silu(t); },
+      [](double v) { return v / (1.0 + std::exp(-v)); });  // NaN at -inf, as PyTorch
+  expect_close(
+      "gelu_tanh", [](const Tensor& t) { return gelu(t, Activation::GeluTanh); },
+      [](double v) {
+        // 0.5 v (1 + tanh(u)) without its cancellation; NaN at -inf, as PyTorch.
+        const double u = std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v);
+        return v / (1.0 + std::exp(-2.0 * u));
+      },
+      // exp(-2u) of an f32 u carries u's rounding, |2u| ulp of it.
+      [](double v) {
+        return 1.0 + std::abs(2 * std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v));
+      });
+}
+
+// bf16 inputs go through the same f32 kernels (loaded to f32, rounded once on the store).
+TEST(CpuVecMath, Bf16GoesThroughTheSameKernels) {
+  const Tensor x = linspace(-6.0, 6.0, 1001);
+  const Tensor got = gelu(x.to(DType::bf16), Activation::GeluTanh).to(DType::f32);
+  const Tensor want =
+      gelu(x.to(DType::bf16).to(DType::f32), Activation::GeluTanh).to(DType::bf16).to(DType::f32);
+  EXPECT_TRUE(testing::all_close(got, want, 0, 0));
+}
+
+}  // namespace
+}  // namespace sinter
