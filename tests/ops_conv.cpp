@@ -24,6 +24,10 @@ std::vector<OpRow> conv_rows() {
                {.stride = {1, 2}, .padding = {1, 2}, .dilation = {2, 3}}),
       conv_row("Conv2dDepthwise", {S{2, 3, 5, 5}, S{3, 1, 3, 3}}, {.padding = {1, 1}, .groups = 3}),
       conv_row("Conv2dPointwise", {S{2, 4, 3, 3}, S{5, 4, 1, 1}, S{5}}, {}),
+      // Stride 1 with outputs as wide as the inputs: the columns come from shifted planes.
+      conv_row("Conv2dSameDilated", {S{2, 3, 6, 7}, S{4, 3, 3, 3}, S{4}},
+               {.padding = {2, 2}, .dilation = {2, 2}}),
+      conv_row("Conv2dSamePaddedRows", {S{1, 2, 4, 5}, S{3, 2, 3, 3}}, {.padding = {3, 1}}),
       {.name = "Conv2dStridedInput",
        .shapes = {S{2, 5, 3, 4}, S{3, 4, 2, 2}},
        .fn =

@@ -72,6 +72,12 @@ TEST(ConvPool, Conv2dMatchesDirectLoops) {
       {{1, 6, 9, 8}, {6, 1, 3, 3}, false, {.stride = {2, 3}, .padding = {1, 1}, .groups = 6}},
       {{3, 2, 4, 4}, {5, 2, 1, 1}, true, {.padding = {2, 0}}},
       {{1, 3, 11, 10}, {2, 3, 2, 4}, false, {.stride = {3, 2}, .dilation = {3, 2}}},
+      // Stride 1, outputs as wide as the inputs: shifted planes (3x3 "same", dilated, rows of
+      // padding only, a 5x5 with groups).
+      {{2, 3, 6, 7}, {4, 3, 3, 3}, true, {.padding = {1, 1}}},
+      {{2, 3, 6, 7}, {4, 3, 3, 3}, true, {.padding = {2, 2}, .dilation = {2, 2}}},
+      {{1, 2, 4, 5}, {3, 2, 3, 3}, false, {.padding = {3, 1}}},
+      {{2, 4, 8, 9}, {6, 2, 5, 5}, true, {.padding = {2, 2}, .groups = 2}},
   };
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -156,6 +162,44 @@ TEST(ConvPool, MaxPool2dTiesAndNaN) {
   xs[4] = std::numeric_limits<float>::quiet_NaN();
   Tensor yn = max_pool2d(from_vector(xs, {1, 3, 3}), {2, 2}, {.stride = {1, 1}});
   for (float v : yn.to_vector<float>()) EXPECT_TRUE(std::isnan(v));
+}
+
+// The f32 and bf16 kernels clip each window once; the f64 one checks each tap
+// (kern::max_window_argmax): over geometries with padding, dilation and ceil_mode, and inputs with
+// ties and NaN, the three pick the same element of every window.
+TEST(ConvPool, MaxPool2dClippedWindowsPickAsEveryTapChecked) {
+  Generator gen(21);
+  // Values on a coarse grid (ties), a few NaN.
+  Tensor x = div(randn({2, 3, 9, 8}, {}, &gen) * 2.0, 1.0, "floor");
+  std::vector<float> xs = x.to_vector<float>();
+  for (size_t i = 0; i < xs.size(); i += 37) xs[i] = std::numeric_limits<float>::quiet_NaN();
+  x = from_vector(xs, {2, 3, 9, 8});
+  int cases = 0;
+  for (int64_t k : {1, 2, 3}) {
+    for (int64_t stride : {1, 2, 3}) {
+      for (int64_t pad = 0; pad <= k / 2; ++pad) {
+        for (int64_t dil : {1, 2}) {
+          for (bool ceil : {false, true}) {
+            const MaxPool2dOptions o{.stride = {stride, stride + 1 - stride % 2},
+                                     .padding = {pad, pad},
+                                     .dilation = {dil, dil},
+                                     .ceil_mode = ceil};
+            auto [want_v, want_i] = max_pool2d_with_indices(x.to(DType::f64), {k, k + 1}, o);
+            for (DType dt : {DType::f32, DType::bf16}) {
+              auto [v, i] = max_pool2d_with_indices(x.to(dt), {k, k + 1}, o);
+              SCOPED_TRACE("k " + std::to_string(k) + " stride " + std::to_string(stride) +
+                           " pad " + std::to_string(pad) + " dil " + std::to_string(dil) +
+                           " ceil " + std::to_string(ceil) + " " + dtype_name(dt));
+              EXPECT_EQ(i.to_vector<int64_t>(), want_i.to_vector<int64_t>());
+              EXPECT_TRUE(all_close(v.to(DType::f64), want_v.to(dt).to(DType::f64), 0, 0));
+              ++cases;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(cases, 100);
 }
 
 TEST(ConvPool, MaxPool2dPaddingNeverWins) {

@@ -42,6 +42,37 @@ ValidCols valid_cols(int64_t w_out, int64_t stride, int64_t pad, int64_t off, in
   return {lo, hi};
 }
 
+// Stride 1 and an output as wide as the input (a "same" convolution, 3x3 with padding 1): each tap
+// (i, j) of a plane is the plane shifted by a constant offset, so its block of cols is one copy,
+// with the columns that fall outside the input zeroed after.
+bool shifted_plane(const Conv2dGeom& g) {
+  return g.stride_h == 1 && g.stride_w == 1 && g.w_out == g.w;
+}
+
+// The block of tap (i, j) (its valid columns v, its first input column `first`) of one plane, for
+// shifted_plane geometries: output element d = oh w + ow reads plane[d + shift].
+template <typename T>
+void shifted_copy(const T* plane, const Conv2dGeom& g, int64_t i, ValidCols v, int64_t first,
+                  T* dst) {
+  const int64_t rows_first = i * g.dil_h - g.pad_h;  // the input row of output row 0
+  // Output rows whose input row is inside: [oh0, oh1).
+  const int64_t oh0 = std::clamp<int64_t>(-rows_first, 0, g.h_out);
+  const int64_t oh1 = std::clamp<int64_t>(g.h - rows_first, oh0, g.h_out);
+  const int64_t shift = rows_first * g.w + first;
+  std::fill(dst, dst + oh0 * g.w_out, T(0));
+  // Every element of the rows [oh0, oh1) whose source lies inside the plane; the columns outside
+  // [lo, hi) read a neighbouring row (or were not copied) and are zeroed below.
+  const int64_t d0 = std::max(oh0 * g.w_out, -shift);
+  const int64_t d1 = std::min(oh1 * g.w_out, g.h * g.w - shift);
+  if (d1 > d0) std::copy(plane + d0 + shift, plane + d1 + shift, dst + d0);
+  for (int64_t oh = oh0; oh < oh1; ++oh) {
+    T* row = dst + oh * g.w_out;
+    for (int64_t ow = 0; ow < v.lo; ++ow) row[ow] = T(0);
+    for (int64_t ow = v.hi; ow < g.w_out; ++ow) row[ow] = T(0);
+  }
+  std::fill(dst + oh1 * g.w_out, dst + g.h_out * g.w_out, T(0));
+}
+
 // x: (c_in, h, w) of one image -> cols (Note [column layout]).
 template <typename T>
 void im2col(const T* x, const Conv2dGeom& g, T* cols) {
@@ -53,6 +84,10 @@ void im2col(const T* x, const Conv2dGeom& g, T* cols) {
       for (int64_t j = 0; j < g.kw; ++j, dst += hw) {
         const ValidCols v = valid_cols(g.w_out, g.stride_w, g.pad_w, j * g.dil_w, g.w);
         const int64_t first = j * g.dil_w - g.pad_w;
+        if (shifted_plane(g)) {
+          shifted_copy(plane, g, i, v, first, dst);
+          continue;
+        }
         for (int64_t oh = 0; oh < g.h_out; ++oh) {
           const int64_t ih = oh * g.stride_h - g.pad_h + i * g.dil_h;
           T* row = dst + oh * g.w_out;
@@ -92,6 +127,10 @@ void col2im(const T* cols, const Conv2dGeom& g, T* dx) {
           if (ih < 0 || ih >= g.h) continue;
           const int64_t base = ih * g.w + first;
           const T* row = src + oh * g.w_out;
+          if (g.stride_w == 1) {  // contiguous: a loop the compiler vectorizes
+            for (int64_t ow = v.lo; ow < v.hi; ++ow) plane[base + ow] += row[ow];
+            continue;
+          }
           for (int64_t ow = v.lo; ow < v.hi; ++ow) plane[base + ow * g.stride_w] += row[ow];
         }
       }

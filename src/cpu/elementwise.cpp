@@ -125,6 +125,10 @@ void load_row(const Operand& o, int64_t off, int64_t step, int64_t n, C* dst) {
   visit_storage(o.dtype, "elementwise", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* p = static_cast<const T*>(o.data) + off;
+    if (step == 1) {  // the common case, in a loop the compiler vectorizes
+      for (int64_t j = 0; j < n; ++j) dst[j] = convert<C>(to_value(p[j]));
+      return;
+    }
     for (int64_t j = 0; j < n; ++j) dst[j] = convert<C>(to_value(p[j * step]));
   });
 }
@@ -134,6 +138,10 @@ void store_row(const Operand& o, int64_t off, int64_t step, int64_t n, const C* 
   visit_storage(o.dtype, "elementwise", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(o.data) + off;
+    if (step == 1) {
+      for (int64_t j = 0; j < n; ++j) p[j] = from_value<T>(src[j]);
+      return;
+    }
     for (int64_t j = 0; j < n; ++j) p[j * step] = from_value<T>(src[j]);
   });
 }

@@ -111,8 +111,63 @@ void avg_backward(const char* op, const Pool2dGeom& g, DType dtype, const void* 
 
 }  // namespace
 
+namespace {
+
+// Max pooling of planes [p0, p1), window by window: the window clipped to the input once, then
+// the same pick as kern::max_window_argmax (the first NaN, else the first maximum in row-major
+// window order), without its per-element bounds checks.
+template <class T>
+void max_planes(const Pool2dGeom& g, const T* x, T* y, int64_t* indices, int64_t p0, int64_t p1) {
+  for (int64_t p = p0; p < p1; ++p) {
+    const T* plane = x + p * g.h * g.w;
+    for (int64_t oh = 0; oh < g.h_out; ++oh) {
+      const int64_t h_first = oh * g.stride_h - g.pad_h;
+      // Window rows i with h_first + i dil_h in [0, h).
+      int64_t i0 = 0, i1 = g.kh;
+      while (i0 < i1 && h_first + i0 * g.dil_h < 0) ++i0;
+      while (i1 > i0 && h_first + (i1 - 1) * g.dil_h >= g.h) --i1;
+      for (int64_t ow = 0; ow < g.w_out; ++ow) {
+        const int64_t w_first = ow * g.stride_w - g.pad_w;
+        int64_t j0 = 0, j1 = g.kw;
+        while (j0 < j1 && w_first + j0 * g.dil_w < 0) ++j0;
+        while (j1 > j0 && w_first + (j1 - 1) * g.dil_w >= g.w) --j1;
+        int64_t best = (h_first + i0 * g.dil_h) * g.w + w_first + j0 * g.dil_w;
+        float best_v = static_cast<float>(plane[best]);
+        for (int64_t i = i0; i < i1 && best_v == best_v; ++i) {
+          const T* row = plane + (h_first + i * g.dil_h) * g.w + w_first;
+          for (int64_t j = j0; j < j1; ++j) {
+            const float v = static_cast<float>(row[j * g.dil_w]);
+            if (v > best_v || v != v) {
+              best = (h_first + i * g.dil_h) * g.w + w_first + j * g.dil_w;
+              best_v = v;
+              if (v != v) break;
+            }
+          }
+        }
+        const int64_t o = (p * g.h_out + oh) * g.w_out + ow;
+        y[o] = plane[best];
+        indices[o] = best;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void max_pool2d_forward(const Ctx&, const Pool2dGeom& g, DType dtype, const void* x, void* y,
                         int64_t* indices) {
+  if (dtype != DType::f64) {
+    // f32, bf16 and f16 compare exactly as float.
+    visit_float(dtype, "max_pool2d_forward", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (!std::is_same_v<T, double>) {
+        detail::parallel_for(g.planes, plane_grain(g), [&](int64_t p0, int64_t p1) {
+          max_planes(g, static_cast<const T*>(x), static_cast<T*>(y), indices, p0, p1);
+        });
+      }
+    });
+    return;
+  }
   const auto max = [&](const auto* plane, int64_t oh, int64_t ow, auto& out, int64_t o) {
     const int64_t best = kern::max_window_argmax(g, plane, oh, ow, [](auto v) { return widen(v); });
     out = plane[best];

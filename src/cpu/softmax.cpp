@@ -44,27 +44,12 @@ void max_and_sum(const T* block, int64_t dim, int64_t inner, std::vector<double>
   }
 }
 
-// One f32 row (inner == 1) with the vector exp (Note [cpu vector math]): the maximum, exp(x - max)
-// into y with its sum in double, then y scaled (softmax) or x - max - log(sum) (log_softmax).
-void softmax_row_f32(const float* x, int64_t dim, bool log, float* y) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (int64_t k = 0; k < dim; ++k) m = x[k] > m ? x[k] : m;
-  const double s = vec::exp_shifted_row(x, m, y, dim);
-  if (log) {
-    const double shift = static_cast<double>(m) + std::log(s);
-    for (int64_t k = 0; k < dim; ++k) y[k] = static_cast<float>(static_cast<double>(x[k]) - shift);
-  } else {
-    const auto inv = static_cast<float>(1.0 / s);
-    for (int64_t k = 0; k < dim; ++k) y[k] *= inv;
-  }
-}
-
 template <typename T>
 void softmax_typed(const T* x, int64_t outer, int64_t dim, int64_t inner, bool log, T* y) {
   if constexpr (std::is_same_v<T, float>) {
-    if (inner == 1) {
+    if (inner == 1) {  // rows with the vector exp (Note [cpu vector math])
       detail::parallel_blocks(outer, dim, [&](int64_t o0, int64_t o1) {
-        for (int64_t o = o0; o < o1; ++o) softmax_row_f32(x + o * dim, dim, log, y + o * dim);
+        for (int64_t o = o0; o < o1; ++o) vec::softmax_row(x + o * dim, dim, log, y + o * dim);
       });
       return;
     }

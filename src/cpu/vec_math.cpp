@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "cpu/cpu_util.h"
+
 namespace sinter::cpu::vec {
 namespace {
 
@@ -28,8 +30,50 @@ SINTER_VECTOR_ROW(silu, vec::silu(x))
 SINTER_VECTOR_ROW(gelu_tanh, vec::gelu_tanh(x))
 #undef SINTER_VECTOR_ROW
 
-SINTER_VECTOR_CLONES void exp_shifted_block(const float* x, float shift, float* y, int64_t n) {
+SINTER_VECTOR_CLONES double exp_shifted_clone(const float* x, float shift, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = vec::exp(x[i] - shift);
+  return lane_sum(n, [&](int64_t i) { return static_cast<double>(y[i]); });
+}
+
+SINTER_VECTOR_CLONES void softmax_row_clone(const float* x, int64_t n, bool log, float* y) {
+  // The maximum, NaN never taken (a NaN reaches the sum through exp and makes the row NaN).
+  // In 16 lanes, so that it vectorizes; the maximum is the same in any order (it ignores NaN).
+  float lanes[16];
+  for (float& l : lanes) l = -__builtin_inff();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int l = 0; l < 16; ++l) lanes[l] = x[i + l] > lanes[l] ? x[i + l] : lanes[l];
+  }
+  float m = -__builtin_inff();
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (const float l : lanes) m = l > m ? l : m;
+  const double s = exp_shifted_clone(x, m, y, n);
+  if (log) {
+    const double shift = static_cast<double>(m) + __builtin_log(s);
+    for (int64_t k = 0; k < n; ++k) y[k] = static_cast<float>(static_cast<double>(x[k]) - shift);
+  } else {
+    const auto inv = static_cast<float>(1.0 / s);
+    for (int64_t k = 0; k < n; ++k) y[k] *= inv;
+  }
+}
+
+SINTER_VECTOR_CLONES void layer_norm_row_clone(const float* x, int64_t n, const float* w,
+                                               const float* b, double eps, float* y, double* mean,
+                                               double* rstd) {
+  const double mu =
+      lane_sum(n, [&](int64_t i) { return static_cast<double>(x[i]); }) / static_cast<double>(n);
+  const double q = lane_sum(n, [&](int64_t i) {
+    const double d = static_cast<double>(x[i]) - mu;
+    return d * d;
+  });
+  const double rs = 1.0 / __builtin_sqrt(q / static_cast<double>(n) + eps);
+  *mean = mu;
+  *rstd = rs;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = (static_cast<double>(x[i]) - mu) * rs;
+    y[i] = static_cast<float>(v * (w ? static_cast<double>(w[i]) : 1.0) +
+                              (b ? static_cast<double>(b[i]) : 0.0));
+  }
 }
 
 }  // namespace
@@ -52,10 +96,14 @@ RowFn unary_row(kern::UnaryOp op) {
 }
 
 double exp_shifted_row(const float* x, float shift, float* y, int64_t n) {
-  exp_shifted_block(x, shift, y, n);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += y[i];
-  return sum;
+  return exp_shifted_clone(x, shift, y, n);
+}
+
+void softmax_row(const float* x, int64_t n, bool log, float* y) { softmax_row_clone(x, n, log, y); }
+
+void layer_norm_row(const float* x, int64_t n, const float* w, const float* b, double eps, float* y,
+                    double* mean, double* rstd) {
+  layer_norm_row_clone(x, n, w, b, eps, y, mean, rstd);
 }
 
 }  // namespace sinter::cpu::vec

@@ -71,8 +71,17 @@ using RowFn = void (*)(const float* a, float* y, int64_t n);
 // one.
 RowFn unary_row(kern::UnaryOp op);
 
-// y[i] = exp(x[i] - shift) for i < n; returns their sum, added in double in index order (the same
-// sum on every CPU).
+// y[i] = exp(x[i] - shift) for i < n; returns their sum, added in double by lane_sum (Note [lane
+// sums]: the same sum on every CPU).
 double exp_shifted_row(const float* x, float shift, float* y, int64_t n);
+
+// One row of n: softmax (or log_softmax when `log`) of x into y, the sum of exp(x - max) by
+// exp_shifted_row.
+void softmax_row(const float* x, int64_t n, bool log, float* y);
+
+// One row of n: layer norm of x into y with weight w and bias b (either may be null), the mean and
+// 1 / sqrt(var + eps) written to *mean and *rstd; sums in double by lane_sum.
+void layer_norm_row(const float* x, int64_t n, const float* w, const float* b, double eps, float* y,
+                    double* mean, double* rstd);
 
 }  // namespace sinter::cpu::vec
