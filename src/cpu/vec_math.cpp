@@ -1,6 +1,6 @@
 // The f32 row kernels of Note [cpu vector math], each compiled three times (AVX-512, AVX2 and the
 // baseline x86-64) with the loader picking the one this CPU runs (GCC's and Clang's
-// target_clones); elsewhere, once for the baseline.
+// target_clones); elsewhere, and under ThreadSanitizer, once for the baseline.
 #include "cpu/vec_math.h"
 
 #include <cstdint>
@@ -10,7 +10,18 @@
 namespace sinter::cpu::vec {
 namespace {
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// ThreadSanitizer's runtime is not up yet when the loader runs target_clones' resolvers (IFUNC),
+// and an instrumented resolver crashes the program before main: a TSan build has the baseline only.
+#if defined(__SANITIZE_THREAD__)
+#define SINTER_VECTOR_NO_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SINTER_VECTOR_NO_CLONES 1
+#endif
+#endif
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(SINTER_VECTOR_NO_CLONES)
 #define SINTER_VECTOR_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
 #else
 #define SINTER_VECTOR_CLONES
