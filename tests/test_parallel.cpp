@@ -22,15 +22,7 @@
 namespace sinter {
 namespace {
 
-// Sets the thread count for a scope, and the previous one again at its end.
-class ThreadsGuard : NonCopyable {
- public:
-  explicit ThreadsGuard(int n) : previous_(get_num_threads()) { set_num_threads(n); }
-  ~ThreadsGuard() { set_num_threads(previous_); }
-
- private:
-  int previous_;
-};
+using testing::ThreadsGuard;
 
 // The pieces one parallel_for call ran, sorted.
 std::vector<std::pair<int64_t, int64_t>> pieces_of(int64_t n, int64_t grain) {

@@ -165,4 +165,14 @@ inline void poison_cuda_cache() {
   cuda::synchronize();
 }
 
+// Sets the CPU thread count for a scope, and the previous one again at its end.
+class ThreadsGuard : NonCopyable {
+ public:
+  explicit ThreadsGuard(int n) : previous_(get_num_threads()) { set_num_threads(n); }
+  ~ThreadsGuard() { set_num_threads(previous_); }
+
+ private:
+  int previous_;
+};
+
 }  // namespace sinter::testing

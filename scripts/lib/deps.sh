@@ -7,6 +7,7 @@ SINTER_DEBIAN_PACKAGES=(
   libopenblas-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin
   libonnx-dev libprotobuf-dev  # sinter::onnx::export_model: ONNX's protobuf classes and checker
+  libdnnl-dev            # the CPU convolutions in oneDNN (Note [onednn convolutions])
   dataset-fashion-mnist  # the end-to-end training tests and examples read /usr/share/datasets/fashion-mnist
   gnuplot-nox            # the training examples plot their curves to PNG
   fortunes               # the text tests and language-model examples read /usr/share/games/fortunes

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu/cpu_util.h"
+#include "cpu/onednn.h"
 #include "internal/parallel.h"
 #include "kern/gemm.h"
 #include "sinter/core/error.h"
@@ -318,6 +319,7 @@ void run_pass(const char* op, DType dtype, const Input (&in)[N], void* out, int6
 
 void conv2d_forward(const Ctx&, const Conv2dGeom& g, DType dtype, const void* x, const void* w,
                     const void* bias, void* y) {
+  if (onednn::conv2d_forward(g, dtype, x, w, bias, y)) return;
   const Dims d(g);
   run_pass("conv2d_forward", dtype, {{x, d.x_numel}, {w, d.w_numel}, {bias, g.c_out}}, y, d.y_numel,
            [&](auto... p) { forward_typed(g, p...); });
@@ -325,6 +327,7 @@ void conv2d_forward(const Ctx&, const Conv2dGeom& g, DType dtype, const void* x,
 
 void conv2d_backward_input(const Ctx&, const Conv2dGeom& g, DType dtype, const void* dy,
                            const void* w, void* dx) {
+  if (onednn::conv2d_backward_input(g, dtype, dy, w, dx)) return;
   const Dims d(g);
   run_pass("conv2d_backward_input", dtype, {{dy, d.y_numel}, {w, d.w_numel}}, dx, d.x_numel,
            [&](auto... p) { backward_input_typed(g, p...); });
@@ -332,6 +335,7 @@ void conv2d_backward_input(const Ctx&, const Conv2dGeom& g, DType dtype, const v
 
 void conv2d_backward_weight(const Ctx&, const Conv2dGeom& g, DType dtype, const void* x,
                             const void* dy, void* dw) {
+  if (onednn::conv2d_backward_weight(g, dtype, x, dy, dw)) return;
   const Dims d(g);
   run_pass("conv2d_backward_weight", dtype, {{x, d.x_numel}, {dy, d.y_numel}}, dw, d.w_numel,
            [&](auto... p) { backward_weight_typed(g, p...); });

@@ -1,5 +1,6 @@
 // CPU reference GEMM on OpenBLAS: batched row-major C = alpha * op(A) @ op(B) + beta * C.
-// bf16 and f16 operands are widened to f32, multiplied with sgemm and rounded back. OpenBLAS runs
+// bf16 and f16 operands are widened to f32, multiplied with sgemm and rounded back; bf16 runs in
+// oneDNN instead where the build has it (its bf16 dot products, f32 sums). OpenBLAS runs
 // on one thread (Note [cpu threads]); gemm() splits a large problem over the CPU threads itself:
 // batch entries when there are several, else blocks of rows or columns of C cut by the shape alone
 // (Note [gemm blocks]), so the result does not depend on the thread count.
@@ -13,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/onednn.h"
 #include "internal/parallel.h"
 #include "kern/elementwise.h"
 #include "kern/scalar_ops.h"
@@ -143,6 +145,30 @@ class BlasOperand {
   std::vector<U> buf_;
 };
 
+// bf16 products in oneDNN (on the CPU's bf16 dot products, no widening copies of A and B), alpha,
+// beta and the epilogue in f32 as on the sgemm path; false, having written nothing, where oneDNN
+// does not take the product.
+bool gemm_bf16_library(const GemmArgs& g) {
+  std::vector<float> prod(static_cast<size_t>(g.m * g.n)), cbuf(static_cast<size_t>(g.m * g.n));
+  const auto alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
+  for (int64_t i = 0; i < g.batch; ++i) {
+    const void* a = static_cast<const BFloat16*>(g.a) + i * g.stride_a;
+    const void* b = static_cast<const BFloat16*>(g.b) + i * g.stride_b;
+    if (!onednn::gemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, a, g.lda, b, g.ldb, prod.data())) {
+      SINTER_CHECK(i == 0, "gemm: oneDNN took the first bf16 product of a batch, not entry ", i);
+      return false;
+    }
+    BFloat16* c = static_cast<BFloat16*>(g.c) + i * g.stride_c;
+    if (g.beta != 0) pack(c, g.m, g.n, g.ldc, cbuf.data());
+    for (int64_t e = 0; e < g.m * g.n; ++e) {
+      cbuf[e] = g.beta != 0 ? alpha * prod[e] + beta * cbuf[e] : alpha * prod[e];
+    }
+    epilogue<BFloat16>(g, i, cbuf.data(), g.n);
+    unpack(cbuf.data(), g.m, g.n, c, g.ldc);
+  }
+  return true;
+}
+
 template <typename T>
 void gemm_typed(const GemmArgs& g) {
   using U = BlasT<T>;
@@ -158,6 +184,9 @@ void gemm_typed(const GemmArgs& g) {
       unpack(tmp.data(), g.m, g.n, c, g.ldc);
     }
     return;
+  }
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (gemm_bf16_library(g)) return;
   }
   // Stored shapes: A is (m, k), or (k, m) when transposed; B is (k, n), or (n, k) when transposed.
   BlasOperand<T> a(g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a);

@@ -59,20 +59,29 @@ void batch_norm_stats(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
     const double m = static_cast<double>(n * hw);
     detail::parallel_blocks(c, n * hw, [&](int64_t k0, int64_t k1) {
       for (int64_t k = k0; k < k1; ++k) {
-        // Each image's plane of channel k summed in lanes (Note [lane sums]), the planes in order.
+        // Each image's plane of channel k summed in lanes (Note [lane sums]), the planes in order;
+        // f32 planes in the vector rows, which sum the same way.
         double s = 0;
         for (int64_t i = 0; i < n; ++i) {
           const T* plane = px + (i * c + k) * hw;
-          s += lane_sum(hw, [&](int64_t j) { return widen(plane[j]); });
+          if constexpr (std::is_same_v<T, float>) {
+            s += vec::sum_row(plane, hw);
+          } else {
+            s += lane_sum(hw, [&](int64_t j) { return widen(plane[j]); });
+          }
         }
         const double mu = s / m;
         double q = 0;
         for (int64_t i = 0; i < n; ++i) {
           const T* plane = px + (i * c + k) * hw;
-          q += lane_sum(hw, [&](int64_t j) {
-            const double d = widen(plane[j]) - mu;
-            return d * d;
-          });
+          if constexpr (std::is_same_v<T, float>) {
+            q += vec::sq_dev_sum_row(plane, hw, mu);
+          } else {
+            q += lane_sum(hw, [&](int64_t j) {
+              const double d = widen(plane[j]) - mu;
+              return d * d;
+            });
+          }
         }
         const double v = q / m;
         set_stat<T>(mean, k, mu);
@@ -94,6 +103,13 @@ void batch_norm_apply(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
       for (int64_t k = k0; k < k1; ++k) {
         const double mu = stat_at<T>(mean, k), rs = stat_at<T>(rstd, k);
         const double scale = rs * weight_at<T>(weight, k, 1.0), shift = weight_at<T>(bias, k, 0.0);
+        if constexpr (std::is_same_v<T, float>) {
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t e = (i * c + k) * hw;
+            vec::affine_row(px + e, hw, mu, scale, shift, py + e);
+          }
+          continue;
+        }
         for_channel(n, c, hw, k,
                     [&](int64_t e) { py[e] = narrow<T>((widen(px[e]) - mu) * scale + shift); });
       }
@@ -116,6 +132,13 @@ void batch_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
         for (int64_t i = 0; i < n; ++i) {
           const T* gp = pdy + (i * c + k) * hw;
           const T* xp = px + (i * c + k) * hw;
+          if constexpr (std::is_same_v<T, float>) {
+            double s_g = 0, s_g_xc = 0;
+            vec::grad_sums_row(gp, xp, hw, mu, &s_g, &s_g_xc);
+            sum_dy += s_g;
+            sum_dy_xc += s_g_xc;
+            continue;
+          }
           sum_dy += lane_sum(hw, [&](int64_t j) { return widen(gp[j]); });
           sum_dy_xc += lane_sum(hw, [&](int64_t j) { return widen(gp[j]) * (widen(xp[j]) - mu); });
         }
@@ -126,6 +149,16 @@ void batch_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
         const double scale = rs * weight_at<T>(weight, k, 1.0);
         const double mean_dy = sum_dy / m, mean_dy_xhat = sum_dy_xhat / m;
         T* pdx = static_cast<T*>(dx);
+        if constexpr (std::is_same_v<T, float>) {
+          if (training) {
+            const vec::BatchNormGrad p{mu, rs, scale, mean_dy, mean_dy_xhat};
+            for (int64_t i = 0; i < n; ++i) {
+              const int64_t e = (i * c + k) * hw;
+              vec::batch_norm_grad_row(pdy + e, px + e, hw, p, pdx + e);
+            }
+            continue;
+          }
+        }
         for_channel(n, c, hw, k, [&](int64_t e) {
           const double g = widen(pdy[e]);
           if (training) {

@@ -87,7 +87,81 @@ SINTER_VECTOR_CLONES void layer_norm_row_clone(const float* x, int64_t n, const 
   }
 }
 
+SINTER_VECTOR_CLONES double sum_row_clone(const float* x, int64_t n) {
+  return lane_sum(n, [&](int64_t i) { return static_cast<double>(x[i]); });
+}
+
+SINTER_VECTOR_CLONES double sq_dev_sum_row_clone(const float* x, int64_t n, double mu) {
+  return lane_sum(n, [&](int64_t i) {
+    const double d = static_cast<double>(x[i]) - mu;
+    return d * d;
+  });
+}
+
+SINTER_VECTOR_CLONES void grad_sums_row_clone(const float* g, const float* x, int64_t n, double mu,
+                                              double* sum_g, double* sum_g_xc) {
+  // Two lane_sums (Note [lane sums]) in one pass: each keeps its own lanes, tail and order.
+  double acc_g[kSumLanes] = {}, acc_gx[kSumLanes] = {};
+  int64_t i = 0;
+  for (; i + kSumLanes <= n; i += kSumLanes) {
+    for (int l = 0; l < kSumLanes; ++l) {
+      const double gv = static_cast<double>(g[i + l]);
+      acc_g[l] += gv;
+      acc_gx[l] += gv * (static_cast<double>(x[i + l]) - mu);
+    }
+  }
+  double tail_g = 0, tail_gx = 0;
+  for (; i < n; ++i) {
+    const double gv = static_cast<double>(g[i]);
+    tail_g += gv;
+    tail_gx += gv * (static_cast<double>(x[i]) - mu);
+  }
+  double s_g = 0, s_gx = 0;
+  for (int l = 0; l < kSumLanes; ++l) {
+    s_g += acc_g[l];
+    s_gx += acc_gx[l];
+  }
+  *sum_g = s_g + tail_g;
+  *sum_g_xc = s_gx + tail_gx;
+}
+
+SINTER_VECTOR_CLONES void affine_row_clone(const float* x, int64_t n, double mu, double scale,
+                                           double shift, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = static_cast<float>((static_cast<double>(x[i]) - mu) * scale + shift);
+  }
+}
+
+SINTER_VECTOR_CLONES void batch_norm_grad_row_clone(const float* g, const float* x, int64_t n,
+                                                    const BatchNormGrad& p, float* dx) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double xhat = (static_cast<double>(x[i]) - p.mean) * p.rstd;
+    dx[i] = static_cast<float>(p.scale *
+                               (static_cast<double>(g[i]) - p.mean_dy - xhat * p.mean_dy_xhat));
+  }
+}
+
 }  // namespace
+
+double sum_row(const float* x, int64_t n) { return sum_row_clone(x, n); }
+
+double sq_dev_sum_row(const float* x, int64_t n, double mu) {
+  return sq_dev_sum_row_clone(x, n, mu);
+}
+
+void grad_sums_row(const float* g, const float* x, int64_t n, double mu, double* sum_g,
+                   double* sum_g_xc) {
+  grad_sums_row_clone(g, x, n, mu, sum_g, sum_g_xc);
+}
+
+void affine_row(const float* x, int64_t n, double mu, double scale, double shift, float* y) {
+  affine_row_clone(x, n, mu, scale, shift, y);
+}
+
+void batch_norm_grad_row(const float* g, const float* x, int64_t n, const BatchNormGrad& p,
+                         float* dx) {
+  batch_norm_grad_row_clone(g, x, n, p, dx);
+}
 
 RowFn unary_row(kern::UnaryOp op) {
   switch (op) {

@@ -84,4 +84,22 @@ void softmax_row(const float* x, int64_t n, bool log, float* y);
 void layer_norm_row(const float* x, int64_t n, const float* w, const float* b, double eps, float* y,
                     double* mean, double* rstd);
 
+// Batch norm's rows (one image's plane of a channel), f32, with the sums (lane_sum, in double) and
+// the double formulas of the generic code in src/cpu/norm.cpp, so that the bits are the same:
+// sum_row is the sum of x, sq_dev_sum_row that of (x - mu)^2, grad_sums_row those of g and of
+// g (x - mu); affine_row writes (x - mu) scale + shift.
+double sum_row(const float* x, int64_t n);
+double sq_dev_sum_row(const float* x, int64_t n, double mu);
+void grad_sums_row(const float* g, const float* x, int64_t n, double mu, double* sum_g,
+                   double* sum_g_xc);
+void affine_row(const float* x, int64_t n, double mu, double scale, double shift, float* y);
+
+// Batch norm's input gradient in training: dx = scale (g - mean_dy - xhat mean_dy_xhat), with
+// xhat = (x - mean) rstd.
+struct BatchNormGrad {
+  double mean, rstd, scale, mean_dy, mean_dy_xhat;
+};
+void batch_norm_grad_row(const float* g, const float* x, int64_t n, const BatchNormGrad& p,
+                         float* dx);
+
 }  // namespace sinter::cpu::vec

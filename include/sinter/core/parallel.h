@@ -11,4 +11,13 @@ namespace sinter {
 void set_num_threads(int n);
 int get_num_threads();
 
+// The CPU convolutions in f32 and bf16 run in oneDNN (PyTorch's CPU convolution library) when
+// Sinter was built with it (onednn_available(); CMake switch SINTER_DNNL), on the threads above,
+// and in the library's own im2col + GEMM kernels otherwise. The own kernels also run f64, f16 and
+// what oneDNN declines. Either way the bits do not depend on the thread count. On by default;
+// SINTER_ONEDNN=0 turns it off at startup (Note [onednn convolutions] in src/cpu/onednn_dnnl.cpp).
+void set_onednn_enabled(bool on);
+bool onednn_enabled();    // set on, and available
+bool onednn_available();  // built with oneDNN
+
 }  // namespace sinter

@@ -1,0 +1,31 @@
+// The CPU kernels' oneDNN paths: the convolutions in f32 and bf16, the bf16 GEMM (Note [onednn
+// convolutions] in src/cpu/onednn_dnnl.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "kern/conv.h"
+#include "sinter/core/dtype.h"
+
+namespace sinter::cpu::onednn {
+
+// Each runs its pass in oneDNN and returns true, or returns false, having written nothing, where
+// oneDNN does not take it: a build without oneDNN, onednn_enabled() off, a dtype
+// other than f32 and bf16, an empty tensor, or a geometry oneDNN has no implementation for. The
+// caller then runs the library's own kernel. The pointers are contiguous tensors, as the kernels'.
+bool conv2d_forward(const kern::Conv2dGeom& g, DType dtype, const void* x, const void* w,
+                    const void* bias, void* y);
+bool conv2d_backward_input(const kern::Conv2dGeom& g, DType dtype, const void* dy, const void* w,
+                           void* dx);
+bool conv2d_backward_weight(const kern::Conv2dGeom& g, DType dtype, const void* x, const void* dy,
+                            void* dw);
+
+// c (m, n), dense f32, = op(a) @ op(b) for bf16 a and b: a is (m, k) with row stride lda, or
+// (k, m) when ta; b is (k, n) with row stride ldb, or (n, k) when tb. On the calling thread, on the
+// CPU's bf16 dot products where it has them; f32 sums of the exact bf16 products. False, having
+// written nothing, where oneDNN does not take it (a build without it, onednn_enabled() off, no
+// implementation on this CPU).
+bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+               const void* b, int64_t ldb, float* c);
+
+}  // namespace sinter::cpu::onednn

@@ -1,0 +1,480 @@
+// Note [onednn convolutions]
+// In a build with oneDNN (SINTER_WITH_DNNL), the CPU convolutions in f32 and bf16 run in oneDNN's
+// JIT kernels, the library PyTorch's CPU convolutions run in: direct convolutions over blocked
+// layouts (channels in vector-wide blocks), where im2col + GEMM spends its time copying columns.
+// bf16 runs on the CPU's bf16 dot products where it has them (AVX512-BF16) with f32 sums, rounded
+// once as the library's own kernel rounds. Each call reorders the plain NCHW tensors into the
+// layouts the primitive asks for and the output back, as PyTorch does with NCHW tensors.
+//
+// Threads: oneDNN would split a call over OpenMP threads of its own, which spin for milliseconds
+// after each call, on the cores the library's pool is about to use (steps about a fifth slower on
+// the 2-core machine). So oneDNN runs single-threaded, on the library's pool: the batch is cut into
+// chunks of images sized by the geometry alone (at least kChunkMacs multiply-adds, never by the
+// thread count), each chunk one primitive call on one thread. The weight gradient is summed in
+// f32 over the chunks' partial gradients, in chunk order. Since the cut and the primitives do not
+// depend on the thread count, neither do the bits; the sum has a fixed order, so deterministic
+// mode runs here too.
+//
+// The bf16 GEMMs (src/cpu/gemm.cpp) run here too: each block of Note [gemm blocks] is one oneDNN
+// matmul of the bf16 operands in place (no widened copies), on the CPU's bf16 dot products, with
+// f32 sums of the exact products; alpha, beta, the epilogue and the rounding to bf16 stay the
+// GEMM's own.
+//
+// Every call passes its own scratchpad (scratchpad_mode::user): oneDNN's default one is shared
+// between primitives, and with it the chunked bf16 weight gradient came out wrong
+// (OneDnnConv.SameBitsAtOneTwoAndThreeThreads caught it). Primitives whose only implementation is
+// oneDNN's reference loops (a CPU without the ISA of its JIT kernels) are refused, so that the own
+// kernels run instead.
+//
+// The library's own kernels (src/cpu/conv.cpp, the widening sgemm path) stay the reference: f64
+// and f16, what oneDNN declines, a build without oneDNN and set_onednn_enabled(false) run there,
+// and tests/test_onednn.cpp compares the two. Plans are built once per geometry (or GEMM shape and
+// strides), chunk size, dtype and pass, and kept (at most kMaxPlans).
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <dnnl.hpp>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cpu/onednn.h"
+#include "internal/parallel.h"
+#include "sinter/core/error.h"
+#include "sinter/core/parallel.h"
+#include "sinter/core/storage.h"
+
+namespace sinter {
+
+namespace {
+
+// SINTER_ONEDNN=0 turns the oneDNN path off at startup; set_onednn_enabled changes it.
+bool wanted_from_environment() {
+  const char* v = std::getenv("SINTER_ONEDNN");
+  if (v == nullptr || *v == '\0') return true;
+  const std::string s(v);
+  SINTER_CHECK(s == "0" || s == "1", "set_onednn_enabled: SINTER_ONEDNN=", v,
+               " is neither 0 nor 1");
+  return s == "1";
+}
+
+std::atomic<bool>& wanted() {
+  static std::atomic<bool> on{wanted_from_environment()};
+  return on;
+}
+
+}  // namespace
+
+void set_onednn_enabled(bool on) { wanted().store(on); }
+bool onednn_enabled() { return wanted().load(); }
+bool onednn_available() { return true; }
+
+namespace cpu::onednn {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using DT = memory::data_type;
+
+constexpr size_t kMaxPlans = 256;
+// The fewest multiply-adds a chunk of images holds (Note [onednn convolutions]): a chunk is a
+// fraction of a millisecond on one core, so the threads balance, and the batches of the reference
+// workloads cut into tens of chunks.
+constexpr int64_t kChunkMacs = int64_t{1} << 24;
+
+enum class Pass { forward, backward_input, backward_weight };
+
+// One argument of a primitive: the plain tensor the caller holds, and the layout the primitive
+// wants (the same desc where no reorder is needed).
+struct Arg {
+  int id = 0;  // DNNL_ARG_*
+  memory::desc plain, inner;
+  bool output = false;
+};
+
+struct Plan {
+  dnnl::primitive prim;
+  std::vector<Arg> args;
+  // args[i]'s plain to inner (inner to plain for the output); none where the two are equal.
+  std::vector<dnnl::reorder> reorders;
+  memory::desc scratchpad;  // each call's own (oneDNN's shared one is not safe across threads)
+};
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+struct Shapes {
+  memory::dims x, w, y, bias, strides, dilates, pad_l, pad_r;
+};
+
+Shapes shapes(const kern::Conv2dGeom& g) {
+  Shapes s;
+  s.x = {g.n, g.c_in, g.h, g.w};
+  s.y = {g.n, g.c_out, g.h_out, g.w_out};
+  if (g.groups > 1) {
+    s.w = {g.groups, g.c_out / g.groups, g.c_in / g.groups, g.kh, g.kw};
+  } else {
+    s.w = {g.c_out, g.c_in, g.kh, g.kw};
+  }
+  s.bias = {g.c_out};
+  s.strides = {g.stride_h, g.stride_w};
+  s.dilates = {g.dil_h - 1, g.dil_w - 1};
+  s.pad_l = {g.pad_h, g.pad_w};
+  // The right padding that makes oneDNN's output size the geometry's (PyTorch's floor).
+  s.pad_r = {(g.h_out - 1) * g.stride_h + (g.kh - 1) * g.dil_h + 1 - g.h - g.pad_h,
+             (g.w_out - 1) * g.stride_w + (g.kw - 1) * g.dil_w + 1 - g.w - g.pad_w};
+  return s;
+}
+
+memory::desc any(const memory::dims& d, DT t) { return memory::desc(d, t, Tag::any); }
+
+// oneDNN's reference implementations (plain loops, for CPUs without the ISA of its JIT kernels) are
+// far slower than the library's own kernels: a plan never takes one.
+void refuse_reference(const dnnl::primitive_desc_base& pd) {
+  const std::string impl = pd.impl_info_str();
+  if (impl.find("ref") != std::string::npos) {
+    throw dnnl::error(dnnl_unimplemented, "a reference implementation");
+  }
+}
+
+Plan build(Pass pass, const kern::Conv2dGeom& g, DT t, bool has_bias) {
+  const Shapes s = shapes(g);
+  const Tag wtag = g.groups > 1 ? Tag::goihw : Tag::oihw;
+  const memory::desc x_plain(s.x, t, Tag::nchw), y_plain(s.y, t, Tag::nchw), w_plain(s.w, t, wtag),
+      b_plain(s.bias, t, Tag::x);
+  const auto algo = dnnl::algorithm::convolution_direct;
+  auto fwd_desc = has_bias ? dnnl::convolution_forward::desc(
+                                 dnnl::prop_kind::forward_training, algo, any(s.x, t), any(s.w, t),
+                                 b_plain, any(s.y, t), s.strides, s.dilates, s.pad_l, s.pad_r)
+                           : dnnl::convolution_forward::desc(
+                                 dnnl::prop_kind::forward_training, algo, any(s.x, t), any(s.w, t),
+                                 any(s.y, t), s.strides, s.dilates, s.pad_l, s.pad_r);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::convolution_forward::primitive_desc fwd(fwd_desc, attr, engine());
+  refuse_reference(fwd);
+  Plan plan;
+  plan.scratchpad = fwd.scratchpad_desc();
+  switch (pass) {
+    case Pass::forward:
+      plan.prim = dnnl::convolution_forward(fwd);
+      plan.args = {{DNNL_ARG_SRC, x_plain, fwd.src_desc()},
+                   {DNNL_ARG_WEIGHTS, w_plain, fwd.weights_desc()},
+                   {DNNL_ARG_DST, y_plain, fwd.dst_desc(), true}};
+      if (has_bias) plan.args.push_back({DNNL_ARG_BIAS, b_plain, fwd.bias_desc()});
+      break;
+    case Pass::backward_input: {
+      const dnnl::convolution_backward_data::desc d(algo, any(s.x, t), any(s.w, t), any(s.y, t),
+                                                    s.strides, s.dilates, s.pad_l, s.pad_r);
+      const dnnl::convolution_backward_data::primitive_desc pd(d, attr, engine(), fwd);
+      refuse_reference(pd);
+      plan.scratchpad = pd.scratchpad_desc();
+      plan.prim = dnnl::convolution_backward_data(pd);
+      plan.args = {{DNNL_ARG_DIFF_DST, y_plain, pd.diff_dst_desc()},
+                   {DNNL_ARG_WEIGHTS, w_plain, pd.weights_desc()},
+                   {DNNL_ARG_DIFF_SRC, x_plain, pd.diff_src_desc(), true}};
+      break;
+    }
+    case Pass::backward_weight: {
+      // The weight gradient in f32: run() sums the chunks' partial gradients before rounding.
+      const memory::desc w_f32(s.w, DT::f32, wtag);
+      const dnnl::convolution_backward_weights::desc d(algo, any(s.x, t), any(s.w, DT::f32),
+                                                       any(s.y, t), s.strides, s.dilates, s.pad_l,
+                                                       s.pad_r);
+      const dnnl::convolution_backward_weights::primitive_desc pd(d, attr, engine(), fwd);
+      refuse_reference(pd);
+      plan.scratchpad = pd.scratchpad_desc();
+      plan.prim = dnnl::convolution_backward_weights(pd);
+      plan.args = {{DNNL_ARG_SRC, x_plain, pd.src_desc()},
+                   {DNNL_ARG_DIFF_DST, y_plain, pd.diff_dst_desc()},
+                   {DNNL_ARG_DIFF_WEIGHTS, w_f32, pd.diff_weights_desc(), true}};
+      break;
+    }
+  }
+  for (const Arg& a : plan.args) {
+    plan.reorders.emplace_back();
+    if (a.inner == a.plain) continue;
+    plan.reorders.back() =
+        a.output
+            ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), a.inner, engine(), a.plain))
+            : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), a.plain, engine(), a.inner));
+  }
+  return plan;
+}
+
+// The calling thread's OpenMP thread count set to 1 for a scope (oneDNN on OpenMP then runs each
+// call on the calling thread) and restored after; nothing where oneDNN does not run on OpenMP.
+class OneOpenMPThread {
+ public:
+  OneOpenMPThread() {
+    if (set_ != nullptr && get_ != nullptr) {
+      previous_ = get_();
+      if (previous_ != 1) set_(1);
+    }
+  }
+  ~OneOpenMPThread() {
+    if (previous_ > 1) set_(previous_);
+  }
+  OneOpenMPThread(const OneOpenMPThread&) = delete;
+  OneOpenMPThread& operator=(const OneOpenMPThread&) = delete;
+
+ private:
+  using Set = void (*)(int);
+  using Get = int (*)();
+  // Looked up at run time, so that the library needs no OpenMP flags to build.
+  inline static const Set set_ = reinterpret_cast<Set>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  inline static const Get get_ = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  int previous_ = 0;
+};
+
+// The plans built so far, by key; a key whose build failed maps to an empty plan.
+class Plans {
+ public:
+  std::shared_ptr<const Plan> get(const std::vector<int64_t>& key, Pass pass,
+                                  const kern::Conv2dGeom& g, DT t, bool has_bias) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = plans_.find(key);
+      if (it != plans_.end()) return it->second;
+    }
+    std::shared_ptr<const Plan> plan;
+    const OneOpenMPThread one;  // the primitive is built for the one thread it runs on
+    try {
+      plan = std::make_shared<const Plan>(build(pass, g, t, has_bias));
+    } catch (const dnnl::error&) {
+      plan = nullptr;  // no implementation for this geometry or dtype: the reference runs it
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (plans_.emplace(key, plan).second) {
+      order_.push_back(key);
+      if (order_.size() > kMaxPlans) {
+        plans_.erase(order_.front());
+        order_.pop_front();
+      }
+    }
+    return plans_.at(key);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;
+  std::list<std::vector<int64_t>> order_;
+};
+
+Plans& plans() {
+  static Plans* p = new Plans();  // never destroyed: a late convolution may still look one up
+  return *p;
+}
+
+// The images of a chunk: enough for kChunkMacs multiply-adds, from the geometry alone.
+int64_t chunk_images(const kern::Conv2dGeom& g) {
+  const int64_t macs =
+      std::max<int64_t>(1, g.c_out * (g.c_in / g.groups) * g.kh * g.kw * g.h_out * g.w_out);
+  return std::clamp<int64_t>(kChunkMacs / macs, 1, g.n);
+}
+
+// Runs one chunk's primitive on the tensors at `pointers` (in the order of plan.args).
+void execute(const Plan& plan, const std::vector<void*>& pointers) {
+  const OneOpenMPThread one;
+  thread_local std::unique_ptr<dnnl::stream> stream;
+  if (!stream) stream = std::make_unique<dnnl::stream>(engine());
+  std::unordered_map<int, memory> args;
+  std::vector<std::pair<size_t, std::pair<memory, memory>>> copy_out;  // (arg, (inner, plain))
+  std::vector<Storage> scratch;
+  for (size_t i = 0; i < plan.args.size(); ++i) {
+    const Arg& a = plan.args[i];
+    memory plain(a.plain, engine(), pointers[i]);
+    if (a.inner == a.plain) {
+      args.emplace(a.id, plain);
+      continue;
+    }
+    scratch.push_back(Storage::allocate(a.inner.get_size(), Device::cpu()));
+    memory inner(a.inner, engine(), scratch.back().data());
+    if (a.output) {
+      copy_out.push_back({i, {inner, plain}});
+    } else {
+      plan.reorders[i].execute(*stream, plain, inner);
+    }
+    args.emplace(a.id, inner);
+  }
+  scratch.push_back(Storage::allocate(plan.scratchpad.get_size(), Device::cpu()));
+  args.emplace(DNNL_ARG_SCRATCHPAD, memory(plan.scratchpad, engine(), scratch.back().data()));
+  plan.prim.execute(*stream, args);
+  for (auto& [i, io] : copy_out) plan.reorders[i].execute(*stream, io.first, io.second);
+  stream->wait();
+}
+
+std::vector<int64_t> plan_key(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias) {
+  return {static_cast<int64_t>(pass),
+          static_cast<int64_t>(dtype),
+          has_bias ? 1 : 0,
+          g.n,
+          g.c_in,
+          g.h,
+          g.w,
+          g.c_out,
+          g.kh,
+          g.kw,
+          g.h_out,
+          g.w_out,
+          g.stride_h,
+          g.stride_w,
+          g.pad_h,
+          g.pad_w,
+          g.dil_h,
+          g.dil_w,
+          g.groups};
+}
+
+// x, w, y in the pass's order (forward: x, w, y[, bias]; backward input: dy, w, dx; backward
+// weight: x, dy, dw), as plain contiguous tensors of `dtype`.
+bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
+         const std::vector<void*>& pointers) {
+  if (!onednn_enabled()) return false;
+  if (dtype != DType::f32 && dtype != DType::bf16) return false;
+  if (g.n <= 0 || g.c_in <= 0 || g.c_out <= 0 || g.h_out <= 0 || g.w_out <= 0) return false;
+  const DT t = dtype == DType::f32 ? DT::f32 : DT::bf16;
+  const int64_t per = chunk_images(g), chunks = (g.n + per - 1) / per,
+                last = g.n - (chunks - 1) * per;
+  std::shared_ptr<const Plan> plan[2];
+  for (int i = 0; i < 2; ++i) {
+    kern::Conv2dGeom c = g;
+    c.n = i == 0 ? per : last;
+    plan[i] = plans().get(plan_key(pass, c, dtype, has_bias), pass, c, t, has_bias);
+    if (!plan[i]) return false;
+  }
+  const size_t elem = element_size(dtype);
+  const int64_t x_image = g.c_in * g.h * g.w * static_cast<int64_t>(elem);
+  const int64_t y_image = g.c_out * g.h_out * g.w_out * static_cast<int64_t>(elem);
+  auto at = [](void* p, int64_t bytes) {
+    return static_cast<void*>(static_cast<char*>(p) + bytes);
+  };
+  const auto chunk_plan = [&](int64_t c) -> const Plan& { return *plan[c == chunks - 1 ? 1 : 0]; };
+  switch (pass) {
+    case Pass::forward:
+    case Pass::backward_input: {
+      // forward: (x, w, y[, bias]), the images of x and y cut; backward input: (dy, w, dx).
+      const int64_t in_image = pass == Pass::forward ? x_image : y_image;
+      const int64_t out_image = pass == Pass::forward ? y_image : x_image;
+      detail::parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          std::vector<void*> p = pointers;
+          p[0] = at(pointers[0], c * per * in_image);
+          p[2] = at(pointers[2], c * per * out_image);
+          execute(chunk_plan(c), p);
+        }
+      });
+      return true;
+    }
+    case Pass::backward_weight: {
+      // Each chunk's weight gradient in f32, then their sum in chunk order.
+      const int64_t w_numel = g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
+      Storage partial =
+          Storage::allocate(static_cast<size_t>(chunks * w_numel) * sizeof(float), Device::cpu());
+      float* part = static_cast<float*>(partial.data());
+      detail::parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          execute(chunk_plan(c), {at(pointers[0], c * per * x_image),
+                                  at(pointers[1], c * per * y_image), part + c * w_numel});
+        }
+      });
+      detail::parallel_blocks(w_numel, chunks, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          float sum = part[i];
+          for (int64_t c = 1; c < chunks; ++c) sum += part[c * w_numel + i];
+          if (dtype == DType::f32) {
+            static_cast<float*>(pointers[2])[i] = sum;
+          } else {
+            static_cast<BFloat16*>(pointers[2])[i] = BFloat16(sum);
+          }
+        }
+      });
+      return true;
+    }
+  }
+  return false;
+}
+
+// The bf16 GEMMs' primitives, by shape, transposes and row strides; an empty plan where oneDNN has
+// none.
+std::shared_ptr<const Plan> gemm_plan(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                      int64_t lda, int64_t ldb) {
+  static std::mutex mutex;
+  static auto* cache = new std::map<std::vector<int64_t>, std::shared_ptr<const Plan>>();
+  const std::vector<int64_t> key = {ta, tb, m, n, k, lda, ldb};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache->find(key);
+    if (it != cache->end()) return it->second;
+  }
+  std::shared_ptr<const Plan> plan;
+  const OneOpenMPThread one;
+  try {
+    // op(a) (m, k) and op(b) (k, n) as strided views of the stored matrices.
+    const memory::desc a_md({m, k}, DT::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
+    const memory::desc b_md({k, n}, DT::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+    const memory::desc c_md({m, n}, DT::f32, memory::dims{n, 1});
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine());
+    refuse_reference(pd);
+    Plan p;
+    p.prim = dnnl::matmul(pd);
+    p.args = {{DNNL_ARG_SRC, a_md, a_md},
+              {DNNL_ARG_WEIGHTS, b_md, b_md},
+              {DNNL_ARG_DST, c_md, c_md, true}};
+    p.reorders.resize(3);
+    p.scratchpad = pd.scratchpad_desc();
+    plan = std::make_shared<const Plan>(std::move(p));
+  } catch (const dnnl::error&) {
+    plan = nullptr;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  if (cache->size() >= kMaxPlans) cache->clear();
+  return cache->emplace(key, plan).first->second;
+}
+
+}  // namespace
+
+bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+               const void* b, int64_t ldb, float* c) {
+  if (!onednn_enabled() || m <= 0 || n <= 0 || k <= 0) return false;
+  const std::shared_ptr<const Plan> plan = gemm_plan(ta, tb, m, n, k, lda, ldb);
+  if (!plan) return false;
+  execute(*plan, {const_cast<void*>(a), const_cast<void*>(b), c});
+  return true;
+}
+
+bool conv2d_forward(const kern::Conv2dGeom& g, DType dtype, const void* x, const void* w,
+                    const void* bias, void* y) {
+  std::vector<void*> p = {const_cast<void*>(x), const_cast<void*>(w), y};
+  if (bias != nullptr) p.push_back(const_cast<void*>(bias));
+  return run(Pass::forward, g, dtype, bias != nullptr, p);
+}
+
+bool conv2d_backward_input(const kern::Conv2dGeom& g, DType dtype, const void* dy, const void* w,
+                           void* dx) {
+  return run(Pass::backward_input, g, dtype, false,
+             {const_cast<void*>(dy), const_cast<void*>(w), dx});
+}
+
+bool conv2d_backward_weight(const kern::Conv2dGeom& g, DType dtype, const void* x, const void* dy,
+                            void* dw) {
+  return run(Pass::backward_weight, g, dtype, false,
+             {const_cast<void*>(x), const_cast<void*>(dy), dw});
+}
+
+}  // namespace cpu::onednn
+}  // namespace sinter

@@ -1,0 +1,213 @@
+// The CPU kernels' oneDNN paths (Note [onednn convolutions]) against the library's own kernels, the
+// reference: the convolutions' forward, input and weight gradients in f32 and bf16 over geometries
+// with strides, padding, dilation, groups, a single input channel, batches that cut into several
+// chunks with a shorter last one, and a right padding below the left; the bf16 GEMMs, transposed,
+// batched and with linear's epilogue; the same bits at 1, 2 and 3 threads; and the switch.
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace sinter {
+namespace {
+
+// Turns the oneDNN path on or off for a scope, and back at its end.
+class OneDnnGuard : NonCopyable {
+ public:
+  explicit OneDnnGuard(bool on) : previous_(onednn_enabled()) { set_onednn_enabled(on); }
+  ~OneDnnGuard() { set_onednn_enabled(previous_); }
+
+ private:
+  bool previous_;
+};
+
+using testing::ThreadsGuard;
+
+#define SKIP_WITHOUT_ONEDNN()                                                              \
+  if (!onednn_available()) {                                                               \
+    GTEST_SKIP() << "built without oneDNN (SINTER_DNNL): the convolutions run in the own " \
+                    "kernels, which the other convolution tests cover";                    \
+  }
+
+struct Case {
+  std::string name;
+  Shape x, w;
+  bool bias;
+  Conv2dOptions opts;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"3x3 same", {5, 8, 12, 11}, {16, 8, 3, 3}, true, {.padding = {1, 1}}},
+      {"strided", {4, 6, 17, 15}, {8, 6, 3, 3}, false, {.stride = {2, 2}, .padding = {1, 1}}},
+      {"strided 1x1 shortcut", {4, 16, 16, 16}, {32, 16, 1, 1}, false, {.stride = {2, 2}}},
+      // h 34, kernel 1, stride 2: the last input row is never read (a right padding of -1).
+      {"right padding below the left", {2, 4, 34, 10}, {4, 4, 1, 1}, true, {.stride = {2, 1}}},
+      {"dilated", {3, 4, 13, 14}, {6, 4, 3, 2}, true, {.padding = {2, 1}, .dilation = {2, 3}}},
+      {"grouped",
+       {3, 8, 9, 10},
+       {12, 2, 3, 3},
+       true,
+       {.stride = {2, 1}, .padding = {1, 2}, .groups = 4}},
+      {"one input channel", {6, 1, 28, 28}, {32, 1, 3, 3}, true, {.padding = {1, 1}}},
+      // 2.4M multiply-adds an image: chunks of 7 images, the last of 2.
+      {"chunks", {37, 16, 32, 32}, {16, 16, 3, 3}, false, {.padding = {1, 1}}},
+  };
+}
+
+// y and the gradients of x, w (and the bias) for the loss sum(y * r).
+std::vector<Tensor> conv_and_grads(const Case& c, DType dt, const Tensor& x, const Tensor& w,
+                                   const Tensor& b, const Tensor& r) {
+  Tensor cx = x.to(dt).detach().requires_grad_(), cw = w.to(dt).detach().requires_grad_();
+  Tensor cb = c.bias ? b.to(dt).detach().requires_grad_() : Tensor();
+  Tensor y = conv2d(cx, cw, cb, c.opts);
+  (y * r.to(dt)).sum().backward();
+  std::vector<Tensor> out = {y, cx.grad(), cw.grad()};
+  if (c.bias) out.push_back(cb.grad());
+  return out;
+}
+
+TEST(OneDnnConv, MatchesTheOwnKernelsInF32AndBf16) {
+  SKIP_WITHOUT_ONEDNN();
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Generator gen(seed);
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const Tensor x = randn(c.x, {}, &gen), w = randn(c.w, {}, &gen), b = randn({c.w[0]}, {}, &gen);
+    const Shape y_shape = conv2d(x, w, Tensor(), c.opts).shape();
+    const Tensor r = randn(y_shape, {}, &gen);
+    for (DType dt : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(dtype_name(dt));
+      std::vector<Tensor> own, lib;
+      {
+        const OneDnnGuard off(false);
+        own = conv_and_grads(c, dt, x, w, b, r);
+      }
+      {
+        const OneDnnGuard on(true);
+        lib = conv_and_grads(c, dt, x, w, b, r);
+      }
+      ASSERT_EQ(own.size(), lib.size());
+      for (size_t i = 0; i < own.size(); ++i) {
+        SCOPED_TRACE("result " + std::to_string(i));
+        EXPECT_EQ(lib[i].dtype(), dt);
+        // Sums of up to a few thousand products in another order; bf16 rounds each result once,
+        // so the two may sit a rounding step apart.
+        const double scale = own[i].to(DType::f64).abs().max().item<double>();
+        const double atol = dt == DType::f32 ? 2e-5 * scale : 1e-2 * scale;
+        EXPECT_TRUE(testing::all_close(lib[i].to(DType::f32), own[i].to(DType::f32), atol,
+                                       dt == DType::f32 ? 1e-5 : 1e-2));
+      }
+    }
+  }
+}
+
+// The cut into chunks depends on the geometry alone and the chunks' weight gradients are summed in
+// chunk order: the same bits at every thread count, deterministic mode or not.
+TEST(OneDnnConv, SameBitsAtOneTwoAndThreeThreads) {
+  SKIP_WITHOUT_ONEDNN();
+  const OneDnnGuard on(true);
+  Generator gen(31);
+  const Case c = cases().back();
+  const Tensor x = randn(c.x, {}, &gen), w = randn(c.w, {}, &gen), b = randn({c.w[0]}, {}, &gen);
+  const Tensor r = randn(conv2d(x, w, Tensor(), c.opts).shape(), {}, &gen);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::vector<Tensor> one;
+    {
+      const ThreadsGuard guard(1);
+      one = conv_and_grads(c, dt, x, w, b, r);
+    }
+    for (const int threads : {2, 3}) {
+      const ThreadsGuard guard(threads);
+      const std::vector<Tensor> many = conv_and_grads(c, dt, x, w, b, r);
+      for (size_t i = 0; i < one.size(); ++i) {
+        SCOPED_TRACE("result " + std::to_string(i) + " at " + std::to_string(threads) + " threads");
+        EXPECT_TRUE(testing::all_close(many[i], one[i], 0, 0));
+      }
+    }
+  }
+}
+
+// bf16 products in oneDNN against the sgemm path on widened operands: plain, transposed views,
+// batched with a broadcast operand, and linear's bias and activation epilogue, with gradients.
+TEST(OneDnnGemm, Bf16MatchesTheWidenedSgemm) {
+  SKIP_WITHOUT_ONEDNN();
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Generator gen(seed);
+  const DType bf = DType::bf16;
+  const Tensor a = randn({70, 300}, {.dtype = bf}, &gen), b = randn({300, 45}, {.dtype = bf}, &gen);
+  const Tensor at = randn({300, 70}, {.dtype = bf}, &gen),
+               bt = randn({45, 300}, {.dtype = bf}, &gen);
+  const Tensor ba = randn({3, 33, 64}, {.dtype = bf}, &gen),
+               bb = randn({64, 17}, {.dtype = bf}, &gen);
+  const Tensor x = randn({40, 96}, {.dtype = bf}, &gen), w = randn({130, 96}, {.dtype = bf}, &gen);
+  const Tensor bias = randn({130}, {.dtype = bf}, &gen);
+  auto run = [&] {
+    Tensor cx = x.detach().requires_grad_(), cw = w.detach().requires_grad_();
+    Tensor y = linear(cx, cw, bias, Activation::GeluTanh);
+    (y * y).sum().backward();
+    return std::vector<Tensor>{matmul(a, b),      matmul(at.t(), b),
+                               matmul(a, bt.t()), matmul(at.t(), bt.t()),
+                               matmul(ba, bb),    y,
+                               cx.grad(),         cw.grad()};
+  };
+  std::vector<Tensor> own, lib;
+  {
+    const OneDnnGuard off(false);
+    own = run();
+  }
+  {
+    const OneDnnGuard on(true);
+    lib = run();
+  }
+  for (size_t i = 0; i < own.size(); ++i) {
+    SCOPED_TRACE("result " + std::to_string(i));
+    EXPECT_EQ(lib[i].dtype(), bf);
+    // The bf16 products are exact in f32 on both paths: only the order of the sums differs, and
+    // the results may sit a bf16 rounding step apart.
+    const double scale = own[i].to(DType::f64).abs().max().item<double>();
+    EXPECT_TRUE(
+        testing::all_close(lib[i].to(DType::f32), own[i].to(DType::f32), 1e-2 * scale, 1e-2));
+  }
+}
+
+// A bf16 product large enough to be cut into blocks (Note [gemm blocks]): the same bits at every
+// thread count on the oneDNN path too.
+TEST(OneDnnGemm, Bf16SameBitsAtOneTwoAndThreeThreads) {
+  SKIP_WITHOUT_ONEDNN();
+  const OneDnnGuard on(true);
+  Generator gen(8);
+  const Tensor a = randn({300, 400}, {.dtype = DType::bf16}, &gen);
+  const Tensor b = randn({400, 500}, {.dtype = DType::bf16}, &gen);
+  Tensor one;
+  {
+    const ThreadsGuard guard(1);
+    one = matmul(a, b);
+  }
+  for (const int threads : {2, 3}) {
+    const ThreadsGuard guard(threads);
+    EXPECT_TRUE(testing::all_close(matmul(a, b), one, 0, 0)) << threads << " threads";
+  }
+}
+
+TEST(OneDnnConv, TheSwitch) {
+  const OneDnnGuard keep(onednn_enabled());
+  set_onednn_enabled(true);
+  EXPECT_EQ(onednn_enabled(), onednn_available());
+  set_onednn_enabled(false);
+  EXPECT_FALSE(onednn_enabled());
+  // f64 always runs in the own kernels, switch or not: the op table's gradient checks hold.
+  set_onednn_enabled(true);
+  Generator gen(3);
+  const Tensor x = randn({2, 3, 6, 5}, {.dtype = DType::f64}, &gen);
+  const Tensor w = randn({4, 3, 3, 3}, {.dtype = DType::f64}, &gen);
+  const Tensor on = conv2d(x, w, Tensor(), {.padding = {1, 1}});
+  set_onednn_enabled(false);
+  EXPECT_TRUE(testing::all_close(on, conv2d(x, w, Tensor(), {.padding = {1, 1}}), 0, 0));
+}
+
+}  // namespace
+}  // namespace sinter
