@@ -31,8 +31,10 @@ double widen(T v) {
 // registers instead of waiting on one add after another.
 constexpr int kSumLanes = 8;
 
+// Always inlined: a call from a vector row (Note [cpu vector math]) then runs in that row's
+// instruction set; an out-of-line copy would be the baseline's.
 template <class F>
-double lane_sum(int64_t n, F f) {
+[[gnu::always_inline]] inline double lane_sum(int64_t n, F f) {
   double acc[kSumLanes] = {};
   int64_t j = 0;
   for (; j + kSumLanes <= n; j += kSumLanes) {

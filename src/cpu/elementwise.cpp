@@ -174,7 +174,14 @@ void unary(const Ctx&, const ElementwiseIter& it, UnaryOp op, double p0, double 
     if constexpr (std::is_same_v<C, float>) {
       // The ops with a vector kernel (Note [cpu vector math]), a row at a time.
       if (const vec::RowFn row = vec::unary_row(OP)) {
+        const bool f32_in_out = it.op[0].dtype == DType::f32 && it.op[1].dtype == DType::f32 &&
+                                it.op[1].data != nullptr;
         for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
+          if (f32_in_out && step[0] == 1 && step[1] == 1) {  // in place of the operands
+            row(static_cast<const float*>(it.op[1].data) + off[1],
+                static_cast<float*>(it.op[0].data) + off[0], n);
+            return;
+          }
           float a[kChunk], y[kChunk];
           load_row(it.op[1], off[1], step[1], n, a);
           row(a, y, n);

@@ -149,6 +149,7 @@ class BlasOperand {
 // beta and the epilogue in f32 as on the sgemm path; false, having written nothing, where oneDNN
 // does not take the product.
 bool gemm_bf16_library(const GemmArgs& g) {
+  if (!onednn_enabled()) return false;
   std::vector<float> prod(static_cast<size_t>(g.m * g.n)), cbuf(static_cast<size_t>(g.m * g.n));
   const auto alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   for (int64_t i = 0; i < g.batch; ++i) {

@@ -23,9 +23,12 @@ bool conv2d_backward_weight(const kern::Conv2dGeom& g, DType dtype, const void* 
 // c (m, n), dense f32, = op(a) @ op(b) for bf16 a and b: a is (m, k) with row stride lda, or
 // (k, m) when ta; b is (k, n) with row stride ldb, or (n, k) when tb. On the calling thread, on the
 // CPU's bf16 dot products where it has them; f32 sums of the exact bf16 products. False, having
-// written nothing, where oneDNN does not take it (a build without it, onednn_enabled() off, no
-// implementation on this CPU).
+// written nothing, where oneDNN does not take it (a build without it, no implementation on this
+// CPU). The caller checks onednn_enabled(), once for a whole batch.
 bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
                const void* b, int64_t ldb, float* c);
+
+// How many primitive calls oneDNN has run in this process (the tests check that a path ran).
+int64_t calls();
 
 }  // namespace sinter::cpu::onednn

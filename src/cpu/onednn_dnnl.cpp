@@ -9,9 +9,10 @@
 // Threads: oneDNN would split a call over OpenMP threads of its own, which spin for milliseconds
 // after each call, on the cores the library's pool is about to use (steps about a fifth slower on
 // the 2-core machine). So oneDNN runs single-threaded, on the library's pool: the batch is cut into
-// chunks of images sized by the geometry alone (at least kChunkMacs multiply-adds, never by the
+// chunks of images sized by the geometry alone (up to kChunkMacs multiply-adds, never by the
 // thread count), each chunk one primitive call on one thread. The weight gradient is summed in
-// f32 over the chunks' partial gradients, in chunk order. Since the cut and the primitives do not
+// f32 over the chunks' gradients in chunk order, in at most kMaxPartials runs of consecutive
+// chunks whose sums are then added in order. Since the cut and the primitives do not
 // depend on the thread count, neither do the bits; the sum has a fixed order, so deterministic
 // mode runs here too.
 //
@@ -87,10 +88,12 @@ using Tag = memory::format_tag;
 using DT = memory::data_type;
 
 constexpr size_t kMaxPlans = 256;
-// The fewest multiply-adds a chunk of images holds (Note [onednn convolutions]): a chunk is a
-// fraction of a millisecond on one core, so the threads balance, and the batches of the reference
-// workloads cut into tens of chunks.
+// The most multiply-adds a chunk of images holds (one image where an image has more; Note
+// [onednn convolutions]): a chunk is a fraction of a millisecond on one core, so the threads
+// balance, and the batches of the reference workloads cut into tens of chunks.
 constexpr int64_t kChunkMacs = int64_t{1} << 24;
+// The most f32 weight gradients a backward pass keeps at once (Note [onednn convolutions]).
+constexpr int64_t kMaxPartials = 16;
 
 enum class Pass { forward, backward_input, backward_weight };
 
@@ -206,36 +209,65 @@ Plan build(Pass pass, const kern::Conv2dGeom& g, DT t, bool has_bias) {
   for (const Arg& a : plan.args) {
     plan.reorders.emplace_back();
     if (a.inner == a.plain) continue;
-    plan.reorders.back() =
-        a.output
-            ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), a.inner, engine(), a.plain))
-            : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), a.plain, engine(), a.inner));
+    const dnnl::reorder::primitive_desc pd =
+        a.output ? dnnl::reorder::primitive_desc(engine(), a.inner, engine(), a.plain, attr)
+                 : dnnl::reorder::primitive_desc(engine(), a.plain, engine(), a.inner, attr);
+    // Layout changes of one dtype need no scratchpad; one that did would need its own too.
+    if (pd.scratchpad_desc().get_size() != 0) {
+      throw dnnl::error(dnnl_unimplemented, "a reorder with a scratchpad");
+    }
+    plan.reorders.back() = dnnl::reorder(pd);
   }
   return plan;
 }
 
+// The OpenMP runtime oneDNN runs on, looked up at run time (the library then needs no OpenMP
+// flags to build): libgomp's, by its own handle, so that another runtime loaded first (libiomp5,
+// libomp) is not the one set. `usable` is false where oneDNN's threads cannot be held to one: then
+// no plan is built and the own kernels run.
+struct OpenMP {
+  using Set = void (*)(int);
+  using Get = int (*)();
+  Set set = nullptr;
+  Get get = nullptr;
+  bool usable = false;
+
+  static const OpenMP& runtime() {
+    static const OpenMP omp = [] {
+      OpenMP o;
+      const unsigned runtime = dnnl::version()->cpu_runtime;
+      if (runtime == DNNL_RUNTIME_SEQ) {
+        o.usable = true;
+      } else if (runtime == DNNL_RUNTIME_OMP) {
+        if (void* gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+          o.set = reinterpret_cast<Set>(dlsym(gomp, "omp_set_num_threads"));
+          o.get = reinterpret_cast<Get>(dlsym(gomp, "omp_get_max_threads"));
+          o.usable = o.set != nullptr && o.get != nullptr;
+        }
+      }
+      return o;
+    }();
+    return omp;
+  }
+};
+
 // The calling thread's OpenMP thread count set to 1 for a scope (oneDNN on OpenMP then runs each
-// call on the calling thread) and restored after; nothing where oneDNN does not run on OpenMP.
+// call on the calling thread) and restored after.
 class OneOpenMPThread {
  public:
   OneOpenMPThread() {
-    if (set_ != nullptr && get_ != nullptr) {
-      previous_ = get_();
-      if (previous_ != 1) set_(1);
-    }
+    const OpenMP& omp = OpenMP::runtime();
+    if (omp.set == nullptr) return;
+    previous_ = omp.get();
+    if (previous_ != 1) omp.set(1);
   }
   ~OneOpenMPThread() {
-    if (previous_ > 1) set_(previous_);
+    if (previous_ > 1) OpenMP::runtime().set(previous_);
   }
   OneOpenMPThread(const OneOpenMPThread&) = delete;
   OneOpenMPThread& operator=(const OneOpenMPThread&) = delete;
 
  private:
-  using Set = void (*)(int);
-  using Get = int (*)();
-  // Looked up at run time, so that the library needs no OpenMP flags to build.
-  inline static const Set set_ = reinterpret_cast<Set>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  inline static const Get get_ = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
   int previous_ = 0;
 };
 
@@ -252,7 +284,8 @@ class Plans {
     std::shared_ptr<const Plan> plan;
     const OneOpenMPThread one;  // the primitive is built for the one thread it runs on
     try {
-      plan = std::make_shared<const Plan>(build(pass, g, t, has_bias));
+      if (OpenMP::runtime().usable)
+        plan = std::make_shared<const Plan>(build(pass, g, t, has_bias));
     } catch (const dnnl::error&) {
       plan = nullptr;  // no implementation for this geometry or dtype: the reference runs it
     }
@@ -278,15 +311,30 @@ Plans& plans() {
   return *p;
 }
 
-// The images of a chunk: enough for kChunkMacs multiply-adds, from the geometry alone.
+// The images of a chunk: as many as kChunkMacs multiply-adds hold, at least one, from the
+// geometry alone.
 int64_t chunk_images(const kern::Conv2dGeom& g) {
   const int64_t macs =
       std::max<int64_t>(1, g.c_out * (g.c_in / g.groups) * g.kh * g.kw * g.h_out * g.w_out);
   return std::clamp<int64_t>(kChunkMacs / macs, 1, g.n);
 }
 
-// Runs one chunk's primitive on the tensors at `pointers` (in the order of plan.args).
+std::atomic<int64_t> g_calls{0};
+
+// Runs one chunk's primitive on the tensors at `pointers` (in the order of plan.args). oneDNN's
+// errors (out of memory, mostly) come out as sinter::Error.
+void execute_unchecked(const Plan& plan, const std::vector<void*>& pointers);
+
 void execute(const Plan& plan, const std::vector<void*>& pointers) {
+  try {
+    execute_unchecked(plan, pointers);
+  } catch (const dnnl::error& e) {
+    SINTER_THROW("oneDNN: ", e.what(), " (status ", static_cast<int>(e.status), ")");
+  }
+  g_calls.fetch_add(1, std::memory_order_relaxed);
+}
+
+void execute_unchecked(const Plan& plan, const std::vector<void*>& pointers) {
   const OneOpenMPThread one;
   thread_local std::unique_ptr<dnnl::stream> stream;
   if (!stream) stream = std::make_unique<dnnl::stream>(engine());
@@ -344,7 +392,10 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
          const std::vector<void*>& pointers) {
   if (!onednn_enabled()) return false;
   if (dtype != DType::f32 && dtype != DType::bf16) return false;
-  if (g.n <= 0 || g.c_in <= 0 || g.c_out <= 0 || g.h_out <= 0 || g.w_out <= 0) return false;
+  if (g.n <= 0 || g.c_in <= 0 || g.c_out <= 0 || g.h <= 0 || g.w <= 0 || g.h_out <= 0 ||
+      g.w_out <= 0) {
+    return false;
+  }
   const DT t = dtype == DType::f32 ? DT::f32 : DT::bf16;
   const int64_t per = chunk_images(g), chunks = (g.n + per - 1) / per,
                 last = g.n - (chunks - 1) * per;
@@ -379,25 +430,38 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
       return true;
     }
     case Pass::backward_weight: {
-      // Each chunk's weight gradient in f32, then their sum in chunk order.
+      // The chunks in at most kMaxPartials runs of consecutive chunks (from the geometry alone);
+      // each run sums its chunks' f32 gradients in order into its partial, and the partials are
+      // summed in order: the memory stays bounded however many chunks the batch makes.
       const int64_t w_numel = g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
-      Storage partial =
-          Storage::allocate(static_cast<size_t>(chunks * w_numel) * sizeof(float), Device::cpu());
+      const int64_t runs = std::min(chunks, kMaxPartials);
+      Storage partial = Storage::allocate(
+          static_cast<size_t>((runs + (chunks > runs ? runs : 0)) * w_numel) * sizeof(float),
+          Device::cpu());
       float* part = static_cast<float*>(partial.data());
-      detail::parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c) {
-          execute(chunk_plan(c), {at(pointers[0], c * per * x_image),
-                                  at(pointers[1], c * per * y_image), part + c * w_numel});
+      float* scratch = part + runs * w_numel;  // a run's later chunks, one at a time
+      detail::parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          float* sum = part + r * w_numel;
+          float* one = scratch + r * w_numel;
+          for (int64_t c = chunks * r / runs; c < chunks * (r + 1) / runs; ++c) {
+            const bool first = c == chunks * r / runs;
+            execute(chunk_plan(c), {at(pointers[0], c * per * x_image),
+                                    at(pointers[1], c * per * y_image), first ? sum : one});
+            if (!first) {
+              for (int64_t i = 0; i < w_numel; ++i) sum[i] += one[i];
+            }
+          }
         }
       });
-      detail::parallel_blocks(w_numel, chunks, [&](int64_t i0, int64_t i1) {
+      detail::parallel_blocks(w_numel, runs, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) {
-          float sum = part[i];
-          for (int64_t c = 1; c < chunks; ++c) sum += part[c * w_numel + i];
+          float total = part[i];
+          for (int64_t r = 1; r < runs; ++r) total += part[r * w_numel + i];
           if (dtype == DType::f32) {
-            static_cast<float*>(pointers[2])[i] = sum;
+            static_cast<float*>(pointers[2])[i] = total;
           } else {
-            static_cast<BFloat16*>(pointers[2])[i] = BFloat16(sum);
+            static_cast<BFloat16*>(pointers[2])[i] = BFloat16(total);
           }
         }
       });
@@ -422,6 +486,7 @@ std::shared_ptr<const Plan> gemm_plan(bool ta, bool tb, int64_t m, int64_t n, in
   std::shared_ptr<const Plan> plan;
   const OneOpenMPThread one;
   try {
+    if (!OpenMP::runtime().usable) throw dnnl::error(dnnl_unimplemented, "threads not held to one");
     // op(a) (m, k) and op(b) (k, n) as strided views of the stored matrices.
     const memory::desc a_md({m, k}, DT::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
     const memory::desc b_md({k, n}, DT::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
@@ -448,9 +513,11 @@ std::shared_ptr<const Plan> gemm_plan(bool ta, bool tb, int64_t m, int64_t n, in
 
 }  // namespace
 
+int64_t calls() { return g_calls.load(std::memory_order_relaxed); }
+
 bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
                const void* b, int64_t ldb, float* c) {
-  if (!onednn_enabled() || m <= 0 || n <= 0 || k <= 0) return false;
+  if (m <= 0 || n <= 0 || k <= 0) return false;
   const std::shared_ptr<const Plan> plan = gemm_plan(ta, tb, m, n, k, lda, ldb);
   if (!plan) return false;
   execute(*plan, {const_cast<void*>(a), const_cast<void*>(b), c});

@@ -49,15 +49,28 @@ SINTER_VECTOR_CLONES double exp_shifted_clone(const float* x, float shift, float
 SINTER_VECTOR_CLONES void softmax_row_clone(const float* x, int64_t n, bool log, float* y) {
   // The maximum, NaN never taken (a NaN reaches the sum through exp and makes the row NaN).
   // In 16 lanes, so that it vectorizes; the maximum is the same in any order (it ignores NaN).
-  float lanes[16];
-  for (float& l : lanes) l = -__builtin_inff();
+  // A vector type (GCC and Clang), which compilers keep in registers where the array form of
+  // the loop stayed scalar.
+  using Lanes = float __attribute__((vector_size(64)));
+  // Two sets of lanes, so that one compare waits on the other's less.
+  Lanes lanes = Lanes{} - __builtin_inff(), more = lanes;
   int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    Lanes v, w;
+    __builtin_memcpy(&v, x + i, sizeof v);
+    __builtin_memcpy(&w, x + i + 16, sizeof w);
+    lanes = v > lanes ? v : lanes;
+    more = w > more ? w : more;
+  }
+  lanes = more > lanes ? more : lanes;
   for (; i + 16 <= n; i += 16) {
-    for (int l = 0; l < 16; ++l) lanes[l] = x[i + l] > lanes[l] ? x[i + l] : lanes[l];
+    Lanes v;
+    __builtin_memcpy(&v, x + i, sizeof v);
+    lanes = v > lanes ? v : lanes;
   }
   float m = -__builtin_inff();
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  for (const float l : lanes) m = l > m ? l : m;
+  for (int l = 0; l < 16; ++l) m = lanes[l] > m ? lanes[l] : m;
   const double s = exp_shifted_clone(x, m, y, n);
   if (log) {
     const double shift = static_cast<double>(m) + __builtin_log(s);
