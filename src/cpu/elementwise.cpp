@@ -150,7 +150,28 @@ void store_row(const Operand& o, int64_t off, int64_t step, int64_t n, const C* 
 // and y op[0], a chunk of each loaded or stored at a time.
 template <class C, int kInputs, class Fn>
 void map_rows(const ElementwiseIter& it, Fn fn) {
+  // f32 tensors computed in f32: contiguous rows straight from and to the operands.
+  bool direct = false;
+  if constexpr (std::is_same_v<C, float>) {
+    direct = true;
+    for (int k = 0; k <= kInputs; ++k) {
+      direct = direct && it.op[k].dtype == DType::f32 && it.op[k].data != nullptr;
+    }
+  }
   for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
+    if constexpr (std::is_same_v<C, float>) {
+      if (direct && step[0] == 1 && step[1] == 1 && (kInputs == 1 || step[2] == 1)) {
+        const float* pa = static_cast<const float*>(it.op[1].data) + off[1];
+        float* py = static_cast<float*>(it.op[0].data) + off[0];
+        if constexpr (kInputs == 1) {
+          for (int64_t j = 0; j < n; ++j) py[j] = fn(pa[j]);
+        } else {
+          const float* pb = static_cast<const float*>(it.op[2].data) + off[2];
+          for (int64_t j = 0; j < n; ++j) py[j] = fn(pa[j], pb[j]);
+        }
+        return;
+      }
+    }
     C a[kChunk], b[kChunk], y[kChunk];
     load_row(it.op[1], off[1], step[1], n, a);
     if constexpr (kInputs == 2) load_row(it.op[2], off[2], step[2], n, b);

@@ -340,7 +340,26 @@ void execute_unchecked(const Plan& plan, const std::vector<void*>& pointers) {
   if (!stream) stream = std::make_unique<dnnl::stream>(engine());
   std::unordered_map<int, memory> args;
   std::vector<std::pair<size_t, std::pair<memory, memory>>> copy_out;  // (arg, (inner, plain))
-  std::vector<Storage> scratch;
+  // The reordered tensors and the scratchpad in one buffer of this thread's, kept for its next
+  // call: the chunks of a pass need the same sizes, and fresh pages would be zeroed by the kernel
+  // every time.
+  constexpr size_t kAlign = 64;
+  auto aligned = [](size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; };
+  size_t need = aligned(plan.scratchpad.get_size());
+  for (const Arg& a : plan.args) {
+    if (!(a.inner == a.plain)) need += aligned(a.inner.get_size());
+  }
+  thread_local Storage buffer;
+  if (buffer.nbytes() < need) {
+    buffer = Storage();
+    buffer = Storage::allocate(need, Device::cpu());
+  }
+  char* next = static_cast<char*>(buffer.data());
+  auto carve = [&](size_t bytes) {
+    char* p = next;
+    next += aligned(bytes);
+    return p;
+  };
   for (size_t i = 0; i < plan.args.size(); ++i) {
     const Arg& a = plan.args[i];
     memory plain(a.plain, engine(), pointers[i]);
@@ -348,8 +367,7 @@ void execute_unchecked(const Plan& plan, const std::vector<void*>& pointers) {
       args.emplace(a.id, plain);
       continue;
     }
-    scratch.push_back(Storage::allocate(a.inner.get_size(), Device::cpu()));
-    memory inner(a.inner, engine(), scratch.back().data());
+    memory inner(a.inner, engine(), carve(a.inner.get_size()));
     if (a.output) {
       copy_out.push_back({i, {inner, plain}});
     } else {
@@ -357,8 +375,8 @@ void execute_unchecked(const Plan& plan, const std::vector<void*>& pointers) {
     }
     args.emplace(a.id, inner);
   }
-  scratch.push_back(Storage::allocate(plan.scratchpad.get_size(), Device::cpu()));
-  args.emplace(DNNL_ARG_SCRATCHPAD, memory(plan.scratchpad, engine(), scratch.back().data()));
+  args.emplace(DNNL_ARG_SCRATCHPAD,
+               memory(plan.scratchpad, engine(), carve(plan.scratchpad.get_size())));
   plan.prim.execute(*stream, args);
   for (auto& [i, io] : copy_out) plan.reorders[i].execute(*stream, io.first, io.second);
   stream->wait();
