@@ -22,8 +22,6 @@ class OneDnnGuard : NonCopyable {
   bool previous_;
 };
 
-using testing::ThreadsGuard;
-
 #define SKIP_WITHOUT_ONEDNN()                                                              \
   if (!onednn_available()) {                                                               \
     GTEST_SKIP() << "built without oneDNN (SINTER_DNNL): the convolutions run in the own " \
@@ -124,19 +122,8 @@ TEST(OneDnnConv, SameBitsAtOneTwoAndThreeThreads) {
   const Tensor r = randn(conv2d(x, w, Tensor(), c.opts).shape(), {}, &gen);
   for (DType dt : {DType::f32, DType::bf16}) {
     SCOPED_TRACE(dtype_name(dt));
-    std::vector<Tensor> one;
-    {
-      const ThreadsGuard guard(1);
-      one = conv_and_grads(c, dt, x, w, b, r);
-    }
-    for (const int threads : {2, 3}) {
-      const ThreadsGuard guard(threads);
-      const std::vector<Tensor> many = conv_and_grads(c, dt, x, w, b, r);
-      for (size_t i = 0; i < one.size(); ++i) {
-        SCOPED_TRACE("result " + std::to_string(i) + " at " + std::to_string(threads) + " threads");
-        EXPECT_TRUE(testing::all_close(many[i], one[i], 0, 0));
-      }
-    }
+    testing::expect_same_bits_at_every_thread_count(
+        [&] { return conv_and_grads(c, dt, x, w, b, r); });
   }
 }
 
@@ -202,18 +189,7 @@ TEST(OneDnnGemm, Bf16SameBitsAtOneTwoAndThreeThreads) {
   auto run = [&] {
     return std::vector<Tensor>{matmul(a, b), matmul(at.t(), bt.t()), matmul(bt, at)};
   };
-  std::vector<Tensor> one;
-  {
-    const ThreadsGuard guard(1);
-    one = run();
-  }
-  for (const int threads : {2, 3}) {
-    const ThreadsGuard guard(threads);
-    const std::vector<Tensor> many = run();
-    for (size_t i = 0; i < one.size(); ++i) {
-      EXPECT_TRUE(testing::all_close(many[i], one[i], 0, 0)) << threads << " threads, result " << i;
-    }
-  }
+  testing::expect_same_bits_at_every_thread_count(run);
 }
 
 TEST(OneDnnConv, TheSwitch) {

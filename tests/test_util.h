@@ -175,4 +175,23 @@ class ThreadsGuard : NonCopyable {
   int previous_;
 };
 
+// Runs `run` at 1 thread, then at 2 and 3, and expects the same bits from each.
+template <class Run>
+void expect_same_bits_at_every_thread_count(Run run) {
+  std::vector<Tensor> one;
+  {
+    const ThreadsGuard guard(1);
+    one = run();
+  }
+  for (const int threads : {2, 3}) {
+    const ThreadsGuard guard(threads);
+    const std::vector<Tensor> many = run();
+    ASSERT_EQ(many.size(), one.size());
+    for (size_t i = 0; i < one.size(); ++i) {
+      SCOPED_TRACE("result " + std::to_string(i) + " at " + std::to_string(threads) + " threads");
+      EXPECT_TRUE(testing::all_close(many[i], one[i], 0, 0));
+    }
+  }
+}
+
 }  // namespace sinter::testing

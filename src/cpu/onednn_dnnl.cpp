@@ -274,8 +274,10 @@ class OneOpenMPThread {
 // The plans built so far, by key; a key whose build failed maps to an empty plan.
 class Plans {
  public:
-  std::shared_ptr<const Plan> get(const std::vector<int64_t>& key, Pass pass,
-                                  const kern::Conv2dGeom& g, DT t, bool has_bias) {
+  // The plan under `key`, made by build() the first time (and kept, empty where build() threw a
+  // dnnl::error: no implementation for this geometry or dtype, and the reference runs it).
+  template <class Build>
+  std::shared_ptr<const Plan> get(const std::vector<int64_t>& key, Build build) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = plans_.find(key);
@@ -284,10 +286,9 @@ class Plans {
     std::shared_ptr<const Plan> plan;
     const OneOpenMPThread one;  // the primitive is built for the one thread it runs on
     try {
-      if (OpenMP::runtime().usable)
-        plan = std::make_shared<const Plan>(build(pass, g, t, has_bias));
+      if (OpenMP::runtime().usable) plan = std::make_shared<const Plan>(build());
     } catch (const dnnl::error&) {
-      plan = nullptr;  // no implementation for this geometry or dtype: the reference runs it
+      plan = nullptr;
     }
     std::lock_guard<std::mutex> lock(mutex_);
     if (plans_.emplace(key, plan).second) {
@@ -421,7 +422,8 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
   for (int i = 0; i < 2; ++i) {
     kern::Conv2dGeom c = g;
     c.n = i == 0 ? per : last;
-    plan[i] = plans().get(plan_key(pass, c, dtype, has_bias), pass, c, t, has_bias);
+    plan[i] = plans().get(plan_key(pass, c, dtype, has_bias),
+                          [&] { return build(pass, c, t, has_bias); });
     if (!plan[i]) return false;
   }
   const size_t elem = element_size(dtype);
@@ -491,42 +493,25 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
 
 // The bf16 GEMMs' primitives, by shape, transposes and row strides; an empty plan where oneDNN has
 // none.
-std::shared_ptr<const Plan> gemm_plan(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                                      int64_t lda, int64_t ldb) {
-  static std::mutex mutex;
-  static auto* cache = new std::map<std::vector<int64_t>, std::shared_ptr<const Plan>>();
-  const std::vector<int64_t> key = {ta, tb, m, n, k, lda, ldb};
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache->find(key);
-    if (it != cache->end()) return it->second;
-  }
-  std::shared_ptr<const Plan> plan;
-  const OneOpenMPThread one;
-  try {
-    if (!OpenMP::runtime().usable) throw dnnl::error(dnnl_unimplemented, "threads not held to one");
-    // op(a) (m, k) and op(b) (k, n) as strided views of the stored matrices.
-    const memory::desc a_md({m, k}, DT::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
-    const memory::desc b_md({k, n}, DT::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
-    const memory::desc c_md({m, n}, DT::f32, memory::dims{n, 1});
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine());
-    refuse_reference(pd);
-    Plan p;
-    p.prim = dnnl::matmul(pd);
-    p.args = {{DNNL_ARG_SRC, a_md, a_md},
-              {DNNL_ARG_WEIGHTS, b_md, b_md},
-              {DNNL_ARG_DST, c_md, c_md, true}};
-    p.reorders.resize(3);
-    p.scratchpad = pd.scratchpad_desc();
-    plan = std::make_shared<const Plan>(std::move(p));
-  } catch (const dnnl::error&) {
-    plan = nullptr;
-  }
-  std::lock_guard<std::mutex> lock(mutex);
-  if (cache->size() >= kMaxPlans) cache->clear();
-  return cache->emplace(key, plan).first->second;
+// The key of a bf16 GEMM's plan, apart from the convolutions' (whose first entry is a Pass).
+constexpr int64_t kGemmKey = 3;
+
+Plan build_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb) {
+  // op(a) (m, k) and op(b) (k, n) as strided views of the stored matrices.
+  const memory::desc a_md({m, k}, DT::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
+  const memory::desc b_md({k, n}, DT::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+  const memory::desc c_md({m, n}, DT::f32, memory::dims{n, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine());
+  refuse_reference(pd);
+  Plan p;
+  p.prim = dnnl::matmul(pd);
+  p.args = {
+      {DNNL_ARG_SRC, a_md, a_md}, {DNNL_ARG_WEIGHTS, b_md, b_md}, {DNNL_ARG_DST, c_md, c_md, true}};
+  p.reorders.resize(3);
+  p.scratchpad = pd.scratchpad_desc();
+  return p;
 }
 
 }  // namespace
@@ -536,7 +521,8 @@ int64_t calls() { return g_calls.load(std::memory_order_relaxed); }
 bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
                const void* b, int64_t ldb, float* c) {
   if (m <= 0 || n <= 0 || k <= 0) return false;
-  const std::shared_ptr<const Plan> plan = gemm_plan(ta, tb, m, n, k, lda, ldb);
+  const std::shared_ptr<const Plan> plan = plans().get(
+      {kGemmKey, ta, tb, m, n, k, lda, ldb}, [&] { return build_gemm(ta, tb, m, n, k, lda, ldb); });
   if (!plan) return false;
   execute(*plan, {const_cast<void*>(a), const_cast<void*>(b), c});
   return true;
