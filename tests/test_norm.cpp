@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/cpu_util.h"
 #include "kern/philox.h"
 #include "test_util.h"
 
@@ -88,6 +89,66 @@ TEST(BatchNorm, BackwardMatchesComposedOps) {
   EXPECT_TRUE(all_close(gb, b.grad(), 1e-10, 1e-8));
 }
 
+// The f32 vector rows (src/cpu/vec_norm.cpp) promise the bits of the double formulas written out
+// with lane_sum (Note [lane sums]): the lanes, the order, the statistics stored in f32. Rows of 45
+// and 131 values: full lanes and a tail.
+TEST(BatchNorm, F32VectorRowsGiveTheBitsOfTheWrittenOutFormulas) {
+  for (const int64_t hw : {45, 131}) {
+    SCOPED_TRACE("hw = " + std::to_string(hw));
+    const int64_t n = 3, c = 2;
+    Generator gen(5);
+    Tensor x = add(randn({n, c, hw}, {}, &gen), 0.75).requires_grad_();
+    Tensor w = randn({c}, {}, &gen).requires_grad_(), b = randn({c}, {}, &gen).requires_grad_();
+    const Tensor gy = randn({n, c, hw}, {}, &gen);
+    Tensor y = batch_norm(x, {}, {}, w, b, true, 0.1, 1e-5);
+    sum(mul(y, gy)).backward();
+    const auto xs = x.to_vector<float>(), gs = gy.to_vector<float>(), ws = w.to_vector<float>(),
+               bs = b.to_vector<float>(), ys = y.to_vector<float>(),
+               dxs = x.grad().to_vector<float>(), dws = w.grad().to_vector<float>(),
+               dbs = b.grad().to_vector<float>();
+    const auto m = static_cast<double>(n * hw);
+    for (int64_t k = 0; k < c; ++k) {
+      auto at = [&](int64_t i, int64_t j) { return static_cast<size_t>((i * c + k) * hw + j); };
+      double s = 0, q = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        s += cpu::lane_sum(hw, [&](int64_t j) { return static_cast<double>(xs[at(i, j)]); });
+      }
+      const double mu = s / m;
+      for (int64_t i = 0; i < n; ++i) {
+        q += cpu::lane_sum(hw, [&](int64_t j) {
+          const double d = static_cast<double>(xs[at(i, j)]) - mu;
+          return d * d;
+        });
+      }
+      // The statistics are stored in f32 (Note [norm statistics]) and read back as double.
+      const double mean = static_cast<float>(mu);
+      const double rs = static_cast<float>(1.0 / std::sqrt(q / m + 1e-5));
+      double s_g = 0, s_gx = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        s_g += cpu::lane_sum(hw, [&](int64_t j) { return static_cast<double>(gs[at(i, j)]); });
+        s_gx += cpu::lane_sum(hw, [&](int64_t j) {
+          return static_cast<double>(gs[at(i, j)]) * (static_cast<double>(xs[at(i, j)]) - mean);
+        });
+      }
+      const double s_gxhat = s_gx * rs;
+      EXPECT_EQ(dbs[k], static_cast<float>(s_g)) << "bias gradient, channel " << k;
+      EXPECT_EQ(dws[k], static_cast<float>(s_gxhat)) << "weight gradient, channel " << k;
+      const double scale = rs * ws[k], shift = bs[k];
+      const double mean_dy = s_g / m, mean_dy_xhat = s_gxhat / m;
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < hw; ++j) {
+          const double xv = xs[at(i, j)], g = gs[at(i, j)];
+          ASSERT_EQ(ys[at(i, j)], static_cast<float>((xv - mean) * scale + shift))
+              << "y of image " << i << ", channel " << k << ", element " << j;
+          const double xhat = (xv - mean) * rs;
+          ASSERT_EQ(dxs[at(i, j)], static_cast<float>(scale * (g - mean_dy - xhat * mean_dy_xhat)))
+              << "dx of image " << i << ", channel " << k << ", element " << j;
+        }
+      }
+    }
+  }
+}
+
 TEST(BatchNorm, ErrorMessagesNameTheShapes) {
   Tensor x = zeros({4, 3, 2});
   expect_error([] { batch_norm(zeros({5}), {}, {}, {}, {}, true); },
@@ -146,6 +207,36 @@ TEST(LayerNorm, BackwardMatchesComposedOps) {
   EXPECT_TRUE(all_close(gx, x.grad(), 1e-10, 1e-8));
   EXPECT_TRUE(all_close(gw, w.grad(), 1e-10, 1e-8));
   EXPECT_TRUE(all_close(gb, b.grad(), 1e-10, 1e-8));
+}
+
+// As BatchNorm.F32VectorRowsGiveTheBitsOfTheWrittenOutFormulas, for layer norm's f32 row.
+TEST(LayerNorm, F32VectorRowGivesTheBitsOfTheWrittenOutFormula) {
+  for (const int64_t cols : {45, 131}) {
+    SCOPED_TRACE("cols = " + std::to_string(cols));
+    const int64_t rows = 3;
+    Generator gen(6);
+    const Tensor x = add(randn({rows, cols}, {}, &gen), 0.75);
+    const Tensor w = randn({cols}, {}, &gen), b = randn({cols}, {}, &gen);
+    const auto xs = x.to_vector<float>(), ws = w.to_vector<float>(), bs = b.to_vector<float>(),
+               ys = layer_norm(x, {cols}, w, b, 1e-5).to_vector<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      auto at = [&](int64_t j) { return static_cast<size_t>(r * cols + j); };
+      const double mu =
+          cpu::lane_sum(cols, [&](int64_t j) { return static_cast<double>(xs[at(j)]); }) /
+          static_cast<double>(cols);
+      const double q = cpu::lane_sum(cols, [&](int64_t j) {
+        const double d = static_cast<double>(xs[at(j)]) - mu;
+        return d * d;
+      });
+      const double rs = 1.0 / std::sqrt(q / static_cast<double>(cols) + 1e-5);
+      for (int64_t j = 0; j < cols; ++j) {
+        const double v = (static_cast<double>(xs[at(j)]) - mu) * rs;
+        ASSERT_EQ(ys[at(j)], static_cast<float>(v * ws[static_cast<size_t>(j)] +
+                                                static_cast<double>(bs[static_cast<size_t>(j)])))
+            << "row " << r << ", element " << j;
+      }
+    }
+  }
 }
 
 TEST(LayerNorm, ErrorMessagesNameTheShapes) {

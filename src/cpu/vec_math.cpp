@@ -1,31 +1,14 @@
-// The f32 row kernels of Note [cpu vector math], each compiled three times (AVX-512, AVX2 and the
-// baseline x86-64) with the loader picking the one this CPU runs (GCC's and Clang's
-// target_clones); elsewhere, and under ThreadSanitizer, once for the baseline.
+// The f32 row kernels of Note [cpu vector math], each compiled for AVX-512, AVX2 and the baseline
+// (src/cpu/vec_clones.h); the rows of batch norm and layer norm are in src/cpu/vec_norm.cpp.
 #include "cpu/vec_math.h"
 
 #include <cstdint>
 
 #include "cpu/cpu_util.h"
+#include "cpu/vec_clones.h"
 
 namespace sinter::cpu::vec {
 namespace {
-
-// ThreadSanitizer's runtime is not up yet when the loader runs target_clones' resolvers (IFUNC),
-// and an instrumented resolver crashes the program before main: a TSan build has the baseline only.
-#if defined(__SANITIZE_THREAD__)
-#define SINTER_VECTOR_NO_CLONES 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SINTER_VECTOR_NO_CLONES 1
-#endif
-#endif
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(SINTER_VECTOR_NO_CLONES)
-#define SINTER_VECTOR_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
-#else
-#define SINTER_VECTOR_CLONES
-#endif
 
 #define SINTER_VECTOR_ROW(name, expr)                                         \
   SINTER_VECTOR_CLONES void name##_row(const float* a, float* y, int64_t n) { \
@@ -81,100 +64,7 @@ SINTER_VECTOR_CLONES void softmax_row_clone(const float* x, int64_t n, bool log,
   }
 }
 
-SINTER_VECTOR_CLONES void layer_norm_row_clone(const float* x, int64_t n, const float* w,
-                                               const float* b, double eps, float* y, double* mean,
-                                               double* rstd) {
-  const double mu =
-      lane_sum(n, [&](int64_t i) { return static_cast<double>(x[i]); }) / static_cast<double>(n);
-  const double q = lane_sum(n, [&](int64_t i) {
-    const double d = static_cast<double>(x[i]) - mu;
-    return d * d;
-  });
-  const double rs = 1.0 / __builtin_sqrt(q / static_cast<double>(n) + eps);
-  *mean = mu;
-  *rstd = rs;
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = (static_cast<double>(x[i]) - mu) * rs;
-    y[i] = static_cast<float>(v * (w ? static_cast<double>(w[i]) : 1.0) +
-                              (b ? static_cast<double>(b[i]) : 0.0));
-  }
-}
-
-SINTER_VECTOR_CLONES double sum_row_clone(const float* x, int64_t n) {
-  return lane_sum(n, [&](int64_t i) { return static_cast<double>(x[i]); });
-}
-
-SINTER_VECTOR_CLONES double sq_dev_sum_row_clone(const float* x, int64_t n, double mu) {
-  return lane_sum(n, [&](int64_t i) {
-    const double d = static_cast<double>(x[i]) - mu;
-    return d * d;
-  });
-}
-
-SINTER_VECTOR_CLONES void grad_sums_row_clone(const float* g, const float* x, int64_t n, double mu,
-                                              double* sum_g, double* sum_g_xc) {
-  // Two lane_sums (Note [lane sums]) in one pass: each keeps its own lanes, tail and order.
-  double acc_g[kSumLanes] = {}, acc_gx[kSumLanes] = {};
-  int64_t i = 0;
-  for (; i + kSumLanes <= n; i += kSumLanes) {
-    for (int l = 0; l < kSumLanes; ++l) {
-      const double gv = static_cast<double>(g[i + l]);
-      acc_g[l] += gv;
-      acc_gx[l] += gv * (static_cast<double>(x[i + l]) - mu);
-    }
-  }
-  double tail_g = 0, tail_gx = 0;
-  for (; i < n; ++i) {
-    const double gv = static_cast<double>(g[i]);
-    tail_g += gv;
-    tail_gx += gv * (static_cast<double>(x[i]) - mu);
-  }
-  double s_g = 0, s_gx = 0;
-  for (int l = 0; l < kSumLanes; ++l) {
-    s_g += acc_g[l];
-    s_gx += acc_gx[l];
-  }
-  *sum_g = s_g + tail_g;
-  *sum_g_xc = s_gx + tail_gx;
-}
-
-SINTER_VECTOR_CLONES void affine_row_clone(const float* x, int64_t n, double mu, double scale,
-                                           double shift, float* y) {
-  for (int64_t i = 0; i < n; ++i) {
-    y[i] = static_cast<float>((static_cast<double>(x[i]) - mu) * scale + shift);
-  }
-}
-
-SINTER_VECTOR_CLONES void batch_norm_grad_row_clone(const float* g, const float* x, int64_t n,
-                                                    const BatchNormGrad& p, float* dx) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double xhat = (static_cast<double>(x[i]) - p.mean) * p.rstd;
-    dx[i] = static_cast<float>(p.scale *
-                               (static_cast<double>(g[i]) - p.mean_dy - xhat * p.mean_dy_xhat));
-  }
-}
-
 }  // namespace
-
-double sum_row(const float* x, int64_t n) { return sum_row_clone(x, n); }
-
-double sq_dev_sum_row(const float* x, int64_t n, double mu) {
-  return sq_dev_sum_row_clone(x, n, mu);
-}
-
-void grad_sums_row(const float* g, const float* x, int64_t n, double mu, double* sum_g,
-                   double* sum_g_xc) {
-  grad_sums_row_clone(g, x, n, mu, sum_g, sum_g_xc);
-}
-
-void affine_row(const float* x, int64_t n, double mu, double scale, double shift, float* y) {
-  affine_row_clone(x, n, mu, scale, shift, y);
-}
-
-void batch_norm_grad_row(const float* g, const float* x, int64_t n, const BatchNormGrad& p,
-                         float* dx) {
-  batch_norm_grad_row_clone(g, x, n, p, dx);
-}
 
 RowFn unary_row(kern::UnaryOp op) {
   switch (op) {
@@ -198,10 +88,5 @@ double exp_shifted_row(const float* x, float shift, float* y, int64_t n) {
 }
 
 void softmax_row(const float* x, int64_t n, bool log, float* y) { softmax_row_clone(x, n, log, y); }
-
-void layer_norm_row(const float* x, int64_t n, const float* w, const float* b, double eps, float* y,
-                    double* mean, double* rstd) {
-  layer_norm_row_clone(x, n, w, b, eps, y, mean, rstd);
-}
 
 }  // namespace sinter::cpu::vec

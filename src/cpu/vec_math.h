@@ -85,7 +85,8 @@ void layer_norm_row(const float* x, int64_t n, const float* w, const float* b, d
                     double* mean, double* rstd);
 
 // Batch norm's rows (one image's plane of a channel), f32, with the sums (lane_sum, in double) and
-// the double formulas of the generic code in src/cpu/norm.cpp, so that the bits are the same:
+// the double formulas of the generic code in src/cpu/norm.cpp, so that the bits are the same on
+// every CPU (src/cpu/vec_norm.cpp):
 // sum_row is the sum of x, sq_dev_sum_row that of (x - mu)^2, grad_sums_row those of g and of
 // g (x - mu); affine_row writes (x - mu) scale + shift.
 double sum_row(const float* x, int64_t n);

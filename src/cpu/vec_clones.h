@@ -1,0 +1,22 @@
+// The instruction sets the CPU's f32 row kernels are compiled for (Note [cpu vector math]):
+// SINTER_VECTOR_CLONES before a function compiles it three times (AVX-512, AVX2 and the baseline
+// x86-64), the loader picking the one this CPU runs (GCC's and Clang's target_clones); elsewhere,
+// and under ThreadSanitizer, once for the baseline. For the row files (src/cpu/vec_*.cpp) alone.
+#pragma once
+
+// ThreadSanitizer's runtime is not up yet when the loader runs target_clones' resolvers (IFUNC),
+// and an instrumented resolver crashes the program before main: a TSan build has the baseline only.
+#if defined(__SANITIZE_THREAD__)
+#define SINTER_VECTOR_NO_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SINTER_VECTOR_NO_CLONES 1
+#endif
+#endif
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(SINTER_VECTOR_NO_CLONES)
+#define SINTER_VECTOR_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
+#else
+#define SINTER_VECTOR_CLONES
+#endif
