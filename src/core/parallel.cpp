@@ -10,6 +10,11 @@
 // another, or one from a second thread while the pool is busy (a DataLoader's worker), runs
 // serially on its own thread, so the cores are never oversubscribed and nothing deadlocks. In the
 // child of a fork() (which waits for a running job) every loop runs on the child's one thread.
+// Between jobs a worker polls for the next one for kSpin (100 us) before it sleeps, and the
+// caller polls for the last piece likewise: a training step runs hundreds of loops with short
+// serial gaps between them, and a sleeping thread takes tens of microseconds to wake (resnet20's
+// step at 2 threads was about 7% faster with the polling, on the 2-core virtual machine).
+// OpenMP's threads poll the same way, for longer.
 #include "sinter/core/parallel.h"
 
 #include <cblas.h>
@@ -18,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -58,6 +64,10 @@ int threads_from_environment() {
 }  // namespace detail
 
 namespace {
+
+// How long a worker polls for the next job, and the caller for the last piece, before sleeping
+// (Pool::spin_until).
+constexpr std::chrono::microseconds kSpin{100};
 
 thread_local bool t_in_parallel = false;
 thread_local bool t_fork_locked = false;  // before_fork took the locks on this thread
@@ -116,11 +126,13 @@ class Pool {
       pending_ = pieces;
       error_ = nullptr;
       ++generation_;
+      posted_.store(generation_);
     }
     wake_.notify_all();
     work(job);
-    std::unique_lock<std::mutex> lock(state_);
     // Every piece done, and no worker still inside work(): none can take a piece of the next job.
+    spin_until([&] { return pending_.load() == 0 && active_.load() == 0; });
+    std::unique_lock<std::mutex> lock(state_);
     done_.wait(lock, [&] { return pending_ == 0 && active_ == 0; });
     job_now_ = Job{};
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
@@ -150,6 +162,21 @@ class Pool {
     if (!t_fork_locked) return;
     config_.unlock();
     job_.unlock();
+  }
+
+  // Polls `ready` for up to kSpin before the caller blocks on a condition variable: waking
+  // a sleeping thread takes tens of microseconds (more on a virtual machine), and a training step
+  // runs hundreds of loops with short serial gaps between them (Note [cpu threads]).
+  template <class Ready>
+  static void spin_until(Ready ready) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 1;; ++i) {
+      if (ready()) return;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      if (i % 64 == 0 && std::chrono::steady_clock::now() - start > kSpin) return;
+    }
   }
 
   // The pieces one after another on the calling thread: the same cut as in parallel, and the
@@ -191,6 +218,7 @@ class Pool {
     uint64_t seen = 0;
     while (true) {
       Job job;
+      spin_until([&] { return posted_.load() != seen; });
       {
         std::unique_lock<std::mutex> lock(state_);
         wake_.wait(lock, [&] { return generation_ != seen && job_now_.fn != nullptr; });
@@ -212,10 +240,12 @@ class Pool {
   std::mutex state_;  // the fields below but next_
   std::condition_variable wake_, done_;
   Job job_now_;
-  int64_t pending_ = 0;  // pieces of the job not yet done
-  int active_ = 0;       // workers inside work()
+  // Changed under state_; atomic so that spin_until may read them without it.
+  std::atomic<int64_t> pending_{0};  // pieces of the job not yet done
+  std::atomic<int> active_{0};       // workers inside work()
   std::exception_ptr error_;
   uint64_t generation_ = 0;
+  std::atomic<uint64_t> posted_{0};  // generation_, for spin_until
   std::atomic<int64_t> next_{0};
 };
 
