@@ -164,7 +164,8 @@ TEST(ConvPool, MaxPool2dTiesAndNaN) {
   for (float v : yn.to_vector<float>()) EXPECT_TRUE(std::isnan(v));
 }
 
-// The f32 and bf16 kernels clip each window once; the f64 one checks each tap
+// The f32 and bf16 kernels clip the edge windows once and run the inner ones a window element at a
+// time across the output row; the f64 one checks each tap
 // (kern::max_window_argmax): over geometries with padding, dilation and ceil_mode, and inputs with
 // ties and NaN, the three pick the same element of every window.
 TEST(ConvPool, MaxPool2dClippedWindowsPickAsEveryTapChecked) {
@@ -200,6 +201,36 @@ TEST(ConvPool, MaxPool2dClippedWindowsPickAsEveryTapChecked) {
     }
   }
   EXPECT_GT(cases, 100);
+}
+
+// max_pool2d's input gradient is the sum of the gradients of the windows an element is the maximum
+// of, from 0: with windows that cannot overlap (written directly) and with ones that can (summed),
+// -0 comes out as +0 and the other values exactly, in every floating dtype.
+TEST(ConvPool, MaxPool2dBackwardSumsFromZero) {
+  Generator gen(8);
+  const Tensor x = randn({2, 3, 6, 7}, {}, &gen);
+  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    for (int64_t stride : {1, 2, 3}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " stride " + std::to_string(stride));
+      Tensor xt = x.to(dt).clone().requires_grad_();  // a leaf of its own (to() may return x)
+      auto [y, idx] = max_pool2d_with_indices(xt, {2, 2}, {.stride = {stride, stride}});
+      // -0 everywhere but one window's 1.5.
+      std::vector<double> gv(static_cast<size_t>(y.numel()), -0.0);
+      gv[5] = 1.5;
+      y.backward(from_vector<double>(gv, y.shape()).to(dt));
+      const std::vector<double> got = xt.grad().to(DType::f64).to_vector<double>();
+      const std::vector<int64_t> picks = idx.to_vector<int64_t>();
+      const int64_t plane = 6 * 7, outs = y.size(2) * y.size(3);
+      std::vector<double> want(got.size(), 0.0);
+      for (size_t o = 0; o < picks.size(); ++o) {
+        want[static_cast<size_t>(static_cast<int64_t>(o) / outs * plane + picks[o])] += gv[o];
+      }
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i], want[i]) << "element " << i;
+        ASSERT_FALSE(std::signbit(got[i])) << "element " << i << " is -0";
+      }
+    }
+  }
 }
 
 TEST(ConvPool, MaxPool2dPaddingNeverWins) {

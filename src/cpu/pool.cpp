@@ -5,6 +5,7 @@
 #include "kern/pool.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -113,11 +114,20 @@ void avg_backward(const char* op, const Pool2dGeom& g, DType dtype, const void* 
 
 namespace {
 
-// Max pooling of planes [p0, p1), window by window: the window clipped to the input once, then
-// the same pick as kern::max_window_argmax (the first NaN, else the first maximum in row-major
-// window order), without its per-element bounds checks.
+// Max pooling of planes [p0, p1): the same pick as kern::max_window_argmax (the first NaN, else
+// the first maximum in row-major window order). Output columns whose windows lie inside the row
+// go a window element at a time across the whole output row, branch-free: element e of the window
+// replaces the best so far when it is greater, or NaN where the best is not (a NaN best stays);
+// that is the sequential pick, and the loop over the columns vectorizes. The edge columns go
+// window by window, the window clipped to the input once.
 template <class T>
 void max_planes(const Pool2dGeom& g, const T* x, T* y, int64_t* indices, int64_t p0, int64_t p1) {
+  // Columns [a, b) have every window column inside [0, w).
+  int64_t a = 0;
+  while (a < g.w_out && a * g.stride_w - g.pad_w < 0) ++a;
+  int64_t b = g.w_out;
+  while (b > a && (b - 1) * g.stride_w - g.pad_w + (g.kw - 1) * g.dil_w >= g.w) --b;
+  std::vector<float> best_v(static_cast<size_t>(g.w_out));
   for (int64_t p = p0; p < p1; ++p) {
     const T* plane = x + p * g.h * g.w;
     for (int64_t oh = 0; oh < g.h_out; ++oh) {
@@ -126,28 +136,62 @@ void max_planes(const Pool2dGeom& g, const T* x, T* y, int64_t* indices, int64_t
       int64_t i0 = 0, i1 = g.kh;
       while (i0 < i1 && h_first + i0 * g.dil_h < 0) ++i0;
       while (i1 > i0 && h_first + (i1 - 1) * g.dil_h >= g.h) --i1;
-      for (int64_t ow = 0; ow < g.w_out; ++ow) {
+      const int64_t o_row = (p * g.h_out + oh) * g.w_out;
+      T* y_row = y + o_row;
+      int64_t* idx = indices + o_row;
+      const auto edge = [&](int64_t ow) {
         const int64_t w_first = ow * g.stride_w - g.pad_w;
         int64_t j0 = 0, j1 = g.kw;
         while (j0 < j1 && w_first + j0 * g.dil_w < 0) ++j0;
         while (j1 > j0 && w_first + (j1 - 1) * g.dil_w >= g.w) --j1;
         int64_t best = (h_first + i0 * g.dil_h) * g.w + w_first + j0 * g.dil_w;
-        float best_v = static_cast<float>(plane[best]);
-        for (int64_t i = i0; i < i1 && best_v == best_v; ++i) {
+        float bv = static_cast<float>(plane[best]);
+        for (int64_t i = i0; i < i1 && bv == bv; ++i) {
           const T* row = plane + (h_first + i * g.dil_h) * g.w + w_first;
           for (int64_t j = j0; j < j1; ++j) {
             const float v = static_cast<float>(row[j * g.dil_w]);
-            if (v > best_v || v != v) {
+            if (v > bv || v != v) {
               best = (h_first + i * g.dil_h) * g.w + w_first + j * g.dil_w;
-              best_v = v;
+              bv = v;
               if (v != v) break;
             }
           }
         }
-        const int64_t o = (p * g.h_out + oh) * g.w_out + ow;
-        y[o] = plane[best];
-        indices[o] = best;
+        y_row[ow] = plane[best];
+        idx[ow] = best;
+      };
+      for (int64_t ow = 0; ow < a; ++ow) edge(ow);
+      for (int64_t ow = b; ow < g.w_out; ++ow) edge(ow);
+      if (a >= b) continue;
+      float* bv = best_v.data();
+      // In locals: the stores to idx could otherwise alias g's fields, reloaded every element.
+      const int64_t stride = g.stride_w;
+      for (int64_t i = i0; i < i1; ++i) {
+        for (int64_t j = 0; j < g.kw; ++j) {
+          // Input offset of window element (i, j) of column ow: base + ow stride.
+          const int64_t base = (h_first + i * g.dil_h) * g.w - g.pad_w + j * g.dil_w;
+          if (i == i0 && j == 0) {
+            for (int64_t ow = a; ow < b; ++ow) {
+              const int64_t off = base + ow * stride;
+              bv[ow] = static_cast<float>(plane[off]);
+              idx[ow] = off;
+            }
+            continue;
+          }
+          for (int64_t ow = a; ow < b; ++ow) {
+            const int64_t off = base + ow * stride;
+            const float v = static_cast<float>(plane[off]), cur = bv[ow];
+            // Selected through masks: compilers turned the conditional form into branches, which
+            // mispredict on data in no order (three times slower).
+            const int64_t take = -static_cast<int64_t>((v > cur) | ((v != v) & (cur == cur)));
+            bv[ow] =
+                std::bit_cast<float>((std::bit_cast<uint32_t>(v) & static_cast<uint32_t>(take)) |
+                                     (std::bit_cast<uint32_t>(cur) & ~static_cast<uint32_t>(take)));
+            idx[ow] = (off & take) | (idx[ow] & ~take);
+          }
+        }
       }
+      for (int64_t ow = a; ow < b; ++ow) y_row[ow] = plane[idx[ow]];
     }
   }
 }
@@ -178,6 +222,27 @@ void max_pool2d_forward(const Ctx&, const Pool2dGeom& g, DType dtype, const void
 
 void max_pool2d_backward(const Ctx&, const Pool2dGeom& g, DType dtype, const void* dy,
                          const int64_t* indices, void* dx) {
+  if (g.stride_h > (g.kh - 1) * g.dil_h && g.stride_w > (g.kw - 1) * g.dil_w) {
+    // Windows that cannot overlap (MaxPool2d(2) and the like): an input element is the maximum of
+    // at most one window, so its gradient is 0 + that window's, as the sum below would give it,
+    // written in place of a plane of double sums.
+    visit_float(dtype, "max_pool2d_backward", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* gy = static_cast<const T*>(dy);
+      T* gx = static_cast<T*>(dx);
+      const int64_t outs = g.h_out * g.w_out;
+      detail::parallel_for(g.planes, plane_grain(g), [&](int64_t p0, int64_t p1) {
+        std::fill(gx + p0 * g.h * g.w, gx + p1 * g.h * g.w, narrow<T>(0.0));
+        for (int64_t p = p0; p < p1; ++p) {
+          T* plane = gx + p * g.h * g.w;
+          for (int64_t o = p * outs; o < (p + 1) * outs; ++o) {
+            plane[indices[o]] = narrow<T>(0.0 + widen(gy[o]));
+          }
+        }
+      });
+    });
+    return;
+  }
   scatter_planes("max_pool2d_backward", g, dtype, dy, dx,
                  [&](double* acc, int64_t, int64_t, int64_t o, double d) { acc[indices[o]] += d; });
 }
