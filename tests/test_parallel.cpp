@@ -62,8 +62,11 @@ TEST(ParallelFor, PiecesTileTheRangeAtEachThreadCount) {
   }
   EXPECT_EQ(detail::parallel_pieces(0, 10, 4), 0);
   EXPECT_EQ(detail::parallel_pieces(10, 10, 4), 1);
-  EXPECT_EQ(detail::parallel_pieces(100, 10, 4), 4);
+  EXPECT_EQ(detail::parallel_pieces(100, 10, 4), 10);
   EXPECT_EQ(detail::parallel_pieces(30, 10, 4), 3);
+  // Up to 8 pieces a thread where there are several threads (Note [cpu threads]); one at one.
+  EXPECT_EQ(detail::parallel_pieces(1000, 10, 2), 16);
+  EXPECT_EQ(detail::parallel_pieces(1000, 10, 1), 1);
 }
 
 TEST(ParallelFor, RunsOnSeveralThreadsAndSmallLoopsOnTheCaller) {
@@ -87,6 +90,28 @@ TEST(ParallelFor, RunsOnSeveralThreadsAndSmallLoopsOnTheCaller) {
     ids.insert(std::this_thread::get_id());
   });
   EXPECT_EQ(ids, std::set<std::thread::id>{std::this_thread::get_id()});
+}
+
+// After the count is lowered, the workers started for a higher one sit the loops out: at most
+// get_num_threads() threads run a loop's pieces, however many pieces it has.
+TEST(ParallelFor, ALoweredThreadCountHolds) {
+  {
+    const ThreadsGuard four(4);
+    detail::parallel_for(64, 1, [](int64_t, int64_t) {});  // starts 3 workers
+  }
+  const ThreadsGuard two(2);
+  std::mutex mu;
+  for (int rep = 0; rep < 5; ++rep) {
+    std::set<std::thread::id> ids;  // the threads of this loop
+    detail::parallel_for(64, 1, [&](int64_t, int64_t) {
+      {
+        const std::lock_guard<std::mutex> lock(mu);
+        ids.insert(std::this_thread::get_id());
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+    });
+    EXPECT_LE(ids.size(), 2u) << "loop " << rep;
+  }
 }
 
 TEST(ParallelFor, RethrowsAnErrorAfterEveryPieceRan) {

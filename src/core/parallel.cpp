@@ -5,16 +5,19 @@
 // second pool to oversubscribe the cores with. parallel_for cuts [0, n) into
 // parallel_pieces(n, grain, threads) contiguous pieces of equal size (the pieces depend on n,
 // grain and the thread count, never on timing), and every participant takes the next piece from
-// a shared counter until none is left. Small loops (n <= grain) never leave the calling thread,
-// so that small tensors pay no synchronization. One job runs at a time: a parallel_for nested in
-// another, or one from a second thread while the pool is busy (a DataLoader's worker), runs
-// serially on its own thread, so the cores are never oversubscribed and nothing deadlocks. In the
-// child of a fork() (which waits for a running job) every loop runs on the child's one thread.
-// Between jobs a worker polls for the next one for kSpin (100 us) before it sleeps, and the
-// caller polls for the last piece likewise: a training step runs hundreds of loops with short
-// serial gaps between them, and a sleeping thread takes tens of microseconds to wake (resnet20's
-// step at 2 threads was about 7% faster with the polling, on the 2-core virtual machine).
-// OpenMP's threads poll the same way, for longer.
+// a shared counter until none is left. With more than one thread there are up to
+// kPiecesPerThread (8) pieces a thread, so that a thread that runs slower (its core shared with
+// another program, its pieces longer) is made up for by the others: with one piece a thread, the
+// caller of resnet20's 2-thread step waited a tenth of the time for the other thread to finish.
+// Small loops (n <= grain) never leave the calling thread, so that small tensors pay no
+// synchronization. One job runs at a time: a parallel_for nested in another, or one from a second
+// thread while the pool is busy (a DataLoader's worker), runs serially on its own thread, so the
+// cores are never oversubscribed and nothing deadlocks. In the child of a fork() (which waits for a
+// running job) every loop runs on the child's one thread. Between jobs a worker polls for the next
+// one for kSpin (100 us) before it sleeps, and the caller polls for the last piece likewise: a
+// training step runs hundreds of loops with short serial gaps between them, and a sleeping thread
+// takes tens of microseconds to wake (resnet20's step at 2 threads was about 7% faster with the
+// polling, on the 2-core virtual machine). OpenMP's threads poll the same way, for longer.
 #include "sinter/core/parallel.h"
 
 #include <cblas.h>
@@ -76,6 +79,7 @@ thread_local bool t_fork_locked = false;  // before_fork took the locks on this 
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0, pieces = 0;
+  int helpers = 0;  // workers that may join: the thread count less the caller
 
   // Runs piece i, [n i / pieces, n (i + 1) / pieces); what it threw, or null.
   std::exception_ptr run_piece(int64_t i) const {
@@ -115,7 +119,7 @@ class Pool {
     if (n <= grain) return fn(0, n);
     const int threads = this->threads();
     const int64_t pieces = detail::parallel_pieces(n, grain, threads);
-    const Job job{&fn, n, pieces};
+    const Job job{&fn, n, pieces, threads - 1};
     if (pieces <= 1 || t_in_parallel || forked_) return serially(job);
     std::unique_lock<std::mutex> job_lock(job_, std::try_to_lock);
     if (!job_lock.owns_lock() || !start_workers(threads - 1)) return serially(job);
@@ -124,6 +128,7 @@ class Pool {
       job_now_ = job;
       next_.store(0);
       pending_ = pieces;
+      joined_ = 0;
       error_ = nullptr;
       ++generation_;
       posted_.store(generation_);
@@ -216,13 +221,18 @@ class Pool {
 
   void worker() {
     uint64_t seen = 0;
+    bool spin = true;  // false while this worker is one more than the thread count wants
     while (true) {
       Job job;
-      spin_until([&] { return posted_.load() != seen; });
+      if (spin) spin_until([&] { return posted_.load() != seen; });
       {
         std::unique_lock<std::mutex> lock(state_);
         wake_.wait(lock, [&] { return generation_ != seen && job_now_.fn != nullptr; });
         seen = generation_;
+        // After set_num_threads lowered the count, the workers beyond it sit the jobs out.
+        spin = joined_ < job_now_.helpers;
+        if (!spin) continue;
+        ++joined_;
         job = job_now_;
         ++active_;
       }
@@ -243,6 +253,7 @@ class Pool {
   // Changed under state_; atomic so that spin_until may read them without it.
   std::atomic<int64_t> pending_{0};  // pieces of the job not yet done
   std::atomic<int> active_{0};       // workers inside work()
+  int joined_ = 0;                   // workers that took the job now (at most its helpers)
   std::exception_ptr error_;
   uint64_t generation_ = 0;
   std::atomic<uint64_t> posted_{0};  // generation_, for spin_until
@@ -256,10 +267,13 @@ int get_num_threads() { return Pool::get().threads(); }
 
 namespace detail {
 
+// Pieces per thread where there is more than one (Note [cpu threads]).
+constexpr int64_t kPiecesPerThread = 8;
+
 int64_t parallel_pieces(int64_t n, int64_t grain, int threads) {
   if (n <= 0) return 0;
   const int64_t g = std::max<int64_t>(grain, 1);
-  return std::clamp<int64_t>(n / g, 1, threads);
+  return std::clamp<int64_t>(n / g, 1, threads > 1 ? threads * kPiecesPerThread : 1);
 }
 
 void parallel_split(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {

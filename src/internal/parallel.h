@@ -44,7 +44,8 @@ void parallel_blocks(int64_t count, int64_t work, F&& fn) {
 // naming it.
 int threads_from_environment();
 
-// The number of pieces parallel_for splits n items of `grain` into at `threads` threads.
+// The number of pieces parallel_for splits n items of `grain` into at `threads` threads: n / grain,
+// at most 8 a thread (one at one thread), at least one.
 int64_t parallel_pieces(int64_t n, int64_t grain, int threads);
 
 }  // namespace sinter::detail
