@@ -46,7 +46,7 @@ echo "quickstart: the API tour of the README (examples/tour.cpp)"
 if [ "$has_gpu" = 1 ] && [ "$cuda" = ON ]; then
   args=(--model cnn --device cuda --epochs 10)
 else
-  # On 2 CPU cores one cnn epoch over the 60000 training images takes about 20 s (test accuracy
+  # On 2 CPU cores one cnn epoch over the 60000 training images takes about 15 s (test accuracy
   # 0.87 after the first).
   args=(--model cnn --device cpu --epochs 5)
 fi
