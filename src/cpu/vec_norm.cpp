@@ -14,24 +14,26 @@ namespace {
 
 // Eight floats widened to doubles in one load: one step of lane_sum's eight lanes (Note [lane
 // sums]) in vector registers. Written with vector types, since the compiler loaded the floats of
-// lane_sum's array form one at a time where two rows were summed in one loop.
+// lane_sum's array form one at a time where two rows were summed in one loop. No function takes or
+// returns these vectors by value: the baseline clone has no 512-bit registers to pass them in
+// (Clang refuses such a call, GCC warns).
 using Floats = float __attribute__((vector_size(32)));
 using Doubles = double __attribute__((vector_size(64)));
 static_assert(kSumLanes == 8, "Doubles holds one set of lane_sum's lanes");
 
-[[gnu::always_inline]] inline Doubles widen8(const float* p) {
+[[gnu::always_inline]] inline void widen8(const float* p, Doubles& out) {
   Floats v;
   __builtin_memcpy(&v, p, sizeof v);
-  return __builtin_convertvector(v, Doubles);
+  out = __builtin_convertvector(v, Doubles);
 }
 
-// lane_sum of the f32 row terms: block(i) gives terms i..i+7 as Doubles, one(i) term i alone;
-// the lanes, the tail and the order are lane_sum's.
-template <class Block, class One>
-[[gnu::always_inline]] inline double lane_sum8(int64_t n, Block block, One one) {
+// lane_sum of the f32 row terms: add_block(i, acc) adds terms i..i+7 into the lanes acc, one(i)
+// gives term i alone; the lanes, the tail and the order are lane_sum's.
+template <class AddBlock, class One>
+[[gnu::always_inline]] inline double lane_sum8(int64_t n, AddBlock add_block, One one) {
   Doubles acc{};
   int64_t i = 0;
-  for (; i + kSumLanes <= n; i += kSumLanes) acc += block(i);
+  for (; i + kSumLanes <= n; i += kSumLanes) add_block(i, acc);
   double tail = 0;
   for (; i < n; ++i) tail += one(i);
   double s = 0;
@@ -41,7 +43,12 @@ template <class Block, class One>
 
 SINTER_VECTOR_CLONES double sum_row_clone(const float* x, int64_t n) {
   return lane_sum8(
-      n, [&](int64_t i) { return widen8(x + i); },
+      n,
+      [&](int64_t i, Doubles& acc) {
+        Doubles v;
+        widen8(x + i, v);
+        acc += v;
+      },
       [&](int64_t i) { return static_cast<double>(x[i]); });
 }
 
@@ -49,9 +56,11 @@ SINTER_VECTOR_CLONES double sq_dev_sum_row_clone(const float* x, int64_t n, doub
   const Doubles m = {mu, mu, mu, mu, mu, mu, mu, mu};
   return lane_sum8(
       n,
-      [&](int64_t i) {
-        const Doubles d = widen8(x + i) - m;
-        return d * d;
+      [&](int64_t i, Doubles& acc) {
+        Doubles d;
+        widen8(x + i, d);
+        d -= m;
+        acc += d * d;
       },
       [&](int64_t i) {
         const double d = static_cast<double>(x[i]) - mu;
@@ -66,9 +75,11 @@ SINTER_VECTOR_CLONES void grad_sums_row_clone(const float* g, const float* x, in
   Doubles acc_g{}, acc_gx{};
   int64_t i = 0;
   for (; i + kSumLanes <= n; i += kSumLanes) {
-    const Doubles gv = widen8(g + i);
+    Doubles gv, xv;
+    widen8(g + i, gv);
+    widen8(x + i, xv);
     acc_g += gv;
-    acc_gx += gv * (widen8(x + i) - m);
+    acc_gx += gv * (xv - m);
   }
   double tail_g = 0, tail_gx = 0;
   for (; i < n; ++i) {
