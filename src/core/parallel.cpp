@@ -131,7 +131,6 @@ class Pool {
       joined_ = 0;
       error_ = nullptr;
       ++generation_;
-      posted_.store(generation_);
     }
     wake_.notify_all();
     work(job);
@@ -224,7 +223,7 @@ class Pool {
     bool spin = true;  // false while this worker is one more than the thread count wants
     while (true) {
       Job job;
-      if (spin) spin_until([&] { return posted_.load() != seen; });
+      if (spin) spin_until([&] { return generation_.load() != seen; });
       {
         std::unique_lock<std::mutex> lock(state_);
         wake_.wait(lock, [&] { return generation_ != seen && job_now_.fn != nullptr; });
@@ -255,8 +254,7 @@ class Pool {
   std::atomic<int> active_{0};       // workers inside work()
   int joined_ = 0;                   // workers that took the job now (at most its helpers)
   std::exception_ptr error_;
-  uint64_t generation_ = 0;
-  std::atomic<uint64_t> posted_{0};  // generation_, for spin_until
+  std::atomic<uint64_t> generation_{0};  // changed under state_; spin_until reads it without
   std::atomic<int64_t> next_{0};
 };
 

@@ -118,7 +118,7 @@ namespace {
 // the first maximum in row-major window order). Output columns whose windows lie inside the row
 // go a window element at a time across the whole output row, branch-free: element e of the window
 // replaces the best so far when it is greater, or NaN where the best is not (a NaN best stays);
-// that is the sequential pick, and the loop over the columns vectorizes. The edge columns go
+// that is the sequential pick, without a branch per element. The edge columns go
 // window by window, the window clipped to the input once.
 template <class T>
 void max_planes(const Pool2dGeom& g, const T* x, T* y, int64_t* indices, int64_t p0, int64_t p1) {
