@@ -1,6 +1,7 @@
 // batch_norm, layer_norm, dropout and embedding beyond the op table: known values, running
 // statistics, dropout mask statistics and its Philox definition, embedding gradients, error
 // messages, and CPU-vs-CUDA agreement at sizes that span many blocks.
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -209,31 +210,44 @@ TEST(LayerNorm, BackwardMatchesComposedOps) {
   EXPECT_TRUE(all_close(gb, b.grad(), 1e-10, 1e-8));
 }
 
-// As BatchNorm.F32VectorRowsGiveTheBitsOfTheWrittenOutFormulas, for layer norm's f32 row.
+// As BatchNorm.F32VectorRowsGiveTheBitsOfTheWrittenOutFormulas, for layer norm's f32 row, with
+// and without weight and bias, on rows shorter and longer than a prefetch chunk (Note [row
+// prefetch]). Row 0 is constant, so that (x - mu) is 0 and a negative weight makes it -0: without a
+// bias the formula's + 0 still turns it into +0, and the bits say so.
 TEST(LayerNorm, F32VectorRowGivesTheBitsOfTheWrittenOutFormula) {
-  for (const int64_t cols : {45, 131}) {
-    SCOPED_TRACE("cols = " + std::to_string(cols));
-    const int64_t rows = 3;
-    Generator gen(6);
-    const Tensor x = add(randn({rows, cols}, {}, &gen), 0.75);
-    const Tensor w = randn({cols}, {}, &gen), b = randn({cols}, {}, &gen);
-    const auto xs = x.to_vector<float>(), ws = w.to_vector<float>(), bs = b.to_vector<float>(),
-               ys = layer_norm(x, {cols}, w, b, 1e-5).to_vector<float>();
-    for (int64_t r = 0; r < rows; ++r) {
-      auto at = [&](int64_t j) { return static_cast<size_t>(r * cols + j); };
-      const double mu =
-          cpu::lane_sum(cols, [&](int64_t j) { return static_cast<double>(xs[at(j)]); }) /
-          static_cast<double>(cols);
-      const double q = cpu::lane_sum(cols, [&](int64_t j) {
-        const double d = static_cast<double>(xs[at(j)]) - mu;
-        return d * d;
-      });
-      const double rs = 1.0 / std::sqrt(q / static_cast<double>(cols) + 1e-5);
-      for (int64_t j = 0; j < cols; ++j) {
-        const double v = (static_cast<double>(xs[at(j)]) - mu) * rs;
-        ASSERT_EQ(ys[at(j)], static_cast<float>(v * ws[static_cast<size_t>(j)] +
-                                                static_cast<double>(bs[static_cast<size_t>(j)])))
-            << "row " << r << ", element " << j;
+  for (const int64_t cols : {45, 131, 300}) {
+    for (const int affine : {0, 1, 2, 3}) {
+      const bool has_w = (affine & 1) != 0, has_b = (affine & 2) != 0;
+      SCOPED_TRACE("cols = " + std::to_string(cols) + ", weight " + std::to_string(has_w) +
+                   ", bias " + std::to_string(has_b));
+      const int64_t rows = 3;
+      Generator gen(6);
+      Tensor x = add(randn({rows, cols}, {}, &gen), 0.75);
+      x.narrow(0, 0, 1).fill_(1.25);
+      const Tensor w = has_w ? randn({cols}, {}, &gen) : Tensor();
+      const Tensor b = has_b ? randn({cols}, {}, &gen) : Tensor();
+      const auto xs = x.to_vector<float>(),
+                 ys = layer_norm(x, {cols}, w, b, 1e-5).to_vector<float>();
+      const std::vector<float> ws = has_w ? w.to_vector<float>() : std::vector<float>(),
+                               bs = has_b ? b.to_vector<float>() : std::vector<float>();
+      for (int64_t r = 0; r < rows; ++r) {
+        auto at = [&](int64_t j) { return static_cast<size_t>(r * cols + j); };
+        const double mu =
+            cpu::lane_sum(cols, [&](int64_t j) { return static_cast<double>(xs[at(j)]); }) /
+            static_cast<double>(cols);
+        const double q = cpu::lane_sum(cols, [&](int64_t j) {
+          const double d = static_cast<double>(xs[at(j)]) - mu;
+          return d * d;
+        });
+        const double rs = 1.0 / std::sqrt(q / static_cast<double>(cols) + 1e-5);
+        for (int64_t j = 0; j < cols; ++j) {
+          const auto k = static_cast<size_t>(j);
+          const double v = (static_cast<double>(xs[at(j)]) - mu) * rs;
+          const auto want = static_cast<float>(v * (has_w ? static_cast<double>(ws[k]) : 1.0) +
+                                               (has_b ? static_cast<double>(bs[k]) : 0.0));
+          ASSERT_EQ(std::bit_cast<uint32_t>(ys[at(j)]), std::bit_cast<uint32_t>(want))
+              << "row " << r << ", element " << j << ": " << ys[at(j)] << " vs " << want;
+        }
       }
     }
   }

@@ -25,7 +25,12 @@ SINTER_VECTOR_ROW(gelu_tanh, vec::gelu_tanh(x))
 #undef SINTER_VECTOR_ROW
 
 SINTER_VECTOR_CLONES double exp_shifted_clone(const float* x, float shift, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = vec::exp(x[i] - shift);
+  // In chunks, each after the prefetch of as much of the next row (Note [row prefetch]).
+  for (int64_t c = 0; c < n; c += kPrefetchChunk) {
+    const int64_t end = c + kPrefetchChunk < n ? c + kPrefetchChunk : n;
+    prefetch_floats(x + n + c, end - c);
+    for (int64_t i = c; i < end; ++i) y[i] = vec::exp(x[i] - shift);
+  }
   return lane_sum(n, [&](int64_t i) { return static_cast<double>(y[i]); });
 }
 

@@ -12,14 +12,20 @@
 namespace sinter::cpu::vec {
 namespace {
 
-// Eight floats widened to doubles in one load: one step of lane_sum's eight lanes (Note [lane
-// sums]) in vector registers. Written with vector types, since the compiler loaded the floats of
-// lane_sum's array form one at a time where two rows were summed in one loop. No function takes or
-// returns these vectors by value: the baseline clone has no 512-bit registers to pass them in
-// (Clang refuses such a call, GCC warns).
+// Eight floats widened to doubles in one load, for the two sums of grad_sums_row: written with
+// vector types, since the compiler loaded the floats of lane_sum's array form one at a time where
+// two rows were summed in one loop (a single row's lane_sum it keeps in vector registers, and runs
+// faster than this form). No function takes or returns these vectors by value: the baseline clone
+// has no 512-bit registers to pass them in (Clang refuses such a call, GCC warns).
 using Floats = float __attribute__((vector_size(32)));
 using Doubles = double __attribute__((vector_size(64)));
-static_assert(kSumLanes == 8, "Doubles holds one set of lane_sum's lanes");
+
+// The lanes of one lane_sum (Note [lane sums]): kSumLanes doubles as vectors of eight.
+constexpr int kLaneVectors = kSumLanes / 8;
+static_assert(kLaneVectors * 8 == kSumLanes, "lane_sum's lanes fill whole vectors of eight");
+struct Lanes {
+  Doubles v[kLaneVectors] = {};
+};
 
 [[gnu::always_inline]] inline void widen8(const float* p, Doubles& out) {
   Floats v;
@@ -27,59 +33,40 @@ static_assert(kSumLanes == 8, "Doubles holds one set of lane_sum's lanes");
   out = __builtin_convertvector(v, Doubles);
 }
 
-// lane_sum of the f32 row terms: add_block(i, acc) adds terms i..i+7 into the lanes acc, one(i)
-// gives term i alone; the lanes, the tail and the order are lane_sum's.
-template <class AddBlock, class One>
-[[gnu::always_inline]] inline double lane_sum8(int64_t n, AddBlock add_block, One one) {
-  Doubles acc{};
-  int64_t i = 0;
-  for (; i + kSumLanes <= n; i += kSumLanes) add_block(i, acc);
-  double tail = 0;
-  for (; i < n; ++i) tail += one(i);
+// The lanes added in lane_sum's order, then the tail.
+[[gnu::always_inline]] inline double lanes_total(const Lanes& acc, double tail) {
   double s = 0;
-  for (int l = 0; l < kSumLanes; ++l) s += acc[l];
+  for (int h = 0; h < kLaneVectors; ++h) {
+    for (int l = 0; l < 8; ++l) s += acc.v[h][l];
+  }
   return s + tail;
 }
 
 SINTER_VECTOR_CLONES double sum_row_clone(const float* x, int64_t n) {
-  return lane_sum8(
-      n,
-      [&](int64_t i, Doubles& acc) {
-        Doubles v;
-        widen8(x + i, v);
-        acc += v;
-      },
-      [&](int64_t i) { return static_cast<double>(x[i]); });
+  return lane_sum(n, [&](int64_t i) { return static_cast<double>(x[i]); });
 }
 
 SINTER_VECTOR_CLONES double sq_dev_sum_row_clone(const float* x, int64_t n, double mu) {
-  const Doubles m = {mu, mu, mu, mu, mu, mu, mu, mu};
-  return lane_sum8(
-      n,
-      [&](int64_t i, Doubles& acc) {
-        Doubles d;
-        widen8(x + i, d);
-        d -= m;
-        acc += d * d;
-      },
-      [&](int64_t i) {
-        const double d = static_cast<double>(x[i]) - mu;
-        return d * d;
-      });
+  return lane_sum(n, [&](int64_t i) {
+    const double d = static_cast<double>(x[i]) - mu;
+    return d * d;
+  });
 }
 
 SINTER_VECTOR_CLONES void grad_sums_row_clone(const float* g, const float* x, int64_t n, double mu,
                                               double* sum_g, double* sum_g_xc) {
   // Two lane_sums (Note [lane sums]) in one pass: each keeps its own lanes, tail and order.
   const Doubles m = {mu, mu, mu, mu, mu, mu, mu, mu};
-  Doubles acc_g{}, acc_gx{};
+  Lanes acc_g, acc_gx;
   int64_t i = 0;
   for (; i + kSumLanes <= n; i += kSumLanes) {
-    Doubles gv, xv;
-    widen8(g + i, gv);
-    widen8(x + i, xv);
-    acc_g += gv;
-    acc_gx += gv * (xv - m);
+    for (int h = 0; h < kLaneVectors; ++h) {
+      Doubles gv, xv;
+      widen8(g + i + 8 * h, gv);
+      widen8(x + i + 8 * h, xv);
+      acc_g.v[h] += gv;
+      acc_gx.v[h] += gv * (xv - m);
+    }
   }
   double tail_g = 0, tail_gx = 0;
   for (; i < n; ++i) {
@@ -87,13 +74,8 @@ SINTER_VECTOR_CLONES void grad_sums_row_clone(const float* g, const float* x, in
     tail_g += gv;
     tail_gx += gv * (static_cast<double>(x[i]) - mu);
   }
-  double s_g = 0, s_gx = 0;
-  for (int l = 0; l < kSumLanes; ++l) {
-    s_g += acc_g[l];
-    s_gx += acc_gx[l];
-  }
-  *sum_g = s_g + tail_g;
-  *sum_g_xc = s_gx + tail_gx;
+  *sum_g = lanes_total(acc_g, tail_g);
+  *sum_g_xc = lanes_total(acc_gx, tail_gx);
 }
 
 SINTER_VECTOR_CLONES void affine_row_clone(const float* x, int64_t n, double mu, double scale,
@@ -112,22 +94,40 @@ SINTER_VECTOR_CLONES void batch_norm_grad_row_clone(const float* g, const float*
   }
 }
 
+// y = ((x - mu) rs) w + b in double, w and b each present or not (has_w, has_b): 1 and 0 stand in
+// for them, as in the generic code, so that -0 still comes out +0 without a bias.
+template <bool has_w, bool has_b>
+[[gnu::always_inline]] inline void layer_norm_apply(const float* x, int64_t n, const float* w,
+                                                    const float* b, double mu, double rs,
+                                                    float* y) {
+  // In chunks, each after the prefetch of as much of the next row (Note [row prefetch]).
+  for (int64_t c = 0; c < n; c += kPrefetchChunk) {
+    const int64_t end = c + kPrefetchChunk < n ? c + kPrefetchChunk : n;
+    prefetch_floats(x + n + c, end - c);
+    for (int64_t i = c; i < end; ++i) {
+      const double v = (static_cast<double>(x[i]) - mu) * rs;
+      y[i] = static_cast<float>(v * (has_w ? static_cast<double>(w[i]) : 1.0) +
+                                (has_b ? static_cast<double>(b[i]) : 0.0));
+    }
+  }
+}
+
 SINTER_VECTOR_CLONES void layer_norm_row_clone(const float* x, int64_t n, const float* w,
                                                const float* b, double eps, float* y, double* mean,
                                                double* rstd) {
-  const double mu =
-      lane_sum(n, [&](int64_t i) { return static_cast<double>(x[i]); }) / static_cast<double>(n);
-  const double q = lane_sum(n, [&](int64_t i) {
-    const double d = static_cast<double>(x[i]) - mu;
-    return d * d;
-  });
+  const double mu = sum_row_clone(x, n) / static_cast<double>(n);
+  const double q = sq_dev_sum_row_clone(x, n, mu);
   const double rs = 1.0 / __builtin_sqrt(q / static_cast<double>(n) + eps);
   *mean = mu;
   *rstd = rs;
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = (static_cast<double>(x[i]) - mu) * rs;
-    y[i] = static_cast<float>(v * (w ? static_cast<double>(w[i]) : 1.0) +
-                              (b ? static_cast<double>(b[i]) : 0.0));
+  if (w && b) {
+    layer_norm_apply<true, true>(x, n, w, b, mu, rs, y);
+  } else if (w) {
+    layer_norm_apply<true, false>(x, n, w, b, mu, rs, y);
+  } else if (b) {
+    layer_norm_apply<false, true>(x, n, w, b, mu, rs, y);
+  } else {
+    layer_norm_apply<false, false>(x, n, w, b, mu, rs, y);
   }
 }
 
