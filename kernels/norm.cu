@@ -1,4 +1,4 @@
-// CUDA batch_norm, layer_norm and dropout (src/kern/norm.h). Batch norm reduces each
+// CUDA batch_norm, layer_norm (and rms_norm) and dropout (src/kern/norm.h). Batch norm reduces each
 // channel in one read (Note [batch norm Welford]), over several blocks when channels are few;
 // layer norm holds a row in registers (Note [layer norm rows]) up to 8192 elements, with a column
 // pass for dweight/dbias; dropout regenerates its Philox mask (Note [dropout mask]) in forward and
@@ -303,9 +303,9 @@ __global__ void batch_norm_dx_kernel(const T* dy, const T* x, int64_t c, int64_t
 // --- layer norm: x (rows, cols); warp w of the grid owns rows w, w + total warps, ... ---
 
 template <class T>
-__global__ void layer_norm_forward_kernel(const T* x, int64_t rows, int64_t cols, const T* weight,
-                                          const T* bias, Acc<T> eps, T* y, Acc<T>* mean,
-                                          Acc<T>* rstd) {
+__global__ void layer_norm_forward_kernel(const T* x, int64_t rows, int64_t cols, bool rms,
+                                          const T* weight, const T* bias, Acc<T> eps, T* y,
+                                          Acc<T>* mean, Acc<T>* rstd) {
   using A = Acc<T>;
   const int lane = threadIdx.x % 32;
   const int64_t nwarps = static_cast<int64_t>(gridDim.x) * kWarps;
@@ -313,8 +313,10 @@ __global__ void layer_norm_forward_kernel(const T* x, int64_t rows, int64_t cols
        r += nwarps) {
     const T* row = x + r * cols;
     A s = 0;
-    for (int64_t j = lane; j < cols; j += 32) s += load(row, j);
-    const A mu = warp_sum(s) / static_cast<A>(cols);
+    if (!rms) {
+      for (int64_t j = lane; j < cols; j += 32) s += load(row, j);
+    }
+    const A mu = rms ? A(0) : warp_sum(s) / static_cast<A>(cols);
     A q = 0;
     for (int64_t j = lane; j < cols; j += 32) {
       const A d = load(row, j) - mu;
@@ -333,7 +335,7 @@ __global__ void layer_norm_forward_kernel(const T* x, int64_t rows, int64_t cols
 }
 
 template <class T>
-__global__ void layer_norm_dx_kernel(const T* dy, const T* x, int64_t rows, int64_t cols,
+__global__ void layer_norm_dx_kernel(const T* dy, const T* x, int64_t rows, int64_t cols, bool rms,
                                      const Acc<T>* mean, const Acc<T>* rstd, const T* weight,
                                      T* dx) {
   using A = Acc<T>;
@@ -349,7 +351,7 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, int64_t rows, int6
       s_g += g;
       s_g_xhat += g * (load(x, base + j) - mu) * rs;
     }
-    const A mean_g = warp_sum(s_g) / static_cast<A>(cols);
+    const A mean_g = rms ? A(0) : warp_sum(s_g) / static_cast<A>(cols);
     const A mean_g_xhat = warp_sum(s_g_xhat) / static_cast<A>(cols);
     for (int64_t j = lane; j < cols; j += 32) {
       const A g = load(dy, base + j) * param(weight, j, 1.0f);
@@ -429,8 +431,8 @@ struct RowGroup {
 // layer_norm_forward_kernel for rows that fit Note [layer norm rows].
 template <class T, bool kBlockRow, int kPer, int kV>
 __global__ void __launch_bounds__(kThreads, 2)
-    layer_norm_cached_kernel(const T* x, int64_t rows, int64_t cols, const T* weight, const T* bias,
-                             Acc<T> eps, T* y, Acc<T>* mean, Acc<T>* rstd) {
+    layer_norm_cached_kernel(const T* x, int64_t rows, int64_t cols, bool rms, const T* weight,
+                             const T* bias, Acc<T> eps, T* y, Acc<T>* mean, Acc<T>* rstd) {
   using A = Acc<T>;
   __shared__ A smem[kWarps];
   const RowGroup<kBlockRow> grp;
@@ -440,7 +442,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     A s = 0;
 #pragma unroll
     for (int i = 0; i < kPer; ++i) s += v[i];
-    const A mu = grp.sum(s, smem) / static_cast<A>(cols);
+    // rms is the same for the whole grid: every thread of a row group takes the same side.
+    const A mu = rms ? A(0) : grp.sum(s, smem) / static_cast<A>(cols);
     A q = 0;
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
@@ -464,7 +467,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 // layer_norm_dx_kernel for rows that fit Note [layer norm rows].
 template <class T, bool kBlockRow, int kPer, int kV>
 __global__ void __launch_bounds__(kThreads, 2)
-    layer_norm_dx_cached_kernel(const T* dy, const T* x, int64_t rows, int64_t cols,
+    layer_norm_dx_cached_kernel(const T* dy, const T* x, int64_t rows, int64_t cols, bool rms,
                                 const Acc<T>* mean, const Acc<T>* rstd, const T* weight, T* dx) {
   using A = Acc<T>;
   __shared__ A smem[kWarps];
@@ -483,7 +486,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       s_g += g[i];
       s_g_xhat += g[i] * xh[i];
     }
-    const A mean_g = grp.sum(s_g, smem) / static_cast<A>(cols);
+    const A mean_g = rms ? A(0) : grp.sum(s_g, smem) / static_cast<A>(cols);
     const A mean_g_xhat = grp.sum(s_g_xhat, smem) / static_cast<A>(cols);
 #pragma unroll
     for (int i = 0; i < kPer; ++i) g[i] = rs * (g[i] - mean_g - xh[i] * mean_g_xhat);
@@ -700,9 +703,10 @@ void batch_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
 }
 
 void layer_norm_forward(const Ctx& ctx, const void* x, DType dtype, int64_t rows, int64_t cols,
-                        const void* weight, const void* bias, double eps, void* y, void* mean,
-                        void* rstd) {
+                        kern::RowNorm kind, const void* weight, const void* bias, double eps,
+                        void* y, void* mean, void* rstd) {
   if (rows == 0 || cols == 0) return;
+  const bool rms = kind == kern::RowNorm::Rms;
   launch_floating(ctx, dtype, "layer_norm_forward", [&](auto tag, cudaStream_t stream) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
@@ -710,14 +714,14 @@ void layer_norm_forward(const Ctx& ctx, const void* x, DType dtype, int64_t rows
         rows, cols, {x, y}, [&](auto block_row, auto per, auto width, unsigned grid) {
           layer_norm_cached_kernel<T, decltype(block_row)::value, decltype(per)::value,
                                    decltype(width)::value><<<grid, kThreads, 0, stream>>>(
-              static_cast<const T*>(x), rows, cols, static_cast<const T*>(weight),
+              static_cast<const T*>(x), rows, cols, rms, static_cast<const T*>(weight),
               static_cast<const T*>(bias), static_cast<A>(eps), static_cast<T*>(y),
               static_cast<A*>(mean), static_cast<A*>(rstd));
           SINTER_LAUNCH_CHECK("layer_norm_cached_kernel");
         });
     if (cached) return;
     layer_norm_forward_kernel<T><<<grid_for(rows, kWarps), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), rows, cols, static_cast<const T*>(weight),
+        static_cast<const T*>(x), rows, cols, rms, static_cast<const T*>(weight),
         static_cast<const T*>(bias), static_cast<A>(eps), static_cast<T*>(y), static_cast<A*>(mean),
         static_cast<A*>(rstd));
     SINTER_LAUNCH_CHECK("layer_norm_forward_kernel");
@@ -725,9 +729,10 @@ void layer_norm_forward(const Ctx& ctx, const void* x, DType dtype, int64_t rows
 }
 
 void layer_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dtype, int64_t rows,
-                         int64_t cols, const void* mean, const void* rstd, const void* weight,
-                         void* dx, void* dweight, void* dbias) {
+                         int64_t cols, kern::RowNorm kind, const void* mean, const void* rstd,
+                         const void* weight, void* dx, void* dweight, void* dbias) {
   if (rows == 0 || cols == 0) return;
+  const bool rms = kind == kern::RowNorm::Rms;
   launch_floating(ctx, dtype, "layer_norm_backward", [&](auto tag, cudaStream_t stream) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
@@ -741,13 +746,14 @@ void layer_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
             rows, cols, {dy, x, dx}, [&](auto block_row, auto per, auto width, unsigned grid) {
               layer_norm_dx_cached_kernel<T, decltype(block_row)::value, decltype(per)::value,
                                           decltype(width)::value><<<grid, kThreads, 0, stream>>>(
-                  pdy, px, rows, cols, pmean, prstd, static_cast<const T*>(weight),
+                  pdy, px, rows, cols, rms, pmean, prstd, static_cast<const T*>(weight),
                   static_cast<T*>(dx));
               SINTER_LAUNCH_CHECK("layer_norm_dx_cached_kernel");
             });
     if (dx && !cached) {
       layer_norm_dx_kernel<T><<<grid_for(rows, kWarps), kThreads, 0, stream>>>(
-          pdy, px, rows, cols, pmean, prstd, static_cast<const T*>(weight), static_cast<T*>(dx));
+          pdy, px, rows, cols, rms, pmean, prstd, static_cast<const T*>(weight),
+          static_cast<T*>(dx));
       SINTER_LAUNCH_CHECK("layer_norm_dx_kernel");
     }
     if (dweight || dbias) {

@@ -1,4 +1,4 @@
-// Op-table rows for batch_norm, layer_norm and dropout (see op_table.h).
+// Op-table rows for batch_norm, layer_norm, rms_norm and dropout (see op_table.h).
 #include "op_table.h"
 
 namespace sinter::testing {
@@ -54,6 +54,18 @@ std::vector<OpRow> norm_rows() {
            [](const Inputs& x) {
              return layer_norm(x[0], {3, 4});
            }},
+      {.name = "RmsNormLastDim",
+       .shapes = {S{3, 5}, S{5}},
+       .fn = [](const Inputs& x) { return rms_norm(x[0], {5}, x[1]); }},
+      {.name = "RmsNormTwoDims",
+       .shapes = {S{2, 3, 4}, S{3, 4}},
+       .fn =
+           [](const Inputs& x) {
+             return rms_norm(x[0], {3, 4}, x[1], 1e-3);
+           }},
+      {.name = "RmsNormNoWeight",
+       .shapes = {S{4, 6}},
+       .fn = [](const Inputs& x) { return rms_norm(x[0], {6}); }},
       // A generator made inside fn: every call draws the same mask, so the function is fixed.
       {.name = "Dropout",
        .shapes = {S{4, 5}},

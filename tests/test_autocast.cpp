@@ -48,6 +48,10 @@ std::map<std::string, std::function<Tensor(DType)>> table_calls() {
        [=](DType d) {
          return layer_norm(t({3, 4}, d), {4}, t({4}, d), t({4}, d));
        }},
+      {"rms_norm",
+       [=](DType d) {
+         return rms_norm(t({3, 4}, d), {4}, t({4}, d));
+       }},
       {"batch_norm",
        [=](DType d) {
          return batch_norm(t({3, 4}, d), zeros({4}), ones({4}), t({4}, d), t({4}, d), true);

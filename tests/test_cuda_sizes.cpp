@@ -363,6 +363,31 @@ TEST(CudaSizes, LayerNormRowLengths) {
   }
 }
 
+// rms_norm runs layer norm's kernels without the centring (kern::RowNorm::Rms): the same row
+// lengths, its mean far from zero so that a centred result would differ.
+TEST(CudaSizes, RmsNormRowLengths) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+    const double tol = dt == DType::bf16 ? 5e-2 : row_tol(dt) * 10;
+    for (int64_t n : kRowLengths) {
+      const std::string name = std::string(dtype_name(dt)) + " n " + std::to_string(n);
+      Tensor x = add(randn({9, n}, {}, &g), 1.5).to(dt);
+      Tensor w = randn({n}, {.dtype = dt}, &g);
+      Tensor up = randn({9, n}, {.dtype = dt}, &g);
+      Tensor xc = x.clone().requires_grad_(), xg = on_gpu(x).requires_grad_();
+      Tensor wc = w.clone().requires_grad_(), wg = on_gpu(w).requires_grad_();
+      testing::poison_cuda_cache();
+      Tensor yc = rms_norm(xc, {n}, wc), yg = rms_norm(xg, {n}, wg);
+      expect_parity(yg, yc, tol, "forward " + name);
+      sum(mul(yc, up)).backward();
+      sum(mul(yg, on_gpu(up))).backward();
+      expect_parity(xg.grad(), xc.grad(), tol, "dx " + name);
+      expect_parity(wg.grad(), wc.grad(), tol * std::sqrt(9.0), "dweight " + name);
+    }
+  }
+}
+
 // Note [batch norm Welford]: many channels of small planes, few channels of large planes (split
 // statistics), planes that are and are not a whole number of vectors, a mean far from zero.
 TEST(CudaSizes, BatchNormChannelsAndPlanes) {

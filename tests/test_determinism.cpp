@@ -228,14 +228,14 @@ TEST(CudaDeterminism, KernelsAgreeWithTheAtomicPathsAtTheEdges) {
   const Tensor x = randn({rows, cols}).to(dev), dy = randn({rows, cols}).to(dev);
   Tensor y = empty({rows, cols}, {.device = dev}), mean = empty({rows}, {.device = dev}),
          rstd = empty({rows}, {.device = dev});
-  forward(ctx, x.data_ptr(), DType::f32, rows, cols, nullptr, nullptr, 1e-5, y.data_ptr(),
-          mean.data_ptr(), rstd.data_ptr());
+  forward(ctx, x.data_ptr(), DType::f32, rows, cols, kern::RowNorm::Layer, nullptr, nullptr, 1e-5,
+          y.data_ptr(), mean.data_ptr(), rstd.data_ptr());
   const Tensor bias_base = randn({cols});
   const auto bias_grad = [&](bool fixed_order) {
     const DeterministicGuard mode(fixed_order);
     Tensor dbias = bias_base.to(dev);
-    backward(ctx, dy.data_ptr(), x.data_ptr(), DType::f32, rows, cols, mean.data_ptr(),
-             rstd.data_ptr(), nullptr, nullptr, nullptr, dbias.data_ptr());
+    backward(ctx, dy.data_ptr(), x.data_ptr(), DType::f32, rows, cols, kern::RowNorm::Layer,
+             mean.data_ptr(), rstd.data_ptr(), nullptr, nullptr, nullptr, dbias.data_ptr());
     return dbias.cpu();
   };
   const Tensor want = add(bias_base, sum(dy.cpu(), {0}));

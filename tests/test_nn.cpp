@@ -640,6 +640,28 @@ TEST(NnLayers, LayerNormMatchesFormula) {
       {"LayerNorm: expected input with trailing dims [4, 6]", "[3, 6, 4]"});
 }
 
+TEST(NnLayers, RMSNormMatchesFormula) {
+  manual_seed(14);
+  nn::RMSNorm norm({4, 6}, 1e-6);
+  EXPECT_EQ(norm.weight.shape(), (Shape{4, 6}));
+  EXPECT_EQ(norm.named_parameters().size(), 1U);  // weight, no bias
+  norm.weight.detach().copy_(randn({4, 6}));
+  Tensor x = randn({3, 4, 6});
+  Tensor expected = x / sqrt((x * x).mean({1, 2}, true) + 1e-6) * norm.weight.detach();
+  EXPECT_TRUE(all_close(norm(x), expected, 1e-5, 1e-5));
+  nn::RMSNorm bare({6}, std::nullopt, false);
+  EXPECT_TRUE(bare.parameters().empty());
+  Tensor y = randn({2, 6});
+  EXPECT_TRUE(all_close(bare(y), rms_norm(y, {6}), 0, 0));
+  expect_error(
+      [&] {
+        norm(randn({3, 6, 4}));
+      },
+      {"RMSNorm: expected input with trailing dims [4, 6]", "[3, 6, 4]"});
+  expect_error([&] { nn::RMSNorm({4}, -1.0); }, {"RMSNorm", "eps", "-1"});
+  expect_error([&] { nn::RMSNorm({0}); }, {"RMSNorm", "non-positive"});
+}
+
 TEST(NnLayers, DropoutFollowsTrainingFlag) {
   manual_seed(12);
   nn::Dropout drop(0.25);

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -251,6 +252,76 @@ TEST(LayerNorm, F32VectorRowGivesTheBitsOfTheWrittenOutFormula) {
       }
     }
   }
+}
+
+// y = x / sqrt(mean(x^2) + eps) * w, written out: [1, 2, 3, 4] has mean square 7.5.
+TEST(RmsNorm, MatchesItsFormula) {
+  const Tensor x = from_vector<double>({1, 2, 3, 4, -2, 0, 0, 2}, {2, 4});
+  const Tensor w = from_vector<double>({1, -1, 0.5, 2});
+  const Tensor y = rms_norm(x, {4}, w, 1e-3);
+  const double r0 = 1 / std::sqrt(7.5 + 1e-3), r1 = 1 / std::sqrt(2.0 + 1e-3);
+  EXPECT_TRUE(testing::all_close(
+      y, from_vector<double>({r0, -2 * r0, 1.5 * r0, 8 * r0, -2 * r1, 0, 0, 4 * r1}, {2, 4}), 1e-15,
+      1e-15));
+  // Over two trailing dims: the mean square of all eight, without weight.
+  const double r = 1 / std::sqrt((30.0 + 8.0) / 8 + 1e-3);
+  EXPECT_TRUE(testing::all_close(rms_norm(x, {2, 4}, {}, 1e-3), mul(x, r), 1e-15, 1e-15));
+}
+
+// Without eps: the machine epsilon of f32 for f32 and bf16 inputs, of f64 for f64 (PyTorch's
+// default); a row of 1e-4 has a mean square of 1e-8, below f32's epsilon, so eps shows.
+TEST(RmsNorm, DefaultEpsIsTheComputeTypesEpsilon) {
+  const Tensor x = full({1, 3}, 1e-4);
+  const double f32_eps = std::numeric_limits<float>::epsilon();
+  const double want = 1e-4 / std::sqrt(1e-8 + f32_eps);
+  EXPECT_NEAR(rms_norm(x, {3}).flatten()[0].item<float>(), want, 1e-6 * want);
+  EXPECT_NEAR(rms_norm(x.to(DType::bf16), {3}).to(DType::f32).flatten()[0].item<float>(), want,
+              1e-2 * want);
+  const double want64 = 1e-4 / std::sqrt(1e-8 + std::numeric_limits<double>::epsilon());
+  EXPECT_NEAR(rms_norm(x.to(DType::f64), {3}).flatten()[0].item<double>(), want64, 1e-14);
+}
+
+// The f32 vector row (Note [cpu vector math]) without centring: the bits of the written-out
+// formula, with and without weight, rows shorter and longer than a prefetch chunk.
+TEST(RmsNorm, F32VectorRowGivesTheBitsOfTheWrittenOutFormula) {
+  for (const int64_t cols : {45, 300}) {
+    for (const bool has_w : {false, true}) {
+      SCOPED_TRACE("cols = " + std::to_string(cols) + ", weight " + std::to_string(has_w));
+      Generator gen(8);
+      const Tensor x = add(randn({2, cols}, {}, &gen), 0.75);
+      const Tensor w = has_w ? randn({cols}, {}, &gen) : Tensor();
+      const auto xs = x.to_vector<float>(), ys = rms_norm(x, {cols}, w, 1e-5).to_vector<float>();
+      const std::vector<float> ws = has_w ? w.to_vector<float>() : std::vector<float>();
+      for (int64_t r = 0; r < 2; ++r) {
+        auto at = [&](int64_t j) { return static_cast<size_t>(r * cols + j); };
+        const double q = cpu::lane_sum(cols, [&](int64_t j) {
+          const double d = static_cast<double>(xs[at(j)]);
+          return d * d;
+        });
+        const double rs = 1.0 / std::sqrt(q / static_cast<double>(cols) + 1e-5);
+        for (int64_t j = 0; j < cols; ++j) {
+          const double v = static_cast<double>(xs[at(j)]) * rs;
+          const auto want = static_cast<float>(
+              v * (has_w ? static_cast<double>(ws[static_cast<size_t>(j)]) : 1.0) + 0.0);
+          ASSERT_EQ(std::bit_cast<uint32_t>(ys[at(j)]), std::bit_cast<uint32_t>(want))
+              << "row " << r << ", element " << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(RmsNorm, ErrorMessagesNameTheShapes) {
+  Tensor x = zeros({2, 3, 4});
+  expect_error([&] { rms_norm(x, {3}); }, {"rms_norm", "[3]", "[2, 3, 4]"});
+  expect_error([&] { rms_norm(x, {}); }, {"rms_norm", "at least one dim"});
+  expect_error([&] { rms_norm(x, {4}, zeros({3})); }, {"rms_norm", "weight", "[3]", "[4]"});
+  expect_error([&] { rms_norm(x, {4}, {}, -1.0); }, {"rms_norm", "eps", "-1"});
+  expect_error(
+      [&] {
+        rms_norm(zeros({2, 4}, {.dtype = DType::i64}), {4});
+      },
+      {"rms_norm", "floating"});
 }
 
 TEST(LayerNorm, ErrorMessagesNameTheShapes) {

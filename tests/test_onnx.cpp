@@ -172,6 +172,16 @@ std::vector<OnnxCase> onnx_cases() {
                  return Sequential(nn::Linear(6, 6), nn::LayerNorm({3, 6}, 1e-4, false));
                }),
                rows({3, 6})});
+  c.push_back({"RMSNorm", make<Sequential>([] {
+                 auto norm = nn::RMSNorm({6});
+                 nn::init::normal_(norm.weight);
+                 return Sequential(nn::Linear(6, 6), std::move(norm));
+               }),
+               rows({3, 6})});
+  c.push_back({"RMSNormTwoDimsNoWeight", make<Sequential>([] {
+                 return Sequential(nn::Linear(6, 6), nn::RMSNorm({3, 6}, 1e-4, false));
+               }),
+               rows({3, 6})});
   c.push_back({"Activations", make<Sequential>([] {
                  return Sequential(nn::Linear(6, 8), nn::ReLU(), nn::Linear(8, 8), nn::Tanh(),
                                    nn::Linear(8, 8), nn::Sigmoid(), nn::Linear(8, 8), nn::GELU(),

@@ -61,6 +61,7 @@ enum class Policy {
   X(softmax, Float32)                           \
   X(log_softmax, Float32)                       \
   X(layer_norm, Float32)                        \
+  X(rms_norm, Float32)                          \
   X(batch_norm, Float32)                        \
   X(cross_entropy, Float32)                     \
   X(nll_loss, Float32)                          \

@@ -243,6 +243,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 // Normalizes over the trailing dims `normalized_shape`; weight/bias of that shape or undefined.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+// Root mean square normalization over the trailing dims `normalized_shape` (PyTorch's rms_norm):
+// y = x / sqrt(mean(x^2) + eps) * weight, weight of that shape or undefined. Without eps, the
+// machine epsilon of the type the sums run in: f64 for f64 inputs, else f32 (PyTorch's default).
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training. The
 // mask comes from Philox: the same on CPU and CUDA for one generator state.
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);

@@ -1,4 +1,4 @@
-// CPU reference for batch_norm, layer_norm and dropout (src/kern/norm.h). Sums run in
+// CPU reference for batch_norm, layer_norm, rms_norm and dropout (src/kern/norm.h). Sums run in
 // double, more accurately than the f32 the CUDA kernels use, so this is the better side of a parity
 // test; statistics are stored in the accumulation dtype of Note [norm statistics]. Channels
 // (batch norm), rows (layer norm) and elements (dropout) are split over the CPU threads; layer
@@ -174,8 +174,9 @@ void batch_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
 }
 
 void layer_norm_forward(const Ctx&, const void* x, DType dtype, int64_t rows, int64_t cols,
-                        const void* weight, const void* bias, double eps, void* y, void* mean,
-                        void* rstd) {
+                        kern::RowNorm kind, const void* weight, const void* bias, double eps,
+                        void* y, void* mean, void* rstd) {
+  const bool rms = kind == kern::RowNorm::Rms;
   visit_float(dtype, "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     detail::parallel_blocks(rows, 3 * cols, [&](int64_t r0, int64_t r1) {
@@ -185,14 +186,15 @@ void layer_norm_forward(const Ctx&, const void* x, DType dtype, int64_t rows, in
         if constexpr (std::is_same_v<T, float>) {
           // The same sums and formula in a vectorized row (Note [cpu vector math]).
           double mu = 0, rs = 0;
-          vec::layer_norm_row(row, cols, static_cast<const float*>(weight),
+          vec::layer_norm_row(row, cols, rms, static_cast<const float*>(weight),
                               static_cast<const float*>(bias), eps, out, &mu, &rs);
           set_stat<T>(mean, r, mu);
           set_stat<T>(rstd, r, rs);
           continue;
         }
-        const double mu =
-            lane_sum(cols, [&](int64_t j) { return widen(row[j]); }) / static_cast<double>(cols);
+        const double mu = rms ? 0.0 : lane_sum(cols, [&](int64_t j) {
+                                        return widen(row[j]);
+                                      }) / static_cast<double>(cols);
         const double q = lane_sum(cols, [&](int64_t j) {
           const double d = widen(row[j]) - mu;
           return d * d;
@@ -210,8 +212,9 @@ void layer_norm_forward(const Ctx&, const void* x, DType dtype, int64_t rows, in
 }
 
 void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype, int64_t rows,
-                         int64_t cols, const void* mean, const void* rstd, const void* weight,
-                         void* dx, void* dweight, void* dbias) {
+                         int64_t cols, kern::RowNorm kind, const void* mean, const void* rstd,
+                         const void* weight, void* dx, void* dweight, void* dbias) {
+  const bool rms = kind == kern::RowNorm::Rms;
   visit_float(dtype, "layer_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
@@ -244,7 +247,7 @@ void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
             if (cdb) cdb[j] += d;
           }
           if (!dx) continue;
-          const double mean_g = sum_g / static_cast<double>(cols);
+          const double mean_g = rms ? 0.0 : sum_g / static_cast<double>(cols);
           const double mean_g_xhat = sum_g_xhat / static_cast<double>(cols);
           T* pdx = static_cast<T*>(dx);
           for (int64_t j = 0; j < cols; ++j) {

@@ -98,8 +98,9 @@ void softmax_row(const float* x, int64_t n, bool log, float* y);
 
 // One row of n: layer norm of x into y with weight w and bias b (either may be null), the mean and
 // 1 / sqrt(var + eps) written to *mean and *rstd; sums in double by lane_sum.
-void layer_norm_row(const float* x, int64_t n, const float* w, const float* b, double eps, float* y,
-                    double* mean, double* rstd);
+// With `rms` (rms_norm), the mean is 0 and not summed.
+void layer_norm_row(const float* x, int64_t n, bool rms, const float* w, const float* b, double eps,
+                    float* y, double* mean, double* rstd);
 
 // Batch norm's rows (one image's plane of a channel), f32, with the sums (lane_sum, in double) and
 // the double formulas of the generic code in src/cpu/norm.cpp, so that the bits are the same on

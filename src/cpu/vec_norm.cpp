@@ -112,10 +112,10 @@ template <bool has_w, bool has_b>
   }
 }
 
-SINTER_VECTOR_CLONES void layer_norm_row_clone(const float* x, int64_t n, const float* w,
+SINTER_VECTOR_CLONES void layer_norm_row_clone(const float* x, int64_t n, bool rms, const float* w,
                                                const float* b, double eps, float* y, double* mean,
                                                double* rstd) {
-  const double mu = sum_row_clone(x, n) / static_cast<double>(n);
+  const double mu = rms ? 0.0 : sum_row_clone(x, n) / static_cast<double>(n);
   const double q = sq_dev_sum_row_clone(x, n, mu);
   const double rs = 1.0 / __builtin_sqrt(q / static_cast<double>(n) + eps);
   *mean = mu;
@@ -153,9 +153,9 @@ void batch_norm_grad_row(const float* g, const float* x, int64_t n, const BatchN
   batch_norm_grad_row_clone(g, x, n, p, dx);
 }
 
-void layer_norm_row(const float* x, int64_t n, const float* w, const float* b, double eps, float* y,
-                    double* mean, double* rstd) {
-  layer_norm_row_clone(x, n, w, b, eps, y, mean, rstd);
+void layer_norm_row(const float* x, int64_t n, bool rms, const float* w, const float* b, double eps,
+                    float* y, double* mean, double* rstd) {
+  layer_norm_row_clone(x, n, rms, w, b, eps, y, mean, rstd);
 }
 
 }  // namespace sinter::cpu::vec

@@ -148,17 +148,35 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum, eps);
 }
 
-// --- LayerNorm ---
+// --- LayerNorm and RMSNorm ---
+
+namespace {
+
+// A norm module's normalized_shape: at least one dim, each positive.
+void check_normalized_shape(const char* module, const Shape& shape) {
+  SINTER_CHECK(!shape.empty(), module, ": normalized_shape is empty");
+  for (int64_t d : shape) {
+    SINTER_CHECK(d > 0, module, ": normalized_shape ", shape_str(shape), " has a non-positive dim");
+  }
+}
+
+// x ends in the dims of normalized_shape.
+void check_trailing_dims(const char* module, const Shape& normalized_shape, const Tensor& x) {
+  SINTER_CHECK(x.defined(), module, ": undefined input");
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  bool ok = x.dim() >= k;
+  for (int64_t i = 0; ok && i < k; ++i) ok = x.size(x.dim() - k + i) == normalized_shape[i];
+  SINTER_CHECK(ok, module, ": expected input with trailing dims ", shape_str(normalized_shape),
+               ", got shape ", shape_str(x.shape()));
+}
+
+}  // namespace
 
 LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
     : normalized_shape(std::move(normalized_shape)),
       eps(eps),
       elementwise_affine(elementwise_affine) {
-  SINTER_CHECK(!this->normalized_shape.empty(), "LayerNorm: normalized_shape is empty");
-  for (int64_t d : this->normalized_shape) {
-    SINTER_CHECK(d > 0, "LayerNorm: normalized_shape ", shape_str(this->normalized_shape),
-                 " has a non-positive dim");
-  }
+  check_normalized_shape("LayerNorm", this->normalized_shape);
   SINTER_CHECK(eps > 0.0, "LayerNorm: eps must be positive, got ", eps);
   if (elementwise_affine) {
     weight = register_parameter("weight", empty(this->normalized_shape));
@@ -174,13 +192,27 @@ void LayerNorm::reset_parameters() {
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
-  SINTER_CHECK(x.defined(), "LayerNorm: undefined input");
-  const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  bool ok = x.dim() >= k;
-  for (int64_t i = 0; ok && i < k; ++i) ok = x.size(x.dim() - k + i) == normalized_shape[i];
-  SINTER_CHECK(ok, "LayerNorm: expected input with trailing dims ", shape_str(normalized_shape),
-               ", got shape ", shape_str(x.shape()));
+  check_trailing_dims("LayerNorm", normalized_shape, x);
   return layer_norm(x, normalized_shape, weight, bias, eps);
+}
+
+RMSNorm::RMSNorm(Shape normalized_shape, std::optional<double> eps, bool elementwise_affine)
+    : normalized_shape(std::move(normalized_shape)),
+      eps(eps),
+      elementwise_affine(elementwise_affine) {
+  check_normalized_shape("RMSNorm", this->normalized_shape);
+  SINTER_CHECK(!eps || *eps >= 0.0, "RMSNorm: eps must be non-negative, got ", eps.value_or(0));
+  if (elementwise_affine) weight = register_parameter("weight", empty(this->normalized_shape));
+  reset_parameters();
+}
+
+void RMSNorm::reset_parameters() {
+  if (elementwise_affine) init::ones_(weight);
+}
+
+Tensor RMSNorm::forward(const Tensor& x) {
+  check_trailing_dims("RMSNorm", normalized_shape, x);
+  return rms_norm(x, normalized_shape, weight, eps);
 }
 
 // --- Dropout ---

@@ -250,6 +250,7 @@ class Exporter {
         SINTER_ONNX_ROW(nn::BatchNorm2d, "BatchNorm2d",
                         { return e.batch_norm(m, s.path, s.scope, x); }),
         SINTER_ONNX_ROW(nn::LayerNorm, "LayerNorm", { return e.layer_norm(m, s.scope, x); }),
+        SINTER_ONNX_ROW(nn::RMSNorm, "RMSNorm", { return e.rms_norm(m, s.scope, x); }),
         SINTER_ONNX_ROW(nn::ReLU, "ReLU",
                         {
                           return {e.node("Relu", {x.name}, s.scope), m.forward(x.t)};
@@ -368,6 +369,28 @@ class Exporter {
                         attr_float(n, "epsilon", l.eps);
                       }),
             y};
+  }
+
+  // rms_norm in opset-17 operators (RMSNormalization came in opset 23):
+  //   x / Sqrt(ReduceMean(x x, over the normalized axes) + eps) weight
+  // with rms_norm's eps when the module has none (the epsilon of the dtype the sums run in).
+  Value rms_norm(nn::RMSNorm& l, const std::string& scope, const Value& x) {
+    const Tensor y = l.forward(x.t);
+    const auto k = static_cast<int64_t>(l.normalized_shape.size());
+    std::vector<int64_t> axes;
+    for (int64_t d = -k; d < 0; ++d) axes.push_back(d);
+    const double eps = l.eps ? *l.eps
+                             : (x.t.dtype() == DType::f64 ? std::numeric_limits<double>::epsilon()
+                                                          : std::numeric_limits<float>::epsilon());
+    const std::string square = node("Mul", {x.name, x.name}, scope);
+    const std::string mean_square = node_with("ReduceMean", {square}, scope, [&](pb::NodeProto* n) {
+      attr(n, "axes", axes);
+      attr(n, "keepdims", int64_t{1});
+    });
+    const std::string root = node("Sqrt", {node("Add", {mean_square, scalar(eps)}, scope)}, scope);
+    std::string out = node("Div", {x.name, root}, scope);
+    if (l.elementwise_affine) out = node("Mul", {out, weight(l.weight)}, scope);
+    return {out, y};
   }
 
   // gelu(x) with Sinter's formulas (opset 17 has no Gelu operator):

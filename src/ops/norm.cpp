@@ -1,9 +1,11 @@
-// Normalization and dropout: batch_norm and layer_norm run fused forward and backward kernels
-// (src/kern/norm.h), dropout draws its mask from Philox (Note [dropout mask]).
+// Normalization and dropout: batch_norm, layer_norm and rms_norm run fused forward and backward
+// kernels (src/kern/norm.h), dropout draws its mask from Philox (Note [dropout mask]).
 #include "kern/norm.h"
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <optional>
 
 #include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
@@ -176,12 +178,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return y;
 }
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps) {
-  SINTER_PROFILE_OP("layer_norm", x, weight, bias);
-  const char* op = "layer_norm";
-  SINTER_AUTOCAST(layer_norm, x,
-                  layer_norm(cast(x), normalized_shape, cast(weight), cast(bias), eps));
+namespace {
+
+// layer_norm and rms_norm over the trailing dims `normalized_shape` of x (Note [norm statistics]):
+// the checks, then kern's layer_norm_forward of `kind`, and its backward.
+Tensor row_norm(const char* op, kern::RowNorm kind, const Tensor& x, const Shape& normalized_shape,
+                const Tensor& weight, const Tensor& bias, double eps) {
   check_input(op, x);
   const auto k = static_cast<int64_t>(normalized_shape.size());
   SINTER_CHECK(k >= 1, op, ": normalized_shape must name at least one dim");
@@ -205,7 +207,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   Tensor mean = empty({rows}, acc_opts), rstd = empty({rows}, acc_opts);
   if (y.numel() > 0) {
-    SINTER_DISPATCH(x.device(), layer_norm_forward, xc.data_ptr(), x.dtype(), rows, cols,
+    SINTER_DISPATCH(x.device(), layer_norm_forward, xc.data_ptr(), x.dtype(), rows, cols, kind,
                     ptr_or_null(wc), ptr_or_null(bc), eps, y.data_ptr(), mean.data_ptr(),
                     rstd.data_ptr());
   }
@@ -213,7 +215,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     auto kernel = [=](const NormBackward& bw) {
       if (bw.x.numel() == 0) return;
       SINTER_DISPATCH(bw.x.device(), layer_norm_backward, bw.g.data_ptr(), bw.x.data_ptr(),
-                      bw.x.dtype(), rows, cols, bw.mean.data_ptr(), bw.rstd.data_ptr(),
+                      bw.x.dtype(), rows, cols, kind, bw.mean.data_ptr(), bw.rstd.data_ptr(),
                       ptr_or_null(bw.weight), ptr_or_null(bw.dx), ptr_or_null(bw.dw),
                       ptr_or_null(bw.db));
     };
@@ -221,6 +223,28 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                          kernel);
   }
   return y;
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  SINTER_PROFILE_OP("layer_norm", x, weight, bias);
+  SINTER_AUTOCAST(layer_norm, x,
+                  layer_norm(cast(x), normalized_shape, cast(weight), cast(bias), eps));
+  return row_norm("layer_norm", kern::RowNorm::Layer, x, normalized_shape, weight, bias, eps);
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                std::optional<double> eps) {
+  SINTER_PROFILE_OP("rms_norm", x, weight);
+  SINTER_AUTOCAST(rms_norm, x, rms_norm(cast(x), normalized_shape, cast(weight), eps));
+  SINTER_CHECK(x.defined(), "rms_norm: undefined input");
+  // Without eps, the machine epsilon of the type the sums run in (PyTorch's default).
+  const double e = eps ? *eps
+                       : (x.dtype() == DType::f64 ? std::numeric_limits<double>::epsilon()
+                                                  : std::numeric_limits<float>::epsilon());
+  return row_norm("rms_norm", kern::RowNorm::Rms, x, normalized_shape, weight, Tensor(), e);
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {

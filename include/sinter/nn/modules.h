@@ -92,6 +92,23 @@ class LayerNorm : public Module {
   Tensor weight, bias;  // undefined unless elementwise_affine
 };
 
+// Root mean square normalization over the trailing dims (PyTorch's nn.RMSNorm): rms_norm with a
+// weight of normalized_shape (ones at first) when elementwise_affine. eps absent: rms_norm's
+// default, the machine epsilon of the type the sums run in.
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(Shape normalized_shape, std::optional<double> eps = std::nullopt,
+                   bool elementwise_affine = true);
+  std::string name() const override { return "RMSNorm"; }
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+
+  Shape normalized_shape;
+  std::optional<double> eps;
+  bool elementwise_affine;
+  Tensor weight;  // undefined unless elementwise_affine
+};
+
 // Zeroes elements with probability p and scales the rest by 1 / (1 - p) in training mode; the
 // identity in eval mode.
 class Dropout : public Module {
