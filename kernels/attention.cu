@@ -9,7 +9,8 @@
 //   pass, and the online softmax works on the accumulators in the exp2 domain.
 // Both run the backward as two passes that recompute the weights from the saved log-sum-exp: dq by
 // query tiles, dk and dv by key tiles, after a pass for the row dots D_i = dout_i . out_i. No
-// atomics: the result does not depend on scheduling.
+// atomics: the result does not depend on scheduling. rope (Note [rotary embedding]) is here too, a
+// thread per pair.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -762,6 +763,26 @@ void check_shape(const AttentionArgs& a, const char* name) {
                ", Tq ", a.tq, ", Tk ", a.tk);
 }
 
+// Note [rotary embedding]: one thread per pair (row r, pair i) in a grid-stride loop; the angle
+// and its cosine and sine in double, the turn in the accumulation type.
+template <class T>
+__global__ void rope_kernel(kern::RopeArgs a, const T* x, const int64_t* positions, T* y) {
+  using A = Acc<T>;
+  const int64_t half = a.d / 2, pairs = a.outer * a.t * half;
+  for (int64_t p = thread_index(); p < pairs; p += thread_count()) {
+    const int64_t r = p / half, i = p % half;
+    int64_t first = 0, second = 0;
+    kern::rope_pair(a, i, &first, &second);
+    double sn = 0, c = 0;
+    sincos(kern::rope_angle(a, positions[r % a.t], i), &sn, &c);
+    if (a.inverse) sn = -sn;
+    const A u = to_acc(x[r * a.d + first]), v = to_acc(x[r * a.d + second]);
+    const A ca = static_cast<A>(c), sa = static_cast<A>(sn);
+    y[r * a.d + first] = from_acc<T>(u * ca - v * sa);
+    y[r * a.d + second] = from_acc<T>(u * sa + v * ca);
+  }
+}
+
 }  // namespace
 
 void attention_forward(const Ctx& ctx, const AttentionArgs& a, const void* q, const void* k,
@@ -806,6 +827,18 @@ void attention_backward(const Ctx& ctx, const AttentionArgs& a, const void* q, c
       general_backward<T, decltype(chunks)::value>(ctx, a, qt, kt, vt, gt, lt, dots.get(), dqt, dkt,
                                                    dvt);
     });
+  });
+}
+
+void rope_apply(const Ctx& ctx, const RopeArgs& a, const void* x, const int64_t* positions,
+                void* y) {
+  const int64_t pairs = a.outer * a.t * (a.d / 2);
+  if (pairs == 0) return;
+  launch_floating(ctx, a.dtype, "rope", [&](auto tag, cudaStream_t stream) {
+    using T = typename decltype(tag)::type;
+    rope_kernel<T><<<wave_grid(pairs, kThreads, ctx.device), kThreads, 0, stream>>>(
+        a, static_cast<const T*>(x), positions, static_cast<T*>(y));
+    SINTER_LAUNCH_CHECK("rope_kernel");
   });
 }
 

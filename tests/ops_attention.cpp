@@ -1,7 +1,7 @@
-// Op-table rows for scaled_dot_product_attention (see op_table.h), and its own tests: the
-// composition it equals, masks, the causal pattern, dropout's determinism and the errors; the fused
-// kernels (AttentionKernel::Fused: the CPU reference, or the CUDA kernels) against the composed
-// form, on shapes across their tile sizes.
+// Op-table rows for scaled_dot_product_attention and rope (see op_table.h), and their own tests:
+// the composition it equals, masks, the causal pattern, dropout's determinism and the errors; the
+// fused kernels (AttentionKernel::Fused: the CPU reference, or the CUDA kernels) against the
+// composed form, on shapes across their tile sizes.
 #include <cmath>
 #include <limits>
 
@@ -44,6 +44,17 @@ OpFn dropout_of(AttentionOptions o = {}) {
 
 // Query, key and value of one shape.
 std::vector<Shape> qkv(const Shape& s) { return {s, s, s}; }
+
+// rope at the positions 3 * j^2 + 1000 j (j < T), on x's device.
+OpFn rope_of(double base, bool interleaved) {
+  return [base, interleaved](const Inputs& x) {
+    const int64_t t = x[0].size(-2);
+    std::vector<int64_t> p;
+    for (int64_t j = 0; j < t; ++j) p.push_back(3 * j * j + 1000 * (j % 3));
+    const Tensor pos = from_vector<int64_t>(p, {t}).to(x[0].device());
+    return rope(x[0], pos, base, interleaved);
+  };
+}
 
 }  // namespace
 
@@ -105,6 +116,9 @@ std::vector<OpRow> attention_rows() {
       {.name = "AttentionFusedDropout",
        .shapes = qkv(S{2, 1, 6, 4}),
        .fn = dropout_of({.causal = true, .kernel = AttentionKernel::Fused})},
+      // rope: positions not in order and far apart, on x's device.
+      {.name = "Rope", .shapes = {S{2, 3, 5, 6}}, .fn = rope_of(500.0, false)},
+      {.name = "RopeInterleaved", .shapes = {S{4, 8}}, .fn = rope_of(10000.0, true)},
   };
 }
 
@@ -419,5 +433,59 @@ TEST(AttentionFused, CudaOperandsOffSixteenBytesTakeTheGeneralKernels) {
 }
 
 }  // namespace
+
+// rope written out: pair i of the row at position p turns by p * base^(-2i / D), the pairs the
+// halves of the row, or neighbours when interleaved.
+TEST(Rope, MatchesTheFormula) {
+  const int64_t t = 3, d = 8;
+  const Tensor x = randn({2, t, d}, {.dtype = DType::f64});
+  const std::vector<int64_t> pos{0, 7, 4096};
+  const Tensor p = from_vector<int64_t>(pos, {t});
+  for (const bool interleaved : {false, true}) {
+    SCOPED_TRACE(interleaved ? "interleaved" : "halves");
+    const std::vector<double> xs = x.to_vector<double>(),
+                              ys = rope(x, p, 100.0, interleaved).to_vector<double>();
+    for (int64_t r = 0; r < 2 * t; ++r) {
+      for (int64_t i = 0; i < d / 2; ++i) {
+        const int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + d / 2;
+        const double angle = static_cast<double>(pos[static_cast<size_t>(r % t)]) *
+                             std::pow(100.0, -2.0 * static_cast<double>(i) / d);
+        const double u = xs[static_cast<size_t>(r * d + a)], v = xs[static_cast<size_t>(r * d + b)];
+        EXPECT_NEAR(ys[static_cast<size_t>(r * d + a)], u * std::cos(angle) - v * std::sin(angle),
+                    1e-12);
+        EXPECT_NEAR(ys[static_cast<size_t>(r * d + b)], u * std::sin(angle) + v * std::cos(angle),
+                    1e-12);
+      }
+    }
+  }
+  // Position 0 is the identity; the turn keeps each pair's length.
+  EXPECT_TRUE(all_close(rope(x, from_vector<int64_t>({0, 0, 0}, {t})), x, 0, 0));
+}
+
+// What attention sees of it: q_i . k_j after rope depends on the positions only through their
+// difference (the turn of one pair by p and of the other by p' leaves a dot product turned by
+// p - p').
+TEST(Rope, DotProductsDependOnTheRelativePosition) {
+  const Tensor q = randn({1, 1, 16}, {.dtype = DType::f64}),
+               k = randn({1, 1, 16}, {.dtype = DType::f64});
+  auto dot_at = [&](int64_t pq, int64_t pk) {
+    const Tensor rq = rope(q, from_vector<int64_t>({pq}, {1}));
+    const Tensor rk = rope(k, from_vector<int64_t>({pk}, {1}));
+    return sum(mul(rq, rk)).item<double>();
+  };
+  EXPECT_NEAR(dot_at(5, 2), dot_at(103, 100), 1e-10);
+  EXPECT_NEAR(dot_at(0, 9), dot_at(1000, 1009), 1e-10);
+  EXPECT_GT(std::abs(dot_at(5, 2) - dot_at(5, 3)), 1e-6);
+}
+
+TEST(Rope, ErrorsNameTheOperands) {
+  const Tensor x = randn({2, 3, 4}), p = from_vector<int64_t>({0, 1, 2}, {3});
+  expect_error([&] { rope(randn({2, 3, 5}), p); }, {"rope", "even", "5"});
+  expect_error([&] { rope(x, from_vector<int64_t>({0, 1}, {2})); }, {"rope", "T = 3", "[2]"});
+  expect_error([&] { rope(x, p.to(DType::f32)); }, {"rope", "i64", "f32"});
+  expect_error([&] { rope(x, p, 0.0); }, {"rope", "base", "0"});
+  expect_error([&] { rope(randn({4}), from_vector<int64_t>({0}, {1})); }, {"rope", "(..., T, D)"});
+  expect_error([&] { rope(x.to(DType::i64), p); }, {"rope", "floating"});
+}
 
 }  // namespace sinter::testing

@@ -388,6 +388,34 @@ TEST(CudaSizes, RmsNormRowLengths) {
   }
 }
 
+// rope (Note [rotary embedding]): more pairs than one wave of threads, head sizes 2 to 128,
+// positions up to 32767, both pairings, forward and backward.
+TEST(CudaSizes, RopeHeadSizesAndPositions) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+    const double tol = dt == DType::bf16 ? 3e-2 : row_tol(dt) * 10;
+    for (const int64_t d : {2, 6, 64, 128}) {
+      for (const bool interleaved : {false, true}) {
+        const std::string name = std::string(dtype_name(dt)) + " d " + std::to_string(d) +
+                                 (interleaved ? " interleaved" : " halves");
+        const int64_t t = 301;
+        const Tensor pos = randint(0, 32768, {t}, {.dtype = DType::i64}, &g);
+        Tensor x = randn({5, 7, t, d}, {}, &g).to(dt);
+        Tensor up = randn({5, 7, t, d}, {.dtype = dt}, &g);
+        Tensor xc = x.clone().requires_grad_(), xg = on_gpu(x).requires_grad_();
+        testing::poison_cuda_cache();
+        Tensor yc = rope(xc, pos, 10000.0, interleaved);
+        Tensor yg = rope(xg, on_gpu(pos), 10000.0, interleaved);
+        expect_parity(yg, yc, tol, "forward " + name);
+        sum(mul(yc, up)).backward();
+        sum(mul(yg, on_gpu(up))).backward();
+        expect_parity(xg.grad(), xc.grad(), tol, "dx " + name);
+      }
+    }
+  }
+}
+
 // Note [batch norm Welford]: many channels of small planes, few channels of large planes (split
 // statistics), planes that are and are not a whole number of vectors, a mean far from zero.
 TEST(CudaSizes, BatchNormChannelsAndPlanes) {

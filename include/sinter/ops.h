@@ -265,6 +265,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices,
 
 // --- attention ---
 
+// Rotary position embedding (RoPE) of x (..., T, D) at `positions` (T i64 values, on x's device):
+// pair i < D / 2 of the row at position p turns by the angle p * base^(-2i / D), the angle formed
+// in double: (a, b) -> (a cos - b sin, a sin + b cos). The pairs are the two halves of the row,
+// (x[i], x[i + D/2]) (Hugging Face's Llama), or neighbours (x[2i], x[2i + 1]) with `interleaved`
+// (Meta's Llama). D even. Applied to q and k before attention; the gradient turns back.
+Tensor rope(const Tensor& x, const Tensor& positions, double base = 10000.0,
+            bool interleaved = false);
 // Options of scaled_dot_product_attention. `mask` is optional and broadcasts to (..., Tq, Tk):
 // bool (true: the key takes part, as PyTorch's attn_mask) or of q's dtype (added to the scores).
 // How scaled_dot_product_attention computes. Fused: one kernel per pass that keeps tiles of q, k

@@ -113,4 +113,39 @@ void attention_backward(const Ctx&, const AttentionArgs& a, const void* q, const
   });
 }
 
+void rope_apply(const Ctx&, const RopeArgs& a, const void* x, const int64_t* positions, void* y) {
+  const int64_t half = a.d / 2;
+  if (a.outer == 0 || a.t == 0 || half == 0) return;
+  // The turns of every (position, pair) once, in double (Note [rotary embedding]).
+  std::vector<double> cos_t(static_cast<size_t>(a.t * half)), sin_t(cos_t.size());
+  for (int64_t j = 0; j < a.t; ++j) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = rope_angle(a, positions[j], i);
+      cos_t[static_cast<size_t>(j * half + i)] = std::cos(angle);
+      sin_t[static_cast<size_t>(j * half + i)] = a.inverse ? -std::sin(angle) : std::sin(angle);
+    }
+  }
+  visit_float(a.dtype, "rope", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = static_cast<const T*>(x);
+    T* py = static_cast<T*>(y);
+    detail::parallel_blocks(a.outer * a.t, 4 * a.d, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t j = r % a.t;
+        const T* row = px + r * a.d;
+        T* out = py + r * a.d;
+        for (int64_t i = 0; i < half; ++i) {
+          int64_t first = 0, second = 0;
+          rope_pair(a, i, &first, &second);
+          const double c = cos_t[static_cast<size_t>(j * half + i)];
+          const double sn = sin_t[static_cast<size_t>(j * half + i)];
+          const double u = widen(row[first]), v = widen(row[second]);
+          out[first] = narrow<T>(u * c - v * sn);
+          out[second] = narrow<T>(u * sn + v * c);
+        }
+      }
+    });
+  });
+}
+
 }  // namespace sinter::cpu

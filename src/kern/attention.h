@@ -1,7 +1,8 @@
-// The kernel interface of the fused scaled_dot_product_attention: in sinter::cpu
+// The kernel interface of the fused scaled_dot_product_attention and of rope: in sinter::cpu
 // (src/cpu/attention.cpp) and sinter::cudak (kernels/attention.cu), Note [kernel interfaces].
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kern/ctx.h"
@@ -45,6 +46,30 @@ SINTER_HD inline bool attention_keep(const AttentionArgs& a, int64_t h, int64_t 
 // The keys query i sees: [0, attention_key_end(a, i)).
 SINTER_HD inline int64_t attention_key_end(const AttentionArgs& a, int64_t i) {
   return a.causal ? (i + 1 < a.tk ? i + 1 : a.tk) : a.tk;
+}
+
+// Note [rotary embedding]
+// rope_apply: x and y contiguous (outer, t, d) of `dtype`, d even; positions: t i64 values on the
+// kernel's device. Pair i < d / 2 of row (o, j) is (x[first], x[second]) of rope_pair: the two
+// halves of the row (i, i + d / 2, Hugging Face's Llama) or neighbours (2i, 2i + 1, Meta's Llama)
+// when interleaved. It turns by the angle positions[j] * base^(-2i / d), formed in double
+// (rope_angle): y_first = a cos - b sin, y_second = a sin + b cos; `inverse` turns back (sin
+// negated), which is the backward. y may be x.
+struct RopeArgs {
+  DType dtype = DType::f32;
+  int64_t outer = 0, t = 0, d = 0;
+  double base = 10000.0;
+  bool interleaved = false, inverse = false;
+};
+
+SINTER_HD inline void rope_pair(const RopeArgs& a, int64_t i, int64_t* first, int64_t* second) {
+  *first = a.interleaved ? 2 * i : i;
+  *second = a.interleaved ? 2 * i + 1 : i + a.d / 2;
+}
+
+SINTER_HD inline double rope_angle(const RopeArgs& a, int64_t position, int64_t i) {
+  return static_cast<double>(position) *
+         ::pow(a.base, -2.0 * static_cast<double>(i) / static_cast<double>(a.d));
 }
 
 }  // namespace sinter::kern

@@ -1,6 +1,6 @@
 // scaled_dot_product_attention: the fused kernels (kern/attention.h), and the composed
 // form (scores by matmul, masks, softmax, dropout, matmul), which runs on either device and is
-// differentiable through its parts.
+// differentiable through its parts; rope, the rotary position embedding of q and k.
 #include "kern/attention.h"
 
 #include <cmath>
@@ -131,6 +131,42 @@ Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, dou
 }
 
 }  // namespace
+
+Tensor rope(const Tensor& x, const Tensor& positions, double base, bool interleaved) {
+  SINTER_PROFILE_OP("rope", x, positions);
+  constexpr const char* op = "rope";
+  SINTER_CHECK(x.defined() && positions.defined(), op, ": x and positions must be defined");
+  SINTER_CHECK(is_floating(x.dtype()), op, ": x must be floating, got dtype ", x.dtype());
+  SINTER_CHECK(x.dim() >= 2, op, ": x must be (..., T, D), got shape ", x.shape());
+  const int64_t t = x.size(-2), d = x.size(-1);
+  SINTER_CHECK(d % 2 == 0, op, ": the head size D must be even, got ", d);
+  SINTER_CHECK(positions.dtype() == DType::i64, op, ": positions must be i64, got ",
+               positions.dtype());
+  SINTER_CHECK(positions.dim() == 1 && positions.size(0) == t, op,
+               ": positions must be one per row of T = ", t, ", got shape ", positions.shape());
+  SINTER_CHECK(positions.device() == x.device(), op, ": positions on ", positions.device(),
+               ", x on ", x.device());
+  SINTER_CHECK(std::isfinite(base) && base > 0, op, ": base must be positive and finite, got ",
+               base);
+  int64_t outer = 1;
+  for (int64_t i = 0; i + 2 < x.dim(); ++i) outer *= x.size(i);
+  kern::RopeArgs a{
+      .dtype = x.dtype(), .outer = outer, .t = t, .d = d, .base = base, .interleaved = interleaved};
+  const Tensor xc = x.contiguous(), pc = positions.contiguous();
+  const TensorOptions like{.dtype = x.dtype(), .device = x.device()};
+  Tensor y = empty(x.shape(), like);
+  SINTER_DISPATCH(x.device(), rope_apply, a, xc.data_ptr(), pc.data<int64_t>(), y.data_ptr());
+  if (needs_grad({&x})) {
+    a.inverse = true;
+    record(op, {&y}, {x}, [a, pc, like](const Grads& g) {
+      const Tensor gc = g[0].contiguous();
+      Tensor dx = empty(gc.shape(), like);
+      SINTER_DISPATCH(like.device, rope_apply, a, gc.data_ptr(), pc.data<int64_t>(), dx.data_ptr());
+      return Grads{dx};
+    });
+  }
+  return y;
+}
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& o) {
