@@ -478,6 +478,16 @@ TEST(Rope, DotProductsDependOnTheRelativePosition) {
   EXPECT_GT(std::abs(dot_at(5, 2) - dot_at(5, 3)), 1e-6);
 }
 
+// The backward turns back by the angles of the forward's positions: changing them in place before
+// it is an error, not a gradient turned by other angles.
+TEST(Rope, PositionsChangedBeforeTheBackwardAreAnError) {
+  const Tensor x = randn({3, 4}).requires_grad_();
+  Tensor p = from_vector<int64_t>({0, 5, 9}, {3});
+  const Tensor y = rope(x, p);
+  p.add_(1);
+  expect_error([&] { sum(y).backward(); }, {"rope backward", "modified by an in-place"});
+}
+
 TEST(Rope, ErrorsNameTheOperands) {
   const Tensor x = randn({2, 3, 4}), p = from_vector<int64_t>({0, 1, 2}, {3});
   expect_error([&] { rope(randn({2, 3, 5}), p); }, {"rope", "even", "5"});

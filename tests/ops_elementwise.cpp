@@ -174,6 +174,12 @@ std::vector<OpRow> elementwise_rows() {
        .shapes = {S{3, 4}},
        .fn = [](const Inputs& x) { return gelu(x[0], Activation::GeluTanh); }},
       {.name = "Silu", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return silu(x[0]); }},
+      {.name = "Swiglu",
+       .shapes = {S{3, 4}, S{3, 4}},
+       .fn = [](const Inputs& x) { return swiglu(x[0], x[1]); }},
+      {.name = "SwigluBroadcast",
+       .shapes = {S{2, 3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return swiglu(x[0], x[1]); }},
       {.name = "Hardtanh",
        .shapes = {S{3, 4}},
        .fn = [](const Inputs& x) { return hardtanh(x[0]); }},
@@ -297,6 +303,19 @@ TEST(KnownValues, MatchPyTorch) {
   for (const auto& [name, got, want] : cases) {
     EXPECT_TRUE(testing::all_close(got, from_vector<double>(want, {7}), 1e-15, 1e-15)) << name;
   }
+}
+
+// swiglu(gate, up) = silu(gate) up = gate up / (1 + exp(-gate)), written out.
+TEST(KnownValues, SwigluIsSiluOfTheGateTimesUp) {
+  const Tensor gate = from_vector<double>({-3.0, -1.0, -0.25, 0.0, 0.5, 2.0}, {6});
+  const Tensor up = from_vector<double>({2.0, -1.0, 4.0, 1.0, 3.0, 0.5}, {6});
+  const std::vector<double> want{-0.2845552390654007, 0.2689414213699951, -0.43782349911420193, 0.0,
+                                 0.933688996802782,   0.8807970779778823};
+  EXPECT_TRUE(testing::all_close(swiglu(gate, up), from_vector<double>(want, {6}), 1e-15, 1e-15));
+  testing::expect_error([&] { swiglu(gate, zeros({4}, {.dtype = DType::f64})); },
+                        {"swiglu", "[6]", "[4]"});
+  testing::expect_error([&] { swiglu(gate.to(DType::i64), up.to(DType::i64)); },
+                        {"swiglu", "floating"});
 }
 
 }  // namespace

@@ -111,6 +111,9 @@ enum class Activation { None, Relu, Gelu, GeluTanh };
 // form: Activation::Gelu or Activation::GeluTanh.
 Tensor gelu(const Tensor& a, Activation form = Activation::Gelu);
 Tensor silu(const Tensor& a);
+// silu(gate) * up in one pass, the gated unit of a SwiGLU MLP (Llama's w2(silu(w1 x) * w3 x));
+// gate and up broadcast as mul's operands do.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
 // a clamped to [min_val, max_val]; the gradient is 0 outside (min_val, max_val).
 Tensor hardtanh(const Tensor& a, double min_val = -1.0, double max_val = 1.0);
 // log(1 + exp(beta * a)) / beta, and a itself where beta * a > threshold.

@@ -331,6 +331,13 @@ struct SoftplusBackward {
     return bx > threshold ? g : g * scalar::sigmoid(bx);
   }
 };
+// The gated unit of a SwiGLU MLP, (gate, up): silu(gate) up in one pass (Silu's formula).
+struct Swiglu {
+  template <class C>
+  SINTER_HD C operator()(C gate, C up) const {
+    return gate * scalar::sigmoid(gate) * up;
+  }
+};
 
 }  // namespace fn
 
@@ -383,7 +390,8 @@ struct SoftplusBackward {
   X(SigmoidBackward, Floating)   \
   X(TanhBackward, Floating)      \
   X(HardtanhBackward, Floating)  \
-  X(SoftplusBackward, Floating)
+  X(SoftplusBackward, Floating)  \
+  X(Swiglu, Floating)
 
 // X(name, Forward, Backward, Saved, (signature), args...): the public op `Tensor name signature`
 // (declared in include/sinter/ops.h) is UnaryOp::Forward of x with the args after x as its

@@ -158,10 +158,11 @@ Tensor rope(const Tensor& x, const Tensor& positions, double base, bool interlea
   SINTER_DISPATCH(x.device(), rope_apply, a, xc.data_ptr(), pc.data<int64_t>(), y.data_ptr());
   if (needs_grad({&x})) {
     a.inverse = true;
-    record(op, {&y}, {x}, [a, pc, like](const Grads& g) {
-      const Tensor gc = g[0].contiguous();
+    const SavedTensor sp(pc, op);  // a change to positions before the backward is an error
+    record(op, {&y}, {x}, [a, sp, like](const Grads& g) {
+      const Tensor gc = g[0].contiguous(), ps = sp.get();
       Tensor dx = empty(gc.shape(), like);
-      SINTER_DISPATCH(like.device, rope_apply, a, gc.data_ptr(), pc.data<int64_t>(), dx.data_ptr());
+      SINTER_DISPATCH(like.device, rope_apply, a, gc.data_ptr(), ps.data<int64_t>(), dx.data_ptr());
       return Grads{dx};
     });
   }

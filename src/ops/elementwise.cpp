@@ -253,6 +253,29 @@ Tensor mul(const Tensor& a0, const Tensor& b0) {
   return out;
 }
 
+Tensor swiglu(const Tensor& gate0, const Tensor& up0) {
+  SINTER_PROFILE_OP("swiglu", gate0, up0);
+  const auto [gate, up] = promoted("swiglu", gate0, up0);
+  Tensor out = binary_raw("swiglu", gate, up, BinaryOp::Swiglu);
+  if (needs_grad({&gate, &up})) {
+    // d up = g silu(gate); d gate = silu'(gate) g up (SiluBackward of g up).
+    SavedTensor s_gate(gate, "swiglu");
+    SavedTensor s_up(gate.requires_grad() ? up : Tensor(), "swiglu");
+    const bool want_up = up.requires_grad();
+    Shape sg = gate.shape(), su = up.shape();
+    record("swiglu", {&out}, {gate, up}, [s_gate, s_up, want_up, sg, su](const Grads& g) {
+      const Tensor x = s_gate.get();
+      Tensor dgate =
+          s_up.defined()
+              ? sum_to(binary_raw("swiglu", mul(g[0], s_up.get()), x, BinaryOp::SiluBackward), sg)
+              : Tensor();
+      Tensor dup = want_up ? sum_to(mul(g[0], silu(x)), su) : Tensor();
+      return Grads{dgate, dup};
+    });
+  }
+  return out;
+}
+
 Tensor mul(const Tensor& a0, const Scalar& b) {
   SINTER_PROFILE_OP("mul", a0);
   const Tensor a = promoted("mul", a0, b);
