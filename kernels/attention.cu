@@ -761,6 +761,8 @@ void check_shape(const AttentionArgs& a, const char* name) {
   SINTER_CHECK(a.d >= 1 && a.d <= kMaxHead && a.tq >= 1 && a.tk >= 1, name,
                ": the CUDA kernels take 1 <= D <= ", kMaxHead, " and Tq, Tk >= 1, got D ", a.d,
                ", Tq ", a.tq, ", Tk ", a.tk);
+  SINTER_CHECK(a.group == 1, name,
+               ": the CUDA kernels read one K/V head per query head, got groups of ", a.group);
 }
 
 // Note [rotary embedding]: one thread per pair (row r, pair i) in a grid-stride loop; the angle

@@ -116,6 +116,24 @@ std::vector<OpRow> attention_rows() {
       {.name = "AttentionFusedDropout",
        .shapes = qkv(S{2, 1, 6, 4}),
        .fn = dropout_of({.causal = true, .kernel = AttentionKernel::Fused})},
+      // Grouped-query attention: 4 query heads on 2 K/V heads; the fused form on the CPU (its
+      // reference, gradchecked) and Auto on CUDA (composed: the CUDA kernels take no groups yet).
+      {.name = "AttentionGqa",
+       .shapes = {S{2, 4, 5, 3}, S{2, 2, 6, 3}, S{2, 2, 6, 3}},
+       .fn = attention_of({.enable_gqa = true})},
+      {.name = "AttentionFusedGqaCausalDropout",
+       .shapes = {S{1, 6, 7, 4}, S{1, 2, 7, 4}, S{1, 2, 7, 4}},
+       .fn =
+           [](const Inputs& x) {
+             Generator gen(5);
+             return scaled_dot_product_attention(
+                 x[0], x[1], x[2],
+                 {.causal = true,
+                  .dropout_p = 0.2,
+                  .generator = &gen,
+                  .kernel = x[0].is_cuda() ? AttentionKernel::Auto : AttentionKernel::Fused,
+                  .enable_gqa = true});
+           }},
       // rope: positions not in order and far apart, on x's device.
       {.name = "Rope", .shapes = {S{2, 3, 5, 6}}, .fn = rope_of(500.0, false)},
       {.name = "RopeInterleaved", .shapes = {S{4, 8}}, .fn = rope_of(10000.0, true)},
@@ -433,6 +451,61 @@ TEST(AttentionFused, CudaOperandsOffSixteenBytesTakeTheGeneralKernels) {
 }
 
 }  // namespace
+
+// Grouped-query attention is attention with each K/V head repeated for its query heads: the
+// fused CPU reference and the composed form against that repetition written out, values and
+// gradients (dk and dv sum over a K/V head's query heads), with dropout drawing the same weights.
+TEST(AttentionGqa, EqualsAttentionOnRepeatedHeads) {
+  const Tensor q = randn({2, 6, 5, 4}, {.dtype = DType::f64}).requires_grad_();
+  const Tensor k = randn({2, 3, 7, 4}, {.dtype = DType::f64}).requires_grad_();
+  const Tensor v = randn({2, 3, 7, 4}, {.dtype = DType::f64}).requires_grad_();
+  const Tensor up = randn({2, 6, 5, 4}, {.dtype = DType::f64});
+  auto repeated = [](const Tensor& t) {  // head g of t at query heads 2g and 2g + 1
+    return t.unsqueeze(2).expand({2, 3, 2, 7, 4}).reshape({2, 6, 7, 4});
+  };
+  auto grads = [&](const Tensor& out) {
+    zero_grads({q, k, v});
+    sum(mul(out, up)).backward();
+    return std::vector<Tensor>{out.detach(), q.grad(), k.grad(), v.grad()};
+  };
+  for (const bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    Generator g1(3), g2(3), g3(3);
+    const auto want = grads(scaled_dot_product_attention(
+        q, repeated(k), repeated(v),
+        {.causal = causal, .dropout_p = 0.25, .generator = &g1, .kernel = AttentionKernel::Fused}));
+    for (const AttentionKernel kernel : {AttentionKernel::Fused, AttentionKernel::Composed}) {
+      Generator& gen = kernel == AttentionKernel::Fused ? g2 : g3;
+      const auto got = grads(scaled_dot_product_attention(q, k, v,
+                                                          {.causal = causal,
+                                                           .dropout_p = 0.25,
+                                                           .generator = &gen,
+                                                           .kernel = kernel,
+                                                           .enable_gqa = true}));
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_TRUE(all_close(got[i], want[i], 1e-12, 1e-12))
+            << (kernel == AttentionKernel::Fused ? "fused" : "composed") << ", result " << i;
+      }
+    }
+  }
+}
+
+TEST(AttentionGqa, ErrorsNameTheHeads) {
+  const Tensor q = randn({1, 6, 3, 4}), k = randn({1, 4, 3, 4});
+  expect_error([&] { scaled_dot_product_attention(q, k, k, {.enable_gqa = true}); },
+               {"scaled_dot_product_attention", "K/V heads (4)", "query heads (6)"});
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(q, randn({1, 2, 3, 4}), randn({1, 2, 3, 4}));
+      },
+      {"scaled_dot_product_attention", "leading dims differ"});
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(q, randn({1, 2, 3, 4}), randn({1, 3, 3, 4}),
+                                     {.enable_gqa = true});
+      },
+      {"scaled_dot_product_attention", "k has 2 heads, v has 3"});
+}
 
 // rope written out: pair i of the row at position p turns by p * base^(-2i / D), the pairs the
 // halves of the row, or neighbours when interleaved.

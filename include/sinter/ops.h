@@ -292,10 +292,16 @@ struct AttentionOptions {
   Tensor mask = Tensor();
   Generator* generator = nullptr;  // the dropout's Philox stream (default generator if null)
   AttentionKernel kernel = AttentionKernel::Auto;
+  // Grouped-query attention (PyTorch's enable_gqa): k and v may have fewer heads (dim -3) than q, a
+  // divisor of q's; query head h reads K/V head h / (Hq / Hkv) of its batch.
+  bool enable_gqa = false;
 };
 
 // softmax(q k^T * scale + mask) v, with the masked scores at -inf. q: (..., Tq, D), k: (..., Tk,
-// D), v: (..., Tk, Dv) with equal leading dims (batch, heads) -> (..., Tq, Dv). Differentiable in
+// D), v: (..., Tk, Dv) with equal leading dims (batch, heads) -> (..., Tq, Dv); with enable_gqa,
+// k and v (..., Hkv, Tk, D) may have fewer heads than q (..., Hq, Tq, D), Hkv dividing Hq. On CUDA
+// grouped-query attention runs composed for now (the fused kernels read one K/V head per query
+// head). Differentiable in
 // q, k, v (and an additive mask). A query row whose keys are all masked gives NaN, as PyTorch.
 // AttentionKernel::Fused where the fused form does not apply is an error saying why.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,

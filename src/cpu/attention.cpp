@@ -52,8 +52,9 @@ void attention_forward(const Ctx&, const AttentionArgs& a, const void* q, const 
     detail::parallel_blocks(a.bh, 2 * a.tq * a.tk * a.d, [&](int64_t h0, int64_t h1) {
       std::vector<double> s(static_cast<size_t>(a.tk));
       for (int64_t h = h0; h < h1; ++h) {
-        const auto qh = head<T>(q, h, a.tq, a.d), kh = head<T>(k, h, a.tk, a.d),
-                   vh = head<T>(v, h, a.tk, a.d);
+        const int64_t g = attention_kv_head(a, h);
+        const auto qh = head<T>(q, h, a.tq, a.d), kh = head<T>(k, g, a.tk, a.d),
+                   vh = head<T>(v, g, a.tk, a.d);
         std::vector<double> o(static_cast<size_t>(a.tq * a.d), 0.0);
         for (int64_t i = 0; i < a.tq; ++i) {
           const int64_t end = attention_key_end(a, i);
@@ -83,31 +84,37 @@ void attention_backward(const Ctx&, const AttentionArgs& a, const void* q, const
                         void* dk, void* dv) {
   visit_float(a.dtype, "attention_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    detail::parallel_blocks(a.bh, 4 * a.tq * a.tk * a.d, [&](int64_t h0, int64_t h1) {
+    // By K/V head: its query heads in order, their dk and dv summed (grouped-query attention).
+    const int64_t kv_heads = a.bh / a.group;
+    detail::parallel_blocks(kv_heads, 4 * a.group * a.tq * a.tk * a.d, [&](int64_t g0, int64_t g1) {
       std::vector<double> p(static_cast<size_t>(a.tk));
-      for (int64_t h = h0; h < h1; ++h) {
-        const auto qh = head<T>(q, h, a.tq, a.d), kh = head<T>(k, h, a.tk, a.d),
-                   vh = head<T>(v, h, a.tk, a.d), oh = head<T>(out, h, a.tq, a.d),
-                   gh = head<T>(dout, h, a.tq, a.d);
-        std::vector<double> gq(qh.size(), 0.0), gk(kh.size(), 0.0), gv(vh.size(), 0.0);
-        for (int64_t i = 0; i < a.tq; ++i) {
-          const double row_lse = static_cast<const Acc<T>*>(lse)[h * a.tq + i];
-          probabilities(a, qh, kh, i, row_lse, p);
-          const double di = dot(gh, i, oh, i, a.d);
-          const int64_t end = attention_key_end(a, i);
-          for (int64_t j = 0; j < end; ++j) {
-            const double keep = attention_keep(a, h, i, j) ? a.keep_scale : 0.0;
-            const double ds = p[j] * (keep * dot(gh, i, vh, j, a.d) - di) * a.scale;
-            for (int64_t c = 0; c < a.d; ++c) {
-              gv[j * a.d + c] += p[j] * keep * gh[i * a.d + c];
-              gq[i * a.d + c] += ds * kh[j * a.d + c];
-              gk[j * a.d + c] += ds * qh[i * a.d + c];
+      for (int64_t g = g0; g < g1; ++g) {
+        const auto kh = head<T>(k, g, a.tk, a.d), vh = head<T>(v, g, a.tk, a.d);
+        std::vector<double> gk(kh.size(), 0.0), gv(vh.size(), 0.0);
+        const int64_t first = attention_first_query_head(a, g);
+        for (int64_t h = first; h < first + a.group; ++h) {
+          const auto qh = head<T>(q, h, a.tq, a.d), oh = head<T>(out, h, a.tq, a.d),
+                     gh = head<T>(dout, h, a.tq, a.d);
+          std::vector<double> gq(qh.size(), 0.0);
+          for (int64_t i = 0; i < a.tq; ++i) {
+            const double row_lse = static_cast<const Acc<T>*>(lse)[h * a.tq + i];
+            probabilities(a, qh, kh, i, row_lse, p);
+            const double di = dot(gh, i, oh, i, a.d);
+            const int64_t end = attention_key_end(a, i);
+            for (int64_t j = 0; j < end; ++j) {
+              const double keep = attention_keep(a, h, i, j) ? a.keep_scale : 0.0;
+              const double ds = p[j] * (keep * dot(gh, i, vh, j, a.d) - di) * a.scale;
+              for (int64_t c = 0; c < a.d; ++c) {
+                gv[j * a.d + c] += p[j] * keep * gh[i * a.d + c];
+                gq[i * a.d + c] += ds * kh[j * a.d + c];
+                gk[j * a.d + c] += ds * qh[i * a.d + c];
+              }
             }
           }
+          store_head<T>(dq, h, gq);
         }
-        store_head<T>(dq, h, gq);
-        store_head<T>(dk, h, gk);
-        store_head<T>(dv, h, gv);
+        store_head<T>(dk, g, gk);
+        store_head<T>(dv, g, gv);
       }
     });
   });

@@ -22,9 +22,14 @@ namespace sinter::kern {
 // keep_ij is the dropout op's mask (Note [dropout mask]) at element (h * tq + i) * tk + j of the
 // request (seed, offset): the fused form and the composed one (softmax, dropout, matmul) drop the
 // same weights.
+// Grouped-query attention: q has bh = batch * heads heads, k and v bh / group (heads / group per
+// batch, `group` dividing heads); query head h reads K/V head attention_kv_head(a, h), and the
+// query heads of K/V head g are the `group` consecutive ones from attention_first_query_head(a, g).
+// dk and dv of a K/V head sum over its query heads, in order. group 1 is plain attention.
 struct AttentionArgs {
   DType dtype = DType::f32;
   int64_t bh = 0, tq = 0, tk = 0, d = 0;
+  int64_t heads = 1, group = 1;
   double scale = 1.0;
   bool causal = false;
   uint32_t threshold = 0;   // keep iff (philox w0 >> 8) >= threshold; 0 keeps every weight
@@ -41,6 +46,17 @@ SINTER_HD inline bool attention_keep(const AttentionArgs& a, int64_t h, int64_t 
   if (a.threshold == 0) return true;
   const uint64_t e = static_cast<uint64_t>((h * a.tq + i) * a.tk + j);
   return (philox_element(a.seed, a.offset, e).w[0] >> 8) >= a.threshold;
+}
+
+SINTER_HD inline int64_t attention_kv_head(const AttentionArgs& a, int64_t h) {
+  if (a.group == 1) return h;
+  return (h / a.heads) * (a.heads / a.group) + (h % a.heads) / a.group;
+}
+
+SINTER_HD inline int64_t attention_first_query_head(const AttentionArgs& a, int64_t g) {
+  if (a.group == 1) return g;
+  const int64_t per_batch = a.heads / a.group;
+  return (g / per_batch) * a.heads + (g % per_batch) * a.group;
 }
 
 // The keys query i sees: [0, attention_key_end(a, i)).

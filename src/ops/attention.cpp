@@ -21,7 +21,7 @@ namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
 
-void check_operands(const Tensor& q, const Tensor& k, const Tensor& v) {
+void check_operands(const Tensor& q, const Tensor& k, const Tensor& v, bool gqa) {
   SINTER_CHECK(q.defined() && k.defined() && v.defined(), kOp, ": q, k and v must be defined");
   SINTER_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), kOp,
                ": q, k and v need one rank of at least 2, got shapes ", q.shape(), ", ", k.shape(),
@@ -31,9 +31,20 @@ void check_operands(const Tensor& q, const Tensor& k, const Tensor& v) {
                v.dtype());
   SINTER_CHECK(q.device() == k.device() && q.device() == v.device(), kOp, ": q on ", q.device(),
                ", k on ", k.device(), ", v on ", v.device());
+  // With enable_gqa, dim -3 (the heads) of k and v may divide q's instead of equalling it.
+  const int64_t heads_dim = gqa ? q.dim() - 3 : -1;
+  SINTER_CHECK(!gqa || q.dim() >= 3, kOp, ": enable_gqa needs q, k and v of (..., H, T, D), got q ",
+               q.shape());
   for (int64_t d = 0; d + 2 < q.dim(); ++d) {
+    if (d == heads_dim) continue;
     SINTER_CHECK(k.size(d) == q.size(d) && v.size(d) == q.size(d), kOp,
                  ": the leading dims differ: q ", q.shape(), ", k ", k.shape(), ", v ", v.shape());
+  }
+  if (gqa) {
+    const int64_t hq = q.size(-3), hkv = k.size(-3);
+    SINTER_CHECK(v.size(-3) == hkv, kOp, ": k has ", hkv, " heads, v has ", v.size(-3));
+    SINTER_CHECK(hkv >= 1 && hq % hkv == 0, kOp, ": grouped-query attention needs the K/V heads (",
+                 hkv, ") to divide the query heads (", hq, ")");
   }
   SINTER_CHECK(k.size(-1) == q.size(-1), kOp, ": q has head size ", q.size(-1), ", k has ",
                k.size(-1));
@@ -64,6 +75,9 @@ std::string fused_refusal(const Tensor& q, const Tensor& k, const Tensor& v,
   if (v.size(-1) != d) return "it needs v's head size " + std::to_string(v.size(-1)) + " == D";
   if (d < 1) return "it needs D >= 1";
   if (k.size(-2) < 1) return "it needs at least one key";
+  if (q.device().is_cuda() && q.dim() >= 3 && k.size(-3) != q.size(-3)) {
+    return "on CUDA it reads one K/V head per query head (grouped-query attention runs composed)";
+  }
   if (q.device().is_cuda() && d > kCudaMaxHead) {
     return "on CUDA it needs D <= " + std::to_string(kCudaMaxHead) + ", got " + std::to_string(d);
   }
@@ -77,6 +91,10 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double
   for (int64_t i = 0; i + 2 < q.dim(); ++i) bh *= q.size(i);
   kern::AttentionArgs a{
       .dtype = q.dtype(), .bh = bh, .tq = tq, .tk = tk, .d = d, .scale = scale, .causal = o.causal};
+  if (q.dim() >= 3 && k.size(-3) != q.size(-3)) {  // grouped-query attention
+    a.heads = q.size(-3);
+    a.group = q.size(-3) / k.size(-3);
+  }
   if (o.dropout_p > 0.0) {
     Generator& g = o.generator ? *o.generator : default_generator();
     const GeneratorState st = g.reserve(static_cast<uint64_t>(bh * tq * tk));
@@ -116,8 +134,21 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double
   return out;
 }
 
-Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+// k or v (..., Hkv, Tk, D) with each head repeated for its `group` query heads: (..., Hq, Tk, D).
+Tensor repeat_kv(const Tensor& t, int64_t group) {
+  if (group == 1) return t;
+  Tensor u = t.unsqueeze(-3);  // (..., Hkv, 1, Tk, D)
+  Shape wide = u.shape();
+  wide[wide.size() - 3] = group;
+  Shape out = t.shape();
+  out[out.size() - 3] *= group;
+  return u.expand(wide).reshape(out);
+}
+
+Tensor composed_attention(const Tensor& q, const Tensor& k0, const Tensor& v0, double scale,
                           const AttentionOptions& o) {
+  const int64_t group = q.dim() >= 3 ? q.size(-3) / k0.size(-3) : 1;
+  const Tensor k = repeat_kv(k0, group), v = repeat_kv(v0, group);
   const int64_t tq = q.size(-2), tk = k.size(-2);
   Tensor scores = mul(matmul(q, k.transpose(-2, -1)), scale);  // (..., Tq, Tk)
   if (o.mask.defined()) scores = apply_mask(scores, o.mask);
@@ -180,7 +211,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   };
   SINTER_AUTOCAST(scaled_dot_product_attention, q,
                   scaled_dot_product_attention(cast(q), cast(k), cast(v), masked(cast(o.mask))));
-  check_operands(q, k, v);
+  check_operands(q, k, v, o.enable_gqa);
   SINTER_CHECK(o.dropout_p >= 0.0 && o.dropout_p < 1.0, kOp, ": dropout_p must be in [0, 1), got ",
                o.dropout_p);
   const int64_t d = q.size(-1);
