@@ -205,12 +205,11 @@ TEST(GPT, DropoutOnlyInTraining) {
   EXPECT_FALSE(all_close(gpt.forward(idx), gpt.forward(idx), 1e-4, 1e-4));
 }
 
-TEST(GPT, LearnsARepeatingSequence) {
-  manual_seed(8);
-  nn::models::GPT gpt(
-      {.vocab_size = 16, .context_length = 12, .n_layer = 1, .n_head = 2, .n_embd = 32});
-  optim::AdamW opt(gpt.parameters(), {.lr = 1e-2, .weight_decay = 0.0});
-  // Windows of the sequence 0 1 2 ... 6 0 1 2 ...: each next token is determined by the last.
+// Trains `model` (vocabulary 16, context 12 or more) for 80 AdamW steps on windows of the
+// sequence 0 1 2 ... 6 0 1 2 ...: each next token is determined by the last. Returns the first
+// and the last loss.
+std::pair<double, double> train_on_a_repeating_sequence(nn::Module& model) {
+  optim::AdamW opt(model.parameters(), {.lr = 1e-2, .weight_decay = 0.0});
   std::vector<double> tokens;
   for (int i = 0; i < 13 + 6; ++i) tokens.push_back(i % 7);
   std::vector<Tensor> inputs, targets;
@@ -222,11 +221,19 @@ TEST(GPT, LearnsARepeatingSequence) {
   double first = 0, last = 0;
   for (int step = 0; step < 80; ++step) {
     opt.zero_grad();
-    Tensor loss = cross_entropy(gpt.forward(x).view({72, 16}), y.view({72}));
+    Tensor loss = cross_entropy(model.forward(x).view({72, 16}), y.view({72}));
     loss.backward();
     opt.step();
     (step == 0 ? first : last) = loss.item<double>();
   }
+  return {first, last};
+}
+
+TEST(GPT, LearnsARepeatingSequence) {
+  manual_seed(8);
+  nn::models::GPT gpt(
+      {.vocab_size = 16, .context_length = 12, .n_layer = 1, .n_head = 2, .n_embd = 32});
+  const auto [first, last] = train_on_a_repeating_sequence(gpt);
   EXPECT_GT(first, 2.0);  // about ln 16 at the start
   EXPECT_LT(last, 0.05);
 }
@@ -300,6 +307,139 @@ TEST(Transformer, ErrorsNameTheModuleAndValues) {
       {"GPT", "sequence length 5", "context length 4"});
   expect_error([&] { gpt.forward(zeros({1, 3})); }, {"GPT", "i64"});
   expect_error([&] { gpt.forward(zeros({3}).to(DType::i64)); }, {"GPT", "(B, T)", "[3]"});
+}
+
+// --- Llama ---
+
+TEST(Llama, ParametersNamesAndShapes) {
+  const nn::models::LlamaConfig c{.vocab_size = 64,
+                                  .context_length = 16,
+                                  .n_layer = 2,
+                                  .n_head = 4,
+                                  .n_kv_head = 2,
+                                  .n_embd = 32,
+                                  .mlp_hidden = 48};
+  nn::models::Llama untied(c);
+  // embed 2048 + 2 layers x (q 1024 + k 512 + v 512 + o 1024 + 3 x 1536 + 2 norms 64) + norm 32
+  // + lm_head 2048.
+  EXPECT_EQ(count(untied), 2048 + 2 * (1024 + 512 + 512 + 1024 + 3 * 1536 + 64) + 32 + 2048);
+  nn::models::LlamaConfig tied_config = c;
+  tied_config.tie_weights = true;
+  nn::models::Llama tied(tied_config);
+  EXPECT_EQ(count(tied), count(untied) - 2048);
+  EXPECT_EQ(tied.lm_head, nullptr);
+  // The default MLP width: 8 n_embd / 3 rounded up to a multiple of 32 (86 -> 96).
+  nn::models::Llama default_width({.n_layer = 1, .n_embd = 32});
+  const auto& layer0 =
+      static_cast<const nn::models::LlamaDecoderLayer&>(*(*default_width.model->layers)[0]);
+  EXPECT_EQ(layer0.mlp->gate_proj->weight.shape(), (Shape{96, 32}));
+  EXPECT_EQ(count(nn::models::Llama(nn::models::llama_mini())), 9638784);
+  const auto sd = untied.state_dict();
+  for (const char* key :
+       {"model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
+        "model.layers.0.self_attn.k_proj.weight", "model.layers.1.self_attn.o_proj.weight",
+        "model.layers.0.mlp.gate_proj.weight", "model.layers.1.mlp.up_proj.weight",
+        "model.layers.1.mlp.down_proj.weight", "model.layers.0.input_layernorm.weight",
+        "model.layers.1.post_attention_layernorm.weight", "model.norm.weight", "lm_head.weight"}) {
+    EXPECT_TRUE(sd.count(key)) << key;
+  }
+  EXPECT_EQ(sd.at("model.layers.0.self_attn.k_proj.weight").shape(), (Shape{16, 32}));
+  for (const auto& [name, t] : sd) EXPECT_EQ(name.find("bias"), std::string::npos) << name;
+  const Tensor idx = randint(0, 64, {3, 16});
+  EXPECT_EQ(untied.forward(idx).shape(), (Shape{3, 16, 64}));
+  // Tied: the logits are the final features times the token embedding.
+  EXPECT_TRUE(all_close(tied.forward(idx),
+                        matmul(tied.model->forward(idx), tied.model->embed_tokens->weight.t()),
+                        1e-5, 1e-5));
+}
+
+// One layer written out with the ops (rms_norm, rope on the halves of each head, causal attention
+// with each K/V head repeated for its query heads, swiglu) in f64.
+TEST(Llama, LayerMatchesItsFormula) {
+  manual_seed(21);
+  const nn::models::LlamaConfig c{.n_layer = 1,
+                                  .n_head = 4,
+                                  .n_kv_head = 2,
+                                  .n_embd = 16,
+                                  .mlp_hidden = 24,
+                                  .rope_base = 500.0,
+                                  .norm_eps = 1e-6};
+  nn::models::LlamaDecoderLayer layer(c);
+  layer.to(DType::f64);
+  for (Tensor p : layer.parameters()) {
+    NoGradGuard ng;
+    p.copy_(randn(p.shape(), {.dtype = DType::f64}) * 0.3);
+  }
+  const Tensor x = randn({2, 5, 16}, {.dtype = DType::f64});
+  const Tensor pos = arange(5.0, {.dtype = DType::i64});
+  const auto& at = *layer.self_attn;
+  const Tensor h = rms_norm(x, {16}, layer.input_layernorm->weight, 1e-6);
+  auto split = [](const Tensor& y, int64_t heads) {
+    return y.reshape({2, 5, heads, 4}).transpose(1, 2);
+  };
+  auto repeat = [](const Tensor& kv) {  // (2, 2, 5, 4) -> (2, 4, 5, 4): head g at 2g, 2g + 1
+    return kv.unsqueeze(2).expand({2, 2, 2, 5, 4}).reshape({2, 4, 5, 4});
+  };
+  const Tensor q = rope(split(matmul(h, at.q_proj->weight.t()), 4), pos, 500.0);
+  const Tensor k = rope(split(matmul(h, at.k_proj->weight.t()), 2), pos, 500.0);
+  const Tensor v = split(matmul(h, at.v_proj->weight.t()), 2);
+  const Tensor a = scaled_dot_product_attention(q, repeat(k), repeat(v), {.causal = true});
+  const Tensor h1 = x + matmul(a.transpose(1, 2).reshape({2, 5, 16}), at.o_proj->weight.t());
+  const Tensor h2 = rms_norm(h1, {16}, layer.post_attention_layernorm->weight, 1e-6);
+  const auto& mlp = *layer.mlp;
+  const Tensor gate = matmul(h2, mlp.gate_proj->weight.t()),
+               up = matmul(h2, mlp.up_proj->weight.t());
+  const Tensor want = h1 + matmul(silu(gate) * up, mlp.down_proj->weight.t());
+  EXPECT_TRUE(all_close(layer.forward(x), want, 1e-12, 1e-12));
+}
+
+TEST(Llama, InitializesAndIsCausal) {
+  manual_seed(22);
+  nn::models::Llama llama({.vocab_size = 64,
+                           .context_length = 32,
+                           .n_layer = 2,
+                           .n_head = 4,
+                           .n_kv_head = 1,
+                           .n_embd = 256});
+  const auto& layer = static_cast<const nn::models::LlamaDecoderLayer&>(*(*llama.model->layers)[1]);
+  EXPECT_NEAR(std_of(llama.model->embed_tokens->weight), 0.02, 0.002);
+  EXPECT_NEAR(std_of(layer.self_attn->q_proj->weight), 0.02, 0.001);
+  EXPECT_NEAR(std_of(layer.mlp->down_proj->weight), 0.02, 0.001);
+  EXPECT_EQ(layer.input_layernorm->weight.min().item<double>(), 1.0);
+  const Tensor idx = randint(0, 64, {2, 12});
+  Tensor changed = idx.clone();
+  changed.narrow(1, 8, 4).copy_(randint(0, 64, {2, 4}));
+  const Tensor a = llama.forward(idx), b = llama.forward(changed);
+  EXPECT_TRUE(all_close(a.narrow(1, 0, 8), b.narrow(1, 0, 8), 1e-6, 1e-6));
+  EXPECT_FALSE(all_close(a.narrow(1, 8, 4), b.narrow(1, 8, 4), 1e-6, 1e-6));
+}
+
+TEST(Llama, LearnsARepeatingSequence) {
+  manual_seed(23);
+  nn::models::Llama llama({.vocab_size = 16,
+                           .context_length = 12,
+                           .n_layer = 1,
+                           .n_head = 2,
+                           .n_kv_head = 1,
+                           .n_embd = 32});
+  const auto [first, last] = train_on_a_repeating_sequence(llama);
+  EXPECT_GT(first, 2.0);  // about ln 16 at the start
+  EXPECT_LT(last, 0.05);
+}
+
+TEST(Llama, BadConfigsAndInputsAreErrors) {
+  expect_error([] { nn::models::Llama({.n_head = 4, .n_kv_head = 3, .n_embd = 32}); },
+               {"n_kv_head 3", "does not divide n_head 4"});
+  expect_error([] { nn::models::Llama({.n_head = 4, .n_kv_head = 4, .n_embd = 12}); },
+               {"head size 3", "even"});
+  expect_error([] { nn::models::Llama({.n_head = 4, .n_embd = 30}); }, {"not divisible"});
+  nn::models::Llama llama({.vocab_size = 8, .context_length = 4, .n_layer = 1, .n_embd = 16});
+  expect_error(
+      [&] {
+        llama.forward(zeros({1, 5}, {.dtype = DType::i64}));
+      },
+      {"Llama", "sequence length 5", "context length 4"});
+  expect_error([&] { llama.forward(zeros({1, 3})); }, {"Llama", "i64"});
 }
 
 }  // namespace

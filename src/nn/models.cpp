@@ -188,4 +188,166 @@ Tensor GPT::generate(const Tensor& prompt, int64_t n, const GenerateOptions& o) 
   return prompt.dim() == 1 ? seq.squeeze(0) : seq;
 }
 
+// --- Llama ---
+
+LlamaConfig llama_mini() {
+  return {.vocab_size = 256,
+          .context_length = 256,
+          .n_layer = 6,
+          .n_head = 6,
+          .n_kv_head = 2,
+          .n_embd = 384,
+          .mlp_hidden = 1024,
+          .tie_weights = false};
+}
+
+LlamaAttention::LlamaAttention(int64_t n_embd, int64_t n_head, int64_t n_kv_head, double rope_base)
+    : n_embd(n_embd), n_head(n_head), n_kv_head(n_kv_head), rope_base(rope_base) {
+  SINTER_CHECK(n_embd > 0 && n_head > 0 && n_kv_head > 0,
+               "LlamaAttention: n_embd, n_head and n_kv_head must be positive, got ", n_embd, ", ",
+               n_head, ", ", n_kv_head);
+  SINTER_CHECK(n_embd % n_head == 0, "LlamaAttention: n_embd ", n_embd,
+               " is not divisible by n_head ", n_head);
+  SINTER_CHECK(n_head % n_kv_head == 0, "LlamaAttention: n_kv_head ", n_kv_head,
+               " does not divide n_head ", n_head);
+  head_dim = n_embd / n_head;
+  SINTER_CHECK(head_dim % 2 == 0, "LlamaAttention: the head size ", head_dim,
+               " (n_embd / n_head) must be even for the rotary embedding");
+  q_proj = register_module("q_proj", Linear(n_embd, n_embd, false));
+  k_proj = register_module("k_proj", Linear(n_embd, n_kv_head * head_dim, false));
+  v_proj = register_module("v_proj", Linear(n_embd, n_kv_head * head_dim, false));
+  o_proj = register_module("o_proj", Linear(n_embd, n_embd, false));
+}
+
+namespace {
+
+// The positions 0..T-1 of a module's input x (B, T, E), on x's device.
+Tensor positions_of(const char* module, const Tensor& x) {
+  SINTER_CHECK(x.defined() && x.dim() == 3, module, ": expected (B, T, E), got ",
+               x.defined() ? shape_str(x.shape()) : "an undefined tensor");
+  return arange(static_cast<double>(x.size(1)), {.dtype = DType::i64, .device = x.device()});
+}
+
+}  // namespace
+
+Tensor LlamaAttention::forward(const Tensor& x) {
+  return forward(x, positions_of("LlamaAttention", x));
+}
+
+Tensor LlamaAttention::forward(const Tensor& x, const Tensor& positions) {
+  SINTER_CHECK(x.defined() && x.dim() == 3 && x.size(2) == n_embd,
+               "LlamaAttention: expected (B, T, ", n_embd, "), got ",
+               x.defined() ? shape_str(x.shape()) : "an undefined tensor");
+  const int64_t b = x.size(0), t = x.size(1);
+  // (B, T, heads * D) -> (B, heads, T, D)
+  const auto heads = [&](const Tensor& y, int64_t h) {
+    return y.reshape({b, t, h, head_dim}).transpose(1, 2);
+  };
+  const Tensor q = rope(heads(q_proj->forward(x), n_head), positions, rope_base);
+  const Tensor k = rope(heads(k_proj->forward(x), n_kv_head), positions, rope_base);
+  const Tensor v = heads(v_proj->forward(x), n_kv_head);
+  const Tensor a = scaled_dot_product_attention(q, k, v, {.causal = true, .enable_gqa = true});
+  return o_proj->forward(a.transpose(1, 2).reshape({b, t, n_embd}));
+}
+
+LlamaMLP::LlamaMLP(int64_t n_embd, int64_t hidden) {
+  SINTER_CHECK(n_embd > 0 && hidden > 0, "LlamaMLP: n_embd and hidden must be positive, got ",
+               n_embd, " and ", hidden);
+  gate_proj = register_module("gate_proj", Linear(n_embd, hidden, false));
+  up_proj = register_module("up_proj", Linear(n_embd, hidden, false));
+  down_proj = register_module("down_proj", Linear(hidden, n_embd, false));
+}
+
+Tensor LlamaMLP::forward(const Tensor& x) {
+  return down_proj->forward(swiglu(gate_proj->forward(x), up_proj->forward(x)));
+}
+
+namespace {
+
+// The MLP width of a config: mlp_hidden, or 8 n_embd / 3 rounded up to a multiple of 32.
+int64_t mlp_width(const LlamaConfig& c) {
+  if (c.mlp_hidden > 0) return c.mlp_hidden;
+  const int64_t w = (8 * c.n_embd + 2) / 3;
+  return (w + 31) / 32 * 32;
+}
+
+}  // namespace
+
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c) {
+  self_attn =
+      register_module("self_attn", LlamaAttention(c.n_embd, c.n_head, c.n_kv_head, c.rope_base));
+  mlp = register_module("mlp", LlamaMLP(c.n_embd, mlp_width(c)));
+  input_layernorm = register_module("input_layernorm", RMSNorm({c.n_embd}, c.norm_eps));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", RMSNorm({c.n_embd}, c.norm_eps));
+}
+
+Tensor LlamaDecoderLayer::forward(const Tensor& x) {
+  return forward(x, positions_of("LlamaDecoderLayer", x));
+}
+
+Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& positions) {
+  const Tensor h = x + self_attn->forward(input_layernorm->forward(x), positions);
+  return h + mlp->forward(post_attention_layernorm->forward(h));
+}
+
+LlamaModel::LlamaModel(const LlamaConfig& c) : config(c) {
+  SINTER_CHECK(c.vocab_size > 0 && c.context_length > 0 && c.n_layer > 0,
+               "Llama: vocab_size, context_length and n_layer must be positive, got ", c.vocab_size,
+               ", ", c.context_length, ", ", c.n_layer);
+  SINTER_CHECK(c.mlp_hidden >= 0, "Llama: mlp_hidden must be 0 (the default) or positive, got ",
+               c.mlp_hidden);
+  SINTER_CHECK(std::isfinite(c.rope_base) && c.rope_base > 0,
+               "Llama: rope_base must be positive and finite, got ", c.rope_base);
+  embed_tokens = register_module("embed_tokens", Embedding(c.vocab_size, c.n_embd));
+  layers = register_module("layers", ModuleList());
+  for (int64_t i = 0; i < c.n_layer; ++i) layers->push_back(LlamaDecoderLayer(c));
+  norm = register_module("norm", RMSNorm({c.n_embd}, c.norm_eps));
+}
+
+Tensor LlamaModel::forward(const Tensor& idx) {
+  SINTER_CHECK(idx.defined() && idx.dtype() == DType::i64 && idx.dim() == 2,
+               "Llama: expected i64 token ids of shape (B, T), got ",
+               idx.defined() ? shape_str(idx.shape()) : "an undefined tensor");
+  const int64_t t = idx.size(1);
+  SINTER_CHECK(t >= 1 && t <= config.context_length, "Llama: sequence length ", t,
+               " is outside 1 to the context length ", config.context_length);
+  const Tensor pos = arange(static_cast<double>(t), {.dtype = DType::i64, .device = idx.device()});
+  Tensor x = embed_tokens->forward(idx);
+  for (const std::shared_ptr<Module>& layer : *layers) {
+    x = static_cast<LlamaDecoderLayer&>(*layer).forward(x, pos);
+  }
+  return norm->forward(x);
+}
+
+Llama::Llama(const LlamaConfig& c) : config(c) {
+  model = register_module("model", LlamaModel(c));
+  if (!c.tie_weights) lm_head = register_module("lm_head", Linear(c.n_embd, c.vocab_size, false));
+  reset_parameters();
+}
+
+void Llama::reset_parameters() {
+  NoGradGuard no_grad;
+  const double std = 0.02;
+  init::normal_(model->embed_tokens->weight, 0.0, std);
+  for (const std::shared_ptr<Module>& m : *model->layers) {
+    auto& layer = static_cast<LlamaDecoderLayer&>(*m);
+    for (Linear* l :
+         {layer.self_attn->q_proj.get(), layer.self_attn->k_proj.get(),
+          layer.self_attn->v_proj.get(), layer.self_attn->o_proj.get(), layer.mlp->gate_proj.get(),
+          layer.mlp->up_proj.get(), layer.mlp->down_proj.get()}) {
+      init::normal_(l->weight, 0.0, std);
+    }
+    layer.input_layernorm->reset_parameters();
+    layer.post_attention_layernorm->reset_parameters();
+  }
+  model->norm->reset_parameters();
+  if (lm_head) init::normal_(lm_head->weight, 0.0, std);
+}
+
+Tensor Llama::forward(const Tensor& idx) {
+  const Tensor x = model->forward(idx);
+  return lm_head ? lm_head->forward(x) : linear(x, model->embed_tokens->weight);
+}
+
 }  // namespace sinter::nn::models

@@ -1,6 +1,6 @@
 // The reference models of the benchmark workloads (shared/reference/workloads.md), built from nn
-// layers, so examples, tests and benchmarks train exactly the same networks: MLP, CNN, ResNet-20
-// and GPT.
+// layers, so examples, tests and benchmarks train exactly the same networks: MLP, CNN, ResNet-20,
+// GPT and Llama.
 #pragma once
 
 #include <cstdint>
@@ -94,6 +94,91 @@ class GPT : public Module {
   std::shared_ptr<Embedding> wte, wpe;
   std::shared_ptr<ModuleList> blocks;
   std::shared_ptr<LayerNorm> ln_f;
+  std::shared_ptr<Linear> lm_head;  // null when the weights are tied
+};
+
+// A Llama (decoder-only transformer: RMSNorm before each branch, rotary position embedding,
+// grouped-query attention, SwiGLU MLP, no biases) over token ids.
+struct LlamaConfig {
+  int64_t vocab_size = 256;
+  int64_t context_length = 256;
+  int64_t n_layer = 4, n_head = 4, n_kv_head = 4, n_embd = 128;
+  int64_t mlp_hidden = 0;  // 0: 8 n_embd / 3 rounded up to a multiple of 32
+  double rope_base = 10000.0;
+  double norm_eps = 1e-5;
+  bool tie_weights = false;  // the output head reuses the token embedding (no lm_head)
+};
+
+// llama-mini of the benchmarks, of gpt-mini's size: vocabulary 256, context 256, 6 layers, 6 query
+// heads on 2 K/V heads, width 384, MLP 1024, an untied head. 9,638,784 parameters.
+LlamaConfig llama_mini();
+
+// Attention of a Llama layer, x (B, T, E) at positions (T) -> (B, T, E): q, k, v projections (no
+// bias; k and v to n_kv_head heads), rope (the halves of each head) on q and k at the positions,
+// causal grouped-query scaled_dot_product_attention, o_proj.
+class LlamaAttention : public Module {
+ public:
+  LlamaAttention(int64_t n_embd, int64_t n_head, int64_t n_kv_head, double rope_base);
+  std::string name() const override { return "LlamaAttention"; }
+  Tensor forward(const Tensor& x) override;  // at positions 0..T-1
+  Tensor forward(const Tensor& x, const Tensor& positions);
+
+  int64_t n_embd, n_head, n_kv_head, head_dim;
+  double rope_base;
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
+};
+
+// down_proj(swiglu(gate_proj(x), up_proj(x))), no biases.
+class LlamaMLP : public Module {
+ public:
+  LlamaMLP(int64_t n_embd, int64_t hidden);
+  std::string name() const override { return "LlamaMLP"; }
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<Linear> gate_proj, up_proj, down_proj;
+};
+
+// x + self_attn(input_layernorm(x)), then + mlp(post_attention_layernorm(.)).
+class LlamaDecoderLayer : public Module {
+ public:
+  explicit LlamaDecoderLayer(const LlamaConfig& c);
+  std::string name() const override { return "LlamaDecoderLayer"; }
+  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x, const Tensor& positions);
+
+  std::shared_ptr<LlamaAttention> self_attn;
+  std::shared_ptr<LlamaMLP> mlp;
+  std::shared_ptr<RMSNorm> input_layernorm, post_attention_layernorm;
+};
+
+// The layers without the head: embed_tokens, layers (a ModuleList), norm.
+class LlamaModel : public Module {
+ public:
+  explicit LlamaModel(const LlamaConfig& c);
+  std::string name() const override { return "LlamaModel"; }
+  Tensor forward(const Tensor& idx) override;  // (B, T) i64 -> hidden states (B, T, E)
+
+  LlamaConfig config;
+  std::shared_ptr<Embedding> embed_tokens;
+  std::shared_ptr<ModuleList> layers;
+  std::shared_ptr<RMSNorm> norm;
+};
+
+// idx (B, T) i64, T <= context_length -> logits (B, T, vocab_size). Children: model (LlamaModel)
+// and, untied, lm_head, so state-dict keys read as Hugging Face's Llama checkpoints:
+// "model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
+// "model.layers.0.mlp.gate_proj.weight", "model.layers.0.input_layernorm.weight",
+// "model.norm.weight", "lm_head.weight". Initialization (reset_parameters): every Linear and
+// Embedding weight normal(0, 0.02), RMSNorm weights 1.
+class Llama : public Module {
+ public:
+  explicit Llama(const LlamaConfig& config = {});
+  std::string name() const override { return "Llama"; }
+  Tensor forward(const Tensor& idx) override;
+  void reset_parameters();
+
+  LlamaConfig config;
+  std::shared_ptr<LlamaModel> model;
   std::shared_ptr<Linear> lm_head;  // null when the weights are tied
 };
 
