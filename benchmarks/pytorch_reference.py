@@ -95,6 +95,17 @@ def build_models(torch):
         layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
         return nn.Sequential(*layers)
 
+    def causal_attention(q, k, v):
+        # q, k, v: (B, heads, T, D) -> (B, heads, T, D)
+        if hasattr(F, "scaled_dot_product_attention"):
+            # What a PyTorch user writes: the fused kernel PyTorch picks for the dtype.
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        # PyTorch before 2.0 (Debian's 1.13): the same attention written out.
+        t = q.shape[-2]
+        scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+        causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+        return scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v
+
     # The GPT under Sinter's names (nn::models::GPT): wte, wpe, blocks.i.{ln1, attn.qkv,
     # attn.out_proj, ln2, fc, proj}, ln_f and, untied, lm_head; tied, the logits are x wte^T.
     class Attention(nn.Module):
@@ -109,15 +120,7 @@ def build_models(torch):
             b, t, c = x.shape
             q, k, v = self.qkv(x).split(c, dim=2)
             q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-            if hasattr(F, "scaled_dot_product_attention"):
-                # What a PyTorch user writes: the fused kernel PyTorch picks for the dtype.
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            else:
-                # PyTorch before 2.0 (Debian's 1.13): the same attention written out.
-                scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
-                causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
-                y = scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v
-            return self.out_proj(y.transpose(1, 2).reshape(b, t, c))
+            return self.out_proj(causal_attention(q, k, v).transpose(1, 2).reshape(b, t, c))
 
     class Block(nn.Module):
         def __init__(self, width, heads):
@@ -148,7 +151,96 @@ def build_models(torch):
             x = self.ln_f(self.blocks(self.wte(tokens) + self.wpe(pos)))
             return F.linear(x, self.wte.weight) if self.lm_head is None else self.lm_head(x)
 
-    return {"mlp": mlp, "cnn": cnn, "resnet20": resnet20, "gpt-mini": Gpt}
+    # The Llama under Sinter's (and Hugging Face's) names (nn::models::Llama): model.embed_tokens,
+    # model.layers.i.{input_layernorm, self_attn.{q,k,v,o}_proj, post_attention_layernorm,
+    # mlp.{gate,up,down}_proj}, model.norm, lm_head. Written out for PyTorch 1.13, which has
+    # neither rms_norm nor scaled_dot_product_attention.
+    class RmsNorm(nn.Module):
+        def __init__(self, width, eps):
+            super().__init__()
+            self.eps = eps
+            self.weight = nn.Parameter(torch.ones(width))
+
+        def forward(self, x):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+    def rope(x, base):
+        # x: (B, heads, T, D); the halves of each head turned by position * base^(-2i / D).
+        t, d = x.shape[-2], x.shape[-1]
+        inv = base ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2.0 / d)
+        angle = torch.arange(t, dtype=torch.float64)[:, None] * inv[None, :]
+        cos, sin = angle.cos().to(x), angle.sin().to(x)
+        a, b = x[..., : d // 2], x[..., d // 2:]
+        return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+
+    class LlamaAttention(nn.Module):
+        def __init__(self, width, heads, kv_heads, base):
+            super().__init__()
+            self.heads, self.kv_heads, self.base = heads, kv_heads, base
+            d = width // heads
+            self.q_proj = nn.Linear(width, width, bias=False)
+            self.k_proj = nn.Linear(width, kv_heads * d, bias=False)
+            self.v_proj = nn.Linear(width, kv_heads * d, bias=False)
+            self.o_proj = nn.Linear(width, width, bias=False)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            d = c // self.heads
+            q = rope(self.q_proj(x).view(b, t, self.heads, d).transpose(1, 2), self.base)
+            k = rope(self.k_proj(x).view(b, t, self.kv_heads, d).transpose(1, 2), self.base)
+            v = self.v_proj(x).view(b, t, self.kv_heads, d).transpose(1, 2)
+            group = self.heads // self.kv_heads
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+            return self.o_proj(causal_attention(q, k, v).transpose(1, 2).reshape(b, t, c))
+
+    class LlamaMlp(nn.Module):
+        def __init__(self, width, hidden):
+            super().__init__()
+            self.gate_proj = nn.Linear(width, hidden, bias=False)
+            self.up_proj = nn.Linear(width, hidden, bias=False)
+            self.down_proj = nn.Linear(hidden, width, bias=False)
+
+        def forward(self, x):
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+    class LlamaLayer(nn.Module):
+        def __init__(self, width, heads, kv_heads, hidden, base, eps):
+            super().__init__()
+            self.input_layernorm = RmsNorm(width, eps)
+            self.self_attn = LlamaAttention(width, heads, kv_heads, base)
+            self.post_attention_layernorm = RmsNorm(width, eps)
+            self.mlp = LlamaMlp(width, hidden)
+
+        def forward(self, x):
+            x = x + self.self_attn(self.input_layernorm(x))
+            return x + self.mlp(self.post_attention_layernorm(x))
+
+    class LlamaModel(nn.Module):
+        def __init__(self, vocab, layers, heads, kv_heads, width, hidden, base, eps):
+            super().__init__()
+            self.embed_tokens = nn.Embedding(vocab, width)
+            self.layers = nn.Sequential(
+                *[LlamaLayer(width, heads, kv_heads, hidden, base, eps) for _ in range(layers)])
+            self.norm = RmsNorm(width, eps)
+
+        def forward(self, tokens):
+            return self.norm(self.layers(self.embed_tokens(tokens)))
+
+    class Llama(nn.Module):
+        # tokens: (B, T) int64 -> logits (B, T, vocab); llama-mini by default.
+        def __init__(self, vocab=256, layers=6, heads=6, kv_heads=2, width=384, hidden=1024,
+                     base=10000.0, eps=1e-5, tied=False):
+            super().__init__()
+            self.model = LlamaModel(vocab, layers, heads, kv_heads, width, hidden, base, eps)
+            self.lm_head = None if tied else nn.Linear(width, vocab, bias=False)
+
+        def forward(self, tokens):
+            x = self.model(tokens)
+            if self.lm_head is None:
+                return F.linear(x, self.model.embed_tokens.weight)
+            return self.lm_head(x)
+
+    return {"mlp": mlp, "cnn": cnn, "resnet20": resnet20, "gpt-mini": Gpt, "llama-mini": Llama}
 
 
 def make_workload(torch, name, batch, device):
