@@ -14,7 +14,7 @@ import json
 import statistics
 import sys
 
-WORKLOAD_ORDER = ("mlp", "cnn", "resnet20", "gpt-mini")
+WORKLOAD_ORDER = ("mlp", "cnn", "resnet20", "gpt-mini", "llama-mini")
 PRECISION_ORDER = ("fp32", "tf32", "bf16")
 ERROR = "error"
 

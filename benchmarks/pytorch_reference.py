@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch eager training steps for the reference workloads (mlp, cnn, resnet20, gpt-mini), timed
-the way bench_train_step times Sinter's, so that benchmarks/compare.py can put the two side by side.
+"""PyTorch eager training steps for the reference workloads (mlp, cnn, resnet20, gpt-mini,
+llama-mini), timed the way bench_train_step times Sinter's, so that benchmarks/compare.py can put
+the two side by side.
 
 One step = zero grads, forward, loss, backward, optimizer step, on one fixed random batch already on
 the device. Precisions: fp32 (TF32 off), tf32 (matmul and cuDNN in TF32), bf16 (autocast to bf16
@@ -31,11 +32,11 @@ import statistics
 import sys
 import time
 
-WORKLOADS = ("mlp", "cnn", "resnet20", "gpt-mini")
+WORKLOADS = ("mlp", "cnn", "resnet20", "gpt-mini", "llama-mini")
 PRECISIONS = ("fp32", "tf32", "bf16")
 
 # Batch sizes of workloads.md; --smoke uses SMOKE_BATCH instead (same models, one step).
-BATCH = {"mlp": 256, "cnn": 256, "resnet20": 128, "gpt-mini": 32}
+BATCH = {"mlp": 256, "cnn": 256, "resnet20": 128, "gpt-mini": 32, "llama-mini": 32}
 SMOKE_BATCH = 2
 
 # gpt-mini: vocab 256, context 256, 6 layers, 6 heads, width 384.
@@ -250,7 +251,7 @@ def make_workload(torch, name, batch, device):
     model.train()
     g = torch.Generator(device="cpu").manual_seed(1)
     F = torch.nn.functional
-    if name == "gpt-mini":
+    if name in ("gpt-mini", "llama-mini"):  # the same vocabulary and context
         tokens = torch.randint(0, GPT_VOCAB, (batch, GPT_CONTEXT + 1), generator=g)
         x, y = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
 
