@@ -20,12 +20,11 @@ namespace {
 using Floats = float __attribute__((vector_size(32)));
 using Doubles = double __attribute__((vector_size(64)));
 
-// The lanes of one lane_sum (Note [lane sums]): kSumLanes doubles as vectors of eight.
+// The lanes of one lane_sum (Note [lane sums]): kSumLanes doubles as vectors of eight, held in a
+// plain array (Clang left the constructor of a struct of them undefined in the clones).
 constexpr int kLaneVectors = kSumLanes / 8;
 static_assert(kLaneVectors * 8 == kSumLanes, "lane_sum's lanes fill whole vectors of eight");
-struct Lanes {
-  Doubles v[kLaneVectors] = {};
-};
+using Lanes = Doubles[kLaneVectors];
 
 [[gnu::always_inline]] inline void widen8(const float* p, Doubles& out) {
   Floats v;
@@ -37,7 +36,7 @@ struct Lanes {
 [[gnu::always_inline]] inline double lanes_total(const Lanes& acc, double tail) {
   double s = 0;
   for (int h = 0; h < kLaneVectors; ++h) {
-    for (int l = 0; l < 8; ++l) s += acc.v[h][l];
+    for (int l = 0; l < 8; ++l) s += acc[h][l];
   }
   return s + tail;
 }
@@ -57,15 +56,15 @@ SINTER_VECTOR_CLONES void grad_sums_row_clone(const float* g, const float* x, in
                                               double* sum_g, double* sum_g_xc) {
   // Two lane_sums (Note [lane sums]) in one pass: each keeps its own lanes, tail and order.
   const Doubles m = {mu, mu, mu, mu, mu, mu, mu, mu};
-  Lanes acc_g, acc_gx;
+  Lanes acc_g = {}, acc_gx = {};
   int64_t i = 0;
   for (; i + kSumLanes <= n; i += kSumLanes) {
     for (int h = 0; h < kLaneVectors; ++h) {
       Doubles gv, xv;
       widen8(g + i + 8 * h, gv);
       widen8(x + i + 8 * h, xv);
-      acc_g.v[h] += gv;
-      acc_gx.v[h] += gv * (xv - m);
+      acc_g[h] += gv;
+      acc_gx[h] += gv * (xv - m);
     }
   }
   double tail_g = 0, tail_gx = 0;
