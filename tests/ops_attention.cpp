@@ -531,8 +531,10 @@ TEST(Rope, MatchesTheFormula) {
       }
     }
   }
-  // Position 0 is the identity; the turn keeps each pair's length.
+  // Position 0 is the identity; the turn keeps each row's length.
   EXPECT_TRUE(all_close(rope(x, from_vector<int64_t>({0, 0, 0}, {t})), x, 0, 0));
+  const Tensor y = rope(x, p, 100.0);
+  EXPECT_TRUE(all_close(sum(mul(y, y), {-1}), sum(mul(x, x), {-1}), 1e-12, 1e-12));
 }
 
 // What attention sees of it: q_i . k_j after rope depends on the positions only through their
