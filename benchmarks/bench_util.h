@@ -231,6 +231,16 @@ double time_ms_host_synced(int reps, F&& fn) {
   } while (0)
 #endif  // SINTER_WITH_CUDA
 
+// Milliseconds per call of fn() over `reps` calls, by the host's wall clock: the CPU's timer.
+template <typename F>
+double wall_ms(int reps, F&& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) fn();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+             .count() /
+         reps;
+}
+
 // --short: fewer timed iterations and batches a quarter as long, for a quick look (the GPU check's
 // bench stage); the figures are noisier, the validation the same.
 inline bool& short_mode() {

@@ -6,7 +6,6 @@
 // (each operand read once, each result written once) with the median ratio to the copy's GB/s. Each
 // op is first checked against its formula on a small problem. `--smoke` runs those checks and one
 // call of each at a tiny size.
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -74,16 +73,6 @@ const Case kCases[] = {
      }},
 };
 
-// Milliseconds per call of fn over `reps` calls, by the wall clock.
-template <class F>
-double time_ms(int reps, F&& fn) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) fn();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-             .count() /
-         reps;
-}
-
 // The op's result on a small problem against its formula, written out with other ops ("" when
 // they agree).
 std::string check(const char* name) {
@@ -136,13 +125,13 @@ void run_case(benchmark::State& state, const Case& c) {
   // Calls of the op and of the copy alternate one by one, each timed alone, and the ratio is the
   // median of each pair's: the bandwidth of a shared machine moves from one second to the next, and
   // a ratio of two separate medians carried those moves.
-  const int reps = bench::reps_for(time_ms(1, p.call), 200.0, 50);
+  const int reps = bench::reps_for(bench::wall_ms(1, p.call), 200.0, 50);
   const double copy_bytes = 2 * bytes_of(o.a);
   std::vector<double> ours, theirs, ratios;
   for (auto _ : state) {
     double total = 0;
     for (int r = 0; r < reps; ++r) {
-      const double t = time_ms(1, p.call), c = time_ms(1, copy);
+      const double t = bench::wall_ms(1, p.call), c = bench::wall_ms(1, copy);
       ours.push_back(t);
       theirs.push_back(c);
       ratios.push_back((p.bytes / t) / (copy_bytes / c));

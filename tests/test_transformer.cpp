@@ -1,7 +1,9 @@
 // MultiheadAttention, TransformerBlock and the GPT model: the head split against a per-head
 // formula, causality, masks, parameter counts and names, GPT-2 initialization, dropout modes, a
 // tiny model learning a sequence, and the errors.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "sinter/nn/models.h"
 #include "sinter/optim/adam.h"
@@ -440,6 +442,133 @@ TEST(Llama, BadConfigsAndInputsAreErrors) {
       },
       {"Llama", "sequence length 5", "context length 4"});
   expect_error([&] { llama.forward(zeros({1, 3})); }, {"Llama", "i64"});
+}
+
+// --- KV cache ---
+
+// Feeds `idx` (B, T) through the cache in the chunks `chunks` (summing to T) and checks each
+// chunk's logits against the rows of one full forward: a first chunk (causal), single tokens and
+// a later chunk of several tokens (the bottom-right causal mask).
+template <class Model>
+void expect_incremental_equals_full(Model& model, const Tensor& idx,
+                                    const std::vector<int64_t>& chunks, double tol) {
+  model.eval();
+  const Tensor full = model.forward(idx);
+  nn::KVCache cache(model.config.n_layer, model.config.context_length);
+  int64_t at = 0;
+  for (int64_t c : chunks) {
+    const Tensor part = model.forward(idx.narrow(1, at, c), cache);
+    EXPECT_FALSE(part.requires_grad());
+    EXPECT_TRUE(all_close(part, full.narrow(1, at, c), tol, tol)) << "positions " << at << "+" << c;
+    at += c;
+    EXPECT_EQ(cache.length(), at);
+  }
+  EXPECT_EQ(at, idx.size(1));
+}
+
+TEST(KVCache, IncrementalLogitsEqualAFullForward) {
+  manual_seed(30);
+  nn::models::GPT gpt(
+      {.vocab_size = 40, .context_length = 16, .n_layer = 2, .n_head = 2, .n_embd = 32});
+  const Tensor idx = randint(0, 40, {2, 16});
+  expect_incremental_equals_full(gpt, idx, {5, 1, 1, 3, 1, 5}, 1e-5);
+  for (int64_t kv_heads : {4, 2, 1}) {
+    nn::models::Llama llama({.vocab_size = 40,
+                             .context_length = 16,
+                             .n_layer = 2,
+                             .n_head = 4,
+                             .n_kv_head = kv_heads,
+                             .n_embd = 32,
+                             .tie_weights = kv_heads == 2});
+    expect_incremental_equals_full(llama, idx, {1, 1, 6, 1, 7}, 1e-5);
+  }
+  // In f64 the orders of summation alone separate them.
+  nn::models::Llama llama64({.vocab_size = 40,
+                             .context_length = 16,
+                             .n_layer = 2,
+                             .n_head = 4,
+                             .n_kv_head = 2,
+                             .n_embd = 32});
+  llama64.to(DType::f64);
+  expect_incremental_equals_full(llama64, idx, {4, 1, 11}, 1e-12);
+  gpt.to(DType::f64);
+  expect_incremental_equals_full(gpt, idx, {16}, 1e-12);
+}
+
+TEST(KVCache, CachedGenerationDrawsTheSameTokens) {
+  manual_seed(31);
+  nn::models::GPT gpt(
+      {.vocab_size = 30, .context_length = 8, .n_layer = 2, .n_head = 2, .n_embd = 16});
+  nn::models::Llama llama({.vocab_size = 30,
+                           .context_length = 8,
+                           .n_layer = 2,
+                           .n_head = 4,
+                           .n_kv_head = 2,
+                           .n_embd = 16});
+  // Sampling at a high temperature, past the context (the window slides after 8 tokens).
+  const Tensor prompt = randint(0, 30, {3, 3});
+  for (nn::Module* m : std::vector<nn::Module*>{&gpt, &llama}) {
+    const auto generate = [&](bool cached) {
+      Generator g(5);
+      const nn::models::GenerateOptions o{.temperature = 2.0, .generator = &g, .use_cache = cached};
+      return m == &gpt ? gpt.generate(prompt, 12, o) : llama.generate(prompt, 12, o);
+    };
+    const Tensor cached = generate(true), fed_whole = generate(false);
+    EXPECT_EQ(cached.shape(), (Shape{3, 15}));
+    EXPECT_TRUE(all_close(cached, fed_whole, 0, 0)) << m->name();
+  }
+  // Greedy Llama: each token the argmax given the window before it.
+  const Tensor greedy = llama.generate(prompt.select(0, 0), 7, {.top_k = 1});
+  llama.eval();
+  for (int64_t i = 3; i < 10; ++i) {
+    const int64_t from = std::max<int64_t>(0, i - 8);
+    const Tensor logits = llama.forward(greedy.narrow(0, from, i - from).unsqueeze(0));
+    EXPECT_EQ(greedy.select(0, i).item<int64_t>(),
+              argmax(logits.select(1, i - from - 1), 1).item<int64_t>())
+        << i;
+  }
+  expect_error([&] { llama.generate(prompt, 1, {.temperature = -1.0}); },
+               {"Llama::generate", "temperature", "-1"});
+}
+
+TEST(KVCache, MisuseIsAnError) {
+  nn::models::GPT gpt(
+      {.vocab_size = 8, .context_length = 6, .n_layer = 2, .n_head = 1, .n_embd = 4});
+  expect_error([] { nn::KVCache(0, 4); }, {"KVCache", "positive", "0"});
+  nn::KVCache wrong_layers(3, 6);
+  expect_error(
+      [&] {
+        gpt.forward(zeros({1, 2}, {.dtype = DType::i64}), wrong_layers);
+      },
+      {"GPT", "3 layers", "model of 2"});
+  nn::KVCache cache(2, 6);
+  gpt.forward(zeros({1, 4}, {.dtype = DType::i64}), cache);
+  expect_error(
+      [&] {
+        gpt.forward(zeros({1, 3}, {.dtype = DType::i64}), cache);
+      },
+      {"GPT", "3 tokens after the 4", "context length 6"});
+  // Another batch size needs reset() first.
+  expect_error(
+      [&] {
+        gpt.forward(zeros({2, 1}, {.dtype = DType::i64}), cache);
+      },
+      {"KVCache", "holds 4 positions", "reset()"});
+  cache.reset();
+  EXPECT_EQ(gpt.forward(zeros({2, 1}, {.dtype = DType::i64}), cache).shape(), (Shape{2, 1, 8}));
+  const Tensor q = zeros({1, 1, 1, 4}), kv = zeros({1, 1, 1, 4});
+  nn::KVCache raw(2, 3);
+  raw.attend(0, q, kv, kv);
+  expect_error([&] { raw.attend(0, q, kv, kv); }, {"KVCache", "layer 0", "twice"});
+  expect_error([&] { raw.advance(1); }, {"KVCache", "advance(1)", "layer 1", "0 new"});
+  expect_error([&] { raw.attend(2, q, kv, kv); }, {"KVCache", "layer 2", "0 to 1"});
+  expect_error([&] { raw.attend(1, zeros({1, 1, 4}), kv, kv); }, {"KVCache", "(B, H, t, D)"});
+  nn::MultiheadAttention bidirectional(4, 1);
+  expect_error(
+      [&] {
+        bidirectional.forward(zeros({1, 1, 4}), cache, 0);
+      },
+      {"MultiheadAttention", "causal"});
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <tuple>
 
 #include "sinter/autograd.h"
@@ -131,16 +132,51 @@ void GPT::reset_parameters() {
   if (lm_head) init_linear(*lm_head, weight_std);
 }
 
-Tensor GPT::forward(const Tensor& idx) {
-  SINTER_CHECK(idx.defined() && idx.dtype() == DType::i64 && idx.dim() == 2,
-               "GPT: expected i64 token ids of shape (B, T), got ",
+namespace {
+
+// The positions of token ids idx (B, t) fed after `past` positions: past..past+t-1 (i64, on idx's
+// device), checked against the model's context length.
+Tensor token_positions(const char* model, const Tensor& idx, int64_t past, int64_t context) {
+  SINTER_CHECK(idx.defined() && idx.dtype() == DType::i64 && idx.dim() == 2, model,
+               ": expected i64 token ids of shape (B, T), got ",
                idx.defined() ? shape_str(idx.shape()) : "an undefined tensor");
   const int64_t t = idx.size(1);
-  SINTER_CHECK(t >= 1 && t <= config.context_length, "GPT: sequence length ", t,
-               " is outside 1 to the context length ", config.context_length);
-  const Tensor pos = arange(static_cast<double>(t), {.dtype = DType::i64, .device = idx.device()});
+  if (past == 0) {
+    SINTER_CHECK(t >= 1 && t <= context, model, ": sequence length ", t,
+                 " is outside 1 to the context length ", context);
+  } else {
+    SINTER_CHECK(t >= 1 && past + t <= context, model, ": ", t, " tokens after the ", past,
+                 " in the KV cache exceed the context length ", context);
+  }
+  return arange(static_cast<double>(past), static_cast<double>(past + t), 1.0,
+                {.dtype = DType::i64, .device = idx.device()});
+}
+
+void check_cache(const char* model, const KVCache& cache, int64_t n_layer) {
+  SINTER_CHECK(cache.n_layer() == n_layer, model, ": a KV cache of ", cache.n_layer(),
+               " layers for a model of ", n_layer);
+}
+
+}  // namespace
+
+Tensor GPT::forward(const Tensor& idx) {
+  const Tensor pos = token_positions("GPT", idx, 0, config.context_length);
   Tensor x = dropout(wte->forward(idx) + wpe->forward(pos), config.dropout, is_training());
   for (const std::shared_ptr<Module>& block : *blocks) x = block->forward(x);
+  x = ln_f->forward(x);
+  return lm_head ? lm_head->forward(x) : linear(x, wte->weight);
+}
+
+Tensor GPT::forward(const Tensor& idx, KVCache& cache) {
+  check_cache("GPT", cache, config.n_layer);
+  const Tensor pos = token_positions("GPT", idx, cache.length(), config.context_length);
+  NoGradGuard no_grad;
+  Tensor x = wte->forward(idx) + wpe->forward(pos);
+  int64_t layer = 0;
+  for (const std::shared_ptr<Module>& block : *blocks) {
+    x = static_cast<TransformerBlock&>(*block).forward(x, cache, layer++);
+  }
+  cache.advance(idx.size(1));
   x = ln_f->forward(x);
   return lm_head ? lm_head->forward(x) : linear(x, wte->weight);
 }
@@ -158,34 +194,54 @@ class TrainingModeGuard : NonCopyable {
   bool was_training_;
 };
 
-}  // namespace
-
-Tensor GPT::generate(const Tensor& prompt, int64_t n, const GenerateOptions& o) {
+// The generation loop of GPT::generate and Llama::generate: `forward(idx)` and `forward(idx,
+// cache)` give a model's logits.
+template <class Model>
+Tensor generate_tokens(const char* who, Model& model, int64_t n_layer, int64_t context,
+                       int64_t vocab, const Tensor& prompt, int64_t n, const GenerateOptions& o) {
   SINTER_CHECK(prompt.defined() && prompt.dtype() == DType::i64 &&
                    (prompt.dim() == 1 || prompt.dim() == 2) && prompt.numel() > 0,
-               "GPT::generate: expected a non-empty i64 prompt of shape (T) or (B, T), got ",
+               who, ": expected a non-empty i64 prompt of shape (T) or (B, T), got ",
                prompt.defined() ? shape_str(prompt.shape()) : "an undefined tensor");
-  SINTER_CHECK(n >= 0, "GPT::generate: n must be non-negative, got ", n);
-  SINTER_CHECK(o.temperature > 0.0 && std::isfinite(o.temperature),
-               "GPT::generate: temperature must be positive and finite, got ", o.temperature);
-  SINTER_CHECK(o.top_k >= 0, "GPT::generate: top_k must be non-negative, got ", o.top_k);
+  SINTER_CHECK(n >= 0, who, ": n must be non-negative, got ", n);
+  SINTER_CHECK(o.temperature > 0.0 && std::isfinite(o.temperature), who,
+               ": temperature must be positive and finite, got ", o.temperature);
+  SINTER_CHECK(o.top_k >= 0, who, ": top_k must be non-negative, got ", o.top_k);
   NoGradGuard no_grad;
-  TrainingModeGuard mode(*this);
-  eval();
+  TrainingModeGuard mode(model);
+  model.eval();
+  std::optional<KVCache> cache;
+  if (o.use_cache) cache.emplace(n_layer, context);
   Tensor seq = prompt.dim() == 1 ? prompt.unsqueeze(0) : prompt;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = seq.size(1), fed = std::min(t, config.context_length);
-    // (B, vocab) in f32 or wider: the logits of the last position, over the temperature.
-    Tensor logits = forward(seq.narrow(1, t - fed, fed)).select(1, fed - 1);
+    const int64_t t = seq.size(1), fed = std::min(t, context);
+    Tensor logits;  // (B, vocab) of the last position
+    if (!cache) {
+      logits = model.forward(seq.narrow(1, t - fed, fed)).select(1, fed - 1);
+    } else if (cache->length() == 0 || cache->length() == context) {
+      // The first window, or one that slid: every position is new.
+      cache->reset();
+      logits = model.forward(seq.narrow(1, t - fed, fed), *cache).select(1, fed - 1);
+    } else {
+      logits = model.forward(seq.narrow(1, t - 1, 1), *cache).select(1, 0);
+    }
+    // In f32 or wider, over the temperature.
     if (logits.dtype() != DType::f64) logits = logits.to(DType::f32);
     logits = logits * (1.0 / o.temperature);
-    if (o.top_k > 0 && o.top_k < config.vocab_size) {
+    if (o.top_k > 0 && o.top_k < vocab) {
       const Tensor kth = std::get<0>(topk(logits, o.top_k, 1)).narrow(1, o.top_k - 1, 1);
       logits = masked_fill(logits, lt(logits, kth), -INFINITY);
     }
     seq = cat({seq, multinomial(softmax(logits, 1), 1, false, o.generator)}, 1);
   }
   return prompt.dim() == 1 ? seq.squeeze(0) : seq;
+}
+
+}  // namespace
+
+Tensor GPT::generate(const Tensor& prompt, int64_t n, const GenerateOptions& o) {
+  return generate_tokens("GPT::generate", *this, config.n_layer, config.context_length,
+                         config.vocab_size, prompt, n, o);
 }
 
 // --- Llama ---
@@ -234,20 +290,37 @@ Tensor LlamaAttention::forward(const Tensor& x) {
   return forward(x, positions_of("LlamaAttention", x));
 }
 
-Tensor LlamaAttention::forward(const Tensor& x, const Tensor& positions) {
-  SINTER_CHECK(x.defined() && x.dim() == 3 && x.size(2) == n_embd,
-               "LlamaAttention: expected (B, T, ", n_embd, "), got ",
+namespace {
+
+// LlamaAttention's forward at `positions`, through `cache` as its layer `layer` when not null.
+Tensor llama_attention(LlamaAttention& m, const Tensor& x, const Tensor& positions, KVCache* cache,
+                       int64_t layer) {
+  SINTER_CHECK(x.defined() && x.dim() == 3 && x.size(2) == m.n_embd,
+               "LlamaAttention: expected (B, T, ", m.n_embd, "), got ",
                x.defined() ? shape_str(x.shape()) : "an undefined tensor");
   const int64_t b = x.size(0), t = x.size(1);
   // (B, T, heads * D) -> (B, heads, T, D)
   const auto heads = [&](const Tensor& y, int64_t h) {
-    return y.reshape({b, t, h, head_dim}).transpose(1, 2);
+    return y.reshape({b, t, h, m.head_dim}).transpose(1, 2);
   };
-  const Tensor q = rope(heads(q_proj->forward(x), n_head), positions, rope_base);
-  const Tensor k = rope(heads(k_proj->forward(x), n_kv_head), positions, rope_base);
-  const Tensor v = heads(v_proj->forward(x), n_kv_head);
-  const Tensor a = scaled_dot_product_attention(q, k, v, {.causal = true, .enable_gqa = true});
-  return o_proj->forward(a.transpose(1, 2).reshape({b, t, n_embd}));
+  const Tensor q = rope(heads(m.q_proj->forward(x), m.n_head), positions, m.rope_base);
+  const Tensor k = rope(heads(m.k_proj->forward(x), m.n_kv_head), positions, m.rope_base);
+  const Tensor v = heads(m.v_proj->forward(x), m.n_kv_head);
+  const Tensor a =
+      cache ? cache->attend(layer, q, k, v)
+            : scaled_dot_product_attention(q, k, v, {.causal = true, .enable_gqa = true});
+  return m.o_proj->forward(a.transpose(1, 2).reshape({b, t, m.n_embd}));
+}
+
+}  // namespace
+
+Tensor LlamaAttention::forward(const Tensor& x, const Tensor& positions) {
+  return llama_attention(*this, x, positions, nullptr, 0);
+}
+
+Tensor LlamaAttention::forward(const Tensor& x, const Tensor& positions, KVCache& cache,
+                               int64_t layer) {
+  return llama_attention(*this, x, positions, &cache, layer);
 }
 
 LlamaMLP::LlamaMLP(int64_t n_embd, int64_t hidden) {
@@ -291,6 +364,12 @@ Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& positions) {
   return h + mlp->forward(post_attention_layernorm->forward(h));
 }
 
+Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& positions, KVCache& cache,
+                                  int64_t layer) {
+  const Tensor h = x + self_attn->forward(input_layernorm->forward(x), positions, cache, layer);
+  return h + mlp->forward(post_attention_layernorm->forward(h));
+}
+
 LlamaModel::LlamaModel(const LlamaConfig& c) : config(c) {
   SINTER_CHECK(c.vocab_size > 0 && c.context_length > 0 && c.n_layer > 0,
                "Llama: vocab_size, context_length and n_layer must be positive, got ", c.vocab_size,
@@ -306,17 +385,24 @@ LlamaModel::LlamaModel(const LlamaConfig& c) : config(c) {
 }
 
 Tensor LlamaModel::forward(const Tensor& idx) {
-  SINTER_CHECK(idx.defined() && idx.dtype() == DType::i64 && idx.dim() == 2,
-               "Llama: expected i64 token ids of shape (B, T), got ",
-               idx.defined() ? shape_str(idx.shape()) : "an undefined tensor");
-  const int64_t t = idx.size(1);
-  SINTER_CHECK(t >= 1 && t <= config.context_length, "Llama: sequence length ", t,
-               " is outside 1 to the context length ", config.context_length);
-  const Tensor pos = arange(static_cast<double>(t), {.dtype = DType::i64, .device = idx.device()});
+  const Tensor pos = token_positions("Llama", idx, 0, config.context_length);
   Tensor x = embed_tokens->forward(idx);
   for (const std::shared_ptr<Module>& layer : *layers) {
     x = static_cast<LlamaDecoderLayer&>(*layer).forward(x, pos);
   }
+  return norm->forward(x);
+}
+
+Tensor LlamaModel::forward(const Tensor& idx, KVCache& cache) {
+  check_cache("Llama", cache, config.n_layer);
+  const Tensor pos = token_positions("Llama", idx, cache.length(), config.context_length);
+  NoGradGuard no_grad;
+  Tensor x = embed_tokens->forward(idx);
+  int64_t i = 0;
+  for (const std::shared_ptr<Module>& layer : *layers) {
+    x = static_cast<LlamaDecoderLayer&>(*layer).forward(x, pos, cache, i++);
+  }
+  cache.advance(idx.size(1));
   return norm->forward(x);
 }
 
@@ -348,6 +434,17 @@ void Llama::reset_parameters() {
 Tensor Llama::forward(const Tensor& idx) {
   const Tensor x = model->forward(idx);
   return lm_head ? lm_head->forward(x) : linear(x, model->embed_tokens->weight);
+}
+
+Tensor Llama::forward(const Tensor& idx, KVCache& cache) {
+  NoGradGuard no_grad;
+  const Tensor x = model->forward(idx, cache);
+  return lm_head ? lm_head->forward(x) : linear(x, model->embed_tokens->weight);
+}
+
+Tensor Llama::generate(const Tensor& prompt, int64_t n, const GenerateOptions& o) {
+  return generate_tokens("Llama::generate", *this, config.n_layer, config.context_length,
+                         config.vocab_size, prompt, n, o);
 }
 
 }  // namespace sinter::nn::models

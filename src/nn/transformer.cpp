@@ -1,5 +1,9 @@
 // MultiheadAttention and TransformerBlock: self-attention with a fused qkv projection, and the
-// pre-LayerNorm block of GPT-style models.
+// pre-LayerNorm block of GPT-style models; the KV cache of generation.
+#include <algorithm>
+#include <utility>
+
+#include "sinter/autograd.h"
 #include "sinter/nn/modules.h"
 
 namespace sinter::nn {
@@ -18,6 +22,80 @@ void check_sequence(const char* module, const Tensor& x, int64_t embed_dim) {
 }
 
 }  // namespace
+
+KVCache::KVCache(int64_t n_layer, int64_t capacity) : capacity_(capacity) {
+  SINTER_CHECK(n_layer > 0 && capacity > 0, "KVCache: n_layer and capacity must be positive, got ",
+               n_layer, " and ", capacity);
+  k_.resize(static_cast<size_t>(n_layer));
+  v_.resize(static_cast<size_t>(n_layer));
+  pending_.assign(static_cast<size_t>(n_layer), 0);
+}
+
+Tensor KVCache::attend(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v) {
+  SINTER_CHECK(layer >= 0 && layer < n_layer(), "KVCache: layer ", layer, " is outside 0 to ",
+               n_layer() - 1);
+  SINTER_CHECK(
+      q.defined() && k.defined() && v.defined() && q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+      "KVCache: expected q, k and v of shape (B, H, t, D), got ",
+      q.defined() ? shape_str(q.shape()) : "undefined", ", ",
+      k.defined() ? shape_str(k.shape()) : "undefined", " and ",
+      v.defined() ? shape_str(v.shape()) : "undefined");
+  const size_t l = static_cast<size_t>(layer);
+  const int64_t t = k.size(2);
+  SINTER_CHECK(pending_[l] == 0, "KVCache: layer ", layer,
+               " attended twice without advance() between");
+  SINTER_CHECK(q.size(2) == t && v.size(2) == t && v.size(0) == k.size(0) &&
+                   v.size(1) == k.size(1) && q.size(0) == k.size(0) && q.size(3) == k.size(3),
+               "KVCache: q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), " and v ",
+               shape_str(v.shape()), " do not agree in batch, heads or positions");
+  SINTER_CHECK(t >= 1 && length_ + t <= capacity_, "KVCache: ", t, " new positions after the ",
+               length_, " held exceed the capacity ", capacity_);
+  NoGradGuard no_grad;
+  const auto fits = [&](const Tensor& buffer, const Tensor& x) {
+    return buffer.defined() && buffer.dtype() == x.dtype() && buffer.device() == x.device() &&
+           buffer.size(0) == x.size(0) && buffer.size(1) == x.size(1) &&
+           buffer.size(3) == x.size(3);
+  };
+  for (auto [buffer, x] : {std::pair{&k_[l], &k}, std::pair{&v_[l], &v}}) {
+    if (fits(*buffer, *x)) continue;
+    SINTER_CHECK(length_ == 0, "KVCache: layer ", layer, " holds ", length_, " positions of shape ",
+                 shape_str(buffer->shape()), " in ", dtype_name(buffer->dtype()),
+                 ", got new ones of shape ", shape_str(x->shape()), " in ", dtype_name(x->dtype()),
+                 " (reset() before another sequence)");
+    *buffer = empty({x->size(0), x->size(1), capacity_, x->size(3)},
+                    {.dtype = x->dtype(), .device = x->device()});
+  }
+  k_[l].narrow(2, length_, t).copy_(k);
+  v_[l].narrow(2, length_, t).copy_(v);
+  const int64_t n = length_ + t;
+  AttentionOptions options{.enable_gqa = q.size(1) != k.size(1)};
+  if (length_ == 0) {
+    options.causal = t > 1;
+  } else if (t > 1) {
+    // Query i sits at position length_ + i and sees the keys j <= length_ + i (bottom-right
+    // alignment; causal alone aligns top-left).
+    const TensorOptions i64{.dtype = DType::i64, .device = q.device()};
+    options.mask =
+        le(arange(static_cast<double>(n), i64).unsqueeze(0),
+           arange(static_cast<double>(length_), static_cast<double>(n), 1.0, i64).unsqueeze(1));
+  }
+  pending_[l] = t;
+  return scaled_dot_product_attention(q, k_[l].narrow(2, 0, n), v_[l].narrow(2, 0, n), options);
+}
+
+void KVCache::advance(int64_t t) {
+  for (size_t l = 0; l < pending_.size(); ++l) {
+    SINTER_CHECK(pending_[l] == t && t > 0, "KVCache: advance(", t, ") but layer ", l,
+                 " attended to ", pending_[l], " new positions");
+  }
+  length_ += t;
+  std::fill(pending_.begin(), pending_.end(), 0);
+}
+
+void KVCache::reset() {
+  length_ = 0;
+  std::fill(pending_.begin(), pending_.end(), 0);
+}
 
 MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads,
                                        const MultiheadAttentionOptions& options)
@@ -43,6 +121,15 @@ Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& mask) {
       heads.select(0, 0), heads.select(0, 1), heads.select(0, 2),
       {.causal = options.causal, .dropout_p = is_training() ? options.dropout : 0.0, .mask = mask});
   // (B, H, T, head) -> (B, T, E), heads side by side.
+  return out_proj->forward(y.transpose(1, 2).reshape({b, t, embed_dim}));
+}
+
+Tensor MultiheadAttention::forward(const Tensor& x, KVCache& cache, int64_t layer) {
+  check_sequence("MultiheadAttention", x, embed_dim);
+  SINTER_CHECK(options.causal, "MultiheadAttention: a KV cache needs causal attention");
+  const int64_t b = x.size(0), t = x.size(1), head = embed_dim / num_heads;
+  const Tensor heads = qkv->forward(x).view({b, t, 3, num_heads, head}).permute({2, 0, 3, 1, 4});
+  const Tensor y = cache.attend(layer, heads.select(0, 0), heads.select(0, 1), heads.select(0, 2));
   return out_proj->forward(y.transpose(1, 2).reshape({b, t, embed_dim}));
 }
 
@@ -73,6 +160,12 @@ Tensor TransformerBlock::forward(const Tensor& x) {
   const Tensor mlp =
       proj->forward(linear(ln2->forward(h), fc->weight, fc->bias, options.activation));
   return h + dropout(mlp, options.dropout, training);
+}
+
+Tensor TransformerBlock::forward(const Tensor& x, KVCache& cache, int64_t layer) {
+  check_sequence("TransformerBlock", x, embed_dim);
+  const Tensor h = x + attn->forward(ln1->forward(x), cache, layer);
+  return h + proj->forward(linear(ln2->forward(h), fc->weight, fc->bias, options.activation));
 }
 
 }  // namespace sinter::nn

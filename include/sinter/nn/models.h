@@ -64,11 +64,15 @@ struct GPTConfig {
 // no dropout, an untied head without bias. 10,942,464 parameters.
 GPTConfig gpt_mini();
 
-// How GPT::generate picks each next token.
+// How GPT::generate and Llama::generate pick each next token.
 struct GenerateOptions {
   double temperature = 1.0;        // the logits are divided by it (> 0; lower is greedier)
   int64_t top_k = 0;               // sample among the k most likely tokens only (0: all)
   Generator* generator = nullptr;  // the sampling's random stream (default generator if null)
+  // Keep the keys and values of the tokens fed (a KVCache) and feed each new token alone; false
+  // feeds the whole window at every step. Both give the same logits (to rounding), so the same
+  // tokens for a generator state.
+  bool use_cache = true;
 };
 
 // idx (B, T) i64, T <= context_length -> logits (B, T, vocab_size):
@@ -83,11 +87,17 @@ class GPT : public Module {
   explicit GPT(const GPTConfig& config = {});
   std::string name() const override { return "GPT"; }
   Tensor forward(const Tensor& idx) override;
+  // The logits (B, t, vocab_size) of idx (B, t) at the positions after those `cache` holds
+  // (KVCache(n_layer, context_length)), which then holds these too: the last t rows of forward()
+  // over the whole sequence. Inference: no gradients, no dropout.
+  Tensor forward(const Tensor& idx, KVCache& cache);
   void reset_parameters();
   // prompt (B, T0) or (T0) i64 followed by n sampled tokens: (B, T0 + n) or (T0 + n). Each step
-  // feeds the last context_length tokens, in eval mode (restored after) without gradients, and
-  // draws from softmax(logits / temperature) over the top_k tokens (ties at the k-th value kept)
-  // with multinomial, on the model's device.
+  // takes the logits of the last position given the last context_length tokens, in eval mode
+  // (restored after) without gradients, and draws from softmax(logits / temperature) over the
+  // top_k tokens (ties at the k-th value kept) with multinomial, on the model's device. With the
+  // cache, the window is fed once and each new token alone; once the window slides past the
+  // context, the positions of every token change and the step feeds the whole window again.
   Tensor generate(const Tensor& prompt, int64_t n, const GenerateOptions& options = {});
 
   GPTConfig config;
@@ -122,6 +132,8 @@ class LlamaAttention : public Module {
   std::string name() const override { return "LlamaAttention"; }
   Tensor forward(const Tensor& x) override;  // at positions 0..T-1
   Tensor forward(const Tensor& x, const Tensor& positions);
+  // At positions (t) after those in `cache`, as its layer `layer` (see KVCache).
+  Tensor forward(const Tensor& x, const Tensor& positions, KVCache& cache, int64_t layer);
 
   int64_t n_embd, n_head, n_kv_head, head_dim;
   double rope_base;
@@ -145,6 +157,7 @@ class LlamaDecoderLayer : public Module {
   std::string name() const override { return "LlamaDecoderLayer"; }
   Tensor forward(const Tensor& x) override;
   Tensor forward(const Tensor& x, const Tensor& positions);
+  Tensor forward(const Tensor& x, const Tensor& positions, KVCache& cache, int64_t layer);
 
   std::shared_ptr<LlamaAttention> self_attn;
   std::shared_ptr<LlamaMLP> mlp;
@@ -157,6 +170,8 @@ class LlamaModel : public Module {
   explicit LlamaModel(const LlamaConfig& c);
   std::string name() const override { return "LlamaModel"; }
   Tensor forward(const Tensor& idx) override;  // (B, T) i64 -> hidden states (B, T, E)
+  // idx (B, t) at the positions after those in `cache` (see Llama::forward(idx, cache)).
+  Tensor forward(const Tensor& idx, KVCache& cache);
 
   LlamaConfig config;
   std::shared_ptr<Embedding> embed_tokens;
@@ -175,7 +190,12 @@ class Llama : public Module {
   explicit Llama(const LlamaConfig& config = {});
   std::string name() const override { return "Llama"; }
   Tensor forward(const Tensor& idx) override;
+  // The logits (B, t, vocab_size) of idx (B, t) at the positions after those `cache` holds
+  // (KVCache(n_layer, context_length)), which then holds these too; as GPT::forward(idx, cache).
+  Tensor forward(const Tensor& idx, KVCache& cache);
   void reset_parameters();
+  // As GPT::generate.
+  Tensor generate(const Tensor& prompt, int64_t n, const GenerateOptions& options = {});
 
   LlamaConfig config;
   std::shared_ptr<LlamaModel> model;

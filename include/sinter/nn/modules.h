@@ -209,6 +209,34 @@ class Flatten : public Module {
 
 // --- attention ---
 
+// The keys and values the attention layers of a decoder computed for the positions seen so far,
+// kept for generation: a new token then attends to them instead of a new forward over the whole
+// context. Layer l holds buffers (B, H_kv, capacity, D), allocated at its first attend() in the
+// dtype and on the device of its keys; a forward that feeds t tokens has every layer attend once,
+// then advance(t). A cached forward runs without gradients.
+class KVCache {
+ public:
+  KVCache(int64_t n_layer, int64_t capacity);
+  int64_t n_layer() const { return static_cast<int64_t>(k_.size()); }
+  int64_t capacity() const { return capacity_; }
+  int64_t length() const { return length_; }  // positions held by every layer
+
+  // Layer `layer`'s attention for t new positions: k and v (B, H_kv, t, D) are stored at positions
+  // length()..length()+t-1, and q (B, H, t, D) at those positions attends causally to the keys of
+  // positions 0..length()+t-1 (grouped-query when H_kv < H) -> (B, H, t, Dv). Equal to the rows
+  // of a causal attention over the whole sequence.
+  Tensor attend(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v);
+  // Ends a forward of t positions, after every layer attended to them: length() grows by t.
+  void advance(int64_t t);
+  // Forgets every position (the buffers are kept for the next sequence).
+  void reset();
+
+ private:
+  int64_t capacity_, length_ = 0;
+  std::vector<Tensor> k_, v_;
+  std::vector<int64_t> pending_;  // positions each layer wrote since the last advance
+};
+
 struct MultiheadAttentionOptions {
   bool bias = true;      // in the qkv and output projections
   double dropout = 0.0;  // on the attention weights, in training mode
@@ -228,6 +256,9 @@ class MultiheadAttention : public Module {
   // As forward(x), with `mask` (bool: the keys that take part; or additive) broadcast to the
   // scores (B, num_heads, T, T), as scaled_dot_product_attention takes it.
   Tensor forward(const Tensor& x, const Tensor& mask);
+  // Causal self-attention of x (B, t, E) at the positions after those in `cache`, as layer
+  // `layer` of it (see KVCache); options.causal is taken as set.
+  Tensor forward(const Tensor& x, KVCache& cache, int64_t layer);
 
   int64_t embed_dim, num_heads;
   MultiheadAttentionOptions options;
@@ -256,6 +287,9 @@ class TransformerBlock : public Module {
                    const TransformerBlockOptions& options = {});
   std::string name() const override { return "TransformerBlock"; }
   Tensor forward(const Tensor& x) override;
+  // x (B, t, E) at the positions after those in `cache`, as its layer `layer` (in eval mode:
+  // no dropout).
+  Tensor forward(const Tensor& x, KVCache& cache, int64_t layer);
 
   int64_t embed_dim;
   TransformerBlockOptions options;
