@@ -4,5 +4,6 @@
 #include "sinter/data/dataloader.h"
 #include "sinter/data/dataset.h"
 #include "sinter/data/text.h"
+#include "sinter/data/tokenizer.h"
 #include "sinter/data/transforms.h"
 #include "sinter/data/vision.h"

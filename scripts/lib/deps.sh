@@ -42,8 +42,9 @@ sinter_install_deps() {
 }
 
 # The Python packages of the interop tests (tests/scripts/requirements.txt: numpy, safetensors,
-# onnxruntime), installed with pip where one is missing. Optional: where pip cannot install them
-# (no network, an externally managed Python) this says so and the tests that need them skip.
+# onnxruntime, tokenizers), installed with pip where one is missing. Optional: where pip cannot
+# install them (no network, an externally managed Python) this says so and the tests that need
+# them skip.
 sinter_install_python_deps() {
   local requirements
   requirements="$(dirname "${BASH_SOURCE[0]}")/../../tests/scripts/requirements.txt"
@@ -51,12 +52,12 @@ sinter_install_python_deps() {
     echo "deps: no python3; the ONNX Runtime and safetensors interop tests will skip" >&2
     return 0
   fi
-  if python3 -c "import numpy, safetensors, onnxruntime" >/dev/null 2>&1; then
+  if python3 -c "import numpy, safetensors, onnxruntime, tokenizers" >/dev/null 2>&1; then
     return 0
   fi
   echo "deps: pip installing the interop tests' packages ($requirements)"
   if ! python3 -m pip install --quiet --disable-pip-version-check -r "$requirements"; then
-    echo "deps: pip could not install them; the ONNX Runtime and safetensors interop tests will skip" >&2
+    echo "deps: pip could not install them; the ONNX Runtime, safetensors and tokenizers interop tests will skip" >&2
   fi
   return 0
 }

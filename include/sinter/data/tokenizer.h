@@ -83,8 +83,8 @@ class BpeTokenizer {
   // Appends the ids of one word (no special tokens in it) to `out`.
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 
-  std::vector<std::string> tokens_;  // the bytes of each id
-  int32_t byte_ids_[256];            // the id of each single byte
+  std::vector<std::string> tokens_;                  // the bytes of each id
+  int32_t byte_ids_[256];                            // the id of each single byte
   std::vector<std::pair<int32_t, int32_t>> merges_;  // in rank order
   std::unordered_map<uint64_t, Merge> merge_of_;     // pair_key -> rank and result
   std::vector<std::pair<std::string, int32_t>> specials_;
