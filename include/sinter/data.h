@@ -5,5 +5,6 @@
 #include "sinter/data/dataset.h"
 #include "sinter/data/text.h"
 #include "sinter/data/tokenizer.h"
+#include "sinter/data/tokens.h"
 #include "sinter/data/transforms.h"
 #include "sinter/data/vision.h"

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <utility>
 
-#include "kern/philox.h"
+#include "windows.h"
 
 namespace sinter::data {
 namespace {
@@ -106,15 +106,17 @@ TextWindows::TextWindows(std::shared_ptr<const std::vector<uint8_t>> bytes,
       split_(split),
       context_(context),
       seed_(seed) {
-  int64_t fit = 0, longest = 0;
+  int64_t longest = 0;
+  std::vector<int64_t> sizes;
   for (const TextSpan& s : spans_) {
-    fit += std::max<int64_t>(0, s.size() - context_);
-    window_ends_.push_back(fit);
+    sizes.push_back(s.size());
     num_bytes_ += s.size();
     longest = std::max(longest, s.size());
   }
-  SINTER_CHECK(fit > 0, "TextCorpus: the ", name_, " split of ", source, " (", num_bytes_,
-               " bytes in ", spans_.size(), " runs of adjacent text, the longest ", longest,
+  window_ends_ = detail::window_ends(sizes, context_);
+  SINTER_CHECK(!window_ends_.empty() && window_ends_.back() > 0, "TextCorpus: the ", name_,
+               " split of ", source, " (", num_bytes_, " bytes in ", spans_.size(),
+               " runs of adjacent text, the longest ", longest,
                " bytes) is too small for one window of context + 1 = ", context_ + 1,
                " bytes; lower context, raise chunk_size, or give more text");
   windows_ = windows > 0 ? windows : num_bytes_ / context_;
@@ -123,15 +125,8 @@ TextWindows::TextWindows(std::shared_ptr<const std::vector<uint8_t>> bytes,
 int64_t TextWindows::position(int64_t index) const {
   SINTER_CHECK(index >= 0 && index < windows_, "TextWindows: index ", index, " out of range for ",
                windows_, " windows of the ", name_, " split");
-  const auto i = static_cast<uint64_t>(index);
-  const kern::PhiloxBlock r =
-      kern::philox4x32_10(static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32), split_, 0u,
-                          static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32));
-  const int64_t w = kern::randint_i64(r, 0, window_ends_.back());
-  // The span holding window number w: the first whose cumulative count passes w.
-  const auto s = static_cast<size_t>(std::upper_bound(window_ends_.begin(), window_ends_.end(), w) -
-                                     window_ends_.begin());
-  return spans_[s].begin + w - (s == 0 ? 0 : window_ends_[s - 1]);
+  const auto [s, offset] = detail::pick_window(window_ends_, index, split_, seed_);
+  return spans_[s].begin + offset;
 }
 
 void TextWindows::fill(int64_t index, int64_t* in, int64_t* target) const {

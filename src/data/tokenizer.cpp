@@ -392,7 +392,7 @@ const char* const kByteLevel =
 }  // namespace
 
 void BpeTokenizer::save(const std::string& path) const {
-  using detail::json_string;
+  using sinter::detail::json_string;
   std::ostringstream j;
   j << "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n";
   j << "  \"added_tokens\": [";
@@ -426,7 +426,7 @@ void BpeTokenizer::save(const std::string& path) const {
   }
   j << (merges_.empty() ? "]\n  }\n}\n" : "\n    ]\n  }\n}\n");
   const std::string text = j.str();
-  detail::write_file_atomically(path, {{text.data(), text.size()}}, "BpeTokenizer::save");
+  sinter::detail::write_file_atomically(path, {{text.data(), text.size()}}, "BpeTokenizer::save");
 }
 
 #ifdef SINTER_WITH_NLOHMANN_JSON

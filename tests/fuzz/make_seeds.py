@@ -81,3 +81,53 @@ put("cifar", "one-short", record(1, 1)[:-1])
 put("text", "fortune", bytes([7, 20]) + b"A fool and his money are soon parted.\n%\nLook before you leap.\n")
 put("text", "tiny", bytes([0, 0]) + b"ab")
 put("text", "binary", bytes([15, 63]) + bytes(range(256)))
+
+
+# --- shard: llm.c token shards ---
+def shard(magic, version, n, tokens):
+    return struct.pack("<256i", magic, version, n, *([0] * 253)) + struct.pack("<%dH" % len(tokens), *tokens)
+
+
+put("shard", "valid", shard(20240520, 1, 12, [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]))
+put("shard", "empty", shard(20240520, 1, 0, []))
+put("shard", "truncated", shard(20240520, 1, 9, [7, 7, 7]))
+put("shard", "version2", shard(20240520, 2, 2, [1, 2, 0, 0]))
+
+# --- tokenizer: tokenizer.json of a byte-level BPE (as BpeTokenizer::save writes it) ---
+SPLIT = (r" ?[^\x00-\x40\x5B-\x60\x7B-\x7F]+| ?[0-9]+| ?[\x00-\x08\x0E-\x1F\x21-\x2F\x3A-\x40\x5B-\x60\x7B-\x7F]+"
+         r"|[\x09-\x0D\x20]+(?![^\x09-\x0D\x20])|[\x09-\x0D\x20]+")
+
+
+def byte_chars():
+    printable = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    table, n = {}, 0
+    for b in range(256):
+        if b in printable:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + n)
+            n += 1
+    return table
+
+
+def tokenizer(merges, specials):
+    chars = byte_chars()
+    vocab = {chars[b]: b for b in range(256)}
+    for a, b in merges:
+        vocab.setdefault(a + b, len(vocab))
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    return json.dumps({
+        "version": "1.0",
+        "added_tokens": [{"id": len(vocab) + i, "content": s, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}
+                         for i, s in enumerate(specials)],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": SPLIT}, "behavior": "Isolated", "invert": False}, byte_level]},
+        "decoder": byte_level,
+        "model": {"type": "BPE", "vocab": vocab, "merges": [a + " " + b for a, b in merges]},
+    }, ensure_ascii=False).encode()
+
+
+put("tokenizer", "merges", tokenizer([("t", "h"), ("th", "e"), ("\u0120", "the")], ["<|endoftext|>"]))
+put("tokenizer", "bytes", tokenizer([], []))
