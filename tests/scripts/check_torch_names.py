@@ -8,8 +8,9 @@ the torch.nn equivalent of each model (written out below), and the checkpoint th
 Exit 77 (skipped) without numpy or safetensors.
 
   check_torch_names.py FASHION_MNIST_EXE DATA_DIR WORK_DIR
-  check_torch_names.py --char-lm CHAR_LM_EXE WORK_DIR
-      the same for char_lm's GPT (tied head), against the Gpt of benchmarks/pytorch_reference.py
+  check_torch_names.py --lm LM_EXE WORK_DIR
+      the same for lm's GPT (tied head) and its Llama on BPE tokens (untied, 2 K/V heads), against
+      the Gpt and Llama of benchmarks/pytorch_reference.py (Hugging Face's names for the Llama)
 """
 import os
 import shutil
@@ -99,27 +100,63 @@ def reference_models(torch):
     return build_models(torch)
 
 
-def check_char_lm(exe, work, torch):
+def llama_keys(layers, width, kv_width, hidden, vocab):
+    """The untied Llama of benchmarks/pytorch_reference.py, under Hugging Face's names."""
+    keys = {"model.embed_tokens.weight": (vocab, width), "model.norm.weight": (width,),
+            "lm_head.weight": (vocab, width)}
+    for i in range(layers):
+        p = f"model.layers.{i}"
+        keys.update({f"{p}.input_layernorm.weight": (width,),
+                     f"{p}.post_attention_layernorm.weight": (width,),
+                     f"{p}.self_attn.q_proj.weight": (width, width),
+                     f"{p}.self_attn.k_proj.weight": (kv_width, width),
+                     f"{p}.self_attn.v_proj.weight": (kv_width, width),
+                     f"{p}.self_attn.o_proj.weight": (width, width),
+                     f"{p}.mlp.gate_proj.weight": (hidden, width),
+                     f"{p}.mlp.up_proj.weight": (hidden, width),
+                     f"{p}.mlp.down_proj.weight": (width, hidden)})
+    return keys
+
+
+def check_lm(exe, work, torch):
+    tiny = ["--device", "cpu", "--layers", "2", "--heads", "2", "--width", "16", "--context", "16",
+            "--batch-size", "4", "--steps", "2", "--warmup", "1", "--eval-interval", "2",
+            "--eval-batches", "1"]
+    failures = []
+    # The byte-level GPT (tied head).
     weights = f"{work}/gpt-weights.safetensors"
-    subprocess.run([exe, "--device", "cpu", "--layers", "2", "--heads", "2", "--width", "16",
-                    "--context", "16", "--batch-size", "4", "--steps", "2", "--warmup", "1",
-                    "--eval-interval", "2", "--eval-batches", "1", "--out", f"{work}/gpt",
-                    "--export-weights", weights], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([exe, *tiny, "--out", f"{work}/gpt", "--export-weights", weights], check=True,
+                   stdout=subprocess.DEVNULL)
     got = load_file(weights)
     shapes = {k: tuple(v.shape) for k, v in got.items()}
     expected = gpt_keys(2, 16, 256, 16)
     if shapes != expected:
-        return [f"gpt: {weights} holds {shapes}, torch.nn's keys are {expected}"]
-    if torch is not None:
+        failures.append(f"gpt: {weights} holds {shapes}, torch.nn's keys are {expected}")
+    elif torch is not None:
         m = reference_models(torch)["gpt-mini"](vocab=256, context=16, layers=2, heads=2,
                                                 width=16, tied=True)
         m.load_state_dict({k: torch.from_numpy(v) for k, v in got.items()}, strict=True)
     print(f"gpt: {len(got)} tensors under torch.nn's names")
-    return []
+    # The Llama on 300 BPE tokens: 2 heads on 1 K/V head of 8, MLP ceil(8 * 16 / 3) -> 64.
+    weights = f"{work}/llama-weights.safetensors"
+    subprocess.run([exe, *tiny, "--model", "llama", "--kv-heads", "1", "--tokenizer", "bpe",
+                    "--vocab", "300", "--out", f"{work}/llama", "--export-weights", weights],
+                   check=True, stdout=subprocess.DEVNULL)
+    got = load_file(weights)
+    shapes = {k: tuple(v.shape) for k, v in got.items()}
+    expected = llama_keys(2, 16, 8, 64, 300)
+    if shapes != expected:
+        failures.append(f"llama: {weights} holds {shapes}, Hugging Face's keys are {expected}")
+    elif torch is not None:
+        m = reference_models(torch)["llama-mini"](vocab=300, layers=2, heads=2, kv_heads=1,
+                                                  width=16, hidden=64)
+        m.load_state_dict({k: torch.from_numpy(v) for k, v in got.items()}, strict=True)
+    print(f"llama: {len(got)} tensors under Hugging Face's names")
+    return failures
 
 
 def main():
-    if sys.argv[1] == "--char-lm":
+    if sys.argv[1] == "--lm":
         exe, work = sys.argv[2:4]
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
@@ -127,7 +164,7 @@ def main():
             import torch
         except ImportError:
             torch = None
-        failures = check_char_lm(exe, work, torch)
+        failures = check_lm(exe, work, torch)
         if failures:
             print("\n".join(failures))
             sys.exit(1)

@@ -1,0 +1,99 @@
+# lm on good and bad input: a tiny model trained for a few steps on a corpus written here (so it
+# needs no installed text), sampled from, its text written as token shards and trained from them;
+# then each bad case must exit with the status of Note [exit statuses] (2 for what the command
+# line asked, never a signal) and a message naming the problem. Args: -D EXE=<lm> -D WORK=<folder>.
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+string(REPEAT "The quick brown fox jumps over the lazy dog; pack my box with five dozen jugs.\n"
+       800 text)
+file(WRITE "${WORK}/corpus.txt" "${text}")
+file(WRITE "${WORK}/garbage.safetensors" "not a checkpoint\n")
+set(tiny --device cpu --layers 1 --heads 2 --width 16 --context 16 --batch-size 4 --steps 4
+    --warmup 1 --eval-interval 2 --eval-batches 1)
+set(llama --model llama --kv-heads 1)
+set(good "${WORK}/good.safetensors")
+set(bpe "${WORK}/bpe.safetensors")
+
+include(${CMAKE_CURRENT_LIST_DIR}/ExpectExit.cmake)
+
+# What works: bytes and BPE, the GPT and the Llama, shards written and read, sampling.
+expect(0 "" ${tiny} --data "${WORK}/corpus.txt" --save "${good}" --out "${WORK}/out")
+expect(0 "" --generate 20 --prompt "The quick" --checkpoint "${good}")
+if(NOT stdout MATCHES "^The quick")
+  message(FATAL_ERROR "the sample does not continue its prompt:\n${stdout}")
+endif()
+expect(0 "" ${tiny} ${llama} --tokenizer bpe --vocab 300 --data "${WORK}/corpus.txt"
+       --save "${bpe}" --out "${WORK}/out")
+expect(0 "KV cache" --generate 20 --prompt "The lazy" --checkpoint "${bpe}")
+if(NOT stdout MATCHES "^The lazy")
+  message(FATAL_ERROR "the Llama's sample does not continue its prompt:\n${stdout}")
+endif()
+expect(0 "" --tokenizer bpe --vocab 300 --data "${WORK}/corpus.txt" --write-shards "${WORK}/shards")
+foreach(f train_000000.bin val_000000.bin tokenizer.json)
+  if(NOT EXISTS "${WORK}/shards/${f}")
+    message(FATAL_ERROR "--write-shards did not write ${f}")
+  endif()
+endforeach()
+expect(0 "" ${tiny} ${llama} --data "${WORK}/shards" --out "${WORK}/out_shards")
+if(NOT stdout MATCHES "vocabulary of 300")
+  message(FATAL_ERROR "training from the shards did not take their tokenizer:\n${stdout}")
+endif()
+
+expect(3 "above --max-val-loss" ${tiny} --data "${WORK}/corpus.txt" --max-val-loss 0.01
+       --out "${WORK}/out")
+expect(2 "does not exist" ${tiny} --data "${WORK}/missing" --out "${WORK}/out")
+expect(2 "garbage.safetensors" ${tiny} --resume "${WORK}/garbage.safetensors" --out "${WORK}/out")
+expect(2 "garbage.safetensors" --generate 5 --checkpoint "${WORK}/garbage.safetensors")
+expect(2 "missing.safetensors" --generate 5 --checkpoint "${WORK}/missing.safetensors")
+expect(2 "--lr (checkpoint: 0.003)" --resume "${good}" --lr 0.5 --out "${WORK}/out")
+expect(2 "--data differs" --resume "${good}" --data "${WORK}" --out "${WORK}/out")
+expect(2 "not a multiple of --heads" ${tiny} --width 30 --heads 4 --data "${WORK}/corpus.txt")
+expect(2 "--kv-heads 3 does not divide --heads 4" ${tiny} --model llama --heads 4 --kv-heads 3
+       --data "${WORK}/corpus.txt")
+expect(2 "--vocab 200 is too small" ${tiny} --tokenizer bpe --vocab 200
+       --data "${WORK}/corpus.txt")
+expect(2 "--model must be gpt or llama" ${tiny} --model bert --data "${WORK}/corpus.txt")
+expect(2 "--batch-tokens 100 is not a multiple" ${tiny} --batch-tokens 100
+       --data "${WORK}/corpus.txt")
+expect(2 "more than the model's context of 16" --generate 5 --checkpoint "${good}"
+       --prompt "a prompt of more than sixteen bytes")
+expect(2 "--warmup 9 must be in [0, --steps 4)" ${tiny} --warmup 9 --data "${WORK}/corpus.txt")
+expect(2 "--stop-at 9" ${tiny} --stop-at 9 --data "${WORK}/corpus.txt")
+expect(2 "already at step 4" --resume "${good}" --stop-at 2 --out "${WORK}/out")
+expect(nonzero "--temperature" --generate 5 --checkpoint "${good}" --temperature 0)
+# Shards and their tokenizer: another version, a truncated file, a tokenizer.json that does not
+# parse, tokens past the vocabulary.
+file(COPY "${WORK}/shards/" DESTINATION "${WORK}/v2")
+file(COPY "${WORK}/shards/" DESTINATION "${WORK}/cut")
+# A header of magic 20240520 (0x0134d888, little-endian) and version 2, no tokens; and the
+# validation shard cut short.
+execute_process(COMMAND sh -c "{ printf '\\210\\330\\064\\001\\002\\000\\000\\000'; head -c 1016 /dev/zero; } > '${WORK}/v2/val_000000.bin' && head -c 2000 '${WORK}/shards/val_000000.bin' > '${WORK}/cut/val_000000.bin'"
+                RESULT_VARIABLE made)
+if(NOT made EQUAL 0)
+  message(FATAL_ERROR "could not write the corrupt shards")
+endif()
+expect(2 "val_000000.bin: version 2" ${tiny} --data "${WORK}/v2" --out "${WORK}/out")
+expect(2 "(truncated)" ${tiny} --data "${WORK}/cut" --out "${WORK}/out")
+file(COPY "${WORK}/shards/" DESTINATION "${WORK}/badjson")
+file(WRITE "${WORK}/badjson/tokenizer.json" "{\"model\": ")
+expect(2 "tokenizer.json is not JSON" ${tiny} --data "${WORK}/badjson" --out "${WORK}/out")
+file(COPY "${WORK}/shards/train_000000.bin" "${WORK}/shards/val_000000.bin"
+     DESTINATION "${WORK}/notokenizer")
+expect(2 "outside the 256 tokens of the byte tokenizer" ${tiny} --data "${WORK}/notokenizer"
+       --out "${WORK}/out")
+expect(2 "shards carry their tokenizer" ${tiny} --tokenizer bpe --data "${WORK}/shards"
+       --out "${WORK}/out")
+# A bad option or value: one line naming it, status 2, when parsing or setting up (Note [exit
+# statuses] in examples/training.h).
+expect(2 "--bogus" --bogus)
+expect(2 "--amp" --amp f32)
+expect(2 "--steps" --steps -3)
+expect(2 "--batch-size" --batch-size 0)
+expect(2 "--width" --width wide)
+file(MAKE_DIRECTORY "${WORK}/empty")
+expect(2 "no text in" ${tiny} --data "${WORK}/empty" --out "${WORK}/out")
+expect(2 "--out ${WORK}/corpus.txt: cannot create the folder" ${tiny} --data "${WORK}/corpus.txt"
+       --out "${WORK}/corpus.txt")
+file(APPEND "${WORK}/corpus.txt" "one more line\n")
+expect(2 "are not those the checkpoint was trained on" --resume "${good}" --out "${WORK}/out")
+message(STATUS "every bad input was refused with its message")
