@@ -2,6 +2,8 @@
 // composed form (matmul, masked softmax, matmul) on the same operands, causal, (B*H, T, D) with
 // B*H*T = 131072 tokens per case, T = 256 .. 4096, D = 64 and 128, f32 and bf16; the forward alone
 // (no graph) and forward + backward (the gradients of q, k and v for a fixed upstream gradient).
+// Grouped-query rows (`gqa4`): (B, 8, T, D) queries on (B, 2, T, D) keys and values, T = 1024, the
+// fused kernels reading the shared K/V heads in place against the composed form's repeated copy.
 // Each case also reports the memory-bound ceiling: the time a device-to-device copy takes to move
 // the bytes the pass must read and write at least (q, k, v, out; and dout, dq, dk, dv), over ours.
 // `--smoke` runs the setup and the validation on a small problem on the CPU instead.
@@ -23,8 +25,9 @@ const char* pass_name(Pass p) { return bench::enum_name(p, kPassNames); }
 constexpr int64_t kTokens = 131072;  // B*H*T of every case
 
 struct Problem {
-  int64_t bh, t, d;
+  int64_t bh, t, d;  // bh: batch x query heads
   DType dtype;
+  int64_t heads = 1, group = 1;  // grouped-query: `group` of the `heads` query heads per K/V head
 };
 
 // Causal attention's multiply-adds, counted as flash attention does: 2 matmuls of (T, T, D) in the
@@ -34,10 +37,12 @@ double flop(const Problem& p, Pass pass) {
   return pass == Pass::Forward ? forward : 3.5 * forward;
 }
 
-// What a pass reads and writes at least: q, k, v and out; the backward also dout, dq, dk, dv.
+// What a pass reads and writes at least: q, k, v and out; the backward also dout, dq, dk, dv (k,
+// v, dk and dv a group's share of q's size).
 int64_t min_bytes(const Problem& p, Pass pass) {
   const int64_t tensor = p.bh * p.t * p.d * static_cast<int64_t>(element_size(p.dtype));
-  return (pass == Pass::Forward ? 4 : 8) * tensor;
+  const int64_t kv = tensor / p.group;
+  return (pass == Pass::Forward ? 1 : 2) * (2 * tensor + 2 * kv);
 }
 
 struct Operands {
@@ -46,13 +51,19 @@ struct Operands {
 
 Operands make_operands(const Problem& p, Device dev) {
   const TensorOptions opts{.dtype = p.dtype, .device = dev};
-  const Shape s{p.bh, p.t, p.d};
-  return {randn(s, opts), randn(s, opts), randn(s, opts), randn(s, opts)};
+  if (p.group == 1) {
+    const Shape s{p.bh, p.t, p.d};
+    return {randn(s, opts), randn(s, opts), randn(s, opts), randn(s, opts)};
+  }
+  const int64_t b = p.bh / p.heads;
+  const Shape sq{b, p.heads, p.t, p.d}, skv{b, p.heads / p.group, p.t, p.d};
+  return {randn(sq, opts), randn(skv, opts), randn(skv, opts), randn(sq, opts)};
 }
 
 // One pass of one form: the output (forward) or the three gradients (forward + backward).
 std::vector<Tensor> run_pass(const Operands& x, Pass pass, AttentionKernel kernel) {
-  const AttentionOptions o{.causal = true, .kernel = kernel};
+  const AttentionOptions o{
+      .causal = true, .kernel = kernel, .enable_gqa = x.q.dim() == 4 && x.k.size(1) != x.q.size(1)};
   if (pass == Pass::Forward) {
     NoGradGuard ng;
     return {scaled_dot_product_attention(x.q, x.k, x.v, o)};
@@ -126,24 +137,39 @@ void register_all() {
           };
           bench::register_device(name, 7, benchmark::kMillisecond, body);
         }
+        // Grouped-query: 8 query heads on 2 K/V heads (llama-style), T = 1024.
+        const int64_t t = 1024, heads = 8, group = 4;
+        const Problem p{kTokens / t, t, d, dtype, heads, group};
+        const std::string name = std::string("attention/") + pass_name(pass) + "/" +
+                                 dtype_name(dtype) + "/causal_gqa" + std::to_string(group) + "/b" +
+                                 std::to_string(p.bh / heads) + "_h" + std::to_string(heads) +
+                                 "_t" + std::to_string(t) + "_d" + std::to_string(d);
+        auto body = [=]([[maybe_unused]] benchmark::State& state) {
+#ifdef SINTER_WITH_CUDA
+          run_attention(state, p, pass);
+#endif
+        };
+        bench::register_device(name, 7, benchmark::kMillisecond, body);
       }
     }
   }
 }
 
-// Each pass and dtype on a (3, 37, 16) problem on the CPU: the fused CPU reference against the
-// composed form, and the figures' counts.
+// Each pass and dtype on a (3, 37, 16) problem and a grouped-query (2, 4 on 2, 37, 16) one on the
+// CPU: the fused CPU reference against the composed form, and the figures' counts.
 void smoke() {
   for (Pass pass : {Pass::Forward, Pass::ForwardBackward}) {
     for (DType dtype : {DType::f32, DType::bf16}) {
-      const std::string name =
-          std::string("attention/") + pass_name(pass) + "/" + dtype_name(dtype) + "/bh3_t37_d16";
-      bench::smoke_guarded(name, [&]() -> std::string {
-        manual_seed(0);
-        const Problem p{3, 37, 16, dtype};
-        if (flop(p, pass) <= 0 || min_bytes(p, pass) <= 0) return "no work counted";
-        return validate(make_operands(p, Device::cpu()), pass);
-      });
+      for (const Problem& p : {Problem{3, 37, 16, dtype}, Problem{8, 37, 16, dtype, 4, 2}}) {
+        const std::string name = std::string("attention/") + pass_name(pass) + "/" +
+                                 dtype_name(dtype) + (p.group > 1 ? "/gqa2" : "") + "/bh" +
+                                 std::to_string(p.bh) + "_t37_d16";
+        bench::smoke_guarded(name, [&]() -> std::string {
+          manual_seed(0);
+          if (flop(p, pass) <= 0 || min_bytes(p, pass) <= 0) return "no work counted";
+          return validate(make_operands(p, Device::cpu()), pass);
+        });
+      }
     }
   }
 }

@@ -261,9 +261,9 @@ void check_config(const RunConfig& c) {
   if (c.model == "llama") {
     require(c.n_kv_head > 0 && c.n_head % c.n_kv_head == 0,
             "--kv-heads " + ll(c.n_kv_head) + " does not divide --heads " + ll(c.n_head));
-    require((c.n_embd / c.n_head) % 2 == 0, "the head size --width / --heads = " +
-                                                ll(c.n_embd / c.n_head) +
-                                                " must be even for the rotary embedding");
+    require((c.n_embd / c.n_head) % 2 == 0,
+            "the head size --width / --heads = " + ll(c.n_embd / c.n_head) +
+                " must be even for the rotary embedding");
     require(c.dropout == 0, "--dropout: the Llama has none (give 0)");
   }
   require(c.dropout >= 0 && c.dropout < 1, format("--dropout %g is not in [0, 1)", c.dropout));
@@ -343,22 +343,22 @@ LanguageModel make_model(const RunConfig& c, int64_t vocab) {
   LanguageModel m;
   m.vocab = vocab;
   if (c.model == "gpt") {
-    m.gpt = std::make_shared<st::nn::models::GPT>(st::nn::models::GPTConfig{
-        .vocab_size = vocab,
-        .context_length = c.context,
-        .n_layer = c.n_layer,
-        .n_head = c.n_head,
-        .n_embd = c.n_embd,
-        .dropout = c.dropout});
+    m.gpt =
+        std::make_shared<st::nn::models::GPT>(st::nn::models::GPTConfig{.vocab_size = vocab,
+                                                                        .context_length = c.context,
+                                                                        .n_layer = c.n_layer,
+                                                                        .n_head = c.n_head,
+                                                                        .n_embd = c.n_embd,
+                                                                        .dropout = c.dropout});
     m.module = m.gpt;
   } else {
-    m.llama = std::make_shared<st::nn::models::Llama>(st::nn::models::LlamaConfig{
-        .vocab_size = vocab,
-        .context_length = c.context,
-        .n_layer = c.n_layer,
-        .n_head = c.n_head,
-        .n_kv_head = c.n_kv_head,
-        .n_embd = c.n_embd});
+    m.llama = std::make_shared<st::nn::models::Llama>(
+        st::nn::models::LlamaConfig{.vocab_size = vocab,
+                                    .context_length = c.context,
+                                    .n_layer = c.n_layer,
+                                    .n_head = c.n_head,
+                                    .n_kv_head = c.n_kv_head,
+                                    .n_embd = c.n_embd});
     m.module = m.llama;
   }
   return m;
@@ -403,7 +403,10 @@ double peak_flops(st::Device dev, std::optional<st::DType> amp, std::string& wha
       if (name.find(p.part) == std::string::npos) continue;
       const bool tf32 = st::get_matmul_precision() != "highest";
       const double peak = amp ? p.bf16 : tf32 ? p.tf32 : p.fp32;
-      what = format("%s's %s peak %.0f TFLOP/s", p.part, amp ? "bf16" : tf32 ? "tf32" : "fp32",
+      what = format("%s's %s peak %.0f TFLOP/s", p.part,
+                    amp    ? "bf16"
+                    : tf32 ? "tf32"
+                           : "fp32",
                     peak / 1e12);
       return peak;
     }
@@ -514,8 +517,8 @@ void load_shards(TokenData& d, const std::vector<std::string>& paths) {
           "--data: the shards need training and validation files (names with \"val\" validate), "
           "got " +
               std::to_string(d.train.size()) + " and " + std::to_string(d.val.size()));
-  const fs::path folder = fs::is_directory(paths[0]) ? fs::path(paths[0])
-                                                     : fs::path(paths[0]).parent_path();
+  const fs::path folder =
+      fs::is_directory(paths[0]) ? fs::path(paths[0]) : fs::path(paths[0]).parent_path();
   if (fs::exists(folder / "tokenizer.json")) {
     d.tokenizer = st::data::BpeTokenizer::load((folder / "tokenizer.json").string());
   }
@@ -575,7 +578,8 @@ void write_shards(const TokenData& d, const std::string& dir) {
 
 // --- training ---
 
-st::Device resolve_device(const std::string& name, const std::shared_ptr<st::dist::ProcessGroup>& pg) {
+st::Device resolve_device(const std::string& name,
+                          const std::shared_ptr<st::dist::ProcessGroup>& pg) {
   if (name == "cuda" || (name == "auto" && st::cuda::is_available())) {
     if (!st::cuda::is_available()) throw st::Error("--device cuda: no CUDA device is available");
     const int gpu = pg ? pg->cuda_device() : 0;
@@ -648,7 +652,7 @@ struct Run {
   bool main_rank = true;
   st::Device dev;
   RunConfig cfg;
-  int64_t accum = 1;  // micro-batches per step on each rank
+  int64_t accum = 1;              // micro-batches per step on each rank
   std::vector<std::string> data;  // absolute paths
   TokenData tokens;
   double bytes_per_token = 1;  // of the validation text
@@ -683,7 +687,8 @@ void save_checkpoint(const Run& r, int64_t step) {
   if (r.tokens.tokenizer.num_merges() > 0 || !r.tokens.tokenizer.special_tokens().empty()) {
     meta["tokenizer.json"] = r.tokens.tokenizer.to_json();
   }
-  for (const Setting& s : settings()) meta[std::string("config.") + s.key] = to_text(r.cfg, s.member);
+  for (const Setting& s : settings())
+    meta[std::string("config.") + s.key] = to_text(r.cfg, s.member);
   st::save(dict, r.save, meta);
 }
 
@@ -707,9 +712,9 @@ int generate(const Args& args, uint64_t seed, bool seed_given) {
   std::vector<int64_t> ids64(ids.begin(), ids.end());
   st::Generator gen(seed_given ? seed : info.config.seed);
   const auto t0 = Clock::now();
-  const st::Tensor out = model.generate(
-      st::from_vector<int64_t>(ids64).to(dev), args.generate,
-      {.temperature = args.temperature, .top_k = args.top_k, .generator = &gen});
+  const st::Tensor out =
+      model.generate(st::from_vector<int64_t>(ids64).to(dev), args.generate,
+                     {.temperature = args.temperature, .top_k = args.top_k, .generator = &gen});
   const double secs = seconds_since(t0);
   const std::vector<int64_t> all = out.to(st::Device::cpu()).to_vector<int64_t>();
   const std::vector<int32_t> fresh(all.begin() + static_cast<std::ptrdiff_t>(ids.size()),
@@ -757,8 +762,8 @@ std::optional<CheckpointInfo> configure(Run& r, const Overrides& overrides) {
   }
   check_config(r.cfg);
   if (args.stop_at < 0 || args.stop_at > r.cfg.steps) {
-    throw st::Error("--stop-at " + ll(args.stop_at) + " is not in [1, --steps " +
-                    ll(r.cfg.steps) + "]");
+    throw st::Error("--stop-at " + ll(args.stop_at) + " is not in [1, --steps " + ll(r.cfg.steps) +
+                    "]");
   }
   // Tokens per step: --batch-tokens, a whole number of micro-batches on every rank.
   const int64_t micro = r.cfg.batch_size * r.cfg.context * r.world;
@@ -801,7 +806,7 @@ int64_t build_model(Run& r) {
   }
   r.opt = std::make_unique<st::optim::AdamW>(
       std::vector<st::optim::AdamWGroup>{{.params = decay, .weight_decay = cfg.weight_decay},
-                                        {.params = no_decay, .weight_decay = 0.0}},
+                                         {.params = no_decay, .weight_decay = 0.0}},
       st::optim::AdamWOptions{.lr = cfg.lr, .betas = {0.9, 0.95}, .capturable = r.args.cuda_graph});
   r.sched =
       std::make_unique<st::optim::CosineAnnealingLR>(*r.opt, cfg.steps, cfg.min_lr, cfg.warmup);
@@ -819,11 +824,12 @@ void print_summary(const Run& r, int64_t num_params) {
                            : "",
       static_cast<long long>(cfg.n_embd), static_cast<long long>(cfg.context),
       static_cast<long long>(num_params));
-  std::printf("data: %s; %lld training and %lld validation tokens of a vocabulary of %lld "
-              "(%.2f bytes per validation token)\n",
-              r.tokens.source.c_str(), static_cast<long long>(total_tokens(r.tokens.train)),
-              static_cast<long long>(total_tokens(r.tokens.val)),
-              static_cast<long long>(r.model.vocab), r.bytes_per_token);
+  std::printf(
+      "data: %s; %lld training and %lld validation tokens of a vocabulary of %lld "
+      "(%.2f bytes per validation token)\n",
+      r.tokens.source.c_str(), static_cast<long long>(total_tokens(r.tokens.train)),
+      static_cast<long long>(total_tokens(r.tokens.val)), static_cast<long long>(r.model.vocab),
+      r.bytes_per_token);
   std::printf(
       "AdamW lr %g (warm-up %lld, cosine to %g), %lld tokens per step (%d ranks x %lld "
       "micro-batches x %lld x %lld), %lld steps\n",
@@ -831,8 +837,8 @@ void print_summary(const Run& r, int64_t num_params) {
       static_cast<long long>(cfg.batch_size * cfg.context * r.world * r.accum), r.world,
       static_cast<long long>(r.accum), static_cast<long long>(cfg.batch_size),
       static_cast<long long>(cfg.context), static_cast<long long>(cfg.steps));
-  std::printf("%.3g FLOPs per token (Note [model flops]); MFU against the %s\n",
-              r.flops_per_token, r.peak_what.c_str());
+  std::printf("%.3g FLOPs per token (Note [model flops]); MFU against the %s\n", r.flops_per_token,
+              r.peak_what.c_str());
   if (r.base) {
     std::printf("baselines on the validation text: unigram %.4f, bigram %.4f nats/byte\n",
                 r.base->unigram, r.base->bigram);
@@ -855,8 +861,7 @@ std::unique_ptr<Run> set_up(const Args& args, const Overrides& overrides) {
 
   st::manual_seed(cfg.seed);
   if (are_shards(r->data)) {
-    require(args.resume.empty() ? !overrides.has("--tokenizer") && !overrides.has("--vocab")
-                                : true,
+    require(args.resume.empty() ? !overrides.has("--tokenizer") && !overrides.has("--vocab") : true,
             "--data: shards carry their tokenizer (a tokenizer.json beside them, else bytes); "
             "drop --tokenizer and --vocab");
     require(args.write_shards.empty(), "--write-shards: the data are shards already");
@@ -924,26 +929,24 @@ std::unique_ptr<Run> set_up(const Args& args, const Overrides& overrides) {
                                                      .seed = cfg.seed,
                                                      .split = 0});
   r->val_windows = std::make_shared<st::data::TokenWindows>(
-      r->tokens.val, st::data::TokenWindowsOptions{.context = cfg.context,
-                                                   .windows = cfg.eval_batches * B,
-                                                   .seed = cfg.seed,
-                                                   .split = 1});
+      r->tokens.val,
+      st::data::TokenWindowsOptions{
+          .context = cfg.context, .windows = cfg.eval_batches * B, .seed = cfg.seed, .split = 1});
   r->train_loader = std::make_unique<st::data::DataLoader>(
-      r->train_windows,
-      st::data::DataLoaderOptions{
-          .batch_size = rank_windows,
-          .device = r->dev,
-          .sampler = [start = r->start, stop = r->stop, rank_windows, step_windows,
-                      rank = r->rank](int64_t) {
-            std::vector<int64_t> order;
-            order.reserve(static_cast<size_t>((stop - start) * rank_windows));
-            for (int64_t s = start; s < stop; ++s) {
-              for (int64_t i = 0; i < rank_windows; ++i) {
-                order.push_back(s * step_windows + rank * rank_windows + i);
-              }
-            }
-            return order;
-          }});
+      r->train_windows, st::data::DataLoaderOptions{
+                            .batch_size = rank_windows,
+                            .device = r->dev,
+                            .sampler = [start = r->start, stop = r->stop, rank_windows,
+                                        step_windows, rank = r->rank](int64_t) {
+                              std::vector<int64_t> order;
+                              order.reserve(static_cast<size_t>((stop - start) * rank_windows));
+                              for (int64_t s = start; s < stop; ++s) {
+                                for (int64_t i = 0; i < rank_windows; ++i) {
+                                  order.push_back(s * step_windows + rank * rank_windows + i);
+                                }
+                              }
+                              return order;
+                            }});
   r->val_loader = std::make_unique<st::data::DataLoader>(
       r->val_windows, st::data::DataLoaderOptions{.batch_size = B, .device = r->dev});
 
@@ -1010,12 +1013,12 @@ struct Interval {
 // Tokens per second of all ranks over an interval, and its model FLOPs utilization in percent
 // (NaN where the peak is unknown).
 std::pair<double, double> rates(const Run& r, int64_t steps, double secs) {
-  const double tokens = static_cast<double>(steps * r.cfg.batch_size * r.cfg.context * r.accum *
-                                            r.world);
+  const double tokens =
+      static_cast<double>(steps * r.cfg.batch_size * r.cfg.context * r.accum * r.world);
   const double per_s = tokens / secs;
-  const double mfu = r.peak > 0 ? 100.0 * per_s * r.flops_per_token /
-                                      (r.peak * static_cast<double>(r.world))
-                                : std::nan("");
+  const double mfu =
+      r.peak > 0 ? 100.0 * per_s * r.flops_per_token / (r.peak * static_cast<double>(r.world))
+                 : std::nan("");
   return {per_s, mfu};
 }
 
@@ -1086,11 +1089,10 @@ double train_steps(Run& r) {
     if (r.main_rank && (step % 10 == 0 || eval_now)) {
       // Reading the loss waits for the device, so it happens every few steps only.
       const auto [tokens_per_s, mfu] = rates(r, in.steps, in.seconds());
-      progress.update(step,
-                      format("loss %.4f  lr %.2e  %.0f tokens/s  MFU %.1f%%",
-                             in.loss_sum.item<double>() / static_cast<double>(in.steps), lr,
-                             tokens_per_s, mfu) +
-                          gpu_progress(gpu_reading(r.dev)));
+      progress.update(step, format("loss %.4f  lr %.2e  %.0f tokens/s  MFU %.1f%%",
+                                   in.loss_sum.item<double>() / static_cast<double>(in.steps), lr,
+                                   tokens_per_s, mfu) +
+                                gpu_progress(gpu_reading(r.dev)));
     }
     if (eval_now) val_loss = evaluate_interval(r, in, progress, step, lr);
   }
@@ -1119,13 +1121,11 @@ int finish(Run& r, double val_per_byte) {
               st::zeros({1, r.cfg.context}, {.dtype = st::DType::i64, .device = r.dev}), true);
   std::vector<std::pair<std::string, double>> levels;
   if (r.base) levels = {{"unigram", r.base->unigram}, {"bigram", r.base->bigram}};
-  write_plot(r.metrics->path(), fs::path(r.args.out) / "curves.png",
-             {{.title = "validation loss (nats/byte)",
-               .xlabel = "step",
-               .columns = {4},
-               .levels = levels},
-              {.title = "loss (nats/token)", .xlabel = "step", .columns = {2, 3}},
-              {.title = "learning rate", .xlabel = "step", .columns = {5}}});
+  write_plot(
+      r.metrics->path(), fs::path(r.args.out) / "curves.png",
+      {{.title = "validation loss (nats/byte)", .xlabel = "step", .columns = {4}, .levels = levels},
+       {.title = "loss (nats/token)", .xlabel = "step", .columns = {2, 3}},
+       {.title = "learning rate", .xlabel = "step", .columns = {5}}});
   if (r.max_val_loss && !(val_per_byte <= *r.max_val_loss)) {
     std::fprintf(stderr, "validation loss %.4f nats/byte is above --max-val-loss %s (%.4f)\n",
                  val_per_byte, r.args.max_val_loss.c_str(), *r.max_val_loss);
@@ -1158,10 +1158,9 @@ int main(int argc, char** argv) {
       [&](CLI::App& app) {
         for (const Setting& s : settings()) {
           const std::string a = to_text(cpu, s.member, 6), b = to_text(gpu, s.member, 6);
-          const std::string help =
-              a == b ? format("%s (default: %s)", s.help, a.c_str())
-                     : format("%s (default: %s on the CPU, %s on a GPU)", s.help, a.c_str(),
-                              b.c_str());
+          const std::string help = a == b ? format("%s (default: %s)", s.help, a.c_str())
+                                          : format("%s (default: %s on the CPU, %s on a GPU)",
+                                                   s.help, a.c_str(), b.c_str());
           CLI::Option* opt = std::visit(
               [&](auto m) { return app.add_option(s.flag, overrides.given.*m, help); }, s.member);
           overrides.flags.emplace_back(&s, opt);

@@ -9,7 +9,9 @@
 //   pass, and the online softmax works on the accumulators in the exp2 domain.
 // Both run the backward as two passes that recompute the weights from the saved log-sum-exp: dq by
 // query tiles, dk and dv by key tiles, after a pass for the row dots D_i = dout_i . out_i. No
-// atomics: the result does not depend on scheduling. rope (Note [rotary embedding]) is here too, a
+// atomics: the result does not depend on scheduling. Grouped-query attention reads the shared K/V
+// head of each query head in place; a dk/dv block sums over its K/V head's query heads
+// (attn::pass_heads). rope (Note [rotary embedding]) is here too, a
 // thread per pair.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -85,8 +87,9 @@ __device__ __forceinline__ attn::TileOf tile_of(int64_t tiles, bool last_first) 
 
 // Where a backward block works (Note [attention tiles]): its tile's first row r0, of the query
 // rows for dq (the last tiles first: under a causal mask they have the most keys) and of the key
-// rows for dk and dv (block_rows a tile); its head h, and that head's element offsets into Q/dout
-// and K/V (d a row); its lane and warp.
+// rows for dk and dv (block_rows a tile); its head h (a query head for dq, a K/V head for dk and
+// dv: attn::pass_heads), the element offsets into Q/dout of that query head or of the first query
+// head of that K/V head's group, and into K/V of the K/V head (d a row); its lane and warp.
 struct BackwardBlock {
   int64_t r0, h, off_q, off_k;
   int lane, warp;
@@ -96,10 +99,12 @@ __device__ __forceinline__ BackwardBlock backward_block(const kern::AttentionArg
                                                         bool by_queries, int block_rows,
                                                         int64_t d) {
   const auto [tile, h] = tile_of(ceil_div(by_queries ? a.tq : a.tk, block_rows), by_queries);
+  const int64_t qh = by_queries ? h : kern::attention_first_query_head(a, h);
+  const int64_t kvh = by_queries ? kern::attention_kv_head(a, h) : h;
   return {tile * block_rows,
           h,
-          h * a.tq * d,
-          h * a.tk * d,
+          qh * a.tq * d,
+          kvh * a.tk * d,
           static_cast<int>(threadIdx.x % 32),
           static_cast<int>(threadIdx.x / 32)};
 }
@@ -170,8 +175,8 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t q0 = tile * kBR, row0 = q0 + warp * kRows;
   const T* qh = q + h * a.tq * a.d;
-  const T* kh = k + h * a.tk * a.d;
-  const T* vh = v + h * a.tk * a.d;
+  const T* kh = k + kern::attention_kv_head(a, h) * a.tk * a.d;
+  const T* vh = v + kern::attention_kv_head(a, h) * a.tk * a.d;
   load_rows<kD>(qs, kD, qh, q0, kBR, a.tq, a.d);
 
   A m[kRows], l[kRows], o[kRows][kChunks];
@@ -317,35 +322,40 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < kChunks; ++c) gk[r][c] = gv[r][c] = A(0);
   }
   const A scale = static_cast<A>(a.scale), keep_scale = static_cast<A>(a.keep_scale);
-  // Causal: queries before k0 see none of the tile's keys.
-  for (int64_t i0 = a.causal ? k0 : 0; i0 < a.tq; i0 += kCols) {
-    __syncthreads();
-    load_rows<kD>(qs, kLd, q + off_q, i0, kCols, a.tq, a.d);
-    load_rows<kD>(gs, kLd, dout + off_q, i0, kCols, a.tq, a.d);
-    if (threadIdx.x < kCols) {
-      const int64_t i = i0 + threadIdx.x;
-      lse_s[threadIdx.x] = i < a.tq ? lse[h * a.tq + i] : A(0);
-      dot_s[threadIdx.x] = i < a.tq ? dots[h * a.tq + i] : A(0);
-    }
-    __syncthreads();
-    A s[kRows], dp[kRows], w[kRows], ds[kRows];
-    lane_dots<kRows, kD>(s, ks + warp * kRows * kD, qs, kLd, lane);
-    lane_dots<kRows, kD>(dp, vs + warp * kRows * kD, gs, kLd, lane);
-    const int64_t i = i0 + lane;
-    const int64_t end = i < a.tq ? kern::attention_key_end(a, i) : 0;
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int64_t j = row0 + r;
-      w[r] = ds[r] = A(0);
-      if (j < end) {
-        const A p = exp(s[r] * scale - lse_s[lane]);
-        const A keep = kern::attention_keep(a, h, i, j) ? keep_scale : A(0);
-        w[r] = p * keep;
-        ds[r] = p * (keep * dp[r] - dot_s[lane]) * scale;
+  // The query heads of this K/V head, in order (attn::pass_heads).
+  const int64_t first = kern::attention_first_query_head(a, h);
+  for (int64_t g = 0; g < a.group; ++g) {
+    const int64_t qh = first + g, off_g = off_q + g * a.tq * a.d;
+    // Causal: queries before k0 see none of the tile's keys.
+    for (int64_t i0 = a.causal ? k0 : 0; i0 < a.tq; i0 += kCols) {
+      __syncthreads();
+      load_rows<kD>(qs, kLd, q + off_g, i0, kCols, a.tq, a.d);
+      load_rows<kD>(gs, kLd, dout + off_g, i0, kCols, a.tq, a.d);
+      if (threadIdx.x < kCols) {
+        const int64_t i = i0 + threadIdx.x;
+        lse_s[threadIdx.x] = i < a.tq ? lse[qh * a.tq + i] : A(0);
+        dot_s[threadIdx.x] = i < a.tq ? dots[qh * a.tq + i] : A(0);
       }
+      __syncthreads();
+      A s[kRows], dp[kRows], w[kRows], ds[kRows];
+      lane_dots<kRows, kD>(s, ks + warp * kRows * kD, qs, kLd, lane);
+      lane_dots<kRows, kD>(dp, vs + warp * kRows * kD, gs, kLd, lane);
+      const int64_t i = i0 + lane;
+      const int64_t end = i < a.tq ? kern::attention_key_end(a, i) : 0;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int64_t j = row0 + r;
+        w[r] = ds[r] = A(0);
+        if (j < end) {
+          const A p = exp(s[r] * scale - lse_s[lane]);
+          const A keep = kern::attention_keep(a, qh, i, j) ? keep_scale : A(0);
+          w[r] = p * keep;
+          ds[r] = p * (keep * dp[r] - dot_s[lane]) * scale;
+        }
+      }
+      add_weighted(gv, w, gs, kLd, lane);
+      add_weighted(gk, ds, qs, kLd, lane);
     }
-    add_weighted(gv, w, gs, kLd, lane);
-    add_weighted(gk, ds, qs, kLd, lane);
   }
   A one[kRows];
 #pragma unroll
@@ -396,9 +406,9 @@ void general_backward(const kern::Ctx& ctx, const kern::AttentionArgs& a, const 
                                                   smem_dq, "attention_dq_kernel", a, q, k, v, dout,
                                                   lse, dots, dq);
   const size_t smem_dkdv = sizeof(A) * (2 * G::kBlockRows * G::kD + 2 * kCols * G::kLd + 2 * kCols);
-  launch_general<attention_dkdv_kernel<T, kChunks>>(ctx, ceil_div(a.tk, G::kBlockRows) * a.bh,
-                                                    smem_dkdv, "attention_dkdv_kernel", a, q, k, v,
-                                                    dout, lse, dots, dk, dv);
+  launch_general<attention_dkdv_kernel<T, kChunks>>(
+      ctx, ceil_div(a.tk, G::kBlockRows) * attn::pass_heads(a, false), smem_dkdv,
+      "attention_dkdv_kernel", a, q, k, v, dout, lse, dots, dk, dv);
 }
 
 // Calls f(std::integral_constant<int, kChunks>) for the smallest kChunks with 32 * kChunks >= d.
@@ -532,8 +542,8 @@ __global__ void __launch_bounds__(kThreads)
   // The rows and columns of attn::lane_row and attn::acc_col, written out: through the functions
   // ptxas gives this kernel 205 registers at D = 128 and 141 at D = 64, against 168 and 126.
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const T* kh = k + h * a.tk * kD;
-  const T* vh = v + h * a.tk * kD;
+  const T* kh = k + kern::attention_kv_head(a, h) * a.tk * kD;
+  const T* vh = v + kern::attention_kv_head(a, h) * a.tk * kD;
   const int64_t key_end = attn::key_end(a, q0);
   copy_tile_async<kD>(qs, q + h * a.tq * kD, q0, a.tq);
   copy_tile_pair_async<kD>(kv, kh, kv + M::kElems, vh, 0, a.tk);
@@ -671,30 +681,35 @@ __global__ void __launch_bounds__(kThreads)
               keep_scale = static_cast<float>(a.keep_scale);
   const int64_t keys[2] = {attn::lane_row(k0, warp, lane, 0), attn::lane_row(k0, warp, lane, 1)};
   float gk[kD / 8][4] = {}, gv[kD / 8][4] = {};
-  for (int64_t i0 = attn::query_begin(a, k0); i0 < a.tq; i0 += kMmaRows) {
-    __syncthreads();  // the previous query tiles are read
-    copy_tile_pair_async<kD>(qs, q + off_q, gs, dout + off_q, i0, a.tq);
-    if (threadIdx.x < kMmaRows) {
-      const int64_t i = i0 + threadIdx.x;
-      lse2_s[threadIdx.x] = i < a.tq ? lse[h * a.tq + i] * kLog2e : 0.f;
-      dot_s[threadIdx.x] = i < a.tq ? dots[h * a.tq + i] : 0.f;
+  // The query heads of this K/V head, in order (attn::pass_heads).
+  const int64_t first = kern::attention_first_query_head(a, h);
+  for (int64_t grp = 0; grp < a.group; ++grp) {
+    const int64_t qh = first + grp, off_g = off_q + grp * a.tq * kD;
+    for (int64_t i0 = attn::query_begin(a, k0); i0 < a.tq; i0 += kMmaRows) {
+      __syncthreads();  // the previous query tiles are read
+      copy_tile_pair_async<kD>(qs, q + off_g, gs, dout + off_g, i0, a.tq);
+      if (threadIdx.x < kMmaRows) {
+        const int64_t i = i0 + threadIdx.x;
+        lse2_s[threadIdx.x] = i < a.tq ? lse[qh * a.tq + i] * kLog2e : 0.f;
+        dot_s[threadIdx.x] = i < a.tq ? dots[qh * a.tq + i] : 0.f;
+      }
+      tiles_landed();
+      float st[kMmaN8][4], dpt[kMmaN8][4];
+      backward_products<kD>(st, dpt, ks, qs, vs, gs, warp, lane);
+      for_each_score([&](int jn, int e) {
+        const int col = attn::acc_col(jn, e, lane);
+        const attn::Grads w =
+            attn::backward_weights(a, qh, i0 + col, keys[e / 2], st[jn][e], dpt[jn][e], scale2,
+                                   lse2_s[col], dot_s[col], keep_scale);
+        st[jn][e] = w.w;
+        dpt[jn][e] = w.ds;
+      });
+      uint32_t pa[kMmaRows / 16][4];
+      pack_weights<T>(pa, st);
+      mma_weights_tile<kD>(gv, pa, gs, lane);
+      pack_weights<T>(pa, dpt);
+      mma_weights_tile<kD>(gk, pa, qs, lane);
     }
-    tiles_landed();
-    float st[kMmaN8][4], dpt[kMmaN8][4];
-    backward_products<kD>(st, dpt, ks, qs, vs, gs, warp, lane);
-    for_each_score([&](int jn, int e) {
-      const int col = attn::acc_col(jn, e, lane);
-      const attn::Grads w =
-          attn::backward_weights(a, h, i0 + col, keys[e / 2], st[jn][e], dpt[jn][e], scale2,
-                                 lse2_s[col], dot_s[col], keep_scale);
-      st[jn][e] = w.w;
-      dpt[jn][e] = w.ds;
-    });
-    uint32_t pa[kMmaRows / 16][4];
-    pack_weights<T>(pa, st);
-    mma_weights_tile<kD>(gv, pa, gs, lane);
-    pack_weights<T>(pa, dpt);
-    mma_weights_tile<kD>(gk, pa, qs, lane);
   }
   mma::cp_async_wait<0>();  // no query tile ran (causal, k0 >= tq): the K and V copies are done
   const float one[2] = {1.f, 1.f};
@@ -749,8 +764,9 @@ bool mma_backward(const kern::Ctx& ctx, const kern::AttentionArgs& a, const T* q
                                                    "attention_dq_mma_kernel", a, q, k, v, dout, lse,
                                                    dots, dq);
     launch_general<attention_dkdv_mma_kernel<kD, T>>(
-        ctx, ceil_div(a.tk, kMmaRows) * a.bh, bytes + 2 * kMmaRows * sizeof(float),
-        "attention_dkdv_mma_kernel", a, q, k, v, dout, lse, dots, dk, dv);
+        ctx, ceil_div(a.tk, kMmaRows) * attn::pass_heads(a, false),
+        bytes + 2 * kMmaRows * sizeof(float), "attention_dkdv_mma_kernel", a, q, k, v, dout, lse,
+        dots, dk, dv);
   });
 }
 
@@ -761,8 +777,9 @@ void check_shape(const AttentionArgs& a, const char* name) {
   SINTER_CHECK(a.d >= 1 && a.d <= kMaxHead && a.tq >= 1 && a.tk >= 1, name,
                ": the CUDA kernels take 1 <= D <= ", kMaxHead, " and Tq, Tk >= 1, got D ", a.d,
                ", Tq ", a.tq, ", Tk ", a.tk);
-  SINTER_CHECK(a.group == 1, name,
-               ": the CUDA kernels read one K/V head per query head, got groups of ", a.group);
+  SINTER_CHECK(a.group >= 1 && a.heads % a.group == 0 && a.bh % a.heads == 0, name, ": groups of ",
+               a.group, " query heads must divide the ", a.heads, " heads, which divide the ", a.bh,
+               " batch-heads");
 }
 
 // Note [rotary embedding]: one thread per pair (row r, pair i) in a grid-stride loop; the angle

@@ -47,6 +47,15 @@ SINTER_ATTN_FN TileOf tile_of(int64_t block, int64_t tiles, bool last_first) {
   return {last_first ? tiles - 1 - i : i, block / tiles};
 }
 
+// The heads a pass's blocks take: the query heads (bh) for the forward and the dq pass, which read
+// K/V head kern::attention_kv_head of theirs; the K/V heads (bh / group) for the dk/dv pass, whose
+// block walks the query tiles of each query head of its group in turn (the group's heads are
+// consecutive from kern::attention_first_query_head), so that dk and dv sum over the group in one
+// block, without atomics.
+SINTER_ATTN_FN int64_t pass_heads(const kern::AttentionArgs& a, bool by_queries) {
+  return by_queries ? a.bh : a.bh / a.group;
+}
+
 // Lane `lane` of warp `warp` in a block whose rows start at r0 (Note [attention tiles]): the row of
 // its accumulators e with e / 2 = x (0: row g, 1: row g + 8), and the column in the 64-row tile of
 // the other side of accumulator e of n8 tile jn.

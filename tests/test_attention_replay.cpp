@@ -44,6 +44,19 @@ kern::AttentionArgs args(int64_t bh, int64_t tq, int64_t tk, int64_t d, bool cau
   return a;
 }
 
+// Grouped-query attention: `heads` query heads a batch, each `group` of them reading one K/V head.
+kern::AttentionArgs grouped(kern::AttentionArgs a, int64_t heads, int64_t group) {
+  a.heads = heads;
+  a.group = group;
+  return a;
+}
+
+// The K/V head of query head h, written out: batch h / heads, its head h % heads, of which each
+// `group` share a K/V head.
+int64_t kv_head_of(const kern::AttentionArgs& a, int64_t h) {
+  return h / a.heads * (a.heads / a.group) + h % a.heads / a.group;
+}
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Every block of a pass over `tiles` row tiles a head: visit(head, r0) for the tile at r0. Checks
@@ -108,16 +121,23 @@ void check_coverage(const kern::AttentionArgs& a) {
     }
   });
   expect_once(by_query, "query tiles");
-  // The dk/dv pass: key tiles, walking query tiles from query_begin.
+  // The dk/dv pass: key tiles of each K/V head, walking the query tiles of each query head of its
+  // group from query_begin; each query head must read its own K/V head.
   std::vector<int> by_key(a.bh * a.tq * a.tk, 0);
-  for_each_block(a.bh, ceil_div(a.tk, kRows), false, [&](int64_t h, int64_t k0) {
-    for (int64_t i0 = cudak::attn::query_begin(a, k0); i0 < a.tq; i0 += kRows) {
-      for_each_acc(k0, i0, [&](int64_t j, int64_t i) {
-        if (j < a.tk && visible(i, j)) ++by_key[(h * a.tq + i) * a.tk + j];
-      });
-    }
-  });
+  for_each_block(cudak::attn::pass_heads(a, false), ceil_div(a.tk, kRows), false,
+                 [&](int64_t g, int64_t k0) {
+                   for (int64_t r = 0; r < a.group; ++r) {
+                     const int64_t h = kern::attention_first_query_head(a, g) + r;
+                     ASSERT_EQ(kv_head_of(a, h), g) << "query head " << h;
+                     for (int64_t i0 = cudak::attn::query_begin(a, k0); i0 < a.tq; i0 += kRows) {
+                       for_each_acc(k0, i0, [&](int64_t j, int64_t i) {
+                         if (j < a.tk && visible(i, j)) ++by_key[(h * a.tq + i) * a.tk + j];
+                       });
+                     }
+                   }
+                 });
   expect_once(by_key, "key tiles");
+  for (int64_t h = 0; h < a.bh; ++h) ASSERT_EQ(kern::attention_kv_head(a, h), kv_head_of(a, h));
 }
 
 TEST(AttentionTiles, EveryVisibleScoreOnceInEachPass) {
@@ -128,6 +148,10 @@ TEST(AttentionTiles, EveryVisibleScoreOnceInEachPass) {
     check_coverage(args(1, 1, 129, 32, causal, 0.0));    // one query
     check_coverage(args(1, 129, 1, 32, causal, 0.0));    // one key
     check_coverage(args(3, 192, 192, 32, causal, 0.0));  // whole tiles only
+    // Grouped-query attention: 2 batches of 6 query heads on 2 and on 1 K/V heads, and 4 on 4.
+    check_coverage(grouped(args(12, 70, 130, 32, causal, 0.0), 6, 3));
+    check_coverage(grouped(args(12, 65, 65, 32, causal, 0.0), 6, 6));
+    check_coverage(grouped(args(8, 64, 64, 32, causal, 0.0), 4, 1));
   }
 }
 
@@ -136,7 +160,8 @@ TEST(AttentionTiles, EveryVisibleScoreOnceInEachPass) {
 // tensor cores (replayed by WarpMma) are plain f32 dot products here.
 struct Problem {
   kern::AttentionArgs a;
-  std::vector<float> q, k, v, dout;  // (bh, tq, d), (bh, tk, d), (bh, tk, d), (bh, tq, d)
+  // (bh, tq, d), (bh / group, tk, d) twice, (bh, tq, d)
+  std::vector<float> q, k, v, dout;
 };
 
 Problem make_problem(const kern::AttentionArgs& a) {
@@ -148,8 +173,8 @@ Problem make_problem(const kern::AttentionArgs& a) {
     for (float& e : x) e = dist(gen);
   };
   fill(p.q, a.bh * a.tq * a.d);
-  fill(p.k, a.bh * a.tk * a.d);
-  fill(p.v, a.bh * a.tk * a.d);
+  fill(p.k, a.bh / a.group * a.tk * a.d);
+  fill(p.v, a.bh / a.group * a.tk * a.d);
   fill(p.dout, a.bh * a.tq * a.d);
   return p;
 }
@@ -174,11 +199,14 @@ Rows rows_of(const Problem& p, int64_t h, int64_t i, int64_t j, const std::vecto
              const std::vector<float>& dots) {
   const kern::AttentionArgs& a = p.a;
   const int64_t d = a.d;
-  auto row = [&](const std::vector<float>& m, int64_t n, int64_t r) {
-    return r < n ? std::vector<float>(m.begin() + (h * n + r) * d, m.begin() + (h * n + r + 1) * d)
+  auto row = [&](const std::vector<float>& m, int64_t head, int64_t n, int64_t r) {
+    return r < n ? std::vector<float>(m.begin() + (head * n + r) * d,
+                                      m.begin() + (head * n + r + 1) * d)
                  : std::vector<float>(d, 0.f);
   };
-  Rows t{row(p.q, a.tq, i), row(p.k, a.tk, j), row(p.v, a.tk, j), row(p.dout, a.tq, i)};
+  const int64_t kvh = kern::attention_kv_head(a, h);
+  Rows t{row(p.q, h, a.tq, i), row(p.k, kvh, a.tk, j), row(p.v, kvh, a.tk, j),
+         row(p.dout, h, a.tq, i)};
   if (i < a.tq) {
     t.lse2 = lse[h * a.tq + i] * cudak::attn::kLog2e;
     t.dot = dots[h * a.tq + i];
@@ -214,6 +242,7 @@ Grads replay(const Problem& p) {
   // Forward: per query row, key tiles in order; the row's maximum and sum over the four lanes of
   // its g are the tile's over all 64 columns.
   for_each_block(a.bh, ceil_div(a.tq, kRows), true, [&](int64_t h, int64_t q0) {
+    const int64_t kvh = kern::attention_kv_head(a, h);
     for (int64_t i = q0; i < std::min(q0 + kRows, a.tq); ++i) {
       float m = -INFINITY, l = 0.f;
       std::vector<float> o(d, 0.f);
@@ -222,7 +251,7 @@ Grads replay(const Problem& p) {
         for (int c = 0; c < kRows; ++c) {
           const int64_t j = j0 + c;
           const bool valid = j < kern::attention_key_end(a, i);
-          s[c] = valid ? dot(&p.q[(h * a.tq + i) * d], &p.k[(h * a.tk + j) * d], d) * scale2
+          s[c] = valid ? dot(&p.q[(h * a.tq + i) * d], &p.k[(kvh * a.tk + j) * d], d) * scale2
                        : -INFINITY;
           tile_max = fmaxf(tile_max, s[c]);
         }
@@ -235,7 +264,7 @@ Grads replay(const Problem& p) {
           row_sum += w;
           // Past tk the V tile holds the zeros cp.async fills in (and w is 0 there).
           if (j >= a.tk || (a.threshold != 0 && !kern::attention_keep(a, h, i, j))) continue;
-          for (int64_t x = 0; x < d; ++x) o[x] += w * p.v[(h * a.tk + j) * d + x];
+          for (int64_t x = 0; x < d; ++x) o[x] += w * p.v[(kvh * a.tk + j) * d + x];
         }
         l = l * rs.alpha + row_sum;
       }
@@ -258,22 +287,26 @@ Grads replay(const Problem& p) {
       });
     }
   });
-  // dk and dv by key tiles.
-  r.dk.assign(a.bh * a.tk * d, 0.f);
-  r.dv.assign(a.bh * a.tk * d, 0.f);
-  for_each_block(a.bh, ceil_div(a.tk, kRows), false, [&](int64_t h, int64_t k0) {
-    for (int64_t i0 = cudak::attn::query_begin(a, k0); i0 < a.tq; i0 += kRows) {
-      for_each_acc(k0, i0, [&](int64_t j, int64_t i) {
-        const Rows t = rows_of(p, h, i, j, r.lse, dots);
-        const cudak::attn::Grads w = weights_of(p.a, h, i, j, t, scale2, keep_scale);
-        if (j >= a.tk) return;  // the kernel stores rows below tk only
-        for (int64_t x = 0; x < d; ++x) {
-          r.dv[(h * a.tk + j) * d + x] += w.w * t.dout[x];
-          r.dk[(h * a.tk + j) * d + x] += scale * w.ds * t.q[x];
+  // dk and dv by key tiles of each K/V head, over the query heads of its group in turn.
+  r.dk.assign(a.bh / a.group * a.tk * d, 0.f);
+  r.dv.assign(a.bh / a.group * a.tk * d, 0.f);
+  for_each_block(
+      cudak::attn::pass_heads(a, false), ceil_div(a.tk, kRows), false, [&](int64_t g, int64_t k0) {
+        for (int64_t grp = 0; grp < a.group; ++grp) {
+          const int64_t h = kern::attention_first_query_head(a, g) + grp;
+          for (int64_t i0 = cudak::attn::query_begin(a, k0); i0 < a.tq; i0 += kRows) {
+            for_each_acc(k0, i0, [&](int64_t j, int64_t i) {
+              const Rows t = rows_of(p, h, i, j, r.lse, dots);
+              const cudak::attn::Grads w = weights_of(p.a, h, i, j, t, scale2, keep_scale);
+              if (j >= a.tk) return;  // the kernel stores rows below tk only
+              for (int64_t x = 0; x < d; ++x) {
+                r.dv[(g * a.tk + j) * d + x] += w.w * t.dout[x];
+                r.dk[(g * a.tk + j) * d + x] += scale * w.ds * t.q[x];
+              }
+            });
+          }
         }
       });
-    }
-  });
   return r;
 }
 
@@ -282,13 +315,14 @@ std::vector<std::vector<double>> reference(const Problem& p) {
   const kern::AttentionArgs& a = p.a;
   const int64_t d = a.d;
   std::vector<double> out(a.bh * a.tq * d, 0.0), lse(a.bh * a.tq), dq(a.bh * a.tq * d, 0.0),
-      dk(a.bh * a.tk * d, 0.0), dv(a.bh * a.tk * d, 0.0);
+      dk(a.bh / a.group * a.tk * d, 0.0), dv(a.bh / a.group * a.tk * d, 0.0);
   auto ddot = [&](const float* x, const float* y) {
     double s = 0.0;
     for (int64_t c = 0; c < d; ++c) s += static_cast<double>(x[c]) * y[c];
     return s;
   };
   for (int64_t h = 0; h < a.bh; ++h) {
+    const int64_t kh = kv_head_of(a, h);
     for (int64_t i = 0; i < a.tq; ++i) {
       const int64_t end = kern::attention_key_end(a, i);
       const float* qi = &p.q[(h * a.tq + i) * d];
@@ -296,7 +330,7 @@ std::vector<std::vector<double>> reference(const Problem& p) {
       std::vector<double> s(end), pr(end), keep(end);
       double mx = -INFINITY, sum = 0.0;
       for (int64_t j = 0; j < end; ++j) {
-        s[j] = a.scale * ddot(qi, &p.k[(h * a.tk + j) * d]);
+        s[j] = a.scale * ddot(qi, &p.k[(kh * a.tk + j) * d]);
         mx = std::max(mx, s[j]);
       }
       for (int64_t j = 0; j < end; ++j) sum += std::exp(s[j] - mx);
@@ -305,17 +339,17 @@ std::vector<std::vector<double>> reference(const Problem& p) {
         pr[j] = std::exp(s[j] - lse[h * a.tq + i]);
         keep[j] = a.threshold == 0 || kern::attention_keep(a, h, i, j) ? a.keep_scale : 0.0;
         for (int64_t x = 0; x < d; ++x) {
-          out[(h * a.tq + i) * d + x] += pr[j] * keep[j] * p.v[(h * a.tk + j) * d + x];
+          out[(h * a.tq + i) * d + x] += pr[j] * keep[j] * p.v[(kh * a.tk + j) * d + x];
         }
       }
       double dot_i = 0.0;
       for (int64_t x = 0; x < d; ++x) dot_i += gi[x] * out[(h * a.tq + i) * d + x];
       for (int64_t j = 0; j < end; ++j) {
-        const double ds = pr[j] * (keep[j] * ddot(gi, &p.v[(h * a.tk + j) * d]) - dot_i);
+        const double ds = pr[j] * (keep[j] * ddot(gi, &p.v[(kh * a.tk + j) * d]) - dot_i);
         for (int64_t x = 0; x < d; ++x) {
-          dq[(h * a.tq + i) * d + x] += a.scale * ds * p.k[(h * a.tk + j) * d + x];
-          dk[(h * a.tk + j) * d + x] += a.scale * ds * qi[x];
-          dv[(h * a.tk + j) * d + x] += pr[j] * keep[j] * gi[x];
+          dq[(h * a.tq + i) * d + x] += a.scale * ds * p.k[(kh * a.tk + j) * d + x];
+          dk[(kh * a.tk + j) * d + x] += a.scale * ds * qi[x];
+          dv[(kh * a.tk + j) * d + x] += pr[j] * keep[j] * gi[x];
         }
       }
     }
@@ -347,6 +381,10 @@ TEST(AttentionTiles, ReplayedPassesMatchTheNaiveAttention) {
     check_values(args(2, 70, 130, 16, causal, 0.0));
     check_values(args(1, 130, 70, 8, causal, 0.0));
     check_values(args(1, 65, 65, 8, causal, 0.25));  // dropout: the kernels' keep mask
+    // Grouped-query attention: 2 batches of 4 query heads on 2 K/V heads, with dropout; and all 4
+    // on one.
+    check_values(grouped(args(8, 70, 66, 8, causal, 0.25), 4, 2));
+    check_values(grouped(args(4, 33, 90, 8, causal, 0.0), 4, 4));
   }
 }
 

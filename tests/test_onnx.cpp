@@ -132,6 +132,18 @@ std::function<Tensor(int64_t)> tokens(int64_t vocab, int64_t t) {
   return [=](int64_t n) { return randint(0, vocab, {n, t}, {.dtype = DType::i64}); };
 }
 
+nn::models::LlamaConfig small_llama(int64_t kv_heads, bool tied) {
+  return {.vocab_size = 17,
+          .context_length = 12,
+          .n_layer = 2,
+          .n_head = 4,
+          .n_kv_head = kv_heads,
+          .n_embd = 16,
+          .mlp_hidden = 24,
+          .rope_base = 100.0,
+          .tie_weights = tied};
+}
+
 nn::models::GPTConfig small_gpt(bool tied) {
   return {.vocab_size = 17,
           .context_length = 12,
@@ -255,6 +267,22 @@ std::vector<OnnxCase> onnx_cases() {
                {.dynamic_sequence = true},
                3,
                tokens(17, 11)});
+  // Llama: grouped-query attention (4 query heads on 2 K/V heads), rope, RMSNorm, SwiGLU.
+  // Exported at batch 4 and length 7, run at batch 3 and length 11 (the context is 12).
+  c.push_back({"LlamaGqaDynamicSequence",
+               make<nn::models::Llama>([] { return nn::models::Llama(small_llama(2, false)); }),
+               tokens(17, 7),
+               1e-5,
+               {.dynamic_sequence = true},
+               3,
+               tokens(17, 11)});
+  c.push_back({"LlamaTiedOneKvHead",
+               make<nn::models::Llama>([] { return nn::models::Llama(small_llama(1, true)); }),
+               tokens(17, 7)});
+  c.push_back({"LlamaLayer", make<nn::models::LlamaDecoderLayer>([] {
+                 return nn::models::LlamaDecoderLayer(small_llama(4, false));
+               }),
+               rows({6, 16})});
   c.push_back({"FixedBatch",
                make<Sequential>(nn::models::cnn),
                images(1, 28, 28),

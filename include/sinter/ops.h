@@ -299,10 +299,10 @@ struct AttentionOptions {
 
 // softmax(q k^T * scale + mask) v, with the masked scores at -inf. q: (..., Tq, D), k: (..., Tk,
 // D), v: (..., Tk, Dv) with equal leading dims (batch, heads) -> (..., Tq, Dv); with enable_gqa,
-// k and v (..., Hkv, Tk, D) may have fewer heads than q (..., Hq, Tq, D), Hkv dividing Hq. On CUDA
-// grouped-query attention runs composed for now (the fused kernels read one K/V head per query
-// head). Differentiable in
-// q, k, v (and an additive mask). A query row whose keys are all masked gives NaN, as PyTorch.
+// k and v (..., Hkv, Tk, D) may have fewer heads than q (..., Hq, Tq, D), Hkv dividing Hq: the
+// fused kernels read each query head's K/V head in place (no repeated copy), the composed form
+// repeats them. Differentiable in q, k, v (and an additive mask). A query row whose keys are all
+// masked gives NaN, as PyTorch.
 // AttentionKernel::Fused where the fused form does not apply is an error saying why.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options = {});

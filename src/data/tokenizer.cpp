@@ -392,6 +392,11 @@ const char* const kByteLevel =
 }  // namespace
 
 void BpeTokenizer::save(const std::string& path) const {
+  const std::string text = to_json();
+  sinter::detail::write_file_atomically(path, {{text.data(), text.size()}}, "BpeTokenizer::save");
+}
+
+std::string BpeTokenizer::to_json() const {
   using sinter::detail::json_string;
   std::ostringstream j;
   j << "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n";
@@ -425,8 +430,15 @@ void BpeTokenizer::save(const std::string& path) const {
                      to_byte_level(tokens_[static_cast<size_t>(merges_[i].second)]));
   }
   j << (merges_.empty() ? "]\n  }\n}\n" : "\n    ]\n  }\n}\n");
-  const std::string text = j.str();
-  sinter::detail::write_file_atomically(path, {{text.data(), text.size()}}, "BpeTokenizer::save");
+  return j.str();
+}
+
+BpeTokenizer BpeTokenizer::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  SINTER_CHECK(in.good(), "BpeTokenizer::load: cannot open ", path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return from_json(buffer.str(), path);
 }
 
 #ifdef SINTER_WITH_NLOHMANN_JSON
@@ -451,14 +463,10 @@ bool is_byte_level(const json& j, bool pre_tokenizer) {
 
 }  // namespace
 
-BpeTokenizer BpeTokenizer::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  SINTER_CHECK(in.good(), "BpeTokenizer::load: cannot open ", path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& path) {
   json j;
   try {
-    j = json::parse(buffer.str());
+    j = json::parse(text);
   } catch (const json::exception& e) {
     SINTER_THROW("BpeTokenizer::load: ", path, " is not JSON: ", e.what());
   }
@@ -558,7 +566,7 @@ BpeTokenizer BpeTokenizer::load(const std::string& path) {
 
 #else
 
-BpeTokenizer BpeTokenizer::load(const std::string& path) {
+BpeTokenizer BpeTokenizer::from_json(std::string_view, const std::string& path) {
   SINTER_THROW("BpeTokenizer::load: ", path,
                ": Sinter was built without nlohmann_json, which reads it");
 }

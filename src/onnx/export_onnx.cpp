@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <tuple>
 #include <typeinfo>
 #include <unordered_map>
 #include <utility>
@@ -285,6 +286,12 @@ class Exporter {
         SINTER_ONNX_ROW(nn::models::BasicBlock, "BasicBlock",
                         { return e.basic_block(m, s.path, x); }),
         SINTER_ONNX_ROW(nn::models::GPT, "GPT", { return e.gpt(m, s.path, x); }),
+        SINTER_ONNX_ROW(nn::models::LlamaAttention, "LlamaAttention",
+                        { return e.llama_attention(m, s.path, x); }),
+        SINTER_ONNX_ROW(nn::models::LlamaMLP, "LlamaMLP", { return e.llama_mlp(m, s.path, x); }),
+        SINTER_ONNX_ROW(nn::models::LlamaDecoderLayer, "LlamaDecoderLayer",
+                        { return e.llama_layer(m, s.path, x); }),
+        SINTER_ONNX_ROW(nn::models::Llama, "Llama", { return e.llama(m, s.path, x); }),
     };
     return table;
   }
@@ -544,6 +551,39 @@ class Exporter {
     return node("Range", {ints({0}, true), t, ints({1}, true)}, scope);
   }
 
+  // softmax(q k^T / sqrt(d) + the causal mask) v for q, k and v (B, H, T, d), the heads then side
+  // by side: (B, T, e). The mask keeps key j <= query i, with T read from `seq` (B, T, ...) at run
+  // time.
+  std::string attention_core(const std::string& q, const std::string& k, const std::string& v,
+                             int64_t d, int64_t e, bool causal, const std::string& seq,
+                             const std::string& scope) {
+    const std::string kt = node_with("Transpose", {k}, scope, [](pb::NodeProto* n) {
+      attr(n, "perm", std::vector<int64_t>{0, 1, 3, 2});
+    });
+    std::string scores = node(
+        "Mul", {node("MatMul", {q, kt}, scope), scalar(1.0 / std::sqrt(static_cast<double>(d)))},
+        scope);
+    if (causal) {
+      // keep (T, T): query i sees keys j <= i.
+      const std::string r = positions(seq, scope);
+      const std::string rows = node("Unsqueeze", {r, ints({1})}, scope);
+      const std::string cols = node("Unsqueeze", {r, ints({0})}, scope);
+      const std::string keep = node("GreaterOrEqual", {rows, cols}, scope);
+      scores =
+          node("Where", {keep, scores, scalar(-std::numeric_limits<double>::infinity())}, scope);
+    }
+    const std::string weights =
+        node_with("Softmax", {scores}, scope, [](pb::NodeProto* n) { attr(n, "axis", -1); });
+    // (B, H, T, d) -> (B, T, H, d) -> (B, T, e), heads side by side.
+    return node("Reshape",
+                {node_with("Transpose", {node("MatMul", {weights, v}, scope)}, scope,
+                           [](pb::NodeProto* n) {
+                             attr(n, "perm", std::vector<int64_t>{0, 2, 1, 3});
+                           }),
+                 ints({0, 0, e})},
+                scope);
+  }
+
   // Self-attention over (B, T, E), as MultiheadAttention::forward computes it.
   Value attention(nn::MultiheadAttention& a, const std::string& path, const Value& x) {
     const std::string scope = path.empty() ? a.name() : path;
@@ -563,32 +603,7 @@ class Exporter {
                        [](pb::NodeProto* n) { attr(n, "axis", 0); });
     };
     const std::string q = part(0), k = part(1), v = part(2);
-    const std::string kt = node_with("Transpose", {k}, scope, [](pb::NodeProto* n) {
-      attr(n, "perm", std::vector<int64_t>{0, 1, 3, 2});
-    });
-    std::string scores = node(
-        "Mul", {node("MatMul", {q, kt}, scope), scalar(1.0 / std::sqrt(static_cast<double>(d)))},
-        scope);
-    if (a.options.causal) {
-      // keep (T, T): query i sees keys j <= i, with T read from the input at run time.
-      const std::string r = positions(x.name, scope);
-      const std::string rows = node("Unsqueeze", {r, ints({1})}, scope);
-      const std::string cols = node("Unsqueeze", {r, ints({0})}, scope);
-      const std::string keep = node("GreaterOrEqual", {rows, cols}, scope);
-      scores =
-          node("Where", {keep, scores, scalar(-std::numeric_limits<double>::infinity())}, scope);
-    }
-    const std::string weights =
-        node_with("Softmax", {scores}, scope, [](pb::NodeProto* n) { attr(n, "axis", -1); });
-    // (B, H, T, d) -> (B, T, H, d) -> (B, T, E), heads side by side.
-    const std::string merged =
-        node("Reshape",
-             {node_with("Transpose", {node("MatMul", {weights, v}, scope)}, scope,
-                        [](pb::NodeProto* n) {
-                          attr(n, "perm", std::vector<int64_t>{0, 2, 1, 3});
-                        }),
-              ints({0, 0, e})},
-             scope);
+    const std::string merged = attention_core(q, k, v, d, e, a.options.causal, x.name, scope);
     // The projection's input: only its shape matters to emit().
     const Value out =
         emit(*a.out_proj, join(path, "out_proj"),
@@ -630,12 +645,129 @@ class Exporter {
     }
     x = emit(*g.ln_f, join(path, "ln_f"), x);
     if (g.lm_head) return {emit(*g.lm_head, join(path, "lm_head"), x).name, logits};
-    // Tied: logits = x wte^T.
-    const std::string wt =
-        node_with("Transpose", {weight(g.wte->weight)}, scope, [](pb::NodeProto* n) {
-          attr(n, "perm", std::vector<int64_t>{1, 0});
-        });
-    return {node("MatMul", {x.name, wt}, scope), logits};
+    return {tied_head(x.name, g.wte->weight, scope), logits};
+  }
+
+  // A tied output head: x embedding^T.
+  std::string tied_head(const std::string& x, const Tensor& embedding, const std::string& scope) {
+    const std::string wt = node_with("Transpose", {weight(embedding)}, scope, [](pb::NodeProto* n) {
+      attr(n, "perm", std::vector<int64_t>{1, 0});
+    });
+    return node("MatMul", {x, wt}, scope);
+  }
+
+  // rope(x) of x (B, H, T, d), the halves of each head turned by the angles of positions 0..T-1
+  // (T read from `seq` at run time): cos and sin gathered by position from constant tables of
+  // positions 0..rows-1, formed in double as kern::rope_angle forms them, so that the exported
+  // turn is Sinter's.
+  std::string rope(const std::string& x, int64_t d, double base, int64_t rows,
+                   const std::string& seq, const std::string& scope) {
+    const auto key = std::make_tuple(d, base, rows);
+    auto tables = rope_tables_.find(key);
+    if (tables == rope_tables_.end()) {
+      const int64_t half = d / 2;
+      std::vector<double> c(static_cast<size_t>(rows * half)), s(c.size());
+      for (int64_t p = 0; p < rows; ++p) {
+        for (int64_t i = 0; i < half; ++i) {
+          const double angle =
+              static_cast<double>(p) *
+              std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+          c[static_cast<size_t>(p * half + i)] = std::cos(angle);
+          s[static_cast<size_t>(p * half + i)] = std::sin(angle);
+        }
+      }
+      tables = rope_tables_
+                   .emplace(key, std::make_pair(
+                                     constant(from_vector<double>(c, {rows, half}), "rope_cos"),
+                                     constant(from_vector<double>(s, {rows, half}), "rope_sin")))
+                   .first;
+    }
+    const std::string pos = positions(seq, scope);
+    const auto rows_at = [&](const std::string& table) {
+      return node_with("Gather", {table, pos}, scope, [](pb::NodeProto* n) { attr(n, "axis", 0); });
+    };
+    const std::string cos = rows_at(tables->second.first), sin = rows_at(tables->second.second);
+    const std::string a = node("Slice", {x, ints({0}), ints({d / 2}), ints({3})}, scope);
+    const std::string b = node("Slice", {x, ints({d / 2}), ints({d}), ints({3})}, scope);
+    const std::string first =
+        node("Sub", {node("Mul", {a, cos}, scope), node("Mul", {b, sin}, scope)}, scope);
+    const std::string second =
+        node("Add", {node("Mul", {a, sin}, scope), node("Mul", {b, cos}, scope)}, scope);
+    return node_with("Concat", {first, second}, scope,
+                     [](pb::NodeProto* n) { attr(n, "axis", 3); });
+  }
+
+  // A Llama layer's attention over (B, T, E), as LlamaAttention::forward computes it: the K/V
+  // heads repeated to the query heads (each group of query heads reads its own K/V head).
+  Value llama_attention(nn::models::LlamaAttention& a, const std::string& path, const Value& x) {
+    const std::string scope = path.empty() ? a.name() : path;
+    SINTER_CHECK(x.t.dim() == 3, "onnx::export_model: ", where(path),
+                 " (LlamaAttention) expects (B, T, E), got ", shape_str(x.t.shape()));
+    const Tensor y = a.forward(x.t);
+    const int64_t h = a.n_head, hk = a.n_kv_head, d = a.head_dim;
+    // (B, T, n d) -> (B, n, T, d).
+    const auto heads = [&](nn::Linear& proj, const char* name, int64_t n) {
+      const Value p = emit(proj, join(path, name), x);
+      return node_with("Transpose", {node("Reshape", {p.name, ints({0, 0, n, d})}, scope)}, scope,
+                       [](pb::NodeProto* node) {
+                         attr(node, "perm", std::vector<int64_t>{0, 2, 1, 3});
+                       });
+    };
+    // (B, hk, T, d) -> (B, hk, h / hk, T, d) -> (B, h, T, d).
+    const auto repeat = [&](const std::string& kv) {
+      if (h == hk) return kv;
+      const std::string wide = node(
+          "Expand", {node("Unsqueeze", {kv, ints({2})}, scope), ints({1, 1, h / hk, 1, 1})}, scope);
+      return node("Reshape", {wide, ints({0, h, -1, d})}, scope);
+    };
+    const int64_t rows = rope_rows_ > 0 ? rope_rows_ : x.t.size(1);
+    const std::string q = rope(heads(*a.q_proj, "q_proj", h), d, a.rope_base, rows, x.name, scope);
+    const std::string k =
+        repeat(rope(heads(*a.k_proj, "k_proj", hk), d, a.rope_base, rows, x.name, scope));
+    const std::string v = repeat(heads(*a.v_proj, "v_proj", hk));
+    const std::string merged = attention_core(q, k, v, d, a.n_embd, true, x.name, scope);
+    const Value out =
+        emit(*a.o_proj, join(path, "o_proj"),
+             {merged, zeros(x.t.shape(), {.dtype = x.t.dtype(), .device = x.t.device()})});
+    return {out.name, y};
+  }
+
+  // down_proj(silu(gate_proj(x)) up_proj(x)), silu as x Sigmoid(x).
+  Value llama_mlp(nn::models::LlamaMLP& m, const std::string& path, const Value& x) {
+    const std::string scope = path.empty() ? m.name() : path;
+    const Value gate = emit(*m.gate_proj, join(path, "gate_proj"), x);
+    const Value up = emit(*m.up_proj, join(path, "up_proj"), x);
+    const std::string silu = node("Mul", {gate.name, node("Sigmoid", {gate.name}, scope)}, scope);
+    const Value out = emit(*m.down_proj, join(path, "down_proj"),
+                           {node("Mul", {silu, up.name}, scope), swiglu(gate.t, up.t)});
+    return {out.name, m.forward(x.t)};
+  }
+
+  Value llama_layer(nn::models::LlamaDecoderLayer& l, const std::string& path, const Value& x) {
+    const std::string scope = path.empty() ? l.name() : path;
+    const Value a = emit(*l.self_attn, join(path, "self_attn"),
+                         emit(*l.input_layernorm, join(path, "input_layernorm"), x));
+    const Value h{node("Add", {x.name, a.name}, scope), x.t + a.t};
+    const Value m =
+        emit(*l.mlp, join(path, "mlp"),
+             emit(*l.post_attention_layernorm, join(path, "post_attention_layernorm"), h));
+    return {node("Add", {h.name, m.name}, scope), h.t + m.t};
+  }
+
+  Value llama(nn::models::Llama& m, const std::string& path, const Value& idx) {
+    const std::string scope = path.empty() ? m.name() : path;
+    const Tensor logits = m.forward(idx.t);  // checks the ids and the length
+    const std::string model = join(path, "model");
+    // The rope tables cover the whole context, so any length up to it runs.
+    rope_rows_ = m.config.context_length;
+    Value x = emit(*m.model->embed_tokens, join(model, "embed_tokens"), idx);
+    for (const auto& [name, layer] : m.model->layers->named_children()) {
+      x = emit(*layer, join(join(model, "layers"), name), x);
+    }
+    x = emit(*m.model->norm, join(model, "norm"), x);
+    rope_rows_ = 0;
+    if (m.lm_head) return {emit(*m.lm_head, join(path, "lm_head"), x).name, logits};
+    return {tied_head(x.name, m.model->embed_tokens->weight, scope), logits};
   }
 
   const ExportOptions& o_;
@@ -646,6 +778,9 @@ class Exporter {
   std::unordered_map<const void*, std::string> weights_;  // -> its initializer
   std::map<double, std::string> scalars_;
   std::map<std::pair<std::vector<int64_t>, bool>, std::string> ints_;
+  // (head size, base, rows) -> the cos and sin tables of rope().
+  std::map<std::tuple<int64_t, double, int64_t>, std::pair<std::string, std::string>> rope_tables_;
+  int64_t rope_rows_ = 0;  // the rows of the rope tables: a Llama's context (0: the input's length)
 };
 
 // Restores the training mode of every module in a tree at the end of a scope (a frozen BatchNorm

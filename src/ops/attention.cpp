@@ -75,9 +75,6 @@ std::string fused_refusal(const Tensor& q, const Tensor& k, const Tensor& v,
   if (v.size(-1) != d) return "it needs v's head size " + std::to_string(v.size(-1)) + " == D";
   if (d < 1) return "it needs D >= 1";
   if (k.size(-2) < 1) return "it needs at least one key";
-  if (q.device().is_cuda() && q.dim() >= 3 && k.size(-3) != q.size(-3)) {
-    return "on CUDA it reads one K/V head per query head (grouped-query attention runs composed)";
-  }
   if (q.device().is_cuda() && d > kCudaMaxHead) {
     return "on CUDA it needs D <= " + std::to_string(kCudaMaxHead) + ", got " + std::to_string(d);
   }

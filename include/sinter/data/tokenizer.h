@@ -55,8 +55,12 @@ class BpeTokenizer {
   // (as save() writes). A file that does not parse, or holds another model or pre-tokenizer, is a
   // sinter::Error naming the file and what is wrong.
   static BpeTokenizer load(const std::string& path);
+  // The same from the file's text; `source` names it in errors.
+  static BpeTokenizer from_json(std::string_view text, const std::string& source);
   // Writes the tokenizer.json atomically (Note [atomic writes]).
   void save(const std::string& path) const;
+  // The text of the tokenizer.json.
+  std::string to_json() const;
 
   // The ids of `text`, any bytes: special tokens where their strings appear (the longest where
   // two start at one place), the merges of each word applied by rank.
