@@ -110,8 +110,10 @@ void bench_encode(benchmark::State& state) {
 
 void register_all() {
   const std::string vocab = std::to_string(kVocab);
-  for (const auto& [name, fn] : {std::pair{"tokenizer/train/" + vocab, &bench_train},
-                                 std::pair{"tokenizer/encode/" + vocab, &bench_encode}}) {
+  for (const auto& entry : {std::pair{"tokenizer/train/" + vocab, &bench_train},
+                            std::pair{"tokenizer/encode/" + vocab, &bench_encode}}) {
+    const std::string name = entry.first;
+    void (*const fn)(benchmark::State&) = entry.second;
     benchmark::RegisterBenchmark(name.c_str(),
                                  [name, fn](benchmark::State& state) {
                                    bench::begin(name);

@@ -554,7 +554,9 @@ void load_shards(TokenData& d, const std::vector<std::string>& paths) {
 void write_shards(const TokenData& d, const std::string& dir) {
   make_out_folder(dir);
   const int32_t eot = d.tokenizer.special_id(kEndOfText);
-  for (const auto& [name, spans] : {std::pair{"train", &d.train}, std::pair{"val", &d.val}}) {
+  for (const auto& split : {std::pair{"train", &d.train}, std::pair{"val", &d.val}}) {
+    const char* const name = split.first;
+    const std::vector<st::data::TokenSpan>* const spans = split.second;
     std::vector<int32_t> tokens;
     int shard = 0;
     const auto flush = [&] {
