@@ -441,6 +441,41 @@ TEST(DdpLocal, AccumulatedMicroBatchesGiveTheLargeBatchsGradient) {
   }
 }
 
+// A model whose blocks run through autograd::checkpoint: their parameters get their gradients in
+// the backward each block's recomputation runs, and DDP must still wait for the whole backward
+// (queue_callback goes to the outermost one) and average the same gradients, bitwise.
+TEST(DdpLocal, CheckpointedBlocksAverageTheSameGradients) {
+  const auto make = [](bool checkpointed) {
+    manual_seed(43);
+    return std::make_shared<nn::models::GPT>(
+        nn::models::GPTConfig{.vocab_size = 40,
+                              .context_length = 10,
+                              .n_layer = 3,
+                              .n_head = 2,
+                              .n_embd = 16,
+                              .checkpoint_blocks = checkpointed});
+  };
+  Generator gen(44);
+  const Tensor x = randint(0, 40, {4, 10}, {.dtype = DType::i64}, &gen);
+  std::vector<std::vector<float>> grads[2];
+  for (const bool checkpointed : {false, true}) {
+    auto& out = grads[checkpointed ? 1 : 0];
+    out.resize(2);
+    const std::vector<std::shared_ptr<nn::models::GPT>> models{make(checkpointed),
+                                                               make(checkpointed)};
+    run_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+      const std::shared_ptr<nn::models::GPT>& m = models[static_cast<size_t>(rank)];
+      DistributedDataParallel ddp(m, pg, {.bucket_cap_mb = mb(4096)});
+      const Tensor xs = x.narrow(0, 2 * rank, 2);
+      cross_entropy(ddp.module().forward(xs).reshape({-1, 40}), xs.reshape({-1})).backward();
+      out[static_cast<size_t>(rank)] = flat_grads(*m);
+    });
+  }
+  EXPECT_TRUE(same_bits(grads[0][0], grads[0][1]));
+  EXPECT_TRUE(same_bits(grads[1][0], grads[1][1]));
+  EXPECT_TRUE(same_bits(grads[0][0], grads[1][0]));
+}
+
 TEST(DdpLocal, BucketsLaunchBeforeBackwardEnds) {
   run_ranks(2, [](int rank, std::shared_ptr<ProcessGroup> pg) {
     auto m = std::make_shared<Mlp>();

@@ -78,11 +78,30 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
               bool retain_graph = false);
 
 // Queues `callback` to run when the backward() now running on this thread has run all its nodes,
-// before it returns; callbacks run in the order they were queued (one may queue another, which runs
-// after the rest). Valid only inside a backward (from a hook or a node); outside, it throws. If the
-// backward fails, or a callback throws, the callbacks not yet run are dropped (destroyed) and the
-// error propagates. DistributedDataParallel uses this to wait for its last all-reduce.
+// before it returns (the outermost one, where a node runs a backward of its own: checkpoint());
+// callbacks run in the order they were queued (one may queue another, which runs after the rest).
+// Valid only inside a backward (from a hook or a node); outside, it throws. If the backward fails,
+// or a callback throws, the callbacks not yet run are dropped (destroyed) and the error propagates.
+// DistributedDataParallel uses this to wait for its last all-reduce.
 void queue_callback(std::function<void()> callback);
+
+// Note [activation checkpointing]
+// checkpoint(fn, inputs) returns fn(inputs) computed without a graph, so none of fn's intermediates
+// are kept for backward; it saves only its inputs. When backward reaches the outputs, the node
+// recomputes fn on the saved inputs with grad mode on, the default generator at the state it had
+// at the forward (dropout draws the same mask) and the forward's autocast dtypes, and runs a
+// backward of its own from the recomputed outputs: the parameters fn uses get their gradients
+// there, the inputs' gradients go on through the outer graph. The result is bitwise that of the
+// plain fn on deterministic kernels, and the memory of fn's activations is needed one checkpoint
+// at a time. The default generator is set back after the recomputation. At least one input must
+// require grad (else no node would be recorded and fn's parameters would get no gradient). fn
+// must compute the same thing twice: it may not depend on state it changes (a BatchNorm's running
+// statistics would be updated twice).
+std::vector<Tensor> checkpoint(
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& inputs);
+// One input and one output.
+Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input);
 
 // Note [anomaly detection]
 // While a DetectAnomalyGuard is alive in a thread, ops record their inputs' shapes with each graph

@@ -96,7 +96,7 @@ Tensor cast(const Tensor& t, DType to) {
   return entry->cast;
 }
 
-Suspend::Suspend() : previous_(t_state.suspended) { t_state.suspended = true; }
+Suspend::Suspend(bool suspend) : previous_(t_state.suspended) { t_state.suspended = suspend; }
 Suspend::~Suspend() { t_state.suspended = previous_; }
 
 }  // namespace detail

@@ -164,7 +164,9 @@ void queue_callback(std::function<void()> callback) {
                "queue_callback: called outside backward(); a callback can be queued only from a "
                "hook or node while backward runs");
   SINTER_CHECK(callback != nullptr, "queue_callback: empty callback");
-  g_callback_queues.back()->push_back(std::move(callback));
+  // The outermost backward's: a backward run inside a node (autograd::checkpoint's recomputation)
+  // is part of it, and what waits for the whole backward (DDP's last all-reduce) must wait for it.
+  g_callback_queues.front()->push_back(std::move(callback));
 }
 
 namespace {

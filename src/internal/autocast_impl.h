@@ -26,10 +26,11 @@ std::optional<DType> target(Op op, const Tensor& t);
 // of it, while its version is unchanged, return the first.
 Tensor cast(const Tensor& t, DType to);
 
-// Turns autocast off in this thread for a scope (an op's re-entry with cast operands, backward).
+// Turns autocast off in this thread for a scope (an op's re-entry with cast operands, backward);
+// Suspend(false) turns it back on (checkpoint's recomputation inside backward).
 class Suspend : NonCopyable {
  public:
-  Suspend();
+  explicit Suspend(bool suspend = true);
   ~Suspend();
 
  private:

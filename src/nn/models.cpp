@@ -162,7 +162,14 @@ void check_cache(const char* model, const KVCache& cache, int64_t n_layer) {
 Tensor GPT::forward(const Tensor& idx) {
   const Tensor pos = token_positions("GPT", idx, 0, config.context_length);
   Tensor x = dropout(wte->forward(idx) + wpe->forward(pos), config.dropout, is_training());
-  for (const std::shared_ptr<Module>& block : *blocks) x = block->forward(x);
+  const bool recompute = config.checkpoint_blocks && is_training() && GradMode::is_enabled();
+  for (const std::shared_ptr<Module>& block : *blocks) {
+    if (recompute && x.requires_grad()) {
+      x = autograd::checkpoint([block](const Tensor& t) { return block->forward(t); }, x);
+    } else {
+      x = block->forward(x);
+    }
+  }
   x = ln_f->forward(x);
   return lm_head ? lm_head->forward(x) : linear(x, wte->weight);
 }
@@ -387,8 +394,15 @@ LlamaModel::LlamaModel(const LlamaConfig& c) : config(c) {
 Tensor LlamaModel::forward(const Tensor& idx) {
   const Tensor pos = token_positions("Llama", idx, 0, config.context_length);
   Tensor x = embed_tokens->forward(idx);
+  const bool recompute = config.checkpoint_layers && is_training() && GradMode::is_enabled();
   for (const std::shared_ptr<Module>& layer : *layers) {
-    x = static_cast<LlamaDecoderLayer&>(*layer).forward(x, pos);
+    auto decoder = std::static_pointer_cast<LlamaDecoderLayer>(layer);
+    if (recompute && x.requires_grad()) {
+      x = autograd::checkpoint([decoder, pos](const Tensor& t) { return decoder->forward(t, pos); },
+                               x);
+    } else {
+      x = decoder->forward(x, pos);
+    }
   }
   return norm->forward(x);
 }

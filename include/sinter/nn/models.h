@@ -58,6 +58,9 @@ struct GPTConfig {
   double dropout = 0.0;     // after the embeddings, on attention weights and residual branches
   bool bias = true;         // in the blocks' Linear layers
   bool tie_weights = true;  // the output head reuses the token embedding (no lm_head)
+  // Each block through autograd::checkpoint in training with grad mode on: its activations are
+  // recomputed in backward instead of kept (Note [activation checkpointing]); the same gradients.
+  bool checkpoint_blocks = false;
 };
 
 // gpt-mini of the benchmark workloads: vocabulary 256, context 256, 6 layers, 6 heads, width 384,
@@ -117,6 +120,9 @@ struct LlamaConfig {
   double rope_base = 10000.0;
   double norm_eps = 1e-5;
   bool tie_weights = false;  // the output head reuses the token embedding (no lm_head)
+  // Each decoder layer through autograd::checkpoint in training with grad mode on (as
+  // GPTConfig::checkpoint_blocks).
+  bool checkpoint_layers = false;
 };
 
 // llama-mini of the benchmarks, of gpt-mini's size: vocabulary 256, context 256, 6 layers, 6 query
