@@ -524,27 +524,31 @@ void load_shards(TokenData& d, const std::vector<std::string>& paths) {
   }
   for (const std::vector<st::data::TokenSpan>* spans : {&d.train, &d.val}) {
     for (const st::data::TokenSpan& s : *spans) {
-      for (int64_t i = 0; i < s.size; ++i) {
-        if (s.data[i] >= d.tokenizer.vocab_size()) {
-          throw st::Error(format("--data: %s holds token %d at %lld, outside the %lld tokens of %s",
-                                 s.source.c_str(), s.data[i], static_cast<long long>(i),
-                                 static_cast<long long>(d.tokenizer.vocab_size()),
-                                 fs::exists(folder / "tokenizer.json")
-                                     ? (folder / "tokenizer.json").string().c_str()
-                                     : "the byte tokenizer (no tokenizer.json beside the shards)"));
-        }
+      const int64_t top = st::data::max_token(s);
+      if (top >= d.tokenizer.vocab_size()) {
+        throw st::Error(format("--data: %s holds token %lld, outside the %lld tokens of %s",
+                               s.source.c_str(), static_cast<long long>(top),
+                               static_cast<long long>(d.tokenizer.vocab_size()),
+                               fs::exists(folder / "tokenizer.json")
+                                   ? (folder / "tokenizer.json").string().c_str()
+                                   : "the byte tokenizer (no tokenizer.json beside the shards)"));
       }
     }
+  }
+  // The bytes each token stands for (none for the special tokens), summed over the validation
+  // tokens.
+  std::vector<int64_t> bytes_of(static_cast<size_t>(d.tokenizer.vocab_size()));
+  for (int32_t id = 0; id < d.tokenizer.vocab_size(); ++id) {
+    bytes_of[static_cast<size_t>(id)] = static_cast<int64_t>(d.tokenizer.token(id).size());
+  }
+  for (const auto& special : d.tokenizer.special_tokens()) {
+    bytes_of[static_cast<size_t>(special.second)] = 0;
   }
   for (const st::data::TokenSpan& s : d.val) {
-    for (int64_t i = 0; i < s.size; ++i) {
-      const int32_t id = s.data[i];
-      if (d.tokenizer.special_id(d.tokenizer.token(id)) != id) {
-        d.val_bytes += static_cast<int64_t>(d.tokenizer.token(id).size());
-      }
-    }
+    for (int64_t i = 0; i < s.size; ++i) d.val_bytes += bytes_of[s.data[i]];
   }
-  h.add(d.tokenizer.to_json().data(), d.tokenizer.to_json().size());
+  const std::string json = d.tokenizer.to_json();
+  h.add(json.data(), json.size());
   d.hash = h.hex();
   d.source = format("%zu shards", all.size());
 }

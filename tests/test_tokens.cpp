@@ -113,7 +113,9 @@ TEST(TokenWindows, WindowsStayInsideOneSpanAndShiftByOne) {
   const data::TokenWindows windows(spans, {.context = 8, .seed = 3});
   EXPECT_EQ(windows.size(), 59 / 8);
   EXPECT_EQ(windows.num_tokens(), 59);
-  EXPECT_EQ(windows.max_token(), 2008);
+  EXPECT_EQ(data::max_token(spans[0]), 1049);
+  EXPECT_EQ(data::max_token(spans[1]), 2008);
+  EXPECT_EQ(data::max_token(data::token_span({}, "none")), -1);
   std::set<std::pair<size_t, int64_t>> seen;
   const data::TokenWindows many(spans, {.context = 8, .windows = 2000, .seed = 3});
   for (int64_t i = 0; i < many.size(); ++i) {

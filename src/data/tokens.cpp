@@ -139,6 +139,12 @@ TokenSpan token_span(const std::vector<int32_t>& tokens, const std::string& sour
   return span;
 }
 
+int64_t max_token(const TokenSpan& span) {
+  int64_t m = -1;
+  for (int64_t i = 0; i < span.size; ++i) m = std::max<int64_t>(m, span.data[i]);
+  return m;
+}
+
 TokenWindows::TokenWindows(std::vector<TokenSpan> spans, const TokenWindowsOptions& o)
     : spans_(std::move(spans)), options_(o) {
   SINTER_CHECK(o.context >= 1, "TokenWindows: context must be >= 1, got ", o.context);
@@ -150,7 +156,6 @@ TokenWindows::TokenWindows(std::vector<TokenSpan> spans, const TokenWindowsOptio
     sizes.push_back(s.size);
     num_tokens_ += s.size;
     longest = std::max(longest, s.size);
-    for (int64_t i = 0; i < s.size; ++i) max_token_ = std::max<int64_t>(max_token_, s.data[i]);
   }
   window_ends_ = detail::window_ends(sizes, o.context);
   SINTER_CHECK(!window_ends_.empty() && window_ends_.back() > 0, "TokenWindows: ", spans_.size(),

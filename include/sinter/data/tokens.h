@@ -48,6 +48,10 @@ std::vector<TokenSpan> read_token_shards(const std::vector<std::string>& paths);
 // Tokens held in a vector (from a tokenizer): each must be in [0, 65536).
 TokenSpan token_span(const std::vector<int32_t>& tokens, const std::string& source);
 
+// The largest token of a span (-1 when it is empty): a model's vocabulary must exceed it. Reads
+// every token.
+int64_t max_token(const TokenSpan& span);
+
 struct TokenWindowsOptions {
   int64_t context = 256;  // T: the tokens a window feeds the model; it holds T + 1
   int64_t windows = 0;    // examples per epoch; 0: the tokens / context, rounded down
@@ -71,8 +75,6 @@ class TokenWindows : public Dataset {
   int64_t context() const { return options_.context; }
   const std::vector<TokenSpan>& spans() const { return spans_; }
   int64_t num_tokens() const { return num_tokens_; }
-  // The largest token of all spans (-1 when there are none): a model's vocabulary must exceed it.
-  int64_t max_token() const { return max_token_; }
 
  private:
   void fill(int64_t index, int64_t* in, int64_t* target) const;
@@ -80,7 +82,7 @@ class TokenWindows : public Dataset {
   std::vector<TokenSpan> spans_;
   TokenWindowsOptions options_;
   std::vector<int64_t> window_ends_;
-  int64_t windows_ = 0, num_tokens_ = 0, max_token_ = -1;
+  int64_t windows_ = 0, num_tokens_ = 0;
 };
 
 }  // namespace sinter::data
