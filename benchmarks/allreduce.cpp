@@ -1,8 +1,9 @@
-// bench_allreduce, run under `mpirun -np N`: the bus bandwidth of ProcessGroup::all_reduce by
-// message size (8 B .. 256 MB, each size validated before it is timed), and the overlap DDP
-// achieves in a training step: backward with and without gradient communication on the mlp, cnn and
-// resnet20 workloads. CUDA tensors (NCCL) when the build has NCCL and a GPU is there, else CPU
-// tensors (MPI).
+// bench_allreduce, run under `mpirun -np N`: the bus bandwidth of ProcessGroup's all_reduce,
+// reduce_scatter and all_gather_into by message size (8 B .. 256 MB, each size validated before it
+// is timed); the overlap DDP achieves in a training step: backward with and without gradient
+// communication on the mlp, cnn and resnet20 workloads; and ZeRO stages 1 and 2 against DDP on a
+// GPT: step time, optimizer state and gradient memory per rank. CUDA tensors (NCCL) when the build
+// has NCCL and a GPU is there, else CPU tensors (MPI).
 // `--smoke` runs tiny sizes on the CPU. Rank 0 prints; a failure on any rank fails the program.
 //
 // The figures follow nccl-tests (doc/PERFORMANCE.md there): algbw = bytes / time, and
@@ -45,8 +46,9 @@ bool parse_int(const char* arg, const char* flag, int64_t& out) {
 const char* kUsage =
     "usage: mpirun -np N bench_allreduce [--smoke] [--device=auto|cpu|cuda] [--min-bytes=B]\n"
     "         [--max-bytes=B] [--reps=R] [--summary_out=FILE]\n"
-    "  all-reduce bandwidth by message size (doubling from min to max bytes, f32), then the\n"
-    "  backward time of a DDP step with and without communication; rank 0 prints.\n";
+    "  all-reduce, reduce-scatter and all-gather bandwidth by message size (doubling from min\n"
+    "  to max bytes, f32), the backward time of a DDP step with and without communication, and\n"
+    "  ZeRO stages 1 and 2 against DDP on a GPT; rank 0 prints.\n";
 
 void sync_device(Device dev) {
   if (dev.is_cuda()) cuda::synchronize(dev.index);
@@ -92,40 +94,76 @@ int reps_for(int64_t bytes, const Config& cfg) {
 // ---------------------------------------------------------------------------------------------
 // Bandwidth by message size
 
-void bandwidth(dist::ProcessGroup& pg, Device dev, const Config& cfg, bool print) {
+enum class Collective { AllReduce, ReduceScatter, AllGather };
+
+// One collective of `bytes` in all (the all-reduce's buffer, the reduce-scatter's input, the
+// all-gather's output) on f32 tensors, validated once, then timed. nccl-tests' bus bandwidth
+// factors: 2(n-1)/n for all-reduce, (n-1)/n for the other two.
+void bandwidth(dist::ProcessGroup& pg, Device dev, const Config& cfg, bool print, Collective c) {
   const int n = pg.size();
-  const double bus_factor = 2.0 * (n - 1) / n;
+  const int rank = pg.rank();
+  const char* label = c == Collective::AllReduce       ? "allreduce"
+                      : c == Collective::ReduceScatter ? "reducescatter"
+                                                       : "allgather";
+  const double bus_factor = (c == Collective::AllReduce ? 2.0 : 1.0) * (n - 1) / n;
   if (print) {
-    std::printf("\nall_reduce (sum, f32, in place) on %s, %d rank(s): busbw = algbw * %.3f\n",
-                dev.str().c_str(), n, bus_factor);
+    const char* what = c == Collective::AllReduce ? "all_reduce (sum, f32, in place)"
+                       : c == Collective::ReduceScatter
+                           ? "reduce_scatter (sum, f32; size = the input, n x the output)"
+                           : "all_gather_into (f32; size = the output, n x the input)";
+    std::printf("\n%s on %s, %d rank(s): busbw = algbw * %.3f\n", what, dev.str().c_str(), n,
+                bus_factor);
     std::printf("%12s %12s %6s %12s %12s %12s %8s\n", "size", "count", "reps", "time (us)",
                 "algbw (GB/s)", "busbw (GB/s)", "check");
   }
   for (int64_t bytes = cfg.min_bytes; bytes <= cfg.max_bytes; bytes *= cfg.smoke ? 4 : 2) {
-    const int64_t count = std::max<int64_t>(bytes / 4, 1);
+    // Elements per rank's part (the whole buffer for all-reduce).
+    const int64_t part = std::max<int64_t>(bytes / 4 / (c == Collective::AllReduce ? 1 : n), 1);
+    const int64_t count = c == Collective::AllReduce ? part : part * n;
     const int64_t size = count * 4;
-    const std::string name = "allreduce/" + bytes_str(size);
+    const std::string name = std::string(label) + "/" + bytes_str(size);
     bench::begin(name);
-    // Validate first: rank r sends (i mod 251) + r, so the sum is n (i mod 251) + n(n-1)/2, exact
-    // in f32. A pattern that varies along the buffer catches chunks summed in the wrong place.
+    // Validate first. Rank r sends (i mod 251) + r at index i (the all-gather: of its part), so
+    // every result is an exact small integer in f32; a pattern that varies along the buffer
+    // catches chunks summed or placed in the wrong spot.
     bool ok = true;
     std::string why;
-    Tensor buf;
-    try {
-      std::vector<float> mine(static_cast<size_t>(count)), want(static_cast<size_t>(count));
-      for (int64_t i = 0; i < count; ++i) {
-        const auto k = static_cast<float>(i % 251);
-        mine[static_cast<size_t>(i)] = k + static_cast<float>(pg.rank());
-        want[static_cast<size_t>(i)] =
-            k * static_cast<float>(n) + static_cast<float>(n * (n - 1) / 2);
+    Tensor in, out;
+    auto run = [&] {
+      if (c == Collective::AllReduce) {
+        pg.all_reduce(in);
+      } else if (c == Collective::ReduceScatter) {
+        pg.reduce_scatter(out, in);
+      } else {
+        pg.all_gather_into(out, in);
       }
-      buf = from_vector(mine).to(dev);
-      const Tensor expected = from_vector(want).to(dev);
-      pg.all_reduce(buf);
-      const double err = max(abs(sub(buf, expected))).item<double>();
+    };
+    try {
+      const int64_t sent = c == Collective::AllGather ? part : count;
+      std::vector<float> mine(static_cast<size_t>(sent));
+      for (int64_t i = 0; i < sent; ++i) {
+        mine[static_cast<size_t>(i)] = static_cast<float>(i % 251 + rank);
+      }
+      in = from_vector(mine).to(dev);
+      std::vector<float> want;
+      if (c == Collective::AllReduce) {
+        for (int64_t i = 0; i < count; ++i)
+          want.push_back(static_cast<float>(n * (i % 251) + n * (n - 1) / 2));
+      } else if (c == Collective::ReduceScatter) {
+        out = empty({part}, {.device = dev});
+        for (int64_t j = 0; j < part; ++j)
+          want.push_back(static_cast<float>(n * ((rank * part + j) % 251) + n * (n - 1) / 2));
+      } else {
+        out = empty({count}, {.device = dev});
+        for (int r = 0; r < n; ++r)
+          for (int64_t i = 0; i < part; ++i) want.push_back(static_cast<float>(i % 251 + r));
+      }
+      run();
+      const Tensor got = c == Collective::AllReduce ? in : out;
+      const double err = max(abs(sub(got, from_vector(want).to(dev)))).item<double>();
       if (err != 0.0) {
         ok = false;
-        why = "wrong sum: max |error| " + std::to_string(err);
+        why = "wrong result: max |error| " + std::to_string(err);
       }
     } catch (const std::exception& e) {
       ok = false;
@@ -141,13 +179,13 @@ void bandwidth(dist::ProcessGroup& pg, Device dev, const Config& cfg, bool print
       continue;
     }
     // Zeros from here on, so that repeated sums stay finite.
-    buf.zero_();
+    in.zero_();
     const int reps = reps_for(size, cfg);
-    for (int i = 0; i < std::min(reps, 3); ++i) pg.all_reduce(buf);  // warm-up
+    for (int i = 0; i < std::min(reps, 3); ++i) run();  // warm-up
     sync_device(dev);
     pg.barrier();
     const Clock::time_point t0 = Clock::now();
-    for (int i = 0; i < reps; ++i) pg.all_reduce(buf);
+    for (int i = 0; i < reps; ++i) run();
     sync_device(dev);
     const double secs = max_over_ranks(pg, seconds(t0, Clock::now())) / reps;
     const double algbw = static_cast<double>(size) / secs * 1e-9;
@@ -307,6 +345,150 @@ void overlap(const std::shared_ptr<dist::ProcessGroup>& pg, Device dev, const Co
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// ZeRO against DDP: a GPT trained with AdamW, per rank: the step time, the optimizer state and the
+// gradients held after backward.
+
+size_t state_bytes(const optim::Optimizer& opt) {
+  size_t total = 0;
+  for (size_t g = 0; g < opt.num_param_groups(); ++g) {
+    for (size_t i = 0; i < opt.params(g).size(); ++i) {
+      for (const auto& [key, t] : opt.state(g, i)) {
+        if (t.dim() > 0) total += static_cast<size_t>(t.numel()) * element_size(t.dtype());
+      }
+    }
+  }
+  return total;
+}
+
+void zero(const std::shared_ptr<dist::ProcessGroup>& pg, Device dev, const Config& cfg,
+          bool print) {
+  const nn::models::GPTConfig gc =
+      cfg.smoke
+          ? nn::models::GPTConfig{.vocab_size = 64,
+                                  .context_length = 16,
+                                  .n_layer = 1,
+                                  .n_head = 2,
+                                  .n_embd = 32}
+          : nn::models::GPTConfig{
+                .vocab_size = 256, .context_length = 128, .n_layer = 4, .n_head = 4, .n_embd = 256};
+  const int64_t batch = cfg.smoke ? 2 : 4;
+  const int reps = cfg.smoke ? 2 : 10;
+  if (print) {
+    std::printf(
+        "\nZeRO on %s, %d rank(s): GPT (%lld layers, n_embd %lld, T %lld, batch %lld per rank), "
+        "AdamW, clipping at norm 1; per rank: step ms (median), optimizer state MB, gradient MB "
+        "held after backward\n",
+        dev.str().c_str(), pg->size(), static_cast<long long>(gc.n_layer),
+        static_cast<long long>(gc.n_embd), static_cast<long long>(gc.context_length),
+        static_cast<long long>(batch));
+    std::printf("%8s %10s %12s %12s %14s %10s\n", "mode", "step ms", "state MB", "grad MB",
+                "vs DDP params", "check");
+  }
+  manual_seed(2000 + static_cast<uint64_t>(pg->rank()));
+  const Tensor x =
+      randint(0, gc.vocab_size, {batch, gc.context_length}, {.dtype = DType::i64, .device = dev});
+  const Tensor y =
+      randint(0, gc.vocab_size, {batch, gc.context_length}, {.dtype = DType::i64, .device = dev});
+  double ddp_ms = NAN;
+  Tensor ddp_params;
+  for (int stage = 0; stage <= 2; ++stage) {
+    const std::string name =
+        stage == 0 ? "zero/ddp_step" : "zero/stage" + std::to_string(stage) + "_step";
+    bench::begin(name);
+    bool ok = true;
+    std::string why;
+    double step_ms = NAN, state_mb = 0, grad_mb = 0, diff = 0;
+    try {
+      manual_seed(0);
+      auto model = std::make_shared<nn::models::GPT>(gc);
+      model->to(dev);
+      dist::DistributedDataParallel ddp(model, pg);
+      auto adamw = [](const std::vector<Tensor>& params) {
+        return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = 1e-3});
+      };
+      std::unique_ptr<optim::Optimizer> opt;
+      dist::ZeroRedundancyOptimizer* zero_opt = nullptr;
+      if (stage == 0) {
+        opt = adamw(model->parameters());
+      } else {
+        auto z = std::make_unique<dist::ZeroRedundancyOptimizer>(ddp, adamw,
+                                                                 dist::ZeroOptions{.stage = stage});
+        zero_opt = z.get();
+        opt = std::move(z);
+      }
+      auto step = [&](bool measure) {
+        opt->zero_grad();
+        Tensor loss = cross_entropy(ddp.forward(x).reshape({-1, gc.vocab_size}), y.reshape({-1}));
+        loss.backward();
+        if (measure) {
+          grad_mb = 0;
+          for (const Tensor& p : model->parameters()) {
+            if (p.grad().defined()) grad_mb += p.grad().numel() * 4.0 / (1 << 20);
+          }
+          if (zero_opt && stage == 2) {  // at stage 1 they are views of the all-reduced buckets
+            for (const Tensor& sh : zero_opt->shards()) {
+              if (sh.grad().defined()) grad_mb += sh.grad().numel() * 4.0 / (1 << 20);
+            }
+          }
+        }
+        if (zero_opt) {
+          zero_opt->clip_grad_norm_(1.0);
+        } else {
+          optim::clip_grad_norm_(model->parameters(), 1.0);
+        }
+        opt->step();
+      };
+      // Validate: 3 steps from the same start as DDP's reach its parameters.
+      for (int i = 0; i < 3; ++i) step(i == 2);
+      std::vector<Tensor> flat;
+      for (const Tensor& p : model->parameters()) flat.push_back(p.detach().flatten().cpu());
+      const Tensor params = cat(flat);
+      if (stage == 0) {
+        ddp_params = params;
+      } else {
+        diff =
+            max(abs(sub(params, ddp_params))).item<double>() / max(abs(ddp_params)).item<double>();
+        if (!(diff < 1e-5)) why = "parameters differ from DDP's by " + std::to_string(diff);
+      }
+      state_mb = static_cast<double>(state_bytes(zero_opt ? zero_opt->local_optimizer() : *opt)) /
+                 (1 << 20);
+      std::vector<double> times;
+      for (int i = 0; i < reps; ++i) {
+        sync_device(dev);
+        const Clock::time_point t0 = Clock::now();
+        step(false);
+        sync_device(dev);
+        times.push_back(seconds(t0, Clock::now()));
+      }
+      step_ms = max_over_ranks(*pg, bench::median(times)) * 1e3;
+      ok = why.empty();
+    } catch (const std::exception& e) {
+      ok = false;
+      why = e.what();
+    }
+    if (!all_ranks(*pg, ok) || !std::isfinite(step_ms)) {
+      if (why.empty()) why = "failed on another rank";
+      ++bench::failures();
+      bench::summary().push_back(bench::status_row(name, "FAILED: " + why));
+      if (print) std::printf("%8s  FAILED: %s\n", name.c_str(), why.c_str());
+      continue;
+    }
+    if (stage == 0) ddp_ms = step_ms;
+    if (print) {
+      std::printf("%8s %10.2f %12.3f %12.3f %14.2e %10s\n",
+                  stage == 0 ? "ddp" : (stage == 1 ? "zero-1" : "zero-2"), step_ms, state_mb,
+                  grad_mb, diff, "ok");
+    }
+    char status[96];
+    std::snprintf(status, sizeof status, "ok (state %.2f MB, grads %.2f MB per rank)", state_mb,
+                  grad_mb);
+    bench::summary().push_back({name, "ms", step_ms, stage == 0 ? "" : "ddp",
+                                stage == 0 ? NAN : ddp_ms, stage == 0 ? NAN : ddp_ms / step_ms,
+                                status});
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -363,8 +545,11 @@ int main(int argc, char** argv) {
             "show DDP's own overhead\n");
       }
     }
-    bandwidth(*pg, dev, cfg, print);
+    for (Collective c : {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather}) {
+      bandwidth(*pg, dev, cfg, print, c);
+    }
     overlap(pg, dev, cfg, print);
+    zero(pg, dev, cfg, print);
     pg->barrier();
     if (print) {
       if (cfg.smoke) bench::smoke_guarded("summary writers", bench::check_summary_writers);

@@ -80,21 +80,35 @@ EvalResult evaluate(st::nn::Module& model, st::data::DataLoader& loader,
           static_cast<double>(correct) / static_cast<double>(seen)};
 }
 
+// Where a run stands: epochs done, and in the next one (a run stopped by a signal, Note
+// [preemption]) the batches done and the sums of its training figures so far over every rank
+// (loss times samples, correct, samples).
+struct Position {
+  int epochs_done = 0;
+  int64_t batches_done = 0;
+  std::vector<double> sums{0.0, 0.0, 0.0};
+};
+
 void save_checkpoint(const std::string& path, const std::string& model_name, st::nn::Module& model,
                      const st::optim::Optimizer& opt, const st::optim::GradScaler& scaler,
-                     int epochs_done) {
+                     const Position& at) {
   st::StateDict dict;
   st::add_prefixed(dict, "model", model.state_dict());
   st::add_prefixed(dict, "optimizer", opt.state_dict());
   if (scaler.is_enabled()) st::add_prefixed(dict, "scaler", scaler.state_dict());
-  dict["meta.epochs_done"] = i64_scalar(epochs_done);
+  dict["meta.epochs_done"] = i64_scalar(at.epochs_done);
+  if (at.batches_done > 0) {
+    dict["meta.batches_done"] = i64_scalar(at.batches_done);
+    dict["meta.epoch_sums"] = st::from_vector<double>(at.sums);
+  }
   st::add_prefixed(dict, "meta", st::generator_state_dict());
   st::save(dict, path, {{"model", model_name}, {"format", "sinter-checkpoint-1"}});
 }
 
-// Returns the number of epochs the checkpoint had completed.
-int load_checkpoint(const std::string& path, const std::string& model_name, st::nn::Module& model,
-                    st::optim::Optimizer& opt, st::optim::GradScaler& scaler) {
+// Returns where the checkpoint's run stood.
+Position load_checkpoint(const std::string& path, const std::string& model_name,
+                         st::nn::Module& model, st::optim::Optimizer& opt,
+                         st::optim::GradScaler& scaler) {
   const st::Metadata meta = st::load_metadata(path);
   const auto it = meta.find("model");
   if (it == meta.end() || it->second != model_name) {
@@ -111,7 +125,15 @@ int load_checkpoint(const std::string& path, const std::string& model_name, st::
   opt.load_state_dict(opt_state);
   if (scaler.is_enabled() && !scaler_state.empty()) scaler.load_state_dict(scaler_state);
   st::load_generator_state(st::sub_dict(dict, "meta"));
-  return static_cast<int>(dict.at("meta.epochs_done").item<int64_t>());
+  Position at;
+  at.epochs_done = static_cast<int>(dict.at("meta.epochs_done").item<int64_t>());
+  if (dict.count("meta.batches_done")) {
+    at.batches_done = dict.at("meta.batches_done").item<int64_t>();
+    const st::Tensor& sums = dict.at("meta.epoch_sums");
+    if (sums.numel() != 3) throw st::Error("--resume: " + path + ": meta.epoch_sums is not 3 sums");
+    at.sums = sums.to(st::DType::f64).to_vector<double>();
+  }
+  return at;
 }
 
 // The first `limit` samples of a data set (all when limit is 0 or more than it holds).
@@ -157,6 +179,8 @@ struct Run {
   st::optim::GradScaler scaler{{.enabled = false}};
   std::unique_ptr<st::dist::DistributedDataParallel> ddp;
   int start_epoch = 0;
+  Position resumed;    // where --resume's checkpoint stood (batches into start_epoch + 1)
+  int stopped_by = 0;  // the signal that stopped the run early (Note [preemption])
   fs::path csv;
   std::ofstream metrics;
 };
@@ -250,9 +274,14 @@ std::unique_ptr<Run> set_up(const Args& args) {
   if (!args.resume.empty()) {
     // Every rank loads the checkpoint (its optimizer state too), so the file must be readable on
     // every node.
-    r->start_epoch = load_checkpoint(args.resume, args.model, *r->model, *r->opt, r->scaler);
-    if (r->main_rank)
+    r->resumed = load_checkpoint(args.resume, args.model, *r->model, *r->opt, r->scaler);
+    r->start_epoch = r->resumed.epochs_done;
+    if (r->main_rank && r->resumed.batches_done > 0) {
+      std::printf("resumed from %s in epoch %d, after batch %lld\n", args.resume.c_str(),
+                  r->start_epoch + 1, static_cast<long long>(r->resumed.batches_done));
+    } else if (r->main_rank) {
       std::printf("resumed from %s after epoch %d\n", args.resume.c_str(), r->start_epoch);
+    }
   }
   r->train_loader->set_epoch(r->start_epoch);
   // Built after loading: it broadcasts rank 0's parameters, and from then on averages gradients.
@@ -306,18 +335,30 @@ using Stepper = TrainStep<StepResult>;
 
 struct TrainFigures {
   double loss = 0, accuracy = 0;
+  // Set when a signal stopped the epoch (Note [preemption]): the batches done and the sums so far.
+  std::optional<Position> stopped;
 };
 
 // One pass over the training set, with a progress bar on rank 0. Returns the loss and accuracy
-// over every rank's shard.
+// over every rank's shard. A resumed run's first epoch skips the batches its checkpoint had done
+// and starts from their sums (held by rank 0: the ranks' sums are added at the end).
 TrainFigures train_epoch(Run& r, Stepper& step, int epoch) {
   const int64_t batches = r.train_loader->size();
-  Progress progress(format("epoch %d/%d", epoch, r.args.epochs), batches);
+  const bool resuming = epoch == r.start_epoch + 1 && r.resumed.batches_done > 0;
+  const int64_t skip = resuming ? r.resumed.batches_done : 0;
+  const std::vector<double> start =
+      resuming && r.main_rank ? r.resumed.sums : std::vector<double>{0.0, 0.0, 0.0};
+  Progress progress(format("epoch %d/%d", epoch, r.args.epochs), batches, skip);
   // Running sums stay on the device; they are read once per progress update.
-  st::Tensor loss_sum = st::zeros({}, {.device = r.dev});
-  st::Tensor correct = st::zeros({}, {.dtype = st::DType::i64, .device = r.dev});
-  int64_t seen = 0, batch = 0;
+  st::Tensor loss_sum = st::full({}, start[0], {.device = r.dev});
+  st::Tensor correct = st::full({}, start[1], {.dtype = st::DType::i64, .device = r.dev});
+  int64_t seen = static_cast<int64_t>(start[2]), batch = 0;
+  TrainFigures figures;
   for (const st::data::Batch& b : *r.train_loader) {
+    if (batch < skip) {  // done before the checkpoint; the loader's order is the same
+      ++batch;
+      continue;
+    }
     const st::profiler::Range step_range("train step");
     const StepResult out = step(b);
     {
@@ -328,12 +369,19 @@ TrainFigures train_epoch(Run& r, Stepper& step, int epoch) {
       seen += n;
     }
     // Rank 0's figures are of its own shard (times the ranks for the sample rate).
-    if (r.main_rank && (++batch % 20 == 0 || batch == batches)) {
+    ++batch;
+    if (r.main_rank && (batch % 20 == 0 || batch == batches)) {
       progress.update(batch,
                       format("loss %.4f  acc %.4f  %.0f samples/s", loss_sum.item<double>() / seen,
                              static_cast<double>(correct.item<int64_t>()) / seen,
                              static_cast<double>(seen * r.world) / progress.elapsed()) +
                           gpu_progress(gpu_reading(r.dev)));
+    }
+    // Note [preemption]: a signalled run keeps this batch and stops here.
+    if (batch < batches) r.stopped_by = stop_requested(r.pg.get());
+    if (r.stopped_by != 0) {
+      figures.stopped = Position{.epochs_done = epoch - 1, .batches_done = batch};
+      break;
     }
   }
   if (r.main_rank) progress.done();
@@ -343,7 +391,13 @@ TrainFigures train_epoch(Run& r, Stepper& step, int epoch) {
                                                static_cast<double>(seen)});
   if (r.pg) r.pg->all_reduce(totals);
   const std::vector<double> sums = totals.to_vector<double>();
-  return {sums[0] / sums[2], sums[1] / sums[2]};
+  if (figures.stopped) {
+    figures.stopped->sums = sums;
+    return figures;
+  }
+  figures.loss = sums[0] / sums[2];
+  figures.accuracy = sums[1] / sums[2];
+  return figures;
 }
 
 // Rank 0 after an epoch: the test figures, a line of output and of metrics.csv, the checkpoint.
@@ -361,7 +415,8 @@ EvalResult evaluate_epoch(Run& r, int epoch, const TrainFigures& train, double s
             << test.accuracy << ',' << secs << gpu_csv_fields(gpu_reading(r.dev)) << '\n';
   r.metrics.flush();
   if (!r.args.save.empty()) {
-    save_checkpoint(r.args.save, r.args.model, *r.model, *r.opt, r.scaler, epoch);
+    save_checkpoint(r.args.save, r.args.model, *r.model, *r.opt, r.scaler,
+                    Position{.epochs_done = epoch});
   }
   return test;
 }
@@ -389,6 +444,7 @@ int finish(Run& r, EvalResult test) {
 
 int run(const Args& args) {
   const std::unique_ptr<Run> r = set_up(args);
+  install_stop_handlers();
   Stepper step([&r](const st::Tensor& x, const st::Tensor& y) { return train_step(*r, x, y); },
                args.cuda_graph, r->rank_batch);
   finish_setup();
@@ -397,6 +453,21 @@ int run(const Args& args) {
   for (int epoch = r->start_epoch + 1; epoch <= args.epochs; ++epoch) {
     const Clock::time_point t0 = Clock::now();
     const TrainFigures train = train_epoch(*r, step, epoch);
+    if (train.stopped) {
+      if (r->main_rank) {
+        if (!args.save.empty()) {
+          save_checkpoint(args.save, args.model, *r->model, *r->opt, r->scaler, *train.stopped);
+        }
+        std::printf("stopped by signal %d in epoch %d after batch %lld; %s\n", r->stopped_by, epoch,
+                    static_cast<long long>(train.stopped->batches_done),
+                    args.save.empty()
+                        ? "no --save, so no checkpoint"
+                        : ("checkpoint: " + args.save + " (continue with --resume)").c_str());
+        std::fflush(stdout);
+      }
+      if (r->pg) r->pg->barrier();  // every rank stays until the checkpoint is written
+      return kPreempted;
+    }
     if (r->main_rank) test = evaluate_epoch(*r, epoch, train, seconds_since(t0));
   }
   if (!r->main_rank) return 0;

@@ -678,6 +678,7 @@ struct Run {
   std::string peak_what;
   std::string save;
   std::unique_ptr<MetricsCsv> metrics;
+  int stopped_by = 0;  // the signal that stopped the run early (Note [preemption])
 };
 
 void save_checkpoint(const Run& r, int64_t step) {
@@ -1101,6 +1102,20 @@ double train_steps(Run& r) {
                                 gpu_progress(gpu_reading(r.dev)));
     }
     if (eval_now) val_loss = evaluate_interval(r, in, progress, step, lr);
+    // Note [preemption]: a signalled run keeps this step and stops, checkpointed.
+    if (step < r.stop) r.stopped_by = stop_requested(r.pg.get());
+    if (r.stopped_by != 0) {
+      if (r.main_rank) {
+        progress.clear();
+        save_checkpoint(r, step);
+        std::printf(
+            "stopped by signal %d after step %lld; checkpoint: %s (continue with --resume)\n",
+            r.stopped_by, static_cast<long long>(step), r.save.c_str());
+        std::fflush(stdout);
+      }
+      if (r.pg) r.pg->barrier();  // every rank stays until the checkpoint is written
+      break;
+    }
   }
   progress.done();
   profile.finish();
@@ -1146,7 +1161,9 @@ int train(const Args& args, const Overrides& overrides) {
     write_shards(r->tokens, args.write_shards);
     return 0;
   }
+  install_stop_handlers();
   const double val_loss = train_steps(*r);
+  if (r->stopped_by != 0) return kPreempted;
   return finish(*r, val_loss);
 }
 

@@ -2,11 +2,13 @@
 // --amp (checkpoint parts, the generator's state and atomic files come from sinter/io.h).
 #pragma once
 
+#include <signal.h>
 #include <sinter/sinter.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -141,8 +143,48 @@ class TrainStep {
 // 2: the command line asked for something that cannot be done: an unknown option or a bad value
 // (parse_command_line), or any error while setting the run up from the options: a missing,
 // unreadable or corrupt file, a device this machine lacks, values that do not fit together.
-// 3: a run that ended below its quality bar (--min-accuracy, --max-val-loss). Each error is one
-// line on stderr, "<program>: <what>".
+// 3: a run that ended below its quality bar (--min-accuracy, --max-val-loss). 4: a run stopped
+// by SIGTERM or SIGUSR1 (Note [preemption]) after it wrote its checkpoint; --resume goes on from
+// it. Each error is one line on stderr, "<program>: <what>".
+
+// Note [preemption]
+// A batch scheduler signals a job before it kills it: Slurm sends SIGTERM at the end of the time
+// limit or on preemption (and any signal asked for with --signal, e.g. USR1@120, that long before).
+// The trainers catch SIGTERM and SIGUSR1; the handler only records the signal. After each step
+// the trainer asks every rank whether one was signalled (a one-number max all-reduce with --ddp,
+// so that all ranks stop after the same step, however the signal reached them), and if so writes
+// its checkpoint, waits for every rank, and exits with status 4 (kPreempted). --resume then
+// continues the run exactly as if it had not stopped. Under mpirun, signal the ranks themselves
+// (as Slurm does) or send SIGUSR1 to mpirun, which forwards it; mpirun answers SIGTERM by killing
+// the ranks within seconds.
+constexpr int kPreempted = 4;
+
+inline std::atomic<int>& stop_signal() {
+  static std::atomic<int> signal{0};
+  return signal;
+}
+
+extern "C" inline void record_stop_signal(int sig) { stop_signal().store(sig); }
+
+inline void install_stop_handlers() {
+  stop_signal();  // made before any signal can arrive: the handler then only stores into it
+  struct sigaction action {};
+  action.sa_handler = record_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGUSR1, &action, nullptr);
+}
+
+// The signal that asks this run to stop after the current step (0: none): this rank's, or with a
+// process group, the largest of every rank's. Collective when `pg` is given.
+inline int stop_requested(st::dist::ProcessGroup* pg) {
+  const int mine = stop_signal().load();
+  if (!pg) return mine;
+  st::Tensor flag = st::full({1}, static_cast<double>(mine), {.dtype = st::DType::i64});
+  pg->all_reduce(flag, st::dist::ReduceOp::Max);
+  return static_cast<int>(flag.item<int64_t>());
+}
 
 // Marks the end of the set-up: errors from here on are failures (status 1), not bad options.
 inline bool& setup_finished() {
@@ -329,9 +371,13 @@ class Progress {
                   std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(),
                   static_cast<long long>(done), static_cast<long long>(total_), stats.c_str(), eta);
       std::fflush(stdout);
-    } else if (done == total_ || (done - first_) % plain_every_ == 0) {
+    } else if (done == total_ || done - first_ >= next_plain_) {
+      // A line each plain_every units, at the first update past each mark (updates may come
+      // every few units only).
+      while (next_plain_ <= done - first_) next_plain_ += plain_every_;
       std::printf("%s %lld/%lld  %s\n", label_.c_str(), static_cast<long long>(done),
                   static_cast<long long>(total_), stats.c_str());
+      std::fflush(stdout);  // a log being followed (tail -f, a scheduler's output file) sees it now
     }
   }
 
@@ -348,6 +394,7 @@ class Progress {
  private:
   std::string label_;
   int64_t total_, first_, plain_every_;
+  int64_t next_plain_ = plain_every_;  // units past `first_` that the next plain line waits for
   bool tty_;
   Clock::time_point start_;
 };

@@ -7,7 +7,7 @@
 #   tsan: ThreadSanitizer; the tests of the data loader, the autograd engine, the CPU kernels'
 #         thread pool and the kernels on it (ParallelFor, NumThreads, ParallelElementwise,
 #         ParallelKernels, CpuBlockCache) and the distributed code (its ranks as threads of one
-#         process: DdpLocal, GradScaler, ProcessGroupDevice).
+#         process: DdpLocal, ZeroLocal, GradScaler, ProcessGroupDevice).
 # Environment: SINTER_JOBS (default nproc), SINTER_FUZZ_RUNS (default 20000),
 # SINTER_SANITIZE_PREFIX (default build-): the build folders are <prefix>asan and <prefix>tsan.
 set -euo pipefail
@@ -61,7 +61,7 @@ for stage in "${stages[@]}"; do
       configure "$dir" -DSINTER_SANITIZE=thread -DSINTER_BUILD_EXAMPLES=OFF -DSINTER_DNNL=OFF
       cmake --build "$dir" -j "$jobs" --target sinter_tests
       ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$jobs" --timeout 900 \
-        -R '^(DataLoader|DistributedSampler|Autograd|DetectAnomaly|DdpLocal|ProcessGroupDevice|GradScaler|ParallelFor|NumThreads|ParallelElementwise|ParallelKernels|CpuBlockCache)\.'
+        -R '^(DataLoader|DistributedSampler|Autograd|DetectAnomaly|DdpLocal|ZeroLocal|ProcessGroupDevice|GradScaler|ParallelFor|NumThreads|ParallelElementwise|ParallelKernels|CpuBlockCache)\.'
       ;;
     *)
       echo "scripts/sanitize.sh: unknown stage '$stage' (asan, tsan)" >&2

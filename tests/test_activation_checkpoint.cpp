@@ -8,6 +8,7 @@
 #include "sinter/autocast.h"
 #include "sinter/autograd.h"
 #include "sinter/nn/models.h"
+#include "sinter/profiler.h"
 #include "test_util.h"
 
 namespace sinter {
@@ -119,6 +120,59 @@ TEST(ActivationCheckpoint, GptBlocksAndLlamaLayersGiveTheSameGradientsBitwise) {
     ASSERT_EQ(lplain.size(), lckpt.size());
     for (size_t i = 0; i < lplain.size(); ++i) EXPECT_TRUE(same_bits(lplain[i], lckpt[i])) << i;
   }
+}
+
+TEST(ActivationCheckpoint, ProfilerCountsSavedBytesOncePerStorageWithoutParameters) {
+  profiler::Guard guard;
+  EXPECT_EQ(guard.saved_bytes(), 0);
+  const Tensor leaf = randn({1000}).requires_grad_(true);
+  const Tensor w = randn({1000}).requires_grad_(true);
+  {
+    // exp saves its output (4000 bytes); mul saves that output again (the same storage, counted
+    // once) and w, a leaf that requires grad (a parameter: not counted), as is the leaf that
+    // mul(leaf, 2.0) may save.
+    const Tensor y = exp(mul(leaf, 2.0));
+    Tensor loss = sum(mul(y, w));
+    EXPECT_EQ(guard.saved_bytes(), 4000);
+    loss.backward();
+    EXPECT_EQ(guard.saved_bytes(), 0);
+    EXPECT_GE(guard.peak_saved_bytes(), 4000);
+  }
+  guard.reset_peak_saved_bytes();
+  EXPECT_EQ(guard.peak_saved_bytes(), 0);
+  {
+    const Tensor y = exp(mul(leaf, 2.0));
+    EXPECT_GT(guard.saved_bytes(), 0);
+  }  // the graph dropped without a backward
+  EXPECT_EQ(guard.saved_bytes(), 0);
+  EXPECT_NE(guard.table().find("saved for backward"), std::string::npos);
+}
+
+// The acceptance figure of activation checkpointing: a 6-layer GPT at T = 256 keeps at least 3x
+// fewer bytes for backward with checkpointed blocks.
+TEST(ActivationCheckpoint, SixLayerGptSavesThreeTimesFewerBytes) {
+  int64_t peak[2] = {0, 0};
+  for (const bool checkpointed : {false, true}) {
+    manual_seed(3);
+    nn::models::GPT gpt(nn::models::GPTConfig{.vocab_size = 64,
+                                              .context_length = 256,
+                                              .n_layer = 6,
+                                              .n_head = 4,
+                                              .n_embd = 64,
+                                              .checkpoint_blocks = checkpointed});
+    Generator gen(4);
+    const Tensor idx = randint(0, 64, {2, 256}, {.dtype = DType::i64}, &gen);
+    profiler::Guard guard;
+    const Tensor loss = cross_entropy(gpt.forward(idx).reshape({-1, 64}), idx.reshape({-1}));
+    peak[checkpointed] = guard.peak_saved_bytes();
+    loss.backward();
+    EXPECT_EQ(guard.saved_bytes(), 0);
+  }
+  std::printf(
+      "[saved for backward] 6-layer GPT, T = 256: %.2f MiB plain, %.2f MiB checkpointed "
+      "(%.1fx)\n",
+      peak[0] / 1048576.0, peak[1] / 1048576.0, static_cast<double>(peak[0]) / peak[1]);
+  EXPECT_GE(peak[0], 3 * peak[1]);
 }
 
 TEST(ActivationCheckpoint, Errors) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -58,6 +59,27 @@ inline ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& 
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// Every element of `ts`, in order, as doubles (the parameters of a model, to compare runs).
+inline std::vector<double> flat_values(const std::vector<Tensor>& ts) {
+  std::vector<double> out;
+  for (const Tensor& t : ts) {
+    std::vector<double> v = t.detach().contiguous().to(DType::f64).to_vector<double>();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+// max |a - b| / max |b|: how far two runs' values are apart, against the values' scale.
+inline double relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return diff / std::max(scale, 1e-300);
 }
 
 // A tolerance per floating dtype, looked up as tol(dtype); bf16's serves any other dtype.

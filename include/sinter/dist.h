@@ -15,12 +15,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "sinter/core/noncopyable.h"
 #include "sinter/nn/module.h"
+#include "sinter/optim/optimizer.h"
 #include "sinter/tensor.h"
 
 namespace sinter::dist {
@@ -86,10 +88,36 @@ class ProcessGroup {
   virtual Tensor all_gather(const Tensor& tensor) = 0;
   virtual void barrier() = 0;
 
+  // Into preallocated outputs (torch.distributed's reduce_scatter_tensor and
+  // all_gather_into_tensor), with n = output.numel() for reduce_scatter and n = input.numel() for
+  // all_gather_into; shapes do not matter, only element counts, in row-major order:
+  // - reduce_scatter: `input` holds size() * n elements; `output` gets elements [rank() * n,
+  //   (rank() + 1) * n) of the reduction of every rank's input.
+  // - all_gather_into: `output` holds size() * n elements; elements [r * n, (r + 1) * n) get rank
+  //   r's input. The input may be that very part of the output (in place).
+  // Both tensors have one dtype and one device. CUDA tensors must be contiguous; CPU tensors that
+  // are not travel in contiguous copies (bf16 and f16 are reduced in f32, as all_reduce does).
+  virtual std::shared_ptr<Work> reduce_scatter_async(Tensor& output, const Tensor& input,
+                                                     ReduceOp op = ReduceOp::Sum) = 0;
+  virtual std::shared_ptr<Work> all_gather_into_async(Tensor& output, const Tensor& input) = 0;
+
   void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) {
     all_reduce_async(tensor, op)->wait();
   }
   void broadcast(Tensor& tensor, int root = 0) { broadcast_async(tensor, root)->wait(); }
+  void reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) {
+    reduce_scatter_async(output, input, op)->wait();
+  }
+  void all_gather_into(Tensor& output, const Tensor& input) {
+    all_gather_into_async(output, input)->wait();
+  }
+
+ protected:
+  // The checks every backend makes before reduce_scatter and all_gather_into (`what` names the
+  // call): defined tensors of one dtype and one device type, and the element counts above.
+  // Local: the same on every rank that makes the same call.
+  void check_scatter_gather(const char* what, const Tensor& output, const Tensor& input,
+                            bool scatter) const;
 };
 
 struct DDPOptions {
@@ -149,6 +177,126 @@ class DistributedDataParallel : NonCopyable {
   // Shared: the gradient hooks on the parameters hold it weakly.
   std::shared_ptr<Impl> impl_;
   bool sync_ = true;
+
+  friend class ZeroRedundancyOptimizer;
+};
+
+struct ZeroOptions {
+  // 1: each rank keeps the optimizer state of its shard only; gradients are all-reduced in full,
+  // as plain DDP does. 2: also the gradients: each bucket is reduce-scattered as soon as backward
+  // has filled it, a parameter's own gradient is dropped once copied into its bucket, and a rank
+  // keeps only its shard's averaged gradient.
+  int stage = 2;
+  // Parameter groups (weight decay on the matrices only, say): the group, 0 to G - 1, of each of
+  // module().named_parameters(). Buckets then never mix groups, and the grouped form of the
+  // optimizer function gets each group's shards. Unset: one group.
+  std::function<int(const std::string& name, const Tensor& param)> group_of = nullptr;
+};
+
+// Note [zero sharding]
+// ZeRO (stages 1 and 2) over a DistributedDataParallel's gradient buckets. Each bucket (one device,
+// dtype and parameter group; parameters back to back) is padded with zeros to a multiple of the
+// world size N and cut into N equal parts; rank r owns part r of every bucket. For each bucket a
+// rank holds a flat "shard" tensor: its part of the parameters' values. The optimizer built over
+// these shards (any of sinter::optim's, fused or not) keeps state for them only, 1/N of a
+// replicated optimizer's plus the padding (under N elements a bucket). step() copies the rank's
+// part of the parameters into the shards (the parameters are the truth: a checkpoint loaded into
+// the model is followed), runs that optimizer on the averaged shard gradients, then all-gathers
+// every bucket's updated shards into the parameters, so that after step() every rank holds the
+// same model, as with DDP. Hyperparameters (weight decay included) apply to a shard as they would
+// to its parameters: every optimizer's update is elementwise, and the padding stays zero.
+//
+// The wrapper is itself an Optimizer: its parameter groups mirror the local optimizer's, so LR
+// schedules, set_lr and GradScaler (give it the process group: unscale_ works on the shard
+// gradients, and every rank must skip the same steps) take it as they take any optimizer.
+// Clipping by the global norm needs every rank's shard: use clip_grad_norm_ below, not
+// optim::clip_grad_norm_ on parameters().
+//
+//   dist::DistributedDataParallel ddp(model, pg);
+//   dist::ZeroRedundancyOptimizer opt(ddp, [](const std::vector<Tensor>& shards) {
+//     return std::make_unique<optim::AdamW>(shards, optim::AdamWOptions{.lr = 3e-4});
+//   });
+//   for (...) { opt.zero_grad(); loss(ddp.forward(x)).backward(); opt.clip_grad_norm_(1.0);
+//               opt.step(); }
+class ZeroRedundancyOptimizer final : public optim::Optimizer {
+ public:
+  // One parameter group: the optimizer over every shard, in their order.
+  using MakeOptimizer =
+      std::function<std::unique_ptr<optim::Optimizer>(const std::vector<Tensor>& shards)>;
+  // ZeroOptions::group_of's groups: group g of the optimizer over exactly shards[g], in order.
+  using MakeGroupedOptimizer = std::function<std::unique_ptr<optim::Optimizer>(
+      const std::vector<std::vector<Tensor>>& shards)>;
+
+  // Attaches to `ddp` (which must outlive this, and have no other ZeroRedundancyOptimizer):
+  // rebuilds its buckets by group, pads them, and, for stage 2, switches its all-reduces to
+  // reduce-scatters. Call it between steps, not in the middle of a backward.
+  ZeroRedundancyOptimizer(DistributedDataParallel& ddp, const MakeOptimizer& make,
+                          ZeroOptions options = {});
+  ZeroRedundancyOptimizer(DistributedDataParallel& ddp, const MakeGroupedOptimizer& make,
+                          ZeroOptions options);
+  ~ZeroRedundancyOptimizer() override;
+
+  // The local optimizer's step on the shards, then the all-gather of the updated parameters.
+  void step() override;
+  // The shards' gradients and the parameters' own (stage 1, or accumulated under no_sync).
+  void zero_grad(bool set_to_none = true) override;
+  // Clipping by the norm of every gradient of the model together (optim::clip_grad_norm_'s rule):
+  // each rank's partial over its shards, then one all-reduce. Returns the total norm, the same on
+  // every rank.
+  double clip_grad_norm_(double max_norm, double norm_type = 2.0);
+
+  // This rank's shard: the local optimizer's state dict (Note [optimizer state dict]) over the
+  // shard tensors, and the layout ("zero.*": the world size, the rank, the buckets and the
+  // parameters' groups and shapes) that loading and consolidate() read.
+  StateDict state_dict() const override;
+  // A shard of state_dict() (this rank's, from a group of the same size), or a consolidated dict:
+  // the state of one optimizer over all of module().parameters() (group g: the parameters
+  // group_of maps to g, in module order), as consolidate() makes and as the local optimizer's type
+  // over the unsharded model would save it; this rank takes its part, at any world size.
+  // Everything is checked before anything changes.
+  void load_state_dict(const StateDict& dict) override;
+  // Every rank's state_dict(), in rank order, joined into one consolidated dict: the state of the
+  // i-th parameter of group g under "state.<g>.<i>.<name>" in the parameter's shape, as if the
+  // local optimizer's type had run unsharded. Errors name the shard at fault: another world
+  // size, a rank missing or out of place, shards of different models.
+  static StateDict consolidate(const std::vector<StateDict>& shards);
+
+  // Note [sharded checkpoints]
+  // Files of the above: "<dir>/<name>.safetensors" stands for its shards
+  // "<dir>/<name>.rank<r>-of-<N>.safetensors" (shard_path). save_sharded (collective) has every
+  // rank write its shard atomically and returns once all are written; load_sharded reads this
+  // rank's, from a run of the same world size (another size is an error that says to consolidate
+  // first). consolidate_files reads the N shards of `path` and writes the consolidated dict to
+  // `out` atomically; a shard missing or from another run is an error naming the file, and
+  // nothing is written. Errors name the file at fault, and a failed load changes nothing.
+  static std::string shard_path(const std::string& path, int rank, int world_size);
+  void save_sharded(const std::string& path) const;
+  void load_sharded(const std::string& path);
+  static void consolidate_files(const std::string& path, const std::string& out);
+
+  int stage() const { return options_.stage; }
+  optim::Optimizer& local_optimizer() { return *inner_; }
+  const optim::Optimizer& local_optimizer() const { return *inner_; }
+  // The flat shard tensors, one per bucket of ddp.bucket_layout().
+  const std::vector<Tensor>& shards() const { return shards_; }
+
+ protected:
+  void check(const optim::Hyperparameters& h, size_t group) const override;
+  void store(size_t group, const optim::Hyperparameters& h) override;
+  optim::Hyperparameters load(size_t group) const override;
+  std::vector<std::string> state_names() const override { return {}; }
+
+ private:
+  void build(const MakeGroupedOptimizer& make);
+  void load_consolidated(const StateDict& dict);
+
+  DistributedDataParallel& ddp_;
+  ZeroOptions options_;
+  std::vector<Tensor> shards_;
+  // Per group: its parameters (indices into module().parameters(), in order) and its buckets.
+  std::vector<std::vector<size_t>> group_params_;
+  std::vector<std::vector<size_t>> group_buckets_;
+  std::unique_ptr<optim::Optimizer> inner_;
 };
 
 // The indices of one rank's shard of a data set of `size` samples. With shuffle, a permutation that

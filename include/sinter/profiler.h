@@ -41,6 +41,15 @@ class Guard : NonCopyable {
   std::string table() const;
   // The events as complete ("X") events of the Chrome trace format, written atomically.
   void write_chrome_trace(const std::string& path) const;
+
+  // Bytes saved for backward (Note [saved bytes] in src/profiler/profiler.cpp): the storage of the
+  // tensors autograd holds for backward, made while this Guard lives, each storage once,
+  // parameters (leaves that require grad) not counted. saved_bytes() is what is held now;
+  // peak_saved_bytes() the most held at once since the Guard started or reset_peak_saved_bytes().
+  // table() ends with both.
+  int64_t saved_bytes() const;
+  int64_t peak_saved_bytes() const;
+  void reset_peak_saved_bytes();
 };
 
 // A named span of a program (a training phase, "forward", "epoch 3"): recorded like an op while a

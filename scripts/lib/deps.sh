@@ -8,6 +8,7 @@ SINTER_DEBIAN_PACKAGES=(
   libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin
   libonnx-dev libprotobuf-dev  # sinter::onnx::export_model: ONNX's protobuf classes and checker
   libdnnl-dev            # the CPU convolutions in oneDNN (Note [onednn convolutions])
+  ocl-icd-opencl-dev     # oneDNN's CMake package looks for OpenCL (its GPU runtime), found or not
   dataset-fashion-mnist  # the end-to-end training tests and examples read /usr/share/datasets/fashion-mnist
   gnuplot-nox            # the training examples plot their curves to PNG
   fortunes               # the text tests and language-model examples read /usr/share/games/fortunes

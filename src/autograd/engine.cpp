@@ -7,6 +7,7 @@
 
 #include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
+#include "internal/profile_op.h"
 #include "internal/tensor_impl.h"
 #include "sinter/ops.h"
 
@@ -78,7 +79,34 @@ class AccumulateGrad : public Node {
 };
 
 SavedTensor::SavedTensor(const Tensor& t, const char* op)
-    : t_(t.defined() ? alias_of(t) : Tensor()), version_(t.defined() ? t.version() : 0), op_(op) {}
+    : t_(t.defined() ? alias_of(t) : Tensor()), version_(t.defined() ? t.version() : 0), op_(op) {
+  // Leaves that require grad (parameters) are not counted: they live whether saved or not.
+  if (t_.defined() && profiler::detail::g_recording.load(std::memory_order_relaxed) &&
+      t_.storage().nbytes() > 0 && !(t.is_leaf() && t.requires_grad())) {
+    counted_ = profiler::detail::saved_add(t_.storage().data(), t_.storage().nbytes());
+  }
+}
+
+SavedTensor::SavedTensor(const SavedTensor& other)
+    : t_(other.t_), version_(other.version_), op_(other.op_), counted_(other.counted_) {
+  if (counted_) profiler::detail::saved_add(t_.storage().data(), t_.storage().nbytes());
+}
+
+SavedTensor& SavedTensor::operator=(const SavedTensor& other) {
+  if (this == &other) return *this;
+  SavedTensor copy(other);
+  if (counted_) profiler::detail::saved_remove(t_.storage().data());
+  t_ = std::move(copy.t_);
+  version_ = copy.version_;
+  op_ = copy.op_;
+  counted_ = copy.counted_;
+  copy.counted_ = false;
+  return *this;
+}
+
+SavedTensor::~SavedTensor() {
+  if (counted_) profiler::detail::saved_remove(t_.storage().data());
+}
 
 Tensor SavedTensor::get() const {
   SINTER_CHECK(!t_.defined() || t_.version() == version_, op_,

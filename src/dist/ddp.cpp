@@ -8,10 +8,13 @@
 #include <tuple>
 #include <utility>
 
+#include "dist/ddp_impl.h"
 #include "sinter/autograd.h"
-#include "sinter/dist.h"
 
 namespace sinter::dist {
+
+using detail::Bucket;
+using detail::Slot;
 
 // Note [bucket order]
 // Parameters go into buckets in reverse order of registration, which is roughly the order backward
@@ -21,22 +24,6 @@ namespace sinter::dist {
 // even if hooks fire in a different order on some rank.
 
 namespace {
-
-// A bucket: a flat buffer of one device and dtype holding the gradients of `params`, back to back.
-struct Bucket {
-  std::vector<size_t> params;  // indices into State::params, in packing order
-  Device device = Device::cpu();
-  DType dtype = DType::f32;
-  int64_t numel = 0;
-  Tensor buffer;       // (numel,)
-  size_t pending = 0;  // parameters not yet ready in this backward
-  std::shared_ptr<Work> work;
-};
-
-struct Slot {
-  size_t bucket = 0;
-  int64_t offset = 0;  // in elements, into the bucket's buffer
-};
 
 // FNV-1a, for the cross-rank model check.
 uint64_t fnv1a(const std::string& s) {
@@ -100,46 +87,19 @@ void broadcast_all(ProcessGroup& pg, const std::vector<Tensor>& tensors) {
 
 }  // namespace
 
-// What the hooks share with the wrapper. Hooks hold it weakly: they stay registered on the
-// parameters after the wrapper is gone, and then do nothing.
-struct DistributedDataParallel::Impl {
-  ProcessGroup* pg = nullptr;
-  DDPOptions options;
-  const bool* sync = nullptr;      // the wrapper's sync_
-  std::vector<Tensor> all_params;  // module().parameters(), the indices of bucket_layout()
-  std::vector<std::string> names;
-  std::vector<size_t> trained;  // indices into all_params of those that require grad
-  std::vector<Slot> slots;      // per all_params index (meaningful for trained ones)
-  std::vector<Bucket> buckets;  // in launch order (Note [bucket order])
-  std::vector<bool> ready;      // per all_params index, this backward
-  size_t next_launch = 0;
-  // Alive while this backward's finalizer is queued: expired means the next hook starts a new
-  // backward (and, if the last one failed midway, finds state to clear).
-  std::weak_ptr<int> pending;
-  bool dirty = false;  // some parameter was marked ready since the last reset
-  std::vector<std::string> events;
-
-  void build_buckets();
-  void on_grad_ready(size_t i);
-  // Starts a synchronized backward; the finalizer holds the returned token.
-  std::shared_ptr<int> begin_backward();
-  void mark_ready(size_t i);
-  void launch_ready_buckets();
-  void finalize();
-  void reset();
-};
-
 void DistributedDataParallel::Impl::build_buckets() {
   const double cap_bytes = options.bucket_cap_mb * 1024.0 * 1024.0;
-  // Open bucket per (device type, device index, dtype); closed ones are final.
-  std::map<std::tuple<int, int, int>, Bucket> open;
+  // Open bucket per (device type, device index, dtype, ZeRO group); closed ones are final.
+  std::map<std::tuple<int, int, int, int>, Bucket> open;
   std::vector<Bucket> closed;
   auto bytes = [](const Bucket& b) { return static_cast<double>(b.numel) * element_size(b.dtype); };
   for (auto it = trained.rbegin(); it != trained.rend(); ++it) {
     const Tensor& p = all_params[*it];
+    const int group = param_group.empty() ? 0 : param_group[*it];
     auto key = std::make_tuple(static_cast<int>(p.device().type), p.device().index,
-                               static_cast<int>(p.dtype()));
+                               static_cast<int>(p.dtype()), group);
     Bucket& b = open[key];
+    b.group = group;
     const double p_bytes = static_cast<double>(p.numel()) * element_size(p.dtype());
     if (!b.params.empty() && bytes(b) + p_bytes > cap_bytes) {
       closed.push_back(std::move(b));
@@ -169,9 +129,37 @@ void DistributedDataParallel::Impl::build_buckets() {
       slots[i] = {k, offset};
       offset += all_params[i].numel();
     }
+    b.padded = b.numel;
     b.buffer = zeros({b.numel}, {.dtype = b.dtype, .device = b.device});
     b.pending = b.params.size();
   }
+}
+
+void DistributedDataParallel::Impl::attach_zero(int stage, const std::vector<int>& groups) {
+  SINTER_CHECK(zero_stage == 0,
+               "ZeroRedundancyOptimizer: this DistributedDataParallel already has one");
+  SINTER_CHECK(!dirty, "ZeroRedundancyOptimizer: attached in the middle of a backward");
+  if (groups != param_group) {  // buckets that never mix groups
+    param_group = groups;
+    build_buckets();
+  }
+  const int64_t n = pg->size();
+  for (Bucket& b : buckets) {
+    b.padded = (b.numel + n - 1) / n * n;
+    // Stage 2 makes its buffers per backward.
+    b.buffer = stage == 2 ? Tensor() : zeros({b.padded}, {.dtype = b.dtype, .device = b.device});
+  }
+  zero_stage = stage;
+}
+
+void DistributedDataParallel::Impl::detach_zero() {
+  // Back to plain all-reduces (the padded buffers do no harm).
+  reset();
+  for (Bucket& b : buckets) {
+    if (!b.buffer.defined()) b.buffer = zeros({b.padded}, {.dtype = b.dtype, .device = b.device});
+  }
+  zero_stage = 0;
+  shards.clear();
 }
 
 void DistributedDataParallel::Impl::reset() {
@@ -185,6 +173,10 @@ void DistributedDataParallel::Impl::reset() {
                      e.what());
       }
       b.work.reset();
+    }
+    if (zero_stage == 2) {
+      b.buffer = Tensor();
+      b.shard_grad = Tensor();
     }
     b.pending = b.params.size();
   }
@@ -208,6 +200,7 @@ void DistributedDataParallel::Impl::mark_ready(size_t i) {
   const Tensor& p = all_params[i];
   const Slot& s = slots[i];
   Bucket& b = buckets[s.bucket];
+  if (!b.buffer.defined()) b.buffer = zeros({b.padded}, {.dtype = b.dtype, .device = b.device});
   Tensor slot = b.buffer.narrow(0, s.offset, p.numel()).view(p.shape());
   Tensor g = p.grad();
   if (g.defined()) {
@@ -215,6 +208,8 @@ void DistributedDataParallel::Impl::mark_ready(size_t i) {
   } else {
     slot.zero_();
   }
+  // ZeRO stage 2: the bucket holds the gradient now; the parameter's own copy goes.
+  if (zero_stage == 2) p.set_grad(Tensor());
   ready[i] = true;
   dirty = true;
   --b.pending;
@@ -223,9 +218,24 @@ void DistributedDataParallel::Impl::mark_ready(size_t i) {
 void DistributedDataParallel::Impl::launch_ready_buckets() {
   while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
     Bucket& b = buckets[next_launch];
-    b.work = pg->all_reduce_async(b.buffer, ReduceOp::Average);
+    if (zero_stage == 2) {
+      b.shard_grad = empty({b.padded / pg->size()}, {.dtype = b.dtype, .device = b.device});
+      b.work = pg->reduce_scatter_async(b.shard_grad, b.buffer, ReduceOp::Average);
+    } else {
+      b.work = pg->all_reduce_async(b.buffer, ReduceOp::Average);
+    }
     events.push_back("launch " + std::to_string(next_launch));
     ++next_launch;
+  }
+  // Stage 2: buffers of buckets whose reduce-scatter is done are freed while backward goes on.
+  if (zero_stage == 2) {
+    for (size_t k = 0; k < next_launch; ++k) {
+      Bucket& b = buckets[k];
+      if (b.work && b.buffer.defined() && b.work->is_completed()) {
+        b.work->wait();
+        b.buffer = Tensor();
+      }
+    }
   }
 }
 
@@ -264,11 +274,29 @@ void DistributedDataParallel::Impl::finalize() {
     std::shared_ptr<Work> work = std::move(b.work);
     work->wait();
     events.push_back("wait " + std::to_string(k));
+    if (zero_stage == 2) {
+      // Only this rank's part of the average stays: added to what the shard holds, as backward
+      // adds to a parameter's gradient.
+      b.buffer = Tensor();
+      Tensor g = shards[k].grad();
+      if (g.defined()) {
+        g.add_(b.shard_grad);
+      } else {
+        shards[k].set_grad(b.shard_grad);
+      }
+      b.shard_grad = Tensor();
+      continue;
+    }
     for (size_t i : b.params) {
       const Tensor& p = all_params[i];
       Tensor slot = b.buffer.narrow(0, slots[i].offset, p.numel()).view(p.shape());
       Tensor g = p.grad();
       g.copy_(slot);
+    }
+    if (zero_stage == 1) {
+      // The shard's gradient is its part of the averaged bucket (a view: no copy).
+      const int64_t part = b.padded / pg->size();
+      shards[k].set_grad(b.buffer.narrow(0, pg->rank() * part, part));
     }
   }
   reset();

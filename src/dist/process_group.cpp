@@ -1,9 +1,8 @@
 // What every build of ProcessGroup has, with or without MPI and NCCL: the choice of each rank's
 // GPU (ProcessGroupOptions::device) and the check that no two ranks share one.
-#include "dist/process_group_impl.h"
-
 #include <string>
 
+#include "dist/process_group_impl.h"
 #include "sinter/core/error.h"
 #include "sinter/cuda.h"
 
@@ -11,6 +10,21 @@ namespace sinter::dist {
 
 int ProcessGroup::cuda_device() const {
   return detail::choose_device(-1, rank(), local_rank(), cuda::device_count());
+}
+
+void ProcessGroup::check_scatter_gather(const char* what, const Tensor& output, const Tensor& input,
+                                        bool scatter) const {
+  SINTER_CHECK(output.defined() && input.defined(), what, ": rank ", rank(), ": undefined tensor");
+  SINTER_CHECK(output.dtype() == input.dtype(), what, ": rank ", rank(), ": the output is ",
+               output.dtype(), " but the input is ", input.dtype());
+  SINTER_CHECK(output.device() == input.device(), what, ": rank ", rank(), ": the output is on ",
+               output.device(), " but the input is on ", input.device());
+  const Tensor& big = scatter ? input : output;
+  const Tensor& small = scatter ? output : input;
+  SINTER_CHECK(big.numel() == small.numel() * size(), what, ": rank ", rank(), ": the ",
+               scatter ? "input" : "output", " must hold ", size(), " (ranks) x ", small.numel(),
+               " (the ", scatter ? "output" : "input", "'s elements) = ", small.numel() * size(),
+               " elements, but has ", big.numel(), " (shape ", shape_str(big.shape()), ")");
 }
 
 namespace detail {

@@ -23,6 +23,9 @@ class NcclBackend {
   virtual std::shared_ptr<Work> broadcast(Tensor& tensor, int root) = 0;
   // `out` holds size() * tensor.numel() elements, contiguous, on the same device.
   virtual std::shared_ptr<Work> all_gather(const Tensor& tensor, Tensor& out) = 0;
+  // `input` holds size() * output.numel() elements; both contiguous, on the same device.
+  virtual std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input,
+                                               ReduceOp op) = 0;
 };
 
 struct NcclSetup {

@@ -73,7 +73,13 @@ Runtime& runtime() {
   return r;
 }
 
-enum CallKind : int64_t { kAllReduce = 1, kBroadcast = 2, kAllGather = 3 };
+enum CallKind : int64_t {
+  kAllReduce = 1,
+  kBroadcast = 2,
+  kAllGather = 3,
+  kReduceScatter = 4,
+  kAllGatherInto = 5
+};
 const char* call_name(int64_t kind) {
   switch (kind) {
     case kAllReduce:
@@ -82,6 +88,10 @@ const char* call_name(int64_t kind) {
       return "broadcast";
     case kAllGather:
       return "all_gather";
+    case kReduceScatter:
+      return "reduce_scatter";
+    case kAllGatherInto:
+      return "all_gather_into";
     default:
       return "collective";
   }
@@ -115,7 +125,8 @@ std::string describe_signature(const std::vector<int64_t>& v) {
   shape += "]";
   const bool dtype_ok = v[3] >= 0 && v[3] < kNumDTypes;
   std::string extra;
-  if (v[0] == kAllReduce && v[1] >= 0 && v[1] < int64_t(std::size(kReduceOpNames))) {
+  if ((v[0] == kAllReduce || v[0] == kReduceScatter) && v[1] >= 0 &&
+      v[1] < int64_t(std::size(kReduceOpNames))) {
     extra = std::string(" ") + kReduceOpNames[v[1]];
   } else if (v[0] == kBroadcast) {
     extra = " from root " + std::to_string(v[1]);
@@ -154,6 +165,9 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
   std::shared_ptr<Work> broadcast_async(Tensor& tensor, int root) override;
   Tensor all_gather(const Tensor& tensor) override;
   void barrier() override;
+  std::shared_ptr<Work> reduce_scatter_async(Tensor& output, const Tensor& input,
+                                             ReduceOp op) override;
+  std::shared_ptr<Work> all_gather_into_async(Tensor& output, const Tensor& input) override;
 
   // Waits up to `drain` for orphaned collectives, then frees the NCCL and MPI communicators.
   // Returns false when some collective never completed. Idempotent; MPI must not be finalized.
@@ -513,6 +527,102 @@ Tensor MpiGroup::all_gather(const Tensor& tensor) {
   }
   MpiWork(shared_from_this(), what, {r}, {src, out}, nullptr).wait();
   return out;
+}
+
+std::shared_ptr<Work> MpiGroup::reduce_scatter_async(Tensor& output, const Tensor& input,
+                                                     ReduceOp op) {
+  check_scatter_gather("reduce_scatter", output, input, /*scatter=*/true);
+  ensure_usable("reduce_scatter");
+  const DType dtype = input.dtype();
+  SINTER_CHECK(op != ReduceOp::Average || is_floating(dtype), "reduce_scatter: rank ", rank_,
+               ": ReduceOp::Average needs a floating dtype, got ", dtype,
+               " (reduce with Sum and divide)");
+  if (input.is_cuda()) {
+    SINTER_CHECK(input.is_contiguous() && output.is_contiguous(), "reduce_scatter: rank ", rank_,
+                 ": CUDA tensors must be contiguous (input ", detail::shape_text(input),
+                 ", output ", detail::shape_text(output), ")");
+  }
+  check_same("reduce_scatter", kReduceScatter, static_cast<int64_t>(op), input);
+  if (input.is_cuda()) return nccl().reduce_scatter(output, input, op);
+  reap_orphans();
+  const int64_t n = output.numel();
+  if (n == 0) return std::make_shared<DoneWork>();
+  SINTER_CHECK(n <= INT_MAX, "reduce_scatter: rank ", rank_, ": ", n,
+               " elements per rank is more than one MPI call can carry (", INT_MAX, ")");
+
+  // As in all_reduce: bf16 and f16 go through f32 copies, a non-contiguous output through a
+  // contiguous one, written back when the Work completes.
+  const bool half = dtype == DType::bf16 || dtype == DType::f16;
+  Tensor in = half ? input.to(DType::f32).contiguous() : input.contiguous();
+  Tensor out = (half || !output.is_contiguous()) ? empty({n}, {.dtype = in.dtype()}) : output;
+  const bool copy_back = !out.is_same(output);
+  const MPI_Datatype type = mpi_type(in.dtype());
+  const MPI_Op mpi_op = (op == ReduceOp::Max || dtype == DType::b8) ? MPI_MAX : MPI_SUM;
+  const std::string what =
+      sinter::detail::str_cat("reduce_scatter of shape ", detail::shape_text(input));
+  MPI_Request r;
+  {
+    std::lock_guard<std::mutex> lock(g_mpi_mutex);
+    SINTER_MPI_CALL(rank_, what,
+                    MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), static_cast<int>(n),
+                                              type, mpi_op, comm_, &r));
+  }
+  if (!copy_back) output.bump_version();
+  std::function<void()> finish;
+  if (op == ReduceOp::Average || copy_back) {
+    finish = [output, out, op, copy_back, size = size_]() mutable {
+      if (op == ReduceOp::Average) divide_in_place(out, size);
+      if (copy_back) {
+        NoGradGuard no_grad;
+        output.copy_(out.view(output.shape()));
+      }
+    };
+  }
+  return std::make_shared<MpiWork>(shared_from_this(), what, std::vector<MPI_Request>{r},
+                                   std::vector<Tensor>{in, out, output}, std::move(finish));
+}
+
+std::shared_ptr<Work> MpiGroup::all_gather_into_async(Tensor& output, const Tensor& input) {
+  check_scatter_gather("all_gather_into", output, input, /*scatter=*/false);
+  ensure_usable("all_gather_into");
+  if (input.is_cuda()) {
+    SINTER_CHECK(input.is_contiguous() && output.is_contiguous(), "all_gather_into: rank ", rank_,
+                 ": CUDA tensors must be contiguous (input ", detail::shape_text(input),
+                 ", output ", detail::shape_text(output), ")");
+  }
+  check_same("all_gather_into", kAllGatherInto, 0, input);
+  if (input.is_cuda()) return nccl().all_gather(input, output);
+  reap_orphans();
+  if (input.numel() == 0) return std::make_shared<DoneWork>();
+  const int64_t nbytes = input.numel() * static_cast<int64_t>(element_size(input.dtype()));
+  SINTER_CHECK(nbytes <= INT_MAX, "all_gather_into: rank ", rank_, ": ", nbytes,
+               " bytes per rank is more than one MPI call can carry (", INT_MAX, ")");
+  Tensor out = output.is_contiguous() ? output : empty({output.numel()}, {.dtype = output.dtype()});
+  const bool copy_back = !out.is_same(output);
+  char* mine = static_cast<char*>(out.data_ptr()) + rank_ * nbytes;
+  // In place: the input is this rank's part of the output already (MPI_IN_PLACE).
+  const bool in_place = !copy_back && input.is_contiguous() && input.data_ptr() == mine;
+  Tensor in = in_place || input.is_contiguous() ? input : input.contiguous();
+  const std::string what =
+      sinter::detail::str_cat("all_gather_into of shape ", detail::shape_text(input));
+  MPI_Request r;
+  {
+    std::lock_guard<std::mutex> lock(g_mpi_mutex);
+    SINTER_MPI_CALL(
+        rank_, what,
+        MPI_Iallgather(in_place ? MPI_IN_PLACE : in.data_ptr(), static_cast<int>(nbytes), MPI_BYTE,
+                       out.data_ptr(), static_cast<int>(nbytes), MPI_BYTE, comm_, &r));
+  }
+  if (!copy_back) output.bump_version();
+  std::function<void()> finish;
+  if (copy_back) {
+    finish = [output, out]() mutable {
+      NoGradGuard no_grad;
+      output.copy_(out.view(output.shape()));
+    };
+  }
+  return std::make_shared<MpiWork>(shared_from_this(), what, std::vector<MPI_Request>{r},
+                                   std::vector<Tensor>{in, out, output}, std::move(finish));
 }
 
 void MpiGroup::barrier() {

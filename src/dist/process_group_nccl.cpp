@@ -222,18 +222,21 @@ class NcclWork final : public Work {
   bool waited_ = false;
 };
 
+// Bools are 0/1 bytes: Sum and Max both become Max (or).
+ncclRedOp_t reduce_op(DType dtype, ReduceOp op) {
+  if (dtype == DType::b8 || op == ReduceOp::Max) return ncclMax;
+  return op == ReduceOp::Average ? ncclAvg : ncclSum;
+}
+
 class NcclBackendImpl final : public NcclBackend {
  public:
   explicit NcclBackendImpl(std::shared_ptr<CommState> state) : state_(std::move(state)) {}
 
   std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op) override {
-    const ncclRedOp_t nop = tensor.dtype() == DType::b8 || op == ReduceOp::Max ? ncclMax
-                            : op == ReduceOp::Average                          ? ncclAvg
-                                                                               : ncclSum;
     return launch("all_reduce", tensor, {tensor}, 1, [&](cudaStream_t s) {
       return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(),
-                           static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()), nop,
-                           state_->comm, s);
+                           static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()),
+                           reduce_op(tensor.dtype(), op), state_->comm, s);
     });
   }
 
@@ -243,6 +246,14 @@ class NcclBackendImpl final : public NcclBackend {
       return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(),
                            static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()), root,
                            state_->comm, s);
+    });
+  }
+
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) override {
+    return launch("reduce_scatter", input, {output, input}, 1, [&](cudaStream_t s) {
+      return ncclReduceScatter(input.data_ptr(), output.data_ptr(),
+                               static_cast<size_t>(output.numel()), nccl_type(input.dtype()),
+                               reduce_op(input.dtype(), op), state_->comm, s);
     });
   }
 

@@ -10,10 +10,16 @@
 namespace sinter::autograd {
 
 // A tensor saved for backward: a detached alias plus the version it had when saved.
+// While a profiler::Guard lives, a saved tensor's storage counts toward the bytes saved for
+// backward (Note [saved bytes] in src/profiler/profiler.cpp) from its save until the last copy of
+// it goes.
 class SavedTensor {
  public:
   SavedTensor() = default;
   SavedTensor(const Tensor& t, const char* op);  // NOLINT(google-explicit-constructor)
+  SavedTensor(const SavedTensor& other);
+  SavedTensor& operator=(const SavedTensor& other);
+  ~SavedTensor();
   // The saved tensor; throws if it was modified in place since it was saved.
   Tensor get() const;
   bool defined() const { return t_.defined(); }
@@ -22,6 +28,7 @@ class SavedTensor {
   Tensor t_;
   uint32_t version_ = 0;
   const char* op_ = "";
+  bool counted_ = false;  // registered with the profiler's saved-bytes count
 };
 
 using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs)>;

@@ -14,6 +14,11 @@ namespace sinter::profiler::detail {
 
 extern std::atomic<bool> g_recording;
 
+// Note [saved bytes]: the storages autograd holds for backward, counted once each however many
+// saved tensors share them. saved_add returns true (the caller must call saved_remove once later).
+bool saved_add(const void* storage, size_t nbytes);
+void saved_remove(const void* storage);
+
 // The shapes of an op's tensor arguments ("[2, 3], [3]"); other arguments add nothing.
 inline void append_shapes(std::string&, bool&) {}
 template <class... Rest>

@@ -6,32 +6,27 @@
 #include <string>
 #include <utility>
 
+#include "optim/clip_impl.h"
 #include "sinter/autograd.h"
 #include "sinter/ops.h"
 
 namespace sinter::optim {
 
-Tensor clip_grad_norm_on_device_(const std::vector<Tensor>& params, double max_norm,
-                                 double norm_type) {
-  SINTER_CHECK(max_norm >= 0.0, "clip_grad_norm_: max_norm must be >= 0, got ", max_norm);
-  SINTER_CHECK(norm_type > 0.0, "clip_grad_norm_: norm_type must be positive (or infinity), got ",
-               norm_type);
-  const bool inf = std::isinf(norm_type);
-  NoGradGuard ng;
-  std::vector<Tensor> grads;
-  for (const Tensor& p : params) {
-    SINTER_CHECK(p.defined(), "clip_grad_norm_: undefined parameter");
-    Tensor g = p.grad();
-    if (g.defined() && g.numel() > 0) grads.push_back(g);
-  }
-  if (grads.empty()) return zeros({}, {.dtype = DType::f32});
+namespace detail {
 
+DType norm_accumulator(const std::vector<Tensor>& grads) {
+  for (const Tensor& g : grads) {
+    if (g.dtype() != DType::f64) return DType::f32;
+  }
+  return DType::f64;
+}
+
+Tensor grad_norm_partial(const std::vector<Tensor>& grads, double norm_type, DType acc,
+                         Device device) {
+  const bool inf = std::isinf(norm_type);
+  if (grads.empty()) return zeros({}, {.dtype = acc, .device = device});
   // One partial per gradient (max |g| or sum |g|^p), in f64 for f64 gradients and f32 otherwise,
-  // all gathered on the first gradient's device so that reading the total syncs once.
-  bool all_f64 = true;
-  for (const Tensor& g : grads) all_f64 = all_f64 && g.dtype() == DType::f64;
-  const DType acc = all_f64 ? DType::f64 : DType::f32;
-  const Device device = grads[0].device();
+  // all gathered on `device` so that reading the total syncs once.
   std::vector<Tensor> partials;
   partials.reserve(grads.size());
   for (const Tensor& g : grads) {
@@ -49,9 +44,14 @@ Tensor clip_grad_norm_on_device_(const std::vector<Tensor>& params, double max_n
     partials.push_back(part.to(device).to(acc));
   }
   const Tensor all = stack(partials);
-  const Tensor reduced = inf ? max(all) : sum(all);
-  const Tensor total = inf ? reduced : pow(reduced, 1.0 / norm_type);
+  return inf ? max(all) : sum(all);
+}
 
+Tensor scale_to_norm(const std::vector<Tensor>& grads, const Tensor& reduced, double max_norm,
+                     double norm_type) {
+  const DType acc = reduced.dtype();
+  const Device device = reduced.device();
+  const Tensor total = std::isinf(norm_type) ? reduced : pow(reduced, 1.0 / norm_type);
   // As in PyTorch (clamp to at most 1), a NaN total makes every gradient NaN, so that the step
   // that follows is seen to have failed, and an infinite one scales them by 0. All on the device:
   // the host reads nothing.
@@ -59,12 +59,36 @@ Tensor clip_grad_norm_on_device_(const std::vector<Tensor>& params, double max_n
   const Tensor factor = minimum(coef, ones({}, {.dtype = acc, .device = device}));
   // The factor in each gradient's device and dtype, converted once per pair.
   std::map<std::pair<std::string, DType>, Tensor> factors;
-  for (Tensor& g : grads) {
+  for (const Tensor& g : grads) {
     Tensor& f = factors[{g.device().str(), g.dtype()}];
     if (!f.defined()) f = factor.to(g.device()).to(g.dtype());
-    g.mul_(f);
+    Tensor target = g;
+    target.mul_(f);
   }
   return total;
+}
+
+void check_clip_arguments(const char* op, double max_norm, double norm_type) {
+  SINTER_CHECK(max_norm >= 0.0, op, ": max_norm must be >= 0, got ", max_norm);
+  SINTER_CHECK(norm_type > 0.0, op, ": norm_type must be positive (or infinity), got ", norm_type);
+}
+
+}  // namespace detail
+
+Tensor clip_grad_norm_on_device_(const std::vector<Tensor>& params, double max_norm,
+                                 double norm_type) {
+  detail::check_clip_arguments("clip_grad_norm_", max_norm, norm_type);
+  NoGradGuard ng;
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params) {
+    SINTER_CHECK(p.defined(), "clip_grad_norm_: undefined parameter");
+    Tensor g = p.grad();
+    if (g.defined() && g.numel() > 0) grads.push_back(g);
+  }
+  if (grads.empty()) return zeros({}, {.dtype = DType::f32});
+  const DType acc = detail::norm_accumulator(grads);
+  const Tensor reduced = detail::grad_norm_partial(grads, norm_type, acc, grads[0].device());
+  return detail::scale_to_norm(grads, reduced, max_norm, norm_type);
 }
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {

@@ -18,6 +18,8 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <unordered_map>
+#include <utility>
 
 #include "internal/atomic_file.h"
 #include "internal/json_text.h"
@@ -130,9 +132,72 @@ void OpScope::end() {
   r.ended = true;
 }
 
+// Note [saved bytes]
+// What autograd keeps for backward is the memory activation checkpointing trades for compute, so
+// the profiler counts it: every SavedTensor made while a Guard lives registers its storage here
+// (parameters excepted), counted once however many saved tensors share it, until the last of them
+// is gone (backward releases them, or the graph is dropped). The Guard reports the bytes held now
+// and the most held at once since it started: for a training step, the peak is at the end of
+// forward.
+namespace {
+
+struct SavedRegistry {
+  std::mutex mu;
+  std::unordered_map<const void*, std::pair<size_t, int64_t>> storages;  // bytes, references
+  int64_t current = 0, peak = 0;
+};
+
+SavedRegistry& saved_registry() {
+  static SavedRegistry r;
+  return r;
+}
+
+}  // namespace
+
+bool saved_add(const void* storage, size_t nbytes) {
+  SavedRegistry& r = saved_registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  auto [it, fresh] = r.storages.try_emplace(storage, nbytes, 0);
+  if (++it->second.second == 1) {
+    r.current += static_cast<int64_t>(it->second.first);
+    r.peak = std::max(r.peak, r.current);
+  }
+  (void)fresh;
+  return true;
+}
+
+void saved_remove(const void* storage) {
+  SavedRegistry& r = saved_registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.storages.find(storage);
+  if (it == r.storages.end()) return;
+  if (--it->second.second == 0) {
+    r.current -= static_cast<int64_t>(it->second.first);
+    r.storages.erase(it);
+  }
+}
+
 }  // namespace detail
 
 using detail::state;
+
+int64_t Guard::saved_bytes() const {
+  detail::SavedRegistry& r = detail::saved_registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  return r.current;
+}
+
+int64_t Guard::peak_saved_bytes() const {
+  detail::SavedRegistry& r = detail::saved_registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  return r.peak;
+}
+
+void Guard::reset_peak_saved_bytes() {
+  detail::SavedRegistry& r = detail::saved_registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  r.peak = r.current;
+}
 
 Guard::Guard() {
   bool expected = false;
@@ -143,6 +208,7 @@ Guard::Guard() {
   s.records.clear();
   ++s.generation;
   s.origin = detail::Clock::now();
+  reset_peak_saved_bytes();
 }
 
 Guard::~Guard() {
@@ -206,6 +272,10 @@ std::string Guard::table() const {
                   static_cast<double>(r.bytes) / (1024.0 * 1024.0));
     os << line;
   }
+  std::snprintf(line, sizeof line, "saved for backward: %.2f MiB now, %.2f MiB at most\n",
+                static_cast<double>(saved_bytes()) / (1024.0 * 1024.0),
+                static_cast<double>(peak_saved_bytes()) / (1024.0 * 1024.0));
+  os << line;
   return os.str();
 }
 

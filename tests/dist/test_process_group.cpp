@@ -161,6 +161,131 @@ TEST(ProcessGroup, AllGatherStacksInRankOrder) {
   }
 }
 
+// expected(op, size * n), this rank's part.
+std::vector<double> my_part(ReduceOp op, int64_t n, bool integral_values = false) {
+  const std::vector<double> all = expected(op, world().size() * n, integral_values);
+  const auto begin = all.begin() + world().rank() * n;
+  return {begin, begin + n};
+}
+
+TEST(ProcessGroup, ReduceScatterGivesEachRankItsPart) {
+  const int size = world().size();
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::i64}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Max}) {
+      if (op == ReduceOp::Average && dtype == DType::i64) continue;
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " op " << static_cast<int>(op));
+      // bf16: small values only (exact in 8 bits), as in AllReduceOtherDtypes.
+      const int64_t n = dtype == DType::bf16 ? 3 : 1001;
+      const bool integral = dtype == DType::i64;
+      Tensor in = rank_tensor(dtype, size * n, integral);
+      Tensor out = full({n}, -99.0, {.dtype = dtype});
+      world().reduce_scatter(out, in, op);
+      EXPECT_EQ(out.dtype(), dtype);
+      EXPECT_EQ(out.to_vector<double>(), my_part(op, n, integral));
+    }
+  }
+}
+
+TEST(ProcessGroup, ReduceScatterIntoAViewAndFromAShapedInput) {
+  // Only element counts matter: a (size, 2, 3) input, and an output that is a transposed view,
+  // filled in place in row-major order of the view.
+  const int size = world().size();
+  Tensor in = rank_tensor(DType::f32, size * 6).reshape({size, 2, 3});
+  Tensor base = zeros({3, 2});
+  Tensor out = base.t();
+  ASSERT_FALSE(out.is_contiguous());
+  world().reduce_scatter(out, in, ReduceOp::Sum);
+  EXPECT_EQ(out.contiguous().flatten().to_vector<double>(), my_part(ReduceOp::Sum, 6));
+  Tensor empty_out = zeros({0});
+  world().reduce_scatter(empty_out, zeros({0}));
+}
+
+TEST(ProcessGroup, AllGatherIntoPlacesEachRankInOrder) {
+  const int size = world().size();
+  for (DType dtype : {DType::f32, DType::bf16, DType::i32, DType::u8}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor in = full({2, 3}, world().rank() + 1.0, {.dtype = dtype});
+    Tensor out = zeros({size * 6}, {.dtype = dtype});
+    world().all_gather_into(out, in);
+    for (int r = 0; r < size; ++r) {
+      EXPECT_EQ(out.narrow(0, r * 6, 6).to_vector<double>(), std::vector<double>(6, r + 1.0));
+    }
+  }
+  // In place: the input is this rank's part of the output.
+  Tensor buf = full({size, 4}, -1.0, {.dtype = DType::f64});
+  buf[world().rank()].fill_(10.0 * world().rank());
+  world().all_gather_into(buf, buf[world().rank()]);
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(buf[r].to_vector<double>(), std::vector<double>(4, 10.0 * r));
+  }
+  // A non-contiguous output and input.
+  Tensor src = arange(6, {.dtype = DType::f32}).reshape({2, 3}).t();
+  Tensor dst_base = zeros({3, 2 * size});
+  Tensor dst = dst_base.t();
+  world().all_gather_into(dst, add(src, 100.0 * world().rank()));
+  Tensor flat = dst.contiguous().flatten();
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(flat.narrow(0, r * 6, 6).to_vector<double>(),
+              add(src.contiguous().flatten(), 100.0 * r).to_vector<double>());
+  }
+}
+
+TEST(ProcessGroup, ReduceScatterAndAllGatherAsyncTogether) {
+  const int size = world().size();
+  std::vector<Tensor> outs, gathered;
+  std::vector<std::shared_ptr<dist::Work>> works;
+  for (int k = 0; k < 3; ++k) {
+    outs.push_back(zeros({100 + k}));
+    works.push_back(
+        world().reduce_scatter_async(outs.back(), rank_tensor(DType::f32, size * (100 + k))));
+    gathered.push_back(zeros({size * (5 + k)}, {.dtype = DType::f64}));
+    works.push_back(world().all_gather_into_async(
+        gathered.back(), full({5 + k}, world().rank(), {.dtype = DType::f64})));
+  }
+  for (int k = static_cast<int>(works.size()) - 1; k >= 0; --k) works[k]->wait();
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(outs[k].to_vector<double>(), my_part(ReduceOp::Sum, 100 + k));
+    for (int r = 0; r < size; ++r) {
+      EXPECT_EQ(gathered[k].narrow(0, r * (5 + k), 5 + k).to_vector<double>(),
+                std::vector<double>(5 + k, r));
+    }
+  }
+}
+
+TEST(ProcessGroup, ReduceScatterAndAllGatherIntoErrors) {
+  const int size = world().size();
+  Tensor out = zeros({4});
+  expect_error([&] { world().reduce_scatter(out, zeros({4 * size + 1})); },
+               {"reduce_scatter: rank", "the input must hold", std::to_string(4 * size),
+                "but has " + std::to_string(4 * size + 1)});
+  expect_error([&] { world().reduce_scatter(out, zeros({4 * size}, {.dtype = DType::f64})); },
+               {"reduce_scatter: rank", "the output is f32 but the input is f64"});
+  Tensor iout = zeros({2}, {.dtype = DType::i32});
+  expect_error(
+      [&] {
+        world().reduce_scatter(iout, zeros({2 * size}, {.dtype = DType::i32}), ReduceOp::Average);
+      },
+      {"reduce_scatter: rank", "Average needs a floating dtype"});
+  Tensor gout = zeros({3 * size + 2});
+  expect_error([&] { world().all_gather_into(gout, zeros({3})); },
+               {"all_gather_into: rank", "the output must hold", "but has"});
+  Tensor undefined;
+  expect_error([&] { world().all_gather_into(undefined, zeros({3})); },
+               {"all_gather_into: rank", "undefined tensor"});
+  // The group is still usable.
+  Tensor ok = zeros({2});
+  world().reduce_scatter(ok, rank_tensor(DType::f32, 2 * size));
+  EXPECT_EQ(ok.to_vector<double>(), my_part(ReduceOp::Sum, 2));
+}
+
+TEST(ProcessGroup, ReduceScatterSizeMismatchAcrossRanksIsAnError) {
+  if (world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int64_t n = world().rank() == 0 ? 3 : 4;
+  Tensor out = zeros({n});
+  expect_error([&] { world().reduce_scatter(out, zeros({n * world().size()})); },
+               {"reduce_scatter: rank", "another rank has shape"});
+}
+
 // Rank 0 writes a file late; after the barrier every rank must see it. Without the barrier the
 // other ranks look before it exists.
 TEST(ProcessGroup, BarrierWaitsForEveryRank) {
@@ -280,6 +405,35 @@ TEST(CudaProcessGroup, AsyncBroadcastAndAllGather) {
   for (int r = 0; r < world().size(); ++r) {
     EXPECT_EQ(g[r].cpu().to_vector<double>(), std::vector<double>(2, r));
   }
+}
+
+TEST(CudaProcessGroup, ReduceScatterAndAllGatherInto) {
+  SINTER_REQUIRE_CUDA();
+  if (!enough_gpus()) GTEST_SKIP() << "needs one GPU per rank";
+  const Device dev = Device::cuda(world().cuda_device());
+  const int size = world().size();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Max}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " op " << static_cast<int>(op));
+      const int64_t n = dtype == DType::bf16 ? 3 : 4099;
+      Tensor out = zeros({n}, {.dtype = dtype, .device = dev});
+      world().reduce_scatter(out, rank_tensor(dtype, size * n).to(dev), op);
+      EXPECT_EQ(out.cpu().to_vector<double>(), my_part(op, n));
+    }
+  }
+  Tensor buf = zeros({size, 1000}, {.device = dev});
+  buf[world().rank()].fill_(world().rank() + 0.5);
+  auto work = world().all_gather_into_async(buf, buf[world().rank()]);
+  Tensor other = zeros({size * 7}, {.device = dev});
+  world().all_gather_into(other, full({7}, 2.0 * world().rank(), {.device = dev}));
+  work->wait();
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(buf[r].cpu().to_vector<double>(), std::vector<double>(1000, r + 0.5));
+    EXPECT_EQ(other.narrow(0, 7 * r, 7).cpu().to_vector<double>(), std::vector<double>(7, 2.0 * r));
+  }
+  Tensor strided = zeros({4, 2 * size}, {.device = dev}).t();
+  expect_error([&] { world().all_gather_into(strided, zeros({8}, {.device = dev})); },
+               {"all_gather_into: rank", "must be contiguous"});
 }
 
 }  // namespace

@@ -97,7 +97,7 @@ class Optimizer : NonCopyable {
   // skipped). Runs under NoGradGuard.
   virtual void step() = 0;
   // Drops every gradient (set_to_none) or fills it with zeros.
-  void zero_grad(bool set_to_none = true);
+  virtual void zero_grad(bool set_to_none = true);
 
   size_t num_param_groups() const { return params_.size(); }
   const std::vector<Tensor>& params(size_t group) const;
@@ -118,8 +118,8 @@ class Optimizer : NonCopyable {
   // The state of parameter `index` of `group` (empty before its first step).
   const std::map<std::string, Tensor>& state(size_t group, size_t index) const;
 
-  StateDict state_dict() const;
-  void load_state_dict(const StateDict& dict);
+  virtual StateDict state_dict() const;
+  virtual void load_state_dict(const StateDict& dict);
 
   const std::string& name() const { return name_; }
 
