@@ -11,6 +11,7 @@
 //   lm --data shards/ --model llama                 # train from the shards
 //   lm --batch-tokens 12288                         # accumulate micro-batches to 12288 tokens
 //   mpirun -np 2 lm --ddp                           # data parallel (--batch-tokens over all ranks)
+//   mpirun -np 2 lm --ddp --zero 2                  # ... with the optimizer state sharded (ZeRO)
 //   lm --device cuda --amp bf16 --cuda-graph --dropout 0
 #include <sinter/data.h>
 #include <sinter/dist.h>
@@ -291,6 +292,7 @@ struct Args {
   std::string amp = "off";
   bool cuda_graph = false;
   bool ddp = false;
+  int zero = 0;  // ZeRO stage with --ddp (0: the optimizer replicated on every rank)
 };
 
 // The run settings given on the command line, applied over the device's defaults (or, with
@@ -666,7 +668,8 @@ struct Run {
   std::optional<double> max_val_loss;
   LanguageModel model;
   std::vector<st::Tensor> params;
-  std::unique_ptr<st::optim::AdamW> opt;
+  std::unique_ptr<st::optim::Optimizer> opt;  // AdamW, or --zero's ZeroRedundancyOptimizer over it
+  st::dist::ZeroRedundancyOptimizer* zero = nullptr;  // opt, with --zero
   std::unique_ptr<st::optim::CosineAnnealingLR> sched;
   std::unique_ptr<st::dist::DistributedDataParallel> ddp;
   std::optional<st::DType> amp;
@@ -681,10 +684,21 @@ struct Run {
   int stopped_by = 0;  // the signal that stopped the run early (Note [preemption])
 };
 
+// With --zero the optimizer's state is in shards beside the checkpoint (Note [sharded
+// checkpoints]): "<name>.optimizer.rank<r>-of-<N>.safetensors" for "<name>.safetensors".
+std::string optimizer_shards(const std::string& checkpoint) {
+  const fs::path p(checkpoint);
+  return (p.parent_path() / (p.stem().string() + ".optimizer" + p.extension().string())).string();
+}
+
+// Collective with --zero: every rank writes its optimizer shard (first, so that the checkpoint,
+// renamed into place last, never names shards older than itself), then rank 0 the rest.
 void save_checkpoint(const Run& r, int64_t step) {
+  if (r.zero) r.zero->save_sharded(optimizer_shards(r.save), {{"step", std::to_string(step)}});
+  if (!r.main_rank) return;
   st::StateDict dict;
   st::add_prefixed(dict, "model", r.model.module->state_dict());
-  st::add_prefixed(dict, "optimizer", r.opt->state_dict());
+  if (!r.zero) st::add_prefixed(dict, "optimizer", r.opt->state_dict());
   st::add_prefixed(dict, "scheduler", r.sched->state_dict());
   if (r.scaler.is_enabled()) st::add_prefixed(dict, "scaler", r.scaler.state_dict());
   dict["meta.step"] = i64_scalar(step);
@@ -696,7 +710,44 @@ void save_checkpoint(const Run& r, int64_t step) {
   }
   for (const Setting& s : settings())
     meta[std::string("config.") + s.key] = to_text(r.cfg, s.member);
+  if (r.zero) meta["zero.world_size"] = std::to_string(r.world);
   st::save(dict, r.save, meta);
+}
+
+// The optimizer state of a checkpoint: its own "optimizer." entries, or with sharded state
+// (saved with --zero), this rank's shard when the world size is the same and --zero is on, else
+// every shard consolidated into the state of one optimizer (which any world size loads).
+void load_optimizer(Run& r, const std::string& path, const st::StateDict& dict, int64_t step) {
+  const st::Metadata meta = st::load_metadata(path);
+  const auto it = meta.find("zero.world_size");
+  if (it == meta.end()) {
+    r.opt->load_state_dict(st::sub_dict(dict, "optimizer"));
+    return;
+  }
+  const std::string shards = optimizer_shards(path);
+  const int world = std::stoi(it->second);
+  for (int k = 0; k < world; ++k) {
+    const std::string file = st::dist::ZeroRedundancyOptimizer::shard_path(shards, k, world);
+    if (!fs::exists(file))
+      throw st::Error("--resume: " + file + " is missing (the optimizer state of rank " +
+                      std::to_string(k) + " of " + it->second + ")");
+    const st::Metadata shard_meta = st::load_metadata(file);
+    const auto at = shard_meta.find("step");
+    if (at == shard_meta.end() || at->second != std::to_string(step)) {
+      throw st::Error("--resume: " + file + " is the optimizer state of step " +
+                      (at == shard_meta.end() ? std::string("?") : at->second) +
+                      ", but the checkpoint is at step " + std::to_string(step));
+    }
+  }
+  if (r.zero && world == r.world) {
+    r.zero->load_sharded(shards);
+    return;
+  }
+  std::vector<st::StateDict> all;
+  for (int k = 0; k < world; ++k) {
+    all.push_back(st::load(st::dist::ZeroRedundancyOptimizer::shard_path(shards, k, world)));
+  }
+  r.opt->load_state_dict(st::dist::ZeroRedundancyOptimizer::consolidate(all));
 }
 
 int generate(const Args& args, uint64_t seed, bool seed_given) {
@@ -786,9 +837,10 @@ std::optional<CheckpointInfo> configure(Run& r, const Overrides& overrides) {
 // The checkpoint's model, optimizer, scheduler, scaler and random generators; returns its step.
 int64_t load_checkpoint(Run& r, const std::string& path) {
   const st::StateDict dict = st::load(path);
+  if (dict.count("meta.step") == 0) throw st::Error(path + ": no meta.step");
   // Check the whole model before touching the optimizer, so a mismatch changes nothing.
   r.model.module->load_state_dict(st::sub_dict(dict, "model"));
-  r.opt->load_state_dict(st::sub_dict(dict, "optimizer"));
+  load_optimizer(r, path, dict, dict.at("meta.step").item<int64_t>());
   r.sched->load_state_dict(st::sub_dict(dict, "scheduler"));
   const st::StateDict scaler_state = st::sub_dict(dict, "scaler");
   if (r.scaler.is_enabled() && !scaler_state.empty()) r.scaler.load_state_dict(scaler_state);
@@ -811,10 +863,31 @@ int64_t build_model(Run& r) {
     (p.dim() >= 2 ? decay : no_decay).push_back(p);
     num_params += p.numel();
   }
-  r.opt = std::make_unique<st::optim::AdamW>(
-      std::vector<st::optim::AdamWGroup>{{.params = decay, .weight_decay = cfg.weight_decay},
-                                         {.params = no_decay, .weight_decay = 0.0}},
-      st::optim::AdamWOptions{.lr = cfg.lr, .betas = {0.9, 0.95}, .capturable = r.args.cuda_graph});
+  const auto adamw = [&cfg, &r](const std::vector<st::Tensor>& matrices,
+                                const std::vector<st::Tensor>& rest) {
+    return std::make_unique<st::optim::AdamW>(
+        std::vector<st::optim::AdamWGroup>{{.params = matrices, .weight_decay = cfg.weight_decay},
+                                           {.params = rest, .weight_decay = 0.0}},
+        st::optim::AdamWOptions{
+            .lr = cfg.lr, .betas = {0.9, 0.95}, .capturable = r.args.cuda_graph});
+  };
+  if (r.args.zero > 0) {
+    // The same two groups, sharded (Note [zero sharding]); the DDP wrapper comes first, so it is
+    // made here, before a checkpoint is loaded (loading then reaches every rank alike).
+    r.ddp = std::make_unique<st::dist::DistributedDataParallel>(r.model.module, r.pg);
+    auto zero = std::make_unique<st::dist::ZeroRedundancyOptimizer>(
+        *r.ddp,
+        st::dist::ZeroRedundancyOptimizer::MakeGroupedOptimizer(
+            [&](const std::vector<std::vector<st::Tensor>>& g) { return adamw(g[0], g[1]); }),
+        st::dist::ZeroOptions{.stage = r.args.zero,
+                              .group_of = [](const std::string&, const st::Tensor& p) {
+                                return p.dim() >= 2 ? 0 : 1;
+                              }});
+    r.zero = zero.get();
+    r.opt = std::move(zero);
+  } else {
+    r.opt = adamw(decay, no_decay);
+  }
   r.sched =
       std::make_unique<st::optim::CosineAnnealingLR>(*r.opt, cfg.steps, cfg.min_lr, cfg.warmup);
   return num_params;
@@ -858,6 +931,8 @@ void print_summary(const Run& r, int64_t num_params) {
 std::unique_ptr<Run> set_up(const Args& args, const Overrides& overrides) {
   auto r = std::make_unique<Run>();
   r->args = args;
+  if (args.zero != 0 && !args.ddp)
+    throw st::Error("--zero " + std::to_string(args.zero) + " needs --ddp");
   if (args.ddp) r->pg = st::dist::ProcessGroup::init();
   r->rank = r->pg ? r->pg->rank() : 0;
   r->world = r->pg ? r->pg->size() : 1;
@@ -922,7 +997,10 @@ std::unique_ptr<Run> set_up(const Args& args, const Overrides& overrides) {
   }
   r->stop = args.stop_at > 0 ? args.stop_at : cfg.steps;
   // Built after loading: it broadcasts rank 0's parameters, and from then on averages gradients.
-  if (r->pg) r->ddp = std::make_unique<st::dist::DistributedDataParallel>(r->model.module, r->pg);
+  // (With --zero it was built with the optimizer.)
+  if (r->pg && !r->ddp) {
+    r->ddp = std::make_unique<st::dist::DistributedDataParallel>(r->model.module, r->pg);
+  }
 
   // Training windows: one fresh random window per example over the whole run (Note [text
   // windows]); step s reads examples [s N, (s + 1) N) for N windows per step, rank r the r-th
@@ -997,7 +1075,11 @@ st::Tensor train_step(Run& r, const st::Tensor& x, const st::Tensor& y) {
   }
   if (r.cfg.grad_clip > 0) {
     r.scaler.unscale_(*r.opt);
-    st::optim::clip_grad_norm_on_device_(r.params, r.cfg.grad_clip);
+    if (r.zero) {
+      r.zero->clip_grad_norm_(r.cfg.grad_clip);  // over every rank's shard
+    } else {
+      st::optim::clip_grad_norm_on_device_(r.params, r.cfg.grad_clip);
+    }
   }
   r.scaler.step(*r.opt);
   r.scaler.update();
@@ -1058,8 +1140,8 @@ double evaluate_interval(Run& r, Interval& in, Progress& progress, int64_t step,
     r.metrics->add(format("%lld,%.6f,%.6f,%.6f,%.6g,%.0f,%.2f", static_cast<long long>(step),
                           train_loss, val_loss, val_per_byte, lr, tokens_per_s, mfu) +
                    gpu_csv_fields(gpu_reading(r.dev)));
-    save_checkpoint(r, step);
   }
+  if (r.main_rank || r.zero) save_checkpoint(r, step);
   in.loss_sum.zero_();
   in.steps = 0;
   in.train_secs = 0;
@@ -1105,9 +1187,9 @@ double train_steps(Run& r) {
     // Note [preemption]: a signalled run keeps this step and stops, checkpointed.
     if (step < r.stop) r.stopped_by = stop_requested(r.pg.get());
     if (r.stopped_by != 0) {
+      if (r.main_rank || r.zero) save_checkpoint(r, step);
       if (r.main_rank) {
         progress.clear();
-        save_checkpoint(r, step);
         std::printf(
             "stopped by signal %d after step %lld; checkpoint: %s (continue with --resume)\n",
             r.stopped_by, static_cast<long long>(step), r.save.c_str());
@@ -1193,6 +1275,10 @@ int main(int argc, char** argv) {
         add_amp_options(app, args.amp, args.cuda_graph, "; needs --dropout 0");
         app.add_flag("--ddp", args.ddp,
                      "data parallel over the ranks of mpirun/srun (NCCL on GPUs, MPI on CPUs)");
+        app.add_option("--zero", args.zero,
+                       "with --ddp, ZeRO stage 1 (the optimizer state sharded over the ranks) or "
+                       "2 (the gradients too); 0: replicated")
+            ->check(CLI::IsMember({0, 1, 2}));
         app.add_option("--data", args.data,
                        "text files or folders to train on, or token shards (*.bin files, or a "
                        "folder of them; default: " +

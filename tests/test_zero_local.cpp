@@ -549,6 +549,24 @@ TEST(ZeroLocal, ShardFilesConsolidateAndLoadAtAnotherWorldSize) {
       {"no shard of", "none.rank0-of-N.safetensors"});
 }
 
+// A trainer's members may go in any order: the wrapper keeps what it shares with the DDP.
+TEST(ZeroLocal, OutlivesItsDdp) {
+  RunSetup s{.ranks = 2, .steps = 2};
+  std::vector<std::shared_ptr<nn::Module>> models;
+  for (int r = 0; r < 2; ++r) models.push_back(make_model(s));
+  run_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+    auto ddp = std::make_unique<DistributedDataParallel>(models[rank], pg);
+    auto opt = std::make_unique<ZeroRedundancyOptimizer>(
+        *ddp, [](const std::vector<Tensor>& shards) { return make_optimizer("adamw", shards); });
+    auto [x, y] = batch(s, rank, 0);
+    loss_of(s, *ddp, x, y).backward();
+    opt->step();
+    ddp.reset();
+    opt.reset();
+  });
+  EXPECT_EQ(flat(models[0]->parameters()), flat(models[1]->parameters()));
+}
+
 TEST(ZeroLocal, BadShardsAndOptionsAreClearErrors) {
   RunSetup s{.ranks = 2, .gpt = true, .steps = 1};
   const Trained zero = train_and_save(s, Mode::Zero2);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "sinter/core/noncopyable.h"
+#include "sinter/io.h"
 #include "sinter/nn/module.h"
 #include "sinter/optim/optimizer.h"
 #include "sinter/tensor.h"
@@ -227,7 +228,8 @@ class ZeroRedundancyOptimizer final : public optim::Optimizer {
   using MakeGroupedOptimizer = std::function<std::unique_ptr<optim::Optimizer>(
       const std::vector<std::vector<Tensor>>& shards)>;
 
-  // Attaches to `ddp` (which must outlive this, and have no other ZeroRedundancyOptimizer):
+  // Attaches to `ddp` (which must have no other ZeroRedundancyOptimizer; either may be destroyed
+  // first):
   // rebuilds its buckets by group, pads them, and, for stage 2, switches its all-reduces to
   // reduce-scatters. Call it between steps, not in the middle of a backward.
   ZeroRedundancyOptimizer(DistributedDataParallel& ddp, const MakeOptimizer& make,
@@ -270,7 +272,8 @@ class ZeroRedundancyOptimizer final : public optim::Optimizer {
   // `out` atomically; a shard missing or from another run is an error naming the file, and
   // nothing is written. Errors name the file at fault, and a failed load changes nothing.
   static std::string shard_path(const std::string& path, int rank, int world_size);
-  void save_sharded(const std::string& path) const;
+  // `metadata` goes into every shard's header (sinter::load_metadata reads it back).
+  void save_sharded(const std::string& path, const Metadata& metadata = {}) const;
   void load_sharded(const std::string& path);
   static void consolidate_files(const std::string& path, const std::string& out);
 
@@ -290,7 +293,9 @@ class ZeroRedundancyOptimizer final : public optim::Optimizer {
   void build(const MakeGroupedOptimizer& make);
   void load_consolidated(const StateDict& dict);
 
-  DistributedDataParallel& ddp_;
+  // Shared with the DDP wrapper (so either may go first); the group lives as long as this.
+  std::shared_ptr<DistributedDataParallel::Impl> impl_;
+  std::shared_ptr<ProcessGroup> pg_;
   ZeroOptions options_;
   std::vector<Tensor> shards_;
   // Per group: its parameters (indices into module().parameters(), in order) and its buckets.

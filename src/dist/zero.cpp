@@ -60,7 +60,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(DistributedDataParallel& ddp,
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(DistributedDataParallel& ddp,
                                                  const MakeGroupedOptimizer& make,
                                                  ZeroOptions options)
-    : Optimizer(kName), ddp_(ddp), options_(std::move(options)) {
+    : Optimizer(kName), impl_(ddp.impl_), pg_(ddp.pg_), options_(std::move(options)) {
   SINTER_CHECK(options_.stage == 1 || options_.stage == 2, kName, ": stage must be 1 or 2, got ",
                options_.stage);
   SINTER_CHECK(make != nullptr, kName, ": no function to make the local optimizer");
@@ -92,7 +92,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(DistributedDataParallel& ddp,
 }
 
 void ZeroRedundancyOptimizer::build(const MakeGroupedOptimizer& make) {
-  DistributedDataParallel::Impl& impl = *ddp_.impl_;
+  DistributedDataParallel::Impl& impl = *impl_;
   const int rank = impl.pg->rank(), size = impl.pg->size();
   group_buckets_.assign(group_params_.size(), {});
   std::vector<std::vector<Tensor>> shard_groups(group_params_.size());
@@ -138,7 +138,7 @@ void ZeroRedundancyOptimizer::build(const MakeGroupedOptimizer& make) {
   }
 }
 
-ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() { ddp_.impl_->detach_zero(); }
+ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() { impl_->detach_zero(); }
 
 void ZeroRedundancyOptimizer::check(const optim::Hyperparameters& h, size_t group) const {
   // The local optimizer checks the values when they are stored; here only the names.
@@ -163,7 +163,7 @@ optim::Hyperparameters ZeroRedundancyOptimizer::load(size_t group) const {
 
 void ZeroRedundancyOptimizer::step() {
   NoGradGuard ng;
-  DistributedDataParallel::Impl& impl = *ddp_.impl_;
+  DistributedDataParallel::Impl& impl = *impl_;
   ProcessGroup& pg = *impl.pg;
   const int rank = pg.rank(), size = pg.size();
   // The parameters are the truth (a checkpoint may have been loaded into the model since the last
@@ -197,7 +197,7 @@ void ZeroRedundancyOptimizer::step() {
 
 void ZeroRedundancyOptimizer::zero_grad(bool set_to_none) {
   Optimizer::zero_grad(set_to_none);
-  zero_grads(ddp_.impl_->all_params, set_to_none);
+  zero_grads(impl_->all_params, set_to_none);
 }
 
 double ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
@@ -213,13 +213,13 @@ double ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_typ
   }
   Tensor partial = optim::detail::grad_norm_partial(grads, norm_type, acc, shards_[0].device());
   partial = partial.contiguous();
-  ddp_.impl_->pg->all_reduce(partial, std::isinf(norm_type) ? ReduceOp::Max : ReduceOp::Sum);
+  impl_->pg->all_reduce(partial, std::isinf(norm_type) ? ReduceOp::Max : ReduceOp::Sum);
   const Tensor total = optim::detail::scale_to_norm(grads, partial, max_norm, norm_type);
   return total.to(DType::f64).item<double>();
 }
 
 StateDict ZeroRedundancyOptimizer::state_dict() const {
-  const DistributedDataParallel::Impl& impl = *ddp_.impl_;
+  const DistributedDataParallel::Impl& impl = *impl_;
   auto ints = [](const std::vector<int64_t>& v) {
     return from_vector(v, {static_cast<int64_t>(v.size())}, {.dtype = DType::i64});
   };
@@ -372,7 +372,7 @@ StateDict ZeroRedundancyOptimizer::consolidate(const std::vector<StateDict>& sha
 }
 
 void ZeroRedundancyOptimizer::load_consolidated(const StateDict& dict) {
-  const DistributedDataParallel::Impl& impl = *ddp_.impl_;
+  const DistributedDataParallel::Impl& impl = *impl_;
   const std::string op = std::string(kName) + "::load_state_dict";
   constexpr const char* what = "an optimizer's state dict";
   const size_t groups = group_params_.size();
@@ -452,7 +452,7 @@ void ZeroRedundancyOptimizer::load_state_dict(const StateDict& dict) {
     load_consolidated(dict);
     return;
   }
-  const DistributedDataParallel::Impl& impl = *ddp_.impl_;
+  const DistributedDataParallel::Impl& impl = *impl_;
   const std::string op = std::string(kName) + "::load_state_dict";
   auto value = [&](const std::string& key) { return number(dict, key, op, kShardWhat); };
   const double world = value("zero.world_size");
@@ -486,12 +486,14 @@ std::string ZeroRedundancyOptimizer::shard_path(const std::string& path, int ran
       .string();
 }
 
-void ZeroRedundancyOptimizer::save_sharded(const std::string& path) const {
-  ProcessGroup& pg = *ddp_.impl_->pg;
+void ZeroRedundancyOptimizer::save_sharded(const std::string& path,
+                                           const Metadata& metadata) const {
+  ProcessGroup& pg = *impl_->pg;
   std::string error;
   try {
-    sinter::save(state_dict(), shard_path(path, pg.rank(), pg.size()),
-                 {{"format", "sinter-zero-shard-1"}});
+    Metadata meta = metadata;
+    meta["format"] = "sinter-zero-shard-1";
+    sinter::save(state_dict(), shard_path(path, pg.rank(), pg.size()), meta);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -507,7 +509,7 @@ void ZeroRedundancyOptimizer::save_sharded(const std::string& path) const {
 }
 
 void ZeroRedundancyOptimizer::load_sharded(const std::string& path) {
-  ProcessGroup& pg = *ddp_.impl_->pg;
+  ProcessGroup& pg = *impl_->pg;
   const std::string mine = shard_path(path, pg.rank(), pg.size());
   if (!std::filesystem::exists(mine)) {
     // Name what is there instead: shards of another world size.

@@ -10,7 +10,10 @@ the step it is in, write its checkpoint and exit with status 4; --resume then tr
 final checkpoint (weights, optimizer state, schedule, random state) must be byte-identical to the
 one of the same run left alone. Without mpirun, one process is signalled instead.
 
-  check_preemption.py EXE WORK_DIR [MPIEXEC] [-- DATA_DIR]   (EXE: lm or fashion_mnist)
+  check_preemption.py EXE WORK_DIR [MPIEXEC] [--zero=N] [-- DATA_DIR]   (EXE: lm or fashion_mnist)
+
+With --zero=N (lm), the optimizer state is sharded over the ranks: each rank's shard file must
+match too, and one process must resume from the shards (consolidating them).
 """
 import filecmp
 import os
@@ -57,11 +60,18 @@ def main():
     if "--" in argv:
         extra = argv[argv.index("--") + 1:]
         argv = argv[:argv.index("--")]
+    zero = [a for a in argv if a.startswith("--zero=")]
+    argv = [a for a in argv if not a.startswith("--zero=")]
     exe, work = argv[:2]
     mpiexec = argv[2] if len(argv) > 2 else ""
     name = os.path.basename(exe)
     conf = LM if name == "lm" else FASHION
     args = conf["args"] + (["--data", extra[0]] if extra else [])
+    if zero:
+        if not (mpiexec and shutil.which(mpiexec)):
+            print("no mpirun: --zero needs ranks; skipped")
+            return 77
+        args += ["--zero", zero[0].split("=")[1]]
     if name != "lm" and extra and not os.path.isdir(extra[0]):
         print(f"no Fashion-MNIST at {extra[0]}: skipped")
         return 77
@@ -115,6 +125,27 @@ def main():
     if not filecmp.cmp(straight, resumed, shallow=False):
         print("the resumed run's checkpoint differs from the uninterrupted run's")
         return 1
+    if zero:
+        # The optimizer's state is in one shard per rank beside the checkpoint.
+        for rank in range(2):
+            a, b = (os.path.join(work, f"{stem}.optimizer.rank{rank}-of-2.safetensors")
+                    for stem in ("straight", "resumed"))
+            if not filecmp.cmp(a, b, shallow=False):
+                print(f"{b} differs from {a}")
+                return 1
+        # One process goes on from the 2 ranks' shards (consolidated as it loads them).
+        single = os.path.join(work, "single.safetensors")
+        shutil.copy(straight, single)
+        for rank in range(2):
+            shutil.copy(os.path.join(work, f"straight.optimizer.rank{rank}-of-2.safetensors"),
+                        os.path.join(work, f"single.optimizer.rank{rank}-of-2.safetensors"))
+        done = subprocess.run([exe, "--resume", single, "--out", os.path.join(work, "single")],
+                              stdout=subprocess.PIPE, text=True)
+        if done.returncode != 0 or "resumed from" not in done.stdout:
+            print(f"resuming the sharded checkpoint in one process failed ({done.returncode}):\n"
+                  f"{done.stdout}")
+            return 1
+        print("one process resumed from the 2 ranks' optimizer shards")
     print("the resumed run ends byte for byte where the uninterrupted one does")
     return 0
 
