@@ -154,7 +154,7 @@ void conv2d_forward(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const void
     using T = decltype(t);
     using I = decltype(idx);
     const FwdProblem<T, I> p{{Geom<I>(g), static_cast<const T*>(x), static_cast<const T*>(weight),
-                              static_cast<const T*>(bias), static_cast<T*>(y)}};
+                              static_cast<const T*>(bias), static_cast<T*>(y), g.act}};
     const ImplicitGemm s = FwdProblem<T, I>::shape(g);
     launch_gemm<T>(ctx, p, g.groups, s.m, s.n, s.k, s.k, 1);
   });

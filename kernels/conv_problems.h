@@ -31,6 +31,20 @@ inline T from_acc(float v) {
 }
 #endif
 
+// The forward pass's epilogue activation; not inlined on the device, where the transcendental
+// paths would raise every convolution kernel's register count for a step once per output.
+template <typename A>
+#if defined(__CUDACC__)
+__device__
+    __noinline__
+#else
+inline
+#endif
+        A
+        conv_activate(GemmAct act, A v) {
+  return activate(act, v);
+}
+
 // The offset of channel c at flattened pixel p = (b, q) of an NCHW tensor of `channels` planes of
 // `plane` pixels, computed in J.
 template <typename J>
@@ -186,6 +200,7 @@ struct FwdConv {
   Geom<I> g;
   const T *x, *wt, *bias;
   T* y;
+  GemmAct act = GemmAct::None;  // applied after the bias (kern::Conv2dGeom::act)
   static constexpr bool kAAlongM = true, kBAlongN = false;
   static ImplicitGemm shape(const Extents& e) { return {e.out_px, e.co, e.ci_taps}; }
   SINTER_CONV_FN T a(int grp, I m, I k, T zero) const { return g.x_tap(x, m, grp, k, zero); }
@@ -193,6 +208,7 @@ struct FwdConv {
   SINTER_CONV_FN void store(int grp, I m, I n, Acc<T> v, int) const {
     const I co = grp * g.cog + n;
     if (bias) v += to_acc(bias[co]);
+    if (act != GemmAct::None) v = conv_activate(act, v);
     y[g.out_offset(m, co)] = from_acc<T>(v);
   }
 };

@@ -183,8 +183,12 @@ bool conv_tc_forward(const Ctx& ctx, const Conv2dGeom& g, DType dtype, const voi
   if (!conv_tc_supported(ctx.device, g, dtype)) return false;
   dispatch_tc(dtype, [&](auto t) {
     using T = decltype(t);
-    const FwdTc<T> p{Geom<int>(g), static_cast<const T*>(x), static_cast<const T*>(weight),
-                     static_cast<const T*>(bias), static_cast<T*>(y)};
+    const FwdTc<T> p{Geom<int>(g),
+                     static_cast<const T*>(x),
+                     static_cast<const T*>(weight),
+                     static_cast<const T*>(bias),
+                     static_cast<T*>(y),
+                     g.act};
     const ImplicitGemm s = FwdTc<T>::shape(g);
     launch<T>(ctx, p, g.groups, s.m, s.n, s.k, s.k, 1);
   });

@@ -57,16 +57,7 @@ GemmParams<T> gemm_params(const GemmArgs& g) {
 // (and spill) for an epilogue step that runs once per output element.
 template <typename A>
 __device__ __noinline__ A gemm_activate(GemmAct act, A v) {
-  switch (act) {
-    case GemmAct::Relu:
-      return unary_fn<UnaryOp::Relu, A>(v, A(0), A(0));
-    case GemmAct::Gelu:
-      return unary_fn<UnaryOp::Gelu, A>(v, A(0), A(0));
-    case GemmAct::GeluTanh:
-      return unary_fn<UnaryOp::GeluTanh, A>(v, A(0), A(0));
-    default:
-      return v;
-  }
+  return activate(act, v);
 }
 
 // Finishes C(i, j) of batch z from its accumulator: the caller has checked i < m and j < n.

@@ -28,6 +28,21 @@ std::vector<OpRow> conv_rows() {
       conv_row("Conv2dSameDilated", {S{2, 3, 6, 7}, S{4, 3, 3, 3}, S{4}},
                {.padding = {2, 2}, .dilation = {2, 2}}),
       conv_row("Conv2dSamePaddedRows", {S{1, 2, 4, 5}, S{3, 2, 3, 3}}, {.padding = {3, 1}}),
+      // The epilogue activation (what a fused Conv2d runs; with a gradient, the separate op).
+      {.name = "Conv2dReluEpilogue",
+       .shapes = {S{2, 3, 5, 6}, S{4, 3, 3, 3}, S{4}},
+       .fn =
+           [](const Inputs& x) {
+             return conv2d(x[0], x[1], x[2], {.padding = 1}, Activation::Relu);
+           },
+       .tol = 2e-4},
+      {.name = "Conv2dGeluTanhEpilogue",
+       .shapes = {S{2, 4, 6, 5}, S{6, 2, 3, 3}, S{6}},
+       .fn =
+           [](const Inputs& x) {
+             return conv2d(x[0], x[1], x[2], {.stride = 2, .groups = 2}, Activation::GeluTanh);
+           },
+       .tol = 2e-4},
       {.name = "Conv2dStridedInput",
        .shapes = {S{2, 5, 3, 4}, S{3, 4, 2, 2}},
        .fn =

@@ -263,7 +263,6 @@ TEST(Autograd, ThrowingCallbackDropsTheRest) {
   testing::expect_error([&] { sum(x).backward(); }, {"planned failure"});
   EXPECT_EQ(ran, 0);
 }
-
 }  // namespace
 }  // namespace sinter
 
@@ -296,6 +295,71 @@ TEST(DetectAnomaly, NamesTheNodeThatMadeAnInfOrNan) {
     }
   }
   EXPECT_FALSE(autograd::is_anomaly_enabled());
+}
+
+// Note [inference mode]
+TEST(Autograd, InferenceModeRecordsNothingAndMarksItsTensors) {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor normal = from_vector<double>({3.0, 4.0}, {2});
+  Tensor y, v;
+  {
+    InferenceMode im;
+    EXPECT_TRUE(InferenceMode::is_enabled());
+    EXPECT_FALSE(GradMode::is_enabled());
+    y = mul(x, 2.0);
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_EQ(y.grad_fn(), nullptr);
+    EXPECT_TRUE(y.is_inference());
+    v = y.narrow(0, 0, 1);  // a view of an inference tensor
+    // No version bumps on inference tensors; normal ones still count.
+    const uint32_t before = normal.version();
+    y.add_(1.0);
+    EXPECT_EQ(y.version(), 0u);
+    normal.add_(1.0);
+    EXPECT_EQ(normal.version(), before + 1);
+    {
+      InferenceMode off(false);
+      EXPECT_FALSE(InferenceMode::is_enabled());
+      EXPECT_FALSE(mul(x, 1.0).is_inference());
+    }
+    EXPECT_TRUE(InferenceMode::is_enabled());
+  }
+  EXPECT_FALSE(InferenceMode::is_enabled());
+  EXPECT_TRUE(GradMode::is_enabled());
+  EXPECT_EQ(vec(y), (std::vector<double>{3.0, 5.0}));
+  EXPECT_TRUE(v.is_inference());
+  EXPECT_TRUE(y.detach().is_inference());
+  EXPECT_FALSE(x.is_inference());
+  EXPECT_FALSE(y.clone().is_inference());
+  // Used without autograd outside the mode: fine.
+  EXPECT_EQ(vec(add(y, 1.0)), (std::vector<double>{4.0, 6.0}));
+  {
+    NoGradGuard ng;
+    EXPECT_EQ(vec(mul(y, x)), (std::vector<double>{3.0, 10.0}));
+  }
+}
+
+TEST(Autograd, InferenceTensorsCannotEnterAutogradOutsideTheMode) {
+  Tensor w = leaf({1.0, 2.0});
+  Tensor y;
+  {
+    InferenceMode im;
+    y = from_vector<double>({3.0, 4.0}, {2});
+    EXPECT_TRUE(y.is_inference());
+  }
+  // mul saves its operands for backward.
+  testing::expect_error([&] { (void)mul(w, y); },
+                        {"mul", "InferenceMode", "saved for backward", "clone"});
+  testing::expect_error([&] { y.requires_grad_(true); },
+                        {"requires_grad_", "InferenceMode", "clone"});
+  testing::expect_error([&] { y.add_(1.0); }, {"add_", "InferenceMode", "in place", "clone"});
+  testing::expect_error([&] { y.copy_(w.detach()); }, {"copy_", "InferenceMode", "clone"});
+  testing::expect_error([&] { y.fill_(0.0); }, {"fill_", "InferenceMode"});
+  // A clone is a normal tensor, and the gradient flows through it.
+  Tensor c = y.clone();
+  sum(mul(w, c)).backward();
+  EXPECT_EQ(vec(w.grad()), (std::vector<double>{3.0, 4.0}));
+  EXPECT_EQ(vec(y), (std::vector<double>{3.0, 4.0}));  // nothing was changed by the refused ops
 }
 
 }  // namespace

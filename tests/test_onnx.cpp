@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "test_util.h"
@@ -111,6 +112,8 @@ struct OnnxCase {
   int64_t run_batch = 3;
   // A transform of the run's input for dynamic_sequence (another length).
   std::function<Tensor(int64_t batch)> run_input = nullptr;
+  // Exported after nn::fuse_for_inference (Note [inference fusion]).
+  bool fused = false;
 };
 
 template <class M>
@@ -283,6 +286,22 @@ std::vector<OnnxCase> onnx_cases() {
                  return nn::models::LlamaDecoderLayer(small_llama(4, false));
                }),
                rows({6, 16})});
+  // Fused for inference: BatchNorm folded, activations in the layers' epilogues.
+  for (auto [name, model, input] :
+       {std::tuple{"MlpFused", make<Sequential>(nn::models::mlp), images(1, 28, 28)},
+        std::tuple{"CnnFused", make<Sequential>(nn::models::cnn), images(1, 28, 28)},
+        std::tuple{"ResNet20OneChannelFused",
+                   make<Sequential>([] { return nn::models::resnet20(1); }), images(1, 32, 32)},
+        std::tuple{"ConvBnGeluFused", make<Sequential>([] {
+                     return Sequential(nn::Conv2d(3, 4, 3, {.padding = 1}), nn::BatchNorm2d(4),
+                                       nn::GELU(Activation::GeluTanh), nn::Flatten(),
+                                       nn::Linear(4 * 36, 5), nn::GELU());
+                   }),
+                   images(3, 6, 6)}}) {
+    OnnxCase f{name, model, input};
+    f.fused = true;
+    c.push_back(f);
+  }
   c.push_back({"FixedBatch",
                make<Sequential>(nn::models::cnn),
                images(1, 28, 28),
@@ -298,12 +317,14 @@ TEST_P(OnnxRuntimeMatches, Sinter) {
   SINTER_REQUIRE_ONNX_RUNTIME();
   const OnnxCase& c = GetParam();
   manual_seed(testing::fresh_seed());
-  const std::shared_ptr<nn::Module> m = c.make();
+  std::shared_ptr<nn::Module> m = c.make();
   train_a_moment(*m, c.input);
+  if (c.fused) m = nn::fuse_for_inference(*m);  // in eval mode
+  const bool training = m->is_training();
   const TempDir dir;
   const std::string path = dir.file(c.name + ".onnx");
   const onnx::ExportSummary summary = onnx::export_model(*m, c.input(4), path, c.options);
-  EXPECT_TRUE(m->is_training()) << "export must restore the training mode";
+  EXPECT_EQ(m->is_training(), training) << "export must restore the training mode";
   EXPECT_GT(summary.nodes, 0);
   EXPECT_EQ(summary.bytes, static_cast<int64_t>(std::filesystem::file_size(path)));
 

@@ -285,6 +285,13 @@ void check_conv_passes(const kern::Conv2dGeom& g) {
     EXPECT_EQ(y, y_want) << family << " forward, " << what;
     EXPECT_EQ(dx, dx_want) << family << " input gradient, " << what;
     EXPECT_EQ(dw, dw_want) << family << " weight gradient, " << what;
+    // The forward's epilogue activation (kern::Conv2dGeom::act) after the bias.
+    std::vector<float> y_relu(y_want.size(), -1e30f), relu_want = y_want;
+    for (float& v : relu_want) v = v > 0.0f ? v : 0.0f;
+    pass(fwd).y = y_relu.data();
+    pass(fwd).act = kern::GemmAct::Relu;
+    run_implicit_gemm(fwd, g);
+    EXPECT_EQ(y_relu, relu_want) << family << " forward with ReLU, " << what;
   };
   const cudak::Geom<int> g32(g);
   const cudak::Geom<int64_t> g64(g);

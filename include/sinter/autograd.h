@@ -70,6 +70,26 @@ class NoGradGuard : NonCopyable {
   bool prev_;
 };
 
+// Note [inference mode]
+// While an InferenceMode guard lives in a thread (as PyTorch's torch.inference_mode), grad mode is
+// off, so no op records a graph or saves a tensor, and every tensor made in that thread is an
+// inference tensor (Tensor::is_inference; views of one are too). An inference tensor keeps no
+// version count (in-place ops on it bump nothing), and it cannot enter autograd later: outside
+// InferenceMode, an op that would save one for backward, requires_grad_(true) on one, and an
+// in-place op on one are errors that say to clone() it (a clone made outside is a normal tensor).
+// Guards nest; InferenceMode(false) turns the mode off inside an enabled region (grad mode is
+// then as it was outside).
+class InferenceMode : NonCopyable {
+ public:
+  explicit InferenceMode(bool enabled = true);
+  ~InferenceMode();
+  static bool is_enabled();
+
+ private:
+  bool prev_mode_;
+  bool prev_grad_;
+};
+
 namespace autograd {
 
 // Runs backward from `roots` seeded with `grads` (same length; an undefined seed of a scalar root

@@ -210,8 +210,11 @@ struct Conv2dOptions {
 };
 // x: (N, C_in, H, W), weight: (C_out, C_in / groups, kH, kW), bias: (C_out) or undefined.
 // Returns (N, C_out, H_out, W_out) with H_out = (H + 2 pad - dil (kH - 1) - 1) / stride + 1.
+// act is applied after the bias in the kernel's epilogue (one pass over the output instead of two;
+// what a fused nn::Conv2d runs, Note [inference fusion]). Where a gradient is needed, act other than
+// None runs as its own op after the convolution (the same values).
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
-              const Conv2dOptions& opts = {});
+              const Conv2dOptions& opts = {}, Activation act = Activation::None);
 
 // Pooling windows of `kernel_size`; a stride of 0 means the kernel size. With ceil_mode the output
 // rounds up (a last window that would start in the right padding is dropped), as in PyTorch. The

@@ -87,6 +87,8 @@ class Tensor {
   void register_hook(TensorHook hook) const;
   // Leaves only: runs after the gradient has been accumulated into grad().
   void register_post_accumulate_grad_hook(PostAccumulateHook hook) const;
+  // Made under InferenceMode, or a view of such a tensor (Note [inference mode]).
+  bool is_inference() const;
   // Bumped by every in-place op; shared by a tensor and its views.
   uint32_t version() const;
   void bump_version() const;

@@ -17,6 +17,7 @@ namespace {
 
 thread_local bool t_anomaly = false;  // Note [anomaly detection]
 thread_local bool g_grad_enabled = true;
+thread_local bool t_inference_mode = false;  // Note [inference mode]
 // The callback queue of each backward() running on this thread, innermost last (a hook may run a
 // backward of its own).
 thread_local std::vector<std::vector<std::function<void()>>*> g_callback_queues;
@@ -25,6 +26,21 @@ std::atomic<uint64_t> g_next_sequence_nr{0};
 
 bool GradMode::is_enabled() { return g_grad_enabled; }
 void GradMode::set_enabled(bool enabled) { g_grad_enabled = enabled; }
+
+InferenceMode::InferenceMode(bool enabled)
+    : prev_mode_(t_inference_mode), prev_grad_(g_grad_enabled) {
+  t_inference_mode = enabled;
+  if (enabled) g_grad_enabled = false;
+}
+
+InferenceMode::~InferenceMode() {
+  t_inference_mode = prev_mode_;
+  g_grad_enabled = prev_grad_;
+}
+
+bool InferenceMode::is_enabled() { return t_inference_mode; }
+
+bool Tensor::is_inference() const { return impl_ && impl_->inference; }
 
 Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1)) {}
 
@@ -80,6 +96,10 @@ class AccumulateGrad : public Node {
 
 SavedTensor::SavedTensor(const Tensor& t, const char* op)
     : t_(t.defined() ? alias_of(t) : Tensor()), version_(t.defined() ? t.version() : 0), op_(op) {
+  SINTER_CHECK(!t.is_inference() || !GradMode::is_enabled(), op, ": an input (shape ",
+               shape_str(t.shape()),
+               ") was made under InferenceMode, and inference tensors cannot be saved for "
+               "backward; clone() it outside InferenceMode to get a normal tensor");
   // Leaves that require grad (parameters) are not counted: they live whether saved or not.
   if (t_.defined() && profiler::detail::g_recording.load(std::memory_order_relaxed) &&
       t_.storage().nbytes() > 0 && !(t.is_leaf() && t.requires_grad())) {
@@ -361,6 +381,9 @@ Tensor& Tensor::requires_grad_(bool value) {
                "requires_grad_: only floating tensors can "
                "require grad, got dtype ",
                dtype());
+  SINTER_CHECK(!value || !impl_->inference || InferenceMode::is_enabled(),
+               "requires_grad_: the tensor was made under InferenceMode, and an inference tensor "
+               "cannot require grad outside it; clone() it first");
   SINTER_CHECK(is_leaf(),
                "requires_grad_: only leaves can change requires_grad; call detach() "
                "first for a result of an op");
@@ -429,7 +452,8 @@ void Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) const {
 
 uint32_t Tensor::version() const { return impl_ ? impl_->version->load() : 0; }
 void Tensor::bump_version() const {
-  if (impl_) impl_->version->fetch_add(1);
+  // Inference tensors keep no version count (Note [inference mode]).
+  if (impl_ && !impl_->inference) impl_->version->fetch_add(1);
 }
 
 }  // namespace sinter

@@ -81,20 +81,7 @@ void epilogue(const GemmArgs& g, int64_t b, BlasT<T>* pc, int64_t ldc) {
       U v = pc[i * ldc + j];
       if (bias) v += static_cast<U>(bias[j]);
       if (pre) pre[i * g.ldc + j] = T(v);
-      switch (g.act) {
-        case GemmAct::Relu:
-          v = unary_fn<UnaryOp::Relu, U>(v, U(0), U(0));
-          break;
-        case GemmAct::Gelu:
-          v = unary_fn<UnaryOp::Gelu, U>(v, U(0), U(0));
-          break;
-        case GemmAct::GeluTanh:
-          v = unary_fn<UnaryOp::GeluTanh, U>(v, U(0), U(0));
-          break;
-        case GemmAct::None:
-          break;
-      }
-      pc[i * ldc + j] = v;
+      pc[i * ldc + j] = activate(g.act, v);
     }
   }
 }

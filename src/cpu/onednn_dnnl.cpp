@@ -169,7 +169,19 @@ Plan build(Pass pass, const kern::Conv2dGeom& g, DT t, bool has_bias) {
                                  any(s.y, t), s.strides, s.dilates, s.pad_l, s.pad_r);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const dnnl::convolution_forward::primitive_desc fwd(fwd_desc, attr, engine());
+  // The forward pass's activation as a post-op (the epilogue of kern::Conv2dGeom::act).
+  dnnl::primitive_attr fwd_attr;
+  fwd_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (pass == Pass::forward && g.act != kern::GemmAct::None) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0F,
+                       g.act == kern::GemmAct::Relu   ? dnnl::algorithm::eltwise_relu
+                       : g.act == kern::GemmAct::Gelu ? dnnl::algorithm::eltwise_gelu_erf
+                                                      : dnnl::algorithm::eltwise_gelu_tanh,
+                       0.0F, 0.0F);
+    fwd_attr.set_post_ops(ops);
+  }
+  const dnnl::convolution_forward::primitive_desc fwd(fwd_desc, fwd_attr, engine());
   refuse_reference(fwd);
   Plan plan;
   plan.scratchpad = fwd.scratchpad_desc();
@@ -402,6 +414,7 @@ std::vector<int64_t> plan_key(Pass pass, const kern::Conv2dGeom& g, DType dtype,
   return {static_cast<int64_t>(pass),
           static_cast<int64_t>(dtype),
           has_bias ? 1 : 0,
+          pass == Pass::forward ? static_cast<int64_t>(g.act) : 0,
           g.n,
           g.c_in,
           g.h,

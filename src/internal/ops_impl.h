@@ -1,6 +1,7 @@
 // Op building blocks that one op family lends another: forward kernels without autograd records.
 #pragma once
 
+#include "kern/act.h"
 #include "kern/elementwise.h"
 #include "sinter/ops.h"
 #include "sinter/tensor.h"
@@ -13,6 +14,20 @@ int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim);
 Tensor finish_factory(Tensor t, const TensorOptions& opts);
 // An error naming op when t is undefined.
 void check_defined(const char* op, const Tensor& t);
+
+// The epilogue activation of the GEMM and convolution kernels for an Activation.
+inline kern::GemmAct kernel_act(Activation act) {
+  switch (act) {
+    case Activation::Relu:
+      return kern::GemmAct::Relu;
+    case Activation::Gelu:
+      return kern::GemmAct::Gelu;
+    case Activation::GeluTanh:
+      return kern::GemmAct::GeluTanh;
+    default:
+      return kern::GemmAct::None;
+  }
+}
 
 // op(a, b) elementwise with broadcasting through the binary kernel (e.g. the activation backward
 // helpers BinaryOp::ReluBackward, GeluBackward); records nothing for autograd.

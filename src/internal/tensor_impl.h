@@ -31,7 +31,8 @@ class TensorImpl {
         shape(std::move(shape)),
         strides(std::move(strides)),
         dtype(dtype),
-        version(version ? std::move(version) : std::make_shared<std::atomic<uint32_t>>(0)) {
+        version(version ? std::move(version) : std::make_shared<std::atomic<uint32_t>>(0)),
+        inference(InferenceMode::is_enabled()) {
     numel = numel_of(this->shape);
   }
 
@@ -42,6 +43,8 @@ class TensorImpl {
   DType dtype;
   int64_t numel;
   std::shared_ptr<std::atomic<uint32_t>> version;
+  // Made under InferenceMode, or a view of such a tensor (Note [inference mode]).
+  bool inference;
   std::unique_ptr<AutogradMeta> autograd;
 
   AutogradMeta& meta() {

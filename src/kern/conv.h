@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "kern/act.h"
 #include "kern/ctx.h"
 
 namespace sinter::kern {
@@ -21,6 +22,8 @@ struct Conv2dGeom {
   // f32 may run on tensor cores with inputs rounded to TF32 (set_matmul_precision("high")); the CPU
   // kernels and the other dtypes ignore it.
   bool allow_tf32 = false;
+  // Forward only: y = act(conv + bias) in the epilogue; the backward passes ignore it.
+  GemmAct act = GemmAct::None;
 };
 
 }  // namespace sinter::kern

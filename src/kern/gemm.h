@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "kern/act.h"
 #include "kern/ctx.h"
 #include "sinter/core/dtype.h"
 
@@ -20,7 +21,6 @@ namespace sinter::kern {
 // C); then C(i, j) = act(v). allow_tf32 lets f32 products run on tensor cores with TF32 inputs
 // (10-bit mantissa). path forces one kernel family (tests and benchmarks); Auto picks by dtype,
 // shape, alignment and GPU.
-enum class GemmAct : int { None, Relu, Gelu, GeluTanh };
 enum class GemmPath : int { Auto, Simt, MmaSync, Wgmma };
 struct GemmArgs {
   DType dtype = DType::f32;

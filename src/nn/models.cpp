@@ -25,12 +25,36 @@ Sequential cnn() {
 
 // --- BasicBlock ---
 
-BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride)
-    : in_planes(in_planes), planes(planes), stride(stride) {
+BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, bool fused)
+    : in_planes(in_planes), planes(planes), stride(stride), fused(fused) {
   SINTER_CHECK(in_planes > 0 && planes > 0,
                "BasicBlock: in_planes and planes must be positive, got ", in_planes, " and ",
                planes);
   SINTER_CHECK(stride > 0, "BasicBlock: stride must be positive, got ", stride);
+}
+
+std::shared_ptr<BasicBlock> BasicBlock::folded(int64_t in_planes, int64_t planes, int64_t stride,
+                                               std::shared_ptr<Conv2d> conv1,
+                                               std::shared_ptr<Conv2d> conv2,
+                                               std::shared_ptr<Sequential> shortcut) {
+  SINTER_CHECK(conv1 && conv2, "BasicBlock::folded: conv1 and conv2 must be given");
+  SINTER_CHECK(conv1->in_channels == in_planes && conv1->out_channels == planes &&
+                   conv2->in_channels == planes && conv2->out_channels == planes,
+               "BasicBlock::folded: convolutions ", conv1->in_channels, "->", conv1->out_channels,
+               " and ", conv2->in_channels, "->", conv2->out_channels, " do not fit a block of ",
+               in_planes, "->", planes);
+  SINTER_CHECK(shortcut || (stride == 1 && in_planes == planes),
+               "BasicBlock::folded: a block of stride ", stride, " from ", in_planes, " to ",
+               planes, " planes needs a shortcut");
+  std::shared_ptr<BasicBlock> b(new BasicBlock(in_planes, planes, stride, true));
+  b->conv1 = b->register_module("conv1", std::move(conv1));
+  b->conv2 = b->register_module("conv2", std::move(conv2));
+  if (shortcut) b->shortcut = b->register_module("shortcut", std::move(shortcut));
+  return b;
+}
+
+BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride)
+    : BasicBlock(in_planes, planes, stride, false) {
   conv1 = register_module(
       "conv1", Conv2d(in_planes, planes, 3, {.stride = stride, .padding = 1, .bias = false}));
   bn1 = register_module("bn1", BatchNorm2d(planes));
@@ -47,8 +71,13 @@ Tensor BasicBlock::forward(const Tensor& x) {
   SINTER_CHECK(x.defined(), "BasicBlock: undefined input");
   SINTER_CHECK(x.dim() == 4 && x.size(1) == in_planes, "BasicBlock: expected input of shape (N, ",
                in_planes, ", H, W), got shape ", shape_str(x.shape()));
-  Tensor y = relu(bn1->forward(conv1->forward(x)));
-  y = bn2->forward(conv2->forward(y));
+  Tensor y;
+  if (fused) {
+    y = conv2->forward(conv1->forward(x));  // conv1 applies the ReLU
+  } else {
+    y = relu(bn1->forward(conv1->forward(x)));
+    y = bn2->forward(conv2->forward(y));
+  }
   return relu(y + (shortcut ? shortcut->forward(x) : x));
 }
 

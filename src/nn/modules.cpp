@@ -45,7 +45,7 @@ Tensor Linear::forward(const Tensor& x) {
   SINTER_CHECK(x.dim() >= 1 && x.size(x.dim() - 1) == in_features,
                "Linear: expected input with last dim ", in_features, ", got shape ",
                shape_str(x.shape()));
-  return linear(x, weight, bias);  // the bias is added in the GEMM's epilogue
+  return linear(x, weight, bias, activation);  // bias and activation in the GEMM's epilogue
 }
 
 // --- Conv2d ---
@@ -91,7 +91,8 @@ Tensor Conv2d::forward(const Tensor& x) {
                 {.stride = options.stride,
                  .padding = options.padding,
                  .dilation = options.dilation,
-                 .groups = options.groups});
+                 .groups = options.groups},
+                activation);
 }
 
 // --- BatchNorm2d ---

@@ -304,13 +304,17 @@ class Exporter {
     return path.empty() ? std::string("the module") : "module '" + path + "'";
   }
 
+  // A Linear, then its epilogue activation (Linear::activation) as nodes of its own.
   Value linear(nn::Linear& l, const std::string& scope, const Value& x) {
+    (void)l.forward(x.t);  // checks the input
+    const Tensor pre = sinter::linear(x.t, l.weight, l.bias);
     std::vector<std::string> inputs{x.name, weight(l.weight)};
     if (x.t.dim() == 2) {
       // (N, in) x (out, in)^T + (out): one Gemm.
       if (l.bias.defined()) inputs.push_back(weight(l.bias));
-      return {node_with("Gemm", inputs, scope, [](pb::NodeProto* n) { attr(n, "transB", 1); }),
-              l.forward(x.t)};
+      return activation(
+          {node_with("Gemm", inputs, scope, [](pb::NodeProto* n) { attr(n, "transB", 1); }), pre},
+          l.activation, scope);
     }
     // (*, in) x (in, out) with the weight transposed by a node (kept under its own name).
     const std::string wt = node_with("Transpose", {inputs[1]}, scope, [](pb::NodeProto* n) {
@@ -318,7 +322,7 @@ class Exporter {
     });
     std::string y = node("MatMul", {x.name, wt}, scope);
     if (l.bias.defined()) y = node("Add", {y, weight(l.bias)}, scope);
-    return {y, l.forward(x.t)};
+    return activation({y, pre}, l.activation, scope);
   }
 
   Value conv2d(nn::Conv2d& c, const std::string& scope, const Value& x) {
@@ -326,8 +330,11 @@ class Exporter {
     if (c.bias.defined()) inputs.push_back(weight(c.bias));
     const nn::Conv2dOptions& o = c.options;
     const Size2 k = c.kernel_size;
-    const Tensor y = c.forward(x.t);
-    return {
+    (void)c.forward(x.t);  // checks the input
+    const Tensor y = sinter::conv2d(
+        x.t, c.weight, c.bias,
+        {.stride = o.stride, .padding = o.padding, .dilation = o.dilation, .groups = o.groups});
+    const Value conv{
         node_with("Conv", inputs, scope,
                   [&](pb::NodeProto* n) {
                     attr(n, "kernel_shape", std::vector<int64_t>{k.h, k.w});
@@ -338,6 +345,7 @@ class Exporter {
                     attr(n, "group", o.groups);
                   }),
         y};
+    return activation(conv, c.activation, scope);  // Conv2d::activation
   }
 
   Value batch_norm(nn::BatchNorm2d& b, const std::string& path, const std::string& scope,
@@ -623,9 +631,14 @@ class Exporter {
 
   Value basic_block(nn::models::BasicBlock& b, const std::string& path, const Value& x) {
     const std::string scope = path.empty() ? b.name() : path;
-    const Value c1 = emit(*b.bn1, join(path, "bn1"), emit(*b.conv1, join(path, "conv1"), x));
-    const Value r1{node("Relu", {c1.name}, scope), relu(c1.t)};
-    const Value c2 = emit(*b.bn2, join(path, "bn2"), emit(*b.conv2, join(path, "conv2"), r1));
+    Value c2;
+    if (b.fused) {  // BatchNorm folded, conv1 with its ReLU (Note [inference fusion])
+      c2 = emit(*b.conv2, join(path, "conv2"), emit(*b.conv1, join(path, "conv1"), x));
+    } else {
+      const Value c1 = emit(*b.bn1, join(path, "bn1"), emit(*b.conv1, join(path, "conv1"), x));
+      const Value r1{node("Relu", {c1.name}, scope), relu(c1.t)};
+      c2 = emit(*b.bn2, join(path, "bn2"), emit(*b.conv2, join(path, "conv2"), r1));
+    }
     const Value sc = b.shortcut ? emit(*b.shortcut, join(path, "shortcut"), x) : x;
     return {node("Relu", {node("Add", {c2.name, sc.name}, scope)}, scope), relu(c2.t + sc.t)};
   }

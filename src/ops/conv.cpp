@@ -7,6 +7,7 @@
 #include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
+#include "internal/ops_impl.h"
 #include "internal/profile_op.h"
 #include "sinter/ops.h"
 
@@ -79,11 +80,18 @@ kern::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tensor& 
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
-              const Conv2dOptions& opts) {
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& opts,
+              Activation act) {
+  if (act != Activation::None && needs_grad({&x, &weight, &bias})) {
+    // The activation's own op records its backward (from the output for ReLU, from the input
+    // for GELU); the fused epilogue is for inference.
+    Tensor y = conv2d(x, weight, bias, opts);
+    return act == Activation::Relu ? relu(y) : gelu(y, act);
+  }
   SINTER_PROFILE_OP("conv2d", x, weight, bias);
-  SINTER_AUTOCAST(conv2d, x, conv2d(cast(x), cast(weight), cast(bias), opts));
-  const kern::Conv2dGeom g = conv_geom(x, weight, bias, opts);
+  SINTER_AUTOCAST(conv2d, x, conv2d(cast(x), cast(weight), cast(bias), opts, act));
+  kern::Conv2dGeom g = conv_geom(x, weight, bias, opts);
+  g.act = kernel_act(act);
   Tensor out = empty({g.n, g.c_out, g.h_out, g.w_out}, {.dtype = x.dtype(), .device = x.device()});
   if (out.numel() > 0) {
     NoGradGuard ng;

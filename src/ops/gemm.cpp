@@ -208,10 +208,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
     kern::GemmArgs args = gemm_args(ga, gb, out, rows, out_features, in, 1);
     args.bias = b.defined() ? b.data_ptr() : nullptr;
     args.pre_act = pre.defined() ? pre.data_ptr() : nullptr;
-    args.act = act == Activation::Relu       ? kern::GemmAct::Relu
-               : act == Activation::Gelu     ? kern::GemmAct::Gelu
-               : act == Activation::GeluTanh ? kern::GemmAct::GeluTanh
-                                             : kern::GemmAct::None;
+    args.act = kernel_act(act);
     SINTER_DISPATCH(x.device(), gemm, args);
   }
   Tensor y = out.reshape(out_shape);

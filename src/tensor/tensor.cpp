@@ -46,14 +46,18 @@ std::string shape_str(const Shape& shape) { return detail::str_cat(shape); }
 Tensor alias_of(const Tensor& t) {
   if (!t.defined()) return Tensor();
   const TensorImpl* s = t.impl();
-  return Tensor(std::make_shared<TensorImpl>(s->storage, s->offset, s->shape, s->strides, s->dtype,
-                                             s->version));
+  auto impl = std::make_shared<TensorImpl>(s->storage, s->offset, s->shape, s->strides, s->dtype,
+                                           s->version);
+  impl->inference = impl->inference || s->inference;
+  return Tensor(std::move(impl));
 }
 
 Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
   const TensorImpl* s = t.impl();
-  return Tensor(std::make_shared<TensorImpl>(s->storage, offset, std::move(shape),
-                                             std::move(strides), s->dtype, s->version));
+  auto impl = std::make_shared<TensorImpl>(s->storage, offset, std::move(shape), std::move(strides),
+                                           s->dtype, s->version);
+  impl->inference = impl->inference || s->inference;
+  return Tensor(std::move(impl));
 }
 
 // --- accessors ---
@@ -305,8 +309,17 @@ SINTER_TENSOR_TEMPLATES(bool)
 // --- in-place ---
 
 namespace {
+// Note [inference mode]: an inference tensor is written only under InferenceMode.
+void check_inference_write(const char* op, const Tensor& self) {
+  SINTER_CHECK(!self.is_inference() || InferenceMode::is_enabled(), op, ": the tensor (shape ",
+               shape_str(self.shape()),
+               ") was made under InferenceMode, and an inference tensor cannot be changed in place "
+               "outside it; clone() it first");
+}
+
 void check_inplace(const char* op, const Tensor& self, const Tensor* other) {
   SINTER_CHECK(self.defined(), op, ": undefined tensor");
+  check_inference_write(op, self);
   if (GradMode::is_enabled()) {
     SINTER_CHECK(!self.requires_grad(), op,
                  ": in-place ops are not recorded by autograd, and the "
@@ -458,6 +471,8 @@ Tensor& Tensor::fill_(const Scalar& value) {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   SINTER_CHECK(src.defined(), "copy_: undefined source");
+  SINTER_CHECK(defined(), "copy_: undefined tensor");
+  check_inference_write("copy_", *this);
   if (GradMode::is_enabled()) {
     SINTER_CHECK(!requires_grad() && !src.requires_grad(),
                  "copy_: in-place ops are not recorded "

@@ -31,13 +31,25 @@ Sequential cnn();
 class BasicBlock : public Module {
  public:
   BasicBlock(int64_t in_planes, int64_t planes, int64_t stride = 1);
+  // The block nn::fuse_for_inference makes of a trained one (Note [inference fusion]): conv1 with
+  // bn1 folded into its weight and bias and the ReLU in its epilogue, conv2 with bn2 folded in,
+  // and the shortcut (null for the identity) already fused. bn1 and bn2 are null and `fused` is
+  // set; the children are conv1, conv2 and the shortcut.
+  static std::shared_ptr<BasicBlock> folded(int64_t in_planes, int64_t planes, int64_t stride,
+                                            std::shared_ptr<Conv2d> conv1,
+                                            std::shared_ptr<Conv2d> conv2,
+                                            std::shared_ptr<Sequential> shortcut);
   std::string name() const override { return "BasicBlock"; }
   Tensor forward(const Tensor& x) override;
 
   int64_t in_planes, planes, stride;
   std::shared_ptr<Conv2d> conv1, conv2;
-  std::shared_ptr<BatchNorm2d> bn1, bn2;
-  std::shared_ptr<Sequential> shortcut;  // null for the identity shortcut
+  std::shared_ptr<BatchNorm2d> bn1, bn2;  // null when fused
+  std::shared_ptr<Sequential> shortcut;   // null for the identity shortcut
+  bool fused = false;
+
+ private:
+  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, bool fused);
 };
 
 // CIFAR ResNet-20: conv 3-16 3x3 + BN + ReLU; three stages of three BasicBlocks with 16, 32 and 64

@@ -29,6 +29,9 @@ class Linear : public Module {
   int64_t in_features, out_features;
   Tensor weight;
   Tensor bias;  // undefined without bias
+  // Applied after the bias in the GEMM's epilogue: y = act(x W^T + b). None by default;
+  // nn::fuse_for_inference sets it where an activation module followed (Note [inference fusion]).
+  Activation activation = Activation::None;
 };
 
 // sinter::Conv2dOptions's fields, and `bias`.
@@ -56,6 +59,8 @@ class Conv2d : public Module {
   Conv2dOptions options;
   Tensor weight;
   Tensor bias;  // undefined without bias
+  // Applied after the bias in the convolution's epilogue, as Linear::activation.
+  Activation activation = Activation::None;
 };
 
 // Batch normalization over (N, C, H, W) per channel. Parameters weight (1) and bias (0) when

@@ -1,0 +1,31 @@
+// Fusion for inference: a trained module rebuilt with its BatchNorms folded into the preceding
+// convolutions and its activations in the GEMM and convolution epilogues (Note [inference fusion]).
+#pragma once
+
+#include <memory>
+
+#include "sinter/nn/module.h"
+
+namespace sinter::nn {
+
+// Note [inference fusion]
+// fuse_for_inference(module) returns a new module, in eval mode, that computes what `module`
+// computes in eval mode with fewer passes over memory, as TensorRT's layer fusion does:
+//  - a BatchNorm2d with running statistics right after a Conv2d of its channel count (in a
+//    Sequential, and bn1, bn2 and the shortcut's in a reference BasicBlock) is folded into the
+//    convolution: W' = W s and b' = (b - running_mean) s + beta per output channel, with
+//    s = gamma / sqrt(running_var + eps), computed in f64 and rounded once to the weight's dtype;
+//  - a ReLU or GELU module right after a Conv2d or Linear (folded or not) becomes that layer's
+//    epilogue activation (Conv2d::activation, Linear::activation): the output is written once;
+//  - Dropout, the identity in eval mode, is dropped.
+// A Sequential's modules are renumbered "0", "1", ... over the ones kept, so state_dict keys differ
+// from the original's (a folded BatchNorm has none). Every module is copied: the result shares no
+// tensor with `module`, which is left as it was (values, mode, and the default generator's
+// state). Types copied: Sequential, ModuleList, Linear, Conv2d, BatchNorm2d, LayerNorm, RMSNorm,
+// Embedding, the activations, pools, Flatten, Dropout, MultiheadAttention, TransformerBlock and the
+// reference models' BasicBlock, GPT and Llama; any other is an error naming it and its path. The
+// outputs match the original's in eval mode to rounding (1e-5 relative in f32 for the reference
+// models, tests/test_inference.cpp).
+std::shared_ptr<Module> fuse_for_inference(const Module& module);
+
+}  // namespace sinter::nn

@@ -1,0 +1,266 @@
+// nn::fuse_for_inference (Note [inference fusion]): a copy of a module tree with BatchNorm folded
+// into convolutions and activations moved into the layers' epilogues.
+#include "sinter/nn/fuse.h"
+
+#include <string>
+#include <typeinfo>
+#include <utility>
+
+#include "sinter/autograd.h"
+#include "sinter/core/generator.h"
+#include "sinter/nn/models.h"
+#include "sinter/nn/modules.h"
+
+namespace sinter::nn {
+
+namespace {
+
+std::string join(const std::string& path, const std::string& name) {
+  return path.empty() ? name : path + "." + name;
+}
+
+std::string where(const std::string& path) {
+  return path.empty() ? std::string("the module") : "module '" + path + "'";
+}
+
+template <class M>
+bool is(const Module& m) {
+  return typeid(m) == typeid(M);
+}
+
+// `copy` given the dtype and device of `original`'s first floating tensor, its values and mode.
+template <class M>
+std::shared_ptr<M> with_state(std::shared_ptr<M> copy, const Module& original) {
+  for (const auto& [name, t] : original.state_dict()) {
+    if (!is_floating(t.dtype())) continue;
+    copy->to(t.device());
+    copy->to(t.dtype());
+    break;
+  }
+  copy->load_state_dict(original.state_dict());
+  copy->train(original.is_training());
+  return copy;
+}
+
+std::shared_ptr<Linear> copy_linear(const Linear& l) {
+  auto c = with_state(std::make_shared<Linear>(l.in_features, l.out_features, l.bias.defined()), l);
+  c->activation = l.activation;
+  return c;
+}
+
+Conv2dOptions conv_options(const Conv2d& conv, bool bias) {
+  const nn::Conv2dOptions& o = conv.options;
+  return {.stride = o.stride,
+          .padding = o.padding,
+          .dilation = o.dilation,
+          .groups = o.groups,
+          .bias = bias};
+}
+
+std::shared_ptr<Conv2d> copy_conv(const Conv2d& conv) {
+  auto c =
+      with_state(std::make_shared<Conv2d>(conv.in_channels, conv.out_channels, conv.kernel_size,
+                                          conv_options(conv, conv.bias.defined())),
+                 conv);
+  c->activation = conv.activation;
+  return c;
+}
+
+// Whether bn can be folded into conv: running statistics to normalize with, and one per output
+// channel of the convolution.
+bool foldable(const Conv2d& conv, const Module& next) {
+  if (!is<BatchNorm2d>(next)) return false;
+  const auto& bn = static_cast<const BatchNorm2d&>(next);
+  return bn.track_running_stats && bn.num_features == conv.out_channels &&
+         conv.activation == Activation::None;
+}
+
+// conv followed by bn (eval mode) as one convolution with a bias.
+std::shared_ptr<Conv2d> fold(const Conv2d& conv, const BatchNorm2d& bn) {
+  NoGradGuard no_grad;
+  const DType dtype = conv.weight.dtype();
+  const Device device = conv.weight.device();
+  const int64_t c = conv.out_channels;
+  const auto f64 = [](const Tensor& t) { return t.detach().to(DType::f64); };
+  const Tensor gamma =
+      bn.affine ? f64(bn.weight) : ones({c}, {.dtype = DType::f64, .device = device});
+  const Tensor beta =
+      bn.affine ? f64(bn.bias) : zeros({c}, {.dtype = DType::f64, .device = device});
+  const Tensor scale = gamma / sqrt(f64(bn.running_var) + bn.eps);
+  const Tensor w = f64(conv.weight) * scale.reshape({c, 1, 1, 1});
+  const Tensor b0 =
+      conv.bias.defined() ? f64(conv.bias) : zeros({c}, {.dtype = DType::f64, .device = device});
+  const Tensor b = (b0 - f64(bn.running_mean)) * scale + beta;
+  auto folded = std::make_shared<Conv2d>(conv.in_channels, conv.out_channels, conv.kernel_size,
+                                         conv_options(conv, true));
+  folded->to(device);
+  folded->to(dtype);
+  folded->weight.copy_(w.to(dtype));
+  folded->bias.copy_(b.to(dtype));
+  return folded;
+}
+
+// The epilogue activation of an activation module, or None where it has none.
+Activation activation_of(const Module& m) {
+  if (is<ReLU>(m)) return Activation::Relu;
+  if (is<GELU>(m)) return static_cast<const GELU&>(m).form;
+  return Activation::None;
+}
+
+std::shared_ptr<Module> fuse(const Module& m, const std::string& path);
+
+// The children of a Sequential with the patterns of Note [inference fusion] fused.
+std::shared_ptr<Sequential> fuse_sequential(const Module& seq, const std::string& path) {
+  auto out = std::make_shared<Sequential>();
+  const auto& children = seq.named_children();
+  for (size_t i = 0; i < children.size(); ++i) {
+    const Module& child = *children[i].second;
+    const std::string child_path = join(path, children[i].first);
+    const Module* next = i + 1 < children.size() ? children[i + 1].second.get() : nullptr;
+    if (is<Dropout>(child)) continue;
+    if (is<Conv2d>(child) || is<Linear>(child)) {
+      std::shared_ptr<Module> layer;
+      Activation* act = nullptr;
+      if (is<Conv2d>(child)) {
+        const auto& conv = static_cast<const Conv2d&>(child);
+        std::shared_ptr<Conv2d> c;
+        if (next && foldable(conv, *next)) {
+          c = fold(conv, static_cast<const BatchNorm2d&>(*next));
+          ++i;
+          next = i + 1 < children.size() ? children[i + 1].second.get() : nullptr;
+        } else {
+          c = copy_conv(conv);
+        }
+        act = &c->activation;
+        layer = c;
+      } else {
+        auto l = copy_linear(static_cast<const Linear&>(child));
+        act = &l->activation;
+        layer = l;
+      }
+      if (next && *act == Activation::None && activation_of(*next) != Activation::None) {
+        *act = activation_of(*next);
+        ++i;
+      }
+      out->push_back(layer);
+      continue;
+    }
+    out->push_back(fuse(child, child_path));
+  }
+  return out;
+}
+
+std::shared_ptr<Module> fuse_basic_block(const models::BasicBlock& b, const std::string& path) {
+  if (b.fused) {
+    return models::BasicBlock::folded(
+        b.in_planes, b.planes, b.stride, copy_conv(*b.conv1), copy_conv(*b.conv2),
+        b.shortcut ? fuse_sequential(*b.shortcut, join(path, "shortcut")) : nullptr);
+  }
+  const auto fold_or_keep = [&](const Conv2d& conv, const BatchNorm2d& bn, const char* name) {
+    SINTER_CHECK(bn.track_running_stats, "fuse_for_inference: ", where(join(path, name)),
+                 " (BatchNorm2d) keeps no running statistics, so it cannot be folded into the "
+                 "convolution before it");
+    return fold(conv, bn);
+  };
+  auto conv1 = fold_or_keep(*b.conv1, *b.bn1, "bn1");
+  conv1->activation = Activation::Relu;
+  auto conv2 = fold_or_keep(*b.conv2, *b.bn2, "bn2");
+  std::shared_ptr<Sequential> shortcut;
+  if (b.shortcut) shortcut = fuse_sequential(*b.shortcut, join(path, "shortcut"));
+  return models::BasicBlock::folded(b.in_planes, b.planes, b.stride, std::move(conv1),
+                                    std::move(conv2), std::move(shortcut));
+}
+
+// A copy of a module without parameters, buffers or children (its options are its state).
+template <class M>
+std::shared_ptr<Module> copy_plain(const Module& m) {
+  return std::make_shared<M>(static_cast<const M&>(m));
+}
+
+std::shared_ptr<Module> fuse(const Module& m, const std::string& path) {
+  if (is<Sequential>(m)) return fuse_sequential(m, path);
+  if (is<ModuleList>(m)) {
+    auto out = std::make_shared<ModuleList>();
+    for (const auto& [name, child] : m.named_children()) {
+      out->register_module(name, fuse(*child, join(path, name)));
+    }
+    return out;
+  }
+  if (is<models::BasicBlock>(m)) {
+    return fuse_basic_block(static_cast<const models::BasicBlock&>(m), path);
+  }
+  if (is<Linear>(m)) return copy_linear(static_cast<const Linear&>(m));
+  if (is<Conv2d>(m)) return copy_conv(static_cast<const Conv2d&>(m));
+  if (is<BatchNorm2d>(m)) {
+    const auto& b = static_cast<const BatchNorm2d&>(m);
+    return with_state(std::make_shared<BatchNorm2d>(b.num_features, b.eps, b.momentum, b.affine,
+                                                    b.track_running_stats),
+                      b);
+  }
+  if (is<LayerNorm>(m)) {
+    const auto& l = static_cast<const LayerNorm&>(m);
+    return with_state(std::make_shared<LayerNorm>(l.normalized_shape, l.eps, l.elementwise_affine),
+                      l);
+  }
+  if (is<RMSNorm>(m)) {
+    const auto& l = static_cast<const RMSNorm&>(m);
+    return with_state(std::make_shared<RMSNorm>(l.normalized_shape, l.eps, l.elementwise_affine),
+                      l);
+  }
+  if (is<Embedding>(m)) {
+    const auto& e = static_cast<const Embedding&>(m);
+    return with_state(std::make_shared<Embedding>(e.num_embeddings, e.embedding_dim, e.padding_idx),
+                      e);
+  }
+  if (is<MultiheadAttention>(m)) {
+    const auto& a = static_cast<const MultiheadAttention&>(m);
+    return with_state(std::make_shared<MultiheadAttention>(a.embed_dim, a.num_heads, a.options), a);
+  }
+  if (is<TransformerBlock>(m)) {
+    const auto& b = static_cast<const TransformerBlock&>(m);
+    return with_state(std::make_shared<TransformerBlock>(b.embed_dim, b.attn->num_heads, b.options),
+                      b);
+  }
+  if (is<models::GPT>(m)) {
+    return with_state(std::make_shared<models::GPT>(static_cast<const models::GPT&>(m).config), m);
+  }
+  if (is<models::Llama>(m)) {
+    return with_state(std::make_shared<models::Llama>(static_cast<const models::Llama&>(m).config),
+                      m);
+  }
+  if (is<ReLU>(m)) return copy_plain<ReLU>(m);
+  if (is<GELU>(m)) return copy_plain<GELU>(m);
+  if (is<Tanh>(m)) return copy_plain<Tanh>(m);
+  if (is<Sigmoid>(m)) return copy_plain<Sigmoid>(m);
+  if (is<MaxPool2d>(m)) return copy_plain<MaxPool2d>(m);
+  if (is<AvgPool2d>(m)) return copy_plain<AvgPool2d>(m);
+  if (is<AdaptiveAvgPool2d>(m)) return copy_plain<AdaptiveAvgPool2d>(m);
+  if (is<Flatten>(m)) return copy_plain<Flatten>(m);
+  if (is<Dropout>(m)) return copy_plain<Dropout>(m);
+  SINTER_THROW("fuse_for_inference: cannot copy ", where(path), " (a ", m.name(),
+               "): fusion copies Sequential, ModuleList, Linear, Conv2d, BatchNorm2d, LayerNorm, "
+               "RMSNorm, Embedding, ReLU, GELU, Tanh, Sigmoid, MaxPool2d, AvgPool2d, "
+               "AdaptiveAvgPool2d, Flatten, Dropout, MultiheadAttention, TransformerBlock, "
+               "BasicBlock, GPT and Llama");
+}
+
+}  // namespace
+
+std::shared_ptr<Module> fuse_for_inference(const Module& module) {
+  // The copies are built with fresh layers, whose initialization draws from the default
+  // generator; its state is put back, so fusing changes no later random draw.
+  Generator& gen = default_generator();
+  const GeneratorState state = gen.state();
+  std::shared_ptr<Module> fused;
+  try {
+    fused = fuse(module, "");
+  } catch (...) {
+    gen.set_state(state);
+    throw;
+  }
+  gen.set_state(state);
+  fused->eval();
+  return fused;
+}
+
+}  // namespace sinter::nn
