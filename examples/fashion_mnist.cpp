@@ -8,6 +8,7 @@
 //   fashion_mnist --model cnn --amp bf16                             # mixed precision
 //   fashion_mnist --model cnn --device cuda --cuda-graph             # steps replayed as a graph
 //   fashion_mnist --model resnet20 --export-onnx resnet20.onnx       # images padded to 32x32
+//   fashion_mnist --model cnn --quantize int8 --export-onnx cnn.int8.onnx  # + an int8 QDQ model
 #include <sinter/data.h>
 #include <sinter/dist.h>
 #include <sinter/io.h>
@@ -51,19 +52,29 @@ struct Args {
   bool ddp = false;
   std::string amp = "off";
   bool cuda_graph = false;
+  std::string quantize = "off";
+  int64_t calibration_batches = 16;
+  std::string calibrator = "percentile";
 };
 
 struct EvalResult {
   double loss = 0, accuracy = 0;
 };
 
+// The model's loss and accuracy on the loader's batches (moved to `on` where given: the int8
+// model runs on the CPU), and each sample's predicted class in `predictions` where given.
 EvalResult evaluate(st::nn::Module& model, st::data::DataLoader& loader,
-                    std::optional<st::DType> amp) {
-  st::NoGradGuard no_grad;
+                    std::optional<st::DType> amp, std::optional<st::Device> on = std::nullopt,
+                    std::vector<int64_t>* predictions = nullptr) {
+  st::InferenceMode inference;
   model.eval();
   double loss_sum = 0;
   int64_t correct = 0, seen = 0;
-  for (const st::data::Batch& b : loader) {
+  for (st::data::Batch b : loader) {
+    if (on) {
+      b.input = b.input.to(*on);
+      b.target = b.target.to(*on);
+    }
     st::Tensor logits;
     {
       const AmpScope scope(amp, b.input.device());
@@ -72,7 +83,12 @@ EvalResult evaluate(st::nn::Module& model, st::data::DataLoader& loader,
     const int64_t n = b.target.size(0);
     loss_sum +=
         st::cross_entropy(logits, b.target, {.reduction = st::Reduction::Sum}).item<double>();
-    correct += st::sum(st::eq(st::argmax(logits, 1), b.target)).item<int64_t>();
+    const st::Tensor predicted = st::argmax(logits, 1);
+    correct += st::sum(st::eq(predicted, b.target)).item<int64_t>();
+    if (predictions) {
+      const std::vector<int64_t> p = predicted.to_vector<int64_t>();
+      predictions->insert(predictions->end(), p.begin(), p.end());
+    }
     seen += n;
   }
   model.train();
@@ -421,6 +437,50 @@ EvalResult evaluate_epoch(Run& r, int epoch, const TrainFigures& train, double s
   return test;
 }
 
+// --quantize int8 (Note [int8 quantization]): the trained model calibrated on the first
+// --calibration-batches training batches, its int8 copy evaluated on the CPU, the figures of both
+// side by side, and with --export-onnx the int8 QDQ model written there.
+void quantize_int8(Run& r, const EvalResult& f32) {
+  const st::quant::QuantizeOptions options{.calibrator =
+                                               st::quant::calibrator_from_name(r.args.calibrator)};
+  std::vector<st::Tensor> batches;
+  for (const st::data::Batch& b : *r.train_loader) {
+    if (static_cast<int64_t>(batches.size()) == r.args.calibration_batches) break;
+    batches.push_back(b.input);
+  }
+  const Clock::time_point t0 = Clock::now();
+  const std::shared_ptr<st::nn::Module> q = st::quant::quantize(
+      *r.model, static_cast<int64_t>(batches.size()),
+      [&](int64_t i) { return batches[static_cast<size_t>(i)]; }, options);
+  q->to(st::Device::cpu());
+  const double calibration_secs = seconds_since(t0);
+  std::vector<int64_t> predicted;
+  const EvalResult int8 = evaluate(*q, *r.test_loader, std::nullopt, st::Device::cpu(), &predicted);
+  // The int8 model's class for each test image, one per line in the test set's order.
+  const fs::path predictions = fs::path(r.args.out) / "int8_predictions.txt";
+  {
+    std::ofstream out(predictions);
+    for (const int64_t c : predicted) out << c << '\n';
+    if (!out) throw st::Error("--quantize: cannot write " + predictions.string());
+  }
+  const st::Tensor example = r.test_set->inputs().narrow(0, 0, 1);
+  const auto mb = [](int64_t bytes) { return static_cast<double>(bytes) / 1e6; };
+  std::printf("int8: %s calibration on %zu batches (%.1fs), int8 on the CPU (%s)\n",
+              r.args.calibrator.c_str(), batches.size(), calibration_secs, st::quant::int8_isa());
+  std::printf("%-12s %10s %10s\n", "", "f32", "int8");
+  std::printf("%-12s %10.4f %10.4f\n", "accuracy", f32.accuracy, int8.accuracy);
+  std::printf("%-12s %9.2fM %9.2fM\n", "weights", mb(st::quant::model_bytes(*r.model)),
+              mb(st::quant::model_bytes(*q)));
+  if (st::onnx::is_available()) {
+    st::onnx::ExportSummary f32_onnx, int8_onnx;
+    (void)st::onnx::export_to_string(*r.model, example, {}, &f32_onnx);
+    (void)st::onnx::export_to_string(*q, example, {}, &int8_onnx);
+    std::printf("%-12s %9.2fM %9.2fM\n", "onnx", mb(f32_onnx.bytes), mb(int8_onnx.bytes));
+  }
+  std::printf("int8 predictions: %s\n", predictions.string().c_str());
+  export_onnx(r.args.export_onnx, *q, example);
+}
+
 // Rank 0 at the end: the final accuracy, the exports and the plot; status 3 below
 // --min-accuracy.
 int finish(Run& r, EvalResult test) {
@@ -429,7 +489,11 @@ int finish(Run& r, EvalResult test) {
   std::printf("metrics: %s\n", r.csv.string().c_str());
   if (!r.args.save.empty()) std::printf("checkpoint: %s\n", r.args.save.c_str());
   export_weights(r.args.export_weights, *r.model, r.args.model);
-  export_onnx(r.args.export_onnx, *r.model, r.test_set->inputs().narrow(0, 0, 1));
+  if (r.args.quantize == "int8") {
+    quantize_int8(r, test);
+  } else {
+    export_onnx(r.args.export_onnx, *r.model, r.test_set->inputs().narrow(0, 0, 1));
+  }
   r.metrics.close();
   write_plot(r.csv, fs::path(r.args.out) / "curves.png",
              {{.title = "loss", .xlabel = "epoch", .columns = {2, 4}},
@@ -519,6 +583,18 @@ int main(int argc, char** argv) {
             "rank) or CPU process, each on its shard of the training set; rank 0 alone prints, "
             "evaluates and writes metrics, plot and checkpoints");
         add_amp_options(app, args.amp, args.cuda_graph, "");
+        app.add_option("--quantize", args.quantize,
+                       "off, or int8: after training, quantize the model (BatchNorm folded, "
+                       "per-channel int8 weights, calibrated int8 inputs), evaluate it on the CPU "
+                       "beside the f32 model, and export it as an ONNX QDQ model to --export-onnx")
+            ->check(CLI::IsMember({"off", "int8"}));
+        app.add_option("--calibration-batches", args.calibration_batches,
+                       "training batches the int8 calibration runs")
+            ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+        app.add_option("--calibrator", args.calibrator,
+                       "the int8 input ranges: minmax, percentile (99.99%) or entropy (KL, as "
+                       "TensorRT's)")
+            ->check(CLI::IsMember({"minmax", "percentile", "entropy"}));
       },
       [&](CLI::App&) { return run(args); });
 }

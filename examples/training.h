@@ -223,10 +223,20 @@ inline void export_weights(const std::string& path, const st::nn::Module& model,
 // for ONNX Runtime, TensorRT and other runtimes; `example` is one input (any batch size), whose
 // batch dim becomes symbolic, and with `dynamic_sequence` its dim 1 (a GPT's length) too.
 inline void check_export_onnx(const std::string& path) {
-  if (!path.empty() && !st::onnx::is_available()) {
+  if (path.empty()) return;
+  if (!st::onnx::is_available()) {
     throw st::Error(
         "--export-onnx: Sinter was built without ONNX (apt-get install libonnx-dev "
         "libprotobuf-dev, then rebuild)");
+  }
+  // Checked before training, so that a run does not end with nowhere to write its model.
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (!folder.empty() && !std::filesystem::is_directory(folder)) {
+    throw st::Error("--export-onnx: the folder " + folder.string() + " of " + path +
+                    " does not exist");
+  }
+  if (std::filesystem::is_directory(path)) {
+    throw st::Error("--export-onnx: " + path + " is a folder, not a file name");
   }
 }
 inline void export_onnx(const std::string& path, st::nn::Module& model, const st::Tensor& example,

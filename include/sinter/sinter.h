@@ -20,5 +20,6 @@
 #include "sinter/ops.h"
 #include "sinter/optim.h"
 #include "sinter/profiler.h"
+#include "sinter/quantize.h"
 #include "sinter/state_dict.h"
 #include "sinter/tensor.h"

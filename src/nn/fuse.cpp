@@ -6,6 +6,7 @@
 #include <typeinfo>
 #include <utility>
 
+#include "nn/fuse_impl.h"
 #include "sinter/autograd.h"
 #include "sinter/core/generator.h"
 #include "sinter/nn/models.h"
@@ -107,10 +108,21 @@ Activation activation_of(const Module& m) {
   return Activation::None;
 }
 
-std::shared_ptr<Module> fuse(const Module& m, const std::string& path);
+std::shared_ptr<Module> fuse(const Module& m, const std::string& path, const LayerWrap& w);
+
+// The layer as the caller of fuse_with wants it (the layer itself without a wrap).
+std::shared_ptr<Linear> wrapped(std::shared_ptr<Linear> l, const std::string& path,
+                                const LayerWrap& w) {
+  return w.linear ? w.linear(std::move(l), path) : l;
+}
+std::shared_ptr<Conv2d> wrapped(std::shared_ptr<Conv2d> c, const std::string& path,
+                                const LayerWrap& w) {
+  return w.conv ? w.conv(std::move(c), path) : c;
+}
 
 // The children of a Sequential with the patterns of Note [inference fusion] fused.
-std::shared_ptr<Sequential> fuse_sequential(const Module& seq, const std::string& path) {
+std::shared_ptr<Sequential> fuse_sequential(const Module& seq, const std::string& path,
+                                            const LayerWrap& w) {
   auto out = std::make_shared<Sequential>();
   const auto& children = seq.named_children();
   for (size_t i = 0; i < children.size(); ++i) {
@@ -119,7 +131,8 @@ std::shared_ptr<Sequential> fuse_sequential(const Module& seq, const std::string
     const Module* next = i + 1 < children.size() ? children[i + 1].second.get() : nullptr;
     if (is<Dropout>(child)) continue;
     if (is<Conv2d>(child) || is<Linear>(child)) {
-      std::shared_ptr<Module> layer;
+      std::shared_ptr<Conv2d> conv_layer;
+      std::shared_ptr<Linear> linear_layer;
       Activation* act = nullptr;
       if (is<Conv2d>(child)) {
         const auto& conv = static_cast<const Conv2d&>(child);
@@ -132,29 +145,35 @@ std::shared_ptr<Sequential> fuse_sequential(const Module& seq, const std::string
           c = copy_conv(conv);
         }
         act = &c->activation;
-        layer = c;
+        conv_layer = c;
       } else {
-        auto l = copy_linear(static_cast<const Linear&>(child));
-        act = &l->activation;
-        layer = l;
+        linear_layer = copy_linear(static_cast<const Linear&>(child));
+        act = &linear_layer->activation;
       }
       if (next && *act == Activation::None && activation_of(*next) != Activation::None) {
         *act = activation_of(*next);
         ++i;
       }
-      out->push_back(layer);
+      if (conv_layer) {
+        out->push_back(wrapped(conv_layer, child_path, w));
+      } else {
+        out->push_back(wrapped(linear_layer, child_path, w));
+      }
       continue;
     }
-    out->push_back(fuse(child, child_path));
+    out->push_back(fuse(child, child_path, w));
   }
   return out;
 }
 
-std::shared_ptr<Module> fuse_basic_block(const models::BasicBlock& b, const std::string& path) {
+std::shared_ptr<Module> fuse_basic_block(const models::BasicBlock& b, const std::string& path,
+                                         const LayerWrap& w) {
+  std::shared_ptr<Sequential> shortcut;
+  if (b.shortcut) shortcut = fuse_sequential(*b.shortcut, join(path, "shortcut"), w);
   if (b.fused) {
     return models::BasicBlock::folded(
-        b.in_planes, b.planes, b.stride, copy_conv(*b.conv1), copy_conv(*b.conv2),
-        b.shortcut ? fuse_sequential(*b.shortcut, join(path, "shortcut")) : nullptr);
+        b.in_planes, b.planes, b.stride, wrapped(copy_conv(*b.conv1), join(path, "conv1"), w),
+        wrapped(copy_conv(*b.conv2), join(path, "conv2"), w), std::move(shortcut));
   }
   const auto fold_or_keep = [&](const Conv2d& conv, const BatchNorm2d& bn, const char* name) {
     SINTER_CHECK(bn.track_running_stats, "fuse_for_inference: ", where(join(path, name)),
@@ -165,10 +184,9 @@ std::shared_ptr<Module> fuse_basic_block(const models::BasicBlock& b, const std:
   auto conv1 = fold_or_keep(*b.conv1, *b.bn1, "bn1");
   conv1->activation = Activation::Relu;
   auto conv2 = fold_or_keep(*b.conv2, *b.bn2, "bn2");
-  std::shared_ptr<Sequential> shortcut;
-  if (b.shortcut) shortcut = fuse_sequential(*b.shortcut, join(path, "shortcut"));
-  return models::BasicBlock::folded(b.in_planes, b.planes, b.stride, std::move(conv1),
-                                    std::move(conv2), std::move(shortcut));
+  return models::BasicBlock::folded(
+      b.in_planes, b.planes, b.stride, wrapped(std::move(conv1), join(path, "conv1"), w),
+      wrapped(std::move(conv2), join(path, "conv2"), w), std::move(shortcut));
 }
 
 // A copy of a module without parameters, buffers or children (its options are its state).
@@ -177,20 +195,20 @@ std::shared_ptr<Module> copy_plain(const Module& m) {
   return std::make_shared<M>(static_cast<const M&>(m));
 }
 
-std::shared_ptr<Module> fuse(const Module& m, const std::string& path) {
-  if (is<Sequential>(m)) return fuse_sequential(m, path);
+std::shared_ptr<Module> fuse(const Module& m, const std::string& path, const LayerWrap& w) {
+  if (is<Sequential>(m)) return fuse_sequential(m, path, w);
   if (is<ModuleList>(m)) {
     auto out = std::make_shared<ModuleList>();
     for (const auto& [name, child] : m.named_children()) {
-      out->register_module(name, fuse(*child, join(path, name)));
+      out->register_module(name, fuse(*child, join(path, name), w));
     }
     return out;
   }
   if (is<models::BasicBlock>(m)) {
-    return fuse_basic_block(static_cast<const models::BasicBlock&>(m), path);
+    return fuse_basic_block(static_cast<const models::BasicBlock&>(m), path, w);
   }
-  if (is<Linear>(m)) return copy_linear(static_cast<const Linear&>(m));
-  if (is<Conv2d>(m)) return copy_conv(static_cast<const Conv2d&>(m));
+  if (is<Linear>(m)) return wrapped(copy_linear(static_cast<const Linear&>(m)), path, w);
+  if (is<Conv2d>(m)) return wrapped(copy_conv(static_cast<const Conv2d&>(m)), path, w);
   if (is<BatchNorm2d>(m)) {
     const auto& b = static_cast<const BatchNorm2d&>(m);
     return with_state(std::make_shared<BatchNorm2d>(b.num_features, b.eps, b.momentum, b.affine,
@@ -246,14 +264,14 @@ std::shared_ptr<Module> fuse(const Module& m, const std::string& path) {
 
 }  // namespace
 
-std::shared_ptr<Module> fuse_for_inference(const Module& module) {
+std::shared_ptr<Module> fuse_with(const Module& module, const LayerWrap& wrap) {
   // The copies are built with fresh layers, whose initialization draws from the default
   // generator; its state is put back, so fusing changes no later random draw.
   Generator& gen = default_generator();
   const GeneratorState state = gen.state();
   std::shared_ptr<Module> fused;
   try {
-    fused = fuse(module, "");
+    fused = fuse(module, "", wrap);
   } catch (...) {
     gen.set_state(state);
     throw;
@@ -262,5 +280,7 @@ std::shared_ptr<Module> fuse_for_inference(const Module& module) {
   fused->eval();
   return fused;
 }
+
+std::shared_ptr<Module> fuse_for_inference(const Module& module) { return fuse_with(module, {}); }
 
 }  // namespace sinter::nn

@@ -24,6 +24,7 @@
 #include "sinter/nn/modules.h"
 #include "sinter/onnx.h"
 #include "sinter/ops.h"
+#include "sinter/quantize.h"
 
 namespace sinter::onnx {
 
@@ -158,6 +159,18 @@ class Exporter {
     return name;
   }
 
+  // An int8 initializer from its values (Sinter has no int8 tensors: the quantized layers keep
+  // theirs in a vector, Note [int8 quantization]).
+  std::string int8_initializer(const std::string& name, const Shape& shape,
+                               const std::vector<int8_t>& values) {
+    pb::TensorProto* p = graph_->add_initializer();
+    p->set_name(name);
+    p->set_data_type(pb::TensorProto::INT8);
+    for (const int64_t d : shape) p->add_dims(d);
+    p->set_raw_data(values.data(), values.size());
+    return name;
+  }
+
   void add_initializer(const std::string& name, const Tensor& t) {
     NoGradGuard no_grad;
     Tensor h = t.detach().to(Device::cpu());
@@ -248,6 +261,16 @@ class Exporter {
                         }),
         SINTER_ONNX_ROW(nn::Linear, "Linear", { return e.linear(m, s.scope, x); }),
         SINTER_ONNX_ROW(nn::Conv2d, "Conv2d", { return e.conv2d(m, s.scope, x); }),
+        SINTER_ONNX_ROW(quant::QuantizedLinear, "QuantizedLinear",
+                        {
+                          const Value in = e.qdq_input(m.q, m.name(), s.path, s.scope, x);
+                          return e.linear(m, s.scope, in, e.qdq_weight(m.q, m.weight, s.scope));
+                        }),
+        SINTER_ONNX_ROW(quant::QuantizedConv2d, "QuantizedConv2d",
+                        {
+                          const Value in = e.qdq_input(m.q, m.name(), s.path, s.scope, x);
+                          return e.conv2d(m, s.scope, in, e.qdq_weight(m.q, m.weight, s.scope));
+                        }),
         SINTER_ONNX_ROW(nn::BatchNorm2d, "BatchNorm2d",
                         { return e.batch_norm(m, s.path, s.scope, x); }),
         SINTER_ONNX_ROW(nn::LayerNorm, "LayerNorm", { return e.layer_norm(m, s.scope, x); }),
@@ -304,11 +327,43 @@ class Exporter {
     return path.empty() ? std::string("the module") : "module '" + path + "'";
   }
 
-  // A Linear, then its epilogue activation (Linear::activation) as nodes of its own.
-  Value linear(nn::Linear& l, const std::string& scope, const Value& x) {
+  // Note [int8 quantization]: the input of an int8 layer through QuantizeLinear and
+  // DequantizeLinear with its scale (zero point 0); Sinter's value is unchanged.
+  Value qdq_input(const quant::QuantState& q, const std::string& type, const std::string& path,
+                  const std::string& scope, const Value& x) {
+    SINTER_CHECK(q.quantized, "onnx::export_model: ", where(path), " (", type,
+                 ") is still calibrating; call quant::convert() before exporting");
+    SINTER_CHECK(float_dtype_ == DType::f32, "onnx::export_model: ", where(path), " (", type,
+                 ") exports as int8 QuantizeLinear/DequantizeLinear with f32 scales, so the model "
+                 "must be exported in f32 (ExportOptions::dtype), not ",
+                 float_dtype_);
+    const std::string scale = constant(full({}, q.input_scale), "scale");
+    const std::string zero =
+        int8_initializer("const/zero_point_" + std::to_string(graph_->initializer_size()), {}, {0});
+    const std::string quantized = node("QuantizeLinear", {x.name, scale, zero}, scope);
+    return {node("DequantizeLinear", {quantized, scale, zero}, scope), x.t};
+  }
+
+  // The int8 weight of a quantized layer, under the weight's state_dict name, dequantized per
+  // output channel (axis 0) with its scales; returns the dequantized value's name.
+  std::string qdq_weight(const quant::QuantState& q, const Tensor& w, const std::string& scope) {
+    const auto named = names_.find(w.impl());
+    const std::string name = named != names_.end() ? named->second : "weight";
+    const auto rows = static_cast<int64_t>(q.weight_scale.size());
+    const std::string values = int8_initializer(name, w.shape(), q.weight_q);
+    const std::string scales = constant(from_vector<float>(q.weight_scale, {rows}), "weight_scale");
+    const std::string zeros = int8_initializer(name + "_zero_point", {rows},
+                                               std::vector<int8_t>(static_cast<size_t>(rows), 0));
+    return node_with("DequantizeLinear", {values, scales, zeros}, scope,
+                     [](pb::NodeProto* n) { attr(n, "axis", int64_t{0}); });
+  }
+
+  // A Linear, then its epilogue activation (Linear::activation) as nodes of its own; `w` names
+  // the weight's value where it is not the initializer (an int8 layer's dequantized weight).
+  Value linear(nn::Linear& l, const std::string& scope, const Value& x, const std::string& w = "") {
     (void)l.forward(x.t);  // checks the input
     const Tensor pre = sinter::linear(x.t, l.weight, l.bias);
-    std::vector<std::string> inputs{x.name, weight(l.weight)};
+    std::vector<std::string> inputs{x.name, w.empty() ? weight(l.weight) : w};
     if (x.t.dim() == 2) {
       // (N, in) x (out, in)^T + (out): one Gemm.
       if (l.bias.defined()) inputs.push_back(weight(l.bias));
@@ -325,8 +380,8 @@ class Exporter {
     return activation({y, pre}, l.activation, scope);
   }
 
-  Value conv2d(nn::Conv2d& c, const std::string& scope, const Value& x) {
-    std::vector<std::string> inputs{x.name, weight(c.weight)};
+  Value conv2d(nn::Conv2d& c, const std::string& scope, const Value& x, const std::string& w = "") {
+    std::vector<std::string> inputs{x.name, w.empty() ? weight(c.weight) : w};
     if (c.bias.defined()) inputs.push_back(weight(c.bias));
     const nn::Conv2dOptions& o = c.options;
     const Size2 k = c.kernel_size;

@@ -20,6 +20,14 @@ expect(2 "garbage.safetensors" --device cpu --limit-train 100 --resume "${WORK}/
 expect(2 "--lr" --device cpu --limit-train 100 --lr -1)
 expect(2 "--limit-train" --device cpu --limit-train -5)
 expect(2 "--min-accuracy" --min-accuracy 80)
+# --quantize int8: no calibration batches, an unknown calibrator, an --export-onnx path that cannot
+# be written (checked before training, so nothing is written).
+expect(2 "--calibration-batches" --quantize int8 --calibration-batches 0)
+expect(2 "--calibrator" --quantize int8 --calibrator kl)
+expect(2 "--quantize" --quantize int4)
+expect(2 "missing-folder" --device cpu --limit-train 100 --quantize int8
+       --export-onnx "${WORK}/missing-folder/model.onnx")
+expect(2 "is a folder" --device cpu --limit-train 100 --export-onnx "${WORK}/empty")
 # A GPU asked for where none is: one line, status 2 (on a machine with one, a short run passes).
 execute_process(COMMAND "${EXE}" --device cuda --epochs 1 --limit-train 200
                 --out "${WORK}/cuda" RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)

@@ -45,38 +45,55 @@ def find(data, stem):
     raise FileNotFoundError(f"{stem}(.gz) in {data}")
 
 
+def test_set(data, samples):
+    """The first test images (normalized as the example does, (N, 1, 28, 28)) and labels."""
+    images = read_idx(find(data, "t10k-images-idx3-ubyte"))[:samples]
+    labels = read_idx(find(data, "t10k-labels-idx1-ubyte"))[:samples].astype(np.int64)
+    x = ((images.astype(np.float32) / 255.0 - MEAN) / STD)[:, None, :, :].astype(np.float32)
+    return x, labels
+
+
+def run_example(exe, name, args):
+    """fashion_mnist with args; its stdout. Exits 77 (skipped) for a build without ONNX."""
+    run = subprocess.run([exe, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if run.returncode != 0 and "built without ONNX" in run.stderr:
+        print(f"skipped: {run.stderr.strip()}")
+        sys.exit(77)
+    if run.returncode != 0:
+        sys.exit(f"{name}: fashion_mnist exited {run.returncode}:\n{run.stderr}")
+    return run.stdout
+
+
+def onnx_logits(model, name, x):
+    """The model's outputs in ONNX Runtime (one thread) for the test images x, padded to 32x32
+    for resnet20."""
+    inputs = x
+    if name == "resnet20":  # centred on a 32x32 background of normalized black
+        inputs = np.full((len(x), 1, 32, 32), (0.0 - MEAN) / STD, np.float32)
+        inputs[:, :, 2:30, 2:30] = x
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    return session.run(["output"], {"input": inputs})[0]
+
+
 def main():
     exe, data, work = sys.argv[1:4]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    images = read_idx(find(data, "t10k-images-idx3-ubyte"))[:TEST_SAMPLES]
-    labels = read_idx(find(data, "t10k-labels-idx1-ubyte"))[:TEST_SAMPLES].astype(np.int64)
-    x = ((images.astype(np.float32) / 255.0 - MEAN) / STD)[:, None, :, :].astype(np.float32)
+    x, labels = test_set(data, TEST_SAMPLES)
     failures = []
     for name in ("mlp", "cnn", "resnet20"):
         model = f"{work}/{name}.onnx"
         # resnet20's batch-norm running statistics need more steps than the others before its
         # test accuracy (in eval mode) leaves chance.
         limit = 3072 if name == "resnet20" else 1024
-        run = subprocess.run([exe, "--model", name, "--epochs", "1", "--limit-train", str(limit),
-                              "--batch-size", "64", "--limit-test", str(TEST_SAMPLES),
-                              "--device", "cpu", "--data", data, "--out", f"{work}/{name}",
-                              "--export-onnx", model],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if run.returncode != 0 and "built without ONNX" in run.stderr:
-            print(f"skipped: {run.stderr.strip()}")
-            sys.exit(77)
-        if run.returncode != 0:
-            sys.exit(f"{name}: fashion_mnist exited {run.returncode}:\n{run.stderr}")
-        sinter_acc = float(re.search(r"^test accuracy: ([0-9.]+)$", run.stdout, re.M).group(1))
-        inputs = x
-        if name == "resnet20":  # centred on a 32x32 background of normalized black
-            inputs = np.full((len(x), 1, 32, 32), (0.0 - MEAN) / STD, np.float32)
-            inputs[:, :, 2:30, 2:30] = x
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        logits = session.run(["output"], {"input": inputs})[0]
+        stdout = run_example(exe, name, [
+            "--model", name, "--epochs", "1", "--limit-train", str(limit), "--batch-size", "64",
+            "--limit-test", str(TEST_SAMPLES), "--device", "cpu", "--data", data, "--out",
+            f"{work}/{name}", "--export-onnx", model])
+        sinter_acc = float(re.search(r"^test accuracy: ([0-9.]+)$", stdout, re.M).group(1))
+        logits = onnx_logits(model, name, x)
         correct = int((logits.argmax(axis=1) == labels).sum())
         print(f"{name}: Sinter's test accuracy {sinter_acc:.4f}, ONNX Runtime's "
               f"{correct / TEST_SAMPLES:.4f} ({correct}/{TEST_SAMPLES}), logits {logits.shape}")

@@ -1,0 +1,242 @@
+// Post-training int8 quantization (Note [int8 quantization]): the int8 GEMM against its reference,
+// rounding and saturation, the calibrators, the int8 layers against the f64 arithmetic of their
+// quantized values, whole models, and the errors. The QDQ export in ONNX Runtime is tested in
+// test_onnx.cpp.
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cpu/int8.h"
+#include "test_util.h"
+
+namespace sinter {
+namespace {
+
+using testing::all_close;
+using testing::expect_error;
+
+TEST(Int8Gemm, KernelMatchesTheReference) {
+  std::printf("int8 gemm: %s\n", cpu::int8::gemm_isa());
+  std::mt19937 rng(static_cast<uint32_t>(testing::fresh_seed()));
+  std::uniform_int_distribution<int> value(-128, 127);
+  for (const auto& [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 1, 16}, {2, 4, 16}, {3, 5, 32}, {7, 9, 48}, {33, 17, 304}, {64, 10, 3136}}) {
+    const int64_t lda = k + 16, ldb = k, ldc = n + 3;
+    std::vector<int16_t> a(static_cast<size_t>(m * lda)), b(static_cast<size_t>(n * ldb));
+    for (int16_t& v : a) v = static_cast<int16_t>(value(rng));
+    for (int16_t& v : b) v = static_cast<int16_t>(value(rng));
+    // The extremes: -128 * -128 in every product of a row.
+    for (int64_t p = 0; p < k; ++p) a[p] = b[p] = -128;
+    std::vector<int32_t> got(static_cast<size_t>(m * ldc), 7), want(got);
+    cpu::int8::gemm(m, n, k, a.data(), lda, b.data(), ldb, got.data(), ldc);
+    cpu::int8::gemm_reference(m, n, k, a.data(), lda, b.data(), ldb, want.data(), ldc);
+    EXPECT_EQ(got, want) << m << "x" << n << "x" << k;
+    EXPECT_EQ(want[0], 128 * 128 * k);
+  }
+}
+
+TEST(Int8Gemm, QuantizeRoundsHalfToEvenAndSaturates) {
+  using cpu::int8::quantize;
+  EXPECT_EQ(quantize(0.5F, 1.0F), 0);
+  EXPECT_EQ(quantize(1.5F, 1.0F), 2);
+  EXPECT_EQ(quantize(2.5F, 1.0F), 2);
+  EXPECT_EQ(quantize(-2.5F, 1.0F), -2);
+  EXPECT_EQ(quantize(-0.6F, 0.5F), -1);
+  EXPECT_EQ(quantize(127.4F, 1.0F), 127);
+  EXPECT_EQ(quantize(1000.0F, 1.0F), 127);
+  EXPECT_EQ(quantize(-1000.0F, 1.0F), -128);
+  EXPECT_EQ(quantize(-128.0F, 1.0F), -128);
+  EXPECT_EQ(quantize(std::nanf(""), 1.0F), 0);
+  EXPECT_EQ(quantize(INFINITY, 1.0F), 127);
+}
+
+TEST(Quantize, CalibratorsPickTheirRanges) {
+  manual_seed(testing::fresh_seed());
+  quant::Histogram h;
+  // Uniform |x| in [0, 1), in batches of growing range: the bins double and merge.
+  const Tensor u = rand({200000});
+  h.add(u * 0.25, "test");
+  h.add(u.narrow(0, 0, 100000) * 0.5, "test");
+  h.add(-u.narrow(0, 100000, 100000), "test");
+  EXPECT_EQ(h.batches(), 3);
+  EXPECT_EQ(h.count(), 400000);
+  const double max = h.max();
+  EXPECT_NEAR(max, 1.0, 1e-4);
+  EXPECT_DOUBLE_EQ(h.amax({.calibrator = quant::Calibrator::MinMax}), max);
+  // 1% of the values lie above 0.96: only the last quarter reaches past 0.5, uniform on [0, 1).
+  const double p99 = h.amax({.calibrator = quant::Calibrator::Percentile, .percentile = 99.0});
+  EXPECT_NEAR(p99, 0.96, 0.002);
+  EXPECT_DOUBLE_EQ(h.amax({.calibrator = quant::Calibrator::Percentile, .percentile = 100.0}), max);
+
+  // A normal distribution: entropy clips its long tail, to a few standard deviations.
+  quant::Histogram g;
+  g.add(randn({400000}), "test");
+  const double e = g.amax({.calibrator = quant::Calibrator::Entropy});
+  std::printf("normal: max %.3f, entropy amax %.3f\n", g.max(), e);
+  EXPECT_LT(e, g.max());
+  EXPECT_GT(e, 2.0);
+
+  quant::Histogram zeros_only;
+  zeros_only.add(zeros({10}), "test");
+  EXPECT_EQ(zeros_only.amax({}), 0.0);
+  // Zeros before the first non-zero batch stay in the first bin.
+  zeros_only.add(full({10}, 2.0), "test");
+  EXPECT_DOUBLE_EQ(zeros_only.amax({.calibrator = quant::Calibrator::Percentile, .percentile = 50}),
+                   2.0 / quant::Histogram::kBins);
+
+  expect_error([&] { h.add(full({3}, std::nan("")), "QuantizedLinear"); },
+               {"QuantizedLinear", "NaN"});
+  EXPECT_EQ(quant::calibrator_from_name("percentile"), quant::Calibrator::Percentile);
+  expect_error([] { (void)quant::calibrator_from_name("kl"); }, {"kl", "minmax", "entropy"});
+}
+
+// The f64 arithmetic of a converted layer: its quantized input and weight, dequantized.
+Tensor dequantized_input(const Tensor& x, float scale) {
+  std::vector<float> v = x.contiguous().to_vector<float>();
+  for (float& e : v) e = static_cast<float>(cpu::int8::quantize(e, scale)) * scale;
+  return from_vector<float>(v, x.shape()).to(DType::f64);
+}
+
+Tensor dequantized_weight(const quant::QuantState& q, const Shape& shape) {
+  std::vector<double> w(q.weight_q.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    w[i] = double{q.weight_q[i]} * double{q.weight_scale[i / static_cast<size_t>(q.k)]};
+  }
+  return from_vector<double>(w, shape);
+}
+
+Tensor calibrated_batch(const Shape& s) { return randn(s) * 1.5 + 0.2; }
+
+TEST(Quantize, Int8LinearComputesTheQuantizedArithmetic) {
+  manual_seed(testing::fresh_seed());
+  for (const Activation act : {Activation::None, Activation::Relu, Activation::Gelu}) {
+    nn::Linear f(37, 21);
+    f.activation = act;
+    auto l = std::make_shared<quant::QuantizedLinear>(f);
+    {
+      NoGradGuard no_grad;
+      for (int i = 0; i < 3; ++i) (void)l->forward(calibrated_batch({8, 37}));
+    }
+    l->convert({.calibrator = quant::Calibrator::MinMax}, "fc");
+    EXPECT_TRUE(l->q.quantized);
+    EXPECT_EQ(l->q.weight_q.size(), 21u * 37u);
+    const Tensor x = calibrated_batch({3, 5, 37});  // leading dims kept; values past the range
+    InferenceMode im;
+    const Tensor y = l->forward(x);
+    EXPECT_EQ(y.shape(), (Shape{3, 5, 21}));
+    const Tensor ref = linear(dequantized_input(x, l->q.input_scale),
+                              dequantized_weight(l->q, {21, 37}), f.bias.to(DType::f64), act);
+    EXPECT_TRUE(all_close(y, ref.to(DType::f32), 1e-5, 1e-5));
+    // And near the f32 layer: the quantization error of 8 bits.
+    EXPECT_TRUE(all_close(y, f.forward(x), 0.15, 0.05));
+  }
+}
+
+TEST(Quantize, Int8ConvComputesTheQuantizedArithmetic) {
+  manual_seed(testing::fresh_seed());
+  struct Case {
+    int64_t cin, cout;
+    Size2 k;
+    nn::Conv2dOptions o;
+    Activation act;
+  };
+  for (const Case& c : std::vector<Case>{
+           {3, 8, 3, {.padding = 1}, Activation::Relu},
+           {4, 6, {3, 2}, {.stride = {2, 1}, .padding = {1, 0}, .groups = 2}, Activation::None},
+           {5,
+            5,
+            3,
+            {.padding = 2, .dilation = 2, .groups = 5, .bias = false},
+            Activation::GeluTanh},
+           {16, 9, 1, {}, Activation::None},
+       }) {
+    nn::Conv2d f(c.cin, c.cout, c.k, c.o);
+    f.activation = c.act;
+    auto l = std::make_shared<quant::QuantizedConv2d>(f);
+    {
+      NoGradGuard no_grad;
+      (void)l->forward(calibrated_batch({4, c.cin, 9, 11}));
+    }
+    l->convert({.calibrator = quant::Calibrator::Percentile, .percentile = 99.9}, "conv");
+    const Tensor x = calibrated_batch({2, c.cin, 9, 11});
+    NoGradGuard no_grad;
+    const Tensor y = l->forward(x);
+    const Tensor ref =
+        conv2d(dequantized_input(x, l->q.input_scale), dequantized_weight(l->q, f.weight.shape()),
+               f.bias.defined() ? f.bias.to(DType::f64) : Tensor(),
+               {.stride = c.o.stride,
+                .padding = c.o.padding,
+                .dilation = c.o.dilation,
+                .groups = c.o.groups},
+               c.act);
+    EXPECT_TRUE(all_close(y, ref.to(DType::f32), 1e-5, 1e-5)) << "groups " << c.o.groups;
+  }
+}
+
+TEST(Quantize, ModelsKeepTheirOutputs) {
+  for (const bool resnet : {false, true}) {
+    for (const quant::Calibrator cal :
+         {quant::Calibrator::MinMax, quant::Calibrator::Percentile, quant::Calibrator::Entropy}) {
+      manual_seed(testing::fresh_seed());
+      nn::Sequential m = resnet ? nn::models::resnet20(1) : nn::models::cnn();
+      const Shape s = resnet ? Shape{16, 1, 32, 32} : Shape{16, 1, 28, 28};
+      m.eval();
+      const std::shared_ptr<nn::Module> q =
+          quant::quantize(m, 4, [&](int64_t) { return randn(s); }, {.calibrator = cal});
+      EXPECT_FALSE(q->is_training());
+      const Tensor x = randn(s);
+      InferenceMode im;
+      const Tensor want = m.forward(x), got = q->forward(x);
+      const double error =
+          testing::relative_difference(testing::flat_values({got}), testing::flat_values({want}));
+      std::printf("%s, %s: int8 relative error %.3g\n", resnet ? "resnet20" : "cnn",
+                  quant::calibrator_name(cal), error);
+      // Untrained models on noise: the output is the small difference of large sums, so the
+      // 8-bit error shows more than on a trained model's logits (where the accuracy is tested).
+      EXPECT_LT(error, cal == quant::Calibrator::MinMax ? 0.1 : 0.3);
+      const int64_t f32_bytes = quant::model_bytes(m), int8_bytes = quant::model_bytes(*q);
+      EXPECT_LT(int8_bytes, f32_bytes * 3 / 10) << f32_bytes << " " << int8_bytes;
+    }
+  }
+}
+
+TEST(Quantize, ErrorsNameTheProblem) {
+  nn::Sequential m = nn::models::cnn();
+  const auto batch = [](int64_t) { return randn({2, 1, 28, 28}); };
+  expect_error([&] { (void)quant::quantize(m, 0, batch); },
+               {"quantize", "at least one batch", "0"});
+  nn::Sequential no_layers{nn::ReLU(), nn::Flatten()};
+  expect_error([&] { (void)quant::quantize(no_layers, 1, batch); },
+               {"quantize", "no Linear or Conv2d"});
+  // The calibration data never reaches the head: a model prepared, run on nothing, converted.
+  const std::shared_ptr<nn::Module> prepared = quant::prepare(m);
+  expect_error([&] { quant::convert(*prepared); },
+               {"quantize", "QuantizedConv2d '0'", "no calibration batch"});
+  expect_error([&] { (void)quant::quantize(m, 1, batch, {.percentile = 0}); },
+               {"percentile", "(0, 100]"});
+}
+
+TEST(Quantize, Int8LayersAreForTheCpuWithoutGradients) {
+  manual_seed(testing::fresh_seed());
+  nn::Linear f(4, 3);
+  auto l = std::make_shared<quant::QuantizedLinear>(f);
+  {
+    NoGradGuard no_grad;
+    (void)l->forward(randn({2, 4}));
+  }
+  l->convert({}, "fc");
+  const Tensor x = randn({2, 4}).requires_grad_(true);
+  expect_error([&] { (void)l->forward(x); }, {"QuantizedLinear", "InferenceMode"});
+  expect_error(
+      [&] {
+        (void)l->forward(randn({2, 4}, {.dtype = DType::f64}));
+      },
+      {"QuantizedLinear", "f32", "f64"});
+  expect_error([&] { (void)l->forward(randn({2, 5})); }, {"QuantizedLinear", "last dim 4"});
+}
+
+}  // namespace
+}  // namespace sinter
