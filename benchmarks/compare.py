@@ -5,6 +5,9 @@ a markdown table. Ratio = PyTorch ms / Sinter ms, so above 1 means Sinter is fas
 
   python3 benchmarks/compare.py bench_train_step.json pytorch_reference.json
 
+With --inference it reads bench_inference's and onnxruntime_reference.py's JSON instead and prints
+Sinter against ONNX Runtime per model, precision and batch (ratio = ONNX Runtime ms / Sinter ms).
+
 A missing file, benchmark or entry leaves "-" in its cells; a Sinter benchmark that failed shows
 "error". Exits 1 only when neither file yields a single figure.
 """
@@ -73,14 +76,17 @@ def sinter_results(doc):
     return out
 
 
+def result_rows(doc):
+    """The dicts of a reference JSON's "results" list (none for anything else)."""
+    if not isinstance(doc, dict):
+        return []
+    return [r for r in doc.get("results") or [] if isinstance(r, dict)]
+
+
 def pytorch_results(doc):
     """{(workload, precision): ms} from pytorch_reference.py's "results" list."""
     out = {}
-    if not isinstance(doc, dict):
-        return out
-    for r in doc.get("results") or []:
-        if not isinstance(r, dict):
-            continue
+    for r in result_rows(doc):
         ms = r.get("ms_per_step")
         if isinstance(ms, (int, float)) and "workload" in r and "precision" in r:
             out[(canonical(str(r["workload"])), str(r["precision"]))] = float(ms)
@@ -112,11 +118,61 @@ def table(sinter, pytorch):
     return "\n".join(lines)
 
 
+def inference_results(doc):
+    """{(model, precision, batch): ms} from the "results" list of bench_inference's or
+    onnxruntime_reference.py's JSON."""
+    out = {}
+    for r in result_rows(doc):
+        ms, batch = r.get("ms"), r.get("batch")
+        if isinstance(ms, (int, float)) and isinstance(batch, int) and "model" in r:
+            out[(canonical(str(r["model"])), str(r.get("precision", "?")), batch)] = float(ms)
+    return out
+
+
+def inference_table(sinter, ort):
+    lines = ["| model | precision | batch | Sinter ms | ONNX Runtime ms | Sinter images/s | "
+             "ONNX Runtime / Sinter |", "|---|---|---:|---:|---:|---:|---:|"]
+    precisions = ("f32", "int8")
+
+    def key_order(key):
+        model, precision, batch = key
+        m = WORKLOAD_ORDER.index(model) if model in WORKLOAD_ORDER else len(WORKLOAD_ORDER)
+        p = precisions.index(precision) if precision in precisions else len(precisions)
+        return (m, model, p, precision, batch)
+
+    for key in sorted(set(sinter) | set(ort), key=key_order):
+        s, o = sinter.get(key), ort.get(key)
+        ratio = f"{o / s:.2f}" if s and o else "-"
+        rate = f"{1000.0 * key[2] / s:.0f}" if s else "-"
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {cell(s)} | {cell(o)} | {rate} | "
+                     f"{ratio} |")
+    return "\n".join(lines)
+
+
+def main_inference(sinter_json, ort_json):
+    sinter_doc = load(sinter_json, "Sinter")
+    ort_doc = load(ort_json, "ONNX Runtime")
+    sinter, ort = inference_results(sinter_doc), inference_results(ort_doc)
+    if not sinter and not ort:
+        print("compare: no inference figures in either file")
+        return 1
+    threads = (sinter_doc or {}).get("threads", "?") if isinstance(sinter_doc, dict) else "?"
+    version = ort_doc.get("version", "?") if isinstance(ort_doc, dict) else "?"
+    print(f"ONNX Runtime {version}, {threads} threads each; ms per batch, medians; ratio > 1: "
+          "Sinter is faster")
+    print(inference_table(sinter, ort))
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--inference", action="store_true",
+                        help="bench_inference's and onnxruntime_reference.py's JSON")
     parser.add_argument("sinter_json", help="bench_train_step's JSON, or the folded bench.json")
     parser.add_argument("pytorch_json", help="pytorch_reference.py's --out JSON")
     args = parser.parse_args()
+    if args.inference:
+        return main_inference(args.sinter_json, args.pytorch_json)
 
     sinter_doc = load(args.sinter_json, "Sinter")
     pytorch_doc = load(args.pytorch_json, "PyTorch")

@@ -22,20 +22,34 @@ TEST(Int8Gemm, KernelMatchesTheReference) {
   std::printf("int8 gemm: %s\n", cpu::int8::gemm_isa());
   std::mt19937 rng(static_cast<uint32_t>(testing::fresh_seed()));
   std::uniform_int_distribution<int> value(-128, 127);
-  for (const auto& [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {1, 1, 16}, {2, 4, 16}, {3, 5, 32}, {7, 9, 48}, {33, 17, 304}, {64, 10, 3136}}) {
-    const int64_t lda = k + 16, ldb = k, ldc = n + 3;
+  for (const auto& [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1, 1},
+                                                                                  {2, 4, 16},
+                                                                                  {3, 5, 31},
+                                                                                  {7, 17, 48},
+                                                                                  {33, 16, 144},
+                                                                                  {64, 10, 3136},
+                                                                                  {5, 40, 9}}) {
+    const int64_t kp = cpu::int8::padded_k(k);
+    const int64_t lda = kp + 6, ldb = k + 3, ldc = n + 3;
     std::vector<int16_t> a(static_cast<size_t>(m * lda)), b(static_cast<size_t>(n * ldb));
     for (int16_t& v : a) v = static_cast<int16_t>(value(rng));
     for (int16_t& v : b) v = static_cast<int16_t>(value(rng));
-    // The extremes: -128 * -128 in every product of a row.
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t p = k; p < kp; ++p) a[i * lda + p] = 0;  // the padding of a row
+    }
+    // The extremes: -128 * -128 in every product of the first row and column.
     for (int64_t p = 0; p < k; ++p) a[p] = b[p] = -128;
-    std::vector<int32_t> got(static_cast<size_t>(m * ldc), 7), want(got);
-    cpu::int8::gemm(m, n, k, a.data(), lda, b.data(), ldb, got.data(), ldc);
+    const cpu::int8::PackedB packed = cpu::int8::pack_b(n, k, b.data(), ldb);
+    std::vector<int32_t> want(static_cast<size_t>(m * ldc), 7), got(want), fallback(want);
     cpu::int8::gemm_reference(m, n, k, a.data(), lda, b.data(), ldb, want.data(), ldc);
+    cpu::int8::gemm(m, a.data(), lda, packed, got.data(), ldc);
+    cpu::int8::gemm_fallback(m, a.data(), lda, packed, fallback.data(), ldc);
     EXPECT_EQ(got, want) << m << "x" << n << "x" << k;
+    EXPECT_EQ(fallback, want) << m << "x" << n << "x" << k;
     EXPECT_EQ(want[0], 128 * 128 * k);
   }
+  expect_error([] { (void)cpu::int8::pack_b(1, cpu::int8::kMaxK + 2, nullptr, 0); },
+               {"int8 gemm", "overflow"});
 }
 
 TEST(Int8Gemm, QuantizeRoundsHalfToEvenAndSaturates) {

@@ -62,6 +62,8 @@ class Histogram {
   int64_t count_ = 0, batches_ = 0;
 };
 
+struct PackedWeights;  // src/quant/quantize.cpp
+
 // The per-layer state both int8 layers share.
 struct QuantState {
   bool quantized = false;  // false while calibrating
@@ -69,8 +71,9 @@ struct QuantState {
   float input_scale = 0.0F;
   std::vector<float> weight_scale;  // per output channel
   std::vector<int8_t> weight_q;     // (out, in [/ groups * kh * kw]), row-major
-  std::vector<int16_t> packed;      // weight_q widened, rows padded (Note [int8 gemm])
-  int64_t k = 0, k_padded = 0;      // a weight row's length, and padded
+  int64_t k = 0;                    // a weight row's length
+  // weight_q packed for the int8 GEMM, one block per group (Note [int8 gemm]).
+  std::shared_ptr<const PackedWeights> packed;
 };
 
 // A Linear that records its input while calibrating and runs in int8 once converted; parameters

@@ -17,6 +17,10 @@
 
 namespace sinter::quant {
 
+struct PackedWeights {
+  std::vector<cpu::int8::PackedB> groups;
+};
+
 const char* calibrator_name(Calibrator c) {
   switch (c) {
     case Calibrator::MinMax:
@@ -167,8 +171,9 @@ void check_options(const QuantizeOptions& o) {
                "quantize: percentile must be in (0, 100], got ", o.percentile);
 }
 
-// Quantizes `weight` (rows of k values, one per output channel) into q, per channel.
-void quantize_weight(const Tensor& weight, int64_t rows, QuantState& q) {
+// Quantizes `weight` (rows of k values, one per output channel) into q, per channel, and packs
+// it for the int8 GEMM in `groups` blocks of rows.
+void quantize_weight(const Tensor& weight, int64_t rows, int64_t groups, QuantState& q) {
   Tensor w;
   {
     NoGradGuard no_grad;
@@ -176,10 +181,9 @@ void quantize_weight(const Tensor& weight, int64_t rows, QuantState& q) {
   }
   const float* v = w.data<float>();
   q.k = w.numel() / rows;
-  q.k_padded = cpu::int8::padded_k(q.k);
   q.weight_scale.assign(rows, 1.0F);
   q.weight_q.assign(static_cast<size_t>(rows * q.k), 0);
-  q.packed.assign(static_cast<size_t>(rows * q.k_padded), 0);
+  std::vector<int16_t> widened(static_cast<size_t>(rows * q.k));
   for (int64_t r = 0; r < rows; ++r) {
     float amax = 0.0F;
     for (int64_t p = 0; p < q.k; ++p) amax = std::max(amax, std::abs(v[r * q.k + p]));
@@ -189,9 +193,16 @@ void quantize_weight(const Tensor& weight, int64_t rows, QuantState& q) {
     for (int64_t p = 0; p < q.k; ++p) {
       const int16_t qv = cpu::int8::quantize(v[r * q.k + p], scale);
       q.weight_q[r * q.k + p] = static_cast<int8_t>(qv);
-      q.packed[r * q.k_padded + p] = qv;
+      widened[r * q.k + p] = qv;
     }
   }
+  auto packed = std::make_shared<PackedWeights>();
+  const int64_t per_group = rows / groups;
+  for (int64_t g = 0; g < groups; ++g) {
+    packed->groups.push_back(
+        cpu::int8::pack_b(per_group, q.k, widened.data() + g * per_group * q.k, q.k));
+  }
+  q.packed = std::move(packed);
 }
 
 void check_recorded(const QuantState& q, const std::string& what) {
@@ -255,7 +266,7 @@ QuantizedLinear::QuantizedLinear(const nn::Linear& layer)
 void QuantizedLinear::convert(const QuantizeOptions& options, const std::string& path) {
   check_options(options);
   set_input_scale(q, options, layer_name(name(), path));
-  quantize_weight(weight, out_features, q);
+  quantize_weight(weight, out_features, 1, q);
   q.quantized = true;
   q.histogram = Histogram();
 }
@@ -272,7 +283,8 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   Tensor y = empty(out_shape);
-  const int64_t rows = x.numel() / in_features, n = out_features, kp = q.k_padded;
+  const cpu::int8::PackedB& packed = q.packed->groups.at(0);
+  const int64_t rows = x.numel() / in_features, n = out_features, kp = packed.k;
   if (rows == 0) return y;
   const Tensor xc = x.contiguous(), b = f32_bias(bias);
   const float* xp = xc.data<float>();
@@ -292,7 +304,7 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
           a[i * kp + p] = cpu::int8::quantize(xp[(r0 + i) * in_features + p], q.input_scale);
         }
       }
-      cpu::int8::gemm(m, n, kp, a.data(), kp, q.packed.data(), kp, c.data(), n);
+      cpu::int8::gemm(m, a.data(), kp, packed, c.data(), n);
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < n; ++j) yp[(r0 + i) * n + j] = epi(c[i * n + j], j);
       }
@@ -318,7 +330,7 @@ QuantizedConv2d::QuantizedConv2d(const nn::Conv2d& layer)
 void QuantizedConv2d::convert(const QuantizeOptions& options, const std::string& path) {
   check_options(options);
   set_input_scale(q, options, layer_name(name(), path));
-  quantize_weight(weight, out_channels, q);
+  quantize_weight(weight, out_channels, this->options.groups, q);
   q.quantized = true;
   q.histogram = Histogram();
 }
@@ -342,7 +354,7 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   const int64_t h_out = (h + 2 * o.padding.h - span_h) / o.stride.h + 1;
   const int64_t w_out = (w + 2 * o.padding.w - span_w) / o.stride.w + 1;
   const int64_t groups = o.groups, cig = in_channels / groups, cog = out_channels / groups;
-  const int64_t hw = h_out * w_out, kp = q.k_padded;
+  const int64_t hw = h_out * w_out, kp = cpu::int8::padded_k(q.k);
   Tensor y = empty({n_img, out_channels, h_out, w_out});
   if (y.numel() == 0) return y;
   // The input quantized once (each value is read by up to kh * kw windows).
@@ -383,8 +395,7 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
             }
           }
         }
-        cpu::int8::gemm(m, cog, kp, cols.data(), kp, q.packed.data() + g * cog * kp, kp, c.data(),
-                        cog);
+        cpu::int8::gemm(m, cols.data(), kp, q.packed->groups.at(g), c.data(), cog);
         for (int64_t co = 0; co < cog; ++co) {
           const int64_t ch = g * cog + co;
           float* out = yp + (img * out_channels + ch) * hw + p0;
