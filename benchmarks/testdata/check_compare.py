@@ -54,6 +54,26 @@ def main():
         rc, out, err = run("compare.py", missing, missing)
         check("compare.py without figures exits 1", rc == 1, f"rc {rc}\n{out}{err}")
 
+    with tempfile.TemporaryDirectory() as tmp:
+        # --inference: bench_inference's and onnxruntime_reference.py's JSON, one row missing on
+        # each side.
+        rows = [("cnn", "int8", 256, 40.0, 80.0), ("mlp", "f32", 1, 0.5, 0.25),
+                ("cnn", "f32", 1, 1.0, None), ("resnet20", "f32", 256, None, 100.0)]
+        for name, column in (("sinter", 3), ("ort", 4)):
+            doc = {"threads": 2, "version": "9.9", "results": [
+                {"model": r[0], "precision": r[1], "batch": r[2], "ms": r[column]}
+                for r in rows if r[column] is not None]}
+            with open(os.path.join(tmp, f"{name}.json"), "w", encoding="utf-8") as f:
+                json.dump(doc, f)
+        rc, out, err = run("compare.py", "--inference", os.path.join(tmp, "sinter.json"),
+                           os.path.join(tmp, "ort.json"))
+        want = ["| mlp | f32 | 1 | 0.500 | 0.250 | 2000 | 0.50 |",
+                "| cnn | f32 | 1 | 1.000 | - | 1000 | - |",
+                "| cnn | int8 | 256 | 40.000 | 80.000 | 6400 | 2.00 |",
+                "| resnet20 | f32 | 256 | - | 100.000 | - | - |"]
+        got = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+        check("compare.py --inference", rc == 0 and got[1:] == want, f"rc {rc}\n{out}{err}")
+
     rc, out, err = run("pytorch_reference.py", "--workloads", "nope")
     check("pytorch_reference.py rejects an unknown workload", rc == 2 and "unknown workload" in err,
           f"rc {rc}\n{out}{err}")
