@@ -210,7 +210,8 @@ TEST(Quantize, ModelsKeepTheirOutputs) {
                   quant::calibrator_name(cal), error);
       // Untrained models on noise: the output is the small difference of large sums, so the
       // 8-bit error shows more than on a trained model's logits (where the accuracy is tested).
-      EXPECT_LT(error, cal == quant::Calibrator::MinMax ? 0.1 : 0.3);
+      // Entropy clips the noise's tails by design, so it strays furthest on it.
+      EXPECT_LT(error, cal == quant::Calibrator::Entropy ? 0.5 : 0.1);
       const int64_t f32_bytes = quant::model_bytes(m), int8_bytes = quant::model_bytes(*q);
       EXPECT_LT(int8_bytes, f32_bytes * 3 / 10) << f32_bytes << " " << int8_bytes;
     }

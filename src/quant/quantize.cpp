@@ -233,16 +233,40 @@ void check_int8_input(const char* op, const Tensor& x, const Tensor& weight) {
                "InferenceMode or NoGradGuard");
 }
 
-// The GEMM sums' epilogue: y = act(c s_x s_w[j] + b[j]).
+// The GEMM sums' epilogue: y = act(c s_x s_w[j] + b[j]), the scales multiplied once per channel.
 struct Epilogue {
-  float input_scale;
-  const float* weight_scale;
-  const float* bias;  // null without bias
+  std::vector<float> scale, bias;  // per output channel (bias 0 without one)
   kern::GemmAct act;
-  float operator()(int32_t c, int64_t j) const {
-    float v = static_cast<float>(c) * (input_scale * weight_scale[j]);
-    if (bias) v += bias[j];
-    return act == kern::GemmAct::None ? v : kern::activate(act, v);
+  Epilogue(const QuantState& q, const Tensor& b, kern::GemmAct act)
+      : scale(q.weight_scale.size()), bias(q.weight_scale.size(), 0.0F), act(act) {
+    for (size_t j = 0; j < scale.size(); ++j) scale[j] = q.input_scale * q.weight_scale[j];
+    if (b.defined()) {
+      const float* bp = b.data<float>();
+      std::copy(bp, bp + bias.size(), bias.begin());
+    }
+  }
+  // out[i * out_stride] = epilogue(c[i * c_stride]) for i < n, all of channel j; the activation
+  // is chosen once per run (ReLU inline: the loop vectorizes).
+  void run(const int32_t* c, int64_t c_stride, int64_t n, int64_t j, float* out,
+           int64_t out_stride) const {
+    const float s = scale[j], b = bias[j];
+    switch (act) {
+      case kern::GemmAct::None:
+        for (int64_t i = 0; i < n; ++i)
+          out[i * out_stride] = static_cast<float>(c[i * c_stride]) * s + b;
+        break;
+      case kern::GemmAct::Relu:
+        for (int64_t i = 0; i < n; ++i) {
+          const float v = static_cast<float>(c[i * c_stride]) * s + b;
+          out[i * out_stride] = v < 0.0F ? 0.0F : v;  // NaN stays NaN, as relu
+        }
+        break;
+      default:
+        for (int64_t i = 0; i < n; ++i) {
+          out[i * out_stride] = kern::activate(act, static_cast<float>(c[i * c_stride]) * s + b);
+        }
+        break;
+    }
   }
 };
 
@@ -289,8 +313,7 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
   const Tensor xc = x.contiguous(), b = f32_bias(bias);
   const float* xp = xc.data<float>();
   float* yp = y.data<float>();
-  const Epilogue epi{q.input_scale, q.weight_scale.data(), b.defined() ? b.data<float>() : nullptr,
-                     kernel_act(activation)};
+  const Epilogue epi(q, b, kernel_act(activation));
   constexpr int64_t kRows = 32;
   const int64_t blocks = (rows + kRows - 1) / kRows;
   detail::parallel_blocks(blocks, kRows * n * kp, [&](int64_t b0, int64_t b1) {
@@ -305,9 +328,7 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
         }
       }
       cpu::int8::gemm(m, a.data(), kp, packed, c.data(), n);
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < n; ++j) yp[(r0 + i) * n + j] = epi(c[i * n + j], j);
-      }
+      for (int64_t j = 0; j < n; ++j) epi.run(c.data() + j, n, m, j, yp + r0 * n + j, n);
     }
   });
   return y;
@@ -365,30 +386,48 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
     for (int64_t i = i0; i < i1; ++i) qx[i] = cpu::int8::quantize(xp[i], q.input_scale);
   });
   float* yp = y.data<float>();
-  const Epilogue epi{q.input_scale, q.weight_scale.data(), b.defined() ? b.data<float>() : nullptr,
-                     kernel_act(activation)};
+  const Epilogue epi(q, b, kernel_act(activation));
+  // Each tap's offset from a window's corner in a group's input planes; the padding of a cols
+  // row (kp past taps) stays 0.
+  const int64_t taps = cig * kh * kw;
+  std::vector<int64_t> tap_offset(static_cast<size_t>(taps));
+  for (int64_t ci = 0; ci < cig; ++ci) {
+    for (int64_t i = 0; i < kh; ++i) {
+      for (int64_t j = 0; j < kw; ++j) {
+        tap_offset[(ci * kh + i) * kw + j] = ci * h * w + i * o.dilation.h * w + j * o.dilation.w;
+      }
+    }
+  }
   // Tasks: an image's block of kPixels output pixels, for every group.
   constexpr int64_t kPixels = 64;
   const int64_t per_image = (hw + kPixels - 1) / kPixels, tasks = n_img * per_image;
   detail::parallel_blocks(tasks, kPixels * out_channels * kp, [&](int64_t t0, int64_t t1) {
-    std::vector<int16_t> cols(static_cast<size_t>(kPixels * kp));
+    std::vector<int16_t> cols(static_cast<size_t>(kPixels * kp), 0);
     std::vector<int32_t> c(static_cast<size_t>(kPixels * cog));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t img = t / per_image, p0 = (t % per_image) * kPixels;
       const int64_t m = std::min(kPixels, hw - p0);
       for (int64_t g = 0; g < groups; ++g) {
-        // cols[pixel][(ci, i, j)]: the window of each output pixel, 0 in the padding.
-        std::fill(cols.begin(), cols.end(), int16_t{0});
+        // cols[pixel][(ci, i, j)]: the window of each output pixel, 0 in the padding. A window
+        // inside the image is a gather at the taps' offsets; one at the border checks each tap.
+        const int16_t* group_x = qx.data() + (img * in_channels + g * cig) * h * w;
         for (int64_t pi = 0; pi < m; ++pi) {
           const int64_t oh = (p0 + pi) / w_out, ow = (p0 + pi) % w_out;
+          const int64_t ih0 = oh * o.stride.h - o.padding.h, iw0 = ow * o.stride.w - o.padding.w;
           int16_t* row = cols.data() + pi * kp;
+          if (ih0 >= 0 && ih0 + span_h <= h && iw0 >= 0 && iw0 + span_w <= w) {
+            const int16_t* corner = group_x + ih0 * w + iw0;
+            for (int64_t t = 0; t < taps; ++t) row[t] = corner[tap_offset[t]];
+            continue;
+          }
+          std::fill(row, row + kp, int16_t{0});
           for (int64_t ci = 0; ci < cig; ++ci) {
-            const int16_t* plane = qx.data() + (img * in_channels + g * cig + ci) * h * w;
+            const int16_t* plane = group_x + ci * h * w;
             for (int64_t i = 0; i < kh; ++i) {
-              const int64_t ih = oh * o.stride.h - o.padding.h + i * o.dilation.h;
+              const int64_t ih = ih0 + i * o.dilation.h;
               if (ih < 0 || ih >= h) continue;
               for (int64_t j = 0; j < kw; ++j) {
-                const int64_t iw = ow * o.stride.w - o.padding.w + j * o.dilation.w;
+                const int64_t iw = iw0 + j * o.dilation.w;
                 if (iw < 0 || iw >= w) continue;
                 row[(ci * kh + i) * kw + j] = plane[ih * w + iw];
               }
@@ -399,7 +438,7 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
         for (int64_t co = 0; co < cog; ++co) {
           const int64_t ch = g * cog + co;
           float* out = yp + (img * out_channels + ch) * hw + p0;
-          for (int64_t pi = 0; pi < m; ++pi) out[pi] = epi(c[pi * cog + co], ch);
+          epi.run(c.data() + co, cog, m, ch, out, 1);
         }
       }
     }
