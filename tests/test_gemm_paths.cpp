@@ -159,6 +159,58 @@ void sweep(GemmPath path, DType dt, bool tf32, bool only_nt = false) {
   }
 }
 
+// One row of C (a batch-1 Linear) runs as a matrix-vector product on the CPU: every layout, alpha
+// and beta (0 never reads C, which holds NaN), strided rows of A, against the product in f64.
+TEST(CpuGemm, OneRowMatchesTheProductInEveryLayout) {
+  Generator g(testing::fresh_seed());
+  const int64_t n = 37, k = 53, pad = 3;
+  for (const DType dt : {DType::f32, DType::f64}) {
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) {
+        for (const double beta : {0.0, 0.5}) {
+          GemmArgs args;
+          args.dtype = dt;
+          args.trans_a = ta;
+          args.trans_b = tb;
+          args.m = 1;
+          args.n = n;
+          args.k = k;
+          args.alpha = 2.0;
+          args.beta = beta;
+          // A: (1, k), or stored (k, 1) with a row stride of 1 + pad when transposed.
+          const Tensor a =
+              ta ? randn({k, 1 + pad}, {.dtype = dt}, &g) : randn({1, k}, {.dtype = dt}, &g);
+          args.lda = ta ? 1 + pad : k;
+          const Tensor b =
+              tb ? randn({n, k + pad}, {.dtype = dt}, &g) : randn({k, n + pad}, {.dtype = dt}, &g);
+          args.ldb = tb ? k + pad : n + pad;
+          Tensor c = beta == 0 ? full({1, n}, std::nan(""), {.dtype = dt})
+                               : randn({1, n}, {.dtype = dt}, &g);
+          args.ldc = n;
+          const Tensor c0 = c.clone();
+          args.a = a.data_ptr();
+          args.b = b.data_ptr();
+          args.c = c.data_ptr();
+          cpu::gemm(kernel_ctx(Device::cpu()), args);
+          const std::vector<double> av = a.to(DType::f64).to_vector<double>(),
+                                    bv = b.to(DType::f64).to_vector<double>(),
+                                    cv = c0.to(DType::f64).to_vector<double>(),
+                                    got = c.to(DType::f64).to_vector<double>();
+          for (int64_t j = 0; j < n; ++j) {
+            double want = 0;
+            for (int64_t p = 0; p < k; ++p) {
+              want += av[ta ? p * args.lda : p] * bv[tb ? j * args.ldb + p : p * args.ldb + j];
+            }
+            want = 2.0 * want + (beta == 0 ? 0.0 : beta * cv[j]);
+            EXPECT_NEAR(got[j], want, dt == DType::f64 ? 1e-12 : 1e-4)
+                << dt << " ta " << ta << " tb " << tb << " beta " << beta << " j " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaGemmPaths, SimtEveryDtypeAndLayout) {
   SINTER_REQUIRE_CUDA();
   for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16})

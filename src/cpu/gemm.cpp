@@ -29,14 +29,31 @@ namespace {
 template <typename T>
 using BlasT = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
+// One row of C (m == 1, a batch-1 Linear): c = alpha a op(B) + beta c as a matrix-vector product,
+// which reads B in place; sgemm would first copy (pack) all of B, the larger part of the time when
+// B is a weight read once. beta == 0 must not read C (it may hold NaN): C is zeroed first.
+template <typename T, typename Gemv>
+void row_gemv(Gemv gemv, bool ta, bool tb, int n, int k, T alpha, const T* a, int lda, const T* b,
+              int ldb, T beta, T* c) {
+  if (beta == T(0)) std::fill(c, c + n, T(0));
+  const int inc_a = ta ? lda : 1;
+  if (tb) {
+    gemv(CblasRowMajor, CblasNoTrans, n, k, alpha, b, ldb, a, inc_a, beta, c, 1);
+  } else {
+    gemv(CblasRowMajor, CblasTrans, k, n, alpha, b, ldb, a, inc_a, beta, c, 1);
+  }
+}
+
 void blas_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
                const float* b, int ldb, float beta, float* c, int ldc) {
+  if (m == 1 && k > 0) return row_gemv(cblas_sgemv, ta, tb, n, k, alpha, a, lda, b, ldb, beta, c);
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void blas_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda,
                const double* b, int ldb, double beta, double* c, int ldc) {
+  if (m == 1 && k > 0) return row_gemv(cblas_dgemv, ta, tb, n, k, alpha, a, lda, b, ldb, beta, c);
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
