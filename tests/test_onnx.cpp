@@ -432,6 +432,35 @@ TEST(OnnxExport, Int8QdqModelsMatchOnnxRuntime) {
   }
 }
 
+// FP16 export of f32 models (ExportOptions::dtype): half the file, and ONNX Runtime's outputs in
+// f16 near Sinter's f32 ones.
+TEST(OnnxExport, Fp16ExportOfF32ModelsRunsInOnnxRuntime) {
+  SINTER_REQUIRE_ONNX_RUNTIME();
+  manual_seed(testing::fresh_seed());
+  const TempDir dir;
+  for (const bool conv : {false, true}) {
+    nn::Sequential m = conv ? nn::models::cnn() : nn::models::mlp();
+    m.eval();
+    const Tensor x = randn({3, 1, 28, 28});
+    const int64_t f32_bytes = onnx::export_model(m, x, dir.file("f32.onnx")).bytes;
+    const std::string path = dir.file("f16.onnx");
+    const int64_t f16_bytes = onnx::export_model(m, x, path, {.dtype = DType::f16}).bytes;
+    EXPECT_LT(f16_bytes, f32_bytes * 6 / 10);
+    Tensor want;
+    {
+      NoGradGuard no_grad;
+      want = m.forward(x);
+    }
+    const Tensor got = run_in_onnx_runtime(path, x.to(DType::f16), dir);
+    ASSERT_TRUE(got.defined());
+    EXPECT_EQ(got.dtype(), DType::f16);
+    const double error = relative_error(got.to(DType::f32), want);
+    std::printf("%s in f16: relative error %.3g, %lld bytes against %lld\n", conv ? "cnn" : "mlp",
+                error, static_cast<long long>(f16_bytes), static_cast<long long>(f32_bytes));
+    EXPECT_LE(error, 1e-2);
+  }
+}
+
 // An f64 model exported in its own dtype runs in f64 in ONNX Runtime, to f64's precision; by
 // default the same model is written in f32. (ONNX Runtime's CPU provider has no f64 Conv, so an
 // mlp.)
