@@ -133,6 +133,27 @@ int64_t count_of(nn::Module& m, const std::string& type) {
   return n;
 }
 
+TEST(Inference, BatchNorm1dNormalizesDimOne) {
+  manual_seed(testing::fresh_seed());
+  nn::BatchNorm1d bn(5);
+  randomize_batch_norms(bn);
+  for (const Shape& s : {Shape{7, 5}, Shape{3, 5, 4}}) {
+    const Tensor x = randn(s);
+    bn.eval();
+    NoGradGuard no_grad;
+    EXPECT_TRUE(all_close(bn.forward(x),
+                          batch_norm(x, bn.running_mean, bn.running_var, bn.weight, bn.bias, false),
+                          0, 0));
+    bn.train();
+    EXPECT_TRUE(all_close(bn.forward(x),
+                          batch_norm(x, Tensor(), Tensor(), bn.weight, bn.bias, true), 1e-6, 1e-6));
+  }
+  EXPECT_EQ(bn.num_batches_tracked.item<int64_t>(), 2);
+  expect_error([&] { (void)bn.forward(randn({2, 5, 3, 3})); }, {"BatchNorm1d", "(N, 5)"});
+  expect_error([&] { (void)bn.forward(randn({1, 5})); }, {"BatchNorm1d", "more than one value"});
+  EXPECT_EQ(bn.state_dict().size(), 5u);
+}
+
 struct FuseCase {
   std::string name;
   std::function<std::shared_ptr<nn::Module>()> make;
@@ -161,6 +182,13 @@ std::vector<FuseCase> fuse_cases() {
                            nn::GELU());
        }),
        {4, 3, 12, 12}},
+      {"LinearBatchNorm1dRelu",
+       make<Sequential>([] {
+         return Sequential(nn::Flatten(), nn::Linear(16, 8), nn::BatchNorm1d(8), nn::ReLU(),
+                           nn::Linear(8, 6, false), nn::BatchNorm1d(6, 1e-3, 0.1, false),
+                           nn::Linear(6, 3));
+       }),
+       {4, 1, 4, 4}},
       // A BatchNorm after a pool (nothing to fold into) and one without running statistics stay.
       {"UnfoldableBatchNormsStay",
        make<Sequential>([] {

@@ -179,6 +179,10 @@ std::vector<OnnxCase> onnx_cases() {
   c.push_back({"BatchNorm2dEval",
                make<Sequential>([] { return Sequential(nn::Conv2d(2, 3, 1), nn::BatchNorm2d(3)); }),
                images(2, 5, 5)});
+  c.push_back({"BatchNorm1d", make<Sequential>([] {
+                 return Sequential(nn::Linear(6, 5), nn::BatchNorm1d(5), nn::Linear(5, 2));
+               }),
+               rows({6})});
   c.push_back({"BatchNorm2dNotAffine", make<Sequential>([] {
                  return Sequential(nn::Conv2d(2, 3, 1), nn::BatchNorm2d(3, 1e-3, 0.3, false));
                }),
@@ -293,6 +297,11 @@ std::vector<OnnxCase> onnx_cases() {
         std::tuple{"CnnFused", make<Sequential>(nn::models::cnn), images(1, 28, 28)},
         std::tuple{"ResNet20OneChannelFused",
                    make<Sequential>([] { return nn::models::resnet20(1); }), images(1, 32, 32)},
+        std::tuple{"LinearBatchNorm1dFused", make<Sequential>([] {
+                     return Sequential(nn::Flatten(), nn::Linear(12, 8), nn::BatchNorm1d(8),
+                                       nn::ReLU(), nn::Linear(8, 4));
+                   }),
+                   images(3, 2, 2)},
         std::tuple{"ConvBnGeluFused", make<Sequential>([] {
                      return Sequential(nn::Conv2d(3, 4, 3, {.padding = 1}), nn::BatchNorm2d(4),
                                        nn::GELU(Activation::GeluTanh), nn::Flatten(),

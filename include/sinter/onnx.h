@@ -43,14 +43,16 @@ struct ExportSummary {
 // parameters and buffers become initializers under their state_dict names ("0.weight",
 // "blocks.1.attn.qkv.bias"), so the file reads like the checkpoint. The example input is run
 // through the module in eval mode alongside (restored after), which gives every value its shape
-// and checks that the module accepts the input. Supported: Linear, Conv2d, BatchNorm2d (eval:
-// the running statistics), LayerNorm, ReLU, GELU (both forms), Tanh, Sigmoid, MaxPool2d,
-// AvgPool2d, AdaptiveAvgPool2d (output 1, or sizes that divide the input), Flatten, Dropout (the
-// identity), Embedding, Sequential, MultiheadAttention, TransformerBlock, and the reference
-// models' BasicBlock and GPT (attention as MatMul, Softmax and a causal mask built from the
-// sequence length, so that dynamic_sequence works). Any other module is an error naming it and its
-// path. The model is then checked with the ONNX checker and strict shape inference, and its
-// inferred output shape must be the one Sinter computed.
+// and checks that the module accepts the input. Supported: Linear, Conv2d (with their epilogue
+// activations), BatchNorm2d and BatchNorm1d (eval: the running statistics), LayerNorm, ReLU, GELU
+// (both forms), Tanh, Sigmoid, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d (output 1, or sizes that
+// divide the input), Flatten, Dropout (the identity), Embedding, Sequential, MultiheadAttention,
+// TransformerBlock, and the reference models' BasicBlock and GPT (attention as MatMul, Softmax and
+// a causal mask built from the sequence length, so that dynamic_sequence works), and the int8
+// layers of quant::quantize as QuantizeLinear/DequantizeLinear pairs (Note [int8 quantization]).
+// Any other module is an error naming it and its path. The model is then checked with the ONNX
+// checker and strict shape inference, and its inferred output shape must be the one Sinter
+// computed.
 
 // Exports `module` applied to inputs like `example_input` (on any device; f32 or the module's
 // dtype, i64 for token ids) to the ONNX file `path`, written atomically.

@@ -76,29 +76,43 @@ bool foldable(const Conv2d& conv, const Module& next) {
          conv.activation == Activation::None;
 }
 
-// conv followed by bn (eval mode) as one convolution with a bias.
-std::shared_ptr<Conv2d> fold(const Conv2d& conv, const BatchNorm2d& bn) {
+// `folded` (a new layer with a bias) given the weight and bias of `layer` (weight (out, ...),
+// bias (out) or undefined) followed by bn in eval mode: W s and (b - running_mean) s + beta per
+// output channel, s = gamma / sqrt(running_var + eps), in f64, rounded once to the weight's dtype.
+template <class L>
+std::shared_ptr<L> fold_into(std::shared_ptr<L> folded, const L& layer, const BatchNorm2d& bn) {
   NoGradGuard no_grad;
-  const DType dtype = conv.weight.dtype();
-  const Device device = conv.weight.device();
-  const int64_t c = conv.out_channels;
+  const DType dtype = layer.weight.dtype();
+  const Device device = layer.weight.device();
+  const int64_t c = layer.weight.size(0);
   const auto f64 = [](const Tensor& t) { return t.detach().to(DType::f64); };
-  const Tensor gamma =
-      bn.affine ? f64(bn.weight) : ones({c}, {.dtype = DType::f64, .device = device});
-  const Tensor beta =
-      bn.affine ? f64(bn.bias) : zeros({c}, {.dtype = DType::f64, .device = device});
+  const TensorOptions o{.dtype = DType::f64, .device = device};
+  const Tensor gamma = bn.affine ? f64(bn.weight) : ones({c}, o);
+  const Tensor beta = bn.affine ? f64(bn.bias) : zeros({c}, o);
   const Tensor scale = gamma / sqrt(f64(bn.running_var) + bn.eps);
-  const Tensor w = f64(conv.weight) * scale.reshape({c, 1, 1, 1});
-  const Tensor b0 =
-      conv.bias.defined() ? f64(conv.bias) : zeros({c}, {.dtype = DType::f64, .device = device});
+  Shape per_channel(static_cast<size_t>(layer.weight.dim()), 1);
+  per_channel[0] = c;
+  const Tensor w = f64(layer.weight) * scale.reshape(per_channel);
+  const Tensor b0 = layer.bias.defined() ? f64(layer.bias) : zeros({c}, o);
   const Tensor b = (b0 - f64(bn.running_mean)) * scale + beta;
-  auto folded = std::make_shared<Conv2d>(conv.in_channels, conv.out_channels, conv.kernel_size,
-                                         conv_options(conv, true));
   folded->to(device);
   folded->to(dtype);
   folded->weight.copy_(w.to(dtype));
   folded->bias.copy_(b.to(dtype));
   return folded;
+}
+
+// conv followed by bn (eval mode) as one convolution with a bias.
+std::shared_ptr<Conv2d> fold(const Conv2d& conv, const BatchNorm2d& bn) {
+  return fold_into(std::make_shared<Conv2d>(conv.in_channels, conv.out_channels, conv.kernel_size,
+                                            conv_options(conv, true)),
+                   conv, bn);
+}
+
+// linear followed by bn (eval mode, on (N, C) outputs) as one Linear with a bias.
+std::shared_ptr<Linear> fold_linear(const Linear& linear, const BatchNorm2d& bn) {
+  return fold_into(std::make_shared<Linear>(linear.in_features, linear.out_features, true), linear,
+                   bn);
 }
 
 // The epilogue activation of an activation module, or None where it has none.
@@ -147,7 +161,16 @@ std::shared_ptr<Sequential> fuse_sequential(const Module& seq, const std::string
         act = &c->activation;
         conv_layer = c;
       } else {
-        linear_layer = copy_linear(static_cast<const Linear&>(child));
+        const auto& linear = static_cast<const Linear&>(child);
+        if (next && is<BatchNorm1d>(*next) && linear.activation == Activation::None &&
+            static_cast<const BatchNorm1d&>(*next).track_running_stats &&
+            static_cast<const BatchNorm1d&>(*next).num_features == linear.out_features) {
+          linear_layer = fold_linear(linear, static_cast<const BatchNorm1d&>(*next));
+          ++i;
+          next = i + 1 < children.size() ? children[i + 1].second.get() : nullptr;
+        } else {
+          linear_layer = copy_linear(linear);
+        }
         act = &linear_layer->activation;
       }
       if (next && *act == Activation::None && activation_of(*next) != Activation::None) {
@@ -212,6 +235,12 @@ std::shared_ptr<Module> fuse(const Module& m, const std::string& path, const Lay
   if (is<BatchNorm2d>(m)) {
     const auto& b = static_cast<const BatchNorm2d&>(m);
     return with_state(std::make_shared<BatchNorm2d>(b.num_features, b.eps, b.momentum, b.affine,
+                                                    b.track_running_stats),
+                      b);
+  }
+  if (is<BatchNorm1d>(m)) {
+    const auto& b = static_cast<const BatchNorm1d&>(m);
+    return with_state(std::make_shared<BatchNorm1d>(b.num_features, b.eps, b.momentum, b.affine,
                                                     b.track_running_stats),
                       b);
   }

@@ -137,9 +137,21 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   SINTER_CHECK(x.dim() == 4 && x.size(1) == num_features,
                "BatchNorm2d: expected input of shape (N, ", num_features, ", H, W), got shape ",
                shape_str(x.shape()));
+  return normalize(x, "BatchNorm2d");
+}
+
+Tensor BatchNorm1d::forward(const Tensor& x) {
+  SINTER_CHECK(x.defined(), "BatchNorm1d: undefined input");
+  SINTER_CHECK((x.dim() == 2 || x.dim() == 3) && x.size(1) == num_features,
+               "BatchNorm1d: expected input of shape (N, ", num_features, ") or (N, ", num_features,
+               ", L), got shape ", shape_str(x.shape()));
+  return normalize(x, "BatchNorm1d");
+}
+
+Tensor BatchNorm2d::normalize(const Tensor& x, const char* op) {
   const bool use_batch_stats = is_training() || !track_running_stats;
-  SINTER_CHECK(!use_batch_stats || x.numel() / num_features > 1,
-               "BatchNorm2d: batch statistics need more than one value per channel, got shape ",
+  SINTER_CHECK(!use_batch_stats || x.numel() / num_features > 1, op,
+               ": batch statistics need more than one value per channel, got shape ",
                shape_str(x.shape()));
   if (is_training() && track_running_stats) {
     NoGradGuard ng;

@@ -273,6 +273,8 @@ class Exporter {
                         }),
         SINTER_ONNX_ROW(nn::BatchNorm2d, "BatchNorm2d",
                         { return e.batch_norm(m, s.path, s.scope, x); }),
+        SINTER_ONNX_ROW(nn::BatchNorm1d, "BatchNorm1d",
+                        { return e.batch_norm(m, s.path, s.scope, x); }),
         SINTER_ONNX_ROW(nn::LayerNorm, "LayerNorm", { return e.layer_norm(m, s.scope, x); }),
         SINTER_ONNX_ROW(nn::RMSNorm, "RMSNorm", { return e.rms_norm(m, s.scope, x); }),
         SINTER_ONNX_ROW(nn::ReLU, "ReLU",
@@ -405,8 +407,8 @@ class Exporter {
 
   Value batch_norm(nn::BatchNorm2d& b, const std::string& path, const std::string& scope,
                    const Value& x) {
-    SINTER_CHECK(b.running_mean.defined(), "onnx::export_model: ", where(path),
-                 " (BatchNorm2d) keeps no running statistics, so it normalizes every batch with "
+    SINTER_CHECK(b.running_mean.defined(), "onnx::export_model: ", where(path), " (", b.name(),
+                 ") keeps no running statistics, so it normalizes every batch with "
                  "its own; ONNX export maps the eval mode's running statistics only");
     const Tensor y = b.forward(x.t);
     const int64_t c = b.num_features;

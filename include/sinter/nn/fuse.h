@@ -15,6 +15,8 @@ namespace sinter::nn {
 //    Sequential, and bn1, bn2 and the shortcut's in a reference BasicBlock) is folded into the
 //    convolution: W' = W s and b' = (b - running_mean) s + beta per output channel, with
 //    s = gamma / sqrt(running_var + eps), computed in f64 and rounded once to the weight's dtype;
+//    a BatchNorm1d right after a Linear of its feature count likewise into the Linear (its
+//    output taken as (N, C), the layout BatchNorm1d normalizes over dim 1);
 //  - a ReLU or GELU module right after a Conv2d or Linear (folded or not) becomes that layer's
 //    epilogue activation (Conv2d::activation, Linear::activation): the output is written once;
 //  - Dropout, the identity in eval mode, is dropped.

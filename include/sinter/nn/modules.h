@@ -80,6 +80,20 @@ class BatchNorm2d : public Module {
   bool affine, track_running_stats;
   Tensor weight, bias;                                    // undefined unless affine
   Tensor running_mean, running_var, num_batches_tracked;  // undefined unless tracked
+
+ protected:
+  // The normalization of an input whose shape the caller checked; `op` names the module in errors.
+  Tensor normalize(const Tensor& x, const char* op);
+};
+
+// Batch normalization over (N, C) or (N, C, L) per channel (dim 1): BatchNorm2d's parameters,
+// buffers, options and state_dict keys, for the outputs of Linear layers (and 1-D convolutions).
+// nn::fuse_for_inference folds one into the Linear before it.
+class BatchNorm1d : public BatchNorm2d {
+ public:
+  using BatchNorm2d::BatchNorm2d;
+  std::string name() const override { return "BatchNorm1d"; }
+  Tensor forward(const Tensor& x) override;
 };
 
 // Normalizes over the trailing dims `normalized_shape`; weight (1) and bias (0) of that shape when
