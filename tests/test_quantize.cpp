@@ -218,7 +218,20 @@ TEST(Quantize, ModelsKeepTheirOutputs) {
   }
 }
 
+class Custom : public nn::Module {
+ public:
+  std::string name() const override { return "Custom"; }
+  Tensor forward(const Tensor& x) override { return x; }
+};
+
 TEST(Quantize, ErrorsNameTheProblem) {
+  // A module the quantization cannot copy is named with its path.
+  nn::Sequential custom{nn::Flatten(), nn::Linear(784, 4), Custom()};
+  expect_error([&] { (void)quant::quantize(custom, 1, [](int64_t) {
+                       return randn({2, 784});
+                     }); },
+               {"module '2'", "Custom"});
+
   nn::Sequential m = nn::models::cnn();
   const auto batch = [](int64_t) { return randn({2, 1, 28, 28}); };
   expect_error([&] { (void)quant::quantize(m, 0, batch); },
