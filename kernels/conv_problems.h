@@ -31,17 +31,10 @@ inline T from_acc(float v) {
 }
 #endif
 
-// The forward pass's epilogue activation; not inlined on the device, where the transcendental
-// paths would raise every convolution kernel's register count for a step once per output.
+// The forward pass's epilogue activation, inlined: a call would make the CUDA-core kernels keep a
+// stack frame and spill around it (scripts/check_kernels.sh).
 template <typename A>
-#if defined(__CUDACC__)
-__device__
-    __noinline__
-#else
-inline
-#endif
-        A
-        conv_activate(GemmAct act, A v) {
+SINTER_CONV_FN A conv_activate(GemmAct act, A v) {
   return activate(act, v);
 }
 
