@@ -119,7 +119,8 @@ Tensor dequantized_input(const Tensor& x, float scale) {
 Tensor dequantized_weight(const quant::QuantState& q, const Shape& shape) {
   std::vector<double> w(q.weight_q.size());
   for (size_t i = 0; i < w.size(); ++i) {
-    w[i] = double{q.weight_q[i]} * double{q.weight_scale[i / static_cast<size_t>(q.k)]};
+    w[i] = static_cast<double>(q.weight_q[i]) *
+           static_cast<double>(q.weight_scale[i / static_cast<size_t>(q.k)]);
   }
   return from_vector<double>(w, shape);
 }
