@@ -171,8 +171,8 @@ void check_options(const QuantizeOptions& o) {
                "quantize: percentile must be in (0, 100], got ", o.percentile);
 }
 
-// Quantizes `weight` (rows of k values, one per output channel) into q, per channel, and packs
-// it for the int8 GEMM in `groups` blocks of rows.
+// Quantizes `weight` (rows of k values, one per output channel) into q, per channel, packs it
+// for the int8 GEMM in `groups` blocks of rows, and ends the layer's calibration.
 void quantize_weight(const Tensor& weight, int64_t rows, int64_t groups, QuantState& q) {
   Tensor w;
   {
@@ -203,6 +203,8 @@ void quantize_weight(const Tensor& weight, int64_t rows, int64_t groups, QuantSt
         cpu::int8::pack_b(per_group, q.k, widened.data() + g * per_group * q.k, q.k));
   }
   q.packed = std::move(packed);
+  q.quantized = true;
+  q.histogram = Histogram();  // the record is no longer needed
 }
 
 void check_recorded(const QuantState& q, const std::string& what) {
@@ -291,8 +293,6 @@ void QuantizedLinear::convert(const QuantizeOptions& options, const std::string&
   check_options(options);
   set_input_scale(q, options, layer_name(name(), path));
   quantize_weight(weight, out_features, 1, q);
-  q.quantized = true;
-  q.histogram = Histogram();
 }
 
 Tensor QuantizedLinear::forward(const Tensor& x) {
@@ -352,8 +352,6 @@ void QuantizedConv2d::convert(const QuantizeOptions& options, const std::string&
   check_options(options);
   set_input_scale(q, options, layer_name(name(), path));
   quantize_weight(weight, out_channels, this->options.groups, q);
-  q.quantized = true;
-  q.histogram = Histogram();
 }
 
 Tensor QuantizedConv2d::forward(const Tensor& x) {
