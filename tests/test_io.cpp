@@ -28,6 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using ::sinter::testing::exit_code_in_child;
 using ::sinter::testing::expect_error;
 
 // Skips the test in a build without nlohmann_json, where save and load only throw.
@@ -348,24 +349,6 @@ TEST(CudaSafetensorsIo, SavesDeviceTensorsAndLoadsOntoTheDevice) {
 
 namespace sinter {
 namespace {
-
-// The exit code of body() run in a forked child, which never returns into the test framework:
-// -1 when the child died of a signal, 99 when body threw.
-int exit_code_in_child(const std::function<int()>& body) {
-  const pid_t child = ::fork();
-  if (child == 0) {
-    int code = 99;
-    try {
-      code = body();
-    } catch (...) {
-    }
-    ::_exit(code);
-  }
-  if (child < 0) return -1;
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 // Crash safety: a writer saving checkpoints in a loop is killed with SIGKILL at 50 random moments;
 // after each kill the file at the path loads, whole, and holds one of the written steps (the write

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <random>
 #include <source_location>
@@ -131,6 +133,24 @@ void expect_error(F f, std::initializer_list<std::string> fragments,
     return;
   }
   ADD_FAILURE() << "expected sinter::Error, but nothing was thrown";
+}
+
+// The exit code of body() run in a forked child, which never returns into the test framework:
+// -1 when the child died of a signal, 99 when body threw.
+inline int exit_code_in_child(const std::function<int()>& body) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    int code = 99;
+    try {
+      code = body();
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  if (child < 0) return -1;
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // A fresh folder for the current test's files, removed with everything in it at scope exit.

@@ -22,4 +22,5 @@
 #include "sinter/profiler.h"
 #include "sinter/quantize.h"
 #include "sinter/state_dict.h"
+#include "sinter/summary.h"
 #include "sinter/tensor.h"

@@ -5,6 +5,7 @@
 SINTER_DEBIAN_PACKAGES=(
   cmake ninja-build g++ ccache pkg-config
   libopenblas-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
+  libpng-dev             # SummaryWriter::add_image encodes PNG
   libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin
   libonnx-dev libprotobuf-dev  # sinter::onnx::export_model: ONNX's protobuf classes and checker
   libdnnl-dev            # the CPU convolutions in oneDNN (Note [onednn convolutions])
@@ -43,9 +44,9 @@ sinter_install_deps() {
 }
 
 # The Python packages of the interop tests (tests/scripts/requirements.txt: numpy, safetensors,
-# onnxruntime, tokenizers), installed with pip where one is missing. Optional: where pip cannot
-# install them (no network, an externally managed Python) this says so and the tests that need
-# them skip.
+# onnxruntime, tokenizers, tensorboard; each imports under its package name), installed with pip
+# where one is missing. Optional: where pip cannot install them (no network, an externally managed
+# Python) this says so and the tests that need them skip.
 sinter_install_python_deps() {
   local requirements
   requirements="$(dirname "${BASH_SOURCE[0]}")/../../tests/scripts/requirements.txt"
@@ -53,12 +54,14 @@ sinter_install_python_deps() {
     echo "deps: no python3; the ONNX Runtime and safetensors interop tests will skip" >&2
     return 0
   fi
-  if python3 -c "import numpy, safetensors, onnxruntime, tokenizers" >/dev/null 2>&1; then
+  local modules
+  modules=$(grep -v '^#' "$requirements" | paste -sd, -)
+  if python3 -c "import $modules" >/dev/null 2>&1; then
     return 0
   fi
   echo "deps: pip installing the interop tests' packages ($requirements)"
   if ! python3 -m pip install --quiet --disable-pip-version-check -r "$requirements"; then
-    echo "deps: pip could not install them; the ONNX Runtime, safetensors and tokenizers interop tests will skip" >&2
+    echo "deps: pip could not install them; the interop tests that need them will skip" >&2
   fi
   return 0
 }
