@@ -55,6 +55,8 @@ struct Args {
   std::string quantize = "off";
   int64_t calibration_batches = 16;
   std::string calibrator = "percentile";
+  std::string tensorboard;
+  int64_t log_every = 10;
 };
 
 struct EvalResult {
@@ -199,6 +201,7 @@ struct Run {
   int stopped_by = 0;  // the signal that stopped the run early (Note [preemption])
   fs::path csv;
   std::ofstream metrics;
+  TensorBoard tb;  // --tensorboard (Note [example tensorboard])
 };
 
 // The optimizer each model trains with (--lr replaces its learning rate).
@@ -306,6 +309,8 @@ std::unique_ptr<Run> set_up(const Args& args) {
   r->csv = fs::path(args.out) / "metrics.csv";
   if (r->main_rank) {
     make_out_folder(args.out);
+    r->tb.open(args.tensorboard, args.log_every,
+               r->start_epoch * r->train_loader->size() + r->resumed.batches_done);
     const bool fresh_csv = r->start_epoch == 0 || !fs::exists(r->csv);
     r->metrics.open(r->csv, fresh_csv ? std::ios::trunc : std::ios::app);
     if (fresh_csv) {
@@ -377,15 +382,24 @@ TrainFigures train_epoch(Run& r, Stepper& step, int epoch) {
     }
     const st::profiler::Range step_range("train step");
     const StepResult out = step(b);
+    const int64_t n = b.target.size(0);
+    st::Tensor batch_correct;
     {
       st::NoGradGuard no_grad;
-      const int64_t n = b.target.size(0);
       loss_sum.add_(out.loss.detach(), static_cast<double>(n));
-      correct.add_(st::sum(st::eq(st::argmax(out.logits, 1), b.target)));
+      batch_correct = st::sum(st::eq(st::argmax(out.logits, 1), b.target));
+      correct.add_(batch_correct);
       seen += n;
     }
     // Rank 0's figures are of its own shard (times the ranks for the sample rate).
     ++batch;
+    const int64_t global_step = (epoch - 1) * batches + batch;
+    if (r.main_rank && r.tb.due(global_step)) {
+      r.tb.step_figures(global_step, out.loss.item<double>(),
+                        static_cast<double>(batch_correct.item<int64_t>()) / static_cast<double>(n),
+                        r.opt->lr(), static_cast<double>(n * r.world), "train/samples_per_second",
+                        r.dev);
+    }
     if (r.main_rank && (batch % 20 == 0 || batch == batches)) {
       progress.update(batch,
                       format("loss %.4f  acc %.4f  %.0f samples/s", loss_sum.item<double>() / seen,
@@ -430,6 +444,15 @@ EvalResult evaluate_epoch(Run& r, int epoch, const TrainFigures& train, double s
   r.metrics << epoch << ',' << train.loss << ',' << train.accuracy << ',' << test.loss << ','
             << test.accuracy << ',' << secs << gpu_csv_fields(gpu_reading(r.dev)) << '\n';
   r.metrics.flush();
+  if (r.tb) {
+    const int64_t step = epoch * r.train_loader->size();
+    r.tb->add_scalar("epoch/train_loss", train.loss, step);
+    r.tb->add_scalar("epoch/train_accuracy", train.accuracy, step);
+    r.tb->add_scalar("epoch/test_loss", test.loss, step);
+    r.tb->add_scalar("epoch/test_accuracy", test.accuracy, step);
+    r.tb->add_scalar("epoch/seconds", secs, step);
+    r.tb.parameters(*r.model, step);
+  }
   if (!r.args.save.empty()) {
     save_checkpoint(r.args.save, r.args.model, *r.model, *r.opt, r.scaler,
                     Position{.epochs_done = epoch});
@@ -481,6 +504,46 @@ void quantize_int8(Run& r, const EvalResult& f32) {
   export_onnx(r.args.export_onnx, *q, example);
 }
 
+// --tensorboard at the end: the first 32 test images in a grid with the model's labels for them
+// (as text, "predicted (true)" where wrong), the hyperparameters and the final figures.
+void log_final(Run& r, const EvalResult& test) {
+  const int64_t step = r.args.epochs * r.train_loader->size();
+  const int64_t n = std::min<int64_t>(32, r.test_set->size());
+  const st::Tensor images = r.test_set->inputs().narrow(0, 0, n);
+  const st::Tensor labels = r.test_set->targets().narrow(0, 0, n);
+  st::Tensor predicted;
+  {
+    st::InferenceMode inference;
+    r.model->eval();
+    const AmpScope scope(r.amp, r.dev);
+    predicted = st::argmax((*r.model)(images.to(r.dev)), 1).cpu();
+  }
+  // Undo the normalization for display: x * std + mean, in [0, 1].
+  const st::data::Normalization norm = st::data::FashionMNIST::default_normalization();
+  const st::Tensor pixels = st::clamp(images * norm.std[0] + norm.mean[0], 0.0, 1.0);
+  r.tb->add_image("test/images", st::make_grid(pixels, 8), step);
+  const std::vector<std::string>& classes = st::data::FashionMNIST::classes();
+  const std::vector<int64_t> p = predicted.to_vector<int64_t>(), t = labels.to_vector<int64_t>();
+  std::string table =
+      "| | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (int64_t i = 0; i < n; ++i) {
+    const auto c = [&](int64_t k) { return classes[static_cast<size_t>(k)]; };
+    if (i % 8 == 0) table += "| row " + std::to_string(i / 8 + 1) + " |";
+    table += " " + (p[i] == t[i] ? c(p[i]) : c(p[i]) + " (" + c(t[i]) + ")") + " |";
+    if (i % 8 == 7 || i == n - 1) table += "\n";
+  }
+  r.tb->add_text("test/predictions", table, step);
+  r.tb->add_hparams({{"model", r.args.model},
+                     {"epochs", static_cast<double>(r.args.epochs)},
+                     {"batch_size", static_cast<double>(r.args.batch_size)},
+                     {"lr", r.opt->lr()},
+                     {"amp", r.args.amp},
+                     {"seed", static_cast<double>(r.args.seed)},
+                     {"ranks", static_cast<double>(r.world)}},
+                    {{"hparam/test_accuracy", test.accuracy}, {"hparam/test_loss", test.loss}},
+                    "hparams");
+}
+
 // Rank 0 at the end: the final accuracy, the exports and the plot; status 3 below
 // --min-accuracy.
 int finish(Run& r, EvalResult test) {
@@ -495,6 +558,10 @@ int finish(Run& r, EvalResult test) {
     export_onnx(r.args.export_onnx, *r.model, r.test_set->inputs().narrow(0, 0, 1));
   }
   r.metrics.close();
+  if (r.tb) {
+    log_final(r, test);
+    r.tb.close();
+  }
   write_plot(r.csv, fs::path(r.args.out) / "curves.png",
              {{.title = "loss", .xlabel = "epoch", .columns = {2, 4}},
               {.title = "accuracy", .xlabel = "epoch", .columns = {3, 5}}});
@@ -568,6 +635,7 @@ int main(int argc, char** argv) {
         app.add_option("--save", args.save, "checkpoint written after every epoch (safetensors)");
         add_output_options(app, args.profile, args.export_weights, args.export_onnx,
                            "any batch size");
+        add_tensorboard_options(app, args.tensorboard, args.log_every);
         app.add_option("--resume", args.resume, "checkpoint to continue from");
         app.add_option("--out", args.out, "folder for metrics.csv and curves.png");
         app.add_option("--limit-train", args.limit_train, "train on the first N samples only")

@@ -28,11 +28,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -293,6 +295,8 @@ struct Args {
   bool cuda_graph = false;
   bool ddp = false;
   int zero = 0;  // ZeRO stage with --ddp (0: the optimizer replicated on every rank)
+  std::string tensorboard;
+  int64_t log_every = 10;
 };
 
 // The run settings given on the command line, applied over the device's defaults (or, with
@@ -681,6 +685,7 @@ struct Run {
   std::string peak_what;
   std::string save;
   std::unique_ptr<MetricsCsv> metrics;
+  TensorBoard tb;      // --tensorboard (Note [example tensorboard])
   int stopped_by = 0;  // the signal that stopped the run early (Note [preemption])
 };
 
@@ -1042,6 +1047,7 @@ std::unique_ptr<Run> set_up(const Args& args, const Overrides& overrides) {
     print_summary(*r, num_params);
     make_out_folder(args.out);
     r->metrics = std::make_unique<MetricsCsv>(fs::path(args.out) / "metrics.csv", r->start);
+    r->tb.open(args.tensorboard, args.log_every, r->start);
   }
   return r;
 }
@@ -1140,6 +1146,13 @@ double evaluate_interval(Run& r, Interval& in, Progress& progress, int64_t step,
     r.metrics->add(format("%lld,%.6f,%.6f,%.6f,%.6g,%.0f,%.2f", static_cast<long long>(step),
                           train_loss, val_loss, val_per_byte, lr, tokens_per_s, mfu) +
                    gpu_csv_fields(gpu_reading(r.dev)));
+    if (r.tb) {
+      r.tb->add_scalar("eval/train_loss", train_loss, step);
+      r.tb->add_scalar("eval/val_loss_per_token", val_loss, step);
+      r.tb->add_scalar("eval/val_loss_per_byte", val_per_byte, step);
+      if (std::isfinite(mfu)) r.tb->add_scalar("eval/mfu_percent", mfu, step);
+      r.tb.parameters(*r.model.module, step);
+    }
   }
   if (r.main_rank || r.zero) save_checkpoint(r, step);
   in.loss_sum.zero_();
@@ -1174,6 +1187,11 @@ double train_steps(Run& r) {
       in.loss_sum.add_(loss.detach().to(st::DType::f64));
     }
     ++in.steps;
+    if (r.main_rank && r.tb.due(step)) {
+      r.tb.step_figures(step, loss.item<double>(), std::nullopt, lr,
+                        static_cast<double>(cfg.batch_size * cfg.context * r.accum * r.world),
+                        "train/tokens_per_second", r.dev);
+    }
     const bool eval_now = step % cfg.eval_interval == 0 || step == r.stop;
     if (r.main_rank && (step % 10 == 0 || eval_now)) {
       // Reading the loss waits for the device, so it happens every few steps only.
@@ -1204,6 +1222,47 @@ double train_steps(Run& r) {
   return val_loss;
 }
 
+// --tensorboard at the end: a sample of 200 tokens from the start of a new fortune (temperature
+// 0.8, top 40), the run's settings and its final validation loss.
+void log_final(Run& r, double val_per_byte) {
+  const int64_t step = r.stop;
+  const st::data::BpeTokenizer& tok = r.tokens.tokenizer;
+  const std::vector<int32_t> prompt = tok.encode("%\n");
+  std::vector<int64_t> ids(prompt.begin(), prompt.end());
+  st::Generator gen(r.cfg.seed);
+  r.model.module->eval();
+  const int64_t n = std::min<int64_t>(200, r.cfg.context - static_cast<int64_t>(ids.size()));
+  const std::vector<int64_t> all =
+      r.model
+          .generate(st::from_vector<int64_t>(ids).to(r.dev), n,
+                    {.temperature = 0.8, .top_k = 40, .generator = &gen})
+          .cpu()
+          .to_vector<int64_t>();
+  const std::vector<int32_t> fresh(all.begin() + static_cast<std::ptrdiff_t>(ids.size()),
+                                   all.end());
+  // A code block keeps the sample's line breaks and characters as they are in the Markdown view.
+  r.tb->add_text("sample", "```\n" + tok.decode(fresh) + "\n```", step);
+  std::map<std::string, st::HParamValue> hparams;
+  for (const Setting& s : settings()) {
+    std::visit(
+        [&](auto member) {
+          using T = std::decay_t<decltype(r.cfg.*member)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            hparams[s.key] = r.cfg.*member;
+          } else {
+            hparams[s.key] = static_cast<double>(r.cfg.*member);
+          }
+        },
+        s.member);
+  }
+  hparams["amp"] = r.args.amp;
+  hparams["ranks"] = static_cast<double>(r.world);
+  r.tb->add_hparams(hparams,
+                    {{"hparam/val_loss_per_byte", val_per_byte},
+                     {"hparam/val_loss_per_token", val_per_byte * r.bytes_per_token}},
+                    "hparams");
+}
+
 // The final validation loss, the exports and the plot; status 3 above --max-val-loss.
 int finish(Run& r, double val_per_byte) {
   if (!r.main_rank) return 0;
@@ -1229,6 +1288,10 @@ int finish(Run& r, double val_per_byte) {
       {{.title = "validation loss (nats/byte)", .xlabel = "step", .columns = {4}, .levels = levels},
        {.title = "loss (nats/token)", .xlabel = "step", .columns = {2, 3}},
        {.title = "learning rate", .xlabel = "step", .columns = {5}}});
+  if (r.tb) {
+    log_final(r, val_per_byte);
+    r.tb.close();
+  }
   if (r.max_val_loss && !(val_per_byte <= *r.max_val_loss)) {
     std::fprintf(stderr, "validation loss %.4f nats/byte is above --max-val-loss %s (%.4f)\n",
                  val_per_byte, r.args.max_val_loss.c_str(), *r.max_val_loss);
@@ -1291,6 +1354,7 @@ int main(int argc, char** argv) {
         app.add_option("--save", args.save, "checkpoint path (default: <out>/lm.safetensors)");
         add_output_options(app, args.profile, args.export_weights, args.export_onnx,
                            "any batch and any length up to the context");
+        add_tensorboard_options(app, args.tensorboard, args.log_every);
         app.add_option("--resume", args.resume,
                        "checkpoint to continue from, with its settings, data and tokenizer");
         app.add_option("--stop-at", args.stop_at,

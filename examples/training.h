@@ -1,5 +1,6 @@
-// What the example trainers share: the progress line, the gnuplot plot of a metrics CSV, and
-// --amp (checkpoint parts, the generator's state and atomic files come from sinter/io.h).
+// What the example trainers share: the progress line, the gnuplot plot of a metrics CSV,
+// TensorBoard logging and --amp (checkpoint parts, the generator's state and atomic files come from
+// sinter/io.h).
 #pragma once
 
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -85,6 +87,14 @@ inline void add_output_options(CLI::App& app, std::string& profile, std::string&
                  "write the trained model alone, under PyTorch's state_dict names (safetensors)");
   app.add_option("--export-onnx", onnx,
                  "write the trained model as ONNX (opset 17; " + onnx_dims + ") for ONNX Runtime");
+}
+
+// --tensorboard DIR and --log-every N, which both trainers take.
+inline void add_tensorboard_options(CLI::App& app, std::string& dir, int64_t& every) {
+  app.add_option("--tensorboard", dir,
+                 "write TensorBoard event files to this folder (tensorboard --logdir DIR)");
+  app.add_option("--log-every", every, "with --tensorboard: log the step figures every N steps")
+      ->check(CLI::PositiveNumber);
 }
 
 // What --cuda-graph needs of any trainer: a CUDA device, and no f16 loss scaler (it reads its
@@ -417,6 +427,84 @@ struct PlotPanel {
   std::string title{}, xlabel{};
   std::vector<int> columns{};
   std::vector<std::pair<std::string, double>> levels{};  // title, value
+};
+
+// Note [example tensorboard]
+// With --tensorboard DIR an example logs, on rank 0: every --log-every steps the step's loss (and
+// accuracy), the learning rate, the throughput since the last log and the GPU's utilization and
+// memory; at each evaluation the evaluation figures and a histogram of every parameter and of its
+// gradient; at the end what the example shows of its model (images with their predicted labels, a
+// generated text), its hyperparameters and final metrics for the HParams table. The step figures
+// read the loss on the host, which waits for the GPU: every step at --log-every 1. Steps count
+// from the start of training, across --resume, so a resumed run continues the same curves.
+class TensorBoard {
+ public:
+  // No-op when `dir` is empty. A folder that cannot be made is an Error (status 2).
+  void open(const std::string& dir, int64_t every, int64_t step) {
+    if (dir.empty()) return;
+    writer_ = std::make_unique<st::SummaryWriter>(dir);
+    every_ = every;
+    last_step_ = step;
+    last_ = Clock::now();
+  }
+  explicit operator bool() const { return writer_ != nullptr; }
+  st::SummaryWriter* operator->() const { return writer_.get(); }
+  bool due(int64_t step) const { return writer_ && step % every_ == 0; }
+
+  // The step figures (at a due step): `units` samples or tokens per step give the rate.
+  void step_figures(int64_t step, double loss, std::optional<double> accuracy, double lr,
+                    double units, const char* rate_tag, st::Device device) {
+    const double secs = seconds_since(last_);
+    writer_->add_scalar("train/loss", loss, step);
+    if (accuracy) writer_->add_scalar("train/accuracy", *accuracy, step);
+    writer_->add_scalar("train/lr", lr, step);
+    if (step > last_step_ && secs > 0) {
+      writer_->add_scalar(rate_tag, units * static_cast<double>(step - last_step_) / secs, step);
+    }
+    if (const std::optional<st::cuda::DeviceStats> gpu = gpu_reading(device)) {
+      if (gpu->utilization_percent) {
+        writer_->add_scalar("gpu/utilization_percent", *gpu->utilization_percent, step);
+      }
+      if (gpu->memory_used_bytes) {
+        writer_->add_scalar("gpu/memory_gib",
+                            static_cast<double>(*gpu->memory_used_bytes) / (1 << 30), step);
+      }
+    }
+    last_step_ = step;
+    last_ = Clock::now();
+  }
+
+  // A histogram of every parameter, "weights/<name>", and of its gradient, "grads/<name>". One
+  // that holds NaN or inf (a diverged run) is left out with a line saying so: the run goes on.
+  void parameters(const st::nn::Module& model, int64_t step) const {
+    const auto histogram = [&](const std::string& tag, const st::Tensor& t) {
+      // A sum in f64 is finite exactly when every element is.
+      if (std::isfinite(st::sum(t.detach().to(st::DType::f64)).item<double>())) {
+        writer_->add_histogram(tag, t, step);
+      } else {
+        std::printf("tensorboard: no histogram of %s at step %lld (it is not finite)\n",
+                    tag.c_str(), static_cast<long long>(step));
+      }
+    };
+    for (const auto& [name, p] : model.named_parameters()) {
+      histogram("weights/" + name, p);
+      if (p.grad().defined()) histogram("grads/" + name, p.grad());
+    }
+  }
+
+  // Writes what is left and closes the files; prints where they are.
+  void close() {
+    if (!writer_) return;
+    writer_->close();
+    std::printf("tensorboard: %s (tensorboard --logdir %s)\n", writer_->log_dir().c_str(),
+                writer_->log_dir().c_str());
+    writer_.reset();
+  }
+
+ private:
+  std::unique_ptr<st::SummaryWriter> writer_;
+  int64_t every_ = 1, last_step_ = 0;
+  Clock::time_point last_;
 };
 
 // Draws `panels` side by side from `csv` into `png` with gnuplot; without gnuplot says so and goes

@@ -181,6 +181,19 @@ MNIST::MNIST(const char* name, const std::string& root, bool train, const Normal
   reset(apply_norm(x, norm), y);
 }
 
+const std::vector<std::string>& FashionMNIST::classes() {
+  static const std::vector<std::string> names = {"T-shirt/top", "Trouser",   "Pullover", "Dress",
+                                                 "Coat",        "Sandal",    "Shirt",    "Sneaker",
+                                                 "Bag",         "Ankle boot"};
+  return names;
+}
+
+const std::vector<std::string>& CIFAR10::classes() {
+  static const std::vector<std::string> names = {
+      "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+  return names;
+}
+
 FashionMNIST::FashionMNIST(const std::string& root, bool train, const Normalization& norm)
     : MNIST("FashionMNIST", root, train, norm) {}
 

@@ -95,6 +95,9 @@ expect(2 "no text in" ${tiny} --data "${WORK}/empty" --out "${WORK}/out")
 expect(2 "--out ${WORK}/corpus.txt: cannot create the folder" ${tiny} --data "${WORK}/corpus.txt"
        --out "${WORK}/corpus.txt")
 expect(2 "--zero 2 needs --ddp" ${tiny} --zero 2 --data "${WORK}/corpus.txt" --out "${WORK}/out")
+expect(2 "cannot create the log folder" ${tiny} --data "${WORK}/corpus.txt" --out "${WORK}/out"
+       --tensorboard "${WORK}/corpus.txt/tb")
+expect(2 "--log-every" --log-every -1)
 file(APPEND "${WORK}/corpus.txt" "one more line\n")
 expect(2 "are not those the checkpoint was trained on" --resume "${good}" --out "${WORK}/out")
 message(STATUS "every bad input was refused with its message")

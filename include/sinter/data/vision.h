@@ -39,6 +39,8 @@ class FashionMNIST : public MNIST {
   explicit FashionMNIST(const std::string& root = kDebianRoot, bool train = true,
                         const Normalization& norm = {});
   static Normalization default_normalization() { return {{0.2860}, {0.3530}}; }
+  // The names of the ten labels, as torchvision's FashionMNIST.classes.
+  static const std::vector<std::string>& classes();
 };
 
 // Reads data_batch_1.bin ... data_batch_5.bin (train) or test_batch.bin under `root` or under
@@ -50,6 +52,8 @@ class CIFAR10 : public TensorDataset {
   static Normalization default_normalization() {
     return {{0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}};
   }
+  // The names of the ten labels, as torchvision's CIFAR10.classes.
+  static const std::vector<std::string>& classes();
 };
 
 }  // namespace sinter::data
