@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "training.h"
@@ -45,6 +46,7 @@ struct Args {
   std::string export_weights;
   std::string export_onnx;
   std::string profile;
+  std::string profile_schedule = "2,1,5";
   std::string out = "fashion_mnist_out";
   int64_t limit_train = 0;  // 0: all 60000
   int64_t limit_test = 0;   // 0: all 10000
@@ -202,6 +204,7 @@ struct Run {
   fs::path csv;
   std::ofstream metrics;
   TensorBoard tb;  // --tensorboard (Note [example tensorboard])
+  ProfileScope profile;
 };
 
 // The optimizer each model trains with (--lr replaces its learning rate).
@@ -311,6 +314,7 @@ std::unique_ptr<Run> set_up(const Args& args) {
     make_out_folder(args.out);
     r->tb.open(args.tensorboard, args.log_every,
                r->start_epoch * r->train_loader->size() + r->resumed.batches_done);
+    r->profile.open(args.profile, args.profile_schedule, args.tensorboard);
     const bool fresh_csv = r->start_epoch == 0 || !fs::exists(r->csv);
     r->metrics.open(r->csv, fresh_csv ? std::ios::trunc : std::ios::app);
     if (fresh_csv) {
@@ -380,7 +384,8 @@ TrainFigures train_epoch(Run& r, Stepper& step, int epoch) {
       ++batch;
       continue;
     }
-    const st::profiler::Range step_range("train step");
+    std::optional<st::profiler::Range> step_range;
+    step_range.emplace("train step");
     const StepResult out = step(b);
     const int64_t n = b.target.size(0);
     st::Tensor batch_correct;
@@ -393,6 +398,8 @@ TrainFigures train_epoch(Run& r, Stepper& step, int epoch) {
     }
     // Rank 0's figures are of its own shard (times the ranks for the sample rate).
     ++batch;
+    step_range.reset();  // the step's range ends in the step the profiler's schedule counts
+    r.profile.step();
     const int64_t global_step = (epoch - 1) * batches + batch;
     if (r.main_rank && r.tb.due(global_step)) {
       r.tb.step_figures(global_step, out.loss.item<double>(),
@@ -580,7 +587,6 @@ int run(const Args& args) {
                args.cuda_graph, r->rank_batch);
   finish_setup();
   EvalResult test;
-  ProfileScope profile(r->main_rank ? args.profile : "");
   for (int epoch = r->start_epoch + 1; epoch <= args.epochs; ++epoch) {
     const Clock::time_point t0 = Clock::now();
     const TrainFigures train = train_epoch(*r, step, epoch);
@@ -602,7 +608,7 @@ int run(const Args& args) {
     if (r->main_rank) test = evaluate_epoch(*r, epoch, train, seconds_since(t0));
   }
   if (!r->main_rank) return 0;
-  profile.finish();
+  r->profile.finish();
   return finish(*r, test);
 }
 
@@ -633,8 +639,8 @@ int main(int argc, char** argv) {
         app.add_option("--data", args.data, "folder with the four IDX files (.gz or plain)");
         app.add_option("--seed", args.seed, "seed of initialization and shuffling");
         app.add_option("--save", args.save, "checkpoint written after every epoch (safetensors)");
-        add_output_options(app, args.profile, args.export_weights, args.export_onnx,
-                           "any batch size");
+        add_output_options(app, args.profile, args.profile_schedule, args.export_weights,
+                           args.export_onnx, "any batch size");
         add_tensorboard_options(app, args.tensorboard, args.log_every);
         app.add_option("--resume", args.resume, "checkpoint to continue from");
         app.add_option("--out", args.out, "folder for metrics.csv and curves.png");

@@ -285,6 +285,7 @@ struct Args {
   std::vector<std::string> data;
   std::string out = "lm_out";
   std::string save, resume, checkpoint, export_weights, export_onnx, profile, write_shards;
+  std::string profile_schedule = "2,1,5";
   std::string max_val_loss;  // nats per byte, "unigram" or "bigram"
   int64_t stop_at = 0;
   int64_t generate = 0;
@@ -685,7 +686,8 @@ struct Run {
   std::string peak_what;
   std::string save;
   std::unique_ptr<MetricsCsv> metrics;
-  TensorBoard tb;      // --tensorboard (Note [example tensorboard])
+  TensorBoard tb;  // --tensorboard (Note [example tensorboard])
+  ProfileScope profile;
   int stopped_by = 0;  // the signal that stopped the run early (Note [preemption])
 };
 
@@ -1048,6 +1050,7 @@ std::unique_ptr<Run> set_up(const Args& args, const Overrides& overrides) {
     make_out_folder(args.out);
     r->metrics = std::make_unique<MetricsCsv>(fs::path(args.out) / "metrics.csv", r->start);
     r->tb.open(args.tensorboard, args.log_every, r->start);
+    r->profile.open(args.profile, args.profile_schedule, args.tensorboard);
   }
   return r;
 }
@@ -1175,13 +1178,15 @@ double train_steps(Run& r) {
   Progress progress("step", cfg.steps, r.start, std::max<int64_t>(cfg.eval_interval / 2, 1));
   Interval in(r.dev);
   int64_t step = r.start;
-  ProfileScope profile(r.main_rank ? r.args.profile : "");
   for (const st::data::Batch& b : *r.train_loader) {
-    const st::profiler::Range step_range("train step");
+    std::optional<st::profiler::Range> step_range;
+    step_range.emplace("train step");
     ++step;
     const double lr = r.sched->get_last_lr()[0];
     const st::Tensor loss = train_step_of(b);
-    r.sched->step();  // on the host: the capturable optimizer's device lr follows it
+    r.sched->step();     // on the host: the capturable optimizer's device lr follows it
+    step_range.reset();  // the step's range ends in the step the profiler's schedule counts
+    r.profile.step();
     {
       st::NoGradGuard no_grad;
       in.loss_sum.add_(loss.detach().to(st::DType::f64));
@@ -1218,7 +1223,7 @@ double train_steps(Run& r) {
     }
   }
   progress.done();
-  profile.finish();
+  r.profile.finish();
   return val_loss;
 }
 
@@ -1352,8 +1357,8 @@ int main(int argc, char** argv) {
                        "tokenizer.json in this folder, then exit");
         app.add_option("--out", args.out, "folder for metrics.csv, curves.png and the checkpoint");
         app.add_option("--save", args.save, "checkpoint path (default: <out>/lm.safetensors)");
-        add_output_options(app, args.profile, args.export_weights, args.export_onnx,
-                           "any batch and any length up to the context");
+        add_output_options(app, args.profile, args.profile_schedule, args.export_weights,
+                           args.export_onnx, "any batch and any length up to the context");
         add_tensorboard_options(app, args.tensorboard, args.log_every);
         app.add_option("--resume", args.resume,
                        "checkpoint to continue from, with its settings, data and tokenizer");

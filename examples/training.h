@@ -15,11 +15,13 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,10 +81,15 @@ inline void add_amp_options(CLI::App& app, std::string& amp, bool& cuda_graph,
 
 // The options both trainers take for what they write besides checkpoints: --profile,
 // --export-weights and --export-onnx (`onnx_dims` says which dims the ONNX file leaves open).
-inline void add_output_options(CLI::App& app, std::string& profile, std::string& weights,
-                               std::string& onnx, const std::string& onnx_dims) {
+inline void add_output_options(CLI::App& app, std::string& profile, std::string& profile_schedule,
+                               std::string& weights, std::string& onnx,
+                               const std::string& onnx_dims) {
   app.add_option("--profile", profile,
-                 "record every op of the training; print the table and write this Chrome trace");
+                 "profile a window of training steps (every op and backward node); print the "
+                 "table and write this Chrome trace");
+  app.add_option(
+      "--profile-schedule", profile_schedule,
+      "WAIT,WARMUP,ACTIVE: steps skipped, recorded and dropped, recorded (ACTIVE 0: all)");
   app.add_option("--export-weights", weights,
                  "write the trained model alone, under PyTorch's state_dict names (safetensors)");
   app.add_option("--export-onnx", onnx,
@@ -259,24 +266,82 @@ inline void export_onnx(const std::string& path, st::nn::Module& model, const st
               static_cast<double>(s.bytes) / 1e6);
 }
 
-// --profile PATH: records the run's ops (Note [profiler]); finish() prints the table of the ops by
-// total time and writes PATH as a Chrome trace (open it in Perfetto or chrome://tracing).
+// --profile-schedule "WAIT,WARMUP,ACTIVE" as a profiler::Schedule (ACTIVE 0: no schedule).
+inline std::optional<st::profiler::Schedule> parse_profile_schedule(const std::string& text) {
+  std::vector<int64_t> v;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    char* end = nullptr;
+    const long long n = std::strtoll(part.c_str(), &end, 10);
+    v.push_back(part.empty() || *end != '\0' ? -1 : n);
+  }
+  if (v.size() != 3 || std::any_of(v.begin(), v.end(), [](int64_t n) { return n < 0; })) {
+    throw st::Error(
+        "--profile-schedule must be WAIT,WARMUP,ACTIVE: three counts of steps, >= 0, "
+        "got '" +
+        text + "'");
+  }
+  if (v[2] == 0) return std::nullopt;
+  return st::profiler::Schedule{.wait = v[0], .warmup = v[1], .active = v[2], .repeat = 1};
+}
+
+// --profile PATH with --profile-schedule WAIT,WARMUP,ACTIVE (Note [profiler]): the first WAIT
+// training steps are not recorded, the next WARMUP are recorded and dropped (their first-call
+// costs), the next ACTIVE recorded (ACTIVE 0: every step to the end of the run). Then it prints the
+// table of the ops by self time and writes PATH as a Chrome trace (Perfetto, chrome://tracing);
+// with --tensorboard DIR also DIR/plugins/profile/<time>/<host>.trace.json.gz, which TensorBoard's
+// profile plugin (pip install tensorboard-plugin-profile) shows. step() ends a training step.
 class ProfileScope {
  public:
-  explicit ProfileScope(std::string path) : path_(std::move(path)) {
-    if (!path_.empty()) guard_.emplace();
+  void open(const std::string& path, const std::string& schedule, const std::string& tb_dir) {
+    if (path.empty()) return;
+    path_ = path;
+    tb_dir_ = tb_dir;
+    if (const std::optional<st::profiler::Schedule> s = parse_profile_schedule(schedule)) {
+      guard_.emplace(*s, [this](const st::profiler::Guard& g) { report(g); });
+    } else {
+      guard_.emplace();
+    }
   }
+  void step() {
+    if (guard_) guard_->step();
+  }
+  // The whole run's profile without a schedule, or a window the end of training cut short.
   void finish() {
     if (!guard_) return;
-    std::printf("%s", guard_->table().c_str());
-    guard_->write_chrome_trace(path_);
-    std::printf("trace: %s\n", path_.c_str());
+    if (!reported_) {
+      if (guard_->events().empty()) {
+        std::printf("profile: the run ended after %lld steps, before --profile-schedule's window\n",
+                    static_cast<long long>(guard_->step_num()));
+      } else {
+        report(*guard_);
+      }
+    }
     guard_.reset();
   }
 
  private:
-  std::string path_;
+  void report(const st::profiler::Guard& g) {
+    reported_ = true;
+    std::printf("%s", g.table().c_str());
+    g.write_chrome_trace(path_);
+    std::printf("trace: %s\n", path_.c_str());
+    if (!tb_dir_.empty()) {
+      char host[256] = {};
+      if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
+      const fs::path dir = fs::path(tb_dir_) / "plugins" / "profile" /
+                           std::to_string(static_cast<long long>(std::time(nullptr)));
+      fs::create_directories(dir);
+      const fs::path file = dir / (std::string(host) + ".trace.json.gz");
+      g.write_chrome_trace(file.string());
+      std::printf("trace for tensorboard: %s\n", file.string().c_str());
+    }
+  }
+
+  std::string path_, tb_dir_;
   std::optional<st::profiler::Guard> guard_;
+  bool reported_ = false;
 };
 
 // Parses the command line. A bad option or value prints one line, "<program>: <what>", and gives

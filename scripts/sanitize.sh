@@ -6,8 +6,9 @@
 #         without its e2e training runs, then every fuzz target (SINTER_FUZZ_RUNS inputs each).
 #   tsan: ThreadSanitizer; the tests of the data loader, the autograd engine, the CPU kernels'
 #         thread pool and the kernels on it (ParallelFor, NumThreads, ParallelElementwise,
-#         ParallelKernels, CpuBlockCache) and the distributed code (its ranks as threads of one
-#         process: DdpLocal, ZeroLocal, GradScaler, ProcessGroupDevice).
+#         ParallelKernels, CpuBlockCache), the distributed code (its ranks as threads of one
+#         process: DdpLocal, ZeroLocal, GradScaler, ProcessGroupDevice), SummaryWriter's writer
+#         thread (Summary) and the profiler (Profiler).
 # Environment: SINTER_JOBS (default nproc), SINTER_FUZZ_RUNS (default 20000),
 # SINTER_SANITIZE_PREFIX (default build-): the build folders are <prefix>asan and <prefix>tsan.
 set -euo pipefail
@@ -61,7 +62,7 @@ for stage in "${stages[@]}"; do
       configure "$dir" -DSINTER_SANITIZE=thread -DSINTER_BUILD_EXAMPLES=OFF -DSINTER_DNNL=OFF
       cmake --build "$dir" -j "$jobs" --target sinter_tests
       ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$jobs" --timeout 900 \
-        -R '^(DataLoader|DistributedSampler|Autograd|DetectAnomaly|DdpLocal|ZeroLocal|ProcessGroupDevice|GradScaler|ParallelFor|NumThreads|ParallelElementwise|ParallelKernels|CpuBlockCache)\.'
+        -R '^(DataLoader|DistributedSampler|Autograd|DetectAnomaly|DdpLocal|ZeroLocal|ProcessGroupDevice|GradScaler|ParallelFor|NumThreads|ParallelElementwise|ParallelKernels|CpuBlockCache|Summary|Profiler)\.'
       ;;
     *)
       echo "scripts/sanitize.sh: unknown stage '$stage' (asan, tsan)" >&2

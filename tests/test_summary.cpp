@@ -500,5 +500,26 @@ TEST(Summary, MakeGridTilesAsTorchvision) {
   expect_error([] { (void)make_grid(zeros({1, 1, 2, 2}), 0); }, {"make_grid", "nrow 0"});
 }
 
+// add_histogram of a CUDA tensor (and of bf16 values) writes what the same values on the CPU do.
+TEST(CudaSummary, HistogramOfADeviceTensorIsTheCpus) {
+  SINTER_REQUIRE_CUDA();
+  manual_seed(testing::fresh_seed());
+  const TempDir dir;
+  const Tensor values = randn({300, 7}) * 2.0;
+  std::string path;
+  {
+    SummaryWriter w(dir.str());
+    path = w.file_path();
+    w.add_histogram("cpu", values, 0);
+    w.add_histogram("cuda", values.to(Device::cuda(0)), 0);
+    w.add_histogram("cpu_bf16", values.to(DType::bf16), 0);
+    w.add_histogram("cuda_bf16", values.to(Device::cuda(0)).to(DType::bf16), 0);
+  }
+  const std::vector<std::string> r = read_records(path);
+  ASSERT_EQ(r.size(), 5u);
+  EXPECT_EQ(summary_value(r[1]).str(5), summary_value(r[2]).str(5));
+  EXPECT_EQ(summary_value(r[3]).str(5), summary_value(r[4]).str(5));
+}
+
 }  // namespace
 }  // namespace sinter

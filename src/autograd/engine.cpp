@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
@@ -348,6 +349,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
                    " backward: trying to backward through the "
                    "graph a second time, but its saved tensors were freed; pass retain_graph=true "
                    "to the first backward");
+      std::optional<profiler::detail::OpScope> scope;  // Note [profiler]
+      if (profiler::detail::g_recording.load(std::memory_order_relaxed)) {
+        scope.emplace(profiler::detail::Backward{}, node->name(), in);
+      }
       out = node->apply(std::move(in));
       if (t_anomaly) check_anomaly(*node, out);
       if (!retain_graph) node->release();

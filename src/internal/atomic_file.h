@@ -26,4 +26,8 @@ struct ByteRange {
 void write_file_atomically(const std::string& path, const std::vector<ByteRange>& parts,
                            const char* op);
 
+// `data` as a gzip file's bytes (zlib, best speed); a build without zlib throws an Error naming
+// `op`.
+std::string gzip(const std::string& data, const char* op);
+
 }  // namespace sinter::detail

@@ -46,27 +46,45 @@ void append_shapes(std::string& out, bool& cuda, const std::vector<Tensor>& ts,
   append_shapes(out, cuda, rest...);
 }
 
-// Records one op from construction to destruction while a Guard lives.
+// Whether `name` is the op this thread is inside of, one level up: an op that calls itself again
+// (autocast's re-entry on cast operands) is recorded once.
+bool reentered(const char* name);
+
+struct Backward {};
+
+// Records one op from construction to destruction while a Guard records.
 class OpScope : NonCopyable {
  public:
   template <class... Tensors>
   OpScope(const char* name, const Tensors&... inputs) {
-    if (!g_recording.load(std::memory_order_relaxed)) return;
+    if (!g_recording.load(std::memory_order_relaxed) || reentered(name)) return;
     std::string shapes;
     bool cuda = false;
     append_shapes(shapes, cuda, inputs...);
-    begin(name, std::move(shapes), cuda);
+    begin(name, std::move(shapes), cuda, false);
+  }
+  // The backward of the autograd node `node_name` on its gradients (the engine's): "<op> backward"
+  // for a node an op recorded, the name alone for a leaf's AccumulateGrad.
+  OpScope(Backward, const std::string& node_name, const std::vector<Tensor>& grads) {
+    if (!g_recording.load(std::memory_order_relaxed)) return;
+    owned_name_ = node_name == "AccumulateGrad" ? node_name : node_name + " backward";
+    std::string shapes;
+    bool cuda = false;
+    append_shapes(shapes, cuda, grads);
+    begin(owned_name_.c_str(), std::move(shapes), cuda, true);
   }
   ~OpScope() {
     if (active_) end();
   }
 
  private:
-  void begin(const char* name, std::string shapes, bool cuda);
+  void begin(const char* name, std::string shapes, bool cuda, bool backward);
   void end();
   bool active_ = false;
   size_t slot_ = 0;
   uint64_t generation_ = 0;
+  const char* outer_ = nullptr;  // the name of the op this one is inside of
+  std::string owned_name_;
 };
 
 // Bytes allocated on this thread (Storage::allocate), for the ops' bytes_allocated.

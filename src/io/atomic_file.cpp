@@ -1,4 +1,5 @@
-// write_file_atomically (Note [atomic writes] in internal/atomic_file.h).
+// write_file_atomically (Note [atomic writes] in internal/atomic_file.h), and gzip for the files
+// written compressed.
 #include "internal/atomic_file.h"
 
 #include <fcntl.h>
@@ -10,6 +11,10 @@
 #include <filesystem>
 
 #include "sinter/core/error.h"
+
+#ifdef SINTER_WITH_ZLIB
+#include <zlib.h>
+#endif
 
 namespace sinter::detail {
 
@@ -69,6 +74,31 @@ void write_file_atomically(const std::string& path, const std::vector<ByteRange>
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+std::string gzip(const std::string& data, const char* op) {
+#ifdef SINTER_WITH_ZLIB
+  SINTER_CHECK(data.size() < (size_t{1} << 31), op, ": ", data.size(),
+               " bytes are too many to compress in one piece");
+  z_stream z{};
+  // windowBits 15 + 16: a gzip header and trailer around the deflate stream.
+  SINTER_CHECK(deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK,
+               op, ": zlib cannot start compressing");
+  std::string out(deflateBound(&z, static_cast<uLong>(data.size())) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  SINTER_CHECK(rc == Z_STREAM_END, op, ": zlib could not compress ", data.size(), " bytes (", rc,
+               ")");
+  return out;
+#else
+  (void)data;
+  SINTER_THROW(op, ": this Sinter was built without zlib, so it cannot write .gz files");
+#endif
 }
 
 }  // namespace sinter::detail

@@ -60,7 +60,10 @@ void Optimizer::refresh_device_lrs(size_t group) {
   }
 }
 
-void Optimizer::zero_grad(bool set_to_none) { zero_grads(parameters(), set_to_none); }
+void Optimizer::zero_grad(bool set_to_none) {
+  const profiler::Range range("optimizer.zero_grad");
+  zero_grads(parameters(), set_to_none);
+}
 
 void Optimizer::add_group(const std::vector<Tensor>& params, const Hyperparameters& h) {
   const size_t g = params_.size();

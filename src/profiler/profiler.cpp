@@ -4,15 +4,20 @@
 // clock at entry and exit, the bytes Storage::allocate handed out on its thread in between, and
 // for an op with a CUDA input a pair of timing events on the current stream (read when the events
 // are asked for, which waits for the device). Ops an op calls are recorded too, one level deeper,
-// so the table's times are inclusive and the trace nests. Each op is also an NVTX range (in a CUDA
-// build), which Nsight Systems shows on its timeline; nothing is paid for NVTX without a tool
-// attached. While no Guard lives, the cost per op is one relaxed atomic load.
+// so the trace nests; each event's self time is its own less its children's, so the self times add
+// up to the recorded time once. The autograd engine records each node's backward the same way
+// ("<op> backward", Event::backward), with the ops it calls nested in it. An op of autocast's
+// policy calls itself once more on cast operands: that re-entry is not recorded again, so an op
+// counts once per call. Each op is also an NVTX range (in a CUDA build), which Nsight Systems shows
+// on its timeline; nothing is paid for NVTX without a tool attached. While no Guard records, the
+// cost per op is one relaxed atomic load.
 #include "sinter/profiler.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -63,6 +68,7 @@ struct ThreadInfo {
   int depth = 0;
   int64_t allocated = 0;
   uint64_t id = state().next_thread.fetch_add(1);
+  const char* current = nullptr;  // the innermost recorded op's name
 };
 thread_local ThreadInfo t_info;
 
@@ -91,11 +97,18 @@ void note_allocation(size_t nbytes) {
   if (g_recording.load(std::memory_order_relaxed)) t_info.allocated += static_cast<int64_t>(nbytes);
 }
 
-void OpScope::begin(const char* name, std::string shapes, bool cuda) {
+bool reentered(const char* name) {
+  return t_info.current != nullptr && std::strcmp(t_info.current, name) == 0;
+}
+
+void OpScope::begin(const char* name, std::string shapes, bool cuda, bool backward) {
   State& s = state();
   Record r;
   r.event.name = name;
   r.event.shapes = std::move(shapes);
+  r.event.backward = backward;
+  outer_ = t_info.current;
+  t_info.current = name;
   r.event.depth = t_info.depth++;
   r.event.thread = t_info.id;
   r.event.bytes_allocated = t_info.allocated;  // until end(): the count at entry
@@ -115,6 +128,7 @@ void OpScope::begin(const char* name, std::string shapes, bool cuda) {
 void OpScope::end() {
   nvtx_pop();
   --t_info.depth;
+  t_info.current = outer_;
   State& s = state();
   std::optional<cuda::Event> stop;
   {
@@ -199,48 +213,151 @@ void Guard::reset_peak_saved_bytes() {
   r.peak = r.current;
 }
 
-Guard::Guard() {
+namespace {
+
+std::atomic<bool> g_guard_alive{false};
+
+void claim_guard() {
   bool expected = false;
-  SINTER_CHECK(detail::g_recording.compare_exchange_strong(expected, true),
+  SINTER_CHECK(g_guard_alive.compare_exchange_strong(expected, true),
                "profiler::Guard: another Guard is recording; one at a time");
+}
+
+// Drops the records so far; an op running now is not recorded (its generation is gone).
+void drop_records() {
   detail::State& s = state();
   const std::lock_guard<std::mutex> lock(s.mu);
   s.records.clear();
   ++s.generation;
-  s.origin = detail::Clock::now();
+}
+
+enum class Phase { Off, Warmup, Active };
+
+// Step `k`'s phase under `sc`, and whether it is the last active step of its cycle.
+std::pair<Phase, bool> phase_of(const Schedule& sc, int64_t k) {
+  if (k < sc.skip_first) return {Phase::Off, false};
+  const int64_t cycle = sc.wait + sc.warmup + sc.active, j = k - sc.skip_first;
+  if (sc.repeat > 0 && j >= sc.repeat * cycle) return {Phase::Off, false};
+  const int64_t r = j % cycle;
+  if (r < sc.wait) return {Phase::Off, false};
+  if (r < sc.wait + sc.warmup) return {Phase::Warmup, false};
+  return {Phase::Active, r == cycle - 1};
+}
+
+}  // namespace
+
+Guard::Guard() {
+  claim_guard();
+  {
+    detail::State& s = state();
+    const std::lock_guard<std::mutex> lock(s.mu);
+    s.origin = detail::Clock::now();
+  }
+  drop_records();
   reset_peak_saved_bytes();
+  detail::g_recording.store(true);
+}
+
+Guard::Guard(const Schedule& schedule, std::function<void(const Guard&)> on_trace_ready) {
+  SINTER_CHECK(schedule.skip_first >= 0 && schedule.wait >= 0 && schedule.warmup >= 0 &&
+                   schedule.active >= 1 && schedule.repeat >= 0,
+               "profiler::Schedule: skip_first ", schedule.skip_first, ", wait ", schedule.wait,
+               ", warmup ", schedule.warmup, ", active ", schedule.active, ", repeat ",
+               schedule.repeat, " (active >= 1, the others >= 0)");
+  claim_guard();
+  schedule_ = schedule;
+  on_trace_ready_ = std::move(on_trace_ready);
+  {
+    detail::State& s = state();
+    const std::lock_guard<std::mutex> lock(s.mu);
+    s.origin = detail::Clock::now();
+  }
+  drop_records();
+  reset_peak_saved_bytes();
+  set_phase_for(0);
 }
 
 Guard::~Guard() {
   detail::g_recording.store(false);
-  detail::State& s = state();
-  const std::lock_guard<std::mutex> lock(s.mu);
-  s.records.clear();
-  ++s.generation;
+  drop_records();
+  g_guard_alive.store(false);
+}
+
+bool Guard::recording() const { return detail::g_recording.load(); }
+
+void Guard::set_phase_for(int64_t step) {
+  const Phase now = phase_of(*schedule_, step).first;
+  const Phase before = step > 0 ? phase_of(*schedule_, step - 1).first : Phase::Off;
+  if (now == Phase::Active && before != Phase::Active) drop_records();  // the warm-up's
+  detail::g_recording.store(now != Phase::Off);
+}
+
+void Guard::step() {
+  if (!schedule_) {
+    ++step_;
+    return;
+  }
+  const auto [phase, last] = phase_of(*schedule_, step_);
+  if (phase == Phase::Active && last) {
+    detail::g_recording.store(false);
+    if (on_trace_ready_) on_trace_ready_(*this);
+    drop_records();
+  }
+  ++step_;
+  set_phase_for(step_);
+}
+
+// Each event's self time: its time less that of the events one level deeper inside it on its
+// thread (`out` is sorted by end; a parent ends after its children).
+void fill_self_times(std::vector<Event>& out) {
+  std::vector<size_t> order(out.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (out[a].thread != out[b].thread) return out[a].thread < out[b].thread;
+    if (out[a].start_ns != out[b].start_ns) return out[a].start_ns < out[b].start_ns;
+    return out[a].depth < out[b].depth;
+  });
+  std::vector<size_t> open;  // the events containing the current one, outermost first
+  for (const size_t i : order) {
+    Event& e = out[i];
+    e.self_ns = e.end_ns - e.start_ns;
+    while (!open.empty() &&
+           (out[open.back()].thread != e.thread || out[open.back()].depth >= e.depth ||
+            out[open.back()].end_ns < e.end_ns)) {
+      open.pop_back();
+    }
+    if (!open.empty() && out[open.back()].depth == e.depth - 1) {
+      out[open.back()].self_ns -= e.end_ns - e.start_ns;
+    }
+    open.push_back(i);
+  }
 }
 
 std::vector<Event> Guard::events() const {
   detail::State& s = state();
-  const std::lock_guard<std::mutex> lock(s.mu);
   std::vector<Event> out;
-  out.reserve(s.records.size());
-  for (detail::Record& r : s.records) {
-    if (!r.ended) continue;  // still running
-    if (r.start && r.stop && r.event.device_ms < 0) {
-      r.stop->synchronize();
-      r.event.device_ms = r.start->elapsed_ms(*r.stop);
+  {
+    const std::lock_guard<std::mutex> lock(s.mu);
+    out.reserve(s.records.size());
+    for (detail::Record& r : s.records) {
+      if (!r.ended) continue;  // still running
+      if (r.start && r.stop && r.event.device_ms < 0) {
+        r.stop->synchronize();
+        r.event.device_ms = r.start->elapsed_ms(*r.stop);
+      }
+      out.push_back(r.event);
     }
-    out.push_back(r.event);
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const Event& a, const Event& b) { return a.end_ns < b.end_ns; });
+  fill_self_times(out);
   return out;
 }
 
 std::string Guard::table() const {
   struct Row {
     int64_t calls = 0;
-    double host_ms = 0, device_ms = 0;
+    double host_ms = 0, self_ms = 0, device_ms = 0;
     int64_t bytes = 0;
     bool on_device = false;
   };
@@ -249,6 +366,7 @@ std::string Guard::table() const {
     Row& r = rows[e.name];
     ++r.calls;
     r.host_ms += static_cast<double>(e.end_ns - e.start_ns) / 1e6;
+    r.self_ms += static_cast<double>(e.self_ns) / 1e6;
     if (e.device_ms >= 0) {
       r.device_ms += e.device_ms;
       r.on_device = true;
@@ -257,17 +375,17 @@ std::string Guard::table() const {
   }
   std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
-    return a.second.host_ms > b.second.host_ms;
+    return a.second.self_ms > b.second.self_ms;
   });
   std::ostringstream os;
-  char line[256];
-  std::snprintf(line, sizeof line, "%-28s %8s %12s %10s %12s %12s\n", "op", "calls", "host ms",
-                "mean ms", "device ms", "MiB alloc");
+  char line[320];
+  std::snprintf(line, sizeof line, "%-32s %8s %12s %12s %10s %12s %12s\n", "op", "calls",
+                "total ms", "self ms", "mean ms", "device ms", "MiB alloc");
   os << line;
   for (const auto& [name, r] : sorted) {
     const std::string device = r.on_device ? std::to_string(r.device_ms) : "-";
-    std::snprintf(line, sizeof line, "%-28s %8lld %12.3f %10.4f %12s %12.2f\n", name.c_str(),
-                  static_cast<long long>(r.calls), r.host_ms,
+    std::snprintf(line, sizeof line, "%-32s %8lld %12.3f %12.3f %10.4f %12s %12.2f\n", name.c_str(),
+                  static_cast<long long>(r.calls), r.host_ms, r.self_ms,
                   r.host_ms / static_cast<double>(r.calls), device.substr(0, 12).c_str(),
                   static_cast<double>(r.bytes) / (1024.0 * 1024.0));
     os << line;
@@ -285,17 +403,18 @@ void Guard::write_chrome_trace(const std::string& path) const {
   std::ostringstream os;
   os << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
   bool first = true;
-  char num[64];
+  char num[96];
   for (const Event& e : events()) {
     os << (first ? "\n" : ",\n");
     first = false;
-    os << "{\"name\":" << json_string(e.name)
-       << ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":0,\"tid\":" << e.thread;
+    os << "{\"name\":" << json_string(e.name) << ",\"cat\":\"" << (e.backward ? "backward" : "op")
+       << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << e.thread;
     std::snprintf(num, sizeof num, ",\"ts\":%.3f,\"dur\":%.3f",
                   static_cast<double>(e.start_ns) / 1e3,
                   static_cast<double>(e.end_ns - e.start_ns) / 1e3);
-    os << num << ",\"args\":{\"shapes\":" << json_string(e.shapes)
-       << ",\"bytes_allocated\":" << e.bytes_allocated;
+    os << num << ",\"args\":{\"shapes\":" << json_string(e.shapes) << ",\"depth\":" << e.depth;
+    std::snprintf(num, sizeof num, ",\"self_us\":%.3f", static_cast<double>(e.self_ns) / 1e3);
+    os << num << ",\"bytes_allocated\":" << e.bytes_allocated;
     if (e.device_ms >= 0) {
       std::snprintf(num, sizeof num, ",\"device_ms\":%.6f", e.device_ms);
       os << num;
@@ -303,7 +422,11 @@ void Guard::write_chrome_trace(const std::string& path) const {
     os << "}}";
   }
   os << "\n]}\n";
-  const std::string text = os.str();
+  std::string text = os.str();
+  const std::string gz = ".gz";
+  if (path.size() > gz.size() && path.compare(path.size() - gz.size(), gz.size(), gz) == 0) {
+    text = ::sinter::detail::gzip(text, "profiler");
+  }
   ::sinter::detail::write_file_atomically(path, {{text.data(), text.size()}}, "profiler");
 }
 

@@ -112,7 +112,8 @@ struct SummaryWriter::Impl {
 
   std::string log_dir;
   SummaryWriterOptions options;
-  std::vector<std::unique_ptr<File>> files;  // files[0] is the main one
+  std::vector<std::unique_ptr<File>> files;  // every file, each behind its own pointer
+  File* main = nullptr;                      // files[0]: read without the lock, never moved
   std::map<std::string, File*> subfolders;   // add_scalars' and add_hparams' files by folder
 
   std::mutex mu;
@@ -236,7 +237,7 @@ SummaryWriter::SummaryWriter(const std::string& log_dir, SummaryWriterOptions op
   SINTER_CHECK(options.max_queue > 0, "SummaryWriter: max_queue is 0");
   impl_->log_dir = log_dir;
   impl_->options = std::move(options);
-  impl_->open_file(log_dir);
+  impl_->main = impl_->open_file(log_dir);
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
 }
 
@@ -249,16 +250,15 @@ SummaryWriter::~SummaryWriter() {
 }
 
 const std::string& SummaryWriter::log_dir() const { return impl_->log_dir; }
-std::string SummaryWriter::file_path() const { return impl_->files[0]->path; }
+std::string SummaryWriter::file_path() const { return impl_->main->path; }
 
 void SummaryWriter::add_scalar(const std::string& tag, double value, int64_t step) {
   const double wall = now_seconds();
-  impl_->push("add_scalar", impl_->files[0].get(),
-              [tag = check_tag("add_scalar", tag), value, step, wall] {
-                ProtoWriter v;
-                v.bytes(1, tag).float32(2, static_cast<float>(value));
-                return event_bytes(wall, step, v);
-              });
+  impl_->push("add_scalar", impl_->main, [tag = check_tag("add_scalar", tag), value, step, wall] {
+    ProtoWriter v;
+    v.bytes(1, tag).float32(2, static_cast<float>(value));
+    return event_bytes(wall, step, v);
+  });
 }
 
 void SummaryWriter::add_scalars(const std::string& main_tag,
@@ -296,7 +296,7 @@ void SummaryWriter::add_histogram(const std::string& tag, const Tensor& values, 
   SINTER_CHECK(nan == 0 && inf == 0, "SummaryWriter::add_histogram: '", tag, "' holds ", nan,
                " NaN and ", inf, " infinite values of ", v.size(),
                " (a histogram needs finite values)");
-  impl_->push("add_histogram", impl_->files[0].get(), [tag, v = std::move(v), step, wall] {
+  impl_->push("add_histogram", impl_->main, [tag, v = std::move(v), step, wall] {
     const summary::Histogram h = summary::make_histogram(v);
     ProtoWriter histo;
     histo.float64(1, h.min).float64(2, h.max).float64(3, h.num).float64(4, h.sum);
@@ -342,21 +342,20 @@ void SummaryWriter::add_image(const std::string& tag, const Tensor& image, int64
       pixels[i] = static_cast<uint8_t>(s);
     }
   }
-  impl_->push(
-      "add_image", impl_->files[0].get(), [tag, pixels = std::move(pixels), h, w, c, step, wall] {
-        ProtoWriter img;
-        img.varint(1, static_cast<uint64_t>(h)).varint(2, static_cast<uint64_t>(w));
-        img.varint(3, static_cast<uint64_t>(c)).bytes(4, summary::encode_png(pixels, h, w, c));
-        ProtoWriter value;
-        value.bytes(1, tag).message(4, img);
-        return event_bytes(wall, step, value);
-      });
+  impl_->push("add_image", impl_->main, [tag, pixels = std::move(pixels), h, w, c, step, wall] {
+    ProtoWriter img;
+    img.varint(1, static_cast<uint64_t>(h)).varint(2, static_cast<uint64_t>(w));
+    img.varint(3, static_cast<uint64_t>(c)).bytes(4, summary::encode_png(pixels, h, w, c));
+    ProtoWriter value;
+    value.bytes(1, tag).message(4, img);
+    return event_bytes(wall, step, value);
+  });
 }
 
 void SummaryWriter::add_text(const std::string& tag, const std::string& text, int64_t step) {
   check_tag("add_text", tag);
   const double wall = now_seconds();
-  impl_->push("add_text", impl_->files[0].get(), [tag, text, step, wall] {
+  impl_->push("add_text", impl_->main, [tag, text, step, wall] {
     ProtoWriter dim;
     dim.int64(1, 1);
     ProtoWriter shape;

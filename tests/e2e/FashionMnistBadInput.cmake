@@ -31,6 +31,8 @@ expect(2 "is a folder" --device cpu --limit-train 100 --export-onnx "${WORK}/emp
 # --tensorboard where a file is in the way, and --log-every 0.
 expect(2 "a-file" --device cpu --limit-train 100 --tensorboard "${WORK}/a-file/tb")
 expect(2 "--log-every" --log-every 0)
+expect(2 "--profile-schedule" --device cpu --limit-train 100 --profile "${WORK}/trace.json"
+       --profile-schedule 1,x,3)
 # A GPU asked for where none is: one line, status 2 (on a machine with one, a short run passes).
 execute_process(COMMAND "${EXE}" --device cuda --epochs 1 --limit-train 200
                 --out "${WORK}/cuda" RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)

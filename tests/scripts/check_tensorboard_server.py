@@ -6,12 +6,15 @@ fashion_mnist: trains the mlp for two short epochs with --tensorboard and --log-
 (its Python loader, on a free local port) and reads back through its HTTP API: the scalar tags,
 every train/loss point (one per --log-every steps, against the event files read by the event
 accumulator), the evaluation figures, the histogram tags, the images (fashion_mnist), the text
-(predictions, or the generated sample) and the HParams run's metric. Exit 77 (skipped) without the
-tensorboard package.
+(predictions, or the generated sample) and the HParams run's metric. fashion_mnist also runs with
+--profile and --profile-schedule 1,1,2: its trace of two steps, backward nodes among its ops, is in
+TensorBoard's profile folder. Exit 77 (skipped) without the tensorboard package.
 
   check_tensorboard_server.py FASHION_MNIST DATA WORK_DIR
   check_tensorboard_server.py --lm LM WORK_DIR
 """
+import glob
+import gzip
 import json
 import os
 import shutil
@@ -64,7 +67,8 @@ def main():
         last, evals = steps_per_epoch * epochs, [steps_per_epoch, 2 * steps_per_epoch]
         command = [exe, "--model", "mlp", "--device", "cpu", "--data", args[1], "--epochs",
                    str(epochs), "--limit-train", str(steps_per_epoch * 100), "--batch-size", "100",
-                   "--limit-test", "500"]
+                   "--limit-test", "500", "--profile", os.path.join(work, "trace.json"),
+                   "--profile-schedule", "1,1,2"]
         tags = ("train/loss", "train/accuracy", "train/lr", "train/samples_per_second",
                 "epoch/train_loss", "epoch/test_accuracy", "epoch/seconds")
         eval_tag, metric_tag = "epoch/test_accuracy", "hparam/test_accuracy"
@@ -72,6 +76,24 @@ def main():
             "test/images"
     subprocess.run(command + ["--out", os.path.join(work, "out"), "--tensorboard", log,
                               "--log-every", str(every)], check=True, stdout=subprocess.DEVNULL)
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+            print("FAIL:", what)
+
+    if not lm:
+        # --profile with --tensorboard: the window's trace also in TensorBoard's profile folder.
+        traces = glob.glob(os.path.join(log, "plugins", "profile", "*", "*.trace.json.gz"))
+        check(len(traces) == 1, f"profile traces {traces}")
+        if traces:
+            with gzip.open(traces[0], "rt") as f:
+                events = json.load(f)["traceEvents"]
+            steps = [e for e in events if e["name"] == "train step"]
+            check(len(steps) == 2, f"{len(steps)} train steps in the profile window, not 2")
+            check(any(e["cat"] == "backward" and e["name"] == "linear backward" for e in events),
+                  "no linear backward in the trace")
     acc = ea.EventAccumulator(log, size_guidance={ea.SCALARS: 0})
     acc.Reload()
     want_loss = [(e.step, e.value) for e in acc.Scalars("train/loss")]
@@ -81,12 +103,6 @@ def main():
                                "--host", "127.0.0.1", "--port", str(port), "--load_fast=false",
                                "--reload_interval", "1"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
-            print("FAIL:", what)
 
     try:
         served = {}

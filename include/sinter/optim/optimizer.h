@@ -13,6 +13,7 @@
 
 #include "sinter/autograd.h"
 #include "sinter/core/noncopyable.h"
+#include "sinter/profiler.h"
 #include "sinter/state_dict.h"
 #include "sinter/tensor.h"
 
@@ -237,6 +238,7 @@ class OptimizerWithOptions : public Optimizer {
   }
 
   void step() final {
+    const profiler::Range range("optimizer.step");
     NoGradGuard ng;
     for (size_t g = 0; g < params_.size(); ++g) step_group(g, options_[g]);
   }
