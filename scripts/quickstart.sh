@@ -3,7 +3,7 @@
 # included), builds in Release, runs the README's API tour (examples/tour.cpp), and trains the
 # reference cnn on Fashion-MNIST: on the GPU when there is one, otherwise on the CPU with a setting
 # that ends in about 10 minutes on 2 cores. Prints the build and training times, the test accuracy,
-# and where the checkpoint, the metrics and the plot are.
+# and where the checkpoint, the metrics, the plot and the TensorBoard logs are.
 # Without a GPU it builds the library without CUDA (no kernels compiled that would never run), in
 # build-cpu so that scripts/test.sh's build keeps its CUDA setting; SINTER_CUDA=ON asks for CUDA anyway.
 # Env: SINTER_BUILD_DIR (default build, or build-cpu without CUDA), SINTER_JOBS (default nproc),
@@ -52,5 +52,6 @@ else
 fi
 mkdir -p "$out"
 train_start=$(date +%s)
-"$build_dir/examples/fashion_mnist" "${args[@]}" --save "$out/cnn.safetensors" --out "$out" "$@"
+"$build_dir/examples/fashion_mnist" "${args[@]}" --save "$out/cnn.safetensors" --out "$out" \
+  --tensorboard "$out/tensorboard" "$@"
 echo "quickstart: built in ${build_s}s, trained in $(( $(date +%s) - train_start ))s"
