@@ -125,7 +125,8 @@ TEST(Profiler, AGuardStartsEmpty) {
 
 // A small transformer's training step: the self times of the forward ops, the backward nodes and
 // the optimizer's step add up to at least 90% of the step's wall time (what the table shows is
-// where the time went), each Linear's forward has its backward, and the self times nest.
+// where the time went), each Linear's forward has its backward, and the self times nest. The best
+// of up to 10 steps counts: a step on a loaded machine can lose the CPU between two ops.
 TEST(Profiler, ATransformerStepIsCoveredByItsOps) {
   manual_seed(testing::fresh_seed());
   nn::models::GPTConfig c;
@@ -147,7 +148,7 @@ TEST(Profiler, ATransformerStepIsCoveredByItsOps) {
   step();  // first-call costs
   double best = 0;
   std::string table;
-  for (int trial = 0; trial < 3 && best < 0.9; ++trial) {
+  for (int trial = 0; trial < 10 && best < 0.95; ++trial) {
     const profiler::Guard guard;
     const auto t0 = std::chrono::steady_clock::now();
     step();
