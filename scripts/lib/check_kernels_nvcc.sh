@@ -24,7 +24,7 @@ mapfile -t sources < <(ls "$src"/kernels/gemm*.cu "$src"/kernels/conv*.cu 2>/dev
 [ ${#sources[@]} -gt 0 ] || { echo "FAILED: no kernels/gemm*.cu or conv*.cu under $src"; exit 1; }
 
 # --- (a) the sm_90a GEMM's PTX ---
-if [[ ";$archs;" == *";90a;"* ]] && [ -f "$src/kernels/gemm_wgmma.cu" ]; then
+if [[ ";$archs;" == *";90a;"* || ";$archs;" == *";90a-real;"* ]] && [ -f "$src/kernels/gemm_wgmma.cu" ]; then
   if ! "$nvcc" "${flags[@]}" -arch=sm_90a -ptx "$src/kernels/gemm_wgmma.cu" -o "$work/wgmma.ptx" \
     2>"$work/ptx.err"; then
     echo "FAILED (a): nvcc -ptx kernels/gemm_wgmma.cu:"
