@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -332,11 +333,12 @@ void SummaryWriter::add_image(const std::string& tag, const Tensor& image, int64
       summary::png_supported(), "SummaryWriter::add_image: '", tag,
       "': this Sinter was built without libpng (apt-get install libpng-dev, then rebuild)");
   const double wall = now_seconds();
-  std::vector<uint8_t> pixels(static_cast<size_t>(h * w * c));
+  std::vector<uint8_t> pixels;
   if (image.dtype() == DType::u8) {
     pixels = hwc.detach().cpu().contiguous().to_vector<uint8_t>();
   } else {
     const std::vector<float> f = hwc.detach().cpu().to(DType::f32).contiguous().to_vector<float>();
+    pixels.resize(f.size());
     for (size_t i = 0; i < f.size(); ++i) {
       const float s = std::isnan(f[i]) ? 0.0F : std::clamp(f[i] * 255.0F, 0.0F, 255.0F);
       pixels[i] = static_cast<uint8_t>(s);
