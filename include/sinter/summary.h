@@ -54,7 +54,8 @@ class SummaryWriter : NonCopyable {
   // Every element must be finite: NaN or inf is an Error naming the tag and how many there are.
   void add_histogram(const std::string& tag, const Tensor& values, int64_t step);
   // An image, PNG-encoded: floating-point values in [0, 1] (scaled by 255, clipped and truncated
-  // as PyTorch does; NaN becomes 0) or uint8 values. 1, 3 or 4 channels: gray, RGB or RGBA.
+  // as PyTorch does; NaN becomes 0) or uint8 values. 1, 3 or 4 channels: gray, RGB or RGBA (PyTorch
+  // repeats one channel to RGB; the gray PNG shows the same picture, a third the size).
   void add_image(const std::string& tag, const Tensor& image, int64_t step,
                  ImageLayout layout = ImageLayout::CHW);
   // Text, rendered as Markdown by TensorBoard's text plugin.
@@ -81,7 +82,8 @@ class SummaryWriter : NonCopyable {
 };
 
 // Tiles `images` (N, C, H, W) into one (C, H', W') image with `nrow` images per row and `padding`
-// pixels of `pad_value` around each, as torchvision.utils.make_grid does (for add_image).
+// pixels of `pad_value` around each, as torchvision.utils.make_grid does (for add_image), except
+// that one channel stays one (torchvision repeats it to three).
 Tensor make_grid(const Tensor& images, int64_t nrow = 8, int64_t padding = 2,
                  double pad_value = 0.0);
 
