@@ -667,6 +667,17 @@ __global__ void __launch_bounds__(kThreads)
 
 // dk and dv by key tiles: per query tile S^T = K Q^T and dP^T = V dout^T, W^T = P^T keep,
 // dS^T = P^T (keep dP^T - D), dv += W^T dout, dk += dS^T Q.
+//
+// At kD = 128 this kernel spills (sm_90a, CUDA 13.0: 255 registers, a 56-byte frame, 76 bytes of
+// spill stores and 160 of loads per thread). A thread keeps the dK and dV accumulators of its rows,
+// 2 x kD / 8 x 4 = 128 f32, through the whole sweep over query tiles, and in each tile the scores
+// and dP, 2 x kMmaN8 x 4 = 64 f32, and 16 packed weights: 208 live values before any pointer or
+// index. It is left whole for now: what spills is 14 words of loop state, reloaded from L1 once per
+// query tile against the tile's 16 x 64 x 128 products for each of dK and dV per warp, while each
+// way out adds tensor-core work (dK and dV in two kernels, each recomputing S and dP; or two warps
+// per 16 key rows, each owning 64 of the 128 columns, both computing the scores). Which costs less
+// is a measurement on a GPU (bench_attention's backward rows at D = 128), not made yet. D = 32 and
+// 64 do not spill (165 and 241 registers).
 template <int kD, class T>
 __global__ void __launch_bounds__(kThreads)
     attention_dkdv_mma_kernel(kern::AttentionArgs a, const T* q, const T* k, const T* v,

@@ -49,6 +49,20 @@ using wgmma::kBKBytes;
 using wgmma::kBM;
 constexpr int kThreads = 384;  // warpgroup 0 produces, 1 and 2 consume
 static_assert(kThreads == 128 + 32 * wgmma::kConsumerWarps);
+
+// Note [wgmma registers]
+// setmaxnreg moves registers between the warpgroups inside the block's allocation: the producer
+// gives its own down to kProducerRegisters and each consumer warpgroup takes kConsumerRegisters,
+// which needs kWgmmaRegisters per thread at launch, or the consumers' request would wait forever.
+// __launch_bounds__(kThreads, 1) lets ptxas allocate 65536 / 384, rounded down to 8: 168. The
+// launcher refuses a kernel that got fewer (the GEMM then takes another kernel family), and
+// CheckKernels (scripts/check_kernels.sh, check (c)) fails on any count but kWgmmaRegisters, so
+// that a toolkit allocating otherwise cannot turn the wgmma path off without a failing test. The
+// scripts read the value from the line below.
+constexpr int kWgmmaRegisters = 168;
+constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+static_assert(kProducerRegisters * 128 + kConsumerRegisters * 256 == kWgmmaRegisters * kThreads);
+static_assert(kWgmmaRegisters == 65536 / kThreads / 8 * 8);
 template <typename T>
 constexpr int kBK = kBKBytes / static_cast<int>(sizeof(Storage<T>));
 template <typename T>
@@ -265,7 +279,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (wg == 0) {
     // Producer: one thread issues every TMA; the rest of the warpgroup gives its registers away.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegisters));
     if (tid != 0) return;
     wgmma::Ring ring;  // Note [wgmma stage ring]
     for (int64_t t = blockIdx.x; t < shape.tiles; t += gridDim.x) {
@@ -294,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // Consumers.
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegisters));
   const int w = wg - 1;  // rows 64w..64w+63 of the block tile
   const int lane = tid % 32;
   wgmma::Ring ring;
@@ -448,12 +462,10 @@ bool launch(const GemmArgs& g, int device, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};  // devices whose shared-memory limit is raised
   const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
   if (!bit || !(configured.load() & bit)) {
-    // setmaxnreg moves registers between the warpgroups inside the block's allocation: 40 for the
-    // producer and 232 for each consumer need 168 per thread at launch, or the consumers' request
-    // would wait forever. A compiler that allocated fewer would make the kernel unusable.
+    // Note [wgmma registers]: fewer than kWgmmaRegisters and the consumers would wait forever.
     cudaFuncAttributes attr{};
     SINTER_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-    if (attr.numRegs * kThreads < 40 * 128 + 232 * 256) return false;
+    if (attr.numRegs < kWgmmaRegisters) return false;
     SINTER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(kSmemBytes<kBN>)));
     configured.fetch_or(bit);

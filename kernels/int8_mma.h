@@ -1,4 +1,4 @@
-// The index math of the int8 tensor-core GEMM (kernels/int8_gemm.cu: mma.sync.m16n8k32 on s8
+// The index math of the int8 tensor-core GEMM (kernels/int8.cu: mma.sync.m16n8k32 on s8
 // operands into s32 accumulators), written once for the kernel and for the CPU suite's replay of a
 // whole block tile (tests/test_int8_mma.cpp), which runs these same functions for every thread and
 // lane against a model of the instruction written from the PTX ISA. No CUDA header: a host
@@ -15,7 +15,8 @@
 // consecutive k values: with g = lane / 4 and t = lane % 4, a[0] = A[g][4t..4t+3],
 // a[1] = A[g+8][4t..], a[2] = A[g][4t+16..], a[3] = A[g+8][4t+16..]; b[0] = B[n = g][4t..4t+3],
 // b[1] = B[g][4t+16..]; the accumulators d[0..1] = D[g][2t..2t+1], d[2..3] = D[g+8][2t..]. The sums
-// are exact: |a b| <= 2^14, so k up to 2^17 stays within int32.
+// are exact: |a b| <= 2^14, so k up to kern::kInt8MaxK = 2^17 - 1 stays within int32 (Note [int8
+// kernels] in src/kern/int8.h).
 #pragma once
 
 #include <cstdint>

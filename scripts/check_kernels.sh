@@ -2,7 +2,9 @@
 # Build-time checks of the CUDA kernels in a build folder, from what cuobjdump reads in the compiled
 # objects: (a) every sm_90a GEMM kernel (mangled name containing "gemm_wgmma") issues wgmma
 # (wgmma.mma_async) and TMA loads (cp.async.bulk.tensor); (b) no GEMM or convolution kernel uses
-# local memory (LOCAL:0 and STACK:0 in its resource usage: no register spills, no stack arrays).
+# local memory (LOCAL:0 and STACK:0 in its resource usage: no register spills, no stack arrays);
+# (c) every sm_90a GEMM kernel has exactly the registers its warpgroup split needs (Note [wgmma
+# registers] in kernels/gemm_wgmma.cu, kWgmmaRegisters there).
 #
 #   scripts/check_kernels.sh [--skip-code N] BUILD_DIR
 #
@@ -154,6 +156,30 @@ elif [ -n "$offenders" ]; then
   failed=1
 else
   echo "ok (b): $checked GEMM/convolution kernel(s) (per architecture), none with local memory or stack"
+fi
+
+# --- (c) the sm_90a GEMM kernels' registers (REG:n of their resource usage) ---
+source_dir=$(sed -n 's/^CMAKE_HOME_DIRECTORY:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2>/dev/null)
+want=$(sed -n 's/^constexpr int kWgmmaRegisters = \([0-9]*\);.*/\1/p' "$source_dir/kernels/gemm_wgmma.cu" 2>/dev/null)
+awk -v ns="$anon_ns" '
+  /^ *arch *= / { arch = $3 }
+  /Function [^ ]+:/ { name = $0; sub(/^.*Function /, "", name); sub(/:.*$/, "", name); bare = name; gsub(ns, "", bare) }
+  bare ~ /gemm_wgmma_kernel/ && arch ~ /sm_90a/ && match($0, /REG:[0-9]+/) {
+    print substr($0, RSTART + 4, RLENGTH - 4), name; bare = ""
+  }
+' "$work/res" | sort -u >"$work/regs"
+if [ -z "$want" ]; then
+  echo "FAILED (c): no kWgmmaRegisters in $source_dir/kernels/gemm_wgmma.cu"
+  failed=1
+elif [ ! -s "$work/regs" ]; then
+  echo "FAILED (c): no register count of an sm_90a gemm_wgmma kernel in the resource usage"
+  failed=1
+elif off=$(awk -v want="$want" '$1 != want' "$work/regs") && [ -n "$off" ]; then
+  echo "FAILED (c): sm_90a GEMM kernels without exactly $want registers (registers, kernel):"
+  while read -r regs name; do printf '  %s  %s\n' "$regs" "$(demangle <<<"$name")"; done <<<"$off"
+  failed=1
+else
+  echo "ok (c): $(wc -l <"$work/regs") sm_90a GEMM kernel(s), each with $want registers"
 fi
 
 echo "check_kernels: ${#objects[@]} object(s) under $build_dir, $( [ $failed -eq 0 ] && echo passed || echo FAILED)"

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "internal/caching_allocator.h"
+#include "cuda/caching_allocator.h"
 #include "internal/cuda_runtime.h"
 #include "sinter/core/error.h"
 #include "sinter/cuda.h"

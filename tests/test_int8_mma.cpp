@@ -1,9 +1,12 @@
 // The int8 tensor-core GEMM (Note [int8 mma gemm] in kernels/int8_mma.h): a replay on the host of
 // whole block tiles, with the kernel's own index math (chunk copies, fragments, accumulator
 // positions) and mma.sync.m16n8k32.s8 modelled element by element as the PTX ISA lays out its
-// fragments; and, on a GPU, the kernel against the reference.
+// fragments; the quantized layers' CUDA passes around it (kernels/int8_layout.h) replayed on the
+// host against the CPU kernels; and, on a GPU, the kernels against the reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -12,13 +15,13 @@
 #include <vector>
 
 #include "cpu/int8.h"
+#include "int8_layout.h"
 #include "int8_mma.h"
+#include "kern/int8.h"
 #include "test_util.h"
 
 #ifdef SINTER_WITH_CUDA
 #include <cuda_runtime.h>
-
-#include "int8_gemm.cuh"
 #endif
 
 namespace sinter {
@@ -144,6 +147,148 @@ TEST(Int8Mma, BlockTilesMatchTheReference) {
   }
 }
 
+namespace il = cudak::int8layout;
+
+// The CUDA convolution's passes (kernels/int8.cu) element by element with their own index math:
+// the weight padded, the input quantized, for each pass of `images` images and each group the
+// windows gathered and multiplied (by the CPU's int8_gemm: the GEMM's tiles are replayed above),
+// the epilogue written to where it goes.
+std::vector<float> replay_conv(const kern::Conv2dGeom& g, const std::vector<float>& x, float xs,
+                               const std::vector<int8_t>& w, const kern::Int8Epilogue& e,
+                               int64_t images) {
+  const int64_t cig = g.c_in / g.groups, cog = g.c_out / g.groups, hw = g.h_out * g.w_out;
+  const int64_t taps = cig * g.kh * g.kw, kp = il::row_bytes(taps);
+  std::vector<int8_t> packed(static_cast<size_t>(g.c_out * kp)), qx(x.size());
+  for (size_t i = 0; i < packed.size(); ++i) packed[i] = il::padded_weight(w.data(), taps, i);
+  for (size_t i = 0; i < x.size(); ++i) qx[i] = static_cast<int8_t>(kern::quantize_int8(x[i], xs));
+  std::vector<float> y(static_cast<size_t>(g.n * g.c_out * hw), std::nanf(""));
+  for (int64_t img0 = 0; img0 < g.n; img0 += images) {
+    const int64_t rows = std::min(images, g.n - img0) * hw;
+    std::vector<int8_t> cols(static_cast<size_t>(rows * kp));
+    std::vector<int32_t> c(static_cast<size_t>(rows * cog));
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      for (int64_t i = 0; i < rows * kp; ++i)
+        cols[i] = il::window_value(g, qx.data(), img0, grp, i);
+      cpu::int8_gemm(kern::Ctx{}, rows, cog, taps, cols.data(), kp, packed.data() + grp * cog * kp,
+                     kp, c.data(), cog);
+      for (int64_t i = 0; i < rows * cog; ++i) {
+        const int64_t r = i / cog, j = i % cog, ch = grp * cog + j;
+        y[il::conv_out_index(g, img0, grp, r, j)] =
+            kern::int8_epilogue(c[i], e.scale[ch], e.bias ? e.bias[ch] : 0.0F, e.act);
+      }
+    }
+  }
+  return y;
+}
+
+// The CUDA Linear's passes: the input rows quantized and padded, the GEMM, the epilogue.
+std::vector<float> replay_linear(int64_t m, int64_t n, int64_t k, const std::vector<float>& x,
+                                 float xs, const std::vector<int8_t>& w,
+                                 const kern::Int8Epilogue& e) {
+  const int64_t kp = il::row_bytes(k);
+  std::vector<int8_t> packed(static_cast<size_t>(n * kp)), a(static_cast<size_t>(m * kp));
+  for (size_t i = 0; i < packed.size(); ++i) packed[i] = il::padded_weight(w.data(), k, i);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = il::padded_input(x.data(), xs, k, i);
+  std::vector<int32_t> c(static_cast<size_t>(m * n));
+  cpu::int8_gemm(kern::Ctx{}, m, n, k, a.data(), kp, packed.data(), kp, c.data(), n);
+  std::vector<float> y(c.size());
+  for (int64_t i = 0; i < m * n; ++i) {
+    y[i] = kern::int8_epilogue(c[i], e.scale[i % n], e.bias ? e.bias[i % n] : 0.0F, e.act);
+  }
+  return y;
+}
+
+std::vector<uint8_t> cpu_packed(int64_t groups, int64_t rows, int64_t k,
+                                const std::vector<int8_t>& w) {
+  int64_t bytes = 0;
+  cpu::int8_packed_bytes(kern::Ctx{}, groups, rows, k, &bytes);
+  std::vector<uint8_t> packed(static_cast<size_t>(bytes));
+  cpu::int8_pack_weight(kern::Ctx{}, groups, rows, k, w.data(), packed.data());
+  return packed;
+}
+
+struct LayerData {
+  std::vector<float> x, scale, bias;
+  std::vector<int8_t> w;
+};
+
+LayerData layer_data(int64_t x_numel, int64_t rows, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0F, 1.5F);
+  std::uniform_int_distribution<int> value(-128, 127);
+  LayerData d;
+  d.x.resize(static_cast<size_t>(x_numel));
+  for (float& v : d.x) v = normal(rng);
+  d.x[0] = std::nanf("");  // quantized to 0
+  d.w.resize(static_cast<size_t>(rows * k));
+  for (int8_t& v : d.w) v = static_cast<int8_t>(value(rng));
+  for (int64_t r = 0; r < rows; ++r) {
+    d.scale.push_back(1e-3F * (1.0F + static_cast<float>(r % 7)));
+    d.bias.push_back(normal(rng));
+  }
+  return d;
+}
+
+TEST(Int8Layout, CudaLayersReplayedOnTheHostMatchTheCpuKernels) {
+  std::mt19937 rng(static_cast<uint32_t>(testing::fresh_seed()));
+  constexpr float kScale = 0.02F;
+  for (const auto& [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 1, 1}, {37, 21, 300}, {5, 70, 16}, {64, 10, 33}}) {
+    const LayerData d = layer_data(m * k, n, k, rng);
+    const std::vector<uint8_t> packed = cpu_packed(1, n, k, d.w);
+    for (const kern::GemmAct act :
+         {kern::GemmAct::None, kern::GemmAct::Relu, kern::GemmAct::GeluTanh}) {
+      const kern::Int8Epilogue e{d.scale.data(),
+                                 act == kern::GemmAct::Relu ? nullptr : d.bias.data(), act};
+      std::vector<float> want(static_cast<size_t>(m * n), std::nanf(""));
+      cpu::int8_linear(kern::Ctx{}, m, n, k, d.x.data(), kScale, packed.data(), e, want.data());
+      const std::vector<float> got = replay_linear(m, n, k, d.x, kScale, d.w, e);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+          << "linear " << m << "x" << n << "x" << k;
+    }
+  }
+  const auto geom = [](int64_t n, int64_t cin, int64_t h, int64_t w, int64_t cout, int64_t kh,
+                       int64_t kw, int64_t s, int64_t p, int64_t dil, int64_t groups) {
+    kern::Conv2dGeom g{.n = n, .c_in = cin, .h = h, .w = w, .c_out = cout, .kh = kh, .kw = kw};
+    g.stride_h = s, g.stride_w = 1;
+    g.pad_h = p, g.pad_w = p;
+    g.dil_h = dil, g.dil_w = dil;
+    g.groups = groups;
+    g.h_out = (h + 2 * p - dil * (kh - 1) - 1) / g.stride_h + 1;
+    g.w_out = (w + 2 * p - dil * (kw - 1) - 1) / g.stride_w + 1;
+    return g;
+  };
+  for (const kern::Conv2dGeom& g :
+       {geom(2, 3, 9, 11, 8, 3, 3, 1, 1, 1, 1), geom(3, 4, 9, 11, 6, 3, 2, 2, 1, 1, 2),
+        geom(2, 5, 9, 11, 5, 3, 3, 1, 2, 2, 5), geom(2, 16, 7, 5, 9, 1, 1, 1, 0, 1, 1)}) {
+    const int64_t taps = g.c_in / g.groups * g.kh * g.kw;
+    const LayerData d = layer_data(g.n * g.c_in * g.h * g.w, g.c_out, taps, rng);
+    const std::vector<uint8_t> packed = cpu_packed(g.groups, g.c_out / g.groups, taps, d.w);
+    for (const kern::GemmAct act : {kern::GemmAct::None, kern::GemmAct::Relu}) {
+      const kern::Int8Epilogue e{d.scale.data(), d.bias.data(), act};
+      std::vector<float> want(static_cast<size_t>(g.n * g.c_out * g.h_out * g.w_out));
+      cpu::int8_conv2d(kern::Ctx{}, g, d.x.data(), kScale, packed.data(), e, want.data());
+      for (const int64_t images : {int64_t{1}, g.n}) {
+        const std::vector<float> got = replay_conv(g, d.x, kScale, d.w, e, images);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+            << "conv groups " << g.groups << " stride " << g.stride_h << " images " << images;
+      }
+    }
+  }
+}
+
+// A pass of the CUDA convolution keeps its scratch under the bound, and takes at least one image.
+TEST(Int8Layout, ConvolutionPassesKeepTheirScratchBounded) {
+  kern::Conv2dGeom g{.n = 256, .c_in = 16, .h = 32, .w = 32, .c_out = 16, .kh = 3, .kw = 3};
+  g.h_out = g.w_out = 32;
+  g.pad_h = g.pad_w = 1;
+  const int64_t per_image = 32 * 32 * (il::row_bytes(144) + 4 * 16);
+  EXPECT_EQ(il::conv_images_per_pass(g, 10 * per_image + 5), 10);
+  EXPECT_EQ(il::conv_images_per_pass(g, per_image - 1), 1);
+  EXPECT_EQ(il::conv_images_per_pass(g, int64_t{1} << 40), 256);
+  EXPECT_EQ(il::row_bytes(144), 144);
+  EXPECT_EQ(il::row_bytes(145), 160);
+}
+
 TEST(CudaInt8Gemm, MatchesTheReference) {
   SINTER_REQUIRE_CUDA();
 #ifdef SINTER_WITH_CUDA
@@ -161,6 +306,7 @@ TEST(CudaInt8Gemm, MatchesTheReference) {
     cudaMemcpy(db, o.b.data(), o.b.size(), cudaMemcpyHostToDevice);
     cudaMemset(dc, 0xff, o.want.size() * sizeof(int32_t));
     cudak::int8_gemm(kern::Ctx{}, m, n, k, da, lda, db, ldb, dc, ldc);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<int32_t> got(o.want.size());
     cudaMemcpy(got.data(), dc, got.size() * sizeof(int32_t), cudaMemcpyDeviceToHost);
     cudaFree(da);
@@ -168,6 +314,29 @@ TEST(CudaInt8Gemm, MatchesTheReference) {
     cudaFree(dc);
     EXPECT_EQ(got, o.want) << m << "x" << n << "x" << k;
   }
+#endif
+}
+
+// k = 2^17 - 1 products of -128 x -128 (2^31 - 2^14) stay exact on the tensor cores, and 2^17 is
+// refused before any launch.
+TEST(CudaInt8Gemm, SumsAtTheLimitOfKAreExact) {
+  SINTER_REQUIRE_CUDA();
+#ifdef SINTER_WITH_CUDA
+  constexpr int64_t k = kern::kInt8MaxK, ld = k + 1;  // rows of 2^17 bytes: 16-byte aligned
+  const std::vector<int8_t> ones(static_cast<size_t>(2 * ld), -128);
+  int8_t* d = nullptr;
+  int32_t* dc = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, ones.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dc, 4 * sizeof(int32_t)), cudaSuccess);
+  cudaMemcpy(d, ones.data(), ones.size(), cudaMemcpyHostToDevice);
+  cudak::int8_gemm(kern::Ctx{}, 2, 2, k, d, ld, d, ld, dc, 2);
+  int32_t got[4] = {};
+  ASSERT_EQ(cudaMemcpy(got, dc, sizeof got, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (const int32_t v : got) EXPECT_EQ(v, 2147467264);
+  testing::expect_error([&] { cudak::int8_gemm(kern::Ctx{}, 2, 2, k + 1, d, ld, d, ld, dc, 2); },
+                        {"int8_gemm", "k=131072"});
+  cudaFree(d);
+  cudaFree(dc);
 #endif
 }
 

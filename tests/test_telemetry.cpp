@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "internal/telemetry.h"
+#include "cuda/telemetry.h"
 #include "test_util.h"
 
 namespace sinter {

@@ -45,7 +45,7 @@ class Event;
 // code that never touches streams is correct without thinking about them. Kernels take
 // current_stream() of their device explicitly; copies run on it (src/internal/cuda_runtime.h); and
 // the caching allocator keys its pools by it (Note [caching allocator] in
-// src/internal/caching_allocator.h). Memory allocated on one stream and used on another must be
+// src/cuda/caching_allocator.h). Memory allocated on one stream and used on another must be
 // ordered by the user (Event + Stream::wait) before it is freed.
 class Stream {
  public:
@@ -157,7 +157,7 @@ void check_host_sync(const char* what);
 // replays them with one launch, so that a training step's hundreds of kernel launches cost the
 // host one. capture(fn) runs fn on a fresh stream made current (after the work already queued on
 // the current stream), under a NoSyncGuard, with every allocation on that device coming from the
-// graph's private memory pool (Note [private pools] in src/internal/caching_allocator.h): the
+// graph's private memory pool (Note [private pools] in src/cuda/caching_allocator.h): the
 // tensors fn creates keep their memory for as long as the graph lives, and each replay() rewrites
 // them in place. The work is recorded, not run: replay() runs it. What fn reads must live in
 // tensors that outlive the graph (static inputs: copy each batch into them before replay()), and

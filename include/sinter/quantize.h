@@ -1,6 +1,6 @@
 // Post-training int8 quantization (Note [int8 quantization]): calibration of the activations'
-// ranges over sample batches, per-channel weight scales, int8 layers that run on the CPU, and
-// their export as an ONNX QDQ model (onnx::export_model).
+// ranges over sample batches, per-channel weight scales, int8 layers that run on the CPU and on
+// CUDA devices, and their export as an ONNX QDQ model (onnx::export_model).
 #pragma once
 
 #include <cstdint>
@@ -28,10 +28,11 @@ namespace sinter::quant {
 //     per output channel: s_w[c] = max |W[c]| / 127, q = round(W / s_w) (half to even).
 // A quantized layer computes y = act(s_x s_w[c] sum_k q_x q_w + b): the input is quantized with
 // q_x = saturate(round(x / s_x)) into [-128, 127] (ONNX's QuantizeLinear with zero point 0), the
-// sums are exact int32 (Note [int8 gemm] in src/cpu/int8.h), and the bias and activation apply in
-// f32. That is what ONNX Runtime computes for the exported QDQ model (QuantizeLinear and
+// sums are exact int32 (Note [int8 kernels] in src/kern/int8.h), and the bias and activation apply
+// in f32. That is what ONNX Runtime computes for the exported QDQ model (QuantizeLinear and
 // DequantizeLinear before each layer, the weights as int8 initializers with a DequantizeLinear
-// per channel), to f32 rounding. The int8 layers run on the CPU, on f32 inputs, without autograd.
+// per channel), to f32 rounding. The int8 layers run on f32 inputs on the CPU or a CUDA device
+// (wherever the layer is: model.to(device) moves it), without autograd.
 enum class Calibrator { MinMax, Percentile, Entropy };
 
 struct QuantizeOptions {
@@ -62,8 +63,6 @@ class Histogram {
   int64_t count_ = 0, batches_ = 0;
 };
 
-struct PackedWeights;  // src/quant/quantize.cpp
-
 // The per-layer state both int8 layers share.
 struct QuantState {
   bool quantized = false;  // false while calibrating
@@ -72,8 +71,11 @@ struct QuantState {
   std::vector<float> weight_scale;  // per output channel
   std::vector<int8_t> weight_q;     // (out, in [/ groups * kh * kw]), row-major
   int64_t k = 0;                    // a weight row's length
-  // weight_q packed for the int8 GEMM, one block per group (Note [int8 gemm]).
-  std::shared_ptr<const PackedWeights> packed;
+  int64_t groups = 1;               // of the convolution; the weight's rows split evenly
+  // On the device the layer last ran on: weight_q packed for its int8 kernels (u8 bytes, one block
+  // per group, Note [int8 kernels] in src/kern/int8.h) and the epilogue's scales
+  // input_scale * weight_scale[c] (f32), made at the first forward there.
+  Tensor packed, channel_scale;
 };
 
 // A Linear that records its input while calibrating and runs in int8 once converted; parameters
@@ -110,7 +112,8 @@ std::shared_ptr<nn::Module> quantize(const nn::Module& model, int64_t batches,
                                      const std::function<Tensor(int64_t)>& batch,
                                      const QuantizeOptions& options = {});
 
-// The instruction set the CPU's int8 GEMM runs on here: "avx2" or "scalar" (Note [int8 gemm]).
+// The instruction set the CPU's int8 GEMM runs on here: "avx2" or "scalar" (Note [int8 gemm] in
+// src/cpu/int8.h).
 const char* int8_isa();
 
 // The bytes of a quantized model's weights as it holds them for inference: int8 weights, f32

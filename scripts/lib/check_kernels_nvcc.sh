@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # scripts/check_kernels.sh without cuobjdump: compiles the GEMM and convolution sources again with
 # the build's nvcc, (a) checking that the sm_90a GEMM's PTX holds wgmma.mma_async and
-# cp.async.bulk.tensor, (b) reading ptxas's report for every kernel: no stack frame, no spills.
+# cp.async.bulk.tensor, (b) reading ptxas's report for every kernel: no stack frame, no spills,
+# (c) and the sm_90a GEMM kernels' registers: exactly the warpgroup split's (Note [wgmma
+# registers] in kernels/gemm_wgmma.cu).
 #
 #   scripts/lib/check_kernels_nvcc.sh NVCC "ARCHS" SOURCE_DIR     (ARCHS as in CMake, e.g. "80;90a")
 set -uo pipefail
@@ -18,6 +20,10 @@ for a in ${archs//;/ }; do
   gencode+=("-gencode=arch=compute_$a,code=[compute_$a,sm_$a]")
 done
 flags=(-std=c++20 --expt-relaxed-constexpr -I"$src/include" -I"$src/src" -DSINTER_WITH_CUDA=1)
+
+# Note [wgmma registers] in kernels/gemm_wgmma.cu: the registers per thread the warpgroup split needs.
+wgmma_registers=$(sed -n 's/^constexpr int kWgmmaRegisters = \([0-9]*\);.*/\1/p' "$src/kernels/gemm_wgmma.cu")
+[ -n "$wgmma_registers" ] || { echo "FAILED: no kWgmmaRegisters in $src/kernels/gemm_wgmma.cu"; exit 1; }
 
 failed=0
 mapfile -t sources < <(ls "$src"/kernels/gemm*.cu "$src"/kernels/conv*.cu 2>/dev/null)
@@ -48,6 +54,7 @@ fi
 # --- (b) ptxas's report: "Compiling entry function 'NAME' for 'sm_XX'" ... "N bytes stack frame,
 # N bytes spill stores, N bytes spill loads" ---
 checked=0
+wgmma_regs=""
 for f in "${sources[@]}"; do
   if ! "$nvcc" "${flags[@]}" "${gencode[@]}" -Xptxas -v -c "$f" -o "$work/k.o" 2>"$work/ptxas.log"; then
     echo "FAILED (b): nvcc -c $f:"
@@ -64,6 +71,18 @@ for f in "${sources[@]}"; do
       name = ""
     }' "$work/ptxas.log")
   checked=$((checked + $(grep -c . <<<"$report")))
+  # (c): "Used N registers" follows each entry's "Compiling entry function 'NAME' for 'sm_XX'".
+  wgmma_regs+=$(awk '
+    /Compiling entry function/ {
+      name = $0; sub(/^[^'\'']*'\''/, "", name); sub(/'\''.*$/, "", name)
+      arch = $0; sub(/^.* for '\''/, "", arch); sub(/'\''.*$/, "", arch)
+      next
+    }
+    /Used [0-9]+ registers/ && name ~ /gemm_wgmma_kernel/ && arch == "sm_90a" {
+      match($0, /Used [0-9]+ registers/); print substr($0, RSTART + 5, RLENGTH - 15), name; name = ""
+    }' "$work/ptxas.log")
+  wgmma_regs+=$'\n'
+
   bad=$(grep '^bad' <<<"$report")
   if [ -n "$bad" ]; then
     echo "FAILED (b): kernels with a stack frame or spills (file, stack, spill stores, spill loads, kernel):"
@@ -72,5 +91,20 @@ for f in "${sources[@]}"; do
   fi
 done
 [ $failed -eq 0 ] && echo "ok (b): $checked GEMM/convolution kernel compilations, none with a stack frame or spills"
+
+# --- (c) the sm_90a GEMM kernels' registers ---
+if [[ ";$archs;" == *";90a;"* || ";$archs;" == *";90a-real;"* ]]; then
+  wgmma_regs=$(grep . <<<"$wgmma_regs")
+  if [ -z "$wgmma_regs" ]; then
+    echo "FAILED (c): no register count read for any sm_90a gemm_wgmma kernel"
+    failed=1
+  elif off=$(awk -v want="$wgmma_registers" '$1 != want' <<<"$wgmma_regs") && [ -n "$off" ]; then
+    echo "FAILED (c): sm_90a GEMM kernels without exactly $wgmma_registers registers (registers, kernel):"
+    sed 's/^/  /' <<<"$off"
+    failed=1
+  else
+    echo "ok (c): $(grep -c . <<<"$wgmma_regs") sm_90a GEMM kernel(s), each with $wgmma_registers registers"
+  fi
+fi
 echo "check_kernels (nvcc): ${#sources[@]} source(s), $([ $failed -eq 0 ] && echo passed || echo FAILED)"
 exit $failed

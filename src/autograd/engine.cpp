@@ -243,6 +243,88 @@ DetectAnomalyGuard::DetectAnomalyGuard(bool enabled) : previous_(t_anomaly) { t_
 DetectAnomalyGuard::~DetectAnomalyGuard() { t_anomaly = previous_; }
 bool is_anomaly_enabled() { return t_anomaly; }
 
+namespace {
+
+// The gradient that seeds root i: `grad`, or ones for a scalar root given none.
+Tensor seed_of(const Tensor& root, const Tensor& grad, size_t i) {
+  SINTER_CHECK(root.defined(), "backward: root ", i, " is an undefined tensor");
+  SINTER_CHECK(root.requires_grad(), "backward: tensor ", i, " of shape ", shape_str(root.shape()),
+               " does not require grad and has no grad_fn");
+  Tensor seed = grad;
+  if (!seed.defined()) {
+    SINTER_CHECK(root.numel() == 1,
+                 "backward: a gradient can be implied only for a scalar; got "
+                 "shape ",
+                 shape_str(root.shape()), ", pass gradient explicitly");
+    seed = ones(root.shape(), {.dtype = root.dtype(), .device = root.device()});
+  }
+  SINTER_CHECK(seed.shape() == root.shape(), "backward: gradient of shape ",
+               shape_str(seed.shape()), " for a tensor of shape ", shape_str(root.shape()));
+  SINTER_CHECK(seed.device() == root.device(), "backward: gradient on ", seed.device(),
+               " for a tensor on ", root.device());
+  SINTER_CHECK(seed.dtype() == root.dtype(), "backward: gradient of dtype ", seed.dtype(),
+               " for a tensor of dtype ", root.dtype());
+  return seed;
+}
+
+// For every node reachable from the roots, the number of edges that point at it (deps), and
+// seen[n] true for each.
+void count_dependencies(const std::vector<std::shared_ptr<Node>>& root_nodes,
+                        std::unordered_map<Node*, int>& deps,
+                        std::unordered_map<Node*, bool>& seen) {
+  std::vector<Node*> stack;
+  for (const auto& n : root_nodes) {
+    if (!seen[n.get()]) {
+      seen[n.get()] = true;
+      stack.push_back(n.get());
+    }
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges) {
+      if (!e.valid()) continue;
+      deps[e.node.get()] += 1;
+      if (!seen[e.node.get()]) {
+        seen[e.node.get()] = true;
+        stack.push_back(e.node.get());
+      }
+    }
+  }
+}
+
+// The gradients of node's inputs from those of its outputs (`in`, one per output, undefined where
+// none came): the hooks on them first, then the node's backward; none when no gradient came.
+std::vector<Tensor> run_node(Node* node, std::vector<Tensor> in, bool retain_graph) {
+  in.resize(node->num_outputs);
+  for (auto& [slot, hook] : node->pre_hooks) {
+    if (!in[slot].defined()) continue;
+    Tensor r = hook(in[slot]);
+    if (!r.defined()) continue;
+    SINTER_CHECK(r.shape() == in[slot].shape() && r.dtype() == in[slot].dtype(),
+                 "backward: a hook on the gradient of ", node->name(), " returned ",
+                 shape_str(r.shape()), " ", r.dtype(), " for a gradient of ",
+                 shape_str(in[slot].shape()), " ", in[slot].dtype());
+    in[slot] = r;
+  }
+  const bool any = std::any_of(in.begin(), in.end(), [](const Tensor& t) { return t.defined(); });
+  if (!any) return {};
+  SINTER_CHECK(!node->released(), node->name(),
+               " backward: trying to backward through the "
+               "graph a second time, but its saved tensors were freed; pass retain_graph=true "
+               "to the first backward");
+  std::optional<profiler::detail::OpScope> scope;  // Note [profiler]
+  if (profiler::detail::g_recording.load(std::memory_order_relaxed)) {
+    scope.emplace(profiler::detail::Backward{}, node->name(), in);
+  }
+  std::vector<Tensor> out = node->apply(std::move(in));
+  if (t_anomaly) check_anomaly(*node, out);
+  if (!retain_graph) node->release();
+  return out;
+}
+
+}  // namespace
+
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph) {
   SINTER_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ",
@@ -266,50 +348,13 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   };
 
   for (size_t i = 0; i < roots.size(); ++i) {
-    const Tensor& root = roots[i];
-    SINTER_CHECK(root.defined(), "backward: root ", i, " is an undefined tensor");
-    SINTER_CHECK(root.requires_grad(), "backward: tensor ", i, " of shape ",
-                 shape_str(root.shape()), " does not require grad and has no grad_fn");
-    Tensor seed = grads[i];
-    if (!seed.defined()) {
-      SINTER_CHECK(root.numel() == 1,
-                   "backward: a gradient can be implied only for a scalar; got "
-                   "shape ",
-                   shape_str(root.shape()), ", pass gradient explicitly");
-      seed = ones(root.shape(), {.dtype = root.dtype(), .device = root.device()});
-    }
-    SINTER_CHECK(seed.shape() == root.shape(), "backward: gradient of shape ",
-                 shape_str(seed.shape()), " for a tensor of shape ", shape_str(root.shape()));
-    SINTER_CHECK(seed.device() == root.device(), "backward: gradient on ", seed.device(),
-                 " for a tensor on ", root.device());
-    SINTER_CHECK(seed.dtype() == root.dtype(), "backward: gradient of dtype ", seed.dtype(),
-                 " for a tensor of dtype ", root.dtype());
-    Edge e = edge_of(root);
-    accumulate(e.node.get(), e.input_nr, seed);
+    Tensor seed = seed_of(roots[i], grads[i], i);
+    Edge e = edge_of(roots[i]);
+    accumulate(e.node.get(), e.input_nr, std::move(seed));
     root_nodes.push_back(e.node);
   }
-
-  // Count, for every reachable node, the edges that point at it.
-  std::vector<Node*> stack;
   std::unordered_map<Node*, bool> seen;
-  for (auto& n : root_nodes) {
-    if (!seen[n.get()]) {
-      seen[n.get()] = true;
-      stack.push_back(n.get());
-    }
-  }
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    for (const Edge& e : n->next_edges) {
-      if (!e.valid()) continue;
-      deps[e.node.get()] += 1;
-      if (!seen[e.node.get()]) {
-        seen[e.node.get()] = true;
-        stack.push_back(e.node.get());
-      }
-    }
-  }
+  count_dependencies(root_nodes, deps, seen);
 
   std::vector<std::function<void()>> callbacks;
   g_callback_queues.push_back(&callbacks);
@@ -331,32 +376,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     ready.pop();
     std::vector<Tensor> in = std::move(buffers[node]);
     buffers.erase(node);
-    in.resize(node->num_outputs);
-    for (auto& [slot, hook] : node->pre_hooks) {
-      if (!in[slot].defined()) continue;
-      Tensor r = hook(in[slot]);
-      if (!r.defined()) continue;
-      SINTER_CHECK(r.shape() == in[slot].shape() && r.dtype() == in[slot].dtype(),
-                   "backward: a hook on the gradient of ", node->name(), " returned ",
-                   shape_str(r.shape()), " ", r.dtype(), " for a gradient of ",
-                   shape_str(in[slot].shape()), " ", in[slot].dtype());
-      in[slot] = r;
-    }
-    const bool any = std::any_of(in.begin(), in.end(), [](const Tensor& t) { return t.defined(); });
-    std::vector<Tensor> out;
-    if (any) {
-      SINTER_CHECK(!node->released(), node->name(),
-                   " backward: trying to backward through the "
-                   "graph a second time, but its saved tensors were freed; pass retain_graph=true "
-                   "to the first backward");
-      std::optional<profiler::detail::OpScope> scope;  // Note [profiler]
-      if (profiler::detail::g_recording.load(std::memory_order_relaxed)) {
-        scope.emplace(profiler::detail::Backward{}, node->name(), in);
-      }
-      out = node->apply(std::move(in));
-      if (t_anomaly) check_anomaly(*node, out);
-      if (!retain_graph) node->release();
-    }
+    const std::vector<Tensor> out = run_node(node, std::move(in), retain_graph);
     for (size_t j = 0; j < node->next_edges.size(); ++j) {
       const Edge& e = node->next_edges[j];
       if (!e.valid()) continue;

@@ -1,9 +1,12 @@
-// The int8 GEMM of Note [int8 gemm]: the packing, an AVX2 kernel, its plain fallback and the
-// reference loops.
+// The int8 family's CPU kernels (Note [int8 kernels] in src/kern/int8.h): the GEMM of Note [int8
+// gemm] (the packing, an AVX2 kernel, its plain fallback and the reference loops), and the
+// quantized Linear's and Conv2d's forward passes on it.
 #include "cpu/int8.h"
 
 #include <algorithm>
+#include <vector>
 
+#include "internal/parallel.h"
 #include "sinter/core/error.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -16,32 +19,40 @@ namespace sinter::cpu::int8 {
 namespace {
 constexpr int64_t kBlockRows = 4;  // rows of c per AVX2 micro-kernel
 // The packed block of channels jb: pairs p = 0..k/2-1, each 16 channels x 2 values.
-inline const int16_t* block_of(const PackedB& b, int64_t jb) {
-  return b.data.data() + jb * (b.k / 2) * (2 * kBlockN);
+inline const int16_t* block_of(PackedView b, int64_t jb) {
+  return b.data + jb * (b.k / 2) * (2 * kBlockN);
 }
 }  // namespace
 
-PackedB pack_b(int64_t n, int64_t k, const int16_t* b, int64_t ldb) {
+template <typename T>
+void pack_into(int64_t n, int64_t k, const T* b, int64_t ldb, int16_t* out) {
   SINTER_CHECK(n >= 0 && k >= 0 && k <= kMaxK, "int8 gemm: k ", k, " outside [0, ", kMaxK,
                "] (the int32 sums could overflow) or n ", n, " negative");
-  PackedB p;
-  p.n = n;
-  p.k = padded_k(k);
-  const int64_t blocks = (n + kBlockN - 1) / kBlockN, pairs = p.k / 2;
-  p.data.assign(static_cast<size_t>(blocks * pairs * 2 * kBlockN), 0);
+  const int64_t blocks = (n + kBlockN - 1) / kBlockN, pairs = padded_k(k) / 2;
+  std::fill(out, out + packed_elements(n, k), int16_t{0});
   for (int64_t jb = 0; jb < blocks; ++jb) {
-    int16_t* out = p.data.data() + jb * pairs * 2 * kBlockN;
+    int16_t* blk = out + jb * pairs * 2 * kBlockN;
     for (int64_t pair = 0; pair < pairs; ++pair) {
       for (int64_t ch = 0; ch < kBlockN; ++ch) {
         const int64_t j = jb * kBlockN + ch;
         if (j >= n) continue;
         for (int64_t t = 0; t < 2; ++t) {
           const int64_t kk = 2 * pair + t;
-          out[(pair * kBlockN + ch) * 2 + t] = kk < k ? b[j * ldb + kk] : int16_t{0};
+          if (kk < k) blk[(pair * kBlockN + ch) * 2 + t] = b[j * ldb + kk];
         }
       }
     }
   }
+}
+template void pack_into<int8_t>(int64_t, int64_t, const int8_t*, int64_t, int16_t*);
+template void pack_into<int16_t>(int64_t, int64_t, const int16_t*, int64_t, int16_t*);
+
+PackedB pack_b(int64_t n, int64_t k, const int16_t* b, int64_t ldb) {
+  PackedB p;
+  p.n = n;
+  p.k = padded_k(k);
+  p.data.resize(static_cast<size_t>(packed_elements(n, k)));
+  pack_into(n, k, b, ldb, p.data.data());
   return p;
 }
 
@@ -56,9 +67,7 @@ void gemm_reference(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t l
   }
 }
 
-namespace {}  // namespace
-
-void gemm_fallback(int64_t m, const int16_t* a, int64_t lda, const PackedB& b, int32_t* c,
+void gemm_fallback(int64_t m, const int16_t* a, int64_t lda, PackedView b, int32_t* c,
                    int64_t ldc) {
   const int64_t blocks = (b.n + kBlockN - 1) / kBlockN, pairs = b.k / 2;
   for (int64_t i = 0; i < m; ++i) {
@@ -112,7 +121,7 @@ __attribute__((target("avx2"))) void micro(const int16_t* a, int64_t lda, const 
 }
 
 __attribute__((target("avx2"))) void gemm_avx2(int64_t m, const int16_t* a, int64_t lda,
-                                               const PackedB& b, int32_t* c, int64_t ldc) {
+                                               PackedView b, int32_t* c, int64_t ldc) {
   const int64_t blocks = (b.n + kBlockN - 1) / kBlockN, pairs = b.k / 2;
   for (int64_t jb = 0; jb < blocks; ++jb) {
     const int16_t* blk = block_of(b, jb);
@@ -135,7 +144,7 @@ bool has_avx2() {
 
 }  // namespace
 
-void gemm(int64_t m, const int16_t* a, int64_t lda, const PackedB& b, int32_t* c, int64_t ldc) {
+void gemm(int64_t m, const int16_t* a, int64_t lda, PackedView b, int32_t* c, int64_t ldc) {
 #ifdef SINTER_INT8_AVX2
   if (has_avx2()) {
     gemm_avx2(m, a, lda, b, c, ldc);
@@ -153,3 +162,154 @@ const char* gemm_isa() {
 }
 
 }  // namespace sinter::cpu::int8
+
+namespace sinter::cpu {
+
+namespace {
+
+int8::PackedView packed_group(const uint8_t* packed, int64_t g, int64_t rows, int64_t k) {
+  const auto* data = reinterpret_cast<const int16_t*>(packed);
+  return {rows, int8::padded_k(k), data + g * int8::packed_elements(rows, k)};
+}
+
+// out[i * out_stride] = epilogue(c[i * c_stride]) for i < n, all of channel ch.
+void epilogue_run(const Int8Epilogue& e, const int32_t* c, int64_t c_stride, int64_t n, int64_t ch,
+                  float* out, int64_t out_stride) {
+  const float s = e.scale[ch], b = e.bias ? e.bias[ch] : 0.0F;
+  if (e.act == GemmAct::None) {  // the common case, a loop that vectorizes
+    for (int64_t i = 0; i < n; ++i)
+      out[i * out_stride] = static_cast<float>(c[i * c_stride]) * s + b;
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) out[i * out_stride] = int8_epilogue(c[i * c_stride], s, b, e.act);
+}
+
+}  // namespace
+
+void int8_packed_bytes(const Ctx&, int64_t groups, int64_t rows, int64_t k, int64_t* bytes) {
+  *bytes = groups * int8::packed_elements(rows, k) * static_cast<int64_t>(sizeof(int16_t));
+}
+
+void int8_pack_weight(const Ctx&, int64_t groups, int64_t rows, int64_t k, const int8_t* w,
+                      uint8_t* packed) {
+  auto* out = reinterpret_cast<int16_t*>(packed);
+  for (int64_t g = 0; g < groups; ++g) {
+    int8::pack_into(rows, k, w + g * rows * k, k, out + g * int8::packed_elements(rows, k));
+  }
+}
+
+void int8_gemm_isa(const Ctx&, const char** name) { *name = int8::gemm_isa(); }
+
+void int8_gemm(const Ctx&, int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda,
+               const int8_t* b, int64_t ldb, int32_t* c, int64_t ldc) {
+  SINTER_CHECK(m >= 0 && n >= 0 && k >= 0 && k <= kInt8MaxK, "int8_gemm: sizes m=", m, " n=", n,
+               " k=", k, " (k at most ", kInt8MaxK, ", so that the int32 sums cannot overflow)");
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t s = 0;
+      for (int64_t p = 0; p < k; ++p) s += int32_t{a[i * lda + p]} * int32_t{b[j * ldb + p]};
+      c[i * ldc + j] = s;
+    }
+  }
+}
+
+void int8_linear(const Ctx&, int64_t rows, int64_t n, int64_t k, const float* x, float x_scale,
+                 const uint8_t* packed, const Int8Epilogue& e, float* y) {
+  const int8::PackedView w = packed_group(packed, 0, n, k);
+  const int64_t kp = w.k;
+  constexpr int64_t kRows = 32;
+  const int64_t blocks = (rows + kRows - 1) / kRows;
+  detail::parallel_blocks(blocks, kRows * n * kp, [&](int64_t b0, int64_t b1) {
+    std::vector<int16_t> a(static_cast<size_t>(kRows * kp));
+    std::vector<int32_t> c(static_cast<size_t>(kRows * n));
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t r0 = blk * kRows, m = std::min(kRows, rows - r0);
+      std::fill(a.begin(), a.end(), int16_t{0});
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t p = 0; p < k; ++p)
+          a[i * kp + p] = int8::quantize(x[(r0 + i) * k + p], x_scale);
+      }
+      int8::gemm(m, a.data(), kp, w, c.data(), n);
+      for (int64_t j = 0; j < n; ++j) epilogue_run(e, c.data() + j, n, m, j, y + r0 * n + j, n);
+    }
+  });
+}
+
+namespace {
+
+// The output pixels p0 .. p0 + m - 1 of image img, group g: cols[pixel][(ci, i, j)] the window of
+// each pixel (0 in the padding; a row's kp - taps padding stays 0). A window inside the image is a
+// gather at the taps' offsets; one at the border checks each tap.
+void gather_windows(const Conv2dGeom& g, const int16_t* group_x, int64_t p0, int64_t m,
+                    const std::vector<int64_t>& tap_offset, int64_t kp, int16_t* cols) {
+  const int64_t cig = g.c_in / g.groups, taps = static_cast<int64_t>(tap_offset.size());
+  const int64_t span_h = g.dil_h * (g.kh - 1) + 1, span_w = g.dil_w * (g.kw - 1) + 1;
+  for (int64_t pi = 0; pi < m; ++pi) {
+    const int64_t oh = (p0 + pi) / g.w_out, ow = (p0 + pi) % g.w_out;
+    const int64_t ih0 = oh * g.stride_h - g.pad_h, iw0 = ow * g.stride_w - g.pad_w;
+    int16_t* row = cols + pi * kp;
+    if (ih0 >= 0 && ih0 + span_h <= g.h && iw0 >= 0 && iw0 + span_w <= g.w) {
+      const int16_t* corner = group_x + ih0 * g.w + iw0;
+      for (int64_t t = 0; t < taps; ++t) row[t] = corner[tap_offset[t]];
+      continue;
+    }
+    std::fill(row, row + kp, int16_t{0});
+    for (int64_t ci = 0; ci < cig; ++ci) {
+      const int16_t* plane = group_x + ci * g.h * g.w;
+      for (int64_t i = 0; i < g.kh; ++i) {
+        const int64_t ih = ih0 + i * g.dil_h;
+        if (ih < 0 || ih >= g.h) continue;
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const int64_t iw = iw0 + j * g.dil_w;
+          if (iw < 0 || iw >= g.w) continue;
+          row[(ci * g.kh + i) * g.kw + j] = plane[ih * g.w + iw];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void int8_conv2d(const Ctx&, const Conv2dGeom& g, const float* x, float x_scale,
+                 const uint8_t* packed, const Int8Epilogue& e, float* y) {
+  const int64_t cig = g.c_in / g.groups, cog = g.c_out / g.groups;
+  const int64_t hw = g.h_out * g.w_out, taps = cig * g.kh * g.kw, kp = int8::padded_k(taps);
+  // The input quantized once (each value is read by up to kh * kw windows).
+  const int64_t numel = g.n * g.c_in * g.h * g.w;
+  std::vector<int16_t> qx(static_cast<size_t>(numel));
+  detail::parallel_blocks(numel, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) qx[i] = int8::quantize(x[i], x_scale);
+  });
+  // Each tap's offset from a window's corner in a group's input planes.
+  std::vector<int64_t> tap_offset(static_cast<size_t>(taps));
+  for (int64_t ci = 0; ci < cig; ++ci) {
+    for (int64_t i = 0; i < g.kh; ++i) {
+      for (int64_t j = 0; j < g.kw; ++j) {
+        tap_offset[(ci * g.kh + i) * g.kw + j] = ci * g.h * g.w + i * g.dil_h * g.w + j * g.dil_w;
+      }
+    }
+  }
+  // Tasks: an image's block of kPixels output pixels, for every group.
+  constexpr int64_t kPixels = 64;
+  const int64_t per_image = (hw + kPixels - 1) / kPixels, tasks = g.n * per_image;
+  detail::parallel_blocks(tasks, kPixels * g.c_out * kp, [&](int64_t t0, int64_t t1) {
+    std::vector<int16_t> cols(static_cast<size_t>(kPixels * kp), 0);
+    std::vector<int32_t> c(static_cast<size_t>(kPixels * cog));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t img = t / per_image, p0 = (t % per_image) * kPixels;
+      const int64_t m = std::min(kPixels, hw - p0);
+      for (int64_t grp = 0; grp < g.groups; ++grp) {
+        const int16_t* group_x = qx.data() + (img * g.c_in + grp * cig) * g.h * g.w;
+        gather_windows(g, group_x, p0, m, tap_offset, kp, cols.data());
+        int8::gemm(m, cols.data(), kp, packed_group(packed, grp, cog, taps), c.data(), cog);
+        for (int64_t co = 0; co < cog; ++co) {
+          const int64_t ch = grp * cog + co;
+          epilogue_run(e, c.data() + co, cog, m, ch, y + (img * g.c_out + ch) * hw + p0, 1);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace sinter::cpu

@@ -1,10 +1,12 @@
-// The CPU's int8 kernels behind the quantized layers (src/quant/quantize.cpp): symmetric
-// quantization of f32 values, and the GEMM of int8 values into exact int32 sums (Note [int8
-// gemm]).
+// The CPU's int8 GEMM behind the int8 family's CPU kernels (src/cpu/int8.cpp, Note [int8 kernels]
+// in src/kern/int8.h): the packing of the weight and the GEMM of int8 values into exact int32 sums
+// (Note [int8 gemm]).
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "kern/int8.h"
 
 namespace sinter::cpu::int8 {
 
@@ -12,44 +14,51 @@ namespace sinter::cpu::int8 {
 // c(i, j) = sum_k a(i, k) b(j, k), with a the rows of the input (a Linear's input rows, the
 // im2col rows of a convolution) and b the weight (out, in): int8 values in [-128, 127] held
 // widened to int16, so that AVX2's vpmaddwd multiplies 16 pairs and adds adjacent products into 8
-// int32 lanes, exactly (|a b| <= 2^14: sums of k < 2^17 terms stay within int32). The weight is
-// packed once (PackedB): blocks of 16 output channels, and in a block for each pair of k the 16
-// channels' two values side by side, so that one vpmaddwd of a broadcast pair of a-values gives 8
-// channels' partial sums and no horizontal sum is ever needed. The AVX2 kernel keeps 4 rows x 16
-// channels in 8 accumulators; the fallback walks the same packing in plain C++; the reference is
-// three plain loops over the unpacked weight. All give the same integers. The kernel is picked at
-// run time by the CPU's instruction sets (AVX2 where it has it).
+// int32 lanes, exactly (|a b| <= 2^14: sums of k <= kInt8MaxK < 2^17 terms stay within int32). The
+// weight is packed once (PackedB): blocks of 16 output channels, and in a block for each pair of k
+// the 16 channels' two values side by side, so that one vpmaddwd of a broadcast pair of a-values
+// gives 8 channels' partial sums and no horizontal sum is ever needed. The AVX2 kernel keeps 4 rows
+// x 16 channels in 8 accumulators; the fallback walks the same packing in plain C++; the reference
+// is three plain loops over the unpacked weight. All give the same integers. The kernel is picked
+// at run time by the CPU's instruction sets (AVX2 where it has it).
 constexpr int64_t kBlockN = 16;
-constexpr int64_t kMaxK = int64_t{1} << 17;
+constexpr int64_t kMaxK = kern::kInt8MaxK;
 // a's rows hold k values padded with zeros to an even count.
 inline int64_t padded_k(int64_t k) { return (k + 1) / 2 * 2; }
+// The int16 values of n rows of k once packed: whole blocks of kBlockN channels, k padded to even.
+inline int64_t packed_elements(int64_t n, int64_t k) {
+  return (n + kBlockN - 1) / kBlockN * padded_k(k) * kBlockN;
+}
 
+// A packed weight where it lies (a PackedB, or a group of a layer's packed bytes).
+struct PackedView {
+  int64_t n = 0, k = 0;  // k even
+  const int16_t* data = nullptr;
+};
 struct PackedB {
   int64_t n = 0, k = 0;  // k even
   std::vector<int16_t> data;
+  operator PackedView() const { return {n, k, data.data()}; }  // NOLINT: a view of it
 };
-// b (n rows of k values, row stride ldb; k <= kMaxK) packed; k is padded to even with zeros.
+// b (n rows of k values, row stride ldb; k <= kMaxK) packed into out (packed_elements(n, k)
+// values); k is padded to even with zeros. T: int8_t or int16_t.
+template <typename T>
+void pack_into(int64_t n, int64_t k, const T* b, int64_t ldb, int16_t* out);
+// The same into a PackedB of its own.
 PackedB pack_b(int64_t n, int64_t k, const int16_t* b, int64_t ldb);
 
 // c[i * ldc + j] for i < m, j < b.n; a's rows of b.k values at stride lda.
-void gemm(int64_t m, const int16_t* a, int64_t lda, const PackedB& b, int32_t* c, int64_t ldc);
+void gemm(int64_t m, const int16_t* a, int64_t lda, PackedView b, int32_t* c, int64_t ldc);
 // The packed walk in plain C++, what gemm runs without AVX2.
-void gemm_fallback(int64_t m, const int16_t* a, int64_t lda, const PackedB& b, int32_t* c,
-                   int64_t ldc);
+void gemm_fallback(int64_t m, const int16_t* a, int64_t lda, PackedView b, int32_t* c, int64_t ldc);
 void gemm_reference(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda,
                     const int16_t* b, int64_t ldb, int32_t* c, int64_t ldc);
 // The instruction set gemm runs on this CPU: "avx2" or "scalar".
 const char* gemm_isa();
 
-// q = saturate(round_half_even(x / scale)) in [-128, 127] (ONNX's QuantizeLinear with zero point
-// 0); NaN becomes 0.
+// kern::quantize_int8 widened for the GEMM's rows.
 inline int16_t quantize(float x, float scale) {
-  const float v = x / scale;
-  if (!(v == v)) return 0;
-  if (v <= -128.0F) return -128;
-  if (v >= 127.0F) return 127;
-  // Round half to even: nearbyint in the default rounding mode.
-  return static_cast<int16_t>(__builtin_nearbyintf(v));
+  return static_cast<int16_t>(kern::quantize_int8(x, scale));
 }
 
 }  // namespace sinter::cpu::int8

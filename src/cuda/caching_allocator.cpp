@@ -1,6 +1,6 @@
 // The caching allocator's pools, splitting, merging and statistics (Note [caching allocator]).
 // Built in every configuration: it knows nothing of CUDA beyond the RawBackend it is given.
-#include "internal/caching_allocator.h"
+#include "cuda/caching_allocator.h"
 
 #include <algorithm>
 #include <cstddef>

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "internal/caching_allocator.h"
+#include "cuda/caching_allocator.h"
 #include "internal/cuda_check.h"
 #include "internal/cuda_runtime.h"
 #include "sinter/core/error.h"

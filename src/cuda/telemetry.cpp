@@ -1,6 +1,6 @@
 // GPU telemetry from NVML, loaded at run time (Note [gpu telemetry] in sinter/cuda.h), and the
 // caching allocator's table. Built with and without CUDA: NVML needs no CUDA header or library.
-#include "internal/telemetry.h"
+#include "cuda/telemetry.h"
 
 #include <dlfcn.h>
 
@@ -12,14 +12,14 @@
 #include <utility>
 #include <vector>
 
-#include "internal/nvml_abi.h"
+#include "cuda/nvml_abi.h"
 #include "sinter/cuda.h"
 
 namespace sinter::cuda {
 namespace detail {
 namespace {
 
-// NVML's calls return an nvmlReturn_t, 0 on success (internal/nvml_abi.h has the types).
+// NVML's calls return an nvmlReturn_t, 0 on success (cuda/nvml_abi.h has the types).
 using NvmlHandle = nvmlDevice_t;
 using NvmlUtilization = nvmlUtilization_t;
 using NvmlMemory = nvmlMemory_t;

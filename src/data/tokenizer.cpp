@@ -197,7 +197,9 @@ void BpeTokenizer::add_merge(int32_t a, int32_t b, int32_t id) {
   merges_.emplace_back(a, b);
 }
 
-BpeTokenizer BpeTokenizer::train(std::string_view text, const BpeTrainOptions& o) {
+namespace {
+
+void check_train_options(const BpeTrainOptions& o) {
   const auto n_special = static_cast<int64_t>(o.special_tokens.size());
   SINTER_CHECK(o.vocab_size >= 256 + n_special, "BpeTokenizer::train: vocab_size ", o.vocab_size,
                " is too small for the 256 bytes and ", n_special, " special tokens (at least ",
@@ -214,26 +216,57 @@ BpeTokenizer BpeTokenizer::train(std::string_view text, const BpeTrainOptions& o
                    "BpeTokenizer::train: special token \"", o.special_tokens[i], "\" is repeated");
     }
   }
-  BpeTokenizer t;
-  std::vector<std::pair<std::string, int32_t>> cut;  // the special tokens to cut out of `text`
-  for (const std::string& s : o.special_tokens) cut.emplace_back(s, 0);
+}
 
-  // The distinct words and how often each occurs.
+// The distinct words of `text` outside the special tokens, in byte order (so that training is
+// deterministic), as byte ids, and how often each occurs.
+struct WordCounts {
+  std::vector<std::vector<int32_t>> words;
+  std::vector<int64_t> freq;
+};
+WordCounts count_words(std::string_view text, const std::vector<std::string>& specials) {
+  std::vector<std::pair<std::string, int32_t>> cut;  // the special tokens to cut out of `text`
+  for (const std::string& s : specials) cut.emplace_back(s, 0);
   std::unordered_map<std::string_view, int64_t> counts;
   split_specials(text, cut, [&](std::string_view piece, int32_t special) {
     if (special >= 0) return;
     for (const std::string_view w : bpe_pretokenize(piece)) ++counts[w];
   });
-  std::vector<std::string_view> sorted;  // in byte order, so that training is deterministic
+  std::vector<std::string_view> sorted;
   sorted.reserve(counts.size());
   for (const auto& [w, n] : counts) sorted.push_back(w);
   std::sort(sorted.begin(), sorted.end());
-  std::vector<std::vector<int32_t>> words(sorted.size());
-  std::vector<int64_t> freq(sorted.size());
+  WordCounts wc{std::vector<std::vector<int32_t>>(sorted.size()),
+                std::vector<int64_t>(sorted.size())};
   for (size_t w = 0; w < sorted.size(); ++w) {
-    for (const char c : sorted[w]) words[w].push_back(static_cast<uint8_t>(c));
-    freq[w] = counts[sorted[w]];
+    for (const char c : sorted[w]) wc.words[w].push_back(static_cast<uint8_t>(c));
+    wc.freq[w] = counts[sorted[w]];
   }
+  return wc;
+}
+
+// s with every pair (a, b), left to right, replaced by id.
+std::vector<int32_t> merge_pair(const std::vector<int32_t>& s, int32_t a, int32_t b, int32_t id) {
+  std::vector<int32_t> merged;
+  merged.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    if (i + 1 < s.size() && s[i] == a && s[i + 1] == b) {
+      merged.push_back(id);
+      i += 2;
+    } else {
+      merged.push_back(s[i++]);
+    }
+  }
+  return merged;
+}
+
+}  // namespace
+
+BpeTokenizer BpeTokenizer::train(std::string_view text, const BpeTrainOptions& o) {
+  check_train_options(o);
+  const auto n_special = static_cast<int64_t>(o.special_tokens.size());
+  BpeTokenizer t;
+  auto [words, freq] = count_words(text, o.special_tokens);
 
   // Pair counts, the words holding each pair (possibly repeated, possibly no longer), and a heap
   // of (count, pair) entries in which each pair's largest entry is at least its count: a popped
@@ -292,17 +325,7 @@ BpeTokenizer BpeTokenizer::train(std::string_view text, const BpeTrainOptions& o
       for (size_t i = 0; i + 1 < s.size() && !holds; ++i) holds = s[i] == a && s[i + 1] == b;
       if (!holds) continue;
       for (size_t i = 0; i + 1 < s.size(); ++i) pair_count[pair_key(s[i], s[i + 1])] -= f;
-      std::vector<int32_t> merged;
-      merged.reserve(s.size());
-      for (size_t i = 0; i < s.size();) {
-        if (i + 1 < s.size() && s[i] == a && s[i + 1] == b) {
-          merged.push_back(id);
-          i += 2;
-        } else {
-          merged.push_back(s[i++]);
-        }
-      }
-      s = std::move(merged);
+      s = merge_pair(s, a, b, id);
       for (size_t i = 0; i + 1 < s.size(); ++i) {
         const uint64_t k = pair_key(s[i], s[i + 1]);
         pair_count[k] += f;

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "dist/ddp_impl.h"
-#include "optim/clip_impl.h"
+#include "internal/clip_impl.h"
 #include "sinter/autograd.h"
 #include "sinter/io.h"
 #include "sinter/ops.h"

@@ -23,7 +23,7 @@ void* allocate_device(size_t nbytes, int device, CUstream_st* stream);
 void free_device(void* ptr);
 // Work queued on `stream` (of the block's device) uses the block that allocate_device returned as
 // `ptr`: once freed, the block is not handed out again before that stream has finished the work
-// queued until the free (Note [stream uses] in internal/caching_allocator.h). Pointers the caching
+// queued until the free (Note [stream uses] in cuda/caching_allocator.h). Pointers the caching
 // allocator did not hand out (from_blob memory) are ignored.
 void record_stream(void* ptr, CUstream_st* stream);
 // Before `stream` is destroyed, once the work queued on it has finished: blocks named to

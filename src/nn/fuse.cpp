@@ -6,7 +6,7 @@
 #include <typeinfo>
 #include <utility>
 
-#include "nn/fuse_impl.h"
+#include "internal/fuse_impl.h"
 #include "sinter/autograd.h"
 #include "sinter/core/generator.h"
 #include "sinter/nn/models.h"

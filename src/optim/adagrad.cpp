@@ -2,7 +2,7 @@
 // parameters (Note [optimizer rules]).
 #include "sinter/optim/adagrad.h"
 
-#include "internal/optim_rule.h"
+#include "optim/rule.h"
 
 namespace sinter::optim {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "optim/clip_impl.h"
+#include "internal/clip_impl.h"
 #include "sinter/autograd.h"
 #include "sinter/ops.h"
 

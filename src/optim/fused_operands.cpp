@@ -1,5 +1,5 @@
-// The tensors of one fused optimizer kernel call (internal/fused_operands.h).
-#include "internal/fused_operands.h"
+// The tensors of one fused optimizer kernel call (optim/fused_operands.h).
+#include "optim/fused_operands.h"
 
 namespace sinter::optim::detail {
 

@@ -8,8 +8,8 @@
 #include <unordered_set>
 #include <utility>
 
-#include "internal/fused_operands.h"
 #include "kern/optim.h"
+#include "optim/fused_operands.h"
 #include "sinter/autograd.h"
 #include "sinter/cuda.h"
 

@@ -2,7 +2,7 @@
 // parameters (Note [optimizer rules]).
 #include "sinter/optim/rmsprop.h"
 
-#include "internal/optim_rule.h"
+#include "optim/rule.h"
 
 namespace sinter::optim {
 

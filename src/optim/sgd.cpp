@@ -2,7 +2,7 @@
 // (Note [optimizer rules]).
 #include "sinter/optim/sgd.h"
 
-#include "internal/optim_rule.h"
+#include "optim/rule.h"
 
 namespace sinter::optim {
 

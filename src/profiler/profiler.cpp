@@ -10,7 +10,10 @@
 // policy calls itself once more on cast operands: that re-entry is not recorded again, so an op
 // counts once per call. Each op is also an NVTX range (in a CUDA build), which Nsight Systems shows
 // on its timeline; nothing is paid for NVTX without a tool attached. While no Guard records, the
-// cost per op is one relaxed atomic load.
+// cost per op is one relaxed atomic load. The factories of src/ops (rand, randn, randint,
+// multinomial, arange, linspace) are ops and recorded; the tensor constructors of src/tensor
+// (empty, full, zeros, ones, eye, from_vector, from_blob and their _like forms) are not: every op
+// allocates its output through them, so their time and bytes count in the op that calls them.
 #include "sinter/profiler.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // Post-training int8 quantization (Note [int8 quantization] in sinter/quantize.h): the
-// calibrators, the int8 layers and their CPU execution.
+// calibrators and the int8 layers, which run on the int8 kernels of their device (kern/int8.h).
 #include "sinter/quantize.h"
 
 #include <algorithm>
@@ -7,19 +7,14 @@
 #include <limits>
 #include <utility>
 
-#include "cpu/int8.h"
+#include "internal/dispatch.h"
+#include "internal/fuse_impl.h"
 #include "internal/ops_impl.h"
-#include "internal/parallel.h"
-#include "kern/act.h"
-#include "nn/fuse_impl.h"
+#include "kern/int8.h"
 #include "sinter/autograd.h"
 #include "sinter/nn/models.h"
 
 namespace sinter::quant {
-
-struct PackedWeights {
-  std::vector<cpu::int8::PackedB> groups;
-};
 
 const char* calibrator_name(Calibrator c) {
   switch (c) {
@@ -171,8 +166,10 @@ void check_options(const QuantizeOptions& o) {
                "quantize: percentile must be in (0, 100], got ", o.percentile);
 }
 
-// Quantizes `weight` (rows of k values, one per output channel) into q, per channel, packs it
-// for the int8 GEMM in `groups` blocks of rows, and ends the layer's calibration.
+void ready_on(QuantState& q, Device device);
+
+// Quantizes `weight` (rows of k values, one per output channel) into q, per channel, ends the
+// layer's calibration, and packs the weight for the kernels of its device.
 void quantize_weight(const Tensor& weight, int64_t rows, int64_t groups, QuantState& q) {
   Tensor w;
   {
@@ -181,9 +178,9 @@ void quantize_weight(const Tensor& weight, int64_t rows, int64_t groups, QuantSt
   }
   const float* v = w.data<float>();
   q.k = w.numel() / rows;
+  q.groups = groups;
   q.weight_scale.assign(rows, 1.0F);
   q.weight_q.assign(static_cast<size_t>(rows * q.k), 0);
-  std::vector<int16_t> widened(static_cast<size_t>(rows * q.k));
   for (int64_t r = 0; r < rows; ++r) {
     float amax = 0.0F;
     for (int64_t p = 0; p < q.k; ++p) amax = std::max(amax, std::abs(v[r * q.k + p]));
@@ -191,20 +188,33 @@ void quantize_weight(const Tensor& weight, int64_t rows, int64_t groups, QuantSt
     const float scale = amax > 0.0F ? amax / 127.0F : 1.0F;
     q.weight_scale[r] = scale;
     for (int64_t p = 0; p < q.k; ++p) {
-      const int16_t qv = cpu::int8::quantize(v[r * q.k + p], scale);
-      q.weight_q[r * q.k + p] = static_cast<int8_t>(qv);
-      widened[r * q.k + p] = qv;
+      q.weight_q[r * q.k + p] = static_cast<int8_t>(kern::quantize_int8(v[r * q.k + p], scale));
     }
   }
-  auto packed = std::make_shared<PackedWeights>();
-  const int64_t per_group = rows / groups;
-  for (int64_t g = 0; g < groups; ++g) {
-    packed->groups.push_back(
-        cpu::int8::pack_b(per_group, q.k, widened.data() + g * per_group * q.k, q.k));
-  }
-  q.packed = std::move(packed);
+  SINTER_CHECK(q.k <= kern::kInt8MaxK, "quantize: a weight row of ", q.k,
+               " values is more than the ", kern::kInt8MaxK, " whose int8 sums fit int32");
   q.quantized = true;
   q.histogram = Histogram();  // the record is no longer needed
+  q.packed = q.channel_scale = Tensor();
+  ready_on(q, weight.device());
+}
+
+// The packed weight and the epilogue's scales of q on `device` (Note [int8 kernels]): made by
+// convert on the weight's device, and again when the layer first runs on another one.
+void ready_on(QuantState& q, Device device) {
+  if (q.packed.defined() && q.packed.device() == device) return;
+  NoGradGuard no_grad;
+  const int64_t rows = static_cast<int64_t>(q.weight_scale.size()), groups = q.groups;
+  std::vector<float> scale(q.weight_scale.size());
+  for (size_t j = 0; j < scale.size(); ++j) scale[j] = q.input_scale * q.weight_scale[j];
+  const Tensor w = from_blob(q.weight_q.data(), {rows * q.k}, {.dtype = DType::u8}).to(device);
+  int64_t bytes = 0;
+  SINTER_DISPATCH(device, int8_packed_bytes, groups, rows / groups, q.k, &bytes);
+  Tensor packed = empty({bytes}, {.dtype = DType::u8, .device = device});
+  SINTER_DISPATCH(device, int8_pack_weight, groups, rows / groups, q.k,
+                  reinterpret_cast<const int8_t*>(w.data<uint8_t>()), packed.data<uint8_t>());
+  q.channel_scale = from_vector(scale).to(device);
+  q.packed = std::move(packed);
 }
 
 void check_recorded(const QuantState& q, const std::string& what) {
@@ -223,54 +233,23 @@ std::string layer_name(const std::string& type, const std::string& path) {
   return path.empty() ? type : type + " '" + path + "'";
 }
 
-// The checks of an int8 forward: CPU, f32, no gradient wanted.
+// The checks of an int8 forward: the layer's device, f32, no gradient wanted.
 void check_int8_input(const char* op, const Tensor& x, const Tensor& weight) {
   SINTER_CHECK(x.defined(), op, ": undefined input");
-  SINTER_CHECK(x.device().is_cpu() && weight.device().is_cpu(), op,
-               ": int8 layers run on the CPU; the input is on ", x.device(), " and the weight on ",
-               weight.device());
+  SINTER_CHECK(x.device() == weight.device(), op, ": the input is on ", x.device(),
+               " and the layer on ", weight.device(), "; move one of them (model.to(device))");
   SINTER_CHECK(x.dtype() == DType::f32, op, ": int8 layers take f32 inputs, got ", x.dtype());
   SINTER_CHECK(!GradMode::is_enabled() || !x.requires_grad(), op,
                ": int8 layers are for inference and record no gradient; run under "
                "InferenceMode or NoGradGuard");
 }
 
-// The GEMM sums' epilogue: y = act(c s_x s_w[j] + b[j]), the scales multiplied once per channel.
-struct Epilogue {
-  std::vector<float> scale, bias;  // per output channel (bias 0 without one)
-  kern::GemmAct act;
-  Epilogue(const QuantState& q, const Tensor& b, kern::GemmAct act)
-      : scale(q.weight_scale.size()), bias(q.weight_scale.size(), 0.0F), act(act) {
-    for (size_t j = 0; j < scale.size(); ++j) scale[j] = q.input_scale * q.weight_scale[j];
-    if (b.defined()) {
-      const float* bp = b.data<float>();
-      std::copy(bp, bp + bias.size(), bias.begin());
-    }
-  }
-  // out[i * out_stride] = epilogue(c[i * c_stride]) for i < n, all of channel j; the activation
-  // is chosen once per run (ReLU inline: the loop vectorizes).
-  void run(const int32_t* c, int64_t c_stride, int64_t n, int64_t j, float* out,
-           int64_t out_stride) const {
-    const float s = scale[j], b = bias[j];
-    switch (act) {
-      case kern::GemmAct::None:
-        for (int64_t i = 0; i < n; ++i)
-          out[i * out_stride] = static_cast<float>(c[i * c_stride]) * s + b;
-        break;
-      case kern::GemmAct::Relu:
-        for (int64_t i = 0; i < n; ++i) {
-          const float v = static_cast<float>(c[i * c_stride]) * s + b;
-          out[i * out_stride] = v < 0.0F ? 0.0F : v;  // NaN stays NaN, as relu
-        }
-        break;
-      default:
-        for (int64_t i = 0; i < n; ++i) {
-          out[i * out_stride] = kern::activate(act, static_cast<float>(c[i * c_stride]) * s + b);
-        }
-        break;
-    }
-  }
-};
+// The epilogue's operands on the layer's device; bias: the f32 bias or undefined.
+kern::Int8Epilogue epilogue_of(const QuantState& q, const Tensor& bias, Activation act) {
+  return {.scale = q.channel_scale.data<float>(),
+          .bias = bias.defined() ? bias.data<float>() : nullptr,
+          .act = kernel_act(act)};
+}
 
 Tensor f32_bias(const Tensor& bias) {
   if (!bias.defined()) return Tensor();
@@ -306,31 +285,14 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
                shape_str(x.shape()));
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  Tensor y = empty(out_shape);
-  const cpu::int8::PackedB& packed = q.packed->groups.at(0);
-  const int64_t rows = x.numel() / in_features, n = out_features, kp = packed.k;
+  Tensor y = empty(out_shape, {.device = x.device()});
+  const int64_t rows = x.numel() / in_features;
   if (rows == 0) return y;
+  ready_on(q, x.device());
   const Tensor xc = x.contiguous(), b = f32_bias(bias);
-  const float* xp = xc.data<float>();
-  float* yp = y.data<float>();
-  const Epilogue epi(q, b, kernel_act(activation));
-  constexpr int64_t kRows = 32;
-  const int64_t blocks = (rows + kRows - 1) / kRows;
-  detail::parallel_blocks(blocks, kRows * n * kp, [&](int64_t b0, int64_t b1) {
-    std::vector<int16_t> a(static_cast<size_t>(kRows * kp));
-    std::vector<int32_t> c(static_cast<size_t>(kRows * n));
-    for (int64_t blk = b0; blk < b1; ++blk) {
-      const int64_t r0 = blk * kRows, m = std::min(kRows, rows - r0);
-      std::fill(a.begin(), a.end(), int16_t{0});
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t p = 0; p < in_features; ++p) {
-          a[i * kp + p] = cpu::int8::quantize(xp[(r0 + i) * in_features + p], q.input_scale);
-        }
-      }
-      cpu::int8::gemm(m, a.data(), kp, packed, c.data(), n);
-      for (int64_t j = 0; j < n; ++j) epi.run(c.data() + j, n, m, j, yp + r0 * n + j, n);
-    }
-  });
+  SINTER_DISPATCH(x.device(), int8_linear, rows, out_features, in_features, xc.data<float>(),
+                  q.input_scale, q.packed.data<uint8_t>(), epilogue_of(q, b, activation),
+                  y.data<float>());
   return y;
 }
 
@@ -372,75 +334,28 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
                " is larger than the padded input (input shape ", shape_str(x.shape()), ")");
   const int64_t h_out = (h + 2 * o.padding.h - span_h) / o.stride.h + 1;
   const int64_t w_out = (w + 2 * o.padding.w - span_w) / o.stride.w + 1;
-  const int64_t groups = o.groups, cig = in_channels / groups, cog = out_channels / groups;
-  const int64_t hw = h_out * w_out, kp = cpu::int8::padded_k(q.k);
-  Tensor y = empty({n_img, out_channels, h_out, w_out});
+  Tensor y = empty({n_img, out_channels, h_out, w_out}, {.device = x.device()});
   if (y.numel() == 0) return y;
-  // The input quantized once (each value is read by up to kh * kw windows).
+  ready_on(q, x.device());
   const Tensor xc = x.contiguous(), b = f32_bias(bias);
-  const float* xp = xc.data<float>();
-  std::vector<int16_t> qx(static_cast<size_t>(xc.numel()));
-  detail::parallel_blocks(xc.numel(), 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) qx[i] = cpu::int8::quantize(xp[i], q.input_scale);
-  });
-  float* yp = y.data<float>();
-  const Epilogue epi(q, b, kernel_act(activation));
-  // Each tap's offset from a window's corner in a group's input planes; the padding of a cols
-  // row (kp past taps) stays 0.
-  const int64_t taps = cig * kh * kw;
-  std::vector<int64_t> tap_offset(static_cast<size_t>(taps));
-  for (int64_t ci = 0; ci < cig; ++ci) {
-    for (int64_t i = 0; i < kh; ++i) {
-      for (int64_t j = 0; j < kw; ++j) {
-        tap_offset[(ci * kh + i) * kw + j] = ci * h * w + i * o.dilation.h * w + j * o.dilation.w;
-      }
-    }
-  }
-  // Tasks: an image's block of kPixels output pixels, for every group.
-  constexpr int64_t kPixels = 64;
-  const int64_t per_image = (hw + kPixels - 1) / kPixels, tasks = n_img * per_image;
-  detail::parallel_blocks(tasks, kPixels * out_channels * kp, [&](int64_t t0, int64_t t1) {
-    std::vector<int16_t> cols(static_cast<size_t>(kPixels * kp), 0);
-    std::vector<int32_t> c(static_cast<size_t>(kPixels * cog));
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t img = t / per_image, p0 = (t % per_image) * kPixels;
-      const int64_t m = std::min(kPixels, hw - p0);
-      for (int64_t g = 0; g < groups; ++g) {
-        // cols[pixel][(ci, i, j)]: the window of each output pixel, 0 in the padding. A window
-        // inside the image is a gather at the taps' offsets; one at the border checks each tap.
-        const int16_t* group_x = qx.data() + (img * in_channels + g * cig) * h * w;
-        for (int64_t pi = 0; pi < m; ++pi) {
-          const int64_t oh = (p0 + pi) / w_out, ow = (p0 + pi) % w_out;
-          const int64_t ih0 = oh * o.stride.h - o.padding.h, iw0 = ow * o.stride.w - o.padding.w;
-          int16_t* row = cols.data() + pi * kp;
-          if (ih0 >= 0 && ih0 + span_h <= h && iw0 >= 0 && iw0 + span_w <= w) {
-            const int16_t* corner = group_x + ih0 * w + iw0;
-            for (int64_t t = 0; t < taps; ++t) row[t] = corner[tap_offset[t]];
-            continue;
-          }
-          std::fill(row, row + kp, int16_t{0});
-          for (int64_t ci = 0; ci < cig; ++ci) {
-            const int16_t* plane = group_x + ci * h * w;
-            for (int64_t i = 0; i < kh; ++i) {
-              const int64_t ih = ih0 + i * o.dilation.h;
-              if (ih < 0 || ih >= h) continue;
-              for (int64_t j = 0; j < kw; ++j) {
-                const int64_t iw = iw0 + j * o.dilation.w;
-                if (iw < 0 || iw >= w) continue;
-                row[(ci * kh + i) * kw + j] = plane[ih * w + iw];
-              }
-            }
-          }
-        }
-        cpu::int8::gemm(m, cols.data(), kp, q.packed->groups.at(g), c.data(), cog);
-        for (int64_t co = 0; co < cog; ++co) {
-          const int64_t ch = g * cog + co;
-          float* out = yp + (img * out_channels + ch) * hw + p0;
-          epi.run(c.data() + co, cog, m, ch, out, 1);
-        }
-      }
-    }
-  });
+  const kern::Conv2dGeom g{.n = n_img,
+                           .c_in = in_channels,
+                           .h = h,
+                           .w = w,
+                           .c_out = out_channels,
+                           .kh = kh,
+                           .kw = kw,
+                           .h_out = h_out,
+                           .w_out = w_out,
+                           .stride_h = o.stride.h,
+                           .stride_w = o.stride.w,
+                           .pad_h = o.padding.h,
+                           .pad_w = o.padding.w,
+                           .dil_h = o.dilation.h,
+                           .dil_w = o.dilation.w,
+                           .groups = o.groups};
+  SINTER_DISPATCH(x.device(), int8_conv2d, g, xc.data<float>(), q.input_scale,
+                  q.packed.data<uint8_t>(), epilogue_of(q, b, activation), y.data<float>());
   return y;
 }
 
@@ -513,7 +428,11 @@ std::shared_ptr<nn::Module> quantize(const nn::Module& model, int64_t batches,
   return prepared;
 }
 
-const char* int8_isa() { return cpu::int8::gemm_isa(); }
+const char* int8_isa() {
+  const char* name = nullptr;
+  SINTER_DISPATCH(Device::cpu(), int8_gemm_isa, &name);
+  return name;
+}
 
 int64_t model_bytes(const nn::Module& model) {
   int64_t bytes = 0;

@@ -3,7 +3,7 @@
 // reading (NVML_ERROR_NOT_SUPPORTED), as some boards do. Any PCI bus id finds device 0.
 #include <cstring>
 
-#include "internal/nvml_abi.h"
+#include "cuda/nvml_abi.h"
 
 struct nvmlDevice_st {
   int index;

@@ -16,7 +16,6 @@ with a Sinter built without ONNX.
 """
 import os
 import re
-import shutil
 import sys
 
 try:
@@ -27,7 +26,7 @@ except ImportError as e:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_onnx_example import onnx_logits, run_example, test_set  # noqa: E402
+from check_onnx_example import onnx_logits, start, train_and_export  # noqa: E402
 
 TEST_SAMPLES = 1000
 
@@ -40,19 +39,13 @@ def figure(pattern, text, name):
 
 
 def main():
-    exe, data, work = sys.argv[1:4]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    x, labels = test_set(data, TEST_SAMPLES)
+    exe, data, work, x, labels = start(TEST_SAMPLES)
     failures = []
     for name in ("mlp", "cnn", "resnet20"):
         model = f"{work}/{name}.int8.onnx"
         limit = 3072 if name == "resnet20" else 2048
-        stdout = run_example(exe, name, [
-            "--model", name, "--epochs", "1", "--limit-train", str(limit), "--batch-size", "64",
-            "--limit-test", str(TEST_SAMPLES), "--device", "cpu", "--data", data, "--out",
-            f"{work}/{name}", "--quantize", "int8", "--calibration-batches", "8",
-            "--export-onnx", model])
+        stdout = train_and_export(exe, data, work, name, limit, TEST_SAMPLES, model,
+                                  ["--quantize", "int8", "--calibration-batches", "8"])
         f32_acc, int8_acc = map(float, figure(r"^accuracy\s+([0-9.]+)\s+([0-9.]+)$", stdout, name))
         f32_mb, int8_mb = map(float, figure(r"^onnx\s+([0-9.]+)M\s+([0-9.]+)M$", stdout, name))
         logits = onnx_logits(model, name, x)

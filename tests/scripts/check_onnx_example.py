@@ -64,6 +64,23 @@ def run_example(exe, name, args):
     return run.stdout
 
 
+def start(samples):
+    """The arguments (EXE, DATA_DIR, WORK_DIR), WORK_DIR emptied, and `samples` test images."""
+    exe, data, work = sys.argv[1:4]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    return exe, data, work, *test_set(data, samples)
+
+
+def train_and_export(exe, data, work, name, limit, samples, model, extra=()):
+    """One epoch of `name` on `limit` training images on the CPU, tested on `samples` images,
+    exported to `model`; returns the example's output."""
+    return run_example(exe, name, [
+        "--model", name, "--epochs", "1", "--limit-train", str(limit), "--batch-size", "64",
+        "--limit-test", str(samples), "--device", "cpu", "--data", data, "--out",
+        f"{work}/{name}", *extra, "--export-onnx", model])
+
+
 def onnx_logits(model, name, x):
     """The model's outputs in ONNX Runtime (one thread) for the test images x, padded to 32x32
     for resnet20."""
@@ -78,20 +95,14 @@ def onnx_logits(model, name, x):
 
 
 def main():
-    exe, data, work = sys.argv[1:4]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    x, labels = test_set(data, TEST_SAMPLES)
+    exe, data, work, x, labels = start(TEST_SAMPLES)
     failures = []
     for name in ("mlp", "cnn", "resnet20"):
         model = f"{work}/{name}.onnx"
         # resnet20's batch-norm running statistics need more steps than the others before its
         # test accuracy (in eval mode) leaves chance.
         limit = 3072 if name == "resnet20" else 1024
-        stdout = run_example(exe, name, [
-            "--model", name, "--epochs", "1", "--limit-train", str(limit), "--batch-size", "64",
-            "--limit-test", str(TEST_SAMPLES), "--device", "cpu", "--data", data, "--out",
-            f"{work}/{name}", "--export-onnx", model])
+        stdout = train_and_export(exe, data, work, name, limit, TEST_SAMPLES, model)
         sinter_acc = float(re.search(r"^test accuracy: ([0-9.]+)$", stdout, re.M).group(1))
         logits = onnx_logits(model, name, x)
         correct = int((logits.argmax(axis=1) == labels).sum())
