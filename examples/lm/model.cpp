@@ -1,0 +1,97 @@
+// The model of an lm run (model.h): a GPT or a Llama made from the run's settings, its FLOPs per
+// token, and the peak FLOP/s of the device, from a table of GPUs or measured on the CPU.
+#include "lm/model.h"
+
+#include <sinter/nn/models.h>
+#include <sinter/sinter.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "lm/config.h"
+#include "training.h"
+
+namespace example::lm {
+
+LanguageModel make_model(const RunConfig& c, int64_t vocab) {
+  LanguageModel m;
+  m.vocab = vocab;
+  if (c.model == "gpt") {
+    m.gpt =
+        std::make_shared<st::nn::models::GPT>(st::nn::models::GPTConfig{.vocab_size = vocab,
+                                                                        .context_length = c.context,
+                                                                        .n_layer = c.n_layer,
+                                                                        .n_head = c.n_head,
+                                                                        .n_embd = c.n_embd,
+                                                                        .dropout = c.dropout});
+    m.module = m.gpt;
+  } else {
+    m.llama = std::make_shared<st::nn::models::Llama>(
+        st::nn::models::LlamaConfig{.vocab_size = vocab,
+                                    .context_length = c.context,
+                                    .n_layer = c.n_layer,
+                                    .n_head = c.n_head,
+                                    .n_kv_head = c.n_kv_head,
+                                    .n_embd = c.n_embd});
+    m.module = m.llama;
+  }
+  return m;
+}
+
+double flops_per_token(const LanguageModel& m, const RunConfig& c) {
+  double matmul = 0;
+  for (const auto& [name, p] : m.module->named_parameters()) {
+    if (p.dim() == 2 && name.find("wte") == std::string::npos &&
+        name.find("wpe") == std::string::npos && name.find("embed_tokens") == std::string::npos) {
+      matmul += static_cast<double>(p.numel());
+    }
+  }
+  const bool tied = m.gpt ? m.gpt->lm_head == nullptr : m.llama->lm_head == nullptr;
+  if (tied) matmul += static_cast<double>(m.vocab * c.n_embd);
+  return 6 * matmul + 12.0 * static_cast<double>(c.n_layer * c.n_embd * c.context);
+}
+
+double peak_flops(st::Device dev, std::optional<st::DType> amp, std::string& what) {
+  if (dev.is_cuda()) {
+    const std::string name = st::cuda::get_device_properties(dev.index).name;
+    struct Peak {
+      const char* part;
+      double bf16, tf32, fp32;
+    };
+    const Peak table[] = {{"H200", 989e12, 494e12, 67e12},
+                          {"H100", 989e12, 494e12, 67e12},
+                          {"A100", 312e12, 156e12, 19.5e12},
+                          {"L40S", 362e12, 183e12, 91.6e12},
+                          {"RTX 4090", 165e12, 82.6e12, 82.6e12}};
+    for (const Peak& p : table) {
+      if (name.find(p.part) == std::string::npos) continue;
+      const bool tf32 = st::get_matmul_precision() != "highest";
+      const double peak = amp ? p.bf16 : tf32 ? p.tf32 : p.fp32;
+      what = format("%s's %s peak %.0f TFLOP/s", p.part,
+                    amp    ? "bf16"
+                    : tf32 ? "tf32"
+                           : "fp32",
+                    peak / 1e12);
+      return peak;
+    }
+    what = name + ": peak unknown";
+    return 0;
+  }
+  const st::DType dt = amp ? *amp : st::DType::f32;
+  st::Generator gen(0);  // not the default one, whose state the run's results depend on
+  const st::Tensor a = st::randn({1024, 1024}, {}, &gen).to(dt);
+  const st::Tensor b = st::randn({1024, 1024}, {}, &gen).to(dt);
+  double best = 1e30;
+  for (int i = 0; i < 12; ++i) {
+    const auto t0 = Clock::now();
+    (void)st::matmul(a, b);
+    if (i > 0) best = std::min(best, seconds_since(t0));  // the first warms up
+  }
+  const double peak = 2.0 * 1024 * 1024 * 1024 / best;
+  what = format("measured %s 1024^3 matmul %.0f GFLOP/s", st::dtype_name(dt), peak / 1e9);
+  return peak;
+}
+
+}  // namespace example::lm
