@@ -1,6 +1,9 @@
-// What the example trainers share: the progress line, the gnuplot plot of a metrics CSV,
-// TensorBoard logging and --amp (checkpoint parts, the generator's state and atomic files come from
-// sinter/io.h).
+// What the example trainers share: their main() (example_main) with the options they all take and
+// the exit statuses (Note [exit statuses]); --amp and --cuda-graph (TrainStep); stopping on a
+// signal (Note [preemption]); --out, --export-weights, --export-onnx and --profile; the progress
+// line with the GPU's readings; the gnuplot plot of a metrics CSV; TensorBoard logging
+// (Note [example tensorboard]); format(). Checkpoint parts, the generator's state and atomic files
+// come from sinter/io.h.
 #pragma once
 
 #include <signal.h>
