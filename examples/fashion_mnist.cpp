@@ -414,7 +414,7 @@ TrainFigures train_epoch(Run& r, Stepper& step, int epoch) {
                              static_cast<double>(seen * r.world) / progress.elapsed()) +
                           gpu_progress(gpu_reading(r.dev)));
     }
-    // Note [preemption]: a signalled run keeps this batch and stops here.
+    // Per Note [preemption], a signalled run keeps this batch and stops here.
     if (batch < batches) r.stopped_by = stop_requested(r.pg.get());
     if (r.stopped_by != 0) {
       figures.stopped = Position{.epochs_done = epoch - 1, .batches_done = batch};

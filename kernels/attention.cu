@@ -421,11 +421,11 @@ void visit_chunks(int64_t d, F&& f) {
 
 // ---- the tensor-core kernels (bf16, f16; D = 32, 64, 128) ----
 //
-// The tiles and lanes of Note [attention tiles] (attention_tile.h). Products are warp tiles of
-// 16 x 64 (a score tile) or 16 x D (an accumulator) on mma.sync m16n8k16 with f32 accumulators; a
-// row's values spread over the four lanes of one g (row reductions take two shuffles), and a
-// 16 x 64 tile of weights in accumulators is, packed in pairs, the A fragments of the next product
-// (pack_weights). Scores are kept in the exp2 domain.
+// The tiles and lanes of Note [attention tiles] in kernels/attention_tile.h. Products are warp
+// tiles of 16 x 64 (a score tile) or 16 x D (an accumulator) on mma.sync m16n8k16 with f32
+// accumulators; a row's values spread over the four lanes of one g (row reductions take two
+// shuffles), and a 16 x 64 tile of weights in accumulators is, packed in pairs, the A fragments of
+// the next product (pack_weights). Scores are kept in the exp2 domain.
 
 constexpr int kMmaRows = attn::kRows;
 constexpr int kMmaN8 = attn::kN8;
@@ -793,8 +793,8 @@ void check_shape(const AttentionArgs& a, const char* name) {
                " batch-heads");
 }
 
-// Note [rotary embedding]: one thread per pair (row r, pair i) in a grid-stride loop; the angle
-// and its cosine and sine in double, the turn in the accumulation type.
+// The kernel of Note [rotary embedding]: one thread per pair (row r, pair i) in a grid-stride loop;
+// the angle and its cosine and sine in double, the turn in the accumulation type.
 template <class T>
 __global__ void rope_kernel(kern::RopeArgs a, const T* x, const int64_t* positions, T* y) {
   using A = Acc<T>;

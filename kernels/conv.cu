@@ -23,14 +23,15 @@
 namespace sinter::cudak {
 namespace {
 
-// Note [implicit gemm]: each pass is, per group, C (M, N) = A (M, K) @ B (K, N), where the
-// Problem functor says how to read A(m, k) and B(k, n) from the tensors (0 outside the input, as
-// padding) and where C(m, n) goes. Blocks of kThreads compute kBM x kBN tiles of C, stepping
-// through K kBK at a time: the block stages an A tile and a B tile in shared memory, then each
-// thread accumulates a 4 x 4 sub-tile, rows ty + 16 i and columns tx + 16 j, so that a warp's
-// stores to consecutive n are consecutive. blockIdx.z = group * splits + split; split s covers K
-// range [s * k_chunk, (s + 1) * k_chunk); with splits > 1 the problem's store gets s (else -1)
-// and keeps the partial sums apart or adds them atomically (Note [deterministic algorithms]).
+// Note [implicit gemm]
+// Each pass is, per group, C (M, N) = A (M, K) @ B (K, N), where the Problem functor says how to
+// read A(m, k) and B(k, n) from the tensors (0 outside the input, as padding) and where C(m, n)
+// goes. Blocks of kThreads compute kBM x kBN tiles of C, stepping through K kBK at a time: the
+// block stages an A tile and a B tile in shared memory, then each thread accumulates a 4 x 4
+// sub-tile, rows ty + 16 i and columns tx + 16 j, so that a warp's stores to consecutive n are
+// consecutive. blockIdx.z = group * splits + split; split s covers K range [s * k_chunk, (s + 1) *
+// k_chunk); with splits > 1 the problem's store gets s (else -1) and keeps the partial sums apart
+// or adds them atomically (Note [deterministic algorithms]).
 constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256;
 constexpr int kSub = 4;  // kBM / 16 rows and kBN / 16 columns per thread
 

@@ -458,12 +458,13 @@ __global__ void binary_vec_kernel(TO* out, const T* a, const T* b, C sa, C sb, i
 
 // ---- binary over rows ----
 
-// Note [row layout]: an iteration whose innermost dim has stride 1 in the output and stride 1 or 0
-// (broadcast) in every tensor input, e.g. x[m, n] * y[n] or x[m, n] - mean[m, 1]. It is walked as
-// rows of `inner` elements; the outer dims (any strides) give each operand's row offset, computed
-// once per kVec-element vector. A vector that stays inside its row loads each operand with one
-// 16-byte load when its address is aligned (kVec loads of adjacent elements otherwise); a vector
-// across a row end takes one element at a time.
+// Note [row layout]
+// An iteration whose innermost dim has stride 1 in the output and stride 1 or 0 (broadcast) in
+// every tensor input, e.g. x[m, n] * y[n] or x[m, n] - mean[m, 1]. It is walked as rows of `inner`
+// elements; the outer dims (any strides) give each operand's row offset, computed once per
+// kVec-element vector. A vector that stays inside its row loads each operand with one 16-byte load
+// when its address is aligned (kVec loads of adjacent elements otherwise); a vector across a row
+// end takes one element at a time.
 
 // Whether `it` has the row layout (its innermost dim is then the row).
 bool row_layout(const ElementwiseIter& it) {

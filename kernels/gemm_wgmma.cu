@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kS; ++s) {
-      // Note [wgmma stage ring]
+      // The stage barriers of Note [wgmma stage ring] in kernels/wgmma_layout.h.
       mbar_init(&full[s], wgmma::kFullArrivals);
       mbar_init(&empty[s], wgmma::kEmptyArrivals);
     }

@@ -11,9 +11,10 @@
 
 namespace sinter::cudak {
 
-// Note [batch norm Welford]: the statistics take one read of x. Each thread keeps (count, mean, M2)
-// and folds in one vector at a time (its exact mean and M2 first), threads, blocks and split
-// channels meet with Chan's pairwise combine; no sum of squares cancels.
+// Note [batch norm Welford]
+// The statistics take one read of x. Each thread keeps (count, mean, M2) and folds in one vector at
+// a time (its exact mean and M2 first), threads, blocks and split channels meet with Chan's
+// pairwise combine; no sum of squares cancels.
 template <class A>
 struct Welford {
   A n, mean, m2;

@@ -361,11 +361,12 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, int64_t rows, int6
   }
 }
 
-// Note [layer norm rows]: a row of at most size * kPer elements is read once and held in registers,
-// `size` threads (a warp, or a block of kThreads) to a row. Slot i of thread `rank` holds element
-// layer_slot<kV>(i, rank, size): kV-element vectors rank, rank + size, ... (kV > 1 when cols is a
-// multiple of the 16-byte vector and the rows are aligned), or single elements for kV == 1. Slots
-// past the row end hold 0 and are masked where that matters.
+// Note [layer norm rows]
+// A row of at most size * kPer elements is read once and held in registers, `size` threads (a warp,
+// or a block of kThreads) to a row. Slot i of thread `rank` holds element layer_slot<kV>(i, rank,
+// size): kV-element vectors rank, rank + size, ... (kV > 1 when cols is a multiple of the 16-byte
+// vector and the rows are aligned), or single elements for kV == 1. Slots past the row end hold 0
+// and are masked where that matters.
 template <int kV>
 __device__ __forceinline__ int64_t layer_slot(int i, int rank, int size) {
   return (static_cast<int64_t>(i / kV) * size + rank) * kV + i % kV;

@@ -1,5 +1,5 @@
 // CUDA random fills and arange. Element i comes from Philox block (seed, offset + i), as
-// Note [philox streams] in kern/philox.h says, so values match src/cpu/random.cpp.
+// Note [philox streams] in src/kern/philox.h says, so values match src/cpu/random.cpp.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -54,10 +54,11 @@ struct SumFn {
   __device__ static State<A> combine(State<A> a, State<A> b) { return {sum_add(a.v, b.v), 0}; }
 };
 
-// Note [extremum order]: NaN beats every number, then the larger (Max) or smaller (Min) value, then
-// the smaller index. That is a strict order on (value, index) pairs, so any combining order
-// (threads, warps, blocks, split passes) picks the same winner: the first NaN, or else the first
-// extremum. The identity carries index INT64_MAX, so it loses every tie against a real element.
+// Note [extremum order]
+// NaN beats every number, then the larger (Max) or smaller (Min) value, then the smaller index.
+// That is a strict order on (value, index) pairs, so any combining order (threads, warps, blocks,
+// split passes) picks the same winner: the first NaN, or else the first extremum. The identity
+// carries index INT64_MAX, so it loses every tie against a real element.
 template <typename A, bool kMax>
 struct ExtremeFn {
   using Acc = A;

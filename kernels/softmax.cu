@@ -1,5 +1,5 @@
 // CUDA softmax, log_softmax and the fused cross entropy over the rows of Note [softmax rows]
-// (src/kern/softmax.h). Dense rows up to 8192 elements are read once into registers
+// in src/kern/softmax.h. Dense rows up to 8192 elements are read once into registers
 // (Note [cached rows]), longer ones take a block each and two reads; strided rows (inner > 1) take
 // a thread each, so that a warp's loads are adjacent in memory.
 #include <cuda_bf16.h>
@@ -241,11 +241,12 @@ constexpr int kCachedMaxRegs = 65536 / kCachedThreads;
 constexpr int kWarpsPerBlock = 8;
 constexpr int64_t kMaxBlocks = 1 << 20;  // grids stride beyond this
 
-// Note [cached rows]: a dense row (inner == 1) of at most group_size * kPer elements is read from
-// memory once: thread `rank` of the row's group keeps elements of it in registers, either as
-// 16-byte vectors rank, rank + size, ... (when the row length is a multiple of the vector and
-// every row starts aligned: `vec`) or as single elements rank, rank + size, ... Slots past the row
-// end hold `fill` and are masked out of every sum.
+// Note [cached rows]
+// A dense row (inner == 1) of at most group_size * kPer elements is read from memory once: thread
+// `rank` of the row's group keeps elements of it in registers, either as 16-byte vectors rank, rank
+// + size, ... (when the row length is a multiple of the vector and every row starts aligned: `vec`)
+// or as single elements rank, rank + size, ... Slots past the row end hold `fill` and are masked
+// out of every sum.
 template <typename T, int kPer>
 struct RowSlots {
   static constexpr int kVec = static_cast<int>(16 / sizeof(T));

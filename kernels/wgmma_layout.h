@@ -4,7 +4,7 @@
 // and the persistent tile schedule. The kernel runs these functions; the CPU suite replays TMA's
 // 128-byte swizzled writes and wgmma's descriptor-driven reads as the PTX ISA defines them and
 // checks that every operand element wgmma reads is the one the GEMM means
-// (tests/test_wgmma_layout.cpp). Note [wgmma operand layouts] in gemm_wgmma.cu says why.
+// (tests/test_wgmma_layout.cpp). Note [wgmma operand layouts] in kernels/gemm_wgmma.cu says why.
 #pragma once
 
 #include <cstdint>

@@ -522,7 +522,7 @@ TEST_F(CachingAllocator, StaysConsistentUnderConcurrentUse) {
   EXPECT_EQ(alloc.stats().reserved_bytes, 0);
 }
 
-// Note [private pools]: a graph's blocks are reused only within its pool, its segments survive
+// Per Note [private pools], a graph's blocks are reused only within its pool, its segments survive
 // empty_cache while the pool is open, and closing it gives them back, the last ones as their
 // tensors go.
 TEST_F(CachingAllocator, PrivatePoolsKeepTheirMemoryUntilClosed) {

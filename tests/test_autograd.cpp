@@ -269,8 +269,8 @@ TEST(Autograd, ThrowingCallbackDropsTheRest) {
 namespace sinter {
 namespace {
 
-// Note [anomaly detection]: the first NaN or inf a backward produces names the node, the input and
-// the forward inputs' shapes; without the guard the backward completes.
+// Per Note [anomaly detection], the first NaN or inf a backward produces names the node, the input
+// and the forward inputs' shapes; without the guard the backward completes.
 TEST(DetectAnomaly, NamesTheNodeThatMadeAnInfOrNan) {
   auto run = [](double v) {
     Tensor x = from_vector<double>({1.0, v, 4.0}, {3}).to(DType::f32).requires_grad_(true);
@@ -297,7 +297,7 @@ TEST(DetectAnomaly, NamesTheNodeThatMadeAnInfOrNan) {
   EXPECT_FALSE(autograd::is_anomaly_enabled());
 }
 
-// Note [inference mode]
+// The guard of Note [inference mode] in include/sinter/autograd.h.
 TEST(Autograd, InferenceModeRecordsNothingAndMarksItsTensors) {
   Tensor x = leaf({1.0, 2.0});
   Tensor normal = from_vector<double>({3.0, 4.0}, {2});

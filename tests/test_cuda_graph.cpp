@@ -205,7 +205,7 @@ TEST(CudaGraph, CheckpointedGptStepMatchesEager) {
   }
 }
 
-// Note [deferred device checks]: the CPU throws at once, with the message CUDA gives later.
+// Per Note [deferred device checks], the CPU throws at once, with the message CUDA gives later.
 TEST(DeviceChecks, TheCpuThrowsAtOnce) {
   const Tensor t = from_vector<int64_t>({1, -100, 7}, {3});
   const auto* p = static_cast<const int64_t*>(t.data_ptr());
@@ -247,8 +247,8 @@ TEST(CudaDeviceChecks, ABadTargetIsReportedAtTheNextSynchronization) {
   EXPECT_TRUE(testing::all_close(rows.cpu().narrow(0, 1, 1), zeros({1, 3}), 0, 0));
 }
 
-// Note [cuda graphs]: optimizer state made inside a capture would start afresh at every replay (a
-// momentum buffer set to the update each time, Adam's moments and step count zeroed), and a host
+// Per Note [cuda graphs], optimizer state made inside a capture would start afresh at every replay
+// (a momentum buffer set to the update each time, Adam's moments and step count zeroed), and a host
 // learning rate would be baked in: each is refused, and the Graph stays as new.
 TEST(CudaGraph, OptimizersRefuseToMakeStateInsideACapture) {
   SINTER_REQUIRE_CUDA();

@@ -416,8 +416,9 @@ TEST(CudaSizes, RopeHeadSizesAndPositions) {
   }
 }
 
-// Note [batch norm Welford]: many channels of small planes, few channels of large planes (split
-// statistics), planes that are and are not a whole number of vectors, a mean far from zero.
+// Against Note [batch norm Welford] in kernels/merges.h: many channels of small planes, few
+// channels of large planes (split statistics), planes that are and are not a whole number of
+// vectors, a mean far from zero.
 TEST(CudaSizes, BatchNormChannelsAndPlanes) {
   SINTER_REQUIRE_CUDA();
   Generator g(testing::fresh_seed());

@@ -185,8 +185,8 @@ TEST(Loss, CrossEntropyLabelSmoothingFormula) {
   EXPECT_TRUE(all_close(xg.grad().select(0, 2), p - target_row, 1e-12, 1e-12));
 }
 
-// Note [all ignored] in src/ops/loss.cpp: PyTorch returns NaN for the mean over zero kept targets
-// (0 / 0), and so does Sinter; the gradient is zero, not NaN.
+// Per Note [all ignored] in src/ops/softmax.cpp, PyTorch returns NaN for the mean over zero kept
+// targets (0 / 0), and so does Sinter; the gradient is zero, not NaN.
 TEST(Loss, CrossEntropyAllIgnoredMeanIsNan) {
   Tensor x = randn({2, 3}).requires_grad_();
   Tensor t = labels({-100, -100});

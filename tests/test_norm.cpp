@@ -357,7 +357,7 @@ TEST(Dropout, MaskFractionAndScale) {
   EXPECT_NEAR(static_cast<double>(zeros_seen) / n, p, 0.005);
 }
 
-// Note [dropout mask]: element i is kept iff (w0 >> 8) >= ceil(p 2^24).
+// Per Note [dropout mask], element i is kept iff (w0 >> 8) >= ceil(p 2^24).
 TEST(Dropout, MaskFollowsPhiloxDefinition) {
   Generator gen(9);
   gen.reserve(17);  // a non-zero offset

@@ -360,13 +360,13 @@ INSTANTIATE_TEST_SUITE_P(Modules, OnnxRuntimeMatches, ::testing::ValuesIn(onnx_c
                            return info.param.name;
                          });
 
-// Note [int8 quantization]: the QDQ export of an int8 model runs in ONNX Runtime close to the
+// The QDQ export of an int8 model (Note [int8 quantization]) runs in ONNX Runtime close to the
 // outputs of Sinter's own int8 execution, on Fashion-MNIST test images where the data set is
 // installed (a cnn and a ResNet-20 trained for a moment on it), else on noise; the file is at most
 // 0.3x the f32 export. The integer sums are the same, but ONNX Runtime fuses a layer with the next
-// one's QuantizeLinear and requantizes with its own rounding (and an int32 bias), so a value near
-// a rounding boundary can land one step apart, and the difference grows with depth: the logits
-// agree to 1e-2 relative here, and the classes wherever the top two logits are not within that
+// one's QuantizeLinear and requantizes with its own rounding (and an int32 bias), so a value near a
+// rounding boundary can land one step apart, and the difference grows with depth: the logits agree
+// to 1e-2 relative here, and the classes wherever the top two logits are not within that
 // (tests/scripts/check_int8_example.py compares the classes of trained models).
 TEST(OnnxExport, Int8QdqModelsMatchOnnxRuntime) {
   SINTER_REQUIRE_ONNX_RUNTIME();

@@ -901,9 +901,9 @@ TEST(CudaOptim, ClipGradNormMatchesCpu) {
 namespace sinter {
 namespace {
 
-// Note [capturable adam]: the same updates as the default mode, with the step count and the
-// learning rate on the device (here the CPU). The learning rate is kept in f64 there, so an f64
-// parameter (as here) gets the default mode's bits exactly.
+// Capturable Adam (Note [capturable adam]) makes the same updates as the default mode, with the
+// step count and the learning rate on the device (here the CPU). The learning rate is kept in f64
+// there, so an f64 parameter (as here) gets the default mode's bits exactly.
 TEST(CapturableAdam, StepsAsTheDefaultMode) {
   for (bool decoupled : {false, true}) {
     for (bool amsgrad : {false, true}) {

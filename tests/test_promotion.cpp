@@ -53,8 +53,8 @@ TEST(Promotion, ZeroDimTensorsCountOnlyFromAHigherCategory) {
   EXPECT_EQ(result_type(of(bf16, {3, 1}), of(f16)), f32);
 }
 
-// Note [scalar kinds]: a scalar counts when its kind ranks above the tensor's category, as a Python
-// number does in torch.result_type.
+// Per Note [scalar kinds], a scalar counts when its kind ranks above the tensor's category, as a
+// Python number does in torch.result_type.
 TEST(Promotion, ScalarsKeepTheirKind) {
   EXPECT_EQ(result_type(of(i64), 0.5), f32);
   EXPECT_EQ(result_type(of(i64), 2.0), f32);

@@ -24,9 +24,9 @@ DType result_type(const Tensor& a, const Tensor& b);
 // With a scalar operand: the tensor's dtype, except that a scalar with a fraction (or inf, NaN)
 // beside an integer or bool tensor gives f32, and an integral scalar beside a bool tensor i64.
 // Comparisons with a scalar compare in that dtype. Integer division truncates.
-// With a scalar operand (Note [scalar kinds] in sinter/core/scalar.h): the tensor's dtype, unless
-// the scalar's kind ranks above the tensor's category: a float scalar beside an integer or bool
-// tensor gives f32 (the default floating dtype), an integer scalar beside a bool tensor i64.
+// With a scalar operand (Note [scalar kinds] in include/sinter/core/scalar.h): the tensor's dtype,
+// unless the scalar's kind ranks above the tensor's category: a float scalar beside an integer or
+// bool tensor gives f32 (the default floating dtype), an integer scalar beside a bool tensor i64.
 // Comparisons with a scalar compare in that dtype.
 DType result_type(const Tensor& a, const Scalar& scalar);
 
@@ -211,8 +211,8 @@ struct Conv2dOptions {
 // x: (N, C_in, H, W), weight: (C_out, C_in / groups, kH, kW), bias: (C_out) or undefined.
 // Returns (N, C_out, H_out, W_out) with H_out = (H + 2 pad - dil (kH - 1) - 1) / stride + 1.
 // act is applied after the bias in the kernel's epilogue (one pass over the output instead of two;
-// what a fused nn::Conv2d runs, Note [inference fusion]). Where a gradient is needed, act other than
-// None runs as its own op after the convolution (the same values).
+// what a fused nn::Conv2d runs, Note [inference fusion]). Where a gradient is needed, act other
+// than None runs as its own op after the convolution (the same values).
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               const Conv2dOptions& opts = {}, Activation act = Activation::None);
 

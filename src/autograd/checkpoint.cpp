@@ -1,4 +1,4 @@
-// Activation checkpointing (Note [activation checkpointing] in sinter/autograd.h).
+// Activation checkpointing (Note [activation checkpointing] in include/sinter/autograd.h).
 #include <optional>
 #include <utility>
 

@@ -1,4 +1,4 @@
-// The messages of Note [deferred device checks] (src/kern/index.h), the same for the CPU's
+// The messages of Note [deferred device checks] in src/kern/index.h, the same for the CPU's
 // immediate errors and the errors CUDA's records raise at a synchronization.
 #include <string>
 

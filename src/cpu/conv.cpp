@@ -22,10 +22,11 @@
 namespace sinter::cpu {
 namespace {
 
-// Note [column layout]: cols of one image is (c_in * kh * kw, h_out * w_out), row (c, i, j) and
-// column (oh, ow), holding x[c, oh * stride_h - pad_h + i * dil_h, ow * stride_w - pad_w + j *
-// dil_w] (0 outside the input). Channels of one group are adjacent, so the same buffer is
-// (groups, kg, hw) with kg = (c_in / groups) * kh * kw, one GEMM batch entry per group.
+// Note [column layout]
+// The cols buffer of one image is (c_in * kh * kw, h_out * w_out), row (c, i, j) and column (oh,
+// ow), holding x[c, oh * stride_h - pad_h + i * dil_h, ow * stride_w - pad_w + j * dil_w] (0
+// outside the input). Channels of one group are adjacent, so the same buffer is (groups, kg, hw)
+// with kg = (c_in / groups) * kh * kw, one GEMM batch entry per group.
 
 // The output columns [lo, hi) of one row whose input column ow * stride - pad + off lies in
 // [0, w): the rest read padding.

@@ -24,13 +24,14 @@ double widen(T v) {
   }
 }
 
-// Note [lane sums]: the CPU kernels' long sums go through lane_sum: f(j) for j < n added in double
-// into kSumLanes partial sums (j's lane is j % kSumLanes, the last n % kSumLanes terms into a
-// separate tail), then the lanes in order and the tail. The order is fixed by n alone, so the sum
-// is the same bits on every run, thread count and CPU, and a compiler keeps the lanes in vector
-// registers instead of waiting on one add after another. Sixteen lanes are two 512-bit vectors of
-// doubles, two chains of adds: with one (eight lanes), a row of 1024 floats waited 128 add
-// latencies and took half again as long.
+// Note [lane sums]
+// The CPU kernels' long sums go through lane_sum: f(j) for j < n added in double into kSumLanes
+// partial sums (j's lane is j % kSumLanes, the last n % kSumLanes terms into a separate tail), then
+// the lanes in order and the tail. The order is fixed by n alone, so the sum is the same bits on
+// every run, thread count and CPU, and a compiler keeps the lanes in vector registers instead of
+// waiting on one add after another. Sixteen lanes are two 512-bit vectors of doubles, two chains of
+// adds: with one (eight lanes), a row of 1024 floats waited 128 add latencies and took half again
+// as long.
 constexpr int kSumLanes = 16;
 
 // Always inlined: a call from a vector row (Note [cpu vector math]) then runs in that row's

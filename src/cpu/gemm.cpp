@@ -298,12 +298,13 @@ void gemm(const Ctx&, const GemmArgs& g) {
   // so that even the first small product does not run on OpenBLAS's own threads.
   static const int pool_started = get_num_threads();
   (void)pool_started;
-  // Note [gemm blocks]: each product of the batch is cut along the longer side of C into blocks
-  // whose size depends on the shape alone (whole 16-wide panels, at least kMinBlockSide wide and
-  // kMinMacsPerPiece deep; one block when the product is small), one BLAS call each, and the
-  // threads share the (batch entry, block) items. OpenBLAS's result for an element may depend on
-  // where its call's edges fall, so the cut must not depend on the thread count: at one thread the
-  // same calls run one after another, and the bits are the same.
+  // Note [gemm blocks]
+  // Each product of the batch is cut along the longer side of C into blocks whose size depends on
+  // the shape alone (whole 16-wide panels, at least kMinBlockSide wide and kMinMacsPerPiece deep;
+  // one block when the product is small), one BLAS call each, and the threads share the (batch
+  // entry, block) items. OpenBLAS's result for an element may depend on where its call's edges
+  // fall, so the cut must not depend on the thread count: at one thread the same calls run one
+  // after another, and the bits are the same.
   const int64_t macs = g.m * g.n * std::max<int64_t>(g.k, 1);
   const bool cols = g.n > g.m;
   const int64_t side = cols ? g.n : g.m, per_line = macs / side;

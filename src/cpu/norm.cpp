@@ -220,10 +220,11 @@ void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
     using A = Acc<T>;
     const T* px = static_cast<const T*>(x);
     const T* pdy = static_cast<const T*>(dy);
-    // Note [layer norm chunks]: the column sums of dweight and dbias go in double over fixed
-    // chunks of rows (kLayerNormChunks, fewer when there are fewer rows; chunk c holds rows
-    // [rows c / chunks, rows (c + 1) / chunks)), each chunk's sum in its own buffer in row order,
-    // and the chunks are added in chunk order: the same bits at any thread count.
+    // Note [layer norm chunks]
+    // The column sums of dweight and dbias go in double over fixed chunks of rows
+    // (kLayerNormChunks, fewer when there are fewer rows; chunk c holds rows [rows c / chunks, rows
+    // (c + 1) / chunks)), each chunk's sum in its own buffer in row order, and the chunks are added
+    // in chunk order: the same bits at any thread count.
     const bool sums = dweight || dbias;
     // Without them, every row is a chunk of its own.
     const int64_t chunks = std::max<int64_t>(1, sums ? std::min(rows, kLayerNormChunks) : rows);

@@ -1,5 +1,5 @@
 // CPU reference for the counter-based random fills and arange. Element i comes from Philox block
-// (seed, offset + i) as Note [philox streams] in kern/philox.h says, the same as on CUDA.
+// (seed, offset + i) as Note [philox streams] in src/kern/philox.h says, the same as on CUDA.
 #include "kern/random.h"
 
 #include <cmath>

@@ -42,11 +42,12 @@ bool is_nan(V v) {
   }
 }
 
-// Note [sum chunks]: a row longer than kSumChunk is summed in chunks of kSumChunk elements (the
-// last one shorter), each chunk into its own double (by lane_sum: Note [lane sums]), and the chunk
-// sums are then added in chunk order. The cut depends on the row length alone, so the chunks may go
-// to any thread and the sum is the same bits at every thread count (and with
-// use_deterministic_algorithms on, which the CPU needs nothing more for).
+// Note [sum chunks]
+// A row longer than kSumChunk is summed in chunks of kSumChunk elements (the last one shorter),
+// each chunk into its own double (by lane_sum: Note [lane sums]), and the chunk sums are then added
+// in chunk order. The cut depends on the row length alone, so the chunks may go to any thread and
+// the sum is the same bits at every thread count (and with use_deterministic_algorithms on, which
+// the CPU needs nothing more for).
 constexpr int64_t kSumChunk = int64_t{1} << 15;
 
 // The sum of row[0, n) in order: double for floating types, wrapping uint64 for the others (so

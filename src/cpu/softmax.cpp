@@ -1,5 +1,5 @@
 // CPU reference for softmax, log_softmax and the fused cross entropy over the rows of Note
-// [softmax rows] (src/kern/softmax.h). Everything accumulates in double, so that the
+// [softmax rows] in src/kern/softmax.h. Everything accumulates in double, so that the
 // reference is the more accurate side of a parity test. The outer blocks are split over the CPU
 // threads; each block's arithmetic is the same on any thread.
 #include "kern/softmax.h"
@@ -106,9 +106,10 @@ void softmax_backward_typed(const T* g, const T* y, int64_t outer, int64_t dim, 
   });
 }
 
-// Note [cross entropy sums]: the smoothing term needs sum_k (m - x[k]) with m the row maximum; it
-// is formed as (m - x0) - sum_k (x[k] - x0) / c around the row's first element x0, so that logits
-// far from zero (1e4) do not cancel catastrophically in f32. The CUDA kernel uses the same form.
+// Note [cross entropy sums]
+// The smoothing term needs sum_k (m - x[k]) with m the row maximum; it is formed as (m - x0) -
+// sum_k (x[k] - x0) / c around the row's first element x0, so that logits far from zero (1e4) do
+// not cancel catastrophically in f32. The CUDA kernel uses the same form.
 template <typename T, typename A>
 void cross_entropy_typed(const CrossEntropyArgs& a, A* loss, A* lse_out) {
   const T* x = static_cast<const T*>(a.logits);

@@ -69,11 +69,12 @@ inline float gelu_tanh(float x) {
   return x / (1.0f + exp(-2.0f * u));
 }
 
-// Note [row prefetch]: the row kernels of softmax and layer norm read their row once from memory
-// and then work on it in the L1 cache: the memory sat idle through that work, and two threads
-// reached half of a copy's bandwidth. So they prefetch the next row (the floats after this one)
-// while they work, a chunk of kPrefetchChunk floats before each chunk of their last passes; the
-// prefetch of memory past a tensor's end is harmless (prefetches do not fault).
+// Note [row prefetch]
+// The row kernels of softmax and layer norm read their row once from memory and then work on it in
+// the L1 cache: the memory sat idle through that work, and two threads reached half of a copy's
+// bandwidth. So they prefetch the next row (the floats after this one) while they work, a chunk of
+// kPrefetchChunk floats before each chunk of their last passes; the prefetch of memory past a
+// tensor's end is harmless (prefetches do not fault).
 constexpr int64_t kPrefetchChunk = 256;
 
 // Prefetches the n floats from p into the caches, a cache line at a time.

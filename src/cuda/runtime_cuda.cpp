@@ -62,7 +62,7 @@ class ScopedEvent : NonCopyable {
   cudaEvent_t event_ = nullptr;
 };
 
-// Note [current stream]: one slot per device, filled lazily with the legacy default stream.
+// The slots of Note [current stream]: one per device, filled lazily with the legacy default stream.
 thread_local std::vector<Stream> t_current_streams;
 
 Stream& current_slot(int device) {
@@ -324,8 +324,8 @@ PinnedCache& pinned_cache() {
   return *cache;
 }
 
-// Note [deferred device checks]: one record per device, in mapped pinned memory, made on first
-// use and never freed (kernels of any later moment may write it).
+// The records of Note [deferred device checks]: one per device, in mapped pinned memory, made on
+// first use and never freed (kernels of any later moment may write it).
 std::array<std::atomic<kern::DeviceCheckRecord*>, kMaxDevices> g_check_records{};
 std::mutex g_check_records_mutex;
 

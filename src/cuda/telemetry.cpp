@@ -1,5 +1,5 @@
-// GPU telemetry from NVML, loaded at run time (Note [gpu telemetry] in sinter/cuda.h), and the
-// caching allocator's table. Built with and without CUDA: NVML needs no CUDA header or library.
+// GPU telemetry from NVML, loaded at run time (Note [gpu telemetry] in include/sinter/cuda.h), and
+// the caching allocator's table. Built with and without CUDA: NVML needs no CUDA header or library.
 #include "cuda/telemetry.h"
 
 #include <dlfcn.h>

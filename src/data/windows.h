@@ -1,7 +1,7 @@
-// The window numbering of Note [text windows] (sinter/data/text.h), shared by the byte windows of
-// TextCorpus and the token windows of TokenWindows: over spans of a sequence, span s holding
-// max(0, size - T) windows of T + 1 items, example i is the window Philox draws from (seed, split,
-// i).
+// The window numbering of Note [text windows] in include/sinter/data/text.h, shared by the byte
+// windows of TextCorpus and the token windows of TokenWindows: over spans of a sequence, span s
+// holding max(0, size - T) windows of T + 1 items, example i is the window Philox draws from (seed,
+// split, i).
 #pragma once
 
 #include <algorithm>

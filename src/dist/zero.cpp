@@ -1,5 +1,5 @@
 // ZeroRedundancyOptimizer: the optimizer state and (stage 2) the gradients of a
-// DistributedDataParallel sharded over the ranks, Note [zero sharding] in sinter/dist.h.
+// DistributedDataParallel sharded over the ranks, Note [zero sharding] in include/sinter/dist.h.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>

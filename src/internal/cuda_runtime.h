@@ -23,8 +23,8 @@ void* allocate_device(size_t nbytes, int device, CUstream_st* stream);
 void free_device(void* ptr);
 // Work queued on `stream` (of the block's device) uses the block that allocate_device returned as
 // `ptr`: once freed, the block is not handed out again before that stream has finished the work
-// queued until the free (Note [stream uses] in cuda/caching_allocator.h). Pointers the caching
-// allocator did not hand out (from_blob memory) are ignored.
+// queued until the free (Note [stream uses] in src/cuda/caching_allocator.h). Pointers the
+// caching allocator did not hand out (from_blob memory) are ignored.
 void record_stream(void* ptr, CUstream_st* stream);
 // Before `stream` is destroyed, once the work queued on it has finished: blocks named to
 // record_stream() with it no longer wait for it (a later event recorded on a destroyed stream
@@ -38,7 +38,7 @@ void free_pinned(void* ptr);
 
 CUstream_st* current_stream_handle(int device);
 
-// The device's record of Note [deferred device checks] (src/kern/index.h), in host-mapped
+// The device's record of Note [deferred device checks] in src/kern/index.h, in host-mapped
 // memory: the pointer kernels write through. The host reads it at each synchronization with the
 // device and throws the recorded error, once.
 kern::DeviceCheckRecord* device_check_record(int device);

@@ -14,8 +14,9 @@ namespace sinter::profiler::detail {
 
 extern std::atomic<bool> g_recording;
 
-// Note [saved bytes]: the storages autograd holds for backward, counted once each however many
-// saved tensors share them. saved_add returns true (the caller must call saved_remove once later).
+// The bytes of Note [saved bytes] in src/profiler/profiler.cpp: the storages autograd holds for
+// backward, counted once each however many saved tensors share them. saved_add returns true (the
+// caller must call saved_remove once later).
 bool saved_add(const void* storage, size_t nbytes);
 void saved_remove(const void* storage);
 

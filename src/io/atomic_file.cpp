@@ -1,5 +1,5 @@
-// write_file_atomically (Note [atomic writes] in internal/atomic_file.h), and gzip for the files
-// written compressed.
+// write_file_atomically (Note [atomic writes] in src/internal/atomic_file.h), and gzip for the
+// files written compressed.
 #include "internal/atomic_file.h"
 
 #include <fcntl.h>

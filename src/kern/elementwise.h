@@ -16,10 +16,10 @@ struct Operand {
   DType dtype = DType::f32;
   int64_t strides[kMaxDims] = {};  // in elements, per iteration dim; 0 for a broadcast dim
   double scalar = 0.0;
-  // The scalar exactly, when it holds an integer (Note [scalar kinds] in sinter/core/scalar.h):
-  // what integral compute and storage types read, so an i64 scalar above 2^53 is not rounded.
-  // make_iter has already wrapped it to the dtype it is read as (an i32 or u8 tensor's scalar is
-  // that dtype's value, as PyTorch casts a scalar to the tensor's dtype).
+  // The scalar exactly, when it holds an integer (Note [scalar kinds] in
+  // include/sinter/core/scalar.h): what integral compute and storage types read, so an i64 scalar
+  // above 2^53 is not rounded. make_iter has already wrapped it to the dtype it is read as (an i32
+  // or u8 tensor's scalar is that dtype's value, as PyTorch casts a scalar to the tensor's dtype).
   bool scalar_is_int = false;
   int64_t scalar_int = 0;
   // The scalar came from a C++ integer: a floating type converts scalar_int once (a double on the

@@ -1,5 +1,5 @@
 // RMSprop's update (sinter/optim/rmsprop.h) as a rule of the fused optimizer kernels (Note
-// [optimizer rules] in kern/optim.h, which includes this after the helpers it uses).
+// [optimizer rules] in src/kern/optim.h, which includes this after the helpers it uses).
 #pragma once
 
 #include "sinter/optim/rmsprop.h"

@@ -1,5 +1,5 @@
 // SGD's update (sinter/optim/sgd.h) as a rule of the fused optimizer kernels (Note [optimizer
-// rules] in kern/optim.h, which includes this after the helpers it uses).
+// rules] in src/kern/optim.h, which includes this after the helpers it uses).
 #pragma once
 
 #include "sinter/optim/sgd.h"

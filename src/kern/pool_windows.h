@@ -10,7 +10,7 @@
 namespace sinter::kern {
 
 // The average window of output (oh, ow) clipped to the input, [h0, h1) x [w0, w1), and the element
-// count it divides by (Note [avg pool divisor] in kern/pool.inc).
+// count it divides by (Note [avg pool divisor] in src/kern/pool.inc).
 struct AvgWindow {
   int64_t h0, h1, w0, w1, divisor;
 };

@@ -52,7 +52,7 @@ void check_scalar_fits(const char* op, const Tensor& a, const Scalar& s) {
                " is not an integer, but the tensor has dtype ", a.dtype());
 }
 
-// Note [integer division]: the CPU refuses an integer division by zero, as PyTorch's CPU ops do.
+// The CPU refuses an integer division by zero, as PyTorch's CPU ops do (Note [integer division]).
 void check_int_divisor(const char* op, const IterArg& b, DType compute) {
   if (is_floating(compute)) return;
   if (!b.tensor) {
@@ -690,7 +690,7 @@ Tensor cos(const Tensor& a) {
                          [](const Tensor& g, const Tensor& x) { return neg(mul(g, sin(x))); });
 }
 
-// The activations of the op list (Note [elementwise op list] in kern/elementwise_ops.h).
+// The activations of the op list (Note [elementwise op list] in src/kern/elementwise_ops.h).
 #define SINTER_ACTIVATION(name, forward, backward, saved, signature, ...)                 \
   Tensor name signature {                                                                 \
     SINTER_PROFILE_OP(#name, x);                                                          \

@@ -18,7 +18,7 @@ namespace sinter {
 
 namespace {
 
-// Note [norm statistics] in kern/norm.inc: statistics and dweight/dbias are f64 for f64 inputs,
+// Note [norm statistics] in src/kern/norm.inc: statistics and dweight/dbias are f64 for f64 inputs,
 // f32 otherwise.
 DType acc_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
@@ -256,7 +256,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   Generator& g = gen ? *gen : default_generator();
   const int64_t numel = x.numel();
   const GeneratorState st = g.reserve(static_cast<uint64_t>(numel));
-  // Note [dropout mask]: keep iff (w0 >> 8) >= ceil(p 2^24); p == 1 gives 2^24, which drops all.
+  // Keep iff (w0 >> 8) >= ceil(p 2^24) (Note [dropout mask]); p == 1 gives 2^24, which drops all.
   const auto threshold = static_cast<uint32_t>(std::ceil(p * 0x1p24));
   const double scale = p == 1 ? 0.0 : 1.0 / (1.0 - p);
   Tensor xc = contiguous_or_undefined(x);

@@ -112,9 +112,10 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return softmax_impl("log_softmax", x, dim, true);
 }
 
-// Note [all ignored]: with Reduction::Mean and every target equal to ignore_index the loss is
-// 0 / 0 = NaN, as in PyTorch; the gradient is zero (ignored samples get none, whatever the
-// upstream value), so one such batch does not poison the weights.
+// Note [all ignored]
+// With Reduction::Mean and every target equal to ignore_index the loss is 0 / 0 = NaN, as in
+// PyTorch; the gradient is zero (ignored samples get none, whatever the upstream value), so one
+// such batch does not poison the weights.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& opts) {
   SINTER_PROFILE_OP("cross_entropy", logits, target);
   const char* op = "cross_entropy";

@@ -1,5 +1,5 @@
 // The tensors one fused optimizer kernel call reads and writes (Note [fused optimizer step] in
-// kern/optim.h), for Optimizer::rule_step (src/optim/optimizer.cpp).
+// src/kern/optim.h), for Optimizer::rule_step (src/optim/optimizer.cpp).
 #pragma once
 
 #include <utility>

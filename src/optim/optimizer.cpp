@@ -260,7 +260,7 @@ void Optimizer::rule_step(size_t g, const std::vector<RuleBuffer>& buffers, bool
       if (counts_steps) {
         Tensor& step_t = st["step"];
         if (capturable) {
-          // Note [capturable adam]: the count advances on the device; one that is not there yet
+          // Per Note [capturable adam], the count advances on the device; one that is not there yet
           // moves once, before any capture.
           if (step_t.device() != p.device() || step_t.dtype() != DType::f32) {
             check_not_capturing(g, i, "step");

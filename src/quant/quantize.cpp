@@ -1,4 +1,4 @@
-// Post-training int8 quantization (Note [int8 quantization] in sinter/quantize.h): the
+// Post-training int8 quantization (Note [int8 quantization] in include/sinter/quantize.h): the
 // calibrators and the int8 layers, which run on the int8 kernels of their device (kern/int8.h).
 #include "sinter/quantize.h"
 

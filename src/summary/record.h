@@ -18,7 +18,7 @@ uint32_t masked_crc32c(std::string_view data);
 // payload, the masked CRC of the payload.
 std::string frame_record(std::string_view payload);
 
-// A HistogramProto's fields (Note [histogram buckets] in histogram.cpp).
+// A HistogramProto's fields (Note [histogram buckets] in src/summary/histogram.cpp).
 struct Histogram {
   double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
   std::vector<double> limits;  // each bucket's right edge; the first bucket starts at min

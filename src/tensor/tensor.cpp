@@ -309,7 +309,7 @@ SINTER_TENSOR_TEMPLATES(bool)
 // --- in-place ---
 
 namespace {
-// Note [inference mode]: an inference tensor is written only under InferenceMode.
+// Per Note [inference mode], an inference tensor is written only under InferenceMode.
 void check_inference_write(const char* op, const Tensor& self) {
   SINTER_CHECK(!self.is_inference() || InferenceMode::is_enabled(), op, ": the tensor (shape ",
                shape_str(self.shape()),
@@ -380,7 +380,7 @@ bool same_elements(const Tensor& dst, const Tensor& src) {
   return true;
 }
 
-// Note [in-place overlap]: `dst` is written from `src` (undefined for none), both on one device.
+// Checks Note [in-place overlap] for `dst`, written from `src` (undefined for none) on one device.
 void check_overlap(const char* op, const Tensor& dst, const Tensor& src) {
   if (dst.numel() <= 1) return;
   for (int64_t d = 0; d < dst.dim(); ++d) {

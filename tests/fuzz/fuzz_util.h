@@ -1,4 +1,4 @@
-// Shared by the libFuzzer targets of this folder (Note [fuzz targets] in README.md): a private
+// Shared by the libFuzzer targets here (Note [fuzz targets] in tests/fuzz/README.md): a private
 // folder for the files an input becomes, and the one outcome a reader may have besides success.
 #pragma once
 
