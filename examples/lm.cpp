@@ -646,7 +646,7 @@ double train_steps(Run& r) {
                                 gpu_progress(gpu_reading(r.dev)));
     }
     if (eval_now) val_loss = evaluate_interval(r, in, progress, step, lr);
-    // Note [preemption]: a signalled run keeps this step and stops, checkpointed.
+    // Per Note [preemption], a signalled run keeps this step and stops, checkpointed.
     if (step < r.stop) r.stopped_by = stop_requested(r.pg.get());
     if (r.stopped_by != 0) {
       if (r.main_rank || r.zero) save_checkpoint(r, step);

@@ -462,7 +462,8 @@ bool launch(const GemmArgs& g, int device, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};  // devices whose shared-memory limit is raised
   const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
   if (!bit || !(configured.load() & bit)) {
-    // Note [wgmma registers]: fewer than kWgmmaRegisters and the consumers would wait forever.
+    // Per Note [wgmma registers], with fewer than kWgmmaRegisters and the consumers would wait
+    // forever.
     cudaFuncAttributes attr{};
     SINTER_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
     if (attr.numRegs < kWgmmaRegisters) return false;

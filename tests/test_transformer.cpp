@@ -7,6 +7,7 @@
 
 #include "sinter/nn/models.h"
 #include "sinter/optim/adam.h"
+#include "small_llama.h"
 #include "test_util.h"
 
 namespace sinter {
@@ -359,13 +360,7 @@ TEST(Llama, ParametersNamesAndShapes) {
 // with each K/V head repeated for its query heads, swiglu) in f64.
 TEST(Llama, LayerMatchesItsFormula) {
   manual_seed(21);
-  const nn::models::LlamaConfig c{.n_layer = 1,
-                                  .n_head = 4,
-                                  .n_kv_head = 2,
-                                  .n_embd = 16,
-                                  .mlp_hidden = 24,
-                                  .rope_base = 500.0,
-                                  .norm_eps = 1e-6};
+  const nn::models::LlamaConfig c = testing::small_llama(1, 16, 24);
   nn::models::LlamaDecoderLayer layer(c);
   layer.to(DType::f64);
   for (Tensor p : layer.parameters()) {

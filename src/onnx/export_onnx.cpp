@@ -1,6 +1,6 @@
-// ONNX export (Note [onnx export] in sinter/onnx.h), its entry points: the options checked, the
-// module walked by the Exporter (exporter.h), then the model checked by the ONNX library's checker
-// and strict shape inference, and written.
+// ONNX export (Note [onnx export] in include/sinter/onnx.h), its entry points: the options checked,
+// the module walked by the Exporter (exporter.h), then the model checked by the ONNX library's
+// checker and strict shape inference, and written.
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>

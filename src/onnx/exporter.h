@@ -1,6 +1,6 @@
-// The walk of the module tree (Note [onnx export] in sinter/onnx.h): the Exporter, the rows that
-// map each module type to its emitter, and the emitters that modules and models share. Private to
-// src/onnx/; a module's row and emitter go in modules_onnx.cpp, a model's in models_onnx.cpp.
+// The walk of the module tree (Note [onnx export] in include/sinter/onnx.h): the Exporter, the rows
+// that map each module type to its emitter, and the emitters that modules and models share. Private
+// to src/onnx/; a module's row and emitter go in modules_onnx.cpp, a model's in models_onnx.cpp.
 #pragma once
 
 #include <cstdint>

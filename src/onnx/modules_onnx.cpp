@@ -21,7 +21,7 @@ using kern::fn::kGeluCubic;
 using kern::fn::kSqrt1_2;
 using kern::fn::kSqrt2OverPi;
 
-// Note [int8 quantization]: the input of an int8 layer through QuantizeLinear and
+// Per Note [int8 quantization], the input of an int8 layer goes through QuantizeLinear and
 // DequantizeLinear with its scale (zero point 0); Sinter's value is unchanged.
 Value qdq_input(Exporter& ex, const quant::QuantState& q, const std::string& type,
                 const std::string& path, const std::string& scope, const Value& x) {

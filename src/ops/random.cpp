@@ -35,22 +35,28 @@ Tensor random_tensor(const Shape& shape, const TensorOptions& opts, Generator* g
   return finish_factory(t, opts);
 }
 
-Tensor rand(const Shape& shape, const TensorOptions& opts, Generator* gen) {
-  SINTER_PROFILE_OP("rand");
-  SINTER_CHECK(is_floating(opts.dtype), "rand: dtype must be floating, got ", opts.dtype);
-  return random_tensor(shape, opts, gen, [](const Tensor& t, uint64_t seed, uint64_t offset) {
-    SINTER_DISPATCH(t.device(), random_uniform, t.data_ptr(), t.dtype(), t.numel(), seed, offset,
-                    0.0, 1.0);
+// rand (uniform in [0, 1)) and randn (standard normal) in a floating dtype.
+Tensor floating_random(const char* op, bool normal, const Shape& shape, const TensorOptions& opts,
+                       Generator* gen) {
+  SINTER_PROFILE_OP(op);
+  SINTER_CHECK(is_floating(opts.dtype), op, ": dtype must be floating, got ", opts.dtype);
+  return random_tensor(shape, opts, gen, [normal](const Tensor& t, uint64_t seed, uint64_t offset) {
+    if (normal) {
+      SINTER_DISPATCH(t.device(), random_normal, t.data_ptr(), t.dtype(), t.numel(), seed, offset,
+                      0.0, 1.0);
+    } else {
+      SINTER_DISPATCH(t.device(), random_uniform, t.data_ptr(), t.dtype(), t.numel(), seed, offset,
+                      0.0, 1.0);
+    }
   });
 }
 
+Tensor rand(const Shape& shape, const TensorOptions& opts, Generator* gen) {
+  return floating_random("rand", false, shape, opts, gen);
+}
+
 Tensor randn(const Shape& shape, const TensorOptions& opts, Generator* gen) {
-  SINTER_PROFILE_OP("randn");
-  SINTER_CHECK(is_floating(opts.dtype), "randn: dtype must be floating, got ", opts.dtype);
-  return random_tensor(shape, opts, gen, [](const Tensor& t, uint64_t seed, uint64_t offset) {
-    SINTER_DISPATCH(t.device(), random_normal, t.data_ptr(), t.dtype(), t.numel(), seed, offset,
-                    0.0, 1.0);
-  });
+  return floating_random("randn", true, shape, opts, gen);
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& opts,

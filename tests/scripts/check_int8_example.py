@@ -26,7 +26,7 @@ except ImportError as e:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_onnx_example import onnx_logits, start, train_and_export  # noqa: E402
+from check_onnx_example import exported_models, onnx_logits, start  # noqa: E402
 
 TEST_SAMPLES = 1000
 
@@ -41,11 +41,9 @@ def figure(pattern, text, name):
 def main():
     exe, data, work, x, labels = start(TEST_SAMPLES)
     failures = []
-    for name in ("mlp", "cnn", "resnet20"):
-        model = f"{work}/{name}.int8.onnx"
-        limit = 3072 if name == "resnet20" else 2048
-        stdout = train_and_export(exe, data, work, name, limit, TEST_SAMPLES, model,
-                                  ["--quantize", "int8", "--calibration-batches", "8"])
+    for name, model, stdout in exported_models(
+            exe, data, work, 2048, TEST_SAMPLES, ".int8.onnx",
+            ["--quantize", "int8", "--calibration-batches", "8"]):
         f32_acc, int8_acc = map(float, figure(r"^accuracy\s+([0-9.]+)\s+([0-9.]+)$", stdout, name))
         f32_mb, int8_mb = map(float, figure(r"^onnx\s+([0-9.]+)M\s+([0-9.]+)M$", stdout, name))
         logits = onnx_logits(model, name, x)

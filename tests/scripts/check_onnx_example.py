@@ -81,6 +81,16 @@ def train_and_export(exe, data, work, name, limit, samples, model, extra=()):
         f"{work}/{name}", *extra, "--export-onnx", model])
 
 
+def exported_models(exe, data, work, limit, samples, suffix=".onnx", extra=()):
+    """The mlp, cnn and resnet20 through train_and_export, mlp and cnn on `limit` training images
+    and resnet20 on 3072 (its batch-norm running statistics need more steps than the others before
+    its test accuracy, in eval mode, leaves chance); yields (name, model file, the output)."""
+    for name in ("mlp", "cnn", "resnet20"):
+        model = f"{work}/{name}{suffix}"
+        yield name, model, train_and_export(exe, data, work, name, 3072 if name == "resnet20"
+                                            else limit, samples, model, extra)
+
+
 def onnx_logits(model, name, x):
     """The model's outputs in ONNX Runtime (one thread) for the test images x, padded to 32x32
     for resnet20."""
@@ -97,12 +107,7 @@ def onnx_logits(model, name, x):
 def main():
     exe, data, work, x, labels = start(TEST_SAMPLES)
     failures = []
-    for name in ("mlp", "cnn", "resnet20"):
-        model = f"{work}/{name}.onnx"
-        # resnet20's batch-norm running statistics need more steps than the others before its
-        # test accuracy (in eval mode) leaves chance.
-        limit = 3072 if name == "resnet20" else 1024
-        stdout = train_and_export(exe, data, work, name, limit, TEST_SAMPLES, model)
+    for name, model, stdout in exported_models(exe, data, work, 1024, TEST_SAMPLES):
         sinter_acc = float(re.search(r"^test accuracy: ([0-9.]+)$", stdout, re.M).group(1))
         logits = onnx_logits(model, name, x)
         correct = int((logits.argmax(axis=1) == labels).sum())

@@ -10,6 +10,7 @@
 #include "sinter/io.h"
 #include "sinter/nn/models.h"
 #include "sinter/sinter.h"
+#include "small_llama.h"
 
 int main(int argc, char** argv) {
   using namespace sinter;
@@ -19,16 +20,10 @@ int main(int argc, char** argv) {
   }
   try {
     manual_seed(5);
-    const nn::models::LlamaConfig c{.vocab_size = 50,
-                                    .context_length = 16,
-                                    .n_layer = 2,
-                                    .n_head = 4,
-                                    .n_kv_head = 2,
-                                    .n_embd = 32,
-                                    .mlp_hidden = 40,
-                                    .rope_base = 500.0,
-                                    .norm_eps = 1e-6,
-                                    .tie_weights = false};
+    nn::models::LlamaConfig c = testing::small_llama(2, 32, 40);
+    c.vocab_size = 50;
+    c.context_length = 16;
+    c.tie_weights = false;
     nn::models::Llama llama(c);
     llama.to(DType::f64);
     const Tensor idx = randint(0, c.vocab_size, {3, 12}, {.dtype = DType::i64});
