@@ -2,7 +2,7 @@
 // [optimizer rules] in src/kern/optim.h, which includes this after the helpers it uses).
 #pragma once
 
-#include "sinter/optim/adagrad.h"
+#include "sinter/optim/adagrad_options.h"
 
 namespace sinter::kern {
 

@@ -2,7 +2,7 @@
 // [optimizer rules] in src/kern/optim.h, which includes this after the helpers it uses).
 #pragma once
 
-#include "sinter/optim/adam.h"
+#include "sinter/optim/adam_options.h"
 
 namespace sinter::kern {
 

@@ -2,7 +2,7 @@
 // rules] in src/kern/optim.h, which includes this after the helpers it uses).
 #pragma once
 
-#include "sinter/optim/sgd.h"
+#include "sinter/optim/sgd_options.h"
 
 namespace sinter::kern {
 

@@ -6,22 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "sinter/optim/adagrad_options.h"
 #include "sinter/optim/optimizer.h"
 
 namespace sinter::optim {
 
-// The options in PyTorch's order (Note [optimizer options]): AdagradOptions{.lr = 0.1, .lr_decay =
-// 1e-4}. capturable (not in PyTorch's Adagrad): the learning rate and step count live on the
-// parameters' device, for a step captured in a CUDA graph.
-#define SINTER_ADAGRAD_OPTIONS(X)                        \
-  X(double, lr, 1e-2, NonNegative)                       \
-  X(double, lr_decay, 0.0, NonNegative)                  \
-  X(double, weight_decay, 0.0, NonNegative)              \
-  X(double, initial_accumulator_value, 0.0, NonNegative) \
-  X(double, eps, 1e-10, NonNegative)                     \
-  X(bool, maximize, false, Flag)                         \
-  X(bool, capturable, false, Flag)
-SINTER_OPTIMIZER_OPTIONS(Adagrad, SINTER_ADAGRAD_OPTIONS)
+// The parameter groups of the options in adagrad_options.h.
+SINTER_OPTIMIZER_GROUP(Adagrad, SINTER_ADAGRAD_OPTIONS)
 
 // Per parameter p with gradient g, at this parameter's step t = 1, 2, ...:
 //   g <- -g if maximize;  g <- g + weight_decay * p

@@ -7,32 +7,14 @@
 #include <utility>
 #include <vector>
 
+#include "sinter/optim/adam_options.h"
 #include "sinter/optim/optimizer.h"
 
 namespace sinter::optim {
 
-// The options in PyTorch's order (Note [optimizer options]): AdamOptions{.lr = 1e-3, .betas =
-// {0.9, 0.95}, .weight_decay = 0.1}. AdamW's differ in the defaults of weight_decay and
-// decoupled_weight_decay, which AdamW keeps true, as PyTorch's AdamW is Adam with
-// decoupled_weight_decay. Each beta is in [0, 1). capturable: the step count and learning rate
-// live on the parameters' device (Note [capturable adam] in src/kern/optim.h), so that a step can
-// be captured in a CUDA graph and replayed.
-#define SINTER_ADAM_OPTIONS_WITH(X, default_weight_decay, default_decoupled) \
-  X(double, lr, 1e-3, NonNegative)                                           \
-  X(Betas, betas, (Betas{0.9, 0.999}), Unit)                                 \
-  X(double, eps, 1e-8, NonNegative)                                          \
-  X(double, weight_decay, default_weight_decay, NonNegative)                 \
-  X(bool, amsgrad, false, Flag)                                              \
-  X(bool, maximize, false, Flag)                                             \
-  X(bool, capturable, false, Flag)                                           \
-  X(bool, decoupled_weight_decay, default_decoupled, Flag)
-#define SINTER_ADAM_OPTIONS(X) SINTER_ADAM_OPTIONS_WITH(X, 0.0, false)
-#define SINTER_ADAMW_OPTIONS(X) SINTER_ADAM_OPTIONS_WITH(X, 1e-2, true)
-SINTER_OPTIMIZER_OPTIONS(Adam, SINTER_ADAM_OPTIONS)
-SINTER_OPTIMIZER_OPTIONS(AdamW, SINTER_ADAMW_OPTIONS)
-
-// AdamW's decoupled_weight_decay is true (Note [optimizer options]).
-void check_options(const AdamWOptions& o, size_t group);
+// The parameter groups of the options in adam_options.h.
+SINTER_OPTIMIZER_GROUP(Adam, SINTER_ADAM_OPTIONS)
+SINTER_OPTIMIZER_GROUP(AdamW, SINTER_ADAMW_OPTIONS)
 
 // Per parameter p with gradient g, at this parameter's step t = 1, 2, ...:
 //   g <- -g if maximize

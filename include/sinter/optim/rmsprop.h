@@ -7,22 +7,12 @@
 #include <vector>
 
 #include "sinter/optim/optimizer.h"
+#include "sinter/optim/rmsprop_options.h"
 
 namespace sinter::optim {
 
-// The options in PyTorch's order (Note [optimizer options]): RMSpropOptions{.lr = 1e-2, .momentum
-// = 0.9}. alpha is the smoothing constant, in [0, 1). capturable: the learning rate and step count
-// live on the parameters' device, for a step captured in a CUDA graph.
-#define SINTER_RMSPROP_OPTIONS(X)           \
-  X(double, lr, 1e-2, NonNegative)          \
-  X(double, alpha, 0.99, Unit)              \
-  X(double, eps, 1e-8, NonNegative)         \
-  X(double, weight_decay, 0.0, NonNegative) \
-  X(double, momentum, 0.0, NonNegative)     \
-  X(bool, centered, false, Flag)            \
-  X(bool, maximize, false, Flag)            \
-  X(bool, capturable, false, Flag)
-SINTER_OPTIMIZER_OPTIONS(RMSprop, SINTER_RMSPROP_OPTIONS)
+// The parameter groups of the options in rmsprop_options.h.
+SINTER_OPTIMIZER_GROUP(RMSprop, SINTER_RMSPROP_OPTIONS)
 
 // Per parameter p with gradient g:
 //   g <- -g if maximize;  g <- g + weight_decay * p

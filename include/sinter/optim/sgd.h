@@ -7,25 +7,12 @@
 #include <vector>
 
 #include "sinter/optim/optimizer.h"
+#include "sinter/optim/sgd_options.h"
 
 namespace sinter::optim {
 
-// The options in PyTorch's order (Note [optimizer options]): SGDOptions{.lr = 0.1, .momentum =
-// 0.9}, and SGDGroup{.params = ..., .lr = 0.01} for a group of its own. nesterov needs momentum > 0
-// and dampening == 0. capturable: the learning rate lives on the parameters' device, so that a
-// step captured in a CUDA graph follows later changes of it (a schedule).
-#define SINTER_SGD_OPTIONS(X)               \
-  X(double, lr, 1e-3, NonNegative)          \
-  X(double, momentum, 0.0, NonNegative)     \
-  X(double, dampening, 0.0, Finite)         \
-  X(double, weight_decay, 0.0, NonNegative) \
-  X(bool, nesterov, false, Flag)            \
-  X(bool, maximize, false, Flag)            \
-  X(bool, capturable, false, Flag)
-SINTER_OPTIMIZER_OPTIONS(SGD, SINTER_SGD_OPTIONS)
-
-// The nesterov check (Note [optimizer options]).
-void check_options(const SGDOptions& o, size_t group);
+// The parameter groups of the options in sgd_options.h.
+SINTER_OPTIMIZER_GROUP(SGD, SINTER_SGD_OPTIONS)
 
 // Per parameter p with gradient g (t counts this parameter's steps):
 //   g <- -g if maximize;  g <- g + weight_decay * p
