@@ -1,5 +1,6 @@
 // What the CPU reference kernels share: stored values widened to double and rounded back once, the
-// accumulation type of the CUDA kernels, and the visits of the storage types.
+// CUDA kernels' accumulation type (for what the CPU keeps in it too), the fixed-order sums, the
+// prefetch of the row kernels' next row, and the visits of the storage types.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +35,7 @@ double widen(T v) {
 // as long.
 constexpr int kSumLanes = 16;
 
-// Always inlined: a call from a vector row (Note [cpu vector math]) then runs in that row's
+// Always inlined: a call from a vector row (src/cpu/vec_clones.h) then runs in that row's
 // instruction set; an out-of-line copy would be the baseline's.
 template <class F>
 [[gnu::always_inline]] inline double lane_sum(int64_t n, F f) {
@@ -48,6 +49,19 @@ template <class F>
   double s = 0;
   for (int l = 0; l < kSumLanes; ++l) s += acc[l];
   return s + tail;
+}
+
+// Note [row prefetch]
+// The row kernels of softmax and layer norm (src/cpu/vec_rows.h) read their row once from memory
+// and then work on it in the L1 cache: the memory sat idle through that work, and two threads
+// reached half of a copy's bandwidth. So they prefetch the next row (the floats after this one)
+// while they work, a chunk of kPrefetchChunk floats before each chunk of their last passes; the
+// prefetch of memory past a tensor's end is harmless (prefetches do not fault).
+constexpr int64_t kPrefetchChunk = 256;
+
+// Prefetches the n floats from p into the caches, a cache line at a time.
+[[gnu::always_inline]] inline void prefetch_floats(const float* p, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i);
 }
 
 // Rounds once to T: double stays double; the others go by way of float, as the CUDA kernels do.

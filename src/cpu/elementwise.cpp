@@ -1,6 +1,9 @@
 // CPU reference for the elementwise kernels: unary, binary, where and copy over an ElementwiseIter.
 // Operands are loaded in chunks into compute-type buffers, so dtype conversion and the op's math
-// are each a tight loop, and the math is the one the CUDA kernels use (kern/elementwise_ops.h).
+// are each a tight loop. The math is the functor that the CUDA kernels run
+// (kern/elementwise_ops.h), on the C library's exp, tanh, ... where the kernels have CUDA's (the
+// last bits can differ), except for the f32 unary ops with a vector row, which have polynomials of
+// their own (Note [cpu vector math]).
 #include "kern/elementwise.h"
 
 #include <algorithm>
@@ -9,7 +12,7 @@
 #include <utility>
 
 #include "cpu/cpu_util.h"
-#include "cpu/vec_math.h"
+#include "cpu/vec_rows.h"
 #include "internal/parallel.h"
 #include "kern/scalar_ops.h"
 #include "sinter/core/error.h"
@@ -193,7 +196,7 @@ void unary(const Ctx&, const ElementwiseIter& it, UnaryOp op, double p0, double 
     using C = typename decltype(ctag)::type;
     constexpr UnaryOp OP = decltype(opc)::value;
     if constexpr (std::is_same_v<C, float>) {
-      // The ops with a vector kernel (Note [cpu vector math]), a row at a time.
+      // The ops with a vector row (their row of SINTER_UNARY_OPS names it), a row at a time.
       if (const vec::RowFn row = vec::unary_row(OP)) {
         const bool f32_in_out = it.op[0].dtype == DType::f32 && it.op[1].dtype == DType::f32 &&
                                 it.op[1].data != nullptr;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cpu/cpu_util.h"
-#include "cpu/vec_math.h"
+#include "cpu/vec_rows.h"
 #include "internal/parallel.h"
 #include "kern/philox.h"
 #include "sinter/core/error.h"
@@ -184,7 +184,7 @@ void layer_norm_forward(const Ctx&, const void* x, DType dtype, int64_t rows, in
         const T* row = static_cast<const T*>(x) + r * cols;
         T* out = static_cast<T*>(y) + r * cols;
         if constexpr (std::is_same_v<T, float>) {
-          // The same sums and formula in a vectorized row (Note [cpu vector math]).
+          // The same sums and formula in a vectorized row (src/cpu/vec_norm.cpp).
           double mu = 0, rs = 0;
           vec::layer_norm_row(row, cols, rms, static_cast<const float*>(weight),
                               static_cast<const float*>(bias), eps, out, &mu, &rs);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cpu/cpu_util.h"
-#include "cpu/vec_math.h"
+#include "cpu/vec_rows.h"
 #include "internal/parallel.h"
 #include "sinter/core/error.h"
 

@@ -1,4 +1,4 @@
-// The instruction sets the CPU's f32 row kernels are compiled for (Note [cpu vector math]):
+// The instruction sets the CPU's f32 row kernels (src/cpu/vec_rows.h) are compiled for:
 // SINTER_VECTOR_CLONES before a function compiles it three times (AVX-512, AVX2 and the baseline
 // x86-64), the loader picking the one this CPU runs (GCC's and Clang's target_clones); elsewhere,
 // and under ThreadSanitizer, once for the baseline. For the row files (src/cpu/vec_*.cpp) alone.

@@ -1,4 +1,4 @@
-// The f32 rows of batch norm and layer norm (Note [cpu vector math]), each compiled for AVX-512,
+// The f32 rows of batch norm and layer norm (src/cpu/vec_rows.h), each compiled for AVX-512,
 // AVX2 and the baseline (src/cpu/vec_clones.h). They promise the bits of the double formulas of
 // the generic code in src/cpu/norm.cpp, summed by lane_sum (Note [lane sums]), on every CPU: this
 // file is compiled without contraction into fused multiply-adds (CMakeLists.txt), which the
@@ -7,7 +7,7 @@
 
 #include "cpu/cpu_util.h"
 #include "cpu/vec_clones.h"
-#include "cpu/vec_math.h"
+#include "cpu/vec_rows.h"
 
 namespace sinter::cpu::vec {
 namespace {

@@ -1,6 +1,7 @@
 // The elementwise ops of the unary and binary kernels: one __host__ __device__ functor per op,
 // shared by the CPU loop (src/cpu/elementwise.cpp) and the CUDA kernels (kernels/elementwise.cu),
-// and the lists that everything else about them is generated from (Note [elementwise op list]).
+// and the lists that everything else about them is generated from (Note [elementwise op list]),
+// the CPU's f32 vector rows included.
 #pragma once
 
 #include <type_traits>
@@ -17,6 +18,11 @@ namespace sinter::kern {
 // functor on both backends (visit_elementwise, unary_fn, binary_fn) and the ops layer's checks
 // (integral_ok, is_comparison). A row of SINTER_ACTIVATIONS also generates the public op of a
 // unary functor whose gradient is a binary one (src/ops/elementwise.cpp).
+//
+// A unary row also names the op's f32 vector row on the CPU, or `none`: the CPU computes the op in
+// f32 (f32, bf16 and f16 tensors) with the row `<name>_row` of src/cpu/vec_elementwise.cpp instead
+// of the functor (Note [cpu vector math] in src/cpu/vec_exp.h). The name is a bare token that only
+// the CPU expands, so the vector math never reaches nvcc; the binary ops have no vector rows.
 //
 // A functor takes its operands in the compute type C (float or double; int64_t too for the ops
 // that accept integral dtypes, some through an int64_t overload), then the op's parameters that it
@@ -341,29 +347,30 @@ struct Swiglu {
 
 }  // namespace fn
 
-// X(Name, Form), one row per functor above. Form: Floating (float and double compute types),
-// Integral (int64_t too: the compute type of the integral dtypes and bool) or Comparison
-// (Integral, and the output is bool).
-#define SINTER_UNARY_OPS(X) \
-  X(Neg, Integral)          \
-  X(Abs, Integral)          \
-  X(Exp, Floating)          \
-  X(Log, Floating)          \
-  X(Sqrt, Floating)         \
-  X(Rsqrt, Floating)        \
-  X(Sin, Floating)          \
-  X(Cos, Floating)          \
-  X(Tanh, Floating)         \
-  X(Sigmoid, Floating)      \
-  X(Relu, Floating)         \
-  X(LeakyRelu, Floating)    \
-  X(Gelu, Floating)         \
-  X(GeluTanh, Floating)     \
-  X(Silu, Floating)         \
-  X(Sign, Integral)         \
-  X(Clamp, Integral)        \
-  X(Hardtanh, Floating)     \
-  X(Softplus, Floating)
+// X(Name, Form), one row per functor above, and X(Name, Form, Vec) for the unary ones. Form:
+// Floating (float and double compute types), Integral (int64_t too: the compute type of the
+// integral dtypes and bool) or Comparison (Integral, and the output is bool). Vec: the CPU's f32
+// vector row of the op, or none (Note [elementwise op list]).
+#define SINTER_UNARY_OPS(X)        \
+  X(Neg, Integral, none)           \
+  X(Abs, Integral, none)           \
+  X(Exp, Floating, exp)            \
+  X(Log, Floating, none)           \
+  X(Sqrt, Floating, none)          \
+  X(Rsqrt, Floating, none)         \
+  X(Sin, Floating, none)           \
+  X(Cos, Floating, none)           \
+  X(Tanh, Floating, tanh)          \
+  X(Sigmoid, Floating, sigmoid)    \
+  X(Relu, Floating, none)          \
+  X(LeakyRelu, Floating, none)     \
+  X(Gelu, Floating, none)          \
+  X(GeluTanh, Floating, gelu_tanh) \
+  X(Silu, Floating, silu)          \
+  X(Sign, Integral, none)          \
+  X(Clamp, Integral, none)         \
+  X(Hardtanh, Floating, none)      \
+  X(Softplus, Floating, none)
 
 #define SINTER_BINARY_OPS(X)     \
   X(Add, Integral)               \
@@ -412,9 +419,9 @@ struct Swiglu {
 
 enum class OpForm { Floating, Integral, Comparison };
 
-#define SINTER_OP_ENUMERATOR(name, form) name,
-#define SINTER_OP_FORM(name, form) OpForm::form,
-#define SINTER_OP_ONE(name, form) +1
+#define SINTER_OP_ENUMERATOR(name, form, ...) name,
+#define SINTER_OP_FORM(name, form, ...) OpForm::form,
+#define SINTER_OP_ONE(name, form, ...) +1
 
 enum class UnaryOp : int { SINTER_UNARY_OPS(SINTER_OP_ENUMERATOR) };
 enum class BinaryOp : int { SINTER_BINARY_OPS(SINTER_OP_ENUMERATOR) };
@@ -438,10 +445,10 @@ inline constexpr int kOpCount<BinaryOp> = 0 SINTER_BINARY_OPS(SINTER_OP_ONE);
 // OpFunctor<UnaryOp::Relu>::type is fn::Relu.
 template <auto OP>
 struct OpFunctor;
-#define SINTER_UNARY_FUNCTOR(name, form) \
-  template <>                            \
-  struct OpFunctor<UnaryOp::name> {      \
-    using type = fn::name;               \
+#define SINTER_UNARY_FUNCTOR(name, form, vec) \
+  template <>                                 \
+  struct OpFunctor<UnaryOp::name> {           \
+    using type = fn::name;                    \
   };
 #define SINTER_BINARY_FUNCTOR(name, form) \
   template <>                             \

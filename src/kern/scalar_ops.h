@@ -1,4 +1,4 @@
-// Scalar math shared by the CPU reference and the CUDA kernels, so both compute one function: the
+// Scalar math shared by the CPU reference and the CUDA kernels, so both compute one formula: the
 // C math library by compute type, value conversions between element types, dtype visitors and
 // integer arithmetic that never traps. The elementwise ops built on it are in
 // kern/elementwise_ops.h.
@@ -25,7 +25,7 @@
 namespace sinter::kern {
 
 // The C math library by compute type. The unqualified C names resolve to libm on the host and to
-// the CUDA math library on the device.
+// the CUDA math library on the device, whose results can differ from libm's in the last bits.
 template <class C>
 struct Math;
 
@@ -238,7 +238,9 @@ SINTER_HD inline int64_t int_pow(int64_t a, int64_t b) {
   return static_cast<int64_t>(result);
 }
 
-// 1 / (1 + exp(-x)), without exp overflowing for large |x|.
+// 1 / (1 + exp(-x)), without exp overflowing for large |x|: the sigmoid of every functor (Sigmoid,
+// Silu, Swiglu, the gradients of silu and softplus). The CPU's f32 vector form is the sigmoid row
+// of src/cpu/vec_elementwise.cpp.
 template <class C>
 SINTER_HD inline C sigmoid(C x) {
   if (x >= C(0)) return C(1) / (C(1) + Math<C>::exp(-x));

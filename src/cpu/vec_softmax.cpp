@@ -1,29 +1,17 @@
-// The f32 row kernels of Note [cpu vector math], each compiled for AVX-512, AVX2 and the baseline
-// (src/cpu/vec_clones.h); the rows of batch norm and layer norm are in src/cpu/vec_norm.cpp.
-#include "cpu/vec_math.h"
-
+// The CPU's f32 softmax row (src/cpu/vec_rows.h), compiled for AVX-512, AVX2 and the baseline
+// (src/cpu/vec_clones.h), with the vector exp of Note [cpu vector math].
 #include <cstdint>
 
 #include "cpu/cpu_util.h"
 #include "cpu/vec_clones.h"
+#include "cpu/vec_exp.h"
+#include "cpu/vec_rows.h"
 
 namespace sinter::cpu::vec {
 namespace {
 
-#define SINTER_VECTOR_ROW(name, expr)                                         \
-  SINTER_VECTOR_CLONES void name##_row(const float* a, float* y, int64_t n) { \
-    for (int64_t i = 0; i < n; ++i) {                                         \
-      const float x = a[i];                                                   \
-      y[i] = (expr);                                                          \
-    }                                                                         \
-  }
-SINTER_VECTOR_ROW(exp, vec::exp(x))
-SINTER_VECTOR_ROW(tanh, vec::tanh(x))
-SINTER_VECTOR_ROW(sigmoid, vec::sigmoid(x))
-SINTER_VECTOR_ROW(silu, vec::silu(x))
-SINTER_VECTOR_ROW(gelu_tanh, vec::gelu_tanh(x))
-#undef SINTER_VECTOR_ROW
-
+// y[i] = exp(x[i] - shift) for i < n; returns their sum, added in double by lane_sum (Note [lane
+// sums]).
 SINTER_VECTOR_CLONES double exp_shifted_clone(const float* x, float shift, float* y, int64_t n) {
   // In chunks, each after the prefetch of as much of the next row (Note [row prefetch]).
   for (int64_t c = 0; c < n; c += kPrefetchChunk) {
@@ -70,27 +58,6 @@ SINTER_VECTOR_CLONES void softmax_row_clone(const float* x, int64_t n, bool log,
 }
 
 }  // namespace
-
-RowFn unary_row(kern::UnaryOp op) {
-  switch (op) {
-    case kern::UnaryOp::Exp:
-      return exp_row;
-    case kern::UnaryOp::Tanh:
-      return tanh_row;
-    case kern::UnaryOp::Sigmoid:
-      return sigmoid_row;
-    case kern::UnaryOp::Silu:
-      return silu_row;
-    case kern::UnaryOp::GeluTanh:
-      return gelu_tanh_row;
-    default:
-      return nullptr;
-  }
-}
-
-double exp_shifted_row(const float* x, float shift, float* y, int64_t n) {
-  return exp_shifted_clone(x, shift, y, n);
-}
 
 void softmax_row(const float* x, int64_t n, bool log, float* y) { softmax_row_clone(x, n, log, y); }
 

@@ -1,0 +1,48 @@
+// The CPU's f32 row kernels, by family: the elementwise rows (src/cpu/vec_elementwise.cpp), the
+// softmax row (src/cpu/vec_softmax.cpp) and the norm rows (src/cpu/vec_norm.cpp), each compiled for
+// AVX-512, AVX2 and the baseline, picked at run time (src/cpu/vec_clones.h).
+#pragma once
+
+#include <cstdint>
+
+#include "kern/elementwise.h"
+
+namespace sinter::cpu::vec {
+
+// y[i] = f(a[i]) for i < n, f the op of an elementwise row.
+using RowFn = void (*)(const float* a, float* y, int64_t n);
+
+// The f32 row of `op` that its row of SINTER_UNARY_OPS names, or null for `none`
+// (Note [elementwise op list]).
+RowFn unary_row(kern::UnaryOp op);
+
+// One row of n: softmax (or log_softmax when `log`) of x into y, exp by Note [cpu vector math] and
+// the sum of exp(x - max) added in double in lane_sum's order (Note [lane sums]).
+void softmax_row(const float* x, int64_t n, bool log, float* y);
+
+// One row of n: layer norm of x into y with weight w and bias b (either may be null), the mean and
+// 1 / sqrt(var + eps) written to *mean and *rstd; sums in double by lane_sum.
+// With `rms` (rms_norm), the mean is 0 and not summed.
+void layer_norm_row(const float* x, int64_t n, bool rms, const float* w, const float* b, double eps,
+                    float* y, double* mean, double* rstd);
+
+// Batch norm's rows (one image's plane of a channel), f32, with the sums (lane_sum, in double) and
+// the double formulas of the generic code in src/cpu/norm.cpp, so that the bits are the same on
+// every CPU (src/cpu/vec_norm.cpp):
+// sum_row is the sum of x, sq_dev_sum_row that of (x - mu)^2, grad_sums_row those of g and of
+// g (x - mu); affine_row writes (x - mu) scale + shift.
+double sum_row(const float* x, int64_t n);
+double sq_dev_sum_row(const float* x, int64_t n, double mu);
+void grad_sums_row(const float* g, const float* x, int64_t n, double mu, double* sum_g,
+                   double* sum_g_xc);
+void affine_row(const float* x, int64_t n, double mu, double scale, double shift, float* y);
+
+// Batch norm's input gradient in training: dx = scale (g - mean_dy - xhat mean_dy_xhat), with
+// xhat = (x - mean) rstd.
+struct BatchNormGrad {
+  double mean, rstd, scale, mean_dy, mean_dy_xhat;
+};
+void batch_norm_grad_row(const float* g, const float* x, int64_t n, const BatchNormGrad& p,
+                         float* dx);
+
+}  // namespace sinter::cpu::vec
