@@ -16,6 +16,7 @@
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
 #include "device_info.cuh"
+#include "fma_tile.cuh"
 #include "kern/conv.h"
 #include "scratch.cuh"
 #include "sinter/core/determinism.h"
@@ -28,10 +29,11 @@ namespace {
 // read A(m, k) and B(k, n) from the tensors (0 outside the input, as padding) and where C(m, n)
 // goes. Blocks of kThreads compute kBM x kBN tiles of C, stepping through K kBK at a time: the
 // block stages an A tile and a B tile in shared memory, then each thread accumulates a 4 x 4
-// sub-tile, rows ty + 16 i and columns tx + 16 j, so that a warp's stores to consecutive n are
-// consecutive. blockIdx.z = group * splits + split; split s covers K range [s * k_chunk, (s + 1) *
-// k_chunk); with splits > 1 the problem's store gets s (else -1) and keeps the partial sums apart
-// or adds them atomically (Note [deterministic algorithms]).
+// sub-tile, rows ty + 16 i and columns tx + 16 j (Note [fma tile] in kernels/fma_tile.cuh), so
+// that a warp's stores to consecutive n are consecutive. blockIdx.z = group * splits + split;
+// split s covers K range [s * k_chunk, (s + 1) * k_chunk); with splits > 1 the problem's store
+// gets s (else -1) and keeps the partial sums apart or adds them atomically
+// (Note [deterministic algorithms]).
 constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256;
 constexpr int kSub = 4;  // kBM / 16 rows and kBN / 16 columns per thread
 
@@ -71,19 +73,7 @@ __global__ void __launch_bounds__(kThreads)
       bs[kk][nn] = n < N && k < k_end ? p.b(group, k, n) : A(0);
     }
     __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < kBK; ++kk) {
-      A av[kSub], bv[kSub];
-#pragma unroll
-      for (int i = 0; i < kSub; ++i) av[i] = as[kk][ty + 16 * i];
-#pragma unroll
-      for (int j = 0; j < kSub; ++j) bv[j] = bs[kk][tx + 16 * j];
-#pragma unroll
-      for (int i = 0; i < kSub; ++i) {
-#pragma unroll
-        for (int j = 0; j < kSub; ++j) acc[i][j] += av[i] * bv[j];
-      }
-    }
+    fma_tile(as, bs, ty, tx, acc);
     __syncthreads();
   }
 

@@ -13,6 +13,7 @@
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
 #include "device_info.cuh"
+#include "fma_tile.cuh"
 #include "gemm_common.cuh"
 #include "kern/gemm.h"
 
@@ -20,9 +21,8 @@ namespace sinter::cudak {
 namespace {
 
 // Block tile (kBM, kBN) of C, stepping kBK along k; 256 threads in a 16 x 16 grid, each owning a
-// 4 x 4 micro-tile whose rows are ty + 16 * i and columns tx + 16 * j: strided rather than
-// adjacent, so a warp's shared-memory reads hit distinct banks or broadcast, and its C stores
-// coalesce.
+// 4 x 4 micro-tile whose rows are ty + 16 * i and columns tx + 16 * j (Note [fma tile] in
+// kernels/fma_tile.cuh).
 constexpr int kBM = 64, kBN = 64, kBK = 16;
 constexpr int kThreads = 256;
 constexpr int kTM = kBM / 16, kTN = kBN / 16;
@@ -79,19 +79,7 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(GemmParams<T> p) {
         for (int l = 0; l < kBLoads; ++l) Bs[b_q(l)][b_j(l)] = rb[l];
         __syncthreads();
         if (k0 + kBK < p.k) load_tiles(k0 + kBK);
-#pragma unroll
-        for (int q = 0; q < kBK; ++q) {
-          A av[kTM], bv[kTN];
-#pragma unroll
-          for (int i = 0; i < kTM; ++i) av[i] = As[q][ty + 16 * i];
-#pragma unroll
-          for (int j = 0; j < kTN; ++j) bv[j] = Bs[q][tx + 16 * j];
-#pragma unroll
-          for (int i = 0; i < kTM; ++i) {
-#pragma unroll
-            for (int j = 0; j < kTN; ++j) acc[i][j] += av[i] * bv[j];
-          }
-        }
+        fma_tile(As, Bs, ty, tx, acc);
         __syncthreads();
       }
 
