@@ -155,7 +155,10 @@ int run(const Options& o) {
     return 0;
   }
   std::string batch_list;
-  for (const int64_t b : batches) batch_list += (batch_list.empty() ? "" : ",") + std::to_string(b);
+  for (const int64_t b : batches) {
+    if (!batch_list.empty()) batch_list += ',';
+    batch_list += std::to_string(b);
+  }
   const std::string bench_dir = std::string(SINTER_SOURCE_DIR) + "/benchmarks";
   const std::string ort_json = (fs::path(o.out) / "onnxruntime_inference.json").string();
   std::string models;
