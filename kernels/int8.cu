@@ -111,21 +111,21 @@ __global__ void int8_linear_epilogue_kernel(const int32_t* c, int64_t n, int64_t
   }
 }
 
-// c: (rows, c_out / groups) of group grp and the images from img0, into y (NCHW).
-__global__ void int8_conv_epilogue_kernel(kern::Conv2dGeom g, const int32_t* c, int64_t img0,
+// c: (rows, c_out / groups) of group grp and the pixels from row0, into y (NCHW).
+__global__ void int8_conv_epilogue_kernel(kern::Conv2dGeom g, const int32_t* c, int64_t row0,
                                           int64_t grp, int64_t total, kern::Int8Epilogue ep,
                                           float* y) {
   const int64_t cog = g.c_out / g.groups;
   for (int64_t e = thread_index(); e < total; e += thread_count()) {
     const int64_t r = e / cog, j = e % cog, ch = grp * cog + j;
-    y[int8layout::conv_out_index(g, img0, grp, r, j)] =
+    y[int8layout::conv_out_index(g, row0, grp, r, j)] =
         kern::int8_epilogue(c[e], ep.scale[ch], ep.bias ? ep.bias[ch] : 0.0F, ep.act);
   }
 }
 
 // The scratch a layer's pass keeps under (its A operand and int32 sums).
 constexpr int64_t kPassBytes = int64_t{256} << 20;
-// The GEMM's grid takes at most 65535 row blocks.
+// The GEMM's grid takes at most 65535 row blocks: int8_gemm launches slabs of this many rows.
 constexpr int64_t kMaxGemmRows = int64_t{kBM} * 65535;
 
 // One thread per element of `work` in a grid-stride loop.
@@ -146,16 +146,25 @@ void int8_gemm(const kern::Ctx& ctx, int64_t m, int64_t n, int64_t k, const int8
                ", so that the int32 sums cannot overflow)");
   if (m == 0 || n == 0) return;
   DeviceGuard guard(ctx.device);
-  const int64_t gx = (n + kBN - 1) / kBN, gy = (m + kBM - 1) / kBM;
-  SINTER_CHECK(gx <= INT_MAX && gy <= 65535, "int8_gemm: problem too large for one launch (grid ",
-               gx, " x ", gy, ")");
+  SINTER_CHECK(
+      device_compute_capability(ctx.device) >= 80,
+      "int8_gemm: the int8 tensor-core GEMM needs compute capability 8.0 or newer; device ",
+      ctx.device, " has ", device_compute_capability(ctx.device) / 10, ".",
+      device_compute_capability(ctx.device) % 10);
+  const int64_t gx = (n + kBN - 1) / kBN;
+  SINTER_CHECK(gx <= INT_MAX, "int8_gemm: n=", n, " is too large for one launch");
   const auto aligned = [](const int8_t* p, int64_t ld) {
     return reinterpret_cast<uintptr_t>(p) % 16 == 0 && ld % 16 == 0;
   };
-  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
-  int8_gemm_kernel<<<grid, kThreads, 0, stream_of(ctx)>>>(m, n, k, a, lda, b, ldb, c, ldc,
-                                                          aligned(a, lda), aligned(b, ldb));
-  SINTER_LAUNCH_CHECK("int8_gemm_kernel");
+  // Slabs of at most kMaxGemmRows rows: the grid's y takes at most 65535 row blocks.
+  for (int64_t r0 = 0; r0 < m; r0 += kMaxGemmRows) {
+    const int64_t rows = std::min(kMaxGemmRows, m - r0), gy = (rows + kBM - 1) / kBM;
+    const int8_t* ar = a + r0 * lda;
+    const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
+    int8_gemm_kernel<<<grid, kThreads, 0, stream_of(ctx)>>>(
+        rows, n, k, ar, lda, b, ldb, c + r0 * ldc, ldc, aligned(ar, lda), aligned(b, ldb));
+    SINTER_LAUNCH_CHECK("int8_gemm_kernel");
+  }
 }
 
 void int8_gemm_isa(const kern::Ctx&, const char** name) { *name = "mma.sync"; }
@@ -176,7 +185,8 @@ void int8_linear(const kern::Ctx& ctx, int64_t m, int64_t n, int64_t k, const fl
                  float x_scale, const uint8_t* packed, const kern::Int8Epilogue& e, float* y) {
   DeviceGuard guard(ctx.device);
   const int64_t kp = int8layout::row_bytes(k);
-  const int64_t per_pass = std::clamp<int64_t>(kPassBytes / (kp + 4 * n), 1, kMaxGemmRows);
+  const int64_t per_pass =
+      std::clamp<int64_t>(kPassBytes / std::max<int64_t>(kp + 4 * n, 1), 1, kMaxGemmRows);
   const int64_t rows = std::min(m, per_pass);
   Scratch<int8_t> a(ctx, rows * kp);
   Scratch<int32_t> c(ctx, rows * n);
@@ -201,19 +211,19 @@ void int8_conv2d(const kern::Ctx& ctx, const kern::Conv2dGeom& g, const float* x
   Scratch<int8_t> qx(ctx, numel);
   launch_flat(ctx, "int8_quantize_kernel", int8_quantize_kernel, numel, x, x_scale, numel,
               qx.get());
-  const int64_t images = std::min(int8layout::conv_images_per_pass(g, kPassBytes),
-                                  std::max<int64_t>(1, kMaxGemmRows / std::max<int64_t>(hw, 1)));
-  Scratch<int8_t> cols(ctx, images * hw * kp);
-  Scratch<int32_t> c(ctx, images * hw * cog);
+  const int64_t total = g.n * hw;
+  const int64_t rows = int8layout::conv_rows_per_pass(g, kPassBytes, kMaxGemmRows);
+  Scratch<int8_t> cols(ctx, rows * kp);
+  Scratch<int32_t> c(ctx, rows * cog);
   const auto* w = reinterpret_cast<const int8_t*>(packed);
-  for (int64_t img0 = 0; img0 < g.n; img0 += images) {
-    const int64_t rows = std::min(images, g.n - img0) * hw;
+  for (int64_t row0 = 0; row0 < total; row0 += rows) {
+    const int64_t pass = std::min(rows, total - row0);
     for (int64_t grp = 0; grp < g.groups; ++grp) {
-      launch_flat(ctx, "int8_windows_kernel", int8_windows_kernel, rows * kp, g, qx.get(), img0,
-                  grp, rows * kp, cols.get());
-      int8_gemm(ctx, rows, cog, taps, cols.get(), kp, w + grp * cog * kp, kp, c.get(), cog);
-      launch_flat(ctx, "int8_conv_epilogue_kernel", int8_conv_epilogue_kernel, rows * cog, g,
-                  c.get(), img0, grp, rows * cog, e, y);
+      launch_flat(ctx, "int8_windows_kernel", int8_windows_kernel, pass * kp, g, qx.get(), row0,
+                  grp, pass * kp, cols.get());
+      int8_gemm(ctx, pass, cog, taps, cols.get(), kp, w + grp * cog * kp, kp, c.get(), cog);
+      launch_flat(ctx, "int8_conv_epilogue_kernel", int8_conv_epilogue_kernel, pass * cog, g,
+                  c.get(), row0, grp, pass * cog, e, y);
     }
   }
 }

@@ -150,30 +150,30 @@ TEST(Int8Mma, BlockTilesMatchTheReference) {
 namespace il = cudak::int8layout;
 
 // The CUDA convolution's passes (kernels/int8.cu) element by element with their own index math:
-// the weight padded, the input quantized, for each pass of `images` images and each group the
-// windows gathered and multiplied (by the CPU's int8_gemm: the GEMM's tiles are replayed above),
-// the epilogue written to where it goes.
+// the weight padded, the input quantized, for each pass of `rows` output pixels (numbered across
+// the images) and each group the windows gathered and multiplied (by the CPU's int8_gemm: the
+// GEMM's tiles are replayed above), the epilogue written to where it goes.
 std::vector<float> replay_conv(const kern::Conv2dGeom& g, const std::vector<float>& x, float xs,
                                const std::vector<int8_t>& w, const kern::Int8Epilogue& e,
-                               int64_t images) {
+                               int64_t rows) {
   const int64_t cig = g.c_in / g.groups, cog = g.c_out / g.groups, hw = g.h_out * g.w_out;
-  const int64_t taps = cig * g.kh * g.kw, kp = il::row_bytes(taps);
+  const int64_t taps = cig * g.kh * g.kw, kp = il::row_bytes(taps), total = g.n * hw;
   std::vector<int8_t> packed(static_cast<size_t>(g.c_out * kp)), qx(x.size());
   for (size_t i = 0; i < packed.size(); ++i) packed[i] = il::padded_weight(w.data(), taps, i);
   for (size_t i = 0; i < x.size(); ++i) qx[i] = static_cast<int8_t>(kern::quantize_int8(x[i], xs));
-  std::vector<float> y(static_cast<size_t>(g.n * g.c_out * hw), std::nanf(""));
-  for (int64_t img0 = 0; img0 < g.n; img0 += images) {
-    const int64_t rows = std::min(images, g.n - img0) * hw;
-    std::vector<int8_t> cols(static_cast<size_t>(rows * kp));
-    std::vector<int32_t> c(static_cast<size_t>(rows * cog));
+  std::vector<float> y(static_cast<size_t>(total * g.c_out), std::nanf(""));
+  for (int64_t row0 = 0; row0 < total; row0 += rows) {
+    const int64_t pass = std::min(rows, total - row0);
+    std::vector<int8_t> cols(static_cast<size_t>(pass * kp));
+    std::vector<int32_t> c(static_cast<size_t>(pass * cog));
     for (int64_t grp = 0; grp < g.groups; ++grp) {
-      for (int64_t i = 0; i < rows * kp; ++i)
-        cols[i] = il::window_value(g, qx.data(), img0, grp, i);
-      cpu::int8_gemm(kern::Ctx{}, rows, cog, taps, cols.data(), kp, packed.data() + grp * cog * kp,
+      for (int64_t i = 0; i < pass * kp; ++i)
+        cols[i] = il::window_value(g, qx.data(), row0, grp, i);
+      cpu::int8_gemm(kern::Ctx{}, pass, cog, taps, cols.data(), kp, packed.data() + grp * cog * kp,
                      kp, c.data(), cog);
-      for (int64_t i = 0; i < rows * cog; ++i) {
+      for (int64_t i = 0; i < pass * cog; ++i) {
         const int64_t r = i / cog, j = i % cog, ch = grp * cog + j;
-        y[il::conv_out_index(g, img0, grp, r, j)] =
+        y[il::conv_out_index(g, row0, grp, r, j)] =
             kern::int8_epilogue(c[i], e.scale[ch], e.bias ? e.bias[ch] : 0.0F, e.act);
       }
     }
@@ -267,24 +267,28 @@ TEST(Int8Layout, CudaLayersReplayedOnTheHostMatchTheCpuKernels) {
       const kern::Int8Epilogue e{d.scale.data(), d.bias.data(), act};
       std::vector<float> want(static_cast<size_t>(g.n * g.c_out * g.h_out * g.w_out));
       cpu::int8_conv2d(kern::Ctx{}, g, d.x.data(), kScale, packed.data(), e, want.data());
-      for (const int64_t images : {int64_t{1}, g.n}) {
-        const std::vector<float> got = replay_conv(g, d.x, kScale, d.w, e, images);
+      // One pass, passes of one image, and passes of 7 pixels that cross the images' borders.
+      const int64_t hw = g.h_out * g.w_out;
+      for (const int64_t rows : {g.n * hw, hw, int64_t{7}}) {
+        const std::vector<float> got = replay_conv(g, d.x, kScale, d.w, e, rows);
         EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
-            << "conv groups " << g.groups << " stride " << g.stride_h << " images " << images;
+            << "conv groups " << g.groups << " stride " << g.stride_h << " rows " << rows;
       }
     }
   }
 }
 
-// A pass of the CUDA convolution keeps its scratch under the bound, and takes at least one image.
+// A pass of the CUDA convolution keeps its scratch under the bound and the GEMM's rows under
+// theirs, takes at least one pixel, and at most all of them.
 TEST(Int8Layout, ConvolutionPassesKeepTheirScratchBounded) {
   kern::Conv2dGeom g{.n = 256, .c_in = 16, .h = 32, .w = 32, .c_out = 16, .kh = 3, .kw = 3};
   g.h_out = g.w_out = 32;
   g.pad_h = g.pad_w = 1;
-  const int64_t per_image = 32 * 32 * (il::row_bytes(144) + 4 * 16);
-  EXPECT_EQ(il::conv_images_per_pass(g, 10 * per_image + 5), 10);
-  EXPECT_EQ(il::conv_images_per_pass(g, per_image - 1), 1);
-  EXPECT_EQ(il::conv_images_per_pass(g, int64_t{1} << 40), 256);
+  const int64_t per_row = il::row_bytes(144) + 4 * 16, total = 256 * 32 * 32;
+  EXPECT_EQ(il::conv_rows_per_pass(g, 10 * per_row + 5, total), 10);
+  EXPECT_EQ(il::conv_rows_per_pass(g, per_row - 1, total), 1);
+  EXPECT_EQ(il::conv_rows_per_pass(g, int64_t{1} << 40, total), total);
+  EXPECT_EQ(il::conv_rows_per_pass(g, int64_t{1} << 40, 4096), 4096);
   EXPECT_EQ(il::row_bytes(144), 144);
   EXPECT_EQ(il::row_bytes(145), 160);
 }
