@@ -122,7 +122,7 @@ void save_checkpoint(const std::string& path, const std::string& model_name, st:
     dict["meta.epoch_sums"] = st::from_vector<double>(at.sums);
   }
   st::add_prefixed(dict, "meta", st::generator_state_dict());
-  st::save(dict, path, {{"model", model_name}, {"format", "sinter-checkpoint-1"}});
+  st::save(dict, path, {{"model", model_name}, {"sinter.format", "sinter-checkpoint-1"}});
 }
 
 // Returns where the checkpoint's run stood.

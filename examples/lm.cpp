@@ -13,6 +13,8 @@
 //   mpirun -np 2 lm --ddp                           # data parallel (--batch-tokens over all ranks)
 //   mpirun -np 2 lm --ddp --zero 2                  # ... with the optimizer state sharded (ZeRO)
 //   lm --device cuda --amp bf16 --cuda-graph --dropout 0
+//   lm --model llama --export-hf hf/                 # a Hugging Face folder: transformers, vLLM
+//   lm --init-from hf/ --steps 200                   # fine-tune a folder (ours or transformers')
 #include <sinter/data.h>
 #include <sinter/dist.h>
 #include <sinter/io.h>
@@ -124,6 +126,7 @@ struct Run {
   std::optional<st::data::ByteBaselines> base;
   std::optional<double> max_val_loss;
   LanguageModel model;
+  std::shared_ptr<st::nn::models::Pretrained> init;  // --init-from's model, until it is copied
   std::vector<st::Tensor> params;
   std::unique_ptr<st::optim::Optimizer> opt;  // AdamW, or --zero's ZeroRedundancyOptimizer over it
   st::dist::ZeroRedundancyOptimizer* zero = nullptr;  // opt, with --zero
@@ -257,6 +260,10 @@ int64_t load_checkpoint(Run& r, const std::string& path) {
 int64_t build_model(Run& r) {
   const RunConfig& cfg = r.cfg;
   r.model = make_model(cfg, r.tokens.tokenizer.vocab_size());
+  if (r.init) {  // the same model (configure checked it), with the folder's weights
+    r.model.module->load_state_dict(r.init->module->state_dict());
+    r.init.reset();
+  }
   r.model.module->to(r.dev);
   // Weight decay on the matrices (linear and embedding weights) only, as GPT-2 and nanoGPT do:
   // decaying biases and norm gains only pulls them off their working values.
@@ -342,7 +349,8 @@ void join_ranks(Run& r) {
 }
 
 // The tokens of the run's data, with their tokenizer (the shards', or on --resume the
-// checkpoint's), which must be the data `resumed` was trained on; the byte baselines of text.
+// checkpoint's, or with --init-from the folder's), which must be the data `resumed` was trained
+// on; the byte baselines of text.
 void load_tokens(Run& r, const Overrides& overrides, const std::optional<CheckpointInfo>& resumed) {
   const Args& args = r.args;
   if (are_shards(r.data)) {
@@ -351,11 +359,15 @@ void load_tokens(Run& r, const Overrides& overrides, const std::optional<Checkpo
             "drop --tokenizer and --vocab");
     require(args.write_shards.empty(), "--write-shards: the data are shards already");
     load_shards(r.tokens, r.data);
+    require(!r.init || r.tokens.tokenizer.to_json() == r.init->tokenizer->to_json(),
+            "--init-from " + args.init_from +
+                ": the shards' tokenizer is not the folder's (write the shards with it)");
     r.cfg.tokenizer = r.tokens.tokenizer.num_merges() > 0 ? "bpe" : "bytes";
     r.cfg.vocab = r.tokens.tokenizer.vocab_size();
   } else {
     std::optional<st::data::BpeTokenizer> given;
     if (resumed) given = checkpoint_tokenizer(*resumed, args.resume);
+    if (r.init) given = *r.init->tokenizer;
     load_text(r.tokens, r.data, r.cfg, given);
     if (r.cfg.tokenizer == "bytes") r.cfg.vocab = 256;
     r.base = st::data::byte_baselines(*r.tokens.corpus);
@@ -380,14 +392,16 @@ void set_max_val_loss(Run& r) {
   }
 }
 
-// --amp's autocast and loss scaler, and the options that must fit the run: --cuda-graph and
-// --export-onnx.
+// --amp's autocast and loss scaler, and the options that must fit the run: --cuda-graph,
+// --export-onnx and --export-hf.
 void set_up_precision(Run& r) {
   const Args& args = r.args;
   r.amp = amp_dtype(args.amp, r.dev);
   r.scaler = amp_scaler(r.amp, r.pg);
   check_cuda_graph(args.cuda_graph, r.dev, r.amp);
   check_export_onnx(args.export_onnx);
+  require(args.export_hf.empty() || !fs::exists(args.export_hf) || fs::is_directory(args.export_hf),
+          "--export-hf: " + args.export_hf + " is a file, not a folder");
   if (args.cuda_graph && r.cfg.dropout > 0) {
     throw st::Error(
         format("--cuda-graph needs --dropout 0 (dropout %g would replay one mask at every step)",
@@ -482,6 +496,7 @@ std::unique_ptr<Run> set_up(const Args& args, const Overrides& overrides) {
   r->cfg = configured.config;
   r->data = std::move(configured.data);
   r->accum = configured.accum;
+  r->init = configured.init;
   st::manual_seed(r->cfg.seed);
   load_tokens(*r, overrides, configured.resumed);
   if (!args.write_shards.empty()) return r;  // nothing else is needed
@@ -722,6 +737,12 @@ int finish(Run& r, double val_per_byte) {
   std::printf("\nmetrics: %s\ncheckpoint: %s\n", r.metrics->path().string().c_str(),
               r.save.c_str());
   export_weights(r.args.export_weights, *r.model.module, r.cfg.model);
+  if (!r.args.export_hf.empty()) {
+    st::nn::models::save_pretrained(*r.model.module, r.args.export_hf,
+                                    {.tokenizer = &r.tokens.tokenizer});
+    std::printf("hugging face: %s (AutoModelForCausalLM.from_pretrained loads it)\n",
+                r.args.export_hf.c_str());
+  }
   // Any batch and any length up to the context: the example's (1, context) dims are symbolic.
   export_onnx(r.args.export_onnx, *r.model.module,
               st::zeros({1, r.cfg.context}, {.dtype = st::DType::i64, .device = r.dev}), true);

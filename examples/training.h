@@ -235,7 +235,7 @@ inline void make_out_folder(const std::string& out) {
 inline void export_weights(const std::string& path, const st::nn::Module& model,
                            const std::string& model_name) {
   if (path.empty()) return;
-  st::save(model.state_dict(), path, {{"model", model_name}, {"format", "state-dict"}});
+  st::save(model.state_dict(), path, {{"model", model_name}});
   std::printf("weights: %s\n", path.c_str());
 }
 

@@ -115,7 +115,7 @@ TEST(SafetensorsIo, RoundTripsEveryDtypeShapeAndLayout) {
   for (const auto& e : fs::directory_iterator(dir.path())) {
     EXPECT_EQ(e.path().filename(), "model.safetensors");
   }
-  EXPECT_TRUE(load_metadata(path).empty());
+  EXPECT_EQ(load_metadata(path), (Metadata{{"format", "pt"}}));
 }
 
 TEST(SafetensorsIo, EmptyDictRoundTrips) {
@@ -123,7 +123,8 @@ TEST(SafetensorsIo, EmptyDictRoundTrips) {
   TempDir dir;
   const std::string path = dir.file("empty.safetensors");
   save({}, path);
-  EXPECT_EQ(read_bytes(path), le64(8) + "{}      ");
+  const std::string header = R"({"__metadata__":{"format":"pt"}})";  // 32 bytes: no padding
+  EXPECT_EQ(read_bytes(path), le64(header.size()) + header);
   EXPECT_TRUE(load(path).empty());
 }
 
@@ -161,8 +162,24 @@ TEST(SafetensorsIo, MetadataRoundTrips) {
   const std::string path = dir.file("m.safetensors");
   const Metadata md = {{"epoch", "3"}, {"note", "quotes \" and \\ and\nnewlines, ünïcode"}};
   save({{"w", ones({2})}}, path, md);
-  EXPECT_EQ(load_metadata(path), md);
+  Metadata with_format = md;
+  with_format["format"] = "pt";  // Note [safetensors format] in src/io/safetensors.cpp
+  EXPECT_EQ(load_metadata(path), with_format);
   EXPECT_EQ(load(path).size(), 1u);
+}
+
+// Hugging Face's loaders refuse any "format" but a framework's: save says "pt" by default, keeps
+// one they accept, and refuses to write one they would refuse (and leaves no file).
+TEST(SafetensorsIo, FormatIsOneOtherReadersAccept) {
+  SINTER_REQUIRE_JSON();
+  TempDir dir;
+  const std::string path = dir.file("f.safetensors");
+  save({{"w", ones({2})}}, path, {{"format", "flax"}});
+  EXPECT_EQ(load_metadata(path).at("format"), "flax");
+  const std::string bad = dir.file("bad.safetensors");
+  expect_error([&] { save({{"w", ones({2})}}, bad, {{"format", "state-dict"}}); },
+               {"save", "metadata format 'state-dict' is not one of pt, tf, flax, mlx"});
+  EXPECT_FALSE(std::filesystem::exists(bad));
 }
 
 TEST(SafetensorsIo, ReadsFilesFromOtherWriters) {

@@ -6,8 +6,10 @@
 #include <sinter/io.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -240,6 +242,12 @@ CLI::Option* add_options(CLI::App& app, Args& args, Overrides& overrides) {
   add_tensorboard_options(app, args.tensorboard, args.log_every);
   app.add_option("--resume", args.resume,
                  "checkpoint to continue from, with its settings, data and tokenizer");
+  app.add_option("--init-from", args.init_from,
+                 "Hugging Face folder (a LlamaForCausalLM or GPT2LMHeadModel, as --export-hf "
+                 "writes) whose model and tokenizer the run starts from");
+  app.add_option("--export-hf", args.export_hf,
+                 "write the trained model as a Hugging Face folder (config.json, "
+                 "model.safetensors, tokenizer.json, ...) for transformers and vLLM");
   app.add_option("--stop-at", args.stop_at,
                  "stop after this step (checkpointed), to continue later with --resume");
   app.add_option("--max-val-loss", args.max_val_loss,
@@ -275,7 +283,7 @@ st::Metadata checkpoint_metadata(const RunConfig& c, const std::vector<std::stri
                                  const std::string& data_hash,
                                  const st::data::BpeTokenizer& tokenizer) {
   st::Metadata meta{
-      {"format", kFormat}, {"config.data", join(data, "\n")}, {"data.hash", data_hash}};
+      {"sinter.format", kFormat}, {"config.data", join(data, "\n")}, {"data.hash", data_hash}};
   if (tokenizer.num_merges() > 0 || !tokenizer.special_tokens().empty()) {
     meta["tokenizer.json"] = tokenizer.to_json();
   }
@@ -286,8 +294,10 @@ st::Metadata checkpoint_metadata(const RunConfig& c, const std::vector<std::stri
 CheckpointInfo read_checkpoint_info(const std::string& path) {
   CheckpointInfo info;
   info.meta = st::load_metadata(path);
-  if (metadata_at(info.meta, "format", path) != kFormat) {
-    throw st::Error(path + ": format '" + info.meta.at("format") + "', expected '" + kFormat + "'");
+  // Checkpoints written before every safetensors file said "pt" keep theirs under "format".
+  const std::string key = info.meta.count("sinter.format") ? "sinter.format" : "format";
+  if (metadata_at(info.meta, key, path) != kFormat) {
+    throw st::Error(path + ": format '" + info.meta.at(key) + "', expected '" + kFormat + "'");
   }
   for (const Setting& s : settings()) {
     const std::string text = metadata_at(info.meta, std::string("config.") + s.key, path);
@@ -304,6 +314,92 @@ st::data::BpeTokenizer checkpoint_tokenizer(const CheckpointInfo& info, const st
   return it == info.meta.end() ? st::data::BpeTokenizer()
                                : st::data::BpeTokenizer::from_json(it->second, path);
 }
+
+namespace {
+
+// --init-from DIR: the folder's model (nn::models::from_pretrained) sets the model settings; a
+// flag that gives another value is an error. The model must be one lm's settings describe (the
+// run's checkpoints and --resume rebuild it from them): what they do not say (a Llama's MLP width,
+// rope base, epsilon and untied head; a GPT's tied head) must be lm's.
+void init_from_folder(Configured& c, const Args& args, const Overrides& overrides) {
+  const std::string& dir = args.init_from;
+  require(args.resume.empty(),
+          "--init-from starts a new run from a model and --resume continues a run: give one");
+  auto p = std::make_shared<st::nn::models::Pretrained>();
+  try {
+    *p = st::nn::models::from_pretrained(dir);
+  } catch (const st::Error& e) {
+    throw st::Error(std::string("--init-from: ") + e.what());
+  }
+  RunConfig folder = c.config;
+  int64_t model_vocab = 0;
+  if (p->llama) {
+    const st::nn::models::LlamaConfig& l = p->llama->config;
+    const st::nn::models::LlamaConfig lm{.n_embd = l.n_embd};
+    const int64_t width = st::nn::models::mlp_width(l), lm_width = st::nn::models::mlp_width(lm);
+    require(width == lm_width, "--init-from " + dir + ": intermediate_size " + ll(width) +
+                                   " is not lm's MLP width for hidden_size " + ll(l.n_embd) +
+                                   " (" + ll(lm_width) + ")");
+    require(l.rope_base == lm.rope_base,
+            "--init-from " + dir + ": rope_theta " + format("%g", l.rope_base) +
+                " is not lm's " + format("%g", lm.rope_base));
+    require(l.norm_eps == lm.norm_eps, "--init-from " + dir + ": rms_norm_eps " +
+                                           format("%g", l.norm_eps) + " is not lm's " +
+                                           format("%g", lm.norm_eps));
+    require(!l.tie_weights, "--init-from " + dir +
+                                ": the Llama ties its head to the embedding; lm's Llama does not");
+    folder.model = "llama";
+    folder.n_layer = l.n_layer;
+    folder.n_head = l.n_head;
+    folder.n_kv_head = l.n_kv_head;
+    folder.n_embd = l.n_embd;
+    // A Llama's context is a bound on the positions, not a weight: a shorter one may be asked.
+    folder.context = overrides.has("--context") ? std::min(c.config.context, l.context_length)
+                                                : l.context_length;
+    model_vocab = l.vocab_size;
+  } else {
+    const st::nn::models::GPTConfig& g = p->gpt->config;
+    require(g.tie_weights, "--init-from " + dir +
+                               ": the GPT has its own output head; lm's GPT ties it to the "
+                               "embedding (tie_word_embeddings true)");
+    folder.model = "gpt";
+    folder.n_layer = g.n_layer;
+    folder.n_head = g.n_head;
+    folder.n_embd = g.n_embd;
+    folder.context = g.context_length;
+    model_vocab = g.vocab_size;
+  }
+  if (!p->tokenizer) p->tokenizer = st::data::BpeTokenizer();
+  folder.tokenizer = p->tokenizer->num_merges() > 0 ? "bpe" : "bytes";
+  folder.vocab = p->tokenizer->vocab_size();
+  require(model_vocab == folder.vocab,
+          "--init-from " + dir + ": the model's vocabulary of " + ll(model_vocab) +
+              " is not its tokenizer's " + ll(folder.vocab) +
+              (fs::exists(fs::path(dir) / "tokenizer.json")
+                   ? std::string()
+                   : std::string(" (no tokenizer.json: the byte tokenizer)")));
+  std::vector<std::string> differ;
+  for (const char* flag : {"--model", "--tokenizer", "--vocab", "--layers", "--heads",
+                           "--kv-heads", "--width", "--context"}) {
+    if (!overrides.has(flag)) continue;
+    for (const auto& [s, opt] : overrides.flags) {
+      if (std::string(s->flag) != flag) continue;
+      const bool same = std::visit([&](auto m) { return folder.*m == c.config.*m; }, s->member);
+      const bool shorter = std::string(flag) == "--context" && folder.model == "llama";
+      if (!same && !shorter) {
+        differ.push_back(format("%s (the folder's: %s)", flag, to_text(folder, s->member, 6).c_str()));
+      }
+    }
+  }
+  if (!differ.empty()) {
+    throw st::Error("--init-from " + dir + ": the folder's model sets these; drop them: " +
+                    join(differ, ", "));
+  }
+  c.config = folder;
+  c.init = std::move(p);
+}
+
+}  // namespace
 
 Configured configure(const Args& args, const Overrides& overrides, bool cuda, int world) {
   Configured c;
@@ -334,6 +430,7 @@ Configured configure(const Args& args, const Overrides& overrides, bool cuda, in
   } else {
     overrides.apply(c.config);
   }
+  if (!args.init_from.empty()) init_from_folder(c, args, overrides);
   check_config(c.config);
   if (args.stop_at < 0 || args.stop_at > c.config.steps) {
     throw st::Error("--stop-at " + ll(args.stop_at) + " is not in [1, --steps " +

@@ -5,9 +5,11 @@
 
 #include <sinter/data.h>
 #include <sinter/io.h>
+#include <sinter/nn/pretrained.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -68,6 +70,7 @@ struct Args {
   std::vector<std::string> data;
   std::string out = "lm_out";
   std::string save, resume, checkpoint, export_weights, export_onnx, profile, write_shards;
+  std::string export_hf, init_from;  // Hugging Face folders, out and in
   std::string profile_schedule = "2,1,5";
   std::string max_val_loss;  // nats per byte, "unigram" or "bigram"
   int64_t stop_at = 0;
@@ -127,11 +130,15 @@ struct Configured {
   std::vector<std::string> data;  // absolute paths
   int64_t accum = 1;
   std::optional<CheckpointInfo> resumed;
+  // --init-from: the folder's model, whose weights the run starts from, and its tokenizer (the
+  // byte tokenizer where the folder has no tokenizer.json).
+  std::shared_ptr<st::nn::models::Pretrained> init;
 };
 
 // The run's settings and data paths: the defaults of the device (a GPU when `cuda`) with the
 // flags over them, or, with --resume, the checkpoint's (flags that differ from them are an
-// error); --batch-tokens is checked against the `world` ranks.
+// error); with --init-from, the model settings are the folder's; --batch-tokens is checked
+// against the `world` ranks.
 Configured configure(const Args& args, const Overrides& overrides, bool cuda, int world);
 
 }  // namespace example::lm

@@ -16,7 +16,9 @@ namespace sinter {
 using Metadata = std::map<std::string, std::string>;
 
 // Writes `dict` (any devices, any strides) to `path`. The file is built at "<path>.tmp.<pid>",
-// flushed to disk, then renamed over `path`, so a failure leaves any previous file untouched.
+// flushed to disk, then renamed over `path`, so a failure leaves any previous file untouched. The
+// metadata's "format" is "pt" unless given as "tf", "flax" or "mlx" (any other is an Error: see
+// Note [safetensors format] in src/io/safetensors.cpp).
 void save(const StateDict& dict, const std::string& path, const Metadata& metadata = {});
 
 // Reads every tensor of a safetensors file onto `device`. The whole header is validated first (see

@@ -16,6 +16,7 @@
 #include "sinter/io.h"
 #include "sinter/nn.h"
 #include "sinter/nn/models.h"
+#include "sinter/nn/pretrained.h"
 #include "sinter/onnx.h"
 #include "sinter/ops.h"
 #include "sinter/optim.h"

@@ -44,9 +44,9 @@ sinter_install_deps() {
 }
 
 # The Python packages of the interop tests (tests/scripts/requirements.txt: numpy, safetensors,
-# onnxruntime, tokenizers, tensorboard; each imports under its package name), installed with pip
-# where one is missing. Optional: where pip cannot install them (no network, an externally managed
-# Python) this says so and the tests that need them skip.
+# onnxruntime, tokenizers, tensorboard, torch, transformers, gguf; each imports under its package
+# name), installed with pip where one is missing. Optional: where pip cannot install them (no
+# network, an externally managed Python) this says so and the tests that need them skip.
 sinter_install_python_deps() {
   local requirements
   requirements="$(dirname "${BASH_SOURCE[0]}")/../../tests/scripts/requirements.txt"

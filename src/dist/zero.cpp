@@ -492,7 +492,7 @@ void ZeroRedundancyOptimizer::save_sharded(const std::string& path,
   std::string error;
   try {
     Metadata meta = metadata;
-    meta["format"] = "sinter-zero-shard-1";
+    meta["sinter.format"] = "sinter-zero-shard-1";
     sinter::save(state_dict(), shard_path(path, pg.rank(), pg.size()), meta);
   } catch (const std::exception& e) {
     error = e.what();
@@ -571,7 +571,7 @@ void ZeroRedundancyOptimizer::consolidate_files(const std::string& path, const s
   } catch (const std::exception& e) {
     SINTER_THROW(op, ": the shards of ", path, ": ", e.what(), "; nothing was written");
   }
-  sinter::save(whole, out, {{"format", "sinter-zero-consolidated-1"}});
+  sinter::save(whole, out, {{"sinter.format", "sinter-zero-consolidated-1"}});
 }
 
 }  // namespace sinter::dist

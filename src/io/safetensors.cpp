@@ -69,6 +69,10 @@ bool parse_dtype(const std::string& s, DType* out) {
   return false;
 }
 
+bool is_known_format(const std::string& f) {
+  return f == "pt" || f == "tf" || f == "flax" || f == "mlx";
+}
+
 std::string errno_text() { return std::strerror(errno); }
 
 struct Entry {
@@ -238,7 +242,21 @@ void save(const StateDict& dict, const std::string& path, const Metadata& metada
       host.push_back(std::move(h));
     }
   }
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  // Note [safetensors format]
+  // Hugging Face's loaders (transformers' from_pretrained among them) refuse a file whose
+  // metadata "format" is not one of the frameworks they know, so every file Sinter writes says
+  // "pt": the tensors are laid out as torch.save_file lays them out. A caller's own format goes
+  // under another key (the examples' checkpoints use "sinter.format").
+  Metadata meta = metadata;
+  const auto format = meta.find("format");
+  if (format == meta.end()) {
+    meta["format"] = "pt";
+  } else {
+    SINTER_CHECK(is_known_format(format->second), "save: ", path, ": metadata format '",
+                 format->second, "' is not one of pt, tf, flax, mlx (the values Hugging Face's ",
+                 "loaders accept); store a format of your own under another key");
+  }
+  header["__metadata__"] = meta;
   std::string text;
   try {
     text = header.dump();

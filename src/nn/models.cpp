@@ -373,14 +373,13 @@ Tensor LlamaMLP::forward(const Tensor& x) {
 
 namespace {
 
-// The MLP width of a config: mlp_hidden, or 8 n_embd / 3 rounded up to a multiple of 32.
+}  // namespace
+
 int64_t mlp_width(const LlamaConfig& c) {
   if (c.mlp_hidden > 0) return c.mlp_hidden;
   const int64_t w = (8 * c.n_embd + 2) / 3;
   return (w + 31) / 32 * 32;
 }
-
-}  // namespace
 
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c) {
   self_attn =

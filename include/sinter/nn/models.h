@@ -137,6 +137,9 @@ struct LlamaConfig {
   bool checkpoint_layers = false;
 };
 
+// The MLP width of `c`: mlp_hidden, or 8 n_embd / 3 rounded up to a multiple of 32.
+int64_t mlp_width(const LlamaConfig& c);
+
 // llama-mini of the benchmarks, of gpt-mini's size: vocabulary 256, context 256, 6 layers, 6 query
 // heads on 2 K/V heads, width 384, MLP 1024, an untied head. 9,638,784 parameters.
 LlamaConfig llama_mini();
