@@ -9,12 +9,44 @@
 #include <sstream>
 
 #include "internal/atomic_file.h"
+#include "internal/byte_level.h"
 #include "internal/json_text.h"
 #include "sinter/core/error.h"
 
 #ifdef SINTER_WITH_NLOHMANN_JSON
 #include <nlohmann/json.hpp>
 #endif
+
+namespace sinter::detail {
+
+const std::array<uint32_t, 256>& byte_to_character() {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> cp{};
+    uint32_t next = 256;
+    for (uint32_t b = 0; b < 256; ++b) {
+      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+      cp[b] = printable ? b : next++;
+    }
+    return cp;
+  }();
+  return table;
+}
+
+std::string to_byte_level(std::string_view bytes) {
+  std::string out;
+  for (const char c : bytes) {
+    const uint32_t cp = byte_to_character()[static_cast<uint8_t>(c)];
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else {  // every byte-level character is below U+0800: two bytes
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  return out;
+}
+
+}  // namespace sinter::detail
 
 namespace sinter::data {
 
@@ -23,43 +55,10 @@ const char* const kBpeSplitPattern =
 
 namespace {
 
-// --- bytes as characters ---
+// --- bytes as characters (Note [byte-level characters] in src/internal/byte_level.h) ---
 
-// Note [byte-level characters]
-// tokenizer.json spells a token's bytes as text: byte b is the character U+b where b is a printable
-// Latin-1 character ('!'..'~', U+00A1..U+00AC, U+00AE..U+00FF), and otherwise U+0100 + n for the
-// n-th of the remaining bytes in byte order (space is U+0120 'Ġ', newline U+010A 'Ċ'), as GPT-2's
-// byte-level BPE and the `tokenizers` package's ByteLevel spell them.
-std::array<uint32_t, 256> byte_characters() {
-  std::array<uint32_t, 256> cp{};
-  uint32_t next = 256;
-  for (uint32_t b = 0; b < 256; ++b) {
-    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-    cp[b] = printable ? b : next++;
-  }
-  return cp;
-}
-
-const std::array<uint32_t, 256>& byte_to_character() {
-  static const std::array<uint32_t, 256> table = byte_characters();
-  return table;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else {  // every byte-level character is below U+0800: two bytes
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-// The byte-level text of `bytes`.
-std::string to_byte_level(std::string_view bytes) {
-  std::string out;
-  for (const char c : bytes) append_utf8(out, byte_to_character()[static_cast<uint8_t>(c)]);
-  return out;
-}
+using sinter::detail::byte_to_character;
+using sinter::detail::to_byte_level;
 
 // The bytes of byte-level text; false where it holds a character of no byte.
 bool from_byte_level(std::string_view text, std::string& out) {
@@ -449,8 +448,9 @@ std::string BpeTokenizer::to_json() const {
   j << "\n    },\n    \"merges\": [";
   for (size_t i = 0; i < merges_.size(); ++i) {
     j << (i ? ",\n" : "\n") << "      "
-      << json_string(to_byte_level(tokens_[static_cast<size_t>(merges_[i].first)]) + " " +
-                     to_byte_level(tokens_[static_cast<size_t>(merges_[i].second)]));
+      << json_string(
+             sinter::detail::byte_level_merge(tokens_[static_cast<size_t>(merges_[i].first)],
+                                              tokens_[static_cast<size_t>(merges_[i].second)]));
   }
   j << (merges_.empty() ? "]\n  }\n}\n" : "\n    ]\n  }\n}\n");
   return j.str();

@@ -75,6 +75,8 @@ class BpeTokenizer {
   // The id of a special token, or -1 where there is none of that name.
   int32_t special_id(std::string_view name) const;
   const std::vector<std::pair<std::string, int32_t>>& special_tokens() const { return specials_; }
+  // The merges in rank order: the ids of each pair.
+  const std::vector<std::pair<int32_t, int32_t>>& merges() const { return merges_; }
 
  private:
   struct Merge {
