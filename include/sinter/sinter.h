@@ -13,6 +13,7 @@
 #include "sinter/cuda.h"
 #include "sinter/data.h"
 #include "sinter/dist.h"
+#include "sinter/gguf.h"
 #include "sinter/io.h"
 #include "sinter/nn.h"
 #include "sinter/nn/models.h"
