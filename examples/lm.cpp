@@ -15,6 +15,7 @@
 //   lm --device cuda --amp bf16 --cuda-graph --dropout 0
 //   lm --model llama --export-hf hf/                 # a Hugging Face folder: transformers, vLLM
 //   lm --init-from hf/ --steps 200                   # fine-tune a folder (ours or transformers')
+//   lm --model llama --tokenizer bpe --export-gguf lm.gguf --gguf-type q8_0   # for llama.cpp
 #include <sinter/data.h>
 #include <sinter/dist.h>
 #include <sinter/io.h>
@@ -393,7 +394,7 @@ void set_max_val_loss(Run& r) {
 }
 
 // --amp's autocast and loss scaler, and the options that must fit the run: --cuda-graph,
-// --export-onnx and --export-hf.
+// --export-onnx, --export-hf and --export-gguf.
 void set_up_precision(Run& r) {
   const Args& args = r.args;
   r.amp = amp_dtype(args.amp, r.dev);
@@ -402,6 +403,11 @@ void set_up_precision(Run& r) {
   check_export_onnx(args.export_onnx);
   require(args.export_hf.empty() || !fs::exists(args.export_hf) || fs::is_directory(args.export_hf),
           "--export-hf: " + args.export_hf + " is a file, not a folder");
+  if (!args.export_gguf.empty()) {
+    require(r.cfg.model == "llama", "--export-gguf writes a Llama; this run trains --model " +
+                                        r.cfg.model + " (use --model llama)");
+    check_output_file("--export-gguf", args.export_gguf);
+  }
   if (args.cuda_graph && r.cfg.dropout > 0) {
     throw st::Error(
         format("--cuda-graph needs --dropout 0 (dropout %g would replay one mask at every step)",
@@ -746,6 +752,14 @@ int finish(Run& r, double val_per_byte) {
   // Any batch and any length up to the context: the example's (1, context) dims are symbolic.
   export_onnx(r.args.export_onnx, *r.model.module,
               st::zeros({1, r.cfg.context}, {.dtype = st::DType::i64, .device = r.dev}), true);
+  if (!r.args.export_gguf.empty()) {
+    const st::gguf::ExportSummary s =
+        st::gguf::export_model(*r.model.module, r.tokens.tokenizer, r.args.export_gguf,
+                               {.type = st::gguf::parse_type(r.args.gguf_type), .name = "lm"});
+    std::printf("gguf: %s (%s, %lld tensors, %.1f MB)\n", r.args.export_gguf.c_str(),
+                r.args.gguf_type.c_str(), static_cast<long long>(s.tensors),
+                static_cast<double>(s.bytes) / 1e6);
+  }
   std::vector<std::pair<std::string, double>> levels;
   if (r.base) levels = {{"unigram", r.base->unigram}, {"bigram", r.base->bigram}};
   write_plot(

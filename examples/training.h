@@ -239,6 +239,18 @@ inline void export_weights(const std::string& path, const st::nn::Module& model,
   std::printf("weights: %s\n", path.c_str());
 }
 
+// An export's file, checked before training, so that a run does not end with nowhere to write
+// its model: its folder exists, and it is not a folder itself.
+inline void check_output_file(const std::string& flag, const std::string& path) {
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (!folder.empty() && !std::filesystem::is_directory(folder)) {
+    throw st::Error(flag + ": the folder " + folder.string() + " of " + path + " does not exist");
+  }
+  if (std::filesystem::is_directory(path)) {
+    throw st::Error(flag + ": " + path + " is a folder, not a file name");
+  }
+}
+
 // --export-onnx: the trained model as an ONNX file (opset 17, weights under their state_dict names)
 // for ONNX Runtime, TensorRT and other runtimes; `example` is one input (any batch size), whose
 // batch dim becomes symbolic, and with `dynamic_sequence` its dim 1 (a GPT's length) too.
@@ -249,15 +261,7 @@ inline void check_export_onnx(const std::string& path) {
         "--export-onnx: Sinter was built without ONNX (apt-get install libonnx-dev "
         "libprotobuf-dev, then rebuild)");
   }
-  // Checked before training, so that a run does not end with nowhere to write its model.
-  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
-  if (!folder.empty() && !std::filesystem::is_directory(folder)) {
-    throw st::Error("--export-onnx: the folder " + folder.string() + " of " + path +
-                    " does not exist");
-  }
-  if (std::filesystem::is_directory(path)) {
-    throw st::Error("--export-onnx: " + path + " is a folder, not a file name");
-  }
+  check_output_file("--export-onnx", path);
 }
 inline void export_onnx(const std::string& path, st::nn::Module& model, const st::Tensor& example,
                         bool dynamic_sequence = false) {

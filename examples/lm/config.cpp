@@ -239,6 +239,12 @@ CLI::Option* add_options(CLI::App& app, Args& args, Overrides& overrides) {
   app.add_option("--save", args.save, "checkpoint path (default: <out>/lm.safetensors)");
   add_output_options(app, args.profile, args.profile_schedule, args.export_weights,
                      args.export_onnx, "any batch and any length up to the context");
+  app.add_option("--export-gguf", args.export_gguf,
+                 "write the trained Llama and its tokenizer as a GGUF file for llama.cpp "
+                 "(--model llama)");
+  app.add_option("--gguf-type", args.gguf_type,
+                 "the GGUF file's weights: f32, f16, bf16 or q8_0 (norms stay f32)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
   add_tensorboard_options(app, args.tensorboard, args.log_every);
   app.add_option("--resume", args.resume,
                  "checkpoint to continue from, with its settings, data and tokenizer");

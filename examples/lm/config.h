@@ -71,6 +71,8 @@ struct Args {
   std::string out = "lm_out";
   std::string save, resume, checkpoint, export_weights, export_onnx, profile, write_shards;
   std::string export_hf, init_from;  // Hugging Face folders, out and in
+  std::string export_gguf;
+  std::string gguf_type = "f16";  // --gguf-type: f32, f16, bf16 or q8_0
   std::string profile_schedule = "2,1,5";
   std::string max_val_loss;  // nats per byte, "unigram" or "bigram"
   int64_t stop_at = 0;

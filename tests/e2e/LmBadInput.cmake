@@ -98,6 +98,11 @@ expect(2 "--zero 2 needs --ddp" ${tiny} --zero 2 --data "${WORK}/corpus.txt" --o
 expect(2 "cannot create the log folder" ${tiny} --data "${WORK}/corpus.txt" --out "${WORK}/out"
        --tensorboard "${WORK}/corpus.txt/tb")
 expect(2 "--log-every" --log-every -1)
+expect(2 "--export-gguf writes a Llama" ${tiny} --data "${WORK}/corpus.txt" --out "${WORK}/out"
+       --export-gguf "${WORK}/m.gguf")
+expect(2 "--export-gguf: the folder" ${tiny} --model llama --data "${WORK}/corpus.txt"
+       --out "${WORK}/out" --export-gguf "${WORK}/missing-folder/m.gguf")
+expect(2 "--gguf-type" --gguf-type q4_0)
 file(APPEND "${WORK}/corpus.txt" "one more line\n")
 expect(2 "are not those the checkpoint was trained on" --resume "${good}" --out "${WORK}/out")
 message(STATUS "every bad input was refused with its message")
