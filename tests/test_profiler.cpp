@@ -1,18 +1,24 @@
 // The op profiler (Note [profiler]): a CPU training step under a Guard gives one event per op and
 // per backward node (names, shapes, nesting, self times, bytes), a table sorted by self time, and a
 // Chrome trace that is valid JSON with one complete event per op; a transformer's step is covered
-// by its ops' self times; autocast's re-entry counts once; a schedule records its window of steps.
+// by its ops' self times; autocast's re-entry counts once; a schedule records its window of steps;
+// the trace names the process and every thread that recorded (Note [trace thread names]).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "internal/parallel.h"
 #include "test_util.h"
 
 namespace sinter {
@@ -92,12 +98,14 @@ TEST(Profiler, RecordsEveryOpOfATrainingStep) {
   EXPECT_EQ(line.rfind("saved for backward:", 0), 0u) << "the table ends with the saved bytes";
   EXPECT_TRUE(std::is_sorted(selfs.rbegin(), selfs.rend())) << table;
 
-  // The trace: valid JSON, one complete event per recorded op.
+  // The trace: valid JSON, one complete event per recorded op after the metadata events.
   std::ifstream in(trace);
   const nlohmann::json j = nlohmann::json::parse(in);  // throws on invalid JSON
   ASSERT_TRUE(j.at("traceEvents").is_array());
-  EXPECT_EQ(j.at("traceEvents").size(), events.size());
+  size_t complete = 0;
   for (const auto& e : j.at("traceEvents")) {
+    if (e.at("ph") == "M") continue;
+    ++complete;
     EXPECT_EQ(e.at("ph"), "X");
     EXPECT_TRUE(e.at("name").is_string());
     EXPECT_TRUE(e.at("ts").is_number() && e.at("dur").is_number());
@@ -108,6 +116,60 @@ TEST(Profiler, RecordsEveryOpOfATrainingStep) {
     const bool backward = name.find(" backward") != std::string::npos || name == "AccumulateGrad";
     EXPECT_EQ(e.at("cat"), backward ? "backward" : "op");
   }
+  EXPECT_EQ(complete, events.size());
+}
+
+// Per Note [trace thread names], the trace's metadata events name the process "sinter" under its
+// process id, and each thread that recorded: the main thread, the thread pool's workers and a
+// DataLoader's producer; every complete event's thread has its name.
+TEST(Profiler, TheTraceNamesTheProcessAndItsThreads) {
+  const int threads_before = get_num_threads();
+  set_num_threads(2);
+  const testing::TempDir dir;
+  const std::string trace = dir.file("trace.json");
+  std::vector<profiler::Event> events;
+  {
+    const profiler::Guard guard;
+    (void)sum(ones({3}));
+    // Pieces slow enough that the worker takes some of them while the caller runs its own.
+    detail::parallel_for(16, 1, [](int64_t, int64_t) {
+      const profiler::Range piece("piece");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    });
+    data::DataLoader loader(std::make_shared<data::TensorDataset>(rand({8, 2}), zeros({8})),
+                            {.batch_size = 4, .prefetch = 1});
+    for (const data::Batch& b : loader) (void)b;
+    events = guard.events();
+    guard.write_chrome_trace(trace);
+  }
+  set_num_threads(threads_before);
+  std::set<std::string> event_threads;
+  for (const profiler::Event& e : events) {
+    event_threads.insert(e.thread_name);
+    if (e.name == "sum") EXPECT_EQ(e.thread_name, "main thread");
+  }
+  EXPECT_TRUE(event_threads.count("main thread"));
+  EXPECT_TRUE(event_threads.count("pool worker 1")) << "no piece ran on the pool's worker";
+  EXPECT_TRUE(event_threads.count("data loader")) << "no op ran on the loader's thread";
+
+  std::ifstream in(trace);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::map<int64_t, std::string> names;  // tid -> thread_name
+  std::string process;
+  std::set<int64_t> tids;
+  for (const auto& e : j.at("traceEvents")) {
+    EXPECT_EQ(e.at("pid").get<int64_t>(), getpid()) << e;
+    if (e.at("ph") == "X") tids.insert(e.at("tid").get<int64_t>());
+    if (e.at("name") == "process_name") process = e.at("args").at("name").get<std::string>();
+    if (e.at("name") == "thread_name") {
+      names[e.at("tid").get<int64_t>()] = e.at("args").at("name").get<std::string>();
+    }
+  }
+  EXPECT_EQ(process, "sinter");
+  for (const int64_t tid : tids) EXPECT_TRUE(names.count(tid)) << "thread " << tid << " unnamed";
+  std::set<std::string> trace_threads;
+  for (const auto& [tid, name] : names) trace_threads.insert(name);
+  EXPECT_EQ(trace_threads, event_threads);
 }
 
 TEST(Profiler, AGuardStartsEmpty) {

@@ -31,6 +31,8 @@ struct Event {
   int64_t bytes_allocated = 0;  // by the op and the ops it called
   int depth = 0;                // 0 for an op called by the program, 1 for one called by an op, ...
   uint64_t thread = 0;          // a small number per thread
+  std::string thread_name;      // "main thread", "pool worker 1", ... (Note [trace thread names]
+                                // in src/profiler/profiler.cpp)
   bool backward = false;        // an autograd node's backward, run by the engine
 };
 
@@ -69,7 +71,9 @@ class Guard : NonCopyable {
   // the recorded ops' share of the run, each moment counted once.
   std::string table() const;
   // The events as complete ("X") events of the Chrome trace format (args: shapes, depth, self time,
-  // bytes, device ms; backward nodes in category "backward"), written atomically; gzip-compressed
+  // bytes, device ms; backward nodes in category "backward"), after metadata ("M") events that name
+  // the process "sinter" (pid: the process id) and each thread's track, written atomically;
+  // gzip-compressed
   // when `path` ends in ".gz" (TensorBoard's profile plugin reads
   // "<logdir>/plugins/profile/<run>/<host>.trace.json.gz").
   void write_chrome_trace(const std::string& path) const;

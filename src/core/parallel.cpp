@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "internal/parallel.h"
+#include "internal/profile_op.h"
 #include "sinter/core/error.h"
 
 namespace sinter {
@@ -197,7 +198,12 @@ class Pool {
   // False when a thread cannot be started (the loop then runs serially).
   bool start_workers(int want) {
     try {
-      while (static_cast<int>(workers_.size()) < want) workers_.emplace_back([this] { worker(); });
+      while (static_cast<int>(workers_.size()) < want) {
+        workers_.emplace_back([this, k = workers_.size() + 1] {
+          profiler::detail::name_thread("pool worker " + std::to_string(k));
+          worker();
+        });
+      }
     } catch (const std::system_error&) {
       return !workers_.empty() || want == 0;
     }

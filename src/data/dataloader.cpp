@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "internal/cuda_runtime.h"
+#include "internal/profile_op.h"
 #include "internal/shuffle.h"
 #include "sinter/autograd.h"
 #include "sinter/cuda.h"
@@ -44,7 +45,11 @@ class EpochRun {
         num_batches_(num_batches),
         gen_(mix_seed(opts.seed, epoch, 2)) {
     if (opts_.device.is_cuda()) copy_stream_ = cuda::Stream::create(opts_.device.index);
-    if (opts_.prefetch > 0 && num_batches_ > 0) worker_ = std::thread([this] { produce_all(); });
+    if (opts_.prefetch > 0 && num_batches_ > 0)
+      worker_ = std::thread([this] {
+        sinter::profiler::detail::name_thread("data loader");
+        produce_all();
+      });
   }
 
   ~EpochRun() {

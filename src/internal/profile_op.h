@@ -91,6 +91,10 @@ class OpScope : NonCopyable {
 // Bytes allocated on this thread (Storage::allocate), for the ops' bytes_allocated.
 void note_allocation(size_t nbytes);
 
+// Names the calling thread in the profiler's events and traces (Note [trace thread names] in
+// src/profiler/profiler.cpp); a thread the library starts calls it first.
+void name_thread(std::string name);
+
 }  // namespace sinter::profiler::detail
 
 #define SINTER_PROFILE_CAT2_(a, b) a##b

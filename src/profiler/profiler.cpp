@@ -16,6 +16,9 @@
 // allocates its output through them, so their time and bytes count in the op that calls them.
 #include "sinter/profiler.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -60,6 +63,7 @@ struct State {
   uint64_t generation = 0;      // one per Guard: an op that outlives its Guard is not recorded
   std::vector<Record> records;  // in the order the ops began; filled in as they end
   std::atomic<uint64_t> next_thread{0};
+  std::map<uint64_t, std::string> thread_names;  // by ThreadInfo::id, for the process's life
 };
 
 State& state() {
@@ -67,11 +71,36 @@ State& state() {
   return *s;
 }
 
+// Note [trace thread names]
+// Each thread that records an op gets a small number (Event::thread, the trace's "tid") and a name
+// (Event::thread_name), which the Chrome trace states in "thread_name" metadata events, so that
+// Perfetto and chrome://tracing label its track: "main thread" for the process's first thread,
+// "pool worker <k>" for the CPU thread pool's k-th worker (src/core/parallel.cpp), "data loader"
+// for a DataLoader's producer (src/data/dataloader.cpp), which name themselves with name_thread
+// when they start; any other thread is "thread <number>".
+bool is_main_thread() {
+#ifdef SYS_gettid
+  return syscall(SYS_gettid) == getpid();
+#else
+  return false;
+#endif
+}
+
+void set_thread_name(uint64_t id, std::string name) {
+  State& s = state();
+  const std::lock_guard<std::mutex> lock(s.mu);
+  s.thread_names[id] = std::move(name);
+}
+
 struct ThreadInfo {
   int depth = 0;
   int64_t allocated = 0;
   uint64_t id = state().next_thread.fetch_add(1);
   const char* current = nullptr;  // the innermost recorded op's name
+
+  ThreadInfo() {
+    set_thread_name(id, is_main_thread() ? "main thread" : "thread " + std::to_string(id));
+  }
 };
 thread_local ThreadInfo t_info;
 
@@ -95,6 +124,8 @@ void nvtx_pop() {
 }
 
 }  // namespace
+
+void name_thread(std::string name) { set_thread_name(t_info.id, std::move(name)); }
 
 void note_allocation(size_t nbytes) {
   if (g_recording.load(std::memory_order_relaxed)) t_info.allocated += static_cast<int64_t>(nbytes);
@@ -349,6 +380,7 @@ std::vector<Event> Guard::events() const {
         r.event.device_ms = r.start->elapsed_ms(*r.stop);
       }
       out.push_back(r.event);
+      out.back().thread_name = s.thread_names[r.event.thread];
     }
   }
   std::stable_sort(out.begin(), out.end(),
@@ -403,15 +435,26 @@ std::string Guard::table() const {
 using ::sinter::detail::json_string;
 
 void Guard::write_chrome_trace(const std::string& path) const {
+  const std::vector<Event> all = events();
+  const long long pid = getpid();
   std::ostringstream os;
-  os << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
-  bool first = true;
+  // Per Note [trace thread names], metadata events name the process and each thread's track.
+  os << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
+     << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << pid
+     << ",\"tid\":0,\"args\":{\"name\":\"sinter\"}}";
+  std::map<uint64_t, std::string> threads;
+  for (const Event& e : all) threads.emplace(e.thread, e.thread_name);
+  for (const auto& [tid, name] : threads) {
+    os << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":" << tid
+       << ",\"args\":{\"name\":" << json_string(name) << "}}";
+    os << ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":" << tid
+       << ",\"args\":{\"sort_index\":" << tid << "}}";
+  }
   char num[96];
-  for (const Event& e : events()) {
-    os << (first ? "\n" : ",\n");
-    first = false;
-    os << "{\"name\":" << json_string(e.name) << ",\"cat\":\"" << (e.backward ? "backward" : "op")
-       << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << e.thread;
+  for (const Event& e : all) {
+    os << ",\n{\"name\":" << json_string(e.name) << ",\"cat\":\""
+       << (e.backward ? "backward" : "op") << "\",\"ph\":\"X\",\"pid\":" << pid
+       << ",\"tid\":" << e.thread;
     std::snprintf(num, sizeof num, ",\"ts\":%.3f,\"dur\":%.3f",
                   static_cast<double>(e.start_ns) / 1e3,
                   static_cast<double>(e.end_ns - e.start_ns) / 1e3);
