@@ -1,7 +1,7 @@
 // SummaryWriter: the TFRecord framing and its CRC32C, TensorBoard's histogram buckets, the events a
 // writer appends (read back here with a small protobuf reader), the background thread under load,
-// a killed writer, a failed write, and bad input. tests/scripts/check_tensorboard.py reads the same
-// kinds of files with the tensorboard package itself.
+// a killed writer, a failed write, bad input, and the names of run folders.
+// tests/scripts/check_tensorboard.py reads the same kinds of files with the tensorboard package.
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -9,6 +9,8 @@
 
 #include <cfloat>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -442,6 +444,36 @@ TEST(Summary, BadInputIsAClearError) {
   size_t tail = 1;
   EXPECT_EQ(read_records(w.file_path(), &tail).size(), 1u);
   EXPECT_EQ(tail, 0u);
+}
+
+// Per Note [run folders]: the name from the start time, host and comment, PyTorch's; runs started
+// in the same second get folders of their own; bad roots and comments are clear errors.
+TEST(Summary, RunFoldersNeverCollide) {
+  const TempDir dir;
+  std::tm t{};
+  t.tm_year = 2024 - 1900;
+  t.tm_mon = 11;
+  t.tm_mday = 4;
+  t.tm_hour = 20;
+  t.tm_min = 51;
+  t.tm_sec = 7;
+  t.tm_isdst = -1;
+  const std::time_t start = std::mktime(&t);
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  const std::string root = dir.file("runs/sub");  // made with its parents
+  const std::string first = make_run_dir(root, "llama", start);
+  EXPECT_EQ(first, root + "/Dec04_20-51-07_" + host + "_llama");
+  EXPECT_TRUE(std::filesystem::is_directory(first));
+  EXPECT_EQ(make_run_dir(root, "llama", start), first + "_2");
+  EXPECT_EQ(make_run_dir(root, "llama", start), first + "_3");
+  EXPECT_EQ(make_run_dir(root, "", start), root + "/Dec04_20-51-07_" + host);
+  EXPECT_EQ(make_run_dir(root, "gpt", start + 1), root + "/Dec04_20-51-08_" + host + "_gpt");
+  std::ofstream(dir.file("taken")) << "a file";
+  expect_error([&] { make_run_dir(dir.file("taken"), "x"); },
+               {"make_run_dir", "cannot create the log folder", "taken"});
+  expect_error([&] { make_run_dir(root, "a/b"); }, {"make_run_dir", "'a/b'"});
+  expect_error([] { make_run_dir(""); }, {"make_run_dir", "empty"});
 }
 
 TEST(Summary, ImagesScaleAndClipAsPyTorch) {

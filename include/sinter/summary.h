@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <optional>
@@ -80,6 +81,14 @@ class SummaryWriter : NonCopyable {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// A new folder for one run under `root` (made, with `root`, if missing), for a SummaryWriter:
+// "<Mon><DD>_<HH>-<MM>-<SS>_<host>" from the local time `start`, then "_<comment>" unless the
+// comment is empty ("Dec04_20-51-07_myhost_llama"), and "_2", "_3", ... when a run that started in
+// the same second has the name already. This call makes the folder, so that no two runs share one
+// (Note [run folders] in src/summary/summary_writer.cpp).
+std::string make_run_dir(const std::string& root, const std::string& comment = "",
+                         std::time_t start = std::time(nullptr));
 
 // Tiles `images` (N, C, H, W) into one (C, H', W') image with `nrow` images per row and `padding`
 // pixels of `pad_value` around each, as torchvision.utils.make_grid does (for add_image), except

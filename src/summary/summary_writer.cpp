@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <functional>
@@ -94,6 +95,15 @@ int hparam_type(const HParamValue& v) {
   return std::holds_alternative<std::string>(v) ? 1 : 2;
 }
 
+// Creates `folder` and its parents, or says why it cannot (`who` names the caller).
+void make_folder(const char* who, const std::string& folder) {
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  SINTER_CHECK(!ec && std::filesystem::is_directory(folder), who,
+               ": cannot create the log folder '", folder,
+               "': ", ec ? ec.message() : "a file of that name is in the way");
+}
+
 std::string check_tag(const char* op, const std::string& tag) {
   SINTER_CHECK(!tag.empty(), "SummaryWriter::", op, ": the tag is empty");
   return tag;
@@ -128,11 +138,7 @@ struct SummaryWriter::Impl {
   // Creates `folder` and a new event file in it, holding its file_version record.
   File* open_file(const std::string& folder) {
     static std::atomic<uint64_t> serial{0};
-    std::error_code ec;
-    std::filesystem::create_directories(folder, ec);
-    SINTER_CHECK(!ec && std::filesystem::is_directory(folder),
-                 "SummaryWriter: cannot create the log folder '", folder,
-                 "': ", ec ? ec.message() : "a file of that name is in the way");
+    make_folder("SummaryWriter", folder);
     const double wall = now_seconds();
     char name[96];
     std::snprintf(name, sizeof name, "events.out.tfevents.%010lld.", static_cast<long long>(wall));
@@ -479,6 +485,33 @@ Tensor make_grid(const Tensor& images, int64_t nrow, int64_t padding, double pad
     grid.narrow(1, y, h).narrow(2, x, w).copy_(src.select(0, i));
   }
   return grid;
+}
+
+// Note [run folders]
+// A run's folder is named when it starts, as PyTorch's SummaryWriter names its default
+// "runs/<Mon><DD>_<HH>-<MM>-<SS>_<host><comment>", so that runs sort by start and say where they
+// ran; another run into the same root never shares a folder, whose events would interleave with
+// this one's in TensorBoard (a curve zigzagging back over itself). create_directory is the claim:
+// of two processes that start in the same second, one makes the name and the other, finding it
+// there, goes on to "_2", "_3", ....
+std::string make_run_dir(const std::string& root, const std::string& comment, std::time_t start) {
+  SINTER_CHECK(!root.empty(), "make_run_dir: the log folder is empty");
+  SINTER_CHECK(comment.find('/') == std::string::npos, "make_run_dir: the comment '", comment,
+               "' holds a '/'");
+  make_folder("make_run_dir", root);
+  std::tm local{};
+  localtime_r(&start, &local);
+  char when[32];
+  std::strftime(when, sizeof when, "%b%d_%H-%M-%S", &local);
+  const std::string name =
+      std::string(when) + "_" + host_name() + (comment.empty() ? "" : "_" + comment);
+  for (int k = 1;; ++k) {
+    const std::filesystem::path dir =
+        std::filesystem::path(root) / (k == 1 ? name : name + "_" + std::to_string(k));
+    std::error_code ec;
+    if (std::filesystem::create_directory(dir, ec)) return dir.string();
+    SINTER_CHECK(!ec, "make_run_dir: cannot create '", dir.string(), "': ", ec.message());
+  }
 }
 
 }  // namespace sinter
