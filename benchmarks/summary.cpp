@@ -29,7 +29,7 @@ void bench_logged_step(benchmark::State& state, Device dev) {
   std::filesystem::remove_all(dir);
   example::TensorBoard tb;
   int64_t step = 0;
-  tb.open(dir.string(), 1, step);
+  tb.open(dir.string(), "mlp", 1, step);
   // One step; with `log`, the example's logging of it.
   const auto train_step = [&](bool log) {
     opt.zero_grad();

@@ -312,9 +312,9 @@ std::unique_ptr<Run> set_up(const Args& args) {
   r->csv = fs::path(args.out) / "metrics.csv";
   if (r->main_rank) {
     make_out_folder(args.out);
-    r->tb.open(args.tensorboard, args.log_every,
+    r->tb.open(args.tensorboard, args.model, args.log_every,
                r->start_epoch * r->train_loader->size() + r->resumed.batches_done);
-    r->profile.open(args.profile, args.profile_schedule, args.tensorboard);
+    r->profile.open(args.profile, args.profile_schedule, r->tb.run_dir());
     const bool fresh_csv = r->start_epoch == 0 || !fs::exists(r->csv);
     r->metrics.open(r->csv, fresh_csv ? std::ios::trunc : std::ios::app);
     if (fresh_csv) {
@@ -408,11 +408,11 @@ TrainFigures train_epoch(Run& r, Stepper& step, int epoch) {
                         r.dev);
     }
     if (r.main_rank && (batch % 20 == 0 || batch == batches)) {
-      progress.update(batch,
-                      format("loss %.4f  acc %.4f  %.0f samples/s", loss_sum.item<double>() / seen,
-                             static_cast<double>(correct.item<int64_t>()) / seen,
-                             static_cast<double>(seen * r.world) / progress.elapsed()) +
-                          gpu_progress(gpu_reading(r.dev)));
+      progress.update(
+          batch, format("mean loss %.4f  acc %.4f  %.0f samples/s", loss_sum.item<double>() / seen,
+                        static_cast<double>(correct.item<int64_t>()) / seen,
+                        static_cast<double>(seen * r.world) / progress.elapsed()) +
+                     gpu_progress(gpu_reading(r.dev)));
     }
     // Per Note [preemption], a signalled run keeps this batch and stops here.
     if (batch < batches) r.stopped_by = stop_requested(r.pg.get());
@@ -605,7 +605,11 @@ int run(const Args& args) {
       if (r->pg) r->pg->barrier();  // every rank stays until the checkpoint is written
       return kPreempted;
     }
-    if (r->main_rank) test = evaluate_epoch(*r, epoch, train, seconds_since(t0));
+    if (r->main_rank) {
+      const Clock::time_point eval_start = Clock::now();
+      test = evaluate_epoch(*r, epoch, train, seconds_since(t0));
+      r->tb.leave_out(seconds_since(eval_start));
+    }
   }
   if (!r->main_rank) return 0;
   r->profile.finish();
@@ -633,7 +637,8 @@ int main(int argc, char** argv) {
         app.add_option("--lr", args.lr,
                        "learning rate (default: 0.01 SGD for mlp, 1e-3 Adam for cnn, 0.05 SGD with "
                        "weight decay 5e-4 for resnet20)")
-            ->check(CLI::PositiveNumber);
+            ->check(positive())
+            ->default_str("");  // 0, which the help gives for each model
         app.add_option("--device", args.device, "auto, cpu or cuda")
             ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
         app.add_option("--data", args.data, "folder with the four IDX files (.gz or plain)");
@@ -644,10 +649,12 @@ int main(int argc, char** argv) {
         add_tensorboard_options(app, args.tensorboard, args.log_every);
         app.add_option("--resume", args.resume, "checkpoint to continue from");
         app.add_option("--out", args.out, "folder for metrics.csv and curves.png");
-        app.add_option("--limit-train", args.limit_train, "train on the first N samples only")
-            ->check(CLI::NonNegativeNumber);
-        app.add_option("--limit-test", args.limit_test, "evaluate on the first N test samples only")
-            ->check(CLI::NonNegativeNumber);
+        app.add_option("--limit-train", args.limit_train,
+                       "train on the first N samples only (0: all)")
+            ->check(at_least(0));
+        app.add_option("--limit-test", args.limit_test,
+                       "evaluate on the first N test samples only (0: all)")
+            ->check(at_least(0));
         app.add_option("--min-accuracy", args.min_accuracy,
                        "exit with status 3 below this test accuracy")
             ->check(CLI::Range(0.0, 1.0));

@@ -486,8 +486,8 @@ void open_outputs(Run& r, int64_t num_params) {
     print_summary(r, num_params);
     make_out_folder(args.out);
     r.metrics = std::make_unique<MetricsCsv>(fs::path(args.out) / "metrics.csv", r.start);
-    r.tb.open(args.tensorboard, args.log_every, r.start);
-    r.profile.open(args.profile, args.profile_schedule, args.tensorboard);
+    r.tb.open(args.tensorboard, r.cfg.model, args.log_every, r.start);
+    r.profile.open(args.profile, args.profile_schedule, r.tb.run_dir());
   }
 }
 
@@ -661,12 +661,16 @@ double train_steps(Run& r) {
     if (r.main_rank && (step % 10 == 0 || eval_now)) {
       // Reading the loss waits for the device, so it happens every few steps only.
       const auto [tokens_per_s, mfu] = rates(r, in.steps, in.seconds());
-      progress.update(step, format("loss %.4f  lr %.2e  %.0f tokens/s  MFU %.1f%%",
+      progress.update(step, format("mean loss %.4f  lr %.2e  %.0f tokens/s  MFU %.1f%%",
                                    in.loss_sum.item<double>() / static_cast<double>(in.steps), lr,
                                    tokens_per_s, mfu) +
                                 gpu_progress(gpu_reading(r.dev)));
     }
-    if (eval_now) val_loss = evaluate_interval(r, in, progress, step, lr);
+    if (eval_now) {
+      const Clock::time_point eval_start = Clock::now();
+      val_loss = evaluate_interval(r, in, progress, step, lr);
+      r.tb.leave_out(seconds_since(eval_start));
+    }
     // Per Note [preemption], a signalled run keeps this step and stops, checkpointed.
     if (step < r.stop) r.stopped_by = stop_requested(r.pg.get());
     if (r.stopped_by != 0) {

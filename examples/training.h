@@ -99,12 +99,38 @@ inline void add_output_options(CLI::App& app, std::string& profile, std::string&
                  "write the trained model as ONNX (opset 17; " + onnx_dims + ") for ONNX Runtime");
 }
 
-// --tensorboard DIR and --log-every N, which both trainers take.
+// Validators whose errors state the bound as a person would (CLI11's PositiveNumber prints the
+// largest double in full): a whole number of at least `min`, and a number above 0.
+inline CLI::Validator at_least(int64_t min) {
+  return CLI::Validator(
+      [min](std::string& v) {
+        int64_t n = 0;
+        return CLI::detail::lexical_cast(v, n) && n >= min
+                   ? std::string()
+                   : "must be at least " + std::to_string(min) + ", got " + v;
+      },
+      "");  // the help says what the option takes
+}
+inline CLI::Validator positive() {
+  return CLI::Validator(
+      [](std::string& v) {
+        double x = 0;
+        return CLI::detail::lexical_cast(v, x) && x > 0 && std::isfinite(x)
+                   ? std::string()
+                   : "must be a positive number, got " + v;
+      },
+      "POSITIVE");
+}
+
+// --tensorboard DIR and --log-every N, which both trainers take (Note [example tensorboard]).
 inline void add_tensorboard_options(CLI::App& app, std::string& dir, int64_t& every) {
-  app.add_option("--tensorboard", dir,
-                 "write TensorBoard event files to this folder (tensorboard --logdir DIR)");
-  app.add_option("--log-every", every, "with --tensorboard: log the step figures every N steps")
-      ->check(CLI::PositiveNumber);
+  CLI::Option* const tb = app.add_option(
+      "--tensorboard", dir,
+      "write this run's TensorBoard events to a new folder in DIR named by its start time, host "
+      "and model, beside earlier runs (tensorboard --logdir DIR)");
+  app.add_option("--log-every", every, "log the step figures to TensorBoard every N steps")
+      ->check(at_least(1))
+      ->needs(tb);
 }
 
 // What --cuda-graph needs of any trainer: a CUDA device, and no f16 loss scaler (it reads its
@@ -297,14 +323,16 @@ inline std::optional<st::profiler::Schedule> parse_profile_schedule(const std::s
 // training steps are not recorded, the next WARMUP are recorded and dropped (their first-call
 // costs), the next ACTIVE recorded (ACTIVE 0: every step to the end of the run). Then it prints the
 // table of the ops by self time and writes PATH as a Chrome trace (Perfetto, chrome://tracing);
-// with --tensorboard DIR also DIR/plugins/profile/<time>/<host>.trace.json.gz, which TensorBoard's
-// profile plugin (pip install tensorboard-plugin-profile) shows. step() ends a training step.
+// with --tensorboard also <run>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>.trace.json.gz in the
+// run's folder `tb_run` (TensorBoard.run_dir()), where TensorBoard's profile plugin (pip install
+// tensorboard-plugin-profile) finds a profile of that run, as TensorFlow's profiler writes its
+// own. step() ends a training step.
 class ProfileScope {
  public:
-  void open(const std::string& path, const std::string& schedule, const std::string& tb_dir) {
+  void open(const std::string& path, const std::string& schedule, const std::string& tb_run) {
     if (path.empty()) return;
     path_ = path;
-    tb_dir_ = tb_dir;
+    tb_run_ = tb_run;
     if (const std::optional<st::profiler::Schedule> s = parse_profile_schedule(schedule)) {
       guard_.emplace(*s, [this](const st::profiler::Guard& g) { report(g); });
     } else {
@@ -334,11 +362,15 @@ class ProfileScope {
     std::printf("%s", g.table().c_str());
     g.write_chrome_trace(path_);
     std::printf("trace: %s\n", path_.c_str());
-    if (!tb_dir_.empty()) {
+    if (!tb_run_.empty()) {
       char host[256] = {};
       if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
-      const fs::path dir = fs::path(tb_dir_) / "plugins" / "profile" /
-                           std::to_string(static_cast<long long>(std::time(nullptr)));
+      const std::time_t now = std::time(nullptr);
+      std::tm local{};
+      localtime_r(&now, &local);
+      char session[32];
+      std::strftime(session, sizeof session, "%Y_%m_%d_%H_%M_%S", &local);
+      const fs::path dir = fs::path(tb_run_) / "plugins" / "profile" / session;
       fs::create_directories(dir);
       const fs::path file = dir / (std::string(host) + ".trace.json.gz");
       g.write_chrome_trace(file.string());
@@ -346,7 +378,7 @@ class ProfileScope {
     }
   }
 
-  std::string path_, tb_dir_;
+  std::string path_, tb_run_;
   std::optional<st::profiler::Guard> guard_;
   bool reported_ = false;
 };
@@ -375,7 +407,10 @@ int example_main(int argc, char** argv, const char* program, const std::string& 
                  AddOptions&& add_options, Run&& run) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{description};
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  // --help shows each option's default value after its help.
+  app.option_defaults()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+      ->always_capture_default();
   add_options(app);
   if (const std::optional<int> status = parse_command_line(app, argc, argv, program))
     return *status;
@@ -502,36 +537,60 @@ struct PlotPanel {
 };
 
 // Note [example tensorboard]
-// With --tensorboard DIR an example logs, on rank 0: every --log-every steps the step's loss (and
-// accuracy), the learning rate, the throughput since the last log and the GPU's utilization and
-// memory; at each evaluation the evaluation figures and a histogram of every parameter and of its
-// gradient; at the end what the example shows of its model (images with their predicted labels, a
-// generated text), its hyperparameters and final metrics for the HParams table. The step figures
-// read the loss on the host, which waits for the GPU: every step at --log-every 1. Steps count
-// from the start of training, across --resume, so a resumed run continues the same curves.
+// With --tensorboard DIR an example logs, on rank 0, into a folder of DIR of its own, named by its
+// start time, the host and the model ("Dec04_20-51-07_myhost_llama", Note [run folders] in
+// src/summary/summary_writer.cpp), so that runs into one DIR stay apart in TensorBoard; a DIR that
+// holds runs already is told where the new one goes. In that folder: every --log-every steps the
+// figures of that one step, train/step_loss (and train/step_accuracy), the learning rate it ran at,
+// the throughput of the training steps since the last of these logs (evaluations and checkpoints
+// left out: leave_out) and the GPU's utilization and memory. Step figures are logged at the step
+// count before the step, the updates the model had when it computed that loss, so the first is at
+// step 0, the loss of the initial model, and a loss at step s and an evaluation at step s see the
+// same model. (The console's "mean loss" is another figure: the mean over the steps since the last
+// evaluation, or of the epoch so far.) At each evaluation the evaluation figures and a histogram of
+// every parameter and of its gradient; at the end what the example shows of its model (images with
+// their predicted labels, a generated text), and in its subfolder "hparams" its hyperparameters
+// and final metrics, one session of the HParams table. The step figures read the loss on the
+// host, which waits for the GPU: every step at --log-every 1. Steps count from the start of
+// training, across --resume: a resumed run, a folder of its own, goes on where its checkpoint was.
 class TensorBoard {
  public:
-  // No-op when `dir` is empty. A folder that cannot be made is an Error (status 2).
-  void open(const std::string& dir, int64_t every, int64_t step) {
-    if (dir.empty()) return;
-    writer_ = std::make_unique<st::SummaryWriter>(dir);
+  // No-op when `root` is empty; else a new run folder in `root` with `name` in its name. A folder
+  // that cannot be made is an Error (status 2).
+  void open(const std::string& root, const std::string& name, int64_t every, int64_t step) {
+    if (root.empty()) return;
+    const bool earlier = holds_event_files(root);
+    writer_ = std::make_unique<st::SummaryWriter>(st::make_run_dir(root, name));
+    if (earlier) {
+      std::printf("tensorboard: %s holds earlier runs; this run goes to %s\n", root.c_str(),
+                  writer_->log_dir().c_str());
+    }
     every_ = every;
-    last_step_ = step;
+    last_done_ = step;
     last_ = Clock::now();
   }
   explicit operator bool() const { return writer_ != nullptr; }
   st::SummaryWriter* operator->() const { return writer_.get(); }
-  bool due(int64_t step) const { return writer_ && step % every_ == 0; }
+  // The run's folder ("" without --tensorboard).
+  std::string run_dir() const { return writer_ ? writer_->log_dir() : std::string(); }
+  // Whether the figures of the `done`-th training step (counted from 1) are due: they go to step
+  // done - 1, the first step's to step 0.
+  bool due(int64_t done) const { return writer_ && (done - 1) % every_ == 0; }
+  // Time since the last step figures that was not training (an evaluation, a checkpoint): the
+  // next throughput leaves it out.
+  void leave_out(double seconds) { left_out_ += seconds; }
 
-  // The step figures (at a due step): `units` samples or tokens per step give the rate.
-  void step_figures(int64_t step, double loss, std::optional<double> accuracy, double lr,
+  // The figures of the `done`-th step (at a due one): `units` samples or tokens per step give the
+  // rate.
+  void step_figures(int64_t done, double loss, std::optional<double> accuracy, double lr,
                     double units, const char* rate_tag, st::Device device) {
-    const double secs = seconds_since(last_);
-    writer_->add_scalar("train/loss", loss, step);
-    if (accuracy) writer_->add_scalar("train/accuracy", *accuracy, step);
+    const double secs = seconds_since(last_) - left_out_;
+    const int64_t step = done - 1;
+    writer_->add_scalar("train/step_loss", loss, step);
+    if (accuracy) writer_->add_scalar("train/step_accuracy", *accuracy, step);
     writer_->add_scalar("train/lr", lr, step);
-    if (step > last_step_ && secs > 0) {
-      writer_->add_scalar(rate_tag, units * static_cast<double>(step - last_step_) / secs, step);
+    if (done > last_done_ && secs > 0) {
+      writer_->add_scalar(rate_tag, units * static_cast<double>(done - last_done_) / secs, step);
     }
     if (const std::optional<st::cuda::DeviceStats> gpu = gpu_reading(device)) {
       if (gpu->utilization_percent) {
@@ -542,8 +601,9 @@ class TensorBoard {
                             static_cast<double>(*gpu->memory_used_bytes) / (1 << 30), step);
       }
     }
-    last_step_ = step;
+    last_done_ = done;
     last_ = Clock::now();
+    left_out_ = 0;
   }
 
   // A histogram of every parameter, "weights/<name>", and of its gradient, "grads/<name>". One
@@ -568,15 +628,26 @@ class TensorBoard {
   void close() {
     if (!writer_) return;
     writer_->close();
+    const std::string root = fs::path(writer_->log_dir()).parent_path().string();
     std::printf("tensorboard: %s (tensorboard --logdir %s)\n", writer_->log_dir().c_str(),
-                writer_->log_dir().c_str());
+                root.c_str());
     writer_.reset();
   }
 
  private:
+  // Whether an event file is anywhere under `dir` (a run TensorBoard would show).
+  static bool holds_event_files(const std::string& dir) {
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().filename().string().find("tfevents") != std::string::npos) return true;
+    }
+    return false;
+  }
+
   std::unique_ptr<st::SummaryWriter> writer_;
-  int64_t every_ = 1, last_step_ = 0;
+  int64_t every_ = 1, last_done_ = 0;
   Clock::time_point last_;
+  double left_out_ = 0;
 };
 
 // Draws `panels` side by side from `csv` into `png` with gnuplot; without gnuplot says so and goes

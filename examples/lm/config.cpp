@@ -112,7 +112,8 @@ const std::vector<Setting>& settings() {
       {"--steps", "steps", &RunConfig::steps, "optimizer steps of the whole run"},
       {"--lr", "lr", &RunConfig::lr, "peak learning rate (AdamW)"},
       {"--min-lr", "min_lr", &RunConfig::min_lr, "learning rate the cosine ends at"},
-      {"--warmup", "warmup", &RunConfig::warmup, "steps of linear warm-up from 0"},
+      {"--warmup", "warmup", &RunConfig::warmup,
+       "steps of linear warm-up from 0; without the flag, at most --steps / 10"},
       {"--weight-decay", "weight_decay", &RunConfig::weight_decay,
        "AdamW's decoupled weight decay, on the weight matrices only"},
       {"--grad-clip", "grad_clip", &RunConfig::grad_clip, "gradient norm clipped to (0: off)"},
@@ -206,7 +207,8 @@ std::vector<std::string> Overrides::conflicts(const RunConfig& c) const {
   return out;
 }
 
-// The settings' flags first, each with its defaults on both devices in its help.
+// The settings' flags first, each with its defaults on both devices in its help (the value CLI11
+// would show, `given`'s, is not one).
 CLI::Option* add_options(CLI::App& app, Args& args, Overrides& overrides) {
   const RunConfig cpu = cpu_defaults(), gpu = gpu_defaults();
   for (const Setting& s : settings()) {
@@ -216,6 +218,7 @@ CLI::Option* add_options(CLI::App& app, Args& args, Overrides& overrides) {
                : format("%s (default: %s on the CPU, %s on a GPU)", s.help, a.c_str(), b.c_str());
     CLI::Option* opt = std::visit(
         [&](auto m) { return app.add_option(s.flag, overrides.given.*m, help); }, s.member);
+    opt->default_str("");
     overrides.flags.emplace_back(&s, opt);
   }
   app.add_option("--device", args.device, "auto (CUDA when available), cpu or cuda")
@@ -267,14 +270,7 @@ CLI::Option* add_options(CLI::App& app, Args& args, Overrides& overrides) {
   app.add_option("--prompt", args.prompt,
                  "text the sample continues (default: the start of a new fortune)");
   app.add_option("--temperature", args.temperature, "sampling temperature (> 0)")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            double t = 0;
-            return CLI::detail::lexical_cast(v, t) && t > 0 && std::isfinite(t)
-                       ? std::string()
-                       : "must be a positive number, got " + v;
-          },
-          "POSITIVE"));
+      ->check(positive());
   app.add_option("--top-k", args.top_k, "sample among the k most likely tokens (0: all)");
   return generate;
 }
@@ -435,6 +431,11 @@ Configured configure(const Args& args, const Overrides& overrides, bool cuda, in
     c.data = info.data;
   } else {
     overrides.apply(c.config);
+    // A short run keeps most of its steps out of the warm-up: without --warmup it is the device's
+    // default or a tenth of the steps, whichever is fewer (`lm --steps 20` warms up for 2).
+    if (!overrides.has("--warmup")) {
+      c.config.warmup = std::min(c.config.warmup, c.config.steps / 10);
+    }
   }
   if (!args.init_from.empty()) init_from_folder(c, args, overrides);
   check_config(c.config);

@@ -28,9 +28,18 @@ expect(2 "--quantize" --quantize int4)
 expect(2 "missing-folder" --device cpu --limit-train 100 --quantize int8
        --export-onnx "${WORK}/missing-folder/model.onnx")
 expect(2 "is a folder" --device cpu --limit-train 100 --export-onnx "${WORK}/empty")
-# --tensorboard where a file is in the way, and --log-every 0.
+# --tensorboard where a file is in the way; --log-every 0, or without --tensorboard; values out of
+# range, each error stating its bound plainly.
 expect(2 "a-file" --device cpu --limit-train 100 --tensorboard "${WORK}/a-file/tb")
-expect(2 "--log-every" --log-every 0)
+expect(2 "--log-every: must be at least 1, got 0" --log-every 0 --tensorboard "${WORK}/tb")
+expect(2 "--log-every requires --tensorboard" --log-every 5)
+expect(2 "--lr: must be a positive number, got -1" --lr -1)
+expect(2 "--limit-test: must be at least 0, got -2" --limit-test -2)
+# --help: each option with its default.
+expect(0 "" --help)
+if(NOT stdout MATCHES "--log-every INT=10" OR NOT stdout MATCHES "--model TEXT:[^\n]*=cnn")
+  message(FATAL_ERROR "fashion_mnist --help does not show the defaults:\n${stdout}")
+endif()
 expect(2 "--profile-schedule" --device cpu --limit-train 100 --profile "${WORK}/trace.json"
        --profile-schedule 1,x,3)
 # A GPU asked for where none is: one line, status 2 (on a machine with one, a short run passes).

@@ -39,6 +39,19 @@ if(NOT stdout MATCHES "vocabulary of 300")
   message(FATAL_ERROR "training from the shards did not take their tokenizer:\n${stdout}")
 endif()
 
+# A short run without --warmup: the default warm-up shrinks to a tenth of its steps.
+expect(0 "" --device cpu --layers 1 --heads 2 --width 16 --context 16 --batch-size 4 --steps 20
+       --eval-interval 10 --eval-batches 1 --data "${WORK}/corpus.txt" --out "${WORK}/out20")
+if(NOT stdout MATCHES "warm-up 2," OR NOT stdout MATCHES "step 20:")
+  message(FATAL_ERROR "lm --steps 20 did not warm up for 2 steps and run 20:\n${stdout}")
+endif()
+# --help: each option with its default (the settings' defaults in their help, per device).
+expect(0 "" --help)
+if(NOT stdout MATCHES "--log-every INT=10" OR NOT stdout MATCHES "--out TEXT=lm_out"
+   OR NOT stdout MATCHES "--steps[^\n]*default: 1500 on the CPU, 5000 on a GPU")
+  message(FATAL_ERROR "lm --help does not show the defaults:\n${stdout}")
+endif()
+
 expect(3 "above --max-val-loss" ${tiny} --data "${WORK}/corpus.txt" --max-val-loss 0.01
        --out "${WORK}/out")
 expect(2 "does not exist" ${tiny} --data "${WORK}/missing" --out "${WORK}/out")
@@ -103,6 +116,8 @@ expect(2 "--export-gguf writes a Llama" ${tiny} --data "${WORK}/corpus.txt" --ou
 expect(2 "--export-gguf: the folder" ${tiny} --model llama --data "${WORK}/corpus.txt"
        --out "${WORK}/out" --export-gguf "${WORK}/missing-folder/m.gguf")
 expect(2 "--gguf-type" --gguf-type q4_0)
+expect(2 "--log-every: must be at least 1, got 0" --log-every 0 --tensorboard "${WORK}/tb")
+expect(2 "--log-every requires --tensorboard" --log-every 5)
 file(APPEND "${WORK}/corpus.txt" "one more line\n")
 expect(2 "are not those the checkpoint was trained on" --resume "${good}" --out "${WORK}/out")
 message(STATUS "every bad input was refused with its message")
