@@ -31,10 +31,6 @@ namespace fs = std::filesystem;
 using ::sinter::testing::exit_code_in_child;
 using ::sinter::testing::expect_error;
 
-// Skips the test in a build without nlohmann_json, where save and load only throw.
-#define SINTER_REQUIRE_JSON()                \
-  SINTER_REQUIRE_BUILT_WITH("nlohmann_json", \
-                            [] { load_metadata("/nonexistent/sinter-probe.safetensors"); })
 
 // A fresh folder under the system temp dir, removed with everything in it at the end of the test.
 using ::sinter::testing::TempDir;

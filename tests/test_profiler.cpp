@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -131,10 +132,20 @@ TEST(Profiler, TheTraceNamesTheProcessAndItsThreads) {
   {
     const profiler::Guard guard;
     (void)sum(ones({3}));
-    // Pieces slow enough that the worker takes some of them while the caller runs its own.
-    detail::parallel_for(16, 1, [](int64_t, int64_t) {
+    // The caller's pieces wait (up to 10 s) until a piece has run on another thread, so that the
+    // worker takes one however late a loaded machine wakes it.
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<bool> elsewhere{false};
+    detail::parallel_for(16, 1, [&](int64_t, int64_t) {
       const profiler::Range piece("piece");
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (std::this_thread::get_id() != caller) {
+        elsewhere = true;
+        return;
+      }
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!elsewhere && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     });
     data::DataLoader loader(std::make_shared<data::TensorDataset>(rand({8, 2}), zeros({8})),
                             {.batch_size = 4, .prefetch = 1});
@@ -146,7 +157,9 @@ TEST(Profiler, TheTraceNamesTheProcessAndItsThreads) {
   std::set<std::string> event_threads;
   for (const profiler::Event& e : events) {
     event_threads.insert(e.thread_name);
-    if (e.name == "sum") EXPECT_EQ(e.thread_name, "main thread");
+    if (e.name == "sum") {
+      EXPECT_EQ(e.thread_name, "main thread");
+    }
   }
   EXPECT_TRUE(event_threads.count("main thread"));
   EXPECT_TRUE(event_threads.count("pool worker 1")) << "no piece ran on the pool's worker";

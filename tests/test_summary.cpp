@@ -344,10 +344,18 @@ TEST(Summary, AKilledWriterLeavesWholeRecords) {
   std::mt19937 rng(testing::fresh_seed());
   for (int trial = 0; trial < 10; ++trial) {
     const TempDir dir;
+    // The child says when its file exists (header flushed), so that the kill lands mid-writing
+    // however slowly a loaded machine starts it.
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
     const pid_t child = ::fork();
     if (child == 0) {
+      ::close(ready[0]);
       try {
         SummaryWriter w(dir.str());
+        w.flush();
+        const char byte = 1;
+        if (::write(ready[1], &byte, 1) != 1) ::_exit(2);
         for (int64_t step = 0;; ++step) {
           w.add_scalar("loss", 1.0 / static_cast<double>(step + 1), step);
           if (step % 50 == 0) {
@@ -359,10 +367,15 @@ TEST(Summary, AKilledWriterLeavesWholeRecords) {
       ::_exit(1);
     }
     ASSERT_GT(child, 0);
-    ::usleep(static_cast<useconds_t>(std::uniform_int_distribution<int>(2000, 40000)(rng)));
+    ::close(ready[1]);
+    char byte = 0;
+    const ssize_t got = ::read(ready[0], &byte, 1);
+    ::close(ready[0]);
+    ::usleep(static_cast<useconds_t>(std::uniform_int_distribution<int>(0, 30000)(rng)));
     ::kill(child, SIGKILL);
     int status = 0;
     ::waitpid(child, &status, 0);
+    ASSERT_EQ(got, 1) << "the child died before its writer was made";
     const std::vector<std::string> files = event_files(dir.str());
     ASSERT_EQ(files.size(), 1u);
     // read_records checks every CRC, and the length CRC of a partial record at the end.

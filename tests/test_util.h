@@ -114,6 +114,12 @@ bool built_without(const std::string& name, F probe) {
     }                                                    \
   } while (0)
 
+// Skips the test in a build without nlohmann_json, where safetensors files, config.json and
+// tokenizer.json are not read.
+#define SINTER_REQUIRE_JSON() \
+  SINTER_REQUIRE_BUILT_WITH(  \
+      "nlohmann_json", [] { ::sinter::load_metadata("/nonexistent/sinter-probe.safetensors"); })
+
 // Asserts that f() throws sinter::Error and that its text holds every fragment; a failure names the
 // caller's line.
 template <class F>

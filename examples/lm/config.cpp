@@ -340,11 +340,11 @@ void init_from_folder(Configured& c, const Args& args, const Overrides& override
     const st::nn::models::LlamaConfig lm{.n_embd = l.n_embd};
     const int64_t width = st::nn::models::mlp_width(l), lm_width = st::nn::models::mlp_width(lm);
     require(width == lm_width, "--init-from " + dir + ": intermediate_size " + ll(width) +
-                                   " is not lm's MLP width for hidden_size " + ll(l.n_embd) +
-                                   " (" + ll(lm_width) + ")");
-    require(l.rope_base == lm.rope_base,
-            "--init-from " + dir + ": rope_theta " + format("%g", l.rope_base) +
-                " is not lm's " + format("%g", lm.rope_base));
+                                   " is not lm's MLP width for hidden_size " + ll(l.n_embd) + " (" +
+                                   ll(lm_width) + ")");
+    require(l.rope_base == lm.rope_base, "--init-from " + dir + ": rope_theta " +
+                                             format("%g", l.rope_base) + " is not lm's " +
+                                             format("%g", lm.rope_base));
     require(l.norm_eps == lm.norm_eps, "--init-from " + dir + ": rms_norm_eps " +
                                            format("%g", l.norm_eps) + " is not lm's " +
                                            format("%g", lm.norm_eps));
@@ -381,21 +381,22 @@ void init_from_folder(Configured& c, const Args& args, const Overrides& override
                    ? std::string()
                    : std::string(" (no tokenizer.json: the byte tokenizer)")));
   std::vector<std::string> differ;
-  for (const char* flag : {"--model", "--tokenizer", "--vocab", "--layers", "--heads",
-                           "--kv-heads", "--width", "--context"}) {
+  for (const char* flag : {"--model", "--tokenizer", "--vocab", "--layers", "--heads", "--kv-heads",
+                           "--width", "--context"}) {
     if (!overrides.has(flag)) continue;
     for (const auto& [s, opt] : overrides.flags) {
       if (std::string(s->flag) != flag) continue;
       const bool same = std::visit([&](auto m) { return folder.*m == c.config.*m; }, s->member);
       const bool shorter = std::string(flag) == "--context" && folder.model == "llama";
       if (!same && !shorter) {
-        differ.push_back(format("%s (the folder's: %s)", flag, to_text(folder, s->member, 6).c_str()));
+        differ.push_back(
+            format("%s (the folder's: %s)", flag, to_text(folder, s->member, 6).c_str()));
       }
     }
   }
   if (!differ.empty()) {
-    throw st::Error("--init-from " + dir + ": the folder's model sets these; drop them: " +
-                    join(differ, ", "));
+    throw st::Error("--init-from " + dir +
+                    ": the folder's model sets these; drop them: " + join(differ, ", "));
   }
   c.config = folder;
   c.init = std::move(p);

@@ -56,12 +56,28 @@ sinter_install_python_deps() {
   fi
   local modules
   modules=$(grep -v '^#' "$requirements" | paste -sd, -)
-  if python3 -c "import $modules" >/dev/null 2>&1; then
+  if ! python3 -c "import $modules" >/dev/null 2>&1; then
+    echo "deps: pip installing the interop tests' packages ($requirements)"
+    if ! python3 -m pip install --quiet --disable-pip-version-check -r "$requirements"; then
+      echo "deps: pip could not install them; the interop tests that need them will skip" >&2
+    fi
+  fi
+  sinter_install_llama_cpp
+  return 0
+}
+
+# llama-cpp-python, which GgufExportReadsBack runs the exported GGUF files in: built from PyPI's
+# source package (it compiles llama.cpp: about 8 CPU-minutes, once per machine), apart from the
+# other packages so that a failed or overlong build skips that part of the test alone.
+# SINTER_NO_LLAMA_CPP=1 leaves it out.
+sinter_install_llama_cpp() {
+  if [[ "${SINTER_NO_LLAMA_CPP:-0}" == 1 ]] || python3 -c "import llama_cpp" >/dev/null 2>&1; then
     return 0
   fi
-  echo "deps: pip installing the interop tests' packages ($requirements)"
-  if ! python3 -m pip install --quiet --disable-pip-version-check -r "$requirements"; then
-    echo "deps: pip could not install them; the interop tests that need them will skip" >&2
+  echo "deps: pip building llama-cpp-python (llama.cpp, for the GGUF test; a few minutes)"
+  if ! CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" timeout 1800 python3 -m pip install --quiet \
+      --disable-pip-version-check llama-cpp-python; then
+    echo "deps: llama-cpp-python did not build; the GGUF test will not run llama.cpp" >&2
   fi
   return 0
 }

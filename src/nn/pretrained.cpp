@@ -56,12 +56,9 @@ std::vector<WeightName> gpt_names(const GPTConfig& c) {
                                    {"wpe.weight", "transformer.wpe.weight"},
                                    {"ln_f.weight", "transformer.ln_f.weight"},
                                    {"ln_f.bias", "transformer.ln_f.bias"}};
-  const std::pair<const char*, const char*> layers[] = {{"ln1", "ln_1"},
-                                                        {"attn.qkv", "attn.c_attn"},
-                                                        {"attn.out_proj", "attn.c_proj"},
-                                                        {"ln2", "ln_2"},
-                                                        {"fc", "mlp.c_fc"},
-                                                        {"proj", "mlp.c_proj"}};
+  const std::pair<const char*, const char*> layers[] = {
+      {"ln1", "ln_1"}, {"attn.qkv", "attn.c_attn"}, {"attn.out_proj", "attn.c_proj"},
+      {"ln2", "ln_2"}, {"fc", "mlp.c_fc"},          {"proj", "mlp.c_proj"}};
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string ours = "blocks." + std::to_string(i) + ".";
     const std::string theirs = "transformer.h." + std::to_string(i) + ".";
@@ -120,10 +117,14 @@ class JsonObject {
 
 const char* torch_dtype(DType t) {
   switch (t) {
-    case DType::f32: return "float32";
-    case DType::bf16: return "bfloat16";
-    case DType::f16: return "float16";
-    default: break;
+    case DType::f32:
+      return "float32";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::f16:
+      return "float16";
+    default:
+      break;
   }
   SINTER_THROW("save_pretrained: dtype ", dtype_name(t), " is not one of f32, bf16 and f16");
 }
@@ -134,11 +135,11 @@ void write_text(const fs::path& path, const std::string& text) {
 
 // Note [hugging face configs]
 // config.json names every field the class reads, with Sinter's values, rather than leaving any to
-// the class's defaults: LlamaConfig's defaults are not Sinter's (rms_norm_eps 1e-6, BOS 1 and EOS 2,
-// which are bytes of Sinter's vocabulary, tie_word_embeddings false) and GPT2Config's EOS is 50256.
-// rope_theta is written both at the top (transformers 4 and the serving tools that follow it) and
-// in rope_parameters (transformers 5), and the dtype both as "torch_dtype" (4) and "dtype" (5).
-// Reading checks the fields that change what the model computes against what Sinter's model
+// the class's defaults: LlamaConfig's defaults are not Sinter's (rms_norm_eps 1e-6, BOS 1 and EOS
+// 2, which are bytes of Sinter's vocabulary, tie_word_embeddings false) and GPT2Config's EOS is
+// 50256. rope_theta is written both at the top (transformers 4 and the serving tools that follow
+// it) and in rope_parameters (transformers 5), and the dtype both as "torch_dtype" (4) and "dtype"
+// (5). Reading checks the fields that change what the model computes against what Sinter's model
 // computes, and refuses the file where they differ.
 std::string llama_config(const Llama& m, DType dtype, int32_t bos, int32_t eos) {
   const LlamaConfig& c = m.config;
@@ -254,8 +255,7 @@ bool is_weight_file(const std::string& name) {
 }
 
 // The tensors under the class's names, on the host, in the file dtype.
-StateDict their_weights(const StateDict& ours, const std::vector<WeightName>& names,
-                        DType dtype) {
+StateDict their_weights(const StateDict& ours, const std::vector<WeightName>& names, DType dtype) {
   NoGradGuard no_grad;
   StateDict theirs;
   for (const WeightName& n : names) {
@@ -344,15 +344,16 @@ void save_pretrained(const Module& model, const std::string& dir,
                ": ", ec ? ec.message() : std::string("a file of that name exists"));
   const fs::path folder(dir);
   const StateDict ours = model.state_dict();
-  write_weights(their_weights(ours, gpt ? gpt_names(gpt->config) : llama_names(*llama),
-                              options.dtype),
-                folder, options.max_shard_bytes);
+  write_weights(
+      their_weights(ours, gpt ? gpt_names(gpt->config) : llama_names(*llama), options.dtype),
+      folder, options.max_shard_bytes);
   write_text(folder / "config.json", gpt ? gpt_config(*gpt, options.dtype, eot, eot)
                                          : llama_config(*llama, options.dtype, eot, eot));
   write_text(folder / "generation_config.json", generation_config(eot, eot));
   if (options.tokenizer) {
     options.tokenizer->save((folder / "tokenizer.json").string());
-    write_text(folder / "tokenizer_config.json", tokenizer_config(*options.tokenizer, context, eot));
+    write_text(folder / "tokenizer_config.json",
+               tokenizer_config(*options.tokenizer, context, eot));
   }
 }
 
@@ -419,7 +420,8 @@ class Config {
   void require_text(const char* key, std::initializer_list<const char*> values,
                     const char* why) const {
     const std::string v = text(key, *values.begin());
-    const bool ok = std::any_of(values.begin(), values.end(), [&](const char* x) { return v == x; });
+    const bool ok =
+        std::any_of(values.begin(), values.end(), [&](const char* x) { return v == x; });
     SINTER_CHECK(ok, "from_pretrained: ", path_, ": \"", key, "\" is \"", v, "\"; Sinter's model ",
                  why);
   }
@@ -452,8 +454,9 @@ double rope_theta(const Config& c) {
     SINTER_CHECK(r.is_object(), "from_pretrained: ", c.path(), ": \"", key, "\" is ", r.dump(),
                  ", not an object");
     const std::string type = r.value("rope_type", r.value("type", std::string("default")));
-    SINTER_CHECK(type == "default", "from_pretrained: ", c.path(), ": \"", key, "\" has rope_type \"",
-                 type, "\"; Sinter's Llama computes the default rope only (", r.dump(), ")");
+    SINTER_CHECK(type == "default", "from_pretrained: ", c.path(), ": \"", key,
+                 "\" has rope_type \"", type, "\"; Sinter's Llama computes the default rope only (",
+                 r.dump(), ")");
     if (r.contains("rope_theta")) {
       SINTER_CHECK(r["rope_theta"].is_number(), "from_pretrained: ", c.path(), ": \"", key,
                    "\".rope_theta is ", r["rope_theta"].dump(), ", not a number");
@@ -572,13 +575,13 @@ void copy_weights(Module& model, const std::vector<WeightName>& names, const Sta
     SINTER_CHECK(is_floating(t.dtype()), "from_pretrained: ", dir, ": ", n.theirs, " is ",
                  dtype_name(t.dtype()), ", not a floating-point tensor");
     if (n.transposed) {
-      SINTER_CHECK(t.dim() == 2, "from_pretrained: ", dir, ": ", n.theirs, " has shape ",
-                   t.shape(), ", not a matrix");
+      SINTER_CHECK(t.dim() == 2, "from_pretrained: ", dir, ": ", n.theirs, " has shape ", t.shape(),
+                   ", not a matrix");
       t = t.t();
     }
     const Tensor& dst = ours.at(n.ours);
-    SINTER_CHECK(t.shape() == dst.shape(), "from_pretrained: ", dir, ": ", n.theirs,
-                 " has shape ", it->second.shape(), "; the config makes it ",
+    SINTER_CHECK(t.shape() == dst.shape(), "from_pretrained: ", dir, ": ", n.theirs, " has shape ",
+                 it->second.shape(), "; the config makes it ",
                  n.transposed ? dst.t().shape() : dst.shape());
     converted[n.ours] = t.to(dst.dtype());
     used.insert(n.theirs);

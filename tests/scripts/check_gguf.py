@@ -267,8 +267,10 @@ def main():
     except ImportError as e:
         print(f"llama.cpp part skipped: {e} (pip install llama-cpp-python)")
     else:
-        for name, file_type, rtol, greedy in [("bpe", "f32", 1e-2, True), ("bpe", "q8_0", 1e-1, False),
-                                             ("tied", "q8_0", 1e-1, False)]:
+        # f32 weights are still read through llama.cpp's f16 K/V cache: 4e-4 measured.
+        for name, file_type, rtol, greedy in [("bpe", "f32", 2e-3, True),
+                                              ("bpe", "q8_0", 1e-1, False),
+                                              ("tied", "q8_0", 1e-1, False)]:
             run_llama_cpp(work, name, load_reference(work, name)[0], file_type, rtol, greedy)
     if failures:
         print(f"{len(failures)} failures")

@@ -38,15 +38,16 @@ void perturb(nn::Module& m) {
 
 std::shared_ptr<nn::Module> make(const std::string& kind, int64_t vocab) {
   if (kind == "llama" || kind == "llama-tied") {
-    return std::make_shared<models::Llama>(models::LlamaConfig{.vocab_size = vocab,
-                                                               .context_length = 64,
-                                                               .n_layer = 2,
-                                                               .n_head = 4,
-                                                               .n_kv_head = 2,
-                                                               .n_embd = 64,
-                                                               .mlp_hidden = 96,
-                                                               .rope_base = 500.0,
-                                                               .tie_weights = kind == "llama-tied"});
+    return std::make_shared<models::Llama>(
+        models::LlamaConfig{.vocab_size = vocab,
+                            .context_length = 64,
+                            .n_layer = 2,
+                            .n_head = 4,
+                            .n_kv_head = 2,
+                            .n_embd = 64,
+                            .mlp_hidden = 96,
+                            .rope_base = 500.0,
+                            .tie_weights = kind == "llama-tied"});
   }
   if (kind == "gpt" || kind == "gpt-untied") {
     return std::make_shared<models::GPT>(models::GPTConfig{.vocab_size = vocab,
