@@ -401,8 +401,15 @@ void set_up_precision(Run& r) {
   r.scaler = amp_scaler(r.amp, r.pg);
   check_cuda_graph(args.cuda_graph, r.dev, r.amp);
   check_export_onnx(args.export_onnx);
-  require(args.export_hf.empty() || !fs::exists(args.export_hf) || fs::is_directory(args.export_hf),
-          "--export-hf: " + args.export_hf + " is a file, not a folder");
+  if (!args.export_hf.empty()) {  // checked now: the folder is written after training
+    fs::path hf = fs::absolute(args.export_hf);
+    if (!hf.has_filename()) hf = hf.parent_path();  // "out/hf/"
+    require(!fs::exists(hf) || fs::is_directory(hf),
+            "--export-hf: " + args.export_hf + " is a file, not a folder");
+    require(fs::is_directory(hf.parent_path()), "--export-hf: the folder " +
+                                                    hf.parent_path().string() + " of " +
+                                                    args.export_hf + " does not exist");
+  }
   if (!args.export_gguf.empty()) {
     require(r.cfg.model == "llama", "--export-gguf writes a Llama; this run trains --model " +
                                         r.cfg.model + " (use --model llama)");

@@ -193,6 +193,92 @@ TEST(Pretrained, TheTokenizerTravelsWithTheModel) {
   EXPECT_EQ(back.tokenizer->encode("the lowest newest"), tok.encode("the lowest newest"));
 }
 
+// A config as transformers 4 wrote it (rope_theta at the top, rope_scaling null, torch_dtype only,
+// no head_dim) reads as the same model; two rope thetas that differ are refused.
+TEST(Pretrained, ReadsTransformers4ConfigsAndRefusesTwoThetas) {
+  SINTER_REQUIRE_JSON();
+  Generator gen(testing::fresh_seed());
+  models::Llama llama(small_llama(false));
+  perturb(llama, gen);
+  const TempDir dir;
+  models::save_pretrained(llama, dir.str());
+  const std::string v4 = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "vocab_size": 40, "hidden_size": 32, "intermediate_size": 96, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_act": "silu",
+    "max_position_embeddings": 16, "rms_norm_eps": 1e-06, "rope_theta": 500.0,
+    "rope_scaling": null, "attention_bias": false, "tie_word_embeddings": false,
+    "torch_dtype": "float32", "transformers_version": "4.44.0"})";
+  write_file_atomically(dir.file("config.json"), v4);
+  const models::Pretrained back = models::from_pretrained(dir.str());
+  ASSERT_TRUE(back.llama);
+  EXPECT_EQ(back.llama->config.rope_base, 500.0);
+  const Tensor ids = randint(0, 40, {1, 9}, {.dtype = DType::i64}, &gen);
+  EXPECT_TRUE(all_close(logits_of(*back.module, ids), logits_of(llama, ids), 0, 0));
+
+  std::string two = v4;
+  two.replace(two.find("\"rope_scaling\": null"), 20,
+              R"("rope_scaling": {"rope_type": "default", "rope_theta": 10000.0})");
+  write_file_atomically(dir.file("config.json"), two);
+  expect_error([&] { models::from_pretrained(dir.str()); },
+               {"rope_theta 10000", "is not the rope_theta 500"});
+  std::string typed = v4;
+  typed.replace(typed.find("\"rope_scaling\": null"), 20, R"("rope_scaling": {"rope_type": 3})");
+  write_file_atomically(dir.file("config.json"), typed);
+  expect_error([&] { models::from_pretrained(dir.str()); }, {"rope_type is 3, not a string"});
+}
+
+// GPT-2 as first released: no "transformer." prefix, and its attention masks as buffers.
+TEST(Pretrained, ReadsGpt2WeightsWithoutThePrefix) {
+  SINTER_REQUIRE_JSON();
+  Generator gen(testing::fresh_seed());
+  models::GPT gpt(
+      {.vocab_size = 40, .context_length = 16, .n_layer = 1, .n_head = 2, .n_embd = 16});
+  perturb(gpt, gen);
+  const TempDir dir;
+  models::save_pretrained(gpt, dir.str());
+  StateDict bare;
+  for (const auto& [name, t] : load(dir.file("model.safetensors"))) {
+    ASSERT_TRUE(name.starts_with("transformer.")) << name;
+    bare[name.substr(12)] = t;
+  }
+  bare["h.0.attn.bias"] = ones({1, 1, 16, 16});
+  save(bare, dir.file("model.safetensors"));
+  const models::Pretrained back = models::from_pretrained(dir.str());
+  const Tensor ids = randint(0, 40, {1, 9}, {.dtype = DType::i64}, &gen);
+  EXPECT_TRUE(all_close(logits_of(*back.module, ids), logits_of(gpt, ids), 0, 0));
+}
+
+// transformers reads model.safetensors before an index, and loads a head of its own untied: a
+// tied config over a file whose head is not the embedding is refused.
+TEST(Pretrained, ReadsAsTransformersWhereFilesDisagree) {
+  SINTER_REQUIRE_JSON();
+  Generator gen(testing::fresh_seed());
+  models::Llama tied(small_llama(true)), other(small_llama(true));
+  perturb(tied, gen);
+  perturb(other, gen);
+  const TempDir dir, sharded;
+  models::save_pretrained(other, sharded.str(), {.max_shard_bytes = 8000});
+  models::save_pretrained(tied, dir.str());
+  for (const auto& e : fs::directory_iterator(sharded.path())) {
+    if (e.path().filename().string().starts_with("model-") ||
+        e.path().filename() == "model.safetensors.index.json") {
+      fs::copy_file(e.path(), dir.path() / e.path().filename());
+    }
+  }
+  const Tensor ids = randint(0, 40, {1, 9}, {.dtype = DType::i64}, &gen);
+  EXPECT_TRUE(all_close(logits_of(*models::from_pretrained(dir.str()).module, ids),
+                        logits_of(tied, ids), 0, 0));
+
+  StateDict weights = load(dir.file("model.safetensors"));
+  weights["lm_head.weight"] = weights.at("model.embed_tokens.weight").clone();
+  save(weights, dir.file("model.safetensors"));
+  EXPECT_NO_THROW(models::from_pretrained(dir.str()));  // the embedding's copy
+  weights["lm_head.weight"] = weights.at("lm_head.weight") * 2.0;
+  save(weights, dir.file("model.safetensors"));
+  expect_error([&] { models::from_pretrained(dir.str()); },
+               {"tie_word_embeddings is true but lm_head.weight is not the embedding"});
+}
+
 TEST(Pretrained, BadModelsAndFoldersAreErrors) {
   SINTER_REQUIRE_JSON();
   const TempDir dir;

@@ -356,8 +356,10 @@ void init_from_folder(Configured& c, const Args& args, const Overrides& override
     folder.n_kv_head = l.n_kv_head;
     folder.n_embd = l.n_embd;
     // A Llama's context is a bound on the positions, not a weight: a shorter one may be asked.
-    folder.context = overrides.has("--context") ? std::min(c.config.context, l.context_length)
-                                                : l.context_length;
+    require(!overrides.has("--context") || c.config.context <= l.context_length,
+            "--init-from " + dir + ": --context " + ll(c.config.context) +
+                " is longer than the folder's max_position_embeddings " + ll(l.context_length));
+    folder.context = overrides.has("--context") ? c.config.context : l.context_length;
     model_vocab = l.vocab_size;
   } else {
     const st::nn::models::GPTConfig& g = p->gpt->config;
@@ -387,8 +389,7 @@ void init_from_folder(Configured& c, const Args& args, const Overrides& override
     for (const auto& [s, opt] : overrides.flags) {
       if (std::string(s->flag) != flag) continue;
       const bool same = std::visit([&](auto m) { return folder.*m == c.config.*m; }, s->member);
-      const bool shorter = std::string(flag) == "--context" && folder.model == "llama";
-      if (!same && !shorter) {
+      if (!same) {
         differ.push_back(
             format("%s (the folder's: %s)", flag, to_text(folder, s->member, 6).c_str()));
       }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -292,11 +293,27 @@ void write_weights(const StateDict& weights, const fs::path& dir, int64_t max_sh
     bytes.back() += n;
     total += n;
   }
+  // Note [weight file order]
+  // A reader takes model.safetensors where there is one (transformers does), else the index. Each
+  // file is written whole, but the folder is not one write: the order keeps a run killed between
+  // two files from leaving a folder that reads as a mix of two saves without an error. One file:
+  // the old index goes first (the old shards then name nothing), then model.safetensors, then the
+  // old shards. Shards: the old model.safetensors goes first, then the shards, the index, and
+  // shards of another count. (Shards of the same count are replaced one by one: a run killed
+  // among them leaves a mix under the old index, as transformers' own save would.)
   std::set<std::string> written;
+  const auto remove_file = [&](const std::string& name) {
+    std::error_code ec;
+    fs::remove(dir / name, ec);
+    SINTER_CHECK(!ec, "save_pretrained: cannot remove the earlier save's ", (dir / name).string(),
+                 ": ", ec.message());
+  };
   if (shards.size() == 1) {
+    remove_file(kIndexFile);
     save(shards[0], (dir / kSingleFile).string(), {{"format", "pt"}});
     written.insert(kSingleFile);
   } else {
+    remove_file(kSingleFile);
     JsonObject map;
     for (size_t i = 0; i < shards.size(); ++i) {
       const std::string file = shard_name(i, shards.size());
@@ -311,12 +328,14 @@ void write_weights(const StateDict& weights, const fs::path& dir, int64_t max_sh
     write_text(dir / kIndexFile, index.text() + "\n");
     written.insert(kIndexFile);
   }
-  // An earlier save's files that this one did not rewrite (another shard count) would otherwise
-  // sit beside the new ones, and a reader could take the stale index or single file.
-  for (const auto& e : fs::directory_iterator(dir)) {
+  std::error_code ec;
+  std::vector<std::string> stale;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (e.is_regular_file() && is_weight_file(name) && !written.count(name)) fs::remove(e.path());
+    if (is_weight_file(name) && !written.count(name)) stale.push_back(name);
   }
+  SINTER_CHECK(!ec, "save_pretrained: cannot list ", dir.string(), ": ", ec.message());
+  for (const std::string& name : stale) remove_file(name);
 }
 
 }  // namespace
@@ -354,6 +373,13 @@ void save_pretrained(const Module& model, const std::string& dir,
     options.tokenizer->save((folder / "tokenizer.json").string());
     write_text(folder / "tokenizer_config.json",
                tokenizer_config(*options.tokenizer, context, eot));
+  } else {  // an earlier save's tokenizer is not this model's
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+      std::error_code ec;
+      fs::remove(folder / name, ec);
+      SINTER_CHECK(!ec, "save_pretrained: cannot remove ", (folder / name).string(), ": ",
+                   ec.message());
+    }
   }
 }
 
@@ -362,6 +388,12 @@ void save_pretrained(const Module& model, const std::string& dir,
 namespace {
 
 using json = nlohmann::json;
+
+// fs::exists without the exception a permission error throws: that is a missing file here too.
+bool file_exists(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
 
 json read_json(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -445,35 +477,45 @@ void require_architecture(const Config& c, const char* cls) {
 }
 
 // rope_theta from transformers 5's rope_parameters or 4's top-level field (with rope_scaling,
-// where 4 kept the scaling), refusing any scaling other than none.
+// where 4 kept the scaling), refusing any scaling other than none, and two thetas that differ
+// (transformers 4 would read one, 5 the other).
 double rope_theta(const Config& c) {
-  double theta = c.real("rope_theta", 10000.0);
+  std::optional<double> theta;
+  if (c.has("rope_theta")) theta = c.real("rope_theta", 0.0);
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     if (!c.has(key)) continue;
     const json& r = c.raw()[key];
     SINTER_CHECK(r.is_object(), "from_pretrained: ", c.path(), ": \"", key, "\" is ", r.dump(),
                  ", not an object");
-    const std::string type = r.value("rope_type", r.value("type", std::string("default")));
+    std::string type = "default";
+    for (const char* name : {"type", "rope_type"}) {  // rope_type, where both are, as transformers
+      if (!r.contains(name)) continue;
+      SINTER_CHECK(r[name].is_string(), "from_pretrained: ", c.path(), ": \"", key, "\".", name,
+                   " is ", r[name].dump(), ", not a string");
+      type = r[name].get<std::string>();
+    }
     SINTER_CHECK(type == "default", "from_pretrained: ", c.path(), ": \"", key,
                  "\" has rope_type \"", type, "\"; Sinter's Llama computes the default rope only (",
                  r.dump(), ")");
     if (r.contains("rope_theta")) {
       SINTER_CHECK(r["rope_theta"].is_number(), "from_pretrained: ", c.path(), ": \"", key,
                    "\".rope_theta is ", r["rope_theta"].dump(), ", not a number");
-      theta = r["rope_theta"].get<double>();
+      const double t = r["rope_theta"].get<double>();
+      SINTER_CHECK(!theta || *theta == t, "from_pretrained: ", c.path(), ": \"", key,
+                   "\".rope_theta ", t, " is not the rope_theta ", *theta,
+                   " given elsewhere in the file (transformers' versions would differ on it)");
+      theta = t;
     }
   }
-  return theta;
+  return theta.value_or(10000.0);
 }
 
 LlamaConfig read_llama_config(const Config& c) {
   require_architecture(c, "LlamaForCausalLM");
-  c.require_text("hidden_act", {"silu"}, "uses SiLU in its MLP");
+  c.require_text("hidden_act", {"silu", "swish"}, "uses SiLU in its MLP");
   c.require_flag("attention_bias", false, "has no biases in attention");
   c.require_flag("mlp_bias", false, "has no biases in its MLP");
-  SINTER_CHECK(c.integer("pretraining_tp", 1) == 1, "from_pretrained: ", c.path(),
-               ": \"pretraining_tp\" is ", c.raw()["pretraining_tp"].dump(),
-               "; Sinter's Llama computes its projections unsplit (1)");
+  // pretraining_tp > 1 computes the same projections in slices (to rounding): read as one.
   LlamaConfig l;
   l.vocab_size = c.integer("vocab_size");
   l.n_embd = c.integer("hidden_size");
@@ -523,7 +565,13 @@ GPTConfig read_gpt_config(const Config& c, double dropout) {
 // Every tensor of the folder's weights, under the file's names, on the host.
 StateDict read_weights(const fs::path& dir, DType& dtype) {
   std::vector<std::string> files;
-  if (fs::exists(dir / kIndexFile)) {
+  if (file_exists(dir /
+                  kSingleFile)) {  // first, as transformers reads it (Note [weight file order])
+    files.push_back(kSingleFile);
+  } else {
+    SINTER_CHECK(file_exists(dir / kIndexFile), "from_pretrained: ", dir.string(), " has neither ",
+                 kSingleFile, " nor ", kIndexFile,
+                 " (only safetensors weights are read: save them with safe_serialization)");
     const json index = read_json(dir / kIndexFile);
     SINTER_CHECK(index.contains("weight_map") && index["weight_map"].is_object(),
                  "from_pretrained: ", (dir / kIndexFile).string(), " has no weight_map object");
@@ -534,11 +582,6 @@ StateDict read_weights(const fs::path& dir, DType& dtype) {
       names.insert(file.get<std::string>());
     }
     files.assign(names.begin(), names.end());
-  } else {
-    SINTER_CHECK(fs::exists(dir / kSingleFile), "from_pretrained: ", dir.string(), " has neither ",
-                 kSingleFile, " nor ", kIndexFile,
-                 " (only safetensors weights are read: save them with safe_serialization)");
-    files.push_back(kSingleFile);
   }
   StateDict all;
   std::set<DType> dtypes;
@@ -588,19 +631,39 @@ void copy_weights(Module& model, const std::vector<WeightName>& names, const Sta
   }
   for (const auto& [name, t] : theirs) {
     if (used.count(name) || is_derived_buffer(name)) continue;
-    // A tied checkpoint may keep the head's copy of the embedding.
-    if (tied && name == "lm_head.weight") continue;
+    if (tied && name == "lm_head.weight") {
+      // A tied checkpoint may keep the head's copy of the embedding; a head of its own, which
+      // transformers would load untied, is not that model.
+      const std::string embedding = names.front().theirs;
+      const Tensor& e = theirs.at(embedding);
+      SINTER_CHECK(t.shape() == e.shape() &&
+                       (t.to(DType::f32) - e.to(DType::f32)).abs().max().item<float>() == 0.0f,
+                   "from_pretrained: ", dir,
+                   ": tie_word_embeddings is true but lm_head.weight is not the embedding ",
+                   embedding, " (transformers would read an untied head)");
+      continue;
+    }
     SINTER_THROW("from_pretrained: ", dir, ": the weights hold ", name, " (shape ", t.shape(),
                  "), which the config's model has no place for");
   }
   model.load_state_dict(converted);
 }
 
-}  // namespace
+// GPT-2 checkpoints of the first release (and of GPT2Model) name the weights without the
+// "transformer." prefix that GPT2LMHeadModel's save_pretrained writes; transformers adds it.
+void add_gpt2_prefix(StateDict& weights) {
+  for (const auto& entry : weights) {
+    if (entry.first.starts_with("transformer.") || entry.first == "lm_head.weight") return;
+  }
+  StateDict prefixed;
+  for (auto& [name, t] : weights) prefixed["transformer." + name] = std::move(t);
+  weights = std::move(prefixed);
+}
 
-Pretrained from_pretrained(const std::string& dir, const FromPretrainedOptions& options) {
+Pretrained read_folder(const std::string& dir, const FromPretrainedOptions& options) {
   const fs::path folder(dir);
-  SINTER_CHECK(fs::is_directory(folder), "from_pretrained: ", dir, " is not a folder");
+  std::error_code ec;
+  SINTER_CHECK(fs::is_directory(folder, ec), "from_pretrained: ", dir, " is not a folder");
   const Config config(read_json(folder / "config.json"), (folder / "config.json").string());
   const std::string type = config.text("model_type", "");
   Pretrained p;
@@ -611,13 +674,14 @@ Pretrained from_pretrained(const std::string& dir, const FromPretrainedOptions& 
     copy_weights(*p.llama, llama_names(*p.llama), weights, p.llama->config.tie_weights, dir);
   } else if (type == "gpt2") {
     p.gpt = std::make_shared<GPT>(read_gpt_config(config, options.dropout));
+    add_gpt2_prefix(weights);
     p.module = p.gpt;
     copy_weights(*p.gpt, gpt_names(p.gpt->config), weights, p.gpt->config.tie_weights, dir);
   } else {
     SINTER_THROW("from_pretrained: ", config.path(), ": model_type \"", type,
                  "\" is not one Sinter reads (llama, gpt2)");
   }
-  if (options.tokenizer && fs::exists(folder / "tokenizer.json")) {
+  if (options.tokenizer && file_exists(folder / "tokenizer.json")) {
     p.tokenizer = data::BpeTokenizer::load((folder / "tokenizer.json").string());
     const int64_t vocab = p.gpt ? p.gpt->config.vocab_size : p.llama->config.vocab_size;
     SINTER_CHECK(p.tokenizer->vocab_size() <= vocab, "from_pretrained: ", dir,
@@ -626,6 +690,18 @@ Pretrained from_pretrained(const std::string& dir, const FromPretrainedOptions& 
   }
   p.module->to(options.device);
   return p;
+}
+
+}  // namespace
+
+Pretrained from_pretrained(const std::string& dir, const FromPretrainedOptions& options) {
+  try {
+    return read_folder(dir, options);
+  } catch (const json::exception& e) {
+    SINTER_THROW("from_pretrained: ", dir, ": ", e.what());
+  } catch (const fs::filesystem_error& e) {
+    SINTER_THROW("from_pretrained: ", dir, ": ", e.what());
+  }
 }
 
 #else

@@ -115,6 +115,12 @@ expect(2 "--export-gguf writes a Llama" ${tiny} --data "${WORK}/corpus.txt" --ou
        --export-gguf "${WORK}/m.gguf")
 expect(2 "--export-gguf: the folder" ${tiny} --model llama --data "${WORK}/corpus.txt"
        --out "${WORK}/out" --export-gguf "${WORK}/missing-folder/m.gguf")
+expect(2 "--export-hf: the folder" ${tiny} --data "${WORK}/corpus.txt" --out "${WORK}/out"
+       --export-hf "${WORK}/missing-folder/hf/")
+expect(2 "--export-hf: ${WORK}/corpus.txt is a file" ${tiny} --data "${WORK}/corpus.txt"
+       --out "${WORK}/out" --export-hf "${WORK}/corpus.txt")
+expect(2 "--init-from: from_pretrained: ${WORK}/corpus.txt is not a folder" ${tiny}
+       --data "${WORK}/corpus.txt" --out "${WORK}/out" --init-from "${WORK}/corpus.txt")
 expect(2 "--gguf-type" --gguf-type q4_0)
 expect(2 "--log-every: must be at least 1, got 0" --log-every 0 --tensorboard "${WORK}/tb")
 expect(2 "--log-every requires --tensorboard" --log-every 5)

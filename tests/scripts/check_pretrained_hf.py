@@ -69,8 +69,10 @@ for kind, dtype, shard, tol in [("llama", "f32", None, 1e-5), ("llama-tied", "f3
     check(ids == ref["ids"].tolist(), f"{tag}: AutoTokenizer gives Sinter's ids")
     check(tok.decode(ids) == text, f"{tag}: AutoTokenizer decodes the text back")
     want_dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[dtype]
-    check(model.config.dtype == want_dtype if hasattr(model.config, "dtype") else True,
-          f"{tag}: config.json's dtype is {want_dtype}")
+    got_dtype = getattr(model.config, "dtype", None) or model.config.torch_dtype
+    if isinstance(got_dtype, str):  # transformers before 4.56 keeps "dtype" as written
+        got_dtype = getattr(torch, got_dtype)
+    check(got_dtype == want_dtype, f"{tag}: config.json's dtype is {want_dtype}")
     model = model.float()
     logits, greedy = hf_run(model, ref["ids"].tolist())
     err = rel_err(logits, ref["logits"])

@@ -1,6 +1,7 @@
 // Hugging Face model folders, both ways: a GPT or Llama written as the folder `transformers`'
-// save_pretrained writes (so AutoModelForCausalLM, AutoTokenizer, vLLM and llama.cpp's converter
-// open it), and such a folder read back into a GPT or Llama, whoever wrote it.
+// save_pretrained writes (so AutoModelForCausalLM, AutoTokenizer and vLLM open it; for llama.cpp,
+// gguf::export_model in sinter/gguf.h), and such a folder read back into a GPT or Llama, whoever
+// wrote it.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,8 @@ struct SavePretrainedOptions {
 };
 
 // Writes `model` (a GPT or a Llama, on any device) into the folder `dir` (created with its
-// parents), each file atomically (Note [atomic writes] in src/internal/atomic_file.h):
+// parents), each file atomically (Note [atomic writes] in src/internal/atomic_file.h) and in the
+// order of Note [weight file order] in src/nn/pretrained.cpp:
 //   config.json             every field the model's class needs (Note [hugging face configs] in
 //                           src/nn/pretrained.cpp): a Llama as LlamaForCausalLM, a GPT as GPT-2's
 //                           GPT2LMHeadModel
@@ -38,7 +40,8 @@ struct SavePretrainedOptions {
 //                           matrices transposed, as GPT-2's Conv1D keeps them), metadata format
 //                           "pt"; weight files of an earlier save into `dir` that this one does
 //                           not rewrite are removed
-//   tokenizer.json, tokenizer_config.json   with options.tokenizer
+//   tokenizer.json, tokenizer_config.json   with options.tokenizer (without it, an earlier
+//                           save's are removed)
 // Then AutoModelForCausalLM.from_pretrained(dir) and AutoTokenizer.from_pretrained(dir) load it
 // with no other argument and give Sinter's logits. A GPT without biases gets zero biases (GPT-2
 // has them). Another module is an Error.
@@ -62,12 +65,14 @@ struct Pretrained {
   std::shared_ptr<GPT> gpt;
   std::shared_ptr<Llama> llama;
   std::optional<data::BpeTokenizer> tokenizer;  // none where the folder has no tokenizer.json
-  DType dtype = DType::f32;                     // of the files (the model is f32)
+  DType dtype = DType::f32;  // of the files (the model is f32); f32 where they mix dtypes
 };
 
 // Reads a folder that save_pretrained above or `transformers`' save_pretrained wrote: config.json
 // (model_type "llama" or "gpt2"), the weights in model.safetensors or in the shards that
-// model.safetensors.index.json names (f32, bf16 or f16; the model is f32), and tokenizer.json.
+// model.safetensors.index.json names (model.safetensors first where both are, as transformers;
+// f32, bf16 or f16; the model is f32; GPT-2's weights with or without the "transformer." prefix),
+// and tokenizer.json.
 // A config field whose value Sinter's model does not compute (another rope scaling, biases in a
 // Llama, another activation or LayerNorm epsilon, ...) is an Error naming the field and the value,
 // never a silently different model; so is a missing or misshapen weight, or a weight the model
