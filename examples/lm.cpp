@@ -40,6 +40,7 @@
 
 #include "lm/config.h"
 #include "lm/data.h"
+#include "lm/export.h"
 #include "lm/model.h"
 #include "training.h"
 
@@ -393,28 +394,14 @@ void set_max_val_loss(Run& r) {
   }
 }
 
-// --amp's autocast and loss scaler, and the options that must fit the run: --cuda-graph,
-// --export-onnx, --export-hf and --export-gguf.
+// --amp's autocast and loss scaler, and the options that must fit the run: --cuda-graph and the
+// exports.
 void set_up_precision(Run& r) {
   const Args& args = r.args;
   r.amp = amp_dtype(args.amp, r.dev);
   r.scaler = amp_scaler(r.amp, r.pg);
   check_cuda_graph(args.cuda_graph, r.dev, r.amp);
-  check_export_onnx(args.export_onnx);
-  if (!args.export_hf.empty()) {  // checked now: the folder is written after training
-    fs::path hf = fs::absolute(args.export_hf);
-    if (!hf.has_filename()) hf = hf.parent_path();  // "out/hf/"
-    require(!fs::exists(hf) || fs::is_directory(hf),
-            "--export-hf: " + args.export_hf + " is a file, not a folder");
-    require(fs::is_directory(hf.parent_path()), "--export-hf: the folder " +
-                                                    hf.parent_path().string() + " of " +
-                                                    args.export_hf + " does not exist");
-  }
-  if (!args.export_gguf.empty()) {
-    require(r.cfg.model == "llama", "--export-gguf writes a Llama; this run trains --model " +
-                                        r.cfg.model + " (use --model llama)");
-    check_output_file("--export-gguf", args.export_gguf);
-  }
+  check_exports(args, r.cfg);
   if (args.cuda_graph && r.cfg.dropout > 0) {
     throw st::Error(
         format("--cuda-graph needs --dropout 0 (dropout %g would replay one mask at every step)",
@@ -753,24 +740,7 @@ int finish(Run& r, double val_per_byte) {
   }
   std::printf("\nmetrics: %s\ncheckpoint: %s\n", r.metrics->path().string().c_str(),
               r.save.c_str());
-  export_weights(r.args.export_weights, *r.model.module, r.cfg.model);
-  if (!r.args.export_hf.empty()) {
-    st::nn::models::save_pretrained(*r.model.module, r.args.export_hf,
-                                    {.tokenizer = &r.tokens.tokenizer});
-    std::printf("hugging face: %s (AutoModelForCausalLM.from_pretrained loads it)\n",
-                r.args.export_hf.c_str());
-  }
-  // Any batch and any length up to the context: the example's (1, context) dims are symbolic.
-  export_onnx(r.args.export_onnx, *r.model.module,
-              st::zeros({1, r.cfg.context}, {.dtype = st::DType::i64, .device = r.dev}), true);
-  if (!r.args.export_gguf.empty()) {
-    const st::gguf::ExportSummary s =
-        st::gguf::export_model(*r.model.module, r.tokens.tokenizer, r.args.export_gguf,
-                               {.type = st::gguf::parse_type(r.args.gguf_type), .name = "lm"});
-    std::printf("gguf: %s (%s, %lld tensors, %.1f MB)\n", r.args.export_gguf.c_str(),
-                r.args.gguf_type.c_str(), static_cast<long long>(s.tensors),
-                static_cast<double>(s.bytes) / 1e6);
-  }
+  write_exports(r.args, r.cfg, *r.model.module, r.tokens.tokenizer, r.dev);
   std::vector<std::pair<std::string, double>> levels;
   if (r.base) levels = {{"unigram", r.base->unigram}, {"bigram", r.base->bigram}};
   write_plot(
