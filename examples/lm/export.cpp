@@ -25,8 +25,8 @@ void check_exports(const Args& args, const RunConfig& c) {
                                                     args.export_hf + " does not exist");
   }
   if (!args.export_gguf.empty()) {
-    require(c.model == "llama", "--export-gguf writes a Llama; this run trains --model " +
-                                    c.model + " (use --model llama)");
+    require(c.model == "llama", "--export-gguf writes a Llama; this run trains --model " + c.model +
+                                    " (use --model llama)");
     check_output_file("--export-gguf", args.export_gguf);
   }
 }
