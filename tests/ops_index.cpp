@@ -60,6 +60,12 @@ std::vector<OpRow> index_rows() {
              Tensor idx = from_vector<int64_t>({1, 1, 3}, {3}).to(x[0].device());
              return index_select(x[0], 1, idx);
            }},
+      {.name = "IndexAdd",
+       .shapes = {S{2, 5, 3}, S{2, 4, 3}},
+       .fn =
+           [](const Inputs& x) {
+             return index_add(x[0], 1, index_of({4, 0, 4, 2}, {4}, x[0]), x[1], 0.5);
+           }},
       {.name = "Embedding",
        .shapes = {S{6, 3}},
        .fn =

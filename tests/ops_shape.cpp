@@ -65,6 +65,31 @@ std::vector<OpRow> shape_rows() {
              std::vector<Tensor> p = chunk(x[0], 3, 1);
              return p[0] * p[1] - p[2];
            }},
+      // pad: every mode, on the last dims of a batch of images and of a 1-D signal.
+      {.name = "PadReflect",
+       .shapes = {S{2, 2, 4, 5}},
+       .fn =
+           [](const Inputs& x) {
+             return pad(x[0], {2, 1, 3, 1}, PadMode::Reflect);
+           }},
+      {.name = "PadReplicate",
+       .shapes = {S{2, 3, 4}},
+       .fn =
+           [](const Inputs& x) {
+             return pad(x[0], {3, 2}, PadMode::Replicate);
+           }},
+      {.name = "PadCircular3d",
+       .shapes = {S{1, 2, 3, 2, 3}},
+       .fn =
+           [](const Inputs& x) {
+             return pad(x[0], {1, 3, 2, 0, 1, 1}, PadMode::Circular);
+           }},
+      {.name = "PadConstantCrop",
+       .shapes = {S{3, 4, 5}},
+       .fn =
+           [](const Inputs& x) {
+             return pad(x[0], {-1, 2, 1, -2}, PadMode::Constant, 0.5);
+           }},
   };
 }
 

@@ -31,6 +31,26 @@ std::map<std::string, std::function<Tensor(DType)>> table_calls() {
        [=](DType d) {
          return conv2d(t({1, 2, 5, 5}, d), t({3, 2, 3, 3}, d));
        }},
+      {"conv1d",
+       [=](DType d) {
+         return conv1d(t({1, 2, 5}, d), t({3, 2, 3}, d));
+       }},
+      {"conv3d",
+       [=](DType d) {
+         return conv3d(t({1, 2, 3, 4, 4}, d), t({3, 2, 2, 3, 3}, d));
+       }},
+      {"conv_transpose1d",
+       [=](DType d) {
+         return conv_transpose1d(t({1, 2, 5}, d), t({2, 3, 3}, d));
+       }},
+      {"conv_transpose2d",
+       [=](DType d) {
+         return conv_transpose2d(t({1, 2, 4, 4}, d), t({2, 3, 3, 3}, d));
+       }},
+      {"conv_transpose3d",
+       [=](DType d) {
+         return conv_transpose3d(t({1, 2, 2, 3, 3}, d), t({2, 3, 2, 2, 2}, d));
+       }},
       {"scaled_dot_product_attention",
        [=](DType d) {
          return scaled_dot_product_attention(t({1, 2, 3, 4}, d), t({1, 2, 3, 4}, d),

@@ -222,6 +222,39 @@ TEST(Quantize, Int8ConvComputesTheQuantizedArithmetic) {
   }
 }
 
+// A layer that pads by padding_mode or "same" pads the same way in int8: the float layer's padded
+// input, then the convolution's own zero padding (none left for those).
+TEST(Quantize, Int8ConvPadsAsTheFloatLayer) {
+  manual_seed(testing::fresh_seed());
+  const std::vector<nn::Conv2dOptions> options = {
+      {.padding = {1, 2}, .padding_mode = nn::PaddingMode::Reflect},
+      {.stride = 2, .padding = 1, .padding_mode = nn::PaddingMode::Circular},
+      {.same_padding = true},
+      {.same_padding = true, .padding_mode = nn::PaddingMode::Replicate},
+  };
+  for (const nn::Conv2dOptions& o : options) {
+    nn::Conv2d f(3, 4, {2, 3}, o);
+    auto l = std::make_shared<quant::QuantizedConv2d>(f);
+    {
+      NoGradGuard no_grad;
+      (void)l->forward(calibrated_batch({4, 3, 7, 8}));
+    }
+    l->convert({}, "conv");
+    const Tensor x = calibrated_batch({2, 3, 7, 8});
+    NoGradGuard no_grad;
+    const Tensor y = l->forward(x);
+    // The float layer on the dequantized input and weight (padding copies values, so padding
+    // and dequantizing commute).
+    nn::Conv2d ref_layer(3, 4, {2, 3}, o);
+    ref_layer.to(DType::f64);
+    ref_layer.weight.copy_(dequantized_weight(l->q, f.weight.shape()));
+    ref_layer.bias.copy_(f.bias.to(DType::f64));
+    const Tensor ref = ref_layer.forward(dequantized_input(x, l->q.input_scale));
+    ASSERT_EQ(y.shape(), ref.shape());
+    EXPECT_TRUE(all_close(y, ref.to(DType::f32), 1e-5, 1e-5)) << "padding_mode " << o.padding_mode;
+  }
+}
+
 TEST(Quantize, ModelsKeepTheirOutputs) {
   for (const bool resnet : {false, true}) {
     for (const quant::Calibrator cal :

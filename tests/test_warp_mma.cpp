@@ -340,6 +340,22 @@ TEST(ConvProblems, OpTableGeometriesMatchTheDirectConvolution) {
   check_conv_passes(conv_geom_hw(2, 4, 3, 3, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1));  // Conv2dPointwise
 }
 
+// The conv2d geometries the other convolutions of the op table run on the same kernels (Note
+// [conv3d as conv2d] in src/ops/conv.cpp): a 1-D one over a height of 1; a 3-D one's depth slices,
+// kD planes folded into the channels; a transposed one as the convolution it transposes (its
+// output's size as h, w; its input as the gradient), output_padding past the stride included.
+TEST(ConvProblems, GeometriesOfTheOtherConvolutionsMatchTheDirectConvolution) {
+  check_conv_passes(conv_geom_hw(2, 4, 1, 9, 6, 1, 3, 1, 2, 0, 1, 1, 1, 2));  // Conv1d
+  check_conv_passes(conv_geom_hw(2, 3, 1, 8, 4, 1, 4, 1, 1, 0, 1, 1, 1, 1));  // Conv1dSamePadding
+  check_conv_passes(conv_geom_hw(6, 4, 5, 4, 3, 3, 2, 1, 1, 1, 0, 1, 2, 1));  // Conv3d
+  check_conv_passes(conv_geom_hw(3, 8, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2));  // Conv3dGroupsSame
+  check_conv_passes(conv_geom_hw(2, 6, 6, 8, 4, 3, 3, 2, 2, 1, 1, 1, 1, 2));  // ConvTranspose2d
+  check_conv_passes(
+      conv_geom_hw(1, 3, 6, 5, 2, 2, 3, 1, 1, 0, 0, 2, 1, 1));  // ConvTranspose2dDilated
+  check_conv_passes(conv_geom_hw(2, 2, 1, 15, 3, 1, 3, 1, 3, 0, 1, 1, 1, 1));  // ConvTranspose1d
+  check_conv_passes(conv_geom_hw(2, 4, 4, 4, 2, 2, 3, 1, 2, 0, 1, 1, 1, 1));   // ConvTranspose3d
+}
+
 // The weight gradient's split-K stores: partial sums added (acc_slice 0) or kept per split.
 TEST(ConvProblems, WeightGradientSplitStoresAddOrKeepTheirSlice) {
   const kern::Conv2dGeom g = conv_geom(1, 2, 4, 4, 2, 3, 1, 1, 1, 1);

@@ -57,6 +57,11 @@ enum class Policy {
   X(matmul, LowPrecision)                       \
   X(linear, LowPrecision)                       \
   X(conv2d, LowPrecision)                       \
+  X(conv1d, LowPrecision)                       \
+  X(conv3d, LowPrecision)                       \
+  X(conv_transpose1d, LowPrecision)             \
+  X(conv_transpose2d, LowPrecision)             \
+  X(conv_transpose3d, LowPrecision)             \
   X(scaled_dot_product_attention, LowPrecision) \
   X(softmax, Float32)                           \
   X(log_softmax, Float32)                       \

@@ -185,6 +185,11 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
 // src[..., j, ...]; repeated indices accumulate. index as gather's, and no larger than src (only
 // src's leading block of index's shape is read). Floating dtypes; differentiable in a and src.
 Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src);
+// a with src's slices added along dim at the i64 indices of the 1-D `index`, as torch.index_add:
+// out[..., index[j], ...] += alpha * src[..., j, ...]; repeated indices accumulate. src has a's
+// shape but index.numel() along dim. Floating dtypes; differentiable in a and src.
+Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src,
+                 double alpha = 1.0);
 // Sums `a` over broadcast dims down to `shape` (the adjoint of expand).
 Tensor sum_to(const Tensor& a, const Shape& shape);
 
@@ -207,6 +212,9 @@ struct Conv2dOptions {
   Size2 padding = 0;
   Size2 dilation = 1;
   int64_t groups = 1;
+  // PyTorch's padding="same": the output as large as the input (stride 1 only, padding left 0).
+  // Each dim is padded by dilation * (kernel - 1) in all, the odd one on the right (bottom).
+  bool same_padding = false;
 };
 // x: (N, C_in, H, W), weight: (C_out, C_in / groups, kH, kW), bias: (C_out) or undefined.
 // Returns (N, C_out, H_out, W_out) with H_out = (H + 2 pad - dil (kH - 1) - 1) / stride + 1.
@@ -215,6 +223,92 @@ struct Conv2dOptions {
 // than None runs as its own op after the convolution (the same values).
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               const Conv2dOptions& opts = {}, Activation act = Activation::None);
+
+// --- convolutions in 1-D and 3-D, transposed convolutions, padding ---
+// A 3-D size (depth, height, width), as Size2: one number for all three or (d, h, w).
+struct Size3 {
+  int64_t d = 0;
+  int64_t h = 0;
+  int64_t w = 0;
+  Size3(int64_t v) : d(v), h(v), w(v) {}  // NOLINT(google-explicit-constructor)
+  Size3(int64_t d_, int64_t h_, int64_t w_) : d(d_), h(h_), w(w_) {}
+  bool operator==(const Size3&) const = default;
+};
+std::ostream& operator<<(std::ostream& os, Size3 s);
+
+struct Conv1dOptions {
+  int64_t stride = 1;
+  int64_t padding = 0;
+  int64_t dilation = 1;
+  int64_t groups = 1;
+  bool same_padding = false;  // as Conv2dOptions::same_padding
+};
+struct Conv3dOptions {
+  Size3 stride = 1;
+  Size3 padding = 0;
+  Size3 dilation = 1;
+  int64_t groups = 1;
+  bool same_padding = false;  // as Conv2dOptions::same_padding
+};
+// x: (N, C_in, L), weight: (C_out, C_in / groups, k), bias: (C_out) -> (N, C_out, L_out): conv2d
+// over a height of 1.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              const Conv1dOptions& opts = {});
+// x: (N, C_in, D, H, W), weight: (C_out, C_in / groups, kD, kH, kW) -> (N, C_out, D_out, H_out,
+// W_out), each size as conv2d's. Runs as one conv2d over the (N * D_out) depth slices, each with
+// its kD input planes as channels (Note [conv3d as conv2d] in src/ops/conv.cpp).
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              const Conv3dOptions& opts = {});
+
+// The transposed convolutions (the gradient of a convolution with respect to its input), in
+// PyTorch's argument order. output_padding adds that many positions at the end of each output
+// dim; it must be smaller than the stride or the dilation of that dim.
+struct ConvTranspose1dOptions {
+  int64_t stride = 1;
+  int64_t padding = 0;
+  int64_t output_padding = 0;
+  int64_t groups = 1;
+  int64_t dilation = 1;
+};
+struct ConvTranspose2dOptions {
+  Size2 stride = 1;
+  Size2 padding = 0;
+  Size2 output_padding = 0;
+  int64_t groups = 1;
+  Size2 dilation = 1;
+};
+struct ConvTranspose3dOptions {
+  Size3 stride = 1;
+  Size3 padding = 0;
+  Size3 output_padding = 0;
+  int64_t groups = 1;
+  Size3 dilation = 1;
+};
+// x: (N, C_in, H, W), weight: (C_in, C_out / groups, kH, kW), bias: (C_out) -> (N, C_out, H_out,
+// W_out) with H_out = (H - 1) stride - 2 padding + dilation (kH - 1) + output_padding + 1. Runs
+// conv2d's input-gradient kernel forward, and its forward and weight-gradient kernels backward.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        const ConvTranspose2dOptions& opts = {});
+// (N, C_in, L) as conv_transpose2d over a height of 1.
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        const ConvTranspose1dOptions& opts = {});
+// (N, C_in, D, H, W), weight (C_in, C_out / groups, kD, kH, kW): conv_transpose2d over the depth
+// slices, whose kD output planes each are added into the output's depth (index_add).
+Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        const ConvTranspose3dOptions& opts = {});
+
+// How pad() fills: a constant; the input mirrored at its edge, the edge itself left out
+// (reflect: 3 2 | 1 2 3 | 2 1); the edge repeated (replicate: 1 1 | 1 2 3 | 3 3); the input
+// wrapped around (circular: 2 3 | 1 2 3 | 1 2).
+enum class PadMode { Constant, Reflect, Replicate, Circular };
+std::ostream& operator<<(std::ostream& os, PadMode m);
+// PyTorch's F.pad: `pads` holds (left, right) pairs from the last dim backwards: {1, 2} pads the
+// last dim by 1 before and 2 after, {1, 1, 2, 2} the last by 1 and the one before it by 2.
+// Constant padding takes any number of dims, and a negative pad crops. The other modes pad the
+// last 1, 2 or 3 dims of an input with 1 or 2 dims more (a batch and channels, or channels), each
+// pad non-negative; reflect's smaller than its dim, circular's no larger. Differentiable.
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode = PadMode::Constant,
+           double value = 0.0);
 
 // Pooling windows of `kernel_size`; a stride of 0 means the kernel size. With ceil_mode the output
 // rounds up (a last window that would start in the right padding is dropped), as in PyTorch. The

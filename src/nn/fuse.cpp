@@ -50,12 +50,9 @@ std::shared_ptr<Linear> copy_linear(const Linear& l) {
 }
 
 Conv2dOptions conv_options(const Conv2d& conv, bool bias) {
-  const nn::Conv2dOptions& o = conv.options;
-  return {.stride = o.stride,
-          .padding = o.padding,
-          .dilation = o.dilation,
-          .groups = o.groups,
-          .bias = bias};
+  nn::Conv2dOptions o = conv.options;
+  o.bias = bias;
+  return o;
 }
 
 std::shared_ptr<Conv2d> copy_conv(const Conv2d& conv) {

@@ -6,16 +6,12 @@
 #include <cmath>
 
 #include "internal/ops_impl.h"
+#include "nn/layer_init.h"
 #include "sinter/autograd.h"
 #include "sinter/nn/init.h"
 
 namespace sinter::nn {
 
-namespace {
-
-// PyTorch's initialization of Linear and Conv2d: weight ~ kaiming_uniform_(a = sqrt(5)), and
-// bias ~ uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in being the weight's (the same bound the
-// weight gets).
 void init_weight_and_bias(Tensor& weight, Tensor& bias) {
   init::kaiming_uniform_(weight, std::sqrt(5.0));
   if (!bias.defined()) return;
@@ -23,8 +19,6 @@ void init_weight_and_bias(Tensor& weight, Tensor& bias) {
   const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
   init::uniform_(bias, -bound, bound);
 }
-
-}  // namespace
 
 // --- Linear ---
 
@@ -46,53 +40,6 @@ Tensor Linear::forward(const Tensor& x) {
                "Linear: expected input with last dim ", in_features, ", got shape ",
                shape_str(x.shape()));
   return linear(x, weight, bias, activation);  // bias and activation in the GEMM's epilogue
-}
-
-// --- Conv2d ---
-
-Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size,
-               const Conv2dOptions& options)
-    : in_channels(in_channels),
-      out_channels(out_channels),
-      kernel_size(kernel_size),
-      options(options) {
-  SINTER_CHECK(in_channels > 0 && out_channels > 0,
-               "Conv2d: in_channels and out_channels must be positive, got ", in_channels, " and ",
-               out_channels);
-  SINTER_CHECK(kernel_size.h > 0 && kernel_size.w > 0,
-               "Conv2d: kernel_size must be positive, got (", kernel_size.h, ", ", kernel_size.w,
-               ")");
-  SINTER_CHECK(options.stride.h > 0 && options.stride.w > 0,
-               "Conv2d: stride must be positive, got (", options.stride.h, ", ", options.stride.w,
-               ")");
-  SINTER_CHECK(options.padding.h >= 0 && options.padding.w >= 0,
-               "Conv2d: padding must be non-negative, got (", options.padding.h, ", ",
-               options.padding.w, ")");
-  SINTER_CHECK(options.dilation.h > 0 && options.dilation.w > 0,
-               "Conv2d: dilation must be positive, got (", options.dilation.h, ", ",
-               options.dilation.w, ")");
-  SINTER_CHECK(
-      options.groups > 0 && in_channels % options.groups == 0 && out_channels % options.groups == 0,
-      "Conv2d: groups ", options.groups, " must divide in_channels ", in_channels,
-      " and out_channels ", out_channels);
-  weight = register_parameter(
-      "weight", empty({out_channels, in_channels / options.groups, kernel_size.h, kernel_size.w}));
-  if (options.bias) bias = register_parameter("bias", empty({out_channels}));
-  reset_parameters();
-}
-
-void Conv2d::reset_parameters() { init_weight_and_bias(weight, bias); }
-
-Tensor Conv2d::forward(const Tensor& x) {
-  SINTER_CHECK(x.defined(), "Conv2d: undefined input");
-  SINTER_CHECK(x.dim() == 4 && x.size(1) == in_channels, "Conv2d: expected input of shape (N, ",
-               in_channels, ", H, W), got shape ", shape_str(x.shape()));
-  return conv2d(x, weight, bias,
-                {.stride = options.stride,
-                 .padding = options.padding,
-                 .dilation = options.dilation,
-                 .groups = options.groups},
-                activation);
 }
 
 // --- BatchNorm2d ---

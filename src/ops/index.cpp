@@ -65,6 +65,55 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   return out;
 }
 
+Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src,
+                 double alpha) {
+  SINTER_PROFILE_OP("index_add", a, index, src);
+  const char* op = "index_add";
+  check_defined(op, a);
+  check_defined(op, index);
+  check_defined(op, src);
+  SINTER_CHECK(index.dtype() == DType::i64, op, ": index must be i64, got ", index.dtype());
+  SINTER_CHECK(index.dim() <= 1, op, ": index must be 1-D, got shape ", shape_str(index.shape()));
+  SINTER_CHECK(is_floating(a.dtype()), op, ": expected a floating tensor, got dtype ", a.dtype());
+  SINTER_CHECK(
+      src.dtype() == a.dtype() && src.device() == a.device() && index.device() == a.device(), op,
+      ": src is ", src.dtype(), " on ", src.device(), ", index on ", index.device(),
+      ", the tensor ", a.dtype(), " on ", a.device());
+  SINTER_CHECK(a.dim() > 0, op, ": cannot index a 0-dim tensor");
+  const int64_t w = wrap_dim(op, dim, a.dim());
+  Tensor idx = index.reshape({-1}).contiguous();
+  const int64_t nidx = idx.numel(), out_dim = a.size(w);
+  Shape want = a.shape();
+  want[w] = nidx;
+  SINTER_CHECK(src.shape() == want, op, ": src of shape ", shape_str(src.shape()),
+               " does not match the tensor ", shape_str(a.shape()), " with ", nidx,
+               " indices along dim ", dim, " (expected ", shape_str(want), ")");
+  if (nidx > 0) {
+    const auto lo = min(idx).item<int64_t>(), hi = max(idx).item<int64_t>();
+    SINTER_CHECK(lo >= 0 && hi < out_dim, op, ": index out of range: values span [", lo, ", ", hi,
+                 "] but dim ", dim, " has size ", out_dim);
+  }
+  const RowView v = row_view(a.shape(), w);
+  Tensor out = empty(a.shape(), {.dtype = a.dtype(), .device = a.device()});
+  {
+    NoGradGuard ng;
+    out.copy_(a);
+    Tensor s = (alpha == 1.0 ? src : mul(src, alpha)).contiguous();
+    if (s.numel() > 0) {
+      SINTER_DISPATCH(a.device(), index_add, out.data_ptr(), a.dtype(), v.outer, out_dim, v.inner,
+                      static_cast<const int64_t*>(idx.data_ptr()), nidx, s.data_ptr());
+    }
+  }
+  if (needs_grad({&a, &src})) {
+    SavedTensor si(idx, op);
+    record(op, {&out}, {a, src}, [si, w, alpha](const Grads& g) {
+      Tensor gs = index_select(g[0], w, si.get());
+      return Grads{g[0], alpha == 1.0 ? gs : mul(gs, alpha)};
+    });
+  }
+  return out;
+}
+
 namespace {
 
 // The kernels' view of an op along dim d over an index of shape `index_shape` into a large operand

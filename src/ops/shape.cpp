@@ -1,6 +1,6 @@
 // Shape ops: views that share storage (reshape, permute, narrow, select, slice, expand, ...) and
-// the ops that build new tensors from pieces (cat, stack, split), with their backwards. The ops
-// that pick elements by an index tensor are in index.cpp.
+// the ops that build new tensors from pieces (cat, stack, split, pad), with their backwards. The
+// ops that pick elements by an index tensor are in index.cpp.
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -16,6 +16,24 @@ namespace sinter {
 
 std::ostream& operator<<(std::ostream& os, Size2 s) {
   return os << "(" << s.h << ", " << s.w << ")";
+}
+
+std::ostream& operator<<(std::ostream& os, Size3 s) {
+  return os << "(" << s.d << ", " << s.h << ", " << s.w << ")";
+}
+
+std::ostream& operator<<(std::ostream& os, PadMode m) {
+  switch (m) {
+    case PadMode::Constant:
+      return os << "constant";
+    case PadMode::Reflect:
+      return os << "reflect";
+    case PadMode::Replicate:
+      return os << "replicate";
+    case PadMode::Circular:
+      return os << "circular";
+  }
+  return os << "PadMode(" << static_cast<int>(m) << ")";
 }
 
 int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
@@ -425,6 +443,97 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
   const int64_t n = a.size(wrap_dim("chunk", dim, a.dim()));
   const int64_t size = std::max<int64_t>((n + chunks - 1) / chunks, 1);
   return split(a, size, dim);
+}
+
+// --- padding ---
+
+namespace {
+
+// Constant padding: the output filled with `value`, the input (cropped by any negative pads) copied
+// into its interior; the gradient is the interior of the output's.
+Tensor pad_constant(const Tensor& x, const std::vector<int64_t>& pads, double value) {
+  const int64_t np = static_cast<int64_t>(pads.size()) / 2;
+  Tensor inner = x;
+  Shape shape = x.shape();
+  std::vector<int64_t> offsets(x.dim(), 0);
+  for (int64_t k = 0; k < np; ++k) {
+    const int64_t d = x.dim() - 1 - k, left = pads[2 * k], right = pads[2 * k + 1];
+    const int64_t crop = std::max<int64_t>(-left, 0) + std::max<int64_t>(-right, 0);
+    SINTER_CHECK(crop <= x.size(d), "pad: pads (", left, ", ", right, ") crop ", crop,
+                 " elements from dim ", d, " of size ", x.size(d), " (input shape ",
+                 shape_str(x.shape()), ")");
+    inner = inner.narrow(d, std::max<int64_t>(-left, 0), x.size(d) - crop);
+    offsets[d] = std::max<int64_t>(left, 0);
+    shape[d] = x.size(d) + left + right;
+  }
+  Tensor out;
+  {
+    NoGradGuard ng;
+    out = full(shape, value, {.dtype = x.dtype(), .device = x.device()});
+    Tensor interior = out;
+    for (int64_t d = 0; d < x.dim(); ++d) interior = interior.narrow(d, offsets[d], inner.size(d));
+    if (interior.numel() > 0) interior.copy_(inner);
+  }
+  if (needs_grad({&inner})) {
+    const Shape sizes = inner.shape();
+    record("pad", {&out}, {inner}, [offsets, sizes](const Grads& g) {
+      Tensor r = g[0];
+      for (int64_t d = 0; d < r.dim(); ++d) r = r.narrow(d, offsets[d], sizes[d]);
+      return Grads{r};
+    });
+  }
+  return out;
+}
+
+// The source position of each of the left + n + right positions of a padded dim of size n.
+std::vector<int64_t> pad_source(PadMode mode, int64_t n, int64_t left, int64_t right) {
+  std::vector<int64_t> src;
+  src.reserve(left + n + right);
+  for (int64_t j = -left; j < n + right; ++j) {
+    if (mode == PadMode::Reflect) {
+      src.push_back(j < 0 ? -j : (j >= n ? 2 * (n - 1) - j : j));
+    } else if (mode == PadMode::Replicate) {
+      src.push_back(std::clamp<int64_t>(j, 0, n - 1));
+    } else {
+      src.push_back(((j % n) + n) % n);
+    }
+  }
+  return src;
+}
+
+}  // namespace
+
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, double value) {
+  SINTER_PROFILE_OP("pad", x);
+  check_defined("pad", x);
+  const int64_t np = static_cast<int64_t>(pads.size()) / 2;
+  SINTER_CHECK(pads.size() % 2 == 0, "pad: pads come in (left, right) pairs, got ", pads.size(),
+               " values");
+  SINTER_CHECK(np <= x.dim(), "pad: ", pads.size(), " pads for ", np,
+               " dims, but the input has shape ", shape_str(x.shape()));
+  if (mode == PadMode::Constant) return pad_constant(x, pads, value);
+  SINTER_CHECK(mode == PadMode::Reflect || mode == PadMode::Replicate || mode == PadMode::Circular,
+               "pad: unknown mode ", mode);
+  SINTER_CHECK(np >= 1 && np <= 3 && (x.dim() == np + 1 || x.dim() == np + 2), "pad: ", mode,
+               " padding of ", np, " dims takes an input of ", np + 1, " or ", np + 2,
+               " dims, got shape ", shape_str(x.shape()));
+  SINTER_CHECK(value == 0.0, "pad: ", mode, " padding takes no value, got ", value);
+  Tensor y = x;
+  for (int64_t k = 0; k < np; ++k) {
+    const int64_t d = x.dim() - 1 - k, n = x.size(d), left = pads[2 * k], right = pads[2 * k + 1];
+    SINTER_CHECK(left >= 0 && right >= 0, "pad: ", mode, " padding takes non-negative pads, got (",
+                 left, ", ", right, ") for dim ", d);
+    if (left == 0 && right == 0) continue;
+    const int64_t limit = mode == PadMode::Reflect ? n - 1 : n;
+    SINTER_CHECK(n > 0 && (mode == PadMode::Replicate || std::max(left, right) <= limit),
+                 "pad: ", mode, " pads (", left, ", ", right, ") of dim ", d, " must be ",
+                 mode == PadMode::Reflect ? "smaller than" : "at most", " its size ", n,
+                 " (input shape ", shape_str(x.shape()), ")");
+    const std::vector<int64_t> src = pad_source(mode, n, left, right);
+    y = index_select(y, d,
+                     from_vector<int64_t>(src, {static_cast<int64_t>(src.size())}).to(x.device()));
+  }
+  return y;
 }
 
 }  // namespace sinter

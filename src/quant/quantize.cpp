@@ -297,12 +297,11 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
 }
 
 QuantizedConv2d::QuantizedConv2d(const nn::Conv2d& layer)
-    : nn::Conv2d(layer.in_channels, layer.out_channels, layer.kernel_size,
-                 {.stride = layer.options.stride,
-                  .padding = layer.options.padding,
-                  .dilation = layer.options.dilation,
-                  .groups = layer.options.groups,
-                  .bias = layer.bias.defined()}) {
+    : nn::Conv2d(layer.in_channels, layer.out_channels, layer.kernel_size, [&] {
+        nn::Conv2dOptions o = layer.options;
+        o.bias = layer.bias.defined();
+        return o;
+      }()) {
   to(layer.weight.device());
   to(layer.weight.dtype());
   load_state_dict(layer.state_dict());
@@ -326,18 +325,27 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
                "QuantizedConv2d: expected input of shape (N, ", in_channels, ", H, W), got shape ",
                shape_str(x.shape()));
   const nn::Conv2dOptions& o = options;
-  const int64_t n_img = x.size(0), h = x.size(2), w = x.size(3);
+  // The padding of padding_mode and "same" as the float layer's, then the convolution's own.
+  Shape pads;
+  Tensor xp = mode_padded(x, o.padding_mode, o.same_padding, {o.padding.h, o.padding.w},
+                          {o.dilation.h, o.dilation.w}, pads);
   const int64_t kh = kernel_size.h, kw = kernel_size.w;
+  if (o.same_padding && o.padding_mode == nn::PaddingMode::Zeros) {  // stride 1 (the layer's check)
+    const int64_t th = o.dilation.h * (kh - 1), tw = o.dilation.w * (kw - 1);
+    if (th % 2 != 0 || tw % 2 != 0) xp = pad(xp, {0, tw % 2, 0, th % 2});
+    pads = {th / 2, tw / 2};
+  }
+  const int64_t n_img = xp.size(0), h = xp.size(2), w = xp.size(3);
   const int64_t span_h = o.dilation.h * (kh - 1) + 1, span_w = o.dilation.w * (kw - 1) + 1;
-  SINTER_CHECK(span_h <= h + 2 * o.padding.h && span_w <= w + 2 * o.padding.w,
-               "QuantizedConv2d: kernel ", span_h, "x", span_w,
-               " is larger than the padded input (input shape ", shape_str(x.shape()), ")");
-  const int64_t h_out = (h + 2 * o.padding.h - span_h) / o.stride.h + 1;
-  const int64_t w_out = (w + 2 * o.padding.w - span_w) / o.stride.w + 1;
+  SINTER_CHECK(span_h <= h + 2 * pads[0] && span_w <= w + 2 * pads[1], "QuantizedConv2d: kernel ",
+               span_h, "x", span_w, " is larger than the padded input (input shape ",
+               shape_str(x.shape()), ")");
+  const int64_t h_out = (h + 2 * pads[0] - span_h) / o.stride.h + 1;
+  const int64_t w_out = (w + 2 * pads[1] - span_w) / o.stride.w + 1;
   Tensor y = empty({n_img, out_channels, h_out, w_out}, {.device = x.device()});
   if (y.numel() == 0) return y;
   ready_on(q, x.device());
-  const Tensor xc = x.contiguous(), b = f32_bias(bias);
+  const Tensor xc = xp.contiguous(), b = f32_bias(bias);
   const kern::Conv2dGeom g{.n = n_img,
                            .c_in = in_channels,
                            .h = h,
@@ -349,8 +357,8 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
                            .w_out = w_out,
                            .stride_h = o.stride.h,
                            .stride_w = o.stride.w,
-                           .pad_h = o.padding.h,
-                           .pad_w = o.padding.w,
+                           .pad_h = pads[0],
+                           .pad_w = pads[1],
                            .dil_h = o.dilation.h,
                            .dil_w = o.dilation.w,
                            .groups = o.groups};

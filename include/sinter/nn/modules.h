@@ -1,7 +1,7 @@
-// The layers: Linear, Conv2d, normalization, dropout, embedding, activations, pooling, Flatten,
-// attention and the transformer block, and the containers Sequential and ModuleList. Each checks
-// its input's shape at forward and names itself in the error; each initializes its parameters as
-// PyTorch does (see reset_parameters).
+// The layers: Linear, the convolutions (sinter/nn/conv.h), normalization, dropout, embedding,
+// activations, pooling, Flatten, attention and the transformer block, and the containers
+// Sequential and ModuleList. Each checks its input's shape at forward and names itself in the
+// error; each initializes its parameters as PyTorch does (see reset_parameters).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "sinter/nn/conv.h"
 #include "sinter/nn/module.h"
 #include "sinter/ops.h"
 
@@ -31,35 +32,6 @@ class Linear : public Module {
   Tensor bias;  // undefined without bias
   // Applied after the bias in the GEMM's epilogue: y = act(x W^T + b). None by default;
   // nn::fuse_for_inference sets it where an activation module followed (Note [inference fusion]).
-  Activation activation = Activation::None;
-};
-
-// sinter::Conv2dOptions's fields, and `bias`.
-struct Conv2dOptions {
-  Size2 stride = 1;
-  Size2 padding = 0;
-  Size2 dilation = 1;
-  int64_t groups = 1;
-  bool bias = true;
-};
-
-// x: (N, in_channels, H, W) -> (N, out_channels, H_out, W_out);
-// weight: (out_channels, in_channels / groups, kH, kW).
-class Conv2d : public Module {
- public:
-  Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size,
-         const Conv2dOptions& options = {});
-  std::string name() const override { return "Conv2d"; }
-  Tensor forward(const Tensor& x) override;
-  // As Linear, with fan_in = in_channels / groups * kH * kW.
-  void reset_parameters();
-
-  int64_t in_channels, out_channels;
-  Size2 kernel_size;
-  Conv2dOptions options;
-  Tensor weight;
-  Tensor bias;  // undefined without bias
-  // Applied after the bias in the convolution's epilogue, as Linear::activation.
   Activation activation = Activation::None;
 };
 
