@@ -51,6 +51,31 @@ std::map<std::string, std::function<Tensor(DType)>> table_calls() {
        [=](DType d) {
          return conv_transpose3d(t({1, 2, 2, 3, 3}, d), t({2, 3, 2, 2, 2}, d));
        }},
+      {"lstm_cell",
+       [=](DType d) {
+         return std::get<0>(
+             lstm_cell(t({2, 4}, d), t({2, 3}, d), t({2, 3}, d), t({12, 4}, d), t({12, 3}, d)));
+       }},
+      {"gru_cell",
+       [=](DType d) {
+         return gru_cell(t({2, 4}, d), t({2, 3}, d), t({9, 4}, d), t({9, 3}, d));
+       }},
+      {"rnn_tanh_cell",
+       [=](DType d) {
+         return rnn_tanh_cell(t({2, 4}, d), t({2, 3}, d), t({3, 4}, d), t({3, 3}, d));
+       }},
+      {"rnn_relu_cell",
+       [=](DType d) {
+         return rnn_relu_cell(t({2, 4}, d), t({2, 3}, d), t({3, 4}, d), t({3, 3}, d));
+       }},
+      {"lstm_cell_step",
+       [=](DType d) {
+         return std::get<1>(lstm_cell_step(t({2, 12}, d), t({2, 3}, d)));
+       }},
+      {"gru_cell_step",
+       [=](DType d) {
+         return gru_cell_step(t({2, 9}, d), t({2, 9}, d), t({2, 3}, d));
+       }},
       {"scaled_dot_product_attention",
        [=](DType d) {
          return scaled_dot_product_attention(t({1, 2, 3, 4}, d), t({1, 2, 3, 4}, d),

@@ -335,6 +335,10 @@ TEST(Pad, ModesAsPyTorch) {
   ASSERT_EQ(c.shape(), (Shape{1, 4, 4}));
   EXPECT_EQ(c.to_vector<double>(),
             (std::vector<double>{7, 5, 6, 7, 7, 9, 10, 11, 7, 7, 7, 7, 7, 7, 7, 7}));
+  // No padding still gives a new tensor, as PyTorch's.
+  const Tensor same = pad(x, {0, 0}, PadMode::Reflect);
+  EXPECT_FALSE(same.is_same(x));
+  EXPECT_EQ(same.to_vector<double>(), x.to_vector<double>());
   // Integer tensors pad with their own dtype.
   EXPECT_EQ(
       pad(from_vector<int64_t>({1, 2}, {2}), {1, 1}, PadMode::Constant, 5.0).to_vector<int64_t>(),
@@ -578,6 +582,36 @@ TEST(CudaConvNd, MatchCpu) {
       }
     }
   }
+}
+
+// The layers' steps never make the host wait for the device (no index tensor read back, no
+// pageable copy), so they run under a NoSyncGuard and inside a captured CUDA graph.
+TEST(CudaConvNd, LayersNeverWaitForTheDevice) {
+  SINTER_REQUIRE_CUDA();
+  manual_seed(testing::fresh_seed());
+  nn::Sequential m(
+      nn::Conv2d(2, 4, 3, {.padding = 1, .padding_mode = nn::PaddingMode::Reflect}),
+      nn::Conv2d(4, 4, 2, {.same_padding = true, .padding_mode = nn::PaddingMode::Circular}),
+      nn::Conv2d(4, 4, 3, {.padding = {1, 2}, .padding_mode = nn::PaddingMode::Replicate}),
+      nn::ConvTranspose2d(4, 2, 3, {.stride = 2, .padding = 1, .output_padding = 1}));
+  nn::LSTM lstm(6, 8, {.num_layers = 2, .bidirectional = true, .proj_size = 3});
+  nn::GRU gru(6, 8, {.bidirectional = true});
+  const TensorOptions cuda{.device = Device::cuda()};
+  const auto step = [](nn::Module& model, const Tensor& x) {
+    model.to(Device::cuda());
+    for (int i = 0; i < 2; ++i) {
+      const cuda::NoSyncGuard no_sync;
+      model.zero_grad();
+      mean(model.forward(x)).backward();
+    }
+  };
+  step(m, randn({2, 2, 8, 8}, cuda));
+  step(lstm, randn({5, 2, 6}, cuda));
+  step(gru, randn({5, 2, 6}, cuda));
+  nn::Sequential m3(
+      nn::Conv3d(2, 3, 3, {.stride = {2, 1, 1}, .padding = 1}),
+      nn::ConvTranspose3d(3, 2, {3, 2, 2}, {.stride = 2, .output_padding = {1, 0, 0}}));
+  step(m3, randn({1, 2, 5, 4, 4}, cuda));
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 // Automatic mixed precision: inside an autocast::Guard, the ops of the policy table run in a chosen
-// precision without the model being cast. Matrix products (matmul, linear, conv2d, attention) run
-// in the guard's dtype, bf16 or f16, on tensor cores; the ops that need range or accumulate
-// (softmax and log-softmax, norms, losses, reductions) run in f32; every other op follows dtype
-// promotion (result_type). f64 tensors are left in f64. Parameters, their gradients and the
-// optimizer state stay f32: each parameter is cast once per outermost guard and the cast is reused,
-// and its gradient comes back in f32 through the cast. Backward passes run with autocast off (the
-// forward's choices hold).
+// precision without the model being cast. Matrix products (matmul, linear, the convolutions,
+// attention, the recurrent cells) run in the guard's dtype, bf16 or f16, on tensor cores; the ops
+// that need range or accumulate (softmax and log-softmax, norms, losses, reductions) run in f32;
+// every other op follows dtype promotion (result_type). f64 tensors are left in f64. Parameters,
+// their gradients and the optimizer state stay f32: each parameter is cast once per outermost guard
+// and the cast is reused, and its gradient comes back in f32 through the cast. Backward passes run
+// with autocast off (the forward's choices hold).
 //
 //   sinter::autocast::Guard amp(sinter::DeviceType::cuda, sinter::DType::bf16);
 //   Tensor loss = cross_entropy(model.forward(x), y);  // f32 loss, bf16 matmuls
@@ -62,6 +62,12 @@ enum class Policy {
   X(conv_transpose1d, LowPrecision)             \
   X(conv_transpose2d, LowPrecision)             \
   X(conv_transpose3d, LowPrecision)             \
+  X(lstm_cell, LowPrecision)                    \
+  X(gru_cell, LowPrecision)                     \
+  X(rnn_tanh_cell, LowPrecision)                \
+  X(rnn_relu_cell, LowPrecision)                \
+  X(lstm_cell_step, LowPrecision)               \
+  X(gru_cell_step, LowPrecision)                \
   X(scaled_dot_product_attention, LowPrecision) \
   X(softmax, Float32)                           \
   X(log_softmax, Float32)                       \

@@ -5,3 +5,4 @@
 #include "sinter/nn/init.h"
 #include "sinter/nn/module.h"
 #include "sinter/nn/modules.h"
+#include "sinter/nn/rnn.h"

@@ -404,6 +404,29 @@ struct AttentionOptions {
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options = {});
 
+// --- recurrent cells ---
+// One step of PyTorch's cells (torch.lstm_cell, gru_cell, rnn_tanh_cell, rnn_relu_cell): x (B, I)
+// or (I), h and c (B, H) or (H); w_ih (G H, I), w_hh (G H, H), b_ih and b_hh (G H) or undefined,
+// with G gates in PyTorch's order: LSTM (i, f, g, o), GRU (r, z, n), RNN one. Each is a linear of
+// x and one of h, then the fused pointwise step below (Note [rnn cell steps] in src/kern/rnn.h).
+// lstm_cell returns (h', c'): c' = sigmoid(f) c + sigmoid(i) tanh(g), h' = sigmoid(o) tanh(c').
+std::tuple<Tensor, Tensor> lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c,
+                                     const Tensor& w_ih, const Tensor& w_hh,
+                                     const Tensor& b_ih = Tensor(), const Tensor& b_hh = Tensor());
+// h' = (1 - z) n + z h, n = tanh(x_n + r (h W_hn^T + b_hn)): r applies after the state's linear.
+Tensor gru_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& w_hh,
+                const Tensor& b_ih = Tensor(), const Tensor& b_hh = Tensor());
+// h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh), and with relu.
+Tensor rnn_tanh_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& w_hh,
+                     const Tensor& b_ih = Tensor(), const Tensor& b_hh = Tensor());
+Tensor rnn_relu_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& w_hh,
+                     const Tensor& b_ih = Tensor(), const Tensor& b_hh = Tensor());
+// The fused pointwise steps on their own, for a layer that projects a whole sequence's input at
+// once: lstm_cell_step(gates, c) with gates (B, 4H) the sum of both linears -> (h', c');
+// gru_cell_step(gi, gh, h) with gi = x W_ih^T + b_ih and gh = h W_hh^T + b_hh, (B, 3H) -> h'.
+std::tuple<Tensor, Tensor> lstm_cell_step(const Tensor& gates, const Tensor& c);
+Tensor gru_cell_step(const Tensor& gi, const Tensor& gh, const Tensor& h);
+
 // --- softmax and losses ---
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

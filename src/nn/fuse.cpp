@@ -11,6 +11,7 @@
 #include "sinter/core/generator.h"
 #include "sinter/nn/models.h"
 #include "sinter/nn/modules.h"
+#include "sinter/nn/rnn.h"
 
 namespace sinter::nn {
 
@@ -215,6 +216,20 @@ std::shared_ptr<Module> copy_plain(const Module& m) {
   return std::make_shared<M>(static_cast<const M&>(m));
 }
 
+// A convolution layer (not Conv2d, which fusion folds) or a recurrent layer, rebuilt from its
+// own settings with its state.
+template <class L>
+std::shared_ptr<Module> copy_conv_layer(const Module& m) {
+  const auto& l = static_cast<const L&>(m);
+  return with_state(std::make_shared<L>(l.in_channels, l.out_channels, l.kernel_size, l.options),
+                    l);
+}
+template <class L>
+std::shared_ptr<Module> copy_rnn_layer(const Module& m) {
+  const auto& l = static_cast<const L&>(m);
+  return with_state(std::make_shared<L>(l.input_size, l.hidden_size, l.options), l);
+}
+
 std::shared_ptr<Module> fuse(const Module& m, const std::string& path, const LayerWrap& w) {
   if (is<Sequential>(m)) return fuse_sequential(m, path, w);
   if (is<ModuleList>(m)) {
@@ -229,6 +244,14 @@ std::shared_ptr<Module> fuse(const Module& m, const std::string& path, const Lay
   }
   if (is<Linear>(m)) return wrapped(copy_linear(static_cast<const Linear&>(m)), path, w);
   if (is<Conv2d>(m)) return wrapped(copy_conv(static_cast<const Conv2d&>(m)), path, w);
+  if (is<Conv1d>(m)) return copy_conv_layer<Conv1d>(m);
+  if (is<Conv3d>(m)) return copy_conv_layer<Conv3d>(m);
+  if (is<ConvTranspose1d>(m)) return copy_conv_layer<ConvTranspose1d>(m);
+  if (is<ConvTranspose2d>(m)) return copy_conv_layer<ConvTranspose2d>(m);
+  if (is<ConvTranspose3d>(m)) return copy_conv_layer<ConvTranspose3d>(m);
+  if (is<RNN>(m)) return copy_rnn_layer<RNN>(m);
+  if (is<LSTM>(m)) return copy_rnn_layer<LSTM>(m);
+  if (is<GRU>(m)) return copy_rnn_layer<GRU>(m);
   if (is<BatchNorm2d>(m)) {
     const auto& b = static_cast<const BatchNorm2d&>(m);
     return with_state(std::make_shared<BatchNorm2d>(b.num_features, b.eps, b.momentum, b.affine,
@@ -282,7 +305,8 @@ std::shared_ptr<Module> fuse(const Module& m, const std::string& path, const Lay
   if (is<Flatten>(m)) return copy_plain<Flatten>(m);
   if (is<Dropout>(m)) return copy_plain<Dropout>(m);
   SINTER_THROW("fuse_for_inference: cannot copy ", where(path), " (a ", m.name(),
-               "): fusion copies Sequential, ModuleList, Linear, Conv2d, BatchNorm2d, LayerNorm, "
+               "): fusion copies Sequential, ModuleList, Linear, Conv1d, Conv2d, Conv3d, "
+               "ConvTranspose1d/2d/3d, RNN, LSTM, GRU, BatchNorm2d, LayerNorm, "
                "RMSNorm, Embedding, ReLU, GELU, Tanh, Sigmoid, MaxPool2d, AvgPool2d, "
                "AdaptiveAvgPool2d, Flatten, Dropout, MultiheadAttention, TransformerBlock, "
                "BasicBlock, GPT and Llama");

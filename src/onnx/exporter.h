@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "onnx/graph_builder.h"
+#include "sinter/nn/rnn.h"
 
 namespace sinter::onnx::detail {
 
@@ -71,6 +72,10 @@ inline std::string join(const std::string& path, const std::string& name) {
 inline std::string where(const std::string& path) {
   return path.empty() ? std::string("the module") : "module '" + path + "'";
 }
+
+// An RNN, LSTM or GRU (sinter/nn/rnn.h) as ONNX's RNN, LSTM or GRU nodes, one per layer
+// (rnn_onnx.cpp); an LSTM with proj_size is an error (ONNX's LSTM has no projection).
+Value rnn_layer(Exporter& ex, nn::RNNBase& m, const Site& s, const Value& x);
 
 // 0, 1, ..., T - 1 (i64), with T = dim 1 of `x` read at run time (so dynamic_sequence works).
 std::string positions(Exporter& ex, const std::string& x, const std::string& scope);

@@ -10,6 +10,7 @@
 #include "kern/elementwise_ops.h"
 #include "onnx/exporter.h"
 #include "sinter/nn/modules.h"
+#include "sinter/nn/rnn.h"
 #include "sinter/ops.h"
 #include "sinter/quantize.h"
 
@@ -564,6 +565,9 @@ const std::vector<Mapping>& module_rows() {
                       { return conv_layer(ex, m, true, s.scope, x); }),
       SINTER_ONNX_ROW(nn::ConvTranspose3d, "ConvTranspose3d",
                       { return conv_layer(ex, m, true, s.scope, x); }),
+      SINTER_ONNX_ROW(nn::RNN, "RNN", { return rnn_layer(ex, m, s, x); }),
+      SINTER_ONNX_ROW(nn::LSTM, "LSTM", { return rnn_layer(ex, m, s, x); }),
+      SINTER_ONNX_ROW(nn::GRU, "GRU", { return rnn_layer(ex, m, s, x); }),
       SINTER_ONNX_ROW(quant::QuantizedLinear, "QuantizedLinear",
                       {
                         const Value in = qdq_input(ex, m.q, m.name(), s.path, s.scope, x);

@@ -301,11 +301,6 @@ Tensor add_channel_bias(const Tensor& y, const Tensor& bias) {
   return add(y, bias.reshape(s));
 }
 
-// i64 indices on `like`'s device.
-Tensor indices(const std::vector<int64_t>& v, const Tensor& like) {
-  return from_vector<int64_t>(v, {static_cast<int64_t>(v.size())}).to(like.device());
-}
-
 }  // namespace
 
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -319,9 +314,10 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
   const ConvDim dw{x.size(3),   weight.size(3), o.stride.w,
                    o.padding.w, o.dilation.w,   o.output_padding.w};
   // The geometry of the convolution it transposes: x is that convolution's output (its dy).
-  kern::Conv2dGeom g = geom_of(
-      x.size(0), weight.size(1) * o.groups, conv_transpose_out_size(op, 0, dh),
-      conv_transpose_out_size(op, 1, dw), weight, o.stride, o.padding, o.dilation, o.groups);
+  const int64_t h_out = conv_transpose_out_size(op, 0, dh);
+  const int64_t w_out = conv_transpose_out_size(op, 1, dw);
+  kern::Conv2dGeom g = geom_of(x.size(0), weight.size(1) * o.groups, h_out, w_out, weight, o.stride,
+                               o.padding, o.dilation, o.groups);
   // The convolution of the output's size gives back x's size, or more where output_padding is
   // not smaller than the stride (then smaller than the dilation): those rows of its dy are zeros.
   g.h_out = (g.h + 2 * g.pad_h - g.dil_h * (g.kh - 1) - 1) / g.stride_h + 1;
@@ -371,14 +367,16 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bia
 
 // Note [conv3d as conv2d]
 // A 3-D convolution is a 2-D one over depth slices: output slice od reads input planes
-// od * stride - padding + kd * dilation, kd < kD. Gathering those kD planes of every slice
-// (index_select along depth, after padding it) and folding them into the channels, (N, C, kD,
-// D_out, H, W) -> (N * D_out, C * kD, H, W), makes the weight (C_out, C / groups, kD, kH, kW) a 2-D
-// weight (C_out, C / groups * kD, kH, kW) as it lies in memory, group by group; one conv2d then
-// runs every slice on the existing kernels (oneDNN or the implicit GEMMs). The input is read kD /
-// stride times over, as an im2col along depth alone. The transposed form runs conv_transpose2d
-// on each input slice, whose C_out * kD output planes are added into output depth d * stride +
-// kd * dilation (index_add), then cropped by the padding.
+// od * stride - padding + kd * dilation, kd < kD. Gathering those kD planes of every slice (a
+// strided view of the padded depth per kd, stacked) and folding them into the channels, (N, C,
+// kD, D_out, H, W) -> (N * D_out, C * kD, H, W), makes the weight (C_out, C / groups, kD, kH, kW)
+// a 2-D weight (C_out, C / groups * kD, kH, kW) as it lies in memory, group by group; one conv2d
+// then runs every slice on the existing kernels (oneDNN or the implicit GEMMs). The gathered copy
+// is kD / stride times the input's size, an im2col along depth alone. The transposed form runs
+// conv_transpose2d on each input slice, whose C_out * kD output planes add into output depth
+// d * stride + kd * dilation (each kd's planes spread by the stride and shifted into place),
+// then cropped by the padding. Nothing reads an index tensor back to the host, so these steps
+// run inside a CUDA graph.
 
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv3dOptions& o) {
   SINTER_PROFILE_OP("conv3d", x, weight, bias);
@@ -402,14 +400,15 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   conv_out_size(op, 1, {x.size(3), weight.size(3), o.stride.h, o.padding.h, o.dilation.h});
   conv_out_size(op, 2, {x.size(4), weight.size(4), o.stride.w, o.padding.w, o.dilation.w});
   const Tensor xp = o.padding.d > 0 ? pad(x, {0, 0, 0, 0, o.padding.d, o.padding.d}) : x;
-  std::vector<int64_t> planes;  // (kd, od) -> the input plane, kd major
+  // Tap i of every output slice: the input planes i * dilation + od * stride, a strided view.
+  std::vector<Tensor> taps;
   for (int64_t i = 0; i < kd; ++i) {
-    for (int64_t od = 0; od < d_out; ++od) planes.push_back(od * o.stride.d + i * o.dilation.d);
+    taps.push_back(
+        xp.slice(2, i * o.dilation.d, i * o.dilation.d + (d_out - 1) * o.stride.d + 1, o.stride.d));
   }
-  const Tensor gathered = index_select(xp, 2, indices(planes, x));  // (N, C, kD * D_out, H, W)
-  const Tensor slices = gathered.reshape({n, c, kd, d_out, x.size(3), x.size(4)})
-                            .permute({0, 3, 1, 2, 4, 5})
-                            .reshape({n * d_out, c * kd, x.size(3), x.size(4)});
+  const Tensor gathered = stack(taps, 2);  // (N, C, kD, D_out, H, W)
+  const Tensor slices =
+      gathered.permute({0, 3, 1, 2, 4, 5}).reshape({n * d_out, c * kd, x.size(3), x.size(4)});
   const Tensor w2 = weight.reshape({c_out, weight.size(1) * kd, weight.size(3), weight.size(4)});
   const Tensor y = conv2d(slices, w2, bias,
                           {.stride = {o.stride.h, o.stride.w},
@@ -444,18 +443,30 @@ Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bia
                                       .groups = o.groups,
                                       .dilation = {o.dilation.h, o.dilation.w}});
   const int64_t h_out = y2.size(2), w_out = y2.size(3);
-  // (N * D, C_out * kD, H_out, W_out) -> (N, C_out, D * kD, H_out, W_out), plane (d, kd).
-  const Tensor planes = y2.reshape({n, d, c_out, kd, h_out, w_out})
-                            .permute({0, 2, 1, 3, 4, 5})
-                            .reshape({n, c_out, d * kd, h_out, w_out});
+  // (N * D, C_out * kD, H_out, W_out) -> (N, C_out, D, kD, H_out, W_out): plane (d, kd) adds
+  // into output plane d * stride + kd * dilation (before the padding's crop). Each kd's planes
+  // are spread stride apart (zeros between) and shifted into place by padding, then summed; in
+  // f32 for the half types, rounded once, as a convolution's own sums.
+  const DType acc = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  const Tensor planes =
+      y2.reshape({n, d, c_out, kd, h_out, w_out}).permute({0, 2, 1, 3, 4, 5}).to(acc);
   const int64_t full = (d - 1) * o.stride.d + o.dilation.d * (kd - 1) + 1 + o.output_padding.d;
-  std::vector<int64_t> target;  // (d, kd) -> the uncropped output plane
-  for (int64_t i = 0; i < d; ++i) {
-    for (int64_t j = 0; j < kd; ++j) target.push_back(i * o.stride.d + j * o.dilation.d);
+  const int64_t spread = (d - 1) * o.stride.d + 1;
+  Tensor sums;
+  for (int64_t j = 0; j < kd; ++j) {
+    Tensor p = planes.select(3, j);  // (N, C_out, D, H_out, W_out)
+    if (o.stride.d > 1) {
+      Shape gap = p.shape();
+      gap.insert(gap.begin() + 3, o.stride.d - 1);
+      p = cat({p.unsqueeze(3), zeros(gap, {.dtype = acc, .device = x.device()})}, 3)
+              .reshape({n, c_out, d * o.stride.d, h_out, w_out})
+              .narrow(2, 0, spread);
+    }
+    const int64_t before = j * o.dilation.d;
+    p = pad(p, {0, 0, 0, 0, before, full - before - spread});
+    sums = sums.defined() ? add(sums, p) : p;
   }
-  const Tensor sums =
-      index_add(zeros({n, c_out, full, h_out, w_out}, {.dtype = x.dtype(), .device = x.device()}),
-                2, indices(target, x), planes);
+  sums = sums.to(x.dtype());
   return add_channel_bias(sums.narrow(2, o.padding.d, d_out), bias);
 }
 

@@ -529,11 +529,18 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, doub
                  "pad: ", mode, " pads (", left, ", ", right, ") of dim ", d, " must be ",
                  mode == PadMode::Reflect ? "smaller than" : "at most", " its size ", n,
                  " (input shape ", shape_str(x.shape()), ")");
+    // The padded dim as narrows of y, one per run of consecutive source positions (no index
+    // tensor read back to the host: the op runs inside a CUDA graph).
     const std::vector<int64_t> src = pad_source(mode, n, left, right);
-    y = index_select(y, d,
-                     from_vector<int64_t>(src, {static_cast<int64_t>(src.size())}).to(x.device()));
+    std::vector<Tensor> parts;
+    for (size_t k = 0, e = 0; k < src.size(); k = e) {
+      for (e = k + 1; e < src.size() && src[e] == src[e - 1] + 1;) ++e;
+      parts.push_back(y.narrow(d, src[k], static_cast<int64_t>(e - k)));
+    }
+    y = cat(parts, d);
   }
-  return y;
+  // A new tensor even where no pad was asked for, as PyTorch's.
+  return y.is_same(x) ? x.clone() : y;
 }
 
 }  // namespace sinter
