@@ -5,3 +5,5 @@
 #include "sinter/nn/init.h"
 #include "sinter/nn/module.h"
 #include "sinter/nn/modules.h"
+#include "sinter/nn/normalization.h"
+#include "sinter/nn/resampling.h"
