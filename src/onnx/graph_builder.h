@@ -33,6 +33,7 @@ struct Value {
 void attr(pb::NodeProto* n, const char* name, int64_t v);
 void attr(pb::NodeProto* n, const char* name, const std::vector<int64_t>& v);
 void attr_float(pb::NodeProto* n, const char* name, double v);
+void attr_string(pb::NodeProto* n, const char* name, const std::string& v);
 
 class GraphBuilder {
  public:

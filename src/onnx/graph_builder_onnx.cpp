@@ -49,6 +49,13 @@ void attr_float(pb::NodeProto* n, const char* name, double v) {
   a->set_f(static_cast<float>(v));
 }
 
+void attr_string(pb::NodeProto* n, const char* name, const std::string& v) {
+  pb::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(pb::AttributeProto::STRING);
+  a->set_s(v);
+}
+
 GraphBuilder::GraphBuilder(nn::Module& root, const ExportOptions& o, DType float_dtype)
     : o_(o), float_dtype_(float_dtype) {
   for (const auto& [name, p] : root.named_parameters()) names_.emplace(p.impl(), name);
