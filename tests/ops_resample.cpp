@@ -73,15 +73,6 @@ std::vector<OpRow> resample_rows() {
 
 namespace {
 
-// sin(0.7 i) + 0.05 i at flat index i: the inputs of the known values.
-Tensor ramp(const Shape& shape, DType dtype = DType::f64) {
-  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
-  for (size_t i = 0; i < v.size(); ++i) {
-    v[i] = std::sin(0.7 * static_cast<double>(i)) + 0.05 * static_cast<double>(i);
-  }
-  return from_vector<double>(v, shape).to(dtype);
-}
-
 struct InterpolateCase {
   std::string name;
   Shape in;

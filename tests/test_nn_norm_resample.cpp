@@ -12,15 +12,7 @@ namespace {
 
 using testing::all_close;
 using testing::expect_error;
-
-// sin(0.7 i) + 0.05 i at flat index i, in f64: the inputs of the known values.
-Tensor ramp(const Shape& shape) {
-  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
-  for (size_t i = 0; i < v.size(); ++i) {
-    v[i] = std::sin(0.7 * static_cast<double>(i)) + 0.05 * static_cast<double>(i);
-  }
-  return from_vector<double>(v, shape);
-}
+using testing::ramp;
 
 Tensor f64(const std::vector<double>& v, const Shape& shape) {
   return from_vector<double>(v, shape);
@@ -139,7 +131,12 @@ TEST(NnNormLayers, GroupNorm) {
   EXPECT_TRUE(all_close(gn(x), group_norm(x, 2, gn.weight, gn.bias), 0, 0));
   gn.eval();
   EXPECT_TRUE(all_close(gn(x), group_norm(x, 2, gn.weight, gn.bias), 0, 0));
-  EXPECT_TRUE(nn::GroupNorm(3, 6, 1e-3, false).state_dict().empty());
+  nn::GroupNorm plain(3, 6, 1e-3, false);
+  EXPECT_TRUE(plain.state_dict().empty());
+  // Without affine another channel count passes, as in PyTorch, if the groups divide it.
+  const Tensor nine = randn({2, 9, 4});
+  EXPECT_TRUE(all_close(plain(nine), group_norm(nine, 3, {}, {}, 1e-3), 0, 0));
+  expect_error([&] { plain(randn({2, 8, 4})); }, {"group_norm", "num_groups 3", "8 channels"});
   expect_error([] { nn::GroupNorm(4, 6); }, {"GroupNorm", "num_channels 6", "num_groups 4"});
   expect_error([] { nn::GroupNorm(0, 6); }, {"GroupNorm", "positive", "0"});
   expect_error([] { nn::GroupNorm(2, 6, 0.0); }, {"GroupNorm", "eps"});

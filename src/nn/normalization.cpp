@@ -42,50 +42,14 @@ void GroupNorm::reset_parameters() {
 
 Tensor GroupNorm::forward(const Tensor& x) {
   SINTER_CHECK(x.defined(), "GroupNorm: undefined input");
-  SINTER_CHECK(x.dim() >= 2 && x.size(1) == num_channels, "GroupNorm: expected input of shape (N, ",
-               num_channels, ", *), got shape ", shape_str(x.shape()));
+  // As PyTorch, another channel count passes without affine (group_norm checks the groups).
+  SINTER_CHECK(x.dim() >= 2 && (x.size(1) == num_channels || !affine),
+               "GroupNorm: expected input of shape (N, ", num_channels, ", *), got shape ",
+               shape_str(x.shape()));
   return group_norm(x, num_groups, weight, bias, eps);
 }
 
 // --- InstanceNorm1d, 2d and 3d ---
-
-InstanceNorm::InstanceNorm(int64_t spatial_dims, int64_t num_features, double eps, double momentum,
-                           bool affine, bool track_running_stats)
-    : num_features(num_features),
-      eps(eps),
-      momentum(momentum),
-      affine(affine),
-      track_running_stats(track_running_stats),
-      spatial_dims_(spatial_dims) {
-  // name() is not yet the subclass's here: the errors say which rank instead.
-  const std::string layer = "InstanceNorm" + std::to_string(spatial_dims) + "d";
-  SINTER_CHECK(num_features > 0, layer, ": num_features must be positive, got ", num_features);
-  SINTER_CHECK(eps > 0.0, layer, ": eps must be positive, got ", eps);
-  SINTER_CHECK(momentum >= 0.0 && momentum <= 1.0, layer, ": momentum must be in [0, 1], got ",
-               momentum);
-  if (affine) {
-    weight = register_parameter("weight", empty({num_features}));
-    bias = register_parameter("bias", empty({num_features}));
-  }
-  if (track_running_stats) {
-    running_mean = register_buffer("running_mean", zeros({num_features}));
-    running_var = register_buffer("running_var", ones({num_features}));
-    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, {.dtype = DType::i64}));
-  }
-  reset_parameters();
-}
-
-void InstanceNorm::reset_parameters() {
-  if (track_running_stats) {
-    init::zeros_(running_mean);
-    init::ones_(running_var);
-    init::zeros_(num_batches_tracked);
-  }
-  if (affine) {
-    init::ones_(weight);
-    init::zeros_(bias);
-  }
-}
 
 // As PyTorch: another channel count than num_features is an error only where a parameter or a
 // running statistic has to match it.

@@ -45,6 +45,19 @@ void check_param(const char* op, const char* what, const Tensor& p, const Tensor
                ", expected ", shape_str(want));
 }
 
+// The per-channel parameters (x's dtype) and running statistics of batch_norm and instance_norm,
+// each (c) or undefined, the statistics both or neither.
+void check_channel_params(const char* op, const Tensor& x, int64_t c, const Tensor& weight,
+                          const Tensor& bias, const Tensor& running_mean,
+                          const Tensor& running_var) {
+  check_param(op, "weight", weight, x, {c}, true);
+  check_param(op, "bias", bias, x, {c}, true);
+  check_param(op, "running_mean", running_mean, x, {c}, false);
+  check_param(op, "running_var", running_var, x, {c}, false);
+  SINTER_CHECK(running_mean.defined() == running_var.defined(), op,
+               ": pass both running_mean and running_var, or neither");
+}
+
 void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
 Tensor contiguous_or_undefined(const Tensor& t) {
@@ -119,12 +132,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const int64_t n = x.size(0), c = x.size(1);
   int64_t hw = 1;
   for (int64_t d = 2; d < x.dim(); ++d) hw *= x.size(d);
-  check_param(op, "weight", weight, x, {c}, true);
-  check_param(op, "bias", bias, x, {c}, true);
-  check_param(op, "running_mean", running_mean, x, {c}, false);
-  check_param(op, "running_var", running_var, x, {c}, false);
-  SINTER_CHECK(running_mean.defined() == running_var.defined(), op,
-               ": pass both running_mean and running_var, or neither");
+  check_channel_params(op, x, c, weight, bias, running_mean, running_var);
   SINTER_CHECK(training || running_mean.defined(), op,
                ": eval mode normalizes with the running statistics, but none were given");
   SINTER_CHECK(!training || n * hw > 1 || c == 0, op,
@@ -305,12 +313,7 @@ Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& 
   SINTER_CHECK(x.dim() >= 3, op, ": expected an input of shape (N, C, *) with a spatial dim, got ",
                "shape ", shape_str(x.shape()));
   const int64_t n = x.size(0), c = x.size(1), hw = positions(x);
-  check_param(op, "weight", weight, x, {c}, true);
-  check_param(op, "bias", bias, x, {c}, true);
-  check_param(op, "running_mean", running_mean, x, {c}, false);
-  check_param(op, "running_var", running_var, x, {c}, false);
-  SINTER_CHECK(running_mean.defined() == running_var.defined(), op,
-               ": pass both running_mean and running_var, or neither");
+  check_channel_params(op, x, c, weight, bias, running_mean, running_var);
   SINTER_CHECK(use_input_stats || running_mean.defined(), op,
                ": without use_input_stats it normalizes with the running statistics, but none were "
                "given");

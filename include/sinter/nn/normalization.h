@@ -35,25 +35,20 @@ class GroupNorm : public Module {
 };
 
 // instance_norm of a batched (N, C, *) or unbatched (C, *) input, per (sample, channel) over the
-// positions. Parameters weight (1) and bias (0) when affine; buffers running_mean (0), running_var
-// (1) and num_batches_tracked (i64, kept for the state_dict, as PyTorch's, which never counts it)
-// when track_running_stats. Training mode, or no running statistics, normalizes with each
-// instance's own statistics (moving the running ones); eval mode with the running ones.
-class InstanceNorm : public Module {
+// positions, with NormBase's parameters and buffers (num_batches_tracked kept for the state_dict,
+// as PyTorch's, which never counts it). Training mode, or no running statistics, normalizes with
+// each instance's own statistics (moving the running ones); eval mode with the running ones.
+class InstanceNorm : public NormBase {
  public:
   Tensor forward(const Tensor& x) override;
-  void reset_parameters();
   int64_t spatial_dims() const { return spatial_dims_; }  // 1, 2 or 3: the dims after C
-
-  int64_t num_features;
-  double eps, momentum;
-  bool affine, track_running_stats;
-  Tensor weight, bias;                                    // undefined unless affine
-  Tensor running_mean, running_var, num_batches_tracked;  // undefined unless tracked
 
  protected:
   InstanceNorm(int64_t spatial_dims, int64_t num_features, double eps, double momentum, bool affine,
-               bool track_running_stats);
+               bool track_running_stats)
+      : NormBase("InstanceNorm" + std::to_string(spatial_dims) + "d", num_features, eps, momentum,
+                 affine, track_running_stats),
+        spatial_dims_(spatial_dims) {}
 
  private:
   int64_t spatial_dims_;
