@@ -395,4 +395,27 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
 Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
 Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
 
+// 1-D pooling of x (N, C, L) or (C, L), as max_pool2d and avg_pool2d over rows of height 1; a
+// stride of 0 means the kernel size. Indices are positions along L.
+struct MaxPool1dOptions {
+  int64_t stride = 0;
+  int64_t padding = 0;
+  int64_t dilation = 1;
+  bool ceil_mode = false;
+};
+struct AvgPool1dOptions {
+  int64_t stride = 0;
+  int64_t padding = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+};
+std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, int64_t kernel_size,
+                                                   const MaxPool1dOptions& opts = {});
+Tensor max_pool1d(const Tensor& x, int64_t kernel_size, const MaxPool1dOptions& opts = {});
+Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, const AvgPool1dOptions& opts = {});
+// x: (N, C, H, W) or (C, H, W): each output takes the maximum of adaptive_avg_pool2d's window (the
+// first NaN, else the first maximum), indices its i64 position in the flattened H * W plane.
+std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Size2 output_size);
+Tensor adaptive_max_pool2d(const Tensor& x, Size2 output_size);
+
 }  // namespace sinter
