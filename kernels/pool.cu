@@ -11,6 +11,7 @@
 
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
+#include "gather_reach.h"
 #include "kern/pool.h"
 #include "kern/pool_windows.h"
 #include "kern/scalar_ops.h"

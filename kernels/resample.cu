@@ -10,6 +10,7 @@
 
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
+#include "gather_reach.h"
 #include "kern/resample.h"
 
 namespace sinter::cudak {

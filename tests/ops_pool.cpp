@@ -4,7 +4,6 @@
 #include <cmath>
 #include <vector>
 
-#include "kern/pool_windows.h"
 #include "op_table.h"
 
 namespace sinter::testing {
@@ -211,25 +210,6 @@ TEST(Pool1d, MatchesPyTorch) {
       f64({0.69821919596875626, -0.19245586564290879, 1.1541419102921051, 0.24843643599360951},
           {2, 2}),
       1e-15, 1e-15));
-}
-
-// The CUDA backward of adaptive max pooling gathers from kern::adaptive_reach's outputs; replayed
-// here, those are exactly the outputs whose windows hold the input position.
-TEST(AdaptiveMaxPool2d, ReachIsTheWindowsThatHoldAnInput) {
-  for (int64_t in = 1; in <= 12; ++in) {
-    for (int64_t out = 1; out <= 12; ++out) {
-      for (int64_t i = 0; i < in; ++i) {
-        int64_t lo = 0, hi = 0;
-        kern::adaptive_reach(i, in, out, &lo, &hi);
-        for (int64_t o = 0; o < out; ++o) {
-          const bool holds =
-              kern::adaptive_start(o, in, out) <= i && i < kern::adaptive_end(o, in, out);
-          ASSERT_EQ(holds, lo <= o && o <= hi)
-              << in << " -> " << out << ": input " << i << ", output " << o;
-        }
-      }
-    }
-  }
 }
 
 TEST(PoolErrors, AdaptiveMaxAnd1dNameTheOpAndTheValues) {

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "kern/resample.h"
 #include "op_table.h"
 
 namespace sinter::testing {
@@ -406,50 +405,6 @@ TEST(Interpolate, SameSizeFromAScaleFactor) {
   const Tensor y = interpolate(x, {.scale_factor = {1.1}});
   EXPECT_EQ(y.shape(), (Shape{1, 1, 4}));
   EXPECT_TRUE(all_close(y, index_select(x, 2, from_vector<int64_t>({0, 0, 1, 2}, {4})), 0, 0));
-}
-
-// The CUDA backward gathers each input position's gradient from the outputs kern::resample_reach
-// names; replayed here on the host, those are exactly the outputs with a tap there, over every
-// mode, both corner conventions, scale factors and sizes up and down.
-TEST(Interpolate, ReachIsTheOutputsWithATapThere) {
-  using kern::ResampleMode;
-  int checked = 0;
-  for (ResampleMode mode : {ResampleMode::Nearest, ResampleMode::NearestExact, ResampleMode::Linear,
-                            ResampleMode::Cubic}) {
-    for (bool corners : {false, true}) {
-      if (corners && (mode == ResampleMode::Nearest || mode == ResampleMode::NearestExact))
-        continue;
-      for (int64_t in = 1; in <= 7; ++in) {
-        for (int64_t out = 1; out <= 9; ++out) {
-          for (double scale : {0.0, 0.6, 1.1, 1.7, 2.5}) {
-            if (scale > 0 &&
-                static_cast<int64_t>(std::floor(static_cast<double>(in) * scale)) != out)
-              continue;
-            kern::ResampleGeom g;
-            g.in[2] = in;
-            g.out[2] = out;
-            g.scale[2] = scale;
-            g.mode = mode;
-            g.align_corners = corners;
-            for (int64_t i = 0; i < in; ++i) {
-              int64_t lo = 0, hi = 0;
-              kern::resample_reach<float>(g, 2, i, &lo, &hi);
-              for (int64_t o = 0; o < out; ++o) {
-                const auto t = kern::resample_taps<float>(g, 2, o);
-                bool tap = false;
-                for (int j = 0; j < t.n; ++j) tap = tap || t.index[j] == i;
-                ASSERT_EQ(tap, lo <= o && o <= hi)
-                    << "mode " << static_cast<int>(mode) << " corners " << corners << " " << in
-                    << " -> " << out << " scale " << scale << ": input " << i << ", output " << o;
-                ++checked;
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-  EXPECT_GT(checked, 1000);
 }
 
 TEST(PixelShuffle, MovesChannelsIntoBlocks) {

@@ -68,14 +68,6 @@ SINTER_HD inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) {
   return ((o + 1) * in + out - 1) / out;
 }
 
-// The outputs along one dim whose adaptive windows hold input position i: [*lo, *hi] (never
-// empty: adaptive windows cover the input).
-SINTER_HD inline void adaptive_reach(int64_t i, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
-  *lo = i * out / in;
-  const int64_t last = ((i + 1) * out + in - 1) / in - 1;
-  *hi = last < out - 1 ? last : out - 1;
-}
-
 // max_window_argmax over the adaptive window of output (oh, ow) (adaptive_avg_pool2d's).
 template <class T, class Widen>
 SINTER_HD int64_t adaptive_window_argmax(const Pool2dGeom& g, const T* plane, int64_t oh,
