@@ -11,6 +11,7 @@
 
 #include "cuda_check.cuh"
 #include "cuda_util.cuh"
+#include "gather_reach.h"
 #include "kern/pool.h"
 #include "kern/pool_windows.h"
 #include "kern/scalar_ops.h"
@@ -135,6 +136,41 @@ __global__ void adaptive_backward_kernel(Pool2dGeom g, const T* dy, T* dx, int64
   }
 }
 
+template <typename T>
+__global__ void adaptive_max_forward_kernel(Pool2dGeom g, const T* x, T* y, int64_t* indices,
+                                            int64_t total) {
+  SINTER_GRID_STRIDE(o, total) {
+    const int64_t ow = o % g.w_out, oh = (o / g.w_out) % g.h_out, p = o / (g.w_out * g.h_out);
+    const T* plane = x + p * g.h * g.w;
+    const int64_t best =
+        adaptive_window_argmax(g, plane, oh, ow, [](T v) -> Acc<T> { return to_acc(v); });
+    y[o] = plane[best];
+    indices[o] = best;
+  }
+}
+
+// One thread per input element: the outputs whose windows hold it (kern::adaptive_reach) that
+// picked it, in output order.
+template <typename T>
+__global__ void adaptive_max_backward_kernel(Pool2dGeom g, const T* dy, const int64_t* indices,
+                                             T* dx, int64_t total) {
+  SINTER_GRID_STRIDE(e, total) {
+    const int64_t iw = e % g.w, ih = (e / g.w) % g.h, p = e / (g.w * g.h);
+    const int64_t pos = ih * g.w + iw, base = p * g.h_out * g.w_out;
+    int64_t oh0, oh1, ow0, ow1;
+    adaptive_reach(ih, g.h, g.h_out, &oh0, &oh1);
+    adaptive_reach(iw, g.w, g.w_out, &ow0, &ow1);
+    Acc<T> s = 0;
+    for (int64_t oh = oh0; oh <= oh1; ++oh) {
+      for (int64_t ow = ow0; ow <= ow1; ++ow) {
+        const int64_t o = base + oh * g.w_out + ow;
+        if (indices[o] == pos) s += to_acc(dy[o]);
+      }
+    }
+    dx[e] = from_acc<T>(s);
+  }
+}
+
 #undef SINTER_GRID_STRIDE
 
 unsigned blocks_for(int64_t n) { return capped_grid(ceil_div(n, 256)); }
@@ -209,6 +245,30 @@ void adaptive_avg_pool2d_backward(const Ctx& ctx, const Pool2dGeom& g, DType dty
     adaptive_backward_kernel<T><<<blocks_for(total), 256, 0, stream>>>(g, static_cast<const T*>(dy),
                                                                        static_cast<T*>(dx), total);
     SINTER_LAUNCH_CHECK("adaptive_backward_kernel");
+  });
+}
+
+void adaptive_max_pool2d_forward(const Ctx& ctx, const Pool2dGeom& g, DType dtype, const void* x,
+                                 void* y, int64_t* indices) {
+  const int64_t total = g.planes * g.h_out * g.w_out;
+  if (total == 0) return;
+  launch_floating(ctx, dtype, "adaptive_max_pool2d_forward", [&](auto tag, cudaStream_t stream) {
+    using T = typename decltype(tag)::type;
+    adaptive_max_forward_kernel<T><<<blocks_for(total), 256, 0, stream>>>(
+        g, static_cast<const T*>(x), static_cast<T*>(y), indices, total);
+    SINTER_LAUNCH_CHECK("adaptive_max_forward_kernel");
+  });
+}
+
+void adaptive_max_pool2d_backward(const Ctx& ctx, const Pool2dGeom& g, DType dtype, const void* dy,
+                                  const int64_t* indices, void* dx) {
+  const int64_t total = g.planes * g.h * g.w;
+  if (total == 0) return;
+  launch_floating(ctx, dtype, "adaptive_max_pool2d_backward", [&](auto tag, cudaStream_t stream) {
+    using T = typename decltype(tag)::type;
+    adaptive_max_backward_kernel<T><<<blocks_for(total), 256, 0, stream>>>(
+        g, static_cast<const T*>(dy), indices, static_cast<T*>(dx), total);
+    SINTER_LAUNCH_CHECK("adaptive_max_backward_kernel");
   });
 }
 

@@ -76,6 +76,7 @@ inline Tensor index_of(const std::vector<int64_t>& values, const Shape& shape, c
   X(loss)                     \
   X(norm)                     \
   X(pool)                     \
+  X(resample)                 \
   X(conv)                     \
   X(attention)                \
   X(rnn)

@@ -1,4 +1,5 @@
-// Op-table rows for batch_norm, layer_norm, rms_norm and dropout (see op_table.h).
+// Op-table rows for batch_norm, layer_norm, rms_norm, group_norm, instance_norm and dropout (see
+// op_table.h).
 #include "op_table.h"
 
 namespace sinter::testing {
@@ -66,6 +67,34 @@ std::vector<OpRow> norm_rows() {
       {.name = "RmsNormNoWeight",
        .shapes = {S{4, 6}},
        .fn = [](const Inputs& x) { return rms_norm(x[0], {6}); }},
+      {.name = "GroupNorm",
+       .shapes = {S{2, 6, 3, 2}, S{6}, S{6}},
+       .fn = [](const Inputs& x) { return group_norm(x[0], 3, x[1], x[2]); }},
+      {.name = "GroupNormNoAffineNoPositions",
+       .shapes = {S{4, 6}},
+       .fn = [](const Inputs& x) { return group_norm(x[0], 2, {}, {}, 1e-3); }},
+      {.name = "GroupNormWeightOnly",
+       .shapes = {S{2, 4, 5}, S{4}},
+       .fn = [](const Inputs& x) { return group_norm(x[0], 4, x[1]); }},
+      // Fresh running statistics per call, as BatchNormTrain's.
+      {.name = "InstanceNormTrain",
+       .shapes = {S{2, 3, 4, 3}, S{3}, S{3}},
+       .fn =
+           [](const Inputs& x) {
+             Tensor rm = zeros({3}, {.dtype = x[0].dtype(), .device = x[0].device()});
+             Tensor rv = ones({3}, {.dtype = x[0].dtype(), .device = x[0].device()});
+             return instance_norm(x[0], rm, rv, x[1], x[2]);
+           }},
+      {.name = "InstanceNormEval",
+       .shapes = {S{2, 2, 5}, S{2}, S{2}},
+       .fn =
+           [](const Inputs& x) {
+             Tensor rm = channel_values({0.2, -0.4}, x[0]), rv = channel_values({1.5, 0.7}, x[0]);
+             return instance_norm(x[0], rm, rv, x[1], x[2], false);
+           }},
+      {.name = "InstanceNormNoAffine",
+       .shapes = {S{3, 2, 2, 3}},
+       .fn = [](const Inputs& x) { return instance_norm(x[0]); }},
       // A generator made inside fn: every call draws the same mask, so the function is fixed.
       {.name = "Dropout",
        .shapes = {S{4, 5}},

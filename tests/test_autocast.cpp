@@ -101,6 +101,18 @@ std::map<std::string, std::function<Tensor(DType)>> table_calls() {
        [=](DType d) {
          return batch_norm(t({3, 4}, d), zeros({4}), ones({4}), t({4}, d), t({4}, d), true);
        }},
+      {"group_norm",
+       [=](DType d) {
+         return group_norm(t({2, 4, 3}, d), 2, t({4}, d), t({4}, d));
+       }},
+      {"instance_norm",
+       [=](DType d) {
+         return instance_norm(t({2, 4, 3}, d), zeros({4}), ones({4}), t({4}, d), t({4}, d));
+       }},
+      {"interpolate",
+       [=](DType d) {
+         return interpolate(t({1, 2, 3, 4}, d), {.size = {5, 6}, .mode = InterpolateMode::Bicubic});
+       }},
       {"cross_entropy",
        [=](DType d) {
          return cross_entropy(t({3, 4}, d), target());

@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "onnx_harness.h"
+#include "onnx_test_util.h"
 #include "test_util.h"
 
 #ifdef SINTER_TEST_WITH_ONNX
@@ -26,20 +26,7 @@ namespace sinter {
 namespace {
 
 using testing::expect_error;
-using testing::expect_onnx_runtime_matches;
-using testing::images;
-using testing::make;
-using testing::OnnxCase;
-using testing::relative_error;
-using testing::rows;
-using testing::run_command;
-using testing::run_in_onnx_runtime;
 using testing::TempDir;
-using testing::train_a_moment;
-
-std::function<Tensor(int64_t)> tokens(int64_t vocab, int64_t t) {
-  return [=](int64_t n) { return randint(0, vocab, {n, t}, {.dtype = DType::i64}); };
-}
 
 nn::models::LlamaConfig small_llama(int64_t kv_heads, bool tied) {
   return {.vocab_size = 17,

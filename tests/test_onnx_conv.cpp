@@ -2,14 +2,11 @@
 // slices, "same" as uneven pads) and run in ONNX Runtime against Sinter's outputs.
 #include <vector>
 
-#include "onnx_harness.h"
+#include "onnx_test_util.h"
 
 namespace sinter {
 namespace {
 
-using testing::images;
-using testing::make;
-using testing::OnnxCase;
 
 std::function<Tensor(int64_t)> signals(int64_t c, int64_t l) {
   return [=](int64_t n) { return randn({n, c, l}); };
@@ -96,7 +93,7 @@ class OnnxConvMatches : public ::testing::TestWithParam<OnnxCase> {};
 
 TEST_P(OnnxConvMatches, Sinter) {
   SINTER_REQUIRE_ONNX_RUNTIME();
-  testing::expect_onnx_runtime_matches(GetParam());
+  expect_onnx_runtime_matches(GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Conv, OnnxConvMatches, ::testing::ValuesIn(conv_cases()),

@@ -2,15 +2,12 @@
 // against Sinter's outputs; an LSTM with proj_size is refused by name.
 #include <vector>
 
-#include "onnx_harness.h"
+#include "onnx_test_util.h"
 
 namespace sinter {
 namespace {
 
 using testing::expect_error;
-using testing::make;
-using testing::OnnxCase;
-using testing::rows;
 
 // Sequence-first inputs (T, 3, features) whose length T is the exported dynamic dim.
 std::function<Tensor(int64_t)> sequences(int64_t features) {
@@ -43,7 +40,7 @@ class OnnxRnnMatches : public ::testing::TestWithParam<OnnxCase> {};
 
 TEST_P(OnnxRnnMatches, Sinter) {
   SINTER_REQUIRE_ONNX_RUNTIME();
-  testing::expect_onnx_runtime_matches(GetParam());
+  expect_onnx_runtime_matches(GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Rnn, OnnxRnnMatches, ::testing::ValuesIn(rnn_cases()),

@@ -63,6 +63,16 @@ inline ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& 
   return ::testing::AssertionSuccess();
 }
 
+// sin(0.7 i) + 0.05 i at flat index i: deterministic inputs with no ties and no pattern, for known
+// values computed from the same formula in PyTorch.
+inline Tensor ramp(const Shape& shape, DType dtype = DType::f64) {
+  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = std::sin(0.7 * static_cast<double>(i)) + 0.05 * static_cast<double>(i);
+  }
+  return from_vector<double>(v, shape).to(dtype);
+}
+
 // Every element of `ts`, in order, as doubles (the parameters of a model, to compare runs).
 inline std::vector<double> flat_values(const std::vector<Tensor>& ts) {
   std::vector<double> out;

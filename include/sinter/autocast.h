@@ -74,6 +74,9 @@ enum class Policy {
   X(layer_norm, Float32)                        \
   X(rms_norm, Float32)                          \
   X(batch_norm, Float32)                        \
+  X(group_norm, Float32)                        \
+  X(instance_norm, Float32)                     \
+  X(interpolate, Float32)                       \
   X(cross_entropy, Float32)                     \
   X(nll_loss, Float32)                          \
   X(mse_loss, Float32)                          \

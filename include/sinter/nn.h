@@ -6,3 +6,5 @@
 #include "sinter/nn/module.h"
 #include "sinter/nn/modules.h"
 #include "sinter/nn/rnn.h"
+#include "sinter/nn/normalization.h"
+#include "sinter/nn/resampling.h"

@@ -470,4 +470,69 @@ inline Tensor operator/(const Scalar& a, const Tensor& b) { return div(a, b); }
 inline Tensor operator%(const Scalar& a, const Tensor& b) { return remainder(a, b); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
 
+// --- group and instance normalization, resampling ---
+// x: (N, C, *), C divisible by num_groups: each sample's C channels fall in num_groups groups of C
+// / num_groups, and each group is normalized over its channels and positions (biased variance),
+// then scaled and shifted per channel by weight and bias (C, or undefined), as PyTorch's
+// group_norm.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// x: (N, C, *) with at least one position: each (sample, channel) normalized over its positions,
+// then weight and bias (C, or undefined) per channel, as PyTorch's instance_norm. With
+// use_input_stats the statistics are each instance's own, and running_mean and running_var (C, or
+// undefined) move as batch_norm's would by each sample's, averaged over the samples; without it
+// the running statistics (then required) normalize every instance.
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean = Tensor(),
+                     const Tensor& running_var = Tensor(), const Tensor& weight = Tensor(),
+                     const Tensor& bias = Tensor(), bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
+
+// The modes of interpolate and the input ranks they take, as PyTorch's: Nearest and NearestExact
+// (3-D to 5-D), Linear (3-D), Bilinear and Bicubic (4-D), Trilinear (5-D).
+enum class InterpolateMode { Nearest, NearestExact, Linear, Bilinear, Bicubic, Trilinear };
+
+// Exactly one of size and scale_factor: one number for every spatial dim, or one per dim.
+// align_corners only with the interpolating modes (false when not given). With scale_factor the
+// output size is floor(in * scale_factor), and the coordinates map by 1 / scale_factor unless
+// recompute_scale_factor, which maps them by in / out.
+struct InterpolateOptions {
+  std::vector<int64_t> size = {};
+  std::vector<double> scale_factor = {};
+  InterpolateMode mode = InterpolateMode::Nearest;
+  std::optional<bool> align_corners = std::nullopt;
+  bool recompute_scale_factor = false;
+};
+// x: (N, C, *spatial) with 1 to 3 spatial dims -> (N, C, *out), PyTorch's interpolate (without
+// antialias or area): the source coordinates, taps and weights are PyTorch's (Note [resample
+// coordinates] in src/kern/resample.h). Differentiable in x.
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
+// (*, C r^2, H, W) -> (*, C, H r, W r): channel c r^2 + i r + j goes to offset (i, j) of each r x r
+// block (PyTorch's pixel_shuffle); pixel_unshuffle is its inverse, (*, C, H r, W r) -> (*, C r^2,
+// H, W). Reshapes and a permute.
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
+
+// 1-D pooling of x (N, C, L) or (C, L), as max_pool2d and avg_pool2d over rows of height 1; a
+// stride of 0 means the kernel size. Indices are positions along L.
+struct MaxPool1dOptions {
+  int64_t stride = 0;
+  int64_t padding = 0;
+  int64_t dilation = 1;
+  bool ceil_mode = false;
+};
+struct AvgPool1dOptions {
+  int64_t stride = 0;
+  int64_t padding = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+};
+std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, int64_t kernel_size,
+                                                   const MaxPool1dOptions& opts = {});
+Tensor max_pool1d(const Tensor& x, int64_t kernel_size, const MaxPool1dOptions& opts = {});
+Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, const AvgPool1dOptions& opts = {});
+// x: (N, C, H, W) or (C, H, W): each output takes the maximum of adaptive_avg_pool2d's window (the
+// first NaN, else the first maximum), indices its i64 position in the flattened H * W plane.
+std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Size2 output_size);
+Tensor adaptive_max_pool2d(const Tensor& x, Size2 output_size);
+
 }  // namespace sinter

@@ -13,9 +13,10 @@
 //   reference and the atomics round after every addition: in this mode they are more accurate,
 //   and differ from the CPU reference by more than the order.
 // Every other kernel is deterministic already: reductions use fixed trees, the GEMMs never split K
-// across blocks, the attention backward has no atomics, and the CPU runs each kernel on one
-// thread (OpenBLAS with a fixed thread count). The flag is read on the host when a kernel is
-// launched, so a CUDA graph keeps the paths it was captured with.
+// across blocks, the attention backward has no atomics, the backward of interpolate and of
+// adaptive max pooling gather per input element (kernels/gather_reach.h), and the CPU runs each
+// kernel on one thread (OpenBLAS with a fixed thread count). The flag is read on the host when a
+// kernel is launched, so a CUDA graph keeps the paths it was captured with.
 #include "sinter/core/determinism.h"
 
 #include <atomic>

@@ -77,6 +77,13 @@ void scatter_planes(const char* op, const Pool2dGeom& g, DType dtype, const void
   });
 }
 
+// Each dy element added at the position its index names, in double, rounded once into dx.
+void scatter_to_indices(const char* op, const Pool2dGeom& g, DType dtype, const void* dy,
+                        const int64_t* indices, void* dx) {
+  scatter_planes(op, g, dtype, dy, dx,
+                 [&](double* acc, int64_t, int64_t, int64_t o, double d) { acc[indices[o]] += d; });
+}
+
 // dst = v, rounded once to dst's storage type.
 template <class T>
 void round_into(T& dst, double v) {
@@ -243,8 +250,7 @@ void max_pool2d_backward(const Ctx&, const Pool2dGeom& g, DType dtype, const voi
     });
     return;
   }
-  scatter_planes("max_pool2d_backward", g, dtype, dy, dx,
-                 [&](double* acc, int64_t, int64_t, int64_t o, double d) { acc[indices[o]] += d; });
+  scatter_to_indices("max_pool2d_backward", g, dtype, dy, indices, dx);
 }
 
 void avg_pool2d_forward(const Ctx&, const Pool2dGeom& g, DType dtype, const void* x, void* y) {
@@ -263,6 +269,22 @@ void adaptive_avg_pool2d_forward(const Ctx&, const Pool2dGeom& g, DType dtype, c
 void adaptive_avg_pool2d_backward(const Ctx&, const Pool2dGeom& g, DType dtype, const void* dy,
                                   void* dx) {
   avg_backward("adaptive_avg_pool2d_backward", g, dtype, dy, dx, adaptive_window);
+}
+
+void adaptive_max_pool2d_forward(const Ctx&, const Pool2dGeom& g, DType dtype, const void* x,
+                                 void* y, int64_t* indices) {
+  const auto max = [&](const auto* plane, int64_t oh, int64_t ow, auto& out, int64_t o) {
+    const int64_t best =
+        kern::adaptive_window_argmax(g, plane, oh, ow, [](auto v) { return widen(v); });
+    out = plane[best];
+    indices[o] = best;
+  };
+  for_each_output("adaptive_max_pool2d_forward", g, dtype, x, y, max);
+}
+
+void adaptive_max_pool2d_backward(const Ctx&, const Pool2dGeom& g, DType dtype, const void* dy,
+                                  const int64_t* indices, void* dx) {
+  scatter_to_indices("adaptive_max_pool2d_backward", g, dtype, dy, indices, dx);
 }
 
 }  // namespace sinter::cpu

@@ -33,6 +33,14 @@ SINTER_HD inline AvgWindow avg_window(const Pool2dGeom& g, int64_t oh, int64_t o
 // it is compared in (exact for every storage type, so both backends pick the same element). Every
 // window holds at least one input element (the ops layer limits the padding, and refuses a dilated
 // window that steps over the whole input).
+// Whether a window element of value v replaces the best so far (position best, -1 for none, of
+// value best_v): the first NaN, else the first maximum in window order.
+template <class V>
+SINTER_HD bool max_replaces(int64_t best, V best_v, V v) {
+  // v != v: v is NaN (std::isnan is not there on the device for every type).
+  return best < 0 || (best_v == best_v && (v > best_v || v != v));
+}
+
 template <class T, class Widen>
 SINTER_HD int64_t max_window_argmax(const Pool2dGeom& g, const T* plane, int64_t oh, int64_t ow,
                                     Widen widen) {
@@ -45,8 +53,7 @@ SINTER_HD int64_t max_window_argmax(const Pool2dGeom& g, const T* plane, int64_t
       const int64_t iw = ow * g.stride_w - g.pad_w + j * g.dil_w;
       if (iw < 0 || iw >= g.w) continue;
       const auto v = widen(plane[ih * g.w + iw]);
-      // v != v: v is NaN (std::isnan is not there on the device for every type).
-      if (best < 0 || (best_v == best_v && (v > best_v || v != v))) {
+      if (max_replaces(best, best_v, v)) {
         best = ih * g.w + iw;
         best_v = v;
       }
@@ -59,6 +66,26 @@ SINTER_HD int64_t max_window_argmax(const Pool2dGeom& g, const T* plane, int64_t
 SINTER_HD inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return o * in / out; }
 SINTER_HD inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) {
   return ((o + 1) * in + out - 1) / out;
+}
+
+// max_window_argmax over the adaptive window of output (oh, ow) (adaptive_avg_pool2d's).
+template <class T, class Widen>
+SINTER_HD int64_t adaptive_window_argmax(const Pool2dGeom& g, const T* plane, int64_t oh,
+                                         int64_t ow, Widen widen) {
+  const int64_t h0 = adaptive_start(oh, g.h, g.h_out), h1 = adaptive_end(oh, g.h, g.h_out);
+  const int64_t w0 = adaptive_start(ow, g.w, g.w_out), w1 = adaptive_end(ow, g.w, g.w_out);
+  int64_t best = -1;
+  decltype(widen(plane[0])) best_v = 0;
+  for (int64_t ih = h0; ih < h1; ++ih) {
+    for (int64_t iw = w0; iw < w1; ++iw) {
+      const auto v = widen(plane[ih * g.w + iw]);
+      if (max_replaces(best, best_v, v)) {
+        best = ih * g.w + iw;
+        best_v = v;
+      }
+    }
+  }
+  return best;
 }
 
 }  // namespace sinter::kern

@@ -42,18 +42,18 @@ Tensor Linear::forward(const Tensor& x) {
   return linear(x, weight, bias, activation);  // bias and activation in the GEMM's epilogue
 }
 
-// --- BatchNorm2d ---
+// --- NormBase and the batch norms ---
 
-BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool affine,
-                         bool track_running_stats)
+NormBase::NormBase(const std::string& layer, int64_t num_features, double eps, double momentum,
+                   bool affine, bool track_running_stats)
     : num_features(num_features),
       eps(eps),
       momentum(momentum),
       affine(affine),
       track_running_stats(track_running_stats) {
-  SINTER_CHECK(num_features > 0, "BatchNorm2d: num_features must be positive, got ", num_features);
-  SINTER_CHECK(eps > 0.0, "BatchNorm2d: eps must be positive, got ", eps);
-  SINTER_CHECK(momentum >= 0.0 && momentum <= 1.0, "BatchNorm2d: momentum must be in [0, 1], got ",
+  SINTER_CHECK(num_features > 0, layer, ": num_features must be positive, got ", num_features);
+  SINTER_CHECK(eps > 0.0, layer, ": eps must be positive, got ", eps);
+  SINTER_CHECK(momentum >= 0.0 && momentum <= 1.0, layer, ": momentum must be in [0, 1], got ",
                momentum);
   if (affine) {
     weight = register_parameter("weight", empty({num_features}));
@@ -67,7 +67,7 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool
   reset_parameters();
 }
 
-void BatchNorm2d::reset_parameters() {
+void NormBase::reset_parameters() {
   if (track_running_stats) {
     init::zeros_(running_mean);
     init::ones_(running_var);

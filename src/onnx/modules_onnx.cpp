@@ -11,6 +11,8 @@
 #include "onnx/exporter.h"
 #include "sinter/nn/modules.h"
 #include "sinter/nn/rnn.h"
+#include "sinter/nn/normalization.h"
+#include "sinter/nn/resampling.h"
 #include "sinter/ops.h"
 #include "sinter/quantize.h"
 
@@ -295,25 +297,34 @@ Value conv_layer(Exporter& ex, L& c, bool transposed, const std::string& scope, 
   return conv(ex, c, conv_attrs(c), transposed, scope, x, c.forward(x.t), Activation::None);
 }
 
+// BatchNormalization of x (N, c, *) by running statistics: eval-mode batch norm, and instance
+// norm that tracks them. weight and bias may be undefined (1 and 0); `y` is Sinter's output.
+Value normalize_by_running_stats(Exporter& ex, const std::string& scope, const Value& x,
+                                 const Tensor& y, int64_t c, const Tensor& weight,
+                                 const Tensor& bias, const Tensor& running_mean,
+                                 const Tensor& running_var, double eps, double momentum) {
+  const std::string scale =
+      weight.defined() ? ex.weight(weight) : ex.constant(ones({c}, {.dtype = DType::f64}), "ones");
+  const std::string shift =
+      bias.defined() ? ex.weight(bias) : ex.constant(zeros({c}, {.dtype = DType::f64}), "zeros");
+  return {
+      ex.node_with("BatchNormalization",
+                   {x.name, scale, shift, ex.weight(running_mean), ex.weight(running_var)}, scope,
+                   [&](pb::NodeProto* n) {
+                     attr_float(n, "epsilon", eps);
+                     attr_float(n, "momentum", 1.0 - momentum);
+                   }),
+      y};
+}
+
 Value batch_norm(Exporter& ex, nn::BatchNorm2d& b, const std::string& path,
                  const std::string& scope, const Value& x) {
   SINTER_CHECK(b.running_mean.defined(), "onnx::export_model: ", where(path), " (", b.name(),
                ") keeps no running statistics, so it normalizes every batch with "
                "its own; ONNX export maps the eval mode's running statistics only");
   const Tensor y = b.forward(x.t);
-  const int64_t c = b.num_features;
-  const std::string scale =
-      b.affine ? ex.weight(b.weight) : ex.constant(ones({c}, {.dtype = DType::f64}), "ones");
-  const std::string shift =
-      b.affine ? ex.weight(b.bias) : ex.constant(zeros({c}, {.dtype = DType::f64}), "zeros");
-  return {ex.node_with("BatchNormalization",
-                       {x.name, scale, shift, ex.weight(b.running_mean), ex.weight(b.running_var)},
-                       scope,
-                       [&](pb::NodeProto* n) {
-                         attr_float(n, "epsilon", b.eps);
-                         attr_float(n, "momentum", 1.0 - b.momentum);
-                       }),
-          y};
+  return normalize_by_running_stats(ex, scope, x, y, b.num_features, b.weight, b.bias,
+                                    b.running_mean, b.running_var, b.eps, b.momentum);
 }
 
 Value layer_norm(Exporter& ex, nn::LayerNorm& l, const std::string& scope, const Value& x) {
@@ -506,6 +517,136 @@ Value transformer_block(Exporter& ex, nn::TransformerBlock& b, const std::string
   return {ex.node("Add", {h.name, mlp.name}, scope), h.t + mlp.t};
 }
 
+// --- the norms of nn/normalization.h, the layers of nn/resampling.h ---
+
+// weight or bias (c) as (c, 1, ..., 1), to broadcast over x (N, c, *) of rank `rank`.
+std::string per_channel(Exporter& ex, const Tensor& p, int64_t rank, const std::string& scope) {
+  std::vector<int64_t> shape(static_cast<size_t>(rank - 1), 1);
+  shape[0] = p.size(0);
+  return ex.node("Reshape", {ex.weight(p), ex.ints(shape)}, scope);
+}
+
+// group_norm as InstanceNormalization of x viewed as (N, G, rest) (opset 17 has no
+// GroupNormalization), back to x's shape, then the per-channel affine.
+Value group_norm(Exporter& ex, nn::GroupNorm& g, const std::string& scope, const Value& x) {
+  const Tensor y = g.forward(x.t);
+  const int64_t groups = g.num_groups, rank = x.t.dim();
+  const std::string rows = ex.node("Reshape", {x.name, ex.ints({0, groups, -1})}, scope);
+  const std::string normed =
+      ex.node_with("InstanceNormalization",
+                   {rows, ex.constant(ones({groups}, {.dtype = DType::f64}), "ones"),
+                    ex.constant(zeros({groups}, {.dtype = DType::f64}), "zeros")},
+                   scope, [&](pb::NodeProto* n) { attr_float(n, "epsilon", g.eps); });
+  std::string out = ex.node("Reshape", {normed, ex.node("Shape", {x.name}, scope)}, scope);
+  if (g.affine) {
+    out = ex.node("Mul", {out, per_channel(ex, g.weight, rank, scope)}, scope);
+    out = ex.node("Add", {out, per_channel(ex, g.bias, rank, scope)}, scope);
+  }
+  return {out, y};
+}
+
+// Eval mode: the running statistics when tracked (BatchNormalization), else each instance's own.
+Value instance_norm(Exporter& ex, nn::InstanceNorm& m, const std::string& path,
+                    const std::string& scope, const Value& x) {
+  SINTER_CHECK(x.t.dim() == m.spatial_dims() + 2, "onnx::export_model: ", where(path), " (",
+               m.name(), ") takes an unbatched input of shape ", shape_str(x.t.shape()),
+               " here; export with a batched example input");
+  const Tensor y = m.forward(x.t);
+  const int64_t c = x.t.size(1);
+  if (m.track_running_stats) {
+    return normalize_by_running_stats(ex, scope, x, y, c, m.weight, m.bias, m.running_mean,
+                                      m.running_var, m.eps, m.momentum);
+  }
+  const std::string scale =
+      m.affine ? ex.weight(m.weight) : ex.constant(ones({c}, {.dtype = DType::f64}), "ones");
+  const std::string shift =
+      m.affine ? ex.weight(m.bias) : ex.constant(zeros({c}, {.dtype = DType::f64}), "zeros");
+  return {ex.node_with("InstanceNormalization", {x.name, scale, shift}, scope,
+                       [&](pb::NodeProto* n) { attr_float(n, "epsilon", m.eps); }),
+          y};
+}
+
+// Resize with interpolate's coordinates (Note [resample coordinates] in src/kern/resample.h):
+// nearest is asymmetric with floor, nearest-exact half_pixel rounding halves up, the others
+// half_pixel or align_corners, cubic with A = -0.75 and the border taps clamped (exclude_outside
+// 0). A caller's scale factor maps the coordinates, so it goes in as Resize's scales (f32); else
+// the output sizes, with the batch and channels taken from the input.
+Value upsample(Exporter& ex, nn::Upsample& u, const std::string& path, const std::string& scope,
+               const Value& x) {
+  const Tensor y = u.forward(x.t);
+  const InterpolateOptions& o = u.options;
+  const bool nearest = o.mode == InterpolateMode::Nearest;
+  const bool exact = o.mode == InterpolateMode::NearestExact;
+  const bool cubic = o.mode == InterpolateMode::Bicubic;
+  const bool linear = !nearest && !exact && !cubic;
+  std::vector<std::string> inputs{x.name, ""};
+  if (!o.scale_factor.empty() && !o.recompute_scale_factor) {
+    SINTER_CHECK(ex.float_dtype() == DType::f32, "onnx::export_model: ", where(path),
+                 " (Upsample) with a scale_factor exports Resize's f32 scales, so the model must "
+                 "be exported in f32, not ",
+                 ex.float_dtype());
+    std::vector<float> s{1.0f, 1.0f};
+    for (int64_t d = 2; d < x.t.dim(); ++d) {
+      const double f = o.scale_factor[o.scale_factor.size() == 1 ? 0 : d - 2];
+      // A linear dim that keeps its size is the identity (PyTorch's shortcut): scale 1.
+      s.push_back(linear && y.size(d) == x.t.size(d) ? 1.0f : static_cast<float>(f));
+    }
+    inputs.push_back(ex.constant(from_vector<float>(s, {x.t.dim()}), "scales"));
+  } else {
+    const std::vector<int64_t> spatial(y.shape().begin() + 2, y.shape().end());
+    const std::string lead = ex.node_with("Shape", {x.name}, scope, [](pb::NodeProto* n) {
+      attr(n, "start", int64_t{0});
+      attr(n, "end", int64_t{2});
+    });
+    inputs.push_back("");
+    inputs.push_back(ex.node_with("Concat", {lead, ex.ints(spatial)}, scope,
+                                  [](pb::NodeProto* n) { attr(n, "axis", int64_t{0}); }));
+  }
+  const bool corners = o.align_corners.value_or(false);
+  const char* mode = nearest || exact ? "nearest" : (cubic ? "cubic" : "linear");
+  const char* coordinates = nearest ? "asymmetric" : (corners ? "align_corners" : "half_pixel");
+  return {ex.node_with("Resize", inputs, scope,
+                       [&](pb::NodeProto* n) {
+                         attr_string(n, "mode", mode);
+                         attr_string(n, "coordinate_transformation_mode", coordinates);
+                         if (nearest || exact) {
+                           attr_string(n, "nearest_mode", nearest ? "floor" : "round_prefer_ceil");
+                         }
+                         if (cubic) {
+                           attr_float(n, "cubic_coeff_a", -0.75);
+                           attr(n, "exclude_outside", int64_t{0});
+                         }
+                       }),
+          y};
+}
+
+// DepthToSpace's CRD order is pixel_shuffle's.
+Value pixel_shuffle(Exporter& ex, nn::PixelShuffle& p, const std::string& path,
+                    const std::string& scope, const Value& x) {
+  check_batched_image(path, "PixelShuffle", x.t);
+  const Tensor y = p.forward(x.t);
+  return {ex.node_with("DepthToSpace", {x.name}, scope,
+                       [&](pb::NodeProto* n) {
+                         attr(n, "blocksize", p.upscale_factor);
+                         attr_string(n, "mode", "CRD");
+                       }),
+          y};
+}
+
+// SpaceToDepth orders the channels (i, j, c), pixel_unshuffle (c, i, j): reshapes and a
+// transpose instead, (N, C, H, r, W, r) -> (N, C, r, r, H, W).
+Value pixel_unshuffle(Exporter& ex, nn::PixelUnshuffle& p, const std::string& path,
+                      const std::string& scope, const Value& x) {
+  check_batched_image(path, "PixelUnshuffle", x.t);
+  const Tensor y = p.forward(x.t);
+  const int64_t r = p.downscale_factor, c = x.t.size(1), h = y.size(2), w = y.size(3);
+  const std::string blocks = ex.node("Reshape", {x.name, ex.ints({-1, c, h, r, w, r})}, scope);
+  const std::string moved = ex.node_with("Transpose", {blocks}, scope, [](pb::NodeProto* n) {
+    attr(n, "perm", std::vector<int64_t>{0, 1, 3, 5, 2, 4});
+  });
+  return {ex.node("Reshape", {moved, ex.ints({-1, c * r * r, h, w})}, scope), y};
+}
+
 }  // namespace
 
 std::string positions(Exporter& ex, const std::string& x, const std::string& scope) {
@@ -615,6 +756,20 @@ const std::vector<Mapping>& module_rows() {
                       { return attention(ex, m, s.path, x); }),
       SINTER_ONNX_ROW(nn::TransformerBlock, "TransformerBlock",
                       { return transformer_block(ex, m, s.path, x); }),
+      SINTER_ONNX_ROW(nn::BatchNorm3d, "BatchNorm3d",
+                      { return batch_norm(ex, m, s.path, s.scope, x); }),
+      SINTER_ONNX_ROW(nn::GroupNorm, "GroupNorm", { return group_norm(ex, m, s.scope, x); }),
+      SINTER_ONNX_ROW(nn::InstanceNorm1d, "InstanceNorm1d",
+                      { return instance_norm(ex, m, s.path, s.scope, x); }),
+      SINTER_ONNX_ROW(nn::InstanceNorm2d, "InstanceNorm2d",
+                      { return instance_norm(ex, m, s.path, s.scope, x); }),
+      SINTER_ONNX_ROW(nn::InstanceNorm3d, "InstanceNorm3d",
+                      { return instance_norm(ex, m, s.path, s.scope, x); }),
+      SINTER_ONNX_ROW(nn::Upsample, "Upsample", { return upsample(ex, m, s.path, s.scope, x); }),
+      SINTER_ONNX_ROW(nn::PixelShuffle, "PixelShuffle",
+                      { return pixel_shuffle(ex, m, s.path, s.scope, x); }),
+      SINTER_ONNX_ROW(nn::PixelUnshuffle, "PixelUnshuffle",
+                      { return pixel_unshuffle(ex, m, s.path, s.scope, x); }),
   };
   return table;
 }

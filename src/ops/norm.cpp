@@ -45,6 +45,19 @@ void check_param(const char* op, const char* what, const Tensor& p, const Tensor
                ", expected ", shape_str(want));
 }
 
+// The per-channel parameters (x's dtype) and running statistics of batch_norm and instance_norm,
+// each (c) or undefined, the statistics both or neither.
+void check_channel_params(const char* op, const Tensor& x, int64_t c, const Tensor& weight,
+                          const Tensor& bias, const Tensor& running_mean,
+                          const Tensor& running_var) {
+  check_param(op, "weight", weight, x, {c}, true);
+  check_param(op, "bias", bias, x, {c}, true);
+  check_param(op, "running_mean", running_mean, x, {c}, false);
+  check_param(op, "running_var", running_var, x, {c}, false);
+  SINTER_CHECK(running_mean.defined() == running_var.defined(), op,
+               ": pass both running_mean and running_var, or neither");
+}
+
 void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
 Tensor contiguous_or_undefined(const Tensor& t) {
@@ -119,12 +132,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const int64_t n = x.size(0), c = x.size(1);
   int64_t hw = 1;
   for (int64_t d = 2; d < x.dim(); ++d) hw *= x.size(d);
-  check_param(op, "weight", weight, x, {c}, true);
-  check_param(op, "bias", bias, x, {c}, true);
-  check_param(op, "running_mean", running_mean, x, {c}, false);
-  check_param(op, "running_var", running_var, x, {c}, false);
-  SINTER_CHECK(running_mean.defined() == running_var.defined(), op,
-               ": pass both running_mean and running_var, or neither");
+  check_channel_params(op, x, c, weight, bias, running_mean, running_var);
   SINTER_CHECK(training || running_mean.defined(), op,
                ": eval mode normalizes with the running statistics, but none were given");
   SINTER_CHECK(!training || n * hw > 1 || c == 0, op,
@@ -245,6 +253,88 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
                        : (x.dtype() == DType::f64 ? std::numeric_limits<double>::epsilon()
                                                   : std::numeric_limits<float>::epsilon());
   return row_norm("rms_norm", kern::RowNorm::Rms, x, normalized_shape, weight, Tensor(), e);
+}
+
+namespace {
+
+// y * weight + bias with weight and bias (C) per channel of y (N, C, *), each when defined.
+Tensor channel_affine(const Tensor& y, const Tensor& weight, const Tensor& bias) {
+  Shape per_channel(static_cast<size_t>(y.dim() - 1), 1);
+  per_channel[0] = y.size(1);
+  Tensor out = y;
+  if (weight.defined()) out = mul(out, weight.reshape(per_channel));
+  if (bias.defined()) out = add(out, bias.reshape(per_channel));
+  return out;
+}
+
+// The product of x's dims from 2 on: the positions of each channel.
+int64_t positions(const Tensor& x) {
+  int64_t hw = 1;
+  for (int64_t d = 2; d < x.dim(); ++d) hw *= x.size(d);
+  return hw;
+}
+
+}  // namespace
+
+// Each (sample, group) is a row of layer_norm's kernels: x (N, C, *) as (N, G, C / G * positions),
+// normalized row by row, then the per-channel affine.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  SINTER_PROFILE_OP("group_norm", x, weight, bias);
+  const char* op = "group_norm";
+  SINTER_AUTOCAST(group_norm, x, group_norm(cast(x), num_groups, cast(weight), cast(bias), eps));
+  check_input(op, x);
+  SINTER_CHECK(x.dim() >= 2, op, ": expected an input of shape (N, C, *), got shape ",
+               shape_str(x.shape()));
+  const int64_t n = x.size(0), c = x.size(1);
+  SINTER_CHECK(num_groups > 0 && c % num_groups == 0, op, ": num_groups ", num_groups,
+               " must be positive and divide the input's ", c, " channels");
+  check_param(op, "weight", weight, x, {c}, true);
+  check_param(op, "bias", bias, x, {c}, true);
+  const int64_t group_size = c / num_groups * positions(x);
+  const Tensor rows = x.reshape({n, num_groups, group_size});
+  const Tensor y = row_norm(op, kern::RowNorm::Layer, rows, {group_size}, Tensor(), Tensor(), eps);
+  return channel_affine(y.reshape(x.shape()), weight, bias);
+}
+
+// PyTorch's composition: x (N, C, *) as one sample of N * C channels through batch_norm, each
+// running statistic repeated N times and, when batch_norm updated the copies, their mean over the
+// samples copied back.
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                     const Tensor& weight, const Tensor& bias, bool use_input_stats,
+                     double momentum, double eps) {
+  SINTER_PROFILE_OP("instance_norm", x, running_mean, running_var, weight, bias);
+  const char* op = "instance_norm";
+  // The running statistics are updated in place: they are passed as they are.
+  SINTER_AUTOCAST(instance_norm, x,
+                  instance_norm(cast(x), running_mean, running_var, cast(weight), cast(bias),
+                                use_input_stats, momentum, eps));
+  check_input(op, x);
+  SINTER_CHECK(x.dim() >= 3, op, ": expected an input of shape (N, C, *) with a spatial dim, got ",
+               "shape ", shape_str(x.shape()));
+  const int64_t n = x.size(0), c = x.size(1), hw = positions(x);
+  check_channel_params(op, x, c, weight, bias, running_mean, running_var);
+  SINTER_CHECK(use_input_stats || running_mean.defined(), op,
+               ": without use_input_stats it normalizes with the running statistics, but none were "
+               "given");
+  SINTER_CHECK(!use_input_stats || hw > 1, op,
+               ": expected more than 1 spatial element when using the input's statistics, got ",
+               "input shape ", shape_str(x.shape()));
+  Tensor rm, rv;
+  if (running_mean.defined()) {
+    NoGradGuard ng;
+    rm = running_mean.unsqueeze(0).expand({n, c}).contiguous().reshape({n * c});
+    rv = running_var.unsqueeze(0).expand({n, c}).contiguous().reshape({n * c});
+  }
+  const Tensor y = batch_norm(x.reshape({1, n * c, hw}), rm, rv, Tensor(), Tensor(),
+                              use_input_stats, momentum, eps);
+  if (running_mean.defined() && use_input_stats) {
+    NoGradGuard ng;
+    Tensor m = running_mean, v = running_var;
+    m.copy_(mean(rm.reshape({n, c}), {0}));
+    v.copy_(mean(rv.reshape({n, c}), {0}));
+  }
+  return channel_affine(y.reshape(x.shape()), weight, bias);
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {

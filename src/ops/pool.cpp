@@ -1,5 +1,6 @@
-// 2-D pooling over (N, C, H, W) or (C, H, W) tensors: max (with indices), average and adaptive
-// average, each with a backward kernel. The kernels see (planes, H, W), planes = N * C.
+// 2-D pooling over (N, C, H, W) or (C, H, W) tensors: max (with indices), average, adaptive
+// average and adaptive max, each with a backward kernel. The kernels see (planes, H, W), planes =
+// N * C. 1-D max and average pooling are the 2-D ones over rows of height 1.
 #include "kern/pool.h"
 
 #include <string>
@@ -143,36 +144,83 @@ Tensor average_pool(const char* op, const Tensor& x, const kern::Pool2dGeom& g, 
 
 }  // namespace
 
-std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel_size,
-                                                   const MaxPool2dOptions& opts) {
-  SINTER_PROFILE_OP("max_pool2d_with_indices", x);
-  const kern::Pool2dGeom g =
-      pool_geom("max_pool2d", x,
-                {kernel_size, opts.stride, opts.padding, opts.dilation, opts.ceil_mode, true});
+namespace {
+
+// max_pool2d_with_indices and adaptive_max_pool2d_with_indices over the checked geometry g: the two
+// differ only in their kernels, which take the same arguments.
+std::tuple<Tensor, Tensor> max_pool(const char* op, const Tensor& x, const kern::Pool2dGeom& g,
+                                    bool adaptive) {
   const Shape oshape = out_shape(x, g.h_out, g.w_out);
   Tensor out = empty(oshape, like(x));
   Tensor indices = empty(oshape, {.dtype = DType::i64, .device = x.device()});
   if (out.numel() > 0) {
     NoGradGuard ng;
     Tensor xc = x.contiguous();
-    SINTER_DISPATCH(x.device(), max_pool2d_forward, g, x.dtype(), xc.data_ptr(), out.data_ptr(),
-                    static_cast<int64_t*>(indices.data_ptr()));
+    auto* idx = static_cast<int64_t*>(indices.data_ptr());
+    if (adaptive) {
+      SINTER_DISPATCH(x.device(), adaptive_max_pool2d_forward, g, x.dtype(), xc.data_ptr(),
+                      out.data_ptr(), idx);
+    } else {
+      SINTER_DISPATCH(x.device(), max_pool2d_forward, g, x.dtype(), xc.data_ptr(), out.data_ptr(),
+                      idx);
+    }
   }
   if (needs_grad({&x})) {
-    SavedTensor si(indices, "max_pool2d");
+    SavedTensor si(indices, op);
     const Shape xshape = x.shape();
-    record("max_pool2d", {&out}, {x}, [g, si, xshape](const Grads& grads) {
+    record(op, {&out}, {x}, [g, si, xshape, adaptive](const Grads& grads) {
       Tensor gy = grads[0].contiguous();
       Tensor dx = empty(xshape, like(gy));
       if (dx.numel() > 0) {
-        Tensor idx = si.get();
-        SINTER_DISPATCH(gy.device(), max_pool2d_backward, g, gy.dtype(), gy.data_ptr(),
-                        static_cast<const int64_t*>(idx.data_ptr()), dx.data_ptr());
+        Tensor saved = si.get();
+        const auto* idx = static_cast<const int64_t*>(saved.data_ptr());
+        if (adaptive) {
+          SINTER_DISPATCH(gy.device(), adaptive_max_pool2d_backward, g, gy.dtype(), gy.data_ptr(),
+                          idx, dx.data_ptr());
+        } else {
+          SINTER_DISPATCH(gy.device(), max_pool2d_backward, g, gy.dtype(), gy.data_ptr(), idx,
+                          dx.data_ptr());
+        }
       }
       return Grads{dx};
     });
   }
   return {out, indices};
+}
+
+// The geometry of adaptive pooling of x to output_size, checked.
+kern::Pool2dGeom adaptive_geom(const char* op, const Tensor& x, Size2 output_size) {
+  check_pool_input(op, x);
+  SINTER_CHECK(output_size.h >= 1 && output_size.w >= 1, op, ": output_size must be positive, got ",
+               output_size);
+  kern::Pool2dGeom g;
+  g.h = x.size(-2);
+  g.w = x.size(-1);
+  SINTER_CHECK(g.h >= 1 && g.w >= 1, op, ": input ", shape_str(x.shape()),
+               " has an empty spatial dim");
+  g.planes = planes_of(x);
+  g.h_out = output_size.h;
+  g.w_out = output_size.w;
+  return g;
+}
+
+// A 1-D pooling's input (N, C, L) or (C, L), as the 2-D one's (N, C, 1, L) or (C, 1, L).
+Tensor as_rows(const char* op, const Tensor& x) {
+  SINTER_CHECK(x.defined(), op, ": undefined input");
+  SINTER_CHECK(x.dim() == 2 || x.dim() == 3, op,
+               ": input must be 2-D (C, L) or 3-D (N, C, L), got shape ", shape_str(x.shape()));
+  return x.unsqueeze(-2);
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel_size,
+                                                   const MaxPool2dOptions& opts) {
+  SINTER_PROFILE_OP("max_pool2d_with_indices", x);
+  const kern::Pool2dGeom g =
+      pool_geom("max_pool2d", x,
+                {kernel_size, opts.stride, opts.padding, opts.dilation, opts.ceil_mode, true});
+  return max_pool("max_pool2d", x, g, false);
 }
 
 Tensor max_pool2d(const Tensor& x, Size2 kernel_size, const MaxPool2dOptions& opts) {
@@ -190,18 +238,53 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, const AvgPool2dOptions& op
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
   SINTER_PROFILE_OP("adaptive_avg_pool2d", x);
-  check_pool_input("adaptive_avg_pool2d", x);
-  SINTER_CHECK(output_size.h >= 1 && output_size.w >= 1,
-               "adaptive_avg_pool2d: output_size must be positive, got ", output_size);
-  kern::Pool2dGeom g;
-  g.h = x.size(-2);
-  g.w = x.size(-1);
-  SINTER_CHECK(g.h >= 1 && g.w >= 1, "adaptive_avg_pool2d: input ", shape_str(x.shape()),
-               " has an empty spatial dim");
-  g.planes = planes_of(x);
-  g.h_out = output_size.h;
-  g.w_out = output_size.w;
+  const kern::Pool2dGeom g = adaptive_geom("adaptive_avg_pool2d", x, output_size);
   return average_pool("adaptive_avg_pool2d", x, g, true);
+}
+
+std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Size2 output_size) {
+  SINTER_PROFILE_OP("adaptive_max_pool2d_with_indices", x);
+  const kern::Pool2dGeom g = adaptive_geom("adaptive_max_pool2d", x, output_size);
+  return max_pool("adaptive_max_pool2d", x, g, true);
+}
+
+Tensor adaptive_max_pool2d(const Tensor& x, Size2 output_size) {
+  SINTER_PROFILE_OP("adaptive_max_pool2d", x);
+  return std::get<0>(adaptive_max_pool2d_with_indices(x, output_size));
+}
+
+// Over rows of height 1: kernel (1, k), stride (1, s), padding (0, p), dilation (1, d).
+std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, int64_t kernel_size,
+                                                   const MaxPool1dOptions& opts) {
+  SINTER_PROFILE_OP("max_pool1d_with_indices", x);
+  const char* op = "max_pool1d";
+  const Tensor rows = as_rows(op, x);
+  const int64_t stride = opts.stride == 0 ? kernel_size : opts.stride;
+  const kern::Pool2dGeom g = pool_geom(
+      op, rows,
+      {{1, kernel_size}, {1, stride}, {0, opts.padding}, {1, opts.dilation}, opts.ceil_mode, true});
+  auto [out, indices] = max_pool(op, rows, g, false);
+  return {out.squeeze(-2), indices.squeeze(-2)};
+}
+
+Tensor max_pool1d(const Tensor& x, int64_t kernel_size, const MaxPool1dOptions& opts) {
+  SINTER_PROFILE_OP("max_pool1d", x);
+  return std::get<0>(max_pool1d_with_indices(x, kernel_size, opts));
+}
+
+Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, const AvgPool1dOptions& opts) {
+  SINTER_PROFILE_OP("avg_pool1d", x);
+  const char* op = "avg_pool1d";
+  const Tensor rows = as_rows(op, x);
+  const int64_t stride = opts.stride == 0 ? kernel_size : opts.stride;
+  const kern::Pool2dGeom g = pool_geom(op, rows,
+                                       {{1, kernel_size},
+                                        {1, stride},
+                                        {0, opts.padding},
+                                        1,
+                                        opts.ceil_mode,
+                                        opts.count_include_pad});
+  return average_pool(op, rows, g, false).squeeze(-2);
 }
 
 }  // namespace sinter

@@ -35,16 +35,11 @@ class Linear : public Module {
   Activation activation = Activation::None;
 };
 
-// Batch normalization over (N, C, H, W) per channel. Parameters weight (1) and bias (0) when
-// affine; buffers running_mean (0), running_var (1) and num_batches_tracked (i64, counts training
-// batches) when track_running_stats. Training mode, or no running statistics, normalizes with the
-// batch's statistics; eval mode with the running ones.
-class BatchNorm2d : public Module {
+// What the batch and instance norms keep, as PyTorch's _NormBase: parameters weight (1) and bias
+// (0) when affine; buffers running_mean (0), running_var (1) and num_batches_tracked (i64) when
+// track_running_stats.
+class NormBase : public Module {
  public:
-  BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
-              bool track_running_stats = true);
-  std::string name() const override { return "BatchNorm2d"; }
-  Tensor forward(const Tensor& x) override;
   void reset_parameters();
 
   int64_t num_features;
@@ -52,6 +47,23 @@ class BatchNorm2d : public Module {
   bool affine, track_running_stats;
   Tensor weight, bias;                                    // undefined unless affine
   Tensor running_mean, running_var, num_batches_tracked;  // undefined unless tracked
+
+ protected:
+  // `layer` names the module in the errors of the arguments' checks.
+  NormBase(const std::string& layer, int64_t num_features, double eps, double momentum, bool affine,
+           bool track_running_stats);
+};
+
+// Batch normalization over (N, C, H, W) per channel, with NormBase's parameters and buffers
+// (num_batches_tracked counts training batches). Training mode, or no running statistics,
+// normalizes with the batch's statistics; eval mode with the running ones.
+class BatchNorm2d : public NormBase {
+ public:
+  BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+              bool track_running_stats = true)
+      : NormBase("BatchNorm2d", num_features, eps, momentum, affine, track_running_stats) {}
+  std::string name() const override { return "BatchNorm2d"; }
+  Tensor forward(const Tensor& x) override;
 
  protected:
   // The normalization of an input whose shape the caller checked; `op` names the module in errors.

@@ -1,17 +1,23 @@
-// What the ONNX export tests share: running a file in ONNX Runtime (tests/scripts/onnx_run.py;
-// the tests skip without the onnxruntime package), training a module a moment, and the check of
-// one module case against ONNX Runtime (tests/test_onnx.cpp and the test_onnx_*.cpp beside it).
+// What the ONNX export tests share (tests/test_onnx.cpp and the test_onnx_<topic>.cpp files):
+// running an exported model in ONNX Runtime (tests/scripts/onnx_run.py), the rows of modules to
+// export and the check of one row against Sinter's own outputs.
 #pragma once
 
+#include <sys/wait.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "sinter/nn.h"
+#include "sinter/onnx.h"
+#include "sinter/optim.h"
 #include "test_util.h"
 
-namespace sinter::testing {
+namespace sinter {
 
 inline const std::string kRunner = std::string(SINTER_SOURCE_DIR) + "/tests/scripts/onnx_run.py";
 
@@ -36,24 +42,25 @@ inline const std::string& onnx_runtime_missing() {
   return missing;
 }
 
-#define SINTER_REQUIRE_ONNX_RUNTIME()                                                \
-  do {                                                                               \
-    SINTER_REQUIRE_BUILT_WITH("ONNX", [] {                                           \
-      ::sinter::nn::Sequential m;                                                    \
-      ::sinter::onnx::export_to_string(m, ::sinter::zeros({1}));                     \
-    });                                                                              \
-    if (!::sinter::testing::onnx_runtime_missing().empty())                          \
-      GTEST_SKIP() << "ONNX Runtime: " << ::sinter::testing::onnx_runtime_missing(); \
+#define SINTER_REQUIRE_ONNX_RUNTIME()                             \
+  do {                                                            \
+    SINTER_REQUIRE_BUILT_WITH("ONNX", [] {                        \
+      nn::Sequential m;                                           \
+      onnx::export_to_string(m, zeros({1}));                      \
+    });                                                           \
+    if (!onnx_runtime_missing().empty())                          \
+      GTEST_SKIP() << "ONNX Runtime: " << onnx_runtime_missing(); \
   } while (0)
 
-#define SINTER_REQUIRE_ONNX()                                  \
-  SINTER_REQUIRE_BUILT_WITH("ONNX", [] {                       \
-    ::sinter::nn::Sequential m;                                \
-    ::sinter::onnx::export_to_string(m, ::sinter::zeros({1})); \
+#define SINTER_REQUIRE_ONNX()              \
+  SINTER_REQUIRE_BUILT_WITH("ONNX", [] {   \
+    nn::Sequential m;                      \
+    onnx::export_to_string(m, zeros({1})); \
   })
 
 // The model's output for `input` in ONNX Runtime.
-inline Tensor run_in_onnx_runtime(const std::string& model, const Tensor& input, const TempDir& dir,
+inline Tensor run_in_onnx_runtime(const std::string& model, const Tensor& input,
+                                  const testing::TempDir& dir,
                                   const std::string& input_name = "input",
                                   const std::string& output_name = "output") {
   const std::string in = dir.file("in.safetensors"), out = dir.file("out.safetensors");
@@ -118,15 +125,19 @@ inline std::function<Tensor(int64_t)> rows(Shape rest) {
     return randn(s);
   };
 }
-// Trains the case's module a moment, exports it with a batch-4 example, and runs the file in ONNX
-// Runtime on another batch: its output within the case's tolerance of Sinter's.
+inline std::function<Tensor(int64_t)> tokens(int64_t vocab, int64_t t) {
+  return [=](int64_t n) { return randint(0, vocab, {n, t}, {.dtype = DType::i64}); };
+}
+
+// c's module, trained a moment, exported with a batch-4 example and run in ONNX Runtime on another
+// input: its outputs within c.tolerance (relative) of Sinter's.
 inline void expect_onnx_runtime_matches(const OnnxCase& c) {
   manual_seed(testing::fresh_seed());
   std::shared_ptr<nn::Module> m = c.make();
   train_a_moment(*m, c.input);
   if (c.fused) m = nn::fuse_for_inference(*m);  // in eval mode
   const bool training = m->is_training();
-  const TempDir dir;
+  const testing::TempDir dir;
   const std::string path = dir.file(c.name + ".onnx");
   const onnx::ExportSummary summary = onnx::export_model(*m, c.input(4), path, c.options);
   EXPECT_EQ(m->is_training(), training) << "export must restore the training mode";
@@ -150,4 +161,4 @@ inline void expect_onnx_runtime_matches(const OnnxCase& c) {
   EXPECT_LE(error, c.tolerance) << c.name;
 }
 
-}  // namespace sinter::testing
+}  // namespace sinter
