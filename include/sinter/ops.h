@@ -374,6 +374,22 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y
 Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin = 0.0,
                            Reduction reduction = Reduction::Mean);
 
+// --- more activations (src/kern/elementwise_ops.h's list; prelu in src/ops/elementwise.cpp) ---
+// x where x > 0, else alpha (exp(x) - 1).
+Tensor elu(const Tensor& x, double alpha = 1.0);
+// scale elu(x, alpha) with PyTorch's alpha = 1.6732632423543772, scale = 1.0507009873554805.
+Tensor selu(const Tensor& x);
+// x tanh(softplus(x)).
+Tensor mish(const Tensor& x);
+// x min(max(x + 3, 0), 6) / 6.
+Tensor hardswish(const Tensor& x);
+// min(max(x + 3, 0), 6) / 6.
+Tensor hardsigmoid(const Tensor& x);
+// x where x > 0, else weight x, the weight of x's channel: weight of 1 element (0-d or 1-d),
+// shared, or (C) over dim 1 of x (N, C, ...) (an x of under 2 dims has 1 channel), of x's dtype.
+// Differentiable in x and weight; at x == 0 the slope is the weight, as PyTorch's.
+Tensor prelu(const Tensor& x, const Tensor& weight);
+
 // --- operators ---
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
