@@ -3,8 +3,10 @@
 // error messages. Gradients in general are the op table's (tests/ops_loss.cpp); the ones here are
 // where PyTorch's backward is written out by hand or where a kink or a clamp decides the value.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "test_util.h"
@@ -258,6 +260,40 @@ TEST(MoreLossesErrors, ReductionsAndArguments) {
                {"smooth_l1_loss", "beta", "-0.5"});
   expect_error([&] { huber_loss(x, x, Reduction::Mean, 0.0); },
                {"huber_loss", "delta must be > 0", "0"});
+}
+
+TEST(MoreLossesErrors, UndefinedArguments) {
+  const Tensor x = full({2}, 0.5), u;
+  const std::vector<std::pair<std::string, std::function<void()>>> calls = {
+      {"binary_cross_entropy", [&] { binary_cross_entropy(x, u); }},
+      {"binary_cross_entropy", [&] { binary_cross_entropy(u, x); }},
+      {"kl_div", [&] { kl_div(u, x); }},
+      {"l1_loss", [&] { l1_loss(u, x); }},
+      {"smooth_l1_loss", [&] { smooth_l1_loss(x, u); }},
+      {"huber_loss", [&] { huber_loss(x, u); }},
+      {"cosine_embedding_loss", [&] { cosine_embedding_loss(x, x, u); }},
+      {"margin_ranking_loss", [&] { margin_ranking_loss(x, u, x); }},
+      {"prelu", [&] { prelu(x, u); }},
+  };
+  for (const auto& [op, call] : calls) expect_error(call, {op, "undefined"});
+}
+
+// Arguments on two devices.
+TEST(CudaMoreLosses, ArgumentsOnAnotherDevice) {
+  SINTER_REQUIRE_CUDA();
+  const Tensor g = full({2, 3}, 0.5, {.device = Device::cuda()}), c = full({2, 3}, 0.5);
+  expect_error([&] { binary_cross_entropy(g, c); }, {"binary_cross_entropy", "target on cpu"});
+  expect_error([&] { binary_cross_entropy(g, g, Reduction::Mean, ones({3})); },
+               {"binary_cross_entropy", "weight on cpu"});
+  expect_error([&] { cosine_embedding_loss(g, g, zeros({2})); },
+               {"cosine_embedding_loss", "y on cpu"});
+  expect_error([&] { margin_ranking_loss(g, g, c); }, {"margin_ranking_loss", "y on cpu"});
+  expect_error(
+      [&] {
+        cross_entropy(g, from_vector<int64_t>({0, 1}).cuda(), {.weight = ones({3})});
+      },
+      {"cross_entropy", "weight on cpu"});
+  expect_error([&] { prelu(g, ones({3})); }, {"prelu", "on cpu"});
 }
 
 TEST(MoreLossesErrors, BinaryCrossEntropy) {
