@@ -318,6 +318,25 @@ TEST(Loss, NllLossClassWeightsKnownValues) {
                         1e-15, 1e-15));
 }
 
+// A weight of ones takes the path of ops (Note [class weights]) to the fused kernel's results.
+TEST(Loss, CrossEntropyWeightOfOnesMatchesTheFusedKernel) {
+  Tensor x = randn({2, 5, 3}, {.dtype = DType::f64});
+  Tensor t = from_vector<int64_t>({4, -100, 0, 1, 2, 3}, {2, 3});
+  for (Reduction r : {Reduction::None, Reduction::Sum, Reduction::Mean}) {
+    for (double eps : {0.0, 0.3}) {
+      Tensor a = x.clone().requires_grad_(), b = x.clone().requires_grad_();
+      CrossEntropyOptions o = opts(r, -100, eps);
+      Tensor fused = cross_entropy(a, t, o);
+      o.weight = ones({5}, {.dtype = DType::f64});
+      Tensor weighted = cross_entropy(b, t, o);
+      EXPECT_TRUE(all_close(weighted, fused, 1e-12, 1e-12)) << static_cast<int>(r) << " " << eps;
+      sum(fused * fused).backward();
+      sum(weighted * weighted).backward();
+      EXPECT_TRUE(all_close(b.grad(), a.grad(), 1e-12, 1e-12)) << static_cast<int>(r) << " " << eps;
+    }
+  }
+}
+
 // Per Note [all ignored], with weights too: NaN for the mean, a zero gradient.
 TEST(Loss, CrossEntropyClassWeightsAllIgnored) {
   Tensor x = randn({2, 3}, {.dtype = DType::f64}).requires_grad_();
