@@ -1,8 +1,9 @@
 // Op-table rows of the elementwise family (see op_table.h): arithmetic with and without
 // broadcasting, where and masking, comparisons (bool results, compared exactly), unary math and
-// activations, dtype conversion and the in-place ops; and the values of PyTorch's functions where a
-// wrong formula could pass its own gradcheck.
+// activations (prelu too), dtype conversion and the in-place ops; and the values of PyTorch's
+// functions and gradients where a wrong formula could pass its own gradcheck.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -192,6 +193,31 @@ std::vector<OpRow> elementwise_rows() {
       {.name = "SoftplusThreshold",
        .shapes = {S{3, 4}},
        .fn = [](const Inputs& x) { return softplus(x[0], 2.0, 1.0); }},
+      {.name = "Elu", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return elu(x[0]); }},
+      {.name = "EluAlpha",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return elu(x[0], 0.4); },
+       .domain = Domain::NonZero},
+      {.name = "Selu",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return selu(x[0]); },
+       .domain = Domain::NonZero},
+      {.name = "Mish", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return mish(x[0]); }},
+      // Scaled so that some elements fall beyond -3 and 3, where the two are flat or linear.
+      {.name = "Hardswish",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return hardswish(x[0] * 2.5); }},
+      {.name = "Hardsigmoid",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return hardsigmoid(x[0] * 2.5); }},
+      {.name = "PreluChannels",
+       .shapes = {S{2, 3, 4}, S{3}},
+       .fn = [](const Inputs& x) { return prelu(x[0], x[1]); },
+       .domain = Domain::NonZero},
+      {.name = "PreluShared",
+       .shapes = {S{3, 4}, S{1}},
+       .fn = [](const Inputs& x) { return prelu(x[0], x[1]); },
+       .domain = Domain::NonZero},
       // Linear, so a large step is exact up to the f32 rounding it measures through.
       {.name = "ToDtypeRoundTrip",
        .shapes = {S{3, 4}},
@@ -295,6 +321,28 @@ TEST(KnownValues, MatchPyTorch) {
        softplus(x),
        {0.04858735157374206, 0.31326168751822286, 0.5759394198788436, 0.6931471805599453,
         0.9740769841801067, 2.1269280110429727, nan}},
+      {"elu",
+       elu(x),
+       {-0.950212931632136, -0.6321205588285577, -0.22119921692859512, 0.0, 0.5, 2.0, nan}},
+      {"elu(0.5)",
+       elu(x, 0.5),
+       {-0.475106465816068, -0.31606027941427883, -0.11059960846429756, 0.0, 0.5, 2.0, nan}},
+      {"selu",
+       selu(x),
+       {-1.6705687287671118, -1.1113307378125625, -0.388890197478119, 0.0, 0.5253504936777402,
+        2.101401974710961, nan}},
+      {"mish",
+       mish(x),
+       {-0.1456474612756246, -0.30340146137410895, -0.129926963679141, 0.0, 0.3752452113048951,
+        1.9439589595339946, nan}},
+      {"hardswish",
+       hardswish(x),
+       {-0.0, -0.3333333333333333, -0.11458333333333333, 0.0, 0.2916666666666667,
+        1.6666666666666667, nan}},
+      {"hardsigmoid",
+       hardsigmoid(x),
+       {0.0, 0.3333333333333333, 0.4583333333333333, 0.5, 0.5833333333333334, 0.8333333333333334,
+        nan}},
       {"softplus(2, 1)",
        softplus(x, 2.0, 1.0),
        {0.0012378425688652247, 0.06346400552148625, 0.23703849209005334, 0.34657359027997264,
@@ -316,6 +364,97 @@ TEST(KnownValues, SwigluIsSiluOfTheGateTimesUp) {
                         {"swiglu", "[6]", "[4]"});
   testing::expect_error([&] { swiglu(gate.to(DType::i64), up.to(DType::i64)); },
                         {"swiglu", "floating"});
+}
+
+}  // namespace
+}  // namespace sinter
+
+namespace sinter {
+namespace {
+
+using testing::expect_error;
+
+// PyTorch's gradients of the activations, at their kinks (-3, 0, 3) too, where a gradcheck
+// cannot look.
+TEST(KnownValues, ActivationGradientsMatchPyTorch) {
+  const std::vector<double> xs = {-3.5, -3.0, -1.0, -0.25, 0.0, 0.5, 2.0, 3.0, 4.0};
+  const double s = 1.0507009873554805, sixth = 1.0 / 6;  // selu's scale
+  const std::vector<
+      std::tuple<std::string, std::function<Tensor(const Tensor&)>, std::vector<double>>>
+      cases = {
+          {"elu",
+           [](const Tensor& x) { return elu(x); },
+           {0.0301973834223185, 0.049787068367863944, 0.36787944117144233, 0.7788007830714049, 1.0,
+            1.0, 1.0, 1.0, 1.0}},
+          // At 0 the slope is alpha's side, as PyTorch's.
+          {"elu(0.5)",
+           [](const Tensor& x) { return elu(x, 0.5); },
+           {0.01509869171115925, 0.024893534183931972, 0.18393972058572117, 0.38940039153570244,
+            0.5, 1.0, 1.0, 1.0, 1.0}},
+          {"selu",
+           [](const Tensor& x) { return selu(x); },
+           {0.05308999989009366, 0.08753061208026487, 0.646768603034814, 1.3692091433692577,
+            1.7580993408473766, s, s, s, s}},
+          {"mish",
+           [](const Tensor& x) { return mish(x); },
+           {-0.07276041344326706, -0.09339311453232084, 0.059216755877395014, 0.43981560172180506,
+            0.6, 0.8864243753577272, 1.0693179342794896, 1.0211069109294435, 1.0044328769037503}},
+          {"hardswish",
+           [](const Tensor& x) { return hardswish(x); },
+           {0.0, 0.0, 0.16666666666666669, 0.4166666666666667, 0.5, 0.6666666666666666,
+            1.1666666666666665, 1.0, 1.0}},
+          // PyTorch's f64 kernel gives f32's 1/6 (0.1666666716337204); the exact 1/6 here.
+          {"hardsigmoid",
+           [](const Tensor& x) { return hardsigmoid(x); },
+           {0.0, 0.0, sixth, sixth, sixth, sixth, sixth, 0.0, 0.0}},
+      };
+  for (const auto& [name, f, want] : cases) {
+    Tensor x = from_vector<double>(xs, {9}).requires_grad_();
+    sum(f(x)).backward();
+    EXPECT_TRUE(testing::all_close(x.grad(), from_vector<double>(want, {9}), 1e-15, 1e-15)) << name;
+  }
+}
+
+TEST(KnownValues, PreluMatchesPyTorch) {
+  Tensor x = from_vector<double>({-2.0, 0.0, 1.5, 0.5, -1.0, -0.25}, {2, 3}).requires_grad_();
+  Tensor w = from_vector<double>({0.25, -0.5, 2.0}, {3}).requires_grad_();
+  Tensor y = prelu(x, w);
+  // At x == 0 the weight's side: -0.5 * 0 = -0.0 and a slope of -0.5.
+  EXPECT_TRUE(
+      testing::all_close(y, from_vector<double>({-0.5, -0.0, 1.5, 0.5, 0.5, -0.5}, {2, 3}), 0, 0));
+  EXPECT_TRUE(std::signbit(y.to_vector<double>()[1]));
+  sum(y * from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3})).backward();
+  EXPECT_TRUE(testing::all_close(
+      x.grad(), from_vector<double>({0.25, -1.0, 3.0, 4.0, -2.5, 12.0}, {2, 3}), 0, 0));
+  EXPECT_TRUE(testing::all_close(w.grad(), from_vector<double>({-2.0, -5.0, -1.5}, {3}), 0, 0));
+  // One shared weight, 0-d or 1-d, over an input of any rank; a 1-d input has one channel.
+  Tensor v = from_vector<double>({-4.0, 2.0}, {2});
+  const Tensor want = from_vector<double>({-1.0, 2.0}, {2});
+  EXPECT_TRUE(testing::all_close(prelu(v, full({1}, 0.25, {.dtype = DType::f64})), want, 0, 0));
+  EXPECT_TRUE(testing::all_close(prelu(v, full({}, 0.25, {.dtype = DType::f64})), want, 0, 0));
+}
+
+TEST(ActivationErrors, PreluWeightsAndDtypes) {
+  expect_error(
+      [] {
+        prelu(zeros({2, 3}), ones({2}));
+      },
+      {"prelu", "weight of 2 elements", "[2, 3]", "3 channels", "expected 1 or 3"});
+  expect_error([] { prelu(zeros({4}), ones({4})); },
+               {"prelu", "weight of 4 elements", "1 channels"});
+  expect_error([] { prelu(zeros({2, 3}), ones({1, 3})); }, {"prelu", "0-d or 1-d", "[1, 3]"});
+  expect_error(
+      [] {
+        prelu(zeros({2, 3}), ones({3}, {.dtype = DType::f64}));
+      },
+      {"prelu", "weight (f64", "input (f32"});
+  expect_error(
+      [] {
+        prelu(zeros({2, 3}, {.dtype = DType::i64}), ones({3}));
+      },
+      {"prelu", "floating", "i64"});
+  expect_error([] { elu(zeros({2}, {.dtype = DType::i64})); }, {"elu", "floating", "i64"});
+  expect_error([] { hardswish(zeros({2}, {.dtype = DType::b8})); }, {"hardswish", "floating"});
 }
 
 }  // namespace

@@ -1,13 +1,18 @@
 // Op-table rows of the softmax family (see op_table.h): softmax, log_softmax, cross_entropy and
 // nll_loss. Class targets are fixed i64 vectors built inside each fn (the inputs are random
-// floating tensors); -100 is the default ignore_index.
+// floating tensors); -100 is the default ignore_index. Class weights are exp of an input, so that
+// their gradient is checked too.
 #include "op_table.h"
 
 namespace sinter::testing {
 namespace {
 
-CrossEntropyOptions ce(Reduction r, int64_t ignore_index = -100, double smoothing = 0.0) {
-  return {.reduction = r, .ignore_index = ignore_index, .label_smoothing = smoothing};
+CrossEntropyOptions ce(Reduction r, int64_t ignore_index = -100, double smoothing = 0.0,
+                       Tensor weight = Tensor()) {
+  return {.reduction = r,
+          .ignore_index = ignore_index,
+          .label_smoothing = smoothing,
+          .weight = std::move(weight)};
 }
 
 }  // namespace
@@ -112,6 +117,41 @@ std::vector<OpRow> softmax_rows() {
        .fn =
            [](const Inputs& x) {
              return nll_loss(log_softmax(x[0], 1), index_of({3, 1, 1}, {3}, x[0]), ce(R::Sum, 1));
+           }},
+      {.name = "CrossEntropyWeightedMean",
+       .shapes = {S{4, 5}, S{5}},
+       .fn =
+           [](const Inputs& x) {
+             return cross_entropy(x[0], index_of({1, -100, 4, 1}, {4}, x[0]),
+                                  ce(R::Mean, -100, 0.0, exp(x[1])));
+           }},
+      {.name = "CrossEntropyWeightedSmoothedSpatial",
+       .shapes = {S{2, 3, 4}, S{3}},
+       .fn =
+           [](const Inputs& x) {
+             return cross_entropy(x[0], index_of({0, 2, -100, 1, 1, 2, 0, 0}, {2, 4}, x[0]),
+                                  ce(R::Mean, -100, 0.2, exp(x[1])));
+           }},
+      {.name = "CrossEntropyWeightedSmoothedNone",
+       .shapes = {S{3, 4}, S{4}},
+       .fn =
+           [](const Inputs& x) {
+             return cross_entropy(x[0], index_of({3, -100, 0}, {3}, x[0]),
+                                  ce(R::None, -100, 0.3, exp(x[1])));
+           }},
+      {.name = "NllLossWeightedMean",
+       .shapes = {S{4, 3}, S{3}},
+       .fn =
+           [](const Inputs& x) {
+             return nll_loss(log_softmax(x[0], 1), index_of({2, 0, -100, 2}, {4}, x[0]),
+                             ce(R::Mean, -100, 0.0, exp(x[1])));
+           }},
+      {.name = "NllLossWeightedSum",
+       .shapes = {S{3, 4}, S{4}},
+       .fn =
+           [](const Inputs& x) {
+             return nll_loss(log_softmax(x[0], 1), index_of({3, 1, 0}, {3}, x[0]),
+                             ce(R::Sum, -100, 0.0, exp(x[1])));
            }},
   };
 }

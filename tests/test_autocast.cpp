@@ -129,6 +129,36 @@ std::map<std::string, std::function<Tensor(DType)>> table_calls() {
        [=](DType d) {
          return binary_cross_entropy_with_logits(t({3, 4}, d), t({3, 4}, d));
        }},
+      {"binary_cross_entropy",
+       [=](DType d) {
+         return binary_cross_entropy(sigmoid(t({3, 4}, d)), sigmoid(t({3, 4}, d)));
+       }},
+      {"kl_div",
+       [=](DType d) {
+         return kl_div(t({3, 4}, d), sigmoid(t({3, 4}, d)), Reduction::BatchMean);
+       }},
+      {"l1_loss",
+       [=](DType d) {
+         return l1_loss(t({3, 4}, d), t({3, 4}, d));
+       }},
+      {"smooth_l1_loss",
+       [=](DType d) {
+         return smooth_l1_loss(t({3, 4}, d), t({3, 4}, d));
+       }},
+      {"huber_loss",
+       [=](DType d) {
+         return huber_loss(t({3, 4}, d), t({3, 4}, d));
+       }},
+      {"cosine_embedding_loss",
+       [=](DType d) {
+         return cosine_embedding_loss(t({3, 4}, d), t({3, 4}, d),
+                                      from_vector<double>({1, -1, 1}, {3}).to(d));
+       }},
+      {"margin_ranking_loss",
+       [=](DType d) {
+         return margin_ranking_loss(t({3}, d), t({3}, d),
+                                    from_vector<double>({1, -1, 1}, {3}).to(d));
+       }},
       {"sum",
        [=](DType d) {
          return sum(t({3, 4}, d), {1});

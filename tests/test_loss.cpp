@@ -257,6 +257,114 @@ TEST(Loss, NllLossMatchesCrossEntropy) {
   EXPECT_NEAR(nll_loss(lp, labels({2, 0})).item<double>(), (3 + 4) / 2.0, 1e-12);
 }
 
+// PyTorch's values for class weights (Note [class weights] in src/ops/softmax.cpp): the mean
+// divides by the kept targets' weights, and label smoothing weighs each class's term.
+TEST(Loss, CrossEntropyClassWeightsKnownValues) {
+  Tensor x = f64({0.3, -1.2, 2.0, 0.1, 1.5, 0.5, -0.5, 0.0, -2.0, 0.7, 0.2, 1.1}, {3, 4});
+  Tensor t = labels({2, -100, 0});
+  Tensor w = f64({0.5, 2.0, 1.5, 3.0}, {4});
+  auto weighted = [&](Reduction r, double eps) {
+    return CrossEntropyOptions{
+        .reduction = r, .ignore_index = -100, .label_smoothing = eps, .weight = w};
+  };
+  EXPECT_TRUE(all_close(cross_entropy(x, t, weighted(Reduction::None, 0.0)),
+                        f64({0.47551286444543905, 0.0, 1.9261651250182261}, {3}), 1e-15, 1e-15));
+  EXPECT_NEAR(cross_entropy(x, t, weighted(Reduction::Mean, 0.0)).item<double>(),
+              1.2008389947318325, 1e-15);
+  EXPECT_NEAR(cross_entropy(x, t, weighted(Reduction::Sum, 0.0)).item<double>(), 2.401677989463665,
+              1e-15);
+  EXPECT_TRUE(all_close(cross_entropy(x, t, weighted(Reduction::None, 0.2)),
+                        f64({1.1388632932602871, 0.0, 1.9892476875273393}, {3}), 1e-15, 1e-15));
+  EXPECT_NEAR(cross_entropy(x, t, weighted(Reduction::Mean, 0.2)).item<double>(),
+              1.5640554903938133, 1e-15);
+  EXPECT_NEAR(cross_entropy(x, t, weighted(Reduction::Sum, 0.2)).item<double>(), 3.1281109807876266,
+              1e-15);
+  EXPECT_NEAR(cross_entropy(x, labels({2, 1, 0}), weighted(Reduction::Mean, 0.2)).item<double>(),
+              1.5669558602929357, 1e-15);
+  Tensor xg = x.clone().requires_grad_();
+  cross_entropy(xg, t, weighted(Reduction::Mean, 0.2)).backward();
+  EXPECT_TRUE(all_close(xg.grad(),
+                        f64({0.09061598813519549, -0.026991713053530254, -0.07304850570197396,
+                             0.009424230620308822, 0, 0, 0, 0, -0.20453867235171488,
+                             0.06846241958029559, 0.03435108949919146, 0.10172516327222778},
+                            {3, 4}),
+                        1e-15, 1e-14));
+  // (N, C, d): the spatial targets' weights.
+  Tensor xs = f64({0.1, 0.2, 0.5, -0.3, 1.0, 0.0, -1.0, 2.0, 0.3, 0.3, 0.0, 0.7}, {2, 3, 2});
+  Tensor ts = from_vector<int64_t>({0, 2, 1, -100}, {2, 2});
+  const CrossEntropyOptions spatial{.weight = f64({1.0, 2.0, 0.5}, {3})};
+  EXPECT_NEAR(cross_entropy(xs, ts, spatial).item<double>(), 1.0120701875568434, 1e-15);
+  CrossEntropyOptions smoothed = spatial;
+  smoothed.label_smoothing = 0.1;
+  EXPECT_NEAR(cross_entropy(xs, ts, smoothed).item<double>(), 1.0294246314181363, 1e-15);
+}
+
+TEST(Loss, NllLossClassWeightsKnownValues) {
+  Tensor lp =
+      log_softmax(f64({0.3, -1.2, 2.0, 0.1, 1.5, 0.5, -0.5, 0.0, -2.0, 0.7, 0.2, 1.1}, {3, 4}), 1);
+  Tensor t = labels({2, 1, 0});
+  Tensor w = f64({0.5, 2.0, 1.5, 3.0}, {4});
+  EXPECT_TRUE(all_close(nll_loss(lp, t, {.reduction = Reduction::None, .weight = w}),
+                        f64({0.47551286444543905, 3.092012779881145, 1.9261651250182261}, {3}),
+                        1e-15, 1e-15));
+  EXPECT_NEAR(nll_loss(lp, t, {.weight = w}).item<double>(), 1.3734226923362025, 1e-15);
+  EXPECT_NEAR(nll_loss(lp, t, {.reduction = Reduction::Sum, .weight = w}).item<double>(),
+              5.49369076934481, 1e-14);
+  // The same mean as cross_entropy's with a weight: -w[t] / sum(w[t]) at each target.
+  EXPECT_NEAR(cross_entropy(lp, t, {.weight = w}).item<double>(), 1.3734226923362025, 1e-15);
+  Tensor lg = lp.clone().requires_grad_();
+  nll_loss(lg, t, {.weight = w}).backward();
+  EXPECT_TRUE(all_close(lg.grad(), f64({0, 0, -0.375, 0, 0, -0.5, 0, 0, -0.125, 0, 0, 0}, {3, 4}),
+                        1e-15, 1e-15));
+}
+
+// A weight of ones takes the path of ops (Note [class weights]) to the fused kernel's results.
+TEST(Loss, CrossEntropyWeightOfOnesMatchesTheFusedKernel) {
+  Tensor x = randn({2, 5, 3}, {.dtype = DType::f64});
+  Tensor t = from_vector<int64_t>({4, -100, 0, 1, 2, 3}, {2, 3});
+  for (Reduction r : {Reduction::None, Reduction::Sum, Reduction::Mean}) {
+    for (double eps : {0.0, 0.3}) {
+      Tensor a = x.clone().requires_grad_(), b = x.clone().requires_grad_();
+      CrossEntropyOptions o = opts(r, -100, eps);
+      Tensor fused = cross_entropy(a, t, o);
+      o.weight = ones({5}, {.dtype = DType::f64});
+      Tensor weighted = cross_entropy(b, t, o);
+      EXPECT_TRUE(all_close(weighted, fused, 1e-12, 1e-12)) << static_cast<int>(r) << " " << eps;
+      sum(fused * fused).backward();
+      sum(weighted * weighted).backward();
+      EXPECT_TRUE(all_close(b.grad(), a.grad(), 1e-12, 1e-12)) << static_cast<int>(r) << " " << eps;
+    }
+  }
+}
+
+// Per Note [all ignored], with weights too: NaN for the mean, a zero gradient.
+TEST(Loss, CrossEntropyClassWeightsAllIgnored) {
+  Tensor x = randn({2, 3}, {.dtype = DType::f64}).requires_grad_();
+  const CrossEntropyOptions o{.label_smoothing = 0.1, .weight = f64({1, 2, 3}, {3})};
+  Tensor loss = cross_entropy(x, labels({-100, -100}), o);
+  EXPECT_TRUE(std::isnan(loss.item<double>()));
+  loss.backward();
+  EXPECT_TRUE(all_close(x.grad(), zeros({2, 3}, {.dtype = DType::f64}), 0, 0));
+}
+
+TEST(Loss, CrossEntropyClassWeightsHalfPrecisionAndAutocast) {
+  Tensor x = randn({6, 5});
+  Tensor t = labels({0, 4, 3, -100, 1, 1});
+  Tensor w = rand({5}) + 0.5;
+  const double ref = cross_entropy(x.to(DType::bf16).to(DType::f32), t,
+                                   {.weight = w.to(DType::bf16).to(DType::f32)})
+                         .item<float>();
+  Tensor l = cross_entropy(x.to(DType::bf16), t, {.weight = w.to(DType::bf16)});
+  ASSERT_EQ(l.dtype(), DType::bf16);
+  EXPECT_NEAR(l.item<BFloat16>(), ref, 2e-2 * std::abs(ref) + 1e-2);
+  // Under autocast bf16 logits with an f32 weight: both run in f32.
+  const autocast::Guard amp(DeviceType::cpu, DType::bf16);
+  Tensor a = cross_entropy(x.to(DType::bf16), t, {.weight = w.to(DType::bf16)});
+  EXPECT_EQ(a.dtype(), DType::f32);
+  EXPECT_NEAR(a.item<float>(), ref, 1e-5 * std::abs(ref));
+  EXPECT_EQ(nll_loss(x.to(DType::bf16), t, {.weight = w}).dtype(), DType::f32);
+}
+
 TEST(Loss, MseLossKnownValues) {
   Tensor a = f64({1, 2, 3}, {3}), b = f64({1, 0, 0}, {3});
   EXPECT_NEAR(mse_loss(a, b).item<double>(), 13.0 / 3, 1e-12);
@@ -369,6 +477,21 @@ TEST(LossErrors, BadOptionsAndArguments) {
         binary_cross_entropy_with_logits(zeros({2, 4}), zeros({2, 4}), Reduction::Mean, ones({3}));
       },
       {"binary_cross_entropy_with_logits", "pos_weight of shape [3]"});
+}
+
+TEST(LossErrors, BadClassWeights) {
+  Tensor x = zeros({2, 3});
+  expect_error(cross_entropy_call(x, labels({0, 1}), {.weight = ones({4})}),
+               {"cross_entropy", "weight of shape [4]", "3 classes", "expected [3]"});
+  expect_error(cross_entropy_call(x, labels({0, 1}), {.weight = ones({3}, {.dtype = DType::f64})}),
+               {"cross_entropy", "weight has dtype f64", "the input has f32"});
+  expect_error(
+      [&] {
+        nll_loss(x, labels({0, 1}), {.weight = ones({1, 3})});
+      },
+      {"nll_loss", "weight of shape [1, 3]"});
+  expect_error(cross_entropy_call(x, labels({0, 3}), {.weight = ones({3})}),
+               {"cross_entropy", "target 3", "out of range [0, 3)"});
 }
 
 // --- CUDA against the CPU reference, in the same storage dtype ---

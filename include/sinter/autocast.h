@@ -81,6 +81,13 @@ enum class Policy {
   X(nll_loss, Float32)                          \
   X(mse_loss, Float32)                          \
   X(binary_cross_entropy_with_logits, Float32)  \
+  X(binary_cross_entropy, Float32)              \
+  X(kl_div, Float32)                            \
+  X(l1_loss, Float32)                           \
+  X(smooth_l1_loss, Float32)                    \
+  X(huber_loss, Float32)                        \
+  X(cosine_embedding_loss, Float32)             \
+  X(margin_ranking_loss, Float32)               \
   X(sum, Float32)                               \
   X(mean, Float32)                              \
   X(var, Float32)                               \

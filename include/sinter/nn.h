@@ -1,6 +1,7 @@
 // sinter::nn: modules, layers and parameter initializers.
 #pragma once
 
+#include "sinter/nn/activations.h"
 #include "sinter/nn/fuse.h"
 #include "sinter/nn/init.h"
 #include "sinter/nn/module.h"

@@ -431,18 +431,23 @@ Tensor gru_cell_step(const Tensor& gi, const Tensor& gh, const Tensor& h);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
-enum class Reduction { None, Mean, Sum };
+// BatchMean, the sum divided by the input's first dim (the batch), is kl_div's alone (the mean of
+// the KL divergence over samples): the other losses refuse it.
+enum class Reduction { None, Mean, Sum, BatchMean };
 
 struct CrossEntropyOptions {
   Reduction reduction = Reduction::Mean;
   int64_t ignore_index = -100;
   double label_smoothing = 0.0;
+  // (C) or undefined: a sample of class c counts weight[c] times, in its loss and in the mean.
+  Tensor weight = Tensor();
 };
 // logits: (N, C) or (N, C, d1, ...); target: i64 class indices (N) or (N, d1, ...). Mean divides by
-// the number of targets not equal to ignore_index.
+// the number of targets not equal to ignore_index, or with a weight by the sum of their classes'
+// weights.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target,
                      const CrossEntropyOptions& opts = {});
-// log_probs as logits above (label_smoothing is not used).
+// log_probs as logits above (label_smoothing is not used); loss = -weight[t] log_probs[t].
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
                 const CrossEntropyOptions& opts = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
@@ -451,6 +456,56 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction =
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
                                         Reduction reduction = Reduction::Mean,
                                         const Tensor& pos_weight = Tensor());
+
+// --- more losses (src/ops/loss.cpp) ---
+// Each loss is reduced as `reduction` says; the default is PyTorch's, Mean.
+// -weight (t log(x) + (1 - t) log(1 - x)), each log clamped to >= -100 as PyTorch does, so x of 0
+// or 1 gives a finite loss. input: probabilities in [0, 1] (an error otherwise: a sync on CUDA);
+// target of its shape; weight broadcasts to it. The order of reduction and weight is
+// binary_cross_entropy_with_logits's.
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
+                            Reduction reduction = Reduction::Mean, const Tensor& weight = Tensor());
+// KL(target || input) pointwise: target (log(target) - input), 0 where target == 0; with
+// log_target, exp(target) (target - input). input holds log-probabilities. Reduction::BatchMean
+// divides the sum by input.size(0), the KL divergence per sample; Mean (PyTorch's default) by
+// every element.
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+              bool log_target = false);
+// |input - target|.
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// With d = |input - target|: 0.5 d^2 / beta where d < beta, else d - 0.5 beta; beta = 0 is
+// l1_loss. beta >= 0.
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
+                      Reduction reduction = Reduction::Mean, double beta = 1.0);
+// With d = |input - target|: 0.5 d^2 where d < delta, else delta (d - 0.5 delta); delta > 0.
+// delta times smooth_l1_loss with beta = delta.
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                  double delta = 1.0);
+// x1, x2: (N, D) with y (N), or (D) with a 0-d y; with cos the cosine similarity over D (each
+// squared norm plus 1e-12, as PyTorch): 1 - cos where y == 1, max(0, cos - margin) where y == -1,
+// 0 for other y.
+Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y,
+                             double margin = 0.0, Reduction reduction = Reduction::Mean);
+// max(0, -y (x1 - x2) + margin): x1 should rank above x2 where y == 1, below where y == -1. The
+// three have the same number of dims and broadcast.
+Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin = 0.0,
+                           Reduction reduction = Reduction::Mean);
+
+// --- more activations (src/kern/elementwise_ops.h's list; prelu in src/ops/elementwise.cpp) ---
+// x where x > 0, else alpha (exp(x) - 1).
+Tensor elu(const Tensor& x, double alpha = 1.0);
+// scale elu(x, alpha) with PyTorch's alpha = 1.6732632423543772, scale = 1.0507009873554805.
+Tensor selu(const Tensor& x);
+// x tanh(softplus(x)).
+Tensor mish(const Tensor& x);
+// x min(max(x + 3, 0), 6) / 6.
+Tensor hardswish(const Tensor& x);
+// min(max(x + 3, 0), 6) / 6.
+Tensor hardsigmoid(const Tensor& x);
+// x where x > 0, else weight x, the weight of x's channel: weight of 1 element (0-d or 1-d),
+// shared, or (C) over dim 1 of x (N, C, ...) (an x of under 2 dims has 1 channel), of x's dtype.
+// Differentiable in x and weight; at x == 0 the slope is the weight, as PyTorch's.
+Tensor prelu(const Tensor& x, const Tensor& weight);
 
 // --- operators ---
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

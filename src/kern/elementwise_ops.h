@@ -33,6 +33,9 @@ constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/sqrt(2)
 constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/sqrt(2*pi)
 constexpr double kGeluCubic = 0.044715;
+// selu's alpha and scale (Klambauer et al. 2017), as PyTorch writes them.
+constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
+constexpr double kSeluScale = 1.0507009873554804934193349852946;
 
 // ---- unary ----
 
@@ -155,6 +158,35 @@ struct Softplus {
   SINTER_HD C operator()(C x, C beta, C threshold) const {
     const C bx = beta * x;
     return bx > threshold ? x : Math<C>::log1p(Math<C>::exp(bx)) / beta;
+  }
+};
+// scale x where x > 0, else scale alpha (exp(x) - 1): elu with scale 1, selu with its constants.
+struct Elu {
+  template <class C>
+  SINTER_HD C operator()(C x, C alpha, C scale) const {
+    return x > C(0) ? scale * x : scale * alpha * Math<C>::expm1(x);
+  }
+};
+// x tanh(softplus(x)), softplus unthresholded as PyTorch's (exp(x) = inf gives x).
+struct Mish {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    return x * Math<C>::tanh(Math<C>::log1p(Math<C>::exp(x)));
+  }
+};
+// min(max(x + 3, 0), 6) / 6 and x times it; a NaN x fails both comparisons and stays NaN.
+struct Hardsigmoid {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    const C r = x + C(3);
+    return (r < C(0) ? C(0) : (r > C(6) ? C(6) : r)) / C(6);
+  }
+};
+struct Hardswish {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    const C r = x + C(3);
+    return x * (r < C(0) ? C(0) : (r > C(6) ? C(6) : r)) / C(6);
   }
 };
 
@@ -337,6 +369,34 @@ struct SoftplusBackward {
     return bx > threshold ? g : g * scalar::sigmoid(bx);
   }
 };
+struct EluBackward {
+  template <class C>
+  SINTER_HD C operator()(C g, C x, C alpha, C scale) const {
+    return x > C(0) ? g * scale : g * scale * alpha * Math<C>::exp(x);
+  }
+};
+struct MishBackward {
+  template <class C>
+  SINTER_HD C operator()(C g, C x) const {
+    // d/dx [x t] with t = tanh(softplus(x)): t + x sigmoid(x) (1 - t^2).
+    const C t = Math<C>::tanh(Math<C>::log1p(Math<C>::exp(x)));
+    return g * (t + x * scalar::sigmoid(x) * (C(1) - t * t));
+  }
+};
+// PyTorch's: 0 up to -3 inclusive, x / 3 + 1/2 inside, 1 from 3 on.
+struct HardswishBackward {
+  template <class C>
+  SINTER_HD C operator()(C g, C x) const {
+    return x <= C(-3) ? C(0) : (x < C(3) ? g * (x / C(3) + C(0.5)) : g);
+  }
+};
+// g / 6 inside (-3, 3); PyTorch's f64 kernel multiplies by f32's 1/6 instead (3e-8 away).
+struct HardsigmoidBackward {
+  template <class C>
+  SINTER_HD C operator()(C g, C x) const {
+    return (x > C(-3) && x < C(3)) ? g / C(6) : C(0);
+  }
+};
 // The gated unit of a SwiGLU MLP, (gate, up): silu(gate) up in one pass (Silu's formula).
 struct Swiglu {
   template <class C>
@@ -370,7 +430,11 @@ struct Swiglu {
   X(Sign, Integral, none)          \
   X(Clamp, Integral, none)         \
   X(Hardtanh, Floating, none)      \
-  X(Softplus, Floating, none)
+  X(Softplus, Floating, none)      \
+  X(Elu, Floating, none)           \
+  X(Mish, Floating, none)          \
+  X(Hardsigmoid, Floating, none)   \
+  X(Hardswish, Floating, none)
 
 #define SINTER_BINARY_OPS(X)     \
   X(Add, Integral)               \
@@ -398,7 +462,11 @@ struct Swiglu {
   X(TanhBackward, Floating)      \
   X(HardtanhBackward, Floating)  \
   X(SoftplusBackward, Floating)  \
-  X(Swiglu, Floating)
+  X(Swiglu, Floating)            \
+  X(EluBackward, Floating)       \
+  X(MishBackward, Floating)      \
+  X(HardswishBackward, Floating) \
+  X(HardsigmoidBackward, Floating)
 
 // X(name, Forward, Backward, Saved, (signature), args...): the public op `Tensor name signature`
 // (declared in include/sinter/ops.h) is UnaryOp::Forward of x with the args after x as its
@@ -413,7 +481,13 @@ struct Swiglu {
   X(hardtanh, Hardtanh, HardtanhBackward, Input, (const Tensor& x, double lo, double hi), x, lo,   \
     hi)                                                                                            \
   X(softplus, Softplus, SoftplusBackward, Input, (const Tensor& x, double beta, double threshold), \
-    x, beta, threshold)
+    x, beta, threshold)                                                                            \
+  X(elu, Elu, EluBackward, Input, (const Tensor& x, double alpha), x, alpha, 1.0)                  \
+  X(selu, Elu, EluBackward, Input, (const Tensor& x), x, kern::fn::kSeluAlpha,                     \
+    kern::fn::kSeluScale)                                                                          \
+  X(mish, Mish, MishBackward, Input, (const Tensor& x), x)                                         \
+  X(hardswish, Hardswish, HardswishBackward, Input, (const Tensor& x), x)                          \
+  X(hardsigmoid, Hardsigmoid, HardsigmoidBackward, Input, (const Tensor& x), x)
 
 // ---- generated from the lists ----
 

@@ -35,6 +35,7 @@ struct Math<float> {
   static SINTER_HD float exp(float x) { return ::expf(x); }
   static SINTER_HD float log(float x) { return ::logf(x); }
   static SINTER_HD float log1p(float x) { return ::log1pf(x); }
+  static SINTER_HD float expm1(float x) { return ::expm1f(x); }
   static SINTER_HD float sqrt(float x) { return ::sqrtf(x); }
   static SINTER_HD float sin(float x) { return ::sinf(x); }
   static SINTER_HD float cos(float x) { return ::cosf(x); }
@@ -53,6 +54,7 @@ struct Math<double> {
   static SINTER_HD double exp(double x) { return ::exp(x); }
   static SINTER_HD double log(double x) { return ::log(x); }
   static SINTER_HD double log1p(double x) { return ::log1p(x); }
+  static SINTER_HD double expm1(double x) { return ::expm1(x); }
   static SINTER_HD double sqrt(double x) { return ::sqrt(x); }
   static SINTER_HD double sin(double x) { return ::sin(x); }
   static SINTER_HD double cos(double x) { return ::cos(x); }

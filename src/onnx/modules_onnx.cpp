@@ -9,6 +9,7 @@
 
 #include "kern/elementwise_ops.h"
 #include "onnx/exporter.h"
+#include "sinter/nn/activations.h"
 #include "sinter/nn/modules.h"
 #include "sinter/nn/rnn.h"
 #include "sinter/nn/normalization.h"
@@ -479,6 +480,29 @@ Value flatten(Exporter& ex, nn::Flatten& f, const std::string& scope, const Valu
   return {ex.node("Reshape", {x.name, ex.ints(shape)}, scope), y};
 }
 
+// PRelu's slope broadcasts from the right, so C weights for x (N, C, d1, ...) are reshaped to
+// (C, 1, ...); a shared one broadcasts as it is. The initializer keeps its state_dict name.
+Value prelu(Exporter& ex, nn::PReLU& p, const std::string& scope, const Value& x) {
+  std::string slope = ex.weight(p.weight);
+  if (p.num_parameters > 1 && x.t.dim() > 2) {
+    std::vector<int64_t> shape(static_cast<size_t>(x.t.dim() - 1), 1);
+    shape[0] = p.num_parameters;
+    slope = ex.node("Reshape", {slope, ex.ints(shape)}, scope);
+  }
+  return {ex.node("PRelu", {x.name, slope}, scope), p.forward(x.t)};
+}
+
+// A Reshape: the dims before `dim` copied (0: the batch stays symbolic), then the sizes as given
+// (-1 inferred), then the later dims' sizes.
+Value unflatten(Exporter& ex, nn::Unflatten& u, const std::string& scope, const Value& x) {
+  const Tensor y = u.forward(x.t);
+  const int64_t d = u.dim < 0 ? u.dim + x.t.dim() : u.dim;
+  std::vector<int64_t> shape(static_cast<size_t>(d), 0);
+  shape.insert(shape.end(), u.sizes.begin(), u.sizes.end());
+  for (int64_t i = d + 1; i < x.t.dim(); ++i) shape.push_back(x.t.size(i));
+  return {ex.node("Reshape", {x.name, ex.ints(shape)}, scope), y};
+}
+
 // Self-attention over (B, T, E), as MultiheadAttention::forward computes it.
 Value attention(Exporter& ex, nn::MultiheadAttention& a, const std::string& path, const Value& x) {
   const std::string scope = path.empty() ? a.name() : path;
@@ -741,6 +765,65 @@ const std::vector<Mapping>& module_rows() {
                       {
                         return {ex.node("Sigmoid", {x.name}, s.scope), m.forward(x.t)};
                       }),
+      SINTER_ONNX_ROW(nn::ELU, "ELU",
+                      {
+                        const double alpha = m.alpha;
+                        return {
+                            ex.node_with("Elu", {x.name}, s.scope,
+                                         [&](pb::NodeProto* n) { attr_float(n, "alpha", alpha); }),
+                            m.forward(x.t)};
+                      }),
+      // With Sinter's constants rather than the operator's defaults, their f32 roundings.
+      SINTER_ONNX_ROW(nn::SELU, "SELU",
+                      {
+                        return {ex.node_with("Selu", {x.name}, s.scope,
+                                             [](pb::NodeProto* n) {
+                                               attr_float(n, "alpha", kern::fn::kSeluAlpha);
+                                               attr_float(n, "gamma", kern::fn::kSeluScale);
+                                             }),
+                                m.forward(x.t)};
+                      }),
+      // Opset 17 has no Mish (18 does): x tanh(softplus(x)).
+      SINTER_ONNX_ROW(nn::Mish, "Mish",
+                      {
+                        const std::string t =
+                            ex.node("Tanh", {ex.node("Softplus", {x.name}, s.scope)}, s.scope);
+                        return {ex.node("Mul", {x.name, t}, s.scope), m.forward(x.t)};
+                      }),
+      // HardSigmoid's alpha defaults to 0.2: PyTorch's slope is 1/6 (as HardSwish's).
+      SINTER_ONNX_ROW(nn::Hardsigmoid, "Hardsigmoid",
+                      {
+                        return {ex.node_with("HardSigmoid", {x.name}, s.scope,
+                                             [](pb::NodeProto* n) {
+                                               attr_float(n, "alpha", 1.0 / 6.0);
+                                               attr_float(n, "beta", 0.5);
+                                             }),
+                                m.forward(x.t)};
+                      }),
+      SINTER_ONNX_ROW(nn::Hardswish, "Hardswish",
+                      {
+                        return {ex.node("HardSwish", {x.name}, s.scope), m.forward(x.t)};
+                      }),
+      SINTER_ONNX_ROW(nn::PReLU, "PReLU", { return prelu(ex, m, s.scope, x); }),
+      SINTER_ONNX_ROW(nn::Softmax, "Softmax",
+                      {
+                        const int64_t dim = m.dim;
+                        return {ex.node_with("Softmax", {x.name}, s.scope,
+                                             [&](pb::NodeProto* n) { attr(n, "axis", dim); }),
+                                m.forward(x.t)};
+                      }),
+      SINTER_ONNX_ROW(nn::LogSoftmax, "LogSoftmax",
+                      {
+                        const int64_t dim = m.dim;
+                        return {ex.node_with("LogSoftmax", {x.name}, s.scope,
+                                             [&](pb::NodeProto* n) { attr(n, "axis", dim); }),
+                                m.forward(x.t)};
+                      }),
+      SINTER_ONNX_ROW(nn::Identity, "Identity",
+                      {
+                        return {ex.node("Identity", {x.name}, s.scope), x.t};
+                      }),
+      SINTER_ONNX_ROW(nn::Unflatten, "Unflatten", { return unflatten(ex, m, s.scope, x); }),
       SINTER_ONNX_ROW(nn::MaxPool2d, "MaxPool2d", { return max_pool(ex, m, s.path, s.scope, x); }),
       SINTER_ONNX_ROW(nn::AvgPool2d, "AvgPool2d", { return avg_pool(ex, m, s.path, s.scope, x); }),
       SINTER_ONNX_ROW(nn::AdaptiveAvgPool2d, "AdaptiveAvgPool2d",

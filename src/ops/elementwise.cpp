@@ -712,6 +712,30 @@ Tensor gelu(const Tensor& a, Activation form) {
                              Saved::Input, a);
 }
 
+// where(x > 0, x, w x) with w viewed as (1, C, 1, ...), or 0-d when shared, so that it broadcasts
+// over x; where and mul give both gradients (w's summed over all but the channels).
+Tensor prelu(const Tensor& x, const Tensor& weight) {
+  SINTER_PROFILE_OP("prelu", x, weight);
+  const char* op = "prelu";
+  SINTER_CHECK(x.defined() && weight.defined(), op, ": undefined tensor argument");
+  SINTER_CHECK(is_floating(x.dtype()), op, ": expected a floating input, got dtype ", x.dtype());
+  SINTER_CHECK(weight.dtype() == x.dtype() && weight.device() == x.device(), op, ": weight (",
+               weight.dtype(), " on ", weight.device(), ") must match the input (", x.dtype(),
+               " on ", x.device(), ")");
+  SINTER_CHECK(weight.dim() <= 1, op, ": weight must be 0-d or 1-d, got shape ",
+               shape_str(weight.shape()));
+  const int64_t channels = x.dim() >= 2 ? x.size(1) : 1;
+  SINTER_CHECK(weight.numel() == 1 || weight.numel() == channels, op, ": weight of ",
+               weight.numel(), " elements for an input of shape ", shape_str(x.shape()), " with ",
+               channels, " channels; expected 1 or ", channels);
+  Shape w_shape;
+  if (weight.numel() != 1) {
+    w_shape.assign(static_cast<size_t>(x.dim()), 1);
+    w_shape[1] = channels;
+  }
+  return where(gt(x, 0.0), x, mul(weight.reshape(w_shape), x));
+}
+
 // --- Tensor method forms ---
 Tensor Tensor::exp() const { return sinter::exp(*this); }
 Tensor Tensor::log() const { return sinter::log(*this); }

@@ -1,5 +1,6 @@
 // softmax, log_softmax, cross_entropy and nll_loss: the softmax family (src/kern/softmax.h), a
-// row kernel and a fused logsumexp pass over the classes. nll_loss shares cross_entropy's checks.
+// row kernel and a fused logsumexp pass over the classes. nll_loss shares cross_entropy's checks,
+// and its ops take cross_entropy's class weights.
 #include "kern/softmax.h"
 
 #include <algorithm>
@@ -98,6 +99,65 @@ Tensor count_kept(const Tensor& target, int64_t ignore_index, DType dtype) {
   return sum(ne(target, static_cast<double>(ignore_index))).to(dtype);
 }
 
+// weight, when given, is (C) of input's dtype and device.
+void check_class_weight(const char* op, const Tensor& input, const Tensor& weight) {
+  if (!weight.defined()) return;
+  SINTER_CHECK(weight.dtype() == input.dtype(), op, ": weight has dtype ", weight.dtype(),
+               ", the input has ", input.dtype());
+  SINTER_CHECK(weight.device() == input.device(), op, ": weight on ", weight.device(),
+               ", the input on ", input.device());
+  SINTER_CHECK(weight.shape() == Shape{input.size(1)}, op, ": weight of shape ",
+               shape_str(weight.shape()), " for ", input.size(1), " classes; expected [",
+               input.size(1), "]");
+}
+
+// opts with `weight` in place of its own (autocast's re-entry, with the weight cast).
+CrossEntropyOptions with_weight(CrossEntropyOptions opts, Tensor weight) {
+  opts.weight = std::move(weight);
+  return opts;
+}
+
+// Note [class weights]
+// nll_loss, and cross_entropy with a weight, are built from ops on log_probs (N, C, d1, ...) as
+// PyTorch's: with w = weight (1 without one) and the kept samples those not ignored,
+//   loss_i = -w[t_i] log_probs[i, t_i],  smooth_i = -sum_c w[c] log_probs[i, c] (0 if ignored),
+//   result = (1 - eps) reduce(loss) + eps / C reduce(smooth),
+// where Mean divides each sum by sum(w[t_i]) over the kept samples (their count without a weight:
+// Note [all ignored]). The sums of Mean run in the accumulation dtype.
+Tensor class_loss(const char* op, const Tensor& log_probs, const Tensor& target,
+                  const CrossEntropyOptions& opts) {
+  const int64_t c = log_probs.size(1);
+  // mask (N, C, d1, ...): true at each kept sample's target class; ignored samples pick nothing.
+  Tensor mask, kept;
+  Shape cshape(log_probs.dim(), 1);
+  cshape[1] = c;
+  {
+    NoGradGuard ng;
+    Tensor classes = arange(0.0, static_cast<double>(c), 1.0,
+                            {.dtype = DType::i64, .device = log_probs.device()})
+                         .reshape(cshape);
+    kept = ne(target, static_cast<double>(opts.ignore_index));
+    mask = eq(classes, where(kept, target, -1.0).unsqueeze(1));
+  }
+  const Tensor w = opts.weight.defined() ? opts.weight.reshape(cshape) : Tensor();
+  const Tensor wlp = w.defined() ? log_probs * w : log_probs;
+  Tensor loss = neg(sum(where(mask, wlp, 0.0), {1}));
+  const double eps = opts.label_smoothing;
+  Tensor smooth = eps > 0.0 ? where(kept, neg(sum(wlp, {1})), 0.0) : Tensor();
+  if (opts.reduction == Reduction::Mean) {
+    const DType dtype = loss.dtype(), acc = kern::loss_acc_dtype(dtype);
+    Tensor denom =
+        w.defined() ? sum(where(mask, w, 0.0)).to(acc) : count_kept(target, opts.ignore_index, acc);
+    loss = div(sum(loss.to(acc)), denom).to(dtype);
+    if (smooth.defined()) smooth = div(sum(smooth.to(acc)), denom).to(dtype);
+  } else {
+    loss = reduce_loss(op, loss, opts.reduction);
+    if (smooth.defined()) smooth = reduce_loss(op, smooth, opts.reduction);
+  }
+  if (!smooth.defined()) return loss;
+  return (1.0 - eps) * loss + (eps / static_cast<double>(c)) * smooth;
+}
+
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
@@ -119,11 +179,21 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& opts) {
   SINTER_PROFILE_OP("cross_entropy", logits, target);
   const char* op = "cross_entropy";
-  SINTER_AUTOCAST(cross_entropy, logits, cross_entropy(cast(logits), cast(target), opts));
+  SINTER_AUTOCAST(cross_entropy, logits,
+                  cross_entropy(cast(logits), cast(target), with_weight(opts, cast(opts.weight))));
   check_class_args(op, logits, target);
   check_reduction(op, opts.reduction);
   SINTER_CHECK(opts.label_smoothing >= 0.0 && opts.label_smoothing <= 1.0, op,
                ": label_smoothing must be in [0, 1], got ", opts.label_smoothing);
+  check_class_weight(op, logits, opts.weight);
+  if (opts.weight.defined()) {
+    // Per Note [class weights], from ops rather than the fused kernel, in its accumulation dtype.
+    check_target_range(op, target, logits.size(1), opts.ignore_index);
+    const DType acc = kern::loss_acc_dtype(logits.dtype());
+    return class_loss(op, log_softmax(logits.to(acc), 1), target,
+                      with_weight(opts, opts.weight.to(acc)))
+        .to(logits.dtype());
+  }
   if (target.device().is_cuda()) {
     // On the device, reported at the next synchronization (Note [deferred device checks]); the
     // kernels treat an out-of-range target as ignored meanwhile.
@@ -174,6 +244,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
         count = count_kept(t, opts.ignore_index, acc);
         out = div(sum(loss), count).to(dtype);
         break;
+      case Reduction::BatchMean:  // refused by check_reduction above
+        break;
     }
   }
   if (needs_grad({&logits})) {
@@ -202,28 +274,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntropyOptions& opts) {
   SINTER_PROFILE_OP("nll_loss", log_probs, target);
   const char* op = "nll_loss";
-  SINTER_AUTOCAST(nll_loss, log_probs, nll_loss(cast(log_probs), target, opts));
+  SINTER_AUTOCAST(nll_loss, log_probs,
+                  nll_loss(cast(log_probs), target, with_weight(opts, cast(opts.weight))));
   check_class_args(op, log_probs, target);
   check_reduction(op, opts.reduction);
-  const int64_t c = log_probs.size(1);
-  check_target_range(op, target, c, opts.ignore_index);
-  // mask (N, C, d1, ...): true at each kept sample's target class; ignored samples pick nothing.
-  Tensor mask;
-  {
-    NoGradGuard ng;
-    Shape cshape(log_probs.dim(), 1);
-    cshape[1] = c;
-    Tensor classes = arange(0.0, static_cast<double>(c), 1.0,
-                            {.dtype = DType::i64, .device = log_probs.device()})
-                         .reshape(cshape);
-    Tensor t = where(ne(target, static_cast<double>(opts.ignore_index)), target, -1.0);
-    mask = eq(classes, t.unsqueeze(1));
-  }
-  Tensor loss = neg(sum(where(mask, log_probs, 0.0), {1}));
-  if (opts.reduction != Reduction::Mean) return reduce_loss(op, loss, opts.reduction);
-  // Mean over kept samples (Note [all ignored]), summed in the accumulation dtype.
-  const DType acc = kern::loss_acc_dtype(loss.dtype());
-  return div(sum(loss.to(acc)), count_kept(target, opts.ignore_index, acc)).to(loss.dtype());
+  check_class_weight(op, log_probs, opts.weight);
+  check_target_range(op, target, log_probs.size(1), opts.ignore_index);
+  CrossEntropyOptions o = opts;
+  o.label_smoothing = 0.0;
+  return class_loss(op, log_probs, target, o);
 }
 
 }  // namespace sinter
