@@ -2,6 +2,7 @@
 #pragma once
 
 #include "sinter/nn/activations.h"
+#include "sinter/nn/fold.h"
 #include "sinter/nn/fuse.h"
 #include "sinter/nn/init.h"
 #include "sinter/nn/module.h"

@@ -590,4 +590,22 @@ Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, const AvgPool1dOptions& 
 std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Size2 output_size);
 Tensor adaptive_max_pool2d(const Tensor& x, Size2 output_size);
 
+// --- sliding blocks: unfold and fold (src/ops/shape.cpp) ---
+// The block geometry of unfold and fold, PyTorch's keyword arguments.
+struct FoldOptions {
+  Size2 dilation = 1;
+  Size2 padding = 0;
+  Size2 stride = 1;
+};
+// PyTorch's F.unfold (im2col): x (N, C, H, W) or (C, H, W) -> (N, C kH kW, L) or (C kH kW, L),
+// row c kH kW + i kW + j holding tap (i, j) of channel c for each of the L = H_out W_out blocks
+// (row-major), H_out = (H + 2 pad - dil (kH - 1) - 1) / stride + 1. Strided views of the padded
+// input, stacked: differentiable (its gradient is fold's), no host syncs.
+Tensor unfold(const Tensor& x, Size2 kernel_size, const FoldOptions& opts = {});
+// PyTorch's F.fold (col2im), unfold's adjoint: x (N, C kH kW, L) or (C kH kW, L) -> (N, C, H, W)
+// or (C, H, W) with (H, W) = output_size, each block's values added back where unfold took them
+// (overlaps summed), L the number of blocks output_size holds. Differentiable (its gradient is
+// unfold's).
+Tensor fold(const Tensor& x, Size2 output_size, Size2 kernel_size, const FoldOptions& opts = {});
+
 }  // namespace sinter

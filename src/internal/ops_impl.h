@@ -54,4 +54,8 @@ void check_reduction(const char* op, Reduction r);
 // op, or the nn layer that calls it). src/ops/pool.cpp.
 void check_pool_input(const char* op, const Tensor& x);
 
+// unfold's and fold's kernel_size and options, each positive (padding non-negative); else an error
+// naming `op` (the op, or the nn layer built with them). src/ops/shape.cpp.
+void check_fold_options(const char* op, Size2 kernel_size, const FoldOptions& opts);
+
 }  // namespace sinter
