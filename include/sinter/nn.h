@@ -9,4 +9,5 @@
 #include "sinter/nn/modules.h"
 #include "sinter/nn/rnn.h"
 #include "sinter/nn/normalization.h"
+#include "sinter/nn/pooling.h"
 #include "sinter/nn/resampling.h"

@@ -608,4 +608,27 @@ Tensor unfold(const Tensor& x, Size2 kernel_size, const FoldOptions& opts = {});
 // unfold's).
 Tensor fold(const Tensor& x, Size2 output_size, Size2 kernel_size, const FoldOptions& opts = {});
 
+// --- 3-D pooling and the CTC loss ---
+// 3-D pooling of x (N, C, D, H, W) or (C, D, H, W), as max_pool2d and avg_pool2d with a depth:
+// a stride of 0 means the kernel size, padding at most half the kernel, ceil_mode as theirs.
+// Indices are i64 positions in the flattened D * H * W volume. Both pool a box, so they run as the
+// 2-D pooling of each depth plane followed by the 1-D pooling of the depths (src/ops/pool.cpp).
+struct MaxPool3dOptions {
+  Size3 stride = 0;
+  Size3 padding = 0;
+  Size3 dilation = 1;
+  bool ceil_mode = false;
+};
+struct AvgPool3dOptions {
+  Size3 stride = 0;
+  Size3 padding = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // Note [avg pool divisor] in src/kern/pool.inc
+};
+std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, Size3 kernel_size,
+                                                   const MaxPool3dOptions& opts = {});
+Tensor max_pool3d(const Tensor& x, Size3 kernel_size, const MaxPool3dOptions& opts = {});
+Tensor avg_pool3d(const Tensor& x, Size3 kernel_size, const AvgPool3dOptions& opts = {});
+
+
 }  // namespace sinter
