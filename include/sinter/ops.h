@@ -630,5 +630,19 @@ std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, Size3 kernel
 Tensor max_pool3d(const Tensor& x, Size3 kernel_size, const MaxPool3dOptions& opts = {});
 Tensor avg_pool3d(const Tensor& x, Size3 kernel_size, const AvgPool3dOptions& opts = {});
 
+struct CtcLossOptions {
+  int64_t blank = 0;
+  Reduction reduction = Reduction::Mean;
+  bool zero_infinity = false;  // an infeasible alignment's infinite loss (and gradient) to zero
+};
+// PyTorch's ctc_loss: log_probs (T, N, C) or (T, C) log-softmaxed over C; targets (N, S) padded
+// or 1-D with every target concatenated (lengths target_lengths), of class indices other than
+// blank; input_lengths and target_lengths (N) i64 on log_probs' device, each input length in [1,
+// T]. Each loss is -log of the total probability of the alignments of its target (the alpha
+// recursion of Graves et al. in log space, T steps of tensor ops over the batch and the 2 S + 1
+// extended labels, differentiable by composition); infinite where no alignment fits. Mean
+// divides each loss by its target length (at least 1), then averages over the batch.
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, const CtcLossOptions& opts = {});
 
 }  // namespace sinter
