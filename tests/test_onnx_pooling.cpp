@@ -12,29 +12,23 @@
 namespace sinter {
 namespace {
 
-// x (N, C, D, H, W) through a Linear over W, then `layer`.
-template <class L>
-OnnxCase pool_case(const std::string& name, L layer, Shape rest) {
-  const int64_t last = rest.back();
-  return {name, [=] { return std::make_shared<nn::Sequential>(nn::Linear(last, last), layer); },
-          rows(rest)};
-}
-
 std::vector<OnnxCase> pooling_cases() {
   return {
-      pool_case("MaxPool3d", nn::MaxPool3d(2), {2, 4, 4, 6}),
-      pool_case("MaxPool3dPadStrideDilation",
-                nn::MaxPool3d({3, 2, 3},
-                              {.stride = {1, 2, 2}, .padding = {1, 0, 1}, .dilation = {1, 2, 1}}),
-                {2, 5, 6, 7}),
-      pool_case("MaxPool3dCeil", nn::MaxPool3d({2, 2, 3}, {.stride = 2, .ceil_mode = true}),
-                {2, 5, 4, 7}),
-      pool_case("AvgPool3d", nn::AvgPool3d({2, 3, 2}), {3, 4, 6, 5}),
-      pool_case("AvgPool3dPadExcludePad",
-                nn::AvgPool3d(3, {.stride = {2, 1, 2}, .padding = 1, .count_include_pad = false}),
-                {2, 5, 4, 6}),
-      pool_case("AvgPool3dPadIncludePad", nn::AvgPool3d({3, 3, 2}, {.stride = 2, .padding = 1}),
-                {2, 5, 5, 4}),
+      after_linear_case("MaxPool3d", nn::MaxPool3d(2), {2, 4, 4, 6}),
+      after_linear_case(
+          "MaxPool3dPadStrideDilation",
+          nn::MaxPool3d({3, 2, 3},
+                        {.stride = {1, 2, 2}, .padding = {1, 0, 1}, .dilation = {1, 2, 1}}),
+          {2, 5, 6, 7}),
+      after_linear_case("MaxPool3dCeil", nn::MaxPool3d({2, 2, 3}, {.stride = 2, .ceil_mode = true}),
+                        {2, 5, 4, 7}),
+      after_linear_case("AvgPool3d", nn::AvgPool3d({2, 3, 2}), {3, 4, 6, 5}),
+      after_linear_case(
+          "AvgPool3dPadExcludePad",
+          nn::AvgPool3d(3, {.stride = {2, 1, 2}, .padding = 1, .count_include_pad = false}),
+          {2, 5, 4, 6}),
+      after_linear_case("AvgPool3dPadIncludePad",
+                        nn::AvgPool3d({3, 3, 2}, {.stride = 2, .padding = 1}), {2, 5, 5, 4}),
   };
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "onnx/graph_builder.h"
+#include "sinter/nn/fold.h"
 #include "sinter/nn/pooling.h"
 #include "sinter/nn/rnn.h"
 
@@ -93,6 +94,10 @@ inline PoolDim pool_dim(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, 
 // MaxPool3d and AvgPool3d as ONNX's MaxPool and AveragePool with 3-D kernels (pooling_onnx.cpp).
 Value pool3d(Exporter& ex, nn::MaxPool3d& m, const Site& s, const Value& x);
 Value pool3d(Exporter& ex, nn::AvgPool3d& m, const Site& s, const Value& x);
+
+// Unfold and Fold as Conv and ConvTranspose with a one-hot weight (fold_onnx.cpp).
+Value unfold_layer(Exporter& ex, nn::Unfold& m, const Site& s, const Value& x);
+Value fold_layer(Exporter& ex, nn::Fold& m, const Site& s, const Value& x);
 
 // 0, 1, ..., T - 1 (i64), with T = dim 1 of `x` read at run time (so dynamic_sequence works).
 std::string positions(Exporter& ex, const std::string& x, const std::string& scope);

@@ -817,6 +817,8 @@ const std::vector<Mapping>& module_rows() {
       SINTER_ONNX_ROW(nn::AvgPool2d, "AvgPool2d", { return avg_pool(ex, m, s.path, s.scope, x); }),
       SINTER_ONNX_ROW(nn::MaxPool3d, "MaxPool3d", { return pool3d(ex, m, s, x); }),
       SINTER_ONNX_ROW(nn::AvgPool3d, "AvgPool3d", { return pool3d(ex, m, s, x); }),
+      SINTER_ONNX_ROW(nn::Unfold, "Unfold", { return unfold_layer(ex, m, s, x); }),
+      SINTER_ONNX_ROW(nn::Fold, "Fold", { return fold_layer(ex, m, s, x); }),
       SINTER_ONNX_ROW(nn::AdaptiveAvgPool2d, "AdaptiveAvgPool2d",
                       { return adaptive_avg_pool(ex, m, s.path, s.scope, x); }),
       SINTER_ONNX_ROW(nn::Flatten, "Flatten", { return flatten(ex, m, s.scope, x); }),
