@@ -316,8 +316,9 @@ Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, 
 // its input length, and its log-likelihood is the logsumexp of its last two positions, 2 L and
 // 2 L - 1. log 0 is kCtcLogZero, finite, so that a logsumexp of unreachable positions has a
 // gradient of 0 rather than the NaN of -inf - -inf; a loss at that level is an alignment that
-// cannot fit, reported as +inf. The plan (labels, masks, end positions) is built on the host from
-// the lengths and targets, which ctc_loss reads back as PyTorch's does, to check them.
+// cannot fit, reported as +inf, its gradient 0 (PyTorch's is NaN there unless zero_infinity). The
+// plan (labels, masks, end positions) is built on the host from the lengths and targets, which
+// ctc_loss reads back as PyTorch's does, to check them.
 namespace {
 
 constexpr double kCtcLogZero = -1e30;
