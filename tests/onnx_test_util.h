@@ -129,6 +129,15 @@ inline std::function<Tensor(int64_t)> tokens(int64_t vocab, int64_t t) {
   return [=](int64_t n) { return randint(0, vocab, {n, t}, {.dtype = DType::i64}); };
 }
 
+// A case of `layer` (one without parameters of its own) behind a Linear over the input's last dim,
+// on inputs (N, *rest).
+template <class L>
+OnnxCase after_linear_case(const std::string& name, L layer, Shape rest) {
+  const int64_t last = rest.back();
+  return {name, [=] { return std::make_shared<nn::Sequential>(nn::Linear(last, last), layer); },
+          rows(rest)};
+}
+
 // c's module, trained a moment, exported with a batch-4 example and run in ONNX Runtime on another
 // input: its outputs within c.tolerance (relative) of Sinter's.
 inline void expect_onnx_runtime_matches(const OnnxCase& c) {

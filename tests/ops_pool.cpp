@@ -1,4 +1,4 @@
-// Op-table rows of max, average, adaptive average and adaptive max pooling, 2-D and 1-D (see
+// Op-table rows of max, average, adaptive average and adaptive max pooling, 2-D, 1-D and 3-D (see
 // op_table.h); shapes are small and odd so that padding, strides, dilation and ceil_mode leave
 // partial windows at the edges. The newer ops' values against PyTorch's, and their errors.
 #include <cmath>
@@ -99,6 +99,43 @@ std::vector<OpRow> pool_rows() {
              return avg_pool1d(
                  x[0], 3,
                  {.stride = 2, .padding = 1, .ceil_mode = true, .count_include_pad = false});
+           }},
+      // 3-D pooling: partial windows in every dim, and an unbatched input.
+      {.name = "MaxPool3dPadCeilDilation",
+       .shapes = {S{1, 2, 4, 5, 5}},
+       .fn =
+           [](const Inputs& x) {
+             return max_pool3d(x[0], {2, 3, 2},
+                               {.stride = {2, 2, 1},
+                                .padding = {1, 1, 0},
+                                .dilation = {1, 1, 2},
+                                .ceil_mode = true});
+           }},
+      {.name = "MaxPool3dUnbatched",
+       .shapes = {S{2, 3, 4, 5}},
+       .fn = [](const Inputs& x) { return max_pool3d(x[0], 2); }},
+      {.name = "MaxPool3dIndices",
+       .shapes = {S{2, 1, 5, 4, 5}},
+       .fn =
+           [](const Inputs& x) {
+             return std::get<1>(max_pool3d_with_indices(
+                 x[0], {3, 2, 3}, {.stride = {2, 2, 2}, .padding = {1, 1, 1}, .ceil_mode = true}));
+           },
+       .grad = false},
+      {.name = "AvgPool3dPadCeilExcludePad",
+       .shapes = {S{2, 3, 4, 5}},
+       .fn =
+           [](const Inputs& x) {
+             return avg_pool3d(
+                 x[0], {3, 2, 2},
+                 {.stride = 2, .padding = 1, .ceil_mode = true, .count_include_pad = false});
+           }},
+      {.name = "AvgPool3dIncludePad",
+       .shapes = {S{2, 1, 5, 4, 3}},
+       .fn =
+           [](const Inputs& x) {
+             return avg_pool3d(x[0], {2, 3, 2},
+                               {.stride = {2, 1, 2}, .padding = {1, 1, 1}, .ceil_mode = true});
            }},
   };
 }
@@ -210,6 +247,108 @@ TEST(Pool1d, MatchesPyTorch) {
       f64({0.69821919596875626, -0.19245586564290879, 1.1541419102921051, 0.24843643599360951},
           {2, 2}),
       1e-15, 1e-15));
+}
+
+// torch.nn.functional.max_pool3d (with indices) and avg_pool3d of ramp(...), torch 2.15.
+TEST(Pool3d, MatchesPyTorch) {
+  const auto [y, indices] = max_pool3d_with_indices(
+      ramp({1, 2, 4, 5, 5}), {2, 3, 2},
+      {.stride = {2, 2, 1}, .padding = {1, 1, 0}, .dilation = {1, 1, 2}, .ceil_mode = true});
+  EXPECT_TRUE(
+      all_close(y,
+                f64({1.0854497299884602, 1.013209366648874,  1.0854497299884602, 1.4545989080882815,
+                     1.5381682338770002, 1.6195697621966012, 1.9906073556948702, 1.8957468311429344,
+                     1.6195697621966012, 3.6579734036669853, 3.7975574189078047, 3.6579734036669853,
+                     4.2485908724117705, 4.097952116722635,  3.9295767373928534, 4.2485908724117705,
+                     4.3909726108017155, 4.69934199708131,   4.852158991074475,  5.149810580553026,
+                     4.977235631526227,  5.599996490345607,  5.416546290388713,  5.599996490345607,
+                     5.599996490345607,  5.416546290388713,  5.599996490345607,  5.855640225739422,
+                     6.049899673897293,  6.234429847627822,  6.499520158580731,  6.69474723401732,
+                     6.948858051695237,  6.733190320073292,  6.69474723401732,   6.948858051695237,
+                     8.743388649552443,  8.48582949470531,   8.533741600389247,  8.923496021185036,
+                     8.992907615834387,  9.191317988357369,  9.451835318341484,  9.638967054570253,
+                     9.451835318341484,  10.086336512864102, 9.910522183805911,  10.086336512864102,
+                     10.368965756214235, 10.533427106964698, 10.23536732283725,  10.368965756214235,
+                     10.533427106964698, 10.827163648338574},
+                    {1, 2, 3, 3, 3}),
+                0, 0));
+  EXPECT_TRUE(
+      all_close(indices.to(DType::f64),
+                f64({2,  3,  2,  12, 11, 19, 20, 21, 19, 57, 56, 57, 65, 66, 64, 65, 73, 74,
+                     82, 83, 84, 92, 93, 92, 92, 93, 92, 2,  1,  9,  10, 18, 19, 20, 18, 19,
+                     55, 56, 54, 65, 63, 64, 72, 73, 72, 82, 81, 82, 90, 91, 92, 90, 91, 99},
+                    {1, 2, 3, 3, 3}),
+                0, 0));
+  EXPECT_EQ(indices.dtype(), DType::i64);
+  EXPECT_TRUE(all_close(
+      avg_pool3d(ramp({2, 3, 4, 5}), {3, 2, 2},
+                 {.stride = 2, .padding = 1, .ceil_mode = true, .count_include_pad = false}),
+      f64({0.9953036778474351, 1.2696331512786974, 0.6571397665098178, 0.9168082510242669,
+           0.865478198816773,  0.9432388385062437, 0.5144733550816027, 1.1160144748473413,
+           2.056291370972739,  2.1307565720013697, 1.5333457576094784, 0.9712375931637377,
+           1.754205354815873,  1.8455639154043415, 2.1021250841816514, 2.3133085314532598,
+           2.966725890838127,  2.8292607038429494, 2.7809637249987276, 3.4235745842118237,
+           4.331013553074799,  3.9753271350764994, 4.069740042720963,  4.030969709021547,
+           4.3925739386118146, 3.7884198753761233, 3.8783312018735576, 4.626169839735489,
+           5.239613541499088,  5.02900373079807,   4.977279405260271,  4.926784638892534,
+           4.92377966238639,   4.536150417631546,  4.793777901343676,  5.796236461350627},
+          {2, 2, 3, 3}),
+      1e-14, 1e-14));
+  EXPECT_TRUE(all_close(
+      avg_pool3d(ramp({1, 1, 5, 4, 3}), {2, 3, 2},
+                 {.stride = {2, 1, 2}, .padding = {1, 1, 1}, .ceil_mode = true}),
+      f64({0.08443411388740617, 0.18448936164103635, 0.03680279951960719,   0.11251275743298184,
+           0.07570395789330299, 0.18880337538045167, -0.008730155994103164, 0.15261963184159458,
+           0.2531465668618267,  0.570797965811556,   0.525669790674926,     1.12493747298637,
+           0.5992970897429658,  1.2737483528805138,  0.4934031790900373,    0.8922970875042063,
+           0.7918862963178147,  1.487171491401772,   1.1250665037163412,    2.3263482276600977,
+           1.2006476314085752,  2.4748625961064152,  0.8325091956784204,    1.8389668634944734},
+          {1, 1, 3, 4, 2}),
+      1e-14, 1e-14));
+}
+
+TEST(PoolErrors, Pool3dNamesTheOpAndTheValues) {
+  expect_error(
+      [] {
+        max_pool3d(zeros({2, 3, 4}), 2);
+      },
+      {"max_pool3d", "4-D (C, D, H, W) or 5-D", "[2, 3, 4]"});
+  expect_error([] { avg_pool3d(zeros({1, 2, 3, 4}).to(DType::i64), 2); }, {"avg_pool3d", "i64"});
+  expect_error(
+      [] {
+        max_pool3d(zeros({1, 4, 4, 4}), {2, 0, 2});
+      },
+      {"max_pool3d", "kernel_size must be positive", "(2, 0, 2)"});
+  expect_error(
+      [] {
+        avg_pool3d(zeros({1, 4, 4, 4}), 2, {.stride = {1, 0, 1}});
+      },
+      {"avg_pool3d", "stride must be positive", "(1, 0, 1)"});
+  expect_error(
+      [] {
+        max_pool3d(zeros({1, 4, 4, 4}), 2, {.padding = {0, -1, 0}});
+      },
+      {"max_pool3d", "padding must be non-negative", "(0, -1, 0)"});
+  expect_error(
+      [] {
+        avg_pool3d(zeros({1, 4, 4, 4}), {2, 2, 3}, {.padding = {0, 0, 2}});
+      },
+      {"avg_pool3d", "padding (0, 0, 2)", "half the kernel size (2, 2, 3)"});
+  expect_error(
+      [] {
+        max_pool3d(zeros({1, 4, 4, 4}), 2, {.dilation = {1, 1, 0}});
+      },
+      {"max_pool3d", "dilation must be positive", "(1, 1, 0)"});
+  expect_error(
+      [] {
+        max_pool3d(zeros({1, 1, 4, 4}), 2);
+      },
+      {"max_pool3d", "too small", "[1, 1, 4, 4]", "0x2x2"});
+  expect_error(
+      [] {
+        max_pool3d(zeros({1, 1, 4, 4}), {2, 2, 2}, {.padding = {1, 0, 0}, .dilation = {2, 1, 1}});
+      },
+      {"max_pool3d", "output d = 0", "holds no input element"});
 }
 
 TEST(PoolErrors, AdaptiveMaxAnd1dNameTheOpAndTheValues) {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "internal/autocast_impl.h"
 #include "test_util.h"
@@ -158,6 +159,21 @@ std::map<std::string, std::function<Tensor(DType)>> table_calls() {
        [=](DType d) {
          return margin_ranking_loss(t({3}, d), t({3}, d),
                                     from_vector<double>({1, -1, 1}, {3}).to(d));
+       }},
+      {"ctc_loss",
+       [=](DType d) {
+         const auto len = [](std::vector<int64_t> v) {
+           return from_vector<int64_t>(v, {static_cast<int64_t>(v.size())});
+         };
+         return ctc_loss(t({4, 2, 3}, d), len({1, 2, 1}), len({4, 3}), len({2, 1}));
+       }},
+      {"max_pool3d",
+       [=](DType d) {
+         return max_pool3d(t({1, 2, 3, 4, 4}, d), 2);
+       }},
+      {"avg_pool3d",
+       [=](DType d) {
+         return avg_pool3d(t({1, 2, 3, 4, 4}, d), {1, 2, 2}, {.count_include_pad = false});
        }},
       {"sum",
        [=](DType d) {

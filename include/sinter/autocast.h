@@ -88,6 +88,9 @@ enum class Policy {
   X(huber_loss, Float32)                        \
   X(cosine_embedding_loss, Float32)             \
   X(margin_ranking_loss, Float32)               \
+  X(ctc_loss, Float32)                          \
+  X(max_pool3d, Float32)                        \
+  X(avg_pool3d, Float32)                        \
   X(sum, Float32)                               \
   X(mean, Float32)                              \
   X(var, Float32)                               \

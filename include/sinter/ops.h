@@ -590,4 +590,59 @@ Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, const AvgPool1dOptions& 
 std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Size2 output_size);
 Tensor adaptive_max_pool2d(const Tensor& x, Size2 output_size);
 
+// --- sliding blocks: unfold and fold (src/ops/shape.cpp) ---
+// The block geometry of unfold and fold, PyTorch's keyword arguments.
+struct FoldOptions {
+  Size2 dilation = 1;
+  Size2 padding = 0;
+  Size2 stride = 1;
+};
+// PyTorch's F.unfold (im2col): x (N, C, H, W) or (C, H, W) -> (N, C kH kW, L) or (C kH kW, L),
+// row c kH kW + i kW + j holding tap (i, j) of channel c for each of the L = H_out W_out blocks
+// (row-major), H_out = (H + 2 pad - dil (kH - 1) - 1) / stride + 1. Strided views of the padded
+// input, stacked: differentiable (its gradient is fold's), no host syncs.
+Tensor unfold(const Tensor& x, Size2 kernel_size, const FoldOptions& opts = {});
+// PyTorch's F.fold (col2im), unfold's adjoint: x (N, C kH kW, L) or (C kH kW, L) -> (N, C, H, W)
+// or (C, H, W) with (H, W) = output_size, each block's values added back where unfold took them
+// (overlaps summed), L the number of blocks output_size holds. Differentiable (its gradient is
+// unfold's).
+Tensor fold(const Tensor& x, Size2 output_size, Size2 kernel_size, const FoldOptions& opts = {});
+
+// --- 3-D pooling and the CTC loss ---
+// 3-D pooling of x (N, C, D, H, W) or (C, D, H, W), as max_pool2d and avg_pool2d with a depth:
+// a stride of 0 means the kernel size, padding at most half the kernel, ceil_mode as theirs.
+// Indices are i64 positions in the flattened D * H * W volume. Both pool a box, so they run as the
+// 2-D pooling of each depth plane followed by the 1-D pooling of the depths (src/ops/pool.cpp).
+struct MaxPool3dOptions {
+  Size3 stride = 0;
+  Size3 padding = 0;
+  Size3 dilation = 1;
+  bool ceil_mode = false;
+};
+struct AvgPool3dOptions {
+  Size3 stride = 0;
+  Size3 padding = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // Note [avg pool divisor] in src/kern/pool.inc
+};
+std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, Size3 kernel_size,
+                                                   const MaxPool3dOptions& opts = {});
+Tensor max_pool3d(const Tensor& x, Size3 kernel_size, const MaxPool3dOptions& opts = {});
+Tensor avg_pool3d(const Tensor& x, Size3 kernel_size, const AvgPool3dOptions& opts = {});
+
+struct CtcLossOptions {
+  int64_t blank = 0;
+  Reduction reduction = Reduction::Mean;
+  bool zero_infinity = false;  // an infeasible alignment's infinite loss (and gradient) to zero
+};
+// PyTorch's ctc_loss: log_probs (T, N, C) or (T, C) log-softmaxed over C; targets (N, S) padded
+// or 1-D with every target concatenated (lengths target_lengths), of class indices other than
+// blank; input_lengths and target_lengths (N) i64 on log_probs' device, each input length in [1,
+// T]. Each loss is -log of the total probability of the alignments of its target (the alpha
+// recursion of Graves et al. in log space, T steps of tensor ops over the batch and the 2 S + 1
+// extended labels, differentiable by composition); infinite where no alignment fits. Mean
+// divides each loss by its target length (at least 1), then averages over the batch.
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, const CtcLossOptions& opts = {});
+
 }  // namespace sinter

@@ -53,5 +53,13 @@ void check_reduction(const char* op, Reduction r);
 // A pooling input: defined, floating, (N, C, H, W) or (C, H, W); else an error naming `op` (the
 // op, or the nn layer that calls it). src/ops/pool.cpp.
 void check_pool_input(const char* op, const Tensor& x);
+// A 3-D pooling's kernel_size, stride (0: the kernel size), padding (at most half the kernel) and
+// dilation, without an input; else an error naming `op`. src/ops/pool.cpp.
+void check_pool3d_options(const char* op, Size3 kernel_size, Size3 stride, Size3 padding,
+                          Size3 dilation);
+
+// unfold's and fold's kernel_size and options, each positive (padding non-negative); else an error
+// naming `op` (the op, or the nn layer built with them). src/ops/shape.cpp.
+void check_fold_options(const char* op, Size2 kernel_size, const FoldOptions& opts);
 
 }  // namespace sinter

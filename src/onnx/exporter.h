@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "onnx/graph_builder.h"
+#include "sinter/nn/fold.h"
+#include "sinter/nn/pooling.h"
 #include "sinter/nn/rnn.h"
 
 namespace sinter::onnx::detail {
@@ -76,6 +78,26 @@ inline std::string where(const std::string& path) {
 // An RNN, LSTM or GRU (sinter/nn/rnn.h) as ONNX's RNN, LSTM or GRU nodes, one per layer
 // (rnn_onnx.cpp); an LSTM with proj_size is an error (ONNX's LSTM has no projection).
 Value rnn_layer(Exporter& ex, nn::RNNBase& m, const Site& s, const Value& x);
+
+// A pool's ONNX output size along one dim (opset 17), and whether its last window runs past the
+// padded input (ceil mode).
+struct PoolDim {
+  int64_t size;
+  bool overhangs;
+};
+inline PoolDim pool_dim(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
+  const int64_t span = in + 2 * p - d * (k - 1) - 1;
+  const int64_t size = (ceil ? (span + s - 1) / s : span / s) + 1;
+  return {size, (size - 1) * s + d * (k - 1) + 1 > in + 2 * p};
+}
+
+// MaxPool3d and AvgPool3d as ONNX's MaxPool and AveragePool with 3-D kernels (pooling_onnx.cpp).
+Value pool3d(Exporter& ex, nn::MaxPool3d& m, const Site& s, const Value& x);
+Value pool3d(Exporter& ex, nn::AvgPool3d& m, const Site& s, const Value& x);
+
+// Unfold and Fold as Conv and ConvTranspose with a one-hot weight (fold_onnx.cpp).
+Value unfold_layer(Exporter& ex, nn::Unfold& m, const Site& s, const Value& x);
+Value fold_layer(Exporter& ex, nn::Fold& m, const Site& s, const Value& x);
 
 // 0, 1, ..., T - 1 (i64), with T = dim 1 of `x` read at run time (so dynamic_sequence works).
 std::string positions(Exporter& ex, const std::string& x, const std::string& scope);

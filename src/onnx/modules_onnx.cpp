@@ -11,9 +11,9 @@
 #include "onnx/exporter.h"
 #include "sinter/nn/activations.h"
 #include "sinter/nn/modules.h"
-#include "sinter/nn/rnn.h"
 #include "sinter/nn/normalization.h"
 #include "sinter/nn/resampling.h"
+#include "sinter/nn/rnn.h"
 #include "sinter/ops.h"
 #include "sinter/quantize.h"
 
@@ -376,17 +376,6 @@ void check_batched_image(const std::string& path, const char* what, const Tensor
                "example input");
 }
 
-// The pool's ONNX output size along one dim, and whether its last window runs past the padded
-// input (ceil mode).
-struct PoolDim {
-  int64_t size;
-  bool overhangs;
-};
-PoolDim pool_dim(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
-  const int64_t span = in + 2 * p - d * (k - 1) - 1;
-  const int64_t size = (ceil ? (span + s - 1) / s : span / s) + 1;
-  return {size, (size - 1) * s + d * (k - 1) + 1 > in + 2 * p};
-}
 // Checks that ONNX's pool (opset 17 sizes) gives Sinter's output shape `y` and, for averages,
 // that no window runs past the padded input (where the two count the divisor differently).
 void check_pool(const std::string& path, const char* what, const Tensor& x, const Tensor& y,
@@ -826,6 +815,10 @@ const std::vector<Mapping>& module_rows() {
       SINTER_ONNX_ROW(nn::Unflatten, "Unflatten", { return unflatten(ex, m, s.scope, x); }),
       SINTER_ONNX_ROW(nn::MaxPool2d, "MaxPool2d", { return max_pool(ex, m, s.path, s.scope, x); }),
       SINTER_ONNX_ROW(nn::AvgPool2d, "AvgPool2d", { return avg_pool(ex, m, s.path, s.scope, x); }),
+      SINTER_ONNX_ROW(nn::MaxPool3d, "MaxPool3d", { return pool3d(ex, m, s, x); }),
+      SINTER_ONNX_ROW(nn::AvgPool3d, "AvgPool3d", { return pool3d(ex, m, s, x); }),
+      SINTER_ONNX_ROW(nn::Unfold, "Unfold", { return unfold_layer(ex, m, s, x); }),
+      SINTER_ONNX_ROW(nn::Fold, "Fold", { return fold_layer(ex, m, s, x); }),
       SINTER_ONNX_ROW(nn::AdaptiveAvgPool2d, "AdaptiveAvgPool2d",
                       { return adaptive_avg_pool(ex, m, s.path, s.scope, x); }),
       SINTER_ONNX_ROW(nn::Flatten, "Flatten", { return flatten(ex, m, s.scope, x); }),

@@ -1,6 +1,6 @@
 // The losses built from other ops: mse_loss, the binary cross entropies, kl_div, the L1 family
-// (l1, smooth L1, Huber) and the margin losses (cross_entropy and nll_loss are in softmax.cpp),
-// and the reductions every loss ends with.
+// (l1, smooth L1, Huber), the margin losses and the CTC loss (cross_entropy and nll_loss are in
+// softmax.cpp), and the reductions every loss ends with.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -305,6 +305,160 @@ Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, 
                ": x1, x2 and y must have the same number of dims, got shapes ",
                shape_str(x1.shape()), ", ", shape_str(x2.shape()), " and ", shape_str(y.shape()));
   return reduce_loss(op, clamp(margin - y * (x1 - x2), 0.0), reduction);
+}
+
+// Note [ctc alpha recursion]
+// ctc_loss runs the forward (alpha) recursion of Graves et al. in log space as T steps of tensor
+// ops over all N samples and the 2 S + 1 positions of the extended labels (blank, l_1, blank, ...,
+// l_S, blank) at once, and its gradient is autograd's through them. alpha_{-1} is log 1 at
+// position 0; alpha_t(s) = logsumexp(alpha_{t-1}(s), alpha_{t-1}(s - 1), alpha_{t-1}(s - 2) where
+// s is a label unlike the one two back) + log_probs[t, l'(s)]; a sample's alpha stops moving after
+// its input length, and its log-likelihood is the logsumexp of its last two positions, 2 L and
+// 2 L - 1. log 0 is kCtcLogZero, finite, so that a logsumexp of unreachable positions has a
+// gradient of 0 rather than the NaN of -inf - -inf; a loss at that level is an alignment that
+// cannot fit, reported as +inf, its gradient 0 (PyTorch's is NaN there unless zero_infinity). The
+// plan (labels, masks, end positions) is built on the host from the lengths and targets, which
+// ctc_loss reads back as PyTorch's does, to check them.
+namespace {
+
+constexpr double kCtcLogZero = -1e30;
+
+// The i64 or i32 lengths of n samples (a 0-d one for an unbatched call), read to the host.
+std::vector<int64_t> ctc_lengths(const char* what, const Tensor& t, int64_t n, bool batched) {
+  SINTER_CHECK(t.defined(), "ctc_loss: undefined ", what);
+  SINTER_CHECK(t.dtype() == DType::i64 || t.dtype() == DType::i32, "ctc_loss: ", what,
+               " must be i64 or i32, got dtype ", t.dtype());
+  SINTER_CHECK(batched ? t.dim() == 1 && t.size(0) == n : t.dim() == 0, "ctc_loss: ", what,
+               " must hold ", batched ? "one length per sample, N = " : "one length (0-d) for ",
+               batched ? std::to_string(n) : "an unbatched call", ", got shape ",
+               shape_str(t.shape()));
+  return t.reshape({n}).to(DType::i64).cpu().to_vector<int64_t>();
+}
+
+// The host-built tensors of Note [ctc alpha recursion] for n samples of target lengths tl, their
+// labels in rows of `width` (1-D targets: concatenated, width 0).
+struct CtcPlan {
+  Tensor labels;  // (N, 2 S + 1) i64: l'(s)
+  Tensor skip;    // (N, 2 S + 1) bool: alpha(s - 2) feeds alpha(s)
+  Tensor live;    // (T, N, 1) bool: t < the sample's input length
+  Tensor ends;    // (N, 2) i64: positions 2 L and 2 L - 1 (0 for an empty target)
+  Tensor end_ok;  // (N, 2) bool: the end position exists
+};
+
+CtcPlan ctc_plan(const std::vector<int64_t>& labels_in, int64_t width, int64_t num_classes,
+                 int64_t blank, const std::vector<int64_t>& il, const std::vector<int64_t>& tl,
+                 int64_t t_max, Device device) {
+  const int64_t n = static_cast<int64_t>(tl.size());
+  const int64_t s_max = tl.empty() ? 0 : *std::max_element(tl.begin(), tl.end());
+  const int64_t lp = 2 * s_max + 1;
+  std::vector<int64_t> labels(n * lp, blank), skip(n * lp, 0), live(t_max * n, 0), ends(2 * n, 0),
+      end_ok(2 * n, 0);
+  for (int64_t b = 0, offset = 0; b < n; ++b) {
+    const int64_t start = width > 0 ? b * width : offset;
+    offset += tl[b];
+    for (int64_t j = 0; j < tl[b]; ++j) {
+      const int64_t c = labels_in[start + j];
+      SINTER_CHECK(c >= 0 && c < num_classes, "ctc_loss: target ", c, " of sample ", b,
+                   " out of the ", num_classes, " classes");
+      labels[b * lp + 2 * j + 1] = c;
+      // As PyTorch's: a label may follow the one two positions back unless it repeats it.
+      skip[b * lp + 2 * j + 1] = j > 0 && c != labels_in[start + j - 1];
+    }
+    for (int64_t t = 0; t < il[b]; ++t) live[t * n + b] = 1;
+    ends[2 * b] = 2 * tl[b];
+    ends[2 * b + 1] = std::max<int64_t>(2 * tl[b] - 1, 0);
+    end_ok[2 * b] = 1;
+    end_ok[2 * b + 1] = tl[b] > 0;
+  }
+  const auto on_device = [&](const std::vector<int64_t>& v, const Shape& shape) {
+    return from_vector<int64_t>(v, shape).to(device);
+  };
+  return {on_device(labels, {n, lp}), ne(on_device(skip, {n, lp}), 0),
+          ne(on_device(live, {t_max, n, 1}), 0), on_device(ends, {n, 2}),
+          ne(on_device(end_ok, {n, 2}), 0)};
+}
+
+// alpha (N, P) moved right by k positions along P, kCtcLogZero coming in.
+Tensor shift_right(const Tensor& alpha, int64_t k) {
+  const int64_t p = alpha.size(1);
+  if (k >= p) return full_like(alpha, kCtcLogZero);
+  return pad(alpha.narrow(1, 0, p - k), {k, 0}, PadMode::Constant, kCtcLogZero);
+}
+
+// Each sample's log-likelihood (N), per Note [ctc alpha recursion]. lp: (T, N, C).
+Tensor ctc_log_likelihood(const Tensor& lp, const CtcPlan& plan) {
+  const int64_t t_max = lp.size(0), n = lp.size(1), p = plan.labels.size(1);
+  // (T, N, P): log_probs of each position's label at each step.
+  const Tensor emit = gather(lp, 2, plan.labels.unsqueeze(0).expand({t_max, n, p}).contiguous());
+  // alpha_{-1}: all the probability before the first position (log 1 at position 0), so that
+  // step 0 reaches positions 0 and 1, and a sample of input length 0 ends there.
+  Tensor alpha = pad(full({n, p - 1}, kCtcLogZero, {.dtype = lp.dtype(), .device = lp.device()}),
+                     {1, 0}, PadMode::Constant, 0.0);
+  for (int64_t t = 0; t < t_max; ++t) {
+    const Tensor from = stack(
+        {alpha, shift_right(alpha, 1), where(plan.skip, shift_right(alpha, 2), kCtcLogZero)}, 0);
+    const Tensor next = add(logsumexp(from, {0}), emit.select(0, t));
+    alpha = where(plan.live.select(0, t), next, alpha);
+  }
+  const Tensor last = where(plan.end_ok, gather(alpha, 1, plan.ends), kCtcLogZero);
+  return logsumexp(last, {1});
+}
+
+}  // namespace
+
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, const CtcLossOptions& opts) {
+  SINTER_PROFILE_OP("ctc_loss", log_probs);
+  SINTER_AUTOCAST(ctc_loss, log_probs,
+                  ctc_loss(cast(log_probs), targets, input_lengths, target_lengths, opts));
+  const char* op = "ctc_loss";
+  check_defined(op, log_probs);
+  check_defined(op, targets);
+  check_reduction(op, opts.reduction);
+  SINTER_CHECK(log_probs.dim() == 3 || log_probs.dim() == 2, op,
+               ": log_probs must be 3-D (T, N, C) or 2-D (T, C), got shape ",
+               shape_str(log_probs.shape()));
+  SINTER_CHECK(is_floating(log_probs.dtype()), op, ": expected floating log_probs, got dtype ",
+               log_probs.dtype());
+  const bool batched = log_probs.dim() == 3;
+  const Tensor lp = batched ? log_probs : log_probs.unsqueeze(1);
+  const int64_t t_max = lp.size(0), n = lp.size(1), classes = lp.size(2);
+  SINTER_CHECK(opts.blank >= 0 && opts.blank < classes, op, ": blank ", opts.blank, " out of the ",
+               classes, " classes");
+  SINTER_CHECK(targets.dtype() == DType::i64 || targets.dtype() == DType::i32, op,
+               ": targets must be i64 or i32, got dtype ", targets.dtype());
+  const bool padded = batched && targets.dim() == 2;
+  SINTER_CHECK(targets.dim() == 1 || (batched && targets.dim() == 2), op, ": targets must be ",
+               batched ? "2-D (N, S) or 1-D (concatenated)" : "1-D (S)", ", got shape ",
+               shape_str(targets.shape()));
+  SINTER_CHECK(!padded || targets.size(0) == n, op, ": targets ", shape_str(targets.shape()),
+               " must have N = ", n, " rows");
+  const std::vector<int64_t> il = ctc_lengths("input_lengths", input_lengths, n, batched);
+  const std::vector<int64_t> tl = ctc_lengths("target_lengths", target_lengths, n, batched);
+  const int64_t width = padded ? targets.size(1) : (batched ? 0 : targets.size(0));
+  int64_t total = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    SINTER_CHECK(il[b] >= 0 && il[b] <= t_max, op, ": input length ", il[b], " of sample ", b,
+                 " out of [0, T = ", t_max, "]");
+    SINTER_CHECK(tl[b] >= 0, op, ": target length ", tl[b], " of sample ", b, " is negative");
+    SINTER_CHECK(width == 0 || tl[b] <= width, op, ": target length ", tl[b], " of sample ", b,
+                 " is longer than the targets' S = ", width);
+    total += tl[b];
+  }
+  SINTER_CHECK(width > 0 || targets.numel() == total, op, ": 1-D targets hold ", targets.numel(),
+               " labels, but target_lengths sum to ", total);
+  const CtcPlan plan = ctc_plan(targets.to(DType::i64).contiguous().cpu().to_vector<int64_t>(),
+                                width, classes, opts.blank, il, tl, t_max, lp.device());
+  // The half types run the recursion in f32 (kCtcLogZero is out of f16's range).
+  const DType acc = lp.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  const Tensor ll = ctc_log_likelihood(lp.to(acc), plan);
+  // An infeasible alignment (no path reaches the end) as +inf, or 0 with zero_infinity.
+  Tensor loss = where(ge(ll, kCtcLogZero / 2), neg(ll), opts.zero_infinity ? 0.0 : INFINITY);
+  if (opts.reduction == Reduction::Mean) {
+    loss = div(loss, clamp(target_lengths.reshape({n}).to(lp.device()).to(acc), 1.0));
+  }
+  loss = reduce_loss(op, loss, opts.reduction).to(log_probs.dtype());
+  return batched || opts.reduction != Reduction::None ? loss : loss.squeeze(0);
 }
 
 }  // namespace sinter

@@ -1,11 +1,13 @@
 // 2-D pooling over (N, C, H, W) or (C, H, W) tensors: max (with indices), average, adaptive
 // average and adaptive max, each with a backward kernel. The kernels see (planes, H, W), planes =
-// N * C. 1-D max and average pooling are the 2-D ones over rows of height 1.
+// N * C. 1-D max and average pooling are the 2-D ones over rows of height 1; 3-D pooling is the
+// 2-D pooling of each depth plane, then of the depths (Note [3-D pooling as 2-D and 1-D]).
 #include "kern/pool.h"
 
 #include <string>
 #include <tuple>
 
+#include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/ops_impl.h"
@@ -285,6 +287,154 @@ Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, const AvgPool1dOptions& 
                                         opts.ceil_mode,
                                         opts.count_include_pad});
   return average_pool(op, rows, g, false).squeeze(-2);
+}
+
+void check_pool3d_options(const char* op, Size3 k, Size3 stride, Size3 padding, Size3 dilation) {
+  SINTER_CHECK(k.d >= 1 && k.h >= 1 && k.w >= 1, op, ": kernel_size must be positive, got ", k);
+  SINTER_CHECK(stride == Size3(0) || (stride.d >= 1 && stride.h >= 1 && stride.w >= 1), op,
+               ": stride must be positive (or (0, 0, 0) for the kernel size), got ", stride);
+  SINTER_CHECK(padding.d >= 0 && padding.h >= 0 && padding.w >= 0, op,
+               ": padding must be non-negative, got ", padding);
+  // As in 2-D: a window wholly inside the padding would have no element to take or average.
+  SINTER_CHECK(padding.d <= k.d / 2 && padding.h <= k.h / 2 && padding.w <= k.w / 2, op,
+               ": padding ", padding, " must be at most half the kernel size ", k);
+  SINTER_CHECK(dilation.d >= 1 && dilation.h >= 1 && dilation.w >= 1, op,
+               ": dilation must be positive, got ", dilation);
+}
+
+// Note [3-D pooling as 2-D and 1-D]
+// Max and average pooling over a (kD, kH, kW) box are separable: the maximum (average) of a box
+// is the maximum (average) over its kD depths of each depth plane's (kH, kW) window's, and every
+// size, padding, ceil_mode rule and divisor (Note [avg pool divisor] in src/kern/pool.inc) is a
+// product of one per dim. So 3-D pooling runs the 2-D kernels twice: over the D planes of
+// (N C D, H, W), then over the depths, rows (N C H_out W_out, 1, D) of the first's output, with
+// autograd through both. Max pooling's first maximum in (d, h, w) order is the first depth's first
+// maximum in (h, w), as PyTorch's scan picks, and its flat index is that depth times H W plus the
+// plane's index.
+namespace {
+
+// The two 2-D pools of a 3-D pooling of x, per Note [3-D pooling as 2-D and 1-D].
+struct Pool3dGeom {
+  kern::Pool2dGeom planes;  // (N C D, H, W) -> (N C D, H_out, W_out)
+  kern::Pool2dGeom depths;  // (N C H_out W_out, 1, D) -> (N C H_out W_out, 1, D_out)
+};
+
+Pool3dGeom pool3d_geom(const char* op, const Tensor& x, Size3 k, Size3 stride, Size3 p, Size3 dil,
+                       bool ceil_mode, bool count_include_pad) {
+  SINTER_CHECK(x.defined(), op, ": undefined input");
+  SINTER_CHECK(x.dim() == 4 || x.dim() == 5, op,
+               ": input must be 4-D (C, D, H, W) or 5-D (N, C, D, H, W), got shape ",
+               shape_str(x.shape()));
+  SINTER_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got dtype ", x.dtype());
+  check_pool3d_options(op, k, stride, p, dil);
+  const Size3 s = stride == Size3(0) ? k : stride;
+  const int64_t d = x.size(-3), h = x.size(-2), w = x.size(-1);
+  const int64_t d_out = pool_out_size(d, k.d, s.d, p.d, dil.d, ceil_mode);
+  const int64_t h_out = pool_out_size(h, k.h, s.h, p.h, dil.h, ceil_mode);
+  const int64_t w_out = pool_out_size(w, k.w, s.w, p.w, dil.w, ceil_mode);
+  SINTER_CHECK(d_out >= 1 && h_out >= 1 && w_out >= 1, op, ": input ", shape_str(x.shape()),
+               " is too small for kernel_size ", k, " with padding ", p, " and dilation ", dil,
+               " (output would be ", d_out, "x", h_out, "x", w_out, ")");
+  const int64_t empty[3] = {empty_window(d, d_out, k.d, s.d, p.d, dil.d),
+                            empty_window(h, h_out, k.h, s.h, p.h, dil.h),
+                            empty_window(w, w_out, k.w, s.w, p.w, dil.w)};
+  for (int i = 0; i < 3; ++i) {
+    SINTER_CHECK(empty[i] < 0, op, ": the window of output ", "dhw"[i], " = ", empty[i],
+                 " holds no input element (input ", shape_str(x.shape()), ", kernel_size ", k,
+                 ", padding ", p, ", dilation ", dil, ")");
+  }
+  const int64_t lead = x.numel() / std::max<int64_t>(d * h * w, 1);  // N C
+  Pool3dGeom g;
+  g.planes = {.planes = lead * d,
+              .h = h,
+              .w = w,
+              .h_out = h_out,
+              .w_out = w_out,
+              .kh = k.h,
+              .kw = k.w,
+              .stride_h = s.h,
+              .stride_w = s.w,
+              .pad_h = p.h,
+              .pad_w = p.w,
+              .dil_h = dil.h,
+              .dil_w = dil.w,
+              .count_include_pad = count_include_pad};
+  g.depths = {.planes = lead * h_out * w_out,
+              .h = 1,
+              .w = d,
+              .h_out = 1,
+              .w_out = d_out,
+              .kh = 1,
+              .kw = k.d,
+              .stride_h = 1,
+              .stride_w = s.d,
+              .pad_h = 0,
+              .pad_w = p.d,
+              .dil_h = 1,
+              .dil_w = dil.d,
+              .count_include_pad = count_include_pad};
+  return g;
+}
+
+// x (N, C, D, H, W) as the first pool's (N, C D, H, W); y1 (N, C D, H_out, W_out) as the second's
+// rows (N C H_out W_out, 1, 1, D).
+Tensor as_planes(const Tensor& x) {
+  return x.reshape({x.size(0), x.size(1) * x.size(2), x.size(3), x.size(4)});
+}
+Tensor as_depth_rows(const Tensor& y1, const Shape& x5) {
+  const int64_t n = x5[0], c = x5[1], d = x5[2], h_out = y1.size(2), w_out = y1.size(3);
+  return y1.reshape({n, c, d, h_out, w_out})
+      .permute({0, 1, 3, 4, 2})
+      .reshape({n * c * h_out * w_out, 1, 1, d});
+}
+// The second pool's (N C H_out W_out, 1, 1, D_out) as (N, C, D_out, H_out, W_out), or without N
+// for a 4-D input.
+Tensor from_depth_rows(const Tensor& y2, const Shape& x5, const kern::Pool2dGeom& planes,
+                       bool batched) {
+  const Tensor y = y2.reshape({x5[0], x5[1], planes.h_out, planes.w_out, y2.size(3)})
+                       .permute({0, 1, 4, 2, 3})
+                       .contiguous();
+  return batched ? y : y.squeeze(0);
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, Size3 kernel_size,
+                                                   const MaxPool3dOptions& opts) {
+  SINTER_PROFILE_OP("max_pool3d_with_indices", x);
+  SINTER_AUTOCAST(max_pool3d, x, max_pool3d_with_indices(cast(x), kernel_size, opts));
+  const char* op = "max_pool3d";
+  const Pool3dGeom g = pool3d_geom(op, x, kernel_size, opts.stride, opts.padding, opts.dilation,
+                                   opts.ceil_mode, true);
+  const Tensor x5 = x.dim() == 5 ? x : x.unsqueeze(0);
+  const Shape s5 = x5.shape();
+  auto [y1, plane_idx] = max_pool(op, as_planes(x5), g.planes, false);
+  auto [y2, depth_idx] = max_pool(op, as_depth_rows(y1, s5), g.depths, false);
+  const bool batched = x.dim() == 5;
+  // Per Note [3-D pooling as 2-D and 1-D]: the chosen depth's plane index, plus depth * H W.
+  const Tensor depth = from_depth_rows(depth_idx, s5, g.planes, true);
+  const Tensor in_plane =
+      gather(plane_idx.reshape({s5[0], s5[1], s5[2], g.planes.h_out, g.planes.w_out}), 2, depth);
+  Tensor indices = add(mul(depth, Scalar(s5[3] * s5[4])), in_plane);
+  return {from_depth_rows(y2, s5, g.planes, batched), batched ? indices : indices.squeeze(0)};
+}
+
+Tensor max_pool3d(const Tensor& x, Size3 kernel_size, const MaxPool3dOptions& opts) {
+  SINTER_PROFILE_OP("max_pool3d", x);
+  return std::get<0>(max_pool3d_with_indices(x, kernel_size, opts));
+}
+
+Tensor avg_pool3d(const Tensor& x, Size3 kernel_size, const AvgPool3dOptions& opts) {
+  SINTER_PROFILE_OP("avg_pool3d", x);
+  SINTER_AUTOCAST(avg_pool3d, x, avg_pool3d(cast(x), kernel_size, opts));
+  const char* op = "avg_pool3d";
+  const Pool3dGeom g = pool3d_geom(op, x, kernel_size, opts.stride, opts.padding, 1, opts.ceil_mode,
+                                   opts.count_include_pad);
+  const Tensor x5 = x.dim() == 5 ? x : x.unsqueeze(0);
+  const Shape s5 = x5.shape();
+  const Tensor y1 = average_pool(op, as_planes(x5), g.planes, false);
+  const Tensor y2 = average_pool(op, as_depth_rows(y1, s5), g.depths, false);
+  return from_depth_rows(y2, s5, g.planes, x.dim() == 5);
 }
 
 }  // namespace sinter

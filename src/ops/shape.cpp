@@ -543,4 +543,124 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, doub
   return y.is_same(x) ? x.clone() : y;
 }
 
+// Note [sliding blocks as views]
+// unfold and fold are written with views, pad, stack and add rather than kernels of their own:
+// tap (i, j) of every block is one strided view of the padded input (rows i dil_h + b stride_h),
+// so unfold stacks the kH kW views; fold spreads each tap's (H_out, W_out) values stride apart
+// (zeros between), pads them to their offset in the padded output and sums the kH kW planes. No
+// index tensor exists, so nothing is read back to the host (they run under cuda::NoSyncGuard),
+// and each op's autograd through those pieces is the other op.
+
+void check_fold_options(const char* op, Size2 k, const FoldOptions& o) {
+  SINTER_CHECK(k.h >= 1 && k.w >= 1, op, ": kernel_size must be positive, got ", k);
+  SINTER_CHECK(o.dilation.h >= 1 && o.dilation.w >= 1, op, ": dilation must be positive, got ",
+               o.dilation);
+  SINTER_CHECK(o.padding.h >= 0 && o.padding.w >= 0, op, ": padding must be non-negative, got ",
+               o.padding);
+  SINTER_CHECK(o.stride.h >= 1 && o.stride.w >= 1, op, ": stride must be positive, got ", o.stride);
+}
+
+namespace {
+
+// The checked geometry of unfold's or fold's blocks over an (h, w) image.
+struct BlockGeom {
+  Size2 k, dil, pad, stride;
+  int64_t h_out, w_out;
+};
+
+BlockGeom block_geom(const char* op, Size2 size, Size2 k, const FoldOptions& o) {
+  check_fold_options(op, k, o);
+  auto blocks = [](int64_t in, int64_t kk, int64_t d, int64_t p, int64_t s) {
+    const int64_t span = in + 2 * p - d * (kk - 1) - 1;
+    return span < 0 ? 0 : span / s + 1;
+  };
+  BlockGeom g{k,
+              o.dilation,
+              o.padding,
+              o.stride,
+              blocks(size.h, k.h, o.dilation.h, o.padding.h, o.stride.h),
+              blocks(size.w, k.w, o.dilation.w, o.padding.w, o.stride.w)};
+  SINTER_CHECK(g.h_out >= 1 && g.w_out >= 1, op, ": spatial size ", size, " with kernel_size ", k,
+               ", dilation ", o.dilation, ", padding ", o.padding, " and stride ", o.stride,
+               " holds no block (", g.h_out, "x", g.w_out, " blocks)");
+  return g;
+}
+
+// x (..., n) -> (..., (n - 1) s + 1) along dim d: x's values s apart, zeros between (a constant pad
+// of a new dim after d, then merged into d).
+Tensor spread(const Tensor& x, int64_t d, int64_t s) {
+  if (s == 1) return x;
+  std::vector<int64_t> pads(2 * (x.dim() - d), 0);
+  pads.back() = s - 1;  // the right side of the new dim d + 1
+  Shape merged = x.shape();
+  merged[d] *= s;
+  return pad(x.unsqueeze(d + 1), pads).reshape(merged).narrow(d, 0, (x.size(d) - 1) * s + 1);
+}
+
+}  // namespace
+
+Tensor unfold(const Tensor& x, Size2 kernel_size, const FoldOptions& opts) {
+  SINTER_PROFILE_OP("unfold", x);
+  check_defined("unfold", x);
+  SINTER_CHECK(x.dim() == 3 || x.dim() == 4,
+               "unfold: input must be 3-D (C, H, W) or 4-D (N, C, H, W), got shape ",
+               shape_str(x.shape()));
+  SINTER_CHECK(is_floating(x.dtype()), "unfold: expected a floating tensor, got dtype ", x.dtype());
+  const Tensor xb = x.dim() == 4 ? x : x.unsqueeze(0);
+  const BlockGeom g = block_geom("unfold", {xb.size(2), xb.size(3)}, kernel_size, opts);
+  // Per Note [sliding blocks as views]: (N, C, H + 2 pad_h, W + 2 pad_w), then one view per tap.
+  const Tensor xp = g.pad.h > 0 || g.pad.w > 0 ? pad(xb, {g.pad.w, g.pad.w, g.pad.h, g.pad.h}) : xb;
+  std::vector<Tensor> taps;
+  for (int64_t i = 0; i < g.k.h; ++i) {
+    for (int64_t j = 0; j < g.k.w; ++j) {
+      const int64_t r = i * g.dil.h, c = j * g.dil.w;
+      taps.push_back(xp.slice(2, r, r + (g.h_out - 1) * g.stride.h + 1, g.stride.h)
+                         .slice(3, c, c + (g.w_out - 1) * g.stride.w + 1, g.stride.w));
+    }
+  }
+  // (N, C, kH kW, H_out, W_out) -> (N, C kH kW, L)
+  const Tensor cols =
+      stack(taps, 2).reshape({xb.size(0), xb.size(1) * g.k.h * g.k.w, g.h_out * g.w_out});
+  return x.dim() == 4 ? cols : cols.squeeze(0);
+}
+
+Tensor fold(const Tensor& x, Size2 output_size, Size2 kernel_size, const FoldOptions& opts) {
+  SINTER_PROFILE_OP("fold", x);
+  check_defined("fold", x);
+  SINTER_CHECK(x.dim() == 2 || x.dim() == 3,
+               "fold: input must be 2-D (C kH kW, L) or 3-D (N, C kH kW, L), got shape ",
+               shape_str(x.shape()));
+  SINTER_CHECK(is_floating(x.dtype()), "fold: expected a floating tensor, got dtype ", x.dtype());
+  SINTER_CHECK(output_size.h >= 1 && output_size.w >= 1, "fold: output_size must be positive, got ",
+               output_size);
+  const Tensor xb = x.dim() == 3 ? x : x.unsqueeze(0);
+  const BlockGeom g = block_geom("fold", output_size, kernel_size, opts);
+  const int64_t taps = g.k.h * g.k.w;
+  SINTER_CHECK(xb.size(1) % taps == 0, "fold: input's dim ", x.dim() - 2, " (", xb.size(1),
+               ") must be divisible by the kernel's size ", kernel_size, " = ", taps);
+  SINTER_CHECK(xb.size(2) == g.h_out * g.w_out, "fold: input's last dim ", xb.size(2),
+               " must be the number of blocks in output_size ", output_size, " (", g.h_out, " * ",
+               g.w_out, " = ", g.h_out * g.w_out, ")");
+  const int64_t n = xb.size(0), c = xb.size(1) / taps;
+  const int64_t hp = output_size.h + 2 * g.pad.h, wp = output_size.w + 2 * g.pad.w;
+  // Per Note [sliding blocks as views]. The sums run in f32 for the half types, rounded once.
+  const DType acc = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Tensor blocks = xb.to(acc).reshape({n, c, taps, g.h_out, g.w_out});
+  blocks = spread(spread(blocks, 3, g.stride.h), 4, g.stride.w);
+  const int64_t span_h = blocks.size(3), span_w = blocks.size(4);
+  Tensor sums;
+  for (int64_t i = 0; i < g.k.h; ++i) {
+    for (int64_t j = 0; j < g.k.w; ++j) {
+      const int64_t r = i * g.dil.h, col = j * g.dil.w;
+      const Tensor p =
+          pad(blocks.select(2, i * g.k.w + j), {col, wp - col - span_w, r, hp - r - span_h});
+      sums = sums.defined() ? add(sums, p) : p;
+    }
+  }
+  // Drop the padding (a negative pad crops): (N, C, H, W).
+  if (g.pad.h > 0 || g.pad.w > 0) sums = pad(sums, {-g.pad.w, -g.pad.w, -g.pad.h, -g.pad.h});
+  const Tensor out = sums.to(x.dtype());
+  return x.dim() == 3 ? out : out.squeeze(0);
+}
+
 }  // namespace sinter
