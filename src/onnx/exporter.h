@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "onnx/graph_builder.h"
+#include "sinter/nn/conv.h"
 #include "sinter/nn/fold.h"
 #include "sinter/nn/pooling.h"
 #include "sinter/nn/rnn.h"
@@ -74,6 +75,16 @@ inline std::string join(const std::string& path, const std::string& name) {
 inline std::string where(const std::string& path) {
   return path.empty() ? std::string("the module") : "module '" + path + "'";
 }
+
+// act(x), for a layer's epilogue Activation: the ONNX nodes' output and Sinter's value
+// (modules_onnx.cpp).
+Value activation(Exporter& ex, const Value& x, Activation act, const std::string& scope);
+
+// A Conv2d (or an int8 one, whose dequantized weight `w` names) and the other convolution layers
+// (Conv1d, Conv3d, the transposed ones) as Conv or ConvTranspose nodes (conv_onnx.cpp).
+Value conv2d(Exporter& ex, nn::Conv2d& c, const std::string& scope, const Value& x,
+             const std::string& w = "");
+Value conv_layer(Exporter& ex, nn::ConvBase& c, const std::string& scope, const Value& x);
 
 // An RNN, LSTM or GRU (sinter/nn/rnn.h) as ONNX's RNN, LSTM or GRU nodes, one per layer
 // (rnn_onnx.cpp); an LSTM with proj_size is an error (ONNX's LSTM has no projection).
