@@ -63,6 +63,9 @@ enum class Policy {
   X(conv_transpose2d, LowPrecision)             \
   X(conv_transpose3d, LowPrecision)             \
   X(scaled_dot_product_attention, LowPrecision) \
+  X(einsum, LowPrecision)                       \
+  X(bmm, LowPrecision)                          \
+  X(baddbmm, LowPrecision)                      \
   X(softmax, Float32)                           \
   X(log_softmax, Float32)                       \
   X(layer_norm, Float32)                        \

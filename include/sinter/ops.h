@@ -429,6 +429,67 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
                                         Reduction reduction = Reduction::Mean,
                                         const Tensor& pos_weight = Tensor());
 
+// --- einsum, batched products, and tensors rearranged ---
+// Einstein summation, as torch.einsum: "ij,jk->ik" multiplies two matrices. A term holds one
+// letter (a-z, A-Z) per dim of its operand and at most one "..." for the dims the letters leave
+// (right-aligned and broadcast across operands). A letter repeated in one term takes that
+// operand's diagonal; a letter in no output is summed. Without "->" the output is "..." then the
+// letters that occur once, upper case before lower case, each alphabetical. Sizes of a letter
+// must match or be 1 (broadcast). Contracted pairwise, left to right, as batched matmuls (Note
+// [einsum as matmuls] in src/ops/einsum.cpp); differentiable through them.
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
+// a: (b, n, m) @ b: (b, m, p) -> (b, n, p): matmul of exactly 3-D operands of one batch size.
+Tensor bmm(const Tensor& a, const Tensor& b);
+// beta * input + alpha * bmm(batch1, batch2), input broadcast to (b, n, p); with beta = 0, input
+// is not read (its NaN and inf do not reach the result), as PyTorch's.
+Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, double beta = 1.0,
+               double alpha = 1.0);
+// a with the order of each of `dims` reversed (a copy).
+Tensor flip(const Tensor& a, const std::vector<int64_t>& dims);
+// a with elements shifted by shifts[i] along dims[i] (wrapping around; negative shifts go back).
+// Without dims, a is rolled flattened by the one shift and keeps its shape.
+Tensor roll(const Tensor& a, const std::vector<int64_t>& shifts,
+            const std::vector<int64_t>& dims = {});
+// The diagonal of the (dim1, dim2) planes as a view: those dims removed and a last dim added, of
+// the elements a[..., i, ..., i + offset, ...] (offset > 0 above the main diagonal, < 0 below).
+Tensor diagonal(const Tensor& a, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
+// A 1-D a as the given diagonal of a square matrix of zeros (size n + |diagonal|), or the
+// given diagonal of a 2-D a as a new 1-D tensor.
+Tensor diag(const Tensor& a, int64_t diagonal = 0);
+// The Kronecker product: the operands' dims padded in front with 1s to equal rank; out has
+// sizes a.size(d) * b.size(d), out[i * b.size(d) + j] = a[i] * b[j] in each dim.
+Tensor kron(const Tensor& a, const Tensor& b);
+// Coordinate grids of n 1-D (or 0-d) tensors, each of shape (len_0, ..., len_n-1) with indexing
+// "ij"; "xy" swaps the first two dims (len_1, len_0, ...), as numpy. Expanded views.
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors,
+                             const std::string& indexing = "ij");
+// a's elements along dim in ascending (or descending) order: (values, i64 indices). Stable:
+// equal elements keep their order (PyTorch's stable=True); NaN sorts above every number (last
+// ascending, first descending); -0.0 equals 0.0. Differentiable in the values, as topk (which it
+// runs with k the whole dim).
+std::tuple<Tensor, Tensor> sort(const Tensor& a, int64_t dim = -1, bool descending = false);
+Tensor argsort(const Tensor& a, int64_t dim = -1, bool descending = false);
+// For each of `values`, the index at which it would be inserted into sorted_sequence (ascending,
+// along its last dim) to keep it sorted: the first such index, or with right the last.
+// sorted_sequence is 1-D, or has values' leading dims; values is a tensor of any shape, a NaN
+// goes last. i64 of values' shape; not differentiable. Compares each value with every boundary
+// (O(values x boundaries) work, not a binary search).
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false);
+// searchsorted(boundaries, input, right) for 1-D boundaries: the bucket of each element of input.
+Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool right = false);
+// Each slice of a along dim repeated `repeats` times in place (a flattened without dim): [1, 2]
+// repeated 2 times is [1, 1, 2, 2]. Tensor repeats: i64, one count per slice (or one for all).
+Tensor repeat_interleave(const Tensor& a, int64_t repeats,
+                         std::optional<int64_t> dim = std::nullopt);
+Tensor repeat_interleave(const Tensor& a, const Tensor& repeats,
+                         std::optional<int64_t> dim = std::nullopt);
+// The indices of a's non-zero elements in row-major order: i64 (n, a.dim()). Not
+// differentiable; reads a on the host (the count decides the output's size).
+Tensor nonzero(const Tensor& a);
+// i64 (*indices.shape, num_classes) with 1 at each index: indices i64, non-negative, below
+// num_classes (-1: the largest index + 1). Not differentiable.
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+
 // --- operators ---
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
