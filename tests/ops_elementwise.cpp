@@ -1,7 +1,8 @@
 // Op-table rows of the elementwise family (see op_table.h): arithmetic with and without
 // broadcasting, where and masking, comparisons (bool results, compared exactly), unary math and
-// activations, dtype conversion and the in-place ops; and the values of PyTorch's functions where a
-// wrong formula could pass its own gradcheck.
+// activations, dtype conversion and the in-place ops, and the composed ones (lerp, addcmul,
+// addcdiv, clamp with tensor bounds, isclose); and the
+// values of PyTorch's functions where a wrong formula could pass its own gradcheck.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -229,6 +230,34 @@ std::vector<OpRow> elementwise_rows() {
              r.narrow(0, 1, 2).copy_(x[0].detach().t().narrow(0, 0, 2));
              return r;
            },
+       .grad = false},
+      // Composed ops (src/ops/pointwise.cpp): lerp's two forms, addcmul, addcdiv, clamp with
+      // tensor bounds (some below, some above, some crossed), isclose.
+      {.name = "LerpScalar",
+       .shapes = {S{3, 4}, S{4}},
+       .fn =
+           [](const Inputs& x) {
+             return cat({lerp(x[0], x[1], 0.3), lerp(x[0], x[1], 0.8)});
+           }},
+      {.name = "LerpTensor",
+       .shapes = {S{3, 4}, S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return lerp(x[0], x[1], x[2]); }},
+      {.name = "Addcmul",
+       .shapes = {S{3, 4}, S{4}, S{3, 1}},
+       .fn = [](const Inputs& x) { return addcmul(x[0], x[1], x[2], -0.5); }},
+      {.name = "Addcdiv",
+       .shapes = {S{3, 4}, S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return addcdiv(x[0], x[1], x[2], 2.0); },
+       .domain = Domain::NonZero},
+      {.name = "ClampTensorBounds",
+       .shapes = {S{3, 4}, S{4}, S{3, 1}},
+       .fn = [](const Inputs& x) { return clamp(x[0], x[1], x[2]); }},
+      {.name = "ClampTensorMax",
+       .shapes = {S{3, 4}, S{3, 4}},
+       .fn = [](const Inputs& x) { return clamp(x[0], Tensor(), x[1]); }},
+      {.name = "Isclose",
+       .shapes = {S{3, 4}, S{3, 4}},
+       .fn = [](const Inputs& x) { return isclose(x[0], add(x[0], mul(x[1], 1e-3)), 1e-3, 1e-3); },
        .grad = false},
   };
 }

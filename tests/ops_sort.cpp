@@ -1,5 +1,5 @@
-// Op-table rows of topk, sort, argsort and the searches (see op_table.h), with the order of ties
-// and NaN, and multinomial's draws against the weights.
+// Op-table rows of topk, sort, argsort, the searches and unique (see op_table.h), with the order of
+// ties and NaN, and multinomial's draws against the weights.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -58,6 +58,14 @@ std::vector<OpRow> sort_rows() {
       {.name = "Bucketize",
        .shapes = {S{7}, S{3, 4}},
        .fn = [](const Inputs& x) { return bucketize(x[1], first(sort(x[0]))); },
+       .grad = false},
+      {.name = "Unique",
+       .shapes = {S{4, 6}},
+       .fn =
+           [](const Inputs& x) {
+             const auto [u, inverse, counts] = unique(floor_divide(x[0], 0.5), true, true);
+             return cat({u, inverse.reshape({-1}).to(u.dtype()), counts.to(u.dtype())});
+           },
        .grad = false},
   };
 }

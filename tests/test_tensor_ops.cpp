@@ -1,6 +1,7 @@
 // einsum, bmm, baddbmm, the rearranged tensors (flip, roll, diagonal, diag, kron, meshgrid,
-// repeat_interleave, nonzero, one_hot), sort and the searches beyond the op table: PyTorch's values
-// for the same calls, and the argument checks.
+// repeat_interleave, nonzero, one_hot), sort, the searches, unique, and the composed elementwise
+// ops (lerp, addcmul, addcdiv, clamp with tensor bounds, isclose, allclose) beyond the op table:
+// PyTorch's values for the same calls, and the argument checks.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -323,6 +324,91 @@ TEST(Rearrange, RepeatInterleaveErrors) {
       },
       {"repeat_interleave: repeats must be an i64 tensor", "f64"});
   expect_error([&] { repeat_interleave(a, 2, 2); }, {"repeat_interleave: dim 2 out of range"});
+}
+
+// torch.unique(x, return_inverse=True, return_counts=True): NaNs apart, -0.0 with 0.0.
+TEST(Sort, UniqueValues) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor x = values({2, 1, 2, nan, 0, 1, nan, -0.0, 5}, {3, 3});
+  const auto [u, inverse, counts] = unique(x, true, true);
+  EXPECT_TRUE(all_close(u, values({0, 1, 2, 5, nan, nan}, {6}), 0, 0));
+  EXPECT_EQ(inverse.shape(), (Shape{3, 3}));
+  EXPECT_EQ(inverse.to_vector<int64_t>(), (std::vector<int64_t>{2, 1, 2, 4, 0, 1, 5, 0, 3}));
+  EXPECT_EQ(counts.to_vector<int64_t>(), (std::vector<int64_t>{2, 2, 2, 1, 1, 1}));
+  const auto [ui, ii, ci] = unique(from_vector<int64_t>({3, 1, 3, 3}, {4}), false, true);
+  EXPECT_EQ(ui.to_vector<int64_t>(), (std::vector<int64_t>{1, 3}));
+  EXPECT_FALSE(ii.defined());
+  EXPECT_EQ(ci.to_vector<int64_t>(), (std::vector<int64_t>{1, 3}));
+  const auto [u0, i0, c0] = unique(values({4}, {}), true, true);
+  EXPECT_EQ(u0.shape(), (Shape{1}));
+  EXPECT_EQ(i0.shape(), (Shape{}));
+  EXPECT_EQ(c0.to_vector<int64_t>(), (std::vector<int64_t>{1}));
+  const auto [ue, ie, ce] = unique(zeros({0}), true, true);
+  EXPECT_EQ(ue.numel() + ie.numel() + ce.numel(), 0);
+}
+
+// torch.lerp, addcmul, addcdiv, clamp with tensor bounds, isclose and allclose.
+TEST(Pointwise, PyTorchValues) {
+  const Tensor s = values({1, -2, 3}, {3}), e = values({2, 0, -1, 5, 5, 5}, {2, 3});
+  EXPECT_TRUE(all_close(lerp(s, e, 0.25), values({1.25, -1.5, 2, 2, -0.25, 3.5}, {2, 3}), 0, 0));
+  EXPECT_TRUE(all_close(lerp(s, e, 0.75), values({1.75, -0.5, 0, 4, 3.25, 4.5}, {2, 3}), 0, 0));
+  EXPECT_TRUE(all_close(lerp(s, e, values({0, 0.5, 1.5}, {3})),
+                        values({1, -1, -3, 1, 1.5, 6}, {2, 3}), 0, 0));
+  EXPECT_TRUE(all_close(addcmul(s, e, values({2, 3, 4}, {3}), -0.5),
+                        values({-1, -2, 5, -4, -9.5, -7}, {2, 3}), 0, 0));
+  EXPECT_TRUE(all_close(addcdiv(s, e, values({2, 4, 8}, {3}), 2),
+                        values({3, -2, 2.75, 6, 0.5, 4.25}, {2, 3}), 0, 0));
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor a = values({1, inf, nan, 1e-9, 100, -inf}, {6});
+  const Tensor b = values({1.00001, inf, nan, 0, 100.0015, inf}, {6});
+  auto bools = [](const Tensor& t) { return t.to(DType::i64).to_vector<int64_t>(); };
+  EXPECT_EQ(isclose(a, b).dtype(), DType::b8);
+  EXPECT_EQ(bools(isclose(a, b)), (std::vector<int64_t>{1, 1, 0, 1, 0, 0}));
+  EXPECT_EQ(bools(isclose(a, b, 1e-5, 1e-8, true)), (std::vector<int64_t>{1, 1, 1, 1, 0, 0}));
+  EXPECT_EQ(bools(isclose(a, b, 1e-4, 0)), (std::vector<int64_t>{1, 1, 0, 0, 1, 0}));
+  EXPECT_EQ(bools(isclose(from_vector<int64_t>({1, 2, 3}, {3}),
+                          from_vector<int64_t>({1, 3, 3}, {3}), 0.5)),
+            (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_TRUE(allclose(a.narrow(0, 0, 2), b.narrow(0, 0, 2)));
+  EXPECT_FALSE(allclose(a, b, 1e-5, 1e-8, true));
+}
+
+TEST(Pointwise, ClampTakesTheBoundsGradient) {
+  // torch.clamp(x, lo, hi).backward(g): hi wins where lo > hi (elements 2 and 4).
+  const Tensor x = values({-3, 0.5, 2, 7, 1}, {5}).requires_grad_(true);
+  const Tensor lo = values({-1, 0, 3, 0, 2}, {5}).requires_grad_(true);
+  const Tensor hi = values({1, 1, 1, 5, 0}, {5}).requires_grad_(true);
+  const Tensor y = clamp(x, lo, hi);
+  EXPECT_TRUE(all_close(y, values({-1, 0.5, 1, 5, 0}, {5}), 0, 0));
+  sum(mul(y, values({1, 2, 3, 4, 5}, {5}))).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{0, 2, 0, 0, 0}));
+  EXPECT_EQ(lo.grad().to_vector<double>(), (std::vector<double>{1, 0, 0, 0, 0}));
+  EXPECT_EQ(hi.grad().to_vector<double>(), (std::vector<double>{0, 0, 3, 4, 5}));
+  // A lower bound alone, broadcast: its gradient summed back to its shape.
+  const Tensor x2 = values({-3, 0.5, 2, 7, 1}, {5}).requires_grad_(true);
+  const Tensor lo2 = values({1}, {1}).requires_grad_(true);
+  sum(clamp(x2, lo2, Tensor())).backward();
+  EXPECT_EQ(x2.grad().to_vector<double>(), (std::vector<double>{0, 0, 1, 1, 1}));
+  EXPECT_EQ(lo2.grad().to_vector<double>(), (std::vector<double>{2}));
+  // Mixed dtypes promote.
+  EXPECT_EQ(clamp(from_vector<int64_t>({1, 5}, {2}), Tensor(), values({2.5}, {1})).dtype(),
+            DType::f64);
+}
+
+TEST(Pointwise, Errors) {
+  const Tensor s = values({1, 2}, {2});
+  expect_error([&] { lerp(s, s.to(DType::f32), 0.5); }, {"lerp: start is f64, end f32"});
+  expect_error([&] { lerp(s.to(DType::i64), s.to(DType::i64), 0.5); },
+               {"lerp: expected floating", "i64"});
+  expect_error([&] { lerp(s, s, s.to(DType::f32)); }, {"lerp: weight is f32, start f64"});
+  expect_error([&] { addcdiv(s, s.to(DType::i64), s.to(DType::i64)); },
+               {"addcdiv: integer division", "i64"});
+  expect_error([&] { addcmul(s, Tensor(), s); }, {"addcmul: undefined"});
+  expect_error([&] { clamp(s, Tensor(), Tensor()); }, {"clamp: at least one of min and max"});
+  expect_error([&] { isclose(s, s.to(DType::f32)); }, {"isclose: a is f64, b f32"});
+  expect_error([&] { isclose(s, s, -1.0); }, {"isclose: rtol and atol must be non-negative", "-1"});
+  expect_error([&] { allclose(s, s, 1e-5, -0.5); }, {"isclose", "atol -0.5"});
 }
 
 }  // namespace

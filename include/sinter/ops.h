@@ -483,12 +483,37 @@ Tensor repeat_interleave(const Tensor& a, int64_t repeats,
                          std::optional<int64_t> dim = std::nullopt);
 Tensor repeat_interleave(const Tensor& a, const Tensor& repeats,
                          std::optional<int64_t> dim = std::nullopt);
+// a's distinct elements, flattened and sorted (each NaN distinct, as PyTorch's), with, when
+// asked, the i64 index of each element of a among them (a's shape) and the i64 count of each;
+// those not asked for are undefined. Not differentiable.
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& a, bool return_inverse = false,
+                                          bool return_counts = false);
 // The indices of a's non-zero elements in row-major order: i64 (n, a.dim()). Not
 // differentiable; reads a on the host (the count decides the output's size).
 Tensor nonzero(const Tensor& a);
 // i64 (*indices.shape, num_classes) with 1 at each index: indices i64, non-negative, below
 // num_classes (-1: the largest index + 1). Not differentiable.
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+
+// --- elementwise ops composed of others ---
+// start + weight * (end - start), as PyTorch: end - (end - start) * (1 - weight) where |weight| >=
+// 0.5. start and end of one dtype; the three broadcast. Differentiable in all three.
+Tensor lerp(const Tensor& start, const Tensor& end, double weight);
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+// input + value * t1 * t2 and input + value * t1 / t2 (floating t1 and t2), broadcast.
+Tensor addcmul(const Tensor& input, const Tensor& t1, const Tensor& t2, double value = 1.0);
+Tensor addcdiv(const Tensor& input, const Tensor& t1, const Tensor& t2, double value = 1.0);
+// clamp with tensor bounds, broadcast (either may be undefined, not both): min(max(a, lo), hi),
+// so hi wins where lo > hi. The gradient goes to whichever was taken, as PyTorch's: a where lo <=
+// a <= hi, lo where a < lo <= hi, hi where a > hi or hi < lo.
+Tensor clamp(const Tensor& a, const Tensor& min, const Tensor& max);
+// |a - b| <= atol + rtol * |b| elementwise (bool, broadcast), or a == b (equal infinities);
+// NaNs equal each other with equal_nan. a and b of one dtype. Not differentiable.
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+               bool equal_nan = false);
+// Whether isclose holds for every element.
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+              bool equal_nan = false);
 
 // --- operators ---
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

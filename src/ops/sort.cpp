@@ -1,5 +1,5 @@
 // topk, the first k elements along a dim in Note [topk order]; sort and argsort, topk of the whole
-// dim; searchsorted and bucketize, composed of comparisons.
+// dim; searchsorted and bucketize, composed of comparisons; unique, of sort.
 #include "kern/sort.h"
 
 #include <algorithm>
@@ -117,6 +117,34 @@ Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool right) {
   SINTER_CHECK(boundaries.dim() == 1, "bucketize: boundaries must be 1-D, got shape ",
                shape_str(boundaries.shape()));
   return searchsorted(boundaries, input, right);
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& a, bool return_inverse,
+                                          bool return_counts) {
+  SINTER_PROFILE_OP("unique", a);
+  check_defined("unique", a);
+  NoGradGuard ng;
+  const int64_t n = a.numel();
+  // Sorted, each run of equal values is one group (NaN equals nothing, so each is its own):
+  // s (n) sorted, first (n) true where a group starts, starts (groups) where each does.
+  const auto [s, order] = sort(a.flatten());
+  Tensor first = ones({n}, {.dtype = DType::b8, .device = a.device()});
+  if (n > 1) first.narrow(0, 1, n - 1).copy_(ne(s.narrow(0, 1, n - 1), s.narrow(0, 0, n - 1)));
+  const Tensor starts = nonzero(first).reshape({-1});
+  const int64_t groups = starts.numel();
+  Tensor inverse, counts;
+  if (return_inverse) {
+    // Sorted element j is a[order[j]], in group cumsum(first)[j] - 1: read that at the inverse
+    // permutation of order.
+    const Tensor group = sub(cumsum(first, 0), 1);
+    inverse = index_select(group, 0, argsort(order)).reshape(a.shape());
+  }
+  if (return_counts) {
+    const Tensor bounds = cat(
+        {starts, full({1}, static_cast<double>(n), {.dtype = DType::i64, .device = a.device()})});
+    counts = sub(bounds.narrow(0, 1, groups), bounds.narrow(0, 0, groups));
+  }
+  return {index_select(s, 0, starts), inverse, counts};
 }
 
 }  // namespace sinter
