@@ -1,7 +1,7 @@
 // Op-table rows of the elementwise family (see op_table.h): arithmetic with and without
 // broadcasting, where and masking, comparisons (bool results, compared exactly), unary math and
-// activations, dtype conversion and the in-place ops, and the composed ones (lerp, addcmul,
-// addcdiv, clamp with tensor bounds, isclose); and the
+// activations (erf, expm1, log1p, atan2, hypot among them), dtype conversion and the in-place
+// ops, and the composed ones (lerp, addcmul, addcdiv, clamp with tensor bounds, isclose); and the
 // values of PyTorch's functions where a wrong formula could pass its own gradcheck.
 #include <cmath>
 #include <limits>
@@ -231,6 +231,21 @@ std::vector<OpRow> elementwise_rows() {
              return r;
            },
        .grad = false},
+      // erf, expm1, log1p, atan2 and hypot: rows of the elementwise op list.
+      {.name = "Erf", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return erf(x[0]); }},
+      {.name = "Expm1", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return expm1(x[0]); }},
+      {.name = "Log1p",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return log1p(x[0]); },
+       .domain = Domain::Positive},
+      {.name = "Atan2",
+       .shapes = {S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return atan2(x[0], x[1]); },
+       .domain = Domain::NonZero},
+      {.name = "Hypot",
+       .shapes = {S{3, 1}, S{3, 4}},
+       .fn = [](const Inputs& x) { return hypot(x[0], x[1]); },
+       .domain = Domain::NonZero},
       // Composed ops (src/ops/pointwise.cpp): lerp's two forms, addcmul, addcdiv, clamp with
       // tensor bounds (some below, some above, some crossed), isclose.
       {.name = "LerpScalar",

@@ -124,6 +124,14 @@ std::map<std::string, std::function<Tensor(DType)>> table_calls() {
        [=](DType d) {
          return cumsum(t({3, 4}, d), 1);
        }},
+      {"expm1",
+       [=](DType d) {
+         return expm1(t({3, 4}, d));
+       }},
+      {"log1p",
+       [=](DType d) {
+         return log1p(abs(t({3, 4}, d)));
+       }},
   };
 }
 

@@ -411,5 +411,54 @@ TEST(Pointwise, Errors) {
   expect_error([&] { allclose(s, s, 1e-5, -0.5); }, {"isclose", "atol -0.5"});
 }
 
+// torch.erf, expm1, log1p, atan2 and hypot in f64: the exact forms near 0, atan2's quadrants and
+// signed zeros, hypot past the squares' range.
+TEST(Pointwise, MathPyTorchValues) {
+  const Tensor x = values({-2, -0.5, 0, 1e-10, 0.7, 3}, {6});
+  EXPECT_TRUE(all_close(erf(x),
+                        values({-0.9953222650189527, -0.5204998778130465, 0.0,
+                                1.1283791670955126e-10, 0.6778011938374184, 0.9999779095030014},
+                               {6}),
+                        0, 1e-15));
+  EXPECT_TRUE(all_close(expm1(x),
+                        values({-0.8646647167633873, -0.3934693402873666, 0.0, 1.00000000005e-10,
+                                1.0137527074704764, 19.085536923187668},
+                               {6}),
+                        0, 1e-15));
+  EXPECT_TRUE(all_close(log1p(values({-0.5, 0, 1e-10, 0.7, 3}, {5})),
+                        values({-0.6931471805599453, 0.0, 9.999999999500001e-11, 0.5306282510621704,
+                                1.3862943611198906},
+                               {5}),
+                        0, 1e-15));
+  EXPECT_TRUE(
+      all_close(atan2(values({0, 0, 1, -1, -0.0, 2}, {6}), values({-1, 1, 0, -1, -1, 3}, {6})),
+                values({3.141592653589793, 0.0, 1.5707963267948966, -2.356194490192345,
+                        -3.141592653589793, 0.5880026035475675},
+                       {6}),
+                0, 1e-15));
+  EXPECT_TRUE(all_close(hypot(values({3, 1e200, 0, -5}, {4}), values({4, 1e200, 0, 12}, {4})),
+                        values({5, 1.414213562373095e+200, 0, 13}, {4}), 0, 1e-15));
+  // Integers compute in f32; mixed dtypes promote; operands broadcast.
+  EXPECT_EQ(erf(from_vector<int64_t>({1, 0}, {2})).dtype(), DType::f32);
+  EXPECT_EQ(atan2(from_vector<int64_t>({1}, {1}), from_vector<int64_t>({1}, {1})).dtype(),
+            DType::f32);
+  const Tensor h = hypot(values({3}, {1}).to(DType::f32), values({4, 0}, {2, 1}));
+  EXPECT_EQ(h.dtype(), DType::f64);
+  EXPECT_TRUE(all_close(h, values({5, 3}, {2, 1}), 0, 0));
+}
+
+TEST(Pointwise, MathErrors) {
+  const Tensor s = values({1, 2}, {2});
+  expect_error([] { erf(Tensor()); }, {"erf: undefined"});
+  expect_error([] { expm1(Tensor()); }, {"expm1: undefined"});
+  expect_error([] { log1p(Tensor()); }, {"log1p: undefined"});
+  expect_error([&] { atan2(s, Tensor()); }, {"atan2: undefined"});
+  expect_error(
+      [&] {
+        hypot(s, values({1, 2, 3}, {3}));
+      },
+      {"hypot: shapes [2] and [3] cannot be broadcast"});
+}
+
 }  // namespace
 }  // namespace sinter

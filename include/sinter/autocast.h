@@ -79,7 +79,9 @@ enum class Policy {
   X(mean, Float32)                              \
   X(var, Float32)                               \
   X(logsumexp, Float32)                         \
-  X(cumsum, Float32)
+  X(cumsum, Float32)                            \
+  X(expm1, Float32)                             \
+  X(log1p, Float32)
 
 #define SINTER_AUTOCAST_OP_(op, policy) op,
 enum class Op { SINTER_AUTOCAST_POLICY(SINTER_AUTOCAST_OP_) };

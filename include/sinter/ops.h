@@ -495,7 +495,16 @@ Tensor nonzero(const Tensor& a);
 // num_classes (-1: the largest index + 1). Not differentiable.
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 
-// --- elementwise ops composed of others ---
+// --- more elementwise math ---
+// Integer and bool tensors compute in f32, as PyTorch's. Differentiable.
+Tensor erf(const Tensor& a);
+Tensor expm1(const Tensor& a);  // exp(a) - 1, exact near 0
+Tensor log1p(const Tensor& a);  // log(1 + a), exact near 0
+// The angle of the point (x = b, y = a) in (-pi, pi], broadcast: atan2(0, -1) = pi.
+Tensor atan2(const Tensor& a, const Tensor& b);
+// sqrt(a^2 + b^2), broadcast, without overflow in the squares.
+Tensor hypot(const Tensor& a, const Tensor& b);
+// Composed of other ops:
 // start + weight * (end - start), as PyTorch: end - (end - start) * (1 - weight) where |weight| >=
 // 0.5. start and end of one dtype; the three broadcast. Differentiable in all three.
 Tensor lerp(const Tensor& start, const Tensor& end, double weight);

@@ -35,12 +35,15 @@ struct Math<float> {
   static SINTER_HD float exp(float x) { return ::expf(x); }
   static SINTER_HD float log(float x) { return ::logf(x); }
   static SINTER_HD float log1p(float x) { return ::log1pf(x); }
+  static SINTER_HD float expm1(float x) { return ::expm1f(x); }
   static SINTER_HD float sqrt(float x) { return ::sqrtf(x); }
   static SINTER_HD float sin(float x) { return ::sinf(x); }
   static SINTER_HD float cos(float x) { return ::cosf(x); }
   static SINTER_HD float tanh(float x) { return ::tanhf(x); }
   static SINTER_HD float erf(float x) { return ::erff(x); }
   static SINTER_HD float pow(float x, float y) { return ::powf(x, y); }
+  static SINTER_HD float atan2(float y, float x) { return ::atan2f(y, x); }
+  static SINTER_HD float hypot(float x, float y) { return ::hypotf(x, y); }
   static SINTER_HD float trunc(float x) { return ::truncf(x); }
   static SINTER_HD float floor(float x) { return ::floorf(x); }
   static SINTER_HD float fmod(float x, float y) { return ::fmodf(x, y); }
@@ -53,12 +56,15 @@ struct Math<double> {
   static SINTER_HD double exp(double x) { return ::exp(x); }
   static SINTER_HD double log(double x) { return ::log(x); }
   static SINTER_HD double log1p(double x) { return ::log1p(x); }
+  static SINTER_HD double expm1(double x) { return ::expm1(x); }
   static SINTER_HD double sqrt(double x) { return ::sqrt(x); }
   static SINTER_HD double sin(double x) { return ::sin(x); }
   static SINTER_HD double cos(double x) { return ::cos(x); }
   static SINTER_HD double tanh(double x) { return ::tanh(x); }
   static SINTER_HD double erf(double x) { return ::erf(x); }
   static SINTER_HD double pow(double x, double y) { return ::pow(x, y); }
+  static SINTER_HD double atan2(double y, double x) { return ::atan2(y, x); }
+  static SINTER_HD double hypot(double x, double y) { return ::hypot(x, y); }
   static SINTER_HD double trunc(double x) { return ::trunc(x); }
   static SINTER_HD double floor(double x) { return ::floor(x); }
   static SINTER_HD double fmod(double x, double y) { return ::fmod(x, y); }

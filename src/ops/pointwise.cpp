@@ -1,8 +1,11 @@
-// Elementwise ops composed of the elementwise family's: lerp, addcmul, addcdiv, clamp with tensor
-// bounds (its own backward, the gradient to the bound taken) and isclose / allclose.
+// More elementwise math: erf, expm1, log1p, atan2 and hypot on the elementwise kernels (rows of
+// Note [elementwise op list]), and ops composed of others: lerp, addcmul, addcdiv, clamp with
+// tensor bounds (its own backward, the gradient to the bound taken) and isclose / allclose.
 #include <cmath>
 #include <limits>
+#include <utility>
 
+#include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/ops_impl.h"
 #include "internal/profile_op.h"
@@ -11,6 +14,47 @@
 namespace sinter {
 
 namespace {
+
+using kern::BinaryOp;
+using kern::UnaryOp;
+
+// a as a floating tensor: integer and bool tensors in f32, PyTorch's default dtype.
+Tensor floating(const Tensor& a) { return is_floating(a.dtype()) ? a : a.to(DType::f32); }
+
+// A unary op on the kernel whose gradient is grad(g, s), s its input (or output with save_out).
+template <class Grad>
+Tensor unary_math(const char* name, const Tensor& a0, UnaryOp op, bool save_out, Grad grad) {
+  check_defined(name, a0);
+  const Tensor a = floating(a0);
+  Tensor out = unary_kernel(name, a, op);
+  if (needs_grad({&a})) {
+    SavedTensor saved(save_out ? out : a, name);
+    record(name, {&out}, {a},
+           [saved, grad](const Grads& g) { return Grads{grad(g[0], saved.get())}; });
+  }
+  return out;
+}
+
+// A binary op on the kernel, its operands promoted (f32 for integers), broadcast; grad(g, a, b,
+// out) gives both gradients (out undefined without save_out).
+template <class Grad>
+Tensor binary_math(const char* name, const Tensor& a0, const Tensor& b0, BinaryOp op, bool save_out,
+                   Grad grad) {
+  check_defined(name, a0);
+  check_defined(name, b0);
+  const DType dt = a0.dtype() == b0.dtype() ? a0.dtype() : result_type(a0, b0);
+  const Tensor a = floating(a0.to(dt)), b = floating(b0.to(dt));
+  Tensor out = binary_kernel(name, a, b, op);
+  if (needs_grad({&a, &b})) {
+    SavedTensor sa(a, name), sb(b, name), so(save_out ? out : Tensor(), name);
+    const Shape sha = a.shape(), shb = b.shape();
+    record(name, {&out}, {a, b}, [=](const Grads& g) {
+      const auto [ga, gb] = grad(g[0], sa.get(), sb.get(), so.get());
+      return Grads{sum_to(ga, sha), sum_to(gb, shb)};
+    });
+  }
+  return out;
+}
 
 void check_lerp(const Tensor& start, const Tensor& end) {
   check_defined("lerp", start);
@@ -26,6 +70,48 @@ Tensor either(const Tensor& a, const Tensor& b) { return where(a, a, b); }
 Tensor both(const Tensor& a, const Tensor& b) { return where(a, b, a); }
 
 }  // namespace
+
+Tensor erf(const Tensor& a) {
+  SINTER_PROFILE_OP("erf", a);
+  return unary_math("erf", a, UnaryOp::Erf, false, [](const Tensor& g, const Tensor& x) {
+    // d/dx erf(x) = 2 / sqrt(pi) exp(-x^2)
+    return mul(g, mul(exp(neg(mul(x, x))), 1.1283791670955126));
+  });
+}
+
+Tensor expm1(const Tensor& a) {
+  SINTER_PROFILE_OP("expm1", a);
+  check_defined("expm1", a);
+  SINTER_AUTOCAST(expm1, a, expm1(cast(a)));
+  return unary_math("expm1", a, UnaryOp::Expm1, true,
+                    [](const Tensor& g, const Tensor& y) { return mul(g, add(y, 1.0)); });
+}
+
+Tensor log1p(const Tensor& a) {
+  SINTER_PROFILE_OP("log1p", a);
+  check_defined("log1p", a);
+  SINTER_AUTOCAST(log1p, a, log1p(cast(a)));
+  return unary_math("log1p", a, UnaryOp::Log1p, false,
+                    [](const Tensor& g, const Tensor& x) { return div(g, add(x, 1.0)); });
+}
+
+Tensor atan2(const Tensor& a, const Tensor& b) {
+  SINTER_PROFILE_OP("atan2", a, b);
+  return binary_math("atan2", a, b, BinaryOp::Atan2, false,
+                     [](const Tensor& g, const Tensor& y, const Tensor& x, const Tensor&) {
+                       // d/dy = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2)
+                       const Tensor r2 = add(mul(x, x), mul(y, y));
+                       return std::pair{div(mul(g, x), r2), div(mul(g, neg(y)), r2)};
+                     });
+}
+
+Tensor hypot(const Tensor& a, const Tensor& b) {
+  SINTER_PROFILE_OP("hypot", a, b);
+  return binary_math("hypot", a, b, BinaryOp::Hypot, true,
+                     [](const Tensor& g, const Tensor& x, const Tensor& y, const Tensor& r) {
+                       return std::pair{div(mul(g, x), r), div(mul(g, y), r)};
+                     });
+}
 
 Tensor lerp(const Tensor& start, const Tensor& end, double weight) {
   SINTER_PROFILE_OP("lerp", start, end);
