@@ -1,7 +1,9 @@
 // Op-table rows of the elementwise family (see op_table.h): arithmetic with and without
 // broadcasting, where and masking, comparisons (bool results, compared exactly), unary math and
-// activations (prelu too), dtype conversion and the in-place ops; and the values of PyTorch's
-// functions and gradients where a wrong formula could pass its own gradcheck.
+// activations (prelu, erf, expm1, log1p, atan2, hypot among them), dtype conversion and the
+// in-place ops, and the composed ones (lerp, addcmul, addcdiv, clamp with tensor bounds, isclose);
+// and the values of PyTorch's functions and gradients where a wrong formula could pass its own
+// gradcheck.
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -255,6 +257,49 @@ std::vector<OpRow> elementwise_rows() {
              r.narrow(0, 1, 2).copy_(x[0].detach().t().narrow(0, 0, 2));
              return r;
            },
+       .grad = false},
+      // erf, expm1, log1p, atan2 and hypot: rows of the elementwise op list.
+      {.name = "Erf", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return erf(x[0]); }},
+      {.name = "Expm1", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return expm1(x[0]); }},
+      {.name = "Log1p",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return log1p(x[0]); },
+       .domain = Domain::Positive},
+      {.name = "Atan2",
+       .shapes = {S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return atan2(x[0], x[1]); },
+       .domain = Domain::NonZero},
+      {.name = "Hypot",
+       .shapes = {S{3, 1}, S{3, 4}},
+       .fn = [](const Inputs& x) { return hypot(x[0], x[1]); },
+       .domain = Domain::NonZero},
+      // Composed ops (src/ops/pointwise.cpp): lerp's two forms, addcmul, addcdiv, clamp with
+      // tensor bounds (some below, some above, some crossed), isclose.
+      {.name = "LerpScalar",
+       .shapes = {S{3, 4}, S{4}},
+       .fn =
+           [](const Inputs& x) {
+             return cat({lerp(x[0], x[1], 0.3), lerp(x[0], x[1], 0.8)});
+           }},
+      {.name = "LerpTensor",
+       .shapes = {S{3, 4}, S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return lerp(x[0], x[1], x[2]); }},
+      {.name = "Addcmul",
+       .shapes = {S{3, 4}, S{4}, S{3, 1}},
+       .fn = [](const Inputs& x) { return addcmul(x[0], x[1], x[2], -0.5); }},
+      {.name = "Addcdiv",
+       .shapes = {S{3, 4}, S{3, 4}, S{4}},
+       .fn = [](const Inputs& x) { return addcdiv(x[0], x[1], x[2], 2.0); },
+       .domain = Domain::NonZero},
+      {.name = "ClampTensorBounds",
+       .shapes = {S{3, 4}, S{4}, S{3, 1}},
+       .fn = [](const Inputs& x) { return clamp(x[0], x[1], x[2]); }},
+      {.name = "ClampTensorMax",
+       .shapes = {S{3, 4}, S{3, 4}},
+       .fn = [](const Inputs& x) { return clamp(x[0], Tensor(), x[1]); }},
+      {.name = "Isclose",
+       .shapes = {S{3, 4}, S{3, 4}},
+       .fn = [](const Inputs& x) { return isclose(x[0], add(x[0], mul(x[1], 1e-3)), 1e-3, 1e-3); },
        .grad = false},
   };
 }

@@ -1,5 +1,6 @@
 // Op-table rows of matmul and linear (see op_table.h): 1-D, 2-D, batched and broadcast operands,
-// transposed operands read in place, and linear's bias and activation in the GEMM epilogue.
+// transposed operands read in place, and linear's bias and activation in the GEMM epilogue; bmm,
+// baddbmm and einsum, which run on matmul.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -73,6 +74,51 @@ std::vector<OpRow> gemm_rows() {
       {.name = "LinearTransposedInput",
        .shapes = {S{4, 3}, S{5, 4}, S{5}},
        .fn = [](const Inputs& x) { return linear(x[0].t(), x[1], x[2], Activation::Relu); },
+       .tol = 1e-3},
+      // bmm and baddbmm: matmul of 3-D operands; baddbmm's scaled input broadcast over the batch.
+      {.name = "Bmm",
+       .shapes = {S{2, 3, 4}, S{2, 4, 5}},
+       .fn = [](const Inputs& x) { return bmm(x[0], x[1]); },
+       .tol = 1e-3},
+      {.name = "Baddbmm",
+       .shapes = {S{3, 1}, S{2, 3, 4}, S{2, 4, 5}},
+       .fn = [](const Inputs& x) { return baddbmm(x[0], x[1], x[2], 0.5, -1.5); },
+       .tol = 1e-3},
+      // einsum: each form of term (Note [einsum as matmuls] in src/ops/einsum.cpp).
+      {.name = "EinsumBatched",
+       .shapes = {S{2, 3, 4}, S{2, 4, 5}},
+       .fn =
+           [](const Inputs& x) {
+             return einsum("bij,bjk->bik", {x[0], x[1]});
+           },
+       .tol = 1e-3},
+      {.name = "EinsumBilinear",
+       .shapes = {S{2, 3}, S{4, 3, 5}, S{2, 5}},
+       .fn =
+           [](const Inputs& x) {
+             return einsum("bn,anm,bm->ba", {x[0], x[1], x[2]});
+           },
+       .tol = 1e-3},
+      {.name = "EinsumEllipsisBroadcast",
+       .shapes = {S{2, 1, 3, 4}, S{3, 4, 2}},
+       .fn =
+           [](const Inputs& x) {
+             return einsum("...ij,...jk", {x[0], x[1]});
+           },
+       .tol = 1e-3},
+      {.name = "EinsumDiagonalAndSum",
+       .shapes = {S{3, 4, 3}, S{4}},
+       .fn =
+           [](const Inputs& x) {
+             return einsum("iji,j->i", {x[0], x[1]});
+           },
+       .tol = 1e-3},
+      {.name = "EinsumTraceOuter",
+       .shapes = {S{3, 3}, S{2}, S{4}},
+       .fn =
+           [](const Inputs& x) {
+             return einsum("ii,j,k", {x[0], x[1], x[2]});
+           },
        .tol = 1e-3},
   };
 }

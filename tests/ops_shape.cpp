@@ -1,5 +1,6 @@
 // Op-table rows of the shape ops (see op_table.h): views, copies, cat, stack, split, chunk, pad,
-// unfold and fold; unfold's and fold's known values and errors.
+// unfold and fold, and the rearranged tensors (flip, roll, diagonal, diag, kron, meshgrid,
+// repeat_interleave, nonzero, one_hot); unfold's and fold's known values and errors.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -114,6 +115,56 @@ std::vector<OpRow> shape_rows() {
            [](const Inputs& x) {
              return fold(x[0], {5, 5}, 2, {.padding = 1, .stride = 2});
            }},
+      // Rearranged tensors (src/ops/rearrange.cpp).
+      {.name = "Flip",
+       .shapes = {S{2, 3, 4}},
+       .fn =
+           [](const Inputs& x) {
+             return flip(x[0], {0, -1});
+           }},
+      {.name = "Roll",
+       .shapes = {S{3, 4}},
+       .fn =
+           [](const Inputs& x) {
+             return roll(x[0], {-1, 6}, {0, 1});
+           }},
+      {.name = "RollFlattened",
+       .shapes = {S{2, 3}},
+       .fn = [](const Inputs& x) { return roll(x[0], {4}); }},
+      {.name = "Diagonal",
+       .shapes = {S{2, 3, 4}},
+       .fn = [](const Inputs& x) { return diagonal(x[0], 1, 2, 1) * 1.0; }},
+      {.name = "DiagEmbed", .shapes = {S{3}}, .fn = [](const Inputs& x) { return diag(x[0], -1); }},
+      {.name = "DiagOfMatrix",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return diag(x[0], 1); }},
+      {.name = "Kron",
+       .shapes = {S{2, 3}, S{2, 1, 2}},
+       .fn = [](const Inputs& x) { return kron(x[0], x[1]); }},
+      {.name = "Meshgrid",
+       .shapes = {S{2}, S{3}, S{}},
+       .fn =
+           [](const Inputs& x) {
+             const std::vector<Tensor> g = meshgrid({x[0], x[1], x[2]}, "xy");
+             return g[0] * g[1] + g[2];
+           }},
+      {.name = "RepeatInterleave",
+       .shapes = {S{2, 3}},
+       .fn =
+           [](const Inputs& x) {
+             return repeat_interleave(x[0], index_of({2, 0, 3}, {3}, x[0]), 1);
+           }},
+      {.name = "RepeatInterleaveFlat",
+       .shapes = {S{2, 3}},
+       .fn = [](const Inputs& x) { return repeat_interleave(x[0], 2); }},
+      {.name = "Nonzero",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return nonzero(gt(x[0], 0.0)); },
+       .grad = false},
+      {.name = "OneHot",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return one_hot(argmax(x[0], 1), 5); },
+       .grad = false},
   };
 }
 

@@ -1,5 +1,5 @@
-// Op-table rows of topk (see op_table.h), with the order of ties and NaN, and multinomial's draws
-// against the weights.
+// Op-table rows of topk, sort, argsort, the searches and unique (see op_table.h), with the order of
+// ties and NaN, and multinomial's draws against the weights.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -34,6 +34,37 @@ std::vector<OpRow> sort_rows() {
        .fn =
            [](const Inputs& x) {
              return cat({second(topk(x[0], 4)), second(topk(x[0].t(), 25, 0, false)).t()}, 1);
+           },
+       .grad = false},
+      // sort (topk of the whole dim), argsort, and the searches of sorted boundaries.
+      {.name = "Sort",
+       .shapes = {S{3, 5}},
+       .fn = [](const Inputs& x) { return first(sort(x[0])); }},
+      {.name = "SortDescendingDim0",
+       .shapes = {S{4, 3}},
+       .fn = [](const Inputs& x) { return first(sort(x[0], 0, true)); }},
+      {.name = "Argsort",
+       .shapes = {S{3, 40}},
+       .fn = [](const Inputs& x) { return argsort(x[0], 1, true); },
+       .grad = false},
+      {.name = "Searchsorted",
+       .shapes = {S{2, 6}, S{2, 5}},
+       .fn =
+           [](const Inputs& x) {
+             const Tensor b = first(sort(x[0]));
+             return cat({searchsorted(b, x[1]), searchsorted(b, x[1], true)}, 1);
+           },
+       .grad = false},
+      {.name = "Bucketize",
+       .shapes = {S{7}, S{3, 4}},
+       .fn = [](const Inputs& x) { return bucketize(x[1], first(sort(x[0]))); },
+       .grad = false},
+      {.name = "Unique",
+       .shapes = {S{4, 6}},
+       .fn =
+           [](const Inputs& x) {
+             const auto [u, inverse, counts] = unique(floor_divide(x[0], 0.5), true, true);
+             return cat({u, inverse.reshape({-1}).to(u.dtype()), counts.to(u.dtype())});
            },
        .grad = false},
   };

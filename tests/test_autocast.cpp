@@ -82,6 +82,18 @@ std::map<std::string, std::function<Tensor(DType)>> table_calls() {
          return scaled_dot_product_attention(t({1, 2, 3, 4}, d), t({1, 2, 3, 4}, d),
                                              t({1, 2, 3, 4}, d), {.causal = true});
        }},
+      {"einsum",
+       [=](DType d) {
+         return einsum("bij,bjk->bik", {t({2, 3, 4}, d), t({2, 4, 2}, d)});
+       }},
+      {"bmm",
+       [=](DType d) {
+         return bmm(t({2, 3, 4}, d), t({2, 4, 2}, d));
+       }},
+      {"baddbmm",
+       [=](DType d) {
+         return baddbmm(t({3, 2}, d), t({2, 3, 4}, d), t({2, 4, 2}, d));
+       }},
       {"softmax",
        [=](DType d) {
          return softmax(t({3, 4}, d), 1);
@@ -194,6 +206,14 @@ std::map<std::string, std::function<Tensor(DType)>> table_calls() {
       {"cumsum",
        [=](DType d) {
          return cumsum(t({3, 4}, d), 1);
+       }},
+      {"expm1",
+       [=](DType d) {
+         return expm1(t({3, 4}, d));
+       }},
+      {"log1p",
+       [=](DType d) {
+         return log1p(abs(t({3, 4}, d)));
        }},
   };
 }

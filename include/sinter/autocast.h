@@ -69,6 +69,9 @@ enum class Policy {
   X(lstm_cell_step, LowPrecision)               \
   X(gru_cell_step, LowPrecision)                \
   X(scaled_dot_product_attention, LowPrecision) \
+  X(einsum, LowPrecision)                       \
+  X(bmm, LowPrecision)                          \
+  X(baddbmm, LowPrecision)                      \
   X(softmax, Float32)                           \
   X(log_softmax, Float32)                       \
   X(layer_norm, Float32)                        \
@@ -95,7 +98,9 @@ enum class Policy {
   X(mean, Float32)                              \
   X(var, Float32)                               \
   X(logsumexp, Float32)                         \
-  X(cumsum, Float32)
+  X(cumsum, Float32)                            \
+  X(expm1, Float32)                             \
+  X(log1p, Float32)
 
 #define SINTER_AUTOCAST_OP_(op, policy) op,
 enum class Op { SINTER_AUTOCAST_POLICY(SINTER_AUTOCAST_OP_) };

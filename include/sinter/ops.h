@@ -507,6 +507,101 @@ Tensor hardsigmoid(const Tensor& x);
 // Differentiable in x and weight; at x == 0 the slope is the weight, as PyTorch's.
 Tensor prelu(const Tensor& x, const Tensor& weight);
 
+// --- einsum, batched products, and tensors rearranged ---
+// Einstein summation, as torch.einsum: "ij,jk->ik" multiplies two matrices. A term holds one
+// letter (a-z, A-Z) per dim of its operand and at most one "..." for the dims the letters leave
+// (right-aligned and broadcast across operands). A letter repeated in one term takes that
+// operand's diagonal; a letter in no output is summed. Without "->" the output is "..." then the
+// letters that occur once, upper case before lower case, each alphabetical. Sizes of a letter
+// must match or be 1 (broadcast). Contracted pairwise, left to right, as batched matmuls (Note
+// [einsum as matmuls] in src/ops/einsum.cpp); differentiable through them.
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
+// a: (b, n, m) @ b: (b, m, p) -> (b, n, p): matmul of exactly 3-D operands of one batch size.
+Tensor bmm(const Tensor& a, const Tensor& b);
+// beta * input + alpha * bmm(batch1, batch2), input broadcast to (b, n, p); with beta = 0, input
+// is not read (its NaN and inf do not reach the result), as PyTorch's.
+Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, double beta = 1.0,
+               double alpha = 1.0);
+// a with the order of each of `dims` reversed (a copy).
+Tensor flip(const Tensor& a, const std::vector<int64_t>& dims);
+// a with elements shifted by shifts[i] along dims[i] (wrapping around; negative shifts go back).
+// Without dims, a is rolled flattened by the one shift and keeps its shape.
+Tensor roll(const Tensor& a, const std::vector<int64_t>& shifts,
+            const std::vector<int64_t>& dims = {});
+// The diagonal of the (dim1, dim2) planes as a view: those dims removed and a last dim added, of
+// the elements a[..., i, ..., i + offset, ...] (offset > 0 above the main diagonal, < 0 below).
+Tensor diagonal(const Tensor& a, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
+// A 1-D a as the given diagonal of a square matrix of zeros (size n + |diagonal|), or the
+// given diagonal of a 2-D a as a new 1-D tensor.
+Tensor diag(const Tensor& a, int64_t diagonal = 0);
+// The Kronecker product: the operands' dims padded in front with 1s to equal rank; out has
+// sizes a.size(d) * b.size(d), out[i * b.size(d) + j] = a[i] * b[j] in each dim.
+Tensor kron(const Tensor& a, const Tensor& b);
+// Coordinate grids of n 1-D (or 0-d) tensors, each of shape (len_0, ..., len_n-1) with indexing
+// "ij"; "xy" swaps the first two dims (len_1, len_0, ...), as numpy. Expanded views.
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors,
+                             const std::string& indexing = "ij");
+// a's elements along dim in ascending (or descending) order: (values, i64 indices). Stable:
+// equal elements keep their order (PyTorch's stable=True); NaN sorts above every number (last
+// ascending, first descending); -0.0 equals 0.0. Differentiable in the values, as topk (which it
+// runs with k the whole dim).
+std::tuple<Tensor, Tensor> sort(const Tensor& a, int64_t dim = -1, bool descending = false);
+Tensor argsort(const Tensor& a, int64_t dim = -1, bool descending = false);
+// For each of `values`, the index at which it would be inserted into sorted_sequence (ascending,
+// along its last dim) to keep it sorted: the first such index, or with right the last.
+// sorted_sequence is 1-D, or has values' leading dims; values is a tensor of any shape, a NaN
+// goes last. i64 of values' shape; not differentiable. Compares each value with every boundary
+// (O(values x boundaries) work, not a binary search).
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false);
+// searchsorted(boundaries, input, right) for 1-D boundaries: the bucket of each element of input.
+Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool right = false);
+// Each slice of a along dim repeated `repeats` times in place (a flattened without dim): [1, 2]
+// repeated 2 times is [1, 1, 2, 2]. Tensor repeats: i64, one count per slice (or one for all).
+Tensor repeat_interleave(const Tensor& a, int64_t repeats,
+                         std::optional<int64_t> dim = std::nullopt);
+Tensor repeat_interleave(const Tensor& a, const Tensor& repeats,
+                         std::optional<int64_t> dim = std::nullopt);
+// a's distinct elements, flattened and sorted (each NaN distinct, as PyTorch's), with, when
+// asked, the i64 index of each element of a among them (a's shape) and the i64 count of each;
+// those not asked for are undefined. Not differentiable.
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& a, bool return_inverse = false,
+                                          bool return_counts = false);
+// The indices of a's non-zero elements in row-major order: i64 (n, a.dim()). Not
+// differentiable; reads a on the host (the count decides the output's size).
+Tensor nonzero(const Tensor& a);
+// i64 (*indices.shape, num_classes) with 1 at each index: indices i64, non-negative, below
+// num_classes (-1: the largest index + 1). Not differentiable.
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+
+// --- more elementwise math ---
+// Integer and bool tensors compute in f32, as PyTorch's. Differentiable.
+Tensor erf(const Tensor& a);
+Tensor expm1(const Tensor& a);  // exp(a) - 1, exact near 0
+Tensor log1p(const Tensor& a);  // log(1 + a), exact near 0
+// The angle of the point (x = b, y = a) in (-pi, pi], broadcast: atan2(0, -1) = pi.
+Tensor atan2(const Tensor& a, const Tensor& b);
+// sqrt(a^2 + b^2), broadcast, without overflow in the squares.
+Tensor hypot(const Tensor& a, const Tensor& b);
+// Composed of other ops:
+// start + weight * (end - start), as PyTorch: end - (end - start) * (1 - weight) where |weight| >=
+// 0.5. start and end of one dtype; the three broadcast. Differentiable in all three.
+Tensor lerp(const Tensor& start, const Tensor& end, double weight);
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+// input + value * t1 * t2 and input + value * t1 / t2 (floating t1 and t2), broadcast.
+Tensor addcmul(const Tensor& input, const Tensor& t1, const Tensor& t2, double value = 1.0);
+Tensor addcdiv(const Tensor& input, const Tensor& t1, const Tensor& t2, double value = 1.0);
+// clamp with tensor bounds, broadcast (either may be undefined, not both): min(max(a, lo), hi),
+// so hi wins where lo > hi. The gradient goes to whichever was taken, as PyTorch's: a where lo <=
+// a <= hi, lo where a < lo <= hi, hi where a > hi or hi < lo.
+Tensor clamp(const Tensor& a, const Tensor& min, const Tensor& max);
+// |a - b| <= atol + rtol * |b| elementwise (bool, broadcast), or a == b (equal infinities);
+// NaNs equal each other with equal_nan. a and b of one dtype. Not differentiable.
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+               bool equal_nan = false);
+// Whether isclose holds for every element.
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+              bool equal_nan = false);
+
 // --- operators ---
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

@@ -33,6 +33,9 @@ inline kern::GemmAct kernel_act(Activation act) {
 // helpers BinaryOp::ReluBackward, GeluBackward); records nothing for autograd.
 Tensor binary_kernel(const char* name, const Tensor& a, const Tensor& b, kern::BinaryOp op,
                      double p0 = 0);
+// op(a) elementwise through the unary kernel (a floating, or integral where op takes it); records
+// nothing for autograd.
+Tensor unary_kernel(const char* name, const Tensor& a, kern::UnaryOp op);
 
 // A tensor of shape `s` viewed as contiguous (outer, dim, inner) around dim d (wrapped, in range),
 // as the row kernels take it (Note [softmax rows]); a 0-d tensor is one row of one element.

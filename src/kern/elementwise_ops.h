@@ -101,6 +101,25 @@ struct Sigmoid {
     return scalar::sigmoid(x);
   }
 };
+struct Erf {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    return Math<C>::erf(x);
+  }
+};
+// exp(x) - 1 and log(1 + x), exact near 0 where the plain forms lose digits.
+struct Expm1 {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    return Math<C>::expm1(x);
+  }
+};
+struct Log1p {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    return Math<C>::log1p(x);
+  }
+};
 struct Relu {
   template <class C>
   SINTER_HD C operator()(C x) const {
@@ -261,6 +280,20 @@ struct Minimum {
   template <class C>
   SINTER_HD C operator()(C a, C b) const {
     return scalar::minimum(a, b);
+  }
+};
+// The angle of the point (b, a): atan2(a, b), in (-pi, pi], the quadrant from both signs.
+struct Atan2 {
+  template <class C>
+  SINTER_HD C operator()(C a, C b) const {
+    return Math<C>::atan2(a, b);
+  }
+};
+// sqrt(a^2 + b^2) without overflow or underflow in the squares.
+struct Hypot {
+  template <class C>
+  SINTER_HD C operator()(C a, C b) const {
+    return Math<C>::hypot(a, b);
   }
 };
 // Comparisons return 1 or 0 in C.
@@ -434,7 +467,10 @@ struct Swiglu {
   X(Elu, Floating, none)           \
   X(Mish, Floating, none)          \
   X(Hardsigmoid, Floating, none)   \
-  X(Hardswish, Floating, none)
+  X(Hardswish, Floating, none)     \
+  X(Erf, Floating, none)           \
+  X(Expm1, Floating, none)         \
+  X(Log1p, Floating, none)
 
 #define SINTER_BINARY_OPS(X)     \
   X(Add, Integral)               \
@@ -447,6 +483,8 @@ struct Swiglu {
   X(Pow, Integral)               \
   X(Maximum, Integral)           \
   X(Minimum, Integral)           \
+  X(Atan2, Floating)             \
+  X(Hypot, Floating)             \
   X(Eq, Comparison)              \
   X(Ne, Comparison)              \
   X(Lt, Comparison)              \

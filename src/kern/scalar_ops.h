@@ -42,6 +42,8 @@ struct Math<float> {
   static SINTER_HD float tanh(float x) { return ::tanhf(x); }
   static SINTER_HD float erf(float x) { return ::erff(x); }
   static SINTER_HD float pow(float x, float y) { return ::powf(x, y); }
+  static SINTER_HD float atan2(float y, float x) { return ::atan2f(y, x); }
+  static SINTER_HD float hypot(float x, float y) { return ::hypotf(x, y); }
   static SINTER_HD float trunc(float x) { return ::truncf(x); }
   static SINTER_HD float floor(float x) { return ::floorf(x); }
   static SINTER_HD float fmod(float x, float y) { return ::fmodf(x, y); }
@@ -61,6 +63,8 @@ struct Math<double> {
   static SINTER_HD double tanh(double x) { return ::tanh(x); }
   static SINTER_HD double erf(double x) { return ::erf(x); }
   static SINTER_HD double pow(double x, double y) { return ::pow(x, y); }
+  static SINTER_HD double atan2(double y, double x) { return ::atan2(y, x); }
+  static SINTER_HD double hypot(double x, double y) { return ::hypot(x, y); }
   static SINTER_HD double trunc(double x) { return ::trunc(x); }
   static SINTER_HD double floor(double x) { return ::floor(x); }
   static SINTER_HD double fmod(double x, double y) { return ::fmod(x, y); }

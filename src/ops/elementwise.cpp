@@ -108,6 +108,10 @@ Tensor binary_kernel(const char* name, const Tensor& a, const Tensor& b, BinaryO
   return binary_raw(name, a, b, op, p0);
 }
 
+Tensor unary_kernel(const char* name, const Tensor& a, UnaryOp op) {
+  return unary_raw(name, a, op);
+}
+
 DType result_type(const Tensor& a, const Tensor& b) {
   SINTER_CHECK(a.defined() && b.defined(), "result_type: undefined tensor argument");
   auto category = [](DType t) { return t == DType::b8 ? 0 : is_floating(t) ? 2 : 1; };

@@ -137,6 +137,21 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// The checks of bmm's operands (batch1 and batch2 of baddbmm): 3-D, one batch size, one dtype and
+// device, inner sizes that match.
+void check_bmm(const char* op, const Tensor& a, const Tensor& b) {
+  SINTER_CHECK(a.device() == b.device(), op, ": tensors on different devices: ", a.device(),
+               " and ", b.device());
+  SINTER_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", a.dtype(), " and ", b.dtype());
+  SINTER_CHECK(is_floating(a.dtype()), op, ": expected floating tensors, got dtype ", a.dtype());
+  SINTER_CHECK(a.dim() == 3 && b.dim() == 3, op, ": expected 3-D tensors, got shapes ",
+               shape_str(a.shape()), " and ", shape_str(b.shape()));
+  SINTER_CHECK(a.size(0) == b.size(0), op, ": batch sizes differ: ", shape_str(a.shape()), " and ",
+               shape_str(b.shape()));
+  SINTER_CHECK(a.size(2) == b.size(1), op, ": shapes ", shape_str(a.shape()), " and ",
+               shape_str(b.shape()), " cannot be multiplied (", a.size(2), " vs ", b.size(1), ")");
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -249,5 +264,34 @@ void set_matmul_precision(const std::string& precision) {
 std::string get_matmul_precision() { return g_allow_tf32 ? "high" : "highest"; }
 
 Tensor Tensor::matmul(const Tensor& other) const { return sinter::matmul(*this, other); }
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  SINTER_PROFILE_OP("bmm", a, b);
+  SINTER_CHECK(a.defined() && b.defined(), "bmm: undefined tensor argument");
+  SINTER_AUTOCAST(bmm, a, bmm(cast(a), cast(b)));
+  check_bmm("bmm", a, b);
+  return matmul_nd(a, b);
+}
+
+Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, double beta,
+               double alpha) {
+  SINTER_PROFILE_OP("baddbmm", input, batch1, batch2);
+  SINTER_CHECK(input.defined() && batch1.defined() && batch2.defined(),
+               "baddbmm: undefined tensor argument");
+  SINTER_AUTOCAST(baddbmm, batch1, baddbmm(cast(input), cast(batch1), cast(batch2), beta, alpha));
+  check_bmm("baddbmm", batch1, batch2);
+  SINTER_CHECK(input.dtype() == batch1.dtype() && input.device() == batch1.device(),
+               "baddbmm: input is ", input.dtype(), " on ", input.device(), ", the batches ",
+               batch1.dtype(), " on ", batch1.device());
+  const Shape shape = {batch1.size(0), batch1.size(1), batch2.size(2)};
+  SINTER_CHECK(input.dim() <= 3 && broadcast_shapes("baddbmm", input.shape(), shape) == shape,
+               "baddbmm: input of shape ", shape_str(input.shape()), " does not broadcast to ",
+               shape_str(shape));
+  Tensor out = matmul_nd(batch1, batch2);
+  if (alpha != 1.0) out = mul(out, alpha);
+  // beta = 0 leaves input out, so that its NaN and inf do not reach the result.
+  if (beta != 0.0) out = add(out, beta == 1.0 ? input : mul(input, beta));
+  return out;
+}
 
 }  // namespace sinter

@@ -1,4 +1,5 @@
-// topk, the first k elements along a dim in Note [topk order].
+// topk, the first k elements along a dim in Note [topk order]; sort and argsort, topk of the whole
+// dim; searchsorted and bucketize, composed of comparisons; unique, of sort.
 #include "kern/sort.h"
 
 #include <algorithm>
@@ -62,6 +63,88 @@ std::tuple<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool la
     });
   }
   return {values, indices};
+}
+
+std::tuple<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending) {
+  SINTER_PROFILE_OP("sort", a);
+  check_defined("sort", a);
+  const int64_t d = wrap_dim("sort", dim, a.dim());
+  // Note [topk order] is PyTorch's stable sort order, descending when largest, ascending if not.
+  return topk(a, a.dim() == 0 ? 1 : a.size(d), d, descending);
+}
+
+Tensor argsort(const Tensor& a, int64_t dim, bool descending) {
+  SINTER_PROFILE_OP("argsort", a);
+  return std::get<1>(sort(a, dim, descending));
+}
+
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right) {
+  SINTER_PROFILE_OP("searchsorted", sorted_sequence, values);
+  const char* op = "searchsorted";
+  check_defined(op, sorted_sequence);
+  check_defined(op, values);
+  const Tensor& b = sorted_sequence;
+  SINTER_CHECK(b.dim() >= 1, op, ": sorted_sequence must have at least 1 dim, got shape ",
+               shape_str(b.shape()));
+  SINTER_CHECK(b.device() == values.device(), op, ": sorted_sequence is on ", b.device(),
+               ", values on ", values.device());
+  SINTER_CHECK(b.dtype() != DType::b8 && values.dtype() != DType::b8, op,
+               ": bool tensors cannot be searched");
+  if (b.dim() > 1) {
+    const Shape lead(b.shape().begin(), b.shape().end() - 1);
+    SINTER_CHECK(
+        values.dim() == b.dim() && Shape(values.shape().begin(), values.shape().end() - 1) == lead,
+        op, ": sorted_sequence of shape ", shape_str(b.shape()),
+        " needs values with the same leading dims ", shape_str(lead), ", got shape ",
+        shape_str(values.shape()));
+  }
+  NoGradGuard ng;
+  const int64_t m = b.size(-1);
+  // Boundaries (..., 1, M) against values (..., K, 1): the index is the number of boundaries
+  // below the value (left: not >= it; right: not > it), so a NaN value counts them all.
+  const Tensor v = values.unsqueeze(-1);
+  const Tensor bounds = b.dim() == 1 ? b : b.unsqueeze(-2);
+  const Tensor after = right ? gt(bounds, v) : ge(bounds, v);
+  return sub(full(values.shape(), static_cast<double>(m),
+                  {.dtype = DType::i64, .device = values.device()}),
+             sum(after.to(DType::i64), {-1}));
+}
+
+Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool right) {
+  SINTER_PROFILE_OP("bucketize", input, boundaries);
+  check_defined("bucketize", input);
+  check_defined("bucketize", boundaries);
+  SINTER_CHECK(boundaries.dim() == 1, "bucketize: boundaries must be 1-D, got shape ",
+               shape_str(boundaries.shape()));
+  return searchsorted(boundaries, input, right);
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& a, bool return_inverse,
+                                          bool return_counts) {
+  SINTER_PROFILE_OP("unique", a);
+  check_defined("unique", a);
+  NoGradGuard ng;
+  const int64_t n = a.numel();
+  // Sorted, each run of equal values is one group (NaN equals nothing, so each is its own):
+  // s (n) sorted, first (n) true where a group starts, starts (groups) where each does.
+  const auto [s, order] = sort(a.flatten());
+  Tensor first = ones({n}, {.dtype = DType::b8, .device = a.device()});
+  if (n > 1) first.narrow(0, 1, n - 1).copy_(ne(s.narrow(0, 1, n - 1), s.narrow(0, 0, n - 1)));
+  const Tensor starts = nonzero(first).reshape({-1});
+  const int64_t groups = starts.numel();
+  Tensor inverse, counts;
+  if (return_inverse) {
+    // Sorted element j is a[order[j]], in group cumsum(first)[j] - 1: read that at the inverse
+    // permutation of order.
+    const Tensor group = sub(cumsum(first, 0), 1);
+    inverse = index_select(group, 0, argsort(order)).reshape(a.shape());
+  }
+  if (return_counts) {
+    const Tensor bounds = cat(
+        {starts, full({1}, static_cast<double>(n), {.dtype = DType::i64, .device = a.device()})});
+    counts = sub(bounds.narrow(0, 1, groups), bounds.narrow(0, 0, groups));
+  }
+  return {index_select(s, 0, starts), inverse, counts};
 }
 
 }  // namespace sinter

@@ -1,0 +1,231 @@
+// More elementwise math: erf, expm1, log1p, atan2 and hypot on the elementwise kernels (rows of
+// Note [elementwise op list]), and ops composed of others: lerp, addcmul, addcdiv, clamp with
+// tensor bounds (its own backward, the gradient to the bound taken) and isclose / allclose.
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "internal/autocast_impl.h"
+#include "internal/autograd_impl.h"
+#include "internal/ops_impl.h"
+#include "internal/profile_op.h"
+#include "sinter/ops.h"
+
+namespace sinter {
+
+namespace {
+
+using kern::BinaryOp;
+using kern::UnaryOp;
+
+// a as a floating tensor: integer and bool tensors in f32, PyTorch's default dtype.
+Tensor floating(const Tensor& a) { return is_floating(a.dtype()) ? a : a.to(DType::f32); }
+
+// A unary op on the kernel whose gradient is grad(g, s), s its input (or output with save_out).
+template <class Grad>
+Tensor unary_math(const char* name, const Tensor& a0, UnaryOp op, bool save_out, Grad grad) {
+  check_defined(name, a0);
+  const Tensor a = floating(a0);
+  Tensor out = unary_kernel(name, a, op);
+  if (needs_grad({&a})) {
+    SavedTensor saved(save_out ? out : a, name);
+    record(name, {&out}, {a},
+           [saved, grad](const Grads& g) { return Grads{grad(g[0], saved.get())}; });
+  }
+  return out;
+}
+
+// A binary op on the kernel, its operands promoted (f32 for integers), broadcast; grad(g, a, b,
+// out) gives both gradients (out undefined without save_out).
+template <class Grad>
+Tensor binary_math(const char* name, const Tensor& a0, const Tensor& b0, BinaryOp op, bool save_out,
+                   Grad grad) {
+  check_defined(name, a0);
+  check_defined(name, b0);
+  const DType dt = a0.dtype() == b0.dtype() ? a0.dtype() : result_type(a0, b0);
+  const Tensor a = floating(a0.to(dt)), b = floating(b0.to(dt));
+  Tensor out = binary_kernel(name, a, b, op);
+  if (needs_grad({&a, &b})) {
+    SavedTensor sa(a, name), sb(b, name), so(save_out ? out : Tensor(), name);
+    const Shape sha = a.shape(), shb = b.shape();
+    record(name, {&out}, {a, b}, [=](const Grads& g) {
+      const auto [ga, gb] = grad(g[0], sa.get(), sb.get(), so.get());
+      return Grads{sum_to(ga, sha), sum_to(gb, shb)};
+    });
+  }
+  return out;
+}
+
+void check_lerp(const Tensor& start, const Tensor& end) {
+  check_defined("lerp", start);
+  check_defined("lerp", end);
+  SINTER_CHECK(start.dtype() == end.dtype(), "lerp: start is ", start.dtype(), ", end ",
+               end.dtype(), " (they must have one dtype)");
+  SINTER_CHECK(is_floating(start.dtype()), "lerp: expected floating tensors, got dtype ",
+               start.dtype());
+}
+
+// a or b, a and b of bool tensors (broadcast).
+Tensor either(const Tensor& a, const Tensor& b) { return where(a, a, b); }
+Tensor both(const Tensor& a, const Tensor& b) { return where(a, b, a); }
+
+}  // namespace
+
+Tensor erf(const Tensor& a) {
+  SINTER_PROFILE_OP("erf", a);
+  return unary_math("erf", a, UnaryOp::Erf, false, [](const Tensor& g, const Tensor& x) {
+    // d/dx erf(x) = 2 / sqrt(pi) exp(-x^2)
+    return mul(g, mul(exp(neg(mul(x, x))), 1.1283791670955126));
+  });
+}
+
+Tensor expm1(const Tensor& a) {
+  SINTER_PROFILE_OP("expm1", a);
+  check_defined("expm1", a);
+  SINTER_AUTOCAST(expm1, a, expm1(cast(a)));
+  return unary_math("expm1", a, UnaryOp::Expm1, true,
+                    [](const Tensor& g, const Tensor& y) { return mul(g, add(y, 1.0)); });
+}
+
+Tensor log1p(const Tensor& a) {
+  SINTER_PROFILE_OP("log1p", a);
+  check_defined("log1p", a);
+  SINTER_AUTOCAST(log1p, a, log1p(cast(a)));
+  return unary_math("log1p", a, UnaryOp::Log1p, false,
+                    [](const Tensor& g, const Tensor& x) { return div(g, add(x, 1.0)); });
+}
+
+Tensor atan2(const Tensor& a, const Tensor& b) {
+  SINTER_PROFILE_OP("atan2", a, b);
+  return binary_math("atan2", a, b, BinaryOp::Atan2, false,
+                     [](const Tensor& g, const Tensor& y, const Tensor& x, const Tensor&) {
+                       // d/dy = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2)
+                       const Tensor r2 = add(mul(x, x), mul(y, y));
+                       return std::pair{div(mul(g, x), r2), div(mul(g, neg(y)), r2)};
+                     });
+}
+
+Tensor hypot(const Tensor& a, const Tensor& b) {
+  SINTER_PROFILE_OP("hypot", a, b);
+  return binary_math("hypot", a, b, BinaryOp::Hypot, true,
+                     [](const Tensor& g, const Tensor& x, const Tensor& y, const Tensor& r) {
+                       return std::pair{div(mul(g, x), r), div(mul(g, y), r)};
+                     });
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, double weight) {
+  SINTER_PROFILE_OP("lerp", start, end);
+  check_lerp(start, end);
+  const Tensor diff = sub(end, start);
+  // PyTorch's two forms: each exact at its end (weight 0 gives start, weight 1 gives end).
+  return std::abs(weight) < 0.5 ? add(start, mul(diff, weight)) : sub(end, mul(diff, 1.0 - weight));
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  SINTER_PROFILE_OP("lerp", start, end, weight);
+  check_lerp(start, end);
+  check_defined("lerp", weight);
+  SINTER_CHECK(weight.dtype() == start.dtype(), "lerp: weight is ", weight.dtype(), ", start ",
+               start.dtype(), " (they must have one dtype)");
+  const Tensor diff = sub(end, start);
+  return where(lt(abs(weight), 0.5), add(start, mul(diff, weight)),
+               sub(end, mul(diff, sub(1.0, weight))));
+}
+
+Tensor addcmul(const Tensor& input, const Tensor& t1, const Tensor& t2, double value) {
+  SINTER_PROFILE_OP("addcmul", input, t1, t2);
+  check_defined("addcmul", input);
+  check_defined("addcmul", t1);
+  check_defined("addcmul", t2);
+  const Tensor prod = mul(t1, t2);
+  return add(input, value == 1.0 ? prod : mul(prod, value));
+}
+
+Tensor addcdiv(const Tensor& input, const Tensor& t1, const Tensor& t2, double value) {
+  SINTER_PROFILE_OP("addcdiv", input, t1, t2);
+  check_defined("addcdiv", input);
+  check_defined("addcdiv", t1);
+  check_defined("addcdiv", t2);
+  SINTER_CHECK(is_floating(t1.dtype()) && is_floating(t2.dtype()),
+               "addcdiv: integer division is not supported: t1 is ", t1.dtype(), ", t2 ",
+               t2.dtype());
+  const Tensor quot = div(t1, t2);
+  return add(input, value == 1.0 ? quot : mul(quot, value));
+}
+
+Tensor clamp(const Tensor& a0, const Tensor& lo0, const Tensor& hi0) {
+  SINTER_PROFILE_OP("clamp", a0, lo0, hi0);
+  check_defined("clamp", a0);
+  SINTER_CHECK(lo0.defined() || hi0.defined(), "clamp: at least one of min and max must be given");
+  // The three promoted to one dtype, as PyTorch's.
+  DType dt = a0.dtype();
+  for (const Tensor* t : {&lo0, &hi0}) {
+    if (!t->defined()) continue;
+    SINTER_CHECK(t->device() == a0.device(), "clamp: a bound is on ", t->device(),
+                 ", the input on ", a0.device());
+    dt = promote_types(dt, t->dtype());
+  }
+  auto cast = [dt](const Tensor& t) { return !t.defined() || t.dtype() == dt ? t : t.to(dt); };
+  const Tensor a = cast(a0), lo = cast(lo0), hi = cast(hi0);
+  Tensor out;
+  {
+    NoGradGuard ng;
+    out = lo.defined() ? maximum(a, lo) : a;
+    out = hi.defined() ? minimum(out, hi) : out;
+    if (out.is_same(a)) out = a.clone();
+  }
+  if (needs_grad({&a, &lo, &hi})) {
+    SavedTensor sa(a, "clamp"), slo(lo, "clamp"), shi(hi, "clamp");
+    const Shape sha = a.shape(), shlo = lo.defined() ? lo.shape() : Shape{},
+                shhi = hi.defined() ? hi.shape() : Shape{};
+    const bool need_lo = lo.defined() && lo.requires_grad(),
+               need_hi = hi.defined() && hi.requires_grad();
+    record("clamp", {&out}, {a, lo, hi}, [=](const Grads& g) {
+      const Tensor x = sa.get(), l = slo.get(), h = shi.get();
+      // Where each bound was taken (PyTorch's clamp_backward_min_max): hi wins where l > h.
+      Tensor took_lo, took_hi;
+      if (l.defined()) took_lo = h.defined() ? both(lt(x, l), le(l, h)) : lt(x, l);
+      if (h.defined()) took_hi = l.defined() ? either(gt(x, h), lt(h, l)) : gt(x, h);
+      // a keeps the gradient where neither was taken (NaN included: it compares false).
+      Tensor keep = l.defined() ? ge(x, l) : le(x, h);
+      if (l.defined() && h.defined()) keep = both(keep, le(x, h));
+      const Tensor zero = zeros({}, {.dtype = g[0].dtype(), .device = g[0].device()});
+      auto part = [&](const Tensor& mask, const Shape& shape) {
+        return sum_to(where(mask, g[0], zero), shape);
+      };
+      return Grads{part(keep, sha), need_lo ? part(took_lo, shlo) : Tensor(),
+                   need_hi ? part(took_hi, shhi) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  SINTER_PROFILE_OP("isclose", a, b);
+  check_defined("isclose", a);
+  check_defined("isclose", b);
+  SINTER_CHECK(a.dtype() == b.dtype(), "isclose: a is ", a.dtype(), ", b ", b.dtype(),
+               " (they must have one dtype)");
+  SINTER_CHECK(rtol >= 0 && atol >= 0, "isclose: rtol and atol must be non-negative, got rtol ",
+               rtol, " and atol ", atol);
+  NoGradGuard ng;
+  Tensor close = eq(a, b);
+  if (equal_nan) close = either(close, both(ne(a, a), ne(b, b)));
+  if (a.dtype() == DType::b8 || (rtol == 0 && atol == 0)) return close;
+  // Integers compare in f32, PyTorch's default dtype. A finite difference within the tolerance
+  // (inf - inf is NaN and inf - x is inf: neither counts; equal infinities matched above).
+  const Tensor x = is_floating(a.dtype()) ? a : a.to(DType::f32);
+  const Tensor y = is_floating(b.dtype()) ? b : b.to(DType::f32);
+  const Tensor actual = abs(sub(x, y));
+  const Tensor allowed = add(abs(mul(y, rtol)), atol);
+  const Tensor finite = lt(actual, std::numeric_limits<double>::infinity());
+  return either(close, both(finite, le(actual, allowed)));
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  SINTER_PROFILE_OP("allclose", a, b);
+  const Tensor close = isclose(a, b, rtol, atol, equal_nan);
+  return sum(close.to(DType::i64)).item<int64_t>() == close.numel();
+}
+
+}  // namespace sinter
