@@ -235,7 +235,9 @@ INSTANTIATE_TEST_SUITE_P(Modules, OnnxRuntimeMatches, ::testing::ValuesIn(onnx_c
 // (tests/scripts/check_int8_example.py compares the classes of trained models).
 TEST(OnnxExport, Int8QdqModelsMatchOnnxRuntime) {
   SINTER_REQUIRE_ONNX_RUNTIME();
-  manual_seed(testing::fresh_seed());
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  manual_seed(seed);
   std::optional<data::FashionMNIST> train, test;
   if (std::filesystem::exists(data::FashionMNIST::kDebianRoot)) {
     train.emplace(data::FashionMNIST::kDebianRoot, true,
@@ -294,7 +296,8 @@ TEST(OnnxExport, Int8QdqModelsMatchOnnxRuntime) {
         resnet ? "resnet20" : "cnn", error, static_cast<long long>(agree),
         static_cast<long long>(n), static_cast<long long>(int8_bytes),
         static_cast<long long>(f32_bytes));
-    EXPECT_LE(error, 2e-2);
+    // About 2.5 times the worst of 14 seeds seen (resnet20: 0.007 to 0.0122).
+    EXPECT_LE(error, 3e-2);
     // Images whose two best classes are further apart than the outputs' difference get one class.
     const Tensor top = std::get<0>(topk(ours, 2, 1));
     const Tensor margin = top.select(1, 0) - top.select(1, 1);

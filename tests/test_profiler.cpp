@@ -132,21 +132,28 @@ TEST(Profiler, TheTraceNamesTheProcessAndItsThreads) {
   {
     const profiler::Guard guard;
     (void)sum(ones({3}));
-    // The caller's pieces wait (up to 10 s) until a piece has run on another thread, so that the
-    // worker takes one however late a loaded machine wakes it.
+    // The caller's first piece waits (up to half a second) for a piece to run on another thread,
+    // so that the worker takes one however late a loaded machine wakes it; and the loop runs
+    // again (for up to 20 s) where none did: a job that found the pool busy (a thread an earlier
+    // test left winding down) ran serially on the caller, as Note [cpu threads] says it must.
     const std::thread::id caller = std::this_thread::get_id();
     std::atomic<bool> elsewhere{false};
-    detail::parallel_for(16, 1, [&](int64_t, int64_t) {
-      const profiler::Range piece("piece");
-      if (std::this_thread::get_id() != caller) {
-        elsewhere = true;
-        return;
-      }
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (!elsewhere && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    });
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!elsewhere && std::chrono::steady_clock::now() < give_up) {
+      std::atomic<bool> waited{false};
+      detail::parallel_for(16, 1, [&](int64_t, int64_t) {
+        const profiler::Range piece("piece");
+        if (std::this_thread::get_id() != caller) {
+          elsewhere = true;
+          return;
+        }
+        if (waited.exchange(true)) return;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+        while (!elsewhere && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      });
+    }
     data::DataLoader loader(std::make_shared<data::TensorDataset>(rand({8, 2}), zeros({8})),
                             {.batch_size = 4, .prefetch = 1});
     for (const data::Batch& b : loader) (void)b;
