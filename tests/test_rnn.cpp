@@ -235,7 +235,9 @@ TEST(Rnn, PaddedBatchesMatchEachSequenceRunAlone) {
       EXPECT_TRUE(
           all_close(all.output.narrow(0, 0, len).narrow(1, b, 1), one.output, 1e-12, 1e-12));
       EXPECT_TRUE(all_close(all.h.narrow(1, b, 1), one.h, 1e-12, 1e-12));
-      if (lstm) EXPECT_TRUE(all_close(all.c.narrow(1, b, 1), one.c, 1e-12, 1e-12));
+      if (lstm) {
+        EXPECT_TRUE(all_close(all.c.narrow(1, b, 1), one.c, 1e-12, 1e-12));
+      }
       if (len < 4) {
         EXPECT_EQ(abs(all.output.narrow(0, len, 4 - len).narrow(1, b, 1)).max().item<double>(),
                   0.0);
