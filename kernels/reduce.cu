@@ -1,7 +1,7 @@
-// CUDA reduce_rows: Sum, Max and Min (with the index of the first extremum) along the last dim of a
-// contiguous (outer, r) block; and cumsum_rows, the running sums along a dim. Short rows take a
-// warp or a part of one each, long rows a block each; a few very long rows are split over many
-// blocks whose partial results a second pass combines.
+// CUDA reduce_rows: Sum, Prod, Max and Min (with the index of the first extremum) along the last
+// dim of a contiguous (outer, r) block; and scan_rows, the running sums or products along a dim.
+// Short rows take a warp or a part of one each, long rows a block each; a few very long rows are
+// split over many blocks whose partial results a second pass combines.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -46,12 +46,32 @@ struct State {
   int64_t i;
 };
 
+// a * b; integral products multiply as unsigned, so that an overflow wraps.
+template <typename A>
+__device__ __forceinline__ A prod_mul(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  } else {
+    return a * b;
+  }
+}
+
 template <typename A>
 struct SumFn {
   using Acc = A;
   static constexpr bool kIndexed = false;
   __device__ static State<A> identity() { return {A(0), 0}; }
   __device__ static State<A> combine(State<A> a, State<A> b) { return {sum_add(a.v, b.v), 0}; }
+  __device__ static A apply(A a, A b) { return sum_add(a, b); }
+};
+
+template <typename A>
+struct ProdFn {
+  using Acc = A;
+  static constexpr bool kIndexed = false;
+  __device__ static State<A> identity() { return {A(1), 0}; }
+  __device__ static State<A> combine(State<A> a, State<A> b) { return {prod_mul(a.v, b.v), 0}; }
+  __device__ static A apply(A a, A b) { return prod_mul(a, b); }
 };
 
 // Note [extremum order]
@@ -277,6 +297,8 @@ void reduce_typed(const Ctx& ctx, const void* in, int64_t outer, int64_t r, Redu
   switch (op) {
     case ReduceOp::Sum:
       return reduce_launch<T, SumFn<Acc<T>>>(ctx, x, outer, r, out, indices);
+    case ReduceOp::Prod:
+      return reduce_launch<T, ProdFn<Acc<T>>>(ctx, x, outer, r, out, indices);
     case ReduceOp::Max:
       return reduce_launch<T, ExtremeFn<Acc<T>, true>>(ctx, x, outer, r, out, indices);
     case ReduceOp::Min:
@@ -285,20 +307,20 @@ void reduce_typed(const Ctx& ctx, const void* in, int64_t outer, int64_t r, Redu
   SINTER_THROW("reduce_rows: unknown op ", static_cast<int>(op));
 }
 
-// ---- cumsum ----
+// ---- scans: cumsum and cumprod ----
 
-// What cumsum writes: the storage type for floating inputs, int64 for the others.
+// What a scan writes: the storage type for floating inputs, int64 for the others.
 template <typename T>
-using CumsumOut = std::conditional_t<std::is_integral_v<Acc<T>>, int64_t, T>;
+using ScanOut = std::conditional_t<std::is_integral_v<Acc<T>>, int64_t, T>;
 
 constexpr int kScanThreads = 256;
 
 // Dense rows (inner == 1): a warp per row walks it in chunks of 32 consecutive elements
-// (coalesced), an inclusive shuffle scan per chunk plus the carry of the chunks before. reverse
-// walks from the row's end.
-template <typename T>
+// (coalesced), an inclusive shuffle scan per chunk combined with the carry of the chunks before.
+// reverse walks from the row's end. Fn is SumFn or ProdFn.
+template <typename T, class Fn>
 __global__ void __launch_bounds__(kScanThreads, 1)
-    cumsum_warp_kernel(const T* in, CumsumOut<T>* out, int64_t outer, int64_t len, bool reverse) {
+    scan_warp_kernel(const T* in, ScanOut<T>* out, int64_t outer, int64_t len, bool reverse) {
   using A = Acc<T>;
   const int lane = threadIdx.x & 31;
   const int64_t warps_per_block = blockDim.x / 32;
@@ -306,18 +328,18 @@ __global__ void __launch_bounds__(kScanThreads, 1)
   // The loop bounds are the same for the 32 lanes of a warp, so every shuffle sees the whole warp.
   for (int64_t row = blockIdx.x * warps_per_block + threadIdx.x / 32; row < outer; row += stride) {
     const T* x = in + row * len;
-    CumsumOut<T>* y = out + row * len;
-    A carry = A(0);
+    ScanOut<T>* y = out + row * len;
+    A carry = Fn::identity().v;
     for (int64_t base = 0; base < len; base += 32) {
       const int64_t k = base + lane;
       const int64_t pos = reverse ? len - 1 - k : k;
-      A v = k < len ? to_acc(x[pos]) : A(0);
+      A v = k < len ? to_acc(x[pos]) : Fn::identity().v;
       for (int off = 1; off < 32; off <<= 1) {
         const A u = __shfl_up_sync(0xffffffffu, v, off);
-        if (lane >= off) v = sum_add(v, u);
+        if (lane >= off) v = Fn::apply(u, v);
       }
-      v = sum_add(v, carry);
-      if (k < len) y[pos] = from_acc<CumsumOut<T>>(v);
+      v = Fn::apply(carry, v);
+      if (k < len) y[pos] = from_acc<ScanOut<T>>(v);
       carry = __shfl_sync(0xffffffffu, v, 31);
     }
   }
@@ -325,60 +347,73 @@ __global__ void __launch_bounds__(kScanThreads, 1)
 
 // Strided rows (inner > 1): a thread per (o, i) line; neighbouring threads read neighbouring i, so
 // each step of the walk is coalesced.
-template <typename T>
+template <typename T, class Fn>
 __global__ void __launch_bounds__(kScanThreads, 1)
-    cumsum_lines_kernel(const T* in, CumsumOut<T>* out, int64_t outer, int64_t len, int64_t inner,
-                        bool reverse) {
+    scan_lines_kernel(const T* in, ScanOut<T>* out, int64_t outer, int64_t len, int64_t inner,
+                      bool reverse) {
   using A = Acc<T>;
   const int64_t lines = outer * inner;
   for (int64_t line = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; line < lines;
        line += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t o = line / inner, i = line - o * inner;
     const T* x = in + o * len * inner + i;
-    CumsumOut<T>* y = out + o * len * inner + i;
-    A acc = A(0);
+    ScanOut<T>* y = out + o * len * inner + i;
+    A acc = Fn::identity().v;
     for (int64_t j = 0; j < len; ++j) {
       const int64_t k = reverse ? len - 1 - j : j;
-      acc = sum_add(acc, to_acc(x[k * inner]));
-      y[k * inner] = from_acc<CumsumOut<T>>(acc);
+      acc = Fn::apply(acc, to_acc(x[k * inner]));
+      y[k * inner] = from_acc<ScanOut<T>>(acc);
     }
+  }
+}
+
+template <typename T, class Fn>
+void scan_launch(cudaStream_t stream, const T* x, ScanOut<T>* y, int64_t outer, int64_t len,
+                 int64_t inner, bool reverse) {
+  if (inner == 1) {
+    constexpr int64_t kWarps = kScanThreads / 32;
+    scan_warp_kernel<T, Fn>
+        <<<capped_grid((outer + kWarps - 1) / kWarps), kScanThreads, 0, stream>>>(x, y, outer, len,
+                                                                                  reverse);
+    SINTER_LAUNCH_CHECK("scan_warp_kernel");
+  } else {
+    scan_lines_kernel<T, Fn><<<capped_grid((outer * inner + kScanThreads - 1) / kScanThreads),
+                               kScanThreads, 0, stream>>>(x, y, outer, len, inner, reverse);
+    SINTER_LAUNCH_CHECK("scan_lines_kernel");
   }
 }
 
 }  // namespace
 
-void cumsum_rows(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int64_t len,
-                 int64_t inner, bool reverse, void* out, DType out_dtype) {
+void scan_rows(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int64_t len,
+               int64_t inner, ReduceOp op, bool reverse, void* out, DType out_dtype) {
   const DType want = is_integral(dtype) ? DType::i64 : dtype;
-  SINTER_CHECK(out_dtype == want, "cumsum_rows: output dtype ", out_dtype, " for input ", dtype,
+  SINTER_CHECK(out_dtype == want, "scan_rows: output dtype ", out_dtype, " for input ", dtype,
                ", expected ", want);
+  SINTER_CHECK(op == ReduceOp::Sum || op == ReduceOp::Prod, "scan_rows: op ", static_cast<int>(op),
+               " is not Sum or Prod");
   if (outer == 0 || len == 0 || inner == 0) return;
   DeviceGuard guard(ctx.device);
   cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
-  visit_storage(dtype, "cumsum_rows", [&](auto tag) {
+  visit_storage(dtype, "scan_rows", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* x = static_cast<const T*>(in);
-    auto* y = static_cast<CumsumOut<T>*>(out);
-    if (inner == 1) {
-      constexpr int64_t kWarps = kScanThreads / 32;
-      cumsum_warp_kernel<T>
-          <<<capped_grid((outer + kWarps - 1) / kWarps), kScanThreads, 0, stream>>>(x, y, outer,
-                                                                                    len, reverse);
-      SINTER_LAUNCH_CHECK("cumsum_warp_kernel");
+    auto* y = static_cast<ScanOut<T>*>(out);
+    if (op == ReduceOp::Prod) {
+      scan_launch<T, ProdFn<Acc<T>>>(stream, x, y, outer, len, inner, reverse);
     } else {
-      cumsum_lines_kernel<T><<<capped_grid((outer * inner + kScanThreads - 1) / kScanThreads),
-                               kScanThreads, 0, stream>>>(x, y, outer, len, inner, reverse);
-      SINTER_LAUNCH_CHECK("cumsum_lines_kernel");
+      scan_launch<T, SumFn<Acc<T>>>(stream, x, y, outer, len, inner, reverse);
     }
   });
 }
 
 void reduce_rows(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int64_t r, ReduceOp op,
                  void* out, DType out_dtype, int64_t* indices) {
-  const DType want = op == ReduceOp::Sum && is_integral(dtype) ? DType::i64 : dtype;
+  const bool arith = op == ReduceOp::Sum || op == ReduceOp::Prod;
+  const DType want = arith && is_integral(dtype) ? DType::i64 : dtype;
   SINTER_CHECK(out_dtype == want, "reduce_rows: output dtype ", out_dtype, " for input ", dtype,
                ", expected ", want);
-  SINTER_CHECK(op == ReduceOp::Sum || r >= 1, "reduce_rows: Max/Min of an empty row");
+  SINTER_CHECK(arith || r >= 1, "reduce_rows: Max/Min of an empty row");
   if (outer == 0) return;
   DeviceGuard guard(ctx.device);
   visit_storage(dtype, "reduce_rows", [&](auto tag) {

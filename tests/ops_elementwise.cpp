@@ -1,6 +1,6 @@
 // Op-table rows of the elementwise family (see op_table.h): arithmetic with and without
 // broadcasting, where and masking, comparisons (bool results, compared exactly), unary math and
-// activations (prelu, erf, expm1, log1p, atan2, hypot among them), dtype conversion and the
+// activations (prelu, erf, erfinv, expm1, log1p, atan2, hypot among them), dtype conversion and the
 // in-place ops, and the composed ones (lerp, addcmul, addcdiv, clamp with tensor bounds, isclose);
 // and the values of PyTorch's functions and gradients where a wrong formula could pass its own
 // gradcheck.
@@ -258,8 +258,12 @@ std::vector<OpRow> elementwise_rows() {
              return r;
            },
        .grad = false},
-      // erf, expm1, log1p, atan2 and hypot: rows of the elementwise op list.
+      // erf, erfinv, expm1, log1p, atan2 and hypot: rows of the elementwise op list.
       {.name = "Erf", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return erf(x[0]); }},
+      {.name = "Erfinv",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return erfinv(x[0]); },
+       .domain = Domain::Unit},
       {.name = "Expm1", .shapes = {S{3, 4}}, .fn = [](const Inputs& x) { return expm1(x[0]); }},
       {.name = "Log1p",
        .shapes = {S{3, 4}},

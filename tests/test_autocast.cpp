@@ -207,9 +207,21 @@ std::map<std::string, std::function<Tensor(DType)>> table_calls() {
        [=](DType d) {
          return cumsum(t({3, 4}, d), 1);
        }},
+      {"cumprod",
+       [=](DType d) {
+         return cumprod(t({3, 4}, d), 1);
+       }},
+      {"prod",
+       [=](DType d) {
+         return prod(t({3, 4}, d), 1);
+       }},
       {"expm1",
        [=](DType d) {
          return expm1(t({3, 4}, d));
+       }},
+      {"erfinv",
+       [=](DType d) {
+         return erfinv(mul(tanh(t({3, 4}, d)), 0.5));
        }},
       {"log1p",
        [=](DType d) {

@@ -77,6 +77,62 @@ TEST(CudaSizes, CumsumRowsAndLines) {
   }
 }
 
+// prod over the reduce paths (warp groups, a block per row, split rows) and both cumprod kernels,
+// on factors near 1 so that 300001 of them stay in range, with exact zeros in some rows: the
+// masked gradient (Note [cumprod gradient]) and the zero-safe prod gradient on the device. i32
+// products wrap in i64 as on the CPU.
+TEST(CudaSizes, ProductsAndRunningProducts) {
+  SINTER_REQUIRE_CUDA();
+  Generator g(testing::fresh_seed());
+  for (auto [s, dim] : std::vector<std::pair<Shape, int64_t>>{{{1, 300001}, 1},
+                                                              {{3, 70000}, 1},
+                                                              {{1000, 300}, 1},
+                                                              {{4099, 17}, 1},
+                                                              {{5, 33}, 1},
+                                                              {{2, 4097}, 1},
+                                                              {{300, 2, 129}, 0}}) {
+    const std::string name = shape_str(s) + " dim " + std::to_string(dim);
+    Tensor x = add(mul(randn(s, {}, &g), 0.01), 1.0);
+    {
+      // Zeros: one in the first line, two in the second (when the scanned dim has room).
+      NoGradGuard ng;
+      const int64_t len = s[static_cast<size_t>(dim)];
+      Tensor line = x.select(dim == 0 ? 1 : 0, 0);
+      if (len > 3) line.narrow(0, len / 3, 1).zero_();
+      if (x.size(dim == 0 ? 1 : 0) > 1 && len > 3) {
+        Tensor second = x.select(dim == 0 ? 1 : 0, 1);
+        second.narrow(0, 1, 1).zero_();
+        second.narrow(0, len - 2, 1).zero_();
+      }
+    }
+    x.requires_grad_(true);
+    Tensor xg = on_gpu(x.detach());
+    xg.requires_grad_();
+    testing::poison_cuda_cache();
+    const double n = static_cast<double>(s[static_cast<size_t>(dim)]);
+    const double rtol = 2e-6 * std::sqrt(n) + 1e-5;
+    Tensor pc = prod(x, dim), pg = prod(xg, dim);
+    expect_parity(pg, pc, 1e-30, "prod " + name, rtol);
+    Tensor yc = cumprod(x, dim), yg = cumprod(xg, dim);
+    expect_parity(yg, yc, 1e-30, "cumprod " + name, rtol);
+    Tensor w = randn(s, {}, &g), wp = randn(pc.shape(), {}, &g);
+    sum(mul(yc, w)).backward();
+    sum(mul(yg, on_gpu(w))).backward();
+    expect_parity(xg.grad(), x.grad(), 1e-4 * n, "cumprod backward " + name, 1e-3);
+    x.grad().zero_();
+    xg.grad().zero_();
+    sum(mul(pc, wp)).backward();
+    sum(mul(pg, on_gpu(wp))).backward();
+    expect_parity(xg.grad(), x.grad(), 1e-30, "prod backward " + name, rtol);
+    Tensor xi = randint(-3, 4, s, {.dtype = DType::i32}, &g);
+    EXPECT_EQ(cumprod(on_gpu(xi), dim).cpu().to_vector<int64_t>(),
+              cumprod(xi, dim).to_vector<int64_t>())
+        << "i32 cumprod " << name;
+    EXPECT_EQ(prod(on_gpu(xi), dim).cpu().to_vector<int64_t>(), prod(xi, dim).to_vector<int64_t>())
+        << "i32 prod " << name;
+  }
+}
+
 // topk's two CUDA paths, k rounds of a block per row (k <= 16) and the segmented sort (k > 16):
 // rows up to 70000, many rows over the grid-stride loop and several sort batches, ties (small
 // integers) and NaN, smallest first, a dim not last, every dtype family; values and indices exactly

@@ -447,9 +447,40 @@ TEST(Pointwise, MathPyTorchValues) {
   EXPECT_TRUE(all_close(h, values({5, 3}, {2, 1}), 0, 0));
 }
 
+// torch.erfinv in f64 across the range (the tails within 1e-12 of +-1, a tiny argument) with its
+// gradient sqrt(pi) / 2 exp(erfinv(x)^2); +-1 give +-inf, beyond them NaN; f32 within an ulp or
+// two of the same values.
+TEST(Pointwise, ErfinvPyTorchValues) {
+  const std::vector<double> y = {-0.999999, -0.9, -0.5, -1e-10, 0, 0.3, 0.7, 0.999, 1 - 1e-12};
+  const Tensor want =
+      values({-3.458910737275499, -1.1630871536766743, -0.4769362762044699, -8.862269254527581e-11,
+              0.0, 0.2724627147267543, 0.7328690779592167, 2.3267537655135246, 5.042031898572696},
+             {9});
+  const Tensor x = values(y, {9}).requires_grad_(true);
+  const Tensor e = erfinv(x);
+  EXPECT_TRUE(all_close(e, want, 0, 1e-15));
+  sum(e).backward();
+  EXPECT_TRUE(all_close(x.grad(),
+                        values({139146.31032670863, 3.4280428114518418, 1.1125848189719496,
+                                0.8862269254527579, 0.8862269254527579, 0.9545203588405493,
+                                1.5163632173337642, 198.93951776442498, 97323218788.39914},
+                               {9}),
+                        0, 1e-11));
+  const Tensor x32 = values(y, {9}).to(DType::f32);
+  EXPECT_TRUE(all_close(erfinv(x32), erfinv(x32.to(DType::f64)), 0, 3e-7));
+  const Tensor edges = erfinv(values({1, -1, 1.5, -2, std::nan("")}, {5}));
+  EXPECT_EQ(edges.to_vector<double>()[0], std::numeric_limits<double>::infinity());
+  EXPECT_EQ(edges.to_vector<double>()[1], -std::numeric_limits<double>::infinity());
+  for (int i = 2; i < 5; ++i) EXPECT_TRUE(std::isnan(edges.to_vector<double>()[i])) << i;
+  const Tensor ints = erfinv(from_vector<int64_t>({0, 1}, {2}));
+  EXPECT_EQ(ints.dtype(), DType::f32);
+  EXPECT_EQ(ints.to_vector<float>()[1], std::numeric_limits<float>::infinity());
+}
+
 TEST(Pointwise, MathErrors) {
   const Tensor s = values({1, 2}, {2});
   expect_error([] { erf(Tensor()); }, {"erf: undefined"});
+  expect_error([] { erfinv(Tensor()); }, {"erfinv: undefined"});
   expect_error([] { expm1(Tensor()); }, {"expm1: undefined"});
   expect_error([] { log1p(Tensor()); }, {"log1p: undefined"});
   expect_error([&] { atan2(s, Tensor()); }, {"atan2: undefined"});

@@ -99,8 +99,11 @@ enum class Policy {
   X(var, Float32)                               \
   X(logsumexp, Float32)                         \
   X(cumsum, Float32)                            \
+  X(cumprod, Float32)                           \
+  X(prod, Float32)                              \
   X(expm1, Float32)                             \
-  X(log1p, Float32)
+  X(log1p, Float32)                             \
+  X(erfinv, Float32)
 
 #define SINTER_AUTOCAST_OP_(op, policy) op,
 enum class Op { SINTER_AUTOCAST_POLICY(SINTER_AUTOCAST_OP_) };

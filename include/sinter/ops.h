@@ -129,6 +129,13 @@ Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim
 // Running sums along `dim`: out[..., k, ...] = a[..., 0, ...] + ... + a[..., k, ...]. Floating
 // tensors keep their dtype; integral and bool tensors sum into i64.
 Tensor cumsum(const Tensor& a, int64_t dim);
+// Running products along `dim`: out[..., k, ...] = a[..., 0, ...] * ... * a[..., k, ...], with
+// cumsum's dtypes. The gradient is right where `a` has zeros (PyTorch's cumprod_backward).
+Tensor cumprod(const Tensor& a, int64_t dim);
+// The product of all elements, or over one dim; with sum's dtypes (integral and bool in i64). The
+// gradient is the product of the other elements, without a division (right at zeros).
+Tensor prod(const Tensor& a);
+Tensor prod(const Tensor& a, int64_t dim, bool keepdim = false);
 // Over all elements.
 Tensor max(const Tensor& a);
 Tensor min(const Tensor& a);
@@ -576,6 +583,8 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 // --- more elementwise math ---
 // Integer and bool tensors compute in f32, as PyTorch's. Differentiable.
 Tensor erf(const Tensor& a);
+// The inverse of erf on [-1, 1]: erfinv(+-1) = +-inf, NaN outside. Integral inputs give f32.
+Tensor erfinv(const Tensor& a);
 Tensor expm1(const Tensor& a);  // exp(a) - 1, exact near 0
 Tensor log1p(const Tensor& a);  // log(1 + a), exact near 0
 // The angle of the point (x = b, y = a) in (-pi, pi], broadcast: atan2(0, -1) = pi.

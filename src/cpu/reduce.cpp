@@ -1,8 +1,8 @@
-// CPU reference for reduce_rows (Sum, Max and Min along the last dim of a contiguous (outer, r)
-// block) and cumsum_rows. Floating sums accumulate in double here (more than the f32 the CUDA
-// kernels use) so that the reference is the more accurate side of a parity test. Rows are split
-// over the CPU threads, and a long row's sum is cut in fixed chunks (Note [sum chunks]), so that
-// the result is the same bits at any thread count.
+// CPU reference for reduce_rows (Sum, Prod, Max and Min along the last dim of a contiguous
+// (outer, r) block) and scan_rows. Floating sums and products accumulate in double here (more than
+// the f32 the CUDA kernels use) so that the reference is the more accurate side of a parity test.
+// Rows are split over the CPU threads, and a long row's sum is cut in fixed chunks
+// (Note [sum chunks]), so that the result is the same bits at any thread count.
 #include "kern/reduce.h"
 
 #include <algorithm>
@@ -96,6 +96,25 @@ void sum_rows(const T* in, int64_t outer, int64_t r, void* out) {
   }
 }
 
+// The product of each row in order: double for floating types, wrapping uint64 for the others.
+template <typename T>
+void prod_rows(const T* in, int64_t outer, int64_t r, void* out) {
+  detail::parallel_blocks(outer, r, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      const T* row = in + o * r;
+      if constexpr (!kFloating<T>) {
+        uint64_t acc = 1;
+        for (int64_t j = 0; j < r; ++j) acc *= static_cast<uint64_t>(exact(row[j]));
+        static_cast<int64_t*>(out)[o] = static_cast<int64_t>(acc);
+      } else {
+        double acc = 1;
+        for (int64_t j = 0; j < r; ++j) acc *= exact(row[j]);
+        static_cast<T*>(out)[o] = narrow<T>(acc);
+      }
+    }
+  });
+}
+
 // The first NaN wins outright; otherwise the first element that no later one strictly beats.
 template <typename T, bool kMax>
 void extreme_rows(const T* in, int64_t outer, int64_t r, T* out, int64_t* indices) {
@@ -131,6 +150,9 @@ void reduce_typed(const void* in, int64_t outer, int64_t r, ReduceOp op, void* o
     case ReduceOp::Sum:
       sum_rows(x, outer, r, out);
       return;
+    case ReduceOp::Prod:
+      prod_rows(x, outer, r, out);
+      return;
     case ReduceOp::Max:
       extreme_rows<T, true>(x, outer, r, static_cast<T*>(out), indices);
       return;
@@ -141,27 +163,29 @@ void reduce_typed(const void* in, int64_t outer, int64_t r, ReduceOp op, void* o
   SINTER_THROW("reduce_rows: unknown op ", static_cast<int>(op));
 }
 
-template <typename T>
-void cumsum_typed(const T* in, int64_t outer, int64_t len, int64_t inner, bool reverse, void* out) {
-  // One line (o, i) of len elements per item, split over the threads.
+// The running sum (kProd: product) of each line (o, i), split over the threads: double for
+// floating types, wrapping uint64 for the others (an overflow wraps, as on the GPU).
+template <typename T, bool kProd>
+void scan_typed(const T* in, int64_t outer, int64_t len, int64_t inner, bool reverse, void* out) {
   detail::parallel_blocks(outer * inner, len, [&](int64_t l0, int64_t l1) {
     for (int64_t line = l0; line < l1; ++line) {
       const int64_t o = line / inner, i = line % inner;
       const T* x = in + o * len * inner + i;
       if constexpr (!kFloating<T>) {
         int64_t* y = static_cast<int64_t*>(out) + o * len * inner + i;
-        uint64_t acc = 0;  // unsigned: an overflowing sum wraps, as on the GPU
+        uint64_t acc = kProd ? 1 : 0;
         for (int64_t j = 0; j < len; ++j) {
           const int64_t k = reverse ? len - 1 - j : j;
-          acc += static_cast<uint64_t>(exact(x[k * inner]));
+          const auto v = static_cast<uint64_t>(exact(x[k * inner]));
+          acc = kProd ? acc * v : acc + v;
           y[k * inner] = static_cast<int64_t>(acc);
         }
       } else {
         T* y = static_cast<T*>(out) + o * len * inner + i;
-        double acc = 0;
+        double acc = kProd ? 1 : 0;
         for (int64_t j = 0; j < len; ++j) {
           const int64_t k = reverse ? len - 1 - j : j;
-          acc += exact(x[k * inner]);
+          acc = kProd ? acc * exact(x[k * inner]) : acc + exact(x[k * inner]);
           y[k * inner] = narrow<T>(acc);
         }
       }
@@ -177,20 +201,28 @@ void check_out_dtype(const char* op, DType dtype, DType out_dtype, DType want) {
 
 }  // namespace
 
-void cumsum_rows(const Ctx&, const void* in, DType dtype, int64_t outer, int64_t len, int64_t inner,
-                 bool reverse, void* out, DType out_dtype) {
-  check_out_dtype("cumsum_rows", dtype, out_dtype, is_integral(dtype) ? DType::i64 : dtype);
-  visit_storage(dtype, "cumsum_rows", [&](auto tag) {
+void scan_rows(const Ctx&, const void* in, DType dtype, int64_t outer, int64_t len, int64_t inner,
+               ReduceOp op, bool reverse, void* out, DType out_dtype) {
+  check_out_dtype("scan_rows", dtype, out_dtype, is_integral(dtype) ? DType::i64 : dtype);
+  SINTER_CHECK(op == ReduceOp::Sum || op == ReduceOp::Prod, "scan_rows: op ", static_cast<int>(op),
+               " is not Sum or Prod");
+  visit_storage(dtype, "scan_rows", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cumsum_typed(static_cast<const T*>(in), outer, len, inner, reverse, out);
+    const T* x = static_cast<const T*>(in);
+    if (op == ReduceOp::Prod) {
+      scan_typed<T, true>(x, outer, len, inner, reverse, out);
+    } else {
+      scan_typed<T, false>(x, outer, len, inner, reverse, out);
+    }
   });
 }
 
 void reduce_rows(const Ctx&, const void* in, DType dtype, int64_t outer, int64_t r, ReduceOp op,
                  void* out, DType out_dtype, int64_t* indices) {
+  const bool arith = op == ReduceOp::Sum || op == ReduceOp::Prod;
   check_out_dtype("reduce_rows", dtype, out_dtype,
-                  op == ReduceOp::Sum && is_integral(dtype) ? DType::i64 : dtype);
-  SINTER_CHECK(op == ReduceOp::Sum || r >= 1, "reduce_rows: Max/Min of an empty row");
+                  arith && is_integral(dtype) ? DType::i64 : dtype);
+  SINTER_CHECK(arith || r >= 1, "reduce_rows: Max/Min of an empty row");
   if (outer == 0) return;
   visit_storage(dtype, "reduce_rows", [&](auto tag) {
     reduce_typed<typename decltype(tag)::type>(in, outer, r, op, out, indices);

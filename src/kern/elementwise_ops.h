@@ -107,6 +107,13 @@ struct Erf {
     return Math<C>::erf(x);
   }
 };
+// The inverse of erf (Note [erfinv]).
+struct Erfinv {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    return scalar::erfinv(x);
+  }
+};
 // exp(x) - 1 and log(1 + x), exact near 0 where the plain forms lose digits.
 struct Expm1 {
   template <class C>
@@ -469,6 +476,7 @@ struct Swiglu {
   X(Hardsigmoid, Floating, none)   \
   X(Hardswish, Floating, none)     \
   X(Erf, Floating, none)           \
+  X(Erfinv, Floating, none)        \
   X(Expm1, Floating, none)         \
   X(Log1p, Floating, none)
 

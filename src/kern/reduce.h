@@ -1,5 +1,5 @@
-// The kernel interface of row reductions (sum, max, min) and cumsum: in sinter::cpu
-// (src/cpu/reduce.cpp) and sinter::cudak (kernels/reduce.cu), Note [kernel interfaces].
+// The kernel interface of row reductions (sum, prod, max, min) and of scans (cumsum, cumprod): in
+// sinter::cpu (src/cpu/reduce.cpp) and sinter::cudak (kernels/reduce.cu), Note [kernel interfaces].
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,8 @@
 
 namespace sinter::kern {
 
-enum class ReduceOp : int { Sum, Max, Min };
+// Sum and Prod also name the scans of scan_rows (cumsum, cumprod).
+enum class ReduceOp : int { Sum, Max, Min, Prod };
 
 }  // namespace sinter::kern
 

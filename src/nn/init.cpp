@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kern/scalar_ops.h"
 #include "sinter/autograd.h"
 #include "sinter/ops.h"
 
@@ -33,23 +34,6 @@ double fan_for(const char* op, const Tensor& t, FanMode mode) {
 
 // The standard normal's CDF.
 double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
-
-// erf^-1(z) for z in (-1, 1): Winitzki's closed form (relative error about 2e-3) refined by
-// Newton's method on erf, which converges quadratically from there to double precision.
-double erfinv(double z) {
-  if (z <= -1.0) return -INFINITY;
-  if (z >= 1.0) return INFINITY;
-  constexpr double kA = 0.147;
-  const double ln = std::log1p(-z * z);
-  const double t = 2.0 / (M_PI * kA) + 0.5 * ln;
-  double y = std::copysign(std::sqrt(std::sqrt(t * t - ln / kA) - t), z);
-  for (int i = 0; i < 4; ++i) {
-    const double slope = 2.0 / std::sqrt(M_PI) * std::exp(-y * y);
-    if (slope == 0.0) break;
-    y -= (std::erf(y) - z) / slope;
-  }
-  return y;
-}
 
 }  // namespace
 
@@ -107,7 +91,9 @@ Tensor& trunc_normal_(Tensor& t, double mean, double std, double a, double b, Ge
   std::vector<double> v = rand(t.shape(), {.dtype = DType::f64}, gen).to_vector<double>();
   for (double& x : v) {
     const double u = lo + (hi - lo) * x;
-    x = std::clamp(mean + std * std::sqrt(2.0) * erfinv(2.0 * u - 1.0), a, b);
+    x = std::clamp(
+        mean + std * std::sqrt(2.0) * kern::scalar::erfinv(std::clamp(2.0 * u - 1.0, -1.0, 1.0)), a,
+        b);
   }
   t.copy_(from_vector(v, t.shape()).to(t.dtype()));
   return t;

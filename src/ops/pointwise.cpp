@@ -1,6 +1,6 @@
-// More elementwise math: erf, expm1, log1p, atan2 and hypot on the elementwise kernels (rows of
-// Note [elementwise op list]), and ops composed of others: lerp, addcmul, addcdiv, clamp with
-// tensor bounds (its own backward, the gradient to the bound taken) and isclose / allclose.
+// More elementwise math: erf, erfinv, expm1, log1p, atan2 and hypot on the elementwise kernels
+// (rows of Note [elementwise op list]), and ops composed of others: lerp, addcmul, addcdiv, clamp
+// with tensor bounds (its own backward, the gradient to the bound taken) and isclose / allclose.
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -76,6 +76,16 @@ Tensor erf(const Tensor& a) {
   return unary_math("erf", a, UnaryOp::Erf, false, [](const Tensor& g, const Tensor& x) {
     // d/dx erf(x) = 2 / sqrt(pi) exp(-x^2)
     return mul(g, mul(exp(neg(mul(x, x))), 1.1283791670955126));
+  });
+}
+
+Tensor erfinv(const Tensor& a) {
+  SINTER_PROFILE_OP("erfinv", a);
+  check_defined("erfinv", a);
+  SINTER_AUTOCAST(erfinv, a, erfinv(cast(a)));
+  return unary_math("erfinv", a, UnaryOp::Erfinv, true, [](const Tensor& g, const Tensor& y) {
+    // d/dx erfinv(x) = sqrt(pi) / 2 exp(erfinv(x)^2)
+    return mul(g, mul(exp(mul(y, y)), 0.88622692545275801));
   });
 }
 

@@ -1,5 +1,6 @@
-// Reductions over any set of dims: sum, mean, var, amax/amin, max/min with indices, argmax/argmin,
-// logsumexp. The reduced dims are moved last and the kernel reduces rows of a contiguous matrix.
+// Reductions over any set of dims: sum, prod, mean, var, amax/amin, max/min with indices,
+// argmax/argmin, logsumexp; and the scans cumsum and cumprod. The reduced dims are moved last and
+// the kernel reduces rows of a contiguous matrix.
 #include "kern/reduce.h"
 
 #include <algorithm>
@@ -73,7 +74,7 @@ RowsResult reduce_impl(const char* op, const Tensor& a, const std::vector<int64_
     perm.push_back(d);
     r *= a.size(d);
   }
-  if (rop != kern::ReduceOp::Sum) {
+  if (rop == kern::ReduceOp::Max || rop == kern::ReduceOp::Min) {
     SINTER_CHECK(r > 0, op, ": cannot reduce over an empty dimension (shape ", shape_str(a.shape()),
                  ", dims ", dims, ")");
   }
@@ -83,8 +84,8 @@ RowsResult reduce_impl(const char* op, const Tensor& a, const std::vector<int64_
     src = a.permute(perm).contiguous();
   }
   const int64_t outer = r == 0 ? numel_of(drop_shape(a.shape(), dims)) : a.numel() / r;
-  const DType out_dtype =
-      rop == kern::ReduceOp::Sum && is_integral(a.dtype()) ? DType::i64 : a.dtype();
+  const bool arith = rop == kern::ReduceOp::Sum || rop == kern::ReduceOp::Prod;
+  const DType out_dtype = arith && is_integral(a.dtype()) ? DType::i64 : a.dtype();
   Shape kshape = keep_shape(a.shape(), dims);
   RowsResult res;
   res.values = empty(kshape, {.dtype = out_dtype, .device = a.device()});
@@ -207,18 +208,63 @@ Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims_in, bool keep
 
 namespace {
 
-// out = cumsum of `a` (contiguous) along `dim`, forward or in reverse; records nothing.
-Tensor cumsum_kernel(const Tensor& a, int64_t dim, bool reverse) {
+using kern::ReduceOp;
+
+// out = the running sums (Sum) or products (Prod) of `a` along `dim`, forward or in reverse;
+// records nothing.
+Tensor scan_kernel(const Tensor& a, int64_t dim, ReduceOp op, bool reverse) {
   const RowView v = row_view(a.shape(), dim);
   const DType out_dtype = is_integral(a.dtype()) ? DType::i64 : a.dtype();
   Tensor out = empty(a.shape(), {.dtype = out_dtype, .device = a.device()});
   if (out.numel() > 0) {
     NoGradGuard ng;
     Tensor ac = a.contiguous();
-    SINTER_DISPATCH(a.device(), cumsum_rows, ac.data_ptr(), a.dtype(), v.outer, v.dim, v.inner,
+    SINTER_DISPATCH(a.device(), scan_rows, ac.data_ptr(), a.dtype(), v.outer, v.dim, v.inner, op,
                     reverse, out.data_ptr(), out_dtype);
   }
   return out;
+}
+
+// Each element's "product of the others" along d (size >= 1): the running products from both ends,
+// each shifted one place (exclusive), multiplied. No division, so zeros are exact.
+Tensor others_product(const Tensor& x, int64_t d) {
+  const int64_t n = x.size(d);
+  Shape edge = x.shape();
+  edge[d] = 1;
+  const Tensor one = ones(edge, {.dtype = x.dtype(), .device = x.device()});
+  const Tensor before =
+      cat({one, narrow(scan_kernel(x, d, ReduceOp::Prod, false), d, 0, n - 1)}, d);
+  const Tensor after = cat({narrow(scan_kernel(x, d, ReduceOp::Prod, true), d, 1, n - 1), one}, d);
+  return mul(before, after);
+}
+
+// Note [cumprod gradient]
+// d out[j] / d x[k] = prod of x[i] over i <= j, i != k, for j >= k. With z the first zero of a
+// line:
+// - before it (k < z), that is out[j] / x[k], so the gradient is the reverse running sum of
+//   g * out, divided by x[k] (never 0 there; out[j] is 0 from z on);
+// - at z, it is the running product with x[z] taken as 1, so the gradient is the reverse running
+//   sum of g times that product;
+// - after z, every such product holds x[z] = 0, and the gradient is 0.
+// Lines without a zero take the first form everywhere. This is PyTorch's cumprod_backward, with
+// the masks computed on the device, so that no line is read back to the host.
+Tensor cumprod_backward(const Tensor& g, const Tensor& x, const Tensor& out, int64_t d) {
+  if (x.dim() == 0 || x.numel() == 0) return g;
+  const Tensor is_zero = eq(x, 0.0);
+  const Tensor seen = scan_kernel(is_zero, d, ReduceOp::Sum, false);  // zeros up to k
+  const Tensor before = eq(seen, 0);
+  const Tensor first = where(is_zero, eq(seen, 1), is_zero);
+  const Tensor one = ones({}, {.dtype = x.dtype(), .device = x.device()});
+  const Tensor early = div(scan_kernel(mul(g, out), d, ReduceOp::Sum, true), where(before, x, one));
+  const Tensor skip_zero = scan_kernel(where(first, one, x), d, ReduceOp::Prod, false);
+  const Tensor at_zero = scan_kernel(mul(g, skip_zero), d, ReduceOp::Sum, true);
+  return where(before, early, where(first, at_zero, 0.0));
+}
+
+// The one dim a scan or a single-dim reduction runs along (0 for a 0-dim tensor).
+int64_t one_dim(const char* op, const Tensor& a, int64_t dim) {
+  const std::vector<int64_t> dims = norm_dims(op, a, {dim});  // empty for a 0-dim tensor
+  return dims.empty() ? 0 : dims[0];
 }
 
 }  // namespace
@@ -226,13 +272,64 @@ Tensor cumsum_kernel(const Tensor& a, int64_t dim, bool reverse) {
 Tensor cumsum(const Tensor& a, int64_t dim) {
   SINTER_PROFILE_OP("cumsum", a);
   SINTER_AUTOCAST(cumsum, a, cumsum(cast(a), dim));
-  const std::vector<int64_t> dims = norm_dims("cumsum", a, {dim});  // empty for a 0-dim tensor
-  const int64_t d = dims.empty() ? 0 : dims[0];
-  Tensor out = cumsum_kernel(a, d, false);
+  const int64_t d = one_dim("cumsum", a, dim);
+  Tensor out = scan_kernel(a, d, ReduceOp::Sum, false);
   if (needs_grad({&a})) {
     // The gradient of a running sum: the running sums of the gradient taken from the other end.
     record("cumsum", {&out}, {a},
-           [d](const Grads& g) { return Grads{cumsum_kernel(g[0], d, true)}; });
+           [d](const Grads& g) { return Grads{scan_kernel(g[0], d, ReduceOp::Sum, true)}; });
+  }
+  return out;
+}
+
+Tensor cumprod(const Tensor& a, int64_t dim) {
+  SINTER_PROFILE_OP("cumprod", a);
+  SINTER_AUTOCAST(cumprod, a, cumprod(cast(a), dim));
+  const int64_t d = one_dim("cumprod", a, dim);
+  Tensor out = scan_kernel(a, d, ReduceOp::Prod, false);
+  if (needs_grad({&a})) {
+    SavedTensor sa(a, "cumprod"), so(out, "cumprod");
+    record("cumprod", {&out}, {a}, [sa, so, d](const Grads& g) {
+      return Grads{cumprod_backward(g[0], sa.get(), so.get(), d)};
+    });
+  }
+  return out;
+}
+
+Tensor prod(const Tensor& a, int64_t dim, bool keepdim) {
+  SINTER_PROFILE_OP("prod", a);
+  SINTER_AUTOCAST(prod, a, prod(cast(a), dim, keepdim));
+  const int64_t d = one_dim("prod", a, dim);
+  const std::vector<int64_t> dims = a.dim() == 0 ? std::vector<int64_t>{} : std::vector{d};
+  RowsResult res = reduce_impl("prod", a, dims, ReduceOp::Prod, false);
+  Tensor out = finish_keepdim(res.values, a.shape(), dims, keepdim);
+  if (needs_grad({&a})) {
+    SavedTensor sa(a, "prod");
+    const Shape kshape = res.values.shape();
+    record("prod", {&out}, {a}, [sa, d, kshape](const Grads& g) {
+      const Tensor x = sa.get();
+      if (x.numel() == 0) return Grads{zeros_like(x)};
+      if (x.dim() == 0) return Grads{g[0].reshape({})};
+      return Grads{mul(g[0].reshape(kshape), others_product(x, d))};
+    });
+  }
+  return out;
+}
+
+Tensor prod(const Tensor& a) {
+  SINTER_PROFILE_OP("prod", a);
+  SINTER_AUTOCAST(prod, a, prod(cast(a)));
+  const std::vector<int64_t> dims = norm_dims("prod", a, {});
+  RowsResult res = reduce_impl("prod", a, dims, ReduceOp::Prod, false);
+  Tensor out = res.values.reshape({});
+  if (needs_grad({&a})) {
+    SavedTensor sa(a, "prod");
+    record("prod", {&out}, {a}, [sa](const Grads& g) {
+      const Tensor x = sa.get();
+      if (x.numel() <= 1) return Grads{g[0].expand(x.shape())};
+      const Tensor flat = x.reshape({x.numel()});
+      return Grads{mul(g[0], others_product(flat, 0).reshape(x.shape()))};
+    });
   }
   return out;
 }
