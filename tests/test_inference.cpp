@@ -110,11 +110,12 @@ void visit(nn::Module& m, const std::function<void(nn::Module&)>& f) {
   for (const auto& child : m.children()) visit(*child, f);
 }
 
-// BatchNorm statistics and affine parameters away from their starts, as training leaves them.
+// Batch and instance norm statistics and affine parameters away from their starts, as training
+// leaves them.
 void randomize_batch_norms(nn::Module& m) {
   NoGradGuard no_grad;
   visit(m, [](nn::Module& mod) {
-    auto* bn = dynamic_cast<nn::BatchNorm2d*>(&mod);
+    auto* bn = dynamic_cast<nn::NormBase*>(&mod);
     if (bn == nullptr) return;
     if (bn->track_running_stats) {
       bn->running_mean.copy_(randn(bn->running_mean.shape()) * 0.5);
@@ -198,6 +199,18 @@ std::vector<FuseCase> fuse_cases() {
        {4, 2, 6, 6},
        2,
        1},
+      // The layers of the other model families, copied with their state and settings.
+      {"NormsResamplingActivations",
+       make<Sequential>([] {
+         return Sequential(
+             nn::Conv2d(2, 8, 3, {.padding = 1}), nn::GroupNorm(2, 8), nn::Mish(),
+             nn::Upsample({.scale_factor = {2, 2}, .mode = InterpolateMode::Bilinear}),
+             nn::InstanceNorm2d(8, 1e-5, 0.1, true, true), nn::ELU(0.5), nn::PixelUnshuffle(2),
+             nn::Conv2d(32, 8, 1), nn::PReLU(8, 0.1), nn::Hardswish(), nn::MaxPool2d(2),
+             nn::Identity(), nn::SELU(), nn::Hardsigmoid(), nn::Flatten(), nn::Linear(128, 6),
+             nn::LogSoftmax(1));
+       }),
+       {3, 2, 8, 8}},
   };
 }
 
@@ -247,6 +260,27 @@ TEST(Inference, FusedModelsMatchTheOriginal) {
                                            testing::flat_values({m->forward(x64)})),
               1e-12);
   }
+}
+
+TEST(Inference, FuseCopiesAModuleDictEntryByEntry) {
+  manual_seed(testing::fresh_seed());
+  nn::ModuleDict d({{"enc", std::make_shared<nn::Sequential>(nn::Conv2d(1, 4, 3),
+                                                             nn::BatchNorm2d(4), nn::ReLU())},
+                    {"up", std::make_shared<nn::ConvTranspose2d>(
+                               4, 2, 2, nn::ConvTranspose2dOptions{.stride = 2})}});
+  randomize_batch_norms(d);
+  const auto fused = std::dynamic_pointer_cast<nn::ModuleDict>(nn::fuse_for_inference(d));
+  ASSERT_NE(fused, nullptr);
+  EXPECT_EQ(fused->keys(), (std::vector<std::string>{"enc", "up"}));
+  const auto enc = fused->at<nn::Sequential>("enc");
+  ASSERT_EQ(enc->size(), 1u);  // the batch norm and the relu folded into the convolution
+  const Tensor x = randn({2, 1, 6, 6});
+  d.eval();
+  NoGradGuard no_grad;
+  const Tensor h = d["enc"]->forward(x);
+  EXPECT_TRUE(all_close(enc->forward(x), h, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(fused->at<nn::ConvTranspose2d>("up")->forward(h),
+                        d.at<nn::ConvTranspose2d>("up")->forward(h), 0, 0));
 }
 
 TEST(Inference, FusedResNetBlocksHoldOnlyConvolutions) {

@@ -3,14 +3,21 @@
 #include "sinter/nn/fuse.h"
 
 #include <string>
+#include <typeindex>
 #include <typeinfo>
 #include <utility>
+#include <vector>
 
 #include "internal/fuse_impl.h"
 #include "sinter/autograd.h"
 #include "sinter/core/generator.h"
+#include "sinter/nn/activations.h"
+#include "sinter/nn/fold.h"
 #include "sinter/nn/models.h"
 #include "sinter/nn/modules.h"
+#include "sinter/nn/normalization.h"
+#include "sinter/nn/pooling.h"
+#include "sinter/nn/resampling.h"
 #include "sinter/nn/rnn.h"
 
 namespace sinter::nn {
@@ -216,8 +223,8 @@ std::shared_ptr<Module> copy_plain(const Module& m) {
   return std::make_shared<M>(static_cast<const M&>(m));
 }
 
-// A convolution layer (not Conv2d, which fusion folds) or a recurrent layer, rebuilt from its
-// own settings with its state.
+// A convolution layer (not Conv2d, which fusion folds), a recurrent layer or a NormBase layer,
+// rebuilt from its own settings with its state.
 template <class L>
 std::shared_ptr<Module> copy_conv_layer(const Module& m) {
   const auto& l = static_cast<const L&>(m);
@@ -229,11 +236,133 @@ std::shared_ptr<Module> copy_rnn_layer(const Module& m) {
   const auto& l = static_cast<const L&>(m);
   return with_state(std::make_shared<L>(l.input_size, l.hidden_size, l.options), l);
 }
+template <class L>
+std::shared_ptr<Module> copy_norm(const Module& m) {
+  const auto& l = static_cast<const L&>(m);
+  return with_state(
+      std::make_shared<L>(l.num_features, l.eps, l.momentum, l.affine, l.track_running_stats), l);
+}
+
+// The modules with parameters or buffers, rebuilt from their settings with their state.
+std::shared_ptr<Module> copy_group_norm(const Module& m) {
+  const auto& g = static_cast<const GroupNorm&>(m);
+  return with_state(std::make_shared<GroupNorm>(g.num_groups, g.num_channels, g.eps, g.affine), g);
+}
+
+std::shared_ptr<Module> copy_layer_norm(const Module& m) {
+  const auto& l = static_cast<const LayerNorm&>(m);
+  return with_state(std::make_shared<LayerNorm>(l.normalized_shape, l.eps, l.elementwise_affine),
+                    l);
+}
+
+std::shared_ptr<Module> copy_rms_norm(const Module& m) {
+  const auto& l = static_cast<const RMSNorm&>(m);
+  return with_state(std::make_shared<RMSNorm>(l.normalized_shape, l.eps, l.elementwise_affine), l);
+}
+
+std::shared_ptr<Module> copy_embedding(const Module& m) {
+  const auto& e = static_cast<const Embedding&>(m);
+  return with_state(std::make_shared<Embedding>(e.num_embeddings, e.embedding_dim, e.padding_idx),
+                    e);
+}
+
+std::shared_ptr<Module> copy_prelu(const Module& m) {
+  const auto& p = static_cast<const PReLU&>(m);
+  return with_state(std::make_shared<PReLU>(p.num_parameters, p.init), p);
+}
+
+std::shared_ptr<Module> copy_multihead_attention(const Module& m) {
+  const auto& a = static_cast<const MultiheadAttention&>(m);
+  return with_state(std::make_shared<MultiheadAttention>(a.embed_dim, a.num_heads, a.options), a);
+}
+
+std::shared_ptr<Module> copy_transformer_block(const Module& m) {
+  const auto& b = static_cast<const TransformerBlock&>(m);
+  return with_state(std::make_shared<TransformerBlock>(b.embed_dim, b.attn->num_heads, b.options),
+                    b);
+}
+
+std::shared_ptr<Module> copy_gpt(const Module& m) {
+  return with_state(std::make_shared<models::GPT>(static_cast<const models::GPT&>(m).config), m);
+}
+
+std::shared_ptr<Module> copy_llama(const Module& m) {
+  return with_state(std::make_shared<models::Llama>(static_cast<const models::Llama&>(m).config),
+                    m);
+}
+
+using CopyFn = std::shared_ptr<Module> (*)(const Module&);
+
+struct LeafCopy {
+  std::type_index type;
+  const char* name;
+  CopyFn copy;
+};
+
+// The modules fusion copies as they are, by exact type (a subclass is not its base).
+const std::vector<LeafCopy>& leaf_copies() {
+  static const std::vector<LeafCopy> table = {
+      {typeid(Conv1d), "Conv1d", copy_conv_layer<Conv1d>},
+      {typeid(Conv3d), "Conv3d", copy_conv_layer<Conv3d>},
+      {typeid(ConvTranspose1d), "ConvTranspose1d", copy_conv_layer<ConvTranspose1d>},
+      {typeid(ConvTranspose2d), "ConvTranspose2d", copy_conv_layer<ConvTranspose2d>},
+      {typeid(ConvTranspose3d), "ConvTranspose3d", copy_conv_layer<ConvTranspose3d>},
+      {typeid(RNN), "RNN", copy_rnn_layer<RNN>},
+      {typeid(LSTM), "LSTM", copy_rnn_layer<LSTM>},
+      {typeid(GRU), "GRU", copy_rnn_layer<GRU>},
+      {typeid(BatchNorm1d), "BatchNorm1d", copy_norm<BatchNorm1d>},
+      {typeid(BatchNorm2d), "BatchNorm2d", copy_norm<BatchNorm2d>},
+      {typeid(BatchNorm3d), "BatchNorm3d", copy_norm<BatchNorm3d>},
+      {typeid(InstanceNorm1d), "InstanceNorm1d", copy_norm<InstanceNorm1d>},
+      {typeid(InstanceNorm2d), "InstanceNorm2d", copy_norm<InstanceNorm2d>},
+      {typeid(InstanceNorm3d), "InstanceNorm3d", copy_norm<InstanceNorm3d>},
+      {typeid(GroupNorm), "GroupNorm", copy_group_norm},
+      {typeid(LayerNorm), "LayerNorm", copy_layer_norm},
+      {typeid(RMSNorm), "RMSNorm", copy_rms_norm},
+      {typeid(Embedding), "Embedding", copy_embedding},
+      {typeid(PReLU), "PReLU", copy_prelu},
+      {typeid(MultiheadAttention), "MultiheadAttention", copy_multihead_attention},
+      {typeid(TransformerBlock), "TransformerBlock", copy_transformer_block},
+      {typeid(models::GPT), "GPT", copy_gpt},
+      {typeid(models::Llama), "Llama", copy_llama},
+      {typeid(ReLU), "ReLU", copy_plain<ReLU>},
+      {typeid(GELU), "GELU", copy_plain<GELU>},
+      {typeid(Tanh), "Tanh", copy_plain<Tanh>},
+      {typeid(Sigmoid), "Sigmoid", copy_plain<Sigmoid>},
+      {typeid(ELU), "ELU", copy_plain<ELU>},
+      {typeid(SELU), "SELU", copy_plain<SELU>},
+      {typeid(Mish), "Mish", copy_plain<Mish>},
+      {typeid(Hardswish), "Hardswish", copy_plain<Hardswish>},
+      {typeid(Hardsigmoid), "Hardsigmoid", copy_plain<Hardsigmoid>},
+      {typeid(Softmax), "Softmax", copy_plain<Softmax>},
+      {typeid(LogSoftmax), "LogSoftmax", copy_plain<LogSoftmax>},
+      {typeid(Identity), "Identity", copy_plain<Identity>},
+      {typeid(Flatten), "Flatten", copy_plain<Flatten>},
+      {typeid(Unflatten), "Unflatten", copy_plain<Unflatten>},
+      {typeid(Dropout), "Dropout", copy_plain<Dropout>},
+      {typeid(MaxPool2d), "MaxPool2d", copy_plain<MaxPool2d>},
+      {typeid(AvgPool2d), "AvgPool2d", copy_plain<AvgPool2d>},
+      {typeid(AdaptiveAvgPool2d), "AdaptiveAvgPool2d", copy_plain<AdaptiveAvgPool2d>},
+      {typeid(MaxPool3d), "MaxPool3d", copy_plain<MaxPool3d>},
+      {typeid(AvgPool3d), "AvgPool3d", copy_plain<AvgPool3d>},
+      {typeid(Upsample), "Upsample", copy_plain<Upsample>},
+      {typeid(PixelShuffle), "PixelShuffle", copy_plain<PixelShuffle>},
+      {typeid(PixelUnshuffle), "PixelUnshuffle", copy_plain<PixelUnshuffle>},
+      {typeid(Unfold), "Unfold", copy_plain<Unfold>},
+      {typeid(Fold), "Fold", copy_plain<Fold>},
+  };
+  return table;
+}
 
 std::shared_ptr<Module> fuse(const Module& m, const std::string& path, const LayerWrap& w) {
   if (is<Sequential>(m)) return fuse_sequential(m, path, w);
-  if (is<ModuleList>(m)) {
-    auto out = std::make_shared<ModuleList>();
+  if (is<ModuleList>(m) || is<ModuleDict>(m)) {
+    std::shared_ptr<Module> out;
+    if (is<ModuleList>(m)) {
+      out = std::make_shared<ModuleList>();
+    } else {
+      out = std::make_shared<ModuleDict>();
+    }
     for (const auto& [name, child] : m.named_children()) {
       out->register_module(name, fuse(*child, join(path, name), w));
     }
@@ -244,72 +373,13 @@ std::shared_ptr<Module> fuse(const Module& m, const std::string& path, const Lay
   }
   if (is<Linear>(m)) return wrapped(copy_linear(static_cast<const Linear&>(m)), path, w);
   if (is<Conv2d>(m)) return wrapped(copy_conv(static_cast<const Conv2d&>(m)), path, w);
-  if (is<Conv1d>(m)) return copy_conv_layer<Conv1d>(m);
-  if (is<Conv3d>(m)) return copy_conv_layer<Conv3d>(m);
-  if (is<ConvTranspose1d>(m)) return copy_conv_layer<ConvTranspose1d>(m);
-  if (is<ConvTranspose2d>(m)) return copy_conv_layer<ConvTranspose2d>(m);
-  if (is<ConvTranspose3d>(m)) return copy_conv_layer<ConvTranspose3d>(m);
-  if (is<RNN>(m)) return copy_rnn_layer<RNN>(m);
-  if (is<LSTM>(m)) return copy_rnn_layer<LSTM>(m);
-  if (is<GRU>(m)) return copy_rnn_layer<GRU>(m);
-  if (is<BatchNorm2d>(m)) {
-    const auto& b = static_cast<const BatchNorm2d&>(m);
-    return with_state(std::make_shared<BatchNorm2d>(b.num_features, b.eps, b.momentum, b.affine,
-                                                    b.track_running_stats),
-                      b);
+  std::string names = "Sequential, ModuleList, ModuleDict, BasicBlock, Linear, Conv2d";
+  for (const LeafCopy& leaf : leaf_copies()) {
+    if (leaf.type == std::type_index(typeid(m))) return leaf.copy(m);
+    names += std::string(", ") + leaf.name;
   }
-  if (is<BatchNorm1d>(m)) {
-    const auto& b = static_cast<const BatchNorm1d&>(m);
-    return with_state(std::make_shared<BatchNorm1d>(b.num_features, b.eps, b.momentum, b.affine,
-                                                    b.track_running_stats),
-                      b);
-  }
-  if (is<LayerNorm>(m)) {
-    const auto& l = static_cast<const LayerNorm&>(m);
-    return with_state(std::make_shared<LayerNorm>(l.normalized_shape, l.eps, l.elementwise_affine),
-                      l);
-  }
-  if (is<RMSNorm>(m)) {
-    const auto& l = static_cast<const RMSNorm&>(m);
-    return with_state(std::make_shared<RMSNorm>(l.normalized_shape, l.eps, l.elementwise_affine),
-                      l);
-  }
-  if (is<Embedding>(m)) {
-    const auto& e = static_cast<const Embedding&>(m);
-    return with_state(std::make_shared<Embedding>(e.num_embeddings, e.embedding_dim, e.padding_idx),
-                      e);
-  }
-  if (is<MultiheadAttention>(m)) {
-    const auto& a = static_cast<const MultiheadAttention&>(m);
-    return with_state(std::make_shared<MultiheadAttention>(a.embed_dim, a.num_heads, a.options), a);
-  }
-  if (is<TransformerBlock>(m)) {
-    const auto& b = static_cast<const TransformerBlock&>(m);
-    return with_state(std::make_shared<TransformerBlock>(b.embed_dim, b.attn->num_heads, b.options),
-                      b);
-  }
-  if (is<models::GPT>(m)) {
-    return with_state(std::make_shared<models::GPT>(static_cast<const models::GPT&>(m).config), m);
-  }
-  if (is<models::Llama>(m)) {
-    return with_state(std::make_shared<models::Llama>(static_cast<const models::Llama&>(m).config),
-                      m);
-  }
-  if (is<ReLU>(m)) return copy_plain<ReLU>(m);
-  if (is<GELU>(m)) return copy_plain<GELU>(m);
-  if (is<Tanh>(m)) return copy_plain<Tanh>(m);
-  if (is<Sigmoid>(m)) return copy_plain<Sigmoid>(m);
-  if (is<MaxPool2d>(m)) return copy_plain<MaxPool2d>(m);
-  if (is<AvgPool2d>(m)) return copy_plain<AvgPool2d>(m);
-  if (is<AdaptiveAvgPool2d>(m)) return copy_plain<AdaptiveAvgPool2d>(m);
-  if (is<Flatten>(m)) return copy_plain<Flatten>(m);
-  if (is<Dropout>(m)) return copy_plain<Dropout>(m);
   SINTER_THROW("fuse_for_inference: cannot copy ", where(path), " (a ", m.name(),
-               "): fusion copies Sequential, ModuleList, Linear, Conv1d, Conv2d, Conv3d, "
-               "ConvTranspose1d/2d/3d, RNN, LSTM, GRU, BatchNorm2d, LayerNorm, "
-               "RMSNorm, Embedding, ReLU, GELU, Tanh, Sigmoid, MaxPool2d, AvgPool2d, "
-               "AdaptiveAvgPool2d, Flatten, Dropout, MultiheadAttention, TransformerBlock, "
-               "BasicBlock, GPT and Llama");
+               "): fusion copies ", names);
 }
 
 }  // namespace

@@ -23,9 +23,11 @@ namespace sinter::nn {
 // A Sequential's modules are renumbered "0", "1", ... over the ones kept, so state_dict keys differ
 // from the original's (a folded BatchNorm has none). Every module is copied: the result shares no
 // tensor with `module`, which is left as it was (values, mode, and the default generator's
-// state). Types copied: Sequential, ModuleList, Linear, Conv2d, BatchNorm2d, LayerNorm, RMSNorm,
-// Embedding, the activations, pools, Flatten, Dropout, MultiheadAttention, TransformerBlock and the
-// reference models' BasicBlock, GPT and Llama; any other is an error naming it and its path. The
+// state). Types copied: Sequential, ModuleList, ModuleDict, Linear, the convolutions, the batch,
+// instance, group, layer and RMS norms, the recurrent layers, Embedding, the activation modules,
+// the pools, Upsample, the pixel shuffles, Unfold/Fold, Flatten, Identity, Dropout,
+// MultiheadAttention, TransformerBlock and the reference models' BasicBlock, GPT and Llama (the
+// table in src/nn/fuse.cpp); any other is an error naming it, its path and the types copied. The
 // outputs match the original's in eval mode to rounding (1e-5 relative in f32 for the reference
 // models, tests/test_inference.cpp).
 std::shared_ptr<Module> fuse_for_inference(const Module& module);
