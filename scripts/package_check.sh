@@ -12,7 +12,8 @@ sinter_install_deps
 
 build_dir=${SINTER_PACKAGE_BUILD_DIR:-build-shared}
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
-  -DSINTER_BUILD_TESTS=OFF -DSINTER_BUILD_EXAMPLES=OFF -DSINTER_BUILD_BENCHMARKS=OFF "$@"
+  -DSINTER_BUILD_TESTS=OFF -DSINTER_BUILD_EXAMPLES=OFF -DSINTER_BUILD_BENCHMARKS=OFF \
+  -DSINTER_PYTHON=OFF "$@"
 cmake --build "$build_dir" -j "${SINTER_JOBS:-$(nproc)}"
 cmake -D SINTER_BUILD_DIR="$PWD/$build_dir" -D CONSUMER_SOURCE_DIR="$PWD/tests/package" \
   -D WORK_DIR="$PWD/$build_dir/package" -D CONFIG=Release -D LIBRARY_TYPE=SHARED_LIBRARY \

@@ -42,7 +42,7 @@ configure() {  # folder, then CMake options
   local generator=()
   [ -f "$dir/CMakeCache.txt" ] || generator=(-G Ninja)
   CC=clang-19 CXX=clang++-19 cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DSINTER_CUDA=OFF -DSINTER_BUILD_TESTS=ON -DSINTER_BUILD_BENCHMARKS=OFF "$@"
+    -DSINTER_CUDA=OFF -DSINTER_PYTHON=OFF -DSINTER_BUILD_TESTS=ON -DSINTER_BUILD_BENCHMARKS=OFF "$@"
 }
 
 for stage in "${stages[@]}"; do

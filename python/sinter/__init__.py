@@ -1,0 +1,68 @@
+"""Sinter from Python: tensors, autograd and zero-copy exchange with PyTorch and NumPy.
+
+The C++ library does the work (sinter._C, bound with nanobind); this package is its thin layer,
+with PyTorch's names and behaviour where PyTorch has the same thing.
+"""
+
+from . import _C
+from ._C import (  # noqa: F401  (re-exported)
+    Tensor,
+    arange,
+    bfloat16,
+    bool,
+    device,
+    double,
+    dtype,
+    empty,
+    empty_like,
+    eye,
+    float,
+    float16,
+    float32,
+    float64,
+    from_dlpack,
+    full,
+    half,
+    int,
+    int32,
+    int64,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    linspace,
+    long,
+    manual_seed,
+    ones,
+    ones_like,
+    rand,
+    randint,
+    randn,
+    uint8,
+    zeros,
+    zeros_like,
+)
+from . import autograd  # noqa: F401
+from ._formatting import tensor_repr as _tensor_repr
+from ._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
+from ._tensor_data import tensor  # noqa: F401
+
+__version__ = "0.1.0"
+
+Tensor.__repr__ = _tensor_repr
+Tensor.__str__ = _tensor_repr
+
+
+def _iter(self):
+    if self.dim() == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return (self[i] for i in range(self.shape[0]))
+
+
+def _array(self, dtype=None, copy=None):
+    import numpy
+
+    a = self.numpy(force=True)
+    return a if dtype is None else a.astype(dtype, copy=False)
+
+
+Tensor.__iter__ = _iter
+Tensor.__array__ = _array

@@ -1,0 +1,101 @@
+// Autograd from Python: requires_grad, grad, backward, hooks on Tensor; grad mode and inference
+// mode for sinter.no_grad, enable_grad, set_grad_enabled and inference_mode (python/sinter/).
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bind.h"
+
+namespace sinter::python {
+namespace {
+
+// A Python callable kept by C++ (a hook), released with the GIL held wherever the last owner dies.
+std::shared_ptr<nb::object> keep(nb::object fn) {
+  return std::shared_ptr<nb::object>(new nb::object(std::move(fn)), [](nb::object* p) {
+    nb::gil_scoped_acquire gil;
+    delete p;
+  });
+}
+
+// The guard behind sinter.inference_mode(mode): entered and left by the Python context manager.
+class InferenceGuard {
+ public:
+  explicit InferenceGuard(bool mode) : mode_(mode) {}
+  void enter() { guard_ = std::make_unique<InferenceMode>(mode_); }
+  void exit() { guard_.reset(); }
+
+ private:
+  bool mode_;
+  std::unique_ptr<InferenceMode> guard_;
+};
+
+}  // namespace
+
+void bind_autograd(nb::module_& m, nb::class_<Tensor>& c) {
+  c.def_prop_rw(
+       "requires_grad", [](const Tensor& t) { return t.requires_grad(); },
+       [](Tensor& t, bool v) { t.requires_grad_(v); })
+      .def(
+          "requires_grad_", [](Tensor& t, bool v) -> Tensor& { return t.requires_grad_(v); },
+          nb::arg("requires_grad") = true, nb::rv_policy::reference)
+      .def_prop_rw(
+          "grad",
+          [](const Tensor& t) -> std::optional<Tensor> {
+            Tensor g = t.grad();
+            return g.defined() ? std::optional<Tensor>(g) : std::nullopt;
+          },
+          [](Tensor& t, std::optional<Tensor> g) { t.set_grad(g.value_or(Tensor())); },
+          nb::arg("value").none())
+      .def(
+          "backward",
+          [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph) {
+            t.backward(gradient.value_or(Tensor()), retain_graph);
+          },
+          nb::arg("gradient") = nb::none(), nb::arg("retain_graph") = false)
+      .def("retain_grad", &Tensor::retain_grad)
+      .def("_grad_fn_name",
+           [](const Tensor& t) -> std::optional<std::string> {
+             const std::shared_ptr<Node> fn = t.grad_fn();
+             if (!fn) return std::nullopt;
+             return fn->name();
+           })
+      .def("is_inference", &Tensor::is_inference)
+      .def(
+          "register_hook",
+          [](const Tensor& t, nb::object fn) {
+            std::shared_ptr<nb::object> hook = keep(std::move(fn));
+            t.register_hook([hook](const Tensor& g) {
+              nb::gil_scoped_acquire gil;
+              nb::object out = (*hook)(g);
+              return out.is_none() ? Tensor() : nb::cast<Tensor>(out);
+            });
+          },
+          nb::arg("hook"),
+          "hook(grad) runs when this tensor's gradient is computed; a tensor it returns "
+          "replaces the gradient.");
+
+  m.def("is_grad_enabled", &GradMode::is_enabled);
+  m.def("_set_grad_enabled", &GradMode::set_enabled, nb::arg("mode"));
+  m.def("is_inference_mode_enabled", &InferenceMode::is_enabled);
+  nb::class_<InferenceGuard>(m, "_InferenceGuard")
+      .def(nb::init<bool>(), nb::arg("mode"))
+      .def("enter", &InferenceGuard::enter)
+      .def("exit", &InferenceGuard::exit);
+  m.def(
+      "_backward",
+      [](const std::vector<Tensor>& tensors, const std::vector<std::optional<Tensor>>& grads,
+         bool retain_graph) {
+        std::vector<Tensor> seeds;
+        for (const auto& g : grads) seeds.push_back(g.value_or(Tensor()));
+        seeds.resize(tensors.size());
+        autograd::backward(tensors, seeds, retain_graph);
+      },
+      nb::arg("tensors"), nb::arg("grad_tensors"), nb::arg("retain_graph") = false);
+}
+
+}  // namespace sinter::python

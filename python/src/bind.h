@@ -1,0 +1,43 @@
+// The pieces of the Python extension sinter._C (nanobind), one file each: dtypes, devices and
+// scalars (types.cpp), Tensor (tensor.cpp, indexing.cpp), factories (factories.cpp), DLPack and
+// NumPy exchange (dlpack.cpp), autograd (autograd.cpp). Python's own layer is python/sinter/.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <optional>
+#include <string>
+
+#include "sinter/sinter.h"
+
+namespace sinter::python {
+
+namespace nb = nanobind;
+
+// sinter.dtype: a DType with PyTorch's names (sinter.float32, sinter.int64, ...).
+struct PyDType {
+  DType t;
+};
+
+// The dtype a `dtype=` argument names, or `fallback` where it is None.
+DType dtype_or(const std::optional<PyDType>& d, DType fallback);
+// A Python bool, int or float as a Scalar (its Python kind kept: PyTorch's scalar promotion);
+// nullopt for anything else.
+std::optional<Scalar> scalar_of(nb::handle h);
+// The sizes of a call: f(2, 3) and f((2, 3)) alike, as PyTorch takes them.
+Shape sizes_of(const nb::args& args);
+// A `device=` argument: None, a sinter.device or a string ("cuda:1"; a bad one raises
+// RuntimeError naming it, as PyTorch's parser does).
+std::optional<Device> device_of(nb::handle h);
+// The options of a factory call.
+TensorOptions options_of(const std::optional<PyDType>& dtype, nb::handle device, bool requires_grad,
+                         DType fallback = DType::f32);
+
+void bind_types(nb::module_& m);
+void bind_tensor(nb::module_& m);
+void bind_indexing(nb::class_<Tensor>& cls);
+void bind_factories(nb::module_& m);
+void bind_dlpack(nb::module_& m, nb::class_<Tensor>& cls);
+void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);
+
+}  // namespace sinter::python

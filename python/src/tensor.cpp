@@ -1,0 +1,350 @@
+// sinter.Tensor (sinter._C.Tensor): properties, Python's operators with PyTorch's scalar
+// promotion, conversions, views and the common ops as methods. Printing is Python's
+// (sinter/_formatting.py); indexing is indexing.cpp's; DLPack and NumPy are dlpack.cpp's.
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bind.h"
+
+namespace sinter::python {
+namespace {
+
+// a <op> b for a Tensor or Python number b; NotImplemented for anything else, so that Python tries
+// b's reflected operator.
+template <class WithTensor, class WithScalar>
+nb::object binary(const Tensor& a, nb::handle b, WithTensor tt, WithScalar ts) {
+  if (nb::isinstance<Tensor>(b)) return nb::cast(tt(a, nb::cast<const Tensor&>(b)));
+  if (std::optional<Scalar> s = scalar_of(b)) return nb::cast(ts(a, *s));
+  return nb::borrow(Py_NotImplemented);
+}
+
+// A Python number as a 0-dim tensor on a's device, in the dtype PyTorch gives it against a (for
+// the reflected ops that have no (Scalar, Tensor) form).
+Tensor wrapped(const Tensor& a, const Scalar& s) {
+  return full({}, s, {.dtype = result_type(a, s), .device = a.device()});
+}
+
+nb::object item_of(const Tensor& t) {
+  SINTER_CHECK(t.numel() == 1, "item: a Tensor with ", t.numel(),
+               " elements cannot be converted to a Python scalar");
+  if (t.dtype() == DType::b8) return nb::bool_(t.item<bool>());
+  if (is_integral(t.dtype())) return nb::int_(t.to(DType::i64).item<int64_t>());
+  return nb::float_(t.to(DType::f64).item<double>());
+}
+
+nb::object list_of(const Tensor& t) {
+  if (t.dim() == 0) return item_of(t);
+  nb::list out;
+  for (int64_t i = 0; i < t.size(0); ++i) out.append(list_of(t.select(0, i)));
+  return out;
+}
+
+// t.to(...): a device, a dtype, both, or another tensor's.
+Tensor to_impl(const Tensor& t, nb::args args, bool non_blocking) {
+  Tensor out = t;
+  for (nb::handle h : args) {
+    if (nb::isinstance<PyDType>(h)) {
+      out = out.to(nb::cast<PyDType>(h).t);
+    } else if (nb::isinstance<Tensor>(h)) {
+      const auto& o = nb::cast<const Tensor&>(h);
+      out = out.to(o.device(), non_blocking).to(o.dtype());
+    } else {
+      const std::optional<Device> d = device_of(h);
+      SINTER_CHECK(d.has_value(), "to: None is not a device or dtype");
+      out = out.to(*d, non_blocking);
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> dims_of(const std::optional<nb::object>& dim) {
+  if (!dim || dim->is_none()) return {};
+  if (PyLong_Check(dim->ptr())) return {nb::cast<int64_t>(*dim)};
+  return nb::cast<std::vector<int64_t>>(*dim);
+}
+
+void bind_operators(nb::class_<Tensor>& c) {
+  using S = const Scalar&;
+  using T = const Tensor&;
+// py(a, b) = fn(a, b) and its reflection rpy(a, b) = fn(b, a), b a tensor or a Python number;
+// `reflected` is the reflection's value for a number y and the tensor x.
+#define SINTER_PY_BINARY_(py, rpy, fn, reflected)                                     \
+  c.def(py, [](T a, nb::handle b) {                                                   \
+    return binary(                                                                    \
+        a, b, [](T x, T y) { return fn(x, y); }, [](T x, S y) { return fn(x, y); });  \
+  });                                                                                 \
+  c.def(rpy, [](T a, nb::handle b) {                                                  \
+    return binary(                                                                    \
+        a, b, [](T x, T y) { return fn(y, x); }, [](T x, S y) { return reflected; }); \
+  });
+  SINTER_PY_BINARY_("__add__", "__radd__", add, add(x, y))
+  SINTER_PY_BINARY_("__sub__", "__rsub__", sub, sub(y, x))
+  SINTER_PY_BINARY_("__mul__", "__rmul__", mul, mul(x, y))
+  SINTER_PY_BINARY_("__truediv__", "__rtruediv__", div, div(y, x))
+  SINTER_PY_BINARY_("__floordiv__", "__rfloordiv__", floor_divide, floor_divide(wrapped(x, y), x))
+  SINTER_PY_BINARY_("__mod__", "__rmod__", remainder, remainder(y, x))
+  SINTER_PY_BINARY_("__pow__", "__rpow__", pow, pow(y, x))
+#undef SINTER_PY_BINARY_
+  c.def("__matmul__", [](T a, T b) { return matmul(a, b); })
+      .def("__neg__", [](T a) { return neg(a); })
+      .def("__pos__", [](T a) { return a; })
+      .def("__abs__", [](T a) { return abs(a); });
+#define SINTER_PY_COMPARISON_(name, py)                                                  \
+  c.def(py, [](T a, nb::handle b) {                                                      \
+    return binary(                                                                       \
+        a, b, [](T x, T y) { return name(x, y); }, [](T x, S y) { return name(x, y); }); \
+  });
+  SINTER_PY_COMPARISON_(eq, "__eq__")
+  SINTER_PY_COMPARISON_(ne, "__ne__")
+  SINTER_PY_COMPARISON_(lt, "__lt__")
+  SINTER_PY_COMPARISON_(le, "__le__")
+  SINTER_PY_COMPARISON_(gt, "__gt__")
+  SINTER_PY_COMPARISON_(ge, "__ge__")
+#undef SINTER_PY_COMPARISON_
+  // Defining __eq__ makes a class unhashable; PyTorch hashes tensors by identity.
+  c.def("__hash__", [](T a) { return reinterpret_cast<intptr_t>(a.impl()); });
+}
+
+void bind_properties(nb::class_<Tensor>& c) {
+  c.def_prop_ro("shape", [](const Tensor& t) { return nb::tuple(nb::cast(t.shape())); })
+      .def(
+          "size",
+          [](const Tensor& t, std::optional<int64_t> dim) -> nb::object {
+            if (dim) return nb::int_(t.size(*dim));
+            return nb::tuple(nb::cast(t.shape()));
+          },
+          nb::arg("dim") = nb::none())
+      .def("stride", [](const Tensor& t) { return nb::tuple(nb::cast(t.strides())); })
+      .def_prop_ro("dtype", [](const Tensor& t) { return PyDType{t.dtype()}; })
+      .def_prop_ro("device", &Tensor::device)
+      .def_prop_ro("ndim", &Tensor::dim)
+      .def("dim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def("element_size", [](const Tensor& t) { return element_size(t.dtype()); })
+      .def("storage_offset", &Tensor::storage_offset)
+      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("is_contiguous", &Tensor::is_contiguous)
+      .def_prop_ro("is_cuda", &Tensor::is_cuda)
+      .def_prop_ro("is_leaf", &Tensor::is_leaf)
+      .def("is_floating_point", [](const Tensor& t) { return is_floating(t.dtype()); })
+      .def("__len__",
+           [](const Tensor& t) {
+             SINTER_CHECK(t.dim() > 0, "len() of a 0-d tensor");
+             return t.size(0);
+           })
+      .def("item", &item_of)
+      .def("tolist", &list_of)
+      .def("__bool__", [](const Tensor& t) { return nb::cast<bool>(item_of(t)); })
+      .def("__float__", [](const Tensor& t) { return nb::cast<double>(nb::float_(item_of(t))); })
+      .def("__int__", [](const Tensor& t) { return nb::cast<int64_t>(nb::int_(item_of(t))); })
+      .def("__index__", [](const Tensor& t) {
+        SINTER_CHECK(is_integral(t.dtype()) && t.dtype() != DType::b8 && t.numel() == 1,
+                     "only integer tensors of a single element can be converted to an index");
+        return t.to(DType::i64).item<int64_t>();
+      });
+}
+
+void bind_conversions(nb::class_<Tensor>& c) {
+  c.def("to", &to_impl, nb::arg("args"), nb::kw_only(), nb::arg("non_blocking") = false)
+      .def("cpu", &Tensor::cpu)
+      .def(
+          "cuda", [](const Tensor& t, int index) { return t.cuda(index); }, nb::arg("device") = 0)
+      .def("float", [](const Tensor& t) { return t.to(DType::f32); })
+      .def("double", [](const Tensor& t) { return t.to(DType::f64); })
+      .def("half", [](const Tensor& t) { return t.to(DType::f16); })
+      .def("bfloat16", [](const Tensor& t) { return t.to(DType::bf16); })
+      .def("long", [](const Tensor& t) { return t.to(DType::i64); })
+      .def("int", [](const Tensor& t) { return t.to(DType::i32); })
+      .def("bool", [](const Tensor& t) { return t.to(DType::b8); })
+      .def("type_as", [](const Tensor& t, const Tensor& o) { return t.to(o.dtype()); })
+      .def("contiguous", &Tensor::contiguous)
+      .def("clone", &Tensor::clone)
+      .def("detach", &Tensor::detach);
+}
+
+void bind_views(nb::class_<Tensor>& c) {
+  c.def("reshape", [](const Tensor& t, nb::args s) { return t.reshape(sizes_of(s)); })
+      .def("view", [](const Tensor& t, nb::args s) { return t.view(sizes_of(s)); })
+      .def("expand", [](const Tensor& t, nb::args s) { return t.expand(sizes_of(s)); })
+      .def("permute", [](const Tensor& t, nb::args s) { return t.permute(sizes_of(s)); })
+      .def("flatten", &Tensor::flatten, nb::arg("start_dim") = 0, nb::arg("end_dim") = -1)
+      .def(
+          "squeeze",
+          [](const Tensor& t, std::optional<int64_t> dim) {
+            return dim ? t.squeeze(*dim) : t.squeeze();
+          },
+          nb::arg("dim") = nb::none())
+      .def("unsqueeze", &Tensor::unsqueeze, nb::arg("dim"))
+      .def("transpose", &Tensor::transpose, nb::arg("dim0"), nb::arg("dim1"))
+      .def("t", &Tensor::t)
+      .def_prop_ro("T",
+                   [](const Tensor& t) {
+                     std::vector<int64_t> dims;
+                     for (int64_t d = t.dim() - 1; d >= 0; --d) dims.push_back(d);
+                     return t.permute(dims);
+                   })
+      .def("narrow", &Tensor::narrow, nb::arg("dim"), nb::arg("start"), nb::arg("length"))
+      .def("select", &Tensor::select, nb::arg("dim"), nb::arg("index"))
+      .def("expand_as", &Tensor::expand_as)
+      .def("view_as", [](const Tensor& t, const Tensor& o) { return t.view(o.shape()); })
+      .def("reshape_as", [](const Tensor& t, const Tensor& o) { return t.reshape(o.shape()); });
+}
+
+void bind_math(nb::class_<Tensor>& c) {
+  using T = const Tensor&;
+  using D = std::optional<nb::object>;
+  c.def(
+       "sum", [](T t, D dim, bool keepdim) { return sum(t, dims_of(dim), keepdim); },
+       nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
+      .def(
+          "mean", [](T t, D dim, bool keepdim) { return mean(t, dims_of(dim), keepdim); },
+          nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
+      .def(
+          "var",
+          [](T t, D dim, int64_t correction, bool keepdim) {
+            return var(t, dims_of(dim), correction, keepdim);
+          },
+          nb::arg("dim") = nb::none(), nb::kw_only(), nb::arg("correction") = 1,
+          nb::arg("keepdim") = false)
+      .def(
+          "prod",
+          [](T t, std::optional<int64_t> dim, bool keepdim) {
+            return dim ? prod(t, *dim, keepdim) : prod(t);
+          },
+          nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
+      .def(
+          "cumsum", [](T t, int64_t dim) { return cumsum(t, dim); }, nb::arg("dim"))
+      .def(
+          "cumprod", [](T t, int64_t dim) { return cumprod(t, dim); }, nb::arg("dim"))
+      .def(
+          "max",
+          [](T t, std::optional<int64_t> dim, bool keepdim) -> nb::object {
+            if (!dim) return nb::cast(max(t));
+            return nb::cast(max(t, *dim, keepdim));
+          },
+          nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
+      .def(
+          "min",
+          [](T t, std::optional<int64_t> dim, bool keepdim) -> nb::object {
+            if (!dim) return nb::cast(min(t));
+            return nb::cast(min(t, *dim, keepdim));
+          },
+          nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
+      .def(
+          "argmax", [](T t, int64_t dim, bool keepdim) { return argmax(t, dim, keepdim); },
+          nb::arg("dim"), nb::arg("keepdim") = false)
+      .def(
+          "argmin", [](T t, int64_t dim, bool keepdim) { return argmin(t, dim, keepdim); },
+          nb::arg("dim"), nb::arg("keepdim") = false)
+      .def(
+          "amax", [](T t, D dim, bool keepdim) { return amax(t, dims_of(dim), keepdim); },
+          nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
+      .def(
+          "amin", [](T t, D dim, bool keepdim) { return amin(t, dims_of(dim), keepdim); },
+          nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
+      .def(
+          "softmax", [](T t, int64_t dim) { return softmax(t, dim); }, nb::arg("dim"))
+      .def(
+          "log_softmax", [](T t, int64_t dim) { return log_softmax(t, dim); }, nb::arg("dim"))
+      .def(
+          "clamp",
+          [](T t, std::optional<double> lo, std::optional<double> hi) {
+            return clamp(t, lo ? std::optional<Scalar>(*lo) : std::nullopt,
+                         hi ? std::optional<Scalar>(*hi) : std::nullopt);
+          },
+          nb::arg("min") = nb::none(), nb::arg("max") = nb::none())
+      .def("matmul", [](T a, T b) { return matmul(a, b); })
+      .def("pow", [](T t, nb::handle e) {
+        return binary(
+            t, e, [](T x, T y) { return pow(x, y); },
+            [](T x, const Scalar& y) { return pow(x, y); });
+      });
+#define SINTER_PY_UNARY_(name) c.def(#name, [](T t) { return name(t); });
+  SINTER_PY_UNARY_(exp)
+  SINTER_PY_UNARY_(log)
+  SINTER_PY_UNARY_(sqrt)
+  SINTER_PY_UNARY_(rsqrt)
+  SINTER_PY_UNARY_(abs)
+  SINTER_PY_UNARY_(neg)
+  SINTER_PY_UNARY_(sign)
+  SINTER_PY_UNARY_(sin)
+  SINTER_PY_UNARY_(cos)
+  SINTER_PY_UNARY_(tanh)
+  SINTER_PY_UNARY_(sigmoid)
+  SINTER_PY_UNARY_(relu)
+  SINTER_PY_UNARY_(erf)
+  SINTER_PY_UNARY_(erfinv)
+  SINTER_PY_UNARY_(expm1)
+  SINTER_PY_UNARY_(log1p)
+#undef SINTER_PY_UNARY_
+}
+
+// In place, as PyTorch's methods ending in _: not recorded by autograd, so not on a tensor that
+// needs a gradient while grad mode is on.
+Tensor& in_place(Tensor& t, const char* op) {
+  SINTER_CHECK(!(t.requires_grad() && GradMode::is_enabled()), op,
+               ": a leaf Variable that requires grad is being used in an in-place operation "
+               "(wrap it in sinter.no_grad())");
+  return t;
+}
+
+void bind_in_place(nb::class_<Tensor>& c) {
+  c.def(
+       "zero_", [](Tensor& t) -> Tensor& { return in_place(t, "zero_").zero_(); },
+       nb::rv_policy::reference)
+      .def(
+          "fill_",
+          [](Tensor& t, nb::handle v) -> Tensor& {
+            std::optional<Scalar> s = scalar_of(v);
+            if (!s) s = nb::cast<Tensor>(v).item<double>();
+            return in_place(t, "fill_").fill_(*s);
+          },
+          nb::rv_policy::reference)
+      .def(
+          "copy_",
+          [](Tensor& t, const Tensor& src) -> Tensor& { return in_place(t, "copy_").copy_(src); },
+          nb::rv_policy::reference)
+      .def(
+          "add_",
+          [](Tensor& t, nb::handle other, double alpha) -> Tensor& {
+            in_place(t, "add_");
+            if (std::optional<Scalar> s = scalar_of(other)) return t.add_(*s);
+            return t.add_(nb::cast<const Tensor&>(other), alpha);
+          },
+          nb::arg("other"), nb::kw_only(), nb::arg("alpha") = 1.0, nb::rv_policy::reference)
+      .def(
+          "mul_",
+          [](Tensor& t, nb::handle other) -> Tensor& {
+            in_place(t, "mul_");
+            if (std::optional<Scalar> s = scalar_of(other)) return t.mul_(*s);
+            return t.mul_(nb::cast<const Tensor&>(other));
+          },
+          nb::rv_policy::reference);
+}
+
+}  // namespace
+
+void bind_tensor(nb::module_& m) {
+  nb::class_<Tensor> c(m, "Tensor", "A tensor: sinter's, with PyTorch's names and behaviour.");
+  bind_properties(c);
+  bind_operators(c);
+  bind_conversions(c);
+  bind_views(c);
+  bind_math(c);
+  bind_in_place(c);
+  bind_indexing(c);
+  bind_dlpack(m, c);
+  bind_autograd(m, c);
+  c.def("_str", &Tensor::str);
+}
+
+}  // namespace sinter::python

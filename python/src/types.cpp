@@ -1,0 +1,120 @@
+// sinter.dtype and sinter.device as PyTorch names them, and the conversions the other bindings
+// share: Python numbers as Scalars, factory options.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <string>
+
+#include "bind.h"
+
+namespace sinter::python {
+
+DType dtype_or(const std::optional<PyDType>& d, DType fallback) { return d ? d->t : fallback; }
+
+std::optional<Scalar> scalar_of(nb::handle h) {
+  if (PyBool_Check(h.ptr())) return Scalar(h.ptr() == Py_True);
+  if (PyLong_Check(h.ptr())) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+    SINTER_CHECK(overflow == 0, "Python int ", nb::cast<std::string>(nb::str(h)),
+                 " is out of the range of int64");
+    return Scalar(static_cast<int64_t>(v));
+  }
+  if (PyFloat_Check(h.ptr())) return Scalar(PyFloat_AsDouble(h.ptr()));
+  return std::nullopt;
+}
+
+Shape sizes_of(const nb::args& args) {
+  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) return nb::cast<Shape>(args[0]);
+  Shape s;
+  for (nb::handle h : args) s.push_back(nb::cast<int64_t>(h));
+  return s;
+}
+
+std::optional<Device> device_of(nb::handle h) {
+  if (h.is_none()) return std::nullopt;
+  if (nb::isinstance<Device>(h)) return nb::cast<Device>(h);
+  if (PyUnicode_Check(h.ptr())) return Device::parse(nb::cast<std::string>(h));
+  throw nb::type_error("device must be a sinter.device or a string such as 'cuda:0'");
+}
+
+TensorOptions options_of(const std::optional<PyDType>& dtype, nb::handle device, bool requires_grad,
+                         DType fallback) {
+  return {.dtype = dtype_or(dtype, fallback),
+          .device = device_of(device).value_or(Device::cpu()),
+          .requires_grad = requires_grad};
+}
+
+namespace {
+
+// PyTorch's name of each dtype, as sinter.<name>.
+const char* torch_name(DType t) {
+  switch (t) {
+    case DType::f32:
+      return "float32";
+    case DType::f64:
+      return "float64";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::f16:
+      return "float16";
+    case DType::i64:
+      return "int64";
+    case DType::i32:
+      return "int32";
+    case DType::u8:
+      return "uint8";
+    case DType::b8:
+      return "bool";
+  }
+  return "?";
+}
+
+}  // namespace
+
+void bind_types(nb::module_& m) {
+  nb::class_<PyDType>(m, "dtype", "A tensor's element type: sinter.float32, sinter.int64, ...")
+      .def_prop_ro("is_floating_point", [](const PyDType& d) { return is_floating(d.t); })
+      .def_prop_ro("itemsize", [](const PyDType& d) { return element_size(d.t); })
+      .def("__repr__", [](const PyDType& d) { return std::string("sinter.") + torch_name(d.t); })
+      .def("__eq__", [](const PyDType& a, const PyDType& b) { return a.t == b.t; })
+      .def("__hash__", [](const PyDType& d) { return static_cast<int>(d.t); });
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i64, DType::i32,
+                  DType::u8, DType::b8}) {
+    m.attr(torch_name(t)) = PyDType{t};
+  }
+  // PyTorch's other names for the same dtypes.
+  m.attr("float") = PyDType{DType::f32};
+  m.attr("double") = PyDType{DType::f64};
+  m.attr("half") = PyDType{DType::f16};
+  m.attr("long") = PyDType{DType::i64};
+  m.attr("int") = PyDType{DType::i32};
+
+  nb::class_<Device>(m, "device", "Where a tensor lives: sinter.device('cuda:0'), or that string.")
+      .def(
+          "__init__", [](Device* d, const std::string& s) { new (d) Device(Device::parse(s)); },
+          nb::arg("type"))
+      .def(
+          "__init__",
+          [](Device* d, const std::string& type, int index) {
+            SINTER_CHECK(index >= 0, "device: index ", index, " is negative");
+            new (d) Device(Device::parse(type + ":" + std::to_string(index)));
+          },
+          nb::arg("type"), nb::arg("index"))
+      .def_prop_ro("type", [](const Device& d) { return d.is_cuda() ? "cuda" : "cpu"; })
+      .def_prop_ro(
+          "index",
+          [](const Device& d) { return d.is_cuda() ? std::optional<int>(d.index) : std::nullopt; })
+      .def("__repr__",
+           [](const Device& d) {
+             return d.is_cuda() ? "device(type='cuda', index=" + std::to_string(d.index) + ")"
+                                : std::string("device(type='cpu')");
+           })
+      .def("__str__", &Device::str)
+      .def("__eq__", [](const Device& a, const Device& b) { return a == b; })
+      .def("__hash__", [](const Device& d) { return static_cast<int>(d.type) * 1024 + d.index; });
+  nb::implicitly_convertible<std::string, Device>();
+}
+
+}  // namespace sinter::python
