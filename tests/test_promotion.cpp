@@ -101,6 +101,9 @@ TEST(Promotion, BinaryOpsComputeInThePromotedDtype) {
   EXPECT_EQ(sub(0.5, i.to(i32)).dtype(), f32);
   EXPECT_EQ(pow(i, 2).dtype(), i64);
   EXPECT_EQ(pow(i, 0.5).dtype(), f32);
+  EXPECT_EQ(pow(i, -1.0).dtype(), f32);
+  // An integer tensor to a negative integer power is refused, as by PyTorch (it would truncate).
+  testing::expect_error([&] { pow(i, -1); }, {"pow", "negative integer powers", "-1", "i64"});
   EXPECT_EQ(add(gt(a, 0.0), 1.0).dtype(), f32);
   EXPECT_EQ(add(gt(a, 0.0), 1).dtype(), i64);
   EXPECT_EQ(add(gt(a, 0.0), true).dtype(), b8);

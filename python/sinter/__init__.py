@@ -58,10 +58,12 @@ def _iter(self):
 
 
 def _array(self, dtype=None, copy=None):
-    import numpy
-
-    a = self.numpy(force=True)
-    return a if dtype is None else a.astype(dtype, copy=False)
+    # As torch's: the tensor's memory (a tensor that requires grad, or on CUDA, is refused), or a
+    # new array when NumPy asks for a copy (np.array(t) does) or for another dtype.
+    a = self.numpy()
+    if dtype is not None and a.dtype != dtype:
+        return a.astype(dtype)
+    return a.copy() if copy else a
 
 
 Tensor.__iter__ = _iter

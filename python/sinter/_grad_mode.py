@@ -7,7 +7,15 @@ from . import _C
 
 
 class _GradModeContext:
-    """A context manager that is also a decorator (each call of the function runs inside it)."""
+    """A context manager that is also a decorator (each call of the function runs inside it):
+    @no_grad() and, as PyTorch allows, @no_grad without the parentheses."""
+
+    def __new__(cls, *args, **kwargs):
+        if cls._bare_decorator and len(args) == 1 and callable(args[0]) and not kwargs:
+            return cls()(args[0])
+        return super().__new__(cls)
+
+    _bare_decorator = True
 
     def __call__(self, fn):
         @functools.wraps(fn)
@@ -45,12 +53,19 @@ class enable_grad(_GradModeBlock):
 
 
 class set_grad_enabled(_GradModeContext):
-    """Sets grad mode now (as a call) or for a block (as a context manager), as PyTorch's."""
+    """Sets grad mode now (as a call) or for a block (as a context manager), as PyTorch's; as a
+    decorator it sets the mode for each call of the function only."""
+
+    _bare_decorator = False
 
     def __init__(self, mode):
         self._args = (mode,)
         self._prev = _C.is_grad_enabled()
         _C._set_grad_enabled(mode)
+
+    def __call__(self, fn):
+        _C._set_grad_enabled(self._prev)
+        return super().__call__(fn)
 
     def __enter__(self):
         pass

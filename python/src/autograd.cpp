@@ -72,7 +72,11 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& c) {
             t.register_hook([hook](const Tensor& g) {
               nb::gil_scoped_acquire gil;
               nb::object out = (*hook)(g);
-              return out.is_none() ? Tensor() : nb::cast<Tensor>(out);
+              if (out.is_none()) return Tensor();
+              if (!nb::isinstance<Tensor>(out)) {
+                throw nb::type_error("a hook must return None or a Tensor");
+              }
+              return nb::cast<Tensor>(out);
             });
           },
           nb::arg("hook"),

@@ -24,6 +24,9 @@ DType dtype_or(const std::optional<PyDType>& d, DType fallback);
 // A Python bool, int or float as a Scalar (its Python kind kept: PyTorch's scalar promotion);
 // nullopt for anything else.
 std::optional<Scalar> scalar_of(nb::handle h);
+// A value written into a tensor of dtype t must fit it, as PyTorch checks (300 into uint8 is an
+// error, not 44).
+void check_fits(DType t, const Scalar& v, const char* op);
 // The sizes of a call: f(2, 3) and f((2, 3)) alike, as PyTorch takes them.
 Shape sizes_of(const nb::args& args);
 // A `device=` argument: None, a sinter.device or a string ("cuda:1"; a bad one raises

@@ -4,10 +4,12 @@
 // consumer holds the capsule, and an imported tensor keeps the producer's object alive.
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "bind.h"
@@ -97,13 +99,28 @@ void bind_dlpack(nb::module_& m, nb::class_<Tensor>& c) {
   c.def(
        "__dlpack__",
        [](const Tensor& t, nb::kwargs kwargs) {
-         SINTER_CHECK(!t.requires_grad(),
-                      "__dlpack__: can't export a tensor that requires grad; use "
-                      "tensor.detach()");
-         (void)kwargs;  // stream, max_version, dl_device, copy: the legacy capsule serves them all
-         if (t.is_cuda()) cuda::synchronize(t.device().index);
-         return nb::cast(
-             as_ndarray<>(t));  // nanobind gives an ndarray of no framework as a capsule
+         if (t.requires_grad()) {
+           throw nb::buffer_error(
+               "__dlpack__: can't export a tensor that requires grad; use tensor.detach()");
+         }
+         // dl_device: only the tensor's own; copy=True: a copy (the array API's rules). stream
+         // and max_version: the legacy capsule, after the device's work, serves every consumer.
+         if (kwargs.contains("dl_device") && !kwargs["dl_device"].is_none()) {
+           const auto want = nb::cast<std::pair<int, int>>(kwargs["dl_device"]);
+           const int type = t.is_cuda() ? nb::device::cuda::value : nb::device::cpu::value;
+           if (want.first != type || (t.is_cuda() && want.second != t.device().index)) {
+             throw nb::buffer_error("__dlpack__: dl_device other than the tensor's own");
+           }
+         }
+         const bool copy =
+             kwargs.contains("copy") && !kwargs["copy"].is_none() && nb::cast<bool>(kwargs["copy"]);
+         const Tensor out = copy ? t.clone() : t;
+         if (out.is_cuda()) cuda::synchronize(out.device().index);
+         // nanobind's array-API object makes the capsule: versioned when max_version asks.
+         nb::object arr = nb::cast(as_ndarray<nb::array_api>(out));
+         nb::kwargs rest;
+         if (kwargs.contains("max_version")) rest["max_version"] = kwargs["max_version"];
+         return arr.attr("__dlpack__")(**rest);
        },
        nb::arg("kwargs"))
       .def("__dlpack_device__",

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "bind.h"
@@ -112,6 +113,12 @@ Tensor get(const Tensor& t, nb::handle key) {
       d += dims_used(h);
     } else if (PyBool_Check(h.ptr())) {
       SINTER_THROW("index: a Python bool as an index is not supported; use a bool tensor");
+    } else if (!PyLong_Check(h.ptr()) && !PyIndex_Check(h.ptr())) {
+      throw nb::index_error(
+          ("only integers, slices (`:`), ellipsis (`...`), None and long or bool tensors are "
+           "valid indices (got " +
+           std::string(Py_TYPE(h.ptr())->tp_name) + ")")
+              .c_str());
     } else {
       const int64_t i = nb::cast<int64_t>(h);
       const int64_t n = out.size(d);
@@ -127,6 +134,7 @@ Tensor get(const Tensor& t, nb::handle key) {
 void set(Tensor& t, nb::handle key, nb::handle value) {
   Tensor v;
   if (std::optional<Scalar> s = scalar_of(value)) {
+    check_fits(t.dtype(), *s, "index_put");
     v = full({}, *s, {.dtype = t.dtype(), .device = t.device()});
   } else {
     v = nb::cast<Tensor>(value);
@@ -153,8 +161,8 @@ void set(Tensor& t, nb::handle key, nb::handle value) {
 }  // namespace
 
 void bind_indexing(nb::class_<Tensor>& cls) {
-  cls.def("__getitem__", &get, nb::arg("key"))
-      .def("__setitem__", &set, nb::arg("key"), nb::arg("value"));
+  cls.def("__getitem__", &get, nb::arg("key").none())
+      .def("__setitem__", &set, nb::arg("key").none(), nb::arg("value"));
 }
 
 }  // namespace sinter::python

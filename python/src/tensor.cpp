@@ -98,11 +98,15 @@ void bind_operators(nb::class_<Tensor>& c) {
       .def("__neg__", [](T a) { return neg(a); })
       .def("__pos__", [](T a) { return a; })
       .def("__abs__", [](T a) { return abs(a); });
-#define SINTER_PY_COMPARISON_(name, py)                                                  \
-  c.def(py, [](T a, nb::handle b) {                                                      \
-    return binary(                                                                       \
-        a, b, [](T x, T y) { return name(x, y); }, [](T x, S y) { return name(x, y); }); \
-  });
+// Comparisons take None and other objects too (NotImplemented: Python then compares identity).
+#define SINTER_PY_COMPARISON_(name, py)                                                      \
+  c.def(                                                                                     \
+      py,                                                                                    \
+      [](T a, nb::handle b) {                                                                \
+        return binary(                                                                       \
+            a, b, [](T x, T y) { return name(x, y); }, [](T x, S y) { return name(x, y); }); \
+      },                                                                                     \
+      nb::arg("other").none());
   SINTER_PY_COMPARISON_(eq, "__eq__")
   SINTER_PY_COMPARISON_(ne, "__ne__")
   SINTER_PY_COMPARISON_(lt, "__lt__")
@@ -112,6 +116,71 @@ void bind_operators(nb::class_<Tensor>& c) {
 #undef SINTER_PY_COMPARISON_
   // Defining __eq__ makes a class unhashable; PyTorch hashes tensors by identity.
   c.def("__hash__", [](T a) { return reinterpret_cast<intptr_t>(a.impl()); });
+}
+
+// In place, as PyTorch's methods ending in _: not recorded by autograd, so not on a tensor that
+// needs a gradient while grad mode is on.
+Tensor& in_place(Tensor& t, const char* op) {
+  SINTER_CHECK(!(t.requires_grad() && GradMode::is_enabled()), op,
+               ": an in-place operation on a tensor that requires grad is not recorded by "
+               "autograd; run it under sinter.no_grad()");
+  return t;
+}
+
+// The result of an in-place op (computed out of place) written into a, whose dtype it keeps; a
+// result of a higher category (float into an integer tensor, anything but bool into bool) is
+// refused, as PyTorch refuses it.
+void write_back(Tensor& a, const Tensor& result, const char* op) {
+  const bool fits = a.dtype() == DType::b8 ? result.dtype() == DType::b8
+                                           : is_floating(a.dtype()) || is_integral(result.dtype());
+  SINTER_CHECK(fits, op, ": result type ", result.dtype(),
+               " can't be cast to the desired output type ", a.dtype());
+  in_place(a, op).copy_(result);
+}
+
+// a &, |, ^ b and ~a for bool tensors (and Python bools).
+Tensor as_mask(const Tensor& like, nb::handle b, const char* op) {
+  Tensor m = nb::isinstance<Tensor>(b) ? nb::cast<Tensor>(b)
+                                       : full({}, Scalar(nb::cast<bool>(b)),
+                                              {.dtype = DType::b8, .device = like.device()});
+  SINTER_CHECK(like.dtype() == DType::b8 && m.dtype() == DType::b8, op,
+               ": only bool tensors are supported (got ", like.dtype(), " and ", m.dtype(), ")");
+  return m;
+}
+
+void bind_in_place_operators(nb::class_<Tensor>& c) {
+  using S = const Scalar&;
+  using T = const Tensor&;
+  using Self = nb::pointer_and_handle<Tensor>;
+// a op= b for a Tensor or Python number b: a itself, changed.
+#define SINTER_PY_IN_PLACE_(py, fn)                                                        \
+  c.def(py, [](Self self, nb::handle b) -> nb::object {                                    \
+    nb::object r = binary(                                                                 \
+        *self.p, b, [](T x, T y) { return fn(x, y); }, [](T x, S y) { return fn(x, y); }); \
+    if (r.is(nb::handle(Py_NotImplemented))) return r;                                     \
+    write_back(*self.p, nb::cast<Tensor>(r), py);                                          \
+    return nb::borrow(self.h);                                                             \
+  });
+  SINTER_PY_IN_PLACE_("__iadd__", add)
+  SINTER_PY_IN_PLACE_("__isub__", sub)
+  SINTER_PY_IN_PLACE_("__imul__", mul)
+  SINTER_PY_IN_PLACE_("__itruediv__", div)
+  SINTER_PY_IN_PLACE_("__ifloordiv__", floor_divide)
+  SINTER_PY_IN_PLACE_("__imod__", remainder)
+  SINTER_PY_IN_PLACE_("__ipow__", pow)
+#undef SINTER_PY_IN_PLACE_
+  c.def("__invert__",
+        [](T a) {
+          SINTER_CHECK(a.dtype() == DType::b8, "__invert__: only bool tensors are supported (got ",
+                       a.dtype(), ")");
+          return eq(a, false);
+        })
+      .def("__and__", [](T a, nb::handle b) { return where(a, as_mask(a, b, "__and__"), a); })
+      .def("__rand__", [](T a, nb::handle b) { return where(a, as_mask(a, b, "__rand__"), a); })
+      .def("__or__", [](T a, nb::handle b) { return where(a, a, as_mask(a, b, "__or__")); })
+      .def("__ror__", [](T a, nb::handle b) { return where(a, a, as_mask(a, b, "__ror__")); })
+      .def("__xor__", [](T a, nb::handle b) { return ne(a, as_mask(a, b, "__xor__")); })
+      .def("__rxor__", [](T a, nb::handle b) { return ne(a, as_mask(a, b, "__rxor__")); });
 }
 
 void bind_properties(nb::class_<Tensor>& c) {
@@ -138,7 +207,7 @@ void bind_properties(nb::class_<Tensor>& c) {
       .def("is_floating_point", [](const Tensor& t) { return is_floating(t.dtype()); })
       .def("__len__",
            [](const Tensor& t) {
-             SINTER_CHECK(t.dim() > 0, "len() of a 0-d tensor");
+             if (t.dim() == 0) throw nb::type_error("len() of a 0-d tensor");
              return t.size(0);
            })
       .def("item", &item_of)
@@ -147,8 +216,11 @@ void bind_properties(nb::class_<Tensor>& c) {
       .def("__float__", [](const Tensor& t) { return nb::cast<double>(nb::float_(item_of(t))); })
       .def("__int__", [](const Tensor& t) { return nb::cast<int64_t>(nb::int_(item_of(t))); })
       .def("__index__", [](const Tensor& t) {
-        SINTER_CHECK(is_integral(t.dtype()) && t.dtype() != DType::b8 && t.numel() == 1,
-                     "only integer tensors of a single element can be converted to an index");
+        if (!is_integral(t.dtype()) || t.dtype() == DType::b8 || t.numel() != 1) {
+          throw nb::type_error(
+              "only integer tensors of a single element can be converted to an "
+              "index");
+        }
         return t.to(DType::i64).item<int64_t>();
       });
 }
@@ -257,11 +329,11 @@ void bind_math(nb::class_<Tensor>& c) {
           "log_softmax", [](T t, int64_t dim) { return log_softmax(t, dim); }, nb::arg("dim"))
       .def(
           "clamp",
-          [](T t, std::optional<double> lo, std::optional<double> hi) {
-            return clamp(t, lo ? std::optional<Scalar>(*lo) : std::nullopt,
-                         hi ? std::optional<Scalar>(*hi) : std::nullopt);
+          [](T t, nb::handle lo, nb::handle hi) {
+            // Python numbers keep their kind: an integer tensor clamped by ints stays integer.
+            return clamp(t, scalar_of(lo), scalar_of(hi));
           },
-          nb::arg("min") = nb::none(), nb::arg("max") = nb::none())
+          nb::arg("min").none() = nb::none(), nb::arg("max").none() = nb::none())
       .def("matmul", [](T a, T b) { return matmul(a, b); })
       .def("pow", [](T t, nb::handle e) {
         return binary(
@@ -288,15 +360,6 @@ void bind_math(nb::class_<Tensor>& c) {
 #undef SINTER_PY_UNARY_
 }
 
-// In place, as PyTorch's methods ending in _: not recorded by autograd, so not on a tensor that
-// needs a gradient while grad mode is on.
-Tensor& in_place(Tensor& t, const char* op) {
-  SINTER_CHECK(!(t.requires_grad() && GradMode::is_enabled()), op,
-               ": a leaf Variable that requires grad is being used in an in-place operation "
-               "(wrap it in sinter.no_grad())");
-  return t;
-}
-
 void bind_in_place(nb::class_<Tensor>& c) {
   c.def(
        "zero_", [](Tensor& t) -> Tensor& { return in_place(t, "zero_").zero_(); },
@@ -306,6 +369,7 @@ void bind_in_place(nb::class_<Tensor>& c) {
           [](Tensor& t, nb::handle v) -> Tensor& {
             std::optional<Scalar> s = scalar_of(v);
             if (!s) s = nb::cast<Tensor>(v).item<double>();
+            check_fits(t.dtype(), *s, "fill_");
             return in_place(t, "fill_").fill_(*s);
           },
           nb::rv_policy::reference)
@@ -317,7 +381,13 @@ void bind_in_place(nb::class_<Tensor>& c) {
           "add_",
           [](Tensor& t, nb::handle other, double alpha) -> Tensor& {
             in_place(t, "add_");
-            if (std::optional<Scalar> s = scalar_of(other)) return t.add_(*s);
+            if (std::optional<Scalar> s = scalar_of(other)) {
+              if (alpha == 1.0) return t.add_(*s);
+              const bool exact =
+                  s->is_integral() && alpha == static_cast<double>(static_cast<int64_t>(alpha));
+              return t.add_(exact ? Scalar(s->to_int() * static_cast<int64_t>(alpha))
+                                  : Scalar(s->to_double() * alpha));
+            }
             return t.add_(nb::cast<const Tensor&>(other), alpha);
           },
           nb::arg("other"), nb::kw_only(), nb::arg("alpha") = 1.0, nb::rv_policy::reference)
@@ -337,6 +407,7 @@ void bind_tensor(nb::module_& m) {
   nb::class_<Tensor> c(m, "Tensor", "A tensor: sinter's, with PyTorch's names and behaviour.");
   bind_properties(c);
   bind_operators(c);
+  bind_in_place_operators(c);
   bind_conversions(c);
   bind_views(c);
   bind_math(c);

@@ -25,6 +25,15 @@ std::optional<Scalar> scalar_of(nb::handle h) {
   return std::nullopt;
 }
 
+void check_fits(DType t, const Scalar& v, const char* op) {
+  if (is_floating(t) || t == DType::b8) return;
+  const double lo = t == DType::u8 ? 0.0 : t == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+  const double hi = t == DType::u8 ? 255.0 : t == DType::i32 ? 2147483647.0 : 9223372036854775807.0;
+  const double x = v.to_double();
+  SINTER_CHECK(v.is_int() ? (t == DType::i64 || (x >= lo && x <= hi)) : (x >= lo && x < hi + 1.0),
+               op, ": value ", v, " cannot be converted to type ", t, " without overflow");
+}
+
 Shape sizes_of(const nb::args& args) {
   if (args.size() == 1 && !PyLong_Check(args[0].ptr())) return nb::cast<Shape>(args[0]);
   Shape s;
@@ -78,7 +87,13 @@ void bind_types(nb::module_& m) {
       .def_prop_ro("is_floating_point", [](const PyDType& d) { return is_floating(d.t); })
       .def_prop_ro("itemsize", [](const PyDType& d) { return element_size(d.t); })
       .def("__repr__", [](const PyDType& d) { return std::string("sinter.") + torch_name(d.t); })
-      .def("__eq__", [](const PyDType& a, const PyDType& b) { return a.t == b.t; })
+      .def(
+          "__eq__",
+          [](const PyDType& a, nb::handle b) -> nb::object {
+            if (!nb::isinstance<PyDType>(b)) return nb::borrow(Py_NotImplemented);
+            return nb::bool_(a.t == nb::cast<PyDType>(b).t);
+          },
+          nb::arg("other").none())
       .def("__hash__", [](const PyDType& d) { return static_cast<int>(d.t); });
   for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i64, DType::i32,
                   DType::u8, DType::b8}) {
@@ -112,7 +127,13 @@ void bind_types(nb::module_& m) {
                                 : std::string("device(type='cpu')");
            })
       .def("__str__", &Device::str)
-      .def("__eq__", [](const Device& a, const Device& b) { return a == b; })
+      .def(
+          "__eq__",
+          [](const Device& a, nb::handle b) -> nb::object {
+            if (!nb::isinstance<Device>(b)) return nb::borrow(Py_NotImplemented);
+            return nb::bool_(a == nb::cast<Device>(b));
+          },
+          nb::arg("other").none())
       .def("__hash__", [](const Device& d) { return static_cast<int>(d.type) * 1024 + d.index; });
   nb::implicitly_convertible<std::string, Device>();
 }

@@ -456,6 +456,10 @@ Tensor pow(const Tensor& a0, const Tensor& b0) {
 Tensor pow(const Tensor& a0, const Scalar& exponent_s) {
   SINTER_PROFILE_OP("pow", a0);
   const Tensor a = promoted("pow", a0, exponent_s);
+  // As PyTorch: an integer tensor to a negative integer power would truncate to 0 (or +-1).
+  SINTER_CHECK(!(is_integral(a.dtype()) && exponent_s.is_int() && exponent_s.to_int() < 0),
+               "pow: integers to negative integer powers are not allowed (exponent ",
+               exponent_s.to_int(), ", dtype ", a.dtype(), ")");
   Tensor out = binary_raw("pow", a, exponent_s, BinaryOp::Pow);
   const double exponent = exponent_s.to_double();
   if (needs_grad({&a})) {

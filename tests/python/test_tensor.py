@@ -106,7 +106,7 @@ def test_indexing_as_pytorch(torch):
         s[3]
     with pytest.raises(IndexError, match="too many indices"):
         s[0, 0, 0, 0]
-    with pytest.raises(RuntimeError, match="step must be greater than zero"):
+    with pytest.raises(ValueError, match="step must be greater than zero"):
         s[::-1]
 
 
