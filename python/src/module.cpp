@@ -43,4 +43,6 @@ NB_MODULE(_C, m) {
   bind_types(m);
   bind_tensor(m);
   bind_factories(m);
+  bind_nn(m);
+  bind_optim(m);
 }

@@ -405,6 +405,8 @@ void bind_in_place(nb::class_<Tensor>& c) {
 
 void bind_tensor(nb::module_& m) {
   nb::class_<Tensor> c(m, "Tensor", "A tensor: sinter's, with PyTorch's names and behaviour.");
+  // Tensor(t): another handle on t's tensor (what sinter.nn.Parameter, a subclass, is made from).
+  c.def(nb::init<const Tensor&>(), nb::arg("data"));
   bind_properties(c);
   bind_operators(c);
   bind_in_place_operators(c);

@@ -31,7 +31,7 @@ def test_in_place_operators_change_the_tensor():
     a *= 2
     a //= 3
     assert b is a and a.tolist() == [2, 3]
-    with pytest.raises(RuntimeError, match="result type f32 can't be cast to the desired output type i64"):
+    with pytest.raises(RuntimeError, match="result type f32 can't be cast to the desired output"):
         a /= 2
     assert sinter.zeros(3).add_(2, alpha=3).tolist() == [6.0, 6.0, 6.0]
 

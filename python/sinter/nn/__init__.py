@@ -1,0 +1,340 @@
+"""sinter.nn: modules written in Python (Module, as torch.nn.Module: attributes register
+parameters, buffers and submodules), containers, and the C++ layers (Linear, Conv2d, ...) that work
+inside them; sinter.nn.functional holds the ops."""
+
+from collections import OrderedDict, namedtuple
+
+from .. import _C
+from .._C.nn import (  # noqa: F401  (re-exported)
+    CModule,
+    Conv2d,
+    Dropout,
+    Embedding,
+    Flatten,
+    GELU,
+    LayerNorm,
+    Linear,
+    ReLU,
+    Sigmoid,
+    Tanh,
+)
+from . import functional  # noqa: F401
+
+_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class Parameter(_C.Tensor):
+    """A tensor that a Module registers as a parameter when assigned as an attribute."""
+
+    def __init__(self, data=None, requires_grad=True):
+        super().__init__((data if data is not None else _C.empty(0)).detach())
+        self.requires_grad_(requires_grad)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+
+def _key(t):
+    """Two handles on one tensor give one key (for tied parameters)."""
+    return (t.data_ptr(), t.shape, t.stride(), repr(t.dtype))
+
+
+class Module:
+    """The base of modules written in Python, as torch.nn.Module."""
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    # --- registration ---
+    def _store(self, kind, what):
+        store = self.__dict__.get(kind)
+        if store is None:
+            raise AttributeError(f"cannot assign {what} before Module.__init__() call")
+        return store
+
+    def _forget(self, name):
+        for kind in ("_parameters", "_buffers", "_modules"):
+            self.__dict__.get(kind, {}).pop(name, None)
+        self.__dict__.pop(name, None)
+
+    def __setattr__(self, name, value):
+        params = self.__dict__.get("_parameters")
+        if isinstance(value, Parameter):
+            store = self._store("_parameters", "parameters")
+            self._forget(name)
+            store[name] = value
+        elif isinstance(value, (Module, CModule)):
+            store = self._store("_modules", "module")
+            self._forget(name)
+            store[name] = value
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                                "(sinter.nn.Parameter or None expected)")
+            params[name] = None
+        elif name in self.__dict__.get("_buffers", {}):
+            self._buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        for kind in ("_parameters", "_buffers", "_modules"):
+            store = self.__dict__.get(kind)
+            if store is not None and name in store:
+                return store[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        self._forget(name)
+
+    def register_parameter(self, name, param):
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
+                            f"'{name}' (sinter.nn.Parameter or None required)")
+        self._forget(name)
+        self._store("_parameters", "parameters")[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        self._forget(name)
+        self._store("_buffers", "buffers")[name] = tensor
+        if not persistent:
+            self.__dict__.setdefault("_non_persistent", set()).add(name)
+
+    def register_module(self, name, module):
+        self._forget(name)
+        self._store("_modules", "module")[name] = module
+
+    add_module = register_module
+
+    # --- the computation ---
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # --- recursive views ---
+    def named_children(self):
+        return ((n, m) for n, m in self._modules.items() if m is not None)
+
+    def children(self):
+        return (m for _, m in self.named_children())
+
+    def named_modules(self, prefix=""):
+        yield prefix, self
+        for name, m in self.named_children():
+            path = prefix + ("." if prefix else "") + name
+            if isinstance(m, Module):
+                yield from m.named_modules(path)
+            else:
+                yield path, m
+
+    def modules(self):
+        return (m for _, m in self.named_modules())
+
+    def _named_tensors(self, kind, prefix):
+        for name, t in getattr(self, kind).items():
+            if t is not None:
+                yield prefix + name, t
+        for name, m in self.named_children():
+            if isinstance(m, Module):
+                yield from m._named_tensors(kind, prefix + name + ".")
+            else:
+                items = m.named_parameters() if kind == "_parameters" else m.named_buffers()
+                for key, t in items:
+                    yield prefix + name + "." + key, t
+
+    def named_parameters(self, prefix="", recurse=True):
+        seen = set()
+        for name, p in self._named_tensors("_parameters", prefix + "." if prefix else ""):
+            if not recurse and "." in name[len(prefix):].lstrip("."):
+                continue
+            if _key(p) not in seen:
+                seen.add(_key(p))
+                yield name, p
+
+    def parameters(self, recurse=True):
+        return (p for _, p in self.named_parameters(recurse=recurse))
+
+    def named_buffers(self, prefix=""):
+        return self._named_tensors("_buffers", prefix + "." if prefix else "")
+
+    def buffers(self):
+        return (b for _, b in self.named_buffers())
+
+    # --- state ---
+    def state_dict(self):
+        """Parameters and persistent buffers by dotted name (PyTorch's keys), detached."""
+        out = OrderedDict()
+        for name, p in self._named_tensors("_parameters", ""):
+            out[name] = p.detach()
+        for name, b in self.named_buffers():
+            owner, _, leaf = name.rpartition(".")
+            module = self._path(owner)
+            if leaf not in getattr(module, "__dict__", {}).get("_non_persistent", ()):
+                out[name] = b.detach()
+        return out
+
+    def _path(self, path):
+        m = self
+        for part in filter(None, path.split(".")):
+            m = m._modules[part] if isinstance(m, Module) else m
+        return m
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copies the values in place (the tensors keep their identity); a shape that differs is
+        an error, and so, when strict, are missing and unexpected keys."""
+        own = self.state_dict()
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}: "
+                               f"missing keys {missing}, unexpected keys {unexpected}")
+        targets = dict(self._named_tensors("_parameters", ""))
+        targets.update(self.named_buffers())
+        with _C_no_grad():
+            for key, value in state_dict.items():
+                if key not in targets:
+                    continue
+                t = targets[key]
+                if tuple(t.shape) != tuple(value.shape):
+                    raise RuntimeError(f"size mismatch for {key}: copying a param with shape "
+                                       f"{tuple(value.shape)}, the shape in the current model is "
+                                       f"{tuple(t.shape)}")
+                if not isinstance(value, _C.Tensor):
+                    value = _C.from_dlpack(value)
+                t.copy_(value.to(t.device).to(t.dtype))
+        return _IncompatibleKeys(missing, unexpected)
+
+    # --- mode and conversion ---
+    def train(self, mode=True):
+        object.__setattr__(self, "training", mode)
+        for m in self.children():
+            m.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                with _C_no_grad():
+                    p.grad.zero_()
+
+    def to(self, *args):
+        """Moves or casts the parameters and buffers (device, dtype, or both): a module's own
+        become new Parameters (make the optimizer after .to(), as with PyTorch)."""
+        for name, p in list(self._parameters.items()):
+            if p is not None:
+                self._parameters[name] = Parameter(p.to(*args), p.requires_grad)
+        for name, b in list(self._buffers.items()):
+            if b is not None:
+                self._buffers[name] = b.to(*args)
+        for m in self.children():
+            if isinstance(m, Module):
+                m.to(*args)
+            else:
+                for a in args:
+                    m.to(a)
+        return self
+
+    def apply(self, fn):
+        for m in self.children():
+            m.apply(fn) if isinstance(m, Module) else fn(m)
+        fn(self)
+        return self
+
+    # --- printing, as PyTorch prints a module tree ---
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = [f"({n}): " + repr(m).replace("\n", "\n  ") for n, m in self.named_children()]
+        extra = self.extra_repr()
+        if not lines:
+            return f"{type(self).__name__}({extra})"
+        body = "\n  ".join(([extra] if extra else []) + lines)
+        return f"{type(self).__name__}(\n  {body}\n)"
+
+
+class _C_no_grad:
+    def __enter__(self):
+        self._prev = _C.is_grad_enabled()
+        _C._set_grad_enabled(False)
+
+    def __exit__(self, *exc):
+        _C._set_grad_enabled(self._prev)
+
+
+class Sequential(Module):
+    """Modules run in order; named "0", "1", ... (or by an OrderedDict's keys)."""
+
+    def __init__(self, *modules):
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], OrderedDict):
+            for name, m in modules[0].items():
+                self.register_module(name, m)
+        else:
+            for i, m in enumerate(modules):
+                self.register_module(str(i), m)
+
+    def forward(self, x):
+        for m in self.children():
+            x = m(x)
+        return x
+
+    def __getitem__(self, i):
+        items = list(self._modules.values())
+        if isinstance(i, slice):
+            return Sequential(*items[i])
+        return items[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.register_module(str(len(self)), module)
+        return self
+
+
+class ModuleList(Module):
+    """A list of modules, registered as "0", "1", ..."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        for m in modules or ():
+            self.append(m)
+
+    def append(self, module):
+        self.register_module(str(len(self._modules)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __getitem__(self, i):
+        items = list(self._modules.values())
+        return ModuleList(items[i]) if isinstance(i, slice) else items[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())

@@ -1,0 +1,209 @@
+// sinter._C.nn: the C++ modules as Python classes (usable alone or inside a module written in
+// Python, python/sinter/nn/), and sinter.nn.functional's ops with PyTorch's signatures.
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bind.h"
+
+namespace sinter::python {
+namespace {
+
+Size2 size2_of(nb::handle h) {
+  if (PyLong_Check(h.ptr())) return Size2(nb::cast<int64_t>(h));
+  const auto v = nb::cast<std::vector<int64_t>>(h);
+  SINTER_CHECK(v.size() == 2, "expected an int or a pair of ints, got ", v.size(), " values");
+  return Size2(v[0], v[1]);
+}
+
+Reduction reduction_of(const std::string& r) {
+  if (r == "mean") return Reduction::Mean;
+  if (r == "sum") return Reduction::Sum;
+  if (r == "none") return Reduction::None;
+  if (r == "batchmean") return Reduction::BatchMean;
+  throw nb::value_error((r + " is not a valid value for reduction").c_str());
+}
+
+Tensor or_undefined(const std::optional<Tensor>& t) { return t.value_or(Tensor()); }
+
+void bind_module_base(nb::module_& m) {
+  using nn::Module;
+  nb::class_<Module>(m, "CModule", "A module implemented in C++ (the base of sinter.nn's layers).")
+      .def("forward", &Module::forward, nb::arg("input"))
+      .def("__call__", &Module::forward, nb::arg("input"))
+      .def("named_parameters", [](const Module& mod) { return mod.named_parameters(); })
+      .def("parameters", [](const Module& mod) { return mod.parameters(); })
+      .def("named_buffers", [](const Module& mod) { return mod.named_buffers(); })
+      .def("state_dict", &Module::state_dict)
+      .def(
+          "load_state_dict",
+          [](Module& mod, const StateDict& state, bool strict) {
+            const LoadResult r = mod.load_state_dict(state, strict);
+            return nb::make_tuple(r.missing_keys, r.unexpected_keys);
+          },
+          nb::arg("state_dict"), nb::arg("strict") = true)
+      .def(
+          "train", [](Module& mod, bool on) -> Module& { return mod.train(on); },
+          nb::arg("mode") = true, nb::rv_policy::reference)
+      .def(
+          "eval", [](Module& mod) -> Module& { return mod.eval(); }, nb::rv_policy::reference)
+      .def_prop_ro("training", &Module::is_training)
+      .def(
+          "to",
+          [](Module& mod, nb::handle what) -> Module& {
+            if (nb::isinstance<PyDType>(what)) return mod.to(nb::cast<PyDType>(what).t);
+            return mod.to(*device_of(what));
+          },
+          nb::arg("device_or_dtype"), nb::rv_policy::reference)
+      .def("zero_grad", &Module::zero_grad, nb::arg("set_to_none") = true)
+      .def("_type_name", &Module::name)
+      .def("__repr__", [](const Module& mod) { return mod.name() + "()"; });
+}
+
+void bind_layers(nb::module_& m) {
+  using nn::Module;
+  nb::class_<nn::Linear, Module>(m, "Linear", "y = x W^T + b, as torch.nn.Linear.")
+      .def(nb::init<int64_t, int64_t, bool>(), nb::arg("in_features"), nb::arg("out_features"),
+           nb::arg("bias") = true)
+      .def_rw("weight", &nn::Linear::weight)
+      .def_prop_ro("bias",
+                   [](const nn::Linear& l) {
+                     return l.bias.defined() ? std::optional<Tensor>(l.bias) : std::nullopt;
+                   })
+      .def_ro("in_features", &nn::Linear::in_features)
+      .def_ro("out_features", &nn::Linear::out_features)
+      .def("__repr__", [](const nn::Linear& l) {
+        return "Linear(in_features=" + std::to_string(l.in_features) +
+               ", out_features=" + std::to_string(l.out_features) +
+               ", bias=" + (l.bias.defined() ? "True" : "False") + ")";
+      });
+  nb::class_<nn::Conv2d, Module>(m, "Conv2d", "2-D convolution, as torch.nn.Conv2d.")
+      .def(
+          "__init__",
+          [](nn::Conv2d* self, int64_t in, int64_t out, nb::handle kernel, nb::handle stride,
+             nb::handle padding, nb::handle dilation, int64_t groups, bool bias) {
+            new (self) nn::Conv2d(in, out, size2_of(kernel),
+                                  {.stride = size2_of(stride),
+                                   .padding = size2_of(padding),
+                                   .dilation = size2_of(dilation),
+                                   .groups = groups,
+                                   .bias = bias});
+          },
+          nb::arg("in_channels"), nb::arg("out_channels"), nb::arg("kernel_size"),
+          nb::arg("stride") = 1, nb::arg("padding") = 0, nb::arg("dilation") = 1,
+          nb::arg("groups") = 1, nb::arg("bias") = true)
+      .def_rw("weight", &nn::Conv2d::weight);
+  nb::class_<nn::LayerNorm, Module>(m, "LayerNorm")
+      .def(
+          "__init__",
+          [](nn::LayerNorm* self, nb::handle shape, double eps, bool affine) {
+            new (self) nn::LayerNorm(PyLong_Check(shape.ptr()) ? Shape{nb::cast<int64_t>(shape)}
+                                                               : nb::cast<Shape>(shape),
+                                     eps, affine);
+          },
+          nb::arg("normalized_shape"), nb::arg("eps") = 1e-5, nb::arg("elementwise_affine") = true);
+  nb::class_<nn::Embedding, Module>(m, "Embedding")
+      .def(nb::init<int64_t, int64_t, std::optional<int64_t>>(), nb::arg("num_embeddings"),
+           nb::arg("embedding_dim"), nb::arg("padding_idx") = nb::none())
+      .def_rw("weight", &nn::Embedding::weight);
+  nb::class_<nn::Dropout, Module>(m, "Dropout").def(nb::init<double>(), nb::arg("p") = 0.5);
+  nb::class_<nn::ReLU, Module>(m, "ReLU").def(nb::init<>());
+  nb::class_<nn::Tanh, Module>(m, "Tanh").def(nb::init<>());
+  nb::class_<nn::Sigmoid, Module>(m, "Sigmoid").def(nb::init<>());
+  nb::class_<nn::GELU, Module>(m, "GELU").def(nb::init<>());
+  nb::class_<nn::Flatten, Module>(m, "Flatten")
+      .def(nb::init<int64_t, int64_t>(), nb::arg("start_dim") = 1, nb::arg("end_dim") = -1);
+}
+
+void bind_functional(nb::module_& m) {
+  using T = const Tensor&;
+  using OptT = const std::optional<Tensor>&;
+  m.def("relu", [](T x) { return relu(x); });
+  m.def(
+      "gelu",
+      [](T x, const std::string& approximate) {
+        return gelu(x, approximate == "tanh" ? Activation::GeluTanh : Activation::Gelu);
+      },
+      nb::arg("input"), nb::arg("approximate") = "none");
+  m.def("silu", [](T x) { return silu(x); });
+  m.def(
+      "softmax", [](T x, int64_t dim) { return softmax(x, dim); }, nb::arg("input"),
+      nb::arg("dim"));
+  m.def(
+      "log_softmax", [](T x, int64_t dim) { return log_softmax(x, dim); }, nb::arg("input"),
+      nb::arg("dim"));
+  m.def(
+      "linear", [](T x, T w, OptT b) { return linear(x, w, or_undefined(b)); }, nb::arg("input"),
+      nb::arg("weight"), nb::arg("bias") = nb::none());
+  m.def(
+      "conv2d",
+      [](T x, T w, OptT b, nb::handle stride, nb::handle padding, nb::handle dilation,
+         int64_t groups) {
+        return conv2d(x, w, or_undefined(b),
+                      {.stride = size2_of(stride),
+                       .padding = size2_of(padding),
+                       .dilation = size2_of(dilation),
+                       .groups = groups});
+      },
+      nb::arg("input"), nb::arg("weight"), nb::arg("bias") = nb::none(), nb::arg("stride") = 1,
+      nb::arg("padding") = 0, nb::arg("dilation") = 1, nb::arg("groups") = 1);
+  m.def(
+      "max_pool2d",
+      [](T x, nb::handle kernel, nb::handle stride, nb::handle padding) {
+        return max_pool2d(x, size2_of(kernel),
+                          {.stride = stride.is_none() ? size2_of(kernel) : size2_of(stride),
+                           .padding = size2_of(padding)});
+      },
+      nb::arg("input"), nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(),
+      nb::arg("padding") = 0);
+  m.def(
+      "dropout", [](T x, double p, bool training) { return dropout(x, p, training); },
+      nb::arg("input"), nb::arg("p") = 0.5, nb::arg("training") = true);
+  m.def(
+      "layer_norm",
+      [](T x, const Shape& shape, OptT w, OptT b, double eps) {
+        return layer_norm(x, shape, or_undefined(w), or_undefined(b), eps);
+      },
+      nb::arg("input"), nb::arg("normalized_shape"), nb::arg("weight") = nb::none(),
+      nb::arg("bias") = nb::none(), nb::arg("eps") = 1e-5);
+  m.def(
+      "cross_entropy",
+      [](T logits, T target, OptT weight, int64_t ignore_index, const std::string& reduction,
+         double label_smoothing) {
+        return cross_entropy(logits, target,
+                             {.reduction = reduction_of(reduction),
+                              .ignore_index = ignore_index,
+                              .label_smoothing = label_smoothing,
+                              .weight = or_undefined(weight)});
+      },
+      nb::arg("input"), nb::arg("target"), nb::arg("weight") = nb::none(),
+      nb::arg("ignore_index") = -100, nb::arg("reduction") = "mean",
+      nb::arg("label_smoothing") = 0.0);
+  m.def(
+      "mse_loss",
+      [](T x, T y, const std::string& reduction) {
+        return mse_loss(x, y, reduction_of(reduction));
+      },
+      nb::arg("input"), nb::arg("target"), nb::arg("reduction") = "mean");
+}
+
+}  // namespace
+
+void bind_nn(nb::module_& m) {
+  nb::module_ nnm = m.def_submodule("nn", "The C++ modules and functional ops.");
+  bind_module_base(nnm);
+  bind_layers(nnm);
+  nb::module_ functional =
+      nnm.def_submodule("functional", "Ops with torch.nn.functional's signatures.");
+  bind_functional(functional);
+}
+
+}  // namespace sinter::python

@@ -1,0 +1,115 @@
+"""Modules written in Python around the C++ layers, state dicts under PyTorch's names that
+torch.nn modules load, the optimizers' steps against torch.optim's, and a small training run."""
+
+import pytest
+
+import sinter
+import sinter.nn.functional as F
+from sinter import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 8)
+        self.fc2 = nn.Linear(8, 3)
+        self.scale = nn.Parameter(sinter.ones(3))
+        self.register_buffer("steps", sinter.zeros(1))
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x))) * self.scale
+
+
+class TorchNet:
+    def __new__(cls, torch):
+        class T(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1 = torch.nn.Linear(4, 8)
+                self.fc2 = torch.nn.Linear(8, 3)
+                self.scale = torch.nn.Parameter(torch.ones(3))
+                self.register_buffer("steps", torch.zeros(1))
+
+            def forward(self, x):
+                return self.fc2(torch.relu(self.fc1(x))) * self.scale
+
+        return T()
+
+
+def test_registration_and_names():
+    net = Net()
+    names = [n for n, _ in net.named_parameters()]
+    assert names == ["scale", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+    assert list(net.state_dict()) == names + ["steps"]
+    assert [n for n, _ in net.named_modules()] == ["", "fc1", "fc2"]
+    assert isinstance(net.scale, nn.Parameter) and net.scale.requires_grad
+    assert net.fc1.weight.shape == (8, 4)
+    net.eval()
+    assert not net.training and not net.fc1.training
+    assert "(fc1): Linear(in_features=4, out_features=8, bias=True)" in repr(net)
+    with pytest.raises(AttributeError, match="before Module.__init__"):
+        class Early(nn.Module):
+            def __init__(self):
+                self.w = nn.Parameter(sinter.ones(1))
+
+        Early()
+    with pytest.raises(NotImplementedError, match="missing the required \"forward\""):
+        nn.Module()(sinter.ones(1))
+
+
+def test_state_dicts_cross_with_torch_both_ways(torch):
+    tnet, net = TorchNet(torch), Net()
+    net.load_state_dict({k: sinter.from_dlpack(v.detach()) for k, v in tnet.state_dict().items()})
+    x = torch.randn(5, 4)
+    got = net(sinter.from_dlpack(x)).detach()
+    assert torch.allclose(torch.from_dlpack(got), tnet(x).detach(), atol=1e-6)
+    back = TorchNet(torch)
+    back.load_state_dict({k: torch.from_dlpack(v).clone() for k, v in net.state_dict().items()})
+    assert torch.allclose(back(x), tnet(x))
+    with pytest.raises(RuntimeError, match="missing keys \\['steps'\\]"):
+        net.load_state_dict({k: v for k, v in net.state_dict().items() if k != "steps"})
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("SGD", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.01}),
+    ("Adam", {"lr": 0.01, "betas": (0.8, 0.99)}),
+    ("AdamW", {"lr": 0.01, "weight_decay": 0.1}),
+    ("RMSprop", {"lr": 0.01, "momentum": 0.5}),
+])
+def test_optimizer_steps_match_torch(torch, name, kwargs):
+    tnet, net = TorchNet(torch).double(), Net().to(sinter.float64)
+    net.load_state_dict({k: sinter.from_dlpack(v.detach()) for k, v in tnet.state_dict().items()})
+    topt = getattr(torch.optim, name)(tnet.parameters(), **kwargs)
+    opt = getattr(sinter.optim, name)(net.parameters(), **kwargs)
+    x, y = torch.randn(6, 4, dtype=torch.float64), torch.randint(0, 3, (6,))
+    for _ in range(3):
+        topt.zero_grad()
+        torch.nn.functional.cross_entropy(tnet(x), y).backward()
+        topt.step()
+        opt.zero_grad()
+        F.cross_entropy(net(sinter.from_dlpack(x)), sinter.from_dlpack(y)).backward()
+        opt.step()
+    for (n, p), (tn, tp) in zip(net.named_parameters(), tnet.named_parameters()):
+        assert n == tn
+        assert torch.allclose(torch.from_dlpack(p.detach()), tp.detach(), rtol=1e-10, atol=1e-12)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'lrr'"):
+        getattr(sinter.optim, name)(net.parameters(), lrr=0.1)
+
+
+def test_a_python_model_trains():
+    sinter.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 2))
+    opt = sinter.optim.Adam(model.parameters(), lr=0.05)
+    x = sinter.randn(64, 2)
+    y = (x[:, 0] * x[:, 1] > 0).long()
+    losses = []
+    for _ in range(60):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+    assert opt.lr == 0.05
+    opt.lr = 0.01
+    assert opt.lr == 0.01
