@@ -5,11 +5,14 @@
 #include <nanobind/stl/vector.h>
 
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "bind.h"
+#include "internal/autograd_impl.h"
 
 namespace sinter::python {
 namespace {
@@ -33,6 +36,40 @@ class InferenceGuard {
   bool mode_;
   std::unique_ptr<InferenceMode> guard_;
 };
+
+// A node's name lives as long as the program (record() keeps the pointer): one copy per name.
+const char* interned(const std::string& name) {
+  static std::mutex mu;
+  static std::set<std::string> names;
+  std::lock_guard<std::mutex> lock(mu);
+  return names.insert(name).first->c_str();
+}
+
+// sinter.autograd.Function.apply's last step: makes `outputs` (computed without a graph) the
+// results of a node over `inputs` whose backward is the Python callable `backward`, which takes
+// and returns lists (None for an undefined gradient).
+void record_function(const std::string& name, const std::vector<nb::object>& outputs,
+                     const std::vector<Tensor>& inputs, nb::object backward) {
+  std::vector<Tensor*> outs;
+  for (const nb::object& o : outputs) outs.push_back(&nb::cast<Tensor&>(o));
+  std::shared_ptr<nb::object> fn = keep(std::move(backward));
+  const size_t n_inputs = inputs.size();
+  autograd::record(interned(name), outs, inputs, [fn, n_inputs](const std::vector<Tensor>& grads) {
+    nb::gil_scoped_acquire gil;
+    nb::list in;
+    for (const Tensor& g : grads) {
+      in.append(g.defined() ? nb::cast(g) : nb::none());
+    }
+    nb::object out = (*fn)(in);
+    std::vector<Tensor> result;
+    for (nb::handle h : out) {
+      result.push_back(h.is_none() ? Tensor() : nb::cast<Tensor>(h));
+    }
+    SINTER_CHECK(result.size() == n_inputs, "autograd.Function: backward gave ", result.size(),
+                 " gradients for ", n_inputs, " tensor inputs");
+    return result;
+  });
+}
 
 }  // namespace
 
@@ -90,6 +127,8 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& c) {
       .def(nb::init<bool>(), nb::arg("mode"))
       .def("enter", &InferenceGuard::enter)
       .def("exit", &InferenceGuard::exit);
+  m.def("_record_function", &record_function, nb::arg("name"), nb::arg("outputs"),
+        nb::arg("inputs"), nb::arg("backward"));
   m.def(
       "_backward",
       [](const std::vector<Tensor>& tensors, const std::vector<std::optional<Tensor>>& grads,
