@@ -45,4 +45,5 @@ NB_MODULE(_C, m) {
   bind_factories(m);
   bind_nn(m);
   bind_optim(m);
+  bind_data(m);
 }

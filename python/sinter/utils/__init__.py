@@ -1,0 +1,3 @@
+"""sinter.utils: data loading (sinter.utils.data)."""
+
+from . import data  # noqa: F401
