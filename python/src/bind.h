@@ -2,7 +2,7 @@
 // scalars (types.cpp), Tensor (tensor.cpp, indexing.cpp), factories (factories.cpp), DLPack and
 // NumPy exchange (dlpack.cpp), autograd (autograd.cpp), the C++ modules and functional ops
 // (nn.cpp), the optimizers (optim.cpp), datasets, the DataLoader and the reference models
-// (data.cpp). Python's own layer is python/sinter/.
+// (data.cpp), files, TensorBoard, autocast and CUDA queries (io.cpp). Python's own layer is python/sinter/.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -47,5 +47,6 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_nn(nb::module_& m);
 void bind_optim(nb::module_& m);
 void bind_data(nb::module_& m);
+void bind_io(nb::module_& m);
 
 }  // namespace sinter::python

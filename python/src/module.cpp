@@ -46,4 +46,5 @@ NB_MODULE(_C, m) {
   bind_nn(m);
   bind_optim(m);
   bind_data(m);
+  bind_io(m);
 }

@@ -1,3 +1,3 @@
-"""sinter.utils: data loading (sinter.utils.data)."""
+"""sinter.utils: data loading (sinter.utils.data) and TensorBoard logs (sinter.utils.tensorboard)."""
 
-from . import data  # noqa: F401
+from . import data, tensorboard  # noqa: F401

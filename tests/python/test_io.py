@@ -1,0 +1,51 @@
+"""Files and logs from Python: safetensors files that the safetensors package reads (and the other
+way round), TensorBoard event files, autocast's policy, the CUDA queries without a GPU."""
+
+import pytest
+
+import sinter
+
+
+def test_safetensors_round_trip_and_with_the_safetensors_package(tmp_path, torch):
+    st = pytest.importorskip("safetensors.torch")
+    model = sinter.models.mlp()
+    path = str(tmp_path / "mlp.safetensors")
+    sinter.safetensors.save_file(model.state_dict(), path, metadata={"note": "x"})
+    back = sinter.safetensors.load_file(path)
+    assert sorted(back) == sorted(model.state_dict())
+    for k, v in model.state_dict().items():
+        assert back[k].tolist() == v.tolist()
+    theirs = st.load_file(path)
+    for k, v in back.items():
+        assert torch.equal(theirs[k], torch.from_dlpack(v))
+    st.save_file({"w": torch.arange(6.0).reshape(2, 3)}, str(tmp_path / "t.safetensors"))
+    assert sinter.safetensors.load_file(str(tmp_path / "t.safetensors"))["w"].tolist() == [
+        [0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    with pytest.raises(RuntimeError, match="missing.safetensors"):
+        sinter.safetensors.load_file(str(tmp_path / "missing.safetensors"))
+
+
+def test_summary_writer_writes_event_files(tmp_path):
+    with sinter.utils.tensorboard.SummaryWriter(str(tmp_path / "run")) as w:
+        for step in range(3):
+            w.add_scalar("loss", 1.0 / (step + 1), step)
+        w.add_histogram("weights", sinter.randn(100), 0)
+        w.add_text("note", "hello", 0)
+    files = list((tmp_path / "run").glob("events.out.tfevents.*"))
+    assert files and files[0].stat().st_size > 0
+
+
+def test_autocast_follows_the_policy():
+    x, w = sinter.randn(2, 3), sinter.randn(3, 4)
+    with sinter.autocast("cpu", dtype=sinter.bfloat16):
+        y = x @ w
+        assert y.dtype == sinter.bfloat16
+        assert y.float().sum(dim=1).dtype == sinter.float32
+    assert (x @ w).dtype == sinter.float32
+    with pytest.raises(RuntimeError, match="device_type must be 'cpu' or 'cuda'"):
+        sinter.autocast("tpu")
+
+
+def test_cuda_queries():
+    n = sinter.cuda.device_count()
+    assert sinter.cuda.is_available() == (n > 0)
