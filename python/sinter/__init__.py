@@ -4,6 +4,8 @@ The C++ library does the work (sinter._C, bound with nanobind); this package is 
 with PyTorch's names and behaviour where PyTorch has the same thing.
 """
 
+from collections import namedtuple
+
 from . import _C
 from ._C import (  # noqa: F401  (re-exported)
     Tensor,
@@ -67,5 +69,33 @@ def _array(self, dtype=None, copy=None):
     return a.copy() if copy else a
 
 
+# max(dim) and min(dim) give (values, indices) with those names, as torch.return_types do; to()
+# takes dtype= and device= as keywords too.
+_values_indices = {name: namedtuple(name, ["values", "indices"]) for name in ("max", "min")}
+
+
+def _with_names(name):
+    plain = getattr(Tensor, name)
+
+    def method(self, dim=None, keepdim=False):
+        out = plain(self, dim, keepdim)
+        return out if dim is None else _values_indices[name](*out)
+
+    method.__name__ = name
+    method.__doc__ = plain.__doc__
+    return method
+
+
+_plain_to = Tensor.to
+
+
+def _to(self, *args, dtype=None, device=None, non_blocking=False):
+    extra = tuple(a for a in (device, dtype) if a is not None)
+    return _plain_to(self, *(args + extra), non_blocking=non_blocking)
+
+
 Tensor.__iter__ = _iter
 Tensor.__array__ = _array
+Tensor.max = _with_names("max")
+Tensor.min = _with_names("min")
+Tensor.to = _to

@@ -123,3 +123,14 @@ def test_numpy_copies_when_asked(np):
     assert t[2].item() == 0.0
     with pytest.raises(RuntimeError, match="requires grad"):
         np.asarray(sinter.ones(2, requires_grad=True))
+
+
+def test_named_results_and_keyword_conversions():
+    x = sinter.tensor([[1.0, 5.0], [7.0, 2.0]])
+    m = x.max(dim=1)
+    assert m.values.tolist() == [5.0, 7.0] and m.indices.tolist() == [1, 0]
+    values, indices = x.min(0)
+    assert values.tolist() == [1.0, 2.0] and indices.tolist() == [0, 1]
+    assert x.max().item() == 7.0
+    assert x.to(dtype=sinter.float64).dtype == sinter.float64
+    assert x.to(device="cpu", dtype=sinter.int64).tolist() == [[1, 5], [7, 2]]
