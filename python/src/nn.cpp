@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "bind.h"
+#include "sinter/nn/activations.h"
+#include "sinter/nn/normalization.h"
 
 namespace sinter::python {
 namespace {
@@ -123,6 +125,74 @@ void bind_layers(nb::module_& m) {
       .def(nb::init<int64_t, int64_t>(), nb::arg("start_dim") = 1, nb::arg("end_dim") = -1);
 }
 
+// A batch norm layer, with torch's arguments.
+template <class L>
+void bind_norm(nb::module_& m, const char* name) {
+  nb::class_<L, nn::Module>(m, name).def(nb::init<int64_t, double, double, bool, bool>(),
+                                         nb::arg("num_features"), nb::arg("eps") = 1e-5,
+                                         nb::arg("momentum") = 0.1, nb::arg("affine") = true,
+                                         nb::arg("track_running_stats") = true);
+}
+
+// Norms, pools and attention.
+void bind_more_layers(nb::module_& m) {
+  using nn::Module;
+  bind_norm<nn::BatchNorm1d>(m, "BatchNorm1d");
+  bind_norm<nn::BatchNorm2d>(m, "BatchNorm2d");
+  nb::class_<nn::GroupNorm, Module>(m, "GroupNorm")
+      .def(nb::init<int64_t, int64_t, double, bool>(), nb::arg("num_groups"),
+           nb::arg("num_channels"), nb::arg("eps") = 1e-5, nb::arg("affine") = true);
+  nb::class_<nn::MaxPool2d, Module>(m, "MaxPool2d")
+      .def(
+          "__init__",
+          [](nn::MaxPool2d* self, nb::handle kernel, nb::handle stride, nb::handle padding) {
+            new (self) nn::MaxPool2d(
+                size2_of(kernel), {.stride = stride.is_none() ? size2_of(kernel) : size2_of(stride),
+                                   .padding = size2_of(padding)});
+          },
+          nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(), nb::arg("padding") = 0);
+  nb::class_<nn::AvgPool2d, Module>(m, "AvgPool2d")
+      .def(
+          "__init__",
+          [](nn::AvgPool2d* self, nb::handle kernel, nb::handle stride, nb::handle padding) {
+            new (self) nn::AvgPool2d(
+                size2_of(kernel), {.stride = stride.is_none() ? size2_of(kernel) : size2_of(stride),
+                                   .padding = size2_of(padding)});
+          },
+          nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(), nb::arg("padding") = 0);
+  nb::class_<nn::AdaptiveAvgPool2d, Module>(m, "AdaptiveAvgPool2d")
+      .def(
+          "__init__",
+          [](nn::AdaptiveAvgPool2d* self, nb::handle size) {
+            new (self) nn::AdaptiveAvgPool2d(size2_of(size));
+          },
+          nb::arg("output_size"));
+  nb::class_<nn::MultiheadAttention, Module>(m, "MultiheadAttention",
+                                             "Batch-first self-attention (B, T, E) -> (B, T, E).")
+      .def(
+          "__init__",
+          [](nn::MultiheadAttention* self, int64_t e, int64_t heads, bool bias, double dropout,
+             bool causal) {
+            new (self) nn::MultiheadAttention(e, heads,
+                                              {.bias = bias, .dropout = dropout, .causal = causal});
+          },
+          nb::arg("embed_dim"), nb::arg("num_heads"), nb::arg("bias") = true,
+          nb::arg("dropout") = 0.0, nb::arg("causal") = false);
+  nb::class_<nn::TransformerBlock, Module>(m, "TransformerBlock",
+                                           "A pre-LayerNorm transformer block (GPT-2's).")
+      .def(
+          "__init__",
+          [](nn::TransformerBlock* self, int64_t e, int64_t heads, int64_t mlp_ratio,
+             double dropout, bool causal) {
+            new (self) nn::TransformerBlock(
+                e, heads, {.mlp_ratio = mlp_ratio, .dropout = dropout, .causal = causal});
+          },
+          nb::arg("embed_dim"), nb::arg("num_heads"), nb::arg("mlp_ratio") = 4,
+          nb::arg("dropout") = 0.0, nb::arg("causal") = false);
+  nb::class_<nn::ELU, Module>(m, "ELU").def(nb::init<double>(), nb::arg("alpha") = 1.0);
+  nb::class_<nn::Identity, Module>(m, "Identity").def(nb::init<>());
+}
+
 void bind_functional(nb::module_& m) {
   using T = const Tensor&;
   using OptT = const std::optional<Tensor>&;
@@ -201,6 +271,7 @@ void bind_nn(nb::module_& m) {
   nb::module_ nnm = m.def_submodule("nn", "The C++ modules and functional ops.");
   bind_module_base(nnm);
   bind_layers(nnm);
+  bind_more_layers(nnm);
   nb::module_ functional =
       nnm.def_submodule("functional", "Ops with torch.nn.functional's signatures.");
   bind_functional(functional);

@@ -113,3 +113,29 @@ def test_a_python_model_trains():
     assert opt.lr == 0.05
     opt.lr = 0.01
     assert opt.lr == 0.01
+
+
+def test_more_cpp_layers_inside_a_python_module(torch):
+    class Small(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 4, 3, padding=1)
+            self.bn = nn.BatchNorm2d(4)
+            self.pool = nn.MaxPool2d(2)
+            self.gap = nn.AdaptiveAvgPool2d(1)
+            self.block = nn.TransformerBlock(4, 2)
+
+        def forward(self, x):
+            h = self.gap(self.pool(F.relu(self.bn(self.conv(x)))))  # (B, 4, 1, 1)
+            return self.block(h.reshape(x.shape[0], 1, 4))
+
+    m = Small()
+    assert m(sinter.randn(2, 1, 8, 8)).shape == (2, 1, 4)
+    keys = list(m.state_dict())
+    assert "bn.running_mean" in keys and "bn.num_batches_tracked" in keys
+    assert "block.attn.qkv.weight" in keys
+    tbn = torch.nn.BatchNorm2d(4)
+    assert sorted(k for k in keys if k.startswith("bn.")) == sorted(
+        "bn." + k for k in tbn.state_dict())
+    assert nn.GroupNorm(2, 4)(sinter.randn(2, 4, 3)).shape == (2, 4, 3)
+    assert nn.AvgPool2d(2)(sinter.ones(1, 1, 4, 4)).tolist() == [[[[1.0, 1.0], [1.0, 1.0]]]]

@@ -6,17 +6,27 @@ from collections import OrderedDict, namedtuple
 
 from .. import _C
 from .._C.nn import (  # noqa: F401  (re-exported)
+    ELU,
+    GELU,
+    AdaptiveAvgPool2d,
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
     CModule,
     Conv2d,
     Dropout,
     Embedding,
     Flatten,
-    GELU,
+    GroupNorm,
+    Identity,
     LayerNorm,
     Linear,
+    MaxPool2d,
+    MultiheadAttention,
     ReLU,
     Sigmoid,
     Tanh,
+    TransformerBlock,
 )
 from . import functional  # noqa: F401
 
