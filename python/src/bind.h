@@ -2,7 +2,8 @@
 // scalars (types.cpp), Tensor (tensor.cpp, indexing.cpp), factories (factories.cpp), DLPack and
 // NumPy exchange (dlpack.cpp), autograd (autograd.cpp), the C++ modules and functional ops
 // (nn.cpp), the optimizers (optim.cpp), datasets, the DataLoader and the reference models
-// (data.cpp), files, TensorBoard, autocast and CUDA queries (io.cpp). Python's own layer is python/sinter/.
+// (data.cpp), files, TensorBoard, autocast and CUDA queries (io.cpp). Python's own layer is
+// python/sinter/.
 #pragma once
 
 #include <nanobind/nanobind.h>

@@ -134,6 +134,20 @@ void bind_norm(nb::module_& m, const char* name) {
                                          nb::arg("track_running_stats") = true);
 }
 
+// A 2-D pool layer: kernel_size, stride (the kernel's when None) and padding, as torch's.
+template <class L, class Options>
+void bind_pool(nb::module_& m, const char* name) {
+  nb::class_<L, nn::Module>(m, name).def(
+      "__init__",
+      [](L* self, nb::handle kernel, nb::handle stride, nb::handle padding) {
+        Options o;
+        o.stride = stride.is_none() ? size2_of(kernel) : size2_of(stride);
+        o.padding = size2_of(padding);
+        new (self) L(size2_of(kernel), o);
+      },
+      nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(), nb::arg("padding") = 0);
+}
+
 // Norms, pools and attention.
 void bind_more_layers(nb::module_& m) {
   using nn::Module;
@@ -142,24 +156,8 @@ void bind_more_layers(nb::module_& m) {
   nb::class_<nn::GroupNorm, Module>(m, "GroupNorm")
       .def(nb::init<int64_t, int64_t, double, bool>(), nb::arg("num_groups"),
            nb::arg("num_channels"), nb::arg("eps") = 1e-5, nb::arg("affine") = true);
-  nb::class_<nn::MaxPool2d, Module>(m, "MaxPool2d")
-      .def(
-          "__init__",
-          [](nn::MaxPool2d* self, nb::handle kernel, nb::handle stride, nb::handle padding) {
-            new (self) nn::MaxPool2d(
-                size2_of(kernel), {.stride = stride.is_none() ? size2_of(kernel) : size2_of(stride),
-                                   .padding = size2_of(padding)});
-          },
-          nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(), nb::arg("padding") = 0);
-  nb::class_<nn::AvgPool2d, Module>(m, "AvgPool2d")
-      .def(
-          "__init__",
-          [](nn::AvgPool2d* self, nb::handle kernel, nb::handle stride, nb::handle padding) {
-            new (self) nn::AvgPool2d(
-                size2_of(kernel), {.stride = stride.is_none() ? size2_of(kernel) : size2_of(stride),
-                                   .padding = size2_of(padding)});
-          },
-          nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(), nb::arg("padding") = 0);
+  bind_pool<nn::MaxPool2d, MaxPool2dOptions>(m, "MaxPool2d");
+  bind_pool<nn::AvgPool2d, AvgPool2dOptions>(m, "AvgPool2d");
   nb::class_<nn::AdaptiveAvgPool2d, Module>(m, "AdaptiveAvgPool2d")
       .def(
           "__init__",
