@@ -1,5 +1,5 @@
 // safetensors files (save_file / load_file, as safetensors.torch's), TensorBoard's SummaryWriter,
-// autocast, and sinter.cuda's device queries and memory statistics.
+// autocast, sinter.cuda's device queries and memory statistics, and ONNX export.
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -95,6 +95,30 @@ void bind_cuda(nb::module_& m) {
   m.def("reset_peak_memory_stats", &cuda::reset_peak_memory_stats, nb::arg("device") = -1);
 }
 
+void bind_onnx(nb::module_& m) {
+  m.def(
+      "export",
+      [](nn::Module& module, const Tensor& example_input, const std::string& path,
+         bool dynamic_batch, bool dynamic_sequence, const std::string& input_name,
+         const std::string& output_name) {
+        const onnx::ExportSummary s = onnx::export_model(module, example_input, path,
+                                                         {.dynamic_batch = dynamic_batch,
+                                                          .dynamic_sequence = dynamic_sequence,
+                                                          .input_name = input_name,
+                                                          .output_name = output_name});
+        nb::dict d;
+        d["nodes"] = s.nodes;
+        d["initializers"] = s.initializers;
+        d["bytes"] = s.bytes;
+        return d;
+      },
+      nb::arg("model"), nb::arg("args"), nb::arg("f"), nb::kw_only(),
+      nb::arg("dynamic_batch") = true, nb::arg("dynamic_sequence") = false,
+      nb::arg("input_name") = "input", nb::arg("output_name") = "output",
+      "Writes a C++ module (a Linear, a reference model, ...) as an ONNX file (opset 17), as "
+      "torch.onnx.export(model, args, f); returns the graph's node, initializer and byte counts.");
+}
+
 }  // namespace
 
 void bind_io(nb::module_& m) {
@@ -104,6 +128,8 @@ void bind_io(nb::module_& m) {
   bind_summary(tensorboard);
   nb::module_ cuda_module = m.def_submodule("cuda", "CUDA devices and memory.");
   bind_cuda(cuda_module);
+  nb::module_ onnx_module = m.def_submodule("onnx", "ONNX export.");
+  bind_onnx(onnx_module);
   nb::class_<AutocastGuard>(m, "_AutocastGuard")
       .def(
           "__init__",

@@ -49,3 +49,19 @@ def test_autocast_follows_the_policy():
 def test_cuda_queries():
     n = sinter.cuda.device_count()
     assert sinter.cuda.is_available() == (n > 0)
+
+
+def test_onnx_export_runs_in_onnx_runtime(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    np = pytest.importorskip("numpy")
+    model = sinter.models.cnn()
+    model.eval()
+    x = sinter.randn(3, 1, 28, 28)
+    path = str(tmp_path / "cnn.onnx")
+    summary = sinter.onnx.export(model, x, path)
+    assert summary["nodes"] > 0 and summary["bytes"] > 0
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, {"input": x.numpy()})
+    with sinter.no_grad():
+        want = model(x).numpy()
+    assert np.allclose(got, want, rtol=1e-4, atol=1e-5)
