@@ -54,7 +54,7 @@ generator=()
 build_start=$(date +%s)
 cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSINTER_CUDA=ON \
   -DSINTER_CUDA_ARCHITECTURES="$archs" -DSINTER_DNNL=OFF -DBUILD_SHARED_LIBS=ON \
-  -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON \
+  -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON -DSINTER_PYTHON=OFF \
   -DSINTER_BUILD_TESTS=ON -DSINTER_BUILD_EXAMPLES=ON -DSINTER_BUILD_BENCHMARKS=ON
 cmake --build "$build_dir" -j "$jobs"
 build_s=$(( $(date +%s) - build_start ))
