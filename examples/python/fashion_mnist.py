@@ -80,7 +80,10 @@ def main():
 
     for epoch in range(1, args.epochs + 1):
         start = time.time()
-        loss_sum, correct, seen = 0.0, 0, 0
+        # The figures add up on the device, read once per epoch (as the C++ example's).
+        loss_sum = sinter.zeros((), device=args.device)
+        correct = sinter.zeros((), dtype=sinter.int64, device=args.device)
+        seen = 0
         for x, y in train_loader:
             x, y = x.to(args.device), y.to(args.device)
             opt.zero_grad()
@@ -88,11 +91,13 @@ def main():
             loss = F.cross_entropy(logits, y)
             loss.backward()
             opt.step()
-            loss_sum += loss.item() * y.shape[0]
-            correct += (logits.argmax(1) == y).sum().item()
+            with sinter.no_grad():
+                loss_sum.add_(loss.detach(), alpha=y.shape[0])
+                correct.add_((logits.argmax(1) == y).sum())
             seen += y.shape[0]
         test_loss, test_acc = evaluate(model, test_loader, args.device)
-        print(f"epoch {epoch}: train loss {loss_sum / seen:.4f} acc {correct / seen:.4f} | "
+        print(f"epoch {epoch}: train loss {loss_sum.item() / seen:.4f} "
+              f"acc {correct.item() / seen:.4f} | "
               f"test loss {test_loss:.4f} acc {test_acc:.4f} | {time.time() - start:.1f}s")
     print(f"test accuracy: {test_acc:.4f}")
 
