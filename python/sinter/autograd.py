@@ -20,11 +20,21 @@ class FunctionCtx:
     other attribute (tensors are best saved with save_for_backward, which keeps no graph alive)."""
 
     def save_for_backward(self, *tensors):
-        self._saved = tuple(t.detach() if isinstance(t, _C.Tensor) else t for t in tensors)
+        # Detached handles share the tensor's memory and version count, not its graph; the
+        # version taken now finds an in-place change made before backward.
+        self._saved = tuple((t.detach(), t._version) if isinstance(t, _C.Tensor) else (t, None)
+                            for t in tensors)
 
     @property
     def saved_tensors(self):
-        return getattr(self, "_saved", ())
+        out = []
+        for t, version in getattr(self, "_saved", ()):
+            if version is not None and t._version != version:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by "
+                    f"an inplace operation: it is at version {t._version}, saved at {version}")
+            out.append(t)
+        return tuple(out)
 
 
 class Function:
@@ -57,46 +67,48 @@ class Function:
             # A returned input is a new handle on it, so that the node's outputs are its own.
             outputs = tuple(o.detach() if any(o is a for a in inputs) else o for o in outputs)
             n_args = len(args)
+            # Floating tensor outputs get the node; backward gets one gradient per output,
+            # zeros where none flowed and None for the others (as PyTorch materializes them).
+            slots = [i for i, o in enumerate(outputs)
+                     if isinstance(o, _C.Tensor) and o.is_floating_point()]
+            like = {i: outputs[i] for i in slots}
 
             def run_backward(grads):
-                got = cls.backward(ctx, *grads)
+                full = [None] * len(outputs)
+                for i, g in zip(slots, grads):
+                    full[i] = g if g is not None else _C.zeros_like(like[i])
+                got = cls.backward(ctx, *full)
                 got = got if isinstance(got, tuple) else (got,)
                 if len(got) != n_args:
                     raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect "
                                        f"number of gradients (expected {n_args}, got {len(got)})")
                 return [got[i] for i in positions]
 
-            tensors = [o for o in outputs if isinstance(o, _C.Tensor)]
-            _C._record_function(cls.__name__ + "Backward", tensors, inputs, run_backward)
+            _C._record_function(cls.__name__ + "Backward", [outputs[i] for i in slots], inputs,
+                                run_backward)
         return outputs if isinstance(result, tuple) else outputs[0]
 
 
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3):
     """Checks fn's analytic gradients against central differences, as torch.autograd.gradcheck:
-    inputs are f64 tensors (those with requires_grad are checked); raises on a mismatch."""
+    the f64 tensor inputs with requires_grad are checked (numbers pass through); the differences
+    are taken on copies, so the graph of the analytic pass stays valid. Raises on a mismatch."""
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    checked = [i for i, x in enumerate(inputs) if isinstance(x, _C.Tensor) and x.requires_grad]
     out = fn(*inputs)
     outs = out if isinstance(out, tuple) else (out,)
     for k, o in enumerate(outs):
         for j in range(o.numel()):
-            for x in inputs:
-                x.grad = None
+            for i in checked:
+                inputs[i].grad = None
             seed = _C.zeros(o.numel(), dtype=o.dtype)
             seed[j] = 1.0
             o.backward(seed.reshape(*o.shape) if o.dim() else seed.reshape(), retain_graph=True)
-            for i, x in enumerate(inputs):
-                if not isinstance(x, _C.Tensor) or not x.requires_grad:
-                    continue
+            for i in checked:
+                x = inputs[i]
                 analytic = x.grad.flatten().tolist() if x.grad is not None else [0.0] * x.numel()
-                flat = x.detach().view(-1)
                 for e in range(x.numel()):
-                    orig = flat[e].item()
-                    flat[e] = orig + eps
-                    plus = _value(fn, inputs, k, j)
-                    flat[e] = orig - eps
-                    minus = _value(fn, inputs, k, j)
-                    flat[e] = orig
-                    numeric = (plus - minus) / (2 * eps)
+                    numeric = _central_difference(fn, inputs, i, e, k, j, eps)
                     if abs(analytic[e] - numeric) > atol + rtol * abs(numeric):
                         raise RuntimeError(
                             f"gradcheck: Jacobian mismatch for output {k} element {j} with "
@@ -105,12 +117,19 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3):
     return True
 
 
-def _value(fn, inputs, k, j):
-    prev = _C.is_grad_enabled()
-    _C._set_grad_enabled(False)
-    try:
-        out = fn(*inputs)
-    finally:
-        _C._set_grad_enabled(prev)
-    out = out[k] if isinstance(out, tuple) else out
-    return out.flatten()[j].item()
+def _central_difference(fn, inputs, i, e, k, j, eps):
+    """d output[k][j] / d inputs[i][e], from copies of the inputs."""
+    values = []
+    for step in (eps, -eps):
+        copies = [x.detach().clone() if isinstance(x, _C.Tensor) else x for x in inputs]
+        flat = copies[i].view(-1)
+        flat[e] = flat[e].item() + step
+        prev = _C.is_grad_enabled()
+        _C._set_grad_enabled(False)
+        try:
+            out = fn(*copies)
+        finally:
+            _C._set_grad_enabled(prev)
+        out = out[k] if isinstance(out, tuple) else out
+        values.append(out.flatten()[j].item())
+    return (values[0] - values[1]) / (2 * eps)

@@ -95,6 +95,8 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& c) {
           },
           nb::arg("gradient") = nb::none(), nb::arg("retain_graph") = false)
       .def("retain_grad", &Tensor::retain_grad)
+      .def_prop_ro("_version", &Tensor::version)
+      .def("_impl_id", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); })
       .def("_grad_fn_name",
            [](const Tensor& t) -> std::optional<std::string> {
              const std::shared_ptr<Node> fn = t.grad_fn();

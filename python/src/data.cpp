@@ -6,36 +6,56 @@
 #include <nanobind/stl/string.h>
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "bind.h"
 
 namespace sinter::python {
 namespace {
 
-// One pass over a loader; holds the loader (Python keeps it alive too, nb::keep_alive).
+// A DataLoader as Python holds it: one pass at a time. A new pass (a new iterator's first batch)
+// supersedes the one before, whose iterator then raises instead of reading the pass the loader has
+// dropped; the mutex keeps a pass from starting while another thread waits for a batch.
+struct Loader {
+  Loader(std::shared_ptr<const data::Dataset> dataset, const data::DataLoaderOptions& options)
+      : loader(std::move(dataset), options) {}
+  data::DataLoader loader;
+  std::mutex mu;
+  int64_t generation = 0;
+};
+
 class BatchIterator {
  public:
-  explicit BatchIterator(data::DataLoader& loader) : loader_(loader) {}
+  explicit BatchIterator(Loader& loader) : loader_(loader) {}
   nb::tuple next() {
-    if (!started_) {
+    if (done_) throw nb::stop_iteration();
+    {
       nb::gil_scoped_release release;
-      it_ = loader_.begin();
-      started_ = true;
-    } else {
-      nb::gil_scoped_release release;
-      ++it_;
+      std::lock_guard<std::mutex> lock(loader_.mu);
+      if (generation_ == 0) {
+        generation_ = ++loader_.generation;
+        it_ = loader_.loader.begin();
+      } else {
+        SINTER_CHECK(generation_ == loader_.generation,
+                     "DataLoader: another pass over this loader has started since this iterator's; "
+                     "a loader runs one pass at a time (make a second DataLoader for two)");
+        ++it_;
+      }
+      done_ = it_ == loader_.loader.end();
     }
-    if (it_ == loader_.end()) throw nb::stop_iteration();
+    if (done_) throw nb::stop_iteration();
     const data::Batch& b = *it_;
     return nb::make_tuple(b.input, b.target);
   }
 
  private:
-  data::DataLoader& loader_;
+  Loader& loader_;
   data::DataLoader::Iterator it_;
-  bool started_ = false;
+  int64_t generation_ = 0;
+  bool done_ = false;
 };
 
 void bind_datasets(nb::module_& m) {
@@ -79,25 +99,24 @@ void bind_loader(nb::module_& m) {
   nb::class_<BatchIterator>(m, "_BatchIterator")
       .def("__iter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__next__", &BatchIterator::next);
-  nb::class_<data::DataLoader>(m, "DataLoader",
-                               "Batches of a C++ dataset, shuffled per epoch from `seed`.")
+  nb::class_<Loader>(m, "DataLoader", "Batches of a C++ dataset, shuffled per epoch from `seed`.")
       .def(
           "__init__",
-          [](data::DataLoader* self, std::shared_ptr<data::Dataset> dataset, int64_t batch_size,
-             bool shuffle, uint64_t seed, bool drop_last, nb::handle device) {
-            new (self) data::DataLoader(std::const_pointer_cast<const data::Dataset>(dataset),
-                                        {.batch_size = batch_size,
-                                         .shuffle = shuffle,
-                                         .seed = seed,
-                                         .drop_last = drop_last,
-                                         .device = device_of(device).value_or(Device::cpu())});
+          [](Loader* self, std::shared_ptr<data::Dataset> dataset, int64_t batch_size, bool shuffle,
+             uint64_t seed, bool drop_last, nb::handle device) {
+            new (self) Loader(std::const_pointer_cast<const data::Dataset>(dataset),
+                              {.batch_size = batch_size,
+                               .shuffle = shuffle,
+                               .seed = seed,
+                               .drop_last = drop_last,
+                               .device = device_of(device).value_or(Device::cpu())});
           },
           nb::arg("dataset"), nb::arg("batch_size") = 1, nb::arg("shuffle") = false,
           nb::arg("seed") = 0, nb::arg("drop_last") = false, nb::arg("device") = nb::none())
-      .def("__len__", &data::DataLoader::size)
+      .def("__len__", [](const Loader& l) { return l.loader.size(); })
       .def(
-          "__iter__", [](data::DataLoader& l) { return new BatchIterator(l); },
-          nb::keep_alive<0, 1>(), nb::rv_policy::take_ownership);
+          "__iter__", [](Loader& l) { return new BatchIterator(l); }, nb::keep_alive<0, 1>(),
+          nb::rv_policy::take_ownership);
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ void bind_layers(nb::module_& m) {
   nb::class_<nn::Linear, Module>(m, "Linear", "y = x W^T + b, as torch.nn.Linear.")
       .def(nb::init<int64_t, int64_t, bool>(), nb::arg("in_features"), nb::arg("out_features"),
            nb::arg("bias") = true)
-      .def_rw("weight", &nn::Linear::weight)
+      .def_ro("weight", &nn::Linear::weight)
       .def_prop_ro("bias",
                    [](const nn::Linear& l) {
                      return l.bias.defined() ? std::optional<Tensor>(l.bias) : std::nullopt;
@@ -102,7 +102,10 @@ void bind_layers(nb::module_& m) {
           nb::arg("in_channels"), nb::arg("out_channels"), nb::arg("kernel_size"),
           nb::arg("stride") = 1, nb::arg("padding") = 0, nb::arg("dilation") = 1,
           nb::arg("groups") = 1, nb::arg("bias") = true)
-      .def_rw("weight", &nn::Conv2d::weight);
+      .def_ro("weight", &nn::Conv2d::weight)
+      .def_prop_ro("bias", [](const nn::Conv2d& c) {
+        return c.bias.defined() ? std::optional<Tensor>(c.bias) : std::nullopt;
+      });
   nb::class_<nn::LayerNorm, Module>(m, "LayerNorm")
       .def(
           "__init__",
@@ -115,7 +118,7 @@ void bind_layers(nb::module_& m) {
   nb::class_<nn::Embedding, Module>(m, "Embedding")
       .def(nb::init<int64_t, int64_t, std::optional<int64_t>>(), nb::arg("num_embeddings"),
            nb::arg("embedding_dim"), nb::arg("padding_idx") = nb::none())
-      .def_rw("weight", &nn::Embedding::weight);
+      .def_ro("weight", &nn::Embedding::weight);
   nb::class_<nn::Dropout, Module>(m, "Dropout").def(nb::init<double>(), nb::arg("p") = 0.5);
   nb::class_<nn::ReLU, Module>(m, "ReLU").def(nb::init<>());
   nb::class_<nn::Tanh, Module>(m, "Tanh").def(nb::init<>());

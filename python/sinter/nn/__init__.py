@@ -45,8 +45,9 @@ class Parameter(_C.Tensor):
 
 
 def _key(t):
-    """Two handles on one tensor give one key (for tied parameters)."""
-    return (t.data_ptr(), t.shape, t.stride(), repr(t.dtype))
+    """Two handles on one tensor (a parameter tied between modules, seen from Python or from a
+    C++ layer) give one key."""
+    return t._impl_id()
 
 
 class Module:
@@ -68,6 +69,7 @@ class Module:
     def _forget(self, name):
         for kind in ("_parameters", "_buffers", "_modules"):
             self.__dict__.get(kind, {}).pop(name, None)
+        self.__dict__.get("_non_persistent", set()).discard(name)
         self.__dict__.pop(name, None)
 
     def __setattr__(self, name, value):
@@ -85,7 +87,15 @@ class Module:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
                                 "(sinter.nn.Parameter or None expected)")
             params[name] = None
+        elif name in self.__dict__.get("_modules", {}):
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                                "(sinter.nn.Module or None expected)")
+            self._modules[name] = None
         elif name in self.__dict__.get("_buffers", {}):
+            if value is not None and not isinstance(value, _C.Tensor):
+                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                                "(sinter.Tensor or None expected)")
             self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
@@ -98,6 +108,9 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
+        if not any(name in self.__dict__.get(k, {}) for k in
+                   ("_parameters", "_buffers", "_modules")) and name not in self.__dict__:
+            raise AttributeError(name)
         self._forget(name)
 
     def register_parameter(self, name, param):
@@ -243,22 +256,40 @@ class Module:
                 with _C_no_grad():
                     p.grad.zero_()
 
-    def to(self, *args):
-        """Moves or casts the parameters and buffers (device, dtype, or both): a module's own
-        become new Parameters (make the optimizer after .to(), as with PyTorch)."""
+    def to(self, *args, dtype=None, device=None):
+        """Moves (device) or casts (floating dtype) the parameters and buffers. A Python module's
+        own parameters become new Parameters, with their gradients; a parameter shared between
+        modules stays shared; integer buffers keep their dtype. Make the optimizer after .to(), as
+        with PyTorch's modules of old."""
+        args = args + tuple(a for a in (device, dtype) if a is not None)
+        self._to(args, {})
+        return self
+
+    def _to(self, args, memo):
+        def convert(t):
+            # A dtype casts floating tensors only (an integer buffer keeps its dtype).
+            target = [a for a in args if not (isinstance(a, _C.dtype) and (
+                not t.is_floating_point() or not a.is_floating_point))]
+            return t.to(*target) if target else t
+
         for name, p in list(self._parameters.items()):
-            if p is not None:
-                self._parameters[name] = Parameter(p.to(*args), p.requires_grad)
+            if p is None:
+                continue
+            if _key(p) not in memo:
+                q = Parameter(convert(p), p.requires_grad)
+                if p.grad is not None:
+                    q.grad = convert(p.grad)
+                memo[_key(p)] = q
+            self._parameters[name] = memo[_key(p)]
         for name, b in list(self._buffers.items()):
             if b is not None:
-                self._buffers[name] = b.to(*args)
+                self._buffers[name] = convert(b)
         for m in self.children():
             if isinstance(m, Module):
-                m.to(*args)
+                m._to(args, memo)
             else:
                 for a in args:
                     m.to(a)
-        return self
 
     def apply(self, fn):
         for m in self.children():
@@ -277,6 +308,11 @@ class Module:
             return f"{type(self).__name__}({extra})"
         body = "\n  ".join(([extra] if extra else []) + lines)
         return f"{type(self).__name__}(\n  {body}\n)"
+
+
+# A C++ layer called from Python runs its forward through Python, so that a Python subclass's
+# forward (class MyLinear(nn.Linear)) is the one called.
+CModule.__call__ = lambda self, *args, **kwargs: self.forward(*args, **kwargs)
 
 
 class _C_no_grad:
