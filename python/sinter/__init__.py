@@ -42,7 +42,8 @@ from ._C import (  # noqa: F401  (re-exported)
     zeros,
     zeros_like,
 )
-from . import amp, autograd, cuda, datasets, models, nn, onnx, optim, safetensors, utils  # noqa: F401
+from . import amp, autograd, cuda, datasets, models, nn, onnx, optim, safetensors  # noqa: F401
+from . import utils  # noqa: F401
 from .amp import autocast  # noqa: F401
 from ._formatting import tensor_repr as _tensor_repr
 from ._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
