@@ -14,6 +14,7 @@
 
 #include "bind.h"
 #include "sinter/nn/activations.h"
+#include "sinter/nn/init.h"
 #include "sinter/nn/normalization.h"
 
 namespace sinter::python {
@@ -67,6 +68,7 @@ void bind_module_base(nb::module_& m) {
           nb::arg("device_or_dtype"), nb::rv_policy::reference)
       .def("zero_grad", &Module::zero_grad, nb::arg("set_to_none") = true)
       .def("_type_name", &Module::name)
+      .def("named_children", [](const Module& mod) { return mod.named_children(); })
       .def("__repr__", [](const Module& mod) { return mod.name() + "()"; });
 }
 
@@ -266,6 +268,71 @@ void bind_functional(nb::module_& m) {
       nb::arg("input"), nb::arg("target"), nb::arg("reduction") = "mean");
 }
 
+nn::init::FanMode fan_mode_of(const std::string& mode) {
+  if (mode == "fan_in") return nn::init::FanMode::FanIn;
+  if (mode == "fan_out") return nn::init::FanMode::FanOut;
+  throw nb::value_error(
+      ("Mode " + mode + " not supported, please use one of fan_in, fan_out").c_str());
+}
+
+// sinter.nn.init: in place, under no_grad, with torch.nn.init's names and defaults; each returns
+// the tensor.
+void bind_init(nb::module_& m) {
+  using R = nb::rv_policy;
+  m.def(
+      "calculate_gain",
+      [](const std::string& nonlinearity, std::optional<double> param) {
+        return nn::init::calculate_gain(nonlinearity, param.value_or(0.01));
+      },
+      nb::arg("nonlinearity"), nb::arg("param") = nb::none());
+  m.def(
+      "uniform_",
+      [](Tensor& t, double a, double b) -> Tensor& { return nn::init::uniform_(t, a, b); },
+      nb::arg("tensor"), nb::arg("a") = 0.0, nb::arg("b") = 1.0, R::reference);
+  m.def(
+      "normal_",
+      [](Tensor& t, double mean, double std) -> Tensor& { return nn::init::normal_(t, mean, std); },
+      nb::arg("tensor"), nb::arg("mean") = 0.0, nb::arg("std") = 1.0, R::reference);
+  m.def(
+      "trunc_normal_",
+      [](Tensor& t, double mean, double std, double a, double b) -> Tensor& {
+        return nn::init::trunc_normal_(t, mean, std, a, b);
+      },
+      nb::arg("tensor"), nb::arg("mean") = 0.0, nb::arg("std") = 1.0, nb::arg("a") = -2.0,
+      nb::arg("b") = 2.0, R::reference);
+  m.def(
+      "constant_", [](Tensor& t, double v) -> Tensor& { return nn::init::constant_(t, v); },
+      nb::arg("tensor"), nb::arg("val"), R::reference);
+  m.def(
+      "zeros_", [](Tensor& t) -> Tensor& { return nn::init::zeros_(t); }, nb::arg("tensor"),
+      R::reference);
+  m.def(
+      "ones_", [](Tensor& t) -> Tensor& { return nn::init::ones_(t); }, nb::arg("tensor"),
+      R::reference);
+  m.def(
+      "kaiming_uniform_",
+      [](Tensor& t, double a, const std::string& mode, const std::string& nonlinearity) -> Tensor& {
+        return nn::init::kaiming_uniform_(t, a, fan_mode_of(mode), nonlinearity);
+      },
+      nb::arg("tensor"), nb::arg("a") = 0.0, nb::arg("mode") = "fan_in",
+      nb::arg("nonlinearity") = "leaky_relu", R::reference);
+  m.def(
+      "kaiming_normal_",
+      [](Tensor& t, double a, const std::string& mode, const std::string& nonlinearity) -> Tensor& {
+        return nn::init::kaiming_normal_(t, a, fan_mode_of(mode), nonlinearity);
+      },
+      nb::arg("tensor"), nb::arg("a") = 0.0, nb::arg("mode") = "fan_in",
+      nb::arg("nonlinearity") = "leaky_relu", R::reference);
+  m.def(
+      "xavier_uniform_",
+      [](Tensor& t, double gain) -> Tensor& { return nn::init::xavier_uniform_(t, gain); },
+      nb::arg("tensor"), nb::arg("gain") = 1.0, R::reference);
+  m.def(
+      "xavier_normal_",
+      [](Tensor& t, double gain) -> Tensor& { return nn::init::xavier_normal_(t, gain); },
+      nb::arg("tensor"), nb::arg("gain") = 1.0, R::reference);
+}
+
 }  // namespace
 
 void bind_nn(nb::module_& m) {
@@ -276,6 +343,8 @@ void bind_nn(nb::module_& m) {
   nb::module_ functional =
       nnm.def_submodule("functional", "Ops with torch.nn.functional's signatures.");
   bind_functional(functional);
+  nb::module_ init = nnm.def_submodule("init", "Initializers, with torch.nn.init's names.");
+  bind_init(init);
 }
 
 }  // namespace sinter::python

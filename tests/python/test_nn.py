@@ -139,3 +139,29 @@ def test_more_cpp_layers_inside_a_python_module(torch):
         "bn." + k for k in tbn.state_dict())
     assert nn.GroupNorm(2, 4)(sinter.randn(2, 4, 3)).shape == (2, 4, 3)
     assert nn.AvgPool2d(2)(sinter.ones(1, 1, 4, 4)).tolist() == [[[[1.0, 1.0], [1.0, 1.0]]]]
+
+
+def test_init_and_apply_reach_cpp_children(torch):
+    block = nn.TransformerBlock(8, 2)
+    names = [n for n, _ in nn.Sequential(block).named_modules()]
+    assert "0.attn.qkv" in names and "0.fc" in names
+    seen = []
+
+    def init(m):
+        if isinstance(m, nn.Linear):
+            nn.init.constant_(m.weight, 0.5)
+            seen.append(m)
+
+    model = nn.Sequential(block)
+    model.apply(init)
+    fc = dict(model.named_modules())["0.fc"]
+    assert len(seen) == 4 and fc.weight.tolist()[0][0] == 0.5  # qkv, out_proj, fc, proj
+    w = sinter.empty(64, 32)
+    nn.init.kaiming_uniform_(w, a=5 ** 0.5)
+    bound = 1 / 32 ** 0.5  # torch's Linear bound: gain sqrt(2 / (1 + 5)) * sqrt(3 / fan_in)
+    assert w.abs().max().item() <= bound + 1e-6 and w.abs().max().item() > 0.8 * bound
+    assert nn.init.calculate_gain("leaky_relu") == pytest.approx(
+        torch.nn.init.calculate_gain("leaky_relu"))
+    assert nn.init.zeros_(sinter.ones(2)).tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="fan_in, fan_out"):
+        nn.init.kaiming_normal_(w, mode="fan_both")

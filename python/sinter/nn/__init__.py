@@ -28,7 +28,7 @@ from .._C.nn import (  # noqa: F401  (re-exported)
     Tanh,
     TransformerBlock,
 )
-from . import functional  # noqa: F401
+from . import functional, init  # noqa: F401
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -148,12 +148,12 @@ class Module:
         return (m for _, m in self.named_children())
 
     def named_modules(self, prefix=""):
-        yield prefix, self
-        for name, m in self.named_children():
-            path = prefix + ("." if prefix else "") + name
-            if isinstance(m, Module):
-                yield from m.named_modules(path)
-            else:
+        """Every module of the tree once (a shared one under its first path), C++ layers' own
+        children included."""
+        seen = set()
+        for path, m in _walk(self, prefix):
+            if id(m) not in seen:
+                seen.add(id(m))
                 yield path, m
 
     def modules(self):
@@ -292,8 +292,13 @@ class Module:
                     m.to(a)
 
     def apply(self, fn):
+        """fn(module) for every module of the tree, children before their parent (C++ layers'
+        children too), as torch's apply."""
         for m in self.children():
-            m.apply(fn) if isinstance(m, Module) else fn(m)
+            if isinstance(m, Module):
+                m.apply(fn)
+            else:
+                _apply_cpp(m, fn)
         fn(self)
         return self
 
@@ -308,6 +313,19 @@ class Module:
             return f"{type(self).__name__}({extra})"
         body = "\n  ".join(([extra] if extra else []) + lines)
         return f"{type(self).__name__}(\n  {body}\n)"
+
+
+def _walk(m, prefix):
+    yield prefix, m
+    for name, child in m.named_children():
+        if child is not None:
+            yield from _walk(child, prefix + ("." if prefix else "") + name)
+
+
+def _apply_cpp(m, fn):
+    for _, child in m.named_children():
+        _apply_cpp(child, fn)
+    fn(m)
 
 
 # A C++ layer called from Python runs its forward through Python, so that a Python subclass's
