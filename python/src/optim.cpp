@@ -1,5 +1,6 @@
 // sinter._C.optim: the optimizers with PyTorch's keyword arguments (lr=, momentum=, betas=, ...),
 // over the parameters of any module, C++ or Python (the tensors are shared, not copied).
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -31,16 +32,51 @@ Options options_from(const nb::kwargs& kwargs, const std::set<std::string>& know
 #define SINTER_PY_OPTION_NAME_(type, field, def, check) #field,
 #define SINTER_PY_OPTION_SET_(type, field, def, check) \
   if (kwargs.contains(#field)) o.field = nb::cast<type>(kwargs[#field]);
+#define SINTER_PY_GROUP_SET_(type, field, def, check) \
+  if (d.contains(#field)) g.field = nb::cast<type>(d[#field]);
 
-// A Python class `name` for optimizer O with options Opt, listed by the X-macro LIST.
-#define SINTER_PY_OPTIMIZER_(O, Opt, LIST, name)                                             \
-  nb::class_<O, optim::Optimizer>(m, name).def(                                              \
-      "__init__",                                                                            \
-      [](O* self, const std::vector<Tensor>& params, nb::kwargs kwargs) {                    \
-        Opt o;                                                                               \
-        LIST(SINTER_PY_OPTION_SET_)                                                          \
-        new (self) O(params, options_from(kwargs, {LIST(SINTER_PY_OPTION_NAME_)}, o, name)); \
-      },                                                                                     \
+// Parameter groups from dicts, as torch.optim takes them: "params" and any option overridden.
+template <class Group>
+std::vector<Group> groups_from(const nb::list& dicts, const std::set<std::string>& known,
+                               const char* optimizer, void (*set)(Group&, const nb::dict&)) {
+  std::vector<Group> groups;
+  for (nb::handle h : dicts) {
+    const auto d = nb::borrow<nb::dict>(h);
+    SINTER_CHECK(d.contains("params"), optimizer, ": a parameter group needs \"params\"");
+    for (auto [key, value] : d) {
+      const auto name = nb::cast<std::string>(key);
+      if (name != "params" && !known.count(name)) {
+        throw nb::type_error((std::string(optimizer) + ": a parameter group's option '" + name +
+                              "' is not one of this optimizer's")
+                                 .c_str());
+      }
+    }
+    Group g;
+    g.params = nb::cast<std::vector<Tensor>>(nb::list(d["params"]));
+    set(g, d);
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+// A Python class `name` for optimizer O with options Opt and groups G, listed by the X-macro
+// LIST: params is a list of tensors or of group dicts.
+#define SINTER_PY_OPTIMIZER_(O, Opt, G, LIST, name)                                                \
+  nb::class_<O, optim::Optimizer>(m, name).def(                                                    \
+      "__init__",                                                                                  \
+      [](O* self, const nb::list& params, nb::kwargs kwargs) {                                     \
+        Opt o;                                                                                     \
+        LIST(SINTER_PY_OPTION_SET_)                                                                \
+        const std::set<std::string> known{LIST(SINTER_PY_OPTION_NAME_)};                           \
+        o = options_from(kwargs, known, o, name);                                                  \
+        if (params.size() > 0 && nb::isinstance<nb::dict>(params[0])) {                            \
+          new (self) O(groups_from<G>(params, known, name,                                         \
+                                      [](G& g, const nb::dict& d) { LIST(SINTER_PY_GROUP_SET_) }), \
+                       o);                                                                         \
+        } else {                                                                                   \
+          new (self) O(nb::cast<std::vector<Tensor>>(params), o);                                  \
+        }                                                                                          \
+      },                                                                                           \
       nb::arg("params"), nb::arg("kwargs"));
 
 }  // namespace
@@ -52,13 +88,20 @@ void bind_optim(nb::module_& root) {
       .def("zero_grad", &optim::Optimizer::zero_grad, nb::arg("set_to_none") = true)
       .def_prop_rw(
           "lr", [](const optim::Optimizer& o) { return o.lr(); },
-          [](optim::Optimizer& o, double lr) { o.set_lr(lr); });
+          [](optim::Optimizer& o, double lr) { o.set_lr(lr); })
+      .def(
+          "group_lr", [](const optim::Optimizer& o, size_t group) { return o.lr(group); },
+          nb::arg("group"))
+      .def(
+          "set_group_lr", [](optim::Optimizer& o, size_t group, double lr) { o.set_lr(group, lr); },
+          nb::arg("group"), nb::arg("lr"));
   using optim::Betas;
-  SINTER_PY_OPTIMIZER_(optim::SGD, optim::SGDOptions, SINTER_SGD_OPTIONS, "SGD")
-  SINTER_PY_OPTIMIZER_(optim::Adam, optim::AdamOptions, SINTER_ADAM_OPTIONS, "Adam")
-  SINTER_PY_OPTIMIZER_(optim::AdamW, optim::AdamWOptions, SINTER_ADAMW_OPTIONS, "AdamW")
-  SINTER_PY_OPTIMIZER_(optim::RMSprop, optim::RMSpropOptions, SINTER_RMSPROP_OPTIONS, "RMSprop")
-  SINTER_PY_OPTIMIZER_(optim::Adagrad, optim::AdagradOptions, SINTER_ADAGRAD_OPTIONS, "Adagrad")
+  using namespace optim;
+  SINTER_PY_OPTIMIZER_(SGD, SGDOptions, SGDGroup, SINTER_SGD_OPTIONS, "SGD")
+  SINTER_PY_OPTIMIZER_(Adam, AdamOptions, AdamGroup, SINTER_ADAM_OPTIONS, "Adam")
+  SINTER_PY_OPTIMIZER_(AdamW, AdamWOptions, AdamWGroup, SINTER_ADAMW_OPTIONS, "AdamW")
+  SINTER_PY_OPTIMIZER_(RMSprop, RMSpropOptions, RMSpropGroup, SINTER_RMSPROP_OPTIONS, "RMSprop")
+  SINTER_PY_OPTIMIZER_(Adagrad, AdagradOptions, AdagradGroup, SINTER_ADAGRAD_OPTIONS, "Adagrad")
 }
 
 }  // namespace sinter::python

@@ -165,3 +165,25 @@ def test_init_and_apply_reach_cpp_children(torch):
     assert nn.init.zeros_(sinter.ones(2)).tolist() == [0.0, 0.0]
     with pytest.raises(ValueError, match="fan_in, fan_out"):
         nn.init.kaiming_normal_(w, mode="fan_both")
+
+
+def test_parameter_groups_as_torch(torch):
+    tnet, net = TorchNet(torch).double(), Net().to(sinter.float64)
+    net.load_state_dict({k: sinter.from_dlpack(v.detach()) for k, v in tnet.state_dict().items()})
+    groups = lambda m: [{"params": m.fc1.parameters(), "lr": 0.5},  # noqa: E731
+                        {"params": list(m.fc2.parameters()) + [m.scale]}]
+    topt = torch.optim.SGD(groups(tnet), lr=0.1, momentum=0.9)
+    opt = sinter.optim.SGD(groups(net), lr=0.1, momentum=0.9)
+    assert opt.group_lr(0) == 0.5 and opt.group_lr(1) == 0.1
+    x, y = torch.randn(4, 4, dtype=torch.float64), torch.randint(0, 3, (4,))
+    for _ in range(2):
+        topt.zero_grad()
+        torch.nn.functional.cross_entropy(tnet(x), y).backward()
+        topt.step()
+        opt.zero_grad()
+        F.cross_entropy(net(sinter.from_dlpack(x)), sinter.from_dlpack(y)).backward()
+        opt.step()
+    for (n, p), (_, tp) in zip(net.named_parameters(), tnet.named_parameters()):
+        assert torch.allclose(torch.from_dlpack(p.detach()), tp.detach(), rtol=1e-10), n
+    with pytest.raises(TypeError, match="'lrr' is not one of this optimizer's"):
+        sinter.optim.SGD([{"params": net.parameters(), "lrr": 1.0}], lr=0.1)
