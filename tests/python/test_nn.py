@@ -76,13 +76,17 @@ def test_state_dicts_cross_with_torch_both_ways(torch):
     ("AdamW", {"lr": 0.01, "weight_decay": 0.1}),
     ("RMSprop", {"lr": 0.01, "momentum": 0.5}),
 ])
-def test_optimizer_steps_match_torch(torch, name, kwargs):
+def twin_nets(torch):
+    """A torch Net and a sinter Net in f64 with the same values."""
     tnet, net = TorchNet(torch).double(), Net().to(sinter.float64)
     net.load_state_dict({k: sinter.from_dlpack(v.detach()) for k, v in tnet.state_dict().items()})
-    topt = getattr(torch.optim, name)(tnet.parameters(), **kwargs)
-    opt = getattr(sinter.optim, name)(net.parameters(), **kwargs)
+    return tnet, net
+
+
+def expect_same_steps(torch, tnet, net, topt, opt, steps):
+    """Steps of both optimizers on one batch leave the same parameters (f64, 1e-10)."""
     x, y = torch.randn(6, 4, dtype=torch.float64), torch.randint(0, 3, (6,))
-    for _ in range(3):
+    for _ in range(steps):
         topt.zero_grad()
         torch.nn.functional.cross_entropy(tnet(x), y).backward()
         topt.step()
@@ -92,6 +96,13 @@ def test_optimizer_steps_match_torch(torch, name, kwargs):
     for (n, p), (tn, tp) in zip(net.named_parameters(), tnet.named_parameters()):
         assert n == tn
         assert torch.allclose(torch.from_dlpack(p.detach()), tp.detach(), rtol=1e-10, atol=1e-12)
+
+
+def test_optimizer_steps_match_torch(torch, name, kwargs):
+    tnet, net = twin_nets(torch)
+    topt = getattr(torch.optim, name)(tnet.parameters(), **kwargs)
+    opt = getattr(sinter.optim, name)(net.parameters(), **kwargs)
+    expect_same_steps(torch, tnet, net, topt, opt, 3)
     with pytest.raises(TypeError, match="unexpected keyword argument 'lrr'"):
         getattr(sinter.optim, name)(net.parameters(), lrr=0.1)
 
@@ -168,22 +179,12 @@ def test_init_and_apply_reach_cpp_children(torch):
 
 
 def test_parameter_groups_as_torch(torch):
-    tnet, net = TorchNet(torch).double(), Net().to(sinter.float64)
-    net.load_state_dict({k: sinter.from_dlpack(v.detach()) for k, v in tnet.state_dict().items()})
+    tnet, net = twin_nets(torch)
     groups = lambda m: [{"params": m.fc1.parameters(), "lr": 0.5},  # noqa: E731
                         {"params": list(m.fc2.parameters()) + [m.scale]}]
     topt = torch.optim.SGD(groups(tnet), lr=0.1, momentum=0.9)
     opt = sinter.optim.SGD(groups(net), lr=0.1, momentum=0.9)
     assert opt.group_lr(0) == 0.5 and opt.group_lr(1) == 0.1
-    x, y = torch.randn(4, 4, dtype=torch.float64), torch.randint(0, 3, (4,))
-    for _ in range(2):
-        topt.zero_grad()
-        torch.nn.functional.cross_entropy(tnet(x), y).backward()
-        topt.step()
-        opt.zero_grad()
-        F.cross_entropy(net(sinter.from_dlpack(x)), sinter.from_dlpack(y)).backward()
-        opt.step()
-    for (n, p), (_, tp) in zip(net.named_parameters(), tnet.named_parameters()):
-        assert torch.allclose(torch.from_dlpack(p.detach()), tp.detach(), rtol=1e-10), n
+    expect_same_steps(torch, tnet, net, topt, opt, 2)
     with pytest.raises(TypeError, match="'lrr' is not one of this optimizer's"):
         sinter.optim.SGD([{"params": net.parameters(), "lrr": 1.0}], lr=0.1)
