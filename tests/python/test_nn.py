@@ -70,12 +70,6 @@ def test_state_dicts_cross_with_torch_both_ways(torch):
         net.load_state_dict({k: v for k, v in net.state_dict().items() if k != "steps"})
 
 
-@pytest.mark.parametrize("name,kwargs", [
-    ("SGD", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.01}),
-    ("Adam", {"lr": 0.01, "betas": (0.8, 0.99)}),
-    ("AdamW", {"lr": 0.01, "weight_decay": 0.1}),
-    ("RMSprop", {"lr": 0.01, "momentum": 0.5}),
-])
 def twin_nets(torch):
     """A torch Net and a sinter Net in f64 with the same values."""
     tnet, net = TorchNet(torch).double(), Net().to(sinter.float64)
@@ -98,6 +92,12 @@ def expect_same_steps(torch, tnet, net, topt, opt, steps):
         assert torch.allclose(torch.from_dlpack(p.detach()), tp.detach(), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("name,kwargs", [
+    ("SGD", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.01}),
+    ("Adam", {"lr": 0.01, "betas": (0.8, 0.99)}),
+    ("AdamW", {"lr": 0.01, "weight_decay": 0.1}),
+    ("RMSprop", {"lr": 0.01, "momentum": 0.5}),
+])
 def test_optimizer_steps_match_torch(torch, name, kwargs):
     tnet, net = twin_nets(torch)
     topt = getattr(torch.optim, name)(tnet.parameters(), **kwargs)
