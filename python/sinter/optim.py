@@ -2,6 +2,7 @@
 parameters' tensors in place, for modules written in C++ or in Python alike."""
 
 from . import _C
+from ._C.optim import lr_scheduler  # noqa: F401  (StepLR, CosineAnnealingLR)
 
 Optimizer = _C.optim.Optimizer
 

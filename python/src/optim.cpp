@@ -1,5 +1,6 @@
 // sinter._C.optim: the optimizers with PyTorch's keyword arguments (lr=, momentum=, betas=, ...),
 // over the parameters of any module, C++ or Python (the tensors are shared, not copied).
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -79,6 +80,24 @@ std::vector<Group> groups_from(const nb::list& dicts, const std::set<std::string
       },                                                                                           \
       nb::arg("params"), nb::arg("kwargs"));
 
+// sinter.optim.lr_scheduler: the schedulers over an optimizer (kept alive by them), as
+// torch.optim.lr_scheduler's: step() after the optimizer's step, get_last_lr().
+void bind_schedulers(nb::module_& m) {
+  using optim::LRScheduler;
+  nb::class_<LRScheduler>(m, "LRScheduler")
+      .def("step", &LRScheduler::step)
+      .def("get_last_lr", &LRScheduler::get_last_lr)
+      .def("state_dict", &LRScheduler::state_dict)
+      .def("load_state_dict", &LRScheduler::load_state_dict, nb::arg("state_dict"));
+  nb::class_<optim::StepLR, LRScheduler>(m, "StepLR")
+      .def(nb::init<optim::Optimizer&, int64_t, double>(), nb::arg("optimizer"),
+           nb::arg("step_size"), nb::arg("gamma") = 0.1, nb::keep_alive<1, 2>());
+  nb::class_<optim::CosineAnnealingLR, LRScheduler>(m, "CosineAnnealingLR")
+      .def(nb::init<optim::Optimizer&, int64_t, double, int64_t>(), nb::arg("optimizer"),
+           nb::arg("T_max"), nb::arg("eta_min") = 0.0, nb::arg("warmup_steps") = 0,
+           nb::keep_alive<1, 2>());
+}
+
 }  // namespace
 
 void bind_optim(nb::module_& root) {
@@ -89,6 +108,9 @@ void bind_optim(nb::module_& root) {
       .def_prop_rw(
           "lr", [](const optim::Optimizer& o) { return o.lr(); },
           [](optim::Optimizer& o, double lr) { o.set_lr(lr); })
+      .def("state_dict", &optim::Optimizer::state_dict,
+           "The optimizer's state (its per-parameter buffers and its groups' options), by name.")
+      .def("load_state_dict", &optim::Optimizer::load_state_dict, nb::arg("state_dict"))
       .def(
           "group_lr", [](const optim::Optimizer& o, size_t group) { return o.lr(group); },
           nb::arg("group"))
@@ -96,6 +118,8 @@ void bind_optim(nb::module_& root) {
           "set_group_lr", [](optim::Optimizer& o, size_t group, double lr) { o.set_lr(group, lr); },
           nb::arg("group"), nb::arg("lr"));
   using optim::Betas;
+  nb::module_ schedulers = m.def_submodule("lr_scheduler", "Learning-rate schedules.");
+  bind_schedulers(schedulers);
   using namespace optim;
   SINTER_PY_OPTIMIZER_(SGD, SGDOptions, SGDGroup, SINTER_SGD_OPTIONS, "SGD")
   SINTER_PY_OPTIMIZER_(Adam, AdamOptions, AdamGroup, SINTER_ADAM_OPTIONS, "Adam")

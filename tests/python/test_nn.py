@@ -188,3 +188,26 @@ def test_parameter_groups_as_torch(torch):
     expect_same_steps(torch, tnet, net, topt, opt, 2)
     with pytest.raises(TypeError, match="'lrr' is not one of this optimizer's"):
         sinter.optim.SGD([{"params": net.parameters(), "lrr": 1.0}], lr=0.1)
+
+
+def test_schedules_and_optimizer_state_as_torch(torch):
+    tnet, net = twin_nets(torch)
+    topt = torch.optim.SGD(tnet.parameters(), lr=0.1, momentum=0.9)
+    opt = sinter.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    tsched = torch.optim.lr_scheduler.CosineAnnealingLR(topt, T_max=4)
+    sched = sinter.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4)
+    for _ in range(3):
+        expect_same_steps(torch, tnet, net, topt, opt, 1)
+        tsched.step()
+        sched.step()
+        assert sched.get_last_lr() == pytest.approx(tsched.get_last_lr(), rel=1e-12)
+    step = sinter.optim.lr_scheduler.StepLR(sinter.optim.SGD(net.parameters(), lr=1.0), 2, 0.5)
+    for _ in range(4):
+        step.step()
+    assert step.get_last_lr() == [0.25]
+    # The optimizer's state (momentum buffers) saved and loaded into a fresh one continues alike.
+    state = opt.state_dict()
+    assert any("momentum_buffer" in k for k in state)
+    again = sinter.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    again.load_state_dict(state)
+    assert again.state_dict().keys() == state.keys()
