@@ -118,15 +118,6 @@ void bind_operators(nb::class_<Tensor>& c) {
   c.def("__hash__", [](T a) { return reinterpret_cast<intptr_t>(a.impl()); });
 }
 
-// In place, as PyTorch's methods ending in _: not recorded by autograd, so not on a tensor that
-// needs a gradient while grad mode is on.
-Tensor& in_place(Tensor& t, const char* op) {
-  SINTER_CHECK(!(t.requires_grad() && GradMode::is_enabled()), op,
-               ": an in-place operation on a tensor that requires grad is not recorded by "
-               "autograd; run it under sinter.no_grad()");
-  return t;
-}
-
 // The result of an in-place op (computed out of place) written into a, whose dtype it keeps; a
 // result of a higher category (float into an integer tensor, anything but bool into bool) is
 // refused, as PyTorch refuses it.
@@ -135,7 +126,7 @@ void write_back(Tensor& a, const Tensor& result, const char* op) {
                                            : is_floating(a.dtype()) || is_integral(result.dtype());
   SINTER_CHECK(fits, op, ": result type ", result.dtype(),
                " can't be cast to the desired output type ", a.dtype());
-  in_place(a, op).copy_(result);
+  a.copy_(result);  // refused, as every in-place op, on a tensor that requires grad
 }
 
 // a &, |, ^ b and ~a for bool tensors (and Python bools).
@@ -362,7 +353,7 @@ void bind_math(nb::class_<Tensor>& c) {
 
 void bind_in_place(nb::class_<Tensor>& c) {
   c.def(
-       "zero_", [](Tensor& t) -> Tensor& { return in_place(t, "zero_").zero_(); },
+       "zero_", [](Tensor& t) -> Tensor& { return t.zero_(); },
        nb::rv_policy::reference)
       .def(
           "fill_",
@@ -370,17 +361,16 @@ void bind_in_place(nb::class_<Tensor>& c) {
             std::optional<Scalar> s = scalar_of(v);
             if (!s) s = nb::cast<Tensor>(v).item<double>();
             check_fits(t.dtype(), *s, "fill_");
-            return in_place(t, "fill_").fill_(*s);
+            return t.fill_(*s);
           },
           nb::rv_policy::reference)
       .def(
           "copy_",
-          [](Tensor& t, const Tensor& src) -> Tensor& { return in_place(t, "copy_").copy_(src); },
+          [](Tensor& t, const Tensor& src) -> Tensor& { return t.copy_(src); },
           nb::rv_policy::reference)
       .def(
           "add_",
           [](Tensor& t, nb::handle other, double alpha) -> Tensor& {
-            in_place(t, "add_");
             if (std::optional<Scalar> s = scalar_of(other)) {
               if (alpha == 1.0) return t.add_(*s);
               const bool exact =
@@ -394,7 +384,6 @@ void bind_in_place(nb::class_<Tensor>& c) {
       .def(
           "mul_",
           [](Tensor& t, nb::handle other) -> Tensor& {
-            in_place(t, "mul_");
             if (std::optional<Scalar> s = scalar_of(other)) return t.mul_(*s);
             return t.mul_(nb::cast<const Tensor&>(other));
           },

@@ -33,6 +33,14 @@ def test_summary_writer_writes_event_files(tmp_path):
         w.add_text("note", "hello", 0)
     files = list((tmp_path / "run").glob("events.out.tfevents.*"))
     assert files and files[0].stat().st_size > 0
+    # Read back by TensorBoard's own reader.
+    ea = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    acc = ea.EventAccumulator(str(tmp_path / "run"))
+    acc.Reload()
+    scalars = acc.Scalars("loss")
+    assert [e.step for e in scalars] == [0, 1, 2]
+    assert [e.value for e in scalars] == pytest.approx([1.0, 0.5, 1.0 / 3], rel=1e-6)
+    assert "weights" in acc.Tags()["histograms"]
 
 
 def test_autocast_follows_the_policy():
