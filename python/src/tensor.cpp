@@ -353,8 +353,7 @@ void bind_math(nb::class_<Tensor>& c) {
 
 void bind_in_place(nb::class_<Tensor>& c) {
   c.def(
-       "zero_", [](Tensor& t) -> Tensor& { return t.zero_(); },
-       nb::rv_policy::reference)
+       "zero_", [](Tensor& t) -> Tensor& { return t.zero_(); }, nb::rv_policy::reference)
       .def(
           "fill_",
           [](Tensor& t, nb::handle v) -> Tensor& {
@@ -365,8 +364,7 @@ void bind_in_place(nb::class_<Tensor>& c) {
           },
           nb::rv_policy::reference)
       .def(
-          "copy_",
-          [](Tensor& t, const Tensor& src) -> Tensor& { return t.copy_(src); },
+          "copy_", [](Tensor& t, const Tensor& src) -> Tensor& { return t.copy_(src); },
           nb::rv_policy::reference)
       .def(
           "add_",

@@ -5,6 +5,7 @@ inside them; sinter.nn.functional holds the ops."""
 from collections import OrderedDict, namedtuple
 
 from .. import _C
+from .._grad_mode import no_grad
 from .._C.nn import (  # noqa: F401  (re-exported)
     ELU,
     GELU,
@@ -219,7 +220,7 @@ class Module:
                                f"missing keys {missing}, unexpected keys {unexpected}")
         targets = dict(self._named_tensors("_parameters", ""))
         targets.update(self.named_buffers())
-        with _C_no_grad():
+        with no_grad():
             for key, value in state_dict.items():
                 if key not in targets:
                     continue
@@ -253,7 +254,7 @@ class Module:
             if set_to_none:
                 p.grad = None
             elif p.grad is not None:
-                with _C_no_grad():
+                with no_grad():
                     p.grad.zero_()
 
     def to(self, *args, dtype=None, device=None):
@@ -331,15 +332,6 @@ def _apply_cpp(m, fn):
 # A C++ layer called from Python runs its forward through Python, so that a Python subclass's
 # forward (class MyLinear(nn.Linear)) is the one called.
 CModule.__call__ = lambda self, *args, **kwargs: self.forward(*args, **kwargs)
-
-
-class _C_no_grad:
-    def __enter__(self):
-        self._prev = _C.is_grad_enabled()
-        _C._set_grad_enabled(False)
-
-    def __exit__(self, *exc):
-        _C._set_grad_enabled(self._prev)
 
 
 class Sequential(Module):
