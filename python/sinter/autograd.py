@@ -2,6 +2,7 @@
 Python (as torch.autograd.Function), and gradcheck."""
 
 from . import _C
+from ._grad_mode import no_grad
 
 
 def backward(tensors, grad_tensors=None, retain_graph=False):
@@ -57,11 +58,8 @@ class Function:
         inputs = [args[i] for i in positions]
         ctx.needs_input_grad = tuple(isinstance(a, _C.Tensor) and a.requires_grad for a in args)
         prev = _C.is_grad_enabled()
-        _C._set_grad_enabled(False)
-        try:
+        with no_grad():
             result = cls.forward(ctx, *args)
-        finally:
-            _C._set_grad_enabled(prev)
         outputs = result if isinstance(result, tuple) else (result,)
         if prev and any(ctx.needs_input_grad):
             # A returned input is a new handle on it, so that the node's outputs are its own.
@@ -124,12 +122,8 @@ def _central_difference(fn, inputs, i, e, k, j, eps):
         copies = [x.detach().clone() if isinstance(x, _C.Tensor) else x for x in inputs]
         flat = copies[i].view(-1)
         flat[e] = flat[e].item() + step
-        prev = _C.is_grad_enabled()
-        _C._set_grad_enabled(False)
-        try:
+        with no_grad():
             out = fn(*copies)
-        finally:
-            _C._set_grad_enabled(prev)
         out = out[k] if isinstance(out, tuple) else out
         values.append(out.flatten()[j].item())
     return (values[0] - values[1]) / (2 * eps)
