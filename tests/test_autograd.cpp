@@ -271,6 +271,66 @@ namespace {
 
 // Per Note [anomaly detection], the first NaN or inf a backward produces names the node, the input
 // and the forward inputs' shapes; without the guard the backward completes.
+TEST(AutogradGrad, ReturnsGradientsWithoutTouchingAnyGrad) {
+  // y = sum(w * x^2): dy/dx = 2 w x, and w (not an input) gets nothing.
+  Tensor x = leaf({1.0, -2.0, 3.0});
+  Tensor w = leaf({0.5, 2.0, -1.0});
+  Tensor y = sum(mul(w, mul(x, x)));
+  const std::vector<Tensor> g = autograd::grad({y}, {x});
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(vec(g[0]), (std::vector<double>{1.0, -8.0, -6.0}));
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(w.grad().defined());
+}
+
+TEST(AutogradGrad, NonLeafInputsSeedsAndSeveralInputs) {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor h = mul(x, 3.0);  // a non-leaf input: the gradient stops there
+  Tensor y = mul(exp(h), x);
+  const Tensor seed = from_vector<double>({1.0, 10.0}, {2});
+  const std::vector<Tensor> g = autograd::grad({y}, {h, x}, {seed}, /*retain_graph=*/true);
+  for (int i = 0; i < 2; ++i) {
+    const double xi = i + 1.0, si = i == 0 ? 1.0 : 10.0;
+    EXPECT_NEAR(vec(g[0])[i], si * std::exp(3 * xi) * xi, 1e-9);  // d y / d h
+    // d y / d x: through h (3 e^{3x} x) and directly (e^{3x}).
+    EXPECT_NEAR(vec(g[1])[i], si * (3 * std::exp(3 * xi) * xi + std::exp(3 * xi)), 1e-9);
+  }
+  // The graph was retained: backward still runs, and matches.
+  y.backward(seed);
+  EXPECT_EQ(vec(x.grad()), vec(g[1]));
+}
+
+TEST(AutogradGrad, UnusedInputsAndErrors) {
+  Tensor x = leaf({1.0});
+  Tensor z = leaf({2.0});
+  Tensor y = sum(mul(x, 2.0));
+  testing::expect_error([&] { autograd::grad({y}, {z}, {}, true); },
+                        {"grad: input 0 (shape [1]) was not used"});
+  const std::vector<Tensor> g = autograd::grad({y}, {x, z}, {}, true, /*allow_unused=*/true);
+  EXPECT_EQ(vec(g[0]), std::vector<double>{2.0});
+  EXPECT_FALSE(g[1].defined());
+  testing::expect_error([&] { autograd::grad({y}, {from_vector<double>({1.0}, {1})}); },
+                        {"grad: input 0 (shape [1]) does not require grad"});
+  testing::expect_error([&] { autograd::grad({y}, {}); }, {"grad: no inputs"});
+  // Without retain_graph the graph is freed, as by backward().
+  autograd::grad({y}, {x});
+  testing::expect_error([&] { autograd::grad({y}, {x}); },
+                        {"backward through the graph a second time"});
+}
+
+TEST(AutogradGrad, LeafHooksRunOnTheReturnedGradient) {
+  Tensor x = leaf({1.0, 2.0});
+  int calls = 0;
+  x.register_hook([&](const Tensor& g) {
+    ++calls;
+    return mul(g, 10.0);
+  });
+  const std::vector<Tensor> g = autograd::grad({sum(mul(x, x))}, {x});
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(vec(g[0]), (std::vector<double>{20.0, 40.0}));
+  EXPECT_FALSE(x.grad().defined());
+}
+
 TEST(DetectAnomaly, NamesTheNodeThatMadeAnInfOrNan) {
   auto run = [](double v) {
     Tensor x = from_vector<double>({1.0, v, 4.0}, {3}).to(DType::f32).requires_grad_(true);

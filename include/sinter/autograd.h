@@ -97,6 +97,19 @@ namespace autograd {
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph = false);
 
+// Note [autograd.grad]
+// grad(outputs, inputs) returns the gradients of the outputs (seeded with grad_outputs; none: 1 for
+// each scalar output) with respect to each input, as torch.autograd.grad: nothing is accumulated
+// into any .grad(), and only the part of the graph between the outputs and the inputs runs (a
+// parameter not among the inputs is not touched). An input may be a leaf or the result of an op;
+// its hooks run on the gradient returned, as they would before it was accumulated. Each input
+// must require grad; one the outputs do not depend on is an error unless allow_unused, and then
+// its gradient is undefined. The graph is freed unless retain_graph. The gradients are computed
+// without a graph of their own (there is no create_graph: no second derivatives).
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool allow_unused = false);
+
 // Queues `callback` to run when the backward() now running on this thread has run all its nodes,
 // before it returns (the outermost one, where a node runs a backward of its own: checkpoint());
 // callbacks run in the order they were queued (one may queue another, which runs after the rest).

@@ -16,6 +16,31 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
     _C._backward(list(tensors), list(grad_tensors), retain_graph)
 
 
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=None, materialize_grads=False):
+    """The gradients of outputs with respect to inputs, as torch.autograd.grad: a tuple, one per
+    input; nothing is accumulated into .grad, and only the graph between them runs. An input the
+    outputs do not use is an error unless allow_unused (None) or materialize_grads (zeros).
+    create_graph (second derivatives) is not supported."""
+    if create_graph:
+        raise NotImplementedError("sinter.autograd.grad: create_graph=True (a graph of the "
+                                  "gradients, for second derivatives) is not supported")
+    outputs = [outputs] if isinstance(outputs, _C.Tensor) else list(outputs)
+    inputs = [inputs] if isinstance(inputs, _C.Tensor) else list(inputs)
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, _C.Tensor):
+        grad_outputs = [grad_outputs]
+    if allow_unused is False and materialize_grads:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
+    got = _C._grad(outputs, inputs, list(grad_outputs), bool(retain_graph),
+                   bool(allow_unused or materialize_grads))
+    if materialize_grads:
+        got = [g if g is not None else _C.zeros_like(x) for g, x in zip(got, inputs)]
+    return tuple(got)
+
+
 class FunctionCtx:
     """What forward leaves for backward: save_for_backward's tensors, needs_input_grad, and any
     other attribute (tensors are best saved with save_for_backward, which keeps no graph alive)."""
@@ -90,21 +115,22 @@ class Function:
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3):
     """Checks fn's analytic gradients against central differences, as torch.autograd.gradcheck:
     the f64 tensor inputs with requires_grad are checked (numbers pass through); the differences
-    are taken on copies, so the graph of the analytic pass stays valid. Raises on a mismatch."""
+    are taken on copies, so the graph of the analytic pass stays valid, and no .grad is touched.
+    Raises on a mismatch."""
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     checked = [i for i, x in enumerate(inputs) if isinstance(x, _C.Tensor) and x.requires_grad]
     out = fn(*inputs)
     outs = out if isinstance(out, tuple) else (out,)
     for k, o in enumerate(outs):
         for j in range(o.numel()):
-            for i in checked:
-                inputs[i].grad = None
             seed = _C.zeros(o.numel(), dtype=o.dtype)
             seed[j] = 1.0
-            o.backward(seed.reshape(*o.shape) if o.dim() else seed.reshape(), retain_graph=True)
-            for i in checked:
+            grads = grad(o, [inputs[i] for i in checked], seed.reshape(*o.shape),
+                         retain_graph=True, materialize_grads=True) if o.requires_grad else \
+                [_C.zeros_like(inputs[i]) for i in checked]
+            for i, g in zip(checked, grads):
                 x = inputs[i]
-                analytic = x.grad.flatten().tolist() if x.grad is not None else [0.0] * x.numel()
+                analytic = g.flatten().tolist()
                 for e in range(x.numel()):
                     numeric = _central_difference(fn, inputs, i, e, k, j, eps)
                     if abs(analytic[e] - numeric) > atol + rtol * abs(numeric):

@@ -141,6 +141,22 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& c) {
         autograd::backward(tensors, seeds, retain_graph);
       },
       nb::arg("tensors"), nb::arg("grad_tensors"), nb::arg("retain_graph") = false);
+  m.def(
+      "_grad",
+      [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+         const std::vector<std::optional<Tensor>>& grad_outputs, bool retain_graph,
+         bool allow_unused) {
+        std::vector<Tensor> seeds;
+        for (const auto& g : grad_outputs) seeds.push_back(g.value_or(Tensor()));
+        seeds.resize(outputs.size());
+        std::vector<std::optional<Tensor>> out;
+        for (Tensor& g : autograd::grad(outputs, inputs, seeds, retain_graph, allow_unused)) {
+          out.push_back(g.defined() ? std::optional<Tensor>(std::move(g)) : std::nullopt);
+        }
+        return out;
+      },
+      nb::arg("outputs"), nb::arg("inputs"), nb::arg("grad_outputs"), nb::arg("retain_graph"),
+      nb::arg("allow_unused"));
 }
 
 }  // namespace sinter::python

@@ -2,9 +2,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
@@ -74,10 +76,7 @@ class AccumulateGrad : public Node {
     if (!g.defined()) return {};
     Tensor var(leaf_);
     AutogradMeta& m = leaf_->meta();
-    for (auto& hook : m.hooks) {
-      Tensor r = hook(g);
-      if (r.defined()) g = r;
-    }
+    g = hooked(std::move(g));
     SINTER_CHECK(g.shape() == var.shape(), "backward: gradient of shape ", shape_str(g.shape()),
                  " for a leaf of shape ", shape_str(var.shape()));
     if (!m.grad.defined()) {
@@ -91,7 +90,20 @@ class AccumulateGrad : public Node {
     return {};
   }
 
+  // The leaf's hooks on the gradient that came (grads[0], when defined), in place.
+  void apply_hooks(std::vector<Tensor>& grads) const {
+    if (!grads.empty() && grads[0].defined()) grads[0] = hooked(std::move(grads[0]));
+  }
+
  private:
+  Tensor hooked(Tensor g) const {
+    for (auto& hook : leaf_->meta().hooks) {
+      Tensor r = hook(g);
+      if (r.defined()) g = r;
+    }
+    return g;
+  }
+
   std::shared_ptr<TensorImpl> leaf_;
 };
 
@@ -268,10 +280,12 @@ Tensor seed_of(const Tensor& root, const Tensor& grad, size_t i) {
 }
 
 // For every node reachable from the roots, the number of edges that point at it (deps), and
-// seen[n] true for each.
+// seen[n] true for each. With `keep`, only the edges into kept nodes count, and only from nodes
+// that `expand`.
 void count_dependencies(const std::vector<std::shared_ptr<Node>>& root_nodes,
-                        std::unordered_map<Node*, int>& deps,
-                        std::unordered_map<Node*, bool>& seen) {
+                        std::unordered_map<Node*, int>& deps, std::unordered_map<Node*, bool>& seen,
+                        const std::function<bool(Node*)>& keep = nullptr,
+                        const std::function<bool(Node*)>& expand = nullptr) {
   std::vector<Node*> stack;
   for (const auto& n : root_nodes) {
     if (!seen[n.get()]) {
@@ -282,8 +296,9 @@ void count_dependencies(const std::vector<std::shared_ptr<Node>>& root_nodes,
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
+    if (expand && !expand(n)) continue;
     for (const Edge& e : n->next_edges) {
-      if (!e.valid()) continue;
+      if (!e.valid() || (keep && !keep(e.node.get()))) continue;
       deps[e.node.get()] += 1;
       if (!seen[e.node.get()]) {
         seen[e.node.get()] = true;
@@ -293,9 +308,9 @@ void count_dependencies(const std::vector<std::shared_ptr<Node>>& root_nodes,
   }
 }
 
-// The gradients of node's inputs from those of its outputs (`in`, one per output, undefined where
-// none came): the hooks on them first, then the node's backward; none when no gradient came.
-std::vector<Tensor> run_node(Node* node, std::vector<Tensor> in, bool retain_graph) {
+// The hooks on the gradients of node's outputs (`in`, one per output, undefined where none came),
+// applied in place.
+void apply_pre_hooks(Node* node, std::vector<Tensor>& in) {
   in.resize(node->num_outputs);
   for (auto& [slot, hook] : node->pre_hooks) {
     if (!in[slot].defined()) continue;
@@ -307,6 +322,13 @@ std::vector<Tensor> run_node(Node* node, std::vector<Tensor> in, bool retain_gra
                  shape_str(in[slot].shape()), " ", in[slot].dtype());
     in[slot] = r;
   }
+}
+
+// The gradients of node's inputs from those of its outputs: the hooks on them first (unless
+// already applied), then the node's backward; none when no gradient came.
+std::vector<Tensor> run_node(Node* node, std::vector<Tensor> in, bool retain_graph,
+                             bool hooked = false) {
+  if (!hooked) apply_pre_hooks(node, in);
   const bool any = std::any_of(in.begin(), in.end(), [](const Tensor& t) { return t.defined(); });
   if (!any) return {};
   SINTER_CHECK(!node->released(), node->name(),
@@ -325,8 +347,46 @@ std::vector<Tensor> run_node(Node* node, std::vector<Tensor> in, bool retain_gra
 
 }  // namespace
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-              bool retain_graph) {
+namespace {
+
+// What grad() asks of the walk (Note [autograd.grad]): the edges whose gradients it returns, and
+// which nodes are worth running.
+struct Capture {
+  std::vector<Edge> edges;
+  std::unordered_set<Node*> targets;  // the edges' nodes
+  std::unordered_set<Node*> through;  // nodes with a target below them: these run
+  std::vector<Tensor> grads;          // one per edge, undefined where none came
+};
+
+// Fills capture.through over the graph below `root_nodes` (iteratively: graphs are deep).
+void find_paths(const std::vector<std::shared_ptr<Node>>& root_nodes, Capture& capture) {
+  std::unordered_map<Node*, bool> reaches;  // node -> a target is it or below it
+  std::vector<std::pair<Node*, size_t>> stack;
+  for (const auto& r : root_nodes) {
+    if (reaches.count(r.get())) continue;
+    stack.emplace_back(r.get(), 0);
+    while (!stack.empty()) {
+      Node* n = stack.back().first;
+      size_t& next = stack.back().second;
+      if (next < n->next_edges.size()) {
+        Node* child = n->next_edges[next++].node.get();
+        if (child != nullptr && !reaches.count(child)) stack.emplace_back(child, 0);
+        continue;
+      }
+      bool below = false;
+      for (const Edge& e : n->next_edges) below = below || (e.valid() && reaches[e.node.get()]);
+      if (below) capture.through.insert(n);
+      reaches[n] = below || capture.targets.count(n) > 0;
+      stack.pop_back();
+    }
+  }
+}
+
+// The walk of backward() and grad(): seeded at the roots, each node runs once all its gradients
+// have come, latest first. With a capture, only nodes on a path to its edges take part, and the
+// gradients of its edges are taken as they complete.
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                  bool retain_graph, Capture* capture) {
   SINTER_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ",
                grads.size(), " gradients");
   NoGradGuard no_grad;
@@ -347,14 +407,26 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     }
   };
 
+  std::vector<Tensor> seeds;
   for (size_t i = 0; i < roots.size(); ++i) {
-    Tensor seed = seed_of(roots[i], grads[i], i);
-    Edge e = edge_of(roots[i]);
-    accumulate(e.node.get(), e.input_nr, std::move(seed));
-    root_nodes.push_back(e.node);
+    seeds.push_back(seed_of(roots[i], grads[i], i));
+    root_nodes.push_back(edge_of(roots[i]).node);
+  }
+  std::function<bool(Node*)> wanted = nullptr, runs = nullptr;
+  if (capture != nullptr) {
+    find_paths(root_nodes, *capture);
+    wanted = [capture](Node* n) {
+      return capture->targets.count(n) > 0 || capture->through.count(n) > 0;
+    };
+    runs = [capture](Node* n) { return capture->through.count(n) > 0; };
+    std::erase_if(root_nodes, [&](const std::shared_ptr<Node>& n) { return !wanted(n.get()); });
+  }
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Edge e = edge_of(roots[i]);
+    if (!wanted || wanted(e.node.get())) accumulate(e.node.get(), e.input_nr, std::move(seeds[i]));
   }
   std::unordered_map<Node*, bool> seen;
-  count_dependencies(root_nodes, deps, seen);
+  count_dependencies(root_nodes, deps, seen, wanted, runs);
 
   std::vector<std::function<void()>> callbacks;
   g_callback_queues.push_back(&callbacks);
@@ -376,10 +448,21 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     ready.pop();
     std::vector<Tensor> in = std::move(buffers[node]);
     buffers.erase(node);
-    const std::vector<Tensor> out = run_node(node, std::move(in), retain_graph);
+    const bool target = capture != nullptr && capture->targets.count(node) > 0;
+    if (target) {
+      // A leaf's own hooks run on its gradient, as they would before accumulating it.
+      if (auto* acc = dynamic_cast<AccumulateGrad*>(node)) acc->apply_hooks(in);
+      apply_pre_hooks(node, in);
+      for (size_t k = 0; k < capture->edges.size(); ++k) {
+        const Edge& e = capture->edges[k];
+        if (e.node.get() == node) capture->grads[k] = in[e.input_nr];
+      }
+    }
+    if (runs && !runs(node)) continue;
+    const std::vector<Tensor> out = run_node(node, std::move(in), retain_graph, target);
     for (size_t j = 0; j < node->next_edges.size(); ++j) {
       const Edge& e = node->next_edges[j];
-      if (!e.valid()) continue;
+      if (!e.valid() || (wanted && !wanted(e.node.get()))) continue;
       if (j < out.size() && out[j].defined()) accumulate(e.node.get(), e.input_nr, out[j]);
       if (--deps[e.node.get()] == 0) ready.push(e.node.get());
     }
@@ -390,6 +473,43 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     std::function<void()> callback = std::move(callbacks[i]);
     callback();
   }
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
+  run_backward(roots, grads, retain_graph, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph,
+                         bool allow_unused) {
+  SINTER_CHECK(!inputs.empty(), "grad: no inputs to differentiate with respect to");
+  SINTER_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(),
+               "grad: ", outputs.size(), " outputs but ", grad_outputs.size(), " grad_outputs");
+  Capture capture;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    SINTER_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "grad: input ", i,
+                 inputs[i].defined() ? " (shape " + shape_str(inputs[i].shape()) + ")" : "",
+                 " does not require grad and has no grad_fn");
+    capture.edges.push_back(edge_of(inputs[i]));
+    capture.targets.insert(capture.edges.back().node.get());
+  }
+  capture.grads.resize(inputs.size());
+  run_backward(outputs, grad_outputs.empty() ? std::vector<Tensor>(outputs.size()) : grad_outputs,
+               retain_graph, &capture);
+  std::vector<Tensor> out = std::move(capture.grads);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!out[i].defined()) {
+      SINTER_CHECK(allow_unused, "grad: input ", i, " (shape ", shape_str(inputs[i].shape()),
+                   ") was not used to compute the outputs; pass allow_unused=true to get an "
+                   "undefined gradient for it");
+      continue;
+    }
+    if (out[i].dtype() != inputs[i].dtype()) out[i] = out[i].to(inputs[i].dtype());
+  }
+  return out;
 }
 
 }  // namespace autograd

@@ -74,3 +74,39 @@ def test_grad_modes():
 def test_printing_names_the_graph():
     x = sinter.ones(2, requires_grad=True)
     assert repr(x * 2).startswith("tensor([2., 2.], grad_fn=<")
+
+
+def test_autograd_grad_matches_pytorch_and_leaves_grad_alone(torch):
+    data = [[0.5, -1.25, 2.0], [1.5, 0.25, -0.75]]
+    results = []
+    for lib in (sinter, torch):
+        x = lib.tensor(data, dtype=lib.float64, requires_grad=True)
+        w = lib.tensor([0.3, -0.2, 0.7], dtype=lib.float64, requires_grad=True)
+        h = (x * w).tanh()  # a non-leaf input: the gradient is taken there
+        y = (h.exp() * x).sum(dim=1)
+        seed = lib.tensor([1.0, -2.0], dtype=lib.float64)
+        gh, gx = lib.autograd.grad(y, (h, x), seed, retain_graph=True)
+        (gw,) = lib.autograd.grad([y.sum()], [w])
+        assert x.grad is None and w.grad is None
+        results.append([gh.flatten().tolist(), gx.flatten().tolist(), gw.tolist()])
+    for got, want in zip(*results):
+        assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_autograd_grad_unused_inputs_and_errors():
+    x = sinter.ones(2, requires_grad=True)
+    z = sinter.ones(2, requires_grad=True)
+    y = (x * 3).sum()
+    with pytest.raises(RuntimeError, match="was not used"):
+        sinter.autograd.grad(y, [x, z], retain_graph=True)
+    gx, gz = sinter.autograd.grad(y, [x, z], retain_graph=True, allow_unused=True)
+    assert gx.tolist() == [3.0, 3.0] and gz is None
+    gx, gz = sinter.autograd.grad(y, [x, z], retain_graph=True, materialize_grads=True)
+    assert gz.tolist() == [0.0, 0.0]
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        sinter.autograd.grad(y, [sinter.ones(2)])
+    with pytest.raises(NotImplementedError, match="create_graph"):
+        sinter.autograd.grad(y, [x], create_graph=True)
+    sinter.autograd.grad(y, [x])  # frees the graph
+    with pytest.raises(RuntimeError, match="second time"):
+        sinter.autograd.grad(y, [x])
