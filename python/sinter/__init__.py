@@ -4,8 +4,6 @@ The C++ library does the work (sinter._C, bound with nanobind); this package is 
 with PyTorch's names and behaviour where PyTorch has the same thing.
 """
 
-from collections import namedtuple
-
 from . import _C
 from ._C import (  # noqa: F401  (re-exported)
     Tensor,
@@ -42,6 +40,113 @@ from ._C import (  # noqa: F401  (re-exported)
     zeros,
     zeros_like,
 )
+from ._C import (  # noqa: F401  (re-exported: the ops of ops.cpp)
+    add,
+    addcdiv,
+    addcmul,
+    allclose,
+    argsort,
+    atan2,
+    baddbmm,
+    bmm,
+    bucketize,
+    cat,
+    chunk,
+    concat,
+    concatenate,
+    diag,
+    diagonal,
+    div,
+    einsum,
+    eq,
+    flip,
+    floor_divide,
+    gather,
+    ge,
+    gt,
+    hypot,
+    index_add,
+    index_select,
+    isclose,
+    kron,
+    le,
+    lerp,
+    logsumexp,
+    lt,
+    masked_fill,
+    matmul,
+    maximum,
+    meshgrid,
+    minimum,
+    mm,
+    mul,
+    multinomial,
+    ne,
+    nonzero,
+    pow,
+    remainder,
+    repeat_interleave,
+    roll,
+    scatter_add,
+    searchsorted,
+    split,
+    squeeze,
+    stack,
+    sub,
+    tril,
+    triu,
+    unique,
+    where,
+)
+from ._ops import (  # noqa: F401  (re-exported)
+    abs,
+    amax,
+    amin,
+    argmax,
+    argmin,
+    clamp,
+    clip,
+    clone,
+    cos,
+    cumprod,
+    cumsum,
+    detach,
+    erf,
+    erfinv,
+    exp,
+    expm1,
+    flatten,
+    log,
+    log1p,
+    log_softmax,
+    max,
+    mean,
+    min,
+    narrow,
+    neg,
+    numel,
+    permute,
+    prod,
+    relu,
+    reshape,
+    rsqrt,
+    select,
+    sigmoid,
+    sign,
+    sin,
+    softmax,
+    sort,
+    sqrt,
+    square,
+    std,
+    sum,
+    t,
+    tanh,
+    topk,
+    transpose,
+    unsqueeze,
+    var,
+)
 from . import amp, autograd, cuda, datasets, models, nn, onnx, optim, safetensors  # noqa: F401
 from . import utils  # noqa: F401
 from .amp import autocast  # noqa: F401
@@ -70,23 +175,6 @@ def _array(self, dtype=None, copy=None):
     return a.copy() if copy else a
 
 
-# max(dim) and min(dim) give (values, indices) with those names, as torch.return_types do; to()
-# takes dtype= and device= as keywords too.
-_values_indices = {name: namedtuple(name, ["values", "indices"]) for name in ("max", "min")}
-
-
-def _with_names(name):
-    plain = getattr(Tensor, name)
-
-    def method(self, dim=None, keepdim=False):
-        out = plain(self, dim, keepdim)
-        return out if dim is None else _values_indices[name](*out)
-
-    method.__name__ = name
-    method.__doc__ = plain.__doc__
-    return method
-
-
 _plain_to = Tensor.to
 
 
@@ -97,6 +185,4 @@ def _to(self, *args, dtype=None, device=None, non_blocking=False):
 
 Tensor.__iter__ = _iter
 Tensor.__array__ = _array
-Tensor.max = _with_names("max")
-Tensor.min = _with_names("min")
 Tensor.to = _to

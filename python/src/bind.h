@@ -1,7 +1,7 @@
 // The pieces of the Python extension sinter._C (nanobind), one file each: dtypes, devices and
 // scalars (types.cpp), Tensor (tensor.cpp, indexing.cpp), factories (factories.cpp), DLPack and
 // NumPy exchange (dlpack.cpp), autograd (autograd.cpp), the C++ modules and functional ops
-// (nn.cpp), the optimizers (optim.cpp), datasets, the DataLoader and the reference models
+// (nn.cpp), the ops beyond the methods of tensor.cpp (ops.cpp), the optimizers (optim.cpp), datasets, the DataLoader and the reference models
 // (data.cpp), files, TensorBoard, autocast and CUDA queries (io.cpp). Python's own layer is
 // python/sinter/.
 #pragma once
@@ -45,6 +45,7 @@ void bind_indexing(nb::class_<Tensor>& cls);
 void bind_factories(nb::module_& m);
 void bind_dlpack(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);
+void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_nn(nb::module_& m);
 void bind_optim(nb::module_& m);
 void bind_data(nb::module_& m);

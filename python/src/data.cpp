@@ -4,6 +4,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <memory>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "bind.h"
+#include "internal/shuffle.h"
 
 namespace sinter::python {
 namespace {
@@ -93,6 +95,14 @@ void bind_datasets(nb::module_& m) {
                                                      d.targets().narrow(0, 0, k).contiguous());
       },
       nb::arg("dataset"), nb::arg("n"), "The first n samples of a dataset held in memory.");
+  m.def(
+      "_shuffled_order",
+      [](int64_t n, uint64_t seed, int64_t epoch) {
+        SINTER_CHECK(n >= 0, "DataLoader: a dataset of ", n, " samples");
+        return sinter::detail::shuffled_order(n, seed, epoch);
+      },
+      nb::arg("n"), nb::arg("seed"), nb::arg("epoch"),
+      "The order in which the C++ DataLoader draws n samples in epoch `epoch` for `seed`.");
 }
 
 void bind_loader(nb::module_& m) {

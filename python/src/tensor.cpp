@@ -404,6 +404,7 @@ void bind_tensor(nb::module_& m) {
   bind_indexing(c);
   bind_dlpack(m, c);
   bind_autograd(m, c);
+  bind_ops(m, c);
   c.def("_str", &Tensor::str);
 }
 

@@ -22,7 +22,6 @@ namespace sinter::data {
 namespace {
 
 using sinter::detail::mix_seed;
-using sinter::detail::uniform_below;
 
 void check_host_batch(const Batch& b) {
   SINTER_CHECK(b.input.defined() && b.target.defined(),
@@ -260,16 +259,9 @@ std::vector<int64_t> DataLoader::indices(int64_t epoch) const {
     }
     return order;
   }
+  if (options_.shuffle) return sinter::detail::shuffled_order(n, options_.seed, epoch);
   std::vector<int64_t> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
-  if (options_.shuffle) {
-    // Fisher-Yates.
-    uint64_t state = mix_seed(options_.seed, epoch, 1);
-    for (int64_t i = n - 1; i > 0; --i) {
-      const auto j = static_cast<int64_t>(uniform_below(state, static_cast<uint64_t>(i) + 1));
-      std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
-    }
-  }
   return order;
 }
 

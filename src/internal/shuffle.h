@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace sinter::detail {
 
@@ -30,6 +32,18 @@ inline uint64_t uniform_below(uint64_t& state, uint64_t n) {
     r = splitmix64(state);
   } while (r >= limit);
   return r % n;
+}
+
+// 0 .. n-1 in the order of epoch `epoch` for `seed` (Fisher-Yates), as the DataLoader shuffles.
+inline std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  uint64_t state = mix_seed(seed, epoch, 1);
+  for (int64_t i = n - 1; i > 0; --i) {
+    const auto j = static_cast<int64_t>(uniform_below(state, static_cast<uint64_t>(i) + 1));
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
+  }
+  return order;
 }
 
 }  // namespace sinter::detail

@@ -1,0 +1,374 @@
+// The tensor ops beyond tensor.cpp's, with torch's names and signatures, each both a function of
+// sinter (sinter.where(c, a, b), sinter.cat([a, b])) and, where torch has it, a Tensor method
+// (a.topk(3)). python/sinter/_ops.py adds the functions for the methods of tensor.cpp and names
+// the tuples that torch names (topk, sort).
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bind.h"
+
+namespace sinter::python {
+namespace {
+
+using T = const Tensor&;
+using S = const Scalar&;
+
+// Defines `name` as a function of the module (its first argument "input") and as a method of
+// Tensor, unless tensor.cpp already has that method. `extra` annotates the other arguments.
+template <class F, class... Extra>
+void def_both(nb::module_& m, nb::class_<Tensor>& c, const char* name, F f, const Extra&... extra) {
+  m.def(name, f, nb::arg("input"), extra...);
+  if (!nb::hasattr(c, name)) c.def(name, f, extra...);
+}
+
+// An operand that may be a tensor or a Python number (its kind kept, for promotion).
+struct Operand {
+  std::optional<Tensor> tensor;
+  std::optional<Scalar> scalar;
+};
+
+Operand operand_of(nb::handle h, const char* op, const char* arg) {
+  if (nb::isinstance<Tensor>(h)) return {nb::cast<Tensor>(h), std::nullopt};
+  if (std::optional<Scalar> s = scalar_of(h)) return {std::nullopt, s};
+  throw nb::type_error((std::string(op) + "(): argument '" + arg +
+                        "' must be Tensor or Number, not " +
+                        nb::cast<std::string>(nb::type_name(h.type())))
+                           .c_str());
+}
+
+// A number as a 0-dim tensor that takes part in promotion as a Python number does against `like`.
+Tensor as_tensor_like(const Operand& o, T like) {
+  if (o.tensor) return *o.tensor;
+  return full({}, *o.scalar, {.dtype = result_type(like, *o.scalar), .device = like.device()});
+}
+
+// s * k, of the higher of their kinds (alpha scales a number operand before promotion).
+Scalar scaled(S s, S k) {
+  if (s.is_float() || k.is_float()) return Scalar(s.to_double() * k.to_double());
+  return Scalar(s.to_int() * k.to_int());
+}
+
+std::vector<int64_t> int_list(nb::handle h) {
+  if (PyLong_Check(h.ptr())) return {nb::cast<int64_t>(h)};
+  return nb::cast<std::vector<int64_t>>(h);
+}
+
+// add and sub: input op alpha * other, other a tensor or a number.
+template <class WithTensor, class WithScalar>
+void def_with_alpha(nb::module_& m, nb::class_<Tensor>& c, const char* name, WithTensor tt,
+                    WithScalar ts) {
+  def_both(
+      m, c, name,
+      [name, tt, ts](T a, nb::handle b, nb::handle alpha) {
+        const Operand o = operand_of(b, name, "other");
+        const Scalar k = scalar_of(alpha).value_or(Scalar(int64_t{1}));
+        return o.tensor ? tt(a, *o.tensor, k) : ts(a, scaled(*o.scalar, k));
+      },
+      nb::arg("other").none(), nb::kw_only(), nb::arg("alpha") = 1);
+}
+
+void bind_binary(nb::module_& m, nb::class_<Tensor>& c) {
+  def_with_alpha(
+      m, c, "add", [](T a, T b, S k) { return add(a, b, k); }, [](T a, S b) { return add(a, b); });
+  def_with_alpha(
+      m, c, "sub", [](T a, T b, S k) { return sub(a, b, k); }, [](T a, S b) { return sub(a, b); });
+  def_both(
+      m, c, "div",
+      [](T a, nb::handle b, std::optional<std::string> rounding) {
+        const Operand o = operand_of(b, "div", "other");
+        if (rounding) return o.tensor ? div(a, *o.tensor, *rounding) : div(a, *o.scalar, *rounding);
+        return o.tensor ? div(a, *o.tensor) : div(a, *o.scalar);
+      },
+      nb::arg("other"), nb::kw_only(), nb::arg("rounding_mode") = nb::none());
+// Binary ops whose second operand is a tensor or a number.
+#define SINTER_PY_TS_(name)                                        \
+  def_both(                                                        \
+      m, c, #name,                                                 \
+      [](T a, nb::handle b) {                                      \
+        const Operand o = operand_of(b, #name, "other");           \
+        return o.tensor ? name(a, *o.tensor) : name(a, *o.scalar); \
+      },                                                           \
+      nb::arg("other").none());
+  SINTER_PY_TS_(mul)
+  SINTER_PY_TS_(floor_divide)
+  SINTER_PY_TS_(remainder)
+  SINTER_PY_TS_(eq)
+  SINTER_PY_TS_(ne)
+  SINTER_PY_TS_(lt)
+  SINTER_PY_TS_(le)
+  SINTER_PY_TS_(gt)
+  SINTER_PY_TS_(ge)
+#undef SINTER_PY_TS_
+// Binary ops of two tensors (a number is made a tensor as a Python number promotes).
+#define SINTER_PY_TT_(name)                                                                        \
+  def_both(                                                                                        \
+      m, c, #name,                                                                                 \
+      [](T a, nb::handle b) { return name(a, as_tensor_like(operand_of(b, #name, "other"), a)); }, \
+      nb::arg("other"));
+  SINTER_PY_TT_(maximum)
+  SINTER_PY_TT_(minimum)
+  SINTER_PY_TT_(atan2)
+  SINTER_PY_TT_(hypot)
+  SINTER_PY_TT_(kron)
+  SINTER_PY_TT_(bmm)
+#undef SINTER_PY_TT_
+  m.def(
+      "pow",
+      [](nb::handle base, nb::handle e) -> Tensor {
+        const Operand b = operand_of(base, "pow", "input");
+        const Operand x = operand_of(e, "pow", "exponent");
+        if (!b.tensor) {
+          SINTER_CHECK(x.tensor.has_value(), "pow: one of input and exponent must be a tensor");
+          return pow(*b.scalar, *x.tensor);
+        }
+        return x.tensor ? pow(*b.tensor, *x.tensor) : pow(*b.tensor, *x.scalar);
+      },
+      nb::arg("input"), nb::arg("exponent"));
+  m.def(
+      "matmul", [](T a, T b) { return matmul(a, b); }, nb::arg("input"), nb::arg("other"));
+  def_both(
+      m, c, "mm",
+      [](T a, T b) {
+        SINTER_CHECK(a.dim() == 2 && b.dim() == 2, "mm: expected 2-D tensors, got ", a.dim(),
+                     "-D and ", b.dim(), "-D");
+        return matmul(a, b);
+      },
+      nb::arg("mat2"));
+}
+
+void bind_selection(nb::module_& m, nb::class_<Tensor>& c) {
+  // where(condition, input, other); the method is input.where(condition, other), as torch's.
+  auto where_fn = [](T cond, nb::handle a, nb::handle b) {
+    const Operand x = operand_of(a, "where", "input");
+    const Operand y = operand_of(b, "where", "other");
+    SINTER_CHECK(x.tensor || y.tensor, "where: input or other must be a tensor");
+    if (x.tensor && y.scalar) return where(cond, *x.tensor, *y.scalar);
+    const Tensor& like = x.tensor ? *x.tensor : *y.tensor;
+    return where(cond, as_tensor_like(x, like), as_tensor_like(y, like));
+  };
+  m.def("where", where_fn, nb::arg("condition"), nb::arg("input").none(), nb::arg("other").none());
+  c.def(
+      "where", [=](T self, T cond, nb::handle b) { return where_fn(cond, nb::cast(self), b); },
+      nb::arg("condition"), nb::arg("other").none());
+  def_both(
+      m, c, "masked_fill",
+      [](T a, T mask, nb::handle value) {
+        const Operand v = operand_of(value, "masked_fill", "value");
+        if (v.scalar) return masked_fill(a, mask, *v.scalar);
+        SINTER_CHECK(v.tensor->numel() == 1, "masked_fill: a tensor value must have one element, ",
+                     "got ", v.tensor->numel());
+        return where(mask, v.tensor->to(a.dtype()), a);
+      },
+      nb::arg("mask"), nb::arg("value"));
+  def_both(
+      m, c, "lerp",
+      [](T a, T end, nb::handle w) {
+        const Operand o = operand_of(w, "lerp", "weight");
+        return o.tensor ? lerp(a, end, *o.tensor) : lerp(a, end, o.scalar->to_double());
+      },
+      nb::arg("end"), nb::arg("weight"));
+  def_both(
+      m, c, "addcmul", [](T a, T t1, T t2, double v) { return addcmul(a, t1, t2, v); },
+      nb::arg("tensor1"), nb::arg("tensor2"), nb::kw_only(), nb::arg("value") = 1.0);
+  def_both(
+      m, c, "addcdiv", [](T a, T t1, T t2, double v) { return addcdiv(a, t1, t2, v); },
+      nb::arg("tensor1"), nb::arg("tensor2"), nb::kw_only(), nb::arg("value") = 1.0);
+  def_both(
+      m, c, "baddbmm",
+      [](T a, T b1, T b2, double beta, double alpha) { return baddbmm(a, b1, b2, beta, alpha); },
+      nb::arg("batch1"), nb::arg("batch2"), nb::kw_only(), nb::arg("beta") = 1.0,
+      nb::arg("alpha") = 1.0);
+  def_both(
+      m, c, "isclose",
+      [](T a, T b, double rtol, double atol, bool nan) { return isclose(a, b, rtol, atol, nan); },
+      nb::arg("other"), nb::arg("rtol") = 1e-5, nb::arg("atol") = 1e-8,
+      nb::arg("equal_nan") = false);
+  def_both(
+      m, c, "allclose",
+      [](T a, T b, double rtol, double atol, bool nan) { return allclose(a, b, rtol, atol, nan); },
+      nb::arg("other"), nb::arg("rtol") = 1e-5, nb::arg("atol") = 1e-8,
+      nb::arg("equal_nan") = false);
+  def_both(
+      m, c, "tril", [](T a, int64_t d) { return tril(a, d); }, nb::arg("diagonal") = 0);
+  def_both(
+      m, c, "triu", [](T a, int64_t d) { return triu(a, d); }, nb::arg("diagonal") = 0);
+  def_both(
+      m, c, "gather", [](T a, int64_t dim, T index) { return gather(a, dim, index); },
+      nb::arg("dim"), nb::arg("index"));
+  def_both(
+      m, c, "index_select", [](T a, int64_t dim, T index) { return index_select(a, dim, index); },
+      nb::arg("dim"), nb::arg("index"));
+  def_both(
+      m, c, "scatter_add",
+      [](T a, int64_t dim, T index, T src) { return scatter_add(a, dim, index, src); },
+      nb::arg("dim"), nb::arg("index"), nb::arg("src"));
+  def_both(
+      m, c, "index_add",
+      [](T a, int64_t dim, T index, T src, double alpha) {
+        return index_add(a, dim, index, src, alpha);
+      },
+      nb::arg("dim"), nb::arg("index"), nb::arg("source"), nb::kw_only(), nb::arg("alpha") = 1.0);
+  def_both(
+      m, c, "nonzero",
+      [](T a, bool as_tuple) -> nb::object {
+        Tensor nz = nonzero(a);
+        if (!as_tuple) return nb::cast(nz);
+        nb::list parts;
+        for (int64_t d = 0; d < a.dim(); ++d) parts.append(nz.select(1, d));
+        return nb::tuple(parts);
+      },
+      nb::kw_only(), nb::arg("as_tuple") = false);
+}
+
+void bind_reductions(nb::module_& m, nb::class_<Tensor>& c) {
+  def_both(
+      m, c, "logsumexp",
+      [](T a, nb::handle dim, bool keepdim) { return logsumexp(a, int_list(dim), keepdim); },
+      nb::arg("dim"), nb::arg("keepdim") = false);
+  def_both(
+      m, c, "topk",
+      [](T a, int64_t k, int64_t dim, bool largest, bool sorted) {
+        (void)sorted;  // the k values come sorted, as torch's default
+        return topk(a, k, dim, largest);
+      },
+      nb::arg("k"), nb::arg("dim") = -1, nb::arg("largest") = true, nb::arg("sorted") = true);
+  def_both(
+      m, c, "sort",
+      [](T a, int64_t dim, bool descending, bool stable) {
+        (void)stable;  // the sort is stable either way
+        return sort(a, dim, descending);
+      },
+      nb::arg("dim") = -1, nb::arg("descending") = false, nb::kw_only(), nb::arg("stable") = false);
+  def_both(
+      m, c, "argsort",
+      [](T a, int64_t dim, bool descending, bool stable) {
+        (void)stable;
+        return argsort(a, dim, descending);
+      },
+      nb::arg("dim") = -1, nb::arg("descending") = false, nb::kw_only(), nb::arg("stable") = false);
+  def_both(
+      m, c, "unique",
+      [](T a, bool sorted, bool inverse, bool counts, std::optional<int64_t> dim) -> nb::object {
+        (void)sorted;  // always sorted, as torch's on CPU and CUDA
+        SINTER_CHECK(!dim.has_value(), "unique: dim= is not supported (unique over slices)");
+        auto [values, inv, cnt] = unique(a, inverse, counts);
+        if (!inverse && !counts) return nb::cast(values);
+        nb::list out;
+        out.append(values);
+        if (inverse) out.append(inv);
+        if (counts) out.append(cnt);
+        return nb::tuple(out);
+      },
+      nb::arg("sorted") = true, nb::arg("return_inverse") = false, nb::arg("return_counts") = false,
+      nb::arg("dim") = nb::none());
+  m.def(
+      "searchsorted", [](T seq, T values, bool right) { return searchsorted(seq, values, right); },
+      nb::arg("sorted_sequence"), nb::arg("input"), nb::kw_only(), nb::arg("right") = false);
+  m.def(
+      "bucketize", [](T input, T bounds, bool right) { return bucketize(input, bounds, right); },
+      nb::arg("input"), nb::arg("boundaries"), nb::kw_only(), nb::arg("right") = false);
+  def_both(
+      m, c, "multinomial",
+      [](T w, int64_t n, bool replacement) { return multinomial(w, n, replacement); },
+      nb::arg("num_samples"), nb::arg("replacement") = false);
+}
+
+void bind_shapes(nb::module_& m, nb::class_<Tensor>& c) {
+  for (const char* name : {"cat", "concat", "concatenate"}) {
+    m.def(
+        name, [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); },
+        nb::arg("tensors"), nb::arg("dim") = 0);
+  }
+  m.def(
+      "stack", [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); },
+      nb::arg("tensors"), nb::arg("dim") = 0);
+  def_both(
+      m, c, "split",
+      [](T a, nb::handle size, int64_t dim) {
+        if (PyLong_Check(size.ptr()))
+          return nb::tuple(nb::cast(split(a, nb::cast<int64_t>(size), dim)));
+        return nb::tuple(nb::cast(split(a, nb::cast<std::vector<int64_t>>(size), dim)));
+      },
+      nb::arg("split_size_or_sections"), nb::arg("dim") = 0);
+  def_both(
+      m, c, "chunk",
+      [](T a, int64_t n, int64_t dim) { return nb::tuple(nb::cast(chunk(a, n, dim))); },
+      nb::arg("chunks"), nb::arg("dim") = 0);
+  def_both(
+      m, c, "flip", [](T a, nb::handle dims) { return flip(a, int_list(dims)); }, nb::arg("dims"));
+  def_both(
+      m, c, "roll",
+      [](T a, nb::handle shifts, nb::handle dims) {
+        return roll(a, int_list(shifts), dims.is_none() ? std::vector<int64_t>{} : int_list(dims));
+      },
+      nb::arg("shifts"), nb::arg("dims").none() = nb::none());
+  def_both(
+      m, c, "diagonal",
+      [](T a, int64_t offset, int64_t d1, int64_t d2) { return diagonal(a, offset, d1, d2); },
+      nb::arg("offset") = 0, nb::arg("dim1") = 0, nb::arg("dim2") = 1);
+  def_both(
+      m, c, "diag", [](T a, int64_t d) { return diag(a, d); }, nb::arg("diagonal") = 0);
+  def_both(
+      m, c, "repeat_interleave",
+      [](T a, nb::handle repeats, std::optional<int64_t> dim) {
+        if (nb::isinstance<Tensor>(repeats)) {
+          return repeat_interleave(a, nb::cast<Tensor>(repeats), dim);
+        }
+        return repeat_interleave(a, nb::cast<int64_t>(repeats), dim);
+      },
+      nb::arg("repeats"), nb::arg("dim") = nb::none());
+  m.def(
+      "meshgrid",
+      [](nb::args tensors, const std::string& indexing) {
+        std::vector<Tensor> ts;
+        if (tensors.size() == 1 && !nb::isinstance<Tensor>(tensors[0])) {
+          ts = nb::cast<std::vector<Tensor>>(tensors[0]);
+        } else {
+          ts = nb::cast<std::vector<Tensor>>(tensors);
+        }
+        return nb::tuple(nb::cast(meshgrid(ts, indexing)));
+      },
+      nb::arg("tensors"), nb::kw_only(), nb::arg("indexing") = "ij");
+  m.def(
+      "einsum",
+      [](const std::string& equation, nb::args operands) {
+        std::vector<Tensor> ts;
+        if (operands.size() == 1 && !nb::isinstance<Tensor>(operands[0])) {
+          ts = nb::cast<std::vector<Tensor>>(operands[0]);
+        } else {
+          ts = nb::cast<std::vector<Tensor>>(operands);
+        }
+        return einsum(equation, ts);
+      },
+      nb::arg("equation"), nb::arg("operands"));
+  def_both(
+      m, c, "squeeze",
+      [](T a, std::optional<int64_t> dim) {
+        if (dim) return squeeze(a, *dim);
+        Shape kept;
+        for (int64_t s : a.shape()) {
+          if (s != 1) kept.push_back(s);
+        }
+        return a.reshape(kept);
+      },
+      nb::arg("dim") = nb::none());
+}
+
+}  // namespace
+
+void bind_ops(nb::module_& m, nb::class_<Tensor>& c) {
+  bind_binary(m, c);
+  bind_selection(m, c);
+  bind_reductions(m, c);
+  bind_shapes(m, c);
+}
+
+}  // namespace sinter::python
