@@ -43,3 +43,85 @@ def test_fashion_mnist_and_the_reference_models():
         model = make()
         assert model(sinter.randn(*shape)).shape == (2, 10)
         assert len(list(model.named_parameters())) > 2
+
+
+class Squares(sinter.utils.data.Dataset):
+    """A dataset written in Python: (x, x^2) pairs, and a dict field."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError(i)
+        return sinter.tensor([float(i)]), i * i, {"name": f"s{i}", "w": 0.5}
+
+
+def test_python_dataset_batches_as_torch_collates(torch):
+    from torch.utils.data import DataLoader as TorchLoader
+    mine = list(DataLoader(Squares(5), batch_size=2))
+    assert len(mine) == 3 and len(DataLoader(Squares(5), batch_size=2)) == 3
+    x, y, d = mine[0]
+    assert x.shape == (2, 1) and x.dtype == sinter.float32
+    assert y.tolist() == [0, 1] and y.dtype == sinter.int64
+    assert d["name"] == ["s0", "s1"] and d["w"].dtype == sinter.float64
+
+    class TorchSquares(torch.utils.data.Dataset):
+        def __len__(self):
+            return 5
+
+        def __getitem__(self, i):
+            return torch.tensor([float(i)]), i * i, {"name": f"s{i}", "w": 0.5}
+
+    theirs = list(TorchLoader(TorchSquares(), batch_size=2))
+    for (a, b, c), (ta, tb, tc) in zip(mine, theirs):
+        assert a.tolist() == ta.tolist() and b.tolist() == tb.tolist()
+        assert c["name"] == tc["name"] and c["w"].tolist() == tc["w"].tolist()
+        assert str(b.dtype).split(".")[-1] == str(tb.dtype).split(".")[-1]
+
+
+def test_python_dataset_shuffles_as_the_cpp_loader_and_threads_keep_order():
+    x = sinter.arange(10).float().reshape(10, 1)
+    y = sinter.arange(10)
+    cpp = [t.tolist() for _, t in DataLoader(TensorDataset(x, y), batch_size=3, shuffle=True,
+                                             seed=5)]
+
+    class Pairs(sinter.utils.data.Dataset):
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            return x[i], y[i]
+
+    loader = DataLoader(Pairs(), batch_size=3, shuffle=True, seed=5)
+    assert [t.tolist() for _, t in loader] == cpp  # the same order for the same seed
+    assert [t.tolist() for _, t in loader] != cpp  # and a new one the next epoch
+    threaded = DataLoader(Pairs(), batch_size=3, num_workers=2)
+    assert [t.tolist() for _, t in threaded] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+    dropped = DataLoader(Pairs(), batch_size=3, drop_last=True, collate_fn=lambda b: len(b))
+    assert list(dropped) == [3, 3, 3]
+
+
+def test_subsets_splits_concat_and_iterable_datasets():
+    data = sinter.utils.data
+    ds = Squares(6)
+    parts = data.random_split(ds, [4, 2], seed=3)
+    seen = sorted(p[i][1] for p in parts for i in range(len(p)))
+    assert [len(p) for p in parts] == [4, 2] and seen == [i * i for i in range(6)]
+    assert [len(p) for p in data.random_split(ds, [0.5, 0.5])] == [3, 3]
+    both = ds + Squares(2)
+    assert len(both) == 8 and both[7][1] == 1 and both[-1][1] == 1
+    assert isinstance(TensorDataset(sinter.ones(2), sinter.ones(2)), data.Dataset)
+
+    class Stream(data.IterableDataset):
+        def __iter__(self):
+            return iter(range(7))
+
+    assert [b.tolist() for b in DataLoader(Stream(), batch_size=3)] == [[0, 1, 2], [3, 4, 5], [6]]
+    with pytest.raises(ValueError, match="IterableDataset"):
+        DataLoader(Stream(), shuffle=True)
+    with pytest.raises(ValueError, match="batch_size should be a positive integer"):
+        DataLoader(Squares(2), batch_size=0)
