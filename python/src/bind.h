@@ -1,9 +1,9 @@
 // The pieces of the Python extension sinter._C (nanobind), one file each: dtypes, devices and
 // scalars (types.cpp), Tensor (tensor.cpp, indexing.cpp), factories (factories.cpp), DLPack and
 // NumPy exchange (dlpack.cpp), autograd (autograd.cpp), the C++ modules and functional ops
-// (nn.cpp), the ops beyond the methods of tensor.cpp (ops.cpp), the optimizers (optim.cpp), datasets, the DataLoader and the reference models
-// (data.cpp), files, TensorBoard, autocast and CUDA queries (io.cpp). Python's own layer is
-// python/sinter/.
+// (nn.cpp), the ops beyond the methods of tensor.cpp (ops.cpp), the optimizers (optim.cpp),
+// datasets, the DataLoader and the reference models (data.cpp), files, TensorBoard, autocast and
+// CUDA queries (io.cpp). Python's own layer is python/sinter/.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -39,6 +39,36 @@ std::optional<Device> device_of(nb::handle h);
 TensorOptions options_of(const std::optional<PyDType>& dtype, nb::handle device, bool requires_grad,
                          DType fallback = DType::f32);
 
+// A kernel size, stride, ... given as an int or as a tuple (PyTorch's _pair and _triple).
+Size2 size2_of(nb::handle h);
+Size3 size3_of(nb::handle h);
+inline int64_t int_of(nb::handle h) { return nb::cast<int64_t>(h); }
+// torch's padding argument: a size, "same" or "valid"; sets `same` and returns the size.
+template <class Size, class Of>
+inline Size padding_of(nb::handle h, bool& same, Of of) {
+  same = false;
+  if (nb::isinstance<nb::str>(h)) {
+    const auto s = nb::cast<std::string>(h);
+    if (s == "same") {
+      same = true;
+      return Size(0);
+    }
+    if (s == "valid") return Size(0);
+    throw nb::value_error(
+        ("Invalid padding string '" + s + "', should be one of {'valid', 'same'}").c_str());
+  }
+  return of(h);
+}
+
+// interpolate's and Upsample's arguments (size or scale_factor, mode, align_corners).
+InterpolateOptions interpolate_options_of(nb::handle size, nb::handle scale,
+                                          const std::string& mode,
+                                          std::optional<bool> align_corners);
+// A `reduction=` argument ("mean", "sum", "none", "batchmean").
+Reduction reduction_of(const std::string& r);
+// An optional tensor argument, undefined for None.
+Tensor or_undefined(const std::optional<Tensor>& t);
+
 void bind_types(nb::module_& m);
 void bind_tensor(nb::module_& m);
 void bind_indexing(nb::class_<Tensor>& cls);
@@ -47,6 +77,9 @@ void bind_dlpack(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_nn(nb::module_& m);
+void bind_extra_layers(nb::module_& nn);
+void bind_extra_functional(nb::module_& functional);
+void bind_models(nb::module_& models);
 void bind_optim(nb::module_& m);
 void bind_data(nb::module_& m);
 void bind_io(nb::module_& m);

@@ -20,23 +20,6 @@
 namespace sinter::python {
 namespace {
 
-Size2 size2_of(nb::handle h) {
-  if (PyLong_Check(h.ptr())) return Size2(nb::cast<int64_t>(h));
-  const auto v = nb::cast<std::vector<int64_t>>(h);
-  SINTER_CHECK(v.size() == 2, "expected an int or a pair of ints, got ", v.size(), " values");
-  return Size2(v[0], v[1]);
-}
-
-Reduction reduction_of(const std::string& r) {
-  if (r == "mean") return Reduction::Mean;
-  if (r == "sum") return Reduction::Sum;
-  if (r == "none") return Reduction::None;
-  if (r == "batchmean") return Reduction::BatchMean;
-  throw nb::value_error((r + " is not a valid value for reduction").c_str());
-}
-
-Tensor or_undefined(const std::optional<Tensor>& t) { return t.value_or(Tensor()); }
-
 void bind_module_base(nb::module_& m) {
   using nn::Module;
   nb::class_<Module>(m, "CModule", "A module implemented in C++ (the base of sinter.nn's layers).")
@@ -340,9 +323,11 @@ void bind_nn(nb::module_& m) {
   bind_module_base(nnm);
   bind_layers(nnm);
   bind_more_layers(nnm);
+  bind_extra_layers(nnm);
   nb::module_ functional =
       nnm.def_submodule("functional", "Ops with torch.nn.functional's signatures.");
   bind_functional(functional);
+  bind_extra_functional(functional);
   nb::module_ init = nnm.def_submodule("init", "Initializers, with torch.nn.init's names.");
   bind_init(init);
 }

@@ -138,4 +138,28 @@ void bind_types(nb::module_& m) {
   nb::implicitly_convertible<std::string, Device>();
 }
 
+Size2 size2_of(nb::handle h) {
+  if (PyLong_Check(h.ptr())) return Size2(nb::cast<int64_t>(h));
+  const auto v = nb::cast<std::vector<int64_t>>(h);
+  SINTER_CHECK(v.size() == 2, "expected an int or a pair of ints, got ", v.size(), " values");
+  return Size2(v[0], v[1]);
+}
+
+Size3 size3_of(nb::handle h) {
+  if (PyLong_Check(h.ptr())) return Size3(nb::cast<int64_t>(h));
+  const auto v = nb::cast<std::vector<int64_t>>(h);
+  SINTER_CHECK(v.size() == 3, "expected an int or three ints, got ", v.size(), " values");
+  return Size3(v[0], v[1], v[2]);
+}
+
+Reduction reduction_of(const std::string& r) {
+  if (r == "mean") return Reduction::Mean;
+  if (r == "sum") return Reduction::Sum;
+  if (r == "none") return Reduction::None;
+  if (r == "batchmean") return Reduction::BatchMean;
+  throw nb::value_error((r + " is not a valid value for reduction").c_str());
+}
+
+Tensor or_undefined(const std::optional<Tensor>& t) { return t.value_or(Tensor()); }
+
 }  // namespace sinter::python

@@ -7,27 +7,55 @@ from collections import OrderedDict, namedtuple
 from .. import _C
 from .._grad_mode import no_grad
 from .._C.nn import (  # noqa: F401  (re-exported)
-    ELU,
-    GELU,
     AdaptiveAvgPool2d,
     AvgPool2d,
+    AvgPool3d,
     BatchNorm1d,
     BatchNorm2d,
+    BatchNorm3d,
     CModule,
+    Conv1d,
     Conv2d,
+    Conv3d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    ConvTranspose3d,
     Dropout,
+    ELU,
     Embedding,
     Flatten,
+    Fold,
+    GELU,
+    GRU,
     GroupNorm,
+    Hardsigmoid,
+    Hardswish,
     Identity,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LSTM,
     LayerNorm,
     Linear,
+    LogSoftmax,
     MaxPool2d,
+    MaxPool3d,
+    Mish,
     MultiheadAttention,
+    PReLU,
+    PixelShuffle,
+    PixelUnshuffle,
+    RMSNorm,
+    RNN,
     ReLU,
+    SELU,
     Sigmoid,
+    Softmax,
     Tanh,
     TransformerBlock,
+    Unflatten,
+    Unfold,
+    Upsample,
 )
 from . import functional, init  # noqa: F401
 
@@ -394,3 +422,33 @@ class ModuleList(Module):
 
     def __iter__(self):
         return iter(self._modules.values())
+
+
+class _Activation(Module):
+    """A module applying one of sinter.nn.functional's activations with fixed arguments."""
+
+    _fn = None
+    _args = ()
+
+    def __init__(self, *args):
+        super().__init__()
+        object.__setattr__(self, "_values", args or self._defaults)
+
+    def forward(self, input):
+        return type(self)._fn(input, *self._values)
+
+    def extra_repr(self):
+        return ", ".join(f"{n}={v}" for n, v in zip(self._args, self._values))
+
+
+def _activation(name, fn, args=(), defaults=()):
+    return type(name, (_Activation,), {"_fn": staticmethod(fn), "_args": args,
+                                       "_defaults": defaults,
+                                       "__doc__": f"As torch.nn.{name}."})
+
+
+SiLU = _activation("SiLU", functional.silu)
+LeakyReLU = _activation("LeakyReLU", functional.leaky_relu, ("negative_slope",), (0.01,))
+Hardtanh = _activation("Hardtanh", functional.hardtanh, ("min_val", "max_val"), (-1.0, 1.0))
+ReLU6 = _activation("ReLU6", functional.relu6)
+Softplus = _activation("Softplus", functional.softplus, ("beta", "threshold"), (1.0, 20.0))
