@@ -4,6 +4,7 @@ the low precision, reductions and losses in float32 (sinter's policy table)."""
 import functools
 
 from . import _C
+from ._C.optim import GradScaler  # noqa: F401  (torch.amp.GradScaler)
 
 
 class autocast:

@@ -92,10 +92,83 @@ void bind_schedulers(nb::module_& m) {
   nb::class_<optim::StepLR, LRScheduler>(m, "StepLR")
       .def(nb::init<optim::Optimizer&, int64_t, double>(), nb::arg("optimizer"),
            nb::arg("step_size"), nb::arg("gamma") = 0.1, nb::keep_alive<1, 2>());
+  nb::class_<optim::OneCycleLR, LRScheduler>(m, "OneCycleLR")
+      .def(
+          "__init__",
+          [](optim::OneCycleLR* self, optim::Optimizer& opt, double max_lr,
+             std::optional<int64_t> total_steps, std::optional<int64_t> epochs,
+             std::optional<int64_t> steps_per_epoch, double pct_start,
+             const std::string& anneal_strategy, bool cycle_momentum, double base_momentum,
+             double max_momentum, double div_factor, double final_div_factor, bool three_phase) {
+            if (!total_steps) {
+              SINTER_CHECK(epochs && steps_per_epoch,
+                           "OneCycleLR: You must define either total_steps OR (epochs AND "
+                           "steps_per_epoch)");
+              total_steps = *epochs * *steps_per_epoch;
+            }
+            SINTER_CHECK(anneal_strategy == "cos" || anneal_strategy == "linear",
+                         "OneCycleLR: anneal_strategy must be one of 'cos' or 'linear', got ",
+                         anneal_strategy);
+            new (self) optim::OneCycleLR(
+                opt, max_lr, *total_steps,
+                {.pct_start = pct_start,
+                 .anneal_strategy = anneal_strategy == "cos" ? optim::AnnealStrategy::Cos
+                                                             : optim::AnnealStrategy::Linear,
+                 .cycle_momentum = cycle_momentum,
+                 .base_momentum = base_momentum,
+                 .max_momentum = max_momentum,
+                 .div_factor = div_factor,
+                 .final_div_factor = final_div_factor,
+                 .three_phase = three_phase});
+          },
+          nb::arg("optimizer"), nb::arg("max_lr"), nb::arg("total_steps") = nb::none(),
+          nb::arg("epochs") = nb::none(), nb::arg("steps_per_epoch") = nb::none(),
+          nb::arg("pct_start") = 0.3, nb::arg("anneal_strategy") = "cos",
+          nb::arg("cycle_momentum") = true, nb::arg("base_momentum") = 0.85,
+          nb::arg("max_momentum") = 0.95, nb::arg("div_factor") = 25.0,
+          nb::arg("final_div_factor") = 1e4, nb::arg("three_phase") = false,
+          nb::keep_alive<1, 2>());
   nb::class_<optim::CosineAnnealingLR, LRScheduler>(m, "CosineAnnealingLR")
       .def(nb::init<optim::Optimizer&, int64_t, double, int64_t>(), nb::arg("optimizer"),
            nb::arg("T_max"), nb::arg("eta_min") = 0.0, nb::arg("warmup_steps") = 0,
            nb::keep_alive<1, 2>());
+}
+
+// GradScaler, as torch.amp.GradScaler (the device argument is taken and not needed: the scale
+// lives where the loss is).
+void bind_grad_scaler(nb::module_& m) {
+  using optim::GradScaler;
+  nb::class_<GradScaler>(m, "GradScaler")
+      .def(
+          "__init__",
+          [](GradScaler* self, const std::string& device, double init_scale, double growth_factor,
+             double backoff_factor, int64_t growth_interval, bool enabled) {
+            (void)device;
+            new (self) GradScaler({.init_scale = init_scale,
+                                   .growth_factor = growth_factor,
+                                   .backoff_factor = backoff_factor,
+                                   .growth_interval = growth_interval,
+                                   .enabled = enabled});
+          },
+          nb::arg("device") = "cuda", nb::arg("init_scale") = 65536.0,
+          nb::arg("growth_factor") = 2.0, nb::arg("backoff_factor") = 0.5,
+          nb::arg("growth_interval") = 2000, nb::arg("enabled") = true)
+      .def("scale", &GradScaler::scale, nb::arg("outputs"))
+      .def("unscale_", &GradScaler::unscale_, nb::arg("optimizer"))
+      .def("step", &GradScaler::step, nb::arg("optimizer"),
+           "optimizer.step() unless a gradient was inf or NaN; whether it ran.")
+      .def(
+          "update",
+          [](GradScaler& s, std::optional<double> new_scale) {
+            SINTER_CHECK(!new_scale, "GradScaler.update: new_scale is not supported");
+            s.update();
+          },
+          nb::arg("new_scale") = nb::none())
+      .def("get_scale", &GradScaler::get_scale)
+      .def("get_growth_tracker", &GradScaler::growth_tracker)
+      .def("is_enabled", &GradScaler::is_enabled)
+      .def("state_dict", &GradScaler::state_dict)
+      .def("load_state_dict", &GradScaler::load_state_dict, nb::arg("state_dict"));
 }
 
 }  // namespace
@@ -116,7 +189,21 @@ void bind_optim(nb::module_& root) {
           nb::arg("group"))
       .def(
           "set_group_lr", [](optim::Optimizer& o, size_t group, double lr) { o.set_lr(group, lr); },
-          nb::arg("group"), nb::arg("lr"));
+          nb::arg("group"), nb::arg("lr"))
+      .def("_num_groups", &optim::Optimizer::num_param_groups)
+      .def("_group_params", &optim::Optimizer::params, nb::arg("group"))
+      .def("_get", &optim::Optimizer::hyperparameter, nb::arg("group"), nb::arg("name"))
+      .def("_set", &optim::Optimizer::set_hyperparameter, nb::arg("group"), nb::arg("name"),
+           nb::arg("value"));
+  m.def(
+      "_clip_grad_norm_",
+      [](const std::vector<Tensor>& params, double max_norm, double norm_type) {
+        return optim::clip_grad_norm_on_device_(params, max_norm, norm_type);
+      },
+      nb::arg("parameters"), nb::arg("max_norm"), nb::arg("norm_type") = 2.0);
+  m.def("_clip_grad_value_", &optim::clip_grad_value_, nb::arg("parameters"),
+        nb::arg("clip_value"));
+  bind_grad_scaler(m);
   using optim::Betas;
   nb::module_ schedulers = m.def_submodule("lr_scheduler", "Learning-rate schedules.");
   bind_schedulers(schedulers);

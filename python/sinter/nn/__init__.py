@@ -57,7 +57,7 @@ from .._C.nn import (  # noqa: F401  (re-exported)
     Unfold,
     Upsample,
 )
-from . import functional, init  # noqa: F401
+from . import functional, init, utils  # noqa: F401
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 

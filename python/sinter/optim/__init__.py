@@ -1,0 +1,85 @@
+"""sinter.optim: the optimizers, with torch.optim's names and keyword arguments. They update the
+parameters' tensors in place, for modules written in C++ or in Python alike. param_groups reads
+and writes each group's hyperparameters as torch's dicts do (betas as a pair), and
+sinter.optim.lr_scheduler holds the schedules."""
+
+import collections.abc
+
+from .. import _C
+from . import lr_scheduler  # noqa: F401
+
+Optimizer = _C.optim.Optimizer
+
+
+class _ParamGroup(collections.abc.MutableMapping):
+    """One parameter group of an optimizer, as the dict torch keeps: "params", the
+    hyperparameters by name ("lr", "weight_decay", ...; Adam's beta1 and beta2 as "betas"). A
+    write changes the optimizer's value (checked as the constructor checks it)."""
+
+    def __init__(self, optimizer, index):
+        self._opt, self._index = optimizer, index
+
+    def _names(self):
+        prefix = f"param_groups.{self._index}."
+        names = [k[len(prefix):] for k in self._opt.state_dict() if k.startswith(prefix)]
+        names = [n for n in names if n != "num_params"]
+        if "beta1" in names and "beta2" in names:
+            names = [n for n in names if n not in ("beta1", "beta2")] + ["betas"]
+        return ["params"] + sorted(names)
+
+    def __getitem__(self, name):
+        if name == "params":
+            return list(self._opt._group_params(self._index))
+        if name == "betas":
+            return (self._opt._get(self._index, "beta1"), self._opt._get(self._index, "beta2"))
+        if name not in self._names():
+            raise KeyError(name)
+        return self._opt._get(self._index, name)
+
+    def __setitem__(self, name, value):
+        if name == "params":
+            raise TypeError("a parameter group's params cannot be replaced; make a new optimizer")
+        if name == "betas":
+            self._opt._set(self._index, "beta1", float(value[0]))
+            self._opt._set(self._index, "beta2", float(value[1]))
+            return
+        if name not in self._names():
+            raise KeyError(f"'{name}' is not a hyperparameter of this optimizer")
+        self._opt._set(self._index, name, float(value))
+
+    def __delitem__(self, name):
+        raise TypeError("a parameter group's entries cannot be deleted")
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __len__(self):
+        return len(self._names())
+
+    def __repr__(self):
+        return repr({k: (f"[{len(v)} tensors]" if k == "params" else v) for k, v in self.items()})
+
+
+Optimizer.param_groups = property(
+    lambda self: [_ParamGroup(self, g) for g in range(self._num_groups())],
+    doc="The parameter groups, as torch's list of dicts (see _ParamGroup).")
+
+
+def _optimizer(base):
+    class Wrapped(base):
+        __doc__ = f"torch.optim.{base.__name__}'s options (lr may also be the second argument)."
+
+        def __init__(self, params, lr=None, **kwargs):
+            if lr is not None:
+                kwargs["lr"] = lr
+            super().__init__(list(params), **kwargs)
+
+    Wrapped.__name__ = Wrapped.__qualname__ = base.__name__
+    return Wrapped
+
+
+SGD = _optimizer(_C.optim.SGD)
+Adam = _optimizer(_C.optim.Adam)
+AdamW = _optimizer(_C.optim.AdamW)
+RMSprop = _optimizer(_C.optim.RMSprop)
+Adagrad = _optimizer(_C.optim.Adagrad)
