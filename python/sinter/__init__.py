@@ -147,7 +147,8 @@ from ._ops import (  # noqa: F401  (re-exported)
     unsqueeze,
     var,
 )
-from . import amp, autograd, cuda, datasets, models, nn, onnx, optim, safetensors  # noqa: F401
+from . import amp, autograd, cuda, datasets, distributed, models, nn, onnx, optim  # noqa: F401
+from . import safetensors  # noqa: F401
 from . import utils  # noqa: F401
 from .amp import autocast  # noqa: F401
 from ._formatting import tensor_repr as _tensor_repr

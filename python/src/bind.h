@@ -1,9 +1,11 @@
 // The pieces of the Python extension sinter._C (nanobind), one file each: dtypes, devices and
-// scalars (types.cpp), Tensor (tensor.cpp, indexing.cpp), factories (factories.cpp), DLPack and
-// NumPy exchange (dlpack.cpp), autograd (autograd.cpp), the C++ modules and functional ops
-// (nn.cpp), the ops beyond the methods of tensor.cpp (ops.cpp), the optimizers (optim.cpp),
-// datasets, the DataLoader and the reference models (data.cpp), files, TensorBoard, autocast and
-// CUDA queries (io.cpp). Python's own layer is python/sinter/.
+// scalars (types.cpp), Tensor (tensor.cpp, indexing.cpp), the ops beyond tensor.cpp's methods
+// (ops.cpp), factories (factories.cpp), DLPack and NumPy exchange (dlpack.cpp), autograd
+// (autograd.cpp), the C++ modules (nn.cpp, layers.cpp) and functional ops (nn.cpp,
+// functional.cpp), the optimizers, schedules and GradScaler (optim.cpp), datasets, the DataLoader
+// and the reference models (data.cpp), files, TensorBoard, autocast and CUDA queries (io.cpp), and
+// Python modules and functions where C++ takes its own: DDP, ONNX export, checkpointing
+// (adapter.cpp). Python's own layer is python/sinter/.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -83,5 +85,6 @@ void bind_models(nb::module_& models);
 void bind_optim(nb::module_& m);
 void bind_data(nb::module_& m);
 void bind_io(nb::module_& m);
+void bind_adapter(nb::module_& m);
 
 }  // namespace sinter::python

@@ -46,5 +46,7 @@ NB_MODULE(_C, m) {
   bind_nn(m);
   bind_optim(m);
   bind_data(m);
+  bind_models(m);
   bind_io(m);
+  bind_adapter(m);
 }

@@ -2,6 +2,7 @@
 // (rank 0's unique id broadcast through MPI), and a communication stream of its own, ordered
 // against the device's current stream with events, never with host waits.
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <nccl.h>
 
 #include <chrono>
@@ -23,13 +24,67 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-#define SINTER_NCCL_CALL(rank, what, expr)                                    \
-  do {                                                                        \
-    const ncclResult_t sinter_nccl_rc_ = (expr);                              \
-    if (sinter_nccl_rc_ != ncclSuccess) {                                     \
-      SINTER_THROW("ProcessGroup: rank ", rank, ": ", what,                   \
-                   " failed in NCCL: ", ncclGetErrorString(sinter_nccl_rc_)); \
-    }                                                                         \
+// Note [nccl loading]
+// NCCL is opened when a CUDA tensor first meets a process group, with dlopen("libnccl.so.2"), not
+// linked: a process that already holds an NCCL (PyTorch's wheel brings its own, and Python
+// imports sinter and torch in either order) then shares that one, since the loader matches the
+// soname, instead of the first import's NCCL shadowing the other's newer symbols. Where the loader
+// finds none, the library found at build time (SINTER_NCCL_LIBRARY) is tried; failing both is an
+// error naming them. Every NCCL call goes through the table below.
+struct NcclApi {
+  decltype(&::ncclGetErrorString) GetErrorString;
+  decltype(&::ncclGetUniqueId) GetUniqueId;
+  decltype(&::ncclCommInitRank) CommInitRank;
+  decltype(&::ncclCommDestroy) CommDestroy;
+  decltype(&::ncclCommAbort) CommAbort;
+  decltype(&::ncclCommGetAsyncError) CommGetAsyncError;
+  decltype(&::ncclAllReduce) AllReduce;
+  decltype(&::ncclBroadcast) Broadcast;
+  decltype(&::ncclReduceScatter) ReduceScatter;
+  decltype(&::ncclAllGather) AllGather;
+};
+
+#ifndef SINTER_NCCL_LIBRARY
+#define SINTER_NCCL_LIBRARY "libnccl.so"
+#endif
+
+const NcclApi& nccl() {
+  static const NcclApi api = [] {
+    void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) lib = dlopen(SINTER_NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    SINTER_CHECK(lib != nullptr, "ProcessGroup: NCCL could not be loaded (libnccl.so.2, then ",
+                 SINTER_NCCL_LIBRARY, "): ", dlerror(),
+                 "; install NCCL or add its folder to LD_LIBRARY_PATH");
+    auto sym = [lib](const char* name) {
+      void* f = dlsym(lib, name);
+      SINTER_CHECK(f != nullptr, "ProcessGroup: the NCCL library has no ", name);
+      return f;
+    };
+    NcclApi a{};
+#define SINTER_NCCL_LOAD_(field) a.field = reinterpret_cast<decltype(a.field)>(sym("nccl" #field));
+    SINTER_NCCL_LOAD_(GetErrorString)
+    SINTER_NCCL_LOAD_(GetUniqueId)
+    SINTER_NCCL_LOAD_(CommInitRank)
+    SINTER_NCCL_LOAD_(CommDestroy)
+    SINTER_NCCL_LOAD_(CommAbort)
+    SINTER_NCCL_LOAD_(CommGetAsyncError)
+    SINTER_NCCL_LOAD_(AllReduce)
+    SINTER_NCCL_LOAD_(Broadcast)
+    SINTER_NCCL_LOAD_(ReduceScatter)
+    SINTER_NCCL_LOAD_(AllGather)
+#undef SINTER_NCCL_LOAD_
+    return a;
+  }();
+  return api;
+}
+
+#define SINTER_NCCL_CALL(rank, what, expr)                                       \
+  do {                                                                           \
+    const ncclResult_t sinter_nccl_rc_ = (expr);                                 \
+    if (sinter_nccl_rc_ != ncclSuccess) {                                        \
+      SINTER_THROW("ProcessGroup: rank ", rank, ": ", what,                      \
+                   " failed in NCCL: ", nccl().GetErrorString(sinter_nccl_rc_)); \
+    }                                                                            \
   } while (0)
 
 // NCCL's type of each dtype; bools travel as their 0/1 bytes.
@@ -113,10 +168,10 @@ struct CommState {
   // that went away) are reported here too.
   void check_progress() {
     ncclResult_t async = ncclSuccess;
-    if (ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess &&
+    if (nccl().CommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess &&
         async != ncclInProgress) {
       fail(sinter::detail::str_cat(
-          "rank ", rank, ": NCCL reported an asynchronous error: ", ncclGetErrorString(async)));
+          "rank ", rank, ": NCCL reported an asynchronous error: ", nccl().GetErrorString(async)));
     }
     std::erase_if(pending, [](const Pending& p) { return finished(p.done); });
     for (const Pending& p : pending) {
@@ -132,7 +187,7 @@ struct CommState {
   [[noreturn]] void fail(const std::string& why) {
     if (broken.empty()) {
       broken = why;
-      (void)ncclCommAbort(comm);
+      (void)nccl().CommAbort(comm);
       comm = nullptr;
       pending.clear();
     }
@@ -155,7 +210,7 @@ struct CommState {
         }
         (void)cudaGetLastError();
       }
-      (void)(drained ? ncclCommDestroy(comm) : ncclCommAbort(comm));
+      (void)(drained ? nccl().CommDestroy(comm) : nccl().CommAbort(comm));
     }
     if (stream) {
       // Live tensors may still name the stream as a use (Note [stream uses]): it is done with them.
@@ -234,33 +289,34 @@ class NcclBackendImpl final : public NcclBackend {
 
   std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op) override {
     return launch("all_reduce", tensor, {tensor}, 1, [&](cudaStream_t s) {
-      return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(),
-                           static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()),
-                           reduce_op(tensor.dtype(), op), state_->comm, s);
+      return nccl().AllReduce(tensor.data_ptr(), tensor.data_ptr(),
+                              static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()),
+                              reduce_op(tensor.dtype(), op), state_->comm, s);
     });
   }
 
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
     // The root only reads its tensor.
     return launch("broadcast", tensor, {tensor}, state_->rank == root ? 0 : 1, [&](cudaStream_t s) {
-      return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(),
-                           static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()), root,
-                           state_->comm, s);
+      return nccl().Broadcast(tensor.data_ptr(), tensor.data_ptr(),
+                              static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()), root,
+                              state_->comm, s);
     });
   }
 
   std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) override {
     return launch("reduce_scatter", input, {output, input}, 1, [&](cudaStream_t s) {
-      return ncclReduceScatter(input.data_ptr(), output.data_ptr(),
-                               static_cast<size_t>(output.numel()), nccl_type(input.dtype()),
-                               reduce_op(input.dtype(), op), state_->comm, s);
+      return nccl().ReduceScatter(input.data_ptr(), output.data_ptr(),
+                                  static_cast<size_t>(output.numel()), nccl_type(input.dtype()),
+                                  reduce_op(input.dtype(), op), state_->comm, s);
     });
   }
 
   std::shared_ptr<Work> all_gather(const Tensor& tensor, Tensor& out) override {
     return launch("all_gather", tensor, {out, tensor}, 1, [&](cudaStream_t s) {
-      return ncclAllGather(tensor.data_ptr(), out.data_ptr(), static_cast<size_t>(tensor.numel()),
-                           nccl_type(tensor.dtype()), state_->comm, s);
+      return nccl().AllGather(tensor.data_ptr(), out.data_ptr(),
+                              static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()),
+                              state_->comm, s);
     });
   }
 
@@ -298,7 +354,7 @@ class NcclBackendImpl final : public NcclBackend {
       const ncclResult_t rc = call(st.stream);
       if (rc != ncclSuccess) {
         st.fail(sinter::detail::str_cat("rank ", st.rank, ": ", text,
-                                        " failed in NCCL: ", ncclGetErrorString(rc)));
+                                        " failed in NCCL: ", nccl().GetErrorString(rc)));
       }
     }
     EventPtr done = make_event();
@@ -315,7 +371,7 @@ class NcclBackendImpl final : public NcclBackend {
 
 std::unique_ptr<NcclBackend> make_nccl_backend(const NcclSetup& setup) {
   ncclUniqueId id;
-  if (setup.rank == 0) SINTER_NCCL_CALL(setup.rank, "ncclGetUniqueId", ncclGetUniqueId(&id));
+  if (setup.rank == 0) SINTER_NCCL_CALL(setup.rank, "ncclGetUniqueId", nccl().GetUniqueId(&id));
   setup.broadcast_from_rank0(&id, sizeof(id));
   // One GPU per rank: it becomes this process's current device. Two ranks on one GPU would fail
   // inside NCCL's setup with a message that names neither; every rank compares the GPUs' UUIDs
@@ -334,7 +390,7 @@ std::unique_ptr<NcclBackend> make_nccl_backend(const NcclSetup& setup) {
   state->timeout = setup.timeout;
   SINTER_CUDA_CHECK(cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking));
   SINTER_NCCL_CALL(setup.rank, "ncclCommInitRank",
-                   ncclCommInitRank(&state->comm, setup.size, id, setup.rank));
+                   nccl().CommInitRank(&state->comm, setup.size, id, setup.rank));
   return std::make_unique<NcclBackendImpl>(std::move(state));
 }
 

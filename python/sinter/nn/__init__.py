@@ -452,3 +452,6 @@ LeakyReLU = _activation("LeakyReLU", functional.leaky_relu, ("negative_slope",),
 Hardtanh = _activation("Hardtanh", functional.hardtanh, ("min_val", "max_val"), (-1.0, 1.0))
 ReLU6 = _activation("ReLU6", functional.relu6)
 Softplus = _activation("Softplus", functional.softplus, ("beta", "threshold"), (1.0, 20.0))
+
+
+from . import parallel  # noqa: E402,F401  (needs Module above)

@@ -3,6 +3,7 @@
 import math
 
 from .. import _C
+from .._grad_mode import no_grad
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
@@ -31,3 +32,18 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
     if isinstance(parameters, _C.Tensor):
         parameters = [parameters]
     _C.optim._clip_grad_value_([p for p in parameters if p.grad is not None], float(clip_value))
+
+
+def parameters_to_vector(parameters):
+    """The parameters flattened and joined into one vector, as torch's."""
+    return _C.cat([p.reshape(-1) for p in parameters])
+
+
+def vector_to_parameters(vec, parameters):
+    """Copies consecutive slices of vec into the parameters, in place, as torch's."""
+    offset = 0
+    with no_grad():
+        for p in parameters:
+            n = p.numel()
+            p.copy_(vec[offset:offset + n].reshape(*p.shape))
+            offset += n

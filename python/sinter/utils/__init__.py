@@ -1,4 +1,4 @@
-"""sinter.utils: data loading (sinter.utils.data) and TensorBoard logs
-(sinter.utils.tensorboard)."""
+"""sinter.utils: data loading (sinter.utils.data), activation checkpointing
+(sinter.utils.checkpoint) and TensorBoard logs (sinter.utils.tensorboard)."""
 
-from . import data, tensorboard  # noqa: F401
+from . import checkpoint, data, tensorboard  # noqa: F401

@@ -24,7 +24,7 @@ from .._tensor_data import tensor as _tensor
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
            "random_split", "default_collate", "DataLoader", "Sampler", "SequentialSampler",
-           "RandomSampler", "BatchSampler", "first"]
+           "RandomSampler", "BatchSampler", "DistributedSampler", "first"]
 
 
 class Dataset(abc.ABC):
@@ -164,6 +164,33 @@ class BatchSampler(Sampler):
     def __len__(self):
         n = len(self.sampler)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
+class DistributedSampler(Sampler):
+    """Rank `rank`'s share of the indices of `dataset` (the C++ DistributedSampler: a permutation
+    fixed by seed and epoch, padded to a multiple of the ranks): give it to a DataLoader as its
+    sampler and call set_epoch(epoch) before each epoch. num_replicas and rank default to the
+    process group's (sinter.distributed)."""
+
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
+                 drop_last=False):
+        from .. import distributed
+        num_replicas = distributed.get_world_size() if num_replicas is None else num_replicas
+        rank = distributed.get_rank() if rank is None else rank
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"Invalid rank {rank}, rank should be in the interval "
+                             f"[0, {num_replicas - 1}]")
+        self._impl = _root.distributed._DistributedSampler(len(dataset), num_replicas, rank,
+                                                           shuffle, seed, drop_last)
+
+    def set_epoch(self, epoch):
+        self._impl.set_epoch(epoch)
+
+    def __iter__(self):
+        return iter(self._impl.indices())
+
+    def __len__(self):
+        return self._impl.num_samples()
 
 
 def default_collate(batch):
