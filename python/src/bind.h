@@ -5,7 +5,8 @@
 // functional.cpp), the optimizers, schedules and GradScaler (optim.cpp), datasets, the DataLoader
 // and the reference models (data.cpp), files, TensorBoard, autocast and CUDA queries (io.cpp), and
 // Python modules and functions where C++ takes its own: DDP, ONNX export, checkpointing
-// (adapter.cpp). Python's own layer is python/sinter/.
+// (adapter.cpp), the profiler and int8 quantization (tools.cpp). Python's own layer is
+// python/sinter/.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -86,5 +87,6 @@ void bind_optim(nb::module_& m);
 void bind_data(nb::module_& m);
 void bind_io(nb::module_& m);
 void bind_adapter(nb::module_& m);
+void bind_tools(nb::module_& m);
 
 }  // namespace sinter::python

@@ -93,6 +93,56 @@ void bind_cuda(nb::module_& m) {
       "memory_reserved", [](int device) { return cuda::memory_stats(device).reserved_bytes; },
       nb::arg("device") = -1);
   m.def("reset_peak_memory_stats", &cuda::reset_peak_memory_stats, nb::arg("device") = -1);
+  m.def("current_device", &cuda::current_device);
+  m.def("set_device", &cuda::set_device, nb::arg("device"));
+  m.def("empty_cache", &cuda::empty_cache);
+  m.def("memory_summary", &cuda::memory_summary);
+  m.def("is_current_stream_capturing", &cuda::is_capturing);
+  m.def(
+      "get_device_properties",
+      [](int device) {
+        const cuda::DeviceProperties p = cuda::get_device_properties(device);
+        nb::dict d;
+        d["name"] = p.name;
+        d["major"] = p.major;
+        d["minor"] = p.minor;
+        d["multi_processor_count"] = p.multiprocessor_count;
+        d["total_memory"] = p.total_memory;
+        d["pci_bus_id"] = p.pci_bus_id;
+        return d;
+      },
+      nb::arg("device") = -1);
+  // A Python callable run by C++ (a captured step): called with the GIL, released with it.
+  auto held = [](nb::object fn) {
+    auto p = std::shared_ptr<nb::object>(new nb::object(std::move(fn)), [](nb::object* o) {
+      nb::gil_scoped_acquire gil;
+      delete o;
+    });
+    return [p] {
+      nb::gil_scoped_acquire gil;
+      (*p)();
+    };
+  };
+  nb::class_<cuda::Graph>(m, "CUDAGraph", "A captured sequence of device work, replayed at once.")
+      .def(nb::init<>())
+      .def(
+          "capture",
+          [held](cuda::Graph& g, nb::object fn, int device) { g.capture(held(fn), device); },
+          nb::arg("fn"), nb::arg("device") = -1,
+          "Runs fn on a fresh stream, recording its device work instead of running it.")
+      .def("replay", &cuda::Graph::replay)
+      .def("captured", &cuda::Graph::captured);
+  nb::class_<cuda::GraphedStep>(m, "GraphedStep",
+                                "A training step run eagerly `warmup` times, then captured once "
+                                "and replayed.")
+      .def(
+          "__init__",
+          [held](cuda::GraphedStep* self, nb::object step, int warmup, int device) {
+            new (self) cuda::GraphedStep(held(step), warmup, device);
+          },
+          nb::arg("step"), nb::arg("warmup") = 3, nb::arg("device") = -1)
+      .def("__call__", &cuda::GraphedStep::run)
+      .def("graphed", &cuda::GraphedStep::graphed);
 }
 
 void bind_onnx(nb::module_& m) {

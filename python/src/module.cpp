@@ -49,4 +49,5 @@ NB_MODULE(_C, m) {
   bind_models(m);
   bind_io(m);
   bind_adapter(m);
+  bind_tools(m);
 }
