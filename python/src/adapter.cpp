@@ -28,11 +28,7 @@ namespace {
 // Parameter from .to()) is not followed, so wrap a module (DDP) after moving it.
 class PyModule final : public nn::Module {
  public:
-  explicit PyModule(nb::handle module)
-      : module_(new nb::object(nb::borrow(module)), [](nb::object* p) {
-          nb::gil_scoped_acquire gil;
-          delete p;
-        }) {
+  explicit PyModule(nb::handle module) : module_(keep_object(nb::borrow(module))) {
     type_ = nb::cast<std::string>(nb::type_name(module.type()));
     for (auto [name, value] : nb::cast<nb::dict>(module.attr("_parameters"))) {
       if (!value.is_none()) {
@@ -85,10 +81,7 @@ std::shared_ptr<nn::Module> PyModule::as_cpp_module(nb::handle module) {
 
 // A Python callable taking and returning lists of tensors, as checkpoint's function.
 std::vector<Tensor> checkpoint_py(nb::object fn, const std::vector<Tensor>& inputs) {
-  auto held = std::shared_ptr<nb::object>(new nb::object(std::move(fn)), [](nb::object* p) {
-    nb::gil_scoped_acquire gil;
-    delete p;
-  });
+  std::shared_ptr<nb::object> held = keep_object(std::move(fn));
   return autograd::checkpoint(
       [held](const std::vector<Tensor>& xs) {
         nb::gil_scoped_acquire gil;

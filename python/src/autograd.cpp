@@ -17,14 +17,6 @@
 namespace sinter::python {
 namespace {
 
-// A Python callable kept by C++ (a hook), released with the GIL held wherever the last owner dies.
-std::shared_ptr<nb::object> keep(nb::object fn) {
-  return std::shared_ptr<nb::object>(new nb::object(std::move(fn)), [](nb::object* p) {
-    nb::gil_scoped_acquire gil;
-    delete p;
-  });
-}
-
 // The guard behind sinter.inference_mode(mode): entered and left by the Python context manager.
 class InferenceGuard {
  public:
@@ -52,7 +44,7 @@ void record_function(const std::string& name, const std::vector<nb::object>& out
                      const std::vector<Tensor>& inputs, nb::object backward) {
   std::vector<Tensor*> outs;
   for (const nb::object& o : outputs) outs.push_back(&nb::cast<Tensor&>(o));
-  std::shared_ptr<nb::object> fn = keep(std::move(backward));
+  std::shared_ptr<nb::object> fn = keep_object(std::move(backward));
   const size_t n_inputs = inputs.size();
   autograd::record(interned(name), outs, inputs, [fn, n_inputs](const std::vector<Tensor>& grads) {
     nb::gil_scoped_acquire gil;
@@ -107,7 +99,7 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& c) {
       .def(
           "register_hook",
           [](const Tensor& t, nb::object fn) {
-            std::shared_ptr<nb::object> hook = keep(std::move(fn));
+            std::shared_ptr<nb::object> hook = keep_object(std::move(fn));
             t.register_hook([hook](const Tensor& g) {
               nb::gil_scoped_acquire gil;
               nb::object out = (*hook)(g);

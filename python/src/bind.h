@@ -11,6 +11,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -41,6 +42,10 @@ std::optional<Device> device_of(nb::handle h);
 // The options of a factory call.
 TensorOptions options_of(const std::optional<PyDType>& dtype, nb::handle device, bool requires_grad,
                          DType fallback = DType::f32);
+
+// A Python object held by C++ (a callable, a module), released with the GIL held wherever its
+// last owner dies.
+std::shared_ptr<nb::object> keep_object(nb::object o);
 
 // A kernel size, stride, ... given as an int or as a tuple (PyTorch's _pair and _triple).
 Size2 size2_of(nb::handle h);

@@ -114,10 +114,7 @@ void bind_cuda(nb::module_& m) {
       nb::arg("device") = -1);
   // A Python callable run by C++ (a captured step): called with the GIL, released with it.
   auto held = [](nb::object fn) {
-    auto p = std::shared_ptr<nb::object>(new nb::object(std::move(fn)), [](nb::object* o) {
-      nb::gil_scoped_acquire gil;
-      delete o;
-    });
+    std::shared_ptr<nb::object> p = keep_object(std::move(fn));
     return [p] {
       nb::gil_scoped_acquire gil;
       (*p)();

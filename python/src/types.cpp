@@ -4,6 +4,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <memory>
 #include <string>
 
 #include "bind.h"
@@ -161,5 +162,12 @@ Reduction reduction_of(const std::string& r) {
 }
 
 Tensor or_undefined(const std::optional<Tensor>& t) { return t.value_or(Tensor()); }
+
+std::shared_ptr<nb::object> keep_object(nb::object o) {
+  return std::shared_ptr<nb::object>(new nb::object(std::move(o)), [](nb::object* p) {
+    nb::gil_scoped_acquire gil;
+    delete p;
+  });
+}
 
 }  // namespace sinter::python
