@@ -78,3 +78,20 @@ def barrier():
 def destroy_process_group():
     global _group
     _group = None
+
+
+class ZeroRedundancyOptimizer(_C.distributed._ZeRO):
+    """ZeRO over a DistributedDataParallel's gradient buckets (Note [zero sharding]): each rank
+    keeps the optimizer state of its 1/N shard of the parameters (stage 1), and with stage 2 only
+    its shard of the averaged gradients; step() updates the shard and all-gathers the parameters,
+    so every rank ends with the same model. optimizer_class is one of sinter.optim's, with its
+    keyword options:
+
+        ddp = sinter.nn.parallel.DistributedDataParallel(model)
+        opt = ZeroRedundancyOptimizer(ddp, sinter.optim.AdamW, lr=3e-4, weight_decay=0.1)
+
+    It is an optimizer like the others: param_groups, schedules, zero_grad; clip_grad_norm_
+    clips by the norm over every rank's shard; save_sharded/load_sharded checkpoint it."""
+
+    def __init__(self, ddp, optimizer_class, stage=2, **defaults):
+        super().__init__(ddp._ddp, optimizer_class.__name__, defaults, stage)

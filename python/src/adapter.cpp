@@ -154,6 +154,28 @@ void bind_distributed(nb::module_& m) {
   // Held by DistributedDataParallel.no_sync()'s with-block; dropping it ends the guard.
   nb::class_<DistributedDataParallel::NoSync>(m, "_NoSync")
       .def(nb::init<DistributedDataParallel&>(), nb::arg("ddp"), nb::keep_alive<1, 2>());
+  using dist::ZeroRedundancyOptimizer;
+  nb::class_<ZeroRedundancyOptimizer, optim::Optimizer>(m, "_ZeRO")
+      .def(
+          "__init__",
+          [](ZeroRedundancyOptimizer* self, DistributedDataParallel& ddp, const std::string& name,
+             const nb::dict& options, int stage) {
+            new (self) ZeroRedundancyOptimizer(
+                ddp, ZeroRedundancyOptimizer::MakeOptimizer([&](const std::vector<Tensor>& shards) {
+                  return make_optimizer(name, shards, options);
+                }),
+                {.stage = stage});
+          },
+          nb::arg("ddp"), nb::arg("optimizer"), nb::arg("options"), nb::arg("stage") = 2,
+          nb::keep_alive<1, 2>())
+      .def("clip_grad_norm_", &ZeroRedundancyOptimizer::clip_grad_norm_, nb::arg("max_norm"),
+           nb::arg("norm_type") = 2.0)
+      .def(
+          "save_sharded",
+          [](const ZeroRedundancyOptimizer& z, const std::string& path) { z.save_sharded(path); },
+          nb::arg("path"))
+      .def("load_sharded", &ZeroRedundancyOptimizer::load_sharded, nb::arg("path"))
+      .def_prop_ro("stage", &ZeroRedundancyOptimizer::stage);
   nb::class_<dist::DistributedSampler>(m, "_DistributedSampler")
       .def(nb::init<int64_t, int, int, bool, uint64_t, bool>(), nb::arg("size"),
            nb::arg("num_replicas"), nb::arg("rank"), nb::arg("shuffle") = true, nb::arg("seed") = 0,

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sinter/sinter.h"
 
@@ -76,6 +77,12 @@ InterpolateOptions interpolate_options_of(nb::handle size, nb::handle scale,
 Reduction reduction_of(const std::string& r);
 // An optional tensor argument, undefined for None.
 Tensor or_undefined(const std::optional<Tensor>& t);
+
+// sinter.optim's optimizer of class `which` ("AdamW") over params, with PyTorch's keyword
+// options.
+std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& which,
+                                                 const std::vector<Tensor>& params,
+                                                 const nb::dict& options);
 
 void bind_types(nb::module_& m);
 void bind_tensor(nb::module_& m);

@@ -17,7 +17,7 @@ namespace {
 
 // Options from keyword arguments named as the options' fields; an unknown name is a TypeError.
 template <class Options>
-Options options_from(const nb::kwargs& kwargs, const std::set<std::string>& known, Options o,
+Options options_from(const nb::dict& kwargs, const std::set<std::string>& known, Options o,
                      const char* optimizer) {
   for (auto [key, value] : kwargs) {
     const auto name = nb::cast<std::string>(key);
@@ -79,6 +79,18 @@ std::vector<Group> groups_from(const nb::list& dicts, const std::set<std::string
         }                                                                                          \
       },                                                                                           \
       nb::arg("params"), nb::arg("kwargs"));
+
+// An optimizer of the class named `which` over params with PyTorch's keyword options: what
+// make_optimizer (bind.h) gives ZeRO for its shards.
+#define SINTER_PY_MAKE_(O, Opt, LIST, name)                          \
+  if (which == name) {                                               \
+    const nb::dict& kwargs = options;                                \
+    Opt o;                                                           \
+    LIST(SINTER_PY_OPTION_SET_)                                      \
+    const std::set<std::string> known{LIST(SINTER_PY_OPTION_NAME_)}; \
+    o = options_from(kwargs, known, o, name);                        \
+    return std::make_unique<O>(params, o);                           \
+  }
 
 // sinter.optim.lr_scheduler: the schedulers over an optimizer (kept alive by them), as
 // torch.optim.lr_scheduler's: step() after the optimizer's step, get_last_lr().
@@ -172,6 +184,19 @@ void bind_grad_scaler(nb::module_& m) {
 }
 
 }  // namespace
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& which,
+                                                 const std::vector<Tensor>& params,
+                                                 const nb::dict& options) {
+  using namespace optim;
+  SINTER_PY_MAKE_(SGD, SGDOptions, SINTER_SGD_OPTIONS, "SGD")
+  SINTER_PY_MAKE_(Adam, AdamOptions, SINTER_ADAM_OPTIONS, "Adam")
+  SINTER_PY_MAKE_(AdamW, AdamWOptions, SINTER_ADAMW_OPTIONS, "AdamW")
+  SINTER_PY_MAKE_(RMSprop, RMSpropOptions, SINTER_RMSPROP_OPTIONS, "RMSprop")
+  SINTER_PY_MAKE_(Adagrad, AdagradOptions, SINTER_ADAGRAD_OPTIONS, "Adagrad")
+  throw nb::value_error(
+      ("no optimizer named '" + which + "' (SGD, Adam, AdamW, RMSprop or Adagrad)").c_str());
+}
 
 void bind_optim(nb::module_& root) {
   nb::module_ m = root.def_submodule("optim", "The optimizers, with PyTorch's options.");

@@ -81,6 +81,24 @@ def main():
     check(any(not close(a, e) for a, e in zip(local, expected)), "no_sync still averaged")
     ((ddp(x) - y) ** 2).mean().backward()
 
+    # ZeRO-2 with AdamW trains as plain AdamW on the averaged gradients does.
+    sinter.manual_seed(7)
+    full, sharded = Net(), Net()
+    sharded.load_state_dict(full.state_dict())
+    ddp_full = nn.parallel.DistributedDataParallel(full)
+    ddp_sharded = nn.parallel.DistributedDataParallel(sharded)
+    opt_full = sinter.optim.AdamW(full.parameters(), lr=0.05, betas=(0.9, 0.95))
+    opt_zero = dist.ZeroRedundancyOptimizer(ddp_sharded, sinter.optim.AdamW, lr=0.05,
+                                            betas=(0.9, 0.95))
+    check(opt_zero.param_groups[0]["lr"] == 0.05 and opt_zero.stage == 2, "ZeRO's options")
+    for _ in range(3):
+        for d, o in ((ddp_full, opt_full), (ddp_sharded, opt_zero)):
+            o.zero_grad()
+            ((d(x) - y) ** 2).mean().backward()
+            o.step()
+    for (name, a), b in zip(full.named_parameters(), sharded.parameters()):
+        check(close(a.detach(), b.detach(), 1e-5), f"ZeRO's {name} differs from AdamW's")
+
     sampler = sinter.utils.data.DistributedSampler(list(range(9)), shuffle=True, seed=3)
     mine = list(sampler)
     both = dist.group().all_gather(sinter.tensor(mine))
