@@ -184,6 +184,19 @@ def _to(self, *args, dtype=None, device=None, non_blocking=False):
     return _plain_to(self, *(args + extra), non_blocking=non_blocking)
 
 
+def _deepcopy(self, memo):
+    # A new tensor with the same values, dtype, device and requires_grad (a Parameter stays one);
+    # copy.deepcopy of a module written in Python copies its parameters through this.
+    out = self.detach().clone()
+    if type(self) is not Tensor:
+        out = type(self)(out, self.requires_grad)
+    elif self.requires_grad and self.is_leaf:
+        out.requires_grad_(True)
+    memo[id(self)] = out
+    return out
+
+
 Tensor.__iter__ = _iter
+Tensor.__deepcopy__ = _deepcopy
 Tensor.__array__ = _array
 Tensor.to = _to

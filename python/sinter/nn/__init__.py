@@ -362,6 +362,30 @@ def _apply_cpp(m, fn):
 CModule.__call__ = lambda self, *args, **kwargs: self.forward(*args, **kwargs)
 
 
+def _cmodule_getattr(self, name):
+    """A C++ layer's children, parameters and buffers by name, as torch's attributes
+    (gpt.blocks, gpt.blocks[0].attn, bn.running_mean)."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    for items in (self.named_children, lambda: self.named_parameters(),
+                  lambda: self.named_buffers()):
+        for key, value in items():
+            if key == name:
+                return value
+    raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+
+def _cmodule_getitem(self, i):
+    """The i-th child of a C++ container (ModuleList, Sequential)."""
+    children = [m for _, m in self.named_children()]
+    return children[i]
+
+
+CModule.__getattr__ = _cmodule_getattr
+CModule.__getitem__ = _cmodule_getitem
+CModule.__iter__ = lambda self: iter([m for _, m in self.named_children()])
+
+
 class Sequential(Module):
     """Modules run in order; named "0", "1", ... (or by an OrderedDict's keys)."""
 
