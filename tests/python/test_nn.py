@@ -211,3 +211,32 @@ def test_schedules_and_optimizer_state_as_torch(torch):
     again = sinter.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     again.load_state_dict(state)
     assert again.state_dict().keys() == state.keys()
+
+
+def test_cpp_layer_children_and_tensors_as_attributes():
+    gpt = sinter.models.GPT(context_length=8, n_layer=2, n_head=2, n_embd=16)
+    assert gpt.wte.weight.shape == (256, 16)
+    assert gpt.blocks[1].attn is not None and len(list(gpt.blocks)) == 2
+    bn = sinter.nn.BatchNorm2d(3)
+    assert bn.running_mean.tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        bn.nope
+
+
+def test_deepcopy_of_a_python_module_copies_its_tensors():
+    import copy
+
+    class M(sinter.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = sinter.nn.Parameter(sinter.ones(2))
+            self.register_buffer("b", sinter.zeros(1))
+
+    m = M()
+    c = copy.deepcopy(m)
+    with sinter.no_grad():
+        c.p.mul_(3)
+        c.b.add_(1)
+    assert m.p.tolist() == [1.0, 1.0] and m.b.tolist() == [0.0]
+    assert isinstance(c.p, sinter.nn.Parameter) and c.p.requires_grad
+    assert [n for n, _ in c.named_parameters()] == ["p"]
