@@ -80,6 +80,9 @@ Tensor from_dlpack(nb::ndarray<> a) {
   Device device = Device::cpu();
   if (a.device_type() == nb::device::cuda::value) {
     device = Device::cuda(a.device_id());
+    // The producer's pending writes may be on a stream of its own: the import waits for all the
+    // device's work, as the export does, so that Sinter's first read sees them.
+    cuda::synchronize(device.index);
   } else {
     SINTER_CHECK(a.device_type() == nb::device::cpu::value, "from_dlpack: unsupported device type ",
                  a.device_type(), " (Sinter takes CPU and CUDA memory)");

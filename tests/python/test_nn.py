@@ -240,3 +240,9 @@ def test_deepcopy_of_a_python_module_copies_its_tensors():
     assert m.p.tolist() == [1.0, 1.0] and m.b.tolist() == [0.0]
     assert isinstance(c.p, sinter.nn.Parameter) and c.p.requires_grad
     assert [n for n, _ in c.named_parameters()] == ["p"]
+
+
+def test_deepcopy_of_a_cpp_layer_says_what_to_do():
+    import copy
+    with pytest.raises(TypeError, match="make a new layer and load_state_dict"):
+        copy.deepcopy(sinter.nn.Linear(2, 2))

@@ -381,6 +381,12 @@ def _cmodule_getitem(self, i):
     return children[i]
 
 
+def _cmodule_deepcopy(self, memo):
+    raise TypeError(f"copy.deepcopy of a C++ layer ({self._type_name()}) is not supported: its "
+                    "tensors are shared by copies; make a new layer and load_state_dict into it")
+
+
+CModule.__deepcopy__ = _cmodule_deepcopy
 CModule.__getattr__ = _cmodule_getattr
 CModule.__getitem__ = _cmodule_getitem
 CModule.__iter__ = lambda self: iter([m for _, m in self.named_children()])
