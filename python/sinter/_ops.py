@@ -59,6 +59,8 @@ def min(input, dim=None, keepdim=False):
 def _std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """The standard deviation, sqrt of var (Bessel's correction unless unbiased=False or
     correction=0)."""
+    if isinstance(dim, bool):  # std(True): torch's old positional unbiased
+        dim, unbiased = None, dim
     if correction is None:
         correction = 0 if unbiased is False else 1
     return self.var(dim, correction=correction, keepdim=keepdim).sqrt()

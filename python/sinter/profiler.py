@@ -135,9 +135,11 @@ class record_function:
     (and an NVTX range); a context manager or a decorator."""
 
     def __init__(self, name):
-        self._range = _C.profiler._Range(name)
+        self._name = name
+        self._range = None
 
     def __enter__(self):
+        self._range = _C.profiler._Range(self._name)
         self._range.enter()
         return self
 
@@ -146,13 +148,14 @@ class record_function:
         return False
 
     def __call__(self, fn):
-        name = self._range
+        name = self._name
 
         @functools.wraps(fn)
         def wrapped(*args, **kwargs):
-            name.enter()
+            span = _C.profiler._Range(name)  # one per call: calls may nest or run on threads
+            span.enter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                name.exit()
+                span.exit()
         return wrapped

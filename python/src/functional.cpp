@@ -251,8 +251,8 @@ void bind_normalization(nb::module_& m) {
       "scaled_dot_product_attention",
       [](T q, T k, T v, OptT mask, double dropout_p, bool is_causal, std::optional<double> scale,
          bool enable_gqa) {
-        (void)enable_gqa;  // fewer K/V heads than Q heads are always taken
         AttentionOptions o;
+        o.enable_gqa = enable_gqa;
         o.causal = is_causal;
         o.scale = scale;
         o.dropout_p = dropout_p;

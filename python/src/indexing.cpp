@@ -21,7 +21,17 @@ std::optional<int64_t> slice_part(nb::handle part) {
   return nb::cast<int64_t>(part);
 }
 
-bool is_advanced(nb::handle h) { return nb::isinstance<Tensor>(h) || PyList_Check(h.ptr()); }
+// A 0-dim integer tensor indexes as the integer it holds (PyTorch's rule), not as an advanced
+// index.
+bool is_int_tensor(nb::handle h) {
+  if (!nb::isinstance<Tensor>(h)) return false;
+  const auto& t = nb::cast<const Tensor&>(h);
+  return t.dim() == 0 && is_integral(t.dtype()) && t.dtype() != DType::b8;
+}
+
+bool is_advanced(nb::handle h) {
+  return (nb::isinstance<Tensor>(h) && !is_int_tensor(h)) || PyList_Check(h.ptr());
+}
 
 // An advanced index as a tensor on `device`: a tensor, or a (nested) list of ints or bools made
 // into one as sinter.tensor makes it.
@@ -91,9 +101,10 @@ Tensor advanced(const Tensor& t, int64_t d, const Tensor& index) {
 // The advanced dims are moved to the front and merged into one of their sizes' product, the
 // positions checked (an index out of range is an IndexError naming it, its dim and size; negative
 // ones count from the end) and made flat on the host, and one index_select gathers them. An
-// assignment writes the value broadcast to the result's shape through the same positions with
-// index_add of (value - current), so that gradients flow to both; a position given more than once
-// takes its last value, as PyTorch's CPU kernel does. One advanced index alone (the common case)
+// assignment broadcasts the value to the result's shape and selects, for each merged row written,
+// its value (where(written, value, current): exact for every dtype and value); a position given
+// more than once takes its last value, as PyTorch's CPU kernel does. A 0-dim integer tensor
+// indexes as its integer. One advanced index alone (the common case)
 // keeps the device-side path of advanced() and reads nothing back for a read.
 struct Advanced {
   std::vector<int64_t> dims;    // in the basic-indexed tensor, ascending
@@ -231,18 +242,20 @@ void scatter_advanced(const Tensor& out, const Advanced& a, const Tensor& v) {
   Shape rows{static_cast<int64_t>(m.positions.size())};
   rows.insert(rows.end(), m.flat.shape().begin() + 1, m.flat.shape().end());
   const Tensor values = v.to(out.dtype()).expand(result_shape).permute(back).reshape(rows);
-  // The last occurrence of each position.
-  std::vector<int64_t> keep, seen_at(static_cast<size_t>(m.flat.size(0)), -1);
-  for (size_t e = 0; e < m.positions.size(); ++e) seen_at[m.positions[e]] = static_cast<int64_t>(e);
+  if (m.positions.empty()) return;
+  // Each row written takes its last write's value (PyTorch's CPU kernel's order), selected, not
+  // computed, so that every dtype and every value (inf, NaN) is written as given.
+  const int64_t p = m.flat.size(0);
+  std::vector<int64_t> source(static_cast<size_t>(p), 0), written(static_cast<size_t>(p), 0);
   for (size_t e = 0; e < m.positions.size(); ++e) {
-    if (seen_at[m.positions[e]] == static_cast<int64_t>(e)) keep.push_back(static_cast<int64_t>(e));
+    source[static_cast<size_t>(m.positions[e])] = static_cast<int64_t>(e);
+    written[static_cast<size_t>(m.positions[e])] = 1;
   }
-  std::vector<int64_t> kept_positions;
-  for (int64_t e : keep) kept_positions.push_back(m.positions[static_cast<size_t>(e)]);
-  const Tensor pos = from_vector<int64_t>(kept_positions).to(out.device());
-  const Tensor kept = index_select(values, 0, from_vector<int64_t>(keep).to(out.device()));
-  const Tensor updated = index_add(m.flat, 0, pos, sub(kept, index_select(m.flat, 0, pos)));
-  m.view.copy_(updated.reshape(m.view.shape()));
+  Shape mask_shape(static_cast<size_t>(m.flat.dim()), 1);
+  mask_shape[0] = p;
+  const Tensor mask = ne(from_vector<int64_t>(written).to(out.device()), 0).reshape(mask_shape);
+  const Tensor picked = index_select(values, 0, from_vector<int64_t>(source).to(out.device()));
+  m.view.copy_(where(mask, picked, m.flat).reshape(m.view.shape()));
 }
 
 Tensor get(const Tensor& t, nb::handle key) {
@@ -281,7 +294,8 @@ Tensor get(const Tensor& t, nb::handle key) {
            std::string(Py_TYPE(h.ptr())->tp_name) + ")")
               .c_str());
     } else {
-      const int64_t i = nb::cast<int64_t>(h);
+      const int64_t i = is_int_tensor(h) ? nb::cast<const Tensor&>(h).to(DType::i64).item<int64_t>()
+                                         : nb::cast<int64_t>(h);
       const int64_t n = out.size(d);
       SINTER_CHECK(i >= -n && i < n, "index ", i, " is out of bounds for dimension ", d,
                    " with size ", n);
@@ -334,10 +348,8 @@ void set(Tensor& t, nb::handle key, nb::handle value) {
   // A bool mask over the whole tensor: where(mask, value, t), written back.
   if (!PyTuple_Check(key.ptr()) && nb::isinstance<Tensor>(key) &&
       nb::cast<const Tensor&>(key).dtype() == DType::b8 &&
-      nb::cast<const Tensor&>(key).shape() == t.shape()) {
+      nb::cast<const Tensor&>(key).shape() == t.shape() && v.numel() == 1) {
     const Tensor mask = nb::cast<Tensor>(key).to(t.device());
-    SINTER_CHECK(v.numel() == 1, "index_put: assigning through a mask takes a single value, got ",
-                 v.numel(), " values");
     t.copy_(where(mask, v.to(t.dtype()).reshape({}).expand(t.shape()), t));
     return;
   }

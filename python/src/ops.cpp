@@ -61,6 +61,26 @@ std::vector<int64_t> int_list(nb::handle h) {
   return nb::cast<std::vector<int64_t>>(h);
 }
 
+// alpha of add and sub: a Python number or a one-element tensor; a floating alpha for an
+// integral result is an error, as PyTorch's.
+Scalar alpha_of(T a, const Operand& other, nb::handle alpha, const char* op) {
+  std::optional<Scalar> k = scalar_of(alpha);
+  if (!k && nb::isinstance<Tensor>(alpha) && nb::cast<const Tensor&>(alpha).numel() == 1) {
+    const Tensor& t = nb::cast<const Tensor&>(alpha);
+    k = is_floating(t.dtype()) ? Scalar(t.to(DType::f64).item<double>())
+                               : Scalar(t.to(DType::i64).item<int64_t>());
+  }
+  if (!k) {
+    throw nb::type_error((std::string(op) + "(): argument 'alpha' must be Number, not " +
+                          nb::cast<std::string>(nb::type_name(alpha.type())))
+                             .c_str());
+  }
+  const DType result = other.tensor ? result_type(a, *other.tensor) : result_type(a, *other.scalar);
+  SINTER_CHECK(!k->is_float() || is_floating(result),
+               "For integral input tensors, argument alpha must not be a floating point number.");
+  return *k;
+}
+
 // add and sub: input op alpha * other, other a tensor or a number.
 template <class WithTensor, class WithScalar>
 void def_with_alpha(nb::module_& m, nb::class_<Tensor>& c, const char* name, WithTensor tt,
@@ -69,7 +89,7 @@ void def_with_alpha(nb::module_& m, nb::class_<Tensor>& c, const char* name, Wit
       m, c, name,
       [name, tt, ts](T a, nb::handle b, nb::handle alpha) {
         const Operand o = operand_of(b, name, "other");
-        const Scalar k = scalar_of(alpha).value_or(Scalar(int64_t{1}));
+        const Scalar k = alpha_of(a, o, alpha, name);
         return o.tensor ? tt(a, *o.tensor, k) : ts(a, scaled(*o.scalar, k));
       },
       nb::arg("other").none(), nb::kw_only(), nb::arg("alpha") = 1);
@@ -163,8 +183,10 @@ void bind_selection(nb::module_& m, nb::class_<Tensor>& c) {
       [](T a, T mask, nb::handle value) {
         const Operand v = operand_of(value, "masked_fill", "value");
         if (v.scalar) return masked_fill(a, mask, *v.scalar);
-        SINTER_CHECK(v.tensor->numel() == 1, "masked_fill: a tensor value must have one element, ",
-                     "got ", v.tensor->numel());
+        SINTER_CHECK(v.tensor->dim() == 0,
+                     "masked_fill_ only supports a 0-dimensional value tensor, but got tensor "
+                     "with ",
+                     v.tensor->dim(), " dimension(s).");
         return where(mask, v.tensor->to(a.dtype()), a);
       },
       nb::arg("mask"), nb::arg("value"));

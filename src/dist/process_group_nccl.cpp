@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iterator>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -370,8 +371,25 @@ class NcclBackendImpl final : public NcclBackend {
 }  // namespace
 
 std::unique_ptr<NcclBackend> make_nccl_backend(const NcclSetup& setup) {
-  ncclUniqueId id;
-  if (setup.rank == 0) SINTER_NCCL_CALL(setup.rank, "ncclGetUniqueId", nccl().GetUniqueId(&id));
+  // Every rank opens NCCL (Note [nccl loading]), and rank 0 makes the id, before any rank waits for
+  // another: a rank that failed alone would leave the others in the broadcast. The ranks then
+  // agree on the outcome, and every one throws when any failed.
+  ncclUniqueId id{};
+  std::string error;
+  try {
+    (void)nccl();
+    if (setup.rank == 0) SINTER_NCCL_CALL(setup.rank, "ncclGetUniqueId", nccl().GetUniqueId(&id));
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  const char ok = error.empty() ? 1 : 0;
+  std::vector<char> oks(static_cast<size_t>(setup.size));
+  setup.all_gather(&ok, oks.data(), 1);
+  SINTER_CHECK(error.empty(), error);
+  for (int r = 0; r < setup.size; ++r) {
+    SINTER_CHECK(oks[static_cast<size_t>(r)] != 0, "ProcessGroup: rank ", setup.rank, ": rank ", r,
+                 " could not set up NCCL (its own error says why)");
+  }
   setup.broadcast_from_rank0(&id, sizeof(id));
   // One GPU per rank: it becomes this process's current device. Two ranks on one GPU would fail
   // inside NCCL's setup with a message that names neither; every rank compares the GPUs' UUIDs

@@ -88,3 +88,29 @@ def test_errors():
     leaf = sinter.zeros(3, requires_grad=True)
     with pytest.raises(RuntimeError):
         leaf[sinter.tensor([0])] = 1.0  # in place on a leaf that requires grad, as torch refuses
+
+
+def test_assignment_is_exact_for_every_dtype_and_value(torch):
+    # Values are selected, not computed from the old ones: inf, huge values, ints and bools.
+    cases = [
+        (lambda L: L.tensor([float("inf"), 2.0]), lambda L: [0], lambda L: 1.0),
+        (lambda L: L.tensor([1e8, 2.0]), lambda L: [0, 1], lambda L: L.tensor([1.0, 3.0])),
+        (lambda L: L.tensor([float("nan"), 2.0]), lambda L: [0], lambda L: 5.0),
+        (lambda L: L.arange(4), lambda L: [0, 2], lambda L: 9),
+        (lambda L: L.zeros(3, dtype=L.bool), lambda L: [1], lambda L: True),
+        (lambda L: L.zeros(4), lambda L: L.tensor([True, False, True, False]),
+         lambda L: L.tensor([1.0, 2.0])),
+    ]
+    for make, key, value in cases:
+        out = []
+        for L in (sinter, torch):
+            t = make(L)
+            t[key(L)] = value(L)
+            out.append(t.tolist())
+        assert out[0] == out[1]
+
+
+def test_a_0_dim_integer_tensor_indexes_as_an_integer(torch):
+    got = sinter.arange(120).reshape(2, 3, 4, 5)[sinter.tensor(1), :, [0, 2]]
+    want = torch.arange(120).reshape(2, 3, 4, 5)[torch.tensor(1), :, [0, 2]]
+    assert got.shape == tuple(want.shape) and got.flatten().tolist() == want.flatten().tolist()

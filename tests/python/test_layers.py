@@ -201,3 +201,20 @@ def test_argument_errors():
         F.pad(sinter.ones(1, 4), (1, 1), mode="edge")
     with pytest.raises(ValueError, match="not a valid value for reduction"):
         F.l1_loss(sinter.ones(2), sinter.ones(2), reduction="avg")
+
+
+def test_gqa_attention_and_activation_keywords(torch):
+    import torch.nn.functional as TF
+    q, k = _rand(sinter, 2, 4, 3, 8, seed=1), _rand(sinter, 2, 2, 5, 8, seed=2)
+    tq, tk = _rand(torch, 2, 4, 3, 8, seed=1), _rand(torch, 2, 2, 5, 8, seed=2)
+    got = F.scaled_dot_product_attention(q, k, k, enable_gqa=True)
+    want = TF.scaled_dot_product_attention(tq, tk, tk, enable_gqa=True)
+    assert got.flatten().tolist() == pytest.approx(want.flatten().tolist(), rel=1e-9)
+    x, tx = _rand(sinter, 3, 4, seed=3), _rand(torch, 3, 4, seed=3)
+    for name, kwargs in (("LeakyReLU", {"negative_slope": 0.2, "inplace": True}),
+                         ("ReLU6", {"inplace": True}), ("Softplus", {"beta": 2.0})):
+        got = getattr(sinter.nn, name)(**kwargs)(x * 8)
+        want = getattr(torch.nn, name)(**kwargs)(tx * 8)
+        assert got.flatten().tolist() == pytest.approx(want.flatten().tolist(), rel=1e-9)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'slope'"):
+        sinter.nn.LeakyReLU(slope=0.1)

@@ -138,3 +138,18 @@ def test_argument_errors():
         sinter.mm(a, a)
     with pytest.raises(RuntimeError, match="cat"):
         sinter.cat([a, sinter.ones(2, 2)])
+
+
+def test_alpha_and_masked_fill_arguments_as_torch(torch):
+    for L in (sinter, torch):
+        assert L.add(L.ones(2), L.ones(2), alpha=L.tensor(3.0)).tolist() == [4.0, 4.0]
+    with pytest.raises(TypeError, match="argument 'alpha' must be Number"):
+        sinter.add(sinter.ones(2), sinter.ones(2), alpha="x")
+    with pytest.raises(RuntimeError, match="alpha must not be a floating point number"):
+        sinter.sub(sinter.arange(2), 1, alpha=2.5)
+    with pytest.raises(RuntimeError, match="0-dimensional value tensor"):
+        sinter.ones(3).masked_fill(sinter.ones(3) > 0, sinter.ones(1, 1))
+    data = [[0.0, 1.0, 2.0], [3.0, 4.0, 6.0]]
+    for unbiased in (True, False):
+        assert sinter.tensor(data).std(unbiased).item() == pytest.approx(
+            torch.tensor(data).std(unbiased).item())

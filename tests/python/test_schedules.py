@@ -114,3 +114,21 @@ def test_clip_grad_norm_and_value_match_torch(torch):
     with pytest.raises(RuntimeError, match="non-finite"):
         sinter.nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
     assert p.grad.tolist() == [math.inf]  # untouched by the refused call
+
+
+def test_param_group_reads_copy_no_state_and_multiplicative_is_incremental(torch):
+    mine, theirs = _pair(torch)
+    calls = []
+    sm = sinter.optim.lr_scheduler.MultiplicativeLR(mine, lambda t: calls.append(t) or 0.9)
+    for _ in range(50):
+        sm.step()
+    assert calls == list(range(1, 51))  # one call per step, not a product over every epoch
+    assert mine.param_groups[0]["lr"] == pytest.approx(0.5 * 0.9 ** 50)
+    with pytest.raises(KeyError):
+        mine.param_groups[0]["betas"]
+
+
+def test_checkpoint_refuses_non_tensor_outputs():
+    x = sinter.ones(2, requires_grad=True)
+    with pytest.raises(TypeError, match="returned a NoneType"):
+        sinter.utils.checkpoint.checkpoint(lambda a: (a * 2, None), x)

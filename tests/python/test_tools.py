@@ -118,3 +118,28 @@ def test_cuda_graph_replays():
     assert step.graphed() and len(calls) == 3  # two eager runs and the capture
     assert x.cpu().tolist() == [48.0] * 4
     assert "name" in sinter.cuda.get_device_properties(0)
+
+
+def test_record_function_decorator_makes_a_range_per_call():
+    @sinter.profiler.record_function("outer")
+    def outer(t):
+        return inner(t) + inner(t)
+
+    @sinter.profiler.record_function("inner")
+    def inner(t):
+        return t * 2
+
+    @sinter.profiler.record_function("rec")
+    def rec(n, t):
+        return t if n == 0 else rec(n - 1, t + 1)
+
+    with sinter.profiler.profile() as prof:
+        outer(sinter.ones(1))
+        outer(sinter.ones(1))
+        rec(2, sinter.ones(1))
+    depths = sorted((e.name, e.depth) for e in prof.events() if e.name in ("outer", "inner"))
+    assert depths == [("inner", 1)] * 4 + [("outer", 0)] * 2
+    # A range directly inside one of its own name counts once (the C++ profiler's rule for an op
+    # that calls itself again); its ops stay inside it.
+    assert [e.depth for e in prof.events() if e.name == "rec"] == [0]
+    assert [e.depth for e in prof.events() if e.name == "add"] == [1] * 4  # 2 in outer, 2 in rec

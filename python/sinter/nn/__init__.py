@@ -460,9 +460,17 @@ class _Activation(Module):
     _fn = None
     _args = ()
 
-    def __init__(self, *args):
+    def __init__(self, *args, inplace=False, **kwargs):
+        # inplace is taken for torch's callers: the activation makes a new tensor either way.
         super().__init__()
-        object.__setattr__(self, "_values", args or self._defaults)
+        del inplace
+        values = list(args) + list(self._defaults[len(args):])
+        for name, value in kwargs.items():
+            if name not in self._args:
+                raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword "
+                                f"argument '{name}'")
+            values[self._args.index(name)] = value
+        object.__setattr__(self, "_values", tuple(values))
 
     def forward(self, input):
         return type(self)._fn(input, *self._values)

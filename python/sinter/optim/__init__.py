@@ -27,24 +27,29 @@ class _ParamGroup(collections.abc.MutableMapping):
             names = [n for n in names if n not in ("beta1", "beta2")] + ["betas"]
         return ["params"] + sorted(names)
 
+    def _value(self, name):
+        # One value read, no listing (the names come from a state dict, which copies the state).
+        try:
+            return self._opt._get(self._index, name)
+        except RuntimeError:
+            raise KeyError(name) from None
+
     def __getitem__(self, name):
         if name == "params":
             return list(self._opt._group_params(self._index))
         if name == "betas":
-            return (self._opt._get(self._index, "beta1"), self._opt._get(self._index, "beta2"))
-        if name not in self._names():
-            raise KeyError(name)
-        return self._opt._get(self._index, name)
+            return (self._value("beta1"), self._value("beta2"))
+        return self._value(name)
 
     def __setitem__(self, name, value):
         if name == "params":
             raise TypeError("a parameter group's params cannot be replaced; make a new optimizer")
         if name == "betas":
+            self._value("beta1")
             self._opt._set(self._index, "beta1", float(value[0]))
             self._opt._set(self._index, "beta2", float(value[1]))
             return
-        if name not in self._names():
-            raise KeyError(f"'{name}' is not a hyperparameter of this optimizer")
+        self._value(name)
         self._opt._set(self._index, name, float(value))
 
     def __delitem__(self, name):

@@ -61,10 +61,15 @@ class LambdaLR(_Schedule):
 
 
 class MultiplicativeLR(LambdaLR):
-    """lr = base_lr * prod of lr_lambda(1..epoch)."""
+    """Each step multiplies the lr by lr_lambda(epoch): lr = base_lr * prod of lr_lambda(1..t)."""
 
-    def factor(self, group, t):
-        return math.prod(self.lr_lambdas[group](k) for k in range(1, t + 1))
+    def step(self):
+        self.last_epoch += 1
+        groups = self.optimizer.param_groups
+        if self.last_epoch > 0:
+            for g, group in enumerate(groups):
+                group["lr"] = group["lr"] * self.lr_lambdas[g](self.last_epoch)
+        self._last_lr = [group["lr"] for group in groups]
 
 
 class MultiStepLR(_Schedule):

@@ -23,7 +23,12 @@ def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **k
         out = function(*full, **kwargs)
         if not single:
             single.append(isinstance(out, _C.Tensor))
-        return [out] if isinstance(out, _C.Tensor) else list(out)
+        outs = [out] if isinstance(out, _C.Tensor) else list(out)
+        for o in outs:
+            if not isinstance(o, _C.Tensor):
+                raise TypeError(f"checkpoint: the function returned a {type(o).__name__}; it must "
+                                "return a tensor or a tuple of tensors")
+        return outs
 
     outputs = _C._checkpoint(run, [args[i] for i in positions])
     return outputs[0] if single[0] else tuple(outputs)
