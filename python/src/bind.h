@@ -93,6 +93,7 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_nn(nb::module_& m);
 void bind_extra_layers(nb::module_& nn);
+void bind_reprs(nb::module_& nn);
 void bind_extra_functional(nb::module_& functional);
 void bind_models(nb::module_& models);
 void bind_optim(nb::module_& m);

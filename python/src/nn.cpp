@@ -324,6 +324,7 @@ void bind_nn(nb::module_& m) {
   bind_layers(nnm);
   bind_more_layers(nnm);
   bind_extra_layers(nnm);
+  bind_reprs(nnm);
   nb::module_ functional =
       nnm.def_submodule("functional", "Ops with torch.nn.functional's signatures.");
   bind_functional(functional);

@@ -218,3 +218,35 @@ def test_gqa_attention_and_activation_keywords(torch):
         assert got.flatten().tolist() == pytest.approx(want.flatten().tolist(), rel=1e-9)
     with pytest.raises(TypeError, match="unexpected keyword argument 'slope'"):
         sinter.nn.LeakyReLU(slope=0.1)
+
+
+REPRS = [
+    ("Conv2d", (1, 16, 3), {"padding": 1}),
+    ("Conv1d", (4, 4, 3), {"padding": "same", "groups": 2, "bias": False,
+                           "padding_mode": "reflect"}),
+    ("Conv3d", (2, 3, (1, 2, 3)), {"dilation": 2}),
+    ("ConvTranspose2d", (3, 4, 3), {"stride": 2, "output_padding": 1}),
+    ("BatchNorm2d", (16,), {}), ("BatchNorm1d", (4,), {"affine": False}),
+    ("InstanceNorm1d", (3,), {"affine": True}), ("LayerNorm", (64,), {}),
+    ("GroupNorm", (2, 8), {}), ("Embedding", (256, 64), {"padding_idx": 0}),
+    ("Dropout", (0.1,), {}), ("MaxPool2d", (2,), {}), ("AvgPool2d", (3,), {"stride": 2}),
+    ("Flatten", (), {}), ("GELU", (), {}), ("ELU", (), {}), ("PReLU", (), {}),
+    ("Softmax", (1,), {}), ("LSTM", (4, 5), {"num_layers": 2, "batch_first": True,
+                                             "bidirectional": True}),
+    ("GRU", (4, 5), {"dropout": 0.5, "num_layers": 2}), ("Unflatten", (1, (2, 3)), {}),
+    ("PixelShuffle", (2,), {}), ("Linear", (3, 4), {}), ("ReLU", (), {}),
+]
+
+
+@pytest.mark.parametrize("name,args,kwargs", REPRS, ids=[r[0] for r in REPRS])
+def test_layers_print_as_torch(torch, name, args, kwargs):
+    assert repr(getattr(sinter.nn, name)(*args, **kwargs)) == repr(
+        getattr(torch.nn, name)(*args, **kwargs))
+
+
+def test_a_cpp_container_prints_its_children(torch):
+    mine = sinter.models.mlp()
+    theirs = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 1024), torch.nn.ReLU(),
+                                 torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+                                 torch.nn.Linear(1024, 10))
+    assert repr(mine) == repr(theirs)

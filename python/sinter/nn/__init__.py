@@ -386,6 +386,19 @@ def _cmodule_deepcopy(self, memo):
                     "tensors are shared by copies; make a new layer and load_state_dict into it")
 
 
+_leaf_repr = CModule.__repr__
+
+
+def _cmodule_repr(self):
+    """A C++ container (a Sequential, a GPT's blocks) prints its children, as torch's modules."""
+    children = list(self.named_children())
+    if not children:
+        return _leaf_repr(self)
+    lines = [f"({name}): " + repr(child).replace("\n", "\n  ") for name, child in children]
+    return f"{self._type_name()}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+CModule.__repr__ = _cmodule_repr
 CModule.__deepcopy__ = _cmodule_deepcopy
 CModule.__getattr__ = _cmodule_getattr
 CModule.__getitem__ = _cmodule_getitem
