@@ -35,8 +35,9 @@ std::optional<Scalar> scalar_of(nb::handle h);
 // A value written into a tensor of dtype t must fit it, as PyTorch checks (300 into uint8 is an
 // error, not 44).
 void check_fits(DType t, const Scalar& v, const char* op);
-// The sizes of a call: f(2, 3) and f((2, 3)) alike, as PyTorch takes them.
-Shape sizes_of(const nb::args& args);
+// The sizes of a call: f(2, 3) and f((2, 3)) alike, as PyTorch takes them; anything but ints is a
+// TypeError naming op, the argument and the element, as PyTorch's.
+Shape sizes_of(const nb::args& args, const char* op, const char* name = "size");
 // A `device=` argument: None, a sinter.device or a string ("cuda:1"; a bad one raises
 // RuntimeError naming it, as PyTorch's parser does).
 std::optional<Device> device_of(nb::handle h);

@@ -21,8 +21,8 @@ template <class F>
 void def_sized(nb::module_& m, const char* name, F f, const char* doc) {
   m.def(
       name,
-      [f](nb::args size, OptDType dtype, OptDevice device, bool requires_grad) {
-        return f(sizes_of(size), options_of(dtype, device, requires_grad));
+      [f, name](nb::args size, OptDType dtype, OptDevice device, bool requires_grad) {
+        return f(sizes_of(size, name), options_of(dtype, device, requires_grad));
       },
       nb::arg("size"), nb::kw_only(), nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(),
       nb::arg("requires_grad") = false, doc);

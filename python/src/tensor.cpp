@@ -235,10 +235,13 @@ void bind_conversions(nb::class_<Tensor>& c) {
 }
 
 void bind_views(nb::class_<Tensor>& c) {
-  c.def("reshape", [](const Tensor& t, nb::args s) { return t.reshape(sizes_of(s)); })
-      .def("view", [](const Tensor& t, nb::args s) { return t.view(sizes_of(s)); })
-      .def("expand", [](const Tensor& t, nb::args s) { return t.expand(sizes_of(s)); })
-      .def("permute", [](const Tensor& t, nb::args s) { return t.permute(sizes_of(s)); })
+  c.def("reshape",
+        [](const Tensor& t, nb::args s) { return t.reshape(sizes_of(s, "reshape", "shape")); })
+      .def("view", [](const Tensor& t, nb::args s) { return t.view(sizes_of(s, "view", "size")); })
+      .def("expand",
+           [](const Tensor& t, nb::args s) { return t.expand(sizes_of(s, "expand", "size")); })
+      .def("permute",
+           [](const Tensor& t, nb::args s) { return t.permute(sizes_of(s, "permute", "dims")); })
       .def("flatten", &Tensor::flatten, nb::arg("start_dim") = 0, nb::arg("end_dim") = -1)
       .def(
           "squeeze",

@@ -35,10 +35,30 @@ void check_fits(DType t, const Scalar& v, const char* op) {
                op, ": value ", v, " cannot be converted to type ", t, " without overflow");
 }
 
-Shape sizes_of(const nb::args& args) {
-  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) return nb::cast<Shape>(args[0]);
+Shape sizes_of(const nb::args& args, const char* op, const char* name) {
+  nb::handle items = args;
+  if (args.size() == 1 && !PyLong_Check(args[0].ptr()) && !PyIndex_Check(args[0].ptr())) {
+    items = args[0];
+    if (!PySequence_Check(items.ptr()) || PyUnicode_Check(items.ptr())) {
+      throw nb::type_error((std::string(op) + "(): argument '" + name +
+                            "' must be tuple of ints, not " +
+                            nb::cast<std::string>(nb::type_name(items.type())))
+                               .c_str());
+    }
+  }
   Shape s;
-  for (nb::handle h : args) s.push_back(nb::cast<int64_t>(h));
+  int64_t pos = 0;
+  for (nb::handle h : nb::iter(items)) {
+    if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr())) {
+      throw nb::type_error((std::string(op) + "(): argument '" + name +
+                            "' must be tuple of ints, but found element of type " +
+                            nb::cast<std::string>(nb::type_name(h.type())) + " at pos " +
+                            std::to_string(pos))
+                               .c_str());
+    }
+    s.push_back(nb::cast<int64_t>(nb::int_(h)));
+    ++pos;
+  }
   return s;
 }
 

@@ -134,3 +134,15 @@ def test_named_results_and_keyword_conversions():
     assert x.max().item() == 7.0
     assert x.to(dtype=sinter.float64).dtype == sinter.float64
     assert x.to(device="cpu", dtype=sinter.int64).tolist() == [[1, 5], [7, 2]]
+
+
+def test_bad_sizes_name_the_call_the_argument_and_the_element():
+    with pytest.raises(TypeError, match=r"reshape\(\): argument 'shape' must be tuple of ints, "
+                                        "not str"):
+        sinter.ones(2).reshape("x")
+    with pytest.raises(TypeError, match=r"zeros\(\): argument 'size' must be tuple of ints, but "
+                                        "found element of type float at pos 1"):
+        sinter.zeros(2, 2.5)
+    with pytest.raises(TypeError, match="element of type NoneType at pos 1"):
+        sinter.ones(4).view((2, None))
+    assert sinter.ones(4).reshape(sinter.tensor(2), 2).shape == (2, 2)  # __index__ counts
