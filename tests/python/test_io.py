@@ -73,3 +73,31 @@ def test_onnx_export_runs_in_onnx_runtime(tmp_path):
     with sinter.no_grad():
         want = model(x).numpy()
     assert np.allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_save_and_load_a_checkpoint(tmp_path):
+    model = sinter.nn.Linear(3, 2)
+    opt = sinter.optim.Adam(model.parameters(), lr=0.1)
+    sinter.nn.functional.mse_loss(model(sinter.ones(4, 3)), sinter.zeros(4, 2)).backward()
+    opt.step()
+    tensors = {name: sinter.arange(6).reshape(2, 3).to(dtype) for name, dtype in (
+        ("f32", sinter.float32), ("f64", sinter.float64), ("f16", sinter.float16),
+        ("bf16", sinter.bfloat16), ("i64", sinter.int64), ("i32", sinter.int32),
+        ("u8", sinter.uint8), ("bool", sinter.bool))}
+    checkpoint = {"model": model.state_dict(), "opt": opt.state_dict(), "epoch": 3,
+                  "tensors": tensors, "param": sinter.nn.Parameter(sinter.ones(2)),
+                  "view": sinter.arange(10.0)[::3]}
+    path = tmp_path / "ckpt.pt"
+    sinter.save(checkpoint, path)
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]  # no temporary file left
+    back = sinter.load(str(path), map_location="cpu")
+    assert back["epoch"] == 3 and back["view"].tolist() == [0.0, 3.0, 6.0, 9.0]
+    for name, t in tensors.items():
+        assert back["tensors"][name].dtype == t.dtype and back["tensors"][name].tolist() == \
+            t.tolist(), name
+    assert isinstance(back["param"], sinter.nn.Parameter) and back["param"].requires_grad
+    restored = sinter.nn.Linear(3, 2)
+    restored.load_state_dict(back["model"])
+    again = sinter.optim.Adam(restored.parameters(), lr=0.1)
+    again.load_state_dict(back["opt"])
+    assert restored.weight.tolist() == model.weight.tolist()
