@@ -356,5 +356,49 @@ TEST(Inference, FuseErrorsNameTheModule) {
                {"fuse_for_inference", "module 'bn2'", "running statistics"});
 }
 
+// nn::clone: a deep copy, nothing folded, the same names, values, modes and requires_grad.
+TEST(Clone, CopiesTheTreeWithNewTensors) {
+  manual_seed(3);
+  nn::Sequential model(nn::Linear(4, 8), nn::BatchNorm1d(8), nn::ReLU(),
+                       nn::models::BasicBlock(8, 8), nn::Dropout(0.5));
+  // BasicBlock takes 4-D input: keep the test to the parts that run on (N, C) and the block alone.
+  nn::Sequential mlp(nn::Linear(4, 8), nn::BatchNorm1d(8), nn::ReLU(), nn::Linear(8, 3));
+  mlp.parameters()[0].requires_grad_(false);
+  mlp.eval();
+  const GeneratorState before = default_generator().state();
+  const std::shared_ptr<nn::Module> copy = nn::clone(mlp);
+  EXPECT_EQ(default_generator().state().offset, before.offset);
+  EXPECT_EQ(copy->name(), "Sequential");
+  EXPECT_FALSE(copy->is_training());
+  const auto a = mlp.named_parameters(), b = copy->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second.requires_grad(), b[i].second.requires_grad());
+    EXPECT_FALSE(a[i].second.storage().is_same(b[i].second.storage()));
+    EXPECT_TRUE(all_close(a[i].second, b[i].second, 0.0, 0.0));
+  }
+  const Tensor x = randn({5, 4});
+  EXPECT_TRUE(all_close((*copy)(x), mlp(x), 0.0, 0.0));
+  {
+    NoGradGuard no_grad;
+    copy->parameters()[1].add_(1.0);  // the copy's tensors are its own
+  }
+  EXPECT_FALSE(all_close((*copy)(x), mlp(x), 1e-3, 1e-3));
+  const auto block = nn::clone(*model.named_children()[3].second);
+  EXPECT_EQ(block->name(), "BasicBlock");
+  EXPECT_EQ(block->named_parameters().size(),
+            model.named_children()[3].second->named_parameters().size());
+}
+
+TEST(Clone, AnUnknownModuleIsAnErrorNamingIt) {
+  struct Custom : nn::Module {
+    std::string name() const override { return "Custom"; }
+  };
+  nn::Sequential model;
+  model.push_back(std::make_shared<Custom>());
+  expect_error([&] { nn::clone(model); }, {"clone: cannot copy module '0'", "Custom"});
+}
+
 }  // namespace
 }  // namespace sinter

@@ -14,6 +14,7 @@
 
 #include "bind.h"
 #include "sinter/nn/activations.h"
+#include "sinter/nn/fuse.h"
 #include "sinter/nn/init.h"
 #include "sinter/nn/normalization.h"
 
@@ -51,6 +52,9 @@ void bind_module_base(nb::module_& m) {
           nb::arg("device_or_dtype"), nb::rv_policy::reference)
       .def("zero_grad", &Module::zero_grad, nb::arg("set_to_none") = true)
       .def("_type_name", &Module::name)
+      .def(
+          "_clone", [](const Module& mod) { return nn::clone(mod); },
+          "A deep copy (nn::clone): new tensors with the same values, the same tree and mode.")
       .def("named_children", [](const Module& mod) { return mod.named_children(); })
       .def("__repr__", [](const Module& mod) { return mod.name() + "()"; });
 }

@@ -382,6 +382,53 @@ std::shared_ptr<Module> fuse(const Module& m, const std::string& path, const Lay
                "): fusion copies ", names);
 }
 
+// The module `m` copied as it is (clone's tree walk): containers with their children's copies
+// under the same names, an unfused BasicBlock rebuilt with its state, the layers by the table.
+std::shared_ptr<Module> clone_tree(const Module& m, const std::string& path) {
+  std::shared_ptr<Module> out;
+  if (is<Sequential>(m) || is<ModuleList>(m) || is<ModuleDict>(m)) {
+    if (is<Sequential>(m)) {
+      out = std::make_shared<Sequential>();
+    } else if (is<ModuleList>(m)) {
+      out = std::make_shared<ModuleList>();
+    } else {
+      out = std::make_shared<ModuleDict>();
+    }
+    for (const auto& [name, child] : m.named_children()) {
+      out->register_module(name, clone_tree(*child, join(path, name)));
+    }
+    out->train(m.is_training());
+    return out;
+  }
+  if (is<models::BasicBlock>(m) && static_cast<const models::BasicBlock&>(m).bn1) {
+    const auto& b = static_cast<const models::BasicBlock&>(m);
+    out = with_state(std::make_shared<models::BasicBlock>(b.in_planes, b.planes, b.stride), b);
+  } else if (is<Linear>(m)) {
+    out = copy_linear(static_cast<const Linear&>(m));
+  } else if (is<Conv2d>(m)) {
+    const auto& c = static_cast<const Conv2d&>(m);
+    auto conv = with_state(
+        std::make_shared<Conv2d>(c.in_channels, c.out_channels, c.kernel_size, c.options), c);
+    conv->activation = c.activation;
+    out = conv;
+  } else {
+    std::string names = "Sequential, ModuleList, ModuleDict, BasicBlock, Linear, Conv2d";
+    for (const LeafCopy& leaf : leaf_copies()) {
+      if (leaf.type == std::type_index(typeid(m))) out = leaf.copy(m);
+      names += std::string(", ") + leaf.name;
+    }
+    SINTER_CHECK(out != nullptr, "clone: cannot copy ", where(path), " (a ", m.name(),
+                 "): clone copies ", names);
+  }
+  // The copy's tensors are fresh leaves: each takes its original's requires_grad.
+  const std::vector<Tensor> from = m.parameters();
+  std::vector<Tensor> to = out->parameters();
+  for (size_t i = 0; i < from.size() && i < to.size(); ++i) {
+    to[i].requires_grad_(from[i].requires_grad());
+  }
+  return out;
+}
+
 }  // namespace
 
 std::shared_ptr<Module> fuse_with(const Module& module, const LayerWrap& wrap) {
@@ -402,5 +449,20 @@ std::shared_ptr<Module> fuse_with(const Module& module, const LayerWrap& wrap) {
 }
 
 std::shared_ptr<Module> fuse_for_inference(const Module& module) { return fuse_with(module, {}); }
+
+std::shared_ptr<Module> clone(const Module& module) {
+  // As fuse_with: fresh layers draw their initialization from the default generator, put back.
+  Generator& gen = default_generator();
+  const GeneratorState state = gen.state();
+  std::shared_ptr<Module> copy;
+  try {
+    copy = clone_tree(module, "");
+  } catch (...) {
+    gen.set_state(state);
+    throw;
+  }
+  gen.set_state(state);
+  return copy;
+}
 
 }  // namespace sinter::nn

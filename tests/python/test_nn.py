@@ -242,7 +242,24 @@ def test_deepcopy_of_a_python_module_copies_its_tensors():
     assert [n for n, _ in c.named_parameters()] == ["p"]
 
 
-def test_deepcopy_of_a_cpp_layer_says_what_to_do():
+def test_deepcopy_of_cpp_layers_and_models(torch):
     import copy
-    with pytest.raises(TypeError, match="make a new layer and load_state_dict"):
-        copy.deepcopy(sinter.nn.Linear(2, 2))
+
+    class Net(sinter.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = sinter.models.cnn()
+            self.head = sinter.nn.Linear(10, 2)
+
+    net = Net()
+    twin = copy.deepcopy(net)
+    x = sinter.randn(2, 1, 28, 28)
+    net.eval()
+    twin.eval()
+    assert twin.head(twin.body(x)).tolist() == net.head(net.body(x)).tolist()
+    with sinter.no_grad():
+        twin.head.weight.add_(1.0)
+    assert twin.head.weight.tolist() != net.head.weight.tolist()  # its own tensors
+    assert [n for n, _ in twin.named_parameters()] == [n for n, _ in net.named_parameters()]
+    gpt = sinter.models.GPT(context_length=8, n_layer=1, n_head=2, n_embd=16)
+    assert repr(copy.deepcopy(gpt)) == repr(gpt)

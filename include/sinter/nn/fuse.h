@@ -32,4 +32,11 @@ namespace sinter::nn {
 // models, tests/test_inference.cpp).
 std::shared_ptr<Module> fuse_for_inference(const Module& module);
 
+// A deep copy of `module` (copy.deepcopy from Python): the same tree under the same names, every
+// parameter and buffer a new tensor with the same values, dtype and device (parameters keep their
+// requires_grad), the same training mode; nothing folded. The types copied are fusion's (above);
+// any other is an error naming it and its path. The default generator's state is left as it was.
+// (Copying a Module by value is shallow: the copy shares the tensors, Note [module handles].)
+std::shared_ptr<Module> clone(const Module& module);
+
 }  // namespace sinter::nn

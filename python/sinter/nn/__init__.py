@@ -382,8 +382,11 @@ def _cmodule_getitem(self, i):
 
 
 def _cmodule_deepcopy(self, memo):
-    raise TypeError(f"copy.deepcopy of a C++ layer ({self._type_name()}) is not supported: its "
-                    "tensors are shared by copies; make a new layer and load_state_dict into it")
+    """copy.deepcopy of a C++ layer or model: nn::clone, new tensors with the same values (a
+    C++ module copied by value would share them)."""
+    out = self._clone()
+    memo[id(self)] = out
+    return out
 
 
 _leaf_repr = CModule.__repr__
