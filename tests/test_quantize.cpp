@@ -28,7 +28,10 @@ TEST(Int8Gemm, KernelMatchesTheReference) {
                                                                                   {7, 17, 48},
                                                                                   {33, 16, 144},
                                                                                   {64, 10, 3136},
-                                                                                  {5, 40, 9}}) {
+                                                                                  {5, 40, 9},
+                                                                                  {8, 16, 2},
+                                                                                  {17, 33, 65},
+                                                                                  {9, 1, 7}}) {
     const int64_t kp = cpu::int8::padded_k(k);
     const int64_t lda = kp + 6, ldb = k + 3, ldc = n + 3;
     std::vector<int16_t> a(static_cast<size_t>(m * lda)), b(static_cast<size_t>(n * ldb));
@@ -46,6 +49,17 @@ TEST(Int8Gemm, KernelMatchesTheReference) {
     cpu::int8::gemm_fallback(m, a.data(), lda, packed, fallback.data(), ldc);
     EXPECT_EQ(got, want) << m << "x" << n << "x" << k;
     EXPECT_EQ(fallback, want) << m << "x" << n << "x" << k;
+    // Each kernel this CPU has, by name; the others are said to be skipped.
+    for (const cpu::int8::Isa isa :
+         {cpu::int8::Isa::Scalar, cpu::int8::Isa::Avx2, cpu::int8::Isa::Avx512Vnni}) {
+      if (!cpu::int8::has_isa(isa)) {
+        std::printf("int8 gemm: %s skipped (this CPU lacks it)\n", cpu::int8::isa_name(isa));
+        continue;
+      }
+      std::vector<int32_t> on(want.size(), 7);
+      cpu::int8::gemm_on(isa, m, a.data(), lda, packed, on.data(), ldc);
+      EXPECT_EQ(on, want) << cpu::int8::isa_name(isa) << " " << m << "x" << n << "x" << k;
+    }
     EXPECT_EQ(want[0], 128 * 128 * k);
   }
   expect_error([] { (void)cpu::int8::pack_b(1, cpu::int8::kMaxK + 2, nullptr, 0); },
@@ -61,6 +75,12 @@ TEST(Int8Gemm, SumsAtTheLimitOfKAreExact) {
   std::fill(a.begin(), a.begin() + k, int16_t{-128});
   const cpu::int8::PackedB packed = cpu::int8::pack_b(1, k, row.data(), k);
   int32_t got = 0, fallback = 0, plain = 0;
+  for (const cpu::int8::Isa isa : {cpu::int8::Isa::Avx2, cpu::int8::Isa::Avx512Vnni}) {
+    if (!cpu::int8::has_isa(isa)) continue;
+    int32_t on = 0;
+    cpu::int8::gemm_on(isa, 1, a.data(), packed.k, packed, &on, 1);
+    EXPECT_EQ(on, 2147467264) << cpu::int8::isa_name(isa);
+  }
   cpu::int8::gemm(1, a.data(), packed.k, packed, &got, 1);
   cpu::int8::gemm_fallback(1, a.data(), packed.k, packed, &fallback, 1);
   const std::vector<int8_t> r8(static_cast<size_t>(k), -128);

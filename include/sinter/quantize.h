@@ -112,8 +112,8 @@ std::shared_ptr<nn::Module> quantize(const nn::Module& model, int64_t batches,
                                      const std::function<Tensor(int64_t)>& batch,
                                      const QuantizeOptions& options = {});
 
-// The instruction set the CPU's int8 GEMM runs on here: "avx2" or "scalar" (Note [int8 gemm] in
-// src/cpu/int8.h).
+// The instruction set the CPU's int8 GEMM runs on here: "avx512-vnni", "avx2" or "scalar"
+// (Note [int8 gemm] in src/cpu/int8.h).
 const char* int8_isa();
 
 // The bytes of a quantized model's weights as it holds them for inference: int8 weights, f32

@@ -1,9 +1,11 @@
 // The int8 family's CPU kernels (Note [int8 kernels] in src/kern/int8.h): the GEMM of Note [int8
-// gemm] (the packing, an AVX2 kernel, its plain fallback and the reference loops), and the
-// quantized Linear's and Conv2d's forward passes on it.
+// gemm] (the packing, the AVX-512 VNNI and AVX2 kernels, the plain fallback and the reference
+// loops), and the quantized Linear's and Conv2d's forward passes on it.
 #include "cpu/int8.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "internal/parallel.h"
@@ -140,26 +142,142 @@ bool has_avx2() {
   return yes;
 }
 
+constexpr int kVnniRows = 8;  // rows of c per AVX-512 micro-kernel: 8 accumulators of 16 lanes
+
+// Pair p of kRows rows into their accumulators acc[r][h].
+template <int kRows, int kChains>
+__attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline void vnni_pair(
+    __m512i (&acc)[kRows][kChains], int h, const int16_t* a, int64_t lda, const int16_t* blk,
+    int64_t p) {
+  const __m512i b = _mm512_loadu_si512(blk + p * 32);
+  for (int r = 0; r < kRows; ++r) {
+    int32_t pair;
+    __builtin_memcpy(&pair, a + r * lda + 2 * p, sizeof pair);
+    acc[r][h] = _mm512_dpwssd_epi32(acc[r][h], _mm512_set1_epi32(pair), b);
+  }
+}
+
+// Rows i..i+kRows-1 of c against the channel block jb, one 512-bit register per row: vpdpwssd
+// adds each lane's two int16 products to its int32 sum, as vpmaddwd and vpaddd do together. Its
+// latency would bound a single row's chain of sums, so fewer than 4 rows split the pairs over 4
+// accumulators each (added at the end: the same exact integers).
+template <int kRows>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void micro_vnni(const int16_t* a,
+                                                                       int64_t lda,
+                                                                       const int16_t* blk,
+                                                                       int64_t pairs, int32_t* c,
+                                                                       int64_t ldc, int64_t width) {
+  constexpr int kChains = kRows >= 4 ? 1 : 4;
+  __m512i acc[kRows][kChains];
+  for (int r = 0; r < kRows; ++r) {
+    for (int h = 0; h < kChains; ++h) acc[r][h] = _mm512_setzero_si512();
+  }
+  int64_t p = 0;
+  for (; p + kChains <= pairs; p += kChains) {
+    for (int h = 0; h < kChains; ++h) vnni_pair<kRows>(acc, h, a, lda, blk, p + h);
+  }
+  for (; p < pairs; ++p) vnni_pair<kRows>(acc, 0, a, lda, blk, p);
+  const __mmask16 mask = static_cast<__mmask16>((1U << width) - 1U);
+  for (int r = 0; r < kRows; ++r) {
+    __m512i sum = acc[r][0];
+    for (int h = 1; h < kChains; ++h) sum = _mm512_add_epi32(sum, acc[r][h]);
+    _mm512_mask_storeu_epi32(c + r * ldc, mask, sum);
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void gemm_vnni(int64_t m, const int16_t* a,
+                                                                      int64_t lda, PackedView b,
+                                                                      int32_t* c, int64_t ldc) {
+  const int64_t blocks = (b.n + kBlockN - 1) / kBlockN, pairs = b.k / 2;
+  for (int64_t jb = 0; jb < blocks; ++jb) {
+    const int16_t* blk = block_of(b, jb);
+    const int64_t width = std::min(kBlockN, b.n - jb * kBlockN);
+    int32_t* cj = c + jb * kBlockN;
+    int64_t i = 0;
+    for (; i + kVnniRows <= m; i += kVnniRows) {
+      micro_vnni<kVnniRows>(a + i * lda, lda, blk, pairs, cj + i * ldc, ldc, width);
+    }
+    for (; i < m; ++i) micro_vnni<1>(a + i * lda, lda, blk, pairs, cj + i * ldc, ldc, width);
+  }
+}
+
+bool has_vnni() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vnni");
+  return yes;
+}
+
 #endif
 
 }  // namespace
 
-void gemm(int64_t m, const int16_t* a, int64_t lda, PackedView b, int32_t* c, int64_t ldc) {
+bool has_isa(Isa isa) {
+  switch (isa) {
 #ifdef SINTER_INT8_AVX2
-  if (has_avx2()) {
-    gemm_avx2(m, a, lda, b, c, ldc);
-    return;
-  }
+    case Isa::Avx512Vnni:
+      return has_vnni();
+    case Isa::Avx2:
+      return has_avx2();
 #endif
-  gemm_fallback(m, a, lda, b, c, ldc);
+    case Isa::Scalar:
+      return true;
+    default:
+      return false;
+  }
 }
 
-const char* gemm_isa() {
-#ifdef SINTER_INT8_AVX2
-  if (has_avx2()) return "avx2";
-#endif
-  return "scalar";
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512Vnni:
+      return "avx512-vnni";
+    case Isa::Avx2:
+      return "avx2";
+    default:
+      return "scalar";
+  }
 }
+
+void gemm_on(Isa isa, int64_t m, const int16_t* a, int64_t lda, PackedView b, int32_t* c,
+             int64_t ldc) {
+  SINTER_CHECK(has_isa(isa), "int8 gemm: this CPU has no ", isa_name(isa));
+  switch (isa) {
+#ifdef SINTER_INT8_AVX2
+    case Isa::Avx512Vnni:
+      gemm_vnni(m, a, lda, b, c, ldc);
+      return;
+    case Isa::Avx2:
+      gemm_avx2(m, a, lda, b, c, ldc);
+      return;
+#endif
+    default:
+      gemm_fallback(m, a, lda, b, c, ldc);
+  }
+}
+
+// The CPU's best kernel, or the one SINTER_INT8_ISA names (to compare kernels on one machine);
+// a name the CPU lacks, or no kernel's name, is an error naming it and the choices.
+Isa best_isa() {
+  static const Isa best = [] {
+    if (const char* want = std::getenv("SINTER_INT8_ISA"); want != nullptr && *want != 0) {
+      for (const Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni}) {
+        if (std::strcmp(want, isa_name(isa)) != 0) continue;
+        SINTER_CHECK(has_isa(isa), "SINTER_INT8_ISA=", want, ": this CPU has no ", want);
+        return isa;
+      }
+      SINTER_THROW("SINTER_INT8_ISA=", want, ": not one of scalar, avx2, avx512-vnni");
+    }
+    return has_isa(Isa::Avx512Vnni) ? Isa::Avx512Vnni
+           : has_isa(Isa::Avx2)     ? Isa::Avx2
+                                    : Isa::Scalar;
+  }();
+  return best;
+}
+
+void gemm(int64_t m, const int16_t* a, int64_t lda, PackedView b, int32_t* c, int64_t ldc) {
+  gemm_on(best_isa(), m, a, lda, b, c, ldc);
+}
+
+const char* gemm_isa() { return isa_name(best_isa()); }
 
 }  // namespace sinter::cpu::int8
 

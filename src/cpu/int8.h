@@ -18,9 +18,13 @@ namespace sinter::cpu::int8 {
 // weight is packed once (PackedB): blocks of 16 output channels, and in a block for each pair of k
 // the 16 channels' two values side by side, so that one vpmaddwd of a broadcast pair of a-values
 // gives 8 channels' partial sums and no horizontal sum is ever needed. The AVX2 kernel keeps 4 rows
-// x 16 channels in 8 accumulators; the fallback walks the same packing in plain C++; the reference
-// is three plain loops over the unpacked weight. All give the same integers. The kernel is picked
-// at run time by the CPU's instruction sets (AVX2 where it has it).
+// x 16 channels in 8 accumulators; the AVX-512 VNNI kernel reads a pair's 16 channels as one
+// 512-bit register and adds the products with vpdpwssd (the same int16 products and exact int32
+// sums, fused), 8 rows x 16 channels in 8 accumulators; the fallback walks the same packing in
+// plain C++; the reference is three plain loops over the unpacked weight. All give the same
+// integers. The kernel is picked at run time by the CPU's instruction sets: AVX-512 VNNI, else
+// AVX2, else the fallback; the environment variable SINTER_INT8_ISA (scalar, avx2, avx512-vnni)
+// picks one the CPU has instead, to compare them on one machine.
 constexpr int64_t kBlockN = 16;
 constexpr int64_t kMaxK = kern::kInt8MaxK;
 // a's rows hold k values padded with zeros to an even count.
@@ -53,8 +57,16 @@ void gemm(int64_t m, const int16_t* a, int64_t lda, PackedView b, int32_t* c, in
 void gemm_fallback(int64_t m, const int16_t* a, int64_t lda, PackedView b, int32_t* c, int64_t ldc);
 void gemm_reference(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda,
                     const int16_t* b, int64_t ldb, int32_t* c, int64_t ldc);
-// The instruction set gemm runs on this CPU: "avx2" or "scalar".
+// The instruction set gemm runs on this CPU: "avx512-vnni", "avx2" or "scalar".
 const char* gemm_isa();
+
+// The kernels one by one, for the tests and benchmarks: whether this CPU has each, its name, and
+// gemm on it (an error where the CPU lacks it).
+enum class Isa { Scalar, Avx2, Avx512Vnni };
+bool has_isa(Isa isa);
+const char* isa_name(Isa isa);
+void gemm_on(Isa isa, int64_t m, const int16_t* a, int64_t lda, PackedView b, int32_t* c,
+             int64_t ldc);
 
 // kern::quantize_int8 widened for the GEMM's rows.
 inline int16_t quantize(float x, float scale) {
