@@ -122,18 +122,23 @@ __attribute__((target("avx2"))) void micro(const int16_t* a, int64_t lda, const 
   }
 }
 
-__attribute__((target("avx2"))) void gemm_avx2(int64_t m, const int16_t* a, int64_t lda,
-                                               PackedView b, int32_t* c, int64_t ldc) {
+// A micro-kernel: `rows` rows of c against one packed channel block.
+using Micro = void (*)(const int16_t* a, int64_t lda, const int16_t* blk, int64_t pairs, int32_t* c,
+                       int64_t ldc, int64_t width);
+
+// The whole GEMM on one instruction set: each block of channels, the rows kRows at a time through
+// `full` and the rest one by one through `one`.
+template <int kRows>
+void drive(Micro full, Micro one, int64_t m, const int16_t* a, int64_t lda, PackedView b,
+           int32_t* c, int64_t ldc) {
   const int64_t blocks = (b.n + kBlockN - 1) / kBlockN, pairs = b.k / 2;
   for (int64_t jb = 0; jb < blocks; ++jb) {
     const int16_t* blk = block_of(b, jb);
     const int64_t width = std::min(kBlockN, b.n - jb * kBlockN);
     int32_t* cj = c + jb * kBlockN;
     int64_t i = 0;
-    for (; i + kBlockRows <= m; i += kBlockRows) {
-      micro<kBlockRows>(a + i * lda, lda, blk, pairs, cj + i * ldc, ldc, width);
-    }
-    for (; i < m; ++i) micro<1>(a + i * lda, lda, blk, pairs, cj + i * ldc, ldc, width);
+    for (; i + kRows <= m; i += kRows) full(a + i * lda, lda, blk, pairs, cj + i * ldc, ldc, width);
+    for (; i < m; ++i) one(a + i * lda, lda, blk, pairs, cj + i * ldc, ldc, width);
   }
 }
 
@@ -185,22 +190,6 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void micro_vnni(const int
   }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void gemm_vnni(int64_t m, const int16_t* a,
-                                                                      int64_t lda, PackedView b,
-                                                                      int32_t* c, int64_t ldc) {
-  const int64_t blocks = (b.n + kBlockN - 1) / kBlockN, pairs = b.k / 2;
-  for (int64_t jb = 0; jb < blocks; ++jb) {
-    const int16_t* blk = block_of(b, jb);
-    const int64_t width = std::min(kBlockN, b.n - jb * kBlockN);
-    int32_t* cj = c + jb * kBlockN;
-    int64_t i = 0;
-    for (; i + kVnniRows <= m; i += kVnniRows) {
-      micro_vnni<kVnniRows>(a + i * lda, lda, blk, pairs, cj + i * ldc, ldc, width);
-    }
-    for (; i < m; ++i) micro_vnni<1>(a + i * lda, lda, blk, pairs, cj + i * ldc, ldc, width);
-  }
-}
-
 bool has_vnni() {
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vnni");
@@ -243,10 +232,10 @@ void gemm_on(Isa isa, int64_t m, const int16_t* a, int64_t lda, PackedView b, in
   switch (isa) {
 #ifdef SINTER_INT8_AVX2
     case Isa::Avx512Vnni:
-      gemm_vnni(m, a, lda, b, c, ldc);
+      drive<kVnniRows>(micro_vnni<kVnniRows>, micro_vnni<1>, m, a, lda, b, c, ldc);
       return;
     case Isa::Avx2:
-      gemm_avx2(m, a, lda, b, c, ldc);
+      drive<kBlockRows>(micro<kBlockRows>, micro<1>, m, a, lda, b, c, ldc);
       return;
 #endif
     default:
