@@ -56,19 +56,22 @@ class _Recorded:
     def __init__(self, result):
         self._result = result
 
+    def _done(self):
+        return self._result
+
     def events(self):
-        return list(self._result.events)
+        return list(self._done().events)
 
     def key_averages(self):
-        return _Averages(self._result.table)
+        return _Averages(self._done().table)
 
     def export_chrome_trace(self, path):
-        _write_atomically(path, self._result.trace)
+        _write_atomically(path, self._done().trace)
 
     @property
     def peak_saved_bytes(self):
         """The most bytes saved for backward at once (parameters not counted)."""
-        return self._result.peak_saved_bytes
+        return self._done().peak_saved_bytes
 
 
 class profile(_Recorded):
@@ -82,8 +85,8 @@ class profile(_Recorded):
         if on_trace_ready is not None:
             def callback(result):
                 on_trace_ready(_Recorded(result))
+        super().__init__(None)
         self._impl = _C.profiler._Profiler(list(schedule) if schedule else None, callback)
-        self._result = None
 
     def __enter__(self):
         self._impl.start()
@@ -101,19 +104,6 @@ class profile(_Recorded):
         if self._result is None:
             raise RuntimeError("profiler: the results are read after the with-block ends")
         return self._result
-
-    def events(self):
-        return list(self._done().events)
-
-    def key_averages(self):
-        return _Averages(self._done().table)
-
-    def export_chrome_trace(self, path):
-        _write_atomically(path, self._done().trace)
-
-    @property
-    def peak_saved_bytes(self):
-        return self._done().peak_saved_bytes
 
 
 def tensorboard_trace_handler(dir_name, worker_name=None):

@@ -260,15 +260,13 @@ void scatter_advanced(const Tensor& out, const Advanced& a, const Tensor& v) {
 
 Tensor get(const Tensor& t, nb::handle key) {
   const std::vector<nb::handle> items = items_of(key);
-  int64_t used = 0, ellipses = 0, advanced_count = 0;
+  int64_t used = 0, ellipses = 0;
   for (nb::handle h : items) {
     used += dims_used(h);
     ellipses += h.ptr() == Py_Ellipsis;
-    advanced_count += is_advanced(h);
   }
   SINTER_CHECK(ellipses <= 1, "index: an index can only have a single ellipsis ('...')");
   SINTER_CHECK(used <= t.dim(), "index: too many indices for tensor of dimension ", t.dim());
-  (void)advanced_count;
   Tensor out = t;
   int64_t d = 0;
   std::vector<std::pair<int64_t, nb::handle>> adv;

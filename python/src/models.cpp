@@ -23,89 +23,82 @@ GenerateOptions generate_options(double temperature, int64_t top_k, bool use_cac
   return {.temperature = temperature, .top_k = top_k, .use_cache = use_cache};
 }
 
+// What GPT and Llama share: forward(idx, cache=None), generate and context_length.
+template <class M>
+void def_language_model(nb::class_<M, nn::Module>& cls) {
+  cls.def(
+         "forward",
+         [](M& model, const Tensor& idx, nn::KVCache* cache) {
+           return cache ? model.forward(idx, *cache) : model.forward(idx);
+         },
+         nb::arg("idx"), nb::arg("cache").none() = nb::none())
+      .def(
+          "generate",
+          [](M& model, const Tensor& prompt, int64_t n, double temperature, int64_t top_k,
+             bool use_cache) {
+            return model.generate(prompt, n, generate_options(temperature, top_k, use_cache));
+          },
+          nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature") = 1.0,
+          nb::arg("top_k") = 0, nb::arg("use_cache") = true)
+      .def_prop_ro("context_length", [](const M& model) { return model.config.context_length; });
+}
+
 void bind_gpt(nb::module_& m) {
   using nn::models::GPT;
   nb::class_<nn::KVCache>(m, "KVCache", "Keys and values of the positions fed so far.")
       .def(nb::init<int64_t, int64_t>(), nb::arg("n_layer"), nb::arg("capacity"))
       .def_prop_ro("length", &nn::KVCache::length)
       .def_prop_ro("capacity", &nn::KVCache::capacity);
-  nb::class_<GPT, nn::Module>(m, "GPT", "A GPT-2 style decoder over token ids (B, T) -> logits.")
-      .def(
-          "__init__",
-          [](GPT* self, int64_t vocab, int64_t context, int64_t layers, int64_t heads,
-             int64_t width, double dropout, bool bias, bool tie, bool checkpoint) {
-            new (self) GPT({.vocab_size = vocab,
-                            .context_length = context,
-                            .n_layer = layers,
-                            .n_head = heads,
-                            .n_embd = width,
-                            .dropout = dropout,
-                            .bias = bias,
-                            .tie_weights = tie,
-                            .checkpoint_blocks = checkpoint});
-          },
-          nb::arg("vocab_size") = 256, nb::arg("context_length") = 256, nb::arg("n_layer") = 4,
-          nb::arg("n_head") = 4, nb::arg("n_embd") = 128, nb::arg("dropout") = 0.0,
-          nb::arg("bias") = true, nb::arg("tie_weights") = true,
-          nb::arg("checkpoint_blocks") = false)
-      .def(
-          "forward",
-          [](GPT& g, const Tensor& idx, nn::KVCache* cache) {
-            return cache ? g.forward(idx, *cache) : g.forward(idx);
-          },
-          nb::arg("idx"), nb::arg("cache").none() = nb::none())
-      .def(
-          "generate",
-          [](GPT& g, const Tensor& prompt, int64_t n, double temperature, int64_t top_k,
-             bool use_cache) {
-            return g.generate(prompt, n, generate_options(temperature, top_k, use_cache));
-          },
-          nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature") = 1.0,
-          nb::arg("top_k") = 0, nb::arg("use_cache") = true)
-      .def_prop_ro("context_length", [](const GPT& g) { return g.config.context_length; });
+  auto gpt = nb::class_<GPT, nn::Module>(m, "GPT",
+                                         "A GPT-2 style decoder over token ids (B, T) -> logits.");
+  gpt.def(
+      "__init__",
+      [](GPT* self, int64_t vocab, int64_t context, int64_t layers, int64_t heads, int64_t width,
+         double dropout, bool bias, bool tie, bool checkpoint) {
+        new (self) GPT({.vocab_size = vocab,
+                        .context_length = context,
+                        .n_layer = layers,
+                        .n_head = heads,
+                        .n_embd = width,
+                        .dropout = dropout,
+                        .bias = bias,
+                        .tie_weights = tie,
+                        .checkpoint_blocks = checkpoint});
+      },
+      nb::arg("vocab_size") = 256, nb::arg("context_length") = 256, nb::arg("n_layer") = 4,
+      nb::arg("n_head") = 4, nb::arg("n_embd") = 128, nb::arg("dropout") = 0.0,
+      nb::arg("bias") = true, nb::arg("tie_weights") = true, nb::arg("checkpoint_blocks") = false);
+  def_language_model(gpt);
 }
 
 void bind_llama(nb::module_& m) {
   using nn::models::Llama;
-  nb::class_<Llama, nn::Module>(m, "Llama",
-                                "A Llama decoder (RMSNorm, rotary positions, grouped-query "
-                                "attention, SwiGLU) over token ids (B, T) -> logits.")
-      .def(
-          "__init__",
-          [](Llama* self, int64_t vocab, int64_t context, int64_t layers, int64_t heads,
-             std::optional<int64_t> kv_heads, int64_t width, int64_t hidden, double rope_base,
-             double norm_eps, bool tie, bool checkpoint) {
-            new (self) Llama({.vocab_size = vocab,
-                              .context_length = context,
-                              .n_layer = layers,
-                              .n_head = heads,
-                              .n_kv_head = kv_heads.value_or(heads),
-                              .n_embd = width,
-                              .mlp_hidden = hidden,
-                              .rope_base = rope_base,
-                              .norm_eps = norm_eps,
-                              .tie_weights = tie,
-                              .checkpoint_layers = checkpoint});
-          },
-          nb::arg("vocab_size") = 256, nb::arg("context_length") = 256, nb::arg("n_layer") = 4,
-          nb::arg("n_head") = 4, nb::arg("n_kv_head") = nb::none(), nb::arg("n_embd") = 128,
-          nb::arg("mlp_hidden") = 0, nb::arg("rope_base") = 10000.0, nb::arg("norm_eps") = 1e-5,
-          nb::arg("tie_weights") = false, nb::arg("checkpoint_layers") = false)
-      .def(
-          "forward",
-          [](Llama& l, const Tensor& idx, nn::KVCache* cache) {
-            return cache ? l.forward(idx, *cache) : l.forward(idx);
-          },
-          nb::arg("idx"), nb::arg("cache").none() = nb::none())
-      .def(
-          "generate",
-          [](Llama& l, const Tensor& prompt, int64_t n, double temperature, int64_t top_k,
-             bool use_cache) {
-            return l.generate(prompt, n, generate_options(temperature, top_k, use_cache));
-          },
-          nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature") = 1.0,
-          nb::arg("top_k") = 0, nb::arg("use_cache") = true)
-      .def_prop_ro("context_length", [](const Llama& l) { return l.config.context_length; });
+  auto llama = nb::class_<Llama, nn::Module>(m, "Llama",
+                                             "A Llama decoder (RMSNorm, rotary positions, "
+                                             "grouped-query attention, SwiGLU) over token ids "
+                                             "(B, T) -> logits.");
+  llama.def(
+      "__init__",
+      [](Llama* self, int64_t vocab, int64_t context, int64_t layers, int64_t heads,
+         std::optional<int64_t> kv_heads, int64_t width, int64_t hidden, double rope_base,
+         double norm_eps, bool tie, bool checkpoint) {
+        new (self) Llama({.vocab_size = vocab,
+                          .context_length = context,
+                          .n_layer = layers,
+                          .n_head = heads,
+                          .n_kv_head = kv_heads.value_or(heads),
+                          .n_embd = width,
+                          .mlp_hidden = hidden,
+                          .rope_base = rope_base,
+                          .norm_eps = norm_eps,
+                          .tie_weights = tie,
+                          .checkpoint_layers = checkpoint});
+      },
+      nb::arg("vocab_size") = 256, nb::arg("context_length") = 256, nb::arg("n_layer") = 4,
+      nb::arg("n_head") = 4, nb::arg("n_kv_head") = nb::none(), nb::arg("n_embd") = 128,
+      nb::arg("mlp_hidden") = 0, nb::arg("rope_base") = 10000.0, nb::arg("norm_eps") = 1e-5,
+      nb::arg("tie_weights") = false, nb::arg("checkpoint_layers") = false);
+  def_language_model(llama);
 }
 
 void bind_text(nb::module_& m) {
