@@ -1,8 +1,9 @@
 // The CPU kernels' oneDNN paths (Note [onednn convolutions]) against the library's own kernels, the
 // reference: the convolutions' forward, input and weight gradients in f32 and bf16 over geometries
 // with strides, padding, dilation, groups, a single input channel, batches that cut into several
-// chunks with a shorter last one, and a right padding below the left; the bf16 GEMMs, transposed,
-// batched and with linear's epilogue; the same bits at 1, 2 and 3 threads; and the switch.
+// chunks with a shorter last one, and a right padding below the left; the bf16 and f32 GEMMs,
+// transposed, batched and with linear's epilogue; the same bits at 1, 2 and 3 threads; and the
+// switch.
 #include <string>
 #include <vector>
 
@@ -188,6 +189,72 @@ TEST(OneDnnGemm, Bf16SameBitsAtOneTwoAndThreeThreads) {
   // Blocks of columns (n > m) and of rows, of plain and transposed operands.
   auto run = [&] {
     return std::vector<Tensor>{matmul(a, b), matmul(at.t(), bt.t()), matmul(bt, at)};
+  };
+  testing::expect_same_bits_at_every_thread_count(run);
+}
+
+// f32 products of at least 2^18 multiply-adds in oneDNN (Note [f32 gemm in onednn]) against the
+// sgemm path: plain and transposed views, a product cut into column blocks (each block's C has
+// longer rows than its own), batched with a broadcast operand, linear's bias and activation
+// epilogue with its gradients, and the small and one-row products that stay on OpenBLAS.
+TEST(OneDnnGemm, F32MatchesTheSgemm) {
+  SKIP_WITHOUT_ONEDNN();
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Generator gen(seed);
+  const Tensor a = randn({70, 300}, {}, &gen), b = randn({300, 45}, {}, &gen);
+  const Tensor at = randn({300, 70}, {}, &gen), bt = randn({45, 300}, {}, &gen);
+  const Tensor wide_a = randn({130, 500}, {}, &gen), wide_b = randn({500, 1100}, {}, &gen);
+  const Tensor ba = randn({3, 70, 64}, {}, &gen), bb = randn({64, 90}, {}, &gen);
+  const Tensor x = randn({40, 96}, {}, &gen), w = randn({130, 96}, {}, &gen);
+  const Tensor bias = randn({130}, {}, &gen);
+  const Tensor row = randn({1, 500}, {}, &gen), small = randn({8, 8}, {}, &gen);
+  auto run = [&] {
+    std::vector<Tensor> out;
+    for (const Activation act : {Activation::Relu, Activation::GeluTanh}) {
+      Tensor cx = x.detach().requires_grad_(), cw = w.detach().requires_grad_();
+      Tensor y = linear(cx, cw, bias, act);
+      (y * y).sum().backward();
+      out.insert(out.end(), {y, cx.grad(), cw.grad()});
+    }
+    out.insert(out.end(),
+               {matmul(a, b), matmul(at.t(), b), matmul(a, bt.t()), matmul(at.t(), bt.t()),
+                matmul(wide_a, wide_b), matmul(ba, bb), matmul(row, wide_b), matmul(small, small)});
+    return out;
+  };
+  std::vector<Tensor> own, lib;
+  {
+    const OneDnnGuard off(false);
+    own = run();
+  }
+  {
+    const OneDnnGuard on(true);
+    const int64_t calls = cpu::onednn::calls();
+    lib = run();
+    if (cpu::onednn::calls() == calls) {
+      GTEST_SKIP() << "oneDNN has no f32 matmul kernel on this CPU: the own kernels ran";
+    }
+  }
+  for (size_t i = 0; i < own.size(); ++i) {
+    SCOPED_TRACE("result " + std::to_string(i));
+    ASSERT_EQ(lib[i].shape(), own[i].shape());
+    // Only the order of the f32 sums differs: a few ulp of the largest term.
+    const double scale = own[i].to(DType::f64).abs().max().item<double>();
+    EXPECT_TRUE(testing::all_close(lib[i], own[i], 1e-5 * scale, 1e-5));
+  }
+}
+
+// An f32 product cut into blocks of rows and of columns: the same bits at every thread count on
+// the oneDNN path too, and for a one-row product cut into column blocks.
+TEST(OneDnnGemm, F32SameBitsAtOneTwoAndThreeThreads) {
+  const OneDnnGuard on(true);
+  Generator gen(9);
+  const Tensor a = randn({300, 400}, {}, &gen), b = randn({400, 500}, {}, &gen);
+  const Tensor at = randn({400, 300}, {}, &gen), bt = randn({500, 400}, {}, &gen);
+  const Tensor row = randn({1, 1024}, {}, &gen), w = randn({1024, 1024}, {}, &gen);
+  auto run = [&] {
+    return std::vector<Tensor>{matmul(a, b), matmul(at.t(), bt.t()), matmul(bt, at), matmul(row, w),
+                               linear(row, w, Tensor(), Activation::Relu)};
   };
   testing::expect_same_bits_at_every_thread_count(run);
 }

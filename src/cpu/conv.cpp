@@ -221,9 +221,7 @@ void forward_typed(const Conv2dGeom& g, const T* x, const T* w, const T* bias, T
           for (int64_t p = 0; p < d.hw; ++p) yb[co * d.hw + p] += bias[co];
         }
       }
-      if (g.act != GemmAct::None) {
-        for (int64_t i = 0; i < g.c_out * d.hw; ++i) yb[i] = activate(g.act, yb[i]);
-      }
+      activate_all(g.act, yb, g.c_out * d.hw);
     }
   });
 }

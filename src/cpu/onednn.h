@@ -1,5 +1,5 @@
-// The CPU kernels' oneDNN paths: the convolutions in f32 and bf16, the bf16 GEMM (Note [onednn
-// convolutions] in src/cpu/onednn_dnnl.cpp).
+// The CPU kernels' oneDNN paths: the convolutions in f32 and bf16, the f32 and bf16 GEMMs (Note
+// [onednn convolutions] in src/cpu/onednn_dnnl.cpp).
 #pragma once
 
 #include <cstdint>
@@ -20,13 +20,14 @@ bool conv2d_backward_input(const kern::Conv2dGeom& g, DType dtype, const void* d
 bool conv2d_backward_weight(const kern::Conv2dGeom& g, DType dtype, const void* x, const void* dy,
                             void* dw);
 
-// c (m, n), dense f32, = op(a) @ op(b) for bf16 a and b: a is (m, k) with row stride lda, or
-// (k, m) when ta; b is (k, n) with row stride ldb, or (n, k) when tb. On the calling thread, on the
-// CPU's bf16 dot products where it has them; f32 sums of the exact bf16 products. False, having
-// written nothing, where oneDNN does not take it (a build without it, no implementation on this
-// CPU). The caller checks onednn_enabled(), once for a whole batch.
-bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
-               const void* b, int64_t ldb, float* c);
+// c (m, n), f32 with row stride ldc, = op(a) @ op(b) for a and b of `ab` (f32 or bf16): a is
+// (m, k) with row stride lda, or (k, m) when ta; b is (k, n) with row stride ldb, or (n, k) when
+// tb. On the calling thread; bf16 on the CPU's bf16 dot products where it has them, f32 sums of
+// the exact bf16 products. False, having written nothing, where oneDNN does not take it (a build
+// without it, no implementation on this CPU). The caller checks onednn_enabled(), once for a whole
+// batch.
+bool gemm(DType ab, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+          const void* b, int64_t ldb, float* c, int64_t ldc);
 
 // How many primitive calls oneDNN has run in this process (the tests check that a path ran).
 int64_t calls();

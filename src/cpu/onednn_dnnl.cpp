@@ -19,10 +19,10 @@
 // depend on the thread count, neither do the bits; the sum has a fixed order, so deterministic
 // mode runs here too.
 //
-// The bf16 GEMMs (src/cpu/gemm.cpp) run here too: each block of Note [gemm blocks] is one oneDNN
-// matmul of the bf16 operands in place (no widened copies), on the CPU's bf16 dot products, with
-// f32 sums of the exact products; alpha, beta, the epilogue and the rounding to bf16 stay the
-// GEMM's own.
+// The bf16 GEMMs and the larger f32 ones (src/cpu/gemm.cpp, Note [f32 gemm in onednn]) run here
+// too: each block of Note [gemm blocks] is one oneDNN matmul of the operands in place (no widened
+// copies), bf16 on the CPU's bf16 dot products with f32 sums of the exact products; alpha, beta,
+// the epilogue and the rounding to bf16 stay the GEMM's own.
 //
 // Every call passes its own scratchpad (scratchpad_mode::user): oneDNN's default one is shared
 // between primitives, and with it the chunked bf16 weight gradient came out wrong
@@ -519,16 +519,16 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
   return false;
 }
 
-// The bf16 GEMMs' primitives, by shape, transposes and row strides; an empty plan where oneDNN has
-// none.
-// The key of a bf16 GEMM's plan, apart from the convolutions' (whose first entry is a Pass).
+// The GEMMs' primitives, by dtype, shape, transposes and row strides; an empty plan where oneDNN
+// has none. The key of a GEMM's plan, apart from the convolutions' (whose first entry is a Pass).
 constexpr int64_t kGemmKey = 3;
 
-Plan build_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb) {
+Plan build_gemm(DT t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                int64_t ldc) {
   // op(a) (m, k) and op(b) (k, n) as strided views of the stored matrices.
-  const memory::desc a_md({m, k}, DT::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
-  const memory::desc b_md({k, n}, DT::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
-  const memory::desc c_md({m, n}, DT::f32, memory::dims{n, 1});
+  const memory::desc a_md({m, k}, t, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
+  const memory::desc b_md({k, n}, t, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+  const memory::desc c_md({m, n}, DT::f32, memory::dims{ldc, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine());
@@ -546,11 +546,13 @@ Plan build_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, 
 
 int64_t calls() { return g_calls.load(std::memory_order_relaxed); }
 
-bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
-               const void* b, int64_t ldb, float* c) {
-  if (m <= 0 || n <= 0 || k <= 0) return false;
-  const std::shared_ptr<const Plan> plan = plans().get(
-      {kGemmKey, ta, tb, m, n, k, lda, ldb}, [&] { return build_gemm(ta, tb, m, n, k, lda, ldb); });
+bool gemm(DType ab, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+          const void* b, int64_t ldb, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0 || k <= 0 || (ab != DType::f32 && ab != DType::bf16)) return false;
+  const DT t = ab == DType::f32 ? DT::f32 : DT::bf16;
+  const std::shared_ptr<const Plan> plan =
+      plans().get({kGemmKey, static_cast<int64_t>(ab), ta, tb, m, n, k, lda, ldb, ldc},
+                  [&] { return build_gemm(t, ta, tb, m, n, k, lda, ldb, ldc); });
   if (!plan) return false;
   execute(*plan, {const_cast<void*>(a), const_cast<void*>(b), c});
   return true;

@@ -27,8 +27,8 @@ bool conv2d_backward_weight(const kern::Conv2dGeom&, DType, const void*, const v
   return false;
 }
 
-bool gemm_bf16(bool, bool, int64_t, int64_t, int64_t, const void*, int64_t, const void*, int64_t,
-               float*) {
+bool gemm(DType, bool, bool, int64_t, int64_t, int64_t, const void*, int64_t, const void*, int64_t,
+          float*, int64_t) {
   return false;
 }
 
