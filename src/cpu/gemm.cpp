@@ -220,7 +220,7 @@ void gemm_typed(const GemmArgs& g) {
     cbuf.resize(static_cast<size_t>(g.m * g.n));
   }
   const U alpha = static_cast<U>(g.alpha), beta = static_cast<U>(g.beta);
-  // Note [f32 gemm in onednn]
+  // The larger f32 products in oneDNN (Note [f32 gemm in onednn]).
   const bool library_f32 = std::is_same_v<T, float> && g.alpha == 1 && g.beta == 0 && g.m > 1 &&
                            g.m * g.n * g.k >= kLibraryMacs && onednn_enabled();
   thread_local std::vector<float> dense;

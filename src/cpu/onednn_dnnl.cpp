@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "cpu/onednn.h"
+#include "cpu/onednn_common.h"
 #include "internal/parallel.h"
 #include "sinter/core/error.h"
 #include "sinter/core/parallel.h"
@@ -116,11 +117,6 @@ struct Plan {
   memory::desc scratchpad;  // each call's own (oneDNN's shared one is not safe across threads)
 };
 
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
 struct Shapes {
   memory::dims x, w, y, bias, strides, dilates, pad_l, pad_r;
 };
@@ -145,15 +141,6 @@ Shapes shapes(const kern::Conv2dGeom& g) {
 }
 
 memory::desc any(const memory::dims& d, DT t) { return memory::desc(d, t, Tag::any); }
-
-// oneDNN's reference implementations (plain loops, for CPUs without the ISA of its JIT kernels) are
-// far slower than the library's own kernels: a plan never takes one.
-void refuse_reference(const dnnl::primitive_desc_base& pd) {
-  const std::string impl = pd.impl_info_str();
-  if (impl.find("ref") != std::string::npos) {
-    throw dnnl::error(dnnl_unimplemented, "a reference implementation");
-  }
-}
 
 Plan build(Pass pass, const kern::Conv2dGeom& g, DT t, bool has_bias) {
   const Shapes s = shapes(g);
@@ -235,56 +222,6 @@ Plan build(Pass pass, const kern::Conv2dGeom& g, DT t, bool has_bias) {
   }
   return plan;
 }
-
-// The OpenMP runtime oneDNN runs on, looked up at run time (the library then needs no OpenMP
-// flags to build): libgomp's, by its own handle, so that another runtime loaded first (libiomp5,
-// libomp) is not the one set. `usable` is false where oneDNN's threads cannot be held to one: then
-// no plan is built and the own kernels run.
-struct OpenMP {
-  using Set = void (*)(int);
-  using Get = int (*)();
-  Set set = nullptr;
-  Get get = nullptr;
-  bool usable = false;
-
-  static const OpenMP& runtime() {
-    static const OpenMP omp = [] {
-      OpenMP o;
-      const unsigned runtime = dnnl::version()->cpu_runtime;
-      if (runtime == DNNL_RUNTIME_SEQ) {
-        o.usable = true;
-      } else if (runtime == DNNL_RUNTIME_OMP) {
-        if (void* gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD)) {
-          o.set = reinterpret_cast<Set>(dlsym(gomp, "omp_set_num_threads"));
-          o.get = reinterpret_cast<Get>(dlsym(gomp, "omp_get_max_threads"));
-          o.usable = o.set != nullptr && o.get != nullptr;
-        }
-      }
-      return o;
-    }();
-    return omp;
-  }
-};
-
-// The calling thread's OpenMP thread count set to 1 for a scope (oneDNN on OpenMP then runs each
-// call on the calling thread) and restored after.
-class OneOpenMPThread {
- public:
-  OneOpenMPThread() {
-    const OpenMP& omp = OpenMP::runtime();
-    if (omp.set == nullptr) return;
-    previous_ = omp.get();
-    if (previous_ != 1) omp.set(1);
-  }
-  ~OneOpenMPThread() {
-    if (previous_ > 1) OpenMP::runtime().set(previous_);
-  }
-  OneOpenMPThread(const OneOpenMPThread&) = delete;
-  OneOpenMPThread& operator=(const OneOpenMPThread&) = delete;
-
- private:
-  int previous_ = 0;
-};
 
 // The plans built so far, by key; a key whose build failed maps to an empty plan.
 class Plans {
@@ -411,26 +348,12 @@ void execute_unchecked(const Plan& plan, const std::vector<void*>& pointers) {
 }
 
 std::vector<int64_t> plan_key(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias) {
-  return {static_cast<int64_t>(pass),
-          static_cast<int64_t>(dtype),
-          has_bias ? 1 : 0,
-          pass == Pass::forward ? static_cast<int64_t>(g.act) : 0,
-          g.n,
-          g.c_in,
-          g.h,
-          g.w,
-          g.c_out,
-          g.kh,
-          g.kw,
-          g.h_out,
-          g.w_out,
-          g.stride_h,
-          g.stride_w,
-          g.pad_h,
-          g.pad_w,
-          g.dil_h,
-          g.dil_w,
-          g.groups};
+  std::vector<int64_t> key = {static_cast<int64_t>(pass), static_cast<int64_t>(dtype),
+                              has_bias ? 1 : 0,
+                              pass == Pass::forward ? static_cast<int64_t>(g.act) : 0};
+  const auto geometry = kern::geometry_key(g);
+  key.insert(key.end(), geometry.begin(), geometry.end());
+  return key;
 }
 
 // x, w, y in the pass's order (forward: x, w, y[, bias]; backward input: dy, w, dx; backward

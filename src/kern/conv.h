@@ -2,6 +2,7 @@
 // sinter::cpu (src/cpu/conv.cpp) and sinter::cudak (kernels/conv.cu), Note [kernel interfaces].
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "kern/act.h"
@@ -25,6 +26,12 @@ struct Conv2dGeom {
   // Forward only: y = act(conv + bias) in the epilogue; the backward passes ignore it.
   GemmAct act = GemmAct::None;
 };
+
+// The geometry's sizes (all but allow_tf32 and act), as a plan cache's key holds them.
+inline std::array<int64_t, 16> geometry_key(const Conv2dGeom& g) {
+  return {g.n,     g.c_in,     g.h,        g.w,     g.c_out, g.kh,    g.kw,    g.h_out,
+          g.w_out, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dil_h, g.dil_w, g.groups};
+}
 
 }  // namespace sinter::kern
 

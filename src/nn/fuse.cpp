@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "internal/fuse_impl.h"
+#include "internal/infer_plan.h"
 #include "sinter/autograd.h"
 #include "sinter/core/generator.h"
 #include "sinter/nn/activations.h"
@@ -388,7 +389,11 @@ std::shared_ptr<Module> clone_tree(const Module& m, const std::string& path) {
   std::shared_ptr<Module> out;
   if (is<Sequential>(m) || is<ModuleList>(m) || is<ModuleDict>(m)) {
     if (is<Sequential>(m)) {
-      out = std::make_shared<Sequential>();
+      auto seq = std::make_shared<Sequential>();
+      if (static_cast<const Sequential&>(m).inference_plans) {
+        seq->inference_plans = std::make_shared<detail::InferencePlans>();
+      }
+      out = seq;
     } else if (is<ModuleList>(m)) {
       out = std::make_shared<ModuleList>();
     } else {
@@ -448,7 +453,13 @@ std::shared_ptr<Module> fuse_with(const Module& module, const LayerWrap& wrap) {
   return fused;
 }
 
-std::shared_ptr<Module> fuse_for_inference(const Module& module) { return fuse_with(module, {}); }
+std::shared_ptr<Module> fuse_for_inference(const Module& module) {
+  std::shared_ptr<Module> fused = fuse_with(module, {});
+  if (is<Sequential>(*fused)) {
+    static_cast<Sequential&>(*fused).inference_plans = std::make_shared<detail::InferencePlans>();
+  }
+  return fused;
+}
 
 std::shared_ptr<Module> clone(const Module& module) {
   // As fuse_with: fresh layers draw their initialization from the default generator, put back.

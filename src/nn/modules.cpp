@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
+#include "internal/infer_plan.h"
 #include "internal/ops_impl.h"
 #include "nn/layer_init.h"
 #include "sinter/autograd.h"
@@ -319,6 +321,9 @@ const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {
 }
 
 Tensor Sequential::forward(const Tensor& x) {
+  if (inference_plans && !GradMode::is_enabled()) {
+    if (std::optional<Tensor> planned = inference_plans->forward(*this, x)) return *planned;
+  }
   Tensor y = x;
   for (const auto& m : modules_) y = m->forward(y);
   return y;

@@ -20,6 +20,13 @@ namespace sinter::nn {
 //  - a ReLU or GELU module right after a Conv2d or Linear (folded or not) becomes that layer's
 //    epilogue activation (Conv2d::activation, Linear::activation): the output is written once;
 //  - Dropout, the identity in eval mode, is dropped.
+// Where `module` is a Sequential, so is the result, and it carries inference plans
+// (Sequential::inference_plans): with grad mode off (InferenceMode, NoGradGuard), its forward on a
+// contiguous f32 CPU input runs as one plan per input shape, its values channels-last and its
+// layers oneDNN primitives made once (Note [cpu inference plan] in src/cpu/infer_plan_dnnl.cpp),
+// where every module is one the plans describe (Conv2d and Linear with a ReLU epilogue or none,
+// MaxPool2d, AdaptiveAvgPool2d(1), Flatten, ReLU, Identity, the fused BasicBlock, Sequential);
+// otherwise, and with grad mode on, module by module.
 // A Sequential's modules are renumbered "0", "1", ... over the ones kept, so state_dict keys differ
 // from the original's (a folded BatchNorm has none). Every module is copied: the result shares no
 // tensor with `module`, which is left as it was (values, mode, and the default generator's

@@ -364,11 +364,20 @@ class ModuleList : public Module {
 
 // Applies its modules in order: forward(x) = m_{n-1}(... m_0(x)); the identity when empty.
 //   Sequential model{Linear(784, 256), ReLU(), Linear(256, 10)};
+namespace detail {
+class InferencePlans;
+}  // namespace detail
+
 class Sequential : public ModuleList {
  public:
   using ModuleList::ModuleList;
   std::string name() const override { return "Sequential"; }
   Tensor forward(const Tensor& x) override;
+
+  // Set on the Sequential nn::fuse_for_inference returns: with grad mode off, forward on a CPU f32
+  // input runs through a plan made for the input's shape where the model is one a plan can run
+  // (Note [cpu inference plan] in src/cpu/infer_plan_dnnl.cpp), else module by module.
+  std::shared_ptr<detail::InferencePlans> inference_plans;
 };
 
 }  // namespace sinter::nn

@@ -1,0 +1,536 @@
+// Note [cpu inference plan]
+// A fused model's forward on the CPU without grad mode (nn::fuse_for_inference sets
+// Sequential::inference_plans; src/nn/infer_plan.cpp describes the model as a plan::Program) runs
+// as one plan per input shape instead of op by op, as ONNX Runtime runs a session:
+//  - The images' values stay channels-last (NHWC) from the first layer to the last, the layout
+//    oneDNN's brgemm convolutions read and write: op by op, every convolution reorders its input
+//    from NCHW and its output back (a fifth of resnet20's time at batch 256).
+//  - Each layer is one oneDNN primitive made once (convolution, max pooling, matmul), its weights
+//    reordered into the primitive's layout at compile time. A residual block's sum and ReLU are
+//    the second convolution's post-ops, written in place over the shortcut's buffer; max pooling
+//    reads the convolution's output while it is in the cache.
+//  - The batch is cut into chunks of images (about kChunkBytes of the largest value each, from
+//    the shapes alone), and each thread runs whole chunks through every layer: the values of a
+//    chunk stay in its core's cache, and no layer waits for the other threads. The buffers are
+//    planned once (a value's buffer is reused once its last reader has run) and kept by each
+//    thread between calls.
+// Every layer's result for an image depends only on that image and the chunk size, which depends
+// only on the shapes: the same bits at every thread count. They are not the bits of the op-by-op
+// forward (other kernels sum in another order): the two agree to f32 rounding (1e-5 relative on
+// the reference models, tests/test_infer_plan.cpp). Max pooling takes oneDNN's maximum, whose NaN
+// handling is its own: a NaN in a window may not come out as PyTorch's max_pool2d gives it.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "cpu/infer_plan.h"
+#include "cpu/onednn_common.h"
+#include "internal/parallel.h"
+#include "sinter/core/error.h"
+#include "sinter/core/parallel.h"
+#include "sinter/core/storage.h"
+
+namespace sinter::cpu::plan {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using DT = memory::data_type;
+
+namespace {
+
+// The bytes of the largest value a chunk holds (Note [cpu inference plan]): a few chunks' values
+// fit a core's L2 cache.
+constexpr int64_t kChunkBytes = int64_t{1} << 19;
+constexpr size_t kAlign = 64;
+
+size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+memory::desc nhwc(int64_t n, const Shape3& s) {
+  return memory::desc({n, s.c, s.h, s.w}, DT::f32, Tag::nhwc);
+}
+
+// The right padding that makes oneDNN's output size the geometry's (PyTorch's floor).
+memory::dims right_pad(const kern::Conv2dGeom& g) {
+  return {(g.h_out - 1) * g.stride_h + (g.kh - 1) * g.dil_h + 1 - g.h - g.pad_h,
+          (g.w_out - 1) * g.stride_w + (g.kw - 1) * g.dil_w + 1 - g.w - g.pad_w};
+}
+
+// A weight reordered once into the layout its primitive asks for.
+struct Packed {
+  Storage data;
+  memory::desc md;
+};
+
+Packed pack(const memory::desc& plain, const memory::desc& want, const void* src) {
+  Packed p{Storage::allocate(std::max<size_t>(want.get_size(), 1), Device::cpu()), want};
+  memory from(plain, onednn::engine(), const_cast<void*>(src));
+  memory to(want, onednn::engine(), p.data.data());
+  dnnl::stream s(onednn::engine());
+  dnnl::reorder(from, to).execute(s, from, to);
+  s.wait();
+  return p;
+}
+
+// A Linear's weight with its input features put in the order of an NHWC value: column
+// (y x + x) c + ch of the result is column ch h w + y w + x of `w`, the flattened NCHW order.
+std::vector<float> hwc_columns(const Layer& l, const Shape3& in) {
+  std::vector<float> out(static_cast<size_t>(l.out * l.in));
+  const int64_t hw = in.h * in.w;
+  for (int64_t o = 0; o < l.out; ++o) {
+    for (int64_t ch = 0; ch < in.c; ++ch) {
+      for (int64_t p = 0; p < hw; ++p) {
+        out[o * l.in + p * in.c + ch] = l.weight[o * l.in + ch * hw + p];
+      }
+    }
+  }
+  return out;
+}
+
+// One primitive of a layer: the whole of it for a chunk of images, or at batch 1 one band of its
+// output rows (a convolution, a pooling) or of its output features (a Linear), whose threads run
+// the bands of a layer at once (Note [cpu inference plan]).
+struct Part {
+  dnnl::primitive prim;
+  Packed weight;
+  Storage bias_data;  // the bias (of the band's features), copied
+  memory::desc src, dst, bias, scratchpad;
+  int64_t src_at = 0, dst_at = 0;  // the band's first element in the input and output values
+};
+
+// A layer's parts for one chunk size (none for the global average pooling, its own loop).
+struct Step {
+  std::vector<Part> parts;
+};
+
+Storage copy_of(const float* v, int64_t n) {
+  Storage s = Storage::allocate(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float),
+                                Device::cpu());
+  std::memcpy(s.data(), v, static_cast<size_t>(n) * sizeof(float));
+  return s;
+}
+
+dnnl::primitive_attr attributes(bool sum, bool relu) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::post_ops ops;
+  if (sum) ops.append_sum(1.0F);
+  if (relu) ops.append_eltwise(1.0F, dnnl::algorithm::eltwise_relu, 0.0F, 0.0F);
+  attr.set_post_ops(ops);
+  return attr;
+}
+
+// The convolution or pooling of g (its input rows g.h from g.pad_h above, its output rows g.h_out)
+// on n images.
+Part conv_part(const Layer& l, const kern::Conv2dGeom& g, int64_t n) {
+  Part part;
+  part.src = nhwc(n, {g.c_in, g.h, g.w});
+  part.dst = nhwc(n, {g.c_out, g.h_out, g.w_out});
+  const memory::dims strides = {g.stride_h, g.stride_w}, pad_l = {g.pad_h, g.pad_w};
+  if (l.op == Op::MaxPool) {
+    const dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference,
+                                        dnnl::algorithm::pooling_max, part.src, part.dst, strides,
+                                        {g.kh, g.kw}, pad_l, right_pad(g));
+    const dnnl::pooling_forward::primitive_desc pd(d, attributes(false, false), onednn::engine());
+    onednn::refuse_reference(pd);
+    part.prim = dnnl::pooling_forward(pd);
+    part.scratchpad = pd.scratchpad_desc();
+    return part;
+  }
+  const memory::dims w_dims =
+      g.groups > 1 ? memory::dims{g.groups, g.c_out / g.groups, g.c_in / g.groups, g.kh, g.kw}
+                   : memory::dims{g.c_out, g.c_in, g.kh, g.kw};
+  const memory::desc w_plain(w_dims, DT::f32, g.groups > 1 ? Tag::goihw : Tag::oihw);
+  const memory::desc w_any(w_dims, DT::f32, Tag::any);
+  const memory::dims dil = {g.dil_h - 1, g.dil_w - 1};
+  const auto fwd = dnnl::prop_kind::forward_inference;
+  const auto algo = dnnl::algorithm::convolution_direct;
+  if (l.bias != nullptr) part.bias = memory::desc({g.c_out}, DT::f32, Tag::x);
+  const auto d = l.bias != nullptr
+                     ? dnnl::convolution_forward::desc(fwd, algo, part.src, w_any, part.bias,
+                                                       part.dst, strides, dil, pad_l, right_pad(g))
+                     : dnnl::convolution_forward::desc(fwd, algo, part.src, w_any, part.dst,
+                                                       strides, dil, pad_l, right_pad(g));
+  const dnnl::convolution_forward::primitive_desc pd(d, attributes(l.residual >= 0, l.relu),
+                                                     onednn::engine());
+  onednn::refuse_reference(pd);
+  part.prim = dnnl::convolution_forward(pd);
+  part.weight = pack(w_plain, pd.weights_desc(), l.weight);
+  if (l.bias != nullptr) part.bias_data = copy_of(l.bias, g.c_out);
+  part.scratchpad = pd.scratchpad_desc();
+  return part;
+}
+
+// Output features [j0, j1) of a Linear on n rows; `w` its (out, in) weight with the columns in the
+// value's order.
+Part linear_part(const Layer& l, const std::vector<float>& w, int64_t n, int64_t j0, int64_t j1) {
+  Part part;
+  const int64_t cols = j1 - j0;
+  part.src = memory::desc({n, l.in}, DT::f32, Tag::ab);
+  part.dst = memory::desc({n, cols}, DT::f32, memory::dims{l.out, 1});
+  part.dst_at = j0;
+  if (l.bias != nullptr) part.bias = memory::desc({1, cols}, DT::f32, Tag::ab);
+  const memory::desc w_any({l.in, cols}, DT::f32, Tag::any);
+  const auto d = l.bias != nullptr ? dnnl::matmul::desc(part.src, w_any, part.bias, part.dst)
+                                   : dnnl::matmul::desc(part.src, w_any, part.dst);
+  const dnnl::matmul::primitive_desc pd(d, attributes(false, l.relu), onednn::engine());
+  onednn::refuse_reference(pd);
+  part.prim = dnnl::matmul(pd);
+  // Rows [j0, j1) of the stored (out, in) weight, as the (in, cols) matrix.
+  part.weight =
+      pack(memory::desc({l.in, cols}, DT::f32, Tag::ba), pd.weights_desc(), w.data() + j0 * l.in);
+  if (l.bias != nullptr) part.bias_data = copy_of(l.bias + j0, cols);
+  part.scratchpad = pd.scratchpad_desc();
+  return part;
+}
+
+// The multiply-adds of a band at batch 1 (Note [cpu inference plan]): a convolution or pooling of
+// kMinBandMacs or more is cut into at least two bands of output rows, and into bands of about
+// kBandMacs; a Linear, read from memory rather than computed, into bands of kLinearBandMacs.
+constexpr int64_t kMinBandMacs = int64_t{1} << 16;
+constexpr int64_t kBandMacs = int64_t{1} << 21;
+constexpr int64_t kLinearBandMacs = int64_t{1} << 17;
+
+// The layer's parts for chunks of n images: one, or at batch 1 (`bands`) its bands.
+Step layer_step(const Layer& l, int64_t n, const Shape3& in, bool bands) {
+  Step step;
+  if (l.op == Op::GlobalAvgPool) return step;
+  if (l.op == Op::Linear) {
+    // The stored (out, in) weight, its columns in the value's NHWC order.
+    const std::vector<float> w = in.h * in.w > 1 && in.c > 1
+                                     ? hwc_columns(l, in)
+                                     : std::vector<float>(l.weight, l.weight + l.out * l.in);
+    int64_t cols = l.out;
+    if (bands) {
+      const int64_t want = std::max<int64_t>(1, l.in * l.out / kLinearBandMacs);
+      cols = std::max<int64_t>(16, ((l.out + want - 1) / want + 15) / 16 * 16);
+    }
+    for (int64_t j0 = 0; j0 < l.out; j0 += cols) {
+      step.parts.push_back(linear_part(l, w, n, j0, std::min(l.out, j0 + cols)));
+    }
+    return step;
+  }
+  const kern::Conv2dGeom& g = l.g;
+  int64_t rows = g.h_out;
+  if (bands) {
+    const int64_t macs = l.op == Op::MaxPool
+                             ? g.c_out * g.h_out * g.w_out * g.kh * g.kw
+                             : g.c_out * (g.c_in / g.groups) * g.kh * g.kw * g.h_out * g.w_out;
+    const int64_t least = macs >= kMinBandMacs ? std::min<int64_t>(2, g.h_out) : 1;
+    const int64_t want = std::clamp<int64_t>(macs / kBandMacs, least, g.h_out);
+    rows = (g.h_out + want - 1) / want;
+  }
+  for (int64_t o0 = 0; o0 < g.h_out; o0 += rows) {
+    // Output rows [o0, o1) read input rows [i0, i1), clipped to the image: the rows cut off are
+    // the band's padding.
+    const int64_t o1 = std::min(g.h_out, o0 + rows);
+    kern::Conv2dGeom band = g;
+    int64_t first_row = 0;
+    if (o0 > 0 || o1 < g.h_out) {
+      const int64_t i0 = o0 * g.stride_h - g.pad_h;
+      const int64_t i1 = (o1 - 1) * g.stride_h - g.pad_h + (g.kh - 1) * g.dil_h + 1;
+      first_row = std::max<int64_t>(i0, 0);
+      band.pad_h = first_row - i0;
+      band.h = std::min(i1, g.h) - first_row;
+      band.h_out = o1 - o0;
+    }
+    Part part = conv_part(l, band, n);
+    part.src_at = first_row * g.w * g.c_in;
+    part.dst_at = o0 * g.w_out * g.c_out;
+    step.parts.push_back(std::move(part));
+  }
+  return step;
+}
+
+}  // namespace
+
+class Compiled {
+ public:
+  Program program;
+  std::vector<Shape3> shapes;
+  int64_t batch = 0, per = 0, chunks = 0, last = 0;
+  std::vector<Step> steps[2];  // for chunks of `per` images, and the last chunk
+  bool bands = false;          // batch 1: the threads share each layer's bands
+  uint64_t id = 0;             // unique in the process (the threads' memory objects are by plan)
+  // A value's buffer among a thread's `slots` (-1: none, the input read in place or the output
+  // written into y).
+  std::vector<int> slot;
+  int slots = 0;
+  size_t slot_bytes = 0, scratch_bytes = 0;
+  bool input_in_place = false, output_in_place = false;
+  // NCHW input to NHWC and NHWC output to NCHW, by chunk size, where the layouts differ.
+  dnnl::reorder to_nhwc[2], to_nchw[2];
+};
+
+namespace {
+
+// Assigns each value a buffer, reusing one whose value's last reader has run; a convolution with a
+// residual writes over the residual's buffer where it is that value's last reader.
+void plan_buffers(Compiled& c) {
+  const Program& p = c.program;
+  const int values = static_cast<int>(c.shapes.size());
+  std::vector<int> last_use(values, -1);
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    last_use[p.layers[i].input] = static_cast<int>(i);
+    if (p.layers[i].residual >= 0) last_use[p.layers[i].residual] = static_cast<int>(i);
+  }
+  last_use[values - 1] = static_cast<int>(p.layers.size());  // the output, read at the end
+  c.slot.assign(values, -1);
+  std::vector<int> owner;  // the value each buffer holds
+  // A buffer whose value no reader at or after `layer` needs.
+  auto take = [&](int v, int layer) {
+    size_t s = 0;
+    while (s < owner.size() && owner[s] >= 0 && last_use[owner[s]] >= layer) ++s;
+    if (s == owner.size()) owner.push_back(-1);
+    owner[s] = v;
+    return static_cast<int>(s);
+  };
+  if (!c.input_in_place) c.slot[0] = take(0, 0);
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    const Layer& l = p.layers[i];
+    const int v = static_cast<int>(i) + 1, layer = static_cast<int>(i);
+    if (v == values - 1 && c.output_in_place) continue;
+    if (l.residual >= 0 && l.residual != l.input && c.slot[l.residual] >= 0 &&
+        last_use[l.residual] == layer) {
+      c.slot[v] = c.slot[l.residual];
+      owner[c.slot[v]] = v;
+    } else {
+      c.slot[v] = take(v, layer);
+    }
+  }
+  c.slots = static_cast<int>(owner.size());
+  size_t most = 0;
+  for (const Shape3& s : c.shapes) most = std::max(most, static_cast<size_t>(numel(s)));
+  c.slot_bytes = aligned(static_cast<size_t>(c.per) * most * sizeof(float));
+}
+
+}  // namespace
+
+std::shared_ptr<const Compiled> compile(const Program& p, int64_t batch) {
+  SINTER_CHECK(batch > 0 && !p.layers.empty(), "inference plan: batch ", batch, " of ",
+               p.layers.size(), " layers");
+  static std::atomic<uint64_t> next_id{1};
+  auto c = std::make_shared<Compiled>();
+  c->id = next_id.fetch_add(1);
+  c->program = p;
+  c->shapes = value_shapes(p);
+  c->batch = batch;
+  size_t most = 0;
+  for (const Shape3& s : c->shapes) most = std::max(most, static_cast<size_t>(numel(s)));
+  const int64_t want =
+      std::clamp<int64_t>(kChunkBytes / static_cast<int64_t>(most * sizeof(float)), 1, batch);
+  // At least 4 chunks where the batch has 4 images, so that the threads share them.
+  c->chunks = std::max((batch + want - 1) / want, std::min<int64_t>(batch, 4));
+  c->per = (batch + c->chunks - 1) / c->chunks;
+  c->chunks = (batch + c->per - 1) / c->per;
+  c->bands = batch == 1;
+  c->last = batch - (c->chunks - 1) * c->per;
+  // NCHW and NHWC are the same bytes where there is one channel or one pixel.
+  const Shape3 in = c->shapes.front(), out = c->shapes.back();
+  c->input_in_place = in.c == 1 || in.h * in.w == 1;
+  c->output_in_place = out.c == 1 || out.h * out.w == 1;
+  if (!onednn::OpenMP::runtime().usable) return nullptr;
+  const onednn::OneOpenMPThread one;
+  try {
+    for (int k = 0; k < 2; ++k) {
+      const int64_t n = k == 0 ? c->per : c->last;
+      const auto nchw = [&](const Shape3& s) {
+        return memory::desc({n, s.c, s.h, s.w}, DT::f32, Tag::nchw);
+      };
+      const dnnl::engine& e = onednn::engine();
+      if (!c->input_in_place) {
+        c->to_nhwc[k] = dnnl::reorder(dnnl::reorder::primitive_desc(e, nchw(in), e, nhwc(n, in)));
+      }
+      if (!c->output_in_place) {
+        c->to_nchw[k] = dnnl::reorder(dnnl::reorder::primitive_desc(e, nhwc(n, out), e, nchw(out)));
+      }
+      for (const Layer& l : p.layers) {
+        c->steps[k].push_back(layer_step(l, n, c->shapes[l.input], c->bands));
+        for (const Part& part : c->steps[k].back().parts) {
+          c->scratch_bytes = std::max(c->scratch_bytes, part.scratchpad.get_size());
+        }
+      }
+    }
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+  c->scratch_bytes = aligned(c->scratch_bytes);
+  plan_buffers(*c);
+  return c;
+}
+
+namespace {
+
+// out (n, c) = the mean over each image's h w pixels of in (n, h, w, c), summed in double in pixel
+// order as the library's average pooling sums a plane.
+void global_avg_pool(const float* in, int64_t n, const Shape3& s, float* out) {
+  const int64_t hw = s.h * s.w;
+  std::vector<double> sum(static_cast<size_t>(s.c));
+  for (int64_t b = 0; b < n; ++b) {
+    std::fill(sum.begin(), sum.end(), 0.0);
+    const float* img = in + b * hw * s.c;
+    for (int64_t p = 0; p < hw; ++p) {
+      for (int64_t ch = 0; ch < s.c; ++ch) sum[ch] += img[p * s.c + ch];
+    }
+    for (int64_t ch = 0; ch < s.c; ++ch) {
+      out[b * s.c + ch] = static_cast<float>(sum[ch] / static_cast<double>(hw));
+    }
+  }
+}
+
+// A part's memory objects on one thread, made at its first run: later runs only point them at
+// the call's buffers (making them, and the argument map, costs allocations, a tenth of a batch-1
+// forward).
+struct PartMemories {
+  dnnl::memory src, dst, scratch;
+  std::vector<dnnl_exec_arg_t> args;
+};
+
+// What a thread keeps between calls: its oneDNN stream, its chunks' values, its scratchpad, and
+// the memory objects of the plan it ran last, by chunk size, layer and part.
+struct ThreadBuffers {
+  std::unique_ptr<dnnl::stream> stream;
+  Storage values, scratch;
+  uint64_t plan = 0;
+  std::vector<std::vector<PartMemories>> memories[2];
+  std::vector<dnnl::memory> fixed;  // the weights and biases the args point at
+};
+
+ThreadBuffers& mine() {
+  thread_local ThreadBuffers t;
+  if (!t.stream) t.stream = std::make_unique<dnnl::stream>(onednn::engine());
+  return t;
+}
+
+char* at_least(Storage& s, size_t bytes) {
+  if (s.nbytes() < bytes) {
+    s = Storage();
+    s = Storage::allocate(bytes, Device::cpu());
+  }
+  return static_cast<char*>(s.data());
+}
+
+// This thread's memory objects of part `i` of layer `layer` at chunk size k.
+PartMemories& memories(const Compiled& c, int k, size_t layer, size_t i, ThreadBuffers& t) {
+  if (t.plan != c.id) {
+    t.plan = c.id;
+    for (auto& m : t.memories) m.assign(c.steps[0].size(), {});
+    t.fixed.clear();
+  }
+  std::vector<PartMemories>& parts = t.memories[k][layer];
+  const Step& step = c.steps[k][layer];
+  if (parts.empty()) {
+    const dnnl::engine& e = onednn::engine();
+    const Layer& l = c.program.layers[layer];
+    for (const Part& part : step.parts) {
+      PartMemories m{memory(part.src, e, nullptr),
+                     memory(part.dst, e, nullptr),
+                     memory(part.scratchpad, e, nullptr),
+                     {}};
+      m.args = {{DNNL_ARG_SRC, m.src.get()},
+                {DNNL_ARG_DST, m.dst.get()},
+                {DNNL_ARG_SCRATCHPAD, m.scratch.get()}};
+      if (l.op != Op::MaxPool) {
+        t.fixed.emplace_back(part.weight.md, e, part.weight.data.data());
+        m.args.push_back({DNNL_ARG_WEIGHTS, t.fixed.back().get()});
+        if (l.bias != nullptr) {
+          t.fixed.emplace_back(part.bias, e, part.bias_data.data());
+          m.args.push_back({DNNL_ARG_BIAS, t.fixed.back().get()});
+        }
+      }
+      parts.push_back(std::move(m));
+    }
+  }
+  return parts[i];
+}
+
+// Parts [p0, p1) of layer `layer`, from the value at `in` into the value at `out`, on this thread.
+void run_parts(const Compiled& c, int k, size_t layer, size_t p0, size_t p1, float* in,
+               float* out) {
+  const onednn::OneOpenMPThread one;
+  ThreadBuffers& t = mine();
+  char* scratch = at_least(t.scratch, c.scratch_bytes);
+  const Step& step = c.steps[k][layer];
+  for (size_t i = p0; i < p1; ++i) {
+    const Part& part = step.parts[i];
+    PartMemories& m = memories(c, k, layer, i, t);
+    m.src.set_data_handle(in + part.src_at);
+    m.dst.set_data_handle(out + part.dst_at);
+    m.scratch.set_data_handle(scratch);
+    dnnl::error::wrap_c_api(dnnl_primitive_execute(part.prim.get(), t.stream->get(),
+                                                   static_cast<int>(m.args.size()), m.args.data()),
+                            "inference plan: a layer's primitive failed");
+  }
+  t.stream->wait();
+}
+
+// One chunk through every layer, its values in `arena`: on this thread, or with c.bands each
+// layer's bands shared among the threads.
+void run_chunk(const Compiled& c, int64_t chunk, const float* x, float* y, char* arena) {
+  const onednn::OneOpenMPThread one;
+  const Program& p = c.program;
+  const int64_t n = chunk == c.chunks - 1 ? c.last : c.per;
+  const int k = n == c.per ? 0 : 1;
+  const std::vector<Step>& steps = c.steps[k];
+  const int values = static_cast<int>(c.shapes.size());
+  std::vector<float*> at(values, nullptr);
+  auto buffer = [&](int v) { return reinterpret_cast<float*>(arena + c.slot[v] * c.slot_bytes); };
+  float* x_chunk = const_cast<float*>(x) + chunk * c.per * numel(c.shapes[0]);
+  float* y_chunk = y + chunk * c.per * numel(c.shapes.back());
+  at[0] = x_chunk;
+  at[values - 1] = y_chunk;
+  const dnnl::engine& e = onednn::engine();
+  const auto nchw = [&](const Shape3& s, float* data) {
+    return memory(memory::desc({n, s.c, s.h, s.w}, DT::f32, Tag::nchw), e, data);
+  };
+  if (!c.input_in_place) {
+    at[0] = buffer(0);
+    memory from = nchw(c.shapes[0], x_chunk), to(nhwc(n, c.shapes[0]), e, at[0]);
+    c.to_nhwc[k].execute(*mine().stream, from, to);
+    mine().stream->wait();
+  }
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    const Layer& l = p.layers[i];
+    const Step& step = steps[i];
+    const int v = static_cast<int>(i) + 1;
+    if (c.slot[v] >= 0) at[v] = buffer(v);
+    if (l.op == Op::GlobalAvgPool) {
+      global_avg_pool(at[l.input], n, c.shapes[l.input], at[v]);
+      continue;
+    }
+    if (l.residual >= 0 && at[v] != at[l.residual]) {
+      std::memcpy(at[v], at[l.residual],
+                  static_cast<size_t>(n * numel(c.shapes[v])) * sizeof(float));
+    }
+    if (c.bands && step.parts.size() > 1) {
+      detail::parallel_for(static_cast<int64_t>(step.parts.size()), 1, [&](int64_t a, int64_t b) {
+        run_parts(c, k, i, static_cast<size_t>(a), static_cast<size_t>(b), at[l.input], at[v]);
+      });
+    } else {
+      run_parts(c, k, i, 0, step.parts.size(), at[l.input], at[v]);
+    }
+  }
+  if (!c.output_in_place) {
+    memory from(nhwc(n, c.shapes.back()), e, at[values - 1]), to = nchw(c.shapes.back(), y_chunk);
+    c.to_nchw[k].execute(*mine().stream, from, to);
+    mine().stream->wait();
+  }
+}
+
+}  // namespace
+
+void run(const Compiled& c, const float* x, float* y) {
+  const size_t bytes = c.slots * c.slot_bytes;
+  if (c.bands) {  // one image, its layers' bands on every thread
+    run_chunk(c, 0, x, y, at_least(mine().values, bytes));
+    return;
+  }
+  detail::parallel_for(c.chunks, 1, [&](int64_t c0, int64_t c1) {
+    char* arena = at_least(mine().values, bytes);
+    for (int64_t k = c0; k < c1; ++k) run_chunk(c, k, x, y, arena);
+  });
+}
+
+}  // namespace sinter::cpu::plan

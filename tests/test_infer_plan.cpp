@@ -1,0 +1,179 @@
+// The CPU inference plans of fused models (Note [cpu inference plan]): the reference models and
+// layer mixes the plans take (strides, padding, groups, dilation, pooling windows that overlap,
+// channels-last values flattened into a Linear, inputs and outputs of several channels, batches
+// whose last chunk is shorter) against the module-by-module forward; the same bits at every
+// thread count; a weight changed in place; and the cases that run module by module instead.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "internal/infer_plan.h"
+#include "sinter/nn/activations.h"
+#include "test_util.h"
+
+namespace sinter {
+namespace {
+
+using testing::all_close;
+
+#define SKIP_WITHOUT_ONEDNN()                                                         \
+  if (!onednn_available()) {                                                          \
+    GTEST_SKIP() << "built without oneDNN (SINTER_DNNL): fused models run module by " \
+                    "module, which the inference tests cover";                        \
+  }
+
+int64_t plans_compiled(const nn::Module& fused) {
+  const auto& seq = dynamic_cast<const nn::Sequential&>(fused);
+  return seq.inference_plans ? seq.inference_plans->compiled() : -1;
+}
+
+// The fused model under InferenceMode against the original in eval mode, module by module, within
+// f32 rounding of the largest output.
+void expect_planned_matches(nn::Module& original, const Shape& input, const std::string& name) {
+  SCOPED_TRACE(name + " input " + shape_str(input));
+  original.eval();
+  const std::shared_ptr<nn::Module> fused = nn::fuse_for_inference(original);
+  const Tensor x = randn(input);
+  const int64_t before = plans_compiled(*fused);
+  Tensor got, expected;
+  {
+    InferenceMode im;
+    got = fused->forward(x);
+    expected = original.forward(x);
+  }
+  EXPECT_EQ(plans_compiled(*fused), before + 1) << "no plan was made";
+  ASSERT_EQ(got.shape(), expected.shape());
+  const double scale = expected.abs().max().item<double>();
+  EXPECT_TRUE(all_close(got, expected, 1e-5 * scale, 1e-5));
+}
+
+TEST(InferencePlan, ReferenceModelsMatchModuleByModule) {
+  SKIP_WITHOUT_ONEDNN();
+  manual_seed(testing::fresh_seed());
+  nn::Sequential mlp = nn::models::mlp(), cnn = nn::models::cnn();
+  nn::Sequential resnet = nn::models::resnet20(1), resnet3 = nn::models::resnet20(3);
+  for (const int64_t batch : {1, 3, 37}) {
+    expect_planned_matches(mlp, {batch, 1, 28, 28}, "mlp");
+    expect_planned_matches(cnn, {batch, 1, 28, 28}, "cnn");
+    expect_planned_matches(resnet, {batch, 1, 32, 32}, "resnet20");
+  }
+  // Three input channels: the input is reordered to channels-last first.
+  expect_planned_matches(resnet3, {5, 3, 32, 32}, "resnet20 rgb");
+}
+
+TEST(InferencePlan, LayerMixesMatchModuleByModule) {
+  SKIP_WITHOUT_ONEDNN();
+  manual_seed(testing::fresh_seed());
+  // Strided and padded convolutions with and without bias, overlapping padded max pooling, groups,
+  // dilation, a ReLU after a pooling's convolution, a 4-D output of several channels.
+  nn::Sequential convs(
+      nn::Conv2d(3, 16, 3, {.stride = 2, .padding = 1}), nn::ReLU(),
+      nn::MaxPool2d(3, {.stride = 1, .padding = 1}),
+      nn::Conv2d(16, 12, 3, {.padding = 2, .dilation = 2, .groups = 4, .bias = false}), nn::ReLU(),
+      nn::MaxPool2d(3, {.stride = 2, .padding = 1}),
+      nn::Conv2d(12, 6, {1, 3}, {.padding = {0, 1}}));
+  // At batch 1 the larger layers run in bands of output rows, each with its own padding.
+  for (const int64_t batch : {7, 1}) {
+    expect_planned_matches(convs, {batch, 3, 60, 50}, "convolutions");
+  }
+  // A channels-last value of several channels and pixels flattened into a Linear, then Linears
+  // with and without bias.
+  nn::Sequential head(nn::Conv2d(2, 5, 3), nn::ReLU(), nn::MaxPool2d({2, 3}), nn::Flatten(),
+                      nn::Linear(5 * 4 * 3, 16), nn::ReLU(), nn::Linear(16, 4, false));
+  for (const int64_t batch : {9, 1}) expect_planned_matches(head, {batch, 2, 10, 11}, "head");
+  // A model over features alone.
+  nn::Sequential features(nn::Linear(20, 30), nn::ReLU(), nn::Identity(), nn::Linear(30, 5));
+  expect_planned_matches(features, {6, 20}, "features");
+  // A block with a strided projection shortcut, then the global average.
+  nn::Sequential blocks(nn::Conv2d(3, 8, 3, {.padding = 1}), nn::ReLU(),
+                        nn::models::BasicBlock(8, 16, 2), nn::models::BasicBlock(16, 16, 1),
+                        nn::AdaptiveAvgPool2d(1), nn::Flatten(), nn::Linear(16, 3));
+  for (const int64_t batch : {4, 1}) expect_planned_matches(blocks, {batch, 3, 12, 10}, "blocks");
+}
+
+TEST(InferencePlan, SameBitsAtEveryThreadCount) {
+  SKIP_WITHOUT_ONEDNN();
+  manual_seed(3);
+  nn::Sequential resnet = nn::models::resnet20(1), cnn = nn::models::cnn();
+  resnet.eval();
+  cnn.eval();
+  const std::shared_ptr<nn::Module> r = nn::fuse_for_inference(resnet);
+  const std::shared_ptr<nn::Module> c = nn::fuse_for_inference(cnn);
+  const Tensor xr = randn({21, 1, 32, 32}), xc = randn({45, 1, 28, 28});
+  const Tensor xr1 = randn({1, 1, 32, 32}), xc1 = randn({1, 1, 28, 28});  // in bands
+  testing::expect_same_bits_at_every_thread_count([&] {
+    InferenceMode im;
+    return std::vector<Tensor>{r->forward(xr), c->forward(xc), r->forward(xr1), c->forward(xc1)};
+  });
+  EXPECT_GT(plans_compiled(*r), 0);
+}
+
+// The plans hold the weights in their own layouts: a weight changed in place, or replaced, makes
+// new ones; calls with an unchanged model and shape reuse the plan.
+TEST(InferencePlan, AChangedWeightMakesANewPlan) {
+  SKIP_WITHOUT_ONEDNN();
+  manual_seed(testing::fresh_seed());
+  nn::Sequential cnn = nn::models::cnn();
+  cnn.eval();
+  const std::shared_ptr<nn::Module> fused = nn::fuse_for_inference(cnn);
+  const Tensor x = randn({4, 1, 28, 28});
+  NoGradGuard no_grad;
+  const Tensor first = fused->forward(x);
+  EXPECT_TRUE(all_close(fused->forward(x), first, 0, 0));
+  EXPECT_EQ(plans_compiled(*fused), 1);
+  auto& seq = dynamic_cast<nn::Sequential&>(*fused);
+  auto conv = seq.at<nn::Conv2d>(0);
+  conv->weight.mul_(2.0);
+  const Tensor doubled = fused->forward(x);
+  EXPECT_EQ(plans_compiled(*fused), 2);
+  EXPECT_FALSE(all_close(doubled, first, 1e-3, 1e-3));
+  {
+    const bool before = onednn_enabled();
+    set_onednn_enabled(false);  // module by module
+    const Tensor expected = fused->forward(x);
+    set_onednn_enabled(before);
+    const double scale = expected.abs().max().item<double>();
+    EXPECT_TRUE(all_close(doubled, expected, 1e-5 * scale, 1e-5));
+  }
+  seq.at<nn::Linear>(seq.size() - 1)->bias = zeros({10});
+  (void)fused->forward(x);
+  EXPECT_EQ(plans_compiled(*fused), 3);
+  (void)fused->forward(randn({5, 1, 28, 28}));  // another batch: another plan
+  EXPECT_EQ(plans_compiled(*fused), 4);
+}
+
+TEST(InferencePlan, WhatNoPlanTakesRunsModuleByModule) {
+  SKIP_WITHOUT_ONEDNN();
+  manual_seed(testing::fresh_seed());
+  // A module the plans do not describe (Tanh): module by module, the same result.
+  nn::Sequential tanh(nn::Conv2d(1, 4, 3), nn::Tanh(), nn::Flatten(), nn::Linear(4 * 6 * 6, 2));
+  tanh.eval();
+  const std::shared_ptr<nn::Module> fused = nn::fuse_for_inference(tanh);
+  const Tensor x = randn({3, 1, 8, 8});
+  {
+    InferenceMode im;
+    EXPECT_TRUE(all_close(fused->forward(x), tanh.forward(x), 0, 0));
+  }
+  EXPECT_EQ(plans_compiled(*fused), 0);
+  // With grad mode on, the forward records its graph module by module.
+  nn::Sequential cnn = nn::models::cnn();
+  cnn.eval();
+  const std::shared_ptr<nn::Module> fc = nn::fuse_for_inference(cnn);
+  Tensor xg = randn({2, 1, 28, 28}).requires_grad_();
+  fc->forward(xg).sum().backward();
+  EXPECT_TRUE(xg.grad().defined());
+  EXPECT_EQ(plans_compiled(*fc), 0);
+  // An f64 input and a non-contiguous one likewise.
+  {
+    NoGradGuard no_grad;
+    const Tensor xt = randn({28, 28, 2, 1}).permute({2, 3, 0, 1});
+    EXPECT_TRUE(all_close(fc->forward(xt), cnn.forward(xt.contiguous()), 1e-5, 1e-5));
+  }
+  EXPECT_EQ(plans_compiled(*fc), 0);
+  // A wrong input gives the module's own error.
+  InferenceMode im;
+  testing::expect_error([&] { (void)fc->forward(randn({2, 3, 28, 28})); }, {"Conv2d", "3"});
+}
+
+}  // namespace
+}  // namespace sinter
