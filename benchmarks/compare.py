@@ -158,6 +158,9 @@ def main_inference(sinter_json, ort_json):
         return 1
     threads = (sinter_doc or {}).get("threads", "?") if isinstance(sinter_doc, dict) else "?"
     version = ort_doc.get("version", "?") if isinstance(ort_doc, dict) else "?"
+    cpu = sinter_doc.get("cpu") if isinstance(sinter_doc, dict) else None
+    if cpu:
+        print(f"CPU: {cpu}")
     print(f"ONNX Runtime {version}, {threads} threads each; ms per batch, medians; ratio > 1: "
           "Sinter is faster")
     print(inference_table(sinter, ort))

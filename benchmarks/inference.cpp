@@ -114,8 +114,11 @@ int run(const Options& o) {
   const std::vector<int64_t> batches =
       o.smoke ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 256};
   std::ostringstream json;
-  json << "{\"runtime\": \"sinter\", \"threads\": " << threads << ", \"int8_isa\": \""
-       << st::quant::int8_isa() << "\", \"results\": [";
+  const std::string cpu = st::cpu_description();
+  std::printf("CPU: %s, %d threads; int8 GEMM kernel: %s; oneDNN %s\n", cpu.c_str(), threads,
+              st::quant::int8_isa(), st::onednn_enabled() ? "on" : "off");
+  json << "{\"runtime\": \"sinter\", \"threads\": " << threads << ", \"cpu\": \"" << cpu
+       << "\", \"int8_isa\": \"" << st::quant::int8_isa() << "\", \"results\": [";
   bool first = true;
   for (const std::string& name : o.models) {
     st::manual_seed(0);
@@ -138,8 +141,13 @@ int run(const Options& o) {
           st::InferenceMode inference;
           (void)m->forward(x);
         });
-        std::printf("%-9s %-5s batch %4lld: %9.3f ms (%.0f images/s)\n", name.c_str(), precision,
-                    static_cast<long long>(batch), ms, 1000.0 * static_cast<double>(batch) / ms);
+        // Which path the model took: f32 through its inference plan or module by module.
+        const char* path = m == fused.get()
+                               ? (st::nn::inference_plans_made(*fused) > 0 ? "plan" : "modules")
+                               : st::quant::int8_isa();
+        std::printf("%-9s %-5s batch %4lld: %9.3f ms (%.0f images/s) [%s]\n", name.c_str(),
+                    precision, static_cast<long long>(batch), ms,
+                    1000.0 * static_cast<double>(batch) / ms, path);
         json << (first ? "" : ", ") << "{\"model\": \"" << name << "\", \"precision\": \""
              << precision << "\", \"batch\": " << batch << ", \"ms\": " << ms << "}";
         first = false;

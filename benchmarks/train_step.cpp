@@ -323,6 +323,10 @@ bool parse_device(int& argc, char** argv) {
 int main(int argc, char** argv) {
   sinter::bench::take_threads_option(argc, argv);
   const bool cpu = parse_device(argc, argv);
+  if (cpu) {
+    std::printf("CPU: %s, %d threads\n", sinter::cpu_description().c_str(),
+                sinter::get_num_threads());
+  }
   return sinter::bench::bench_main("bench_train_step", argc, argv, smoke,
                                    cpu ? register_cpu : register_all);
 }

@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "internal/infer_plan.h"
 #include "sinter/nn/activations.h"
+#include "sinter/nn/fuse.h"
+#include "sinter/quantize.h"
 #include "test_util.h"
 
 namespace sinter {
@@ -22,10 +23,7 @@ using testing::all_close;
                     "module, which the inference tests cover";                        \
   }
 
-int64_t plans_compiled(const nn::Module& fused) {
-  const auto& seq = dynamic_cast<const nn::Sequential&>(fused);
-  return seq.inference_plans ? seq.inference_plans->compiled() : -1;
-}
+int64_t plans_compiled(const nn::Module& fused) { return nn::inference_plans_made(fused); }
 
 // The fused model under InferenceMode against the original in eval mode, module by module, within
 // f32 rounding of the largest output.
@@ -89,6 +87,45 @@ TEST(InferencePlan, LayerMixesMatchModuleByModule) {
                         nn::models::BasicBlock(8, 16, 2), nn::models::BasicBlock(16, 16, 1),
                         nn::AdaptiveAvgPool2d(1), nn::Flatten(), nn::Linear(16, 3));
   for (const int64_t batch : {4, 1}) expect_planned_matches(blocks, {batch, 3, 12, 10}, "blocks");
+}
+
+// An int8 model's plan computes what its int8 layers compute module by module: the same int32
+// sums (oneDNN's VNNI kernels are exact) and the same f32 epilogue, so the same bits.
+TEST(InferencePlan, Int8ModelsGiveTheBitsOfTheirLayers) {
+  SKIP_WITHOUT_ONEDNN();
+  manual_seed(testing::fresh_seed());
+  struct Model {
+    std::string name;
+    nn::Sequential model;
+    Shape input;
+  };
+  std::vector<Model> models = {{"mlp", nn::models::mlp(), {1, 1, 28, 28}},
+                               {"cnn", nn::models::cnn(), {1, 1, 28, 28}},
+                               {"resnet20", nn::models::resnet20(3), {1, 3, 32, 32}}};
+  for (Model& m : models) {
+    SCOPED_TRACE(m.name);
+    m.model.eval();
+    Shape calibration = m.input;
+    calibration[0] = 16;
+    const std::shared_ptr<nn::Module> int8 =
+        quant::quantize(m.model, 2, [&](int64_t) { return randn(calibration); });
+    for (const int64_t batch : {1, 6, 37}) {
+      Shape input = m.input;
+      input[0] = batch;
+      const Tensor x = randn(input);
+      InferenceMode im;
+      const int64_t before = plans_compiled(*int8);
+      const Tensor planned = int8->forward(x);
+      if (plans_compiled(*int8) == before) {
+        GTEST_SKIP() << "no int8 plan on this CPU (oneDNN's int8 kernels are exact with VNNI "
+                        "only): the int8 layers ran module by module";
+      }
+      set_onednn_enabled(false);
+      const Tensor layers = int8->forward(x);
+      set_onednn_enabled(true);
+      EXPECT_TRUE(all_close(planned, layers, 0, 0)) << "batch " << batch;
+    }
+  }
 }
 
 TEST(InferencePlan, SameBitsAtEveryThreadCount) {

@@ -32,7 +32,9 @@ namespace sinter::quant {
 // in f32. That is what ONNX Runtime computes for the exported QDQ model (QuantizeLinear and
 // DequantizeLinear before each layer, the weights as int8 initializers with a DequantizeLinear
 // per channel), to f32 rounding. The int8 layers run on f32 inputs on the CPU or a CUDA device
-// (wherever the layer is: model.to(device) moves it), without autograd.
+// (wherever the layer is: model.to(device) moves it), without autograd. A quantized Sequential
+// runs on the CPU through inference plans as a fused one does (Note [cpu inference plan] in
+// src/cpu/infer_plan_dnnl.cpp), with the same bits as its layers one by one.
 enum class Calibrator { MinMax, Percentile, Entropy };
 
 struct QuantizeOptions {

@@ -33,6 +33,14 @@ struct Layer {
   const float* weight = nullptr;
   const float* bias = nullptr;
   int64_t in = 0, out = 0;  // Linear
+  // An int8 Conv or Linear (Note [int8 quantization]): the input quantized with input_scale, the
+  // int8 weight weight_q in the f32 weight's layout (`weight` unused), and the epilogue
+  // act(c input_scale weight_scale[ch] + bias[ch]) in f32 (kern::int8_epilogue); a residual is
+  // added after it and relu applied to the sum as the relu op does.
+  bool int8 = false;
+  float input_scale = 0.0F;
+  const int8_t* weight_q = nullptr;
+  const float* weight_scale = nullptr;  // per output channel
 };
 
 struct Program {

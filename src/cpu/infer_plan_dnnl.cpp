@@ -1,7 +1,7 @@
 // Note [cpu inference plan]
-// A fused model's forward on the CPU without grad mode (nn::fuse_for_inference sets
-// Sequential::inference_plans; src/nn/infer_plan.cpp describes the model as a plan::Program) runs
-// as one plan per input shape instead of op by op, as ONNX Runtime runs a session:
+// A fused model's forward on the CPU without grad mode (nn::fuse_for_inference and quant::prepare
+// set Sequential::inference_plans; src/nn/infer_plan.cpp describes the model as a plan::Program)
+// runs as one plan per input shape instead of op by op, as ONNX Runtime runs a session:
 //  - The images' values stay channels-last (NHWC) from the first layer to the last, the layout
 //    oneDNN's brgemm convolutions read and write: op by op, every convolution reorders its input
 //    from NCHW and its output back (a fifth of resnet20's time at batch 256).
@@ -9,16 +9,25 @@
 //    reordered into the primitive's layout at compile time. A residual block's sum and ReLU are
 //    the second convolution's post-ops, written in place over the shortcut's buffer; max pooling
 //    reads the convolution's output while it is in the cache.
-//  - The batch is cut into chunks of images (about kChunkBytes of the largest value each, from
-//    the shapes alone), and each thread runs whole chunks through every layer: the values of a
-//    chunk stay in its core's cache, and no layer waits for the other threads. The buffers are
-//    planned once (a value's buffer is reused once its last reader has run) and kept by each
-//    thread between calls.
-// Every layer's result for an image depends only on that image and the chunk size, which depends
-// only on the shapes: the same bits at every thread count. They are not the bits of the op-by-op
-// forward (other kernels sum in another order): the two agree to f32 rounding (1e-5 relative on
-// the reference models, tests/test_infer_plan.cpp). Max pooling takes oneDNN's maximum, whose NaN
-// handling is its own: a NaN in a window may not come out as PyTorch's max_pool2d gives it.
+//  - The batch is cut into chunks of images (about kChunkBytes of the largest value each, and at
+//    least 4 chunks where there are 4 images, from the shapes alone), and each thread runs whole
+//    chunks through every layer: the values of a chunk stay in its core's cache, and no layer
+//    waits for the other threads. At batch 1 the threads share each layer instead, cut into bands
+//    of output rows (a convolution or pooling, each band with its own padding) or of output
+//    features (a Linear). The buffers are planned once (a value's buffer is reused once its last
+//    reader has run) and kept by each thread between calls, with its primitives' memory objects.
+//  - An int8 layer (quant's QuantizedConv2d and QuantizedLinear) quantizes its band of the input
+//    as the layer does (kern::quantize_int8), sums in oneDNN's int8 kernels into int32, exact as
+//    the layer's own, and writes the layer's f32 epilogue (kern::int8_epilogue) itself, then the
+//    int8 block's residual sum and relu as the add and relu ops round them: an int8 model's plan
+//    gives the bits of its layers. oneDNN's int8 kernels are exact on CPUs with VNNI (AVX-512
+//    VNNI, AVX-VNNI, AMX); without it (pair sums that saturate at 16 bits) no int8 plan is made.
+// Every layer's result for an image depends only on that image and the chunk size or bands, which
+// depend only on the shapes: the same bits at every thread count. An f32 plan's are not the bits of
+// the op-by-op forward (other kernels sum in another order): the two agree to f32 rounding (1e-5
+// relative on the reference models, tests/test_infer_plan.cpp). Max pooling takes oneDNN's
+// maximum, whose NaN handling is its own: a NaN in a window may not come out as PyTorch's
+// max_pool2d gives it.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -28,6 +37,7 @@
 
 #include "cpu/infer_plan.h"
 #include "cpu/onednn_common.h"
+#include "cpu/vec_rows.h"
 #include "internal/parallel.h"
 #include "sinter/core/error.h"
 #include "sinter/core/parallel.h"
@@ -76,14 +86,14 @@ Packed pack(const memory::desc& plain, const memory::desc& want, const void* src
 
 // A Linear's weight with its input features put in the order of an NHWC value: column
 // (y x + x) c + ch of the result is column ch h w + y w + x of `w`, the flattened NCHW order.
-std::vector<float> hwc_columns(const Layer& l, const Shape3& in) {
-  std::vector<float> out(static_cast<size_t>(l.out * l.in));
+template <class T>
+std::vector<T> hwc_columns(const Layer& l, const T* w, const Shape3& in) {
+  if (in.h * in.w == 1 || in.c == 1) return std::vector<T>(w, w + l.out * l.in);
+  std::vector<T> out(static_cast<size_t>(l.out * l.in));
   const int64_t hw = in.h * in.w;
   for (int64_t o = 0; o < l.out; ++o) {
     for (int64_t ch = 0; ch < in.c; ++ch) {
-      for (int64_t p = 0; p < hw; ++p) {
-        out[o * l.in + p * in.c + ch] = l.weight[o * l.in + ch * hw + p];
-      }
+      for (int64_t p = 0; p < hw; ++p) out[o * l.in + p * in.c + ch] = w[o * l.in + ch * hw + p];
     }
   }
   return out;
@@ -98,6 +108,11 @@ struct Part {
   Storage bias_data;  // the bias (of the band's features), copied
   memory::desc src, dst, bias, scratchpad;
   int64_t src_at = 0, dst_at = 0;  // the band's first element in the input and output values
+  // An int8 part (Layer::int8) runs on the thread's buffers: src (s8) the band's input quantized,
+  // dst (s32) its sums; the f32 epilogue then writes `rows` rows of `channels` outputs, `stride`
+  // apart in the output value, with scale[j] = input_scale weight_scale[j] and shift[j] the bias.
+  std::vector<float> scale, shift;
+  int64_t rows = 0, channels = 0, stride = 0;
 };
 
 // A layer's parts for one chunk size (none for the global average pooling, its own loop).
@@ -122,6 +137,19 @@ dnnl::primitive_attr attributes(bool sum, bool relu) {
   return attr;
 }
 
+// The int8 epilogue's operands of output channels [j0, j0 + count): the scales as quantize
+// computes them (input_scale weight_scale[j], one f32 product) and the bias (0 where none, as the
+// int8 layers add it).
+void int8_epilogue_of(const Layer& l, int64_t j0, int64_t count, Part& part) {
+  part.channels = count;
+  part.scale.resize(static_cast<size_t>(count));
+  part.shift.assign(static_cast<size_t>(count), 0.0F);
+  for (int64_t j = 0; j < count; ++j) {
+    part.scale[j] = l.input_scale * l.weight_scale[j0 + j];
+    if (l.bias != nullptr) part.shift[j] = l.bias[j0 + j];
+  }
+}
+
 // The convolution or pooling of g (its input rows g.h from g.pad_h above, its output rows g.h_out)
 // on n images.
 Part conv_part(const Layer& l, const kern::Conv2dGeom& g, int64_t n) {
@@ -142,11 +170,29 @@ Part conv_part(const Layer& l, const kern::Conv2dGeom& g, int64_t n) {
   const memory::dims w_dims =
       g.groups > 1 ? memory::dims{g.groups, g.c_out / g.groups, g.c_in / g.groups, g.kh, g.kw}
                    : memory::dims{g.c_out, g.c_in, g.kh, g.kw};
-  const memory::desc w_plain(w_dims, DT::f32, g.groups > 1 ? Tag::goihw : Tag::oihw);
-  const memory::desc w_any(w_dims, DT::f32, Tag::any);
+  const DT wt = l.int8 ? DT::s8 : DT::f32;
+  const memory::desc w_plain(w_dims, wt, g.groups > 1 ? Tag::goihw : Tag::oihw);
+  const memory::desc w_any(w_dims, wt, Tag::any);
   const memory::dims dil = {g.dil_h - 1, g.dil_w - 1};
   const auto fwd = dnnl::prop_kind::forward_inference;
   const auto algo = dnnl::algorithm::convolution_direct;
+  if (l.int8) {
+    // The exact int32 sums of the quantized input and weight; the epilogue is the plan's own.
+    part.src = memory::desc({n, g.c_in, g.h, g.w}, DT::s8, Tag::nhwc);
+    part.dst = memory::desc({n, g.c_out, g.h_out, g.w_out}, DT::s32, Tag::nhwc);
+    const dnnl::convolution_forward::desc d(fwd, algo, part.src, w_any, part.dst, strides, dil,
+                                            pad_l, right_pad(g));
+    const dnnl::convolution_forward::primitive_desc pd(d, attributes(false, false),
+                                                       onednn::engine());
+    onednn::refuse_reference(pd);
+    part.prim = dnnl::convolution_forward(pd);
+    part.weight = pack(w_plain, pd.weights_desc(), l.weight_q);
+    part.scratchpad = pd.scratchpad_desc();
+    int8_epilogue_of(l, 0, g.c_out, part);
+    part.rows = n * g.h_out * g.w_out;
+    part.stride = g.c_out;
+    return part;
+  }
   if (l.bias != nullptr) part.bias = memory::desc({g.c_out}, DT::f32, Tag::x);
   const auto d = l.bias != nullptr
                      ? dnnl::convolution_forward::desc(fwd, algo, part.src, w_any, part.bias,
@@ -163,25 +209,34 @@ Part conv_part(const Layer& l, const kern::Conv2dGeom& g, int64_t n) {
   return part;
 }
 
-// Output features [j0, j1) of a Linear on n rows; `w` its (out, in) weight with the columns in the
-// value's order.
-Part linear_part(const Layer& l, const std::vector<float>& w, int64_t n, int64_t j0, int64_t j1) {
+// Output features [j0, j1) of a Linear on n rows; `w` its (out, in) weight (f32, or int8 with
+// Layer::int8) with the columns in the value's order.
+Part linear_part(const Layer& l, const void* w, int64_t n, int64_t j0, int64_t j1) {
   Part part;
   const int64_t cols = j1 - j0;
-  part.src = memory::desc({n, l.in}, DT::f32, Tag::ab);
-  part.dst = memory::desc({n, cols}, DT::f32, memory::dims{l.out, 1});
+  const DT t = l.int8 ? DT::s8 : DT::f32;
+  part.src = memory::desc({n, l.in}, t, Tag::ab);
+  part.dst = l.int8 ? memory::desc({n, cols}, DT::s32, Tag::ab)
+                    : memory::desc({n, cols}, DT::f32, memory::dims{l.out, 1});
   part.dst_at = j0;
-  if (l.bias != nullptr) part.bias = memory::desc({1, cols}, DT::f32, Tag::ab);
-  const memory::desc w_any({l.in, cols}, DT::f32, Tag::any);
-  const auto d = l.bias != nullptr ? dnnl::matmul::desc(part.src, w_any, part.bias, part.dst)
-                                   : dnnl::matmul::desc(part.src, w_any, part.dst);
-  const dnnl::matmul::primitive_desc pd(d, attributes(false, l.relu), onednn::engine());
+  const bool bias = l.bias != nullptr && !l.int8;
+  if (bias) part.bias = memory::desc({1, cols}, DT::f32, Tag::ab);
+  const memory::desc w_any({l.in, cols}, t, Tag::any);
+  const auto d = bias ? dnnl::matmul::desc(part.src, w_any, part.bias, part.dst)
+                      : dnnl::matmul::desc(part.src, w_any, part.dst);
+  const dnnl::matmul::primitive_desc pd(d, attributes(false, l.relu && !l.int8), onednn::engine());
   onednn::refuse_reference(pd);
   part.prim = dnnl::matmul(pd);
   // Rows [j0, j1) of the stored (out, in) weight, as the (in, cols) matrix.
-  part.weight =
-      pack(memory::desc({l.in, cols}, DT::f32, Tag::ba), pd.weights_desc(), w.data() + j0 * l.in);
-  if (l.bias != nullptr) part.bias_data = copy_of(l.bias + j0, cols);
+  const size_t elem = l.int8 ? 1 : sizeof(float);
+  part.weight = pack(memory::desc({l.in, cols}, t, Tag::ba), pd.weights_desc(),
+                     static_cast<const char*>(w) + j0 * l.in * static_cast<int64_t>(elem));
+  if (bias) part.bias_data = copy_of(l.bias + j0, cols);
+  if (l.int8) {
+    int8_epilogue_of(l, j0, cols, part);
+    part.rows = n;
+    part.stride = l.out;
+  }
   part.scratchpad = pd.scratchpad_desc();
   return part;
 }
@@ -199,16 +254,21 @@ Step layer_step(const Layer& l, int64_t n, const Shape3& in, bool bands) {
   if (l.op == Op::GlobalAvgPool) return step;
   if (l.op == Op::Linear) {
     // The stored (out, in) weight, its columns in the value's NHWC order.
-    const std::vector<float> w = in.h * in.w > 1 && in.c > 1
-                                     ? hwc_columns(l, in)
-                                     : std::vector<float>(l.weight, l.weight + l.out * l.in);
+    std::vector<float> w;
+    std::vector<int8_t> wq;
+    if (l.int8) {
+      wq = hwc_columns(l, l.weight_q, in);
+    } else {
+      w = hwc_columns(l, l.weight, in);
+    }
+    const void* weight = l.int8 ? static_cast<const void*>(wq.data()) : w.data();
     int64_t cols = l.out;
     if (bands) {
       const int64_t want = std::max<int64_t>(1, l.in * l.out / kLinearBandMacs);
       cols = std::max<int64_t>(16, ((l.out + want - 1) / want + 15) / 16 * 16);
     }
     for (int64_t j0 = 0; j0 < l.out; j0 += cols) {
-      step.parts.push_back(linear_part(l, w, n, j0, std::min(l.out, j0 + cols)));
+      step.parts.push_back(linear_part(l, weight, n, j0, std::min(l.out, j0 + cols)));
     }
     return step;
   }
@@ -259,6 +319,7 @@ class Compiled {
   std::vector<int> slot;
   int slots = 0;
   size_t slot_bytes = 0, scratch_bytes = 0;
+  size_t q_bytes = 0, acc_bytes = 0;  // an int8 part's quantized input and int32 sums, at most
   bool input_in_place = false, output_in_place = false;
   // NCHW input to NHWC and NHWC output to NCHW, by chunk size, where the layouts differ.
   dnnl::reorder to_nhwc[2], to_nchw[2];
@@ -332,6 +393,15 @@ std::shared_ptr<const Compiled> compile(const Program& p, int64_t batch) {
   c->input_in_place = in.c == 1 || in.h * in.w == 1;
   c->output_in_place = out.c == 1 || out.h * out.w == 1;
   if (!onednn::OpenMP::runtime().usable) return nullptr;
+  // oneDNN's int8 kernels without VNNI (vpmaddubsw) saturate 16-bit pair sums: the int8 layers'
+  // sums would not be exact, so they need a CPU with the VNNI dot products.
+  const auto isa = dnnl::get_effective_cpu_isa();
+  const bool vnni = isa == dnnl::cpu_isa::avx512_core_vnni ||
+                    isa == dnnl::cpu_isa::avx512_core_bf16 ||
+                    isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx2_vnni;
+  for (const Layer& l : p.layers) {
+    if (l.int8 && !vnni) return nullptr;
+  }
   const onednn::OneOpenMPThread one;
   try {
     for (int k = 0; k < 2; ++k) {
@@ -350,6 +420,10 @@ std::shared_ptr<const Compiled> compile(const Program& p, int64_t batch) {
         c->steps[k].push_back(layer_step(l, n, c->shapes[l.input], c->bands));
         for (const Part& part : c->steps[k].back().parts) {
           c->scratch_bytes = std::max(c->scratch_bytes, part.scratchpad.get_size());
+          if (l.int8) {
+            c->q_bytes = std::max(c->q_bytes, aligned(part.src.get_size()));
+            c->acc_bytes = std::max(c->acc_bytes, aligned(part.dst.get_size()));
+          }
         }
       }
     }
@@ -392,7 +466,7 @@ struct PartMemories {
 // the memory objects of the plan it ran last, by chunk size, layer and part.
 struct ThreadBuffers {
   std::unique_ptr<dnnl::stream> stream;
-  Storage values, scratch;
+  Storage values, scratch, q, acc;
   uint64_t plan = 0;
   std::vector<std::vector<PartMemories>> memories[2];
   std::vector<dnnl::memory> fixed;  // the weights and biases the args point at
@@ -435,7 +509,7 @@ PartMemories& memories(const Compiled& c, int k, size_t layer, size_t i, ThreadB
       if (l.op != Op::MaxPool) {
         t.fixed.emplace_back(part.weight.md, e, part.weight.data.data());
         m.args.push_back({DNNL_ARG_WEIGHTS, t.fixed.back().get()});
-        if (l.bias != nullptr) {
+        if (l.bias != nullptr && !l.int8) {  // an int8 layer's bias is in its epilogue
           t.fixed.emplace_back(part.bias, e, part.bias_data.data());
           m.args.push_back({DNNL_ARG_BIAS, t.fixed.back().get()});
         }
@@ -446,22 +520,52 @@ PartMemories& memories(const Compiled& c, int k, size_t layer, size_t i, ThreadB
   return parts[i];
 }
 
-// Parts [p0, p1) of layer `layer`, from the value at `in` into the value at `out`, on this thread.
-void run_parts(const Compiled& c, int k, size_t layer, size_t p0, size_t p1, float* in,
-               float* out) {
+// out[r stride + j] = the int8 epilogue of acc[r channels + j] for the part's rows and channels:
+// act(c scale[j] + shift[j]) as kern::int8_epilogue rounds it, then with a residual
+// relu(y + res[r stride + j]) as the add and relu ops round it (the int8 BasicBlock's sum).
+void int8_epilogue_rows(const Layer& l, const Part& part, const int32_t* acc, const float* res,
+                        float* out) {
+  for (int64_t r = 0; r < part.rows; ++r) {
+    vec::int8_epilogue_row(acc + r * part.channels, part.channels, part.scale.data(),
+                           part.shift.data(), l.relu,
+                           res != nullptr ? res + r * part.stride : nullptr, out + r * part.stride);
+  }
+}
+
+// Parts [p0, p1) of layer `layer`, from the value at `in` into the value at `out` (and an int8
+// convolution's residual at `res`), on this thread.
+void run_parts(const Compiled& c, int k, size_t layer, size_t p0, size_t p1, float* in, float* out,
+               const float* res) {
   const onednn::OneOpenMPThread one;
   ThreadBuffers& t = mine();
   char* scratch = at_least(t.scratch, c.scratch_bytes);
+  const Layer& l = c.program.layers[layer];
   const Step& step = c.steps[k][layer];
   for (size_t i = p0; i < p1; ++i) {
     const Part& part = step.parts[i];
     PartMemories& m = memories(c, k, layer, i, t);
-    m.src.set_data_handle(in + part.src_at);
-    m.dst.set_data_handle(out + part.dst_at);
+    if (l.int8) {
+      // The band's input quantized as the int8 layers quantize it, into this thread's buffer.
+      auto* q = reinterpret_cast<int8_t*>(at_least(t.q, c.q_bytes));
+      const float* x = in + part.src_at;
+      const int64_t count = static_cast<int64_t>(part.src.get_size());
+      vec::quantize_int8_row(x, count, l.input_scale, q);
+      m.src.set_data_handle(q);
+      m.dst.set_data_handle(at_least(t.acc, c.acc_bytes));
+    } else {
+      m.src.set_data_handle(in + part.src_at);
+      m.dst.set_data_handle(out + part.dst_at);
+    }
     m.scratch.set_data_handle(scratch);
-    dnnl::error::wrap_c_api(dnnl_primitive_execute(part.prim.get(), t.stream->get(),
-                                                   static_cast<int>(m.args.size()), m.args.data()),
-                            "inference plan: a layer's primitive failed");
+    const dnnl_status_t status = dnnl_primitive_execute(
+        part.prim.get(), t.stream->get(), static_cast<int>(m.args.size()), m.args.data());
+    SINTER_CHECK(status == dnnl_success, "inference plan: layer ", layer,
+                 "'s oneDNN primitive failed with status ", static_cast<int>(status));
+    if (l.int8) {
+      t.stream->wait();
+      int8_epilogue_rows(l, part, reinterpret_cast<const int32_t*>(t.acc.data()),
+                         res != nullptr ? res + part.dst_at : nullptr, out + part.dst_at);
+    }
   }
   t.stream->wait();
 }
@@ -500,16 +604,19 @@ void run_chunk(const Compiled& c, int64_t chunk, const float* x, float* y, char*
       global_avg_pool(at[l.input], n, c.shapes[l.input], at[v]);
       continue;
     }
-    if (l.residual >= 0 && at[v] != at[l.residual]) {
+    // A residual: the f32 convolution's sum post-op adds what its output holds; the int8 one's
+    // epilogue reads it.
+    const float* res = l.residual >= 0 && l.int8 ? at[l.residual] : nullptr;
+    if (l.residual >= 0 && !l.int8 && at[v] != at[l.residual]) {
       std::memcpy(at[v], at[l.residual],
                   static_cast<size_t>(n * numel(c.shapes[v])) * sizeof(float));
     }
     if (c.bands && step.parts.size() > 1) {
       detail::parallel_for(static_cast<int64_t>(step.parts.size()), 1, [&](int64_t a, int64_t b) {
-        run_parts(c, k, i, static_cast<size_t>(a), static_cast<size_t>(b), at[l.input], at[v]);
+        run_parts(c, k, i, static_cast<size_t>(a), static_cast<size_t>(b), at[l.input], at[v], res);
       });
     } else {
-      run_parts(c, k, i, 0, step.parts.size(), at[l.input], at[v]);
+      run_parts(c, k, i, 0, step.parts.size(), at[l.input], at[v], res);
     }
   }
   if (!c.output_in_place) {

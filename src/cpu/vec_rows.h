@@ -45,4 +45,12 @@ struct BatchNormGrad {
 void batch_norm_grad_row(const float* g, const float* x, int64_t n, const BatchNormGrad& p,
                          float* dx);
 
+// The int8 inference plans' rows (src/cpu/vec_int8.cpp). quantize_int8_row: q[i] =
+// kern::quantize_int8(x[i], scale). int8_epilogue_row: out[j] = c scale[j] + shift[j] (c = acc[j]
+// as f32, the product and the sum rounded apart) then, without res, relu as kern::int8_epilogue
+// applies it (`relu`); with res, + res[j] and relu as the relu op applies it.
+void quantize_int8_row(const float* x, int64_t n, float scale, int8_t* q);
+void int8_epilogue_row(const int32_t* acc, int64_t n, const float* scale, const float* shift,
+                       bool relu, const float* res, float* out);
+
 }  // namespace sinter::cpu::vec

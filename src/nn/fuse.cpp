@@ -461,6 +461,11 @@ std::shared_ptr<Module> fuse_for_inference(const Module& module) {
   return fused;
 }
 
+int64_t inference_plans_made(const Module& fused) {
+  const auto* seq = dynamic_cast<const Sequential*>(&fused);
+  return seq != nullptr && seq->inference_plans ? seq->inference_plans->compiled() : 0;
+}
+
 std::shared_ptr<Module> clone(const Module& module) {
   // As fuse_with: fresh layers draw their initialization from the default generator, put back.
   Generator& gen = default_generator();

@@ -2,6 +2,7 @@
 // inference plan] in src/cpu/infer_plan_dnnl.cpp).
 #include "internal/infer_plan.h"
 
+#include <cstring>
 #include <typeinfo>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include "sinter/core/parallel.h"
 #include "sinter/nn/activations.h"
 #include "sinter/nn/models.h"
+#include "sinter/quantize.h"
 
 namespace sinter::nn::detail {
 
@@ -52,6 +54,7 @@ class Describer {
 
   const cpu::plan::Program& program() const { return program_; }
   const std::vector<Tensor>& tensors() const { return tensors_; }
+  const std::vector<int64_t>& extra() const { return extra_; }
   bool flat() const { return flat_; }
 
  private:
@@ -66,18 +69,24 @@ class Describer {
   bool linear(const Linear& l);
   bool relu();
   bool block(const models::BasicBlock& b);
+  bool int8(const quant::QuantState& q, int64_t rows, Layer* l);
 
   cpu::plan::Program program_;
   std::vector<Shape3> shapes_;
   std::vector<Tensor> tensors_;  // the weights and biases the program points into
+  std::vector<int64_t> extra_;   // the int8 layers' scales and weights, folded
   int value_ = 0;
   bool flat_ = false;  // the current value is flattened (a Linear may read it)
 };
 
 bool Describer::conv(const Conv2d& c, int input, int residual, bool relu) {
   const Conv2dOptions& o = c.options;
-  if (flat_ || o.padding_mode != PaddingMode::Zeros || o.same_padding || !plain_f32(c.weight) ||
-      (c.bias.defined() && !plain_f32(c.bias))) {
+  const auto* qc = as<quant::QuantizedConv2d>(c);
+  if ((as<Conv2d>(c) == nullptr && qc == nullptr) || (qc != nullptr && !qc->q.quantized)) {
+    return false;
+  }
+  if (flat_ || o.padding_mode != PaddingMode::Zeros || o.same_padding ||
+      (qc == nullptr && !plain_f32(c.weight)) || (c.bias.defined() && !plain_f32(c.bias))) {
     return false;
   }
   if (c.activation == Activation::Relu) {
@@ -110,13 +119,39 @@ bool Describer::conv(const Conv2d& c, int input, int residual, bool relu) {
   l.residual = residual;
   l.relu = relu;
   l.g = g;
-  l.weight = static_cast<const float*>(c.weight.data_ptr());
+  if (qc != nullptr) {
+    if (!int8(qc->q, g.c_out, &l)) return false;
+  } else {
+    l.weight = static_cast<const float*>(c.weight.data_ptr());
+  }
   tensors_.push_back(c.weight);
   if (c.bias.defined()) {
     l.bias = static_cast<const float*>(c.bias.data_ptr());
     tensors_.push_back(c.bias);
   }
   add(l, {g.c_out, g.h_out, g.w_out});
+  return true;
+}
+
+// An int8 layer's quantized weight and scales into l, and its scales' bits into the signature's
+// extra entries: convert() makes the quantized weight and its scales together, and a new weight_q
+// comes with new scales (the f32 weight it came from is in tensors_, with its version).
+bool Describer::int8(const quant::QuantState& q, int64_t rows, Layer* l) {
+  if (static_cast<int64_t>(q.weight_scale.size()) != rows ||
+      static_cast<int64_t>(q.weight_q.size()) != rows * q.k) {
+    return false;
+  }
+  l->int8 = true;
+  l->input_scale = q.input_scale;
+  l->weight_q = q.weight_q.data();
+  l->weight_scale = q.weight_scale.data();
+  int32_t bits = 0;
+  std::memcpy(&bits, &q.input_scale, sizeof(bits));
+  extra_.push_back(bits);
+  for (const float s : q.weight_scale) {
+    std::memcpy(&bits, &s, sizeof(bits));
+    extra_.push_back(bits);
+  }
   return true;
 }
 
@@ -151,8 +186,12 @@ bool Describer::max_pool(const MaxPool2d& m) {
 
 bool Describer::linear(const Linear& lin) {
   const Shape3 in = shapes_[value_];
-  if (!flat_ || !plain_f32(lin.weight) || (lin.bias.defined() && !plain_f32(lin.bias)) ||
-      lin.weight.size(1) != in.c * in.h * in.w) {
+  const auto* ql = as<quant::QuantizedLinear>(lin);
+  if ((as<Linear>(lin) == nullptr && ql == nullptr) || (ql != nullptr && !ql->q.quantized)) {
+    return false;
+  }
+  if (!flat_ || (ql == nullptr && !plain_f32(lin.weight)) ||
+      (lin.bias.defined() && !plain_f32(lin.bias)) || lin.in_features != in.c * in.h * in.w) {
     return false;
   }
   if (lin.activation != Activation::None && lin.activation != Activation::Relu) return false;
@@ -160,9 +199,13 @@ bool Describer::linear(const Linear& lin) {
   l.op = Op::Linear;
   l.input = value_;
   l.relu = lin.activation == Activation::Relu;
-  l.in = lin.weight.size(1);
-  l.out = lin.weight.size(0);
-  l.weight = static_cast<const float*>(lin.weight.data_ptr());
+  l.in = lin.in_features;
+  l.out = lin.out_features;
+  if (ql != nullptr) {
+    if (!int8(ql->q, l.out, &l)) return false;
+  } else {
+    l.weight = static_cast<const float*>(lin.weight.data_ptr());
+  }
   tensors_.push_back(lin.weight);
   if (lin.bias.defined()) {
     l.bias = static_cast<const float*>(lin.bias.data_ptr());
@@ -177,17 +220,15 @@ bool Describer::linear(const Linear& lin) {
 bool Describer::relu() {
   if (value_ == 0) return false;
   Layer& l = program_.layers[value_ - 1];
-  if (l.op != Op::Conv && l.op != Op::Linear) return false;
+  // An int8 layer's relu (kern::int8_epilogue) keeps -0, the relu op does not: not folded.
+  if ((l.op != Op::Conv && l.op != Op::Linear) || l.int8) return false;
   l.relu = true;  // relu(relu(v)) is relu(v)
   return true;
 }
 
 // A fused BasicBlock: relu(conv2(conv1(x)) + shortcut(x)), the sum and relu conv2's post-ops.
 bool Describer::block(const models::BasicBlock& b) {
-  if (!b.fused || !b.conv1 || !b.conv2 || !as<Conv2d>(*b.conv1) || !as<Conv2d>(*b.conv2) ||
-      b.conv2->activation != Activation::None) {
-    return false;
-  }
+  if (!b.fused || !b.conv1 || !b.conv2 || b.conv2->activation != Activation::None) return false;
   const int x = value_;
   if (!conv(*b.conv1, x, -1, false)) return false;
   const int a = value_;
@@ -207,9 +248,13 @@ bool Describer::module(const Module& m) {
     }
     return true;
   }
-  if (const auto* c = as<Conv2d>(m)) return conv(*c, value_, -1, false);
+  if (as<Conv2d>(m) != nullptr || as<quant::QuantizedConv2d>(m) != nullptr) {
+    return conv(static_cast<const Conv2d&>(m), value_, -1, false);
+  }
+  if (as<Linear>(m) != nullptr || as<quant::QuantizedLinear>(m) != nullptr) {
+    return linear(static_cast<const Linear&>(m));
+  }
   if (const auto* p = as<MaxPool2d>(m)) return max_pool(*p);
-  if (const auto* l = as<Linear>(m)) return linear(*l);
   if (as<ReLU>(m) != nullptr) return relu();
   if (as<Identity>(m) != nullptr) return true;
   if (const auto* b = as<models::BasicBlock>(m)) return block(*b);
@@ -232,15 +277,18 @@ bool Describer::module(const Module& m) {
 
 // What a plan depends on: the program's layers (their geometry and the weights' addresses) and the
 // versions of the tensors it reads.
-std::vector<int64_t> signature(const cpu::plan::Program& p, const std::vector<Tensor>& tensors) {
+std::vector<int64_t> signature(const cpu::plan::Program& p, const std::vector<Tensor>& tensors,
+                               const std::vector<int64_t>& extra) {
   std::vector<int64_t> s = {p.c, p.h, p.w};
   for (const Layer& l : p.layers) {
     const auto geometry = kern::geometry_key(l.g);
     s.insert(s.end(), geometry.begin(), geometry.end());
-    s.insert(s.end(), {static_cast<int64_t>(l.op), l.input, l.residual, l.relu, l.in, l.out,
-                       reinterpret_cast<int64_t>(l.weight), reinterpret_cast<int64_t>(l.bias)});
+    s.insert(s.end(), {static_cast<int64_t>(l.op), l.input, l.residual, l.relu, l.in, l.out, l.int8,
+                       reinterpret_cast<int64_t>(l.weight), reinterpret_cast<int64_t>(l.bias),
+                       reinterpret_cast<int64_t>(l.weight_q)});
   }
   for (const Tensor& t : tensors) s.push_back(t.version());
+  s.insert(s.end(), extra.begin(), extra.end());
   return s;
 }
 
@@ -253,7 +301,7 @@ std::optional<Tensor> InferencePlans::forward(const Sequential& seq, const Tenso
   }
   Describer d(x);
   if (!d.module(seq) || d.program().layers.empty()) return std::nullopt;
-  const std::vector<int64_t> sig = signature(d.program(), d.tensors());
+  const std::vector<int64_t> sig = signature(d.program(), d.tensors(), d.extra());
   const std::vector<int64_t> key = {x.size(0), d.program().c, d.program().h, d.program().w};
   std::shared_ptr<const cpu::plan::Compiled> plan;
   {

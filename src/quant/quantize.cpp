@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <typeinfo>
 #include <utility>
 
 #include "internal/dispatch.h"
 #include "internal/fuse_impl.h"
+#include "internal/infer_plan.h"
 #include "internal/ops_impl.h"
 #include "kern/int8.h"
 #include "sinter/autograd.h"
@@ -393,6 +395,12 @@ std::shared_ptr<nn::Module> prepare(const nn::Module& model) {
     return std::make_shared<QuantizedConv2d>(*c);
   };
   std::shared_ptr<nn::Module> prepared = nn::fuse_with(model, wrap);
+  // Once converted, a Sequential runs through inference plans as a fused model does (Note [cpu
+  // inference plan]); while it calibrates, its int8 layers record module by module.
+  if (typeid(*prepared) == typeid(nn::Sequential)) {
+    static_cast<nn::Sequential&>(*prepared).inference_plans =
+        std::make_shared<nn::detail::InferencePlans>();
+  }
   SINTER_CHECK(layers > 0, "quantize: ", model.name(),
                " has no Linear or Conv2d layer, so there is nothing to quantize");
   return prepared;

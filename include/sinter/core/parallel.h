@@ -1,7 +1,14 @@
 // The CPU kernels' threads (Note [cpu threads] in src/core/parallel.cpp).
 #pragma once
 
+#include <string>
+
 namespace sinter {
+
+// The CPU's model name and which of the instruction sets the CPU kernels choose among it has
+// (avx2, fma, avx512f, avx512_vnni, avx512_bf16, avx512_fp16, amx_tile, amx_int8, amx_bf16), e.g.
+// "AMD EPYC (avx2 fma avx512f avx512_vnni avx512_bf16)": what a speed figure names its machine by.
+std::string cpu_description();
 
 // How many threads a CPU kernel splits its work over, the calling thread included. At the first
 // use it is SINTER_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs of the affinity mask.

@@ -2,6 +2,7 @@
 // convolutions and its activations in the GEMM and convolution epilogues (Note [inference fusion]).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "sinter/nn/module.h"
@@ -38,6 +39,10 @@ namespace sinter::nn {
 // outputs match the original's in eval mode to rounding (1e-5 relative in f32 for the reference
 // models, tests/test_inference.cpp).
 std::shared_ptr<Module> fuse_for_inference(const Module& module);
+
+// How many inference plans `fused` (a Sequential fuse_for_inference returned) has made so far, one
+// for each input shape its forward ran through a plan; 0 for any other module.
+int64_t inference_plans_made(const Module& fused);
 
 // A deep copy of `module` (copy.deepcopy from Python): the same tree under the same names, every
 // parameter and buffer a new tensor with the same values, dtype and device (parameters keep their
