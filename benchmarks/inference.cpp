@@ -141,13 +141,16 @@ int run(const Options& o) {
           st::InferenceMode inference;
           (void)m->forward(x);
         });
-        // Which path the model took: f32 through its inference plan or module by module.
-        const char* path = m == fused.get()
-                               ? (st::nn::inference_plans_made(*fused) > 0 ? "plan" : "modules")
-                               : st::quant::int8_isa();
+        // Which path the model took: its inference plan, or module by module (the int8 layers
+        // on their own GEMM's instruction set).
+        const bool planned = st::nn::inference_plans_made(*m) > 0;
+        const std::string path = planned ? std::string("plan")
+                                 : m == fused.get()
+                                     ? std::string("modules")
+                                     : "modules, int8 " + std::string(st::quant::int8_isa());
         std::printf("%-9s %-5s batch %4lld: %9.3f ms (%.0f images/s) [%s]\n", name.c_str(),
                     precision, static_cast<long long>(batch), ms,
-                    1000.0 * static_cast<double>(batch) / ms, path);
+                    1000.0 * static_cast<double>(batch) / ms, path.c_str());
         json << (first ? "" : ", ") << "{\"model\": \"" << name << "\", \"precision\": \""
              << precision << "\", \"batch\": " << batch << ", \"ms\": " << ms << "}";
         first = false;

@@ -380,11 +380,10 @@ std::shared_ptr<const Compiled> compile(const Program& p, int64_t batch) {
   c->batch = batch;
   size_t most = 0;
   for (const Shape3& s : c->shapes) most = std::max(most, static_cast<size_t>(numel(s)));
-  const int64_t want =
-      std::clamp<int64_t>(kChunkBytes / static_cast<int64_t>(most * sizeof(float)), 1, batch);
-  // At least 4 chunks where the batch has 4 images, so that the threads share them.
-  c->chunks = std::max((batch + want - 1) / want, std::min<int64_t>(batch, 4));
-  c->per = (batch + c->chunks - 1) / c->chunks;
+  // Equal chunks where the batch allows (onednn::even_chunk), and at least 4 where there are 4
+  // images, so that the threads share them.
+  const int64_t want = kChunkBytes / static_cast<int64_t>(most * sizeof(float));
+  c->per = onednn::even_chunk(batch, batch >= 4 ? std::min(want, batch / 4) : 1);
   c->chunks = (batch + c->per - 1) / c->per;
   c->bands = batch == 1;
   c->last = batch - (c->chunks - 1) * c->per;

@@ -5,6 +5,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <dnnl.hpp>
 #include <string>
 
@@ -74,5 +76,23 @@ class OneOpenMPThread {
  private:
   int previous_ = 0;
 };
+
+// The images of a chunk of a batch of n: `most` (clamped to [1, n]), or where the batch needs more
+// than one chunk, the count nearest to it within [most / 2, 3 most / 2] that cuts the batch into
+// equal chunks, a multiple of four of them, so that 2 or 4 threads get the same work; `most` where
+// none does, the last chunk smaller. It depends on n and most alone, never on the thread count.
+inline int64_t even_chunk(int64_t n, int64_t most) {
+  most = std::clamp<int64_t>(most, 1, n);
+  if (most == n) return most;
+  const int64_t low = std::max<int64_t>(1, most / 2), high = std::min(n - 1, most + most / 2);
+  const auto fits = [&](int64_t per) {
+    return per >= low && per <= high && n % per == 0 && (n / per) % 4 == 0;
+  };
+  for (int64_t d = 0; d <= most; ++d) {
+    if (fits(most + d)) return most + d;
+    if (fits(most - d)) return most - d;
+  }
+  return most;
+}
 
 }  // namespace sinter::cpu::onednn

@@ -264,24 +264,12 @@ Plans& plans() {
   return *p;
 }
 
-// The images of a chunk, from the geometry alone: `most`, as many as kChunkMacs multiply-adds
-// hold (at least one), or where the batch needs more than one chunk, the count nearest to it
-// within [most / 2, 3 most / 2] that cuts the batch into equal chunks, a multiple of four of them
-// (Note [onednn convolutions]); `most` where none does, the last chunk smaller.
+// The images of a chunk, from the geometry alone: as many as kChunkMacs multiply-adds hold, cut
+// evenly (onednn::even_chunk, Note [onednn convolutions]).
 int64_t chunk_images(const kern::Conv2dGeom& g) {
   const int64_t macs =
       std::max<int64_t>(1, g.c_out * (g.c_in / g.groups) * g.kh * g.kw * g.h_out * g.w_out);
-  const int64_t most = std::clamp<int64_t>(kChunkMacs / macs, 1, g.n);
-  if (most == g.n) return most;
-  const int64_t low = std::max<int64_t>(1, most / 2), high = std::min(g.n - 1, most + most / 2);
-  const auto fits = [&](int64_t per) {
-    return per >= low && per <= high && g.n % per == 0 && (g.n / per) % 4 == 0;
-  };
-  for (int64_t d = 0; d <= most; ++d) {
-    if (fits(most + d)) return most + d;
-    if (fits(most - d)) return most - d;
-  }
-  return most;
+  return even_chunk(g.n, kChunkMacs / macs);
 }
 
 std::atomic<int64_t> g_calls{0};
