@@ -1,5 +1,6 @@
 // CUDA reduce_rows: Sum, Prod, Max and Min (with the index of the first extremum) along the last
-// dim of a contiguous (outer, r) block; and scan_rows, the running sums or products along a dim.
+// dim of a contiguous (outer, r) block; sum_lines, the sums along a middle dim; and scan_rows, the
+// running sums or products along a dim.
 // Short rows take a warp or a part of one each, long rows a block each; a few very long rows are
 // split over many blocks whose partial results a second pass combines.
 #include <cuda_bf16.h>
@@ -383,7 +384,41 @@ void scan_launch(cudaStream_t stream, const T* x, ScanOut<T>* y, int64_t outer, 
   }
 }
 
+// sum_lines: a thread per (o, i) line, as scan_lines_kernel walks its lines; neighbouring threads
+// read neighbouring i, so each step is coalesced.
+template <typename T>
+__global__ void __launch_bounds__(kScanThreads, 1)
+    sum_lines_kernel(const T* in, ScanOut<T>* out, int64_t outer, int64_t r, int64_t inner) {
+  using A = Acc<T>;
+  const int64_t lines = outer * inner;
+  for (int64_t line = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; line < lines;
+       line += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = line / inner, i = line - o * inner;
+    const T* x = in + o * r * inner + i;
+    A acc = SumFn<A>::identity().v;
+    for (int64_t j = 0; j < r; ++j) acc = SumFn<A>::apply(acc, to_acc(x[j * inner]));
+    out[line] = from_acc<ScanOut<T>>(acc);
+  }
+}
+
 }  // namespace
+
+void sum_lines(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int64_t r, int64_t inner,
+               void* out, DType out_dtype) {
+  const DType want = is_integral(dtype) ? DType::i64 : dtype;
+  SINTER_CHECK(out_dtype == want, "sum_lines: output dtype ", out_dtype, " for input ", dtype,
+               ", expected ", want);
+  if (outer == 0 || inner == 0) return;
+  DeviceGuard guard(ctx.device);
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+  visit_storage(dtype, "sum_lines", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    sum_lines_kernel<T>
+        <<<capped_grid((outer * inner + kScanThreads - 1) / kScanThreads), kScanThreads, 0,
+           stream>>>(static_cast<const T*>(in), static_cast<ScanOut<T>*>(out), outer, r, inner);
+    SINTER_LAUNCH_CHECK("sum_lines_kernel");
+  });
+}
 
 void scan_rows(const Ctx& ctx, const void* in, DType dtype, int64_t outer, int64_t len,
                int64_t inner, ReduceOp op, bool reverse, void* out, DType out_dtype) {

@@ -67,6 +67,19 @@ std::vector<OpRow> reduce_rows() {
            [](const Inputs& x) {
              return sum(x[0], {0, 2});
            }},
+      // Sums over leading or middle dims run along their lines in place (Note [line sums]).
+      {.name = "SumLeadingDims",
+       .shapes = {S{5, 6, 7}},
+       .fn =
+           [](const Inputs& x) {
+             return sum(x[0], {0, 1});
+           }},
+      {.name = "SumMiddleDim",
+       .shapes = {S{3, 40, 5}},
+       .fn = [](const Inputs& x) { return sum(x[0], {1}, true); }},
+      {.name = "SumColumns",
+       .shapes = {S{70, 33}},
+       .fn = [](const Inputs& x) { return sum(x[0], {0}); }},
       {.name = "SumKeepdim",
        .shapes = {S{2, 3, 4}},
        .fn = [](const Inputs& x) { return sum(x[0], {-1}, true); }},
@@ -251,6 +264,30 @@ TEST(Prod, DtypesAndEmptyRows) {
   EXPECT_EQ(prod(s).item<double>(), -3.0);
   testing::expect_error([] { prod(zeros({2, 3}), 2); }, {"prod", "dim 2", "2 dims"});
   testing::expect_error([] { prod(Tensor()); }, {"prod", "undefined"});
+}
+
+// A sum over leading or middle dims (Note [line sums]) gives the bits of the same sums over the
+// rows of the transposed copy: past one sum chunk, over more lines than one block holds, with
+// lines before and after the summed dim, for floating and integral dtypes, and over no rows.
+TEST(Sum, LinesGiveTheBitsOfTheTransposedRows) {
+  Generator gen(testing::fresh_seed());
+  for (const DType dt : {DType::f32, DType::f64, DType::bf16, DType::i32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    // f64 draws use every bit of the mantissa, so that a sum in another order rounds apart.
+    const auto draw = [&](const Shape& shape) {
+      if (dt == DType::f64) return mul(randn(shape, {.dtype = DType::f64}, &gen), 100.0);
+      const Tensor x = mul(randn(shape, {}, &gen), 100.0);
+      return x.to(dt);
+    };
+    const Tensor tall = draw({40000, 19}), wide = draw({37, 1100}), mid = draw({3, 50, 7});
+    EXPECT_TRUE(testing::all_close(sum(tall, {0}), sum(tall.t().contiguous(), {1}), 0, 0));
+    EXPECT_TRUE(testing::all_close(sum(wide, {0}), sum(wide.t().contiguous(), {1}), 0, 0));
+    EXPECT_TRUE(
+        testing::all_close(sum(mid, {1}), sum(mid.permute({0, 2, 1}).contiguous(), {2}), 0, 0));
+    const Tensor none = sum(draw({0, 5}), {0});
+    EXPECT_EQ(none.shape(), (Shape{5}));
+    EXPECT_EQ(none.abs().max().to(DType::f64).item<double>(), 0.0);
+  }
 }
 
 }  // namespace

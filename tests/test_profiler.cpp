@@ -169,7 +169,10 @@ TEST(Profiler, TheTraceNamesTheProcessAndItsThreads) {
     }
   }
   EXPECT_TRUE(event_threads.count("main thread"));
-  EXPECT_TRUE(event_threads.count("pool worker 1")) << "no piece ran on the pool's worker";
+  // Any worker: after a test at 3 threads the pool keeps two, and either may join a 2-thread job.
+  EXPECT_TRUE(std::any_of(event_threads.begin(), event_threads.end(),
+                          [](const std::string& t) { return t.rfind("pool worker ", 0) == 0; }))
+      << "no piece ran on a pool worker";
   EXPECT_TRUE(event_threads.count("data loader")) << "no op ran on the loader's thread";
 
   std::ifstream in(trace);

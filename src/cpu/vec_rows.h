@@ -45,6 +45,10 @@ struct BatchNormGrad {
 void batch_norm_grad_row(const float* g, const float* x, int64_t n, const BatchNormGrad& p,
                          float* dx);
 
+// acc[i] += x[i] in double for i < n: a lane of the f32 column sums (Note [line sums] in
+// src/cpu/reduce.cpp; src/cpu/vec_sums.cpp).
+void add_widened_row(const float* x, int64_t n, double* acc);
+
 // The int8 inference plans' rows (src/cpu/vec_int8.cpp). quantize_int8_row: q[i] =
 // kern::quantize_int8(x[i], scale). int8_epilogue_row: out[j] = c scale[j] + shift[j] (c = acc[j]
 // as f32, the product and the sum rounded apart) then, without res, relu as kern::int8_epilogue

@@ -78,17 +78,36 @@ RowsResult reduce_impl(const char* op, const Tensor& a, const std::vector<int64_
     SINTER_CHECK(r > 0, op, ": cannot reduce over an empty dimension (shape ", shape_str(a.shape()),
                  ", dims ", dims, ")");
   }
-  Tensor src;
-  {
-    NoGradGuard ng;
-    src = a.permute(perm).contiguous();
-  }
   const int64_t outer = r == 0 ? numel_of(drop_shape(a.shape(), dims)) : a.numel() / r;
   const bool arith = rop == kern::ReduceOp::Sum || rop == kern::ReduceOp::Prod;
   const DType out_dtype = arith && is_integral(a.dtype()) ? DType::i64 : a.dtype();
   Shape kshape = keep_shape(a.shape(), dims);
   RowsResult res;
   res.values = empty(kshape, {.dtype = out_dtype, .device = a.device()});
+  // A sum over consecutive dims that kept dims follow (a Linear's bias gradient, a broadcast's):
+  // along its lines in place, with the bits of the rows of the transposed copy (Note [line sums]).
+  const int64_t first = dims.empty() ? 0 : dims.front(), last = dims.empty() ? 0 : dims.back();
+  if (rop == kern::ReduceOp::Sum && !dims.empty() &&
+      last - first + 1 == static_cast<int64_t>(dims.size()) && last < a.dim() - 1) {
+    int64_t lines_outer = 1, inner = 1;
+    for (int64_t d = 0; d < first; ++d) lines_outer *= a.size(d);
+    for (int64_t d = last + 1; d < a.dim(); ++d) inner *= a.size(d);
+    if (lines_outer * inner > 0) {
+      Tensor src;
+      {
+        NoGradGuard ng;
+        src = a.contiguous();
+      }
+      SINTER_DISPATCH(a.device(), sum_lines, src.data_ptr(), a.dtype(), lines_outer, r, inner,
+                      res.values.data_ptr(), out_dtype);
+    }
+    return res;
+  }
+  Tensor src;
+  {
+    NoGradGuard ng;
+    src = a.permute(perm).contiguous();
+  }
   if (want_indices) res.indices = empty(kshape, {.dtype = DType::i64, .device = a.device()});
   if (outer > 0) {
     SINTER_DISPATCH(a.device(), reduce_rows, src.data_ptr(), a.dtype(), outer, r, rop,
