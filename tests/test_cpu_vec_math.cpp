@@ -85,6 +85,39 @@ TEST(CpuVecMath, ExpTanhAndTheActivationsMatchTheirFormulas) {
       });
 }
 
+// gelu_tanh's gradient in f32 (the GeluTanhBackward row, on the vector tanh) against its formula
+// in f64: the derivative is at most about 1.13, and the f32 formula's 1 - t^2 carries t's rounding.
+TEST(CpuVecMath, GeluTanhGradientMatchesItsFormula) {
+  const Tensor x = linspace(-12.0, 12.0, 24001).requires_grad_();
+  gelu(x, Activation::GeluTanh).sum().backward();
+  const std::vector<float> got = x.grad().to_vector<float>(), xs = x.detach().to_vector<float>();
+  int bad = 0;
+  for (size_t i = 0; i < xs.size() && bad < 5; ++i) {
+    const double v = xs[i], k = std::sqrt(2.0 / M_PI), c = 0.044715;
+    const double t = std::tanh(k * (v + c * v * v * v));
+    const double want = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * c * v * v);
+    if (!(std::abs(got[i] - want) <= 2e-6 * (1 + std::abs(v)))) {
+      ++bad;
+      ADD_FAILURE() << "gelu_tanh'(" << v << ") = " << got[i] << ", want " << want;
+    }
+  }
+}
+
+// A Linear's gelu_tanh epilogue in f32 runs the gelu_tanh op's row, not the scalar functor: near
+// x = -5, where the functor's 0.5 x (1 + tanh(u)) cancels to a few correct bits, the two agree to
+// the row's few ulp (not its bits: the row's vector body and its scalar tail may round apart).
+TEST(CpuVecMath, TheGeluTanhEpilogueRunsTheOpsRow) {
+  Generator gen(testing::fresh_seed());
+  for (const int64_t rows : {4, 300}) {  // the OpenBLAS and the oneDNN products
+    const Tensor x = randn({rows, 96}, {}, &gen), w = mul(randn({130, 96}, {}, &gen), 0.01);
+    const Tensor b = sub(mul(randn({130}, {}, &gen), 0.1), 5.0);
+    NoGradGuard no_grad;
+    EXPECT_TRUE(testing::all_close(linear(x, w, b, Activation::GeluTanh),
+                                   gelu(linear(x, w, b), Activation::GeluTanh), 0, 1e-5))
+        << rows << " rows";
+  }
+}
+
 // bf16 inputs go through the same f32 kernels (loaded to f32, rounded once on the store).
 TEST(CpuVecMath, Bf16GoesThroughTheSameKernels) {
   const Tensor x = linspace(-6.0, 6.0, 1001);

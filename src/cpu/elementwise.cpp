@@ -223,6 +223,19 @@ void binary(const Ctx&, const ElementwiseIter& it, BinaryOp op, double p0, doubl
   visit_elementwise("binary", it.op[1].dtype, op, [&](auto ctag, auto opc) {
     using C = typename decltype(ctag)::type;
     constexpr BinaryOp OP = decltype(opc)::value;
+    if constexpr (std::is_same_v<C, float>) {
+      // The ops with a vector row, a row at a time (as unary's).
+      if (const vec::BinaryRowFn row = vec::binary_row(OP)) {
+        for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
+          float a[kChunk], b[kChunk], y[kChunk];
+          load_row(it.op[1], off[1], step[1], n, a);
+          load_row(it.op[2], off[2], step[2], n, b);
+          row(a, b, y, n);
+          store_row(it.op[0], off[0], step[0], n, y);
+        });
+        return;
+      }
+    }
     const C c0 = convert<C>(p0), c1 = convert<C>(p1);
     map_rows<C, 2>(it, [&](C a, C b) { return binary_fn<OP>(a, b, c0, c1); });
   });

@@ -56,4 +56,26 @@ static_assert(std::size(kUnaryRows) == kern::kOpCount<kern::UnaryOp>);
 
 RowFn unary_row(kern::UnaryOp op) { return kUnaryRows[static_cast<int>(op)]; }
 
+namespace {
+
+// y = g gelu_tanh'(x): the GeluTanhBackward functor's formula (f' = (1 + t) / 2 + x / 2 (1 - t^2)
+// k (1 + 3 c x^2), t = tanh(k (x + c x^3))) on Note [cpu vector math]'s tanh.
+SINTER_VECTOR_CLONES void gelu_tanh_backward_row(const float* g, const float* x, float* y,
+                                                 int64_t n) {
+  const float k = static_cast<float>(kern::fn::kSqrt2OverPi),
+              c = static_cast<float>(kern::fn::kGeluCubic);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i], v2 = v * v;
+    const float t = vec::tanh(k * (v + c * v2 * v));
+    const float dinner = k * (1.0F + 3.0F * c * v2);
+    y[i] = g[i] * (0.5F * (1.0F + t) + 0.5F * v * (1.0F - t * t) * dinner);
+  }
+}
+
+}  // namespace
+
+BinaryRowFn binary_row(kern::BinaryOp op) {
+  return op == kern::BinaryOp::GeluTanhBackward ? gelu_tanh_backward_row : nullptr;
+}
+
 }  // namespace sinter::cpu::vec

@@ -16,6 +16,11 @@ using RowFn = void (*)(const float* a, float* y, int64_t n);
 // (Note [elementwise op list]).
 RowFn unary_row(kern::UnaryOp op);
 
+// y[i] = f(a[i], b[i]) for i < n; binary_row(op) is the f32 row of op where it has one
+// (GeluTanhBackward, the gradient of the gelu_tanh row's activation), else null.
+using BinaryRowFn = void (*)(const float* a, const float* b, float* y, int64_t n);
+BinaryRowFn binary_row(kern::BinaryOp op);
+
 // One row of n: softmax (or log_softmax when `log`) of x into y, exp by Note [cpu vector math] and
 // the sum of exp(x - max) added in double in lane_sum's order (Note [lane sums]).
 void softmax_row(const float* x, int64_t n, bool log, float* y);
