@@ -28,6 +28,8 @@
 // relative on the reference models, tests/test_infer_plan.cpp). Max pooling takes oneDNN's
 // maximum, whose NaN handling is its own: a NaN in a window may not come out as PyTorch's
 // max_pool2d gives it.
+#include <cblas.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -113,6 +115,10 @@ struct Part {
   // apart in the output value, with scale[j] = input_scale weight_scale[j] and shift[j] the bias.
   std::vector<float> scale, shift;
   int64_t rows = 0, channels = 0, stride = 0;
+  // An f32 Linear's band at batch 1: a matrix-vector product on OpenBLAS (cblas_sgemv reads the
+  // band's weight rows, kept plain in `weight.data`, in place: faster than oneDNN's one-row
+  // matmul), then the bias and relu (as the relu op applies it) in the plan's own loop.
+  bool gemv = false;
 };
 
 // A layer's parts for one chunk size (none for the global average pooling, its own loop).
@@ -241,6 +247,20 @@ Part linear_part(const Layer& l, const void* w, int64_t n, int64_t j0, int64_t j
   return part;
 }
 
+// Output features [j0, j1) of an f32 Linear at batch 1 (Part::gemv); `w` its (out, in) weight
+// with the columns in the value's order.
+Part gemv_part(const Layer& l, const std::vector<float>& w, int64_t j0, int64_t j1) {
+  Part part;
+  part.gemv = true;
+  part.src = memory::desc({1, l.in}, DT::f32, Tag::ab);
+  part.dst = memory::desc({1, j1 - j0}, DT::f32, Tag::ab);
+  part.dst_at = j0;
+  part.channels = j1 - j0;
+  part.weight.data = copy_of(w.data() + j0 * l.in, (j1 - j0) * l.in);
+  if (l.bias != nullptr) part.bias_data = copy_of(l.bias + j0, j1 - j0);
+  return part;
+}
+
 // The multiply-adds of a band at batch 1 (Note [cpu inference plan]): a convolution or pooling of
 // kMinBandMacs or more is cut into at least two bands of output rows, and into bands of about
 // kBandMacs; a Linear, read from memory rather than computed, into bands of kLinearBandMacs.
@@ -268,7 +288,9 @@ Step layer_step(const Layer& l, int64_t n, const Shape3& in, bool bands) {
       cols = std::max<int64_t>(16, ((l.out + want - 1) / want + 15) / 16 * 16);
     }
     for (int64_t j0 = 0; j0 < l.out; j0 += cols) {
-      step.parts.push_back(linear_part(l, weight, n, j0, std::min(l.out, j0 + cols)));
+      const int64_t j1 = std::min(l.out, j0 + cols);
+      step.parts.push_back(bands && !l.int8 ? gemv_part(l, w, j0, j1)
+                                            : linear_part(l, weight, n, j0, j1));
     }
     return step;
   }
@@ -531,6 +553,19 @@ void int8_epilogue_rows(const Layer& l, const Part& part, const int32_t* acc, co
   }
 }
 
+// y = relu(W x + b) of a Part::gemv band, y its `channels` outputs.
+void run_gemv(const Layer& l, const Part& part, const float* x, float* y) {
+  const auto* w = static_cast<const float*>(part.weight.data.data());
+  cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(part.channels), static_cast<int>(l.in),
+              1.0F, w, static_cast<int>(l.in), x, 1, 0.0F, y, 1);
+  const auto* b = static_cast<const float*>(part.bias_data.data());
+  for (int64_t j = 0; j < part.channels; ++j) {
+    float v = l.bias != nullptr ? y[j] + b[j] : y[j];
+    if (l.relu) v = (v > 0.0F || v != v) ? v : 0.0F;
+    y[j] = v;
+  }
+}
+
 // Parts [p0, p1) of layer `layer`, from the value at `in` into the value at `out` (and an int8
 // convolution's residual at `res`), on this thread.
 void run_parts(const Compiled& c, int k, size_t layer, size_t p0, size_t p1, float* in, float* out,
@@ -542,6 +577,10 @@ void run_parts(const Compiled& c, int k, size_t layer, size_t p0, size_t p1, flo
   const Step& step = c.steps[k][layer];
   for (size_t i = p0; i < p1; ++i) {
     const Part& part = step.parts[i];
+    if (part.gemv) {
+      run_gemv(l, part, in, out + part.dst_at);
+      continue;
+    }
     PartMemories& m = memories(c, k, layer, i, t);
     if (l.int8) {
       // The band's input quantized as the int8 layers quantize it, into this thread's buffer.
