@@ -69,13 +69,13 @@ std::vector<OpRow> reduce_rows() {
            }},
       // Sums over leading or middle dims run along their lines in place (Note [line sums]).
       {.name = "SumLeadingDims",
-       .shapes = {S{5, 6, 7}},
+       .shapes = {S{8, 9, 17}},
        .fn =
            [](const Inputs& x) {
              return sum(x[0], {0, 1});
            }},
       {.name = "SumMiddleDim",
-       .shapes = {S{3, 40, 5}},
+       .shapes = {S{2, 66, 16}},
        .fn = [](const Inputs& x) { return sum(x[0], {1}, true); }},
       {.name = "SumColumns",
        .shapes = {S{70, 33}},
@@ -279,7 +279,7 @@ TEST(Sum, LinesGiveTheBitsOfTheTransposedRows) {
       const Tensor x = mul(randn(shape, {}, &gen), 100.0);
       return x.to(dt);
     };
-    const Tensor tall = draw({40000, 19}), wide = draw({37, 1100}), mid = draw({3, 50, 7});
+    const Tensor tall = draw({40000, 19}), wide = draw({100, 1100}), mid = draw({3, 80, 17});
     EXPECT_TRUE(testing::all_close(sum(tall, {0}), sum(tall.t().contiguous(), {1}), 0, 0));
     EXPECT_TRUE(testing::all_close(sum(wide, {0}), sum(wide.t().contiguous(), {1}), 0, 0));
     EXPECT_TRUE(

@@ -27,7 +27,8 @@ int64_t plans_compiled(const nn::Module& fused) { return nn::inference_plans_mad
 
 // The fused model under InferenceMode against the original in eval mode, module by module, within
 // f32 rounding of the largest output.
-void expect_planned_matches(nn::Module& original, const Shape& input, const std::string& name) {
+void expect_planned_matches(nn::Module& original, const Shape& input, const std::string& name,
+                            bool planned = true) {
   SCOPED_TRACE(name + " input " + shape_str(input));
   original.eval();
   const std::shared_ptr<nn::Module> fused = nn::fuse_for_inference(original);
@@ -39,7 +40,7 @@ void expect_planned_matches(nn::Module& original, const Shape& input, const std:
     got = fused->forward(x);
     expected = original.forward(x);
   }
-  EXPECT_EQ(plans_compiled(*fused), before + 1) << "no plan was made";
+  EXPECT_EQ(plans_compiled(*fused), before + (planned ? 1 : 0)) << "planned: " << planned;
   ASSERT_EQ(got.shape(), expected.shape());
   const double scale = expected.abs().max().item<double>();
   EXPECT_TRUE(all_close(got, expected, 1e-5 * scale, 1e-5));
@@ -82,6 +83,14 @@ TEST(InferencePlan, LayerMixesMatchModuleByModule) {
   // A model over features alone.
   nn::Sequential features(nn::Linear(20, 30), nn::ReLU(), nn::Identity(), nn::Linear(30, 5));
   expect_planned_matches(features, {6, 20}, "features");
+  // A fused block whose shortcut is a ReLU of the block's input: conv1 reads the input itself, so
+  // the ReLU cannot become the epilogue of the layer before, and the model runs module by module.
+  nn::Sequential relu_shortcut(nn::Conv2d(3, 8, 3, {.padding = 1}));
+  relu_shortcut.push_back(nn::models::BasicBlock::folded(
+      8, 8, 1, std::make_shared<nn::Conv2d>(8, 8, 3, nn::Conv2dOptions{.padding = 1}),
+      std::make_shared<nn::Conv2d>(8, 8, 3, nn::Conv2dOptions{.padding = 1}),
+      std::make_shared<nn::Sequential>(nn::ReLU())));
+  expect_planned_matches(relu_shortcut, {3, 3, 9, 10}, "relu shortcut", false);
   // A block with a strided projection shortcut, then the global average.
   nn::Sequential blocks(nn::Conv2d(3, 8, 3, {.padding = 1}), nn::ReLU(),
                         nn::models::BasicBlock(8, 16, 2), nn::models::BasicBlock(16, 16, 1),
@@ -207,9 +216,19 @@ TEST(InferencePlan, WhatNoPlanTakesRunsModuleByModule) {
     EXPECT_TRUE(all_close(fc->forward(xt), cnn.forward(xt.contiguous()), 1e-5, 1e-5));
   }
   EXPECT_EQ(plans_compiled(*fc), 0);
-  // A wrong input gives the module's own error.
+  // A wrong input gives the module's own error; so do a window larger than the padded input (the
+  // integer division of the output size would make it one row) and a kernel larger than it.
   InferenceMode im;
   testing::expect_error([&] { (void)fc->forward(randn({2, 3, 28, 28})); }, {"Conv2d", "3"});
+  nn::Sequential pool(nn::Conv2d(1, 2, 1), nn::MaxPool2d(2));
+  pool.eval();
+  const std::shared_ptr<nn::Module> fp = nn::fuse_for_inference(pool);
+  EXPECT_THROW((void)fp->forward(randn({2, 1, 1, 4})), Error);
+  nn::Sequential conv(nn::Conv2d(1, 2, 3, {.stride = 2}));
+  conv.eval();
+  const std::shared_ptr<nn::Module> fconv = nn::fuse_for_inference(conv);
+  EXPECT_THROW((void)fconv->forward(randn({2, 1, 2, 2})), Error);
+  EXPECT_EQ(plans_compiled(*fp) + plans_compiled(*fconv), 0);
 }
 
 }  // namespace

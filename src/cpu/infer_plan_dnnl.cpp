@@ -25,15 +25,16 @@
 // Every layer's result for an image depends only on that image and the chunk size or bands, which
 // depend only on the shapes: the same bits at every thread count. An f32 plan's are not the bits of
 // the op-by-op forward (other kernels sum in another order): the two agree to f32 rounding (1e-5
-// relative on the reference models, tests/test_infer_plan.cpp). Max pooling takes oneDNN's
-// maximum, whose NaN handling is its own: a NaN in a window may not come out as PyTorch's
-// max_pool2d gives it.
+// relative on the reference models, tests/test_infer_plan.cpp). An f32 plan's max pooling and
+// ReLU epilogues are oneDNN's, whose NaN handling is its own: a NaN may come out as 0 where
+// PyTorch's max_pool2d and relu keep it (the batch-1 Linear bands apply the relu op's rule).
 #include <cblas.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -143,6 +144,16 @@ dnnl::primitive_attr attributes(bool sum, bool relu) {
   return attr;
 }
 
+// An int8 primitive whose kernel is not a VNNI or AMX one (vpmaddubsw's 16-bit pair sums
+// saturate): refused, so that the int8 layers run module by module with exact sums.
+void refuse_inexact_int8(const dnnl::primitive_desc_base& pd) {
+  onednn::refuse_reference(pd);
+  const std::string impl = pd.impl_info_str();
+  if (impl.find("vnni") == std::string::npos && impl.find("amx") == std::string::npos) {
+    throw dnnl::error(dnnl_unimplemented, "an int8 kernel without VNNI");
+  }
+}
+
 // The int8 epilogue's operands of output channels [j0, j0 + count): the scales as quantize
 // computes them (input_scale weight_scale[j], one f32 product) and the bias (0 where none, as the
 // int8 layers add it).
@@ -190,7 +201,7 @@ Part conv_part(const Layer& l, const kern::Conv2dGeom& g, int64_t n) {
                                             pad_l, right_pad(g));
     const dnnl::convolution_forward::primitive_desc pd(d, attributes(false, false),
                                                        onednn::engine());
-    onednn::refuse_reference(pd);
+    refuse_inexact_int8(pd);
     part.prim = dnnl::convolution_forward(pd);
     part.weight = pack(w_plain, pd.weights_desc(), l.weight_q);
     part.scratchpad = pd.scratchpad_desc();
@@ -231,7 +242,11 @@ Part linear_part(const Layer& l, const void* w, int64_t n, int64_t j0, int64_t j
   const auto d = bias ? dnnl::matmul::desc(part.src, w_any, part.bias, part.dst)
                       : dnnl::matmul::desc(part.src, w_any, part.dst);
   const dnnl::matmul::primitive_desc pd(d, attributes(false, l.relu && !l.int8), onednn::engine());
-  onednn::refuse_reference(pd);
+  if (l.int8) {
+    refuse_inexact_int8(pd);
+  } else {
+    onednn::refuse_reference(pd);
+  }
   part.prim = dnnl::matmul(pd);
   // Rows [j0, j1) of the stored (out, in) weight, as the (in, cols) matrix.
   const size_t elem = l.int8 ? 1 : sizeof(float);
@@ -289,8 +304,10 @@ Step layer_step(const Layer& l, int64_t n, const Shape3& in, bool bands) {
     }
     for (int64_t j0 = 0; j0 < l.out; j0 += cols) {
       const int64_t j1 = std::min(l.out, j0 + cols);
-      step.parts.push_back(bands && !l.int8 ? gemv_part(l, w, j0, j1)
-                                            : linear_part(l, weight, n, j0, j1));
+      // OpenBLAS's matrix-vector product where several threads may call it at once.
+      step.parts.push_back(bands && !l.int8 && openblas_get_parallel() != 0
+                               ? gemv_part(l, w, j0, j1)
+                               : linear_part(l, weight, n, j0, j1));
     }
     return step;
   }
@@ -303,6 +320,14 @@ Step layer_step(const Layer& l, int64_t n, const Shape3& in, bool bands) {
     const int64_t least = macs >= kMinBandMacs ? std::min<int64_t>(2, g.h_out) : 1;
     const int64_t want = std::clamp<int64_t>(macs / kBandMacs, least, g.h_out);
     rows = (g.h_out + want - 1) / want;
+  }
+  // A band must read at least one input row (a band wholly in the padding has none): else the
+  // layer stays whole.
+  for (int64_t o0 = 0; o0 < g.h_out && rows < g.h_out; o0 += rows) {
+    const int64_t o1 = std::min(g.h_out, o0 + rows);
+    const int64_t i0 = o0 * g.stride_h - g.pad_h;
+    const int64_t i1 = (o1 - 1) * g.stride_h - g.pad_h + (g.kh - 1) * g.dil_h + 1;
+    if (std::min(i1, g.h) - std::max<int64_t>(i0, 0) < 1) rows = g.h_out;
   }
   for (int64_t o0 = 0; o0 < g.h_out; o0 += rows) {
     // Output rows [o0, o1) read input rows [i0, i1), clipped to the image: the rows cut off are
@@ -418,14 +443,13 @@ std::shared_ptr<const Compiled> compile(const Program& p, int64_t batch) {
   // sums would not be exact, so they need a CPU with the VNNI dot products.
   const auto isa = dnnl::get_effective_cpu_isa();
   const bool vnni = isa == dnnl::cpu_isa::avx512_core_vnni ||
-                    isa == dnnl::cpu_isa::avx512_core_bf16 ||
-                    isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx2_vnni;
+                    isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
   for (const Layer& l : p.layers) {
     if (l.int8 && !vnni) return nullptr;
   }
   const onednn::OneOpenMPThread one;
   try {
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < (c->last != c->per ? 2 : 1); ++k) {  // the last chunk's, where shorter
       const int64_t n = k == 0 ? c->per : c->last;
       const auto nchw = [&](const Shape3& s) {
         return memory::desc({n, s.c, s.h, s.w}, DT::f32, Tag::nchw);
@@ -556,6 +580,8 @@ void int8_epilogue_rows(const Layer& l, const Part& part, const int32_t* acc, co
 // y = relu(W x + b) of a Part::gemv band, y its `channels` outputs.
 void run_gemv(const Layer& l, const Part& part, const float* x, float* y) {
   const auto* w = static_cast<const float*>(part.weight.data.data());
+  // beta 0 must not read y (it holds an earlier value, maybe NaN; some OpenBLAS versions scale it).
+  std::fill(y, y + part.channels, 0.0F);
   cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(part.channels), static_cast<int>(l.in),
               1.0F, w, static_cast<int>(l.in), x, 1, 0.0F, y, 1);
   const auto* b = static_cast<const float*>(part.bias_data.data());
@@ -664,9 +690,7 @@ void run_chunk(const Compiled& c, int64_t chunk, const float* x, float* y, char*
   }
 }
 
-}  // namespace
-
-void run(const Compiled& c, const float* x, float* y) {
+void run_unchecked(const Compiled& c, const float* x, float* y) {
   const size_t bytes = c.slots * c.slot_bytes;
   if (c.bands) {  // one image, its layers' bands on every thread
     run_chunk(c, 0, x, y, at_least(mine().values, bytes));
@@ -676,6 +700,17 @@ void run(const Compiled& c, const float* x, float* y) {
     char* arena = at_least(mine().values, bytes);
     for (int64_t k = c0; k < c1; ++k) run_chunk(c, k, x, y, arena);
   });
+}
+
+}  // namespace
+
+void run(const Compiled& c, const float* x, float* y) {
+  try {
+    run_unchecked(c, x, y);
+  } catch (const dnnl::error& e) {
+    SINTER_THROW("inference plan: oneDNN: ", e.what(), " (status ", static_cast<int>(e.status),
+                 ")");
+  }
 }
 
 }  // namespace sinter::cpu::plan

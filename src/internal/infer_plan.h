@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "sinter/nn/modules.h"
@@ -28,10 +29,14 @@ class InferencePlans {
   int64_t compiled() const;
 
  private:
+  // The most input shapes whose plans are kept (more: all are dropped and made again as needed).
+  static constexpr size_t kMaxPlans = 16;
   mutable std::mutex mutex_;
-  // The description's signature (geometry, weight addresses and versions) the plans were made for.
-  std::vector<int64_t> signature_;
-  std::map<std::vector<int64_t>, std::shared_ptr<const cpu::plan::Compiled>> plans_;
+  // By input shape: the description's signature (geometry, weight addresses and versions, int8
+  // scales) the plan was made for, and the plan (null where none runs that shape).
+  std::map<std::vector<int64_t>,
+           std::pair<std::vector<int64_t>, std::shared_ptr<const cpu::plan::Compiled>>>
+      plans_;
   int64_t compiled_ = 0;
 };
 

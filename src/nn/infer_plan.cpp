@@ -32,6 +32,10 @@ bool plain_f32(const Tensor& t) {
   return t.defined() && t.dtype() == DType::f32 && t.device().is_cpu() && t.is_contiguous();
 }
 
+// A weight or bias a plan can copy: not an inference tensor, whose in-place changes leave its
+// version as it was, so that a plan would not see them.
+bool plain_weight(const Tensor& t) { return plain_f32(t) && !t.is_inference(); }
+
 // The program of a Sequential's modules applied to one value after another; any module it does not
 // describe makes the whole description fail.
 class Describer {
@@ -86,7 +90,7 @@ bool Describer::conv(const Conv2d& c, int input, int residual, bool relu) {
     return false;
   }
   if (flat_ || o.padding_mode != PaddingMode::Zeros || o.same_padding ||
-      (qc == nullptr && !plain_f32(c.weight)) || (c.bias.defined() && !plain_f32(c.bias))) {
+      (qc == nullptr && !plain_weight(c.weight)) || (c.bias.defined() && !plain_weight(c.bias))) {
     return false;
   }
   if (c.activation == Activation::Relu) {
@@ -110,9 +114,12 @@ bool Describer::conv(const Conv2d& c, int input, int residual, bool relu) {
   g.dil_w = o.dilation.w;
   g.groups = o.groups;
   if (g.groups < 1 || g.c_in % g.groups != 0 || c.weight.size(1) * g.groups != g.c_in) return false;
-  g.h_out = (g.h + 2 * g.pad_h - g.dil_h * (g.kh - 1) - 1) / g.stride_h + 1;
-  g.w_out = (g.w + 2 * g.pad_w - g.dil_w * (g.kw - 1) - 1) / g.stride_w + 1;
-  if (g.h_out < 1 || g.w_out < 1) return false;
+  // A kernel larger than the padded input: the op's own error, module by module.
+  const int64_t span_h = g.h + 2 * g.pad_h - g.dil_h * (g.kh - 1) - 1;
+  const int64_t span_w = g.w + 2 * g.pad_w - g.dil_w * (g.kw - 1) - 1;
+  if (span_h < 0 || span_w < 0 || g.stride_h < 1 || g.stride_w < 1) return false;
+  g.h_out = span_h / g.stride_h + 1;
+  g.w_out = span_w / g.stride_w + 1;
   Layer l;
   l.op = Op::Conv;
   l.input = input;
@@ -173,9 +180,9 @@ bool Describer::max_pool(const MaxPool2d& m) {
       2 * g.pad_h > g.kh || 2 * g.pad_w > g.kw) {
     return false;  // the op's own error, module by module
   }
+  if (g.h + 2 * g.pad_h < g.kh || g.w + 2 * g.pad_w < g.kw) return false;
   g.h_out = (g.h + 2 * g.pad_h - g.kh) / g.stride_h + 1;
   g.w_out = (g.w + 2 * g.pad_w - g.kw) / g.stride_w + 1;
-  if (g.h_out < 1 || g.w_out < 1) return false;
   Layer l;
   l.op = Op::MaxPool;
   l.input = value_;
@@ -190,8 +197,8 @@ bool Describer::linear(const Linear& lin) {
   if ((as<Linear>(lin) == nullptr && ql == nullptr) || (ql != nullptr && !ql->q.quantized)) {
     return false;
   }
-  if (!flat_ || (ql == nullptr && !plain_f32(lin.weight)) ||
-      (lin.bias.defined() && !plain_f32(lin.bias)) || lin.in_features != in.c * in.h * in.w) {
+  if (!flat_ || (ql == nullptr && !plain_weight(lin.weight)) ||
+      (lin.bias.defined() && !plain_weight(lin.bias)) || lin.in_features != in.c * in.h * in.w) {
     return false;
   }
   if (lin.activation != Activation::None && lin.activation != Activation::Relu) return false;
@@ -219,6 +226,11 @@ bool Describer::linear(const Linear& lin) {
 // residual sum too, as relu(conv + shortcut) is).
 bool Describer::relu() {
   if (value_ == 0) return false;
+  // Only where nothing has read the value yet (a block's shortcut may start with a ReLU of the
+  // value its conv1 reads).
+  for (const Layer& reader : program_.layers) {
+    if (reader.input == value_ || reader.residual == value_) return false;
+  }
   Layer& l = program_.layers[value_ - 1];
   // An int8 layer's relu (kern::int8_epilogue) keeps -0, the relu op does not: not folded.
   if ((l.op != Op::Conv && l.op != Op::Linear) || l.int8) return false;
@@ -306,16 +318,14 @@ std::optional<Tensor> InferencePlans::forward(const Sequential& seq, const Tenso
   std::shared_ptr<const cpu::plan::Compiled> plan;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (sig != signature_) {
-      plans_.clear();
-      signature_ = sig;
-    }
     auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      it = plans_.emplace(key, cpu::plan::compile(d.program(), x.size(0))).first;
+    if (it == plans_.end() || it->second.first != sig) {
+      if (it == plans_.end() && plans_.size() >= kMaxPlans) plans_.clear();
+      plans_[key] = {sig, cpu::plan::compile(d.program(), x.size(0))};
+      it = plans_.find(key);
       ++compiled_;
     }
-    plan = it->second;
+    plan = it->second.second;
   }
   if (!plan) return std::nullopt;
   SINTER_PROFILE_OP("inference_plan", x);

@@ -62,6 +62,15 @@ struct RowsResult {
   Tensor indices;  // keepdim shape (Max/Min with indices only)
 };
 
+// The sums that run along their lines (sum_lines, Note [line sums]) rather than on a transposed
+// copy: on the CPU, lines of kMinLineRows rows or more (its 17 partial sums per line and chunk then
+// take at most about half the input's bytes) of kMinLineWidth or more; on CUDA, at most
+// kMaxCudaLineRows rows (a thread sums each line in f32, in order) and kMinCudaLines lines or more.
+constexpr int64_t kMinLineRows = 64;
+constexpr int64_t kMinLineWidth = 16;
+constexpr int64_t kMaxCudaLineRows = 1024;
+constexpr int64_t kMinCudaLines = 4096;
+
 // Reduces `a` over `dims` (normalized) with the row kernel; results have the keepdim shape.
 RowsResult reduce_impl(const char* op, const Tensor& a, const std::vector<int64_t>& dims,
                        kern::ReduceOp rop, bool want_indices) {
@@ -86,22 +95,30 @@ RowsResult reduce_impl(const char* op, const Tensor& a, const std::vector<int64_
   res.values = empty(kshape, {.dtype = out_dtype, .device = a.device()});
   // A sum over consecutive dims that kept dims follow (a Linear's bias gradient, a broadcast's):
   // along its lines in place, with the bits of the rows of the transposed copy (Note [line sums]).
+  // Where its lines are long enough for the lanes to pay (r >= kMinLineRows) and wide enough for
+  // vectors (inner >= kMinLineWidth); on CUDA, where a thread a line is enough (lines of at most
+  // kMaxCudaLineRows, summed in f32 in order) and the lines fill the device.
   const int64_t first = dims.empty() ? 0 : dims.front(), last = dims.empty() ? 0 : dims.back();
   if (rop == kern::ReduceOp::Sum && !dims.empty() &&
       last - first + 1 == static_cast<int64_t>(dims.size()) && last < a.dim() - 1) {
     int64_t lines_outer = 1, inner = 1;
     for (int64_t d = 0; d < first; ++d) lines_outer *= a.size(d);
     for (int64_t d = last + 1; d < a.dim(); ++d) inner *= a.size(d);
-    if (lines_outer * inner > 0) {
-      Tensor src;
-      {
-        NoGradGuard ng;
-        src = a.contiguous();
+    const bool cpu = a.device().is_cpu();
+    const bool lines = cpu ? r >= kMinLineRows && inner >= kMinLineWidth
+                           : r <= kMaxCudaLineRows && lines_outer * inner >= kMinCudaLines;
+    if (lines) {
+      if (lines_outer * inner > 0) {
+        Tensor src;
+        {
+          NoGradGuard ng;
+          src = a.contiguous();
+        }
+        SINTER_DISPATCH(a.device(), sum_lines, src.data_ptr(), a.dtype(), lines_outer, r, inner,
+                        res.values.data_ptr(), out_dtype);
       }
-      SINTER_DISPATCH(a.device(), sum_lines, src.data_ptr(), a.dtype(), lines_outer, r, inner,
-                      res.values.data_ptr(), out_dtype);
+      return res;
     }
-    return res;
   }
   Tensor src;
   {
