@@ -290,5 +290,21 @@ TEST(Sum, LinesGiveTheBitsOfTheTransposedRows) {
   }
 }
 
+// CUDA's sum_lines (a thread a line, for lines of at most 1024 rows over 4096 lines or more)
+// against the CPU's: the op-table rows are too small for that path.
+TEST(Sum, CudaLinesMatchTheCpu) {
+  SINTER_REQUIRE_CUDA();
+  Generator gen(testing::fresh_seed());
+  const Tensor cols = randn({300, 4200}, {}, &gen), mid = randn({2, 100, 2500}, {}, &gen);
+  const Tensor cuda_cols = sum(cols.to(Device::cuda()), {0}).to(Device::cpu());
+  const Tensor cuda_mid = sum(mid.to(Device::cuda()), {1}, true).to(Device::cpu());
+  // f32 sums of at most 300 terms of size about 1 in order: a few ulp of sqrt(300) each.
+  EXPECT_TRUE(testing::all_close(cuda_cols, sum(cols, {0}), 1e-4, 1e-5));
+  EXPECT_TRUE(testing::all_close(cuda_mid, sum(mid, {1}, true), 1e-4, 1e-5));
+  const Tensor ints = mul(cols, 10.0).to(DType::i32);
+  EXPECT_TRUE(testing::all_close(sum(ints.to(Device::cuda()), {0}).to(Device::cpu()),
+                                 sum(ints, {0}), 0, 0));
+}
+
 }  // namespace
 }  // namespace sinter

@@ -4,6 +4,7 @@
 // chunks with a shorter last one, and a right padding below the left; the bf16 and f32 GEMMs,
 // transposed, batched and with linear's epilogue; the same bits at 1, 2 and 3 threads; and the
 // switch.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,20 @@ TEST(OneDnnConv, SameBitsAtOneTwoAndThreeThreads) {
   }
 }
 
+// run()'s results on the library's own kernels (own) and with oneDNN on (lib); false where no
+// oneDNN primitive ran.
+bool own_and_onednn(const std::function<std::vector<Tensor>()>& run, std::vector<Tensor>* own,
+                    std::vector<Tensor>* lib) {
+  {
+    const OneDnnGuard off(false);
+    *own = run();
+  }
+  const OneDnnGuard on(true);
+  const int64_t calls = cpu::onednn::calls();
+  *lib = run();
+  return cpu::onednn::calls() != calls;
+}
+
 // bf16 products in oneDNN against the sgemm path on widened operands: plain, transposed views,
 // batched with a broadcast operand, and linear's bias and activation epilogue, with gradients.
 TEST(OneDnnGemm, Bf16MatchesTheWidenedSgemm) {
@@ -153,17 +168,8 @@ TEST(OneDnnGemm, Bf16MatchesTheWidenedSgemm) {
                                cx.grad(),         cw.grad()};
   };
   std::vector<Tensor> own, lib;
-  {
-    const OneDnnGuard off(false);
-    own = run();
-  }
-  {
-    const OneDnnGuard on(true);
-    const int64_t calls = cpu::onednn::calls();
-    lib = run();
-    if (cpu::onednn::calls() == calls) {
-      GTEST_SKIP() << "oneDNN has no bf16 matmul kernel on this CPU: the own kernels ran";
-    }
+  if (!own_and_onednn(run, &own, &lib)) {
+    GTEST_SKIP() << "oneDNN has no bf16 matmul kernel on this CPU: the own kernels ran";
   }
   for (size_t i = 0; i < own.size(); ++i) {
     SCOPED_TRACE("result " + std::to_string(i));
@@ -223,17 +229,8 @@ TEST(OneDnnGemm, F32MatchesTheSgemm) {
     return out;
   };
   std::vector<Tensor> own, lib;
-  {
-    const OneDnnGuard off(false);
-    own = run();
-  }
-  {
-    const OneDnnGuard on(true);
-    const int64_t calls = cpu::onednn::calls();
-    lib = run();
-    if (cpu::onednn::calls() == calls) {
-      GTEST_SKIP() << "oneDNN has no f32 matmul kernel on this CPU: the own kernels ran";
-    }
+  if (!own_and_onednn(run, &own, &lib)) {
+    GTEST_SKIP() << "oneDNN has no f32 matmul kernel on this CPU: the own kernels ran";
   }
   for (size_t i = 0; i < own.size(); ++i) {
     SCOPED_TRACE("result " + std::to_string(i));

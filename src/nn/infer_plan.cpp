@@ -73,6 +73,8 @@ class Describer {
   bool linear(const Linear& l);
   bool relu();
   bool block(const models::BasicBlock& b);
+  bool parameters(const Tensor& weight, const Tensor& bias, const quant::QuantState* q,
+                  int64_t rows, Layer* l);
   bool int8(const quant::QuantState& q, int64_t rows, Layer* l);
 
   cpu::plan::Program program_;
@@ -126,17 +128,25 @@ bool Describer::conv(const Conv2d& c, int input, int residual, bool relu) {
   l.residual = residual;
   l.relu = relu;
   l.g = g;
-  if (qc != nullptr) {
-    if (!int8(qc->q, g.c_out, &l)) return false;
-  } else {
-    l.weight = static_cast<const float*>(c.weight.data_ptr());
-  }
-  tensors_.push_back(c.weight);
-  if (c.bias.defined()) {
-    l.bias = static_cast<const float*>(c.bias.data_ptr());
-    tensors_.push_back(c.bias);
-  }
+  if (!parameters(c.weight, c.bias, qc != nullptr ? &qc->q : nullptr, g.c_out, &l)) return false;
   add(l, {g.c_out, g.h_out, g.w_out});
+  return true;
+}
+
+// A Conv2d's or Linear's weight (or, for an int8 layer, its quantized weight and scales) and bias
+// into l, the tensors into tensors_ (their versions are in the signature).
+bool Describer::parameters(const Tensor& weight, const Tensor& bias, const quant::QuantState* q,
+                           int64_t rows, Layer* l) {
+  if (q != nullptr) {
+    if (!int8(*q, rows, l)) return false;
+  } else {
+    l->weight = static_cast<const float*>(weight.data_ptr());
+  }
+  tensors_.push_back(weight);
+  if (bias.defined()) {
+    l->bias = static_cast<const float*>(bias.data_ptr());
+    tensors_.push_back(bias);
+  }
   return true;
 }
 
@@ -208,16 +218,7 @@ bool Describer::linear(const Linear& lin) {
   l.relu = lin.activation == Activation::Relu;
   l.in = lin.in_features;
   l.out = lin.out_features;
-  if (ql != nullptr) {
-    if (!int8(ql->q, l.out, &l)) return false;
-  } else {
-    l.weight = static_cast<const float*>(lin.weight.data_ptr());
-  }
-  tensors_.push_back(lin.weight);
-  if (lin.bias.defined()) {
-    l.bias = static_cast<const float*>(lin.bias.data_ptr());
-    tensors_.push_back(lin.bias);
-  }
+  if (!parameters(lin.weight, lin.bias, ql != nullptr ? &ql->q : nullptr, l.out, &l)) return false;
   add(l, {l.out, 1, 1});
   return true;
 }
