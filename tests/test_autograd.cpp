@@ -159,6 +159,22 @@ TEST(Autograd, BroadcastGradientIsReducedToTheInputShape) {
   EXPECT_EQ(vec(b.grad()), (std::vector<double>{2.0, 2.0, 2.0}));
 }
 
+// A backward computes only the gradients its inputs want: masked_fill's fill value is a tensor
+// without grad, and its gradient (a pass over the output and a sum) was computed and dropped.
+TEST(Autograd, WhereComputesOnlyTheWantedGradients) {
+  Tensor x = leaf({1, 2, 3, 4});
+  const Tensor mask = gt(from_vector<double>({1, 0, 0, 1}, {4}), 0.5);
+  Tensor y = masked_fill(x, mask, -1.0);
+  int wheres = 0;
+  {
+    const profiler::Guard guard;
+    sum(y).backward();
+    for (const profiler::Event& e : guard.events()) wheres += e.name == "where";
+  }
+  EXPECT_EQ(wheres, 1);
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{0, 1, 1, 0}));
+}
+
 TEST(Autograd, MultiOutputOpWithOneUsedOutput) {
   Tensor x = from_vector<double>({1.0, 5.0, 2.0, 7.0, 0.0, 3.0}, {2, 3}).requires_grad_(true);
   auto [values, indices] = max(x, 1);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kern/softmax.h"
 #include "test_util.h"
 
 namespace sinter {
@@ -125,6 +126,37 @@ TEST(CpuVecMath, Bf16GoesThroughTheSameKernels) {
   const Tensor want =
       gelu(x.to(DType::bf16).to(DType::f32), Activation::GeluTanh).to(DType::bf16).to(DType::f32);
   EXPECT_TRUE(testing::all_close(got, want, 0, 0));
+}
+
+// bf16 and f16 softmax rows are the f32 rows of their widened values, rounded once (Note [half
+// softmax rows] in src/cpu/softmax.cpp), forward and backward, on rows shorter and longer than a
+// vector and with -inf entries (a causal mask's), in several rows split over the threads.
+TEST(CpuVecMath, HalfSoftmaxRowsAreTheF32RowsRounded) {
+  for (const DType half : {DType::bf16, DType::f16}) {
+    for (const int64_t n : {1, 7, 33, 256, 1000}) {
+      manual_seed(n);
+      const int64_t rows = 64;
+      Tensor x = mul(randn({rows, n}), 4.0);
+      x = masked_fill(x, gt(triu(ones({rows, n}), 1), 0.5), -INFINITY).to(half);
+      const Tensor g = randn({rows, n}).to(half);
+      for (const bool log : {false, true}) {
+        const Tensor y = log ? log_softmax(x, -1) : softmax(x, -1);
+        const Tensor y32 = log ? log_softmax(x.to(DType::f32), -1) : softmax(x.to(DType::f32), -1);
+        EXPECT_TRUE(testing::all_close(y.to(DType::f32), y32.to(half).to(DType::f32), 0, 0))
+            << half << " n " << n << (log ? " log_softmax" : " softmax");
+        // The gradient from the half y and g, and from their widened copies in f32.
+        const auto backward = [&](const Tensor& gg, const Tensor& yy) {
+          Tensor dx = empty(yy.shape(), {.dtype = yy.dtype()});
+          cpu::softmax_rows_backward(kern::Ctx{}, gg.data_ptr(), yy.data_ptr(), yy.dtype(), rows, n,
+                                     1, log, dx.data_ptr());
+          return dx;
+        };
+        const Tensor dx = backward(g, y), dx32 = backward(g.to(DType::f32), y.to(DType::f32));
+        EXPECT_TRUE(testing::all_close(dx.to(DType::f32), dx32.to(half).to(DType::f32), 0, 0))
+            << half << " n " << n << (log ? " log_softmax" : " softmax") << " backward";
+      }
+    }
+  }
 }
 
 }  // namespace

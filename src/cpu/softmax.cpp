@@ -44,12 +44,40 @@ void max_and_sum(const T* block, int64_t dim, int64_t inner, std::vector<double>
   }
 }
 
+// Note [half softmax rows]
+// A bf16 or f16 row (inner == 1) is widened to f32, runs the f32 row (vec::softmax_row, or the
+// gradient's row_backward), and is rounded to its dtype once: softmax of a half tensor is the f32
+// softmax of its widened values, rounded, as autocast's f32 softmax followed by the cast gives it.
+// Attention's composed form runs its softmax in the half dtype (autocast runs attention in bf16):
+// widened, it runs at the f32 row's speed (the double loop below took twenty times as long).
+template <typename T>
+void widen_row(const T* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i]);
+}
+
+template <typename T>
+void narrow_row(const float* x, int64_t n, T* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = T(x[i]);
+}
+
 template <typename T>
 void softmax_typed(const T* x, int64_t outer, int64_t dim, int64_t inner, bool log, T* y) {
   if constexpr (std::is_same_v<T, float>) {
     if (inner == 1) {  // rows with the vector exp (Note [cpu vector math])
       detail::parallel_blocks(outer, dim, [&](int64_t o0, int64_t o1) {
         for (int64_t o = o0; o < o1; ++o) vec::softmax_row(x + o * dim, dim, log, y + o * dim);
+      });
+      return;
+    }
+  } else if constexpr (is_half_type<T>) {
+    if (inner == 1) {  // Note [half softmax rows]
+      detail::parallel_blocks(outer, dim, [&](int64_t o0, int64_t o1) {
+        std::vector<float> in(static_cast<size_t>(dim)), out(static_cast<size_t>(dim));
+        for (int64_t o = o0; o < o1; ++o) {
+          widen_row(x + o * dim, dim, in.data());
+          vec::softmax_row(in.data(), dim, log, out.data());
+          narrow_row(out.data(), dim, y + o * dim);
+        }
       });
       return;
     }
@@ -70,21 +98,37 @@ void softmax_typed(const T* x, int64_t outer, int64_t dim, int64_t inner, bool l
   });
 }
 
+// One row of the gradient (inner == 1): its dot product in lanes (Note [lane sums]), then the
+// row, in double.
+template <typename T>
+void row_backward(const T* g, const T* y, int64_t dim, bool log, T* dx) {
+  const double d =
+      lane_sum(dim, [&](int64_t k) { return log ? widen(g[k]) : widen(g[k]) * widen(y[k]); });
+  if (log) {
+    for (int64_t k = 0; k < dim; ++k) dx[k] = narrow<T>(widen(g[k]) - std::exp(widen(y[k])) * d);
+  } else {
+    for (int64_t k = 0; k < dim; ++k) dx[k] = narrow<T>(widen(y[k]) * (widen(g[k]) - d));
+  }
+}
+
 template <typename T>
 void softmax_backward_typed(const T* g, const T* y, int64_t outer, int64_t dim, int64_t inner,
                             bool log, T* dx) {
   detail::parallel_blocks(outer, dim * inner, [&](int64_t o0, int64_t o1) {
     std::vector<double> dot;
+    std::vector<float> wide;
+    if (is_half_type<T> && inner == 1) wide.resize(static_cast<size_t>(3 * dim));
     for (int64_t o = o0; o < o1; ++o) {
       const int64_t base = o * dim * inner;
       if (inner == 1) {
-        // One row: its dot product in lanes (Note [lane sums]), then the row.
-        const double d = lane_sum(dim, [&](int64_t k) {
-          return log ? widen(g[base + k]) : widen(g[base + k]) * widen(y[base + k]);
-        });
-        for (int64_t k = 0; k < dim; ++k) {
-          const double gv = widen(g[base + k]), yv = widen(y[base + k]);
-          dx[base + k] = narrow<T>(log ? gv - std::exp(yv) * d : yv * (gv - d));
+        if constexpr (is_half_type<T>) {  // Note [half softmax rows]
+          float *wg = wide.data(), *wy = wg + dim, *wdx = wy + dim;
+          widen_row(g + base, dim, wg);
+          widen_row(y + base, dim, wy);
+          row_backward(wg, wy, dim, log, wdx);
+          narrow_row(wdx, dim, dx + base);
+        } else {
+          row_backward(g + base, y + base, dim, log, dx + base);
         }
         continue;
       }

@@ -562,10 +562,14 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
   if (needs_grad({&a, &b})) {
     SavedTensor sc(cond, "where");
     Shape sa = a.shape(), sb = b.shape();
-    record("where", {&out}, {a, b}, [sc, sa, sb](const Grads& g) {
+    // Only the gradients wanted: masked_fill's value is a 0-dim tensor whose gradient would be a
+    // pass over the whole output and a sum of it.
+    const bool want_a = a.requires_grad(), want_b = b.requires_grad();
+    record("where", {&out}, {a, b}, [sc, sa, sb, want_a, want_b](const Grads& g) {
       Tensor c = sc.get();
       Tensor z = zeros({}, {.dtype = g[0].dtype(), .device = g[0].device()});
-      return Grads{sum_to(where(c, g[0], z), sa), sum_to(where(c, z, g[0]), sb)};
+      return Grads{want_a ? sum_to(where(c, g[0], z), sa) : Tensor(),
+                   want_b ? sum_to(where(c, z, g[0]), sb) : Tensor()};
     });
   }
   return out;
