@@ -345,6 +345,61 @@ TEST(AttentionFused, TheCpuReferenceEqualsTheComposedForm) {
   }
 }
 
+// The composed form on the CPU takes its scores' softmax in one pass (Note [attention softmax] in
+// src/cpu/softmax.cpp) in f32, bf16 and f16: against the fused reference (in double inside),
+// square, Tq < Tk and Tq > Tk, causal or not, with dropout, gradients included.
+TEST(AttentionFused, TheCpuAttentionSoftmaxEqualsTheReference) {
+  for (bool causal : {false, true}) {
+    const AttentionOptions o{.causal = causal};
+    for (const auto& [dtype, tol] :
+         {std::pair{DType::f32, 1e-5}, std::pair{DType::bf16, 3e-2}, std::pair{DType::f16, 5e-3}}) {
+      expect_cpu_fused_is_composed({2, 3, 7, 5}, {2, 3, 7, 5}, o, dtype, tol);
+      expect_cpu_fused_is_composed({1, 2, 3, 4}, {1, 2, 40, 4}, o, dtype, tol);
+      expect_cpu_fused_is_composed({1, 1, 37, 4}, {1, 1, 3, 4}, o, dtype, tol);
+    }
+    expect_cpu_fused_is_composed({2, 2, 6, 3}, {2, 2, 6, 3},
+                                 {.causal = causal, .scale = 0.8, .dropout_p = 0.4}, DType::f32,
+                                 1e-5);
+  }
+}
+
+// The one pass against the three ops it stands for (scale, mask, softmax), spelled out: f32 to
+// its last bits but the sum's order, bf16 within a rounding step of its own; the masked keys'
+// weights and gradients are 0.
+TEST(AttentionFused, TheCpuAttentionSoftmaxIsTheScaleMaskAndSoftmax) {
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    for (const bool causal : {false, true}) {
+      SCOPED_TRACE(dtype_name(dtype) + std::string(causal ? " causal" : ""));
+      Generator gen(fresh_seed());
+      const Tensor q0 = randn({2, 3, 33, 8}, {}, &gen).to(dtype),
+                   k0 = randn({2, 3, 40, 8}, {}, &gen).to(dtype),
+                   v0 = randn({2, 3, 40, 8}, {}, &gen).to(dtype);
+      const Tensor w = randn({2, 3, 33, 8}, {}, &gen).to(dtype);
+      auto grads = [&](bool by_hand) {
+        Tensor q = q0.detach().requires_grad_(), k = k0.detach().requires_grad_(),
+               v = v0.detach().requires_grad_();
+        Tensor out;
+        if (by_hand) {
+          Tensor scores = mul(matmul(q, k.transpose(-2, -1)), 0.3);
+          if (causal) {
+            scores = masked_fill(scores, triu(ones({33, 40}, {.dtype = DType::b8}), 1), -INFINITY);
+          }
+          out = matmul(softmax(scores, -1), v);
+        } else {
+          out = scaled_dot_product_attention(q, k, v, {.causal = causal, .scale = 0.3});
+        }
+        sum(mul(out, w)).backward();
+        return std::vector<Tensor>{out, q.grad(), k.grad(), v.grad()};
+      };
+      const std::vector<Tensor> want = grads(true), got = grads(false);
+      const double tol = dtype == DType::f32 ? 2e-6 : 2e-2;
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_TRUE(all_close(got[i].to(DType::f32), want[i].to(DType::f32), tol, tol)) << i;
+      }
+    }
+  }
+}
+
 TEST(AttentionFused, AutoIsComposedOnTheCpuAndFusedRefusesWhatItCannotTake) {
   const Tensor q = randn({1, 2, 4, 3}), k = randn({1, 2, 5, 3}), v = randn({1, 2, 5, 3});
   const Tensor auto_out = scaled_dot_product_attention(q, k, v);

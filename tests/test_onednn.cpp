@@ -158,14 +158,26 @@ TEST(OneDnnGemm, Bf16MatchesTheWidenedSgemm) {
                bb = randn({64, 17}, {.dtype = bf}, &gen);
   const Tensor x = randn({40, 96}, {.dtype = bf}, &gen), w = randn({130, 96}, {.dtype = bf}, &gen);
   const Tensor bias = randn({130}, {.dtype = bf}, &gen);
+  // Attention's small products, batched over 70 heads: runs of 32 entries and one of 6 (Note
+  // [gemm blocks]), each run one oneDNN call; and one with the first operand broadcast.
+  const Tensor q = randn({70, 64, 16}, {.dtype = bf}, &gen),
+               k = randn({70, 64, 16}, {.dtype = bf}, &gen);
+  const Tensor q1 = randn({33, 16}, {.dtype = bf}, &gen);
   auto run = [&] {
     Tensor cx = x.detach().requires_grad_(), cw = w.detach().requires_grad_();
     Tensor y = linear(cx, cw, bias, Activation::GeluTanh);
     (y * y).sum().backward();
-    return std::vector<Tensor>{matmul(a, b),      matmul(at.t(), b),
-                               matmul(a, bt.t()), matmul(at.t(), bt.t()),
-                               matmul(ba, bb),    y,
-                               cx.grad(),         cw.grad()};
+    return std::vector<Tensor>{matmul(a, b),
+                               matmul(at.t(), b),
+                               matmul(a, bt.t()),
+                               matmul(at.t(), bt.t()),
+                               matmul(ba, bb),
+                               y,
+                               cx.grad(),
+                               cw.grad(),
+                               matmul(q, k.transpose(-2, -1)),
+                               matmul(matmul(q, k.transpose(-2, -1)), k),
+                               matmul(q1, k.transpose(-2, -1))};
   };
   std::vector<Tensor> own, lib;
   if (!own_and_onednn(run, &own, &lib)) {
@@ -192,9 +204,13 @@ TEST(OneDnnGemm, Bf16SameBitsAtOneTwoAndThreeThreads) {
   const Tensor b = randn({400, 500}, {.dtype = DType::bf16}, &gen);
   const Tensor at = randn({400, 300}, {.dtype = DType::bf16}, &gen);
   const Tensor bt = randn({500, 400}, {.dtype = DType::bf16}, &gen);
-  // Blocks of columns (n > m) and of rows, of plain and transposed operands.
+  // Blocks of columns (n > m) and of rows, of plain and transposed operands; a batch of small
+  // products in runs of entries.
+  const Tensor q = randn({70, 64, 16}, {.dtype = DType::bf16}, &gen);
+  const Tensor k = randn({70, 64, 16}, {.dtype = DType::bf16}, &gen);
   auto run = [&] {
-    return std::vector<Tensor>{matmul(a, b), matmul(at.t(), bt.t()), matmul(bt, at)};
+    return std::vector<Tensor>{matmul(a, b), matmul(at.t(), bt.t()), matmul(bt, at),
+                               matmul(q, k.transpose(-2, -1))};
   };
   testing::expect_same_bits_at_every_thread_count(run);
 }

@@ -168,23 +168,27 @@ class BlasOperand {
 
 // bf16 products in oneDNN (on the CPU's bf16 dot products, no widening copies of A and B), alpha,
 // beta and the epilogue in f32 as on the sgemm path; false, having written nothing, where oneDNN
-// does not take the product.
+// does not take the product. The batch entries of a call are one oneDNN call (a batched matmul,
+// each entry the same sums as alone): attention's many small products spent most of their time
+// in the calls' overhead. gemm() hands this a batch range that depends on the shape alone (Note
+// [gemm blocks]).
 bool gemm_bf16_library(const GemmArgs& g) {
   if (!onednn_enabled()) return false;
-  std::vector<float> prod(static_cast<size_t>(g.m * g.n)), cbuf(static_cast<size_t>(g.m * g.n));
+  thread_local std::vector<float> prod, cbuf;
+  prod.resize(static_cast<size_t>(g.batch * g.m * g.n));
+  cbuf.resize(static_cast<size_t>(g.m * g.n));
+  const onednn::GemmBatch batch{.count = g.batch, .stride_a = g.stride_a, .stride_b = g.stride_b};
+  if (!onednn::gemm(DType::bf16, g.trans_a, g.trans_b, g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb,
+                    prod.data(), g.n, batch)) {
+    return false;
+  }
   const auto alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   for (int64_t i = 0; i < g.batch; ++i) {
-    const void* a = static_cast<const BFloat16*>(g.a) + i * g.stride_a;
-    const void* b = static_cast<const BFloat16*>(g.b) + i * g.stride_b;
-    if (!onednn::gemm(DType::bf16, g.trans_a, g.trans_b, g.m, g.n, g.k, a, g.lda, b, g.ldb,
-                      prod.data(), g.n)) {
-      SINTER_CHECK(i == 0, "gemm: oneDNN took the first bf16 product of a batch, not entry ", i);
-      return false;
-    }
+    const float* pi = prod.data() + i * g.m * g.n;
     BFloat16* c = static_cast<BFloat16*>(g.c) + i * g.stride_c;
     if (g.beta != 0) pack(c, g.m, g.n, g.ldc, cbuf.data());
     for (int64_t e = 0; e < g.m * g.n; ++e) {
-      cbuf[e] = g.beta != 0 ? alpha * prod[e] + beta * cbuf[e] : alpha * prod[e];
+      cbuf[e] = g.beta != 0 ? alpha * pi[e] + beta * cbuf[e] : alpha * pi[e];
     }
     epilogue<BFloat16>(g, i, cbuf.data(), g.n);
     unpack(cbuf.data(), g.m, g.n, c, g.ldc);
@@ -369,11 +373,20 @@ void gemm(const Ctx&, const GemmArgs& g) {
   }
   const int64_t blocks = (side + block - 1) / block;
   if (blocks == 1) {
-    // Whole products: several batch entries to a BLAS call when they are small.
+    // Whole products, several batch entries to a call when they are small: runs of `grain`
+    // entries from entry 0, so that a call's entries do not depend on the thread count either.
     const int64_t grain = std::max<int64_t>(1, kMinMacsPerPiece / macs);
-    if (!blas_reentrant()) return gemm_one_thread(g);
-    return detail::parallel_for(
-        g.batch, grain, [&](int64_t b0, int64_t b1) { gemm_one_thread(batch_part(g, b0, b1)); });
+    const int64_t runs = (g.batch + grain - 1) / grain;
+    auto run = [&](int64_t r) {
+      gemm_one_thread(batch_part(g, r * grain, std::min(g.batch, (r + 1) * grain)));
+    };
+    if (!blas_reentrant()) {
+      for (int64_t r = 0; r < runs; ++r) run(r);
+      return;
+    }
+    return detail::parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) run(r);
+    });
   }
   auto item = [&](int64_t i) {
     const int64_t b = i / blocks, c = i % blocks;

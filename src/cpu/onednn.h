@@ -25,9 +25,13 @@ bool conv2d_backward_weight(const kern::Conv2dGeom& g, DType dtype, const void* 
 // tb. On the calling thread; bf16 on the CPU's bf16 dot products where it has them, f32 sums of
 // the exact bf16 products. False, having written nothing, where oneDNN does not take it (a build
 // without it, no implementation on this CPU). The caller checks onednn_enabled(), once for a whole
-// batch.
+// batch. With a GemmBatch, `count` products in one call: product i reads a + i stride_a and
+// b + i stride_b (elements; 0: the one matrix for all) and writes c + i m ldc.
+struct GemmBatch {
+  int64_t count = 1, stride_a = 0, stride_b = 0;
+};
 bool gemm(DType ab, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
-          const void* b, int64_t ldb, float* c, int64_t ldc);
+          const void* b, int64_t ldb, float* c, int64_t ldc, const GemmBatch& batch = {});
 
 // How many primitive calls oneDNN has run in this process (the tests check that a path ran).
 int64_t calls();

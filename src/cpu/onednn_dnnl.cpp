@@ -435,11 +435,23 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
 constexpr int64_t kGemmKey = 3;
 
 Plan build_gemm(DT t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
-                int64_t ldc) {
-  // op(a) (m, k) and op(b) (k, n) as strided views of the stored matrices.
-  const memory::desc a_md({m, k}, t, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
-  const memory::desc b_md({k, n}, t, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
-  const memory::desc c_md({m, n}, DT::f32, memory::dims{ldc, 1});
+                int64_t ldc, const GemmBatch& batch) {
+  // op(a) (m, k) and op(b) (k, n) as strided views of the stored matrices; a batch of them as 3D
+  // views, a stride of 0 as a batch of one that oneDNN broadcasts.
+  memory::dims a_dims{m, k}, a_strides = ta ? memory::dims{1, lda} : memory::dims{lda, 1};
+  memory::dims b_dims{k, n}, b_strides = tb ? memory::dims{1, ldb} : memory::dims{ldb, 1};
+  memory::dims c_dims{m, n}, c_strides{ldc, 1};
+  if (batch.count > 1) {
+    a_dims.insert(a_dims.begin(), batch.stride_a == 0 ? 1 : batch.count);
+    a_strides.insert(a_strides.begin(), batch.stride_a == 0 ? m * k : batch.stride_a);
+    b_dims.insert(b_dims.begin(), batch.stride_b == 0 ? 1 : batch.count);
+    b_strides.insert(b_strides.begin(), batch.stride_b == 0 ? k * n : batch.stride_b);
+    c_dims.insert(c_dims.begin(), batch.count);
+    c_strides.insert(c_strides.begin(), m * ldc);
+  }
+  const memory::desc a_md(a_dims, t, a_strides);
+  const memory::desc b_md(b_dims, t, b_strides);
+  const memory::desc c_md(c_dims, DT::f32, c_strides);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine());
@@ -458,12 +470,15 @@ Plan build_gemm(DT t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t
 int64_t calls() { return g_calls.load(std::memory_order_relaxed); }
 
 bool gemm(DType ab, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
-          const void* b, int64_t ldb, float* c, int64_t ldc) {
-  if (m <= 0 || n <= 0 || k <= 0 || (ab != DType::f32 && ab != DType::bf16)) return false;
+          const void* b, int64_t ldb, float* c, int64_t ldc, const GemmBatch& batch) {
+  if (m <= 0 || n <= 0 || k <= 0 || batch.count <= 0 || (ab != DType::f32 && ab != DType::bf16)) {
+    return false;
+  }
   const DT t = ab == DType::f32 ? DT::f32 : DT::bf16;
   const std::shared_ptr<const Plan> plan =
-      plans().get({kGemmKey, static_cast<int64_t>(ab), ta, tb, m, n, k, lda, ldb, ldc},
-                  [&] { return build_gemm(t, ta, tb, m, n, k, lda, ldb, ldc); });
+      plans().get({kGemmKey, static_cast<int64_t>(ab), ta, tb, m, n, k, lda, ldb, ldc, batch.count,
+                   batch.stride_a, batch.stride_b},
+                  [&] { return build_gemm(t, ta, tb, m, n, k, lda, ldb, ldc, batch); });
   if (!plan) return false;
   execute(*plan, {const_cast<void*>(a), const_cast<void*>(b), c});
   return true;

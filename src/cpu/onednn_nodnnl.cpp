@@ -28,7 +28,7 @@ bool conv2d_backward_weight(const kern::Conv2dGeom&, DType, const void*, const v
 }
 
 bool gemm(DType, bool, bool, int64_t, int64_t, int64_t, const void*, int64_t, const void*, int64_t,
-          float*, int64_t) {
+          float*, int64_t, const GemmBatch&) {
   return false;
 }
 

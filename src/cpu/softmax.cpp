@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/attention_softmax.h"
 #include "cpu/cpu_util.h"
 #include "cpu/vec_rows.h"
 #include "internal/parallel.h"
@@ -102,6 +103,9 @@ void softmax_typed(const T* x, int64_t outer, int64_t dim, int64_t inner, bool l
 // row, in double.
 template <typename T>
 void row_backward(const T* g, const T* y, int64_t dim, bool log, T* dx) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!log) return vec::softmax_grad_row(g, y, dim, 1.0f, dx);  // the same sums, vectorized
+  }
   const double d =
       lane_sum(dim, [&](int64_t k) { return log ? widen(g[k]) : widen(g[k]) * widen(y[k]); });
   if (log) {
@@ -209,7 +213,97 @@ void cross_entropy_backward_typed(const CrossEntropyArgs& a, const A* lse, const
   });
 }
 
+// Note [attention softmax]
+// Attention's composed form on the CPU (src/ops/attention.cpp) takes its scores' softmax in one
+// pass: row r of (rows, n) scores is query i = r % tq, and with `causal` only its first
+// min(i + 1, n) keys (triu(1) masks the rest, as the composed form's masked_fill) are read; each
+// is scaled in f32 (s * scale, the mul op's rounding in f32), the f32 softmax row runs on them,
+// the masked keys get 0. The gradient reads g and y of the same keys:
+// dx = (y (g - sum(g y))) scale, as softmax's gradient and then mul's, and 0 on the masked keys.
+// Against the three ops (mul, masked_fill, softmax) it reads the scores once, not three times,
+// skips the masked half of a causal row, and the backward has no where pass. bf16 and f16 rows
+// are widened to f32 and rounded once at the end, where the three ops round the scaled scores to
+// bf16 first, and the sum of a causal row's exp terms has fewer lanes: the results agree with the
+// composed form's within the rounding of the dtype, not to the bit.
+template <typename T>
+void attention_softmax_typed(const T* x, int64_t rows, int64_t tq, int64_t n, double scale,
+                             bool causal, T* y) {
+  const auto s = static_cast<float>(scale);
+  detail::parallel_blocks(rows, n, [&](int64_t r0, int64_t r1) {
+    std::vector<float> z(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t keys = causal ? std::min(r % tq + 1, n) : n;
+      const T* xr = x + r * n;
+      T* yr = y + r * n;
+      for (int64_t j = 0; j < keys; ++j) z[j] = static_cast<float>(xr[j]) * s;
+      if constexpr (std::is_same_v<T, float>) {
+        vec::softmax_row(z.data(), keys, false, yr);
+      } else {
+        vec::softmax_row(z.data(), keys, false, out.data());
+        narrow_row(out.data(), keys, yr);
+      }
+      for (int64_t j = keys; j < n; ++j) yr[j] = T(0.0f);
+    }
+  });
+}
+
+template <typename T>
+void attention_softmax_backward_typed(const T* g, const T* y, int64_t rows, int64_t tq, int64_t n,
+                                      double scale, bool causal, T* dx) {
+  const auto s = static_cast<float>(scale);
+  detail::parallel_blocks(rows, n, [&](int64_t r0, int64_t r1) {
+    std::vector<float> wide(is_half_type<T> ? static_cast<size_t>(3 * n) : 0);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t keys = causal ? std::min(r % tq + 1, n) : n;
+      const int64_t at = r * n;
+      if constexpr (std::is_same_v<T, float>) {
+        vec::softmax_grad_row(g + at, y + at, keys, s, dx + at);
+      } else {
+        float *wg = wide.data(), *wy = wg + n, *wdx = wy + n;
+        widen_row(g + at, keys, wg);
+        widen_row(y + at, keys, wy);
+        vec::softmax_grad_row(wg, wy, keys, s, wdx);
+        narrow_row(wdx, keys, dx + at);
+      }
+      for (int64_t j = keys; j < n; ++j) dx[at + j] = T(0.0f);
+    }
+  });
+}
+
+// Calls f.template operator()<T>() for f32, bf16 and f16, the dtypes of Note [attention softmax].
+template <class F>
+void visit_attention_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      return f.template operator()<float>();
+    case DType::bf16:
+      return f.template operator()<BFloat16>();
+    case DType::f16:
+      return f.template operator()<Half>();
+    default:
+      SINTER_THROW("attention_softmax: f32, bf16 or f16 only, got ", dtype);
+  }
+}
+
 }  // namespace
+
+void attention_softmax_rows(const void* x, DType dtype, int64_t rows, int64_t tq, int64_t n,
+                            double scale, bool causal, void* y) {
+  if (rows * n == 0) return;
+  visit_attention_dtype(dtype, [&]<typename T>() {
+    attention_softmax_typed(static_cast<const T*>(x), rows, tq, n, scale, causal,
+                            static_cast<T*>(y));
+  });
+}
+
+void attention_softmax_rows_backward(const void* g, const void* y, DType dtype, int64_t rows,
+                                     int64_t tq, int64_t n, double scale, bool causal, void* dx) {
+  if (rows * n == 0) return;
+  visit_attention_dtype(dtype, [&]<typename T>() {
+    attention_softmax_backward_typed(static_cast<const T*>(g), static_cast<const T*>(y), rows, tq,
+                                     n, scale, causal, static_cast<T*>(dx));
+  });
+}
 
 void softmax_rows(const Ctx&, const void* x, DType dtype, int64_t outer, int64_t dim, int64_t inner,
                   bool log, void* y) {

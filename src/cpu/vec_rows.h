@@ -25,6 +25,12 @@ BinaryRowFn binary_row(kern::BinaryOp op);
 // the sum of exp(x - max) added in double in lane_sum's order (Note [lane sums]).
 void softmax_row(const float* x, int64_t n, bool log, float* y);
 
+// The gradient of one softmax row y of n: dx[k] = (y[k] (g[k] - d), in double, rounded to f32)
+// times scale, with d the sum of g y added in double in lane_sum's order (scale 1 for softmax's own
+// gradient; attention's scale for its scores' softmax, Note [attention softmax] in
+// src/cpu/softmax.cpp).
+void softmax_grad_row(const float* g, const float* y, int64_t n, float scale, float* dx);
+
 // One row of n: layer norm of x into y with weight w and bias b (either may be null), the mean and
 // 1 / sqrt(var + eps) written to *mean and *rstd; sums in double by lane_sum.
 // With `rms` (rms_norm), the mean is 0 and not summed.

@@ -57,8 +57,22 @@ SINTER_VECTOR_CLONES void softmax_row_clone(const float* x, int64_t n, bool log,
   }
 }
 
+SINTER_VECTOR_CLONES void softmax_grad_row_clone(const float* g, const float* y, int64_t n,
+                                                 float scale, float* dx) {
+  const double d =
+      lane_sum(n, [&](int64_t k) { return static_cast<double>(g[k]) * static_cast<double>(y[k]); });
+  for (int64_t k = 0; k < n; ++k) {
+    const auto v = static_cast<float>(static_cast<double>(y[k]) * (static_cast<double>(g[k]) - d));
+    dx[k] = v * scale;
+  }
+}
+
 }  // namespace
 
 void softmax_row(const float* x, int64_t n, bool log, float* y) { softmax_row_clone(x, n, log, y); }
+
+void softmax_grad_row(const float* g, const float* y, int64_t n, float scale, float* dx) {
+  softmax_grad_row_clone(g, y, n, scale, dx);
+}
 
 }  // namespace sinter::cpu::vec

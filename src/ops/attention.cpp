@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "cpu/attention_softmax.h"
 #include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
@@ -142,18 +143,49 @@ Tensor repeat_kv(const Tensor& t, int64_t group) {
   return u.expand(wide).reshape(out);
 }
 
+// softmax(scores scale) with the causal mask, in one pass on the CPU (Note [attention softmax] in
+// src/cpu/softmax.cpp): scores (..., Tq, Tk) of f32, bf16 or f16.
+Tensor attention_softmax(const Tensor& scores, double scale, bool causal) {
+  SINTER_PROFILE_OP("attention_softmax", scores);
+  const Tensor x = scores.contiguous();
+  const int64_t n = x.size(-1), tq = x.size(-2), rows = n > 0 ? x.numel() / n : 0;
+  const TensorOptions like{.dtype = x.dtype(), .device = x.device()};
+  Tensor y = empty(x.shape(), like);
+  cpu::attention_softmax_rows(x.data_ptr(), x.dtype(), rows, tq, n, scale, causal, y.data_ptr());
+  if (needs_grad({&scores})) {
+    const SavedTensor sy(y, "attention_softmax");
+    record("attention_softmax", {&y}, {scores},
+           [sy, like, rows, tq, n, scale, causal](const Grads& g) {
+             const Tensor ys = sy.get(), gc = g[0].to(like.dtype).contiguous();
+             Tensor dx = empty(ys.shape(), like);
+             cpu::attention_softmax_rows_backward(gc.data_ptr(), ys.data_ptr(), like.dtype, rows,
+                                                  tq, n, scale, causal, dx.data_ptr());
+             return Grads{dx};
+           });
+  }
+  return y;
+}
+
 Tensor composed_attention(const Tensor& q, const Tensor& k0, const Tensor& v0, double scale,
                           const AttentionOptions& o) {
   const int64_t group = q.dim() >= 3 ? q.size(-3) / k0.size(-3) : 1;
   const Tensor k = repeat_kv(k0, group), v = repeat_kv(v0, group);
   const int64_t tq = q.size(-2), tk = k.size(-2);
-  Tensor scores = mul(matmul(q, k.transpose(-2, -1)), scale);  // (..., Tq, Tk)
-  if (o.mask.defined()) scores = apply_mask(scores, o.mask);
-  if (o.causal) {
-    const Tensor future = triu(ones({tq, tk}, {.dtype = DType::b8, .device = q.device()}), 1);
-    scores = masked_fill(scores, future, -INFINITY);
+  const Tensor product = matmul(q, k.transpose(-2, -1));  // (..., Tq, Tk)
+  const DType dt = q.dtype();
+  Tensor weights;
+  if (q.device().is_cpu() && !o.mask.defined() &&
+      (dt == DType::f32 || dt == DType::bf16 || dt == DType::f16)) {
+    weights = attention_softmax(product, scale, o.causal);
+  } else {
+    Tensor scores = mul(product, scale);
+    if (o.mask.defined()) scores = apply_mask(scores, o.mask);
+    if (o.causal) {
+      const Tensor future = triu(ones({tq, tk}, {.dtype = DType::b8, .device = q.device()}), 1);
+      scores = masked_fill(scores, future, -INFINITY);
+    }
+    weights = softmax(scores, -1);
   }
-  Tensor weights = softmax(scores, -1);
   if (o.dropout_p > 0.0) weights = dropout(weights, o.dropout_p, true, o.generator);
   return matmul(weights, v);
 }
