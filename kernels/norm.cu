@@ -184,8 +184,8 @@ __device__ __forceinline__ void for_tensor_vectors(int64_t c, int64_t hw, int64_
 // x, y: (n, c, hw), kV-element vectors (hw % kV == 0, both 16-byte aligned when kV > 1).
 template <class T, int kV, bool kSmall>
 __global__ void batch_norm_apply_kernel(const T* x, int64_t c, int64_t hw, int64_t total,
-                                        const Acc<T>* mean, const Acc<T>* rstd, const T* weight,
-                                        const T* bias, T* y) {
+                                        const Acc<T>* mean, const Acc<T>* rstd,
+                                        const Acc<T>* weight, const Acc<T>* bias, T* y) {
   using A = Acc<T>;
   for_tensor_vectors<kV, kSmall>(c, hw, total, [&](int64_t e, int64_t k) {
     const A mu = mean[k], scale = rstd[k] * param(weight, k, 1.0f), b = param(bias, k, 0.0f);
@@ -224,7 +224,7 @@ __device__ __forceinline__ void batch_norm_dx_vec(const T* dy, const T* x, int64
 template <class T, int kV>
 __global__ void batch_norm_backward_kernel(const T* dy, const T* x, int64_t c, int64_t hw,
                                            int64_t m, int64_t splits, const Acc<T>* mean,
-                                           const Acc<T>* rstd, const T* weight, bool training,
+                                           const Acc<T>* rstd, const Acc<T>* weight, bool training,
                                            Acc<T>* partial, T* dx, Acc<T>* dweight, Acc<T>* dbias) {
   using A = Acc<T>;
   __shared__ A smem[kWarps];
@@ -290,7 +290,7 @@ __global__ void batch_norm_backward_finish_kernel(const A* partial, int64_t spli
 // and index math as batch_norm_apply_kernel.
 template <class T, int kV, bool kSmall>
 __global__ void batch_norm_dx_kernel(const T* dy, const T* x, int64_t c, int64_t hw, int64_t total,
-                                     const Acc<T>* mean, const Acc<T>* rstd, const T* weight,
+                                     const Acc<T>* mean, const Acc<T>* rstd, const Acc<T>* weight,
                                      bool training, const Acc<T>* coef, T* dx) {
   using A = Acc<T>;
   for_tensor_vectors<kV, kSmall>(c, hw, total, [&](int64_t e, int64_t k) {
@@ -304,8 +304,8 @@ __global__ void batch_norm_dx_kernel(const T* dy, const T* x, int64_t c, int64_t
 
 template <class T>
 __global__ void layer_norm_forward_kernel(const T* x, int64_t rows, int64_t cols, bool rms,
-                                          const T* weight, const T* bias, Acc<T> eps, T* y,
-                                          Acc<T>* mean, Acc<T>* rstd) {
+                                          const Acc<T>* weight, const Acc<T>* bias, Acc<T> eps,
+                                          T* y, Acc<T>* mean, Acc<T>* rstd) {
   using A = Acc<T>;
   const int lane = threadIdx.x % 32;
   const int64_t nwarps = static_cast<int64_t>(gridDim.x) * kWarps;
@@ -336,7 +336,7 @@ __global__ void layer_norm_forward_kernel(const T* x, int64_t rows, int64_t cols
 
 template <class T>
 __global__ void layer_norm_dx_kernel(const T* dy, const T* x, int64_t rows, int64_t cols, bool rms,
-                                     const Acc<T>* mean, const Acc<T>* rstd, const T* weight,
+                                     const Acc<T>* mean, const Acc<T>* rstd, const Acc<T>* weight,
                                      T* dx) {
   using A = Acc<T>;
   const int lane = threadIdx.x % 32;
@@ -432,8 +432,8 @@ struct RowGroup {
 // layer_norm_forward_kernel for rows that fit Note [layer norm rows].
 template <class T, bool kBlockRow, int kPer, int kV>
 __global__ void __launch_bounds__(kThreads, 2)
-    layer_norm_cached_kernel(const T* x, int64_t rows, int64_t cols, bool rms, const T* weight,
-                             const T* bias, Acc<T> eps, T* y, Acc<T>* mean, Acc<T>* rstd) {
+    layer_norm_cached_kernel(const T* x, int64_t rows, int64_t cols, bool rms, const Acc<T>* weight,
+                             const Acc<T>* bias, Acc<T> eps, T* y, Acc<T>* mean, Acc<T>* rstd) {
   using A = Acc<T>;
   __shared__ A smem[kWarps];
   const RowGroup<kBlockRow> grp;
@@ -469,7 +469,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 template <class T, bool kBlockRow, int kPer, int kV>
 __global__ void __launch_bounds__(kThreads, 2)
     layer_norm_dx_cached_kernel(const T* dy, const T* x, int64_t rows, int64_t cols, bool rms,
-                                const Acc<T>* mean, const Acc<T>* rstd, const T* weight, T* dx) {
+                                const Acc<T>* mean, const Acc<T>* rstd, const Acc<T>* weight,
+                                T* dx) {
   using A = Acc<T>;
   __shared__ A smem[kWarps];
   const RowGroup<kBlockRow> grp;
@@ -654,8 +655,8 @@ void batch_norm_apply(const Ctx& ctx, const void* x, DType dtype, int64_t n, int
         batch_norm_apply_kernel<T, kV, decltype(small)::value>
             <<<grid_for(total / kV, kThreads), kThreads, 0, stream>>>(
                 static_cast<const T*>(x), c, hw, total, static_cast<const A*>(mean),
-                static_cast<const A*>(rstd), static_cast<const T*>(weight),
-                static_cast<const T*>(bias), static_cast<T*>(y));
+                static_cast<const A*>(rstd), static_cast<const A*>(weight),
+                static_cast<const A*>(bias), static_cast<T*>(y));
         SINTER_LAUNCH_CHECK("batch_norm_apply_kernel");
       });
     });
@@ -676,7 +677,7 @@ void batch_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
       const auto* px = static_cast<const T*>(x);
       const auto* pmean = static_cast<const A*>(mean);
       const auto* prstd = static_cast<const A*>(rstd);
-      const auto* pw = static_cast<const T*>(weight);
+      const auto* pw = static_cast<const A*>(weight);
       // partial: (c, splits, 2) block sums, then coef: (c, 2).
       const Scratch<A> scratch(ctx, splits > 1 ? 2 * c * (splits + 1) : 0);
       A* partial = scratch.get();
@@ -715,15 +716,15 @@ void layer_norm_forward(const Ctx& ctx, const void* x, DType dtype, int64_t rows
         rows, cols, {x, y}, [&](auto block_row, auto per, auto width, unsigned grid) {
           layer_norm_cached_kernel<T, decltype(block_row)::value, decltype(per)::value,
                                    decltype(width)::value><<<grid, kThreads, 0, stream>>>(
-              static_cast<const T*>(x), rows, cols, rms, static_cast<const T*>(weight),
-              static_cast<const T*>(bias), static_cast<A>(eps), static_cast<T*>(y),
+              static_cast<const T*>(x), rows, cols, rms, static_cast<const A*>(weight),
+              static_cast<const A*>(bias), static_cast<A>(eps), static_cast<T*>(y),
               static_cast<A*>(mean), static_cast<A*>(rstd));
           SINTER_LAUNCH_CHECK("layer_norm_cached_kernel");
         });
     if (cached) return;
     layer_norm_forward_kernel<T><<<grid_for(rows, kWarps), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), rows, cols, rms, static_cast<const T*>(weight),
-        static_cast<const T*>(bias), static_cast<A>(eps), static_cast<T*>(y), static_cast<A*>(mean),
+        static_cast<const T*>(x), rows, cols, rms, static_cast<const A*>(weight),
+        static_cast<const A*>(bias), static_cast<A>(eps), static_cast<T*>(y), static_cast<A*>(mean),
         static_cast<A*>(rstd));
     SINTER_LAUNCH_CHECK("layer_norm_forward_kernel");
   });
@@ -747,13 +748,13 @@ void layer_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
             rows, cols, {dy, x, dx}, [&](auto block_row, auto per, auto width, unsigned grid) {
               layer_norm_dx_cached_kernel<T, decltype(block_row)::value, decltype(per)::value,
                                           decltype(width)::value><<<grid, kThreads, 0, stream>>>(
-                  pdy, px, rows, cols, rms, pmean, prstd, static_cast<const T*>(weight),
+                  pdy, px, rows, cols, rms, pmean, prstd, static_cast<const A*>(weight),
                   static_cast<T*>(dx));
               SINTER_LAUNCH_CHECK("layer_norm_dx_cached_kernel");
             });
     if (dx && !cached) {
       layer_norm_dx_kernel<T><<<grid_for(rows, kWarps), kThreads, 0, stream>>>(
-          pdy, px, rows, cols, rms, pmean, prstd, static_cast<const T*>(weight),
+          pdy, px, rows, cols, rms, pmean, prstd, static_cast<const A*>(weight),
           static_cast<T*>(dx));
       SINTER_LAUNCH_CHECK("layer_norm_dx_kernel");
     }

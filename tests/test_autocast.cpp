@@ -232,26 +232,65 @@ std::map<std::string, std::function<Tensor(DType)>> table_calls() {
 
 TEST(Autocast, EveryRowOfThePolicyTableOnTheCpu) {
   const auto calls = table_calls();
-  for (const auto& [name, policy] : autocast::policy_table()) {
-    SCOPED_TRACE(std::string(name));
-    const auto call = calls.find(std::string(name));
+  for (const autocast::PolicyRow& row : autocast::policy_table()) {
+    SCOPED_TRACE(std::string(row.op));
+    const auto call = calls.find(std::string(row.op));
     ASSERT_NE(call, calls.end()) << "a row of the policy table without a test call";
     // Outside a guard each op keeps its inputs' dtype.
     EXPECT_EQ(call->second(DType::f32).dtype(), DType::f32);
     const autocast::Guard amp(DeviceType::cpu, DType::bf16);
-    if (policy == Policy::LowPrecision) {
-      EXPECT_EQ(call->second(DType::f32).dtype(), DType::bf16);
-    } else {
-      EXPECT_EQ(call->second(DType::bf16).dtype(), DType::f32);
-      EXPECT_EQ(call->second(DType::f32).dtype(), DType::f32);
+    switch (row.cpu) {
+      case Policy::LowPrecision:
+        EXPECT_EQ(call->second(DType::f32).dtype(), DType::bf16);
+        break;
+      case Policy::Float32:
+        EXPECT_EQ(call->second(DType::bf16).dtype(), DType::f32);
+        EXPECT_EQ(call->second(DType::f32).dtype(), DType::f32);
+        break;
+      case Policy::Inputs:
+        EXPECT_EQ(call->second(DType::bf16).dtype(), DType::bf16);
+        EXPECT_EQ(call->second(DType::f32).dtype(), DType::f32);
+        break;
     }
   }
   EXPECT_EQ(calls.size(), autocast::policy_table().size());
-  EXPECT_EQ(autocast::policy("relu"), std::nullopt);
-  EXPECT_EQ(autocast::policy("matmul"), Policy::LowPrecision);
-  EXPECT_EQ(autocast::policy(autocast::Op::matmul), Policy::LowPrecision);
-  EXPECT_EQ(autocast::policy(autocast::Op::cumsum), Policy::Float32);
-  EXPECT_EQ(autocast::policy_table()[static_cast<size_t>(autocast::Op::softmax)].first, "softmax");
+  EXPECT_EQ(autocast::policy("relu", DeviceType::cpu), std::nullopt);
+  EXPECT_EQ(autocast::policy("matmul", DeviceType::cpu), Policy::LowPrecision);
+  EXPECT_EQ(autocast::policy(autocast::Op::matmul, DeviceType::cuda), Policy::LowPrecision);
+  // PyTorch's policies of the two device types: the norms, softmax and the reductions in f32 on
+  // CUDA, in their inputs' dtype on the CPU; the losses and prod in f32 on both.
+  for (const autocast::Op op : {autocast::Op::cumsum, autocast::Op::batch_norm,
+                                autocast::Op::layer_norm, autocast::Op::softmax}) {
+    EXPECT_EQ(autocast::policy(op, DeviceType::cuda), Policy::Float32);
+    EXPECT_EQ(autocast::policy(op, DeviceType::cpu), Policy::Inputs);
+  }
+  for (const autocast::Op op : {autocast::Op::cross_entropy, autocast::Op::prod}) {
+    EXPECT_EQ(autocast::policy(op, DeviceType::cpu), Policy::Float32);
+  }
+  EXPECT_EQ(autocast::policy_table()[static_cast<size_t>(autocast::Op::softmax)].op, "softmax");
+}
+
+// A bf16 activation through the norms with f32 parameters (a module's, under autocast on the CPU):
+// the result stays bf16, its statistics and the parameters' gradients f32, as PyTorch's CPU
+// autocast gives them.
+TEST(Autocast, CpuNormsKeepBf16WithF32Parameters) {
+  const autocast::Guard amp(DeviceType::cpu, DType::bf16);
+  const Tensor x = randn({4, 6, 5}).to(DType::bf16).requires_grad_();
+  Tensor w = randn({6}).requires_grad_(), b = randn({6}).requires_grad_();
+  Tensor lw = randn({5}).requires_grad_(), lb = randn({5}).requires_grad_();
+  const Tensor rm = zeros({6}), rv = ones({6});
+  const std::vector<Tensor> outs = {batch_norm(x, rm, rv, w, b, true), group_norm(x, 3, w, b),
+                                    instance_norm(x, Tensor(), Tensor(), w, b, true),
+                                    layer_norm(x, {5}, lw, lb), rms_norm(x, {5}, lw)};
+  Tensor total = zeros({});
+  for (const Tensor& y : outs) {
+    EXPECT_EQ(y.dtype(), DType::bf16);
+    total = add(total, sum(y.to(DType::f32)));
+  }
+  total.backward();
+  for (const Tensor* p : {&w, &b, &lw, &lb}) EXPECT_EQ(p->grad().dtype(), DType::f32);
+  EXPECT_EQ(x.grad().dtype(), DType::bf16);
+  EXPECT_EQ(rm.dtype(), DType::f32);
 }
 
 TEST(Autocast, OpsOutsideTheTableFollowPromotion) {
@@ -260,8 +299,8 @@ TEST(Autocast, OpsOutsideTheTableFollowPromotion) {
   const Tensor y = matmul(x, w);
   EXPECT_EQ(y.dtype(), DType::bf16);
   EXPECT_EQ(relu(y).dtype(), DType::bf16);
-  EXPECT_EQ(add(y, b).dtype(), DType::f32);  // bf16 with f32 promotes
-  EXPECT_EQ(softmax(relu(y), 1).dtype(), DType::f32);
+  EXPECT_EQ(add(y, b).dtype(), DType::f32);             // bf16 with f32 promotes
+  EXPECT_EQ(softmax(relu(y), 1).dtype(), DType::bf16);  // on the CPU, in its input's dtype
   // Integer operands are never cast.
   EXPECT_EQ(sum(arange(4.0).to(DType::i64)).dtype(), DType::i64);
 }

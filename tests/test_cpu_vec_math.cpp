@@ -1,13 +1,16 @@
 // The CPU's f32 vector math (Note [cpu vector math]) through the ops that use it (exp, tanh,
 // sigmoid, silu, gelu's tanh form), against the f64 formulas on a sweep of the f32 range and on the
 // edge values: zeros, subnormal results, overflow to infinity, the infinities and NaN.
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "cpu/vec_rows.h"
 #include "kern/softmax.h"
 #include "test_util.h"
 
@@ -126,6 +129,35 @@ TEST(CpuVecMath, Bf16GoesThroughTheSameKernels) {
   const Tensor want =
       gelu(x.to(DType::bf16).to(DType::f32), Activation::GeluTanh).to(DType::bf16).to(DType::f32);
   EXPECT_TRUE(testing::all_close(got, want, 0, 0));
+}
+
+// The bf16 conversion rows (src/cpu/vec_convert.cpp) against BFloat16's own conversions, bit for
+// bit: random bit patterns (every exponent, NaNs with payloads, subnormals), the edges of rounding
+// and overflow, in rows of every length to 40 (the vector bodies and their tails).
+TEST(CpuVecMath, Bf16RowsConvertAsBFloat16) {
+  std::vector<uint32_t> bits;
+  Generator gen(11);
+  const Tensor r = randint(0, int64_t{1} << 32, {200000}, {.dtype = DType::i64}, &gen);
+  for (const int64_t v : r.to_vector<int64_t>()) bits.push_back(static_cast<uint32_t>(v));
+  for (const uint32_t v : {0x00000000u, 0x80000000u, 0x00000001u, 0x007fffffu, 0x00008000u,
+                           0x00018000u, 0x7f7fffffu, 0x7f7f8000u, 0x7f800000u, 0xff800000u,
+                           0x7f800001u, 0x7fc00000u, 0xffffffffu, 0x3f808000u, 0x3f818000u}) {
+    bits.push_back(v);
+  }
+  std::vector<float> x(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * 4);
+  std::vector<int64_t> lengths = {static_cast<int64_t>(x.size())};
+  for (int64_t n = 1; n <= 40; ++n) lengths.push_back(n);
+  for (const int64_t n : lengths) {
+    std::vector<BFloat16> got(static_cast<size_t>(n));
+    cpu::vec::narrow_bf16_row(x.data(), n, got.data());
+    std::vector<float> back(static_cast<size_t>(n));
+    cpu::vec::widen_bf16_row(got.data(), n, back.data());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i].bits, BFloat16(x[i]).bits) << "0x" << std::hex << bits[i] << " n " << n;
+      ASSERT_EQ(std::bit_cast<uint32_t>(back[i]), std::bit_cast<uint32_t>(float(got[i])));
+    }
+  }
 }
 
 // bf16 and f16 softmax rows are the f32 rows of their widened values, rounded once (Note [half

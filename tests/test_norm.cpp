@@ -181,6 +181,55 @@ TEST(BatchNorm, ErrorMessagesNameTheShapes) {
       {"batch_norm", "floating"});
 }
 
+// bf16 and f16 inputs with f32 parameters (PyTorch's mixed norms, what autocast on the CPU runs):
+// the f32 norm of the widened input rounded once, to the bit, forward and backward, in batch_norm
+// (training and eval, planes shorter and longer than a vector), layer_norm and rms_norm (Note
+// [half norm rows] in src/cpu/norm.cpp); the statistics and the parameters' gradients are the f32
+// ones.
+TEST(BatchNorm, HalfInputsWithF32ParametersAreTheF32NormRounded) {
+  for (const DType half : {DType::bf16, DType::f16}) {
+    for (const int kind : {0, 1, 2, 3}) {  // batch_norm training, eval, layer_norm, rms_norm
+      SCOPED_TRACE(std::string(dtype_name(half)) + " kind " + std::to_string(kind));
+      Generator gen(testing::fresh_seed());
+      const Shape shape = kind < 2 ? Shape{3, 5, 7, 9} : Shape{6, 37};
+      const int64_t c = kind < 2 ? 5 : 37;
+      const Tensor x0 = mul(randn(shape, {}, &gen), 3.0).to(half);
+      const Tensor g0 = randn(shape, {}, &gen).to(half);
+      const Tensor w0 = randn({c}, {}, &gen), b0 = randn({c}, {}, &gen);
+      const Tensor rm0 = randn({c}, {}, &gen), rv0 = add(rand({c}, {}, &gen), 0.5);
+      struct Out {
+        Tensor y, dx, dw, db, rm;
+      };
+      auto run = [&](DType dt) {
+        Tensor x = x0.to(dt).detach().requires_grad_(), w = w0.clone().requires_grad_(),
+               b = b0.clone().requires_grad_();
+        Tensor rm = rm0.clone(), rv = rv0.clone();
+        Tensor y = kind == 0   ? batch_norm(x, rm, rv, w, b, true)
+                   : kind == 1 ? batch_norm(x, rm, rv, w, b, false)
+                   : kind == 2 ? layer_norm(x, {c}, w, b)
+                               : rms_norm(x, {c}, w);
+        y.backward(g0.to(dt));
+        return Out{y, x.grad(), w.grad(), kind == 3 ? zeros({c}) : b.grad(), rm};
+      };
+      const Out h = run(half), f = run(DType::f32);
+      EXPECT_EQ(h.y.dtype(), half);
+      const auto rounded = [&](const Tensor& t) { return t.to(half).to(DType::f32); };
+      EXPECT_TRUE(all_close(h.y.to(DType::f32), rounded(f.y), 0, 0)) << "y";
+      EXPECT_TRUE(all_close(h.dx.to(DType::f32), rounded(f.dx), 0, 0)) << "dx";
+      EXPECT_EQ(h.dw.dtype(), DType::f32);
+      EXPECT_TRUE(all_close(h.dw, f.dw, 0, 0)) << "dweight";
+      EXPECT_TRUE(all_close(h.db, f.db, 0, 0)) << "dbias";
+      EXPECT_TRUE(all_close(h.rm, f.rm, 0, 0)) << "running_mean";
+    }
+  }
+  // f32 parameters go with a bf16 or f16 input only.
+  expect_error(
+      [] {
+        batch_norm(zeros({4, 3}), {}, {}, zeros({3}, {.dtype = DType::bf16}), {}, true);
+      },
+      {"batch_norm", "weight", "bf16", "f32"});
+}
+
 // --- layer_norm ---
 
 TEST(LayerNorm, KnownValues) {

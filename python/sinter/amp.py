@@ -1,5 +1,6 @@
 """sinter.amp: autocast, as torch.amp.autocast(device_type, dtype): matmuls and convolutions in
-the low precision, reductions and losses in float32 (sinter's policy table)."""
+the low precision, losses in float32, softmax, norms and reductions in float32 on CUDA and in their
+input's dtype on the CPU (sinter's policy table, PyTorch's for each device type)."""
 
 import functools
 

@@ -52,22 +52,31 @@ Guard::~Guard() {
 
 std::optional<DType> dtype(DeviceType device) { return t_state.dtype[slot(device)]; }
 
-const std::vector<std::pair<std::string_view, Policy>>& policy_table() {
-#define SINTER_AUTOCAST_ROW_(op, p) {#op, Policy::p},
-  static const std::vector<std::pair<std::string_view, Policy>> table = {
-      SINTER_AUTOCAST_POLICY(SINTER_AUTOCAST_ROW_)};
+const std::vector<PolicyRow>& policy_table() {
+#define SINTER_AUTOCAST_ROW_(op, cuda, cpu) {#op, Policy::cuda, Policy::cpu},
+  static const std::vector<PolicyRow> table = {SINTER_AUTOCAST_POLICY(SINTER_AUTOCAST_ROW_)};
 #undef SINTER_AUTOCAST_ROW_
   return table;
 }
 
-Policy policy(Op op) { return policy_table().at(static_cast<size_t>(op)).second; }
+namespace {
 
-std::optional<Policy> policy(std::string_view op) {
+Policy of_device(const PolicyRow& row, DeviceType device) {
+  return device == DeviceType::cpu ? row.cpu : row.cuda;
+}
+
+}  // namespace
+
+Policy policy(Op op, DeviceType device) {
+  return of_device(policy_table().at(static_cast<size_t>(op)), device);
+}
+
+std::optional<Policy> policy(std::string_view op, DeviceType device) {
   const auto& table = policy_table();
   const auto it =
-      std::find_if(table.begin(), table.end(), [&](const auto& row) { return row.first == op; });
+      std::find_if(table.begin(), table.end(), [&](const auto& row) { return row.op == op; });
   if (it == table.end()) return std::nullopt;
-  return it->second;
+  return of_device(*it, device);
 }
 
 namespace detail {
@@ -76,7 +85,15 @@ std::optional<DType> target(Op op, const Tensor& t) {
   if (t_state.suspended || !t.defined()) return std::nullopt;
   const std::optional<DType> low = t_state.dtype[slot(t.device().type)];
   if (!low) return std::nullopt;
-  return policy(op) == Policy::LowPrecision ? *low : DType::f32;
+  switch (policy(op, t.device().type)) {
+    case Policy::LowPrecision:
+      return *low;
+    case Policy::Float32:
+      return DType::f32;
+    case Policy::Inputs:
+      break;
+  }
+  return std::nullopt;
 }
 
 // A parameter's cast is made once per outermost Guard and reused while the parameter is unchanged

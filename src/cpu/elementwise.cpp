@@ -129,6 +129,9 @@ void load_row(const Operand& o, int64_t off, int64_t step, int64_t n, C* dst) {
     using T = typename decltype(tag)::type;
     const T* p = static_cast<const T*>(o.data) + off;
     if (step == 1) {  // the common case, in a loop the compiler vectorizes
+      if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<C, float>) {
+        return vec::widen_bf16_row(p, n, dst);  // the same values, in the vector row
+      }
       for (int64_t j = 0; j < n; ++j) dst[j] = convert<C>(to_value(p[j]));
       return;
     }
@@ -142,6 +145,9 @@ void store_row(const Operand& o, int64_t off, int64_t step, int64_t n, const C* 
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(o.data) + off;
     if (step == 1) {
+      if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<C, float>) {
+        return vec::narrow_bf16_row(src, n, p);  // BFloat16's rounding, in the vector row
+      }
       for (int64_t j = 0; j < n; ++j) p[j] = from_value<T>(src[j]);
       return;
     }

@@ -46,6 +46,32 @@ void for_channel(int64_t n, int64_t c, int64_t hw, int64_t k, Fn fn) {
   }
 }
 
+// Note [half norm rows]
+// bf16 and f16 planes (batch norm) and rows (layer norm) are widened to f32 in a buffer of the
+// thread's and run the f32 vector rows, whose sums and formulas are the generic code's: the same
+// bits as the generic loops, at the vector rows' speed (autocast on the CPU runs the norms in
+// bf16). The results are rounded to the half dtype once, as the generic loops round them.
+template <class T>
+const float* widened(const T* p, int64_t n, std::vector<float>& buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    return p;
+  } else {
+    buf.resize(static_cast<size_t>(n));
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      vec::widen_bf16_row(p, n, buf.data());
+    } else {
+      for (int64_t i = 0; i < n; ++i) buf[i] = static_cast<float>(p[i]);
+    }
+    return buf.data();
+  }
+}
+
+template <class T>
+void store_narrowed(const float* v, int64_t n, T* out) {
+  if constexpr (std::is_same_v<T, BFloat16>) return vec::narrow_bf16_row(v, n, out);
+  for (int64_t i = 0; i < n; ++i) out[i] = T(v[i]);
+}
+
 // Layer norm's parameter gradients sum at most this many chunks of rows (Note [layer norm chunks]).
 constexpr int64_t kLayerNormChunks = 16;
 
@@ -58,14 +84,16 @@ void batch_norm_stats(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
     const T* px = static_cast<const T*>(x);
     const double m = static_cast<double>(n * hw);
     detail::parallel_blocks(c, n * hw, [&](int64_t k0, int64_t k1) {
+      std::vector<float> buf;
       for (int64_t k = k0; k < k1; ++k) {
         // Each image's plane of channel k summed in lanes (Note [lane sums]), the planes in order;
-        // f32 planes in the vector rows, which sum the same way.
+        // f32 planes in the vector rows, which sum the same way (bf16 and f16 widened: Note [half
+        // norm rows]).
         double s = 0;
         for (int64_t i = 0; i < n; ++i) {
           const T* plane = px + (i * c + k) * hw;
-          if constexpr (std::is_same_v<T, float>) {
-            s += vec::sum_row(plane, hw);
+          if constexpr (std::is_same_v<T, float> || is_half_type<T>) {
+            s += vec::sum_row(widened(plane, hw, buf), hw);
           } else {
             s += lane_sum(hw, [&](int64_t j) { return widen(plane[j]); });
           }
@@ -74,8 +102,8 @@ void batch_norm_stats(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
         double q = 0;
         for (int64_t i = 0; i < n; ++i) {
           const T* plane = px + (i * c + k) * hw;
-          if constexpr (std::is_same_v<T, float>) {
-            q += vec::sq_dev_sum_row(plane, hw, mu);
+          if constexpr (std::is_same_v<T, float> || is_half_type<T>) {
+            q += vec::sq_dev_sum_row(widened(plane, hw, buf), hw, mu);
           } else {
             q += lane_sum(hw, [&](int64_t j) {
               const double d = widen(plane[j]) - mu;
@@ -100,13 +128,22 @@ void batch_norm_apply(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
     const T* px = static_cast<const T*>(x);
     T* py = static_cast<T*>(y);
     detail::parallel_blocks(c, n * hw, [&](int64_t k0, int64_t k1) {
+      std::vector<float> buf, out(is_half_type<T> ? static_cast<size_t>(hw) : 0);
       for (int64_t k = k0; k < k1; ++k) {
         const double mu = stat_at<T>(mean, k), rs = stat_at<T>(rstd, k);
-        const double scale = rs * weight_at<T>(weight, k, 1.0), shift = weight_at<T>(bias, k, 0.0);
+        const double scale = rs * weight_at<Acc<T>>(weight, k, 1.0),
+                     shift = weight_at<Acc<T>>(bias, k, 0.0);
         if constexpr (std::is_same_v<T, float>) {
           for (int64_t i = 0; i < n; ++i) {
             const int64_t e = (i * c + k) * hw;
             vec::affine_row(px + e, hw, mu, scale, shift, py + e);
+          }
+          continue;
+        } else if constexpr (is_half_type<T>) {  // Note [half norm rows]
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t e = (i * c + k) * hw;
+            vec::affine_row(widened(px + e, hw, buf), hw, mu, scale, shift, out.data());
+            store_narrowed(out.data(), hw, py + e);
           }
           continue;
         }
@@ -126,15 +163,16 @@ void batch_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
     const T* pdy = static_cast<const T*>(dy);
     const double m = static_cast<double>(n * hw);
     detail::parallel_blocks(c, 2 * n * hw, [&](int64_t k0, int64_t k1) {
+      std::vector<float> gbuf, xbuf, out(is_half_type<T> ? static_cast<size_t>(hw) : 0);
       for (int64_t k = k0; k < k1; ++k) {
         const double mu = stat_at<T>(mean, k), rs = stat_at<T>(rstd, k);
         double sum_dy = 0, sum_dy_xc = 0;
         for (int64_t i = 0; i < n; ++i) {
           const T* gp = pdy + (i * c + k) * hw;
           const T* xp = px + (i * c + k) * hw;
-          if constexpr (std::is_same_v<T, float>) {
+          if constexpr (std::is_same_v<T, float> || is_half_type<T>) {
             double s_g = 0, s_g_xc = 0;
-            vec::grad_sums_row(gp, xp, hw, mu, &s_g, &s_g_xc);
+            vec::grad_sums_row(widened(gp, hw, gbuf), widened(xp, hw, xbuf), hw, mu, &s_g, &s_g_xc);
             sum_dy += s_g;
             sum_dy_xc += s_g_xc;
             continue;
@@ -146,7 +184,7 @@ void batch_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
         if (dbias) set_stat<T>(dbias, k, sum_dy);
         if (dweight) set_stat<T>(dweight, k, sum_dy_xhat);
         if (!dx) continue;
-        const double scale = rs * weight_at<T>(weight, k, 1.0);
+        const double scale = rs * weight_at<Acc<T>>(weight, k, 1.0);
         const double mean_dy = sum_dy / m, mean_dy_xhat = sum_dy_xhat / m;
         T* pdx = static_cast<T*>(dx);
         if constexpr (std::is_same_v<T, float>) {
@@ -155,6 +193,17 @@ void batch_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
             for (int64_t i = 0; i < n; ++i) {
               const int64_t e = (i * c + k) * hw;
               vec::batch_norm_grad_row(pdy + e, px + e, hw, p, pdx + e);
+            }
+            continue;
+          }
+        } else if constexpr (is_half_type<T>) {  // Note [half norm rows]
+          if (training) {
+            const vec::BatchNormGrad p{mu, rs, scale, mean_dy, mean_dy_xhat};
+            for (int64_t i = 0; i < n; ++i) {
+              const int64_t e = (i * c + k) * hw;
+              vec::batch_norm_grad_row(widened(pdy + e, hw, gbuf), widened(px + e, hw, xbuf), hw, p,
+                                       out.data());
+              store_narrowed(out.data(), hw, pdx + e);
             }
             continue;
           }
@@ -180,14 +229,23 @@ void layer_norm_forward(const Ctx&, const void* x, DType dtype, int64_t rows, in
   visit_float(dtype, "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     detail::parallel_blocks(rows, 3 * cols, [&](int64_t r0, int64_t r1) {
+      std::vector<float> buf, wide_out(is_half_type<T> ? static_cast<size_t>(cols) : 0);
       for (int64_t r = r0; r < r1; ++r) {
         const T* row = static_cast<const T*>(x) + r * cols;
         T* out = static_cast<T*>(y) + r * cols;
-        if constexpr (std::is_same_v<T, float>) {
-          // The same sums and formula in a vectorized row (src/cpu/vec_norm.cpp).
+        if constexpr (std::is_same_v<T, float> || is_half_type<T>) {
+          // The same sums and formula in a vectorized row (src/cpu/vec_norm.cpp); bf16 and f16
+          // widened (Note [half norm rows]).
           double mu = 0, rs = 0;
-          vec::layer_norm_row(row, cols, rms, static_cast<const float*>(weight),
-                              static_cast<const float*>(bias), eps, out, &mu, &rs);
+          float* dst = nullptr;
+          if constexpr (std::is_same_v<T, float>) {
+            dst = out;
+          } else {
+            dst = wide_out.data();
+          }
+          vec::layer_norm_row(widened(row, cols, buf), cols, rms, static_cast<const float*>(weight),
+                              static_cast<const float*>(bias), eps, dst, &mu, &rs);
+          if constexpr (is_half_type<T>) store_narrowed(dst, cols, out);
           set_stat<T>(mean, r, mu);
           set_stat<T>(rstd, r, rs);
           continue;
@@ -203,8 +261,8 @@ void layer_norm_forward(const Ctx&, const void* x, DType dtype, int64_t rows, in
         set_stat<T>(mean, r, mu);
         set_stat<T>(rstd, r, rs);
         for (int64_t j = 0; j < cols; ++j) {
-          out[j] = narrow<T>((widen(row[j]) - mu) * rs * weight_at<T>(weight, j, 1.0) +
-                             weight_at<T>(bias, j, 0.0));
+          out[j] = narrow<T>((widen(row[j]) - mu) * rs * weight_at<Acc<T>>(weight, j, 1.0) +
+                             weight_at<Acc<T>>(bias, j, 0.0));
         }
       }
     });
@@ -241,7 +299,7 @@ void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
           for (int64_t j = 0; j < cols; ++j) {
             const double xhat = (widen(px[base + j]) - mu) * rs;
             const double d = widen(pdy[base + j]);
-            const double g = d * weight_at<T>(weight, j, 1.0);
+            const double g = d * weight_at<Acc<T>>(weight, j, 1.0);
             sum_g += g;
             sum_g_xhat += g * xhat;
             if (cdw) cdw[j] += d * xhat;
@@ -253,7 +311,7 @@ void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
           T* pdx = static_cast<T*>(dx);
           for (int64_t j = 0; j < cols; ++j) {
             const double xhat = (widen(px[base + j]) - mu) * rs;
-            const double g = widen(pdy[base + j]) * weight_at<T>(weight, j, 1.0);
+            const double g = widen(pdy[base + j]) * weight_at<Acc<T>>(weight, j, 1.0);
             pdx[base + j] = narrow<T>(rs * (g - mean_g - xhat * mean_g_xhat));
           }
         }

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kern/elementwise.h"
+#include "sinter/core/dtype.h"
 
 namespace sinter::cpu::vec {
 
@@ -55,6 +56,11 @@ struct BatchNormGrad {
 };
 void batch_norm_grad_row(const float* g, const float* x, int64_t n, const BatchNormGrad& p,
                          float* dx);
+
+// bf16 to f32 and back for i < n, as BFloat16's own conversions (round to nearest even, NaN kept
+// and quieted), vectorized (src/cpu/vec_convert.cpp).
+void widen_bf16_row(const BFloat16* x, int64_t n, float* y);
+void narrow_bf16_row(const float* x, int64_t n, BFloat16* y);
 
 // acc[i] += x[i] in double for i < n: a lane of the f32 column sums (Note [line sums] in
 // src/cpu/reduce.cpp; src/cpu/vec_sums.cpp).

@@ -27,16 +27,20 @@ void check_input(const char* op, const Tensor& x) {
   SINTER_CHECK(is_floating(x.dtype()), op, ": expected a floating input, got dtype ", x.dtype());
 }
 
-// weight, bias (dtype of x) and running statistics (any floating dtype) must sit on x's device
-// with shape `want`.
+bool is_half(DType t) { return t == DType::bf16 || t == DType::f16; }
+
+// weight, bias (dtype of x, or f32 with a bf16 or f16 x: PyTorch's mixed norms, which autocast
+// on the CPU gives them) and running statistics (any floating dtype) must sit on x's device with
+// shape `want`.
 void check_param(const char* op, const char* what, const Tensor& p, const Tensor& x,
-                 const Shape& want, bool same_dtype) {
+                 const Shape& want, bool parameter) {
   if (!p.defined()) return;
   SINTER_CHECK(p.device() == x.device(), op, ": ", what, " is on ", p.device(),
                " but the input is on ", x.device());
-  if (same_dtype) {
-    SINTER_CHECK(p.dtype() == x.dtype(), op, ": ", what, " has dtype ", p.dtype(),
-                 " but the input has dtype ", x.dtype());
+  if (parameter) {
+    SINTER_CHECK(p.dtype() == x.dtype() || (is_half(x.dtype()) && p.dtype() == DType::f32), op,
+                 ": ", what, " has dtype ", p.dtype(), " but the input has dtype ", x.dtype(),
+                 " (a bf16 or f16 input also takes f32 parameters)");
   } else {
     SINTER_CHECK(is_floating(p.dtype()), op, ": ", what, " must be floating, got dtype ",
                  p.dtype());
@@ -60,6 +64,10 @@ void check_channel_params(const char* op, const Tensor& x, int64_t c, const Tens
 
 void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
+// A weight or bias in the kernels' dtype, the statistics' (Note [norm statistics]): f32 for a
+// bf16 or f16 input, whose gradient comes back through the cast. Undefined stays undefined.
+Tensor param_in(const Tensor& p, DType acc) { return p.defined() ? p.to(acc) : p; }
+
 Tensor contiguous_or_undefined(const Tensor& t) {
   if (!t.defined()) return t;
   NoGradGuard ng;
@@ -69,14 +77,14 @@ Tensor contiguous_or_undefined(const Tensor& t) {
 bool wants_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
 
 // What a normalization's forward leaves for its backward: the contiguous input, its statistics
-// (acc_dtype) and the contiguous weight (undefined without one).
+// and the contiguous weight (acc_dtype; undefined without one).
 struct NormSaved {
   Tensor x, mean, rstd, weight;
 };
 
 // What the backward kernel of batch_norm or layer_norm reads, the saved tensors and the output
 // gradient g (x's dtype, contiguous), and writes: dx, dw and db, each undefined when not wanted (dw
-// and db of the statistics' dtype).
+// and db of the statistics' dtype, the parameters' as the kernels take them).
 struct NormBackward {
   Tensor g, x, mean, rstd, weight;
   Tensor dx, dw, db;
@@ -109,8 +117,7 @@ void record_norm_backward(const char* op, Tensor& y, const Tensor& x, const Tens
     bw.dw = param_grad(need_w);
     bw.db = param_grad(need_b);
     kernel(bw);
-    return Grads{bw.dx, need_w ? bw.dw.to(xo.dtype) : Tensor(),
-                 need_b ? bw.db.to(xo.dtype) : Tensor()};
+    return Grads{bw.dx, need_w ? bw.dw : Tensor(), need_b ? bw.db : Tensor()};
   });
 }
 
@@ -141,8 +148,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 
   const DType acc = acc_dtype(x.dtype());
   const TensorOptions acc_opts{.dtype = acc, .device = x.device()};
+  const Tensor w = param_in(weight, acc), b = param_in(bias, acc);
   Tensor xc = contiguous_or_undefined(x);
-  Tensor wc = contiguous_or_undefined(weight), bc = contiguous_or_undefined(bias);
+  Tensor wc = contiguous_or_undefined(w), bc = contiguous_or_undefined(b);
   Tensor mean, rstd;
   if (training) {
     mean = empty({c}, acc_opts);
@@ -173,7 +181,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                     mean.data_ptr(), rstd.data_ptr(), ptr_or_null(wc), ptr_or_null(bc),
                     y.data_ptr());
   }
-  if (needs_grad({&x, &weight, &bias})) {
+  if (needs_grad({&x, &w, &b})) {
     auto kernel = [=](const NormBackward& bw) {
       if (c == 0) return;
       SINTER_DISPATCH(bw.x.device(), batch_norm_backward, bw.g.data_ptr(), bw.x.data_ptr(),
@@ -181,7 +189,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                       ptr_or_null(bw.weight), training, ptr_or_null(bw.dx), ptr_or_null(bw.dw),
                       ptr_or_null(bw.db));
     };
-    record_norm_backward(op, y, x, weight, bias, {xc, mean, rstd, wc}, {c}, false, kernel);
+    record_norm_backward(op, y, x, w, b, {xc, mean, rstd, wc}, {c}, false, kernel);
   }
   return y;
 }
@@ -210,8 +218,9 @@ Tensor row_norm(const char* op, kern::RowNorm kind, const Tensor& x, const Shape
 
   const DType acc = acc_dtype(x.dtype());
   const TensorOptions acc_opts{.dtype = acc, .device = x.device()};
+  const Tensor w = param_in(weight, acc), b = param_in(bias, acc);
   Tensor xc = contiguous_or_undefined(x);
-  Tensor wc = contiguous_or_undefined(weight), bc = contiguous_or_undefined(bias);
+  Tensor wc = contiguous_or_undefined(w), bc = contiguous_or_undefined(b);
   Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   Tensor mean = empty({rows}, acc_opts), rstd = empty({rows}, acc_opts);
   if (y.numel() > 0) {
@@ -219,7 +228,7 @@ Tensor row_norm(const char* op, kern::RowNorm kind, const Tensor& x, const Shape
                     ptr_or_null(wc), ptr_or_null(bc), eps, y.data_ptr(), mean.data_ptr(),
                     rstd.data_ptr());
   }
-  if (needs_grad({&x, &weight, &bias})) {
+  if (needs_grad({&x, &w, &b})) {
     auto kernel = [=](const NormBackward& bw) {
       if (bw.x.numel() == 0) return;
       SINTER_DISPATCH(bw.x.device(), layer_norm_backward, bw.g.data_ptr(), bw.x.data_ptr(),
@@ -227,8 +236,7 @@ Tensor row_norm(const char* op, kern::RowNorm kind, const Tensor& x, const Shape
                       ptr_or_null(bw.weight), ptr_or_null(bw.dx), ptr_or_null(bw.dw),
                       ptr_or_null(bw.db));
     };
-    record_norm_backward(op, y, x, weight, bias, {xc, mean, rstd, wc}, normalized_shape, true,
-                         kernel);
+    record_norm_backward(op, y, x, w, b, {xc, mean, rstd, wc}, normalized_shape, true, kernel);
   }
   return y;
 }
@@ -257,14 +265,15 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
 
 namespace {
 
-// y * weight + bias with weight and bias (C) per channel of y (N, C, *), each when defined.
+// y * weight + bias with weight and bias (C) per channel of y (N, C, *), each when defined. f32
+// parameters of a bf16 or f16 y: the affine in f32, rounded back to y's dtype once.
 Tensor channel_affine(const Tensor& y, const Tensor& weight, const Tensor& bias) {
   Shape per_channel(static_cast<size_t>(y.dim() - 1), 1);
   per_channel[0] = y.size(1);
   Tensor out = y;
   if (weight.defined()) out = mul(out, weight.reshape(per_channel));
   if (bias.defined()) out = add(out, bias.reshape(per_channel));
-  return out;
+  return out.to(y.dtype());
 }
 
 // The product of x's dims from 2 on: the positions of each channel.
