@@ -50,7 +50,9 @@ void for_channel(int64_t n, int64_t c, int64_t hw, int64_t k, Fn fn) {
 // bf16 and f16 planes (batch norm) and rows (layer norm) are widened to f32 in a buffer of the
 // thread's and run the f32 vector rows, whose sums and formulas are the generic code's: the same
 // bits as the generic loops, at the vector rows' speed (autocast on the CPU runs the norms in
-// bf16). The results are rounded to the half dtype once, as the generic loops round them.
+// bf16). The results are rounded to the half dtype once, as the generic loops round them. Batch
+// norm's bf16 planes skip the copy: its rows read bf16 themselves (Note [bf16 norm rows] in
+// src/cpu/vec_norm.cpp).
 template <class T>
 const float* widened(const T* p, int64_t n, std::vector<float>& buf) {
   if constexpr (std::is_same_v<T, float>) {
@@ -92,7 +94,9 @@ void batch_norm_stats(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
         double s = 0;
         for (int64_t i = 0; i < n; ++i) {
           const T* plane = px + (i * c + k) * hw;
-          if constexpr (std::is_same_v<T, float> || is_half_type<T>) {
+          if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
+            s += vec::sum_row(plane, hw);  // bf16: Note [bf16 norm rows]
+          } else if constexpr (is_half_type<T>) {
             s += vec::sum_row(widened(plane, hw, buf), hw);
           } else {
             s += lane_sum(hw, [&](int64_t j) { return widen(plane[j]); });
@@ -102,7 +106,9 @@ void batch_norm_stats(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
         double q = 0;
         for (int64_t i = 0; i < n; ++i) {
           const T* plane = px + (i * c + k) * hw;
-          if constexpr (std::is_same_v<T, float> || is_half_type<T>) {
+          if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
+            q += vec::sq_dev_sum_row(plane, hw, mu);
+          } else if constexpr (is_half_type<T>) {
             q += vec::sq_dev_sum_row(widened(plane, hw, buf), hw, mu);
           } else {
             q += lane_sum(hw, [&](int64_t j) {
@@ -133,7 +139,7 @@ void batch_norm_apply(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
         const double mu = stat_at<T>(mean, k), rs = stat_at<T>(rstd, k);
         const double scale = rs * weight_at<Acc<T>>(weight, k, 1.0),
                      shift = weight_at<Acc<T>>(bias, k, 0.0);
-        if constexpr (std::is_same_v<T, float>) {
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
           for (int64_t i = 0; i < n; ++i) {
             const int64_t e = (i * c + k) * hw;
             vec::affine_row(px + e, hw, mu, scale, shift, py + e);
@@ -172,7 +178,12 @@ void batch_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
           const T* xp = px + (i * c + k) * hw;
           if constexpr (std::is_same_v<T, float> || is_half_type<T>) {
             double s_g = 0, s_g_xc = 0;
-            vec::grad_sums_row(widened(gp, hw, gbuf), widened(xp, hw, xbuf), hw, mu, &s_g, &s_g_xc);
+            if constexpr (std::is_same_v<T, Half>) {
+              vec::grad_sums_row(widened(gp, hw, gbuf), widened(xp, hw, xbuf), hw, mu, &s_g,
+                                 &s_g_xc);
+            } else {
+              vec::grad_sums_row(gp, xp, hw, mu, &s_g, &s_g_xc);
+            }
             sum_dy += s_g;
             sum_dy_xc += s_g_xc;
             continue;
@@ -187,7 +198,7 @@ void batch_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
         const double scale = rs * weight_at<Acc<T>>(weight, k, 1.0);
         const double mean_dy = sum_dy / m, mean_dy_xhat = sum_dy_xhat / m;
         T* pdx = static_cast<T*>(dx);
-        if constexpr (std::is_same_v<T, float>) {
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
           if (training) {
             const vec::BatchNormGrad p{mu, rs, scale, mean_dy, mean_dy_xhat};
             for (int64_t i = 0; i < n; ++i) {

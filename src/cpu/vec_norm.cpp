@@ -41,19 +41,55 @@ using Lanes = Doubles[kLaneVectors];
   return s + tail;
 }
 
-SINTER_VECTOR_CLONES double sum_row_clone(const float* x, int64_t n) {
-  return lane_sum(n, [&](int64_t i) { return static_cast<double>(x[i]); });
+// Note [bf16 norm rows]
+// The batch norm rows take bf16 planes too, widened in registers as they are read and rounded as
+// BFloat16 rounds (to nearest even, NaN quieted) as they are written: the same sums and formulas on
+// the same f32 values as the f32 rows on a widened copy (Note [half norm rows] in
+// src/cpu/norm.cpp), without the copy's passes. S is float, or uint16_t for bf16's bits.
+using Shorts = uint16_t __attribute__((vector_size(16)));
+using Uints = uint32_t __attribute__((vector_size(32)));
+
+[[gnu::always_inline]] inline float load(const float* p, int64_t i) { return p[i]; }
+[[gnu::always_inline]] inline float load(const uint16_t* p, int64_t i) {
+  const uint32_t u = static_cast<uint32_t>(p[i]) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
 }
 
-SINTER_VECTOR_CLONES double sq_dev_sum_row_clone(const float* x, int64_t n, double mu) {
+[[gnu::always_inline]] inline void store(float v, float* p) { *p = v; }
+[[gnu::always_inline]] inline void store(float v, uint16_t* p) {
+  uint32_t u;
+  __builtin_memcpy(&u, &v, 4);
+  const auto rounded = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  *p = (u & 0x7fffffffu) > 0x7f800000u ? static_cast<uint16_t>((u >> 16) | 0x40u) : rounded;
+}
+
+[[gnu::always_inline]] inline void widen8(const uint16_t* p, Doubles& out) {
+  Shorts v;
+  __builtin_memcpy(&v, p, sizeof v);
+  const Uints u = __builtin_convertvector(v, Uints) << 16;
+  Floats f;
+  __builtin_memcpy(&f, &u, sizeof f);
+  out = __builtin_convertvector(f, Doubles);
+}
+
+template <class S>
+[[gnu::always_inline]] inline double sum_body(const S* x, int64_t n) {
+  return lane_sum(n, [&](int64_t i) { return static_cast<double>(load(x, i)); });
+}
+
+template <class S>
+[[gnu::always_inline]] inline double sq_dev_body(const S* x, int64_t n, double mu) {
   return lane_sum(n, [&](int64_t i) {
-    const double d = static_cast<double>(x[i]) - mu;
+    const double d = static_cast<double>(load(x, i)) - mu;
     return d * d;
   });
 }
 
-SINTER_VECTOR_CLONES void grad_sums_row_clone(const float* g, const float* x, int64_t n, double mu,
-                                              double* sum_g, double* sum_g_xc) {
+template <class S>
+[[gnu::always_inline]] inline void grad_sums_body(const S* g, const S* x, int64_t n, double mu,
+                                                  double* sum_g, double* sum_g_xc) {
   // Two lane_sums (Note [lane sums]) in one pass: each keeps its own lanes, tail and order.
   const Doubles m = {mu, mu, mu, mu, mu, mu, mu, mu};
   Lanes acc_g = {}, acc_gx = {};
@@ -69,28 +105,68 @@ SINTER_VECTOR_CLONES void grad_sums_row_clone(const float* g, const float* x, in
   }
   double tail_g = 0, tail_gx = 0;
   for (; i < n; ++i) {
-    const double gv = static_cast<double>(g[i]);
+    const double gv = static_cast<double>(load(g, i));
     tail_g += gv;
-    tail_gx += gv * (static_cast<double>(x[i]) - mu);
+    tail_gx += gv * (static_cast<double>(load(x, i)) - mu);
   }
   *sum_g = lanes_total(acc_g, tail_g);
   *sum_g_xc = lanes_total(acc_gx, tail_gx);
 }
 
+template <class S>
+[[gnu::always_inline]] inline void affine_body(const S* x, int64_t n, double mu, double scale,
+                                               double shift, S* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    store(static_cast<float>((static_cast<double>(load(x, i)) - mu) * scale + shift), y + i);
+  }
+}
+
+template <class S>
+[[gnu::always_inline]] inline void grad_body(const S* g, const S* x, int64_t n,
+                                             const BatchNormGrad& p, S* dx) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double xhat = (static_cast<double>(load(x, i)) - p.mean) * p.rstd;
+    store(static_cast<float>(p.scale *
+                             (static_cast<double>(load(g, i)) - p.mean_dy - xhat * p.mean_dy_xhat)),
+          dx + i);
+  }
+}
+
+SINTER_VECTOR_CLONES double sum_row_clone(const float* x, int64_t n) { return sum_body(x, n); }
+SINTER_VECTOR_CLONES double sum_row_bf16(const uint16_t* x, int64_t n) { return sum_body(x, n); }
+
+SINTER_VECTOR_CLONES double sq_dev_sum_row_clone(const float* x, int64_t n, double mu) {
+  return sq_dev_body(x, n, mu);
+}
+SINTER_VECTOR_CLONES double sq_dev_sum_row_bf16(const uint16_t* x, int64_t n, double mu) {
+  return sq_dev_body(x, n, mu);
+}
+
+SINTER_VECTOR_CLONES void grad_sums_row_clone(const float* g, const float* x, int64_t n, double mu,
+                                              double* sum_g, double* sum_g_xc) {
+  grad_sums_body(g, x, n, mu, sum_g, sum_g_xc);
+}
+SINTER_VECTOR_CLONES void grad_sums_row_bf16(const uint16_t* g, const uint16_t* x, int64_t n,
+                                             double mu, double* sum_g, double* sum_g_xc) {
+  grad_sums_body(g, x, n, mu, sum_g, sum_g_xc);
+}
+
 SINTER_VECTOR_CLONES void affine_row_clone(const float* x, int64_t n, double mu, double scale,
                                            double shift, float* y) {
-  for (int64_t i = 0; i < n; ++i) {
-    y[i] = static_cast<float>((static_cast<double>(x[i]) - mu) * scale + shift);
-  }
+  affine_body(x, n, mu, scale, shift, y);
+}
+SINTER_VECTOR_CLONES void affine_row_bf16(const uint16_t* x, int64_t n, double mu, double scale,
+                                          double shift, uint16_t* y) {
+  affine_body(x, n, mu, scale, shift, y);
 }
 
 SINTER_VECTOR_CLONES void batch_norm_grad_row_clone(const float* g, const float* x, int64_t n,
                                                     const BatchNormGrad& p, float* dx) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double xhat = (static_cast<double>(x[i]) - p.mean) * p.rstd;
-    dx[i] = static_cast<float>(p.scale *
-                               (static_cast<double>(g[i]) - p.mean_dy - xhat * p.mean_dy_xhat));
-  }
+  grad_body(g, x, n, p, dx);
+}
+SINTER_VECTOR_CLONES void batch_norm_grad_row_bf16(const uint16_t* g, const uint16_t* x, int64_t n,
+                                                   const BatchNormGrad& p, uint16_t* dx) {
+  grad_body(g, x, n, p, dx);
 }
 
 // y = ((x - mu) rs) w + b in double, w and b each present or not (has_w, has_b): 1 and 0 stand in
@@ -150,6 +226,32 @@ void affine_row(const float* x, int64_t n, double mu, double scale, double shift
 void batch_norm_grad_row(const float* g, const float* x, int64_t n, const BatchNormGrad& p,
                          float* dx) {
   batch_norm_grad_row_clone(g, x, n, p, dx);
+}
+
+// bf16 planes (Note [bf16 norm rows]).
+namespace {
+const uint16_t* bits(const BFloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
+uint16_t* bits(BFloat16* p) { return reinterpret_cast<uint16_t*>(p); }
+}  // namespace
+
+double sum_row(const BFloat16* x, int64_t n) { return sum_row_bf16(bits(x), n); }
+
+double sq_dev_sum_row(const BFloat16* x, int64_t n, double mu) {
+  return sq_dev_sum_row_bf16(bits(x), n, mu);
+}
+
+void grad_sums_row(const BFloat16* g, const BFloat16* x, int64_t n, double mu, double* sum_g,
+                   double* sum_g_xc) {
+  grad_sums_row_bf16(bits(g), bits(x), n, mu, sum_g, sum_g_xc);
+}
+
+void affine_row(const BFloat16* x, int64_t n, double mu, double scale, double shift, BFloat16* y) {
+  affine_row_bf16(bits(x), n, mu, scale, shift, bits(y));
+}
+
+void batch_norm_grad_row(const BFloat16* g, const BFloat16* x, int64_t n, const BatchNormGrad& p,
+                         BFloat16* dx) {
+  batch_norm_grad_row_bf16(bits(g), bits(x), n, p, bits(dx));
 }
 
 void layer_norm_row(const float* x, int64_t n, bool rms, const float* w, const float* b, double eps,

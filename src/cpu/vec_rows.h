@@ -56,6 +56,15 @@ struct BatchNormGrad {
 };
 void batch_norm_grad_row(const float* g, const float* x, int64_t n, const BatchNormGrad& p,
                          float* dx);
+// The same rows on bf16 planes, widened as they are read and rounded as BFloat16 rounds as they are
+// written: the bits of the f32 rows on a widened copy (Note [bf16 norm rows]).
+double sum_row(const BFloat16* x, int64_t n);
+double sq_dev_sum_row(const BFloat16* x, int64_t n, double mu);
+void grad_sums_row(const BFloat16* g, const BFloat16* x, int64_t n, double mu, double* sum_g,
+                   double* sum_g_xc);
+void affine_row(const BFloat16* x, int64_t n, double mu, double scale, double shift, BFloat16* y);
+void batch_norm_grad_row(const BFloat16* g, const BFloat16* x, int64_t n, const BatchNormGrad& p,
+                         BFloat16* dx);
 
 // bf16 to f32 and back for i < n, as BFloat16's own conversions (round to nearest even, NaN kept
 // and quieted), vectorized (src/cpu/vec_convert.cpp).
