@@ -184,8 +184,8 @@ TEST(BatchNorm, ErrorMessagesNameTheShapes) {
 // bf16 and f16 inputs with f32 parameters (PyTorch's mixed norms, what autocast on the CPU runs):
 // the f32 norm of the widened input rounded once, to the bit, forward and backward, in batch_norm
 // (training and eval, planes shorter and longer than a vector), layer_norm and rms_norm (Note
-// [half norm rows] in src/cpu/norm.cpp); the statistics and the parameters' gradients are the f32
-// ones.
+// [half norm rows] in src/cpu/norm.cpp), but for bf16 batch norm's f32 normalization; the
+// statistics and the parameters' gradients are the f32 ones.
 TEST(BatchNorm, HalfInputsWithF32ParametersAreTheF32NormRounded) {
   for (const DType half : {DType::bf16, DType::f16}) {
     for (const int kind : {0, 1, 2, 3}) {  // batch_norm training, eval, layer_norm, rms_norm
@@ -214,8 +214,20 @@ TEST(BatchNorm, HalfInputsWithF32ParametersAreTheF32NormRounded) {
       const Out h = run(half), f = run(DType::f32);
       EXPECT_EQ(h.y.dtype(), half);
       const auto rounded = [&](const Tensor& t) { return t.to(half).to(DType::f32); };
-      EXPECT_TRUE(all_close(h.y.to(DType::f32), rounded(f.y), 0, 0)) << "y";
-      EXPECT_TRUE(all_close(h.dx.to(DType::f32), rounded(f.dx), 0, 0)) << "dx";
+      // bf16 batch norm normalizes in f32 (Note [bf16 norm rows]): a value on the edge of a bf16
+      // step may round to the other side, one step off, in few places; the rest to the bit.
+      const bool f32_rows = half == DType::bf16 && kind < 2;
+      for (const auto& [got, want] : {std::pair{h.y, f.y}, std::pair{h.dx, f.dx}}) {
+        const Tensor g32 = got.to(DType::f32), w32 = rounded(want);
+        if (!f32_rows) {
+          EXPECT_TRUE(all_close(g32, w32, 0, 0));
+          continue;
+        }
+        const double scale = w32.abs().max().item<double>();
+        EXPECT_TRUE(all_close(g32, w32, 1e-5 * scale, 0x1p-7));
+        const double apart = ne(g32, w32).to(DType::f32).mean().item<double>();
+        EXPECT_LT(apart, 0.01) << "of the values one bf16 step apart";
+      }
       EXPECT_EQ(h.dw.dtype(), DType::f32);
       EXPECT_TRUE(all_close(h.dw, f.dw, 0, 0)) << "dweight";
       EXPECT_TRUE(all_close(h.db, f.db, 0, 0)) << "dbias";

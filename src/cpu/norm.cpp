@@ -51,8 +51,8 @@ void for_channel(int64_t n, int64_t c, int64_t hw, int64_t k, Fn fn) {
 // thread's and run the f32 vector rows, whose sums and formulas are the generic code's: the same
 // bits as the generic loops, at the vector rows' speed (autocast on the CPU runs the norms in
 // bf16). The results are rounded to the half dtype once, as the generic loops round them. Batch
-// norm's bf16 planes skip the copy: its rows read bf16 themselves (Note [bf16 norm rows] in
-// src/cpu/vec_norm.cpp).
+// norm's bf16 planes skip the copy: its rows read bf16 themselves, and normalize in f32 (Note [bf16
+// norm rows] in src/cpu/vec_norm.cpp).
 template <class T>
 const float* widened(const T* p, int64_t n, std::vector<float>& buf) {
   if constexpr (std::is_same_v<T, float>) {
