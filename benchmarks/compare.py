@@ -17,7 +17,7 @@ import json
 import statistics
 import sys
 
-WORKLOAD_ORDER = ("mlp", "cnn", "resnet20", "gpt-mini", "llama-mini")
+WORKLOAD_ORDER = ("mlp", "cnn", "resnet20", "gpt-mini", "llama-mini", "vit-tiny")
 PRECISION_ORDER = ("fp32", "tf32", "bf16")
 ERROR = "error"
 

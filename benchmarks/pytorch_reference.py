@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch eager training steps for the reference workloads (mlp, cnn, resnet20, gpt-mini,
-llama-mini), timed the way bench_train_step times Sinter's, so that benchmarks/compare.py can put
+llama-mini, vit-tiny), timed the way bench_train_step times Sinter's, so that benchmarks/compare.py can put
 the two side by side.
 
 One step = zero grads, forward, loss, backward, optimizer step, on one fixed random batch already on
@@ -32,11 +32,12 @@ import statistics
 import sys
 import time
 
-WORKLOADS = ("mlp", "cnn", "resnet20", "gpt-mini", "llama-mini")
+WORKLOADS = ("mlp", "cnn", "resnet20", "gpt-mini", "llama-mini", "vit-tiny")
 PRECISIONS = ("fp32", "tf32", "bf16")
 
 # Batch sizes of workloads.md; --smoke uses SMOKE_BATCH instead (same models, one step).
-BATCH = {"mlp": 256, "cnn": 256, "resnet20": 128, "gpt-mini": 32, "llama-mini": 32}
+BATCH = {"mlp": 256, "cnn": 256, "resnet20": 128, "gpt-mini": 32, "llama-mini": 32,
+         "vit-tiny": 128}
 SMOKE_BATCH = 2
 
 # gpt-mini: vocab 256, context 256, 6 layers, 6 heads, width 384.
@@ -241,7 +242,48 @@ def build_models(torch):
                 return F.linear(x, self.model.embed_tokens.weight)
             return self.lm_head(x)
 
-    return {"mlp": mlp, "cnn": cnn, "resnet20": resnet20, "gpt-mini": Gpt, "llama-mini": Llama}
+    # The ViT under Sinter's names (nn::models::ViT, vit_tiny): patch_embed, pos_embed, blocks.i.{ln1,
+    # attn.qkv, attn.out_proj, ln2, fc, proj} (pre-LayerNorm, not causal, exact GELU), ln, head;
+    # 32x32 RGB images in 4x4 patches, width 64, 4 blocks of 4 heads, the mean over the patches.
+    class VitBlock(nn.Module):
+        def __init__(self, width, heads):
+            super().__init__()
+            self.heads = heads
+            self.ln1 = nn.LayerNorm(width)
+            self.attn = nn.Module()
+            self.attn.qkv = nn.Linear(width, 3 * width)
+            self.attn.out_proj = nn.Linear(width, width)
+            self.ln2 = nn.LayerNorm(width)
+            self.fc = nn.Linear(width, 4 * width)
+            self.proj = nn.Linear(4 * width, width)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.attn.qkv(self.ln1(x)).split(c, dim=2)
+            q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+            if hasattr(F, "scaled_dot_product_attention"):
+                a = F.scaled_dot_product_attention(q, k, v)
+            else:
+                a = ((q @ k.transpose(-2, -1)) * (c // self.heads) ** -0.5).softmax(-1) @ v
+            x = x + self.attn.out_proj(a.transpose(1, 2).reshape(b, t, c))
+            return x + self.proj(F.gelu(self.fc(self.ln2(x))))
+
+    class Vit(nn.Module):
+        def __init__(self, image=32, patch=4, width=64, layers=4, heads=4, classes=10):
+            super().__init__()
+            self.patch_embed = nn.Conv2d(3, width, patch, stride=patch)
+            self.pos_embed = nn.Parameter(torch.zeros(1, (image // patch) ** 2, width))
+            nn.init.trunc_normal_(self.pos_embed, std=0.02)
+            self.blocks = nn.Sequential(*[VitBlock(width, heads) for _ in range(layers)])
+            self.ln = nn.LayerNorm(width)
+            self.head = nn.Linear(width, classes)
+
+        def forward(self, x):
+            t = self.patch_embed(x).flatten(2).transpose(1, 2) + self.pos_embed
+            return self.head(self.ln(self.blocks(t)).mean(1))
+
+    return {"mlp": mlp, "cnn": cnn, "resnet20": resnet20, "gpt-mini": Gpt, "llama-mini": Llama,
+            "vit-tiny": Vit}
 
 
 def make_workload(torch, name, batch, device):
@@ -258,7 +300,8 @@ def make_workload(torch, name, batch, device):
         def loss_fn(logits, targets):
             return F.cross_entropy(logits.reshape(-1, GPT_VOCAB), targets.reshape(-1))
     else:
-        shape = {"mlp": (batch, 784), "cnn": (batch, 1, 28, 28), "resnet20": (batch, 3, 32, 32)}
+        shape = {"mlp": (batch, 784), "cnn": (batch, 1, 28, 28), "resnet20": (batch, 3, 32, 32),
+                 "vit-tiny": (batch, 3, 32, 32)}
         x = torch.randn(shape[name], generator=g).to(device)
         y = torch.randint(0, 10, (batch,), generator=g).to(device)
         loss_fn = F.cross_entropy

@@ -1,4 +1,4 @@
-// Training-step time of the reference workloads mlp, cnn, resnet20, gpt-mini and llama-mini
+// Training-step time of the reference workloads mlp, cnn, resnet20, gpt-mini, llama-mini and vit-tiny
 // (shared/reference/workloads.md) in fp32, tf32 and bf16 (autocast to bf16 around the forward and
 // the loss, f32 master weights and optimizer state, as PyTorch's autocast): median ms per step
 // (zero grads, forward, cross-entropy, backward, optimizer step) on one fixed random batch on the
@@ -39,6 +39,10 @@ std::shared_ptr<nn::Module> llama_mini() {
   return std::make_shared<nn::models::Llama>(nn::models::llama_mini());
 }
 
+std::shared_ptr<nn::Module> vit_tiny() {
+  return std::make_shared<nn::models::ViT>(nn::models::vit_tiny());
+}
+
 // One row of the workloads table. `sample` is one input's shape; the batch dim goes in front. An
 // image workload's targets are one of `classes` per input; a language model's inputs are `classes`
 // token ids and its targets the next token at every position.
@@ -58,6 +62,7 @@ const Workload kWorkloads[] = {
     {"resnet20", sequential<nn::models::resnet20>, {3, 32, 32}, 128, Opt::SgdResNet},
     {"gpt-mini", gpt_mini, {256}, 32, Opt::AdamWGpt, 256, true},
     {"llama-mini", llama_mini, {256}, 32, Opt::AdamWGpt, 256, true},
+    {"vit-tiny", vit_tiny, {3, 32, 32}, 128, Opt::AdamWGpt},
 };
 
 std::unique_ptr<optim::Optimizer> make_optimizer(Opt opt, const std::vector<Tensor>& params,

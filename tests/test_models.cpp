@@ -71,6 +71,44 @@ TEST(Models, ResNet20ParameterCount) {
   testing::expect_error([] { nn::models::resnet20(0); }, {"resnet20", "in_channels", "0"});
 }
 
+TEST(Models, VitTinyParameterCountNamesAndErrors) {
+  // patch_embed 3*64*16 + 64 = 3136; pos_embed 64*64 = 4096; per block: ln1 128, qkv 64*192 + 192
+  // = 12480, out_proj 64*64 + 64 = 4160, ln2 128, fc 64*256 + 256 = 16640, proj 256*64 + 64 =
+  // 16448 -> 49984, four of them 199936; ln 128; head 64*10 + 10 = 650.
+  nn::models::ViT vit(nn::models::vit_tiny());
+  EXPECT_EQ(count_parameters(vit), 3136 + 4096 + 199936 + 128 + 650);
+  EXPECT_EQ(count_parameters(vit), 207946);
+  const auto state = vit.state_dict();
+  for (const char* key : {"patch_embed.weight", "pos_embed", "blocks.3.attn.qkv.weight",
+                          "blocks.0.fc.bias", "ln.weight", "head.weight"}) {
+    EXPECT_TRUE(state.count(key)) << key;
+  }
+  EXPECT_EQ(vit(randn({2, 3, 32, 32})).shape(), (Shape{2, 10}));
+  testing::expect_error([&] { vit(randn({2, 3, 28, 28})); }, {"ViT", "(N, 3, 32, 32)", "28"});
+  testing::expect_error([] { nn::models::ViT({.image_size = 30}); },
+                        {"ViT", "patch_size 4", "image_size 30"});
+  testing::expect_error([] { nn::models::ViT({.n_head = 5}); }, {"ViT", "n_embd 64", "n_head 5"});
+}
+
+// The blocks attend to every patch and the head pools by the mean: without the position embedding
+// the logits do not depend on the patches' order; with it they do.
+TEST(Models, VitSeesPatchesThroughThePositionEmbeddingOnly) {
+  manual_seed(4);
+  nn::models::ViT vit(nn::models::vit_tiny());
+  const Tensor x = randn({2, 3, 32, 32});
+  // The 8 rows of 4x4 patches in reverse order, each patch's pixels as they were.
+  std::vector<double> rev;
+  for (int i = 7; i >= 0; --i) rev.push_back(i);
+  const Tensor order = from_vector<double>(rev, {8}).to(DType::i64);
+  const Tensor moved = index_select(x.reshape({2, 3, 8, 4, 32}), 2, order).reshape({2, 3, 32, 32});
+  EXPECT_FALSE(testing::all_close(vit(moved), vit(x), 1e-3, 1e-3));
+  {
+    NoGradGuard ng;
+    vit.pos_embed.zero_();
+  }
+  EXPECT_TRUE(testing::all_close(vit(moved), vit(x), 1e-5, 1e-5));
+}
+
 TEST(Models, OutputShapes) {
   manual_seed(1);
   {

@@ -1,6 +1,6 @@
 // The reference models of the benchmark workloads (shared/reference/workloads.md), built from nn
 // layers, so examples, tests and benchmarks train exactly the same networks: MLP, CNN, ResNet-20,
-// GPT and Llama.
+// GPT, Llama and a small ViT.
 #pragma once
 
 #include <cstdint>
@@ -221,6 +221,37 @@ class Llama : public Module {
   LlamaConfig config;
   std::shared_ptr<LlamaModel> model;
   std::shared_ptr<Linear> lm_head;  // null when the weights are tied
+};
+
+// A Vision Transformer (Dosovitskiy et al. 2021) for small images: each patch_size x patch_size
+// square embedded by a Conv2d (kernel and stride patch_size) into n_embd channels, a learned
+// position embedding added, n_layer TransformerBlocks (pre-LayerNorm, not causal, exact GELU), a
+// final LayerNorm, the mean over the patches and a Linear head. No class token: the mean pools.
+struct ViTConfig {
+  int64_t image_size = 32, patch_size = 4, in_channels = 3;
+  int64_t n_layer = 4, n_head = 4, n_embd = 64, mlp_ratio = 4;
+  int64_t num_classes = 10;
+};
+
+// The benchmarks' vit-tiny: 32x32 RGB images in 4x4 patches (64 tokens), width 64, 4 blocks of 4
+// heads, MLP 256, 10 classes. 207,946 parameters.
+ViTConfig vit_tiny();
+
+// x (N, in_channels, image_size, image_size) -> logits (N, num_classes). Children: patch_embed
+// (Conv2d), blocks (a ModuleList), ln (LayerNorm), head (Linear), and the parameter pos_embed
+// (1, patches, n_embd), trunc_normal(0, 0.02) as ViT's; the layers keep their own initialization.
+class ViT : public Module {
+ public:
+  explicit ViT(const ViTConfig& config = {});
+  std::string name() const override { return "ViT"; }
+  Tensor forward(const Tensor& x) override;
+
+  ViTConfig config;
+  std::shared_ptr<Conv2d> patch_embed;
+  Tensor pos_embed;
+  std::shared_ptr<ModuleList> blocks;
+  std::shared_ptr<LayerNorm> ln;
+  std::shared_ptr<Linear> head;
 };
 
 }  // namespace sinter::nn::models
