@@ -290,7 +290,10 @@ TEST(Autocast, CpuNormsKeepBf16WithF32Parameters) {
   total.backward();
   for (const Tensor* p : {&w, &b, &lw, &lb}) EXPECT_EQ(p->grad().dtype(), DType::f32);
   EXPECT_EQ(x.grad().dtype(), DType::bf16);
+  // The running mean took the batch's (bf16) mean, in its own f32.
   EXPECT_EQ(rm.dtype(), DType::f32);
+  EXPECT_TRUE(
+      testing::all_close(rm, mul(mean(x.detach().to(DType::f32), {0, 2}), 0.1), 1e-2, 1e-2));
 }
 
 TEST(Autocast, OpsOutsideTheTableFollowPromotion) {

@@ -234,6 +234,26 @@ TEST(BatchNorm, HalfInputsWithF32ParametersAreTheF32NormRounded) {
       EXPECT_TRUE(all_close(h.rm, f.rm, 0, 0)) << "running_mean";
     }
   }
+  // A channel at its (large) mean with no variance gives its shift exactly, in eval and in
+  // training; near it the bf16 rows stay within a bf16 step of the f32 norm (Note [bf16 norm
+  // rows]).
+  {
+    const Tensor x = add(mul(randn({4, 2, 8, 8}), 2.0), 200.0).to(DType::bf16).to(DType::f32);
+    const Tensor w = full({2}, 3.0), b = full({2}, 0.75);
+    const Tensor rm = mean(x, {0, 2, 3}), rv = zeros({2});
+    const Tensor flat = full({4, 2, 8, 8}, 200.0);
+    for (const bool train : {false, true}) {
+      Tensor m = rm.clone(), v = rv.clone();
+      EXPECT_TRUE(
+          all_close(batch_norm(flat.to(DType::bf16), full({2}, 200.0), zeros({2}), w, b, train)
+                        .to(DType::f32),
+                    full({4, 2, 8, 8}, 0.75), 0, 0));
+      const Tensor got = batch_norm(x.to(DType::bf16), m, v, w, b, train).to(DType::f32);
+      const Tensor want = batch_norm(x, rm.clone(), rv.clone(), w, b, train).to(DType::bf16);
+      const double scale = want.to(DType::f32).abs().max().item<double>();
+      EXPECT_TRUE(all_close(got, want.to(DType::f32), 1e-5 * scale, 0x1p-7)) << train;
+    }
+  }
   // f32 parameters go with a bf16 or f16 input only.
   expect_error(
       [] {

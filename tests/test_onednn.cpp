@@ -183,6 +183,15 @@ TEST(OneDnnGemm, Bf16MatchesTheWidenedSgemm) {
   if (!own_and_onednn(run, &own, &lib)) {
     GTEST_SKIP() << "oneDNN has no bf16 matmul kernel on this CPU: the own kernels ran";
   }
+  {
+    // The batched products themselves (3-D and broadcast operands) ran in oneDNN.
+    const OneDnnGuard on(true);
+    for (const Tensor& a3 : {q, q1}) {
+      const int64_t calls = cpu::onednn::calls();
+      (void)matmul(a3, k.transpose(-2, -1));
+      EXPECT_GT(cpu::onednn::calls(), calls) << "a batched product left oneDNN";
+    }
+  }
   for (size_t i = 0; i < own.size(); ++i) {
     SCOPED_TRACE("result " + std::to_string(i));
     EXPECT_EQ(lib[i].dtype(), bf);

@@ -168,15 +168,24 @@ class BlasOperand {
 
 // bf16 products in oneDNN (on the CPU's bf16 dot products, no widening copies of A and B), alpha,
 // beta and the epilogue in f32 as on the sgemm path; false, having written nothing, where oneDNN
-// does not take the product. The batch entries of a call are one oneDNN call (a batched matmul,
-// each entry the same sums as alone): attention's many small products spent most of their time
-// in the calls' overhead. gemm() hands this a batch range that depends on the shape alone (Note
-// [gemm blocks]).
+// does not take the product. The batch entries of a call are one oneDNN call (a batched matmul):
+// attention's many small products spent most of their time in the calls' overhead. gemm() hands
+// this runs of entries fixed by the shape alone (Note [gemm blocks]), so each call, and with it
+// every entry's bits, is the same at any thread count.
 bool gemm_bf16_library(const GemmArgs& g) {
   if (!onednn_enabled()) return false;
+  // The thread's buffers, kept between calls up to kKeepFloats each (a large product's are freed).
+  constexpr size_t kKeepFloats = size_t{1} << 20;
   thread_local std::vector<float> prod, cbuf;
   prod.resize(static_cast<size_t>(g.batch * g.m * g.n));
   cbuf.resize(static_cast<size_t>(g.m * g.n));
+  struct Trim {
+    ~Trim() {
+      for (std::vector<float>* v : {&prod, &cbuf}) {
+        if (v->capacity() > kKeepFloats) *v = std::vector<float>();
+      }
+    }
+  } trim;
   const onednn::GemmBatch batch{.count = g.batch, .stride_a = g.stride_a, .stride_b = g.stride_b};
   if (!onednn::gemm(DType::bf16, g.trans_a, g.trans_b, g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb,
                     prod.data(), g.n, batch)) {

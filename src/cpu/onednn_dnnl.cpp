@@ -477,7 +477,7 @@ bool gemm(DType ab, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const voi
   const DT t = ab == DType::f32 ? DT::f32 : DT::bf16;
   const std::shared_ptr<const Plan> plan =
       plans().get({kGemmKey, static_cast<int64_t>(ab), ta, tb, m, n, k, lda, ldb, ldc, batch.count,
-                   batch.stride_a, batch.stride_b},
+                   batch.count > 1 ? batch.stride_a : 0, batch.count > 1 ? batch.stride_b : 0},
                   [&] { return build_gemm(t, ta, tb, m, n, k, lda, ldb, ldc, batch); });
   if (!plan) return false;
   execute(*plan, {const_cast<void*>(a), const_cast<void*>(b), c});

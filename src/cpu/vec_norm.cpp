@@ -45,11 +45,12 @@ using Lanes = Doubles[kLaneVectors];
 // The batch norm rows take bf16 planes too, widened in registers as they are read and rounded as
 // BFloat16 rounds (to nearest even, NaN quieted) as they are written. The sums are the f32 rows'
 // sums of the same values, in double. The elementwise passes (the normalization and the input
-// gradient) run in f32, as a x + b and g a + x b + c with coefficients formed in double: twice the
-// lanes of the double formulas, which held the bf16 steps back (a fifth of resnet20's bf16 step).
-// Their f32 rounding sits far below bf16's step; a result within a hair of a bf16 rounding
-// boundary may round to the other neighbour than the double formula's would. S is float, or
-// uint16_t for bf16's bits.
+// gradient) run in f32, as (x - mean) a + b and g a + (x - mean) b + c with coefficients formed
+// in double and the mean as two floats: twice the lanes of the double formulas, which held the
+// bf16 steps back (a fifth of resnet20's bf16 step). Their f32 rounding, relative to the terms,
+// sits far below bf16's step (a constant channel gives exactly its shift); a result within a hair
+// of a bf16 rounding boundary may round to the other neighbour than the double formula's would.
+// S is float, or uint16_t for bf16's bits.
 using Shorts = uint16_t __attribute__((vector_size(16)));
 using Uints = uint32_t __attribute__((vector_size(32)));
 
@@ -159,26 +160,40 @@ SINTER_VECTOR_CLONES void affine_row_clone(const float* x, int64_t n, double mu,
                                            double shift, float* y) {
   affine_body(x, n, mu, scale, shift, y);
 }
-// bf16 in and out: y = x a + b in f32, with a = scale and b = shift - mu scale formed in double
-// (Note [bf16 norm rows]).
+// bf16 in and out: y = (x - mu) a + shift in f32, the mean as two floats (mu_hi + mu_lo = mu to
+// about 2^-48 of it), subtracted one after the other, so that the difference keeps f32's relative
+// precision even where x is close to a large mean (Note [bf16 norm rows]).
+struct SplitMean {
+  float hi, lo;
+};
+
+[[gnu::always_inline]] inline SplitMean split(double mu) {
+  const auto hi = static_cast<float>(mu);
+  return {hi, static_cast<float>(mu - static_cast<double>(hi))};
+}
+
 SINTER_VECTOR_CLONES void affine_row_bf16(const uint16_t* x, int64_t n, double mu, double scale,
                                           double shift, uint16_t* y) {
-  const auto a = static_cast<float>(scale), b = static_cast<float>(shift - mu * scale);
-  for (int64_t i = 0; i < n; ++i) store(load(x, i) * a + b, y + i);
+  const SplitMean m = split(mu);
+  const auto a = static_cast<float>(scale), b = static_cast<float>(shift);
+  for (int64_t i = 0; i < n; ++i) store(((load(x, i) - m.hi) - m.lo) * a + b, y + i);
 }
 
 SINTER_VECTOR_CLONES void batch_norm_grad_row_clone(const float* g, const float* x, int64_t n,
                                                     const BatchNormGrad& p, float* dx) {
   grad_body(g, x, n, p, dx);
 }
-// bf16 in and out: dx = g a + x b + c in f32, the formula's coefficients formed in double
-// (Note [bf16 norm rows]).
+// bf16 in and out: dx = g a + (x - mean) b + c in f32, the mean split as affine_row_bf16's, the
+// coefficients formed in double (Note [bf16 norm rows]).
 SINTER_VECTOR_CLONES void batch_norm_grad_row_bf16(const uint16_t* g, const uint16_t* x, int64_t n,
                                                    const BatchNormGrad& p, uint16_t* dx) {
-  const double xb = -p.scale * p.rstd * p.mean_dy_xhat;
-  const auto a = static_cast<float>(p.scale), b = static_cast<float>(xb),
-             c = static_cast<float>(-p.scale * p.mean_dy - xb * p.mean);
-  for (int64_t i = 0; i < n; ++i) store(load(g, i) * a + (load(x, i) * b + c), dx + i);
+  const SplitMean m = split(p.mean);
+  const auto a = static_cast<float>(p.scale),
+             b = static_cast<float>(-p.scale * p.rstd * p.mean_dy_xhat),
+             c = static_cast<float>(-p.scale * p.mean_dy);
+  for (int64_t i = 0; i < n; ++i) {
+    store(load(g, i) * a + (((load(x, i) - m.hi) - m.lo) * b + c), dx + i);
+  }
 }
 
 // y = ((x - mu) rs) w + b in double, w and b each present or not (has_w, has_b): 1 and 0 stand in

@@ -49,8 +49,8 @@ void check_param(const char* op, const char* what, const Tensor& p, const Tensor
                ", expected ", shape_str(want));
 }
 
-// The per-channel parameters (x's dtype) and running statistics of batch_norm and instance_norm,
-// each (c) or undefined, the statistics both or neither.
+// The per-channel parameters (x's dtype, or f32 with a bf16 or f16 x) and running statistics of
+// batch_norm and instance_norm, each (c) or undefined, the statistics both or neither.
 void check_channel_params(const char* op, const Tensor& x, int64_t c, const Tensor& weight,
                           const Tensor& bias, const Tensor& running_mean,
                           const Tensor& running_var) {
