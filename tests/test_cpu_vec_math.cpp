@@ -146,6 +146,15 @@ TEST(CpuVecMath, Bf16RowsConvertAsBFloat16) {
   }
   std::vector<float> x(bits.size());
   std::memcpy(x.data(), bits.data(), bits.size() * 4);
+  // The tensor casts' dense rows take them too (the copy kernel), both ways.
+  const Tensor t = from_vector<float>(x, {static_cast<int64_t>(x.size())});
+  const Tensor tb = t.to(DType::bf16);
+  const auto* cast = static_cast<const BFloat16*>(tb.data_ptr());
+  const std::vector<float> back = tb.to(DType::f32).to_vector<float>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(cast[i].bits, BFloat16(x[i]).bits) << "0x" << std::hex << bits[i];
+    ASSERT_EQ(std::bit_cast<uint32_t>(back[i]), static_cast<uint32_t>(cast[i].bits) << 16);
+  }
   std::vector<int64_t> lengths = {static_cast<int64_t>(x.size())};
   for (int64_t n = 1; n <= 40; ++n) lengths.push_back(n);
   for (const int64_t n : lengths) {

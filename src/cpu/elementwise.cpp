@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -288,6 +289,16 @@ void copy(const Ctx&, const ElementwiseIter& it) {
       for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
         To* dst = static_cast<To*>(out.data) + off[0];
         const From* src = static_cast<const From*>(in.data) + off[1];
+        if (step[0] == 1 && step[1] == 1) {  // dense rows: a block copy, or the vector rows
+          if constexpr (std::is_same_v<To, From>) {
+            std::memcpy(static_cast<void*>(dst), static_cast<const void*>(src), n * sizeof(To));
+            return;
+          } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, BFloat16>) {
+            return vec::narrow_bf16_row(src, n, dst);
+          } else if constexpr (std::is_same_v<From, BFloat16> && std::is_same_v<To, float>) {
+            return vec::widen_bf16_row(src, n, dst);
+          }
+        }
         for (int64_t j = 0; j < n; ++j) {
           if constexpr (std::is_same_v<To, From>) {
             dst[j * step[0]] = src[j * step[1]];  // bits unchanged, NaN payloads included
