@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cpu/vec_rows.h"
 #include "kern/scalar_ops.h"
 
 namespace sinter::cpu {
@@ -98,6 +99,26 @@ T from_value(V v) {
 // The accumulation (compute) type of the CUDA kernels for storage type T: f64 for f64, else f32.
 template <class T>
 using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// A row of T (f32, bf16, f16) widened to f32, and an f32 row rounded to T as T's conversion
+// rounds; bf16 through the vector rows (src/cpu/vec_convert.cpp).
+template <class T>
+void widen_row(const T* x, int64_t n, float* out) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    vec::widen_bf16_row(x, n, out);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i]);
+  }
+}
+
+template <class T>
+void narrow_row(const float* x, int64_t n, T* out) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    vec::narrow_bf16_row(x, n, out);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = T(x[i]);
+  }
+}
 
 // Calls f(TypeTag<T>{}) with T the storage type of the floating `dtype` (f32, f64, bf16, f16);
 // another dtype is an error naming `op`.

@@ -59,19 +59,9 @@ const float* widened(const T* p, int64_t n, std::vector<float>& buf) {
     return p;
   } else {
     buf.resize(static_cast<size_t>(n));
-    if constexpr (std::is_same_v<T, BFloat16>) {
-      vec::widen_bf16_row(p, n, buf.data());
-    } else {
-      for (int64_t i = 0; i < n; ++i) buf[i] = static_cast<float>(p[i]);
-    }
+    widen_row(p, n, buf.data());
     return buf.data();
   }
-}
-
-template <class T>
-void store_narrowed(const float* v, int64_t n, T* out) {
-  if constexpr (std::is_same_v<T, BFloat16>) return vec::narrow_bf16_row(v, n, out);
-  for (int64_t i = 0; i < n; ++i) out[i] = T(v[i]);
 }
 
 // Layer norm's parameter gradients sum at most this many chunks of rows (Note [layer norm chunks]).
@@ -149,7 +139,7 @@ void batch_norm_apply(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
           for (int64_t i = 0; i < n; ++i) {
             const int64_t e = (i * c + k) * hw;
             vec::affine_row(widened(px + e, hw, buf), hw, mu, scale, shift, out.data());
-            store_narrowed(out.data(), hw, py + e);
+            narrow_row(out.data(), hw, py + e);
           }
           continue;
         }
@@ -214,7 +204,7 @@ void batch_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
               const int64_t e = (i * c + k) * hw;
               vec::batch_norm_grad_row(widened(pdy + e, hw, gbuf), widened(px + e, hw, xbuf), hw, p,
                                        out.data());
-              store_narrowed(out.data(), hw, pdx + e);
+              narrow_row(out.data(), hw, pdx + e);
             }
             continue;
           }
@@ -256,7 +246,7 @@ void layer_norm_forward(const Ctx&, const void* x, DType dtype, int64_t rows, in
           }
           vec::layer_norm_row(widened(row, cols, buf), cols, rms, static_cast<const float*>(weight),
                               static_cast<const float*>(bias), eps, dst, &mu, &rs);
-          if constexpr (is_half_type<T>) store_narrowed(dst, cols, out);
+          if constexpr (is_half_type<T>) narrow_row(dst, cols, out);
           set_stat<T>(mean, r, mu);
           set_stat<T>(rstd, r, rs);
           continue;

@@ -52,18 +52,6 @@ void max_and_sum(const T* block, int64_t dim, int64_t inner, std::vector<double>
 // Attention's composed form runs its softmax in the half dtype (autocast runs attention in bf16):
 // widened, it runs at the f32 row's speed (the double loop below took twenty times as long).
 template <typename T>
-void widen_row(const T* x, int64_t n, float* out) {
-  if constexpr (std::is_same_v<T, BFloat16>) return vec::widen_bf16_row(x, n, out);
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i]);
-}
-
-template <typename T>
-void narrow_row(const float* x, int64_t n, T* out) {
-  if constexpr (std::is_same_v<T, BFloat16>) return vec::narrow_bf16_row(x, n, out);
-  for (int64_t i = 0; i < n; ++i) out[i] = T(x[i]);
-}
-
-template <typename T>
 void softmax_typed(const T* x, int64_t outer, int64_t dim, int64_t inner, bool log, T* y) {
   if constexpr (std::is_same_v<T, float>) {
     if (inner == 1) {  // rows with the vector exp (Note [cpu vector math])
