@@ -2,10 +2,17 @@
 // reference: the convolutions' forward, input and weight gradients in f32 and bf16 over geometries
 // with strides, padding, dilation, groups, a single input channel, batches that cut into several
 // chunks with a shorter last one, and a right padding below the left; the bf16 and f32 GEMMs,
-// transposed, batched and with linear's epilogue; the same bits at 1, 2 and 3 threads; and the
-// switch.
+// transposed, batched and with linear's epilogue; the same bits at 1, 2 and 3 threads; signals
+// during the GEMMs; and the switch.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cpu/onednn.h"
@@ -279,6 +286,71 @@ TEST(OneDnnGemm, F32SameBitsAtOneTwoAndThreeThreads) {
                                linear(row, w, Tensor(), Activation::Relu)};
   };
   testing::expect_same_bits_at_every_thread_count(run);
+}
+
+// The handler's record (Note [onednn signals]): how many signals it ran for, and how many of them
+// found its own frame outside the thread's stack, written where the interrupted code had put the
+// stack pointer.
+std::atomic<int64_t> g_delivered{0}, g_off_stack{0};
+uintptr_t g_stack_low = 0, g_stack_high = 0;
+
+void record_signal(int /*signal*/) {
+  volatile char here = 0;
+  const auto at = reinterpret_cast<uintptr_t>(&here);
+  if (at < g_stack_low || at >= g_stack_high) g_off_stack.fetch_add(1);
+  g_delivered.fetch_add(1);
+}
+
+// Signals sent to the thread all through a run of f32 GEMMs whose oneDNN implementation moves the
+// stack pointer into the heap (oneDNN 2.6's "gemm:jit", which it takes for a long k and a
+// transposed a with its rows apart): held during each call, every one runs its handler on the
+// thread's own stack. Unheld, they corrupted the heap here within three calls ("corrupted size vs.
+// prev_size"), and a Python training loop stopped by Ctrl-C aborted in free() now and then.
+TEST(OneDnnGemm, SignalsNeverLandOnAMovedStack) {
+  SKIP_WITHOUT_ONEDNN();
+  const OneDnnGuard on(true);
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_getattr_np(pthread_self(), &attr), 0);
+  void* low = nullptr;
+  size_t size = 0;
+  ASSERT_EQ(pthread_attr_getstack(&attr, &low, &size), 0);
+  pthread_attr_destroy(&attr);
+  g_stack_low = reinterpret_cast<uintptr_t>(low);
+  g_stack_high = g_stack_low + size;
+  g_delivered = 0;
+  g_off_stack = 0;
+  struct sigaction act = {}, previous = {};
+  act.sa_handler = record_signal;
+  sigemptyset(&act.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &act, &previous), 0);
+
+  constexpr int64_t m = 64, n = 128, k = 1024;
+  constexpr int64_t lda = m + 16;
+  const std::vector<float> a(k * lda, 0.5F), b(k * n, 0.25F);
+  std::vector<float> c(m * n);
+  std::atomic<bool> stop{false};
+  const pthread_t target = pthread_self();
+  std::thread sender([&] {
+    while (!stop.load()) {
+      pthread_kill(target, SIGUSR2);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  });
+  const int64_t held = cpu::onednn::calls_with_signals_held();
+  bool ran = true;
+  for (int i = 0; i < 300 && ran; ++i) {
+    ran = cpu::onednn::gemm(DType::f32, true, false, m, n, k, a.data(), lda, b.data(), n, c.data(),
+                            n);
+  }
+  while (g_delivered.load() == 0) std::this_thread::yield();  // the sender's first, at least
+  stop = true;
+  sender.join();
+  sigaction(SIGUSR2, &previous, nullptr);
+  if (!ran || cpu::onednn::calls_with_signals_held() == held) {
+    GTEST_SKIP() << "this oneDNN runs the product without a GEMM kernel that moves the stack";
+  }
+  EXPECT_EQ(c[0], 0.5F * 0.25F * k);
+  EXPECT_EQ(g_off_stack.load(), 0) << "of " << g_delivered.load() << " signals";
 }
 
 TEST(OneDnnConv, TheSwitch) {

@@ -120,6 +120,7 @@ struct Part {
   // band's weight rows, kept plain in `weight.data`, in place: faster than oneDNN's one-row
   // matmul), then the bias and relu (as the relu op applies it) in the plan's own loop.
   bool gemv = false;
+  bool hold_signals = false;  // Note [onednn signals] (src/cpu/onednn_common.h)
 };
 
 // A layer's parts for one chunk size (none for the global average pooling, its own loop).
@@ -181,6 +182,7 @@ Part conv_part(const Layer& l, const kern::Conv2dGeom& g, int64_t n) {
     const dnnl::pooling_forward::primitive_desc pd(d, attributes(false, false), onednn::engine());
     onednn::refuse_reference(pd);
     part.prim = dnnl::pooling_forward(pd);
+    part.hold_signals = onednn::holds_signals(pd);
     part.scratchpad = pd.scratchpad_desc();
     return part;
   }
@@ -203,6 +205,7 @@ Part conv_part(const Layer& l, const kern::Conv2dGeom& g, int64_t n) {
                                                        onednn::engine());
     refuse_inexact_int8(pd);
     part.prim = dnnl::convolution_forward(pd);
+    part.hold_signals = onednn::holds_signals(pd);
     part.weight = pack(w_plain, pd.weights_desc(), l.weight_q);
     part.scratchpad = pd.scratchpad_desc();
     int8_epilogue_of(l, 0, g.c_out, part);
@@ -220,6 +223,7 @@ Part conv_part(const Layer& l, const kern::Conv2dGeom& g, int64_t n) {
                                                      onednn::engine());
   onednn::refuse_reference(pd);
   part.prim = dnnl::convolution_forward(pd);
+  part.hold_signals = onednn::holds_signals(pd);
   part.weight = pack(w_plain, pd.weights_desc(), l.weight);
   if (l.bias != nullptr) part.bias_data = copy_of(l.bias, g.c_out);
   part.scratchpad = pd.scratchpad_desc();
@@ -248,6 +252,7 @@ Part linear_part(const Layer& l, const void* w, int64_t n, int64_t j0, int64_t j
     onednn::refuse_reference(pd);
   }
   part.prim = dnnl::matmul(pd);
+  part.hold_signals = onednn::holds_signals(pd);
   // Rows [j0, j1) of the stored (out, in) weight, as the (in, cols) matrix.
   const size_t elem = l.int8 ? 1 : sizeof(float);
   part.weight = pack(memory::desc({l.in, cols}, t, Tag::ba), pd.weights_desc(),
@@ -621,8 +626,12 @@ void run_parts(const Compiled& c, int k, size_t layer, size_t p0, size_t p1, flo
       m.dst.set_data_handle(out + part.dst_at);
     }
     m.scratch.set_data_handle(scratch);
-    const dnnl_status_t status = dnnl_primitive_execute(
-        part.prim.get(), t.stream->get(), static_cast<int>(m.args.size()), m.args.data());
+    dnnl_status_t status = dnnl_success;
+    {
+      const onednn::SignalsHeld held(part.hold_signals);
+      status = dnnl_primitive_execute(part.prim.get(), t.stream->get(),
+                                      static_cast<int>(m.args.size()), m.args.data());
+    }
     SINTER_CHECK(status == dnnl_success, "inference plan: layer ", layer,
                  "'s oneDNN primitive failed with status ", static_cast<int>(status));
     if (l.int8) {

@@ -35,5 +35,8 @@ bool gemm(DType ab, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const voi
 
 // How many primitive calls oneDNN has run in this process (the tests check that a path ran).
 int64_t calls();
+// How many of them ran with the thread's signals held (Note [onednn signals] in
+// src/cpu/onednn_common.h).
+int64_t calls_with_signals_held();
 
 }  // namespace sinter::cpu::onednn

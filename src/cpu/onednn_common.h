@@ -4,6 +4,8 @@
 #pragma once
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -26,6 +28,47 @@ inline void refuse_reference(const dnnl::primitive_desc_base& pd) {
     throw dnnl::error(dnnl_unimplemented, "a reference implementation");
   }
 }
+
+// Note [onednn signals]
+// oneDNN's generated f32 GEMM kernels (the "gemm:jit" implementations of its matmuls and of its
+// GEMM-based convolutions) point the stack pointer at a heap buffer while they run, up to oneDNN
+// 3.11.1 (oneDNN issue 4845). A signal delivered to the thread meanwhile (Ctrl-C in Python, the
+// SIGTERM or SIGUSR1 of a preemption, a sampling profiler's SIGPROF) has its frame written there:
+// the heap is corrupted, and the process aborts later in some free() ("corrupted size vs.
+// prev_size"). So a primitive whose implementation name holds "gemm" runs with the thread's
+// asynchronous signals held (pthread_sigmask, two system calls a call): one that arrives
+// meanwhile waits until the call returns, a few milliseconds at most, and is then delivered as
+// usual. The synchronous signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT) are
+// never held: held, they would kill the process without its handler. Every other implementation
+// keeps the stack pointer where it is and runs without the two calls.
+// (OneDnnGemm.SignalsNeverLandOnAMovedStack sends signals through a run of such GEMMs.)
+inline bool holds_signals(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).find("gemm") != std::string::npos;
+}
+
+// The calling thread's asynchronous signals held for a scope where `hold` (Note [onednn
+// signals]); the thread's mask restored after.
+class SignalsHeld {
+ public:
+  explicit SignalsHeld(bool hold) {
+    if (!hold) return;
+    sigset_t all;
+    sigfillset(&all);
+    for (const int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT}) {
+      sigdelset(&all, s);
+    }
+    held_ = pthread_sigmask(SIG_BLOCK, &all, &previous_) == 0;
+  }
+  ~SignalsHeld() {
+    if (held_) pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+  }
+  SignalsHeld(const SignalsHeld&) = delete;
+  SignalsHeld& operator=(const SignalsHeld&) = delete;
+
+ private:
+  sigset_t previous_{};
+  bool held_ = false;
+};
 
 // The OpenMP runtime oneDNN runs on, looked up at run time (the library then needs no OpenMP
 // flags to build): libgomp's, by its own handle, so that another runtime loaded first (libiomp5,

@@ -114,7 +114,9 @@ struct Plan {
   std::vector<Arg> args;
   // args[i]'s plain to inner (inner to plain for the output); none where the two are equal.
   std::vector<dnnl::reorder> reorders;
-  memory::desc scratchpad;  // each call's own (oneDNN's shared one is not safe across threads)
+  // Each call's own (oneDNN's shared one is not safe across threads).
+  memory::desc scratchpad;
+  bool hold_signals = false;  // Note [onednn signals]
 };
 
 struct Shapes {
@@ -175,6 +177,7 @@ Plan build(Pass pass, const kern::Conv2dGeom& g, DT t, bool has_bias) {
   switch (pass) {
     case Pass::forward:
       plan.prim = dnnl::convolution_forward(fwd);
+      plan.hold_signals = holds_signals(fwd);
       plan.args = {{DNNL_ARG_SRC, x_plain, fwd.src_desc()},
                    {DNNL_ARG_WEIGHTS, w_plain, fwd.weights_desc()},
                    {DNNL_ARG_DST, y_plain, fwd.dst_desc(), true}};
@@ -187,6 +190,7 @@ Plan build(Pass pass, const kern::Conv2dGeom& g, DT t, bool has_bias) {
       refuse_reference(pd);
       plan.scratchpad = pd.scratchpad_desc();
       plan.prim = dnnl::convolution_backward_data(pd);
+      plan.hold_signals = holds_signals(pd);
       plan.args = {{DNNL_ARG_DIFF_DST, y_plain, pd.diff_dst_desc()},
                    {DNNL_ARG_WEIGHTS, w_plain, pd.weights_desc()},
                    {DNNL_ARG_DIFF_SRC, x_plain, pd.diff_src_desc(), true}};
@@ -202,6 +206,7 @@ Plan build(Pass pass, const kern::Conv2dGeom& g, DT t, bool has_bias) {
       refuse_reference(pd);
       plan.scratchpad = pd.scratchpad_desc();
       plan.prim = dnnl::convolution_backward_weights(pd);
+      plan.hold_signals = holds_signals(pd);
       plan.args = {{DNNL_ARG_SRC, x_plain, pd.src_desc()},
                    {DNNL_ARG_DIFF_DST, y_plain, pd.diff_dst_desc()},
                    {DNNL_ARG_DIFF_WEIGHTS, w_f32, pd.diff_weights_desc(), true}};
@@ -272,7 +277,7 @@ int64_t chunk_images(const kern::Conv2dGeom& g) {
   return even_chunk(g.n, kChunkMacs / macs);
 }
 
-std::atomic<int64_t> g_calls{0};
+std::atomic<int64_t> g_calls{0}, g_held_calls{0};
 
 // Runs one chunk's primitive on the tensors at `pointers` (in the order of plan.args). oneDNN's
 // errors (out of memory, mostly) come out as sinter::Error.
@@ -330,7 +335,11 @@ void execute_unchecked(const Plan& plan, const std::vector<void*>& pointers) {
   }
   args.emplace(DNNL_ARG_SCRATCHPAD,
                memory(plan.scratchpad, engine(), carve(plan.scratchpad.get_size())));
-  plan.prim.execute(*stream, args);
+  {
+    const SignalsHeld held(plan.hold_signals);
+    plan.prim.execute(*stream, args);
+  }
+  if (plan.hold_signals) g_held_calls.fetch_add(1, std::memory_order_relaxed);
   for (auto& [i, io] : copy_out) plan.reorders[i].execute(*stream, io.first, io.second);
   stream->wait();
 }
@@ -458,6 +467,7 @@ Plan build_gemm(DT t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t
   refuse_reference(pd);
   Plan p;
   p.prim = dnnl::matmul(pd);
+  p.hold_signals = holds_signals(pd);
   p.args = {
       {DNNL_ARG_SRC, a_md, a_md}, {DNNL_ARG_WEIGHTS, b_md, b_md}, {DNNL_ARG_DST, c_md, c_md, true}};
   p.reorders.resize(3);
@@ -468,6 +478,7 @@ Plan build_gemm(DT t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t
 }  // namespace
 
 int64_t calls() { return g_calls.load(std::memory_order_relaxed); }
+int64_t calls_with_signals_held() { return g_held_calls.load(std::memory_order_relaxed); }
 
 bool gemm(DType ab, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
           const void* b, int64_t ldb, float* c, int64_t ldc, const GemmBatch& batch) {
