@@ -18,10 +18,39 @@ namespace {
 using testing::all_close;
 using testing::expect_error;
 
+// Random operands of an m x n x k int8 GEMM as the kernels take them: a's rows of k values (zero
+// to the even padded k) and b's rows, each with a stride past its values, and the extremes,
+// -128 * -128, in every product of the first row and column; the reference's product, and b
+// packed.
+struct Operands {
+  int64_t m, n, k, lda, ldb, ldc;
+  std::vector<int16_t> a, b;
+  std::vector<int32_t> want;
+  cpu::int8::PackedB packed;
+
+  Operands(std::mt19937& rng, int64_t m_, int64_t n_, int64_t k_)
+      : m(m_), n(n_), k(k_), lda(cpu::int8::padded_k(k_) + 6), ldb(k_ + 3), ldc(n_ + 3) {
+    std::uniform_int_distribution<int> value(-128, 127);
+    a.resize(static_cast<size_t>(m * lda));
+    b.resize(static_cast<size_t>(n * ldb));
+    for (int16_t& v : a) v = static_cast<int16_t>(value(rng));
+    for (int16_t& v : b) v = static_cast<int16_t>(value(rng));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t p = k; p < cpu::int8::padded_k(k); ++p) a[i * lda + p] = 0;
+    }
+    for (int64_t p = 0; p < k; ++p) a[p] = b[p] = -128;
+    packed = cpu::int8::pack_b(n, k, b.data(), ldb);
+    want.assign(static_cast<size_t>(m * ldc), 7);
+    cpu::int8::gemm_reference(m, n, k, a.data(), lda, b.data(), ldb, want.data(), ldc);
+  }
+  std::string name() const {
+    return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+  }
+};
+
 TEST(Int8Gemm, KernelMatchesTheReference) {
   std::printf("int8 gemm: %s\n", cpu::int8::gemm_isa());
   std::mt19937 rng(static_cast<uint32_t>(testing::fresh_seed()));
-  std::uniform_int_distribution<int> value(-128, 127);
   for (const auto& [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1, 1},
                                                                                   {2, 4, 16},
                                                                                   {3, 5, 31},
@@ -32,26 +61,16 @@ TEST(Int8Gemm, KernelMatchesTheReference) {
                                                                                   {8, 16, 2},
                                                                                   {17, 33, 65},
                                                                                   {9, 1, 7}}) {
-    const int64_t kp = cpu::int8::padded_k(k);
-    const int64_t lda = kp + 6, ldb = k + 3, ldc = n + 3;
-    std::vector<int16_t> a(static_cast<size_t>(m * lda)), b(static_cast<size_t>(n * ldb));
-    for (int16_t& v : a) v = static_cast<int16_t>(value(rng));
-    for (int16_t& v : b) v = static_cast<int16_t>(value(rng));
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t p = k; p < kp; ++p) a[i * lda + p] = 0;  // the padding of a row
-    }
-    // The extremes: -128 * -128 in every product of the first row and column.
-    for (int64_t p = 0; p < k; ++p) a[p] = b[p] = -128;
-    const cpu::int8::PackedB packed = cpu::int8::pack_b(n, k, b.data(), ldb);
-    std::vector<int32_t> want(static_cast<size_t>(m * ldc), 7), got(want), fallback(want);
-    cpu::int8::gemm_reference(m, n, k, a.data(), lda, b.data(), ldb, want.data(), ldc);
+    const Operands o(rng, m, n, k);
+    const auto& [a, packed, want, lda, ldc] = std::tie(o.a, o.packed, o.want, o.lda, o.ldc);
+    std::vector<int32_t> got(want.size(), 7), fallback(want.size(), 7);
     cpu::int8::gemm(m, a.data(), lda, packed, got.data(), ldc);
     cpu::int8::gemm_fallback(m, a.data(), lda, packed, fallback.data(), ldc);
     EXPECT_EQ(got, want) << m << "x" << n << "x" << k;
     EXPECT_EQ(fallback, want) << m << "x" << n << "x" << k;
     // Each kernel this CPU has, by name; the others are said to be skipped.
-    for (const cpu::int8::Isa isa :
-         {cpu::int8::Isa::Scalar, cpu::int8::Isa::Avx2, cpu::int8::Isa::Avx512Vnni}) {
+    for (const cpu::int8::Isa isa : {cpu::int8::Isa::Scalar, cpu::int8::Isa::Avx2,
+                                     cpu::int8::Isa::Avx512Vnni, cpu::int8::Isa::Amx}) {
       if (!cpu::int8::has_isa(isa)) {
         std::printf("int8 gemm: %s skipped (this CPU lacks it)\n", cpu::int8::isa_name(isa));
         continue;
@@ -68,6 +87,47 @@ TEST(Int8Gemm, KernelMatchesTheReference) {
 
 // k = kInt8MaxK = 2^17 - 1 products of -128 x -128 sum to 2^31 - 2^14, the largest sum there is;
 // one more term would wrap int32, so k = 2^17 is refused by every path.
+// The AMX kernel's tile layout and walk (Note [int8 amx]), on the replayed tiles, against the
+// reference on the edge shapes of its tiles (rows about 16 and 32, channels about 16 and 32, k
+// about 64), with the weight's tile layout made by the call or packed beforehand; and the kernel
+// on the CPU's tiles, where it has them.
+TEST(Int8Gemm, AmxWalkMatchesTheReference) {
+  std::mt19937 rng(static_cast<uint32_t>(testing::fresh_seed()));
+  const bool hardware = cpu::int8::has_isa(cpu::int8::Isa::Amx);
+  if (!hardware) std::printf("int8 gemm: amx on the CPU's tiles skipped (this CPU lacks them)\n");
+  for (const auto& [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1, 1},
+                                                                                  {16, 16, 64},
+                                                                                  {17, 17, 65},
+                                                                                  {15, 33, 63},
+                                                                                  {32, 32, 128},
+                                                                                  {33, 31, 2},
+                                                                                  {64, 48, 130},
+                                                                                  {70, 70, 200},
+                                                                                  {5, 1, 257}}) {
+    const Operands o(rng, m, n, k);
+    const auto& [a, packed, want, lda, ldc] = std::tie(o.a, o.packed, o.want, o.lda, o.ldc);
+    std::vector<int8_t> tiled(static_cast<size_t>(cpu::int8::amx::packed_bytes(n, packed.k)));
+    cpu::int8::amx::pack_from(packed, tiled.data());
+    cpu::int8::PackedView with_tiles = packed;
+    with_tiles.amx = tiled.data();
+    for (const cpu::int8::PackedView& view :
+         {static_cast<cpu::int8::PackedView>(packed), with_tiles}) {
+      const std::string what = o.name() + (view.amx ? " tiled" : " made per call");
+      std::vector<int32_t> got(want.size(), 7);
+      cpu::int8::amx::replay(m, a.data(), lda, view, got.data(), ldc);
+      EXPECT_EQ(got, want) << "replay " << what;
+      if (hardware) {
+        std::vector<int32_t> on(want.size(), 7);
+        cpu::int8::amx::gemm(m, a.data(), lda, view, on.data(), ldc);
+        EXPECT_EQ(on, want) << "amx " << what;
+      }
+    }
+  }
+  if (!hardware) {
+    expect_error([] { cpu::int8::amx::gemm(1, nullptr, 0, {}, nullptr, 0); }, {"int8 gemm", "AMX"});
+  }
+}
+
 TEST(Int8Gemm, SumsAtTheLimitOfKAreExact) {
   constexpr int64_t k = kern::kInt8MaxK;
   const std::vector<int16_t> a16(static_cast<size_t>(cpu::int8::padded_k(k)), 0);
@@ -75,7 +135,8 @@ TEST(Int8Gemm, SumsAtTheLimitOfKAreExact) {
   std::fill(a.begin(), a.begin() + k, int16_t{-128});
   const cpu::int8::PackedB packed = cpu::int8::pack_b(1, k, row.data(), k);
   int32_t got = 0, fallback = 0, plain = 0;
-  for (const cpu::int8::Isa isa : {cpu::int8::Isa::Avx2, cpu::int8::Isa::Avx512Vnni}) {
+  for (const cpu::int8::Isa isa :
+       {cpu::int8::Isa::Avx2, cpu::int8::Isa::Avx512Vnni, cpu::int8::Isa::Amx}) {
     if (!cpu::int8::has_isa(isa)) continue;
     int32_t on = 0;
     cpu::int8::gemm_on(isa, 1, a.data(), packed.k, packed, &on, 1);
@@ -83,6 +144,9 @@ TEST(Int8Gemm, SumsAtTheLimitOfKAreExact) {
   }
   cpu::int8::gemm(1, a.data(), packed.k, packed, &got, 1);
   cpu::int8::gemm_fallback(1, a.data(), packed.k, packed, &fallback, 1);
+  int32_t replayed = 0;
+  cpu::int8::amx::replay(1, a.data(), packed.k, packed, &replayed, 1);
+  EXPECT_EQ(replayed, 2147467264) << "amx replay";
   const std::vector<int8_t> r8(static_cast<size_t>(k), -128);
   cpu::int8_gemm(kern::Ctx{}, 1, 1, k, r8.data(), k, r8.data(), k, &plain, 1);
   const int32_t want = 2147467264;  // (2^17 - 1) 2^14

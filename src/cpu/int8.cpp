@@ -208,6 +208,8 @@ bool has_isa(Isa isa) {
     case Isa::Avx2:
       return has_avx2();
 #endif
+    case Isa::Amx:
+      return amx::available();
     case Isa::Scalar:
       return true;
     default:
@@ -217,6 +219,8 @@ bool has_isa(Isa isa) {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
+    case Isa::Amx:
+      return "amx";
     case Isa::Avx512Vnni:
       return "avx512-vnni";
     case Isa::Avx2:
@@ -230,6 +234,9 @@ void gemm_on(Isa isa, int64_t m, const int16_t* a, int64_t lda, PackedView b, in
              int64_t ldc) {
   SINTER_CHECK(has_isa(isa), "int8 gemm: this CPU has no ", isa_name(isa));
   switch (isa) {
+    case Isa::Amx:
+      amx::gemm(m, a, lda, b, c, ldc);
+      return;
 #ifdef SINTER_INT8_AVX2
     case Isa::Avx512Vnni:
       drive<kVnniRows>(micro_vnni<kVnniRows>, micro_vnni<1>, m, a, lda, b, c, ldc);
@@ -248,16 +255,17 @@ void gemm_on(Isa isa, int64_t m, const int16_t* a, int64_t lda, PackedView b, in
 Isa best_isa() {
   static const Isa best = [] {
     if (const char* want = std::getenv("SINTER_INT8_ISA"); want != nullptr && *want != 0) {
-      for (const Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni}) {
+      for (const Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni, Isa::Amx}) {
         if (std::strcmp(want, isa_name(isa)) != 0) continue;
         SINTER_CHECK(has_isa(isa), "SINTER_INT8_ISA=", want, ": this CPU has no ", want);
         return isa;
       }
-      SINTER_THROW("SINTER_INT8_ISA=", want, ": not one of scalar, avx2, avx512-vnni");
+      SINTER_THROW("SINTER_INT8_ISA=", want, ": not one of scalar, avx2, avx512-vnni, amx");
     }
-    return has_isa(Isa::Avx512Vnni) ? Isa::Avx512Vnni
-           : has_isa(Isa::Avx2)     ? Isa::Avx2
-                                    : Isa::Scalar;
+    return has_isa(Isa::Amx)          ? Isa::Amx
+           : has_isa(Isa::Avx512Vnni) ? Isa::Avx512Vnni
+           : has_isa(Isa::Avx2)       ? Isa::Avx2
+                                      : Isa::Scalar;
   }();
   return best;
 }
@@ -267,6 +275,7 @@ void gemm(int64_t m, const int16_t* a, int64_t lda, PackedView b, int32_t* c, in
 }
 
 const char* gemm_isa() { return isa_name(best_isa()); }
+bool gemm_isa_is(Isa isa) { return best_isa() == isa; }
 
 }  // namespace sinter::cpu::int8
 
@@ -274,9 +283,20 @@ namespace sinter::cpu {
 
 namespace {
 
+// A group's packed bytes: the pair packing, then, where the CPU runs the AMX kernel, the tile
+// layout (Note [int8 amx]).
+int64_t pair_bytes(int64_t rows, int64_t k) {
+  return int8::packed_elements(rows, k) * static_cast<int64_t>(sizeof(int16_t));
+}
+int64_t tile_bytes(int64_t rows, int64_t k) {
+  return int8::gemm_isa_is(int8::Isa::Amx) ? int8::amx::packed_bytes(rows, int8::padded_k(k)) : 0;
+}
+
 int8::PackedView packed_group(const uint8_t* packed, int64_t g, int64_t rows, int64_t k) {
-  const auto* data = reinterpret_cast<const int16_t*>(packed);
-  return {rows, int8::padded_k(k), data + g * int8::packed_elements(rows, k)};
+  const uint8_t* at = packed + g * (pair_bytes(rows, k) + tile_bytes(rows, k));
+  int8::PackedView view{rows, int8::padded_k(k), reinterpret_cast<const int16_t*>(at)};
+  if (tile_bytes(rows, k) > 0) view.amx = reinterpret_cast<const int8_t*>(at + pair_bytes(rows, k));
+  return view;
 }
 
 // out[i * out_stride] = epilogue(c[i * c_stride]) for i < n, all of channel ch.
@@ -294,14 +314,18 @@ void epilogue_run(const Int8Epilogue& e, const int32_t* c, int64_t c_stride, int
 }  // namespace
 
 void int8_packed_bytes(const Ctx&, int64_t groups, int64_t rows, int64_t k, int64_t* bytes) {
-  *bytes = groups * int8::packed_elements(rows, k) * static_cast<int64_t>(sizeof(int16_t));
+  *bytes = groups * (pair_bytes(rows, k) + tile_bytes(rows, k));
 }
 
 void int8_pack_weight(const Ctx&, int64_t groups, int64_t rows, int64_t k, const int8_t* w,
                       uint8_t* packed) {
-  auto* out = reinterpret_cast<int16_t*>(packed);
   for (int64_t g = 0; g < groups; ++g) {
-    int8::pack_into(rows, k, w + g * rows * k, k, out + g * int8::packed_elements(rows, k));
+    uint8_t* at = packed + g * (pair_bytes(rows, k) + tile_bytes(rows, k));
+    int8::pack_into(rows, k, w + g * rows * k, k, reinterpret_cast<int16_t*>(at));
+    if (tile_bytes(rows, k) > 0) {
+      int8::amx::pack_from(packed_group(packed, g, rows, k),
+                           reinterpret_cast<int8_t*>(at + pair_bytes(rows, k)));
+    }
   }
 }
 
