@@ -1,5 +1,5 @@
-// Op-table rows of the shape ops (see op_table.h): views, copies, cat, stack, split, chunk, pad,
-// unfold and fold, and the rearranged tensors (flip, roll, diagonal, diag, kron, meshgrid,
+// Op-table rows of the shape ops (see op_table.h): views, copies, cat, stack, split, chunk, unbind,
+// pad, unfold and fold, and the rearranged tensors (flip, roll, diagonal, diag, kron, meshgrid,
 // repeat_interleave, nonzero, one_hot); unfold's and fold's known values and errors.
 #include <cmath>
 #include <limits>
@@ -66,6 +66,21 @@ std::vector<OpRow> shape_rows() {
            [](const Inputs& x) {
              std::vector<Tensor> p = chunk(x[0], 3, 1);
              return p[0] * p[1] - p[2];
+           }},
+      // unbind, and a split with a piece left out: the one node's gradient has zeros there.
+      {.name = "Unbind",
+       .shapes = {S{3, 4, 2}},
+       .fn =
+           [](const Inputs& x) {
+             std::vector<Tensor> p = unbind(x[0], 1);
+             return p[0] * p[3] - p[1] * 2.0;
+           }},
+      {.name = "SplitPieceUnused",
+       .shapes = {S{2, 7}},
+       .fn =
+           [](const Inputs& x) {
+             std::vector<Tensor> p = split(x[0], std::vector<int64_t>{3, 2, 2}, -1);
+             return p[2] * p[1];
            }},
       // pad: every mode, on the last dims of a batch of images and of a 1-D signal.
       {.name = "PadReflect",

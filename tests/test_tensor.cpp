@@ -130,6 +130,35 @@ TEST(Tensor, CatStackSplitChunkIndexSelect) {
   EXPECT_EQ(index_select(a, 1, idx).to_vector<int64_t>(), (std::vector<int64_t>{2, 0, 2, 5, 3, 5}));
 }
 
+// unbind's and split's pieces are views of the tensor with one backward node for them all (Note
+// [split views]): the gradient of the pieces is put together in one pass, never a zero-filled
+// tensor of the whole shape per piece.
+TEST(Tensor, SplitAndUnbindPiecesAreViewsWithOneNode) {
+  const Tensor a = arange(24, {.dtype = DType::f64}).reshape({2, 3, 4}).requires_grad_();
+  const std::vector<Tensor> rows = unbind(a, 1);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[1].shape(), (Shape{2, 4}));
+  EXPECT_EQ(rows[1].to_vector<double>(), (std::vector<double>{4, 5, 6, 7, 16, 17, 18, 19}));
+  EXPECT_EQ(rows[2].data_ptr(),
+            static_cast<const void*>(static_cast<const double*>(a.data_ptr()) + 8));
+  EXPECT_EQ(unbind(a, -1).size(), 4u);
+  ASSERT_NE(rows[0].grad_fn(), nullptr);
+  EXPECT_EQ(rows[0].grad_fn(), rows[2].grad_fn());
+  EXPECT_EQ(rows[0].grad_fn()->name(), "unbind");
+  const std::vector<Tensor> parts = split(a, 3, -1);
+  EXPECT_EQ(parts[0].grad_fn(), parts[1].grad_fn());
+  (rows[2] * 3.0 + rows[0]).sum().backward();
+  std::vector<double> want(24, 0.0);
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t j = 0; j < 4; ++j) {
+      want[i * 12 + j] = 1.0;
+      want[i * 12 + 8 + j] = 3.0;
+    }
+  }
+  EXPECT_EQ(a.grad().to_vector<double>(), want);
+  testing::expect_error([] { (void)unbind(full({}, 1.0)); }, {"unbind", "0-dim"});
+}
+
 TEST(Tensor, ReductionsOverDims) {
   Tensor a = from_vector<double>({1, 5, 2, 8, 0, 3}, {2, 3});
   EXPECT_EQ(sum(a, {0}).to_vector<double>(), (std::vector<double>{9, 5, 5}));

@@ -178,10 +178,12 @@ Tensor flatten(const Tensor& a, int64_t start_dim = 0, int64_t end_dim = -1);
 // comes back in its input's dtype.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
-// Pieces of `split_size` along dim (the last may be shorter); views.
+// Pieces of `split_size` along dim (the last may be shorter); views, with one backward node for
+// them all (Note [split views]). unbind: the a.size(dim) slices along dim, each without it.
 std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim = 0);
+std::vector<Tensor> unbind(const Tensor& a, int64_t dim = 0);
 // Gathers slices along dim at the i64 indices of the 1-D `index`.
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
 // out[..., j, ...] = a[..., index[..., j, ...], ...] along dim, as torch.gather: index is i64 of

@@ -95,6 +95,7 @@ from ._C import (  # noqa: F401  (re-exported: the ops of ops.cpp)
     sub,
     tril,
     triu,
+    unbind,
     unique,
     where,
 )

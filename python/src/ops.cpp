@@ -325,6 +325,9 @@ void bind_shapes(nb::module_& m, nb::class_<Tensor>& c) {
       [](T a, int64_t n, int64_t dim) { return nb::tuple(nb::cast(chunk(a, n, dim))); },
       nb::arg("chunks"), nb::arg("dim") = 0);
   def_both(
+      m, c, "unbind", [](T a, int64_t dim) { return nb::tuple(nb::cast(unbind(a, dim))); },
+      nb::arg("dim") = 0);
+  def_both(
       m, c, "flip", [](T a, nb::handle dims) { return flip(a, int_list(dims)); }, nb::arg("dims"));
   def_both(
       m, c, "roll",

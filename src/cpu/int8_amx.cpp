@@ -9,7 +9,7 @@
 #include "cpu/int8.h"
 #include "sinter/core/error.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
@@ -55,7 +55,7 @@ struct alignas(64) Config {
 };
 static_assert(sizeof(Config) == 64, "the tile configuration is 64 bytes");
 
-Config eight_full_tiles() {
+constexpr Config eight_full_tiles() {
   Config c;
   for (int t = 0; t < 8; ++t) {
     c.colsb[t] = static_cast<uint16_t>(kTileBytes);
@@ -63,15 +63,22 @@ Config eight_full_tiles() {
   }
   return c;
 }
+constexpr Config kEightFullTiles = eight_full_tiles();
 
 // The replay's tiles: what tileloadd, tdpbssd, tilestored and tilezero do to the eight tiles of
 // eight_full_tiles(), as the instruction set reference writes them, in plain C++.
 class Replay {
  public:
+  // What ldtilecfg checks (a general protection fault on the CPU), and the shapes the walk needs.
   void configure(const Config& config) {
-    for (int t = 0; t < 8; ++t) {
-      SINTER_CHECK(config.rows[t] == kTileRows && config.colsb[t] == kTileBytes,
-                   "int8 amx replay: tile ", t, " is not 16 rows of 64 bytes");
+    SINTER_CHECK(config.palette == 1 && config.start_row == 0,
+                 "int8 amx replay: palette and start row must be 1 and 0");
+    for (const uint8_t r : config.reserved) SINTER_CHECK(r == 0, "int8 amx replay: reserved byte");
+    for (int t = 0; t < 16; ++t) {
+      const bool used = t < 8;
+      SINTER_CHECK(
+          config.rows[t] == (used ? kTileRows : 0) && config.colsb[t] == (used ? kTileBytes : 0),
+          "int8 amx replay: tile ", t, " is not ", used ? "16 rows of 64 bytes" : "unused");
     }
   }
   void release() {}
@@ -131,10 +138,15 @@ class Replay {
 
 #ifdef SINTER_INT8_AMX
 // The CPU's tiles. Each is an out-of-line call: one tile instruction is 16 x 16 x 64 products.
+// The compilers' tile intrinsics do not all tell them what memory the instruction reads (GCC 12's
+// _tile_loadconfig names 8 of the configuration's 64 bytes, and its stores of the rest were
+// dropped as dead; its _tile_loadd names none): ldtilecfg is written here with the whole
+// configuration as its operand, and each load comes after a compiler barrier, so that the stores
+// of a's rows and of the tile layout are made before it.
 class Hardware {
  public:
   __attribute__((target("amx-tile"))) void configure(const Config& config) {
-    _tile_loadconfig(&config);
+    __asm__ volatile("ldtilecfg %0" : : "m"(config));
   }
   __attribute__((target("amx-tile"))) void release() { _tile_release(); }
   __attribute__((target("amx-tile"))) void zero_c() {
@@ -145,10 +157,12 @@ class Hardware {
   }
   __attribute__((target("amx-tile"))) void load_a(const int8_t* a0, const int8_t* a1,
                                                   int64_t stride) {
+    __asm__ volatile("" : : : "memory");
     _tile_loadd(4, a0, stride);
     _tile_loadd(5, a1, stride);
   }
   __attribute__((target("amx-tile"))) void load_b(const int8_t* b0, const int8_t* b1) {
+    __asm__ volatile("" : : : "memory");
     _tile_loadd(6, b0, kTileBytes);
     _tile_loadd(7, b1, kTileBytes);
   }
@@ -187,7 +201,7 @@ void walk(Tiles& tiles, int64_t m, const int16_t* a, int64_t lda, PackedView b, 
   rows.resize(static_cast<size_t>(2 * kTileRows * kpad));
   alignas(64) int32_t block[2 * kTileRows][2 * kBlockN];
   const int64_t chunk_bytes = kTileRows * kTileBytes;
-  tiles.configure(eight_full_tiles());
+  tiles.configure(kEightFullTiles);
   for (int64_t i0 = 0; i0 < m; i0 += 2 * kTileRows) {
     const int64_t mi = std::min(2 * kTileRows, m - i0);
     std::fill(rows.begin(), rows.end(), int8_t{0});
@@ -213,12 +227,19 @@ void walk(Tiles& tiles, int64_t m, const int16_t* a, int64_t lda, PackedView b, 
     }
   }
   tiles.release();
+  // A long k leaves megabytes in these; they are kept for the next call only when small.
+  constexpr size_t kKeep = size_t{1} << 20;
+  if (rows.capacity() > kKeep) std::vector<int8_t>().swap(rows);
+  if (packed.capacity() > kKeep) std::vector<int8_t>().swap(packed);
 }
 
 #ifdef SINTER_INT8_AMX
 // AMX-TILE and AMX-INT8 in CPUID leaf 7, the tile state enabled by the kernel in XCR0 (bits 17
 // and 18), and the process's permission to use it, asked of Linux once (arch_prctl
-// ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, which it grants where the signal stack has room).
+// ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA). Linux refuses it where a thread already has an
+// alternate signal stack too small for the tiles' state (about 11 KB more a signal frame): the
+// kernel then falls back to AVX-512 VNNI. Once granted, a later sigaltstack() smaller than that
+// fails, in every thread of the process.
 bool ask_for_tiles() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;

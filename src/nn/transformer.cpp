@@ -116,9 +116,10 @@ Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& mask) {
   check_sequence("MultiheadAttention", x, embed_dim);
   const int64_t b = x.size(0), t = x.size(1), head = embed_dim / num_heads;
   // (B, T, 3E) -> (3, B, H, T, head): q, k and v, each split into heads.
-  const Tensor heads = qkv->forward(x).view({b, t, 3, num_heads, head}).permute({2, 0, 3, 1, 4});
+  const std::vector<Tensor> heads =
+      unbind(qkv->forward(x).view({b, t, 3, num_heads, head}).permute({2, 0, 3, 1, 4}));
   const Tensor y = scaled_dot_product_attention(
-      heads.select(0, 0), heads.select(0, 1), heads.select(0, 2),
+      heads[0], heads[1], heads[2],
       {.causal = options.causal, .dropout_p = is_training() ? options.dropout : 0.0, .mask = mask});
   // (B, H, T, head) -> (B, T, E), heads side by side.
   return out_proj->forward(y.transpose(1, 2).reshape({b, t, embed_dim}));
@@ -128,8 +129,9 @@ Tensor MultiheadAttention::forward(const Tensor& x, KVCache& cache, int64_t laye
   check_sequence("MultiheadAttention", x, embed_dim);
   SINTER_CHECK(options.causal, "MultiheadAttention: a KV cache needs causal attention");
   const int64_t b = x.size(0), t = x.size(1), head = embed_dim / num_heads;
-  const Tensor heads = qkv->forward(x).view({b, t, 3, num_heads, head}).permute({2, 0, 3, 1, 4});
-  const Tensor y = cache.attend(layer, heads.select(0, 0), heads.select(0, 1), heads.select(0, 2));
+  const std::vector<Tensor> heads =
+      unbind(qkv->forward(x).view({b, t, 3, num_heads, head}).permute({2, 0, 3, 1, 4}));
+  const Tensor y = cache.attend(layer, heads[0], heads[1], heads[2]);
   return out_proj->forward(y.transpose(1, 2).reshape({b, t, embed_dim}));
 }
 

@@ -403,17 +403,66 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   return cat(parts, dim);
 }
 
+namespace {
+
+// Note [split views]
+// split, chunk and unbind return views of `a`, pieces side by side along one dim, with one
+// backward node for them all (PyTorch's SplitBackward, UnbindBackward): its gradient is the
+// pieces' gradients put side by side in one pass (zeros for a piece that got none). A node per
+// piece, as a narrow or select has, would zero-fill a's whole shape once per piece and then add
+// the pieces' full-size gradients: attention's q, k and v picked from the fused qkv projection
+// paid three zero-fills and two full sums a block for it. `squeeze` drops the dim from each piece
+// (unbind's pieces of size 1).
+std::vector<Tensor> split_views(const char* name, const Tensor& a, int64_t w,
+                                const std::vector<int64_t>& sizes, bool squeeze) {
+  std::vector<Tensor> out;
+  int64_t offset = a.storage_offset();
+  for (const int64_t size : sizes) {
+    Shape shape = a.shape(), strides = a.strides();
+    shape[w] = size;
+    if (squeeze) {
+      shape.erase(shape.begin() + w);
+      strides.erase(strides.begin() + w);
+    }
+    out.push_back(make_view(a, shape, strides, offset));
+    offset += size * a.stride(w);
+  }
+  if (!needs_grad({&a})) return out;
+  std::vector<Tensor*> outputs;
+  for (Tensor& t : out) outputs.push_back(&t);
+  const Shape shape = a.shape();
+  const DType dtype = a.dtype();
+  const Device device = a.device();
+  record(name, outputs, {a}, [shape, dtype, device, w, sizes, squeeze](const Grads& g) {
+    std::vector<Tensor> pieces;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      Shape piece = shape;
+      piece[w] = sizes[i];
+      if (!g[i].defined()) {
+        pieces.push_back(zeros(piece, {.dtype = dtype, .device = device}));
+      } else {
+        pieces.push_back(squeeze ? g[i].unsqueeze(w) : g[i]);
+      }
+    }
+    Tensor grad = cat(pieces, w);
+    return Grads{grad.dtype() == dtype ? grad : grad.to(dtype)};
+  });
+  return out;
+}
+
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
   SINTER_PROFILE_OP("split", a);
   check_defined("split", a);
   SINTER_CHECK(split_size > 0, "split: split_size must be positive, got ", split_size);
   const int64_t w = wrap_dim("split", dim, a.dim());
   const int64_t n = a.size(w);
-  std::vector<Tensor> out;
-  for (int64_t off = 0; off < n || (n == 0 && out.empty()); off += split_size) {
-    out.push_back(a.narrow(w, off, std::min(split_size, n - off)));
+  std::vector<int64_t> sizes;
+  for (int64_t off = 0; off < n || (n == 0 && sizes.empty()); off += split_size) {
+    sizes.push_back(std::min(split_size, n - off));
   }
-  return out;
+  return split_views("split", a, w, sizes, false);
 }
 
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim) {
@@ -427,13 +476,16 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, in
   }
   SINTER_CHECK(total == a.size(w), "split: sizes ", sizes, " sum to ", total, ", but dim ", dim,
                " has size ", a.size(w));
-  std::vector<Tensor> out;
-  int64_t off = 0;
-  for (int64_t s : sizes) {
-    out.push_back(a.narrow(w, off, s));
-    off += s;
-  }
-  return out;
+  return split_views("split", a, w, sizes, false);
+}
+
+std::vector<Tensor> unbind(const Tensor& a, int64_t dim) {
+  SINTER_PROFILE_OP("unbind", a);
+  check_defined("unbind", a);
+  SINTER_CHECK(a.dim() > 0, "unbind: a 0-dim tensor has no dim to unbind");
+  const int64_t w = wrap_dim("unbind", dim, a.dim());
+  return split_views("unbind", a, w, std::vector<int64_t>(static_cast<size_t>(a.size(w)), 1),
+                     true);
 }
 
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {

@@ -91,6 +91,7 @@ CASES = [
     ("stack", lambda L, a, b, c: L.stack([a, b], dim=1)),
     ("split", lambda L, a, b, c: [list(L.split(a, 2)), list(a.split([1, 3], dim=1))]),
     ("chunk", lambda L, a, b, c: list(a.chunk(2, dim=1))),
+    ("unbind", lambda L, a, b, c: [list(L.unbind(a)), list(c.unbind(1)), list(c.unbind(dim=-1))]),
     ("flip roll", lambda L, a, b, c: [L.flip(a, [0, 1]), a.roll(1), L.roll(a, (1, -1), (0, 1))]),
     ("diagonal diag", lambda L, a, b, c: [L.diagonal(c, 0, 1, 2), a.diag(1), L.diag(a[0])]),
     ("repeat_interleave", lambda L, a, b, c: [L.repeat_interleave(a, 2, dim=0),
