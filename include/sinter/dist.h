@@ -89,6 +89,11 @@ class ProcessGroup {
   virtual Tensor all_gather(const Tensor& tensor) = 0;
   virtual void barrier() = 0;
 
+  // The ranks of this group that pass the same `color` (>= 0), as a group of their own with this
+  // group's options, ranked by `key` and then by their rank here (MPI_Comm_split). Collective:
+  // every rank of this group calls it. A group that cannot be split throws.
+  virtual std::shared_ptr<ProcessGroup> split(int color, int key);
+
   // Into preallocated outputs (torch.distributed's reduce_scatter_tensor and
   // all_gather_into_tensor), with n = output.numel() for reduce_scatter and n = input.numel() for
   // all_gather_into; shapes do not matter, only element counts, in row-major order:

@@ -8,6 +8,12 @@
 
 namespace sinter::dist {
 
+std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
+  (void)color, (void)key;
+  SINTER_THROW("ProcessGroup::split: this kind of process group (rank ", rank(), " of ", size(),
+               ") cannot be split; make the group with ProcessGroup::init()");
+}
+
 int ProcessGroup::cuda_device() const {
   return detail::choose_device(-1, rank(), local_rank(), cuda::device_count());
 }

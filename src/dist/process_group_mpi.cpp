@@ -165,6 +165,7 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
   std::shared_ptr<Work> broadcast_async(Tensor& tensor, int root) override;
   Tensor all_gather(const Tensor& tensor) override;
   void barrier() override;
+  std::shared_ptr<ProcessGroup> split(int color, int key) override;
   std::shared_ptr<Work> reduce_scatter_async(Tensor& output, const Tensor& input,
                                              ReduceOp op) override;
   std::shared_ptr<Work> all_gather_into_async(Tensor& output, const Tensor& input) override;
@@ -685,6 +686,27 @@ Runtime::~Runtime() {
   MPI_Finalize();
 }
 
+// A group of our own over `comm`, errors returned as codes, known to the runtime's teardown.
+// Called with g_mpi_mutex held.
+std::shared_ptr<MpiGroup> adopt_communicator(MPI_Comm comm, const ProcessGroupOptions& options) {
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  auto group = std::make_shared<MpiGroup>(comm, options);
+  Runtime& rt = runtime();
+  std::erase_if(rt.groups, [](const std::weak_ptr<MpiGroup>& g) { return g.expired(); });
+  rt.groups.push_back(group);
+  return group;
+}
+
+std::shared_ptr<ProcessGroup> MpiGroup::split(int color, int key) {
+  SINTER_CHECK(color >= 0, "ProcessGroup::split: rank ", rank_, " passed color ", color,
+               "; colors are >= 0");
+  ensure_usable("split");
+  std::lock_guard<std::mutex> lock(g_mpi_mutex);
+  MPI_Comm comm;
+  SINTER_MPI_CALL(rank_, "MPI_Comm_split", MPI_Comm_split(comm_, color, key, &comm));
+  return adopt_communicator(comm, options_);
+}
+
 }  // namespace
 
 std::shared_ptr<ProcessGroup> ProcessGroup::init(const ProcessGroupOptions& options) {
@@ -710,11 +732,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(const ProcessGroupOptions& opti
   MPI_Comm comm;
   int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   SINTER_CHECK(rc == MPI_SUCCESS, "ProcessGroup::init: MPI_Comm_dup failed (code ", rc, ")");
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  auto group = std::make_shared<MpiGroup>(comm, options);
-  std::erase_if(rt.groups, [](const std::weak_ptr<MpiGroup>& g) { return g.expired(); });
-  rt.groups.push_back(group);
-  return group;
+  return adopt_communicator(comm, options);
 }
 
 }  // namespace sinter::dist
