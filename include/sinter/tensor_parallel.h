@@ -1,0 +1,93 @@
+// Tensor parallelism (Megatron-LM's): a Linear's weight split across the ranks of a group, by
+// output features (ColumnParallelLinear) or by input features (RowParallelLinear), and the four
+// differentiable collectives between the parallel and the replicated regions.
+//
+//   sinter::dist::DeviceMesh mesh(world, {{"dp", 2}, {"tp", 2}});
+//   auto tp = mesh.group_ptr("tp");
+//   auto fc = std::make_shared<tp::ColumnParallelLinear>(512, 2048, tp);  // output: a 1/2 slice
+//   auto proj = std::make_shared<tp::RowParallelLinear>(2048, 512, tp);   // input: that slice
+//   Tensor y = proj->forward(gelu(fc->forward(x)));  // x and y whole, on every rank of the group
+//
+// Note [tensor parallel linear]
+// A column-parallel Linear (in -> out) keeps rows [r out / N, (r + 1) out / N) of the weight and of
+// the bias on rank r of an N-rank group: its output is that slice of the features. Its input is
+// the whole activation, the same on every rank: copy() passes it on, and in backward sums the
+// ranks' input gradients (each rank's holds its slice's share). A row-parallel Linear (in -> out)
+// keeps columns [r in / N, (r + 1) in / N) of the weight and the whole bias: its input is that
+// slice of the features (a column-parallel layer's output, as is), its partial products are summed
+// over the ranks by reduce() (whose backward passes the gradient on, the same on every rank), and
+// the bias is added once, after the sum. Between the two the activation stays split: one all-reduce
+// forward and one backward per pair of layers, as in Megatron-LM. gather() and scatter() join and
+// cut a dim instead (a column-parallel layer's `gather_output`, a row-parallel one's input that
+// is whole). Each collective runs on every rank of the group in the same order, forward and
+// backward alike. The parameters' names are Linear's (weight, bias): a rank's state dict holds its
+// shard, and load_full() takes a whole Linear's weight and bias and keeps this rank's shard.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sinter/dist.h"
+#include "sinter/nn/module.h"
+#include "sinter/tensor.h"
+
+namespace sinter::dist::tp {
+
+// Forward: x as is; backward: the gradient summed over the group.
+Tensor copy(const Tensor& x, const std::shared_ptr<ProcessGroup>& group);
+// Forward: x summed over the group; backward: the gradient as is.
+Tensor reduce(const Tensor& x, const std::shared_ptr<ProcessGroup>& group);
+// Forward: the ranks' x joined along `dim` in rank order; backward: this rank's part of the
+// gradient.
+Tensor gather(const Tensor& x, const std::shared_ptr<ProcessGroup>& group, int64_t dim);
+// Forward: this rank's part of x along `dim` (size divisible by the group's); backward: the ranks'
+// gradients joined along `dim`.
+Tensor scatter(const Tensor& x, const std::shared_ptr<ProcessGroup>& group, int64_t dim);
+
+struct ColumnParallelOptions {
+  bool bias = true;
+  // Join the ranks' output slices (gather) into the whole output on every rank.
+  bool gather_output = false;
+};
+
+class ColumnParallelLinear : public nn::Module {
+ public:
+  // out_features divisible by the group's size; the shard is initialized as a Linear of in ->
+  // out_features is (uniform within 1/sqrt(in_features)), each rank drawing its own.
+  ColumnParallelLinear(int64_t in_features, int64_t out_features,
+                       std::shared_ptr<ProcessGroup> group, ColumnParallelOptions options = {});
+  std::string name() const override { return "ColumnParallelLinear"; }
+  Tensor forward(const Tensor& x) override;
+  // This rank's rows of a whole (out, in) weight and (out) bias (undefined where none).
+  void load_full(const Tensor& weight, const Tensor& bias);
+
+  int64_t in_features, out_features;  // the whole layer's
+  std::shared_ptr<ProcessGroup> group;
+  ColumnParallelOptions options;
+  Tensor weight, bias;  // (out / N, in), (out / N)
+};
+
+struct RowParallelOptions {
+  bool bias = true;
+  // The input is this rank's slice of the features already (a column-parallel layer's output);
+  // false: the whole input, cut here (scatter).
+  bool input_is_parallel = true;
+};
+
+class RowParallelLinear : public nn::Module {
+ public:
+  RowParallelLinear(int64_t in_features, int64_t out_features, std::shared_ptr<ProcessGroup> group,
+                    RowParallelOptions options = {});
+  std::string name() const override { return "RowParallelLinear"; }
+  Tensor forward(const Tensor& x) override;
+  // This rank's columns of a whole (out, in) weight, and the whole (out) bias.
+  void load_full(const Tensor& weight, const Tensor& bias);
+
+  int64_t in_features, out_features;
+  std::shared_ptr<ProcessGroup> group;
+  RowParallelOptions options;
+  Tensor weight, bias;  // (out, in / N), (out)
+};
+
+}  // namespace sinter::dist::tp

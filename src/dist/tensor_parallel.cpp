@@ -1,0 +1,190 @@
+// Tensor parallelism (Note [tensor parallel linear] in include/sinter/tensor_parallel.h): the four
+// differentiable collectives and the column- and row-parallel Linear layers.
+#include "sinter/tensor_parallel.h"
+
+#include <cmath>
+#include <utility>
+
+#include "internal/autograd_impl.h"
+#include "sinter/core/error.h"
+#include "sinter/nn/init.h"
+#include "sinter/ops.h"
+
+namespace sinter::dist::tp {
+
+namespace {
+
+void check_args(const char* what, const Tensor& x, const std::shared_ptr<ProcessGroup>& group) {
+  SINTER_CHECK(x.defined(), "tp::", what, ": undefined tensor");
+  SINTER_CHECK(group != nullptr, "tp::", what, ": no process group");
+}
+
+int64_t wrapped(const char* what, const Tensor& x, int64_t dim) {
+  const int64_t n = x.dim();
+  SINTER_CHECK(n > 0 && dim >= -n && dim < n, "tp::", what, ": dim ", dim,
+               " is out of range for a tensor of shape ", shape_str(x.shape()));
+  return dim < 0 ? dim + n : dim;
+}
+
+// A contiguous copy of t, never an alias of it, that a collective may write.
+Tensor fresh(const Tensor& t) {
+  NoGradGuard no_grad;
+  Tensor out = empty(t.shape(), {.dtype = t.dtype(), .device = t.device()});
+  out.copy_(t);
+  return out;
+}
+
+Tensor summed(const Tensor& t, ProcessGroup& group) {
+  Tensor out = fresh(t);
+  group.all_reduce(out);
+  return out;
+}
+
+Tensor joined(const Tensor& t, ProcessGroup& group, int64_t dim) {
+  NoGradGuard no_grad;
+  const Tensor all = group.all_gather(t.contiguous());  // (N, *shape)
+  return group.size() == 1 ? all.select(0, 0).contiguous() : cat(unbind(all, 0), dim);
+}
+
+Tensor part(const char* what, const Tensor& t, ProcessGroup& group, int64_t dim) {
+  const int64_t n = t.size(dim), ranks = group.size();
+  SINTER_CHECK(n % ranks == 0, "tp::", what, ": dim ", dim, " of shape ", shape_str(t.shape()),
+               " does not split over ", ranks, " ranks");
+  NoGradGuard no_grad;
+  return t.narrow(dim, group.rank() * (n / ranks), n / ranks).contiguous();
+}
+
+int ranks_of(const char* layer, const std::shared_ptr<ProcessGroup>& group) {
+  SINTER_CHECK(group != nullptr, layer, ": no process group");
+  return group->size();
+}
+
+// A Linear's initialization, from the whole layer's fan-in: uniform within 1/sqrt(in_features)
+// for the weight (kaiming_uniform_ with a = sqrt(5)) and the bias alike.
+void init_shard(Tensor& weight, Tensor& bias, int64_t in_features) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  nn::init::uniform_(weight, -bound, bound);
+  if (bias.defined()) nn::init::uniform_(bias, -bound, bound);
+}
+
+void check_full(const char* layer, const Tensor& weight, const Tensor& bias, int64_t out,
+                int64_t in, bool has_bias) {
+  SINTER_CHECK(weight.defined() && weight.shape() == Shape({out, in}), layer,
+               "::load_full: the whole weight must be (", out, ", ", in, "), got ",
+               weight.defined() ? shape_str(weight.shape()) : std::string("undefined"));
+  SINTER_CHECK(bias.defined() == has_bias, layer, "::load_full: the layer ",
+               has_bias ? "has" : "has no", " bias, and a bias was ",
+               bias.defined() ? "given" : "not given");
+  SINTER_CHECK(!bias.defined() || bias.shape() == Shape({out}), layer,
+               "::load_full: the whole bias must be (", out, "), got ", shape_str(bias.shape()));
+}
+
+void check_input(const char* layer, const Tensor& x, int64_t width) {
+  SINTER_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == width, layer,
+               ": expected an input whose last dim is ", width, ", got ",
+               x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+}
+
+}  // namespace
+
+Tensor copy(const Tensor& x, const std::shared_ptr<ProcessGroup>& group) {
+  check_args("copy", x, group);
+  if (!needs_grad({&x})) return x;
+  Tensor out = x.detach();
+  record("tp_copy", {&out}, {x}, [group](const Grads& g) { return Grads{summed(g[0], *group)}; });
+  return out;
+}
+
+Tensor reduce(const Tensor& x, const std::shared_ptr<ProcessGroup>& group) {
+  check_args("reduce", x, group);
+  Tensor out = summed(x, *group);
+  if (needs_grad({&x})) record("tp_reduce", {&out}, {x}, [](const Grads& g) { return g; });
+  return out;
+}
+
+Tensor gather(const Tensor& x, const std::shared_ptr<ProcessGroup>& group, int64_t dim) {
+  check_args("gather", x, group);
+  const int64_t d = wrapped("gather", x, dim);
+  Tensor out = joined(x, *group, d);
+  if (needs_grad({&x})) {
+    record("tp_gather", {&out}, {x},
+           [group, d](const Grads& g) { return Grads{part("gather", g[0], *group, d)}; });
+  }
+  return out;
+}
+
+Tensor scatter(const Tensor& x, const std::shared_ptr<ProcessGroup>& group, int64_t dim) {
+  check_args("scatter", x, group);
+  const int64_t d = wrapped("scatter", x, dim);
+  Tensor out = part("scatter", x, *group, d);
+  if (needs_grad({&x})) {
+    record("tp_scatter", {&out}, {x},
+           [group, d](const Grads& g) { return Grads{joined(g[0], *group, d)}; });
+  }
+  return out;
+}
+
+ColumnParallelLinear::ColumnParallelLinear(int64_t in_features, int64_t out_features,
+                                           std::shared_ptr<ProcessGroup> group,
+                                           ColumnParallelOptions options)
+    : in_features(in_features),
+      out_features(out_features),
+      group(std::move(group)),
+      options(options) {
+  const int ranks = ranks_of("ColumnParallelLinear", this->group);
+  SINTER_CHECK(in_features > 0 && out_features > 0 && out_features % ranks == 0,
+               "ColumnParallelLinear: ", in_features, " -> ", out_features,
+               " features: both must be positive and out_features divisible by the group's ", ranks,
+               " ranks");
+  weight = register_parameter("weight", empty({out_features / ranks, in_features}));
+  if (options.bias) bias = register_parameter("bias", empty({out_features / ranks}));
+  init_shard(weight, bias, in_features);
+}
+
+Tensor ColumnParallelLinear::forward(const Tensor& x) {
+  check_input("ColumnParallelLinear", x, in_features);
+  const Tensor y = linear(copy(x, group), weight, bias);
+  return options.gather_output ? gather(y, group, -1) : y;
+}
+
+void ColumnParallelLinear::load_full(const Tensor& w, const Tensor& b) {
+  check_full("ColumnParallelLinear", w, b, out_features, in_features, bias.defined());
+  NoGradGuard no_grad;
+  const int64_t rows = weight.size(0), first = group->rank() * rows;
+  weight.copy_(w.narrow(0, first, rows).to(weight.dtype()).to(weight.device()));
+  if (bias.defined()) bias.copy_(b.narrow(0, first, rows).to(bias.dtype()).to(bias.device()));
+}
+
+RowParallelLinear::RowParallelLinear(int64_t in_features, int64_t out_features,
+                                     std::shared_ptr<ProcessGroup> group,
+                                     RowParallelOptions options)
+    : in_features(in_features),
+      out_features(out_features),
+      group(std::move(group)),
+      options(options) {
+  const int ranks = ranks_of("RowParallelLinear", this->group);
+  SINTER_CHECK(in_features > 0 && out_features > 0 && in_features % ranks == 0,
+               "RowParallelLinear: ", in_features, " -> ", out_features,
+               " features: both must be positive and in_features divisible by the group's ", ranks,
+               " ranks");
+  weight = register_parameter("weight", empty({out_features, in_features / ranks}));
+  if (options.bias) bias = register_parameter("bias", empty({out_features}));
+  init_shard(weight, bias, in_features);
+}
+
+Tensor RowParallelLinear::forward(const Tensor& x) {
+  const Tensor mine = options.input_is_parallel ? x : scatter(x, group, -1);
+  check_input("RowParallelLinear", mine, weight.size(1));
+  const Tensor y = reduce(linear(mine, weight), group);
+  return bias.defined() ? y + bias : y;
+}
+
+void RowParallelLinear::load_full(const Tensor& w, const Tensor& b) {
+  check_full("RowParallelLinear", w, b, out_features, in_features, bias.defined());
+  NoGradGuard no_grad;
+  const int64_t cols = weight.size(1);
+  weight.copy_(w.narrow(1, group->rank() * cols, cols).to(weight.dtype()).to(weight.device()));
+  if (bias.defined()) bias.copy_(b.to(bias.dtype()).to(bias.device()));
+}
+
+}  // namespace sinter::dist::tp

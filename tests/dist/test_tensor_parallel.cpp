@@ -1,0 +1,126 @@
+// Tensor parallelism under `mpirun -np N` (N = 2 and 4 in CI), Note [tensor parallel linear]: an
+// MLP of a column-parallel and a row-parallel Linear over all ranks equals the same MLP of whole
+// Linears in one process, in f64: the output, the input's gradient, and each shard's gradient the
+// rows or columns of the whole gradient; with the activation kept split between the layers, and
+// joined and cut again (gather_output, a whole input to the row-parallel layer). The errors of
+// shapes that do not split.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "dist_test_util.h"
+#include "sinter/device_mesh.h"
+#include "sinter/tensor_parallel.h"
+#include "test_util.h"
+
+namespace sinter::testing {
+namespace {
+
+using dist::tp::ColumnParallelLinear;
+using dist::tp::RowParallelLinear;
+
+constexpr DType kF64 = DType::f64;
+
+// The whole layers' parameters and input, the same on every rank (one seed).
+struct Whole {
+  Tensor w1, b1, w2, b2, x, coefficients;
+  explicit Whole(int ranks) {
+    Generator gen(20261205);
+    const int64_t hidden = 4 * ranks;
+    w1 = randn({hidden, 6}, {.dtype = kF64}, &gen);
+    b1 = randn({hidden}, {.dtype = kF64}, &gen);
+    w2 = randn({5, hidden}, {.dtype = kF64}, &gen);
+    b2 = randn({5}, {.dtype = kF64}, &gen);
+    x = randn({3, 2, 6}, {.dtype = kF64}, &gen);
+    coefficients = randn({3, 2, 5}, {.dtype = kF64}, &gen);
+  }
+};
+
+TEST(TensorParallel, ColumnThenRowEqualsTheWholeMlp) {
+  const int n = world().size(), r = world().rank();
+  const Whole whole(n);
+  // One process: the whole MLP.
+  std::vector<Tensor> ref = {whole.w1.detach().requires_grad_(), whole.b1.detach().requires_grad_(),
+                             whole.w2.detach().requires_grad_(), whole.b2.detach().requires_grad_(),
+                             whole.x.detach().requires_grad_()};
+  const Tensor y_ref = linear(gelu(linear(ref[4], ref[0], ref[1])), ref[2], ref[3]);
+  (y_ref * whole.coefficients).sum().backward();
+  const dist::DeviceMesh mesh(world_ptr(), {{"tp", n}});
+  const int64_t hidden = 4 * n, h = hidden / n;
+  for (const bool split_between : {true, false}) {
+    SCOPED_TRACE(split_between ? "split between the layers" : "gathered and cut again");
+    ColumnParallelLinear fc(6, hidden, mesh.group_ptr("tp"), {.gather_output = !split_between});
+    RowParallelLinear proj(hidden, 5, mesh.group_ptr("tp"), {.input_is_parallel = split_between});
+    fc.to(kF64);
+    proj.to(kF64);
+    fc.load_full(whole.w1, whole.b1);
+    proj.load_full(whole.w2, whole.b2);
+    const Tensor x = whole.x.detach().requires_grad_();
+    const Tensor y = proj.forward(gelu(fc.forward(x)));
+    (y * whole.coefficients).sum().backward();
+    EXPECT_TRUE(all_close(y, y_ref, 1e-12, 1e-12));
+    EXPECT_TRUE(all_close(x.grad(), ref[4].grad(), 1e-12, 1e-12));
+    EXPECT_TRUE(all_close(fc.weight.grad(), ref[0].grad().narrow(0, r * h, h), 1e-12, 1e-12));
+    EXPECT_TRUE(all_close(fc.bias.grad(), ref[1].grad().narrow(0, r * h, h), 1e-12, 1e-12));
+    EXPECT_TRUE(all_close(proj.weight.grad(), ref[2].grad().narrow(1, r * h, h), 1e-12, 1e-12));
+    EXPECT_TRUE(all_close(proj.bias.grad(), ref[3].grad(), 1e-12, 1e-12));
+    // The shards are the layers' state: (hidden / n, 6) and (5, hidden / n).
+    EXPECT_EQ(fc.named_parameters().size(), 2u);
+    EXPECT_EQ(fc.weight.shape(), (Shape{h, 6}));
+    EXPECT_EQ(proj.weight.shape(), (Shape{5, h}));
+  }
+}
+
+// gather and scatter on their own: join and cut along a middle dim, each the other's gradient.
+TEST(TensorParallel, GatherAndScatterAreEachOthersGradient) {
+  const int n = world().size(), r = world().rank();
+  auto group = world_ptr();
+  const Tensor mine = (full({2, 3, 4}, static_cast<double>(r), {.dtype = kF64}) +
+                       arange(24, {.dtype = kF64}).reshape({2, 3, 4}))
+                          .requires_grad_();
+  const Tensor all = dist::tp::gather(mine, group, 1);
+  ASSERT_EQ(all.shape(), (Shape{2, 3 * n, 4}));
+  for (int q = 0; q < n; ++q) {
+    EXPECT_TRUE(all_close(all.narrow(1, 3 * q, 3), mine.detach() - r + q, 0, 0));
+  }
+  const Tensor weights = arange(2 * 3 * n * 4, {.dtype = kF64}).reshape({2, 3 * n, 4});
+  (all * weights).sum().backward();
+  EXPECT_TRUE(all_close(mine.grad(), weights.narrow(1, 3 * r, 3), 0, 0));
+  const Tensor whole = weights.detach().requires_grad_();
+  const Tensor cut = dist::tp::scatter(whole, group, -2);
+  EXPECT_TRUE(all_close(cut, weights.narrow(1, 3 * r, 3), 0, 0));
+  (cut * (r + 1.0)).sum().backward();
+  for (int q = 0; q < n; ++q) {
+    EXPECT_TRUE(all_close(whole.grad().narrow(1, 3 * q, 3),
+                          full({2, 3, 4}, q + 1.0, {.dtype = kF64}), 0, 0));
+  }
+}
+
+TEST(TensorParallel, ShapesThatDoNotSplitAreErrors) {
+  const int n = world().size();
+  auto group = world_ptr();
+  if (n > 1) {  // every size splits over one rank
+    expect_error([&] { ColumnParallelLinear(4, 4 * n + 1, group); },
+                 {"ColumnParallelLinear", std::to_string(4 * n + 1), "divisible",
+                  std::to_string(n) + " ranks"});
+    expect_error([&] { RowParallelLinear(4 * n + 1, 4, group); },
+                 {"RowParallelLinear", "in_features divisible"});
+    expect_error(
+        [&] {
+          (void)dist::tp::scatter(zeros({2, 2 * n + 1}), group, 1);
+        },
+        {"tp::scatter", "does not split over"});
+  }
+  ColumnParallelLinear fc(6, 2 * n, group);
+  expect_error([&] { (void)fc.forward(zeros({2, 5})); }, {"ColumnParallelLinear", "6", "[2, 5]"});
+  expect_error(
+      [&] {
+        fc.load_full(zeros({2 * n, 5}), zeros({2 * n}));
+      },
+      {"load_full", "(" + std::to_string(2 * n) + ", 6)"});
+  expect_error([&] { (void)dist::tp::gather(zeros({2}), group, 3); }, {"tp::gather", "dim 3"});
+}
+
+}  // namespace
+}  // namespace sinter::testing
