@@ -30,6 +30,7 @@
 
 #include "sinter/dist.h"
 #include "sinter/nn/module.h"
+#include "sinter/ops.h"
 #include "sinter/tensor.h"
 
 namespace sinter::dist::tp {
@@ -89,5 +90,41 @@ class RowParallelLinear : public nn::Module {
   RowParallelOptions options;
   Tensor weight, bias;  // (out, in / N), (out)
 };
+
+// Note [vocabulary parallel]
+// The embedding table and the output head of a language model split by vocabulary rows, as
+// Megatron-LM splits them: rank r of N holds tokens [r V / N, (r + 1) V / N). The embedding looks
+// up the ids in its range (a zero row for the others) and reduce() sums the ranks' rows, so each id
+// gets the one rank's row that holds it. The cross-entropy takes each rank's slice of the logits
+// (a column-parallel head's output, never gathered: no rank holds the whole (tokens, V) logits) and
+// computes PyTorch's cross_entropy of the whole logits from three sums over the group: the max of
+// each row (all-reduced, no gradient: the softmax does not depend on it), the sum of exp(z - max),
+// and the target's logit (held by one rank, zero elsewhere); with label smoothing, the sum of the
+// row too. The sums go through reduce(), so backward gives each rank its slice of softmax -
+// one_hot, as the whole cross_entropy's gradient.
+
+class VocabParallelEmbedding : public nn::Module {
+ public:
+  // num_embeddings divisible by the group's size; the shard is normal(0, 1), as Embedding's.
+  VocabParallelEmbedding(int64_t num_embeddings, int64_t embedding_dim,
+                         std::shared_ptr<ProcessGroup> group);
+  std::string name() const override { return "VocabParallelEmbedding"; }
+  // ids: i64 in [0, num_embeddings), the same on every rank -> (*ids.shape, embedding_dim).
+  Tensor forward(const Tensor& ids) override;
+  // This rank's rows of a whole (num_embeddings, embedding_dim) table.
+  void load_full(const Tensor& weight);
+
+  int64_t num_embeddings, embedding_dim;
+  std::shared_ptr<ProcessGroup> group;
+  Tensor weight;  // (num_embeddings / N, embedding_dim)
+};
+
+// cross_entropy of the whole logits, whose (N, C / ranks) slice this rank holds (classes
+// [rank C / ranks, ...)), with target (N) i64 in [0, C) or ignore_index, the same on every rank.
+// Reduction None, Mean or Sum, ignore_index and label_smoothing as cross_entropy's; a class
+// weight is refused. The result is the same on every rank.
+Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& target,
+                                    const std::shared_ptr<ProcessGroup>& group,
+                                    const CrossEntropyOptions& options = {});
 
 }  // namespace sinter::dist::tp

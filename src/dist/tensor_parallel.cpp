@@ -79,6 +79,9 @@ void check_full(const char* layer, const Tensor& weight, const Tensor& bias, int
                "::load_full: the whole bias must be (", out, "), got ", shape_str(bias.shape()));
 }
 
+// Where both bool tensors are true.
+Tensor both(const Tensor& a, const Tensor& b) { return where(a, b, Scalar(false)); }
+
 void check_input(const char* layer, const Tensor& x, int64_t width) {
   SINTER_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == width, layer,
                ": expected an input whose last dim is ", width, ", got ",
@@ -185,6 +188,80 @@ void RowParallelLinear::load_full(const Tensor& w, const Tensor& b) {
   const int64_t cols = weight.size(1);
   weight.copy_(w.narrow(1, group->rank() * cols, cols).to(weight.dtype()).to(weight.device()));
   if (bias.defined()) bias.copy_(b.to(bias.dtype()).to(bias.device()));
+}
+
+VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t embedding_dim,
+                                               std::shared_ptr<ProcessGroup> group)
+    : num_embeddings(num_embeddings), embedding_dim(embedding_dim), group(std::move(group)) {
+  const int ranks = ranks_of("VocabParallelEmbedding", this->group);
+  SINTER_CHECK(num_embeddings > 0 && embedding_dim > 0 && num_embeddings % ranks == 0,
+               "VocabParallelEmbedding: ", num_embeddings, " embeddings of ", embedding_dim,
+               ": both must be positive and num_embeddings divisible by the group's ", ranks,
+               " ranks");
+  weight = register_parameter("weight", empty({num_embeddings / ranks, embedding_dim}));
+  nn::init::normal_(weight);
+}
+
+Tensor VocabParallelEmbedding::forward(const Tensor& ids) {
+  SINTER_CHECK(ids.defined() && ids.dtype() == DType::i64,
+               "VocabParallelEmbedding: the ids must be an i64 tensor");
+  const int64_t rows = weight.size(0), first = group->rank() * rows;
+  const Tensor mine = both(ge(ids, first), lt(ids, first + rows));
+  const Tensor local = where(mine, ids - first, Scalar(int64_t{0}));
+  const Tensor found = embedding(weight, local) * mine.unsqueeze(-1).to(weight.dtype());
+  return reduce(found, group);
+}
+
+void VocabParallelEmbedding::load_full(const Tensor& w) {
+  SINTER_CHECK(w.defined() && w.shape() == Shape({num_embeddings, embedding_dim}),
+               "VocabParallelEmbedding::load_full: the whole table must be (", num_embeddings, ", ",
+               embedding_dim, "), got ",
+               w.defined() ? shape_str(w.shape()) : std::string("undefined"));
+  NoGradGuard no_grad;
+  const int64_t rows = weight.size(0);
+  weight.copy_(w.narrow(0, group->rank() * rows, rows).to(weight.dtype()).to(weight.device()));
+}
+
+Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& target,
+                                    const std::shared_ptr<ProcessGroup>& group,
+                                    const CrossEntropyOptions& options) {
+  check_args("vocab_parallel_cross_entropy", logits, group);
+  SINTER_CHECK(logits.dim() == 2 && target.defined() && target.dtype() == DType::i64 &&
+                   target.shape() == Shape({logits.size(0)}),
+               "tp::vocab_parallel_cross_entropy: logits (N, C / ranks) and target (N) i64, got ",
+               shape_str(logits.shape()), " and ",
+               target.defined() ? shape_str(target.shape()) : std::string("undefined"));
+  SINTER_CHECK(!options.weight.defined(),
+               "tp::vocab_parallel_cross_entropy: a class weight is not supported");
+  SINTER_CHECK(options.reduction != Reduction::BatchMean,
+               "tp::vocab_parallel_cross_entropy: reduction BatchMean is kl_div's");
+  const int64_t width = logits.size(1), first = group->rank() * width;
+  const int64_t classes = width * group->size();
+  const DType dt = logits.dtype();
+  // Each row's max over the whole vocabulary, a constant shift (no gradient).
+  Tensor top = fresh(amax(logits.detach(), {1}, true));
+  group->all_reduce(top, ReduceOp::Max);
+  const Tensor z = logits - top;
+  const Tensor lse = log(reduce(sum(exp(z), {1}), group));
+  const Tensor valid = ne(target, options.ignore_index);
+  const Tensor mine = both(valid, both(ge(target, first), lt(target, first + width)));
+  const Tensor local = where(mine, target - first, Scalar(int64_t{0}));
+  const Tensor picked = reduce(gather(z, 1, local.unsqueeze(1)).squeeze(1) * mine.to(dt), group);
+  Tensor loss = lse - picked;
+  if (options.label_smoothing > 0.0) {
+    const double eps = options.label_smoothing;
+    const Tensor mean_z = reduce(sum(z, {1}), group) / static_cast<double>(classes);
+    loss = loss * (1.0 - eps) + (lse - mean_z) * eps;
+  }
+  loss = loss * valid.to(dt);
+  switch (options.reduction) {
+    case Reduction::None:
+      return loss;
+    case Reduction::Sum:
+      return sum(loss);
+    default:
+      return sum(loss) / sum(valid.to(dt));
+  }
 }
 
 }  // namespace sinter::dist::tp

@@ -2,8 +2,9 @@
 // MLP of a column-parallel and a row-parallel Linear over all ranks equals the same MLP of whole
 // Linears in one process, in f64: the output, the input's gradient, and each shard's gradient the
 // rows or columns of the whole gradient; with the activation kept split between the layers, and
-// joined and cut again (gather_output, a whole input to the row-parallel layer). The errors of
-// shapes that do not split.
+// joined and cut again (gather_output, a whole input to the row-parallel layer). The vocabulary
+// parallel embedding and cross-entropy against Embedding and cross_entropy. The errors of shapes
+// that do not split.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -95,6 +96,65 @@ TEST(TensorParallel, GatherAndScatterAreEachOthersGradient) {
     EXPECT_TRUE(all_close(whole.grad().narrow(1, 3 * q, 3),
                           full({2, 3, 4}, q + 1.0, {.dtype = kF64}), 0, 0));
   }
+}
+
+// Per Note [vocabulary parallel], the embedding of ids in every rank's range (and the first and
+// last id) equals Embedding's, and its shard's gradient is the whole gradient's rows.
+TEST(TensorParallel, VocabParallelEmbeddingEqualsTheWholeTable) {
+  const int n = world().size(), r = world().rank();
+  const int64_t vocab = 5 * n, rows = 5;
+  Generator gen(7);
+  const Tensor table = randn({vocab, 3}, {.dtype = kF64}, &gen);
+  const Tensor ids =
+      from_vector<int64_t>({0, vocab - 1, 4, 5 % vocab, 2 * n % vocab, vocab - 1, 1, 3}, {2, 4});
+  const Tensor coefficients = randn({2, 4, 3}, {.dtype = kF64}, &gen);
+  const Tensor whole = table.detach().requires_grad_();
+  const Tensor want = embedding(whole, ids);
+  (want * coefficients).sum().backward();
+  dist::tp::VocabParallelEmbedding emb(vocab, 3, world_ptr());
+  emb.to(kF64);
+  emb.load_full(table);
+  const Tensor got = emb.forward(ids);
+  (got * coefficients).sum().backward();
+  EXPECT_TRUE(all_close(got, want, 0, 0));
+  EXPECT_TRUE(all_close(emb.weight.grad(), whole.grad().narrow(0, r * rows, rows), 0, 0));
+}
+
+// Each rank's slice of the logits gives cross_entropy of the whole logits (every reduction,
+// ignore_index, label smoothing), and each slice's gradient is the whole gradient's columns;
+// targets in every rank's range, and rows with a large shift (the max keeps exp finite).
+TEST(TensorParallel, VocabParallelCrossEntropyEqualsTheWholeLoss) {
+  const int n = world().size(), r = world().rank();
+  const int64_t width = 3, classes = width * n;
+  Generator gen(11);
+  Tensor logits = randn({6, classes}, {.dtype = kF64}, &gen) * 4.0;
+  logits = logits + from_vector<double>({0, 800, -700, 0, 3, 0}, {6, 1});
+  const Tensor target =
+      from_vector<int64_t>({0, classes - 1, 2, -100, width % classes, classes / 2}, {6});
+  for (const Reduction reduction : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+    for (const double smoothing : {0.0, 0.1}) {
+      SCOPED_TRACE("reduction " + std::to_string(static_cast<int>(reduction)) + ", smoothing " +
+                   std::to_string(smoothing));
+      const CrossEntropyOptions options{.reduction = reduction, .label_smoothing = smoothing};
+      const Tensor whole = logits.detach().requires_grad_();
+      const Tensor want = cross_entropy(whole, target, options);
+      const Tensor weights = reduction == Reduction::None ? arange(6, {.dtype = kF64}) + 1.0
+                                                          : full({}, 1.0, {.dtype = kF64});
+      (want * weights).sum().backward();
+      const Tensor mine = logits.narrow(1, r * width, width).detach().requires_grad_();
+      const Tensor got = dist::tp::vocab_parallel_cross_entropy(mine, target, world_ptr(), options);
+      (got * weights).sum().backward();
+      EXPECT_TRUE(all_close(got, want, 1e-12, 1e-12));
+      EXPECT_TRUE(all_close(mine.grad(), whole.grad().narrow(1, r * width, width), 1e-12, 1e-12));
+    }
+  }
+  expect_error(
+      [&] {
+        (void)dist::tp::vocab_parallel_cross_entropy(logits.narrow(1, 0, width), target,
+                                                     world_ptr(),
+                                                     {.weight = ones({classes}, {.dtype = kF64})});
+      },
+      {"vocab_parallel_cross_entropy", "class weight"});
 }
 
 TEST(TensorParallel, ShapesThatDoNotSplitAreErrors) {
