@@ -30,6 +30,7 @@
 
 #include "sinter/dist.h"
 #include "sinter/nn/module.h"
+#include "sinter/nn/modules.h"
 #include "sinter/ops.h"
 #include "sinter/tensor.h"
 
@@ -89,6 +90,34 @@ class RowParallelLinear : public nn::Module {
   std::shared_ptr<ProcessGroup> group;
   RowParallelOptions options;
   Tensor weight, bias;  // (out, in / N), (out)
+};
+
+// Note [tensor parallel attention]
+// Self-attention with its heads split over the group, as Megatron-LM splits them: rank r of N
+// computes heads [r H / N, (r + 1) H / N). Its qkv projection is column parallel with the rows of
+// those heads' q, k and v (3 E / N rows: the q rows of its heads, then their k rows, then their v
+// rows, so that the projection's output reads as (3, H / N, head) as the whole layer's does); the
+// attention of each head needs no other rank; out_proj is row parallel over the heads' features.
+// One all-reduce forward (out_proj's) and one backward (qkv's input), as the MLP. load_full takes
+// a whole MultiheadAttention's parameters (the layout of GPT's blocks). Dropout on the attention
+// weights draws each rank's masks from its own generator.
+class ParallelMultiheadAttention : public nn::Module {
+ public:
+  // num_heads divisible by the group's size.
+  ParallelMultiheadAttention(int64_t embed_dim, int64_t num_heads,
+                             std::shared_ptr<ProcessGroup> group,
+                             const nn::MultiheadAttentionOptions& options = {});
+  std::string name() const override { return "ParallelMultiheadAttention"; }
+  // x (B, T, E), the same on every rank -> (B, T, E), the same on every rank.
+  Tensor forward(const Tensor& x) override;
+  // This rank's shards of a whole layer's qkv and out_proj.
+  void load_full(const nn::MultiheadAttention& whole);
+
+  int64_t embed_dim, num_heads;
+  std::shared_ptr<ProcessGroup> group;
+  nn::MultiheadAttentionOptions options;
+  std::shared_ptr<ColumnParallelLinear> qkv;
+  std::shared_ptr<RowParallelLinear> out_proj;
 };
 
 // Note [vocabulary parallel]

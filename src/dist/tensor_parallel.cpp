@@ -190,6 +190,63 @@ void RowParallelLinear::load_full(const Tensor& w, const Tensor& b) {
   if (bias.defined()) bias.copy_(b.to(bias.dtype()).to(bias.device()));
 }
 
+ParallelMultiheadAttention::ParallelMultiheadAttention(int64_t embed_dim, int64_t num_heads,
+                                                       std::shared_ptr<ProcessGroup> group,
+                                                       const nn::MultiheadAttentionOptions& options)
+    : embed_dim(embed_dim), num_heads(num_heads), group(std::move(group)), options(options) {
+  const int ranks = ranks_of("ParallelMultiheadAttention", this->group);
+  SINTER_CHECK(
+      embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0 && num_heads % ranks == 0,
+      "ParallelMultiheadAttention: embed_dim ", embed_dim, " and num_heads ", num_heads,
+      ": both positive, embed_dim divisible by num_heads and num_heads by the group's ", ranks,
+      " ranks");
+  SINTER_CHECK(options.dropout >= 0.0 && options.dropout < 1.0,
+               "ParallelMultiheadAttention: dropout ", options.dropout, " is not in [0, 1)");
+  qkv = register_module(
+      "qkv", std::make_shared<ColumnParallelLinear>(embed_dim, 3 * embed_dim, this->group,
+                                                    ColumnParallelOptions{.bias = options.bias}));
+  out_proj = register_module(
+      "out_proj", std::make_shared<RowParallelLinear>(embed_dim, embed_dim, this->group,
+                                                      RowParallelOptions{.bias = options.bias}));
+}
+
+Tensor ParallelMultiheadAttention::forward(const Tensor& x) {
+  SINTER_CHECK(x.defined() && x.dim() == 3 && x.size(2) == embed_dim,
+               "ParallelMultiheadAttention: expected x (B, T, ", embed_dim, "), got ",
+               x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+  const int64_t b = x.size(0), t = x.size(1), heads = num_heads / group->size();
+  const int64_t head = embed_dim / num_heads;
+  // (B, T, 3 E / N) -> (3, B, H / N, T, head): this rank's heads' q, k and v.
+  const std::vector<Tensor> qkv_heads =
+      unbind(qkv->forward(x).view({b, t, 3, heads, head}).permute({2, 0, 3, 1, 4}));
+  const Tensor y = scaled_dot_product_attention(
+      qkv_heads[0], qkv_heads[1], qkv_heads[2],
+      {.causal = options.causal, .dropout_p = is_training() ? options.dropout : 0.0});
+  return out_proj->forward(y.transpose(1, 2).reshape({b, t, heads * head}));
+}
+
+void ParallelMultiheadAttention::load_full(const nn::MultiheadAttention& whole) {
+  SINTER_CHECK(whole.embed_dim == embed_dim && whole.num_heads == num_heads &&
+                   whole.qkv->bias.defined() == options.bias,
+               "ParallelMultiheadAttention::load_full: a layer of embed_dim ", whole.embed_dim,
+               " and ", whole.num_heads, " heads", whole.qkv->bias.defined() ? "" : " without bias",
+               " into one of ", embed_dim, " and ", num_heads, options.bias ? "" : " without bias");
+  // This rank's heads' rows of each of q, k and v, one after the other.
+  const int64_t rows = embed_dim / group->size(), first = group->rank() * rows;
+  auto heads_of = [&](const Tensor& t) {
+    return cat({t.narrow(0, first, rows), t.narrow(0, embed_dim + first, rows),
+                t.narrow(0, 2 * embed_dim + first, rows)},
+               0);
+  };
+  {
+    NoGradGuard no_grad;
+    qkv->weight.copy_(heads_of(whole.qkv->weight.detach()).to(qkv->weight.dtype()));
+    if (options.bias) qkv->bias.copy_(heads_of(whole.qkv->bias.detach()).to(qkv->bias.dtype()));
+  }
+  out_proj->load_full(whole.out_proj->weight.detach(),
+                      options.bias ? whole.out_proj->bias.detach() : Tensor());
+}
+
 VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t embedding_dim,
                                                std::shared_ptr<ProcessGroup> group)
     : num_embeddings(num_embeddings), embedding_dim(embedding_dim), group(std::move(group)) {

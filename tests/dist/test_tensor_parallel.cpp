@@ -2,9 +2,9 @@
 // MLP of a column-parallel and a row-parallel Linear over all ranks equals the same MLP of whole
 // Linears in one process, in f64: the output, the input's gradient, and each shard's gradient the
 // rows or columns of the whole gradient; with the activation kept split between the layers, and
-// joined and cut again (gather_output, a whole input to the row-parallel layer). The vocabulary
-// parallel embedding and cross-entropy against Embedding and cross_entropy. The errors of shapes
-// that do not split.
+// joined and cut again (gather_output, a whole input to the row-parallel layer). Attention with
+// its heads split, against MultiheadAttention. The vocabulary parallel embedding and
+// cross-entropy against Embedding and cross_entropy. The errors of shapes that do not split.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -95,6 +95,47 @@ TEST(TensorParallel, GatherAndScatterAreEachOthersGradient) {
   for (int q = 0; q < n; ++q) {
     EXPECT_TRUE(all_close(whole.grad().narrow(1, 3 * q, 3),
                           full({2, 3, 4}, q + 1.0, {.dtype = kF64}), 0, 0));
+  }
+}
+
+// Per Note [tensor parallel attention], the heads split over the ranks give the whole layer's
+// output and input gradient, causal or not, and each shard's gradient is the whole gradient's
+// rows of this rank's heads (qkv) or columns of their features (out_proj).
+TEST(TensorParallel, ParallelAttentionEqualsTheWholeLayer) {
+  const int n = world().size(), r = world().rank();
+  const int64_t heads = 2 * n, head = 3, e = heads * head, rows = e / n;
+  for (const bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "not causal");
+    manual_seed(5);
+    nn::MultiheadAttention whole(e, heads, {.causal = causal});
+    whole.to(kF64);
+    Generator gen(6);
+    const Tensor x0 = randn({2, 5, e}, {.dtype = kF64}, &gen);
+    const Tensor coefficients = randn({2, 5, e}, {.dtype = kF64}, &gen);
+    const Tensor xw = x0.detach().requires_grad_();
+    const Tensor want = whole.forward(xw);
+    (want * coefficients).sum().backward();
+    dist::tp::ParallelMultiheadAttention attn(e, heads, world_ptr(), {.causal = causal});
+    attn.to(kF64);
+    attn.load_full(whole);
+    const Tensor x = x0.detach().requires_grad_();
+    const Tensor got = attn.forward(x);
+    (got * coefficients).sum().backward();
+    EXPECT_TRUE(all_close(got, want, 1e-12, 1e-12));
+    EXPECT_TRUE(all_close(x.grad(), xw.grad(), 1e-12, 1e-12));
+    const Tensor qkv_grad = whole.qkv->weight.grad();
+    const Tensor mine =
+        cat({qkv_grad.narrow(0, r * rows, rows), qkv_grad.narrow(0, e + r * rows, rows),
+             qkv_grad.narrow(0, 2 * e + r * rows, rows)},
+            0);
+    EXPECT_TRUE(all_close(attn.qkv->weight.grad(), mine, 1e-12, 1e-12));
+    EXPECT_TRUE(all_close(attn.out_proj->weight.grad(),
+                          whole.out_proj->weight.grad().narrow(1, r * rows, rows), 1e-12, 1e-12));
+    EXPECT_TRUE(all_close(attn.out_proj->bias.grad(), whole.out_proj->bias.grad(), 1e-12, 1e-12));
+  }
+  if (n > 1) {
+    expect_error([&] { dist::tp::ParallelMultiheadAttention(n + 1, n + 1, world_ptr()); },
+                 {"ParallelMultiheadAttention", "num_heads " + std::to_string(n + 1)});
   }
 }
 
