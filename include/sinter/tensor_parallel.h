@@ -29,6 +29,7 @@
 #include <string>
 
 #include "sinter/dist.h"
+#include "sinter/nn/models.h"
 #include "sinter/nn/module.h"
 #include "sinter/nn/modules.h"
 #include "sinter/ops.h"
@@ -155,5 +156,51 @@ class VocabParallelEmbedding : public nn::Module {
 Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& target,
                                     const std::shared_ptr<ProcessGroup>& group,
                                     const CrossEntropyOptions& options = {});
+
+// Note [tensor parallel gpt]
+// GPT (nn::models::GPT, the same config) with every block split over the group: each block's
+// attention by heads (ParallelMultiheadAttention) and its MLP as a column-parallel fc and a
+// row-parallel proj, the token embedding and the head by vocabulary (VocabParallelEmbedding; the
+// tied head reads the embedding's shard, an untied one is column parallel); the position
+// embedding and the layer norms are whole on every rank, and get the same gradients there. Two
+// all-reduces a block forward and two backward. forward() gives this rank's slice of the logits;
+// loss() the whole cross-entropy from the slices (vocab_parallel_cross_entropy). load_full()
+// takes a whole GPT's parameters, so that a run can be checked against the one-process model or
+// start from its checkpoint. Dropout needs random streams that agree across the group where the
+// activations are whole and differ where they are split: not built yet, so a config with dropout
+// is refused.
+class ParallelTransformerBlock : public nn::Module {
+ public:
+  ParallelTransformerBlock(int64_t embed_dim, int64_t num_heads, bool bias,
+                           std::shared_ptr<ProcessGroup> group);
+  std::string name() const override { return "ParallelTransformerBlock"; }
+  Tensor forward(const Tensor& x) override;
+  void load_full(const nn::TransformerBlock& whole);
+
+  std::shared_ptr<nn::LayerNorm> ln1, ln2;
+  std::shared_ptr<ParallelMultiheadAttention> attn;
+  std::shared_ptr<ColumnParallelLinear> fc;
+  std::shared_ptr<RowParallelLinear> proj;
+};
+
+class ParallelGPT : public nn::Module {
+ public:
+  // n_head, 4 n_embd and vocab_size divisible by the group's size; dropout 0.
+  ParallelGPT(const nn::models::GPTConfig& config, std::shared_ptr<ProcessGroup> group);
+  std::string name() const override { return "ParallelGPT"; }
+  // idx (B, T) i64, the same on every rank -> this rank's (B, T, vocab_size / N) logits.
+  Tensor forward(const Tensor& idx) override;
+  // The whole cross-entropy of the logits against targets (B, T), the same on every rank.
+  Tensor loss(const Tensor& idx, const Tensor& targets, const CrossEntropyOptions& options = {});
+  void load_full(const nn::models::GPT& whole);
+
+  nn::models::GPTConfig config;
+  std::shared_ptr<ProcessGroup> group;
+  std::shared_ptr<VocabParallelEmbedding> wte;
+  std::shared_ptr<nn::Embedding> wpe;
+  std::shared_ptr<nn::ModuleList> blocks;
+  std::shared_ptr<nn::LayerNorm> ln_f;
+  std::shared_ptr<ColumnParallelLinear> lm_head;  // null when the weights are tied
+};
 
 }  // namespace sinter::dist::tp

@@ -3,8 +3,9 @@
 // Linears in one process, in f64: the output, the input's gradient, and each shard's gradient the
 // rows or columns of the whole gradient; with the activation kept split between the layers, and
 // joined and cut again (gather_output, a whole input to the row-parallel layer). Attention with
-// its heads split, against MultiheadAttention. The vocabulary parallel embedding and
-// cross-entropy against Embedding and cross_entropy. The errors of shapes that do not split.
+// its heads split, against MultiheadAttention; a GPT trained split and whole. The vocabulary
+// parallel embedding and cross-entropy against Embedding and cross_entropy. The errors of shapes
+// that do not split.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "dist_test_util.h"
 #include "sinter/device_mesh.h"
+#include "sinter/optim/adam.h"
 #include "sinter/tensor_parallel.h"
 #include "test_util.h"
 
@@ -137,6 +139,66 @@ TEST(TensorParallel, ParallelAttentionEqualsTheWholeLayer) {
     expect_error([&] { dist::tp::ParallelMultiheadAttention(n + 1, n + 1, world_ptr()); },
                  {"ParallelMultiheadAttention", "num_heads " + std::to_string(n + 1)});
   }
+}
+
+// Per Note [tensor parallel gpt], 20 AdamW steps of a small GPT split over the ranks give the
+// losses of the one-process GPT they were loaded from, in f64 within 1e-10, and its parameters
+// after the steps: each shard the whole parameter's rows or columns, each whole parameter equal.
+TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
+  const int n = world().size(), r = world().rank();
+  for (const bool tied : {true, false}) {
+    SCOPED_TRACE(tied ? "tied head" : "untied head");
+    const nn::models::GPTConfig config{.vocab_size = 6 * n,
+                                       .context_length = 8,
+                                       .n_layer = 2,
+                                       .n_head = 2 * n,
+                                       .n_embd = 4 * n,
+                                       .tie_weights = tied};
+    manual_seed(3);
+    nn::models::GPT whole(config);
+    whole.to(kF64);
+    dist::tp::ParallelGPT split(config, world_ptr());
+    split.to(kF64);
+    split.load_full(whole);
+    const optim::AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1};
+    optim::AdamW whole_opt(whole.parameters(), options), split_opt(split.parameters(), options);
+    Generator gen(8);
+    for (int step = 0; step < 20; ++step) {
+      const Tensor ids = randint(0, config.vocab_size, {2, 8}, {.dtype = DType::i64}, &gen);
+      const Tensor targets = randint(0, config.vocab_size, {2, 8}, {.dtype = DType::i64}, &gen);
+      whole_opt.zero_grad();
+      const Tensor logits = whole.forward(ids);
+      const Tensor want =
+          cross_entropy(logits.reshape({-1, config.vocab_size}), targets.reshape({-1}));
+      want.backward();
+      whole_opt.step();
+      split_opt.zero_grad();
+      const Tensor got = split.loss(ids, targets);
+      got.backward();
+      split_opt.step();
+      EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-10 * std::abs(want.item<double>()))
+          << "step " << step;
+    }
+    // After the steps: the shards are the whole parameters' rows or columns.
+    const int64_t e = config.n_embd, rows = e / n, v = config.vocab_size / n;
+    EXPECT_TRUE(all_close(split.wte->weight, whole.wte->weight.narrow(0, r * v, v), 1e-10, 1e-12));
+    EXPECT_TRUE(all_close(split.wpe->weight, whole.wpe->weight, 1e-10, 1e-12));
+    const auto& block = static_cast<const nn::TransformerBlock&>(*(*whole.blocks)[1]);
+    const auto& mine = static_cast<const dist::tp::ParallelTransformerBlock&>(*(*split.blocks)[1]);
+    EXPECT_TRUE(all_close(mine.fc->weight, block.fc->weight.narrow(0, r * 4 * rows, 4 * rows),
+                          1e-10, 1e-12));
+    EXPECT_TRUE(all_close(mine.proj->weight, block.proj->weight.narrow(1, r * 4 * rows, 4 * rows),
+                          1e-10, 1e-12));
+    EXPECT_TRUE(all_close(mine.attn->out_proj->weight,
+                          block.attn->out_proj->weight.narrow(1, r * rows, rows), 1e-10, 1e-12));
+    EXPECT_TRUE(all_close(mine.ln2->weight, block.ln2->weight, 1e-10, 1e-12));
+    if (!tied) {
+      EXPECT_TRUE(all_close(split.lm_head->weight, whole.lm_head->weight.narrow(0, r * v, v), 1e-10,
+                            1e-12));
+    }
+  }
+  expect_error([&] { dist::tp::ParallelGPT({.dropout = 0.1}, world_ptr()); },
+               {"ParallelGPT", "dropout 0.1"});
 }
 
 // Per Note [vocabulary parallel], the embedding of ids in every rank's range (and the first and

@@ -1,0 +1,127 @@
+// GPT split over a tensor-parallel group (Note [tensor parallel gpt] in
+// include/sinter/tensor_parallel.h): its blocks, the model, and the loading of a whole GPT.
+#include <utility>
+
+#include "sinter/core/error.h"
+#include "sinter/ops.h"
+#include "sinter/tensor_parallel.h"
+
+namespace sinter::dist::tp {
+
+namespace {
+
+void copy_whole(Tensor& to, const Tensor& from) {
+  NoGradGuard no_grad;
+  to.copy_(from.detach().to(to.dtype()).to(to.device()));
+}
+
+void load_norm(nn::LayerNorm& to, const nn::LayerNorm& from) {
+  copy_whole(to.weight, from.weight);
+  copy_whole(to.bias, from.bias);
+}
+
+}  // namespace
+
+ParallelTransformerBlock::ParallelTransformerBlock(int64_t embed_dim, int64_t num_heads, bool bias,
+                                                   std::shared_ptr<ProcessGroup> group) {
+  ln1 = register_module("ln1", nn::LayerNorm({embed_dim}));
+  attn = register_module("attn", std::make_shared<ParallelMultiheadAttention>(
+                                     embed_dim, num_heads, group,
+                                     nn::MultiheadAttentionOptions{.bias = bias, .causal = true}));
+  ln2 = register_module("ln2", nn::LayerNorm({embed_dim}));
+  fc = register_module("fc",
+                       std::make_shared<ColumnParallelLinear>(embed_dim, 4 * embed_dim, group,
+                                                              ColumnParallelOptions{.bias = bias}));
+  proj = register_module(
+      "proj", std::make_shared<RowParallelLinear>(4 * embed_dim, embed_dim, std::move(group),
+                                                  RowParallelOptions{.bias = bias}));
+}
+
+Tensor ParallelTransformerBlock::forward(const Tensor& x) {
+  const Tensor h = x + attn->forward(ln1->forward(x));
+  return h + proj->forward(gelu(fc->forward(ln2->forward(h)), Activation::GeluTanh));
+}
+
+void ParallelTransformerBlock::load_full(const nn::TransformerBlock& whole) {
+  SINTER_CHECK(whole.options.activation == Activation::GeluTanh && whole.options.causal,
+               "ParallelTransformerBlock::load_full: a GPT block (causal, tanh GELU) is expected");
+  load_norm(*ln1, *whole.ln1);
+  load_norm(*ln2, *whole.ln2);
+  attn->load_full(*whole.attn);
+  fc->load_full(whole.fc->weight.detach(),
+                whole.fc->bias.defined() ? whole.fc->bias.detach() : Tensor());
+  proj->load_full(whole.proj->weight.detach(),
+                  whole.proj->bias.defined() ? whole.proj->bias.detach() : Tensor());
+}
+
+ParallelGPT::ParallelGPT(const nn::models::GPTConfig& c, std::shared_ptr<ProcessGroup> group)
+    : config(c), group(std::move(group)) {
+  SINTER_CHECK(this->group != nullptr, "ParallelGPT: no process group");
+  const int ranks = this->group->size();
+  SINTER_CHECK(c.vocab_size > 0 && c.context_length > 0 && c.n_layer > 0 && c.n_head > 0 &&
+                   c.n_embd > 0 && c.n_embd % c.n_head == 0,
+               "ParallelGPT: vocab_size ", c.vocab_size, ", context_length ", c.context_length,
+               ", n_layer ", c.n_layer, ", n_head ", c.n_head, ", n_embd ", c.n_embd,
+               ": all positive, n_embd divisible by n_head");
+  SINTER_CHECK(c.n_head % ranks == 0 && c.vocab_size % ranks == 0, "ParallelGPT: n_head ", c.n_head,
+               " and vocab_size ", c.vocab_size, " must be divisible by the group's ", ranks,
+               " ranks");
+  SINTER_CHECK(c.dropout == 0.0, "ParallelGPT: dropout ", c.dropout,
+               " needs random streams kept per rank and per group, not built yet; use 0");
+  SINTER_CHECK(!c.checkpoint_blocks, "ParallelGPT: checkpoint_blocks is not supported yet");
+  wte = register_module(
+      "wte", std::make_shared<VocabParallelEmbedding>(c.vocab_size, c.n_embd, this->group));
+  wpe = register_module("wpe", nn::Embedding(c.context_length, c.n_embd));
+  blocks = register_module("blocks", nn::ModuleList());
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    blocks->push_back(
+        std::make_shared<ParallelTransformerBlock>(c.n_embd, c.n_head, c.bias, this->group));
+  }
+  ln_f = register_module("ln_f", nn::LayerNorm({c.n_embd}));
+  if (!c.tie_weights) {
+    lm_head = register_module(
+        "lm_head", std::make_shared<ColumnParallelLinear>(c.n_embd, c.vocab_size, this->group,
+                                                          ColumnParallelOptions{.bias = false}));
+  }
+}
+
+Tensor ParallelGPT::forward(const Tensor& idx) {
+  SINTER_CHECK(idx.defined() && idx.dtype() == DType::i64 && idx.dim() == 2 && idx.size(1) >= 1 &&
+                   idx.size(1) <= config.context_length,
+               "ParallelGPT: expected i64 token ids (B, T) with T in 1 to ", config.context_length,
+               ", got ", idx.defined() ? shape_str(idx.shape()) : std::string("undefined"));
+  const Tensor pos = arange(idx.size(1), {.dtype = DType::i64, .device = idx.device()});
+  Tensor x = wte->forward(idx) + wpe->forward(pos);
+  for (const std::shared_ptr<nn::Module>& block : *blocks) x = block->forward(x);
+  x = ln_f->forward(x);
+  return lm_head ? lm_head->forward(x) : linear(copy(x, group), wte->weight);
+}
+
+Tensor ParallelGPT::loss(const Tensor& idx, const Tensor& targets,
+                         const CrossEntropyOptions& options) {
+  const Tensor logits = forward(idx);
+  SINTER_CHECK(targets.defined() && targets.shape() == idx.shape(), "ParallelGPT::loss: targets ",
+               targets.defined() ? shape_str(targets.shape()) : std::string("undefined"),
+               " must have the ids' shape ", shape_str(idx.shape()));
+  return vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+                                      group, options);
+}
+
+void ParallelGPT::load_full(const nn::models::GPT& whole) {
+  const nn::models::GPTConfig& w = whole.config;
+  SINTER_CHECK(w.vocab_size == config.vocab_size && w.context_length == config.context_length &&
+                   w.n_layer == config.n_layer && w.n_head == config.n_head &&
+                   w.n_embd == config.n_embd && w.bias == config.bias &&
+                   w.tie_weights == config.tie_weights,
+               "ParallelGPT::load_full: the whole GPT's config differs from this one's");
+  wte->load_full(whole.wte->weight.detach());
+  copy_whole(wpe->weight, whole.wpe->weight);
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    static_cast<ParallelTransformerBlock&>(*(*blocks)[i])
+        .load_full(static_cast<const nn::TransformerBlock&>(*(*whole.blocks)[i]));
+  }
+  load_norm(*ln_f, *whole.ln_f);
+  if (lm_head) lm_head->load_full(whole.lm_head->weight.detach(), Tensor());
+}
+
+}  // namespace sinter::dist::tp
