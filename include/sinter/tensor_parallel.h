@@ -48,10 +48,37 @@ Tensor gather(const Tensor& x, const std::shared_ptr<ProcessGroup>& group, int64
 // gradients joined along `dim`.
 Tensor scatter(const Tensor& x, const std::shared_ptr<ProcessGroup>& group, int64_t dim);
 
+// Note [sequence parallel]
+// Between the tensor-parallel regions the activations are whole on every rank: the layer norms,
+// residual adds and dropout there do the same work N times and keep N copies. With sequence
+// parallelism (Megatron-LM's) each rank keeps its slice of the sequence there, dim 1 of a
+// (B, T, ...) activation, T / N positions: a column-parallel layer joins the slices first
+// (gather_sequence: all-gather forward, reduce-scatter backward) and a row-parallel layer cuts its
+// sum (reduce_scatter_sequence: reduce-scatter forward, all-gather backward) where it would
+// all-reduce: the same bytes moved, and the activations between the regions 1/N. The parameters
+// used on slices (layer norms, position embeddings, a row-parallel layer's bias) are whole on
+// every rank, but each rank's gradient covers its slice only: they enter the computation through
+// copy(), whose backward sums their gradients over the group.
+
+// Forward: the ranks' x joined along `dim`; backward: the gradient summed over the group, this
+// rank's part of it along `dim` (a reduce-scatter).
+Tensor gather_sequence(const Tensor& x, const std::shared_ptr<ProcessGroup>& group, int64_t dim);
+// Forward: x summed over the group, this rank's part along `dim` (a reduce-scatter); backward: the
+// ranks' gradients joined along `dim`.
+Tensor reduce_scatter_sequence(const Tensor& x, const std::shared_ptr<ProcessGroup>& group,
+                               int64_t dim);
+// linear(gather_sequence(x, group, 1), weight, bias) that saves x, this rank's slice (B, T / N,
+// ...), for backward and gathers it again there, as Megatron-LM does: the gathered input, N times
+// the slice, is never kept. The input's gradient is reduce-scattered.
+Tensor sequence_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       const std::shared_ptr<ProcessGroup>& group);
+
 struct ColumnParallelOptions {
   bool bias = true;
   // Join the ranks' output slices (gather) into the whole output on every rank.
   bool gather_output = false;
+  // The input (B, T, ...) holds this rank's T / N positions (Note [sequence parallel]).
+  bool sequence_parallel = false;
 };
 
 class ColumnParallelLinear : public nn::Module {
@@ -76,6 +103,8 @@ struct RowParallelOptions {
   // The input is this rank's slice of the features already (a column-parallel layer's output);
   // false: the whole input, cut here (scatter).
   bool input_is_parallel = true;
+  // The output (B, T, out) holds this rank's T / N positions (Note [sequence parallel]).
+  bool sequence_parallel = false;
 };
 
 class RowParallelLinear : public nn::Module {
@@ -104,10 +133,12 @@ class RowParallelLinear : public nn::Module {
 // weights draws each rank's masks from its own generator.
 class ParallelMultiheadAttention : public nn::Module {
  public:
-  // num_heads divisible by the group's size.
+  // num_heads divisible by the group's size. sequence_parallel: the input and the output hold this
+  // rank's T / N positions (Note [sequence parallel]).
   ParallelMultiheadAttention(int64_t embed_dim, int64_t num_heads,
                              std::shared_ptr<ProcessGroup> group,
-                             const nn::MultiheadAttentionOptions& options = {});
+                             const nn::MultiheadAttentionOptions& options = {},
+                             bool sequence_parallel = false);
   std::string name() const override { return "ParallelMultiheadAttention"; }
   // x (B, T, E), the same on every rank -> (B, T, E), the same on every rank.
   Tensor forward(const Tensor& x) override;
@@ -136,8 +167,9 @@ class ParallelMultiheadAttention : public nn::Module {
 class VocabParallelEmbedding : public nn::Module {
  public:
   // num_embeddings divisible by the group's size; the shard is normal(0, 1), as Embedding's.
+  // sequence_parallel: the output (B, T, dim) of ids (B, T) holds this rank's T / N positions.
   VocabParallelEmbedding(int64_t num_embeddings, int64_t embedding_dim,
-                         std::shared_ptr<ProcessGroup> group);
+                         std::shared_ptr<ProcessGroup> group, bool sequence_parallel = false);
   std::string name() const override { return "VocabParallelEmbedding"; }
   // ids: i64 in [0, num_embeddings), the same on every rank -> (*ids.shape, embedding_dim).
   Tensor forward(const Tensor& ids) override;
@@ -146,6 +178,7 @@ class VocabParallelEmbedding : public nn::Module {
 
   int64_t num_embeddings, embedding_dim;
   std::shared_ptr<ProcessGroup> group;
+  bool sequence_parallel;
   Tensor weight;  // (num_embeddings / N, embedding_dim)
 };
 
@@ -172,7 +205,7 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& target,
 class ParallelTransformerBlock : public nn::Module {
  public:
   ParallelTransformerBlock(int64_t embed_dim, int64_t num_heads, bool bias,
-                           std::shared_ptr<ProcessGroup> group);
+                           std::shared_ptr<ProcessGroup> group, bool sequence_parallel = false);
   std::string name() const override { return "ParallelTransformerBlock"; }
   Tensor forward(const Tensor& x) override;
   void load_full(const nn::TransformerBlock& whole);
@@ -181,12 +214,17 @@ class ParallelTransformerBlock : public nn::Module {
   std::shared_ptr<ParallelMultiheadAttention> attn;
   std::shared_ptr<ColumnParallelLinear> fc;
   std::shared_ptr<RowParallelLinear> proj;
+  std::shared_ptr<ProcessGroup> group;
+  bool sequence_parallel;
 };
 
 class ParallelGPT : public nn::Module {
  public:
-  // n_head, 4 n_embd and vocab_size divisible by the group's size; dropout 0.
-  ParallelGPT(const nn::models::GPTConfig& config, std::shared_ptr<ProcessGroup> group);
+  // n_head, 4 n_embd and vocab_size divisible by the group's size; dropout 0. sequence_parallel
+  // (Note [sequence parallel]): the activations between the parallel regions hold T / N positions
+  // (T divisible by the group's size).
+  ParallelGPT(const nn::models::GPTConfig& config, std::shared_ptr<ProcessGroup> group,
+              bool sequence_parallel = false);
   std::string name() const override { return "ParallelGPT"; }
   // idx (B, T) i64, the same on every rank -> this rank's (B, T, vocab_size / N) logits.
   Tensor forward(const Tensor& idx) override;
@@ -196,6 +234,7 @@ class ParallelGPT : public nn::Module {
 
   nn::models::GPTConfig config;
   std::shared_ptr<ProcessGroup> group;
+  bool sequence_parallel;
   std::shared_ptr<VocabParallelEmbedding> wte;
   std::shared_ptr<nn::Embedding> wpe;
   std::shared_ptr<nn::ModuleList> blocks;

@@ -40,7 +40,7 @@ Tensor summed(const Tensor& t, ProcessGroup& group) {
   return out;
 }
 
-Tensor joined(const Tensor& t, ProcessGroup& group, int64_t dim) {
+Tensor joined(const char* /*what*/, const Tensor& t, ProcessGroup& group, int64_t dim) {
   NoGradGuard no_grad;
   const Tensor all = group.all_gather(t.contiguous());  // (N, *shape)
   return group.size() == 1 ? all.select(0, 0).contiguous() : cat(unbind(all, 0), dim);
@@ -52,6 +52,38 @@ Tensor part(const char* what, const Tensor& t, ProcessGroup& group, int64_t dim)
                " does not split over ", ranks, " ranks");
   NoGradGuard no_grad;
   return t.narrow(dim, group.rank() * (n / ranks), n / ranks).contiguous();
+}
+
+// t summed over the group, this rank's part along `dim` (a reduce-scatter, on a copy with `dim`
+// first: the ranks' parts are then consecutive blocks).
+Tensor scattered_sum(const char* what, const Tensor& t, ProcessGroup& group, int64_t dim) {
+  const int64_t n = t.size(dim), ranks = group.size();
+  SINTER_CHECK(n % ranks == 0, "tp::", what, ": dim ", dim, " of shape ", shape_str(t.shape()),
+               " does not split over ", ranks, " ranks");
+  NoGradGuard no_grad;
+  const Tensor front = fresh(t.transpose(0, dim));
+  Shape shape = front.shape();
+  shape[0] = n / ranks;
+  Tensor out = empty(shape, {.dtype = t.dtype(), .device = t.device()});
+  group.reduce_scatter(out, front);
+  return out.transpose(0, dim).contiguous();
+}
+
+// A collective along a dim, `forward` of x, with `backward` of the gradient (the four of
+// gather, scatter, gather_sequence and reduce_scatter_sequence).
+using AlongDim = Tensor (*)(const char* what, const Tensor& t, ProcessGroup& group, int64_t dim);
+Tensor along(const char* what, const char* node, const Tensor& x,
+             const std::shared_ptr<ProcessGroup>& group, int64_t dim, AlongDim forward,
+             AlongDim backward) {
+  check_args(what, x, group);
+  const int64_t d = wrapped(what, x, dim);
+  Tensor out = forward(what, x, *group, d);
+  if (needs_grad({&x})) {
+    record(node, {&out}, {x}, [what, group, d, backward](const Grads& g) {
+      return Grads{backward(what, g[0], *group, d)};
+    });
+  }
+  return out;
 }
 
 int ranks_of(const char* layer, const std::shared_ptr<ProcessGroup>& group) {
@@ -106,25 +138,47 @@ Tensor reduce(const Tensor& x, const std::shared_ptr<ProcessGroup>& group) {
 }
 
 Tensor gather(const Tensor& x, const std::shared_ptr<ProcessGroup>& group, int64_t dim) {
-  check_args("gather", x, group);
-  const int64_t d = wrapped("gather", x, dim);
-  Tensor out = joined(x, *group, d);
-  if (needs_grad({&x})) {
-    record("tp_gather", {&out}, {x},
-           [group, d](const Grads& g) { return Grads{part("gather", g[0], *group, d)}; });
-  }
-  return out;
+  return along("gather", "tp_gather", x, group, dim, joined, part);
 }
 
 Tensor scatter(const Tensor& x, const std::shared_ptr<ProcessGroup>& group, int64_t dim) {
-  check_args("scatter", x, group);
-  const int64_t d = wrapped("scatter", x, dim);
-  Tensor out = part("scatter", x, *group, d);
-  if (needs_grad({&x})) {
-    record("tp_scatter", {&out}, {x},
-           [group, d](const Grads& g) { return Grads{joined(g[0], *group, d)}; });
+  return along("scatter", "tp_scatter", x, group, dim, part, joined);
+}
+
+Tensor gather_sequence(const Tensor& x, const std::shared_ptr<ProcessGroup>& group, int64_t dim) {
+  return along("gather_sequence", "tp_gather_sequence", x, group, dim, joined, scattered_sum);
+}
+
+Tensor reduce_scatter_sequence(const Tensor& x, const std::shared_ptr<ProcessGroup>& group,
+                               int64_t dim) {
+  return along("reduce_scatter_sequence", "tp_reduce_scatter_sequence", x, group, dim,
+               scattered_sum, joined);
+}
+
+Tensor sequence_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       const std::shared_ptr<ProcessGroup>& group) {
+  check_args("sequence_linear", x, group);
+  SINTER_CHECK(x.dim() >= 3, "tp::sequence_linear: x must be (B, T, ...), got ",
+               shape_str(x.shape()));
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = linear(joined("sequence_linear", x, *group, 1), weight, bias);
   }
-  return out;
+  if (!needs_grad({&x, &weight, &bias})) return y;
+  const SavedTensor saved_x(x, "tp_sequence_linear"), saved_w(weight, "tp_sequence_linear");
+  const bool with_bias = bias.defined();
+  record("tp_sequence_linear", {&y}, {x, weight, bias},
+         [saved_x, saved_w, group, with_bias](const Grads& g) {
+           const Tensor w = saved_w.get(),
+                        whole = joined("sequence_linear", saved_x.get(), *group, 1);
+           const int64_t in = w.size(1), out = w.size(0);
+           const Tensor dy = g[0].reshape({-1, out});
+           const Tensor dx = scattered_sum("sequence_linear", matmul(g[0], w), *group, 1);
+           const Tensor dw = matmul(dy.t(), whole.reshape({-1, in}));
+           return Grads{dx, dw, with_bias ? sum(dy, {0}) : Tensor()};
+         });
+  return y;
 }
 
 ColumnParallelLinear::ColumnParallelLinear(int64_t in_features, int64_t out_features,
@@ -146,7 +200,8 @@ ColumnParallelLinear::ColumnParallelLinear(int64_t in_features, int64_t out_feat
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) {
   check_input("ColumnParallelLinear", x, in_features);
-  const Tensor y = linear(copy(x, group), weight, bias);
+  const Tensor y = options.sequence_parallel ? sequence_linear(x, weight, bias, group)
+                                             : linear(copy(x, group), weight, bias);
   return options.gather_output ? gather(y, group, -1) : y;
 }
 
@@ -178,8 +233,12 @@ RowParallelLinear::RowParallelLinear(int64_t in_features, int64_t out_features,
 Tensor RowParallelLinear::forward(const Tensor& x) {
   const Tensor mine = options.input_is_parallel ? x : scatter(x, group, -1);
   check_input("RowParallelLinear", mine, weight.size(1));
-  const Tensor y = reduce(linear(mine, weight), group);
-  return bias.defined() ? y + bias : y;
+  if (!options.sequence_parallel) {
+    const Tensor y = reduce(linear(mine, weight), group);
+    return bias.defined() ? y + bias : y;
+  }
+  const Tensor y = reduce_scatter_sequence(linear(mine, weight), group, 1);
+  return bias.defined() ? y + copy(bias, group) : y;
 }
 
 void RowParallelLinear::load_full(const Tensor& w, const Tensor& b) {
@@ -192,7 +251,8 @@ void RowParallelLinear::load_full(const Tensor& w, const Tensor& b) {
 
 ParallelMultiheadAttention::ParallelMultiheadAttention(int64_t embed_dim, int64_t num_heads,
                                                        std::shared_ptr<ProcessGroup> group,
-                                                       const nn::MultiheadAttentionOptions& options)
+                                                       const nn::MultiheadAttentionOptions& options,
+                                                       bool sequence_parallel)
     : embed_dim(embed_dim), num_heads(num_heads), group(std::move(group)), options(options) {
   const int ranks = ranks_of("ParallelMultiheadAttention", this->group);
   SINTER_CHECK(
@@ -202,23 +262,28 @@ ParallelMultiheadAttention::ParallelMultiheadAttention(int64_t embed_dim, int64_
       " ranks");
   SINTER_CHECK(options.dropout >= 0.0 && options.dropout < 1.0,
                "ParallelMultiheadAttention: dropout ", options.dropout, " is not in [0, 1)");
-  qkv = register_module(
-      "qkv", std::make_shared<ColumnParallelLinear>(embed_dim, 3 * embed_dim, this->group,
-                                                    ColumnParallelOptions{.bias = options.bias}));
+  qkv = register_module("qkv", std::make_shared<ColumnParallelLinear>(
+                                   embed_dim, 3 * embed_dim, this->group,
+                                   ColumnParallelOptions{.bias = options.bias,
+                                                         .sequence_parallel = sequence_parallel}));
   out_proj = register_module(
-      "out_proj", std::make_shared<RowParallelLinear>(embed_dim, embed_dim, this->group,
-                                                      RowParallelOptions{.bias = options.bias}));
+      "out_proj",
+      std::make_shared<RowParallelLinear>(
+          embed_dim, embed_dim, this->group,
+          RowParallelOptions{.bias = options.bias, .sequence_parallel = sequence_parallel}));
 }
 
 Tensor ParallelMultiheadAttention::forward(const Tensor& x) {
   SINTER_CHECK(x.defined() && x.dim() == 3 && x.size(2) == embed_dim,
                "ParallelMultiheadAttention: expected x (B, T, ", embed_dim, "), got ",
                x.defined() ? shape_str(x.shape()) : std::string("undefined"));
-  const int64_t b = x.size(0), t = x.size(1), heads = num_heads / group->size();
+  // (B, T, 3 E / N) -> (3, B, H / N, T, head): this rank's heads' q, k and v (of the whole
+  // sequence, also where x holds a slice of it).
+  const Tensor projected = qkv->forward(x);
+  const int64_t b = x.size(0), t = projected.size(1), heads = num_heads / group->size();
   const int64_t head = embed_dim / num_heads;
-  // (B, T, 3 E / N) -> (3, B, H / N, T, head): this rank's heads' q, k and v.
   const std::vector<Tensor> qkv_heads =
-      unbind(qkv->forward(x).view({b, t, 3, heads, head}).permute({2, 0, 3, 1, 4}));
+      unbind(projected.view({b, t, 3, heads, head}).permute({2, 0, 3, 1, 4}));
   const Tensor y = scaled_dot_product_attention(
       qkv_heads[0], qkv_heads[1], qkv_heads[2],
       {.causal = options.causal, .dropout_p = is_training() ? options.dropout : 0.0});
@@ -248,8 +313,12 @@ void ParallelMultiheadAttention::load_full(const nn::MultiheadAttention& whole) 
 }
 
 VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t embedding_dim,
-                                               std::shared_ptr<ProcessGroup> group)
-    : num_embeddings(num_embeddings), embedding_dim(embedding_dim), group(std::move(group)) {
+                                               std::shared_ptr<ProcessGroup> group,
+                                               bool sequence_parallel)
+    : num_embeddings(num_embeddings),
+      embedding_dim(embedding_dim),
+      group(std::move(group)),
+      sequence_parallel(sequence_parallel) {
   const int ranks = ranks_of("VocabParallelEmbedding", this->group);
   SINTER_CHECK(num_embeddings > 0 && embedding_dim > 0 && num_embeddings % ranks == 0,
                "VocabParallelEmbedding: ", num_embeddings, " embeddings of ", embedding_dim,
@@ -266,7 +335,7 @@ Tensor VocabParallelEmbedding::forward(const Tensor& ids) {
   const Tensor mine = both(ge(ids, first), lt(ids, first + rows));
   const Tensor local = where(mine, ids - first, Scalar(int64_t{0}));
   const Tensor found = embedding(weight, local) * mine.unsqueeze(-1).to(weight.dtype());
-  return reduce(found, group);
+  return sequence_parallel ? reduce_scatter_sequence(found, group, 1) : reduce(found, group);
 }
 
 void VocabParallelEmbedding::load_full(const Tensor& w) {

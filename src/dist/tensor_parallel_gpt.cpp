@@ -20,26 +20,40 @@ void load_norm(nn::LayerNorm& to, const nn::LayerNorm& from) {
   copy_whole(to.bias, from.bias);
 }
 
+// A layer norm of x; on a slice of the sequence its parameters enter through copy(), so that their
+// gradients are summed over the group (Note [sequence parallel]).
+Tensor norm(nn::LayerNorm& ln, const Tensor& x, const std::shared_ptr<ProcessGroup>& group,
+            bool sequence_parallel) {
+  if (!sequence_parallel) return ln.forward(x);
+  return layer_norm(x, ln.normalized_shape, copy(ln.weight, group), copy(ln.bias, group), ln.eps);
+}
+
 }  // namespace
 
 ParallelTransformerBlock::ParallelTransformerBlock(int64_t embed_dim, int64_t num_heads, bool bias,
-                                                   std::shared_ptr<ProcessGroup> group) {
+                                                   std::shared_ptr<ProcessGroup> group,
+                                                   bool sequence_parallel)
+    : group(std::move(group)), sequence_parallel(sequence_parallel) {
   ln1 = register_module("ln1", nn::LayerNorm({embed_dim}));
-  attn = register_module("attn", std::make_shared<ParallelMultiheadAttention>(
-                                     embed_dim, num_heads, group,
-                                     nn::MultiheadAttentionOptions{.bias = bias, .causal = true}));
+  attn = register_module(
+      "attn", std::make_shared<ParallelMultiheadAttention>(
+                  embed_dim, num_heads, this->group,
+                  nn::MultiheadAttentionOptions{.bias = bias, .causal = true}, sequence_parallel));
   ln2 = register_module("ln2", nn::LayerNorm({embed_dim}));
-  fc = register_module("fc",
-                       std::make_shared<ColumnParallelLinear>(embed_dim, 4 * embed_dim, group,
-                                                              ColumnParallelOptions{.bias = bias}));
+  fc = register_module(
+      "fc", std::make_shared<ColumnParallelLinear>(
+                embed_dim, 4 * embed_dim, this->group,
+                ColumnParallelOptions{.bias = bias, .sequence_parallel = sequence_parallel}));
   proj = register_module(
-      "proj", std::make_shared<RowParallelLinear>(4 * embed_dim, embed_dim, std::move(group),
-                                                  RowParallelOptions{.bias = bias}));
+      "proj", std::make_shared<RowParallelLinear>(
+                  4 * embed_dim, embed_dim, this->group,
+                  RowParallelOptions{.bias = bias, .sequence_parallel = sequence_parallel}));
 }
 
 Tensor ParallelTransformerBlock::forward(const Tensor& x) {
-  const Tensor h = x + attn->forward(ln1->forward(x));
-  return h + proj->forward(gelu(fc->forward(ln2->forward(h)), Activation::GeluTanh));
+  const Tensor h = x + attn->forward(norm(*ln1, x, group, sequence_parallel));
+  const Tensor hidden = fc->forward(norm(*ln2, h, group, sequence_parallel));
+  return h + proj->forward(gelu(hidden, Activation::GeluTanh));
 }
 
 void ParallelTransformerBlock::load_full(const nn::TransformerBlock& whole) {
@@ -54,8 +68,9 @@ void ParallelTransformerBlock::load_full(const nn::TransformerBlock& whole) {
                   whole.proj->bias.defined() ? whole.proj->bias.detach() : Tensor());
 }
 
-ParallelGPT::ParallelGPT(const nn::models::GPTConfig& c, std::shared_ptr<ProcessGroup> group)
-    : config(c), group(std::move(group)) {
+ParallelGPT::ParallelGPT(const nn::models::GPTConfig& c, std::shared_ptr<ProcessGroup> group,
+                         bool sequence_parallel)
+    : config(c), group(std::move(group)), sequence_parallel(sequence_parallel) {
   SINTER_CHECK(this->group != nullptr, "ParallelGPT: no process group");
   const int ranks = this->group->size();
   SINTER_CHECK(c.vocab_size > 0 && c.context_length > 0 && c.n_layer > 0 && c.n_head > 0 &&
@@ -69,19 +84,21 @@ ParallelGPT::ParallelGPT(const nn::models::GPTConfig& c, std::shared_ptr<Process
   SINTER_CHECK(c.dropout == 0.0, "ParallelGPT: dropout ", c.dropout,
                " needs random streams kept per rank and per group, not built yet; use 0");
   SINTER_CHECK(!c.checkpoint_blocks, "ParallelGPT: checkpoint_blocks is not supported yet");
-  wte = register_module(
-      "wte", std::make_shared<VocabParallelEmbedding>(c.vocab_size, c.n_embd, this->group));
+  wte = register_module("wte", std::make_shared<VocabParallelEmbedding>(
+                                   c.vocab_size, c.n_embd, this->group, sequence_parallel));
   wpe = register_module("wpe", nn::Embedding(c.context_length, c.n_embd));
   blocks = register_module("blocks", nn::ModuleList());
   for (int64_t i = 0; i < c.n_layer; ++i) {
-    blocks->push_back(
-        std::make_shared<ParallelTransformerBlock>(c.n_embd, c.n_head, c.bias, this->group));
+    blocks->push_back(std::make_shared<ParallelTransformerBlock>(c.n_embd, c.n_head, c.bias,
+                                                                 this->group, sequence_parallel));
   }
   ln_f = register_module("ln_f", nn::LayerNorm({c.n_embd}));
   if (!c.tie_weights) {
     lm_head = register_module(
-        "lm_head", std::make_shared<ColumnParallelLinear>(c.n_embd, c.vocab_size, this->group,
-                                                          ColumnParallelOptions{.bias = false}));
+        "lm_head",
+        std::make_shared<ColumnParallelLinear>(
+            c.n_embd, c.vocab_size, this->group,
+            ColumnParallelOptions{.bias = false, .sequence_parallel = sequence_parallel}));
   }
 }
 
@@ -90,11 +107,22 @@ Tensor ParallelGPT::forward(const Tensor& idx) {
                    idx.size(1) <= config.context_length,
                "ParallelGPT: expected i64 token ids (B, T) with T in 1 to ", config.context_length,
                ", got ", idx.defined() ? shape_str(idx.shape()) : std::string("undefined"));
-  const Tensor pos = arange(idx.size(1), {.dtype = DType::i64, .device = idx.device()});
-  Tensor x = wte->forward(idx) + wpe->forward(pos);
+  const int64_t t = idx.size(1), ranks = group->size();
+  Tensor pos = arange(t, {.dtype = DType::i64, .device = idx.device()});
+  Tensor x;
+  if (sequence_parallel) {
+    SINTER_CHECK(t % ranks == 0, "ParallelGPT: sequence parallelism needs a sequence length ",
+                 "divisible by the group's ", ranks, " ranks, got ", t);
+    pos = pos.narrow(0, group->rank() * (t / ranks), t / ranks);
+    x = wte->forward(idx) + embedding(copy(wpe->weight, group), pos);
+  } else {
+    x = wte->forward(idx) + wpe->forward(pos);
+  }
   for (const std::shared_ptr<nn::Module>& block : *blocks) x = block->forward(x);
-  x = ln_f->forward(x);
-  return lm_head ? lm_head->forward(x) : linear(copy(x, group), wte->weight);
+  x = norm(*ln_f, x, group, sequence_parallel);
+  if (lm_head) return lm_head->forward(x);
+  return sequence_parallel ? sequence_linear(x, wte->weight, Tensor(), group)
+                           : linear(copy(x, group), wte->weight);
 }
 
 Tensor ParallelGPT::loss(const Tensor& idx, const Tensor& targets,

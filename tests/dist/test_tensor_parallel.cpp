@@ -14,6 +14,7 @@
 #include "dist_test_util.h"
 #include "sinter/device_mesh.h"
 #include "sinter/optim/adam.h"
+#include "sinter/profiler.h"
 #include "sinter/tensor_parallel.h"
 #include "test_util.h"
 
@@ -143,11 +144,15 @@ TEST(TensorParallel, ParallelAttentionEqualsTheWholeLayer) {
 
 // Per Note [tensor parallel gpt], 20 AdamW steps of a small GPT split over the ranks give the
 // losses of the one-process GPT they were loaded from, in f64 within 1e-10, and its parameters
-// after the steps: each shard the whole parameter's rows or columns, each whole parameter equal.
+// after the steps: each shard the whole parameter's rows or columns, each whole parameter equal;
+// with the sequence split between the parallel regions too (Note [sequence parallel]), where the
+// layer norms' and position embedding's gradients are summed over the ranks' slices.
 TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
   const int n = world().size(), r = world().rank();
-  for (const bool tied : {true, false}) {
-    SCOPED_TRACE(tied ? "tied head" : "untied head");
+  for (const auto& [tied, sequence_parallel] :
+       std::vector<std::pair<bool, bool>>{{true, false}, {false, false}, {true, true}}) {
+    SCOPED_TRACE(std::string(tied ? "tied head" : "untied head") +
+                 (sequence_parallel ? ", sequence parallel" : ""));
     const nn::models::GPTConfig config{.vocab_size = 6 * n,
                                        .context_length = 8,
                                        .n_layer = 2,
@@ -157,7 +162,7 @@ TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
     manual_seed(3);
     nn::models::GPT whole(config);
     whole.to(kF64);
-    dist::tp::ParallelGPT split(config, world_ptr());
+    dist::tp::ParallelGPT split(config, world_ptr(), sequence_parallel);
     split.to(kF64);
     split.load_full(whole);
     const optim::AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1};
@@ -199,6 +204,58 @@ TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
   }
   expect_error([&] { dist::tp::ParallelGPT({.dropout = 0.1}, world_ptr()); },
                {"ParallelGPT", "dropout 0.1"});
+}
+
+// Per Note [sequence parallel], the bytes a GPT's forward saves for backward (the profiler's
+// count), split over the ranks with and without sequence parallelism: the layer norms' inputs and
+// the column-parallel layers' gathered inputs are kept as slices, so less is saved; printed.
+TEST(TensorParallel, SequenceParallelSavesFewerActivationBytes) {
+  const int n = world().size();
+  const nn::models::GPTConfig config{
+      .vocab_size = 8 * n, .context_length = 16, .n_layer = 2, .n_head = 2 * n, .n_embd = 8 * n};
+  Generator gen(4);
+  const Tensor ids = randint(0, config.vocab_size, {4, 16}, {.dtype = DType::i64}, &gen);
+  int64_t saved[2] = {0, 0};
+  for (const bool sequence_parallel : {false, true}) {
+    dist::tp::ParallelGPT model(config, world_ptr(), sequence_parallel);
+    const profiler::Guard guard;
+    const Tensor loss = model.loss(ids, ids);
+    saved[sequence_parallel ? 1 : 0] = guard.saved_bytes();
+    loss.backward();
+  }
+  if (world().rank() == 0) {
+    std::printf("tp %d: a GPT forward saves %lld bytes, %lld with sequence parallelism (%.2fx)\n",
+                n, static_cast<long long>(saved[0]), static_cast<long long>(saved[1]),
+                static_cast<double>(saved[1]) / static_cast<double>(saved[0]));
+  }
+  EXPECT_GT(saved[1], 0);
+  if (n > 1) EXPECT_LT(saved[1], saved[0]);
+}
+
+// gather_sequence and reduce_scatter_sequence (Note [sequence parallel]): join and sum-and-cut
+// along the sequence dim, each the other's gradient.
+TEST(TensorParallel, SequenceGatherAndReduceScatterAreEachOthersGradient) {
+  const int n = world().size(), r = world().rank();
+  auto group = world_ptr();
+  const Tensor slice =
+      (arange(2 * 2 * 3, {.dtype = kF64}).reshape({2, 2, 3}) + 100.0 * r).requires_grad_();
+  const Tensor whole = dist::tp::gather_sequence(slice, group, 1);
+  ASSERT_EQ(whole.shape(), (Shape{2, 2 * n, 3}));
+  EXPECT_TRUE(all_close(whole.narrow(1, 2 * r, 2), slice.detach(), 0, 0));
+  // Every rank weighs the whole sequence by (rank + 1): the slice's gradient is the sum of the
+  // weights over the ranks, on its part of the sequence.
+  (whole * (r + 1.0)).sum().backward();
+  const double total = n * (n + 1) / 2.0;
+  EXPECT_TRUE(all_close(slice.grad(), full({2, 2, 3}, total, {.dtype = kF64}), 0, 0));
+  const Tensor base = arange(2 * 2 * n * 3, {.dtype = kF64}).reshape({2, 2 * n, 3});
+  const Tensor mine = (base * (r + 1.0)).detach().requires_grad_();
+  const Tensor cut = dist::tp::reduce_scatter_sequence(mine, group, -2);
+  EXPECT_TRUE(all_close(cut, base.narrow(1, 2 * r, 2) * total, 0, 0));
+  (cut * (r + 1.0)).sum().backward();
+  for (int q = 0; q < n; ++q) {
+    EXPECT_TRUE(all_close(mine.grad().narrow(1, 2 * q, 2),
+                          full({2, 2, 3}, q + 1.0, {.dtype = kF64}), 0, 0));
+  }
 }
 
 // Per Note [vocabulary parallel], the embedding of ids in every rank's range (and the first and
