@@ -22,6 +22,15 @@
 // is whole). Each collective runs on every rank of the group in the same order, forward and
 // backward alike. The parameters' names are Linear's (weight, bias): a rank's state dict holds its
 // shard, and load_full() takes a whole Linear's weight and bias and keeps this rank's shard.
+//
+// Note [tensor parallel init]
+// A layer's shard is its part of one initialization of the whole layer: every rank draws the whole
+// weight from the default generator and keeps its rows or columns (Megatron-LM's initialization
+// on the CPU). Every rank of a group must therefore seed alike (manual_seed with one seed), as the
+// parameters that are whole on every rank (a row-parallel bias, the layer norms) need anyway:
+// ranks seeded apart would hold different copies of those. Shards drawn each from its own rank's
+// generator would be the same on every rank seeded alike: their units would start as copies and
+// get the same gradients, a model 1/N as wide.
 #pragma once
 
 #include <cstdint>
@@ -83,8 +92,8 @@ struct ColumnParallelOptions {
 
 class ColumnParallelLinear : public nn::Module {
  public:
-  // out_features divisible by the group's size; the shard is initialized as a Linear of in ->
-  // out_features is (uniform within 1/sqrt(in_features)), each rank drawing its own.
+  // out_features divisible by the group's size; the shard is this rank's rows of a whole Linear's
+  // initialization (Note [tensor parallel init]).
   ColumnParallelLinear(int64_t in_features, int64_t out_features,
                        std::shared_ptr<ProcessGroup> group, ColumnParallelOptions options = {});
   std::string name() const override { return "ColumnParallelLinear"; }
@@ -166,7 +175,8 @@ class ParallelMultiheadAttention : public nn::Module {
 
 class VocabParallelEmbedding : public nn::Module {
  public:
-  // num_embeddings divisible by the group's size; the shard is normal(0, 1), as Embedding's.
+  // num_embeddings divisible by the group's size; the shard is this rank's rows of a whole
+  // table drawn normal(0, 1), as Embedding's (Note [tensor parallel init]).
   // sequence_parallel: the output (B, T, dim) of ids (B, T) holds this rank's T / N positions.
   VocabParallelEmbedding(int64_t num_embeddings, int64_t embedding_dim,
                          std::shared_ptr<ProcessGroup> group, bool sequence_parallel = false);
@@ -231,6 +241,10 @@ class ParallelGPT : public nn::Module {
   // The whole cross-entropy of the logits against targets (B, T), the same on every rank.
   Tensor loss(const Tensor& idx, const Tensor& targets, const CrossEntropyOptions& options = {});
   void load_full(const nn::models::GPT& whole);
+  // GPT's initialization (normal(0, 0.02), the residual projections scaled by 1 / sqrt(2
+  // n_layer), zero biases, the norms' ones and zeros), each shard its part of a whole draw (Note
+  // [tensor parallel init]); the constructor runs it.
+  void reset_parameters();
 
   nn::models::GPTConfig config;
   std::shared_ptr<ProcessGroup> group;

@@ -4,6 +4,7 @@
 
 #include <set>
 #include <sstream>
+#include <string>
 #include <utility>
 
 #include "sinter/core/error.h"
@@ -17,6 +18,12 @@ std::string dims_text(const std::vector<MeshDim>& dims) {
   for (size_t i = 0; i < dims.size(); ++i)
     out << (i ? " x " : "") << dims[i].name << " " << dims[i].size;
   return out.str();
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out;
 }
 
 }  // namespace
@@ -53,14 +60,20 @@ DeviceMesh::DeviceMesh(std::shared_ptr<ProcessGroup> world, std::vector<MeshDim>
     }
     groups_.push_back(world_->split(color, coordinates_[i]));
   }
+  // Every rank learns whether any tp group spans nodes, and all throw alike (a throw on some
+  // ranks only would leave the others waiting in their next collective).
   const int tp = index_of("tp");
   if (tp >= 0 && dims_[tp].size > 1) {
     const ProcessGroup& g = *groups_[tp];
-    SINTER_CHECK(g.local_size() == g.size(), "DeviceMesh ", dims_text(dims_), ": rank ",
-                 world_->rank(), "'s tp group (world ranks ", ranks("tp"), ") spans nodes (",
-                 g.local_size(), " of its ", g.size(),
-                 " ranks on this one); launch the ranks node by node and name tp last, so that "
-                 "each tp group lies on one node");
+    const bool spans = g.local_size() != g.size();
+    Tensor any = from_vector<int64_t>({spans ? 1 : 0}, {1});
+    world_->all_reduce(any, ReduceOp::Max);
+    SINTER_CHECK(any.item<int64_t>() == 0, "DeviceMesh ", dims_text(dims_), ": ",
+                 spans ? "rank " + std::to_string(world_->rank()) + "'s tp group (world ranks " +
+                             ranks_text(ranks("tp")) + ") spans nodes"
+                       : std::string("a tp group spans nodes"),
+                 "; launch the ranks node by node and name tp last, so that each tp group lies "
+                 "on one node");
   }
 }
 

@@ -141,7 +141,11 @@ class MpiWork;
 
 class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<MpiGroup> {
  public:
-  MpiGroup(MPI_Comm comm, const ProcessGroupOptions& options) : comm_(comm), options_(options) {
+  // `device_local_rank`: the node-local rank that picks the GPU (ProcessGroupOptions::device -1):
+  // a split group's is its parent's, so that a rank keeps its GPU in every group; -1: this group's
+  // own local rank.
+  MpiGroup(MPI_Comm comm, const ProcessGroupOptions& options, int device_local_rank = -1)
+      : comm_(comm), options_(options) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     MPI_Comm local;
@@ -150,6 +154,7 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
     MPI_Comm_rank(local, &local_rank_);
     MPI_Comm_size(local, &local_size_);
     MPI_Comm_free(&local);
+    device_local_rank_ = device_local_rank >= 0 ? device_local_rank : local_rank_;
   }
   ~MpiGroup() override { teardown(std::chrono::milliseconds(0)); }
 
@@ -158,7 +163,7 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
   int cuda_device() const override {
-    return detail::choose_device(options_.device, rank_, local_rank_, cuda::device_count());
+    return detail::choose_device(options_.device, rank_, device_local_rank_, cuda::device_count());
   }
 
   std::shared_ptr<Work> all_reduce_async(Tensor& tensor, ReduceOp op) override;
@@ -196,7 +201,7 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
 
   MPI_Comm comm_;
   ProcessGroupOptions options_;
-  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, device_local_rank_ = 0;
   // Guards the creation of nccl_ (collective, so it may block on peers while held); taken before
   // g_mpi_mutex, never after it, and never with state_mutex_ held.
   std::mutex nccl_mutex_;
@@ -687,10 +692,17 @@ Runtime::~Runtime() {
 }
 
 // A group of our own over `comm`, errors returned as codes, known to the runtime's teardown.
-// Called with g_mpi_mutex held.
-std::shared_ptr<MpiGroup> adopt_communicator(MPI_Comm comm, const ProcessGroupOptions& options) {
+// Called with g_mpi_mutex held. The communicator is freed if the group cannot be made.
+std::shared_ptr<MpiGroup> adopt_communicator(MPI_Comm comm, const ProcessGroupOptions& options,
+                                             int device_local_rank = -1) {
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  auto group = std::make_shared<MpiGroup>(comm, options);
+  std::shared_ptr<MpiGroup> group;
+  try {
+    group = std::make_shared<MpiGroup>(comm, options, device_local_rank);
+  } catch (...) {
+    MPI_Comm_free(&comm);
+    throw;
+  }
   Runtime& rt = runtime();
   std::erase_if(rt.groups, [](const std::weak_ptr<MpiGroup>& g) { return g.expired(); });
   rt.groups.push_back(group);
@@ -704,7 +716,7 @@ std::shared_ptr<ProcessGroup> MpiGroup::split(int color, int key) {
   std::lock_guard<std::mutex> lock(g_mpi_mutex);
   MPI_Comm comm;
   SINTER_MPI_CALL(rank_, "MPI_Comm_split", MPI_Comm_split(comm_, color, key, &comm));
-  return adopt_communicator(comm, options_);
+  return adopt_communicator(comm, options_, device_local_rank_);
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <utility>
 
+#include "dist/tensor_parallel_impl.h"
 #include "internal/autograd_impl.h"
+#include "kern/softmax.h"
 #include "sinter/core/error.h"
 #include "sinter/nn/init.h"
 #include "sinter/ops.h"
@@ -92,11 +94,19 @@ int ranks_of(const char* layer, const std::shared_ptr<ProcessGroup>& group) {
 }
 
 // A Linear's initialization, from the whole layer's fan-in: uniform within 1/sqrt(in_features)
-// for the weight (kaiming_uniform_ with a = sqrt(5)) and the bias alike.
-void init_shard(Tensor& weight, Tensor& bias, int64_t in_features) {
+// for the weight (kaiming_uniform_ with a = sqrt(5)) and the bias alike; the weight split along
+// `dim`, the bias too where `bias_split`.
+void init_linear(Tensor& weight, Tensor& bias, int64_t in_features, int64_t dim, bool bias_split,
+                 const ProcessGroup& group) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  nn::init::uniform_(weight, -bound, bound);
-  if (bias.defined()) nn::init::uniform_(bias, -bound, bound);
+  const auto uniform = [bound](Tensor& t) { nn::init::uniform_(t, -bound, bound); };
+  detail::init_part(weight, dim, group, uniform);
+  if (!bias.defined()) return;
+  if (bias_split) {
+    detail::init_part(bias, 0, group, uniform);
+  } else {
+    uniform(bias);
+  }
 }
 
 void check_full(const char* layer, const Tensor& weight, const Tensor& bias, int64_t out,
@@ -167,16 +177,22 @@ Tensor sequence_linear(const Tensor& x, const Tensor& weight, const Tensor& bias
   }
   if (!needs_grad({&x, &weight, &bias})) return y;
   const SavedTensor saved_x(x, "tp_sequence_linear"), saved_w(weight, "tp_sequence_linear");
+  // The products of backward in the gradient's dtype (the forward's, under autocast), each
+  // gradient then in its input's dtype.
+  const DType x_dtype = x.dtype(), w_dtype = weight.dtype();
+  const DType b_dtype = bias.defined() ? bias.dtype() : w_dtype;
   const bool with_bias = bias.defined();
   record("tp_sequence_linear", {&y}, {x, weight, bias},
-         [saved_x, saved_w, group, with_bias](const Grads& g) {
-           const Tensor w = saved_w.get(),
-                        whole = joined("sequence_linear", saved_x.get(), *group, 1);
+         [saved_x, saved_w, group, with_bias, x_dtype, w_dtype, b_dtype](const Grads& g) {
+           const DType dt = g[0].dtype();
+           const Tensor w = saved_w.get().to(dt);
+           const Tensor whole = joined("sequence_linear", saved_x.get(), *group, 1).to(dt);
            const int64_t in = w.size(1), out = w.size(0);
            const Tensor dy = g[0].reshape({-1, out});
            const Tensor dx = scattered_sum("sequence_linear", matmul(g[0], w), *group, 1);
            const Tensor dw = matmul(dy.t(), whole.reshape({-1, in}));
-           return Grads{dx, dw, with_bias ? sum(dy, {0}) : Tensor()};
+           return Grads{dx.to(x_dtype), dw.to(w_dtype),
+                        with_bias ? sum(dy, {0}).to(b_dtype) : Tensor()};
          });
   return y;
 }
@@ -195,7 +211,7 @@ ColumnParallelLinear::ColumnParallelLinear(int64_t in_features, int64_t out_feat
                " ranks");
   weight = register_parameter("weight", empty({out_features / ranks, in_features}));
   if (options.bias) bias = register_parameter("bias", empty({out_features / ranks}));
-  init_shard(weight, bias, in_features);
+  init_linear(weight, bias, in_features, 0, true, *this->group);
 }
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) {
@@ -227,7 +243,7 @@ RowParallelLinear::RowParallelLinear(int64_t in_features, int64_t out_features,
                " ranks");
   weight = register_parameter("weight", empty({out_features, in_features / ranks}));
   if (options.bias) bias = register_parameter("bias", empty({out_features}));
-  init_shard(weight, bias, in_features);
+  init_linear(weight, bias, in_features, 1, false, *this->group);
 }
 
 Tensor RowParallelLinear::forward(const Tensor& x) {
@@ -325,7 +341,7 @@ VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t e
                ": both must be positive and num_embeddings divisible by the group's ", ranks,
                " ranks");
   weight = register_parameter("weight", empty({num_embeddings / ranks, embedding_dim}));
-  nn::init::normal_(weight);
+  detail::init_part(weight, 0, *this->group, [](Tensor& t) { nn::init::normal_(t); });
 }
 
 Tensor VocabParallelEmbedding::forward(const Tensor& ids) {
@@ -361,15 +377,28 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& target,
                "tp::vocab_parallel_cross_entropy: a class weight is not supported");
   SINTER_CHECK(options.reduction != Reduction::BatchMean,
                "tp::vocab_parallel_cross_entropy: reduction BatchMean is kl_div's");
+  SINTER_CHECK(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0,
+               "tp::vocab_parallel_cross_entropy: label_smoothing must be in [0, 1], got ",
+               options.label_smoothing);
   const int64_t width = logits.size(1), first = group->rank() * width;
   const int64_t classes = width * group->size();
-  const DType dt = logits.dtype();
-  // Each row's max over the whole vocabulary, a constant shift (no gradient).
-  Tensor top = fresh(amax(logits.detach(), {1}, true));
-  group->all_reduce(top, ReduceOp::Max);
-  const Tensor z = logits - top;
-  const Tensor lse = log(reduce(sum(exp(z), {1}), group));
   const Tensor valid = ne(target, options.ignore_index);
+  if (target.numel() > 0) {  // the same target on every rank: all throw alike
+    NoGradGuard no_grad;
+    const Tensor kept = where(valid, target, Scalar(int64_t{0}));
+    const std::vector<int64_t> lo_hi = stack({min(kept), max(kept)}).to_vector<int64_t>();
+    SINTER_CHECK(lo_hi[0] >= 0 && lo_hi[1] < classes, "tp::vocab_parallel_cross_entropy: target ",
+                 lo_hi[0] < 0 ? lo_hi[0] : lo_hi[1], " is out of range [0, ", classes,
+                 ") and is not ignore_index (", options.ignore_index, ")");
+  }
+  // In the losses' accumulation dtype (f32, f64 for f64), as cross_entropy; the result in the
+  // logits' dtype.
+  const DType out_dtype = logits.dtype(), dt = kern::loss_acc_dtype(out_dtype);
+  // Each row's max over the whole vocabulary, a constant shift (no gradient).
+  Tensor top = fresh(amax(logits.detach(), {1}, true).to(dt));
+  group->all_reduce(top, ReduceOp::Max);
+  const Tensor z = logits.to(dt) - top;
+  const Tensor lse = log(reduce(sum(exp(z), {1}), group));
   const Tensor mine = both(valid, both(ge(target, first), lt(target, first + width)));
   const Tensor local = where(mine, target - first, Scalar(int64_t{0}));
   const Tensor picked = reduce(gather(z, 1, local.unsqueeze(1)).squeeze(1) * mine.to(dt), group);
@@ -382,11 +411,22 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& target,
   loss = loss * valid.to(dt);
   switch (options.reduction) {
     case Reduction::None:
-      return loss;
+      return loss.to(out_dtype);
     case Reduction::Sum:
-      return sum(loss);
-    default:
-      return sum(loss) / sum(valid.to(dt));
+      return sum(loss).to(out_dtype);
+    default: {
+      // Per Note [all ignored] (src/ops/softmax.cpp): with no target kept the loss is NaN and the
+      // gradient zero, as cross_entropy's.
+      Tensor scale, none_kept;
+      {
+        NoGradGuard no_grad;
+        const Tensor count = sum(valid.to(dt));
+        scale = where(gt(count, 0.0), 1.0 / count, Scalar(0.0));
+        none_kept = where(gt(count, 0.0), zeros({}, {.dtype = dt, .device = count.device()}),
+                          Scalar(std::nan("")));
+      }
+      return (sum(loss) * scale + none_kept).to(out_dtype);
+    }
   }
 }
 

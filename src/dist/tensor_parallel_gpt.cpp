@@ -1,8 +1,11 @@
 // GPT split over a tensor-parallel group (Note [tensor parallel gpt] in
 // include/sinter/tensor_parallel.h): its blocks, the model, and the loading of a whole GPT.
+#include <cmath>
 #include <utility>
 
+#include "dist/tensor_parallel_impl.h"
 #include "sinter/core/error.h"
+#include "sinter/nn/init.h"
 #include "sinter/ops.h"
 #include "sinter/tensor_parallel.h"
 
@@ -100,6 +103,36 @@ ParallelGPT::ParallelGPT(const nn::models::GPTConfig& c, std::shared_ptr<Process
             c.n_embd, c.vocab_size, this->group,
             ColumnParallelOptions{.bias = false, .sequence_parallel = sequence_parallel}));
   }
+  reset_parameters();
+}
+
+void ParallelGPT::reset_parameters() {
+  NoGradGuard no_grad;
+  const double weight_std = 0.02;
+  const double residual_std = weight_std / std::sqrt(2.0 * static_cast<double>(config.n_layer));
+  const auto normal = [](double std) {
+    return [std](Tensor& t) { nn::init::normal_(t, 0.0, std); };
+  };
+  const auto zero_bias = [](const Tensor& b) {
+    if (b.defined()) Tensor(b).zero_();
+  };
+  detail::init_part(wte->weight, 0, *group, normal(weight_std));
+  nn::init::normal_(wpe->weight, 0.0, weight_std);
+  for (const std::shared_ptr<nn::Module>& m : *blocks) {
+    auto& block = static_cast<ParallelTransformerBlock&>(*m);
+    block.ln1->reset_parameters();
+    block.ln2->reset_parameters();
+    detail::init_part(block.attn->qkv->weight, 0, *group, normal(weight_std));
+    detail::init_part(block.attn->out_proj->weight, 1, *group, normal(residual_std));
+    detail::init_part(block.fc->weight, 0, *group, normal(weight_std));
+    detail::init_part(block.proj->weight, 1, *group, normal(residual_std));
+    for (const Tensor& b :
+         {block.attn->qkv->bias, block.attn->out_proj->bias, block.fc->bias, block.proj->bias}) {
+      zero_bias(b);
+    }
+  }
+  ln_f->reset_parameters();
+  if (lm_head) detail::init_part(lm_head->weight, 0, *group, normal(weight_std));
 }
 
 Tensor ParallelGPT::forward(const Tensor& idx) {

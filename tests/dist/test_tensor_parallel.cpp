@@ -8,11 +8,15 @@
 // that do not split.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "dist_test_util.h"
+#include "sinter/autocast.h"
 #include "sinter/device_mesh.h"
+#include "sinter/nn/init.h"
 #include "sinter/optim/adam.h"
 #include "sinter/profiler.h"
 #include "sinter/tensor_parallel.h"
@@ -42,7 +46,7 @@ struct Whole {
 };
 
 TEST(TensorParallel, ColumnThenRowEqualsTheWholeMlp) {
-  const int n = world().size(), r = world().rank();
+  const int n = world().size();
   const Whole whole(n);
   // One process: the whole MLP.
   std::vector<Tensor> ref = {whole.w1.detach().requires_grad_(), whole.b1.detach().requires_grad_(),
@@ -50,29 +54,64 @@ TEST(TensorParallel, ColumnThenRowEqualsTheWholeMlp) {
                              whole.x.detach().requires_grad_()};
   const Tensor y_ref = linear(gelu(linear(ref[4], ref[0], ref[1])), ref[2], ref[3]);
   (y_ref * whole.coefficients).sum().backward();
-  const dist::DeviceMesh mesh(world_ptr(), {{"tp", n}});
-  const int64_t hidden = 4 * n, h = hidden / n;
-  for (const bool split_between : {true, false}) {
-    SCOPED_TRACE(split_between ? "split between the layers" : "gathered and cut again");
-    ColumnParallelLinear fc(6, hidden, mesh.group_ptr("tp"), {.gather_output = !split_between});
-    RowParallelLinear proj(hidden, 5, mesh.group_ptr("tp"), {.input_is_parallel = split_between});
-    fc.to(kF64);
-    proj.to(kF64);
-    fc.load_full(whole.w1, whole.b1);
-    proj.load_full(whole.w2, whole.b2);
-    const Tensor x = whole.x.detach().requires_grad_();
-    const Tensor y = proj.forward(gelu(fc.forward(x)));
-    (y * whole.coefficients).sum().backward();
-    EXPECT_TRUE(all_close(y, y_ref, 1e-12, 1e-12));
-    EXPECT_TRUE(all_close(x.grad(), ref[4].grad(), 1e-12, 1e-12));
-    EXPECT_TRUE(all_close(fc.weight.grad(), ref[0].grad().narrow(0, r * h, h), 1e-12, 1e-12));
-    EXPECT_TRUE(all_close(fc.bias.grad(), ref[1].grad().narrow(0, r * h, h), 1e-12, 1e-12));
-    EXPECT_TRUE(all_close(proj.weight.grad(), ref[2].grad().narrow(1, r * h, h), 1e-12, 1e-12));
-    EXPECT_TRUE(all_close(proj.bias.grad(), ref[3].grad(), 1e-12, 1e-12));
-    // The shards are the layers' state: (hidden / n, 6) and (5, hidden / n).
-    EXPECT_EQ(fc.named_parameters().size(), 2u);
-    EXPECT_EQ(fc.weight.shape(), (Shape{h, 6}));
-    EXPECT_EQ(proj.weight.shape(), (Shape{5, h}));
+  // Over all ranks; and over the tp groups of a dp x tp mesh, each a group of its own.
+  std::vector<std::vector<dist::MeshDim>> meshes = {{{"tp", n}}};
+  if (n % 2 == 0 && n > 2) meshes.push_back({{"dp", n / 2}, {"tp", 2}});
+  const int64_t hidden = 4 * n;
+  for (const auto& dims : meshes) {
+    const dist::DeviceMesh mesh(world_ptr(), dims);
+    const int r = mesh.coordinate("tp");
+    const int64_t h = hidden / mesh.size("tp");
+    for (const bool split_between : {true, false}) {
+      SCOPED_TRACE(mesh.str() +
+                   (split_between ? ", split between the layers" : ", gathered and cut again"));
+      ColumnParallelLinear fc(6, hidden, mesh.group_ptr("tp"), {.gather_output = !split_between});
+      RowParallelLinear proj(hidden, 5, mesh.group_ptr("tp"), {.input_is_parallel = split_between});
+      fc.to(kF64);
+      proj.to(kF64);
+      fc.load_full(whole.w1, whole.b1);
+      proj.load_full(whole.w2, whole.b2);
+      const Tensor x = whole.x.detach().requires_grad_();
+      const Tensor y = proj.forward(gelu(fc.forward(x)));
+      (y * whole.coefficients).sum().backward();
+      EXPECT_TRUE(all_close(y, y_ref, 1e-12, 1e-12));
+      EXPECT_TRUE(all_close(x.grad(), ref[4].grad(), 1e-12, 1e-12));
+      EXPECT_TRUE(all_close(fc.weight.grad(), ref[0].grad().narrow(0, r * h, h), 1e-12, 1e-12));
+      EXPECT_TRUE(all_close(fc.bias.grad(), ref[1].grad().narrow(0, r * h, h), 1e-12, 1e-12));
+      EXPECT_TRUE(all_close(proj.weight.grad(), ref[2].grad().narrow(1, r * h, h), 1e-12, 1e-12));
+      EXPECT_TRUE(all_close(proj.bias.grad(), ref[3].grad(), 1e-12, 1e-12));
+      // The shards are the layers' state: (hidden / tp, 6) and (5, hidden / tp).
+      EXPECT_EQ(fc.named_parameters().size(), 2u);
+      EXPECT_EQ(fc.weight.shape(), (Shape{h, 6}));
+      EXPECT_EQ(proj.weight.shape(), (Shape{5, h}));
+    }
+  }
+}
+
+// Per Note [tensor parallel init], a layer's shard is its rows (or columns) of one whole draw from
+// the default generator, the same generator state on every rank: the ranks' shards differ, the
+// whole bias of a row-parallel layer is the same everywhere, and a ParallelGPT's shards differ
+// across ranks too.
+TEST(TensorParallel, ShardsArePartsOfOneWholeInitialization) {
+  const int n = world().size(), r = world().rank();
+  auto group = world_ptr();
+  manual_seed(41);
+  ColumnParallelLinear fc(3, 2 * n, group);
+  RowParallelLinear proj(2 * n, 3, group);
+  manual_seed(41);
+  Tensor w = empty({2 * n, 3}), b = empty({2 * n});
+  nn::init::uniform_(w, -1.0 / std::sqrt(3.0), 1.0 / std::sqrt(3.0));
+  nn::init::uniform_(b, -1.0 / std::sqrt(3.0), 1.0 / std::sqrt(3.0));
+  EXPECT_TRUE(all_close(fc.weight, w.narrow(0, 2 * r, 2), 0, 0));
+  EXPECT_TRUE(all_close(fc.bias, b.narrow(0, 2 * r, 2), 0, 0));
+  const Tensor biases = group->all_gather(proj.bias.detach());
+  const Tensor wte = group->all_gather(
+      dist::tp::ParallelGPT({.vocab_size = 2 * n, .n_layer = 1, .n_head = n, .n_embd = 2 * n},
+                            group)
+          .wte->weight.detach());
+  for (int q = 1; q < n; ++q) {
+    EXPECT_TRUE(all_close(biases[q], biases[0], 0, 0));
+    EXPECT_FALSE(all_close(wte[q], wte[0], 0, 0)) << "rank " << q << "'s embedding rows";
   }
 }
 
@@ -154,7 +193,7 @@ TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
     SCOPED_TRACE(std::string(tied ? "tied head" : "untied head") +
                  (sequence_parallel ? ", sequence parallel" : ""));
     const nn::models::GPTConfig config{.vocab_size = 6 * n,
-                                       .context_length = 8,
+                                       .context_length = 4 * n,
                                        .n_layer = 2,
                                        .n_head = 2 * n,
                                        .n_embd = 4 * n,
@@ -169,8 +208,8 @@ TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
     optim::AdamW whole_opt(whole.parameters(), options), split_opt(split.parameters(), options);
     Generator gen(8);
     for (int step = 0; step < 20; ++step) {
-      const Tensor ids = randint(0, config.vocab_size, {2, 8}, {.dtype = DType::i64}, &gen);
-      const Tensor targets = randint(0, config.vocab_size, {2, 8}, {.dtype = DType::i64}, &gen);
+      const Tensor ids = randint(0, config.vocab_size, {2, 4 * n}, {.dtype = DType::i64}, &gen);
+      const Tensor targets = randint(0, config.vocab_size, {2, 4 * n}, {.dtype = DType::i64}, &gen);
       whole_opt.zero_grad();
       const Tensor logits = whole.forward(ids);
       const Tensor want =
@@ -202,8 +241,12 @@ TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
                             1e-12));
     }
   }
-  expect_error([&] { dist::tp::ParallelGPT({.dropout = 0.1}, world_ptr()); },
-               {"ParallelGPT", "dropout 0.1"});
+  expect_error(
+      [&] {
+        dist::tp::ParallelGPT({.vocab_size = 2 * n, .n_head = n, .n_embd = 2 * n, .dropout = 0.1},
+                              world_ptr());
+      },
+      {"ParallelGPT", "dropout 0.1"});
 }
 
 // Per Note [sequence parallel], the bytes a GPT's forward saves for backward (the profiler's
@@ -212,9 +255,9 @@ TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
 TEST(TensorParallel, SequenceParallelSavesFewerActivationBytes) {
   const int n = world().size();
   const nn::models::GPTConfig config{
-      .vocab_size = 8 * n, .context_length = 16, .n_layer = 2, .n_head = 2 * n, .n_embd = 8 * n};
+      .vocab_size = 8 * n, .context_length = 8 * n, .n_layer = 2, .n_head = 2 * n, .n_embd = 8 * n};
   Generator gen(4);
-  const Tensor ids = randint(0, config.vocab_size, {4, 16}, {.dtype = DType::i64}, &gen);
+  const Tensor ids = randint(0, config.vocab_size, {4, 8 * n}, {.dtype = DType::i64}, &gen);
   int64_t saved[2] = {0, 0};
   for (const bool sequence_parallel : {false, true}) {
     dist::tp::ParallelGPT model(config, world_ptr(), sequence_parallel);
@@ -255,6 +298,34 @@ TEST(TensorParallel, SequenceGatherAndReduceScatterAreEachOthersGradient) {
   for (int q = 0; q < n; ++q) {
     EXPECT_TRUE(all_close(mine.grad().narrow(1, 2 * q, 2),
                           full({2, 2, 3}, q + 1.0, {.dtype = kF64}), 0, 0));
+  }
+}
+
+// Under bf16 autocast, a sequence-parallel column layer's backward (sequence_linear) runs in the
+// forward's dtype and gives each input its gradient in its own dtype, close to the f32 one.
+TEST(TensorParallel, SequenceLinearUnderAutocast) {
+  const int n = world().size();
+  auto group = world_ptr();
+  manual_seed(12);
+  ColumnParallelLinear fc(8, 4 * n, group, {.sequence_parallel = true});
+  Generator gen(13);
+  const Tensor x0 = randn({2, 3, 8}, {}, &gen);
+  std::vector<Tensor> grads[2];
+  for (const bool amp : {false, true}) {
+    fc.zero_grad();
+    const Tensor x = x0.detach().requires_grad_();
+    {
+      std::optional<autocast::Guard> guard;
+      if (amp) guard.emplace(DeviceType::cpu, DType::bf16);
+      const Tensor y = fc.forward(x);
+      EXPECT_EQ(y.dtype(), amp ? DType::bf16 : DType::f32);
+      y.to(DType::f32).sum().backward();
+    }
+    grads[amp ? 1 : 0] = {x.grad(), fc.weight.grad(), fc.bias.grad()};
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(grads[1][i].dtype(), DType::f32);
+    EXPECT_TRUE(all_close(grads[1][i], grads[0][i], 3e-2, 3e-2)) << "gradient " << i;
   }
 }
 
@@ -308,13 +379,40 @@ TEST(TensorParallel, VocabParallelCrossEntropyEqualsTheWholeLoss) {
       EXPECT_TRUE(all_close(mine.grad(), whole.grad().narrow(1, r * width, width), 1e-12, 1e-12));
     }
   }
+  // Every target ignored: Mean is NaN with a zero gradient, as cross_entropy's (Note [all
+  // ignored]).
+  const Tensor ignored = full({6}, -100.0, {.dtype = DType::i64});
+  const Tensor mine = logits.narrow(1, r * width, width).detach().requires_grad_();
+  const Tensor none = dist::tp::vocab_parallel_cross_entropy(mine, ignored, world_ptr());
+  EXPECT_TRUE(std::isnan(none.item<double>()));
+  EXPECT_TRUE(std::isnan(cross_entropy(logits, ignored).item<double>()));
+  none.backward();
+  EXPECT_TRUE(all_close(mine.grad(), zeros({6, width}, {.dtype = kF64}), 0, 0));
+  // bf16 logits: the loss is computed in f32 and rounded once, as cross_entropy's.
+  const Tensor half = logits.to(DType::bf16);
+  EXPECT_TRUE(all_close(
+      dist::tp::vocab_parallel_cross_entropy(half.narrow(1, r * width, width), target, world_ptr())
+          .to(kF64),
+      cross_entropy(half, target).to(kF64), 0, 0));
+  const Tensor slice = logits.narrow(1, 0, width);
   expect_error(
       [&] {
-        (void)dist::tp::vocab_parallel_cross_entropy(logits.narrow(1, 0, width), target,
-                                                     world_ptr(),
+        (void)dist::tp::vocab_parallel_cross_entropy(slice, target, world_ptr(),
                                                      {.weight = ones({classes}, {.dtype = kF64})});
       },
       {"vocab_parallel_cross_entropy", "class weight"});
+  expect_error(
+      [&] {
+        (void)dist::tp::vocab_parallel_cross_entropy(
+            slice, from_vector<int64_t>({0, classes, 1, 0, 2, 0}, {6}), world_ptr());
+      },
+      {"vocab_parallel_cross_entropy", "target " + std::to_string(classes), "out of range"});
+  expect_error(
+      [&] {
+        (void)dist::tp::vocab_parallel_cross_entropy(slice, target, world_ptr(),
+                                                     {.label_smoothing = 1.5});
+      },
+      {"label_smoothing", "1.5"});
 }
 
 TEST(TensorParallel, ShapesThatDoNotSplitAreErrors) {

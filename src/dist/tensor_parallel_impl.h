@@ -1,0 +1,25 @@
+// What the tensor-parallel layers (src/dist/tensor_parallel.cpp) and the parallel GPT
+// (src/dist/tensor_parallel_gpt.cpp) share.
+#pragma once
+
+#include <cstdint>
+
+#include "sinter/autograd.h"
+#include "sinter/dist.h"
+#include "sinter/tensor.h"
+
+namespace sinter::dist::tp::detail {
+
+// Per Note [tensor parallel init], `shard` is made this rank's part along `dim` of a tensor of the
+// whole shape that `init` fills.
+template <typename Init>
+void init_part(Tensor& shard, int64_t dim, const ProcessGroup& group, Init init) {
+  NoGradGuard no_grad;
+  Shape whole = shard.shape();
+  whole[dim] *= group.size();
+  Tensor all = empty(whole, {.dtype = shard.dtype(), .device = shard.device()});
+  init(all);
+  shard.copy_(all.narrow(dim, group.rank() * shard.size(dim), shard.size(dim)));
+}
+
+}  // namespace sinter::dist::tp::detail
