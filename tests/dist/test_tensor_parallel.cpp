@@ -249,6 +249,50 @@ TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
       {"ParallelGPT", "dropout 0.1"});
 }
 
+// Data and tensor parallelism composed on a dp x tp mesh (at an even world size): each dp group
+// of tp ranks trains its half of the batch with its shards, DistributedDataParallel averages the
+// gradients over the dp group, and 20 AdamW steps give the losses of the whole GPT on the whole
+// batch (the dp ranks' mean), in f64 within 1e-10.
+TEST(TensorParallel, DataAndTensorParallelGptTrainsAsTheWholeGpt) {
+  const int n = world().size();
+  if (n % 2 != 0) GTEST_SKIP() << "a dp x tp mesh needs an even world size";
+  const dist::DeviceMesh mesh(world_ptr(), {{"dp", n / 2}, {"tp", 2}});
+  const int64_t dp = mesh.size("dp"), batch = 2 * dp, t = 8;
+  const nn::models::GPTConfig config{
+      .vocab_size = 12, .context_length = t, .n_layer = 2, .n_head = 4, .n_embd = 8};
+  manual_seed(17);
+  nn::models::GPT whole(config);
+  whole.to(kF64);
+  auto split = std::make_shared<dist::tp::ParallelGPT>(config, mesh.group_ptr("tp"),
+                                                       /*sequence_parallel=*/true);
+  split->to(kF64);
+  split->load_full(whole);
+  dist::DistributedDataParallel ddp(split, mesh.group_ptr("dp"));
+  const optim::AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1};
+  optim::AdamW whole_opt(whole.parameters(), options), split_opt(split->parameters(), options);
+  Generator gen(18);
+  for (int step = 0; step < 20; ++step) {
+    const Tensor ids = randint(0, config.vocab_size, {batch, t}, {.dtype = DType::i64}, &gen);
+    const Tensor targets = randint(0, config.vocab_size, {batch, t}, {.dtype = DType::i64}, &gen);
+    whole_opt.zero_grad();
+    const Tensor want =
+        cross_entropy(whole.forward(ids).reshape({-1, config.vocab_size}), targets.reshape({-1}));
+    want.backward();
+    whole_opt.step();
+    // This dp rank's two sequences, through DDP (which averages the gradients over dp).
+    const int64_t first = 2 * mesh.coordinate("dp");
+    split_opt.zero_grad();
+    Tensor got = split->loss(ids.narrow(0, first, 2), targets.narrow(0, first, 2));
+    got.backward();
+    split_opt.step();
+    got = got.detach().clone();
+    mesh.group("dp").all_reduce(got, dist::ReduceOp::Average);
+    EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-10 * std::abs(want.item<double>()))
+        << "step " << step;
+  }
+  EXPECT_TRUE(all_close(split->wpe->weight, whole.wpe->weight, 1e-10, 1e-12));
+}
+
 // Per Note [sequence parallel], the bytes a GPT's forward saves for backward (the profiler's
 // count), split over the ranks with and without sequence parallelism: the layer norms' inputs and
 // the column-parallel layers' gathered inputs are kept as slices, so less is saved; printed.
