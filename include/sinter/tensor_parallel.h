@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sinter/dist.h"
 #include "sinter/nn/models.h"
@@ -199,6 +200,20 @@ class VocabParallelEmbedding : public nn::Module {
 Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& target,
                                     const std::shared_ptr<ProcessGroup>& group,
                                     const CrossEntropyOptions& options = {});
+
+// The parameters of a module built from these layers: the shards (the column-parallel layers'
+// weights and biases, the row-parallel layers' weights, the vocabulary-parallel embeddings'
+// tables) and the parameters whole on every rank of the group (everything else), each once.
+struct SplitParameters {
+  std::vector<Tensor> shards, whole;
+};
+SplitParameters split_parameters(const nn::Module& module);
+
+// optim::clip_grad_norm_ of the whole model's gradients: the shards' partial norms summed over the
+// group (max for norm_type infinity), the whole parameters' counted once, then every gradient
+// scaled alike. Returns the total norm, the same on every rank.
+double clip_grad_norm_(const nn::Module& module, double max_norm,
+                       const std::shared_ptr<ProcessGroup>& group, double norm_type = 2.0);
 
 // Note [tensor parallel gpt]
 // GPT (nn::models::GPT, the same config) with every block split over the group: each block's

@@ -3,10 +3,13 @@
 #include "sinter/tensor_parallel.h"
 
 #include <cmath>
+#include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "dist/tensor_parallel_impl.h"
 #include "internal/autograd_impl.h"
+#include "internal/clip_impl.h"
 #include "kern/softmax.h"
 #include "sinter/core/error.h"
 #include "sinter/nn/init.h"
@@ -428,6 +431,65 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& target,
       return (sum(loss) * scale + none_kept).to(out_dtype);
     }
   }
+}
+
+namespace {
+
+void collect(const nn::Module& m, std::unordered_set<const void*>& seen, SplitParameters& out) {
+  const auto* column = dynamic_cast<const ColumnParallelLinear*>(&m);
+  const auto* row = dynamic_cast<const RowParallelLinear*>(&m);
+  const auto* embedding = dynamic_cast<const VocabParallelEmbedding*>(&m);
+  for (const auto& [name, p] : m.own_parameters()) {
+    if (!p.defined() || !seen.insert(p.impl()).second) continue;
+    const bool shard =
+        column != nullptr || embedding != nullptr || (row != nullptr && name == "weight");
+    (shard ? out.shards : out.whole).push_back(p);
+  }
+  for (const std::shared_ptr<nn::Module>& child : m.children()) collect(*child, seen, out);
+}
+
+}  // namespace
+
+SplitParameters split_parameters(const nn::Module& module) {
+  SplitParameters out;
+  std::unordered_set<const void*> seen;
+  collect(module, seen, out);
+  return out;
+}
+
+double clip_grad_norm_(const nn::Module& module, double max_norm,
+                       const std::shared_ptr<ProcessGroup>& group, double norm_type) {
+  optim::detail::check_clip_arguments("tp::clip_grad_norm_", max_norm, norm_type);
+  SINTER_CHECK(group != nullptr, "tp::clip_grad_norm_: no process group");
+  const SplitParameters params = split_parameters(module);
+  SINTER_CHECK(!params.shards.empty() || !params.whole.empty(),
+               "tp::clip_grad_norm_: the module has no parameters");
+  NoGradGuard no_grad;
+  std::vector<Tensor> all = params.shards;
+  all.insert(all.end(), params.whole.begin(), params.whole.end());
+  // The accumulator's dtype and device from the parameters (the same on every rank).
+  const DType acc = optim::detail::norm_accumulator(all);
+  const Device device = all[0].device();
+  const auto grads_of = [](const std::vector<Tensor>& ps) {
+    std::vector<Tensor> grads;
+    for (const Tensor& p : ps) {
+      if (p.grad().defined() && p.grad().numel() > 0) grads.push_back(p.grad());
+    }
+    return grads;
+  };
+  const std::vector<Tensor> shard_grads = grads_of(params.shards),
+                            whole_grads = grads_of(params.whole);
+  const bool inf = std::isinf(norm_type);
+  Tensor partial =
+      fresh(optim::detail::grad_norm_partial(shard_grads, norm_type, acc, device).reshape({1}));
+  group->all_reduce(partial, inf ? ReduceOp::Max : ReduceOp::Sum);
+  const Tensor mine = optim::detail::grad_norm_partial(whole_grads, norm_type, acc, device);
+  const Tensor reduced = inf ? maximum(partial.reshape({}), mine) : partial.reshape({}) + mine;
+  std::vector<Tensor> grads = shard_grads;
+  grads.insert(grads.end(), whole_grads.begin(), whole_grads.end());
+  return optim::detail::scale_to_norm(grads, reduced, max_norm, norm_type)
+      .to(DType::f64)
+      .item<double>();
 }
 
 }  // namespace sinter::dist::tp

@@ -18,6 +18,7 @@
 #include "sinter/device_mesh.h"
 #include "sinter/nn/init.h"
 #include "sinter/optim/adam.h"
+#include "sinter/optim/clip.h"
 #include "sinter/profiler.h"
 #include "sinter/tensor_parallel.h"
 #include "test_util.h"
@@ -184,6 +185,7 @@ TEST(TensorParallel, ParallelAttentionEqualsTheWholeLayer) {
 // Per Note [tensor parallel gpt], 20 AdamW steps of a small GPT split over the ranks give the
 // losses of the one-process GPT they were loaded from, in f64 within 1e-10, and its parameters
 // after the steps: each shard the whole parameter's rows or columns, each whole parameter equal;
+// the gradients clipped by the whole model's norm (tp::clip_grad_norm_, the same total);
 // with the sequence split between the parallel regions too (Note [sequence parallel]), where the
 // layer norms' and position embedding's gradients are summed over the ranks' slices.
 TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
@@ -215,11 +217,14 @@ TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
       const Tensor want =
           cross_entropy(logits.reshape({-1, config.vocab_size}), targets.reshape({-1}));
       want.backward();
+      const double want_norm = optim::clip_grad_norm_(whole.parameters(), 0.5);
       whole_opt.step();
       split_opt.zero_grad();
       const Tensor got = split.loss(ids, targets);
       got.backward();
+      const double got_norm = dist::tp::clip_grad_norm_(split, 0.5, world_ptr());
       split_opt.step();
+      EXPECT_NEAR(got_norm, want_norm, 1e-10 * want_norm) << "step " << step;
       EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-10 * std::abs(want.item<double>()))
           << "step " << step;
     }
