@@ -271,4 +271,53 @@ class ParallelGPT : public nn::Module {
   std::shared_ptr<ColumnParallelLinear> lm_head;  // null when the weights are tied
 };
 
+// Note [tensor parallel llama]
+// Llama (nn::models::Llama, the same config) split as ParallelGPT (Note [tensor parallel gpt]):
+// q_proj, k_proj and v_proj column parallel by heads (rank r keeps query heads [r H / N, ...) and
+// K/V heads [r KV / N, ...): with KV divisible by N, its query heads read exactly its K/V heads
+// under grouped-query attention, rope at the whole sequence's positions), o_proj row parallel;
+// gate_proj and up_proj column parallel by the MLP's hidden units (swiglu is elementwise on them),
+// down_proj row parallel; the token embedding and the head by vocabulary; the RMS norms whole on
+// every rank (through copy() on a slice of the sequence, Note [sequence parallel]). No biases.
+class ParallelLlamaLayer : public nn::Module {
+ public:
+  ParallelLlamaLayer(const nn::models::LlamaConfig& config, std::shared_ptr<ProcessGroup> group,
+                     bool sequence_parallel = false);
+  std::string name() const override { return "ParallelLlamaLayer"; }
+  // x (B, T, E), or (B, T / N, E) with sequence parallelism; positions: the whole sequence's (T).
+  Tensor forward(const Tensor& x, const Tensor& positions);
+  void load_full(const nn::models::LlamaDecoderLayer& whole);
+
+  nn::models::LlamaConfig config;
+  std::shared_ptr<ProcessGroup> group;
+  bool sequence_parallel;
+  std::shared_ptr<nn::RMSNorm> input_layernorm, post_attention_layernorm;
+  std::shared_ptr<ColumnParallelLinear> q_proj, k_proj, v_proj, gate_proj, up_proj;
+  std::shared_ptr<RowParallelLinear> o_proj, down_proj;
+};
+
+class ParallelLlama : public nn::Module {
+ public:
+  // n_head, n_kv_head, the MLP width and vocab_size divisible by the group's size.
+  ParallelLlama(const nn::models::LlamaConfig& config, std::shared_ptr<ProcessGroup> group,
+                bool sequence_parallel = false);
+  std::string name() const override { return "ParallelLlama"; }
+  // idx (B, T) i64, the same on every rank -> this rank's (B, T, vocab_size / N) logits.
+  Tensor forward(const Tensor& idx) override;
+  // The whole cross-entropy of the logits against targets (B, T), the same on every rank.
+  Tensor loss(const Tensor& idx, const Tensor& targets, const CrossEntropyOptions& options = {});
+  void load_full(const nn::models::Llama& whole);
+  // Llama's initialization (normal(0, 0.02) weights, the norms' ones), each shard its part of a
+  // whole draw (Note [tensor parallel init]); the constructor runs it.
+  void reset_parameters();
+
+  nn::models::LlamaConfig config;
+  std::shared_ptr<ProcessGroup> group;
+  bool sequence_parallel;
+  std::shared_ptr<VocabParallelEmbedding> embed_tokens;
+  std::shared_ptr<nn::ModuleList> layers;
+  std::shared_ptr<nn::RMSNorm> norm;
+  std::shared_ptr<ColumnParallelLinear> lm_head;  // null when the weights are tied
+};
+
 }  // namespace sinter::dist::tp

@@ -433,6 +433,17 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& target,
   }
 }
 
+Tensor detail::language_model_loss(const char* model, const Tensor& logits, const Tensor& idx,
+                                   const Tensor& targets,
+                                   const std::shared_ptr<ProcessGroup>& group,
+                                   const CrossEntropyOptions& options) {
+  SINTER_CHECK(targets.defined() && targets.shape() == idx.shape(), model, "::loss: targets ",
+               targets.defined() ? shape_str(targets.shape()) : std::string("undefined"),
+               " must have the ids' shape ", shape_str(idx.shape()));
+  return vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+                                      group, options);
+}
+
 namespace {
 
 void collect(const nn::Module& m, std::unordered_set<const void*>& seen, SplitParameters& out) {

@@ -160,12 +160,7 @@ Tensor ParallelGPT::forward(const Tensor& idx) {
 
 Tensor ParallelGPT::loss(const Tensor& idx, const Tensor& targets,
                          const CrossEntropyOptions& options) {
-  const Tensor logits = forward(idx);
-  SINTER_CHECK(targets.defined() && targets.shape() == idx.shape(), "ParallelGPT::loss: targets ",
-               targets.defined() ? shape_str(targets.shape()) : std::string("undefined"),
-               " must have the ids' shape ", shape_str(idx.shape()));
-  return vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
-                                      group, options);
+  return detail::language_model_loss("ParallelGPT", forward(idx), idx, targets, group, options);
 }
 
 void ParallelGPT::load_full(const nn::models::GPT& whole) {

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "sinter/autograd.h"
 #include "sinter/dist.h"
+#include "sinter/ops.h"
 #include "sinter/tensor.h"
 
 namespace sinter::dist::tp::detail {
@@ -21,5 +23,11 @@ void init_part(Tensor& shard, int64_t dim, const ProcessGroup& group, Init init)
   init(all);
   shard.copy_(all.narrow(dim, group.rank() * shard.size(dim), shard.size(dim)));
 }
+
+// vocab_parallel_cross_entropy of a model's logit slices (B, T, V / N) against targets (B, T),
+// checked to have the ids' shape; `model` names the model in the message.
+Tensor language_model_loss(const char* model, const Tensor& logits, const Tensor& idx,
+                           const Tensor& targets, const std::shared_ptr<ProcessGroup>& group,
+                           const CrossEntropyOptions& options);
 
 }  // namespace sinter::dist::tp::detail

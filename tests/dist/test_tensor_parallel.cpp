@@ -3,9 +3,9 @@
 // Linears in one process, in f64: the output, the input's gradient, and each shard's gradient the
 // rows or columns of the whole gradient; with the activation kept split between the layers, and
 // joined and cut again (gather_output, a whole input to the row-parallel layer). Attention with
-// its heads split, against MultiheadAttention; a GPT trained split and whole. The vocabulary
-// parallel embedding and cross-entropy against Embedding and cross_entropy. The errors of shapes
-// that do not split.
+// its heads split, against MultiheadAttention; a GPT and a Llama trained split and whole. The
+// vocabulary parallel embedding and cross-entropy against Embedding and cross_entropy. The errors
+// of shapes that do not split.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -182,6 +182,36 @@ TEST(TensorParallel, ParallelAttentionEqualsTheWholeLayer) {
   }
 }
 
+// 20 AdamW steps of a whole model (forward: logits) in one process and of its split form (loss()
+// over the group) on the same random batches (2 sequences of t tokens from generator `seed`): the
+// losses agree within 1e-10 at every step, and with `clip` the norms the gradients are clipped at
+// (0.5) too.
+template <class WholeModel, class SplitModel>
+void train_alike(WholeModel& whole, SplitModel& split, int64_t vocab, int64_t t, uint64_t seed,
+                 bool clip) {
+  const optim::AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1};
+  optim::AdamW whole_opt(whole.parameters(), options), split_opt(split.parameters(), options);
+  Generator gen(seed);
+  for (int step = 0; step < 20; ++step) {
+    const Tensor ids = randint(0, vocab, {2, t}, {.dtype = DType::i64}, &gen);
+    const Tensor targets = randint(0, vocab, {2, t}, {.dtype = DType::i64}, &gen);
+    whole_opt.zero_grad();
+    const Tensor want =
+        cross_entropy(whole.forward(ids).reshape({-1, vocab}), targets.reshape({-1}));
+    want.backward();
+    const double want_norm = clip ? optim::clip_grad_norm_(whole.parameters(), 0.5) : 0.0;
+    whole_opt.step();
+    split_opt.zero_grad();
+    const Tensor got = split.loss(ids, targets);
+    got.backward();
+    const double got_norm = clip ? dist::tp::clip_grad_norm_(split, 0.5, world_ptr()) : 0.0;
+    split_opt.step();
+    EXPECT_NEAR(got_norm, want_norm, 1e-10 * want_norm) << "step " << step;
+    EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-10 * std::abs(want.item<double>()))
+        << "step " << step;
+  }
+}
+
 // Per Note [tensor parallel gpt], 20 AdamW steps of a small GPT split over the ranks give the
 // losses of the one-process GPT they were loaded from, in f64 within 1e-10, and its parameters
 // after the steps: each shard the whole parameter's rows or columns, each whole parameter equal;
@@ -206,28 +236,7 @@ TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
     dist::tp::ParallelGPT split(config, world_ptr(), sequence_parallel);
     split.to(kF64);
     split.load_full(whole);
-    const optim::AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1};
-    optim::AdamW whole_opt(whole.parameters(), options), split_opt(split.parameters(), options);
-    Generator gen(8);
-    for (int step = 0; step < 20; ++step) {
-      const Tensor ids = randint(0, config.vocab_size, {2, 4 * n}, {.dtype = DType::i64}, &gen);
-      const Tensor targets = randint(0, config.vocab_size, {2, 4 * n}, {.dtype = DType::i64}, &gen);
-      whole_opt.zero_grad();
-      const Tensor logits = whole.forward(ids);
-      const Tensor want =
-          cross_entropy(logits.reshape({-1, config.vocab_size}), targets.reshape({-1}));
-      want.backward();
-      const double want_norm = optim::clip_grad_norm_(whole.parameters(), 0.5);
-      whole_opt.step();
-      split_opt.zero_grad();
-      const Tensor got = split.loss(ids, targets);
-      got.backward();
-      const double got_norm = dist::tp::clip_grad_norm_(split, 0.5, world_ptr());
-      split_opt.step();
-      EXPECT_NEAR(got_norm, want_norm, 1e-10 * want_norm) << "step " << step;
-      EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-10 * std::abs(want.item<double>()))
-          << "step " << step;
-    }
+    train_alike(whole, split, config.vocab_size, 4 * n, 8, /*clip=*/true);
     // After the steps: the shards are the whole parameters' rows or columns.
     const int64_t e = config.n_embd, rows = e / n, v = config.vocab_size / n;
     EXPECT_TRUE(all_close(split.wte->weight, whole.wte->weight.narrow(0, r * v, v), 1e-10, 1e-12));
@@ -252,6 +261,51 @@ TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
                               world_ptr());
       },
       {"ParallelGPT", "dropout 0.1"});
+}
+
+// Per Note [tensor parallel llama], 20 AdamW steps of a small Llama (grouped-query attention, two
+// query heads per K/V head) split over the ranks give the one-process losses within 1e-10 (f64),
+// untied, and tied with sequence parallelism; the shards are the whole parameters' parts after.
+TEST(TensorParallel, ParallelLlamaTrainsAsTheWholeLlama) {
+  const int n = world().size(), r = world().rank();
+  for (const auto& [tied, sequence_parallel] :
+       std::vector<std::pair<bool, bool>>{{false, false}, {true, true}}) {
+    SCOPED_TRACE(std::string(tied ? "tied head" : "untied head") +
+                 (sequence_parallel ? ", sequence parallel" : ""));
+    const nn::models::LlamaConfig config{.vocab_size = 6 * n,
+                                         .context_length = 4 * n,
+                                         .n_layer = 2,
+                                         .n_head = 2 * n,
+                                         .n_kv_head = n,
+                                         .n_embd = 4 * n,
+                                         .mlp_hidden = 4 * n,
+                                         .tie_weights = tied};
+    manual_seed(23);
+    nn::models::Llama whole(config);
+    whole.to(kF64);
+    dist::tp::ParallelLlama split(config, world_ptr(), sequence_parallel);
+    split.to(kF64);
+    split.load_full(whole);
+    train_alike(whole, split, config.vocab_size, 4 * n, 24, /*clip=*/false);
+    const auto& layer =
+        static_cast<const nn::models::LlamaDecoderLayer&>(*(*whole.model->layers)[1]);
+    const auto& mine = static_cast<const dist::tp::ParallelLlamaLayer&>(*(*split.layers)[1]);
+    const int64_t kv = layer.self_attn->k_proj->weight.size(0) / n, hidden = 4;
+    EXPECT_TRUE(all_close(mine.k_proj->weight,
+                          layer.self_attn->k_proj->weight.narrow(0, r * kv, kv), 1e-10, 1e-12));
+    EXPECT_TRUE(all_close(mine.down_proj->weight,
+                          layer.mlp->down_proj->weight.narrow(1, r * hidden, hidden), 1e-10,
+                          1e-12));
+    EXPECT_TRUE(
+        all_close(mine.input_layernorm->weight, layer.input_layernorm->weight, 1e-10, 1e-12));
+  }
+  if (n > 1) {
+    expect_error(
+        [&] {
+          dist::tp::ParallelLlama({.n_head = 2 * n, .n_kv_head = 1, .n_embd = 4 * n}, world_ptr());
+        },
+        {"ParallelLlama", "n_kv_head 1", "divisible"});
+  }
 }
 
 // Data and tensor parallelism composed on a dp x tp mesh (at an even world size): each dp group
