@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sinter/dist.h"
@@ -101,6 +102,8 @@ class ColumnParallelLinear : public nn::Module {
   Tensor forward(const Tensor& x) override;
   // This rank's rows of a whole (out, in) weight and (out) bias (undefined where none).
   void load_full(const Tensor& weight, const Tensor& bias);
+  // The whole weight and bias, joined from every rank's shard (collective: every rank calls it).
+  std::pair<Tensor, Tensor> full() const;
 
   int64_t in_features, out_features;  // the whole layer's
   std::shared_ptr<ProcessGroup> group;
@@ -125,6 +128,8 @@ class RowParallelLinear : public nn::Module {
   Tensor forward(const Tensor& x) override;
   // This rank's columns of a whole (out, in) weight, and the whole (out) bias.
   void load_full(const Tensor& weight, const Tensor& bias);
+  // The whole weight (joined from every rank's columns) and bias (collective).
+  std::pair<Tensor, Tensor> full() const;
 
   int64_t in_features, out_features;
   std::shared_ptr<ProcessGroup> group;
@@ -154,6 +159,8 @@ class ParallelMultiheadAttention : public nn::Module {
   Tensor forward(const Tensor& x) override;
   // This rank's shards of a whole layer's qkv and out_proj.
   void load_full(const nn::MultiheadAttention& whole);
+  // Writes the whole layer's parameters into `whole` (collective): load_full's inverse.
+  void to_full(nn::MultiheadAttention& whole) const;
 
   int64_t embed_dim, num_heads;
   std::shared_ptr<ProcessGroup> group;
@@ -186,6 +193,8 @@ class VocabParallelEmbedding : public nn::Module {
   Tensor forward(const Tensor& ids) override;
   // This rank's rows of a whole (num_embeddings, embedding_dim) table.
   void load_full(const Tensor& weight);
+  // The whole table, joined from every rank's rows (collective).
+  Tensor full() const;
 
   int64_t num_embeddings, embedding_dim;
   std::shared_ptr<ProcessGroup> group;
@@ -234,6 +243,7 @@ class ParallelTransformerBlock : public nn::Module {
   std::string name() const override { return "ParallelTransformerBlock"; }
   Tensor forward(const Tensor& x) override;
   void load_full(const nn::TransformerBlock& whole);
+  void to_full(nn::TransformerBlock& whole) const;
 
   std::shared_ptr<nn::LayerNorm> ln1, ln2;
   std::shared_ptr<ParallelMultiheadAttention> attn;
@@ -256,6 +266,10 @@ class ParallelGPT : public nn::Module {
   // The whole cross-entropy of the logits against targets (B, T), the same on every rank.
   Tensor loss(const Tensor& idx, const Tensor& targets, const CrossEntropyOptions& options = {});
   void load_full(const nn::models::GPT& whole);
+  // Writes the whole GPT's parameters into `whole` (collective: every rank calls it, every rank
+  // gets them): load_full's inverse. A checkpoint saved from `whole` (a plain GPT's safetensors,
+  // PyTorch's names) loads at any group size through load_full, or into a GPT in one process.
+  void to_full(nn::models::GPT& whole) const;
   // GPT's initialization (normal(0, 0.02), the residual projections scaled by 1 / sqrt(2
   // n_layer), zero biases, the norms' ones and zeros), each shard its part of a whole draw (Note
   // [tensor parallel init]); the constructor runs it.

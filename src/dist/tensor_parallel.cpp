@@ -232,6 +232,11 @@ void ColumnParallelLinear::load_full(const Tensor& w, const Tensor& b) {
   if (bias.defined()) bias.copy_(b.narrow(0, first, rows).to(bias.dtype()).to(bias.device()));
 }
 
+std::pair<Tensor, Tensor> ColumnParallelLinear::full() const {
+  return {detail::whole_of(weight, *group, 0),
+          bias.defined() ? detail::whole_of(bias, *group, 0) : Tensor()};
+}
+
 RowParallelLinear::RowParallelLinear(int64_t in_features, int64_t out_features,
                                      std::shared_ptr<ProcessGroup> group,
                                      RowParallelOptions options)
@@ -331,6 +336,34 @@ void ParallelMultiheadAttention::load_full(const nn::MultiheadAttention& whole) 
                       options.bias ? whole.out_proj->bias.detach() : Tensor());
 }
 
+std::pair<Tensor, Tensor> RowParallelLinear::full() const {
+  NoGradGuard no_grad;
+  return {detail::whole_of(weight, *group, 1), bias.defined() ? bias.detach().clone() : Tensor()};
+}
+
+void ParallelMultiheadAttention::to_full(nn::MultiheadAttention& whole) const {
+  SINTER_CHECK(whole.embed_dim == embed_dim && whole.num_heads == num_heads &&
+                   whole.qkv->bias.defined() == options.bias,
+               "ParallelMultiheadAttention::to_full: a layer of embed_dim ", whole.embed_dim,
+               " and ", whole.num_heads, " heads cannot take one of ", embed_dim, " and ",
+               num_heads);
+  // The ranks' (q, k, v) row blocks, rank after rank, put back as all q rows, all k, all v.
+  const int64_t ranks = group->size(), rows = embed_dim / ranks;
+  auto unmix = [&](const Tensor& t) {
+    std::vector<Tensor> parts;
+    for (int64_t part = 0; part < 3; ++part) {
+      for (int64_t r = 0; r < ranks; ++r) parts.push_back(t.narrow(0, (3 * r + part) * rows, rows));
+    }
+    return cat(parts, 0);
+  };
+  const auto [w, b] = qkv->full();
+  detail::assign(whole.qkv->weight, unmix(w));
+  if (b.defined()) detail::assign(whole.qkv->bias, unmix(b));
+  const auto [ow, ob] = out_proj->full();
+  detail::assign(whole.out_proj->weight, ow);
+  if (ob.defined()) detail::assign(whole.out_proj->bias, ob);
+}
+
 VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t embedding_dim,
                                                std::shared_ptr<ProcessGroup> group,
                                                bool sequence_parallel)
@@ -366,6 +399,8 @@ void VocabParallelEmbedding::load_full(const Tensor& w) {
   const int64_t rows = weight.size(0);
   weight.copy_(w.narrow(0, group->rank() * rows, rows).to(weight.dtype()).to(weight.device()));
 }
+
+Tensor VocabParallelEmbedding::full() const { return detail::whole_of(weight, *group, 0); }
 
 Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& target,
                                     const std::shared_ptr<ProcessGroup>& group,
@@ -431,6 +466,15 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& target,
       return (sum(loss) * scale + none_kept).to(out_dtype);
     }
   }
+}
+
+Tensor detail::whole_of(const Tensor& shard, ProcessGroup& group, int64_t dim) {
+  return joined("full", shard.detach(), group, dim);
+}
+
+void detail::assign(Tensor& to, const Tensor& from) {
+  NoGradGuard no_grad;
+  to.copy_(from.detach().to(to.dtype()).to(to.device()));
 }
 
 Tensor detail::language_model_loss(const char* model, const Tensor& logits, const Tensor& idx,

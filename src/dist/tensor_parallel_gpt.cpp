@@ -31,6 +31,15 @@ Tensor norm(nn::LayerNorm& ln, const Tensor& x, const std::shared_ptr<ProcessGro
   return layer_norm(x, ln.normalized_shape, copy(ln.weight, group), copy(ln.bias, group), ln.eps);
 }
 
+// The configs of a whole GPT and of this split one agree (`what`: the method, for the message).
+void check_same_config(const char* what, const nn::models::GPTConfig& w,
+                       const nn::models::GPTConfig& c) {
+  SINTER_CHECK(w.vocab_size == c.vocab_size && w.context_length == c.context_length &&
+                   w.n_layer == c.n_layer && w.n_head == c.n_head && w.n_embd == c.n_embd &&
+                   w.bias == c.bias && w.tie_weights == c.tie_weights,
+               "ParallelGPT::", what, ": the whole GPT's config differs from this one's");
+}
+
 }  // namespace
 
 ParallelTransformerBlock::ParallelTransformerBlock(int64_t embed_dim, int64_t num_heads, bool bias,
@@ -164,12 +173,7 @@ Tensor ParallelGPT::loss(const Tensor& idx, const Tensor& targets,
 }
 
 void ParallelGPT::load_full(const nn::models::GPT& whole) {
-  const nn::models::GPTConfig& w = whole.config;
-  SINTER_CHECK(w.vocab_size == config.vocab_size && w.context_length == config.context_length &&
-                   w.n_layer == config.n_layer && w.n_head == config.n_head &&
-                   w.n_embd == config.n_embd && w.bias == config.bias &&
-                   w.tie_weights == config.tie_weights,
-               "ParallelGPT::load_full: the whole GPT's config differs from this one's");
+  check_same_config("load_full", whole.config, config);
   wte->load_full(whole.wte->weight.detach());
   copy_whole(wpe->weight, whole.wpe->weight);
   for (size_t i = 0; i < blocks->size(); ++i) {
@@ -178,6 +182,33 @@ void ParallelGPT::load_full(const nn::models::GPT& whole) {
   }
   load_norm(*ln_f, *whole.ln_f);
   if (lm_head) lm_head->load_full(whole.lm_head->weight.detach(), Tensor());
+}
+
+void ParallelTransformerBlock::to_full(nn::TransformerBlock& whole) const {
+  for (auto [to, from] : {std::pair{&whole.ln1, &ln1}, std::pair{&whole.ln2, &ln2}}) {
+    detail::assign((*to)->weight, (*from)->weight);
+    detail::assign((*to)->bias, (*from)->bias);
+  }
+  attn->to_full(*whole.attn);
+  const auto [fw, fb] = fc->full();
+  detail::assign(whole.fc->weight, fw);
+  if (fb.defined()) detail::assign(whole.fc->bias, fb);
+  const auto [pw, pb] = proj->full();
+  detail::assign(whole.proj->weight, pw);
+  if (pb.defined()) detail::assign(whole.proj->bias, pb);
+}
+
+void ParallelGPT::to_full(nn::models::GPT& whole) const {
+  check_same_config("to_full", whole.config, config);
+  detail::assign(whole.wte->weight, wte->full());
+  detail::assign(whole.wpe->weight, wpe->weight);
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    static_cast<const ParallelTransformerBlock&>(*(*blocks)[i])
+        .to_full(static_cast<nn::TransformerBlock&>(*(*whole.blocks)[i]));
+  }
+  detail::assign(whole.ln_f->weight, ln_f->weight);
+  detail::assign(whole.ln_f->bias, ln_f->bias);
+  if (lm_head) detail::assign(whole.lm_head->weight, lm_head->full().first);
 }
 
 }  // namespace sinter::dist::tp

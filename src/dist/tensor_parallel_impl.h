@@ -24,6 +24,11 @@ void init_part(Tensor& shard, int64_t dim, const ProcessGroup& group, Init init)
   shard.copy_(all.narrow(dim, group.rank() * shard.size(dim), shard.size(dim)));
 }
 
+// The whole tensor whose part along `dim` each rank holds (an all-gather; collective).
+Tensor whole_of(const Tensor& shard, ProcessGroup& group, int64_t dim);
+// `to` (a parameter) = `from`, converted to its dtype and device, without recording.
+void assign(Tensor& to, const Tensor& from);
+
 // vocab_parallel_cross_entropy of a model's logit slices (B, T, V / N) against targets (B, T),
 // checked to have the ids' shape; `model` names the model in the message.
 Tensor language_model_loss(const char* model, const Tensor& logits, const Tensor& idx,
