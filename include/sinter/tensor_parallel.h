@@ -301,6 +301,7 @@ class ParallelLlamaLayer : public nn::Module {
   // x (B, T, E), or (B, T / N, E) with sequence parallelism; positions: the whole sequence's (T).
   Tensor forward(const Tensor& x, const Tensor& positions);
   void load_full(const nn::models::LlamaDecoderLayer& whole);
+  void to_full(nn::models::LlamaDecoderLayer& whole) const;
 
   nn::models::LlamaConfig config;
   std::shared_ptr<ProcessGroup> group;
@@ -321,6 +322,9 @@ class ParallelLlama : public nn::Module {
   // The whole cross-entropy of the logits against targets (B, T), the same on every rank.
   Tensor loss(const Tensor& idx, const Tensor& targets, const CrossEntropyOptions& options = {});
   void load_full(const nn::models::Llama& whole);
+  // Writes the whole Llama's parameters into `whole` (collective; every rank gets them):
+  // load_full's inverse, as ParallelGPT::to_full.
+  void to_full(nn::models::Llama& whole) const;
   // Llama's initialization (normal(0, 0.02) weights, the norms' ones), each shard its part of a
   // whole draw (Note [tensor parallel init]); the constructor runs it.
   void reset_parameters();

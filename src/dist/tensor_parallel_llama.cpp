@@ -39,6 +39,16 @@ std::shared_ptr<RowParallelLinear> row(int64_t in, int64_t out,
       in, out, group, RowParallelOptions{.bias = false, .sequence_parallel = sequence_parallel});
 }
 
+// The configs of a whole Llama and of this split one agree (`what`: the method, for the message).
+void check_same_config(const char* what, const nn::models::LlamaConfig& w,
+                       const nn::models::LlamaConfig& c) {
+  SINTER_CHECK(w.vocab_size == c.vocab_size && w.context_length == c.context_length &&
+                   w.n_layer == c.n_layer && w.n_head == c.n_head && w.n_kv_head == c.n_kv_head &&
+                   w.n_embd == c.n_embd && nn::models::mlp_width(w) == nn::models::mlp_width(c) &&
+                   w.tie_weights == c.tie_weights,
+               "ParallelLlama::", what, ": the whole Llama's config differs from this one's");
+}
+
 }  // namespace
 
 ParallelLlamaLayer::ParallelLlamaLayer(const nn::models::LlamaConfig& c,
@@ -175,13 +185,7 @@ Tensor ParallelLlama::loss(const Tensor& idx, const Tensor& targets,
 }
 
 void ParallelLlama::load_full(const nn::models::Llama& whole) {
-  const nn::models::LlamaConfig& w = whole.config;
-  SINTER_CHECK(w.vocab_size == config.vocab_size && w.context_length == config.context_length &&
-                   w.n_layer == config.n_layer && w.n_head == config.n_head &&
-                   w.n_kv_head == config.n_kv_head && w.n_embd == config.n_embd &&
-                   nn::models::mlp_width(w) == nn::models::mlp_width(config) &&
-                   w.tie_weights == config.tie_weights,
-               "ParallelLlama::load_full: the whole Llama's config differs from this one's");
+  check_same_config("load_full", whole.config, config);
   embed_tokens->load_full(whole.model->embed_tokens->weight.detach());
   for (size_t i = 0; i < layers->size(); ++i) {
     static_cast<ParallelLlamaLayer&>(*(*layers)[i])
@@ -189,6 +193,30 @@ void ParallelLlama::load_full(const nn::models::Llama& whole) {
   }
   load_whole(norm->weight, whole.model->norm->weight);
   if (lm_head) lm_head->load_full(whole.lm_head->weight.detach(), Tensor());
+}
+
+void ParallelLlamaLayer::to_full(nn::models::LlamaDecoderLayer& whole) const {
+  detail::assign(whole.input_layernorm->weight, input_layernorm->weight);
+  detail::assign(whole.post_attention_layernorm->weight, post_attention_layernorm->weight);
+  auto& attn = *whole.self_attn;
+  detail::assign(attn.q_proj->weight, q_proj->full().first);
+  detail::assign(attn.k_proj->weight, k_proj->full().first);
+  detail::assign(attn.v_proj->weight, v_proj->full().first);
+  detail::assign(attn.o_proj->weight, o_proj->full().first);
+  detail::assign(whole.mlp->gate_proj->weight, gate_proj->full().first);
+  detail::assign(whole.mlp->up_proj->weight, up_proj->full().first);
+  detail::assign(whole.mlp->down_proj->weight, down_proj->full().first);
+}
+
+void ParallelLlama::to_full(nn::models::Llama& whole) const {
+  check_same_config("to_full", whole.config, config);
+  detail::assign(whole.model->embed_tokens->weight, embed_tokens->full());
+  for (size_t i = 0; i < layers->size(); ++i) {
+    static_cast<const ParallelLlamaLayer&>(*(*layers)[i])
+        .to_full(static_cast<nn::models::LlamaDecoderLayer&>(*(*whole.model->layers)[i]));
+  }
+  detail::assign(whole.model->norm->weight, norm->weight);
+  if (lm_head) detail::assign(whole.lm_head->weight, lm_head->full().first);
 }
 
 }  // namespace sinter::dist::tp

@@ -269,7 +269,8 @@ TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
 
 // Per Note [tensor parallel llama], 20 AdamW steps of a small Llama (grouped-query attention, two
 // query heads per K/V head) split over the ranks give the one-process losses within 1e-10 (f64),
-// untied, and tied with sequence parallelism; the shards are the whole parameters' parts after.
+// untied, and tied with sequence parallelism; the shards are the whole parameters' parts after,
+// and to_full joins them into the whole Llama's.
 TEST(TensorParallel, ParallelLlamaTrainsAsTheWholeLlama) {
   const int n = world().size(), r = world().rank();
   for (const auto& [tied, sequence_parallel] :
@@ -302,6 +303,15 @@ TEST(TensorParallel, ParallelLlamaTrainsAsTheWholeLlama) {
                           1e-12));
     EXPECT_TRUE(
         all_close(mine.input_layernorm->weight, layer.input_layernorm->weight, 1e-10, 1e-12));
+    // to_full joins the shards back: every parameter of the whole Llama, by name.
+    nn::models::Llama joined(config);
+    joined.to(kF64);
+    split.to_full(joined);
+    const StateDict got = joined.state_dict(), want = whole.state_dict();
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& [name, t] : want) {
+      EXPECT_TRUE(all_close(got.at(name), t, 1e-10, 1e-12)) << name;
+    }
   }
   if (n > 1) {
     expect_error(
