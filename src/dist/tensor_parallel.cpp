@@ -51,24 +51,28 @@ Tensor joined(const char* /*what*/, const Tensor& t, ProcessGroup& group, int64_
   return group.size() == 1 ? all.select(0, 0).contiguous() : cat(unbind(all, 0), dim);
 }
 
-Tensor part(const char* what, const Tensor& t, ProcessGroup& group, int64_t dim) {
+// The size of a rank's part of t along `dim`, which must split over the group.
+int64_t part_size(const char* what, const Tensor& t, const ProcessGroup& group, int64_t dim) {
   const int64_t n = t.size(dim), ranks = group.size();
   SINTER_CHECK(n % ranks == 0, "tp::", what, ": dim ", dim, " of shape ", shape_str(t.shape()),
                " does not split over ", ranks, " ranks");
+  return n / ranks;
+}
+
+Tensor part(const char* what, const Tensor& t, ProcessGroup& group, int64_t dim) {
+  const int64_t size = part_size(what, t, group, dim);
   NoGradGuard no_grad;
-  return t.narrow(dim, group.rank() * (n / ranks), n / ranks).contiguous();
+  return t.narrow(dim, group.rank() * size, size).contiguous();
 }
 
 // t summed over the group, this rank's part along `dim` (a reduce-scatter, on a copy with `dim`
 // first: the ranks' parts are then consecutive blocks).
 Tensor scattered_sum(const char* what, const Tensor& t, ProcessGroup& group, int64_t dim) {
-  const int64_t n = t.size(dim), ranks = group.size();
-  SINTER_CHECK(n % ranks == 0, "tp::", what, ": dim ", dim, " of shape ", shape_str(t.shape()),
-               " does not split over ", ranks, " ranks");
+  const int64_t size = part_size(what, t, group, dim);
   NoGradGuard no_grad;
   const Tensor front = fresh(t.transpose(0, dim));
   Shape shape = front.shape();
-  shape[0] = n / ranks;
+  shape[0] = size;
   Tensor out = empty(shape, {.dtype = t.dtype(), .device = t.device()});
   group.reduce_scatter(out, front);
   return out.transpose(0, dim).contiguous();
@@ -226,10 +230,9 @@ Tensor ColumnParallelLinear::forward(const Tensor& x) {
 
 void ColumnParallelLinear::load_full(const Tensor& w, const Tensor& b) {
   check_full("ColumnParallelLinear", w, b, out_features, in_features, bias.defined());
-  NoGradGuard no_grad;
   const int64_t rows = weight.size(0), first = group->rank() * rows;
-  weight.copy_(w.narrow(0, first, rows).to(weight.dtype()).to(weight.device()));
-  if (bias.defined()) bias.copy_(b.narrow(0, first, rows).to(bias.dtype()).to(bias.device()));
+  detail::assign(weight, w.narrow(0, first, rows));
+  if (bias.defined()) detail::assign(bias, b.narrow(0, first, rows));
 }
 
 std::pair<Tensor, Tensor> ColumnParallelLinear::full() const {
@@ -267,10 +270,9 @@ Tensor RowParallelLinear::forward(const Tensor& x) {
 
 void RowParallelLinear::load_full(const Tensor& w, const Tensor& b) {
   check_full("RowParallelLinear", w, b, out_features, in_features, bias.defined());
-  NoGradGuard no_grad;
   const int64_t cols = weight.size(1);
-  weight.copy_(w.narrow(1, group->rank() * cols, cols).to(weight.dtype()).to(weight.device()));
-  if (bias.defined()) bias.copy_(b.to(bias.dtype()).to(bias.device()));
+  detail::assign(weight, w.narrow(1, group->rank() * cols, cols));
+  if (bias.defined()) detail::assign(bias, b);
 }
 
 ParallelMultiheadAttention::ParallelMultiheadAttention(int64_t embed_dim, int64_t num_heads,
@@ -395,9 +397,8 @@ void VocabParallelEmbedding::load_full(const Tensor& w) {
                "VocabParallelEmbedding::load_full: the whole table must be (", num_embeddings, ", ",
                embedding_dim, "), got ",
                w.defined() ? shape_str(w.shape()) : std::string("undefined"));
-  NoGradGuard no_grad;
   const int64_t rows = weight.size(0);
-  weight.copy_(w.narrow(0, group->rank() * rows, rows).to(weight.dtype()).to(weight.device()));
+  detail::assign(weight, w.narrow(0, group->rank() * rows, rows));
 }
 
 Tensor VocabParallelEmbedding::full() const { return detail::whole_of(weight, *group, 0); }

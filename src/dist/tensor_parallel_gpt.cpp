@@ -13,14 +13,9 @@ namespace sinter::dist::tp {
 
 namespace {
 
-void copy_whole(Tensor& to, const Tensor& from) {
-  NoGradGuard no_grad;
-  to.copy_(from.detach().to(to.dtype()).to(to.device()));
-}
-
 void load_norm(nn::LayerNorm& to, const nn::LayerNorm& from) {
-  copy_whole(to.weight, from.weight);
-  copy_whole(to.bias, from.bias);
+  detail::assign(to.weight, from.weight);
+  detail::assign(to.bias, from.bias);
 }
 
 // A layer norm of x; on a slice of the sequence its parameters enter through copy(), so that their
@@ -175,7 +170,7 @@ Tensor ParallelGPT::loss(const Tensor& idx, const Tensor& targets,
 void ParallelGPT::load_full(const nn::models::GPT& whole) {
   check_same_config("load_full", whole.config, config);
   wte->load_full(whole.wte->weight.detach());
-  copy_whole(wpe->weight, whole.wpe->weight);
+  detail::assign(wpe->weight, whole.wpe->weight);
   for (size_t i = 0; i < blocks->size(); ++i) {
     static_cast<ParallelTransformerBlock&>(*(*blocks)[i])
         .load_full(static_cast<const nn::TransformerBlock&>(*(*whole.blocks)[i]));

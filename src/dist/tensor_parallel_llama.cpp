@@ -20,11 +20,6 @@ Tensor norm(nn::RMSNorm& n, const Tensor& x, const std::shared_ptr<ProcessGroup>
   return rms_norm(x, n.normalized_shape, copy(n.weight, group), n.eps);
 }
 
-void load_whole(Tensor& to, const Tensor& from) {
-  NoGradGuard no_grad;
-  to.copy_(from.detach().to(to.dtype()).to(to.device()));
-}
-
 std::shared_ptr<ColumnParallelLinear> column(int64_t in, int64_t out,
                                              const std::shared_ptr<ProcessGroup>& group,
                                              bool sequence_parallel) {
@@ -92,8 +87,8 @@ Tensor ParallelLlamaLayer::forward(const Tensor& x, const Tensor& positions) {
 }
 
 void ParallelLlamaLayer::load_full(const nn::models::LlamaDecoderLayer& whole) {
-  load_whole(input_layernorm->weight, whole.input_layernorm->weight);
-  load_whole(post_attention_layernorm->weight, whole.post_attention_layernorm->weight);
+  detail::assign(input_layernorm->weight, whole.input_layernorm->weight);
+  detail::assign(post_attention_layernorm->weight, whole.post_attention_layernorm->weight);
   const auto& attn = *whole.self_attn;
   q_proj->load_full(attn.q_proj->weight.detach(), Tensor());
   k_proj->load_full(attn.k_proj->weight.detach(), Tensor());
@@ -191,7 +186,7 @@ void ParallelLlama::load_full(const nn::models::Llama& whole) {
     static_cast<ParallelLlamaLayer&>(*(*layers)[i])
         .load_full(static_cast<const nn::models::LlamaDecoderLayer&>(*(*whole.model->layers)[i]));
   }
-  load_whole(norm->weight, whole.model->norm->weight);
+  detail::assign(norm->weight, whole.model->norm->weight);
   if (lm_head) lm_head->load_full(whole.lm_head->weight.detach(), Tensor());
 }
 

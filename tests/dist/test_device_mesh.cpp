@@ -57,6 +57,15 @@ TEST(DeviceMesh, EachDimsGroupHoldsTheRanksOfItsLine) {
       const std::vector<int64_t> gathered =
           g.all_gather(from_vector<int64_t>({me})).to_vector<int64_t>();
       EXPECT_EQ(gathered, std::vector<int64_t>(ranks.begin(), ranks.end()));
+      // The layout itself, written out: the last dim's group is consecutive ranks, the first
+      // dim's is every (n / size)-th rank.
+      std::vector<int64_t> expected;
+      const int64_t stride = &d == &dims.back() ? 1 : &d == &dims.front() ? n / d.size : 0;
+      if (stride > 0) {
+        const int64_t first = stride == 1 ? me - me % d.size : me % stride;
+        for (int k = 0; k < d.size; ++k) expected.push_back(first + k * stride);
+        EXPECT_EQ(gathered, expected) << d.name;
+      }
     }
     EXPECT_EQ(mesh.size("pp"), 1);
     EXPECT_EQ(mesh.coordinate("pp"), 0);
