@@ -116,19 +116,19 @@ SavedTensor::SavedTensor(const Tensor& t, const char* op)
   // Leaves that require grad (parameters) are not counted: they live whether saved or not.
   if (t_.defined() && profiler::detail::g_recording.load(std::memory_order_relaxed) &&
       t_.storage().nbytes() > 0 && !(t.is_leaf() && t.requires_grad())) {
-    counted_ = profiler::detail::saved_add(t_.storage().data(), t_.storage().nbytes());
+    counted_ = profiler::detail::saved_add(t_.storage().id(), t_.storage().nbytes());
   }
 }
 
 SavedTensor::SavedTensor(const SavedTensor& other)
     : t_(other.t_), version_(other.version_), op_(other.op_), counted_(other.counted_) {
-  if (counted_) profiler::detail::saved_add(t_.storage().data(), t_.storage().nbytes());
+  if (counted_) profiler::detail::saved_add(t_.storage().id(), t_.storage().nbytes());
 }
 
 SavedTensor& SavedTensor::operator=(const SavedTensor& other) {
   if (this == &other) return *this;
   SavedTensor copy(other);
-  if (counted_) profiler::detail::saved_remove(t_.storage().data());
+  if (counted_) profiler::detail::saved_remove(t_.storage().id());
   t_ = std::move(copy.t_);
   version_ = copy.version_;
   op_ = copy.op_;
@@ -138,7 +138,7 @@ SavedTensor& SavedTensor::operator=(const SavedTensor& other) {
 }
 
 SavedTensor::~SavedTensor() {
-  if (counted_) profiler::detail::saved_remove(t_.storage().data());
+  if (counted_) profiler::detail::saved_remove(t_.storage().id());
 }
 
 Tensor SavedTensor::get() const {

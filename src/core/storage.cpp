@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "internal/cuda_runtime.h"
@@ -195,6 +196,16 @@ Storage Storage::from_blob(void* data, size_t nbytes, Device device,
   s.impl_->device = device;
   s.impl_->deleter = std::move(deleter);
   return s;
+}
+
+void Storage::swap_memory(Storage& other) {
+  SINTER_CHECK(impl_ && other.impl_, "Storage::swap_memory: a storage is undefined");
+  SINTER_CHECK(impl_->device == other.impl_->device, "Storage::swap_memory: storages on ",
+               impl_->device, " and ", other.impl_->device);
+  std::swap(impl_->data, other.impl_->data);
+  std::swap(impl_->nbytes, other.impl_->nbytes);
+  std::swap(impl_->pinned, other.impl_->pinned);
+  std::swap(impl_->deleter, other.impl_->deleter);
 }
 
 void* Storage::data() const { return impl_ ? impl_->data : nullptr; }

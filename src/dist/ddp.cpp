@@ -63,6 +63,10 @@ std::string decode(const Tensor& row) {
   return s;
 }
 
+}  // namespace
+
+namespace detail {
+
 // Broadcasts `tensors` from rank 0, all in flight at once. A non-contiguous tensor goes through a
 // contiguous copy.
 void broadcast_all(ProcessGroup& pg, const std::vector<Tensor>& tensors) {
@@ -85,7 +89,61 @@ void broadcast_all(ProcessGroup& pg, const std::vector<Tensor>& tensors) {
   }
 }
 
-}  // namespace
+void check_same_model(ProcessGroup& pg, const nn::Module& module, const char* who) {
+  // Every rank must hold the same model: compare a hash of the descriptions, and on a mismatch find
+  // and name the first tensor that differs (two more small collectives, taken by every rank alike).
+  std::vector<std::string> desc;
+  for (auto& [name, p] : module.named_parameters()) desc.push_back(describe("parameter", name, p));
+  for (auto& [name, b] : module.named_buffers()) desc.push_back(describe("buffer", name, b));
+  std::vector<int64_t> hashes;
+  uint64_t total = fnv1a("");
+  for (const std::string& d : desc) {
+    hashes.push_back(static_cast<int64_t>(fnv1a(d)));
+    total = total * 1099511628211ull ^ static_cast<uint64_t>(hashes.back());
+  }
+  Tensor summary = from_vector(
+      std::vector<int64_t>{static_cast<int64_t>(desc.size()), static_cast<int64_t>(total)}, {2},
+      {.dtype = DType::i64});
+  std::vector<int64_t> all = pg.all_gather(summary).contiguous().to_vector<int64_t>();
+  const int n = pg.size();
+  bool same = true;
+  int64_t max_count = 0;
+  for (int r = 0; r < n; ++r) {
+    same = same && all[2 * r] == all[0] && all[2 * r + 1] == all[1];
+    max_count = std::max(max_count, all[2 * r]);
+  }
+  if (!same) {
+    std::vector<int64_t> mine(max_count, 0);
+    std::copy(hashes.begin(), hashes.end(), mine.begin());
+    std::vector<int64_t> table =
+        pg.all_gather(from_vector(mine, {max_count}, {.dtype = DType::i64}))
+            .contiguous()
+            .to_vector<int64_t>();
+    int64_t first = max_count;
+    for (int64_t j = 0; j < max_count && first == max_count; ++j) {
+      for (int r = 1; r < n; ++r) {
+        const bool present0 = j < all[0], present_r = j < all[2 * r];
+        if (present0 != present_r || table[r * max_count + j] != table[j]) first = j;
+      }
+    }
+    if (first == max_count) first = 0;  // a hash collision in the totals; name the first entry
+    const std::string own =
+        first < static_cast<int64_t>(desc.size()) ? desc[first] : std::string("nothing");
+    Tensor names_all = pg.all_gather(encode(own));
+    std::ostringstream os;
+    for (int r = 0; r < n; ++r)
+      os << (r ? ", " : "") << "rank " << r << " has " << decode(names_all.select(0, r));
+    SINTER_CHECK(false, who,
+                 ": the ranks hold different models (every rank must build the same one); first "
+                 "difference at entry ",
+                 first, " of the parameters then buffers: ", os.str());
+  }
+}
+
+}  // namespace detail
+
+using detail::broadcast_all;
+using detail::check_same_model;
 
 void DistributedDataParallel::Impl::build_buckets() {
   const double cap_bytes = options.bucket_cap_mb * 1024.0 * 1024.0;
@@ -315,63 +373,14 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   impl->options = options;
   impl->sync = &sync_;
 
-  // Every rank must hold the same model: compare a hash of the descriptions, and on a mismatch find
-  // and name the first tensor that differs (two more small collectives, taken by every rank alike).
-  std::vector<std::string> desc;
+  check_same_model(*pg_, *module_, "DistributedDataParallel");
   std::vector<Tensor> to_broadcast;
   for (auto& [name, p] : module_->named_parameters()) {
-    desc.push_back(describe("parameter", name, p));
     impl->all_params.push_back(p);
     impl->names.push_back(name);
     to_broadcast.push_back(p);
   }
-  for (auto& [name, b] : module_->named_buffers()) {
-    desc.push_back(describe("buffer", name, b));
-    to_broadcast.push_back(b);
-  }
-  std::vector<int64_t> hashes;
-  uint64_t total = fnv1a("");
-  for (const std::string& d : desc) {
-    hashes.push_back(static_cast<int64_t>(fnv1a(d)));
-    total = total * 1099511628211ull ^ static_cast<uint64_t>(hashes.back());
-  }
-  Tensor summary = from_vector(
-      std::vector<int64_t>{static_cast<int64_t>(desc.size()), static_cast<int64_t>(total)}, {2},
-      {.dtype = DType::i64});
-  std::vector<int64_t> all = pg_->all_gather(summary).contiguous().to_vector<int64_t>();
-  const int n = pg_->size();
-  bool same = true;
-  int64_t max_count = 0;
-  for (int r = 0; r < n; ++r) {
-    same = same && all[2 * r] == all[0] && all[2 * r + 1] == all[1];
-    max_count = std::max(max_count, all[2 * r]);
-  }
-  if (!same) {
-    std::vector<int64_t> mine(max_count, 0);
-    std::copy(hashes.begin(), hashes.end(), mine.begin());
-    std::vector<int64_t> table =
-        pg_->all_gather(from_vector(mine, {max_count}, {.dtype = DType::i64}))
-            .contiguous()
-            .to_vector<int64_t>();
-    int64_t first = max_count;
-    for (int64_t j = 0; j < max_count && first == max_count; ++j) {
-      for (int r = 1; r < n; ++r) {
-        const bool present0 = j < all[0], present_r = j < all[2 * r];
-        if (present0 != present_r || table[r * max_count + j] != table[j]) first = j;
-      }
-    }
-    if (first == max_count) first = 0;  // a hash collision in the totals; name the first entry
-    const std::string own =
-        first < static_cast<int64_t>(desc.size()) ? desc[first] : std::string("nothing");
-    Tensor names_all = pg_->all_gather(encode(own));
-    std::ostringstream os;
-    for (int r = 0; r < n; ++r)
-      os << (r ? ", " : "") << "rank " << r << " has " << decode(names_all.select(0, r));
-    SINTER_CHECK(false,
-                 "DistributedDataParallel: the ranks hold different models (every rank must "
-                 "build the same one); first difference at entry ",
-                 first, " of the parameters then buffers: ", os.str());
-  }
+  for (const Tensor& b : module_->buffers()) to_broadcast.push_back(b);
 
   broadcast_all(*pg_, to_broadcast);
 

@@ -30,6 +30,20 @@ struct Bucket {
   Tensor shard_grad;
 };
 
+// Checks that every rank of `pg` holds the same model (parameter and buffer names, shapes, dtypes,
+// device types; one small collective, more only on a mismatch), else an Error from `who` naming
+// the first entry that differs on each rank.
+void check_same_model(ProcessGroup& pg, const nn::Module& module, const char* who);
+// Broadcasts `tensors` from rank 0, all in flight at once (in place; a non-contiguous tensor goes
+// through a contiguous copy).
+void broadcast_all(ProcessGroup& pg, const std::vector<Tensor>& tensors);
+
+// Clipping by the norm of every shard's gradient over all ranks of `pg` together
+// (optim::clip_grad_norm_'s rule): each rank's partial, one all-reduce, then each shard's gradient
+// scaled in place. Returns the total norm. `op` names the caller in errors.
+double clip_sharded(const char* op, const std::vector<Tensor>& shards, ProcessGroup& pg,
+                    double max_norm, double norm_type);
+
 struct Slot {
   size_t bucket = 0;
   int64_t offset = 0;  // in elements, into the bucket's buffer

@@ -155,7 +155,7 @@ Tensor ParallelGPT::forward(const Tensor& idx) {
   } else {
     x = wte->forward(idx) + wpe->forward(pos);
   }
-  for (const std::shared_ptr<nn::Module>& block : *blocks) x = block->forward(x);
+  for (const std::shared_ptr<nn::Module>& block : *blocks) x = (*block)(x);
   x = norm(*ln_f, x, group, sequence_parallel);
   if (lm_head) return lm_head->forward(x);
   return sequence_parallel ? sequence_linear(x, wte->weight, Tensor(), group)

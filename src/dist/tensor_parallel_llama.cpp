@@ -166,7 +166,7 @@ Tensor ParallelLlama::forward(const Tensor& idx) {
   const Tensor pos = arange(t, {.dtype = DType::i64, .device = idx.device()});
   Tensor x = embed_tokens->forward(idx);
   for (const std::shared_ptr<nn::Module>& layer : *layers) {
-    x = static_cast<ParallelLlamaLayer&>(*layer).forward(x, pos);
+    x = layer->call([&] { return static_cast<ParallelLlamaLayer&>(*layer).forward(x, pos); });
   }
   x = tp::norm(*norm, x, group, sequence_parallel);
   if (lm_head) return lm_head->forward(x);

@@ -200,22 +200,27 @@ void ZeroRedundancyOptimizer::zero_grad(bool set_to_none) {
   zero_grads(impl_->all_params, set_to_none);
 }
 
-double ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
-  optim::detail::check_clip_arguments("ZeroRedundancyOptimizer::clip_grad_norm_", max_norm,
-                                      norm_type);
+double detail::clip_sharded(const char* op, const std::vector<Tensor>& shards, ProcessGroup& pg,
+                            double max_norm, double norm_type) {
+  optim::detail::check_clip_arguments(op, max_norm, norm_type);
   NoGradGuard ng;
   // The accumulator's dtype and device from the shards (the same on every rank), not from which
   // gradients this rank happens to have.
-  const DType acc = optim::detail::norm_accumulator(shards_);
+  const DType acc = optim::detail::norm_accumulator(shards);
   std::vector<Tensor> grads;
-  for (const Tensor& s : shards_) {
+  for (const Tensor& s : shards) {
     if (s.grad().defined() && s.grad().numel() > 0) grads.push_back(s.grad());
   }
-  Tensor partial = optim::detail::grad_norm_partial(grads, norm_type, acc, shards_[0].device());
+  Tensor partial = optim::detail::grad_norm_partial(grads, norm_type, acc, shards[0].device());
   partial = partial.contiguous();
-  impl_->pg->all_reduce(partial, std::isinf(norm_type) ? ReduceOp::Max : ReduceOp::Sum);
+  pg.all_reduce(partial, std::isinf(norm_type) ? ReduceOp::Max : ReduceOp::Sum);
   const Tensor total = optim::detail::scale_to_norm(grads, partial, max_norm, norm_type);
   return total.to(DType::f64).item<double>();
+}
+
+double ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
+  return detail::clip_sharded("ZeroRedundancyOptimizer::clip_grad_norm_", shards_, *impl_->pg,
+                              max_norm, norm_type);
 }
 
 StateDict ZeroRedundancyOptimizer::state_dict() const {

@@ -193,11 +193,13 @@ Tensor GPT::forward(const Tensor& idx) {
   Tensor x = dropout(wte->forward(idx) + wpe->forward(pos), config.dropout, is_training());
   const bool recompute = config.checkpoint_blocks && is_training() && GradMode::is_enabled();
   for (const std::shared_ptr<Module>& block : *blocks) {
-    if (recompute && x.requires_grad()) {
-      x = autograd::checkpoint([block](const Tensor& t) { return block->forward(t); }, x);
-    } else {
-      x = block->forward(x);
-    }
+    // The checkpoint inside call(): forward hooks run once, around the whole recomputed block.
+    x = block->call([&] {
+      if (recompute && x.requires_grad()) {
+        return autograd::checkpoint([block](const Tensor& t) { return block->forward(t); }, x);
+      }
+      return block->forward(x);
+    });
   }
   x = ln_f->forward(x);
   return lm_head ? lm_head->forward(x) : linear(x, wte->weight);
@@ -371,9 +373,7 @@ Tensor LlamaMLP::forward(const Tensor& x) {
   return down_proj->forward(swiglu(gate_proj->forward(x), up_proj->forward(x)));
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 int64_t mlp_width(const LlamaConfig& c) {
   if (c.mlp_hidden > 0) return c.mlp_hidden;
@@ -425,12 +425,13 @@ Tensor LlamaModel::forward(const Tensor& idx) {
   const bool recompute = config.checkpoint_layers && is_training() && GradMode::is_enabled();
   for (const std::shared_ptr<Module>& layer : *layers) {
     auto decoder = std::static_pointer_cast<LlamaDecoderLayer>(layer);
-    if (recompute && x.requires_grad()) {
-      x = autograd::checkpoint([decoder, pos](const Tensor& t) { return decoder->forward(t, pos); },
-                               x);
-    } else {
-      x = decoder->forward(x, pos);
-    }
+    x = decoder->call([&] {
+      if (recompute && x.requires_grad()) {
+        return autograd::checkpoint(
+            [decoder, pos](const Tensor& t) { return decoder->forward(t, pos); }, x);
+      }
+      return decoder->forward(x, pos);
+    });
   }
   return norm->forward(x);
 }

@@ -57,6 +57,45 @@ std::string join(const std::vector<std::string>& names) {
 
 Tensor Module::forward(const Tensor&) { SINTER_THROW(name(), ": this module has no forward"); }
 
+Tensor Module::operator()(const Tensor& input) {
+  return call([&] { return forward(input); });
+}
+
+// --- forward hooks (Note [forward hooks]) ---
+
+Tensor Module::call(const std::function<Tensor()>& f) {
+  if (pre_hooks_.empty() && hooks_.empty()) return f();
+  // Copies: a hook may register or remove hooks.
+  const std::vector<std::pair<int, ForwardPreHook>> pre = pre_hooks_;
+  for (const auto& [id, hook] : pre) hook(*this);
+  Tensor out = f();
+  const std::vector<std::pair<int, ForwardHook>> post = hooks_;
+  for (const auto& [id, hook] : post) out = hook(*this, out);
+  return out;
+}
+
+int Module::register_forward_pre_hook(ForwardPreHook hook) {
+  SINTER_CHECK(hook != nullptr, name(), ": register_forward_pre_hook: the hook is empty");
+  pre_hooks_.emplace_back(next_hook_, std::move(hook));
+  return next_hook_++;
+}
+
+int Module::register_forward_hook(ForwardHook hook) {
+  SINTER_CHECK(hook != nullptr, name(), ": register_forward_hook: the hook is empty");
+  hooks_.emplace_back(next_hook_, std::move(hook));
+  return next_hook_++;
+}
+
+void Module::remove_forward_hook(int handle) {
+  auto drop = [handle](auto& list) {
+    const size_t before = list.size();
+    std::erase_if(list, [handle](const auto& entry) { return entry.first == handle; });
+    return list.size() != before;
+  };
+  const bool found = drop(pre_hooks_) || drop(hooks_);
+  SINTER_CHECK(found, name(), ": remove_forward_hook: no hook has handle ", handle);
+}
+
 // --- registration ---
 
 void Module::check_new_name(const std::string& name, const char* what) const {

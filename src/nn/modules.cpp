@@ -325,7 +325,7 @@ Tensor Sequential::forward(const Tensor& x) {
     if (std::optional<Tensor> planned = inference_plans->forward(*this, x)) return *planned;
   }
   Tensor y = x;
-  for (const auto& m : modules_) y = m->forward(y);
+  for (const auto& m : modules_) y = (*m)(y);
   return y;
 }
 

@@ -44,7 +44,7 @@ Tensor ViT::forward(const Tensor& x) {
                "), got shape ", shape_str(x.shape()));
   // (N, E, side, side) -> (N, patches, E), the patches in row-major order.
   Tensor t = add(patch_embed->forward(x).flatten(2).transpose(1, 2), pos_embed);
-  for (const std::shared_ptr<Module>& block : *blocks) t = block->forward(t);
+  for (const std::shared_ptr<Module>& block : *blocks) t = (*block)(t);
   return head->forward(mean(ln->forward(t), {1}));
 }
 

@@ -82,7 +82,14 @@ const Storage& Tensor::storage() const { return checked(impl_).storage; }
 
 void* Tensor::data_ptr() const {
   const TensorImpl& i = checked(impl_);
-  if (!i.storage.data()) return nullptr;
+  if (!i.storage.data()) {
+    // Per Storage::swap_memory: a parameter whose memory a FullyShardedDataParallel freed.
+    SINTER_CHECK(i.numel == 0, "a tensor of shape ", shape_str(i.shape),
+                 " has no memory: a parameter of a dist::FullyShardedDataParallel used outside "
+                 "its unit's forward and backward (call the model through the wrapper's "
+                 "forward() or call(), and its blocks through Module::call)");
+    return nullptr;
+  }
   return static_cast<char*>(i.storage.data()) +
          i.offset * static_cast<int64_t>(element_size(i.dtype));
 }

@@ -33,6 +33,16 @@ class Storage {
   Device device() const;
   bool is_pinned() const;
   bool is_same(const Storage& other) const { return impl_ == other.impl_; }
+  // The identity of this block (the same for every copy of the handle), whatever memory it holds.
+  const void* id() const { return impl_.get(); }
+
+  // Exchanges the memory (and its size and owner) of two storages of one device, so that every
+  // tensor viewing either now views the other's bytes. dist::FullyShardedDataParallel frees a
+  // parameter's memory between uses by swapping in an empty storage, and brings it back by
+  // swapping in the gathered values: the tensors saved for backward follow, as they share the
+  // storage. A tensor whose storage holds fewer bytes than its view needs (here: none) is an error
+  // where its data is used.
+  void swap_memory(Storage& other);
 
  private:
   struct Impl;

@@ -3,6 +3,7 @@
 // the distributed layer build on.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -36,7 +37,26 @@ class Module {
   virtual std::string name() const { return "Module"; }
   // The computation; the base throws (containers such as ModuleList have none).
   virtual Tensor forward(const Tensor& input);
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  // forward(input) through call(): with this module's forward hooks.
+  Tensor operator()(const Tensor& input);
+
+  // Note [forward hooks]
+  // Functions that run around this module's forward when its caller goes through call() (or
+  // operator()): the pre hooks in registration order, then `f`, then the hooks in registration
+  // order, each given the output and returning the output to pass on (itself, or a tensor that
+  // replaces it), as PyTorch's forward pre-hooks and forward hooks. A direct forward() skips them.
+  // The reference models call their blocks through call() (GPT's and ViT's blocks, Llama's layers,
+  // Sequential's children, the tensor-parallel models' blocks), which is what lets
+  // dist::FullyShardedDataParallel gather a block's parameters just before it runs. Without
+  // hooks, call() is f().
+  using ForwardPreHook = std::function<void(Module&)>;
+  using ForwardHook = std::function<Tensor(Module&, const Tensor& output)>;
+  Tensor call(const std::function<Tensor()>& f);
+  // Each returns a handle for remove_forward_hook.
+  int register_forward_pre_hook(ForwardPreHook hook);
+  int register_forward_hook(ForwardHook hook);
+  // Removes the hook of that handle (either kind); an unknown handle is an error.
+  void remove_forward_hook(int handle);
 
   // --- registration (names: non-empty, no '.', unique among this module's entries) ---
   // Registers a leaf tensor as a parameter and sets its requires_grad; returns the same handle.
@@ -117,6 +137,9 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::vector<std::pair<int, ForwardPreHook>> pre_hooks_;
+  std::vector<std::pair<int, ForwardHook>> hooks_;
+  int next_hook_ = 0;
 };
 
 }  // namespace sinter::nn

@@ -1,0 +1,83 @@
+// The state FullyShardedDataParallel shares with its hooks (src/dist/fsdp.cpp) and its state
+// dicts (src/dist/fsdp_state.cpp): Note [fully sharded data parallel] in include/sinter/fsdp.h.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sinter/fsdp.h"
+
+namespace sinter::dist {
+namespace detail {
+
+enum class UnitState { Sharded, Gathering, Whole };
+
+struct FsdpParam {
+  std::string name;
+  Tensor param;  // the model's tensor: no memory while its unit is sharded
+  Tensor shard;  // (chunk,): this rank's part, in the parameter's own dtype
+  size_t unit = 0;
+  int64_t numel = 0, chunk = 0;
+  int64_t offset = 0;  // of the shard in its unit's part
+  bool trained = false;
+  bool ready = false;  // got its gradient in this backward
+};
+
+struct FsdpUnit {
+  std::string name;                    // "" for the root
+  std::shared_ptr<nn::Module> module;  // null for the root
+  std::vector<size_t> params;
+  int64_t part = 0;  // the sum of its parameters' chunks
+  DType shard_dtype = DType::f32, compute_dtype = DType::f32;
+  bool has_frozen = false;
+  UnitState state = UnitState::Sharded;
+  Tensor send, gathered;
+  std::shared_ptr<Work> gather;
+  size_t pending = 0;  // trained parameters without their gradient in this backward
+  bool any_ready = false;
+  bool reduced = false;  // its reduce-scatter was launched in this backward
+  Tensor reduce_in, reduce_out;
+  std::shared_ptr<Work> reduce;
+  int pre_hook = -1, post_hook = -1;
+};
+
+}  // namespace detail
+
+struct FullyShardedDataParallel::Impl {
+  ProcessGroup* pg = nullptr;
+  FSDPOptions options;
+  std::vector<detail::FsdpParam> params;
+  std::vector<detail::FsdpUnit> units;  // units[0]: the root
+  std::vector<Tensor> trained_shards;
+  std::vector<std::string> trained_names;
+  std::vector<size_t> order;          // the units (not the root) in the last forward's order
+  std::vector<size_t> current_order;  // being recorded by this forward
+  bool sync = true;
+  bool in_backward = false;           // from a backward's first hook to its end
+  std::weak_ptr<int> backward_token;  // alive while this backward's finalizer is queued
+  std::vector<size_t> launched;       // units whose reduce-scatter is in flight, in order
+  std::vector<std::string> events;
+  std::weak_ptr<Impl> self;
+
+  int size() const { return pg->size(); }
+  void start_gather(size_t u);
+  void finish_gather(size_t u);
+  void reshard(size_t u);
+  void reshard_all();
+  // The unit after (+1) or before (-1) u in the last forward's order; the root comes first.
+  std::optional<size_t> neighbour(size_t u, int step) const;
+  void pre_forward(size_t u);
+  Tensor post_forward(size_t u, const Tensor& out);
+  void pre_backward(size_t u);
+  void begin_backward();
+  void on_grad_ready(size_t i);
+  void launch_reduce(size_t u);
+  void finalize();
+  // After a backward that failed midway or an abandoned graph: waits for what is in flight.
+  void recover();
+  void reset_backward();
+};
+
+}  // namespace sinter::dist

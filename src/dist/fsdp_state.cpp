@@ -1,0 +1,122 @@
+// FullyShardedDataParallel's state dicts: the whole model's, gathered from the shards, and each
+// rank's shards taken from a whole one (Note [fully sharded data parallel] in
+// include/sinter/fsdp.h).
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "dist/fsdp_impl.h"
+#include "sinter/ops.h"
+
+namespace sinter::dist {
+
+namespace {
+
+constexpr const char* kName = "FullyShardedDataParallel";
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + names[i];
+  return out;
+}
+
+}  // namespace
+
+StateDict FullyShardedDataParallel::state_dict() const {
+  const Impl& s = *impl_;
+  NoGradGuard ng;
+  const int64_t n = s.size();
+  // Each unit's shards gathered in their own dtype (not the compute dtype: the values are the
+  // optimizer's), by the storage identity of the model's parameter.
+  std::map<const void*, Tensor> whole;
+  for (const detail::FsdpUnit& unit : s.units) {
+    if (unit.params.empty()) continue;
+    const Device device = s.params[unit.params[0]].shard.device();
+    Tensor send = empty({unit.part}, {.dtype = unit.shard_dtype, .device = device});
+    for (size_t i : unit.params) {
+      const detail::FsdpParam& p = s.params[i];
+      send.narrow(0, p.offset, p.chunk).copy_(p.shard.detach());
+    }
+    Tensor all = empty({n * unit.part}, {.dtype = unit.shard_dtype, .device = device});
+    pg_->all_gather_into(all, send);
+    const Tensor rows = all.view({n, unit.part});
+    for (size_t i : unit.params) {
+      const detail::FsdpParam& p = s.params[i];
+      whole[p.param.storage().id()] = rows.narrow(1, p.offset, p.chunk)
+                                          .contiguous()
+                                          .reshape({-1})
+                                          .narrow(0, 0, p.numel)
+                                          .view(p.param.shape());
+    }
+  }
+  StateDict out;
+  for (const auto& [key, t] : module_->state_dict()) {
+    auto it = whole.find(t.storage().id());
+    out[key] = it != whole.end() ? it->second : t.clone();
+  }
+  return out;
+}
+
+LoadResult FullyShardedDataParallel::load_state_dict(const StateDict& state, bool strict) {
+  Impl& s = *impl_;
+  std::map<const void*, size_t> param_of;  // storage identity -> index into s.params
+  for (size_t i = 0; i < s.params.size(); ++i) param_of[s.params[i].param.storage().id()] = i;
+  const StateDict own = module_->state_dict();
+  LoadResult result;
+  for (const auto& [key, t] : own) {
+    if (!state.count(key)) result.missing_keys.push_back(key);
+  }
+  for (const auto& [key, t] : state) {
+    if (!own.count(key)) result.unexpected_keys.push_back(key);
+  }
+  std::vector<std::string> problems;
+  if (strict && !result.missing_keys.empty()) {
+    problems.push_back("missing keys: " + join(result.missing_keys));
+  }
+  if (strict && !result.unexpected_keys.empty()) {
+    problems.push_back("unexpected keys: " + join(result.unexpected_keys));
+  }
+  for (const auto& [key, t] : own) {
+    auto it = state.find(key);
+    if (it == state.end()) continue;
+    auto p = param_of.find(t.storage().id());
+    // A parameter's dtype is its shard's (the model's tensor may be in the compute dtype).
+    const DType dtype = p != param_of.end() ? s.params[p->second].shard.dtype() : t.dtype();
+    const Tensor& v = it->second;
+    if (v.shape() != t.shape() || v.dtype() != dtype) {
+      std::ostringstream os;
+      os << "'" << key << "': expected " << shape_str(t.shape()) << " " << dtype << ", got "
+         << shape_str(v.shape()) << " " << v.dtype();
+      problems.push_back(os.str());
+    }
+  }
+  SINTER_CHECK(problems.empty(), kName, "::load_state_dict: ", join(problems));
+  NoGradGuard ng;
+  // Every shard is rewritten: gathered copies of the old values go.
+  s.reshard_all();
+  const int64_t rank = s.pg->rank();
+  std::vector<bool> loaded(s.params.size(), false);
+  for (const auto& [key, t] : own) {
+    auto it = state.find(key);
+    if (it == state.end()) continue;
+    auto p = param_of.find(t.storage().id());
+    if (p == param_of.end()) {
+      Tensor buffer = t;
+      buffer.copy_(it->second);
+      continue;
+    }
+    if (loaded[p->second]) continue;  // a tied parameter, under its first name
+    loaded[p->second] = true;
+    detail::FsdpParam& param = s.params[p->second];
+    const Tensor flat = it->second.reshape({-1});
+    Tensor shard = param.shard.detach();
+    shard.zero_();
+    const int64_t begin = std::min(param.numel, rank * param.chunk);
+    const int64_t end = std::min(param.numel, (rank + 1) * param.chunk);
+    if (end > begin) shard.narrow(0, 0, end - begin).copy_(flat.narrow(0, begin, end - begin));
+  }
+  return result;
+}
+
+}  // namespace sinter::dist
