@@ -66,6 +66,7 @@
 
 #include "sinter/core/noncopyable.h"
 #include "sinter/dist.h"
+#include "sinter/dist_checkpoint.h"
 #include "sinter/nn/module.h"
 #include "sinter/state_dict.h"
 #include "sinter/tensor.h"
@@ -149,6 +150,14 @@ class FullyShardedDataParallel : NonCopyable {
   // file); the buffers are copied. Checked whole before anything changes, as
   // Module::load_state_dict. Local: every rank passes the same dict.
   LoadResult load_state_dict(const StateDict& state, bool strict = true);
+
+  // For a distributed checkpoint (Note [distributed checkpoint]): this rank's shards where they sit
+  // in the whole parameters, and the buffers (written by rank 0 of the group), named
+  // "<prefix><name>". `base` places the model's own parameters in a larger whole (the specs of a
+  // tensor-parallel model, tp::shard_specs, matched by identity, with their names); a parameter
+  // it does not name is whole. dist::optimizer_specs over these gives the optimizer's.
+  std::vector<ShardSpec> shard_specs(const std::vector<ShardSpec>& base = {},
+                                     const std::string& prefix = "model.") const;
 
   FSDPMemory memory() const;
   // The units: "" for the root, then each of FSDPOptions::units by its dotted name in the model.

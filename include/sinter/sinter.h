@@ -14,6 +14,7 @@
 #include "sinter/data.h"
 #include "sinter/device_mesh.h"
 #include "sinter/dist.h"
+#include "sinter/dist_checkpoint.h"
 #include "sinter/fsdp.h"
 #include "sinter/gguf.h"
 #include "sinter/io.h"

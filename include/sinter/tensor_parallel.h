@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "sinter/dist.h"
+#include "sinter/dist_checkpoint.h"
 #include "sinter/nn/models.h"
 #include "sinter/nn/module.h"
 #include "sinter/nn/modules.h"
@@ -337,5 +338,14 @@ class ParallelLlama : public nn::Module {
   std::shared_ptr<nn::RMSNorm> norm;
   std::shared_ptr<ColumnParallelLinear> lm_head;  // null when the weights are tied
 };
+
+// Where each parameter (and buffer) of a ParallelGPT or ParallelLlama sits in the whole model's,
+// for a distributed checkpoint (Note [distributed checkpoint]): named "<prefix>" + the whole GPT's
+// or Llama's name (Hugging Face's for Llama), a column-parallel shard a block of the whole
+// weight's rows, a row-parallel one a block of its columns, the attention's qkv rows a block of
+// each of the whole q, k and v, a vocabulary shard a block of rows; what is whole on every rank
+// is written by the group's rank 0. FullyShardedDataParallel::shard_specs takes these as its base
+// when it shards such a model.
+std::vector<ShardSpec> shard_specs(const nn::Module& model, const std::string& prefix = "model.");
 
 }  // namespace sinter::dist::tp

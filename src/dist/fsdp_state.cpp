@@ -119,4 +119,27 @@ LoadResult FullyShardedDataParallel::load_state_dict(const StateDict& state, boo
   return result;
 }
 
+std::vector<ShardSpec> FullyShardedDataParallel::shard_specs(const std::vector<ShardSpec>& base,
+                                                             const std::string& prefix) const {
+  const Impl& s = *impl_;
+  std::map<const void*, const ShardSpec*> placed;  // storage identity -> spec
+  for (const ShardSpec& b : base) placed[b.local.storage().id()] = &b;
+  const int64_t rank = s.pg->rank();
+  std::vector<ShardSpec> out;
+  for (const detail::FsdpParam& p : s.params) {
+    auto it = placed.find(p.param.storage().id());
+    const ShardSpec own = {prefix + p.name, p.param.shape(), p.param, {Run{0, 0, p.numel}}, true};
+    const ShardSpec& where = it != placed.end() ? *it->second : own;
+    // This rank's part of the local parameter: elements [rank chunk, (rank + 1) chunk).
+    const int64_t begin = std::min(p.numel, rank * p.chunk);
+    const int64_t end = std::min(p.numel, (rank + 1) * p.chunk);
+    out.push_back(
+        {where.name, where.whole, p.shard, restrict_runs(where.runs, begin, end), where.writer});
+  }
+  for (const auto& [name, b] : module_->named_buffers()) {
+    out.push_back(whole_spec(prefix + name, b, rank == 0));
+  }
+  return out;
+}
+
 }  // namespace sinter::dist
