@@ -440,3 +440,35 @@ TEST(Autograd, InferenceTensorsCannotEnterAutogradOutsideTheMode) {
 
 }  // namespace
 }  // namespace sinter
+
+namespace sinter::testing {
+namespace {
+
+// Per Note [accumulation first], a leaf's gradient is accumulated (and its post-accumulate hooks run)
+// as soon as it is whole, before the other ready nodes, whether or not a graph from before keeps
+// the leaf's accumulation node (and its old creation number) alive.
+TEST(Autograd, AccumulationRunsFirstWhateverGraphsAreKept) {
+  Tensor x = full({3}, 2.0), w1 = full({3}, 3.0).requires_grad_(),
+         w2 = full({3}, 4.0).requires_grad_();
+  std::vector<std::string> log;
+  w2.register_post_accumulate_grad_hook([&](Tensor&) { log.push_back("w2 accumulated"); });
+  auto run = [&] {
+    const Tensor h = x * w1;
+    h.register_hook([&](const Tensor&) {
+      log.push_back("h's node");
+      return Tensor();
+    });
+    return (h * w2).sum();
+  };
+  run().backward();
+  const std::vector<std::string> fresh = log;
+  EXPECT_EQ(fresh, (std::vector<std::string>{"w2 accumulated", "h's node"}));
+  const Tensor kept = run();  // keeps the leaves' accumulation nodes of this graph alive
+  log.clear();
+  run().backward();
+  EXPECT_EQ(log, fresh);
+  kept.backward();
+}
+
+}  // namespace
+}  // namespace sinter::testing

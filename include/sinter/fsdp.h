@@ -38,13 +38,22 @@
 //   parameters, gradients and optimizer state (plus under N elements of padding per parameter).
 // - the optimizer steps the shards; the next forward gathers from them.
 //
-// Collectives are issued in the order the hooks fire, the same on every rank when every rank runs
-// the same model on its own batch (so data-dependent control flow that differs across ranks is not
-// supported). A unit checkpointed inside its call (GPTConfig::checkpoint_blocks) is gathered once
-// for backward and recomputed with the parameters whole. Under no_sync() the gradients stay whole
-// and accumulate on the parameters; the first synchronized backward after it reduce-scatters the
-// sum. A parameter that gets no gradient in a backward counts as zero when other parameters of its
-// unit do; a unit none of whose parameters got one is skipped (its shards get no gradient).
+// Every rank must issue the group's collectives in the same order. They are issued from the hooks
+// of forward and backward, which run in the same order on every rank that runs the same model on
+// its own batch (the engine runs gradient accumulation first, Note [accumulation first], so a graph
+// kept from an earlier step changes nothing), and the reduce-scatters in a fixed order besides
+// (the last forward's units reversed, then the root: a unit ready early waits for the ones before
+// it). Data-dependent control flow that differs across ranks is not supported.
+//
+// A unit checkpointed inside its call (GPTConfig::checkpoint_blocks) is gathered once for backward
+// and recomputed with the parameters whole. A unit with frozen parameters is freed once the unit
+// before it starts its backward (or at the end). Under no_sync() the gradients stay whole and
+// accumulate (in reduce_dtype) on the parameters; the first synchronized backward after it
+// reduce-scatters the sum. A parameter that gets no gradient in a backward counts as zero when
+// other parameters of its unit do; a unit none of whose parameters got one is skipped (its shards
+// get no gradient). A backward that throws drops the whole gradients not yet reduced. A graph
+// whose backward runs after the shards changed (an optimizer step after its forward) is an error,
+// as for a saved tensor changed in place.
 //
 // Mixed precision (FSDP2's MixedPrecisionPolicy): the shards and the optimizer state keep the
 // parameters' dtype (f32); the parameters are gathered and computed in param_dtype (bf16), their
@@ -143,8 +152,8 @@ class FullyShardedDataParallel : NonCopyable {
   NoSync no_sync() { return NoSync(*this); }
 
   // Collective: the model's state dict as the unsharded model's state_dict() would give it (every
-  // key, tied tensors under each name), the parameters gathered whole in the shards' dtype, the
-  // buffers this rank's. The same on every rank.
+  // key, tied tensors under each name), the parameters gathered whole in the shards' dtype (the
+  // same on every rank), the buffers this rank's own.
   StateDict state_dict() const;
   // Each rank takes its shards from a whole state dict (as state_dict() gives, or a plain model's
   // file); the buffers are copied. Checked whole before anything changes, as

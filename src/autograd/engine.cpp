@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <queue>
 #include <unordered_map>
@@ -67,7 +68,10 @@ namespace autograd {
 // Sums the gradients that reach a leaf into its grad(), running the leaf's hooks around it.
 class AccumulateGrad : public Node {
  public:
-  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  // Per Note [accumulation first], the highest priority: it runs as soon as its gradient is whole.
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {
+    sequence_nr = std::numeric_limits<uint64_t>::max();
+  }
   std::string name() const override { return "AccumulateGrad"; }
   void release() override {}  // holds no saved tensors: a leaf may accumulate again
 
@@ -434,6 +438,14 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     ~PopQueue() { g_callback_queues.pop_back(); }
   } pop_queue;
 
+  // Note [accumulation first]
+  // Ready nodes run latest-created first (the reverse of forward), except that a leaf's
+  // AccumulateGrad runs as soon as it is ready, whenever it was created: a leaf's node lives as
+  // long as any graph that uses the leaf, so its creation number depends on which earlier graphs
+  // are still alive (a loss kept for logging). Ordered by it, the gradient hooks that launch
+  // collectives (DistributedDataParallel's buckets, FullyShardedDataParallel's reduce-scatters)
+  // would fire in a different order on a rank that keeps an old graph than on one that does not,
+  // and the ranks' collectives would no longer match.
   auto later_first = [](Node* a, Node* b) { return a->sequence_nr < b->sequence_nr; };
   std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
   for (auto& n : root_nodes) {

@@ -38,6 +38,10 @@ void release(const Tensor& t) {
 void FullyShardedDataParallel::Impl::start_gather(size_t u) {
   Unit& unit = units[u];
   if (unit.state != UnitState::Sharded) return;
+  if (unit.params.empty()) {  // a root with no parameters of its own
+    unit.state = UnitState::Whole;
+    return;
+  }
   NoGradGuard ng;
   events.push_back("gather " + unit.name);
   const Device device = params[unit.params[0]].shard.device();
@@ -55,6 +59,7 @@ void FullyShardedDataParallel::Impl::finish_gather(size_t u) {
   Unit& unit = units[u];
   if (unit.state == UnitState::Whole) return;
   start_gather(u);
+  if (unit.state == UnitState::Whole) return;  // nothing to gather
   NoGradGuard ng;
   events.push_back("wait " + unit.name);
   std::shared_ptr<Work> work = std::move(unit.gather);
@@ -72,6 +77,19 @@ void FullyShardedDataParallel::Impl::finish_gather(size_t u) {
   unit.send = Tensor();
   unit.gathered = Tensor();
   unit.state = UnitState::Whole;
+  // Gathered for backward from shards that changed since the forward's gather: the tensors saved
+  // then no longer match, which their version check reports.
+  const int64_t version = shard_version(u);
+  if (in_backward && version != unit.gathered_version) {
+    for (size_t i : unit.params) params[i].param.bump_version();
+  }
+  unit.gathered_version = version;
+}
+
+int64_t FullyShardedDataParallel::Impl::shard_version(size_t u) const {
+  int64_t sum = 0;
+  for (size_t i : units[u].params) sum += params[i].shard.version();
+  return sum;
 }
 
 void FullyShardedDataParallel::Impl::reshard(size_t u) {
@@ -134,6 +152,11 @@ Tensor FullyShardedDataParallel::Impl::post_forward(size_t u, const Tensor& out)
 
 void FullyShardedDataParallel::Impl::pre_backward(size_t u) {
   begin_backward();
+  // The unit after u in forward has run its whole backward once u's output has its gradient; one
+  // with frozen parameters (which no gradient hook tells about) is freed now.
+  if (std::optional<size_t> done = neighbour(u, +1)) {
+    if (units[*done].has_frozen && units[*done].pending == 0) reshard(*done);
+  }
   finish_gather(u);
   if (!options.prefetch) return;
   // Backward runs the units in reverse: the root's backward starts with the last unit.
@@ -147,6 +170,12 @@ void FullyShardedDataParallel::Impl::begin_backward() {
   if (!backward_token.expired()) return;
   recover();  // a backward that failed midway left its state
   in_backward = true;
+  reduce_order.assign(order.rbegin(), order.rend());
+  reduce_order.push_back(0);
+  for (size_t u = 1; u < units.size(); ++u) {
+    if (std::find(order.begin(), order.end(), u) == order.end()) reduce_order.push_back(u);
+  }
+  next_reduce = 0;
   auto token = std::make_shared<int>(0);
   backward_token = token;
   autograd::queue_callback([weak = self, token] {
@@ -158,15 +187,43 @@ void FullyShardedDataParallel::Impl::on_grad_ready(size_t i) {
   begin_backward();
   Param& p = params[i];
   Unit& unit = units[p.unit];
-  SINTER_CHECK(!p.ready, kName, ": parameter '", p.name,
-               "' got its gradient twice in one backward (is it reached through two separate "
-               "graphs?); each parameter must be ready once per backward");
+  // Under no_sync, a low-precision gradient joins the running sum at the reduction's precision.
+  const DType reduce_dtype = options.reduce_dtype.value_or(unit.shard_dtype);
+  if (!sync && p.param.grad().defined() && p.param.grad().dtype() != reduce_dtype) {
+    NoGradGuard ng;
+    const Tensor g = p.param.grad().to(reduce_dtype);
+    p.accum = p.accum.defined() ? p.accum.add_(g) : g;
+    p.param.set_grad(Tensor());
+  }
+  if (p.ready) {
+    // A second gradient in one backward (a parameter a checkpointed region shares with the rest):
+    // fine until its unit's reduce-scatter has gone.
+    SINTER_CHECK(!unit.reduced, kName, ": parameter '", p.name,
+                 "' got another gradient after its unit's gradients were reduce-scattered (is "
+                 "it reached through two separate graphs?)");
+    return;
+  }
   p.ready = true;
   unit.any_ready = true;
   if (--unit.pending > 0) return;
-  if (sync) launch_reduce(p.unit);
-  // Every node that reads the unit's trained parameters has run; a frozen one may still be read.
+  if (sync) launch_in_order(false);
+  // Every node that reads the unit's trained parameters has run; a frozen one may still be read
+  // (freed by the next unit's pre_backward, or at the end).
   if (!unit.has_frozen) reshard(p.unit);
+}
+
+void FullyShardedDataParallel::Impl::launch_in_order(bool all) {
+  for (; next_reduce < reduce_order.size(); ++next_reduce) {
+    const size_t u = reduce_order[next_reduce];
+    Unit& unit = units[u];
+    if (unit.trained == 0) continue;  // nothing to reduce
+    bool any = unit.any_ready;
+    for (size_t i : unit.params) {  // gradients from no_sync backwards only
+      any = any || params[i].accum.defined() || params[i].param.grad().defined();
+    }
+    if (!all && unit.pending > 0) return;
+    if (any) launch_reduce(u);
+  }
 }
 
 void FullyShardedDataParallel::Impl::launch_reduce(size_t u) {
@@ -181,7 +238,8 @@ void FullyShardedDataParallel::Impl::launch_reduce(size_t u) {
   const Tensor rows = unit.reduce_in.view({size(), unit.part});
   for (size_t i : unit.params) {
     Param& p = params[i];
-    const Tensor g = p.trained ? p.param.grad() : Tensor();
+    Tensor g = p.trained ? p.param.grad() : Tensor();
+    if (p.accum.defined()) g = g.defined() ? p.accum.add_(g.to(p.accum.dtype())) : p.accum;
     if (!g.defined()) continue;
     Tensor cols = rows.narrow(1, p.offset, p.chunk);
     if (p.numel == size() * p.chunk) {
@@ -192,6 +250,7 @@ void FullyShardedDataParallel::Impl::launch_reduce(size_t u) {
       cols.copy_(padded.view({size(), p.chunk}));
     }
     p.param.set_grad(Tensor());
+    p.accum = Tensor();
   }
   unit.reduce_out = empty({unit.part}, opts);
   unit.reduce = pg->reduce_scatter_async(unit.reduce_out, unit.reduce_in, ReduceOp::Average);
@@ -202,10 +261,9 @@ void FullyShardedDataParallel::Impl::launch_reduce(size_t u) {
 void FullyShardedDataParallel::Impl::finalize() {
   events.push_back("backward end");
   if (sync) {
-    // Units some of whose parameters got no gradient (they count as zero).
-    for (size_t u = 0; u < units.size(); ++u) {
-      if (!units[u].reduced && units[u].any_ready) launch_reduce(u);
-    }
+    // Units some of whose parameters got no gradient (they count as zero), or whose gradients
+    // come from no_sync backwards only.
+    launch_in_order(true);
     NoGradGuard ng;
     for (size_t u : launched) {
       Unit& unit = units[u];
@@ -243,14 +301,20 @@ void FullyShardedDataParallel::Impl::recover() {
       std::fprintf(stderr, "sinter: %s: dropping a failed reduce-scatter: %s\n", kName, e.what());
     }
   }
+  // The failed backward's whole gradients would otherwise join the next step's.
+  for (Param& p : params) {
+    if (p.trained && !units[p.unit].reduced) {
+      p.param.set_grad(Tensor());
+      p.accum = Tensor();
+    }
+  }
   reset_backward();
 }
 
 void FullyShardedDataParallel::Impl::reset_backward() {
   for (Param& p : params) p.ready = false;
   for (Unit& unit : units) {
-    unit.pending = 0;
-    for (size_t i : unit.params) unit.pending += params[i].trained ? 1 : 0;
+    unit.pending = unit.trained;
     unit.any_ready = false;
     unit.reduced = false;
     unit.reduce.reset();
@@ -258,6 +322,7 @@ void FullyShardedDataParallel::Impl::reset_backward() {
     unit.reduce_out = Tensor();
   }
   launched.clear();
+  next_reduce = 0;
   in_backward = false;
 }
 
@@ -356,6 +421,7 @@ void assign_params(FullyShardedDataParallel::Impl& s, const nn::Module& root) {
     unit.compute_dtype =
         s.options.param_dtype && is_floating(t.dtype()) ? *s.options.param_dtype : t.dtype();
     unit.has_frozen = unit.has_frozen || !p.trained;
+    unit.trained += p.trained ? 1 : 0;
     unit.params.push_back(s.params.size());
     s.params.push_back(std::move(p));
   }
@@ -369,6 +435,10 @@ void assign_params(FullyShardedDataParallel::Impl& s, const nn::Module& root) {
 // Each rank's shard of every parameter; the parameters then give up their memory (and take the
 // compute dtype).
 void make_shards(FullyShardedDataParallel::Impl& s) {
+  // Checked before any parameter gives up its memory: a failed wrap leaves the model as it was.
+  SINTER_CHECK(
+      std::any_of(s.params.begin(), s.params.end(), [](const Param& p) { return p.trained; }),
+      kName, ": the model has no parameter that requires grad");
   NoGradGuard ng;
   const int64_t rank = s.pg->rank();
   for (Param& p : s.params) {
@@ -387,7 +457,6 @@ void make_shards(FullyShardedDataParallel::Impl& s) {
     release(p.param);
     p.param.impl()->dtype = s.units[p.unit].compute_dtype;
   }
-  SINTER_CHECK(!s.trained_shards.empty(), kName, ": the model has no parameter that requires grad");
   s.reset_backward();
 }
 

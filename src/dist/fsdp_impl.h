@@ -23,6 +23,9 @@ struct FsdpParam {
   int64_t offset = 0;  // of the shard in its unit's part
   bool trained = false;
   bool ready = false;  // got its gradient in this backward
+  // Under no_sync with a compute dtype other than the reduction's: the gradients so far, in the
+  // reduction's dtype (whole), so that many micro-batches add up at its precision.
+  Tensor accum;
 };
 
 struct FsdpUnit {
@@ -35,7 +38,12 @@ struct FsdpUnit {
   UnitState state = UnitState::Sharded;
   Tensor send, gathered;
   std::shared_ptr<Work> gather;
+  size_t trained = 0;  // parameters that require grad
   size_t pending = 0;  // trained parameters without their gradient in this backward
+  // The sum of the shards' versions at the last gather: a backward that gathers again after the
+  // shards changed (an optimizer step between forward and backward) is an error, as in-place
+  // changes to saved tensors are.
+  int64_t gathered_version = 0;
   bool any_ready = false;
   bool reduced = false;  // its reduce-scatter was launched in this backward
   Tensor reduce_in, reduce_out;
@@ -58,6 +66,8 @@ struct FullyShardedDataParallel::Impl {
   bool in_backward = false;           // from a backward's first hook to its end
   std::weak_ptr<int> backward_token;  // alive while this backward's finalizer is queued
   std::vector<size_t> launched;       // units whose reduce-scatter is in flight, in order
+  std::vector<size_t> reduce_order;   // this backward's: the forward order reversed, the root
+  size_t next_reduce = 0;             // into reduce_order
   std::vector<std::string> events;
   std::weak_ptr<Impl> self;
 
@@ -74,6 +84,10 @@ struct FullyShardedDataParallel::Impl {
   void begin_backward();
   void on_grad_ready(size_t i);
   void launch_reduce(size_t u);
+  // Launches the reduce-scatters of reduce_order's units from next_reduce on while they are
+  // ready; at the end of backward (`all`), of every unit with a gradient.
+  void launch_in_order(bool all);
+  int64_t shard_version(size_t u) const;
   void finalize();
   // After a backward that failed midway or an abandoned graph: waits for what is in flight.
   void recover();

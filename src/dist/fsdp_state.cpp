@@ -84,6 +84,10 @@ LoadResult FullyShardedDataParallel::load_state_dict(const StateDict& state, boo
     // A parameter's dtype is its shard's (the model's tensor may be in the compute dtype).
     const DType dtype = p != param_of.end() ? s.params[p->second].shard.dtype() : t.dtype();
     const Tensor& v = it->second;
+    if (!v.defined()) {
+      problems.push_back("'" + key + "' is an undefined tensor");
+      continue;
+    }
     if (v.shape() != t.shape() || v.dtype() != dtype) {
       std::ostringstream os;
       os << "'" << key << "': expected " << shape_str(t.shape()) << " " << dtype << ", got "

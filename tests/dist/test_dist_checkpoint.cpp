@@ -216,5 +216,32 @@ TEST(DistCheckpoint, UnfinishedAndMismatchedCheckpointsAreErrors) {
   if (r == 0) std::filesystem::remove_all(dir);
 }
 
+// A ParallelLlama's pieces under Llama's names (Hugging Face's): saved at tp N, made whole, they
+// are the state dict of the Llama that to_full joins, key for key.
+TEST(DistCheckpoint, AParallelLlamaSavesUnderLlamasNames) {
+  const int n = world().size();
+  const std::string dir = checkpoint_dir("llama");
+  const nn::models::LlamaConfig config{.vocab_size = 4 * n,
+                                       .context_length = 4,
+                                       .n_layer = 2,
+                                       .n_head = 2 * n,
+                                       .n_kv_head = n,
+                                       .n_embd = 4 * n,
+                                       .mlp_hidden = 4 * n};
+  manual_seed(32);
+  dist::tp::ParallelLlama split(config, world_ptr());
+  dist::save_distributed(dir, dist::tp::shard_specs(split), world());
+  nn::models::Llama joined(config);
+  split.to_full(joined);
+  const StateDict got = dist::load_whole(dir, "model."), want = joined.state_dict();
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, t] : want) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_TRUE(all_close(got.at(name), t, 0, 0)) << name;
+  }
+  world().barrier();
+  if (world().rank() == 0) std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace sinter::testing
