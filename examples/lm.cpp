@@ -12,6 +12,7 @@
 //   lm --batch-tokens 12288                         # accumulate micro-batches to 12288 tokens
 //   mpirun -np 2 lm --ddp                           # data parallel (--batch-tokens over all ranks)
 //   mpirun -np 2 lm --ddp --zero 2                  # ... with the optimizer state sharded (ZeRO)
+//   mpirun -np 4 lm --fsdp                          # parameters, gradients and state sharded
 //   lm --device cuda --amp bf16 --cuda-graph --dropout 0
 //   lm --model llama --export-hf hf/                 # a Hugging Face folder: transformers, vLLM
 //   lm --init-from hf/ --steps 200                   # fine-tune a folder (ours or transformers')
@@ -42,6 +43,7 @@
 #include "lm/data.h"
 #include "lm/export.h"
 #include "lm/model.h"
+#include "lm/run.h"
 #include "training.h"
 
 namespace example::lm {
@@ -59,7 +61,9 @@ st::Device resolve_device(const std::string& name,
 }
 
 // Mean cross-entropy in nats per token over the validation windows (the same ones every time).
-double evaluate(LanguageModel& model, st::data::DataLoader& loader, std::optional<st::DType> amp) {
+// With --fsdp every rank runs it (the blocks are gathered from all of them).
+double evaluate(LanguageModel& model, st::data::DataLoader& loader, std::optional<st::DType> amp,
+                st::dist::FullyShardedDataParallel* fsdp = nullptr) {
   st::NoGradGuard no_grad;
   model.module->eval();
   const st::Device dev = loader.options().device;
@@ -67,7 +71,7 @@ double evaluate(LanguageModel& model, st::data::DataLoader& loader, std::optiona
   int64_t count = 0;
   for (const st::data::Batch& b : loader) {
     const AmpScope scope(amp, dev);
-    const st::Tensor logits = model.module->forward(b.input);
+    const st::Tensor logits = fsdp ? fsdp->forward(b.input) : model.module->forward(b.input);
     sum.add_(st::cross_entropy(logits.reshape({-1, model.vocab}), b.target.reshape({-1}),
                                {.reduction = st::Reduction::Sum})
                  .to(st::DType::f64));
@@ -75,137 +79,6 @@ double evaluate(LanguageModel& model, st::data::DataLoader& loader, std::optiona
   }
   model.module->train();
   return sum.item<double>() / static_cast<double>(count);
-}
-
-// The metrics CSV: its rows are kept in memory and the file rewritten atomically after each
-// evaluation; a resumed run keeps the rows up to its checkpoint's step.
-class MetricsCsv {
- public:
-  static constexpr const char* kHeader =
-      "step,train_loss,val_loss,val_loss_per_byte,lr,tokens_per_s,mfu_percent,gpu_util_percent,"
-      "gpu_memory_gib";
-
-  MetricsCsv(fs::path path, int64_t keep_until) : path_(std::move(path)) {
-    if (keep_until == 0) return;
-    std::ifstream in(path_);
-    std::string line;
-    if (!std::getline(in, line) || line != kHeader) return;
-    while (std::getline(in, line)) {
-      // Rows past the checkpoint (written before the run was interrupted) and lines that are not
-      // rows are dropped.
-      char* end = nullptr;
-      const long long step = std::strtoll(line.c_str(), &end, 10);
-      if (end != line.c_str() && *end == ',' && step <= keep_until) rows_.push_back(line);
-    }
-  }
-
-  void add(const std::string& row) {
-    rows_.push_back(row);
-    st::write_file_atomically(path_.string(),
-                              std::string(kHeader) + "\n" + join(rows_, "\n") + "\n");
-  }
-
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-  std::vector<std::string> rows_;
-};
-
-// Everything a training run holds from its set-up to its finish. With --ddp every rank runs it on
-// its own windows of each step; rank 0 alone prints, evaluates and writes files.
-struct Run {
-  Args args;
-  std::shared_ptr<st::dist::ProcessGroup> pg;
-  int rank = 0, world = 1;
-  bool main_rank = true;
-  st::Device dev;
-  RunConfig cfg;
-  int64_t accum = 1;              // micro-batches per step on each rank
-  std::vector<std::string> data;  // absolute paths
-  TokenData tokens;
-  double bytes_per_token = 1;  // of the validation text
-  std::optional<st::data::ByteBaselines> base;
-  std::optional<double> max_val_loss;
-  LanguageModel model;
-  std::shared_ptr<st::nn::models::Pretrained> init;  // --init-from's model, until it is copied
-  std::vector<st::Tensor> params;
-  std::unique_ptr<st::optim::Optimizer> opt;  // AdamW, or --zero's ZeroRedundancyOptimizer over it
-  st::dist::ZeroRedundancyOptimizer* zero = nullptr;  // opt, with --zero
-  std::unique_ptr<st::optim::CosineAnnealingLR> sched;
-  std::unique_ptr<st::dist::DistributedDataParallel> ddp;
-  std::optional<st::DType> amp;
-  st::optim::GradScaler scaler{{.enabled = false}};
-  int64_t start = 0, stop = 0;  // the steps done before this run, and the last one it takes
-  std::shared_ptr<st::data::TokenWindows> train_windows, val_windows;
-  std::unique_ptr<st::data::DataLoader> train_loader, val_loader;
-  double flops_per_token = 0, peak = 0;
-  std::string peak_what;
-  std::string save;
-  std::unique_ptr<MetricsCsv> metrics;
-  TensorBoard tb;  // --tensorboard (Note [example tensorboard])
-  ProfileScope profile;
-  int stopped_by = 0;  // the signal that stopped the run early (Note [preemption])
-};
-
-// With --zero the optimizer's state is in shards beside the checkpoint (Note [sharded
-// checkpoints]): "<name>.optimizer.rank<r>-of-<N>.safetensors" for "<name>.safetensors".
-std::string optimizer_shards(const std::string& checkpoint) {
-  const fs::path p(checkpoint);
-  return (p.parent_path() / (p.stem().string() + ".optimizer" + p.extension().string())).string();
-}
-
-// Collective with --zero: every rank writes its optimizer shard (first, so that the checkpoint,
-// renamed into place last, never names shards older than itself), then rank 0 the rest.
-void save_checkpoint(const Run& r, int64_t step) {
-  if (r.zero) r.zero->save_sharded(optimizer_shards(r.save), {{"step", std::to_string(step)}});
-  if (!r.main_rank) return;
-  st::StateDict dict;
-  st::add_prefixed(dict, "model", r.model.module->state_dict());
-  if (!r.zero) st::add_prefixed(dict, "optimizer", r.opt->state_dict());
-  st::add_prefixed(dict, "scheduler", r.sched->state_dict());
-  if (r.scaler.is_enabled()) st::add_prefixed(dict, "scaler", r.scaler.state_dict());
-  dict["meta.step"] = i64_scalar(step);
-  st::add_prefixed(dict, "meta", st::generator_state_dict());
-  st::Metadata meta = checkpoint_metadata(r.cfg, r.data, r.tokens.hash, r.tokens.tokenizer);
-  if (r.zero) meta["zero.world_size"] = std::to_string(r.world);
-  st::save(dict, r.save, meta);
-}
-
-// The optimizer state of a checkpoint: its own "optimizer." entries, or with sharded state
-// (saved with --zero), this rank's shard when the world size is the same and --zero is on, else
-// every shard consolidated into the state of one optimizer (which any world size loads).
-void load_optimizer(Run& r, const std::string& path, const st::StateDict& dict, int64_t step) {
-  const st::Metadata meta = st::load_metadata(path);
-  const auto it = meta.find("zero.world_size");
-  if (it == meta.end()) {
-    r.opt->load_state_dict(st::sub_dict(dict, "optimizer"));
-    return;
-  }
-  const std::string shards = optimizer_shards(path);
-  const int world = std::stoi(it->second);
-  for (int k = 0; k < world; ++k) {
-    const std::string file = st::dist::ZeroRedundancyOptimizer::shard_path(shards, k, world);
-    if (!fs::exists(file))
-      throw st::Error("--resume: " + file + " is missing (the optimizer state of rank " +
-                      std::to_string(k) + " of " + it->second + ")");
-    const st::Metadata shard_meta = st::load_metadata(file);
-    const auto at = shard_meta.find("step");
-    if (at == shard_meta.end() || at->second != std::to_string(step)) {
-      throw st::Error("--resume: " + file + " is the optimizer state of step " +
-                      (at == shard_meta.end() ? std::string("?") : at->second) +
-                      ", but the checkpoint is at step " + std::to_string(step));
-    }
-  }
-  if (r.zero && world == r.world) {
-    r.zero->load_sharded(shards);
-    return;
-  }
-  std::vector<st::StateDict> all;
-  for (int k = 0; k < world; ++k) {
-    all.push_back(st::load(st::dist::ZeroRedundancyOptimizer::shard_path(shards, k, world)));
-  }
-  r.opt->load_state_dict(st::dist::ZeroRedundancyOptimizer::consolidate(all));
 }
 
 int generate(const Args& args, uint64_t seed, bool seed_given) {
@@ -244,18 +117,67 @@ int generate(const Args& args, uint64_t seed, bool seed_given) {
   return 0;
 }
 
-// The checkpoint's model, optimizer, scheduler, scaler and random generators; returns its step.
-int64_t load_checkpoint(Run& r, const std::string& path) {
-  const st::StateDict dict = st::load(path);
-  if (dict.count("meta.step") == 0) throw st::Error(path + ": no meta.step");
-  // Check the whole model before touching the optimizer, so a mismatch changes nothing.
-  r.model.module->load_state_dict(st::sub_dict(dict, "model"));
-  load_optimizer(r, path, dict, dict.at("meta.step").item<int64_t>());
-  r.sched->load_state_dict(st::sub_dict(dict, "scheduler"));
-  const st::StateDict scaler_state = st::sub_dict(dict, "scaler");
-  if (r.scaler.is_enabled() && !scaler_state.empty()) r.scaler.load_state_dict(scaler_state);
-  st::load_generator_state(st::sub_dict(dict, "meta"));
-  return dict.at("meta.step").item<int64_t>();
+// AdamW over the matrices (with weight decay) and the rest (without).
+std::unique_ptr<st::optim::AdamW> adamw(const Run& r, const std::vector<st::Tensor>& matrices,
+                                        const std::vector<st::Tensor>& rest) {
+  return std::make_unique<st::optim::AdamW>(
+      std::vector<st::optim::AdamWGroup>{{.params = matrices, .weight_decay = r.cfg.weight_decay},
+                                         {.params = rest, .weight_decay = 0.0}},
+      st::optim::AdamWOptions{
+          .lr = r.cfg.lr, .betas = {0.9, 0.95}, .capturable = r.args.cuda_graph});
+}
+
+// --fsdp: the model sharded over the ranks, each block a unit (Note [fully sharded data
+// parallel]), and AdamW over the shards in the same two groups (by the parameters' shapes).
+// Returns the number of parameters.
+int64_t shard_model(Run& r) {
+  std::map<std::string, int64_t> dims;
+  int64_t num_params = 0;
+  for (const auto& [name, p] : r.model.module->named_parameters()) {
+    dims[name] = p.dim();
+    num_params += p.numel();
+  }
+  r.fsdp = std::make_unique<st::dist::FullyShardedDataParallel>(
+      r.model.module, r.pg,
+      st::dist::FSDPOptions{.units = r.model.gpt ? r.model.gpt->blocks->children()
+                                                 : r.model.llama->model->layers->children()});
+  std::vector<st::Tensor> decay, no_decay;
+  for (const auto& [name, shard] : r.fsdp->named_parameters()) {
+    (dims.at(name) >= 2 ? decay : no_decay).push_back(shard);
+  }
+  r.params = r.fsdp->parameters();
+  r.opt = adamw(r, decay, no_decay);
+  r.sched = std::make_unique<st::optim::CosineAnnealingLR>(*r.opt, r.cfg.steps, r.cfg.min_lr,
+                                                           r.cfg.warmup);
+  return num_params;
+}
+
+// --fsdp at the end (collective): the model gathered whole; rank 0 goes on with a plain copy of it
+// for the final evaluation, the exports and the sample.
+void unshard_for_finish(Run& r) {
+  const st::StateDict whole = r.fsdp->state_dict();
+  if (!r.main_rank) return;
+  LanguageModel plain = make_model(r.cfg, r.tokens.tokenizer.vocab_size());
+  plain.module->load_state_dict(whole);
+  plain.module->to(r.dev);
+  r.model = plain;
+}
+
+// What a rank holds under --fsdp after its first step, in MiB: its shards of the parameters and
+// gradients, the optimizer's state, and the most bytes the step saved for backward.
+void print_fsdp_memory(const Run& r, int64_t saved_peak) {
+  const st::dist::FSDPMemory m = r.fsdp->memory();
+  int64_t state = 0;
+  for (const auto& [key, t] : r.opt->state_dict()) {
+    if (t.dim() > 0) state += t.numel() * static_cast<int64_t>(st::element_size(t.dtype()));
+  }
+  const double mib = 1024.0 * 1024.0;
+  std::printf(
+      "memory per rank (fsdp %d): parameters %.2f MiB (of %.2f whole), gradients %.2f, "
+      "optimizer state %.2f, activations saved for backward %.2f at most\n",
+      r.world, static_cast<double>(m.shards) / mib, static_cast<double>(m.whole_total) / mib,
+      static_cast<double>(m.shard_grads) / mib, static_cast<double>(state) / mib,
+      static_cast<double>(saved_peak) / mib);
 }
 
 // The model on the run's device, AdamW and its cosine schedule. Returns the number of parameters.
@@ -267,6 +189,7 @@ int64_t build_model(Run& r) {
     r.init.reset();
   }
   r.model.module->to(r.dev);
+  if (r.args.fsdp) return shard_model(r);
   // Weight decay on the matrices (linear and embedding weights) only, as GPT-2 and nanoGPT do:
   // decaying biases and norm gains only pulls them off their working values.
   std::vector<st::Tensor> decay, no_decay;
@@ -276,14 +199,6 @@ int64_t build_model(Run& r) {
     (p.dim() >= 2 ? decay : no_decay).push_back(p);
     num_params += p.numel();
   }
-  const auto adamw = [&cfg, &r](const std::vector<st::Tensor>& matrices,
-                                const std::vector<st::Tensor>& rest) {
-    return std::make_unique<st::optim::AdamW>(
-        std::vector<st::optim::AdamWGroup>{{.params = matrices, .weight_decay = cfg.weight_decay},
-                                           {.params = rest, .weight_decay = 0.0}},
-        st::optim::AdamWOptions{
-            .lr = cfg.lr, .betas = {0.9, 0.95}, .capturable = r.args.cuda_graph});
-  };
   if (r.args.zero > 0) {
     // The same two groups, sharded (Note [zero sharding]); the DDP wrapper comes first, so it is
     // made here, before a checkpoint is loaded (loading then reaches every rank alike).
@@ -291,7 +206,7 @@ int64_t build_model(Run& r) {
     auto zero = std::make_unique<st::dist::ZeroRedundancyOptimizer>(
         *r.ddp,
         st::dist::ZeroRedundancyOptimizer::MakeGroupedOptimizer(
-            [&](const std::vector<std::vector<st::Tensor>>& g) { return adamw(g[0], g[1]); }),
+            [&](const std::vector<std::vector<st::Tensor>>& g) { return adamw(r, g[0], g[1]); }),
         st::dist::ZeroOptions{.stage = r.args.zero,
                               .group_of = [](const std::string&, const st::Tensor& p) {
                                 return p.dim() >= 2 ? 0 : 1;
@@ -299,7 +214,7 @@ int64_t build_model(Run& r) {
     r.zero = zero.get();
     r.opt = std::move(zero);
   } else {
-    r.opt = adamw(decay, no_decay);
+    r.opt = adamw(r, decay, no_decay);
   }
   r.sched =
       std::make_unique<st::optim::CosineAnnealingLR>(*r.opt, cfg.steps, cfg.min_lr, cfg.warmup);
@@ -343,7 +258,9 @@ void join_ranks(Run& r) {
   const Args& args = r.args;
   if (args.zero != 0 && !args.ddp)
     throw st::Error("--zero " + std::to_string(args.zero) + " needs --ddp");
-  if (args.ddp) r.pg = st::dist::ProcessGroup::init();
+  if (args.fsdp && args.ddp) throw st::Error("--fsdp and --ddp exclude each other");
+  if (args.fsdp && args.cuda_graph) throw st::Error("--cuda-graph does not combine with --fsdp");
+  if (args.ddp || args.fsdp) r.pg = st::dist::ProcessGroup::init();
   r.rank = r.pg ? r.pg->rank() : 0;
   r.world = r.pg ? r.pg->size() : 1;
   r.main_rank = r.rank == 0;
@@ -427,8 +344,8 @@ void start_or_resume(Run& r) {
   }
   r.stop = args.stop_at > 0 ? args.stop_at : r.cfg.steps;
   // Built after loading: it broadcasts rank 0's parameters, and from then on averages gradients.
-  // (With --zero it was built with the optimizer.)
-  if (r.pg && !r.ddp) {
+  // (With --zero it was built with the optimizer; --fsdp shards instead.)
+  if (r.pg && !r.ddp && !r.fsdp) {
     r.ddp = std::make_unique<st::dist::DistributedDataParallel>(r.model.module, r.pg);
   }
 }
@@ -523,12 +440,17 @@ st::Tensor train_step(Run& r, const st::Tensor& x, const st::Tensor& y) {
     st::Tensor loss;
     {
       const AmpScope scope(r.amp, r.dev);
-      const st::Tensor logits = r.ddp ? r.ddp->forward(xm) : r.model.module->forward(xm);
+      const st::Tensor logits = r.ddp    ? r.ddp->forward(xm)
+                                : r.fsdp ? r.fsdp->forward(xm)
+                                         : r.model.module->forward(xm);
       loss = st::cross_entropy(logits.reshape({-1, r.model.vocab}), ym.reshape({-1}));
     }
     const st::Tensor scaled = r.scaler.scale(loss * (1.0 / static_cast<double>(r.accum)));
     if (r.ddp && m + 1 < r.accum) {
       auto no_sync = r.ddp->no_sync();
+      scaled.backward();
+    } else if (r.fsdp && m + 1 < r.accum) {
+      auto no_sync = r.fsdp->no_sync();
       scaled.backward();
     } else {
       scaled.backward();
@@ -538,8 +460,8 @@ st::Tensor train_step(Run& r, const st::Tensor& x, const st::Tensor& y) {
   }
   if (r.cfg.grad_clip > 0) {
     r.scaler.unscale_(*r.opt);
-    if (r.zero) {
-      r.zero->clip_grad_norm_(r.cfg.grad_clip);  // over every rank's shard
+    if (r.zero || r.fsdp) {  // over every rank's shards
+      r.zero ? r.zero->clip_grad_norm_(r.cfg.grad_clip) : r.fsdp->clip_grad_norm_(r.cfg.grad_clip);
     } else {
       st::optim::clip_grad_norm_on_device_(r.params, r.cfg.grad_clip);
     }
@@ -580,6 +502,9 @@ std::pair<double, double> rates(const Run& r, int64_t steps, double secs) {
 double evaluate_interval(Run& r, Interval& in, Progress& progress, int64_t step, double lr) {
   in.train_secs += seconds_since(in.t0);
   double val_per_byte = std::nan("");
+  // With --fsdp every rank evaluates (the blocks are gathered from all of them).
+  const double fsdp_val_loss =
+      r.fsdp ? evaluate(r.model, *r.val_loader, r.amp, r.fsdp.get()) : std::nan("");
   if (r.pg) {  // the training loss of all ranks' windows
     r.pg->all_reduce(in.loss_sum, st::dist::ReduceOp::Sum);
     in.loss_sum.mul_(1.0 / static_cast<double>(r.world));
@@ -587,8 +512,8 @@ double evaluate_interval(Run& r, Interval& in, Progress& progress, int64_t step,
   if (r.main_rank) {
     const double train_loss = in.loss_sum.item<double>() / static_cast<double>(in.steps);
     const auto [tokens_per_s, mfu] = rates(r, in.steps, in.train_secs);
-    double val_loss = 0;
-    {
+    double val_loss = fsdp_val_loss;
+    if (!r.fsdp) {
       const st::profiler::Range eval_range("evaluate");
       val_loss = evaluate(r.model, *r.val_loader, r.amp);
     }
@@ -608,10 +533,10 @@ double evaluate_interval(Run& r, Interval& in, Progress& progress, int64_t step,
       r.tb->add_scalar("eval/val_loss_per_token", val_loss, step);
       r.tb->add_scalar("eval/val_loss_per_byte", val_per_byte, step);
       if (std::isfinite(mfu)) r.tb->add_scalar("eval/mfu_percent", mfu, step);
-      r.tb.parameters(*r.model.module, step);
+      if (!r.fsdp) r.tb.parameters(*r.model.module, step);  // (sharded: no histograms)
     }
   }
-  if (r.main_rank || r.zero) save_checkpoint(r, step);
+  if (r.main_rank || r.zero || r.fsdp) save_checkpoint(r, step);
   in.loss_sum.zero_();
   in.steps = 0;
   in.train_secs = 0;
@@ -637,7 +562,13 @@ double train_steps(Run& r) {
     step_range.emplace("train step");
     ++step;
     const double lr = r.sched->get_last_lr()[0];
+    // --fsdp: the first step's memory per rank (the activations counted by a profiler guard of
+    // its own, unless --profile has one).
+    std::optional<st::profiler::Guard> measure;
+    if (r.fsdp && step == r.start + 1 && r.args.profile.empty()) measure.emplace();
     const st::Tensor loss = train_step_of(b);
+    if (measure && r.main_rank) print_fsdp_memory(r, measure->peak_saved_bytes());
+    measure.reset();
     r.sched->step();     // on the host: the capturable optimizer's device lr follows it
     step_range.reset();  // the step's range ends in the step the profiler's schedule counts
     r.profile.step();
@@ -668,7 +599,7 @@ double train_steps(Run& r) {
     // Per Note [preemption], a signalled run keeps this step and stops, checkpointed.
     if (step < r.stop) r.stopped_by = stop_requested(r.pg.get());
     if (r.stopped_by != 0) {
-      if (r.main_rank || r.zero) save_checkpoint(r, step);
+      if (r.main_rank || r.zero || r.fsdp) save_checkpoint(r, step);
       if (r.main_rank) {
         progress.clear();
         std::printf(
@@ -728,6 +659,7 @@ void log_final(Run& r, double val_per_byte) {
 
 // The final validation loss, the exports and the plot; status 3 above --max-val-loss.
 int finish(Run& r, double val_per_byte) {
+  if (r.fsdp) unshard_for_finish(r);
   if (!r.main_rank) return 0;
   if (std::isnan(val_per_byte)) {  // nothing was left to train
     val_per_byte = evaluate(r.model, *r.val_loader, r.amp) / r.bytes_per_token;

@@ -230,6 +230,10 @@ CLI::Option* add_options(CLI::App& app, Args& args, Overrides& overrides) {
                  "with --ddp, ZeRO stage 1 (the optimizer state sharded over the ranks) or "
                  "2 (the gradients too); 0: replicated")
       ->check(CLI::IsMember({0, 1, 2}));
+  app.add_flag("--fsdp", args.fsdp,
+               "fully sharded data parallel over the ranks of mpirun/srun: each rank holds 1/N of "
+               "the parameters, gradients and optimizer state, each block gathered around its "
+               "forward and backward (instead of --ddp)");
   app.add_option("--data", args.data,
                  "text files or folders to train on, or token shards (*.bin files, or a "
                  "folder of them; default: " +

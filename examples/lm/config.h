@@ -83,7 +83,8 @@ struct Args {
   std::string amp = "off";
   bool cuda_graph = false;
   bool ddp = false;
-  int zero = 0;  // ZeRO stage with --ddp (0: the optimizer replicated on every rank)
+  int zero = 0;       // ZeRO stage with --ddp (0: the optimizer replicated on every rank)
+  bool fsdp = false;  // fully sharded data parallel over the ranks
   std::string tensorboard;
   int64_t log_every = 10;
 };

@@ -10,10 +10,14 @@ the step it is in, write its checkpoint and exit with status 4; --resume then tr
 final checkpoint (weights, optimizer state, schedule, random state) must be byte-identical to the
 one of the same run left alone. Without mpirun, one process is signalled instead.
 
-  check_preemption.py EXE WORK_DIR [MPIEXEC] [--zero=N] [-- DATA_DIR]   (EXE: lm or fashion_mnist)
+  check_preemption.py EXE WORK_DIR [MPIEXEC] [--zero=N | --fsdp] [--ranks=N] [-- DATA_DIR]
+  (EXE: lm or fashion_mnist)
 
 With --zero=N (lm), the optimizer state is sharded over the ranks: each rank's shard file must
-match too, and one process must resume from the shards (consolidating them).
+match too, and one process must resume from the shards (consolidating them). With --fsdp (lm) the
+ranks train fully sharded (--fsdp instead of --ddp): each rank's file of the optimizer's
+distributed checkpoint must match, and one process must resume from them. --ranks=N runs N ranks
+(default 2).
 """
 import filecmp
 import os
@@ -54,6 +58,20 @@ def ranks_of(name, work):
     return pids
 
 
+def resume_in_one_process(exe, work, checkpoint):
+    """One process resumes from a copy of `checkpoint` ("single.safetensors", whose sharded
+    optimizer state the caller has put beside it); False, with the output, if it fails."""
+    single = os.path.join(work, "single.safetensors")
+    shutil.copy(checkpoint, single)
+    done = subprocess.run([exe, "--resume", single, "--out", os.path.join(work, "single")],
+                          stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0 or "resumed from" not in done.stdout:
+        print(f"resuming the sharded checkpoint in one process failed ({done.returncode}):\n"
+              f"{done.stdout}")
+        return False
+    return True
+
+
 def main():
     argv = sys.argv[1:]
     extra = []
@@ -61,16 +79,20 @@ def main():
         extra = argv[argv.index("--") + 1:]
         argv = argv[:argv.index("--")]
     zero = [a for a in argv if a.startswith("--zero=")]
-    argv = [a for a in argv if not a.startswith("--zero=")]
+    fsdp = "--fsdp" in argv
+    ranks = int(next((a.split("=")[1] for a in argv if a.startswith("--ranks=")), "2"))
+    argv = [a for a in argv
+            if not a.startswith("--zero=") and not a.startswith("--ranks=") and a != "--fsdp"]
     exe, work = argv[:2]
     mpiexec = argv[2] if len(argv) > 2 else ""
     name = os.path.basename(exe)
     conf = LM if name == "lm" else FASHION
     args = conf["args"] + (["--data", extra[0]] if extra else [])
-    if zero:
+    if zero or fsdp:
         if not (mpiexec and shutil.which(mpiexec)):
-            print("no mpirun: --zero needs ranks; skipped")
+            print("no mpirun: --zero and --fsdp need ranks; skipped")
             return 77
+    if zero:
         args += ["--zero", zero[0].split("=")[1]]
     if name != "lm" and extra and not os.path.isdir(extra[0]):
         print(f"no Fashion-MNIST at {extra[0]}: skipped")
@@ -79,7 +101,7 @@ def main():
     os.makedirs(work)
     launch = [exe]
     if mpiexec and shutil.which(mpiexec):
-        launch = [mpiexec, "-n", "2", exe, "--ddp"]
+        launch = [mpiexec, "-n", str(ranks), exe, "--fsdp" if fsdp else "--ddp"]
     else:
         print("no mpirun: one process is signalled instead of two ranks")
     straight = os.path.join(work, "straight.safetensors")
@@ -125,6 +147,20 @@ def main():
     if not filecmp.cmp(straight, resumed, shallow=False):
         print("the resumed run's checkpoint differs from the uninterrupted run's")
         return 1
+    if fsdp:
+        # The optimizer's state is a distributed checkpoint beside the checkpoint, a file per rank.
+        for rank in range(ranks):
+            a, b = (os.path.join(work, f"{stem}.optimizer", f"rank-{rank}-of-{ranks}.safetensors")
+                    for stem in ("straight", "resumed"))
+            if not filecmp.cmp(a, b, shallow=False):
+                print(f"{b} differs from {a}")
+                return 1
+        # One process goes on from the ranks' pieces.
+        shutil.copytree(os.path.join(work, "straight.optimizer"),
+                        os.path.join(work, "single.optimizer"), dirs_exist_ok=True)
+        if not resume_in_one_process(exe, work, straight):
+            return 1
+        print(f"one process resumed from the {ranks} ranks' pieces of the optimizer state")
     if zero:
         # The optimizer's state is in one shard per rank beside the checkpoint.
         for rank in range(2):
@@ -134,16 +170,10 @@ def main():
                 print(f"{b} differs from {a}")
                 return 1
         # One process goes on from the 2 ranks' shards (consolidated as it loads them).
-        single = os.path.join(work, "single.safetensors")
-        shutil.copy(straight, single)
         for rank in range(2):
             shutil.copy(os.path.join(work, f"straight.optimizer.rank{rank}-of-2.safetensors"),
                         os.path.join(work, f"single.optimizer.rank{rank}-of-2.safetensors"))
-        done = subprocess.run([exe, "--resume", single, "--out", os.path.join(work, "single")],
-                              stdout=subprocess.PIPE, text=True)
-        if done.returncode != 0 or "resumed from" not in done.stdout:
-            print(f"resuming the sharded checkpoint in one process failed ({done.returncode}):\n"
-                  f"{done.stdout}")
+        if not resume_in_one_process(exe, work, straight):
             return 1
         print("one process resumed from the 2 ranks' optimizer shards")
     print("the resumed run ends byte for byte where the uninterrupted one does")

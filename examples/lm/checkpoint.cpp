@@ -1,0 +1,149 @@
+// lm's checkpoints: one safetensors file with the model, the schedule, the scaler, the random
+// state and the settings, and the optimizer state in it or, sharded, beside it.
+#include <sinter/dist_checkpoint.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "lm/run.h"
+
+namespace example::lm {
+namespace {
+
+// With --zero the optimizer's state is in shards beside the checkpoint (Note [sharded
+// checkpoints]): "<name>.optimizer.rank<r>-of-<N>.safetensors" for "<name>.safetensors".
+std::string optimizer_shards(const std::string& checkpoint) {
+  const fs::path p(checkpoint);
+  return (p.parent_path() / (p.stem().string() + ".optimizer" + p.extension().string())).string();
+}
+
+// Collective with --zero: every rank writes its optimizer shard (first, so that the checkpoint,
+// renamed into place last, never names shards older than itself), then rank 0 the rest.
+// Note [lm checkpoints]
+// A checkpoint is one safetensors file: the model under "model.", the optimizer's state under
+// "optimizer.", the schedule, the loss scaler, the random generators and the step, with the run's
+// settings in its header. With --zero the optimizer's state is in shards beside it instead (Note
+// [sharded checkpoints]); with --fsdp the model in the file is gathered whole (so that --generate,
+// the exports and any run can read it) and the optimizer's state is a distributed checkpoint in
+// the folder "<name>.optimizer" (Note [distributed checkpoint]): every rank writes its pieces, and
+// a run at any number of ranks, with --fsdp or without, reads back its own. The shards are written
+// first, the file last (atomically), so the file never names state older than itself.
+
+// The specs of this run's optimizer parameters: its shards with --fsdp, else the whole parameters.
+std::vector<st::dist::ShardSpec> optimizer_param_specs(const Run& r) {
+  if (r.fsdp) return r.fsdp->shard_specs();
+  std::vector<st::dist::ShardSpec> specs;
+  for (const auto& [name, p] : r.model.module->named_parameters()) {
+    specs.push_back(st::dist::whole_spec("model." + name, p, r.main_rank));
+  }
+  return specs;
+}
+
+std::string optimizer_folder(const std::string& checkpoint) {
+  const fs::path p(checkpoint);
+  return (p.parent_path() / (p.stem().string() + ".optimizer")).string();
+}
+
+}  // namespace
+
+void save_checkpoint(const Run& r, int64_t step) {
+  if (r.zero) r.zero->save_sharded(optimizer_shards(r.save), {{"step", std::to_string(step)}});
+  st::StateDict model;
+  if (r.fsdp) {
+    const std::vector<st::dist::ShardSpec> params = r.fsdp->shard_specs();
+    st::dist::save_distributed(optimizer_folder(r.save), st::dist::optimizer_specs(*r.opt, params),
+                               *r.pg, {{"step", std::to_string(step)}});
+    model = r.fsdp->state_dict();  // collective: every rank gathers
+  }
+  if (!r.main_rank) return;
+  st::StateDict dict;
+  st::add_prefixed(dict, "model", r.fsdp ? model : r.model.module->state_dict());
+  if (!r.zero && !r.fsdp) st::add_prefixed(dict, "optimizer", r.opt->state_dict());
+  st::add_prefixed(dict, "scheduler", r.sched->state_dict());
+  if (r.scaler.is_enabled()) st::add_prefixed(dict, "scaler", r.scaler.state_dict());
+  dict["meta.step"] = i64_scalar(step);
+  st::add_prefixed(dict, "meta", st::generator_state_dict());
+  st::Metadata meta = checkpoint_metadata(r.cfg, r.data, r.tokens.hash, r.tokens.tokenizer);
+  if (r.zero) meta["zero.world_size"] = std::to_string(r.world);
+  if (r.fsdp) meta["fsdp.world_size"] = std::to_string(r.world);
+  st::save(dict, r.save, meta);
+}
+
+namespace {
+
+// The optimizer state of a checkpoint: its own "optimizer." entries; with sharded state saved with
+// --zero, this rank's shard when the world size is the same and --zero is on, else every shard
+// consolidated into the state of one optimizer (which any world size loads); saved with --fsdp,
+// this run's pieces of the distributed checkpoint (Note [lm checkpoints]).
+void load_optimizer(Run& r, const std::string& path, const st::StateDict& dict, int64_t step) {
+  const st::Metadata meta = st::load_metadata(path);
+  if (meta.count("fsdp.world_size")) {
+    if (r.zero)
+      throw st::Error("--resume: a checkpoint saved with --fsdp does not resume with --zero");
+    const std::string folder = optimizer_folder(path);
+    const st::Metadata saved = st::dist::load_distributed_metadata(folder);
+    const auto at = saved.find("step");
+    if (at == saved.end() || at->second != std::to_string(step)) {
+      throw st::Error("--resume: " + folder + " is not the optimizer state of step " +
+                      std::to_string(step));
+    }
+    st::dist::load_optimizer_state(*r.opt, optimizer_param_specs(r), folder);
+    return;
+  }
+  const auto it = meta.find("zero.world_size");
+  if (r.fsdp && it == meta.end()) {
+    throw st::Error(
+        "--resume: the checkpoint was saved without --fsdp; its optimizer state does "
+        "not shard (resume it without --fsdp)");
+  }
+  if (it == meta.end()) {
+    r.opt->load_state_dict(st::sub_dict(dict, "optimizer"));
+    return;
+  }
+  const std::string shards = optimizer_shards(path);
+  const int world = std::stoi(it->second);
+  for (int k = 0; k < world; ++k) {
+    const std::string file = st::dist::ZeroRedundancyOptimizer::shard_path(shards, k, world);
+    if (!fs::exists(file))
+      throw st::Error("--resume: " + file + " is missing (the optimizer state of rank " +
+                      std::to_string(k) + " of " + it->second + ")");
+    const st::Metadata shard_meta = st::load_metadata(file);
+    const auto at = shard_meta.find("step");
+    if (at == shard_meta.end() || at->second != std::to_string(step)) {
+      throw st::Error("--resume: " + file + " is the optimizer state of step " +
+                      (at == shard_meta.end() ? std::string("?") : at->second) +
+                      ", but the checkpoint is at step " + std::to_string(step));
+    }
+  }
+  if (r.zero && world == r.world) {
+    r.zero->load_sharded(shards);
+    return;
+  }
+  std::vector<st::StateDict> all;
+  for (int k = 0; k < world; ++k) {
+    all.push_back(st::load(st::dist::ZeroRedundancyOptimizer::shard_path(shards, k, world)));
+  }
+  r.opt->load_state_dict(st::dist::ZeroRedundancyOptimizer::consolidate(all));
+}
+
+}  // namespace
+
+int64_t load_checkpoint(Run& r, const std::string& path) {
+  const st::StateDict dict = st::load(path);
+  if (dict.count("meta.step") == 0) throw st::Error(path + ": no meta.step");
+  // Check the whole model before touching the optimizer, so a mismatch changes nothing.
+  if (r.fsdp) {
+    r.fsdp->load_state_dict(st::sub_dict(dict, "model"));
+  } else {
+    r.model.module->load_state_dict(st::sub_dict(dict, "model"));
+  }
+  load_optimizer(r, path, dict, dict.at("meta.step").item<int64_t>());
+  r.sched->load_state_dict(st::sub_dict(dict, "scheduler"));
+  const st::StateDict scaler_state = st::sub_dict(dict, "scaler");
+  if (r.scaler.is_enabled() && !scaler_state.empty()) r.scaler.load_state_dict(scaler_state);
+  st::load_generator_state(st::sub_dict(dict, "meta"));
+  return dict.at("meta.step").item<int64_t>();
+}
+
+}  // namespace example::lm

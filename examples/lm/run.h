@@ -1,0 +1,104 @@
+// The state of an lm training run (Run) and its checkpoints: what examples/lm.cpp's steps share.
+#pragma once
+
+#include <sinter/data.h>
+#include <sinter/dist.h>
+#include <sinter/fsdp.h>
+#include <sinter/optim.h>
+#include <sinter/sinter.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lm/config.h"
+#include "lm/data.h"
+#include "lm/model.h"
+#include "training.h"
+
+namespace example::lm {
+
+// The metrics CSV: its rows are kept in memory and the file rewritten atomically after each
+// evaluation; a resumed run keeps the rows up to its checkpoint's step.
+class MetricsCsv {
+ public:
+  static constexpr const char* kHeader =
+      "step,train_loss,val_loss,val_loss_per_byte,lr,tokens_per_s,mfu_percent,gpu_util_percent,"
+      "gpu_memory_gib";
+
+  MetricsCsv(fs::path path, int64_t keep_until) : path_(std::move(path)) {
+    if (keep_until == 0) return;
+    std::ifstream in(path_);
+    std::string line;
+    if (!std::getline(in, line) || line != kHeader) return;
+    while (std::getline(in, line)) {
+      // Rows past the checkpoint (written before the run was interrupted) and lines that are not
+      // rows are dropped.
+      char* end = nullptr;
+      const long long step = std::strtoll(line.c_str(), &end, 10);
+      if (end != line.c_str() && *end == ',' && step <= keep_until) rows_.push_back(line);
+    }
+  }
+
+  void add(const std::string& row) {
+    rows_.push_back(row);
+    st::write_file_atomically(path_.string(),
+                              std::string(kHeader) + "\n" + join(rows_, "\n") + "\n");
+  }
+
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+  std::vector<std::string> rows_;
+};
+
+// Everything a training run holds from its set-up to its finish. With --ddp (or --fsdp) every rank
+// runs it on its own windows of each step; rank 0 alone prints and writes files (with --fsdp every
+// rank takes part in the evaluations and checkpoints, which gather the model).
+struct Run {
+  Args args;
+  std::shared_ptr<st::dist::ProcessGroup> pg;
+  int rank = 0, world = 1;
+  bool main_rank = true;
+  st::Device dev;
+  RunConfig cfg;
+  int64_t accum = 1;              // micro-batches per step on each rank
+  std::vector<std::string> data;  // absolute paths
+  TokenData tokens;
+  double bytes_per_token = 1;  // of the validation text
+  std::optional<st::data::ByteBaselines> base;
+  std::optional<double> max_val_loss;
+  LanguageModel model;
+  std::shared_ptr<st::nn::models::Pretrained> init;  // --init-from's model, until it is copied
+  std::vector<st::Tensor> params;
+  std::unique_ptr<st::optim::Optimizer> opt;  // AdamW, or --zero's ZeroRedundancyOptimizer over it
+  st::dist::ZeroRedundancyOptimizer* zero = nullptr;  // opt, with --zero
+  std::unique_ptr<st::optim::CosineAnnealingLR> sched;
+  std::unique_ptr<st::dist::DistributedDataParallel> ddp;
+  std::unique_ptr<st::dist::FullyShardedDataParallel> fsdp;  // --fsdp
+  std::optional<st::DType> amp;
+  st::optim::GradScaler scaler{{.enabled = false}};
+  int64_t start = 0, stop = 0;  // the steps done before this run, and the last one it takes
+  std::shared_ptr<st::data::TokenWindows> train_windows, val_windows;
+  std::unique_ptr<st::data::DataLoader> train_loader, val_loader;
+  double flops_per_token = 0, peak = 0;
+  std::string peak_what;
+  std::string save;
+  std::unique_ptr<MetricsCsv> metrics;
+  TensorBoard tb;  // --tensorboard (Note [example tensorboard])
+  ProfileScope profile;
+  int stopped_by = 0;  // the signal that stopped the run early (Note [preemption])
+};
+
+// Collective with --zero and --fsdp: the checkpoint of the run at `step` (Note [lm checkpoints] in
+// examples/lm/checkpoint.cpp).
+void save_checkpoint(const Run& r, int64_t step);
+// The checkpoint's model, optimizer, scheduler, scaler and random generators; returns its step.
+int64_t load_checkpoint(Run& r, const std::string& path);
+
+}  // namespace example::lm
