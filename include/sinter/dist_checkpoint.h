@@ -25,10 +25,15 @@
 // a folder that holds a checkpoint removes its manifest first, so a run that dies while saving
 // leaves no loadable checkpoint there: keep the last good one in another folder (one per step).
 //
-// Loading reads the runs of every rank's file and copies, for each spec, the stretches that
-// overlap its runs (from the files that have them), whatever layout wrote them; an element of a
-// spec that no file holds, a whole shape that differs, or a name the checkpoint lacks is an error
-// naming it, and nothing is loaded. Values are converted to the local tensor's dtype.
+// Every rank's file and the manifest carry one id per save: a rank file left from another save is
+// an error, not part of this one. Saving is collective throughout: a failure on any rank (a bad
+// spec, a full disk) is an error on every rank, the manifest unwritten.
+//
+// Loading reads the headers of every rank's file and copies, for each spec, the stretches that
+// overlap its runs (from the files that have them, read one at a time), whatever layout wrote
+// them; pieces written by several ranks (replicas) must agree, and any of them is read. An element
+// of a spec that no file holds, a whole shape that differs, or a name the checkpoint lacks is an
+// error naming it, and nothing is loaded. Values are converted to the local tensor's dtype.
 #pragma once
 
 #include <cstdint>
@@ -66,7 +71,8 @@ std::vector<Run> restrict_runs(const std::vector<Run>& runs, int64_t begin, int6
 
 // Collective over `world`: every rank writes its writer specs into `dir` (created if missing),
 // then rank 0 the manifest, with `metadata` (load_distributed_metadata reads it back). Returns
-// when the checkpoint is complete on disk. Spec names must be unique on each rank.
+// when the checkpoint is complete on disk. Spec names must be unique on each rank, and the runs
+// of one spec may not name an element of the whole twice.
 void save_distributed(const std::string& dir, const std::vector<ShardSpec>& specs,
                       ProcessGroup& world, const Metadata& metadata = {});
 // Fills each spec's local tensor from the checkpoint in `dir` (local: each rank reads what it
@@ -81,9 +87,11 @@ StateDict load_whole(const std::string& dir, const std::string& prefix = "");
 // The specs of an optimizer's state (Note [optimizer state dict]) over parameters whose specs
 // are `params` (each param spec's local is the optimizer's parameter, matched by identity): each
 // state buffer of a parameter sits where the parameter does, under
-// "optimizer.<parameter name>.<state name>"; the step counts and hyperparameters are written by
-// the writer of the optimizer's first parameter, under "optimizer.<key>". Loading them back is
-// load_optimizer_state (the optimizer's state dict rebuilt from the specs).
+// "optimizer.<parameter name>.<state name>"; its step count whole, by the parameter's writer,
+// under "optimizer:scalar.<parameter name>.<state name>"; the hyperparameters by the writer of the
+// optimizer's first parameter, under "optimizer.param_groups.<g>.<name>". Loading them back is
+// load_optimizer_state: the optimizer's state dict rebuilt from the checkpoint alone (a parameter
+// it has no state for starts afresh), the hyperparameters from it where it has them.
 std::vector<ShardSpec> optimizer_specs(const optim::Optimizer& opt,
                                        const std::vector<ShardSpec>& params);
 void load_optimizer_state(optim::Optimizer& opt, const std::vector<ShardSpec>& params,

@@ -344,8 +344,10 @@ class ParallelLlama : public nn::Module {
 // or Llama's name (Hugging Face's for Llama), a column-parallel shard a block of the whole
 // weight's rows, a row-parallel one a block of its columns, the attention's qkv rows a block of
 // each of the whole q, k and v, a vocabulary shard a block of rows; what is whole on every rank
-// is written by the group's rank 0. FullyShardedDataParallel::shard_specs takes these as its base
-// when it shards such a model.
-std::vector<ShardSpec> shard_specs(const nn::Module& model, const std::string& prefix = "model.");
+// is written by the group's rank 0. `writer` false makes none of them written: the replicas of
+// data parallelism (a dp x tp mesh's dp ranks other than 0) hold the same pieces.
+// FullyShardedDataParallel::shard_specs takes these as its base when it shards such a model.
+std::vector<ShardSpec> shard_specs(const nn::Module& model, const std::string& prefix = "model.",
+                                   bool writer = true);
 
 }  // namespace sinter::dist::tp

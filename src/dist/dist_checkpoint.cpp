@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -22,6 +23,11 @@ constexpr const char* kManifest = "manifest.safetensors";
 constexpr const char* kRuns = "sinter.dcp.runs.";
 constexpr const char* kShape = "sinter.dcp.shape.";
 constexpr const char* kWorld = "sinter.dcp.world_size";
+constexpr const char* kId = "sinter.dcp.save_id";
+constexpr const char* kDtype = "sinter.dcp.dtype.";
+// The optimizer's per-parameter scalars (step counts), apart from its buffers: a 0-dim parameter's
+// buffers are 0-dim too.
+constexpr const char* kScalars = "optimizer:scalar.";
 
 std::string rank_file(const std::string& dir, int rank, int world) {
   return (std::filesystem::path(dir) /
@@ -86,7 +92,11 @@ struct Stored {
 
 struct Entry {
   Shape shape;
+  DType dtype = DType::f32;
   std::vector<Stored> stretches;  // sorted by global
+  // reach[i]: the stretch among stretches[0..i] that ends furthest (for pieces nested in others).
+  std::vector<size_t> reach;
+  std::map<int, int64_t> file_elements;  // each file's tensor of it, in elements
 };
 
 struct Index {
@@ -95,6 +105,13 @@ struct Index {
   std::map<std::string, Entry> entries;
 };
 
+DType parse_dtype(const std::string& name, const std::string& where) {
+  for (int k = 0; k < kNumDTypes; ++k) {
+    if (name == dtype_name(static_cast<DType>(k))) return static_cast<DType>(k);
+  }
+  SINTER_THROW(kLoad, ": ", where, ": unknown dtype \"", name, "\"");
+}
+
 Index read_index(const std::string& dir) {
   const std::string manifest = (std::filesystem::path(dir) / kManifest).string();
   SINTER_CHECK(std::filesystem::exists(manifest), kLoad, ": '", dir,
@@ -102,6 +119,8 @@ Index read_index(const std::string& dir) {
   const Metadata meta = load_metadata(manifest);
   auto w = meta.find(kWorld);
   SINTER_CHECK(w != meta.end(), kLoad, ": ", manifest, " has no ", kWorld);
+  auto id = meta.find(kId);
+  SINTER_CHECK(id != meta.end(), kLoad, ": ", manifest, " has no ", kId);
   Index index;
   index.world = static_cast<int>(parse_ints(w->second, kWorld).at(0));
   for (int r = 0; r < index.world; ++r) {
@@ -110,6 +129,9 @@ Index read_index(const std::string& dir) {
                  " is missing (the checkpoint was", " written by ", index.world, " ranks)");
     index.files.push_back(path);
     const Metadata meta_r = load_metadata(path);  // the header only
+    auto own_id = meta_r.find(kId);
+    SINTER_CHECK(own_id != meta_r.end() && own_id->second == id->second, kLoad, ": ", path,
+                 " is not from the save the manifest finished (a file of an earlier save)");
     for (const auto& [key, value] : meta_r) {
       if (key.rfind(kRuns, 0) != 0) continue;
       const std::string name = key.substr(std::string(kRuns).size());
@@ -121,6 +143,9 @@ Index read_index(const std::string& dir) {
       SINTER_CHECK(e.stretches.empty() || e.shape == Shape(whole), kLoad, ": '", name, "' is ",
                    shape_str(e.shape), " in one file and ", shape_str(Shape(whole)), " in ", path);
       e.shape = Shape(whole);
+      auto dtype = meta_r.find(kDtype + name);
+      SINTER_CHECK(dtype != meta_r.end(), kLoad, ": ", path, " has no dtype for '", name, "'");
+      e.dtype = parse_dtype(dtype->second, path);
       const std::vector<int64_t> v = parse_ints(value, path);
       int64_t offset = 0;
       for (size_t k = 0; k + 6 <= v.size(); k += 6) {
@@ -130,11 +155,17 @@ Index read_index(const std::string& dir) {
           offset += length;
         });
       }
+      e.file_elements[r] = offset;
     }
   }
   for (auto& [name, e] : index.entries) {
-    std::sort(e.stretches.begin(), e.stretches.end(),
-              [](const Stored& a, const Stored& b) { return a.global < b.global; });
+    std::stable_sort(e.stretches.begin(), e.stretches.end(),
+                     [](const Stored& a, const Stored& b) { return a.global < b.global; });
+    e.reach.resize(e.stretches.size());
+    for (size_t i = 0; i < e.stretches.size(); ++i) {
+      const auto end = [&](size_t k) { return e.stretches[k].global + e.stretches[k].length; };
+      e.reach[i] = i > 0 && end(e.reach[i - 1]) >= end(i) ? e.reach[i - 1] : i;
+    }
   }
   return index;
 }
@@ -151,13 +182,15 @@ void plan_stretch(const std::string& name, const Entry& e, int64_t local, int64_
                   int64_t length, std::vector<Copy>& out) {
   const int64_t end = global + length;
   int64_t at = global;
-  auto it = std::upper_bound(e.stretches.begin(), e.stretches.end(), global,
-                             [](int64_t g, const Stored& s) { return g < s.global; });
-  if (it != e.stretches.begin()) --it;
-  for (; it != e.stretches.end() && at < end && it->global <= at; ++it) {
-    const int64_t stop = std::min(end, it->global + it->length);
-    if (stop <= at) continue;
-    out.push_back({it->file, it->offset + (at - it->global), local + (at - global), stop - at});
+  while (at < end) {
+    // Of the stretches that start at or before `at`, the one that reaches furthest.
+    auto it = std::upper_bound(e.stretches.begin(), e.stretches.end(), at,
+                               [](int64_t g, const Stored& s) { return g < s.global; });
+    if (it == e.stretches.begin()) break;
+    const Stored& s = e.stretches[e.reach[static_cast<size_t>(it - e.stretches.begin()) - 1]];
+    if (s.global + s.length <= at) break;
+    const int64_t stop = std::min(end, s.global + s.length);
+    out.push_back({s.file, s.offset + (at - s.global), local + (at - global), stop - at});
     at = stop;
   }
   SINTER_CHECK(at >= end, kLoad, ": element ", at, " of '", name, "' ", shape_str(e.shape),
@@ -199,58 +232,124 @@ std::vector<Run> restrict_runs(const std::vector<Run>& runs, int64_t begin, int6
   return out;
 }
 
+namespace {
+
+// Every rank's verdict on a step of a collective save: each rank calls it once per step, so that a
+// failure on one rank stops all of them together (no rank left waiting in a collective).
+void agree(ProcessGroup& world, const std::string& failure) {
+  Tensor failed = full({1}, failure.empty() ? 0.0 : 1.0, {.dtype = DType::i64});
+  world.all_reduce(failed, ReduceOp::Max);
+  SINTER_CHECK(failed.item<int64_t>() == 0, kSave, ": ",
+               failure.empty() ? "another rank failed" : failure);
+}
+
+template <class F>
+std::string attempt(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The elements of `s`'s runs, back to back, in a CPU tensor; an error for runs that name one
+// element of the whole twice.
+Tensor gather_runs(const ShardSpec& s) {
+  SINTER_CHECK(s.local.defined() && s.local.is_contiguous(), kSave, ": the local tensor of '",
+               s.name, "' must be defined and contiguous");
+  std::vector<std::pair<int64_t, int64_t>> spans;  // global [start, end)
+  for (const Run& run : s.runs) {
+    for_each_stretch(run, [&](int64_t local, int64_t global, int64_t length) {
+      SINTER_CHECK(local >= 0 && length >= 0 && local + length <= s.local.numel() && global >= 0 &&
+                       global + length <= numel_of(s.whole),
+                   kSave, ": a run of '", s.name, "' reaches past its local tensor (",
+                   s.local.numel(), " elements) or its whole ", shape_str(s.whole));
+      spans.emplace_back(global, global + length);
+    });
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t k = 1; k < spans.size(); ++k) {
+    SINTER_CHECK(spans[k].first >= spans[k - 1].second, kSave, ": the runs of '", s.name,
+                 "' name element ", spans[k].first, " of the whole twice");
+  }
+  NoGradGuard ng;
+  const Tensor flat = s.local.detach().reshape({-1});
+  Tensor data = empty({elements(s.runs)}, {.dtype = flat.dtype(), .device = Device::cpu()});
+  int64_t at = 0;
+  for (const Run& run : s.runs) {
+    for_each_stretch(run, [&](int64_t local, int64_t, int64_t length) {
+      data.narrow(0, at, length).copy_(flat.narrow(0, local, length));
+      at += length;
+    });
+  }
+  return data;
+}
+
+}  // namespace
+
 void save_distributed(const std::string& dir, const std::vector<ShardSpec>& specs,
                       ProcessGroup& world, const Metadata& metadata) {
   const int rank = world.rank(), size = world.size();
+  // One id for this save, in every rank's file and the manifest: a rank file left from another
+  // save is never read as part of this one.
+  Tensor id = full({1}, 0.0, {.dtype = DType::i64});
+  if (rank == 0) {
+    std::random_device rd;
+    id.fill_(static_cast<double>((static_cast<uint64_t>(rd()) << 20) ^ rd()));
+  }
+  world.broadcast(id);
+  const std::string save_id = std::to_string(id.item<int64_t>());
   StateDict dict;
   Metadata meta = metadata;
-  std::set<std::string> names;
-  {
-    NoGradGuard ng;
-    for (const ShardSpec& s : specs) {
-      SINTER_CHECK(names.insert(s.name).second, kSave, ": '", s.name, "' is given twice");
-      SINTER_CHECK(s.local.defined() && s.local.is_contiguous(), kSave, ": the local tensor of '",
-                   s.name, "' must be defined and contiguous");
-      if (!s.writer) continue;
-      const Tensor flat = s.local.detach().reshape({-1});
-      Tensor data = empty({elements(s.runs)}, {.dtype = flat.dtype(), .device = Device::cpu()});
-      int64_t at = 0;
-      for (const Run& run : s.runs) {
-        for_each_stretch(run, [&](int64_t local, int64_t, int64_t length) {
-          data.narrow(0, at, length).copy_(flat.narrow(0, local, length));
-          at += length;
-        });
-      }
-      dict[s.name] = data;
-      meta[kRuns + s.name] = runs_text(s.runs);
-      meta[kShape + s.name] = ints_text(std::vector<int64_t>(s.whole.begin(), s.whole.end()));
-    }
-  }
+  agree(world, attempt([&] {
+          std::set<std::string> names;
+          meta[kId] = save_id;
+          for (const ShardSpec& s : specs) {
+            SINTER_CHECK(names.insert(s.name).second, kSave, ": '", s.name, "' is given twice");
+            const Tensor data = gather_runs(s);
+            if (!s.writer) continue;
+            dict[s.name] = data;
+            meta[kRuns + s.name] = runs_text(s.runs);
+            meta[kShape + s.name] = ints_text(std::vector<int64_t>(s.whole.begin(), s.whole.end()));
+            meta[kDtype + s.name] = dtype_name(data.dtype());
+          }
+        }));
   const std::string manifest = (std::filesystem::path(dir) / kManifest).string();
-  if (rank == 0) {
-    std::filesystem::create_directories(dir);
-    std::filesystem::remove(manifest);  // the folder is not a finished checkpoint until the end
-  }
-  world.barrier();
-  save(dict, rank_file(dir, rank, size), meta);
-  world.barrier();
-  if (rank == 0) {
-    Metadata m = metadata;
-    m[kWorld] = std::to_string(size);
-    save(StateDict{}, manifest, m);
-  }
-  world.barrier();
+  agree(world, attempt([&] {
+          if (rank != 0) return;
+          std::filesystem::create_directories(dir);
+          std::filesystem::remove(manifest);  // not a finished checkpoint until the end
+          // Rank files of saves at other world sizes (those at this one are overwritten).
+          const std::string mine = "-of-" + std::to_string(size) + ".safetensors";
+          for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+            const std::string f = entry.path().filename().string();
+            if (f.rfind("rank-", 0) == 0 && f.find("-of-") != std::string::npos &&
+                f.size() > mine.size() && f.compare(f.size() - mine.size(), mine.size(), mine)) {
+              std::filesystem::remove(entry.path());
+            }
+          }
+        }));
+  agree(world, attempt([&] { save(dict, rank_file(dir, rank, size), meta); }));
+  agree(world, attempt([&] {
+          if (rank != 0) return;
+          Metadata m = metadata;
+          m[kWorld] = std::to_string(size);
+          m[kId] = save_id;
+          save(StateDict{}, manifest, m);
+        }));
 }
 
 Metadata load_distributed_metadata(const std::string& dir) {
   Metadata meta = load_metadata((std::filesystem::path(dir) / kManifest).string());
   meta.erase(kWorld);
+  meta.erase(kId);
   return meta;
 }
 
 void load_distributed(const std::string& dir, const std::vector<ShardSpec>& specs) {
   const Index index = read_index(dir);
-  // Every spec's copies planned (and checked) before any is made.
+  // Every spec's copies planned and checked against the files' headers before any is made.
   std::vector<std::vector<Copy>> plans(specs.size());
   std::set<int> needed;
   for (size_t k = 0; k < specs.size(); ++k) {
@@ -267,33 +366,45 @@ void load_distributed(const std::string& dir, const std::vector<ShardSpec>& spec
         plan_stretch(s.name, it->second, local, global, length, plans[k]);
       });
     }
-    for (const Copy& c : plans[k]) needed.insert(c.file);
-  }
-  std::map<int, StateDict> files;
-  for (int f : needed) files[f] = load(index.files[static_cast<size_t>(f)]);
-  NoGradGuard ng;
-  for (size_t k = 0; k < specs.size(); ++k) {
-    Tensor flat = specs[k].local.detach().view({-1});
     for (const Copy& c : plans[k]) {
-      const Tensor& src = files.at(c.file).at(specs[k].name);
-      flat.narrow(0, c.to, c.length).copy_(src.narrow(0, c.from, c.length));
+      SINTER_CHECK(c.to >= 0 && c.to + c.length <= s.local.numel(), kLoad, ": a run of '", s.name,
+                   "' reaches past its local tensor (", s.local.numel(), " elements)");
+      SINTER_CHECK(c.from + c.length <= it->second.file_elements.at(c.file), kLoad, ": ",
+                   index.files[static_cast<size_t>(c.file)], " holds fewer elements of '", s.name,
+                   "' than its header says");
+      needed.insert(c.file);
     }
+  }
+  // Into copies first, one file read at a time; then into the local tensors.
+  NoGradGuard ng;
+  std::vector<Tensor> staged;
+  for (const ShardSpec& s : specs) staged.push_back(s.local.detach().clone().view({-1}));
+  for (int f : needed) {
+    const std::string& path = index.files[static_cast<size_t>(f)];
+    const StateDict file = load(path);
+    for (size_t k = 0; k < specs.size(); ++k) {
+      for (const Copy& c : plans[k]) {
+        if (c.file != f) continue;
+        auto t = file.find(specs[k].name);
+        SINTER_CHECK(t != file.end() && t->second.numel() >= c.from + c.length, kLoad, ": ", path,
+                     " does not hold the '", specs[k].name, "' its header describes");
+        staged[k].narrow(0, c.to, c.length).copy_(t->second.narrow(0, c.from, c.length));
+      }
+    }
+  }
+  for (size_t k = 0; k < specs.size(); ++k) {
+    Tensor local = specs[k].local.detach().view({-1});
+    local.copy_(staged[k]);
   }
 }
 
 StateDict load_whole(const std::string& dir, const std::string& prefix) {
   const Index index = read_index(dir);
   std::vector<ShardSpec> specs;
-  std::map<int, StateDict> files;
   for (const auto& [name, e] : index.entries) {
     if (name.rfind(prefix, 0) != 0) continue;
-    // In the dtype of the first file that holds it.
-    const int file = e.stretches.empty() ? 0 : e.stretches[0].file;
-    if (!files.count(file)) files[file] = load(index.files[static_cast<size_t>(file)]);
-    const DType dtype = files[file].at(name).dtype();
-    specs.push_back(whole_spec(name, zeros(e.shape, {.dtype = dtype})));
+    specs.push_back(whole_spec(name, zeros(e.shape, {.dtype = e.dtype})));
   }
-  files.clear();
   load_distributed(dir, specs);
   StateDict out;
   for (const ShardSpec& s : specs) out[s.name.substr(prefix.size())] = s.local;
@@ -339,11 +450,12 @@ std::vector<ShardSpec> optimizer_specs(const optim::Optimizer& opt,
       const std::string prefix = state_prefix(g, i);
       for (auto it = state.lower_bound(prefix);
            it != state.end() && it->first.rfind(prefix, 0) == 0; ++it) {
-        const std::string name = "optimizer." + p.name + "." + it->first.substr(prefix.size());
-        if (it->second.dim() == 0) {
-          out.push_back(whole_spec(name, it->second, p.writer));
+        const std::string state = it->first.substr(prefix.size());
+        if (it->second.dim() == 0 && p.local.dim() > 0) {  // a step count
+          out.push_back(whole_spec(kScalars + p.name + "." + state, it->second, p.writer));
         } else {
-          out.push_back({name, p.whole, it->second.contiguous(), p.runs, p.writer});
+          out.push_back({"optimizer." + p.name + "." + state, p.whole, it->second.contiguous(),
+                         p.runs, p.writer});
         }
       }
     }
@@ -360,25 +472,27 @@ void load_optimizer_state(optim::Optimizer& opt, const std::vector<ShardSpec>& p
                           const std::string& dir) {
   const auto specs = specs_of(opt, params, "load_optimizer_state");
   const Index index = read_index(dir);
-  StateDict dict = opt.state_dict();
+  // The hyperparameters as they are unless the checkpoint has them; the state only from it.
+  StateDict dict;
+  for (const auto& [key, t] : opt.state_dict()) {
+    if (key.rfind("param_groups.", 0) == 0) dict[key] = t;
+  }
   std::vector<ShardSpec> wanted;
   for (size_t g = 0; g < specs.size(); ++g) {
     for (size_t i = 0; i < specs[g].size(); ++i) {
       const ShardSpec& p = *specs[g][i];
-      const std::string prefix = "optimizer." + p.name + ".";
-      for (auto it = index.entries.lower_bound(prefix);
-           it != index.entries.end() && it->first.rfind(prefix, 0) == 0; ++it) {
-        const std::string name = it->first.substr(prefix.size());
-        if (name.find('.') != std::string::npos) continue;  // another parameter's
-        Tensor local;
-        if (it->second.shape.empty()) {
-          local = zeros({}, {.dtype = DType::f64});
-          wanted.push_back(whole_spec(it->first, local));
-        } else {
-          local = zeros_like(p.local);
-          wanted.push_back({it->first, p.whole, local, p.runs, p.writer});
+      for (const std::string& prefix : {"optimizer." + p.name + ".", kScalars + p.name + "."}) {
+        const bool scalar = prefix.rfind(kScalars, 0) == 0;
+        for (auto it = index.entries.lower_bound(prefix);
+             it != index.entries.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+          const std::string name = it->first.substr(prefix.size());
+          if (name.find('.') != std::string::npos) continue;  // another parameter's
+          const Tensor local =
+              scalar ? zeros({}, {.dtype = it->second.dtype}) : zeros_like(p.local);
+          wanted.push_back(scalar ? whole_spec(it->first, local)
+                                  : ShardSpec{it->first, p.whole, local, p.runs, p.writer});
+          dict[state_prefix(g, i) + name] = local;
         }
-        dict[state_prefix(g, i) + name] = local;
       }
     }
   }

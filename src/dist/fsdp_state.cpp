@@ -141,7 +141,14 @@ std::vector<ShardSpec> FullyShardedDataParallel::shard_specs(const std::vector<S
         {where.name, where.whole, p.shard, restrict_runs(where.runs, begin, end), where.writer});
   }
   for (const auto& [name, b] : module_->named_buffers()) {
-    out.push_back(whole_spec(prefix + name, b, rank == 0));
+    auto it = placed.find(b.storage().id());
+    if (it == placed.end()) {
+      out.push_back(whole_spec(prefix + name, b, rank == 0));
+    } else {  // as the base places it, written by the group's rank 0 at most
+      ShardSpec spec = *it->second;
+      spec.writer = spec.writer && rank == 0;
+      out.push_back(spec);
+    }
   }
   return out;
 }

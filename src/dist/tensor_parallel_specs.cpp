@@ -97,7 +97,8 @@ struct Walk {
 
 }  // namespace
 
-std::vector<ShardSpec> shard_specs(const nn::Module& model, const std::string& prefix) {
+std::vector<ShardSpec> shard_specs(const nn::Module& model, const std::string& prefix,
+                                   bool writer) {
   Walk walk;
   walk.prefix = prefix;
   walk.rename = [](const std::string& s) { return s; };
@@ -113,6 +114,9 @@ std::vector<ShardSpec> shard_specs(const nn::Module& model, const std::string& p
                model.name());
   walk.replica_writer = group->rank() == 0;
   walk.visit(model, "");
+  if (!writer) {
+    for (ShardSpec& s : walk.out) s.writer = false;
+  }
   return walk.out;
 }
 

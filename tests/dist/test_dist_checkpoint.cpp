@@ -243,5 +243,122 @@ TEST(DistCheckpoint, AParallelLlamaSavesUnderLlamasNames) {
   if (world().rank() == 0) std::filesystem::remove_all(dir);
 }
 
+// A save that fails on one rank (a spec given twice there) is an error on every rank, none left
+// waiting; pieces nested in others' load; a rank file from another save is refused.
+TEST(DistCheckpoint, SavesFailTogetherAndFilesOfAnotherSaveAreRefused) {
+  const int r = world().rank(), n = world().size();
+  const std::string dir = checkpoint_dir("together");
+  Tensor mine = full({8}, 1.0 + r);
+  std::vector<ShardSpec> specs = {ShardSpec{"x", {8}, mine, {dist::Run{0, 0, 8}}, r == 0}};
+  if (r == n - 1) specs.push_back(specs[0]);
+  if (n > 1) {
+    expect_error([&] { dist::save_distributed(dir, specs, world()); },
+                 {"save_distributed", r == n - 1 ? "'x' is given twice" : "another rank failed"});
+    specs.resize(1);
+  }
+  // Rank 0 holds [0, 8); the last rank also [2, 4) of it, nested inside: [4, 6) still loads.
+  if (r == n - 1 && n > 1) specs[0] = ShardSpec{"x", {8}, mine, {dist::Run{2, 2, 2}}, true};
+  dist::save_distributed(dir, specs, world());
+  Tensor got = zeros({2});
+  dist::load_distributed(dir, {ShardSpec{"x", {8}, got, {dist::Run{0, 4, 2}}}});
+  EXPECT_EQ(got.sum().item<float>(), 2.0f);
+  // A rank file of another save beside this save's manifest.
+  const std::string other = checkpoint_dir("together_other");
+  dist::save_distributed(other, specs, world());
+  world().barrier();
+  if (r == 0) {
+    std::filesystem::copy_file(
+        std::filesystem::path(other) / ("rank-0-of-" + std::to_string(n) + ".safetensors"),
+        std::filesystem::path(dir) / ("rank-0-of-" + std::to_string(n) + ".safetensors"),
+        std::filesystem::copy_options::overwrite_existing);
+  }
+  world().barrier();
+  expect_error(
+      [&] {
+        dist::load_distributed(dir, {ShardSpec{"x", {8}, got, {dist::Run{0, 4, 2}}}});
+      },
+      {"load_distributed", "not from the save the manifest finished"});
+  // A bad spec at load writes nothing, even into the good one before it.
+  dist::save_distributed(dir, specs, world());
+  Tensor good = zeros({2}), bad = zeros({2});
+  expect_error(
+      [&] {
+        dist::load_distributed(dir, {ShardSpec{"x", {8}, good, {dist::Run{0, 4, 2}}},
+                                     ShardSpec{"x", {8}, bad, {dist::Run{1, 4, 2}}}});
+      },
+      {"load_distributed", "reaches past its local tensor"});
+  EXPECT_EQ(good.sum().item<float>(), 0.0f);
+  world().barrier();
+  if (r == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(other);
+  }
+}
+
+// A 0-dim parameter whose AdamW state is sharded by FSDP (its buffers [1] on each rank) saves and
+// loads back; and loading into an optimizer that has stepped since replaces its state with the
+// checkpoint's (a parameter the checkpoint has no state for starts afresh).
+struct WithScalar : nn::Module {
+  Tensor scale;
+  std::shared_ptr<nn::Linear> linear;
+  WithScalar() {
+    scale = register_parameter("scale", full({}, 2.0));
+    linear = register_module("linear", nn::Linear(3, 2));
+  }
+  Tensor forward(const Tensor& x) override { return linear->forward(x) * scale; }
+};
+
+TEST(DistCheckpoint, OptimizerStateOfAScalarParameterAndAFreshOptimizer) {
+  const std::string dir = checkpoint_dir("scalar");
+  auto model = std::make_shared<WithScalar>();
+  dist::FullyShardedDataParallel fsdp(model, world_ptr());
+  optim::AdamW opt(fsdp.parameters(), kAdamW);
+  const std::vector<ShardSpec> params = fsdp.shard_specs();
+  dist::save_distributed(dir, dist::optimizer_specs(opt, params), world());  // no state yet
+  auto step = [&] {
+    opt.zero_grad();
+    fsdp.call([&] { return model->forward(ones({2, 3})).sum(); }).backward();
+    opt.step();
+  };
+  step();
+  const std::string stepped = checkpoint_dir("scalar_stepped");
+  const StateDict want = opt.state_dict();
+  dist::save_distributed(stepped, dist::optimizer_specs(opt, params), world());
+  dist::load_optimizer_state(opt, params, dir);
+  for (const auto& [key, t] : opt.state_dict()) {
+    EXPECT_EQ(key.rfind("state.", 0), std::string::npos) << key << " should be gone";
+  }
+  dist::load_optimizer_state(opt, params, stepped);
+  const StateDict got = opt.state_dict();
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [key, t] : want) EXPECT_TRUE(all_close(got.at(key), t, 0, 0)) << key;
+  // Saved whole (one process's layout: the 0-dim parameter's moments 0-dim), loaded sharded.
+  WithScalar plain;
+  plain.load_state_dict(fsdp.state_dict());
+  optim::AdamW plain_opt(plain.parameters(), kAdamW);
+  plain_opt.zero_grad();
+  plain.forward(ones({2, 3})).sum().backward();
+  plain_opt.step();
+  std::vector<ShardSpec> whole;
+  for (const auto& [name, p] : plain.named_parameters()) {
+    whole.push_back(dist::whole_spec("model." + name, p, world().rank() == 0));
+  }
+  const std::string single = checkpoint_dir("scalar_single");
+  dist::save_distributed(single, dist::optimizer_specs(plain_opt, whole), world());
+  dist::load_optimizer_state(opt, params, single);
+  const Tensor scale_avg = opt.state_dict().at("state.0.0.exp_avg");  // "scale" comes first
+  EXPECT_EQ(scale_avg.shape(), Shape{1});
+  if (world().rank() == 0) {
+    EXPECT_TRUE(
+        all_close(scale_avg.reshape({}), plain_opt.state_dict().at("state.0.0.exp_avg"), 0, 0));
+  }
+  world().barrier();
+  if (world().rank() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(stepped);
+    std::filesystem::remove_all(single);
+  }
+}
+
 }  // namespace
 }  // namespace sinter::testing
