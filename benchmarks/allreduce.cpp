@@ -2,8 +2,9 @@
 // reduce_scatter and all_gather_into by message size (8 B .. 256 MB, each size validated before it
 // is timed); the overlap DDP achieves in a training step: backward with and without gradient
 // communication on the mlp, cnn and resnet20 workloads; and ZeRO stages 1 and 2 against DDP on a
-// GPT: step time, optimizer state and gradient memory per rank. CUDA tensors (NCCL) when the build
-// has NCCL and a GPU is there, else CPU tensors (MPI).
+// GPT: step time, optimizer state and gradient memory per rank; and FSDP on the same GPT: the bytes
+// all-gathered and reduce-scattered per step and the time the host waited for them. CUDA tensors
+// (NCCL) when the build has NCCL and a GPU is there, else CPU tensors (MPI).
 // `--smoke` runs tiny sizes on the CPU. Rank 0 prints; a failure on any rank fails the program.
 //
 // The figures follow nccl-tests (doc/PERFORMANCE.md there): algbw = bytes / time, and
@@ -22,6 +23,7 @@
 
 #include "bench_util.h"
 #include "sinter/dist.h"
+#include "sinter/fsdp.h"
 
 namespace {
 
@@ -361,17 +363,28 @@ size_t state_bytes(const optim::Optimizer& opt) {
   return total;
 }
 
-void zero(const std::shared_ptr<dist::ProcessGroup>& pg, Device dev, const Config& cfg,
-          bool print) {
-  const nn::models::GPTConfig gc =
-      cfg.smoke
-          ? nn::models::GPTConfig{.vocab_size = 64,
-                                  .context_length = 16,
-                                  .n_layer = 1,
-                                  .n_head = 2,
-                                  .n_embd = 32}
-          : nn::models::GPTConfig{
-                .vocab_size = 256, .context_length = 128, .n_layer = 4, .n_head = 4, .n_embd = 256};
+nn::models::GPTConfig bench_gpt(const Config& cfg) {
+  return cfg.smoke ? nn::models::GPTConfig{.vocab_size = 64,
+                                           .context_length = 16,
+                                           .n_layer = 1,
+                                           .n_head = 2,
+                                           .n_embd = 32}
+                   : nn::models::GPTConfig{.vocab_size = 256,
+                                           .context_length = 128,
+                                           .n_layer = 4,
+                                           .n_head = 4,
+                                           .n_embd = 256};
+}
+
+// DDP's parameters after 3 steps and its step time, for the sharded layouts to compare with.
+struct DdpReference {
+  Tensor params;
+  double step_ms = NAN;
+};
+
+DdpReference zero(const std::shared_ptr<dist::ProcessGroup>& pg, Device dev, const Config& cfg,
+                  bool print) {
+  const nn::models::GPTConfig gc = bench_gpt(cfg);
   const int64_t batch = cfg.smoke ? 2 : 4;
   const int reps = cfg.smoke ? 2 : 10;
   if (print) {
@@ -487,6 +500,109 @@ void zero(const std::shared_ptr<dist::ProcessGroup>& pg, Device dev, const Confi
                                 stage == 0 ? NAN : ddp_ms, stage == 0 ? NAN : ddp_ms / step_ms,
                                 status});
   }
+  return {ddp_params, ddp_ms};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fully sharded data parallel on the same GPT: per rank, the step time, the bytes all-gathered and
+// reduce-scattered per step, and the time the host waited for them (on CPU ranks, the
+// communication not hidden behind computation), with the next block's gather prefetched, without,
+// and with the blocks kept whole from forward to backward.
+
+void fsdp(const std::shared_ptr<dist::ProcessGroup>& pg, Device dev, const Config& cfg, bool print,
+          const DdpReference& ddp) {
+  const nn::models::GPTConfig gc = bench_gpt(cfg);
+  const int64_t batch = cfg.smoke ? 2 : 4;
+  const int reps = cfg.smoke ? 2 : 10;
+  if (print) {
+    std::printf(
+        "\nFSDP on %s, %d rank(s), the GPT above (each block a unit): per rank and step, MB "
+        "all-gathered and reduce-scattered (whole buffers), ms the host waited for them\n",
+        dev.str().c_str(), pg->size());
+    std::printf("%-22s %10s %12s %12s %10s %10s %12s\n", "layout", "step ms", "gathered MB",
+                "reduced MB", "wait ms", "state MB", "vs DDP params");
+  }
+  manual_seed(2000 + static_cast<uint64_t>(pg->rank()));
+  const Tensor x =
+      randint(0, gc.vocab_size, {batch, gc.context_length}, {.dtype = DType::i64, .device = dev});
+  const Tensor y =
+      randint(0, gc.vocab_size, {batch, gc.context_length}, {.dtype = DType::i64, .device = dev});
+  struct Layout {
+    const char* name;
+    const char* label;
+    bool prefetch, reshard;
+  };
+  for (const Layout& l : {Layout{"fsdp/prefetch_step", "fsdp", true, true},
+                          Layout{"fsdp/no_prefetch_step", "fsdp, no prefetch", false, true},
+                          Layout{"fsdp/kept_whole_step", "fsdp, kept whole", true, false}}) {
+    bench::begin(l.name);
+    std::string why;
+    double step_ms = NAN, wait_ms = NAN, gathered_mb = 0, reduced_mb = 0, state_mb = 0, diff = 0;
+    try {
+      manual_seed(0);
+      auto model = std::make_shared<nn::models::GPT>(gc);
+      model->to(dev);
+      dist::FullyShardedDataParallel f(model, pg,
+                                       {.units = model->blocks->children(),
+                                        .reshard_after_forward = l.reshard,
+                                        .prefetch = l.prefetch});
+      optim::AdamW opt(f.parameters(), optim::AdamWOptions{.lr = 1e-3});
+      auto step = [&] {
+        opt.zero_grad();
+        f.call([&] {
+           return cross_entropy(model->forward(x).reshape({-1, gc.vocab_size}), y.reshape({-1}));
+         }).backward();
+        f.clip_grad_norm_(1.0);
+        opt.step();
+      };
+      for (int i = 0; i < 3; ++i) step();  // DDP's 3 validation steps
+      std::vector<Tensor> flat;
+      const StateDict whole = f.state_dict();
+      for (const auto& [name, p] : model->named_parameters()) {
+        flat.push_back(whole.at(name).flatten().cpu());
+      }
+      if (ddp.params.defined()) {
+        diff = max(abs(sub(cat(flat), ddp.params))).item<double>() /
+               max(abs(ddp.params)).item<double>();
+        if (!(diff < 1e-5)) why = "parameters differ from DDP's by " + std::to_string(diff);
+      }
+      state_mb = static_cast<double>(state_bytes(opt)) / (1 << 20);
+      std::vector<double> times, waits;
+      for (int i = 0; i < reps; ++i) {
+        sync_device(dev);
+        f.reset_traffic();
+        const Clock::time_point t0 = Clock::now();
+        step();
+        sync_device(dev);
+        times.push_back(seconds(t0, Clock::now()));
+        waits.push_back(f.traffic().wait_seconds);
+      }
+      const dist::FSDPTraffic t = f.traffic();
+      gathered_mb = static_cast<double>(t.gathered_bytes) / (1 << 20);
+      reduced_mb = static_cast<double>(t.reduced_bytes) / (1 << 20);
+      step_ms = max_over_ranks(*pg, bench::median(times)) * 1e3;
+      wait_ms = max_over_ranks(*pg, bench::median(waits)) * 1e3;
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (!all_ranks(*pg, why.empty()) || !std::isfinite(step_ms)) {
+      if (why.empty()) why = "failed on another rank";
+      ++bench::failures();
+      bench::summary().push_back(bench::status_row(l.name, "FAILED: " + why));
+      if (print) std::printf("%-22s  FAILED: %s\n", l.label, why.c_str());
+      continue;
+    }
+    if (print) {
+      std::printf("%-22s %10.2f %12.3f %12.3f %10.2f %10.3f %12.2e\n", l.label, step_ms,
+                  gathered_mb, reduced_mb, wait_ms, state_mb, diff);
+    }
+    char status[128];
+    std::snprintf(status, sizeof status,
+                  "ok (%.2f MB gathered, %.2f MB reduced, %.2f ms waited per step)", gathered_mb,
+                  reduced_mb, wait_ms);
+    bench::summary().push_back(
+        {l.name, "ms", step_ms, "ddp", ddp.step_ms, ddp.step_ms / step_ms, status});
+  }
 }
 
 }  // namespace
@@ -549,7 +665,8 @@ int main(int argc, char** argv) {
       bandwidth(*pg, dev, cfg, print, c);
     }
     overlap(pg, dev, cfg, print);
-    zero(pg, dev, cfg, print);
+    const DdpReference ddp = zero(pg, dev, cfg, print);
+    fsdp(pg, dev, cfg, print, ddp);
     pg->barrier();
     if (print) {
       if (cfg.smoke) bench::smoke_guarded("summary writers", bench::check_summary_writers);

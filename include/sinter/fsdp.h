@@ -100,6 +100,16 @@ struct FSDPOptions {
   std::optional<DType> reduce_dtype = std::nullopt;
 };
 
+// A rank's communication (FullyShardedDataParallel::traffic): the all-gathers and reduce-scatters
+// issued and their bytes (the whole buffers, all N parts), and the seconds the host spent waiting
+// for them: on CPU ranks (MPI) the communication not hidden behind computation; on CUDA ranks
+// (NCCL) the host does not wait, and it stays near 0.
+struct FSDPTraffic {
+  int64_t gathers = 0, reduces = 0;
+  int64_t gathered_bytes = 0, reduced_bytes = 0;
+  double wait_seconds = 0;
+};
+
 // What one rank holds, in bytes (FullyShardedDataParallel::memory).
 struct FSDPMemory {
   int64_t shards = 0;        // the parameters' shards (every parameter, frozen ones too)
@@ -169,6 +179,9 @@ class FullyShardedDataParallel : NonCopyable {
                                      const std::string& prefix = "model.") const;
 
   FSDPMemory memory() const;
+  // Since construction or the last reset_traffic().
+  FSDPTraffic traffic() const;
+  void reset_traffic();
   // The units: "" for the root, then each of FSDPOptions::units by its dotted name in the model.
   std::vector<std::string> unit_names() const;
 

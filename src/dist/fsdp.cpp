@@ -4,6 +4,7 @@
 #include "sinter/fsdp.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -52,6 +53,9 @@ void FullyShardedDataParallel::Impl::start_gather(size_t u) {
   }
   unit.gathered = empty({size() * unit.part}, {.dtype = unit.compute_dtype, .device = device});
   unit.gather = pg->all_gather_into_async(unit.gathered, unit.send);
+  ++traffic.gathers;
+  traffic.gathered_bytes +=
+      unit.gathered.numel() * static_cast<int64_t>(element_size(unit.compute_dtype));
   unit.state = UnitState::Gathering;
 }
 
@@ -63,7 +67,7 @@ void FullyShardedDataParallel::Impl::finish_gather(size_t u) {
   NoGradGuard ng;
   events.push_back("wait " + unit.name);
   std::shared_ptr<Work> work = std::move(unit.gather);
-  work->wait();
+  timed_wait(*work);
   // Row r of `rows` is rank r's part: each parameter's column block, rows in order, is the
   // parameter flattened (and padded).
   const Tensor rows = unit.gathered.view({size(), unit.part});
@@ -84,6 +88,13 @@ void FullyShardedDataParallel::Impl::finish_gather(size_t u) {
     for (size_t i : unit.params) params[i].param.bump_version();
   }
   unit.gathered_version = version;
+}
+
+void FullyShardedDataParallel::Impl::timed_wait(Work& work) {
+  const auto t0 = std::chrono::steady_clock::now();
+  work.wait();
+  traffic.wait_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 int64_t FullyShardedDataParallel::Impl::shard_version(size_t u) const {
@@ -254,6 +265,8 @@ void FullyShardedDataParallel::Impl::launch_reduce(size_t u) {
   }
   unit.reduce_out = empty({unit.part}, opts);
   unit.reduce = pg->reduce_scatter_async(unit.reduce_out, unit.reduce_in, ReduceOp::Average);
+  ++traffic.reduces;
+  traffic.reduced_bytes += unit.reduce_in.numel() * static_cast<int64_t>(element_size(dtype));
   unit.reduced = true;
   launched.push_back(u);
 }
@@ -268,7 +281,7 @@ void FullyShardedDataParallel::Impl::finalize() {
     for (size_t u : launched) {
       Unit& unit = units[u];
       std::shared_ptr<Work> work = std::move(unit.reduce);
-      work->wait();
+      timed_wait(*work);
       events.push_back("reduced " + unit.name);
       for (size_t i : unit.params) {
         Param& p = params[i];
@@ -601,6 +614,10 @@ FSDPMemory FullyShardedDataParallel::memory() const {
   }
   return m;
 }
+
+FSDPTraffic FullyShardedDataParallel::traffic() const { return impl_->traffic; }
+
+void FullyShardedDataParallel::reset_traffic() { impl_->traffic = FSDPTraffic{}; }
 
 std::vector<std::string> FullyShardedDataParallel::unit_names() const {
   std::vector<std::string> names;

@@ -69,6 +69,7 @@ struct FullyShardedDataParallel::Impl {
   std::vector<size_t> reduce_order;   // this backward's: the forward order reversed, the root
   size_t next_reduce = 0;             // into reduce_order
   std::vector<std::string> events;
+  FSDPTraffic traffic;
   std::weak_ptr<Impl> self;
 
   int size() const { return pg->size(); }
@@ -88,6 +89,8 @@ struct FullyShardedDataParallel::Impl {
   // ready; at the end of backward (`all`), of every unit with a gradient.
   void launch_in_order(bool all);
   int64_t shard_version(size_t u) const;
+  // work.wait(), its time added to traffic.wait_seconds.
+  void timed_wait(Work& work);
   void finalize();
   // After a backward that failed midway or an abandoned graph: waits for what is in flight.
   void recover();

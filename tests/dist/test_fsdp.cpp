@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "dist_test_util.h"
+#include "sinter/cuda.h"
 #include "sinter/device_mesh.h"
+#include "sinter/dist_checkpoint.h"
 #include "sinter/fsdp.h"
 #include "sinter/io.h"
 #include "sinter/optim/adam.h"
@@ -234,8 +236,17 @@ TEST(Fsdp, GathersAndReduceScattersOverlapTheBlocks) {
   dist::FullyShardedDataParallel fsdp(model, world_ptr(), {.units = model->blocks->children()});
   const Tensor ids = zeros({1, 6}, {.dtype = DType::i64});
   for (int step = 0; step < 2; ++step) {
+    fsdp.reset_traffic();
     fsdp.call([&] { return model->forward(ids).sum(); }).backward();
   }
+  // A step's traffic: the root gathered once, each block twice (forward and backward); every
+  // unit reduce-scattered once, all N parts of every padded parameter.
+  const dist::FSDPTraffic t = fsdp.traffic();
+  EXPECT_EQ(t.gathers, 7);
+  EXPECT_EQ(t.reduces, 4);
+  EXPECT_EQ(t.reduced_bytes, fsdp.memory().shards * world().size());
+  EXPECT_GT(t.gathered_bytes, t.reduced_bytes);
+  EXPECT_LT(t.gathered_bytes, 2 * t.reduced_bytes);
   const std::vector<std::string> events = dist::fsdp_debug_events(fsdp);
   auto at = [&](const std::string& e, size_t from = 0) {
     auto it = std::find(events.begin() + static_cast<std::ptrdiff_t>(from), events.end(), e);
@@ -714,6 +725,56 @@ TEST(Fsdp, NoSyncKeepsWhatTheLastBackwardDoesNotReach) {
           << shards[k].first;
     }
   }
+}
+
+// On the GPU (NCCL's all-gathers and reduce-scatters on the communication stream, the parameters'
+// memory swapped on the compute stream): 10 AdamW steps of the GPT under FSDP, each rank on its
+// slice, against the whole GPT on the whole batch on the same GPU (f32, 1e-4); then the shards as
+// a distributed checkpoint, read back whole on the CPU.
+TEST(CudaFsdp, GptTrainsAsTheWholeGptOnTheGpu) {
+  SINTER_REQUIRE_CUDA();
+  if (cuda::device_count() < world().local_size()) GTEST_SKIP() << "needs one GPU per rank";
+  const Device dev = Device::cuda(world().cuda_device());
+  const int n = world().size(), r = world().rank();
+  const nn::models::GPTConfig config = small_gpt(false, false);
+  manual_seed(40);
+  nn::models::GPT whole(config);
+  whole.to(dev);
+  auto model = std::make_shared<nn::models::GPT>(config);
+  model->load_state_dict(whole.state_dict());
+  model->to(dev);
+  dist::FullyShardedDataParallel fsdp(model, world_ptr(), {.units = model->blocks->children()});
+  const optim::AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1};
+  optim::AdamW whole_opt(whole.parameters(), options), opt(fsdp.parameters(), options);
+  Generator gen(41);
+  for (int step = 0; step < 10; ++step) {
+    const Tensor ids =
+        randint(0, config.vocab_size, {2 * n, 6}, {.dtype = DType::i64}, &gen).to(dev);
+    whole_opt.zero_grad();
+    const Tensor want =
+        cross_entropy(whole.forward(ids).reshape({-1, config.vocab_size}), ids.reshape({-1}));
+    want.backward();
+    whole_opt.step();
+    opt.zero_grad();
+    Tensor got = fsdp.call([&] {
+      return cross_entropy(model->forward(ids.narrow(0, 2 * r, 2)).reshape({-1, config.vocab_size}),
+                           ids.narrow(0, 2 * r, 2).reshape({-1}));
+    });
+    got.backward();
+    opt.step();
+    got = got.detach().clone();
+    world().all_reduce(got, dist::ReduceOp::Average);
+    EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-4 * want.item<double>())
+        << "step " << step;
+  }
+  const std::string dir = ::testing::TempDir() + "cuda_fsdp_" + std::to_string(n);
+  dist::save_distributed(dir, fsdp.shard_specs(), world());
+  const StateDict saved = dist::load_whole(dir, "model."), now = whole.state_dict();
+  for (const auto& [name, t] : now) {
+    EXPECT_TRUE(all_close(saved.at(name), t.cpu(), 1e-4, 1e-3)) << name;
+  }
+  world().barrier();
+  if (r == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace
