@@ -557,11 +557,10 @@ __global__ void layer_norm_dparams_finish_kernel(const A* partial, int64_t chunk
 
 template <class T>
 __global__ void dropout_kernel(const T* in, int64_t numel, uint64_t seed, uint64_t offset,
-                               uint32_t threshold, Acc<T> scale, T* out) {
+                               uint32_t threshold, Acc<T> scale, kern::DropoutBlock block, T* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < numel;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const bool keep =
-        (kern::philox_element(seed, offset, static_cast<uint64_t>(i)).w[0] >> 8) >= threshold;
+    const bool keep = (kern::philox_element(seed, offset, block.index(i)).w[0] >> 8) >= threshold;
     out[i] = keep ? store<T>(load(in, i) * scale) : store<T>(Acc<T>(0));
   }
 }
@@ -780,13 +779,14 @@ void layer_norm_backward(const Ctx& ctx, const void* dy, const void* x, DType dt
 }
 
 void dropout_apply(const Ctx& ctx, const void* in, DType dtype, int64_t numel, uint64_t seed,
-                   uint64_t offset, uint32_t threshold, double scale, void* out) {
+                   uint64_t offset, uint32_t threshold, double scale,
+                   const kern::DropoutBlock& block, void* out) {
   if (numel == 0) return;
   launch_floating(ctx, dtype, "dropout_apply", [&](auto tag, cudaStream_t stream) {
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     dropout_kernel<T><<<grid_for(numel, kThreads), kThreads, 0, stream>>>(
-        static_cast<const T*>(in), numel, seed, offset, threshold, static_cast<A>(scale),
+        static_cast<const T*>(in), numel, seed, offset, threshold, static_cast<A>(scale), block,
         static_cast<T*>(out));
     SINTER_LAUNCH_CHECK("dropout_kernel");
   });

@@ -116,6 +116,17 @@ std::vector<OpRow> attention_rows() {
       {.name = "AttentionFusedDropout",
        .shapes = qkv(S{2, 1, 6, 4}),
        .fn = dropout_of({.causal = true, .kernel = AttentionKernel::Fused})},
+      // Heads 1 and 2 of a 5-head attention's dropout mask (Note [dropout blocks]), fused and
+      // composed.
+      {.name = "AttentionFusedDropoutHeadBlock",
+       .shapes = qkv(S{2, 2, 6, 4}),
+       .fn = dropout_of({.causal = true,
+                         .kernel = AttentionKernel::Fused,
+                         .dropout_heads = 5,
+                         .dropout_head_offset = 1})},
+      {.name = "AttentionDropoutHeadBlock",
+       .shapes = qkv(S{2, 2, 6, 4}),
+       .fn = dropout_of({.dropout_heads = 5, .dropout_head_offset = 1})},
       // Grouped-query attention: 4 query heads on 2 K/V heads; the fused form on the CPU (its
       // reference, gradchecked) and Auto on CUDA (composed: the CUDA kernels take no groups yet).
       {.name = "AttentionGqa",

@@ -110,6 +110,14 @@ std::vector<OpRow> norm_rows() {
              Generator g(7);
              return dropout(x[0].t(), 0.5, true, &g);
            }},
+      // Rows 2..4 of a 7-row whole: the mask of those rows (Note [dropout blocks]).
+      {.name = "DropoutBlock",
+       .shapes = {S{2, 3, 4}},
+       .fn =
+           [](const Inputs& x) {
+             Generator g(9);
+             return dropout_block(x[0], 0.4, true, 1, 2, 7, &g);
+           }},
   };
 }
 

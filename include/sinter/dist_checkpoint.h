@@ -25,8 +25,9 @@
 // a folder that holds a checkpoint removes its manifest first, so a run that dies while saving
 // leaves no loadable checkpoint there: keep the last good one in another folder (one per step).
 //
-// Every rank's file and the manifest carry one id per save: a rank file left from another save is
-// an error, not part of this one. Saving is collective throughout: a failure on any rank (a bad
+// Every rank's file and the manifest carry one id per save, a digest of all the rank files'
+// contents: a rank file left from another save is an error, not part of this one, and the same
+// checkpoint saved twice is the same bytes. Saving is collective throughout: a failure on any rank (a bad
 // spec, a full disk) is an error on every rank, the manifest unwritten.
 //
 // Loading reads the headers of every rank's file and copies, for each spec, the stretches that

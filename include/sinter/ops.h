@@ -360,6 +360,13 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training. The
 // mask comes from Philox: the same on CPU and CUDA for one generator state.
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+// dropout of x as the block [offset, offset + x.size(dim)) along `dim` of a tensor whose size there
+// is `whole` (its other dims as x's): each element keeps or drops as its element of that whole
+// tensor would under dropout() from the same generator state, which advances by the whole's count
+// (Note [dropout blocks]). With tensor or sequence parallelism each rank applies its part of the
+// mask one process would draw for the whole tensor.
+Tensor dropout_block(const Tensor& x, double p, bool training, int64_t dim, int64_t offset,
+                     int64_t whole, Generator* gen = nullptr);
 // Draws num_samples category indices from weights (n) or (rows, n), one row at a time: index j
 // with probability weights[j] / sum(weights). Weights are floating, non-negative and finite, not
 // all zero in a row. Without replacement a row's samples are distinct, in the order drawn, and at
@@ -401,6 +408,11 @@ struct AttentionOptions {
   // Grouped-query attention (PyTorch's enable_gqa): k and v may have fewer heads (dim -3) than q, a
   // divisor of q's; query head h reads K/V head h / (Hq / Hkv) of its batch.
   bool enable_gqa = false;
+  // With the heads split over ranks (tensor parallelism): q's Hq heads (dim -3) are heads
+  // [dropout_head_offset, + Hq) of an attention of dropout_heads heads, whose dropout mask they
+  // take their part of (Note [dropout blocks]); the generator advances as for the whole. 0: q's
+  // heads are all there are.
+  int64_t dropout_heads = 0, dropout_head_offset = 0;
 };
 
 // softmax(q k^T * scale + mask) v, with the masked scores at -inf. q: (..., Tq, D), k: (..., Tk,

@@ -146,7 +146,7 @@ class RowParallelLinear : public nn::Module {
 // attention of each head needs no other rank; out_proj is row parallel over the heads' features.
 // One all-reduce forward (out_proj's) and one backward (qkv's input), as the MLP. load_full takes
 // a whole MultiheadAttention's parameters (the layout of GPT's blocks). Dropout on the attention
-// weights draws each rank's masks from its own generator.
+// weights takes this rank's heads' part of the whole layer's mask (Note [tensor parallel dropout]).
 class ParallelMultiheadAttention : public nn::Module {
  public:
   // num_heads divisible by the group's size. sequence_parallel: the input and the output hold this
@@ -234,13 +234,23 @@ double clip_grad_norm_(const nn::Module& module, double max_norm,
 // all-reduces a block forward and two backward. forward() gives this rank's slice of the logits;
 // loss() the whole cross-entropy from the slices (vocab_parallel_cross_entropy). load_full()
 // takes a whole GPT's parameters, so that a run can be checked against the one-process model or
-// start from its checkpoint. Dropout needs random streams that agree across the group where the
-// activations are whole and differ where they are split: not built yet, so a config with dropout
-// is refused.
+// start from its checkpoint.
+//
+// Note [tensor parallel dropout]
+// Dropout must agree across the group where the activations are whole (the same mask on every
+// rank) and differ where they are split (each rank its part). Every rank draws from the default
+// generator kept in step with the others (seed them alike, as Note [tensor parallel init] needs
+// anyway): each dropout reserves the count of the whole tensor's mask, and a rank holding a part
+// (its heads' attention weights; under sequence parallelism its slice of the sequence) keeps
+// exactly the elements of that part (dropout_block, AttentionOptions::dropout_heads: Note [dropout
+// blocks]). So the ranks' masks together are the mask one process draws for the whole GPT from
+// the same generator state: with dropout, the split GPT trains as the whole one, step for step.
+// (Data-parallel replicas seeded alike draw the same masks on their different batches.)
 class ParallelTransformerBlock : public nn::Module {
  public:
   ParallelTransformerBlock(int64_t embed_dim, int64_t num_heads, bool bias,
-                           std::shared_ptr<ProcessGroup> group, bool sequence_parallel = false);
+                           std::shared_ptr<ProcessGroup> group, bool sequence_parallel = false,
+                           double dropout = 0.0);
   std::string name() const override { return "ParallelTransformerBlock"; }
   Tensor forward(const Tensor& x) override;
   void load_full(const nn::TransformerBlock& whole);
@@ -252,11 +262,12 @@ class ParallelTransformerBlock : public nn::Module {
   std::shared_ptr<RowParallelLinear> proj;
   std::shared_ptr<ProcessGroup> group;
   bool sequence_parallel;
+  double dropout;  // on the attention weights and the residual branches, as TransformerBlock
 };
 
 class ParallelGPT : public nn::Module {
  public:
-  // n_head, 4 n_embd and vocab_size divisible by the group's size; dropout 0. sequence_parallel
+  // n_head, 4 n_embd and vocab_size divisible by the group's size. sequence_parallel
   // (Note [sequence parallel]): the activations between the parallel regions hold T / N positions
   // (T divisible by the group's size).
   ParallelGPT(const nn::models::GPTConfig& config, std::shared_ptr<ProcessGroup> group,

@@ -332,7 +332,8 @@ void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
 }
 
 void dropout_apply(const Ctx&, const void* in, DType dtype, int64_t numel, uint64_t seed,
-                   uint64_t offset, uint32_t threshold, double scale, void* out) {
+                   uint64_t offset, uint32_t threshold, double scale,
+                   const kern::DropoutBlock& block, void* out) {
   visit_float(dtype, "dropout", [&](auto tag) {
     using T = typename decltype(tag)::type;
     // The product is formed in the compute type of the CUDA kernel (float, or double for f64).
@@ -342,8 +343,7 @@ void dropout_apply(const Ctx&, const void* in, DType dtype, int64_t numel, uint6
     T* pout = static_cast<T*>(out);
     detail::parallel_blocks(numel, 8, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
-        const bool keep =
-            (philox_element(seed, offset, static_cast<uint64_t>(i)).w[0] >> 8) >= threshold;
+        const bool keep = (philox_element(seed, offset, block.index(i)).w[0] >> 8) >= threshold;
         pout[i] = keep ? narrow<T>(static_cast<C>(widen(pin[i])) * s) : narrow<T>(0.0);
       }
     });

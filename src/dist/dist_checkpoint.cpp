@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <random>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -234,6 +233,25 @@ std::vector<Run> restrict_runs(const std::vector<Run>& runs, int64_t begin, int6
 
 namespace {
 
+// FNV-1a over a rank file's contents: its metadata, its tensors' names and bytes.
+uint64_t digest(const StateDict& dict, const Metadata& meta) {
+  uint64_t h = 1469598103934665603ull;
+  auto add = [&h](const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  for (const auto& [key, value] : meta) {
+    add(key.data(), key.size() + 1);
+    add(value.data(), value.size() + 1);
+  }
+  for (const auto& [name, t] : dict) {
+    add(name.data(), name.size() + 1);
+    const Tensor c = t.contiguous();
+    add(c.data_ptr(), static_cast<size_t>(c.numel()) * element_size(c.dtype()));
+  }
+  return h;
+}
+
 // Every rank's verdict on a step of a collective save: each rank calls it once per step, so that a
 // failure on one rank stops all of them together (no rank left waiting in a collective).
 void agree(ProcessGroup& world, const std::string& failure) {
@@ -291,20 +309,10 @@ Tensor gather_runs(const ShardSpec& s) {
 void save_distributed(const std::string& dir, const std::vector<ShardSpec>& specs,
                       ProcessGroup& world, const Metadata& metadata) {
   const int rank = world.rank(), size = world.size();
-  // One id for this save, in every rank's file and the manifest: a rank file left from another
-  // save is never read as part of this one.
-  Tensor id = full({1}, 0.0, {.dtype = DType::i64});
-  if (rank == 0) {
-    std::random_device rd;
-    id.fill_(static_cast<double>((static_cast<uint64_t>(rd()) << 20) ^ rd()));
-  }
-  world.broadcast(id);
-  const std::string save_id = std::to_string(id.item<int64_t>());
   StateDict dict;
   Metadata meta = metadata;
   agree(world, attempt([&] {
           std::set<std::string> names;
-          meta[kId] = save_id;
           for (const ShardSpec& s : specs) {
             SINTER_CHECK(names.insert(s.name).second, kSave, ": '", s.name, "' is given twice");
             const Tensor data = gather_runs(s);
@@ -315,6 +323,19 @@ void save_distributed(const std::string& dir, const std::vector<ShardSpec>& spec
             meta[kDtype + s.name] = dtype_name(data.dtype());
           }
         }));
+  // One id for this save, in every rank's file and the manifest, so that a rank file left from
+  // another save is never read as part of this one: a digest of every rank's file, so that the
+  // same checkpoint saved twice is the same bytes (a resumed run's checkpoint equals the
+  // uninterrupted run's).
+  const std::vector<int64_t> digests =
+      world.all_gather(from_vector<int64_t>({static_cast<int64_t>(digest(dict, meta))}, {1}))
+          .contiguous()
+          .to_vector<int64_t>();
+  uint64_t combined = 1469598103934665603ull;
+  for (const int64_t d : digests)
+    combined = (combined ^ static_cast<uint64_t>(d)) * 1099511628211ull;
+  const std::string save_id = std::to_string(combined);
+  meta[kId] = save_id;
   const std::string manifest = (std::filesystem::path(dir) / kManifest).string();
   agree(world, attempt([&] {
           if (rank != 0) return;

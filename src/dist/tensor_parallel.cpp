@@ -310,9 +310,11 @@ Tensor ParallelMultiheadAttention::forward(const Tensor& x) {
   const int64_t head = embed_dim / num_heads;
   const std::vector<Tensor> qkv_heads =
       unbind(projected.view({b, t, 3, heads, head}).permute({2, 0, 3, 1, 4}));
-  const Tensor y = scaled_dot_product_attention(
-      qkv_heads[0], qkv_heads[1], qkv_heads[2],
-      {.causal = options.causal, .dropout_p = is_training() ? options.dropout : 0.0});
+  const Tensor y = scaled_dot_product_attention(qkv_heads[0], qkv_heads[1], qkv_heads[2],
+                                                {.causal = options.causal,
+                                                 .dropout_p = is_training() ? options.dropout : 0.0,
+                                                 .dropout_heads = num_heads,
+                                                 .dropout_head_offset = group->rank() * heads});
   return out_proj->forward(y.transpose(1, 2).reshape({b, t, heads * head}));
 }
 

@@ -39,13 +39,16 @@ void check_same_config(const char* what, const nn::models::GPTConfig& w,
 
 ParallelTransformerBlock::ParallelTransformerBlock(int64_t embed_dim, int64_t num_heads, bool bias,
                                                    std::shared_ptr<ProcessGroup> group,
-                                                   bool sequence_parallel)
-    : group(std::move(group)), sequence_parallel(sequence_parallel) {
+                                                   bool sequence_parallel, double dropout)
+    : group(std::move(group)), sequence_parallel(sequence_parallel), dropout(dropout) {
+  SINTER_CHECK(dropout >= 0.0 && dropout < 1.0, "ParallelTransformerBlock: dropout ", dropout,
+               " is not in [0, 1)");
   ln1 = register_module("ln1", nn::LayerNorm({embed_dim}));
   attn = register_module(
       "attn", std::make_shared<ParallelMultiheadAttention>(
                   embed_dim, num_heads, this->group,
-                  nn::MultiheadAttentionOptions{.bias = bias, .causal = true}, sequence_parallel));
+                  nn::MultiheadAttentionOptions{.bias = bias, .dropout = dropout, .causal = true},
+                  sequence_parallel));
   ln2 = register_module("ln2", nn::LayerNorm({embed_dim}));
   fc = register_module(
       "fc", std::make_shared<ColumnParallelLinear>(
@@ -58,9 +61,14 @@ ParallelTransformerBlock::ParallelTransformerBlock(int64_t embed_dim, int64_t nu
 }
 
 Tensor ParallelTransformerBlock::forward(const Tensor& x) {
-  const Tensor h = x + attn->forward(norm(*ln1, x, group, sequence_parallel));
+  // The residual branches' dropout as TransformerBlock's, in its order (Note [tensor parallel
+  // dropout]).
+  const auto drop = [&](const Tensor& t) {
+    return detail::region_dropout(t, dropout, is_training(), sequence_parallel, *group);
+  };
+  const Tensor h = x + drop(attn->forward(norm(*ln1, x, group, sequence_parallel)));
   const Tensor hidden = fc->forward(norm(*ln2, h, group, sequence_parallel));
-  return h + proj->forward(gelu(hidden, Activation::GeluTanh));
+  return h + drop(proj->forward(gelu(hidden, Activation::GeluTanh)));
 }
 
 void ParallelTransformerBlock::load_full(const nn::TransformerBlock& whole) {
@@ -88,16 +96,16 @@ ParallelGPT::ParallelGPT(const nn::models::GPTConfig& c, std::shared_ptr<Process
   SINTER_CHECK(c.n_head % ranks == 0 && c.vocab_size % ranks == 0, "ParallelGPT: n_head ", c.n_head,
                " and vocab_size ", c.vocab_size, " must be divisible by the group's ", ranks,
                " ranks");
-  SINTER_CHECK(c.dropout == 0.0, "ParallelGPT: dropout ", c.dropout,
-               " needs random streams kept per rank and per group, not built yet; use 0");
+  SINTER_CHECK(c.dropout >= 0.0 && c.dropout < 1.0, "ParallelGPT: dropout ", c.dropout,
+               " is not in [0, 1)");
   SINTER_CHECK(!c.checkpoint_blocks, "ParallelGPT: checkpoint_blocks is not supported yet");
   wte = register_module("wte", std::make_shared<VocabParallelEmbedding>(
                                    c.vocab_size, c.n_embd, this->group, sequence_parallel));
   wpe = register_module("wpe", nn::Embedding(c.context_length, c.n_embd));
   blocks = register_module("blocks", nn::ModuleList());
   for (int64_t i = 0; i < c.n_layer; ++i) {
-    blocks->push_back(std::make_shared<ParallelTransformerBlock>(c.n_embd, c.n_head, c.bias,
-                                                                 this->group, sequence_parallel));
+    blocks->push_back(std::make_shared<ParallelTransformerBlock>(
+        c.n_embd, c.n_head, c.bias, this->group, sequence_parallel, c.dropout));
   }
   ln_f = register_module("ln_f", nn::LayerNorm({c.n_embd}));
   if (!c.tie_weights) {
@@ -155,6 +163,7 @@ Tensor ParallelGPT::forward(const Tensor& idx) {
   } else {
     x = wte->forward(idx) + wpe->forward(pos);
   }
+  x = detail::region_dropout(x, config.dropout, is_training(), sequence_parallel, *group);
   for (const std::shared_ptr<nn::Module>& block : *blocks) x = (*block)(x);
   x = norm(*ln_f, x, group, sequence_parallel);
   if (lm_head) return lm_head->forward(x);

@@ -35,4 +35,14 @@ Tensor language_model_loss(const char* model, const Tensor& logits, const Tensor
                            const Tensor& targets, const std::shared_ptr<ProcessGroup>& group,
                            const CrossEntropyOptions& options);
 
+// dropout between the tensor-parallel regions (Note [tensor parallel dropout]): x whole on every
+// rank (the same mask everywhere), or under sequence parallelism this rank's slice of the
+// sequence (dim 1), which takes its part of the whole sequence's mask.
+inline Tensor region_dropout(const Tensor& x, double p, bool training, bool sequence_parallel,
+                             const ProcessGroup& group) {
+  if (!sequence_parallel) return dropout(x, p, training);
+  const int64_t t = x.size(1);
+  return dropout_block(x, p, training, 1, group.rank() * t, t * group.size());
+}
+
 }  // namespace sinter::dist::tp::detail

@@ -35,6 +35,9 @@ struct AttentionArgs {
   uint32_t threshold = 0;   // keep iff (philox w0 >> 8) >= threshold; 0 keeps every weight
   double keep_scale = 1.0;  // 1 / (1 - dropout_p)
   uint64_t seed = 0, offset = 0;
+  // The heads' place in a larger attention's dropout mask (Note [dropout blocks]), in units of
+  // (flattened batch-head) heads; identity by default.
+  DropoutBlock drop_heads = {};
 };
 
 inline DType attention_lse_dtype(DType dtype) {
@@ -44,7 +47,7 @@ inline DType attention_lse_dtype(DType dtype) {
 // Whether query i keeps its weight on key j (the dropout mask of Note [fused attention]).
 SINTER_HD inline bool attention_keep(const AttentionArgs& a, int64_t h, int64_t i, int64_t j) {
   if (a.threshold == 0) return true;
-  const uint64_t e = static_cast<uint64_t>((h * a.tq + i) * a.tk + j);
+  const uint64_t e = (a.drop_heads.index(h) * a.tq + i) * a.tk + j;
   return (philox_element(a.seed, a.offset, e).w[0] >> 8) >= a.threshold;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kern/ctx.h"
+#include "kern/philox.h"
 
 namespace sinter::kern {
 

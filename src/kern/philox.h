@@ -100,4 +100,19 @@ SINTER_HD inline int64_t randint_i64(const PhiloxBlock& r, int64_t lo, int64_t h
   return static_cast<int64_t>(static_cast<uint64_t>(lo) + philox_join(r.w[0], r.w[1]) % range);
 }
 
+// Note [dropout blocks]
+// A dropout whose tensor is a block of a larger one (tensor or sequence parallelism: this rank's
+// heads, or its slice of the sequence) draws that larger tensor's mask: element i of the block
+// (flat) takes the counter of its element in the whole, (i / block) * whole + start + i % block,
+// where along the split dim (flattened with everything inside it) the block holds `block`
+// elements, the whole `whole`, and the block starts at `start`. block == 0 is the identity: the
+// tensor is the whole.
+struct DropoutBlock {
+  int64_t block = 0, whole = 0, start = 0;
+  SINTER_HD uint64_t index(int64_t i) const {
+    if (block == 0) return static_cast<uint64_t>(i);
+    return static_cast<uint64_t>((i / block) * whole + start + i % block);
+  }
+};
+
 }  // namespace sinter::kern

@@ -95,7 +95,13 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double
   }
   if (o.dropout_p > 0.0) {
     Generator& g = o.generator ? *o.generator : default_generator();
-    const GeneratorState st = g.reserve(static_cast<uint64_t>(bh * tq * tk));
+    int64_t whole = bh;  // the (flattened) heads of the whole attention's mask
+    if (o.dropout_heads > 0) {
+      const int64_t hq = q.size(-3);
+      a.drop_heads = {hq, o.dropout_heads, o.dropout_head_offset};
+      whole = bh / hq * o.dropout_heads;
+    }
+    const GeneratorState st = g.reserve(static_cast<uint64_t>(whole * tq * tk));
     // Note [dropout mask], as the dropout op draws it.
     a.threshold = static_cast<uint32_t>(std::ceil(o.dropout_p * 0x1p24));
     a.keep_scale = 1.0 / (1.0 - o.dropout_p);
@@ -186,7 +192,12 @@ Tensor composed_attention(const Tensor& q, const Tensor& k0, const Tensor& v0, d
     }
     weights = softmax(scores, -1);
   }
-  if (o.dropout_p > 0.0) weights = dropout(weights, o.dropout_p, true, o.generator);
+  if (o.dropout_p > 0.0) {
+    weights = o.dropout_heads > 0
+                  ? dropout_block(weights, o.dropout_p, true, -3, o.dropout_head_offset,
+                                  o.dropout_heads, o.generator)
+                  : dropout(weights, o.dropout_p, true, o.generator);
+  }
   return matmul(weights, v);
 }
 
@@ -243,6 +254,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   check_operands(q, k, v, o.enable_gqa);
   SINTER_CHECK(o.dropout_p >= 0.0 && o.dropout_p < 1.0, kOp, ": dropout_p must be in [0, 1), got ",
                o.dropout_p);
+  SINTER_CHECK(o.dropout_heads == 0 || (q.dim() >= 3 && o.dropout_head_offset >= 0 &&
+                                        o.dropout_head_offset + q.size(-3) <= o.dropout_heads),
+               kOp, ": q's heads [", o.dropout_head_offset, ", ",
+               o.dropout_head_offset + (q.dim() >= 3 ? q.size(-3) : 0),
+               ") do not fit dropout_heads ", o.dropout_heads);
   const int64_t d = q.size(-1);
   SINTER_CHECK(d > 0 || o.scale, kOp, ": head size 0 needs an explicit scale");
   const double scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(d)));

@@ -10,6 +10,7 @@
 #include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
+#include "internal/ops_impl.h"
 #include "internal/profile_op.h"
 #include "internal/tensor_impl.h"
 #include "sinter/ops.h"
@@ -346,15 +347,15 @@ Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& 
   return channel_affine(y.reshape(x.shape()), weight, bias);
 }
 
-Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
-  SINTER_PROFILE_OP("dropout", x);
-  const char* op = "dropout";
-  check_input(op, x);
-  SINTER_CHECK(p >= 0 && p <= 1, op, ": probability must be in [0, 1], got ", p);
-  if (!training || p == 0) return x;
+namespace {
+
+// dropout of x as `block` of a tensor of `whole` elements (Note [dropout blocks]): the generator
+// advances by the whole's count.
+Tensor dropout_of_block(const char* op, const Tensor& x, double p, Generator* gen, int64_t whole,
+                        const kern::DropoutBlock& block) {
   Generator& g = gen ? *gen : default_generator();
   const int64_t numel = x.numel();
-  const GeneratorState st = g.reserve(static_cast<uint64_t>(numel));
+  const GeneratorState st = g.reserve(static_cast<uint64_t>(whole));
   // Keep iff (w0 >> 8) >= ceil(p 2^24) (Note [dropout mask]); p == 1 gives 2^24, which drops all.
   const auto threshold = static_cast<uint32_t>(std::ceil(p * 0x1p24));
   const double scale = p == 1 ? 0.0 : 1.0 / (1.0 - p);
@@ -362,20 +363,52 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   if (numel > 0) {
     SINTER_DISPATCH(x.device(), dropout_apply, xc.data_ptr(), x.dtype(), numel, st.seed, st.offset,
-                    threshold, scale, y.data_ptr());
+                    threshold, scale, block, y.data_ptr());
   }
   if (needs_grad({&x})) {
-    record(op, {&y}, {x}, [st, threshold, scale, numel](const Grads& gr) {
+    record(op, {&y}, {x}, [st, threshold, scale, numel, block](const Grads& gr) {
       Tensor gc = gr[0].contiguous();
       Tensor dx = empty(gc.shape(), {.dtype = gc.dtype(), .device = gc.device()});
       if (numel > 0) {
         SINTER_DISPATCH(gc.device(), dropout_apply, gc.data_ptr(), gc.dtype(), numel, st.seed,
-                        st.offset, threshold, scale, dx.data_ptr());
+                        st.offset, threshold, scale, block, dx.data_ptr());
       }
       return Grads{dx};
     });
   }
   return y;
+}
+
+}  // namespace
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  SINTER_PROFILE_OP("dropout", x);
+  const char* op = "dropout";
+  check_input(op, x);
+  SINTER_CHECK(p >= 0 && p <= 1, op, ": probability must be in [0, 1], got ", p);
+  if (!training || p == 0) return x;
+  return dropout_of_block(op, x, p, gen, x.numel(), kern::DropoutBlock{});
+}
+
+Tensor dropout_block(const Tensor& x, double p, bool training, int64_t dim, int64_t offset,
+                     int64_t whole, Generator* gen) {
+  SINTER_PROFILE_OP("dropout_block", x);
+  const char* op = "dropout_block";
+  check_input(op, x);
+  SINTER_CHECK(p >= 0 && p <= 1, op, ": probability must be in [0, 1], got ", p);
+  SINTER_CHECK(x.dim() > 0, op, ": x must have a dim to split, got a scalar");
+  const int64_t d = wrap_dim(op, dim, x.dim());
+  SINTER_CHECK(offset >= 0 && whole >= 0 && offset + x.size(d) <= whole, op, ": the block [",
+               offset, ", ", offset + x.size(d), ") of dim ", d, " does not fit a whole of ",
+               whole);
+  if (!training || p == 0) return x;
+  int64_t inner = 1, others = 1;
+  for (int64_t k = 0; k < x.dim(); ++k) {
+    if (k > d) inner *= x.size(k);
+    if (k != d) others *= x.size(k);
+  }
+  const kern::DropoutBlock block{x.size(d) * inner, whole * inner, offset * inner};
+  return dropout_of_block(op, x, p, gen, others * whole, block);
 }
 
 }  // namespace sinter

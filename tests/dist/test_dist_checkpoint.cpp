@@ -244,7 +244,8 @@ TEST(DistCheckpoint, AParallelLlamaSavesUnderLlamasNames) {
 }
 
 // A save that fails on one rank (a spec given twice there) is an error on every rank, none left
-// waiting; pieces nested in others' load; a rank file from another save is refused.
+// waiting; pieces nested in others' load; a rank file from another save (of other contents) is
+// refused.
 TEST(DistCheckpoint, SavesFailTogetherAndFilesOfAnotherSaveAreRefused) {
   const int r = world().rank(), n = world().size();
   const std::string dir = checkpoint_dir("together");
@@ -262,9 +263,12 @@ TEST(DistCheckpoint, SavesFailTogetherAndFilesOfAnotherSaveAreRefused) {
   Tensor got = zeros({2});
   dist::load_distributed(dir, {ShardSpec{"x", {8}, got, {dist::Run{0, 4, 2}}}});
   EXPECT_EQ(got.sum().item<float>(), 2.0f);
-  // A rank file of another save beside this save's manifest.
+  // A rank file of another save (other values) beside this save's manifest.
   const std::string other = checkpoint_dir("together_other");
-  dist::save_distributed(other, specs, world());
+  Tensor twice = mine * 2.0;
+  std::vector<ShardSpec> other_specs = specs;
+  other_specs[0].local = twice;
+  dist::save_distributed(other, other_specs, world());
   world().barrier();
   if (r == 0) {
     std::filesystem::copy_file(
