@@ -444,9 +444,9 @@ TEST(Autograd, InferenceTensorsCannotEnterAutogradOutsideTheMode) {
 namespace sinter::testing {
 namespace {
 
-// Per Note [accumulation first], a leaf's gradient is accumulated (and its post-accumulate hooks run)
-// as soon as it is whole, before the other ready nodes, whether or not a graph from before keeps
-// the leaf's accumulation node (and its old creation number) alive.
+// Per Note [accumulation first], a leaf's gradient is accumulated (and its post-accumulate hooks
+// run) as soon as it is whole, before the other ready nodes, whether or not a graph from before
+// keeps the leaf's accumulation node (and its old creation number) alive.
 TEST(Autograd, AccumulationRunsFirstWhateverGraphsAreKept) {
   Tensor x = full({3}, 2.0), w1 = full({3}, 3.0).requires_grad_(),
          w2 = full({3}, 4.0).requires_grad_();
