@@ -321,6 +321,31 @@ TEST(TensorParallel, ParallelGptWithDropoutTrainsAsTheWholeGpt) {
   }
 }
 
+// Memory under tp N (printed): every split layer's weights on a rank are 1/N of the whole layer's
+// (the qkv, fc, proj and out_proj weights, the vocabulary's rows), and what stays whole (the layer
+// norms, the position embedding) is the rest.
+TEST(TensorParallel, EachRankHoldsItsShareOfTheSplitWeights) {
+  const int n = world().size();
+  const nn::models::GPTConfig config{
+      .vocab_size = 8 * n, .context_length = 8, .n_layer = 2, .n_head = 2 * n, .n_embd = 8 * n};
+  nn::models::GPT whole(config);
+  dist::tp::ParallelGPT split(config, world_ptr());
+  const dist::tp::SplitParameters parts = dist::tp::split_parameters(split);
+  auto bytes = [](const std::vector<Tensor>& ts) {
+    int64_t b = 0;
+    for (const Tensor& t : ts) b += t.numel() * static_cast<int64_t>(element_size(t.dtype()));
+    return b;
+  };
+  const int64_t split_bytes = bytes(parts.shards), whole_bytes = bytes(parts.whole);
+  const int64_t all = bytes(whole.parameters());
+  EXPECT_EQ(split_bytes * n + whole_bytes, all);
+  if (world().rank() == 0) {
+    std::printf("tp %d: a rank holds %lld bytes of split weights (1/%d of %lld) and %lld whole\n",
+                n, static_cast<long long>(split_bytes), n,
+                static_cast<long long>(all - whole_bytes), static_cast<long long>(whole_bytes));
+  }
+}
+
 // Per Note [tensor parallel llama], 20 AdamW steps of a small Llama (grouped-query attention, two
 // query heads per K/V head) split over the ranks give the one-process losses within 1e-10 (f64),
 // untied, and tied with sequence parallelism; the shards are the whole parameters' parts after,
