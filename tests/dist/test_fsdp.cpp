@@ -4,7 +4,7 @@
 // norms and the parameters after; with the blocks as units or the model as one, checkpointed
 // blocks, parameters kept from forward to backward, no prefetch. The memory each rank holds between
 // steps; what overlaps what; gradient accumulation; mixed precision; state dicts; composition with
-// tensor parallelism on a mesh; the errors.
+// tensor parallelism on a mesh; the errors (more in test_fsdp_edges.cpp).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,17 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "dist_test_util.h"
-#include "sinter/cuda.h"
-#include "sinter/device_mesh.h"
-#include "sinter/dist_checkpoint.h"
-#include "sinter/fsdp.h"
-#include "sinter/io.h"
-#include "sinter/optim/adam.h"
-#include "sinter/optim/clip.h"
-#include "sinter/optim/sgd.h"
-#include "sinter/tensor_parallel.h"
-#include "test_util.h"
+#include "fsdp_test_util.h"
 
 namespace sinter::dist {
 // Defined in src/dist/fsdp.cpp (the friend of FullyShardedDataParallel).
@@ -33,97 +23,6 @@ std::vector<std::string> fsdp_debug_events(const FullyShardedDataParallel& fsdp)
 
 namespace sinter::testing {
 namespace {
-
-constexpr DType kF64 = DType::f64;
-
-nn::models::GPTConfig small_gpt(bool tied, bool checkpoint) {
-  return {.vocab_size = 11,
-          .context_length = 6,
-          .n_layer = 3,
-          .n_head = 2,
-          .n_embd = 6,
-          .tie_weights = tied,
-          .checkpoint_blocks = checkpoint};
-}
-
-// A GPT in f64 drawn from `seed`, and a copy of one with tensors of its own (to shard).
-nn::models::GPT f64_gpt(const nn::models::GPTConfig& config, uint64_t seed) {
-  manual_seed(seed);
-  nn::models::GPT gpt(config);
-  gpt.to(kF64);
-  return gpt;
-}
-
-std::shared_ptr<nn::models::GPT> copy_of(const nn::models::GPT& whole) {
-  auto model = std::make_shared<nn::models::GPT>(whole.config);
-  model->to(kF64);
-  model->load_state_dict(whole.state_dict());
-  return model;
-}
-
-// `steps` AdamW steps (weight decay, and clipping at 0.5 when `clip`) of `whole` on batches of
-// 2 N sequences and of the sharded model on this rank's two of them: the mean of the ranks' losses
-// is the whole batch's loss (each rank has as many tokens), and the gradients FSDP averages are
-// the whole batch's. Checks the losses and the clipped norms within 1e-10.
-void train_alike(nn::Module& whole, nn::Module& model, dist::FullyShardedDataParallel& fsdp,
-                 int64_t vocab, int64_t t, int steps, bool clip, uint64_t seed) {
-  const int n = world().size(), r = world().rank();
-  const optim::AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1};
-  optim::AdamW whole_opt(whole.parameters(), options), opt(fsdp.parameters(), options);
-  Generator gen(seed);
-  for (int step = 0; step < steps; ++step) {
-    const Tensor ids = randint(0, vocab, {2 * n, t}, {.dtype = DType::i64}, &gen);
-    const Tensor targets = randint(0, vocab, {2 * n, t}, {.dtype = DType::i64}, &gen);
-    whole_opt.zero_grad();
-    const Tensor want =
-        cross_entropy(whole.forward(ids).reshape({-1, vocab}), targets.reshape({-1}));
-    want.backward();
-    const double want_norm = clip ? optim::clip_grad_norm_(whole.parameters(), 0.5) : 0.0;
-    whole_opt.step();
-    opt.zero_grad();
-    Tensor got = fsdp.call([&] {
-      return cross_entropy(model.forward(ids.narrow(0, 2 * r, 2)).reshape({-1, vocab}),
-                           targets.narrow(0, 2 * r, 2).reshape({-1}));
-    });
-    got.backward();
-    const double got_norm = clip ? fsdp.clip_grad_norm_(0.5) : 0.0;
-    opt.step();
-    got = got.detach().clone();
-    world().all_reduce(got, dist::ReduceOp::Average);
-    EXPECT_NEAR(got_norm, want_norm, 1e-10 * want_norm) << "step " << step;
-    EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-10 * std::abs(want.item<double>()))
-        << "step " << step;
-  }
-}
-
-// Every entry of the sharded model's gathered state dict equals the whole model's.
-void expect_same_state(const dist::FullyShardedDataParallel& fsdp, const nn::Module& whole) {
-  const StateDict got = fsdp.state_dict(), want = whole.state_dict();
-  ASSERT_EQ(got.size(), want.size());
-  for (const auto& [name, t] : want) {
-    ASSERT_TRUE(got.count(name)) << name;
-    EXPECT_TRUE(all_close(got.at(name), t, 1e-10, 1e-12)) << name;
-  }
-}
-
-// Each shard's gradient is its part (elements [rank chunk, ...) of the flattened whole) of the
-// gradient of the same parameter of `whole`, by named_parameters() order.
-void expect_shard_grads(const dist::FullyShardedDataParallel& fsdp, const nn::Module& whole,
-                        double atol, double rtol) {
-  const int r = world().rank();
-  const auto shards = fsdp.named_parameters();
-  const auto want = whole.named_parameters();
-  ASSERT_EQ(shards.size(), want.size());
-  for (size_t k = 0; k < want.size(); ++k) {
-    EXPECT_EQ(shards[k].first, want[k].first);
-    const Tensor g = want[k].second.grad().reshape({-1});
-    const int64_t chunk = shards[k].second.numel();
-    const int64_t begin = std::min(g.numel(), r * chunk), end = std::min(g.numel(), begin + chunk);
-    EXPECT_TRUE(all_close(shards[k].second.grad().narrow(0, 0, end - begin),
-                          g.narrow(0, begin, end - begin), atol, rtol))
-        << want[k].first;
-  }
-}
 
 struct Variant {
   const char* what;
@@ -489,32 +388,27 @@ TEST(Fsdp, MisusesAreErrors) {
   EXPECT_TRUE(fsdp.forward(ids).defined());
 }
 
-// fsdp x tp on a mesh (Note [device mesh]): a GPT split by tensor parallelism over "tp" (with
-// sequence parallelism), its shards sharded again by FSDP over "fsdp", trains as the whole GPT
-// on the whole batch (f64, 1e-10), each fsdp rank on its slice.
-TEST(Fsdp, ComposesWithTensorParallelismOnAMesh) {
-  const int n = world().size();
-  if (n % 2 != 0) GTEST_SKIP() << "an fsdp x tp mesh needs an even world size";
-  const dist::DeviceMesh mesh(world_ptr(), {{"fsdp", n / 2}, {"tp", 2}});
+// 20 AdamW steps of `whole` on batches of 2 F sequences (F: the mesh's fsdp size) and of `split`
+// (its copy split over the mesh's tp group) sharded over the fsdp group by blocks, each fsdp rank
+// on its 2 sequences: the losses within 1e-10 (f64), and the parameters after, gathered from the
+// shards and joined by to_full into a whole model, the whole model's.
+template <class Whole, class Split>
+void train_on_mesh(Whole& whole, const std::shared_ptr<Split>& split,
+                   const std::vector<std::shared_ptr<nn::Module>>& units,
+                   const dist::DeviceMesh& mesh) {
   const int f = mesh.size("fsdp"), fr = mesh.coordinate("fsdp");
-  const nn::models::GPTConfig config{
-      .vocab_size = 12, .context_length = 8, .n_layer = 2, .n_head = 4, .n_embd = 8};
-  nn::models::GPT whole = f64_gpt(config, 19);
-  auto split = std::make_shared<dist::tp::ParallelGPT>(config, mesh.group_ptr("tp"),
-                                                       /*sequence_parallel=*/true);
-  split->to(kF64);
+  const int64_t vocab = whole.config.vocab_size, t = whole.config.context_length;
   split->load_full(whole);
-  dist::FullyShardedDataParallel fsdp(split, mesh.group_ptr("fsdp"),
-                                      {.units = split->blocks->children()});
+  dist::FullyShardedDataParallel fsdp(split, mesh.group_ptr("fsdp"), {.units = units});
   const optim::AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1};
   optim::AdamW whole_opt(whole.parameters(), options), opt(fsdp.parameters(), options);
   Generator gen(20);
   for (int step = 0; step < 20; ++step) {
-    const Tensor ids = randint(0, config.vocab_size, {2 * f, 8}, {.dtype = DType::i64}, &gen);
-    const Tensor targets = randint(0, config.vocab_size, {2 * f, 8}, {.dtype = DType::i64}, &gen);
+    const Tensor ids = randint(0, vocab, {2 * f, t}, {.dtype = DType::i64}, &gen);
+    const Tensor targets = randint(0, vocab, {2 * f, t}, {.dtype = DType::i64}, &gen);
     whole_opt.zero_grad();
     const Tensor want =
-        cross_entropy(whole.forward(ids).reshape({-1, config.vocab_size}), targets.reshape({-1}));
+        cross_entropy(whole.forward(ids).reshape({-1, vocab}), targets.reshape({-1}));
     want.backward();
     whole_opt.step();
     opt.zero_grad();
@@ -527,254 +421,44 @@ TEST(Fsdp, ComposesWithTensorParallelismOnAMesh) {
     EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-10 * std::abs(want.item<double>()))
         << "step " << step;
   }
+  Split gathered(split->config, mesh.group_ptr("tp"), split->sequence_parallel);
+  gathered.to(kF64);
+  gathered.load_state_dict(fsdp.state_dict());
+  Whole joined(whole.config);
+  joined.to(kF64);
+  gathered.to_full(joined);
+  const StateDict got = joined.state_dict(), want = whole.state_dict();
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, t] : want) EXPECT_TRUE(all_close(got.at(name), t, 1e-10, 1e-12)) << name;
 }
 
-// A graph kept alive from the step before (a logged loss) on one rank only changes the order in
-// which the engine runs gradient nodes there; the reduce-scatters keep their fixed order (Note
-// [fully sharded data parallel]), so training goes on as the whole model's.
-TEST(Fsdp, AGraphKeptOnOneRankDoesNotReorderTheCollectives) {
-  const int n = world().size(), r = world().rank();
-  const nn::models::GPTConfig config = small_gpt(true, false);
-  nn::models::GPT whole = f64_gpt(config, 21);
-  auto model = copy_of(whole);
-  dist::FullyShardedDataParallel fsdp(model, world_ptr(), {.units = model->blocks->children()});
-  optim::SGD whole_opt(whole.parameters(), {.lr = 0.1}), opt(fsdp.parameters(), {.lr = 0.1});
-  Generator gen(22);
-  Tensor kept;
-  for (int step = 0; step < 4; ++step) {
-    const Tensor ids = randint(0, config.vocab_size, {2 * n, 6}, {.dtype = DType::i64}, &gen);
-    auto loss = [&](nn::Module& m, const Tensor& x) {
-      return cross_entropy(m.forward(x).reshape({-1, config.vocab_size}), x.reshape({-1}));
-    };
-    whole_opt.zero_grad();
-    const Tensor want = loss(whole, ids);
-    want.backward();
-    whole_opt.step();
-    opt.zero_grad();
-    Tensor got = fsdp.call([&] { return loss(*model, ids.narrow(0, 2 * r, 2)); });
-    got.backward(Tensor(), /*retain_graph=*/true);
-    if (r == 0) kept = got;  // its gradient nodes outlive the step on rank 0 only
-    opt.step();
-    got = got.detach().clone();
-    world().all_reduce(got, dist::ReduceOp::Average);
-    EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-10 * want.item<double>());
+// fsdp x tp on a mesh (Note [device mesh]): a GPT and a Llama split by tensor parallelism over
+// "tp" (with sequence parallelism), their shards sharded again by FSDP over "fsdp", train as the
+// whole models on the whole batch, each fsdp rank on its slice.
+TEST(Fsdp, ComposesWithTensorParallelismOnAMesh) {
+  const int n = world().size();
+  if (n % 2 != 0) GTEST_SKIP() << "an fsdp x tp mesh needs an even world size";
+  const dist::DeviceMesh mesh(world_ptr(), {{"fsdp", n / 2}, {"tp", 2}});
+  {
+    SCOPED_TRACE("GPT");
+    const nn::models::GPTConfig config = mesh_gpt();
+    nn::models::GPT whole = f64_gpt(config, 19);
+    auto split = std::make_shared<dist::tp::ParallelGPT>(config, mesh.group_ptr("tp"),
+                                                         /*sequence_parallel=*/true);
+    split->to(kF64);
+    train_on_mesh(whole, split, split->blocks->children(), mesh);
   }
-}
-
-// A model whose own parameters all sit in units (the root holds none) works.
-TEST(Fsdp, ARootWithoutParametersOfItsOwn) {
-  const int r = world().rank();
-  auto a = std::make_shared<nn::Linear>(4, 4);
-  auto b = std::make_shared<nn::Linear>(4, 2);
-  auto model = std::make_shared<nn::Sequential>();
-  model->push_back(a);
-  model->push_back(b);
-  model->to(kF64);
-  nn::Sequential whole(nn::Linear(4, 4), nn::Linear(4, 2));
-  whole.to(kF64);
-  whole.load_state_dict(model->state_dict());
-  dist::FullyShardedDataParallel fsdp(model, world_ptr(), {.units = {a, b}});
-  Tensor all = randn({2 * world().size(), 4}, {.dtype = kF64});
-  world().broadcast(all);
-  whole.forward(all).pow(2.0).mean().backward();
-  fsdp.call([&] { return model->forward(all.narrow(0, 2 * r, 2)).pow(2.0).mean(); }).backward();
-  expect_shard_grads(fsdp, whole, 1e-12, 1e-12);
-}
-
-// A backward that throws midway (here: a hook on block 0's output, once) drops the whole
-// gradients it made: the step run again gives the whole model's gradients, nothing added.
-TEST(Fsdp, AFailedBackwardLeavesNothingForTheNextStep) {
-  const int n = world().size(), r = world().rank();
-  const nn::models::GPTConfig config = small_gpt(false, false);
-  nn::models::GPT whole = f64_gpt(config, 23);
-  auto model = copy_of(whole);
-  dist::FullyShardedDataParallel fsdp(model, world_ptr(), {.units = model->blocks->children()});
-  bool fail = true;
-  model->blocks->children()[0]->register_forward_hook([&](nn::Module&, const Tensor& out) {
-    if (fail) out.register_hook([](const Tensor&) -> Tensor { throw Error("a failing hook"); });
-    return out;
-  });
-  Tensor ids = randint(0, config.vocab_size, {2 * n, 6}, {.dtype = DType::i64});
-  world().broadcast(ids);
-  auto loss = [&](nn::Module& m, const Tensor& x) {
-    return cross_entropy(m.forward(x).reshape({-1, config.vocab_size}), x.reshape({-1}));
-  };
-  expect_error([&] { fsdp.call([&] { return loss(*model, ids.narrow(0, 2 * r, 2)); }).backward(); },
-               {"a failing hook"});
-  fail = false;
-  for (const Tensor& s : fsdp.parameters()) s.set_grad(Tensor());
-  fsdp.call([&] { return loss(*model, ids.narrow(0, 2 * r, 2)); }).backward();
-  loss(whole, ids).backward();
-  EXPECT_EQ(fsdp.memory().whole_grads, 0);
-  expect_shard_grads(fsdp, whole, 1e-10, 1e-12);
-}
-
-// Frozen parameters (each block's first norm, as in fine-tuning): the blocks are still freed
-// during backward (each once the block before it starts its own), and training equals the whole
-// model's with the same parameters frozen.
-TEST(Fsdp, UnitsWithFrozenParametersAreFreedDuringBackward) {
-  const nn::models::GPTConfig config = small_gpt(true, false);
-  nn::models::GPT whole = f64_gpt(config, 24);
-  auto model = copy_of(whole);
-  for (nn::models::GPT* m : {&whole, model.get()}) {
-    for (const std::shared_ptr<nn::Module>& b : m->blocks->children()) {
-      static_cast<nn::TransformerBlock&>(*b).ln1->weight.requires_grad_(false);
-    }
+  {
+    SCOPED_TRACE("Llama");
+    const nn::models::LlamaConfig config = mesh_llama();
+    manual_seed(22);
+    nn::models::Llama whole(config);
+    whole.to(kF64);
+    auto split = std::make_shared<dist::tp::ParallelLlama>(config, mesh.group_ptr("tp"),
+                                                           /*sequence_parallel=*/true);
+    split->to(kF64);
+    train_on_mesh(whole, split, split->layers->children(), mesh);
   }
-  dist::FullyShardedDataParallel fsdp(model, world_ptr(), {.units = model->blocks->children()});
-  int64_t at_block0 = -1;
-  model->blocks->children()[0]->register_forward_hook([&](nn::Module&, const Tensor& out) {
-    out.register_hook([&](const Tensor&) {
-      at_block0 = fsdp.memory().whole_params;
-      return Tensor();
-    });
-    return out;
-  });
-  train_alike(whole, *model, fsdp, config.vocab_size, config.context_length, 3, false, 25);
-  // At block 0's backward: the root and block 0 whole (2 of 3 blocks freed).
-  EXPECT_GT(at_block0, 0);
-  EXPECT_LT(at_block0, fsdp.memory().whole_total * 3 / 4);
-}
-
-// Misuses that must not corrupt anything: wrapping a model with nothing to train fails and
-// leaves it usable; backward through a forward whose blocks an optimizer step changed since is an
-// error, as for any saved tensor changed in place. (The root unit stays whole from forward to
-// backward: its backward uses the values its forward did.)
-TEST(Fsdp, AFailedWrapAndAStaleGraphAreErrors) {
-  auto frozen = std::make_shared<nn::Linear>(3, 2);
-  frozen->weight.requires_grad_(false);
-  frozen->bias.requires_grad_(false);
-  expect_error([&] { dist::FullyShardedDataParallel f(frozen, world_ptr()); },
-               {"FullyShardedDataParallel", "no parameter that requires grad"});
-  EXPECT_EQ(frozen->forward(ones({1, 3})).numel(), 2);  // still has its memory
-  // The blocks are gathered again for backward, from the stepped shards.
-  auto model = std::make_shared<nn::models::GPT>(small_gpt(true, false));
-  dist::FullyShardedDataParallel fsdp(model, world_ptr(), {.units = model->blocks->children()});
-  optim::SGD opt(fsdp.parameters(), {.lr = 0.1});
-  const Tensor ids = zeros({1, 6}, {.dtype = DType::i64});
-  fsdp.call([&] { return model->forward(ids).sum(); }).backward();
-  const Tensor stale = fsdp.call([&] { return model->forward(ids).sum(); });
-  opt.step();
-  expect_error([&] { stale.backward(); }, {"modified by an in-place operation"});
-}
-
-// no_sync with a unit the synchronized backward does not reach: its gradients from the no_sync
-// backward are still reduce-scattered into its shards (none left behind on the parameters). In
-// bf16 the gradients add up in f32: the shards' gradients are the f32 sums of the bf16 ones.
-TEST(Fsdp, NoSyncKeepsWhatTheLastBackwardDoesNotReach) {
-  const int n = world().size(), r = world().rank();
-  for (const bool bf16 : {false, true}) {
-    SCOPED_TRACE(bf16 ? "bf16" : "f64");
-    manual_seed(26);
-    auto a = std::make_shared<nn::Linear>(4, 4);
-    auto b = std::make_shared<nn::Linear>(4, 3);
-    auto model = std::make_shared<nn::Sequential>();
-    model->push_back(a);
-    model->push_back(b);
-    if (!bf16) model->to(kF64);
-    const DType dtype = bf16 ? DType::bf16 : kF64;
-    // The reference: a copy in the compute dtype, each micro-batch's gradients summed in f32/f64.
-    nn::Sequential whole(nn::Linear(4, 4), nn::Linear(4, 3));
-    StateDict copy = model->state_dict();
-    for (auto& [key, t] : copy) t = t.to(dtype);
-    whole.to(dtype);
-    whole.load_state_dict(copy);
-    dist::FullyShardedDataParallel fsdp(
-        model, world_ptr(),
-        {.units = {a, b}, .param_dtype = bf16 ? std::optional<DType>(DType::bf16) : std::nullopt});
-    Generator gen(27);
-    std::vector<Tensor> sums(4);
-    for (int micro = 0; micro < 3; ++micro) {
-      const Tensor x = randn({2 * n, 4}, {.dtype = dtype}, &gen);
-      const bool both = micro == 0;  // later micro-batches reach `a` only
-      auto loss = [&](nn::Module& first, nn::Module& second, const Tensor& in) {
-        const Tensor h = first(in);
-        return (both ? second(h) : h).to(DType::f32).pow(2.0).mean();
-      };
-      for (int k = 0; k < n; ++k) {  // each rank's slice alone, as each rank computes it
-        whole.zero_grad();
-        loss(*whole[0], *whole[1], x.narrow(0, 2 * k, 2)).backward();
-        const std::vector<Tensor> g = whole.parameters();
-        for (size_t i = 0; i < g.size(); ++i) {
-          if (!g[i].grad().defined()) continue;
-          const Tensor part = g[i].grad().to(bf16 ? DType::f32 : kF64) / n;
-          sums[i] = sums[i].defined() ? sums[i] + part : part;
-        }
-      }
-      auto step = [&] {
-        fsdp.call([&] { return loss(*a, *b, x.narrow(0, 2 * r, 2)); }).backward();
-      };
-      if (micro < 2) {
-        auto guard = fsdp.no_sync();
-        step();
-      } else {
-        step();
-      }
-    }
-    EXPECT_EQ(fsdp.memory().whole_grads, 0);
-    const auto shards = fsdp.named_parameters();
-    for (size_t k = 0; k < shards.size(); ++k) {
-      const Tensor want = sums[k].reshape({-1});
-      const int64_t chunk = shards[k].second.numel();
-      const int64_t begin = std::min(want.numel(), r * chunk),
-                    end = std::min(want.numel(), begin + chunk);
-      ASSERT_TRUE(shards[k].second.grad().defined()) << shards[k].first;
-      EXPECT_TRUE(all_close(shards[k].second.grad().narrow(0, 0, end - begin),
-                            want.narrow(0, begin, end - begin).to(shards[k].second.dtype()),
-                            bf16 ? 1e-6 : 1e-12, bf16 ? 1e-5 : 1e-12))
-          << shards[k].first;
-    }
-  }
-}
-
-// On the GPU (NCCL's all-gathers and reduce-scatters on the communication stream, the parameters'
-// memory swapped on the compute stream): 10 AdamW steps of the GPT under FSDP, each rank on its
-// slice, against the whole GPT on the whole batch on the same GPU (f32, 1e-4); then the shards as
-// a distributed checkpoint, read back whole on the CPU.
-TEST(CudaFsdp, GptTrainsAsTheWholeGptOnTheGpu) {
-  SINTER_REQUIRE_CUDA();
-  if (cuda::device_count() < world().local_size()) GTEST_SKIP() << "needs one GPU per rank";
-  const Device dev = Device::cuda(world().cuda_device());
-  const int n = world().size(), r = world().rank();
-  const nn::models::GPTConfig config = small_gpt(false, false);
-  manual_seed(40);
-  nn::models::GPT whole(config);
-  whole.to(dev);
-  auto model = std::make_shared<nn::models::GPT>(config);
-  model->load_state_dict(whole.state_dict());
-  model->to(dev);
-  dist::FullyShardedDataParallel fsdp(model, world_ptr(), {.units = model->blocks->children()});
-  const optim::AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1};
-  optim::AdamW whole_opt(whole.parameters(), options), opt(fsdp.parameters(), options);
-  Generator gen(41);
-  for (int step = 0; step < 10; ++step) {
-    const Tensor ids =
-        randint(0, config.vocab_size, {2 * n, 6}, {.dtype = DType::i64}, &gen).to(dev);
-    whole_opt.zero_grad();
-    const Tensor want =
-        cross_entropy(whole.forward(ids).reshape({-1, config.vocab_size}), ids.reshape({-1}));
-    want.backward();
-    whole_opt.step();
-    opt.zero_grad();
-    Tensor got = fsdp.call([&] {
-      return cross_entropy(model->forward(ids.narrow(0, 2 * r, 2)).reshape({-1, config.vocab_size}),
-                           ids.narrow(0, 2 * r, 2).reshape({-1}));
-    });
-    got.backward();
-    opt.step();
-    got = got.detach().clone();
-    world().all_reduce(got, dist::ReduceOp::Average);
-    EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-4 * want.item<double>())
-        << "step " << step;
-  }
-  const std::string dir = ::testing::TempDir() + "cuda_fsdp_" + std::to_string(n);
-  dist::save_distributed(dir, fsdp.shard_specs(), world());
-  const StateDict saved = dist::load_whole(dir, "model."), now = whole.state_dict();
-  for (const auto& [name, t] : now) {
-    EXPECT_TRUE(all_close(saved.at(name), t.cpu(), 1e-4, 1e-3)) << name;
-  }
-  world().barrier();
-  if (r == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -476,34 +476,24 @@ TEST(TensorParallel, ACheckpointOfTheWholeGptLoadsAtAnotherSize) {
   }
 }
 
-// Data and tensor parallelism composed on a dp x tp mesh (at an even world size): each dp group
-// of tp ranks trains its half of the batch with its shards, DistributedDataParallel averages the
-// gradients over the dp group, and 20 AdamW steps give the losses of the whole GPT on the whole
-// batch (the dp ranks' mean), in f64 within 1e-10.
-TEST(TensorParallel, DataAndTensorParallelGptTrainsAsTheWholeGpt) {
-  const int n = world().size();
-  if (n % 2 != 0) GTEST_SKIP() << "a dp x tp mesh needs an even world size";
-  const dist::DeviceMesh mesh(world_ptr(), {{"dp", n / 2}, {"tp", 2}});
-  const int64_t dp = mesh.size("dp"), batch = 2 * dp, t = 8;
-  const nn::models::GPTConfig config{
-      .vocab_size = 12, .context_length = t, .n_layer = 2, .n_head = 4, .n_embd = 8};
-  manual_seed(17);
-  nn::models::GPT whole(config);
-  whole.to(kF64);
-  auto split = std::make_shared<dist::tp::ParallelGPT>(config, mesh.group_ptr("tp"),
-                                                       /*sequence_parallel=*/true);
-  split->to(kF64);
+// 20 AdamW steps of `whole` on the whole batch and of `split` (its copy over the mesh's tp
+// group, sequence parallel) under DistributedDataParallel over the dp group, each dp rank on its
+// two sequences: the losses within 1e-10 (f64).
+template <class Whole, class Split>
+void train_dp_tp(Whole& whole, const std::shared_ptr<Split>& split, const dist::DeviceMesh& mesh) {
+  const int64_t batch = 2 * mesh.size("dp"), t = whole.config.context_length;
+  const int64_t vocab = whole.config.vocab_size;
   split->load_full(whole);
   dist::DistributedDataParallel ddp(split, mesh.group_ptr("dp"));
   const optim::AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1};
   optim::AdamW whole_opt(whole.parameters(), options), split_opt(split->parameters(), options);
   Generator gen(18);
   for (int step = 0; step < 20; ++step) {
-    const Tensor ids = randint(0, config.vocab_size, {batch, t}, {.dtype = DType::i64}, &gen);
-    const Tensor targets = randint(0, config.vocab_size, {batch, t}, {.dtype = DType::i64}, &gen);
+    const Tensor ids = randint(0, vocab, {batch, t}, {.dtype = DType::i64}, &gen);
+    const Tensor targets = randint(0, vocab, {batch, t}, {.dtype = DType::i64}, &gen);
     whole_opt.zero_grad();
     const Tensor want =
-        cross_entropy(whole.forward(ids).reshape({-1, config.vocab_size}), targets.reshape({-1}));
+        cross_entropy(whole.forward(ids).reshape({-1, vocab}), targets.reshape({-1}));
     want.backward();
     whole_opt.step();
     // This dp rank's two sequences, through DDP (which averages the gradients over dp).
@@ -517,7 +507,40 @@ TEST(TensorParallel, DataAndTensorParallelGptTrainsAsTheWholeGpt) {
     EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-10 * std::abs(want.item<double>()))
         << "step " << step;
   }
-  EXPECT_TRUE(all_close(split->wpe->weight, whole.wpe->weight, 1e-10, 1e-12));
+}
+
+// Data and tensor parallelism composed on a dp x tp mesh (at an even world size): each dp group
+// of tp ranks trains its part of the batch with its shards, DistributedDataParallel averages the
+// gradients over the dp group, and 20 AdamW steps give the losses of the whole GPT and the whole
+// Llama on the whole batch (the dp ranks' mean).
+TEST(TensorParallel, DataAndTensorParallelTrainAsTheWholeModel) {
+  const int n = world().size();
+  if (n % 2 != 0) GTEST_SKIP() << "a dp x tp mesh needs an even world size";
+  const dist::DeviceMesh mesh(world_ptr(), {{"dp", n / 2}, {"tp", 2}});
+  {
+    SCOPED_TRACE("GPT");
+    const nn::models::GPTConfig config = mesh_gpt();
+    manual_seed(17);
+    nn::models::GPT whole(config);
+    whole.to(kF64);
+    auto split = std::make_shared<dist::tp::ParallelGPT>(config, mesh.group_ptr("tp"),
+                                                         /*sequence_parallel=*/true);
+    split->to(kF64);
+    train_dp_tp(whole, split, mesh);
+    EXPECT_TRUE(all_close(split->wpe->weight, whole.wpe->weight, 1e-10, 1e-12));
+  }
+  {
+    SCOPED_TRACE("Llama");
+    const nn::models::LlamaConfig config = mesh_llama();
+    manual_seed(19);
+    nn::models::Llama whole(config);
+    whole.to(kF64);
+    auto split = std::make_shared<dist::tp::ParallelLlama>(config, mesh.group_ptr("tp"),
+                                                           /*sequence_parallel=*/true);
+    split->to(kF64);
+    train_dp_tp(whole, split, mesh);
+    EXPECT_TRUE(all_close(split->norm->weight, whole.model->norm->weight, 1e-10, 1e-12));
+  }
 }
 
 // Per Note [sequence parallel], the bytes a GPT's forward saves for backward (the profiler's
