@@ -13,6 +13,7 @@
 //   mpirun -np 2 lm --ddp                           # data parallel (--batch-tokens over all ranks)
 //   mpirun -np 2 lm --ddp --zero 2                  # ... with the optimizer state sharded (ZeRO)
 //   mpirun -np 4 lm --fsdp                          # parameters, gradients and state sharded
+//   mpirun -np 4 lm --tp 2 --ddp                    # each layer split over 2 ranks, 2 replicas
 //   lm --device cuda --amp bf16 --cuda-graph --dropout 0
 //   lm --model llama --export-hf hf/                 # a Hugging Face folder: transformers, vLLM
 //   lm --init-from hf/ --steps 200                   # fine-tune a folder (ours or transformers')
@@ -61,7 +62,7 @@ st::Device resolve_device(const std::string& name,
 }
 
 // Mean cross-entropy in nats per token over the validation windows (the same ones every time).
-// With --fsdp every rank runs it (the blocks are gathered from all of them).
+// With --fsdp and --tp every rank runs it (the layers gather from, or split over, all of them).
 double evaluate(LanguageModel& model, st::data::DataLoader& loader, std::optional<st::DType> amp,
                 st::dist::FullyShardedDataParallel* fsdp = nullptr) {
   st::NoGradGuard no_grad;
@@ -71,10 +72,11 @@ double evaluate(LanguageModel& model, st::data::DataLoader& loader, std::optiona
   int64_t count = 0;
   for (const st::data::Batch& b : loader) {
     const AmpScope scope(amp, dev);
-    const st::Tensor logits = fsdp ? fsdp->forward(b.input) : model.module->forward(b.input);
-    sum.add_(st::cross_entropy(logits.reshape({-1, model.vocab}), b.target.reshape({-1}),
-                               {.reduction = st::Reduction::Sum})
-                 .to(st::DType::f64));
+    const st::Tensor loss =
+        fsdp ? st::cross_entropy(fsdp->forward(b.input).reshape({-1, model.vocab}),
+                                 b.target.reshape({-1}), {.reduction = st::Reduction::Sum})
+             : model.loss(b.input, b.target, st::Reduction::Sum);
+    sum.add_(loss.to(st::DType::f64));
     count += b.target.numel();
   }
   model.module->train();
@@ -152,9 +154,13 @@ int64_t shard_model(Run& r) {
   return num_params;
 }
 
-// --fsdp at the end (collective): the model gathered whole; rank 0 goes on with a plain copy of it
-// for the final evaluation, the exports and the sample.
+// --fsdp and --tp at the end (collective): the model gathered whole; rank 0 goes on with a plain
+// copy of it for the final evaluation, the exports and the sample.
 void unshard_for_finish(Run& r) {
+  if (r.tp_group) {  // every rank joins the shards
+    r.model = r.model.joined(r.cfg);
+    return;
+  }
   const st::StateDict whole = r.fsdp->state_dict();
   if (!r.main_rank) return;
   LanguageModel plain = make_model(r.cfg, r.tokens.tokenizer.vocab_size());
@@ -190,6 +196,10 @@ int64_t build_model(Run& r) {
   }
   r.model.module->to(r.dev);
   if (r.args.fsdp) return shard_model(r);
+  if (r.tp_group) {  // the same model, split: it trains as the whole one would
+    r.flops_per_token = flops_per_token(r.model, cfg);
+    r.model = split_model(r.model, r.tp_group);
+  }
   // Weight decay on the matrices (linear and embedding weights) only, as GPT-2 and nanoGPT do:
   // decaying biases and norm gains only pulls them off their working values.
   std::vector<st::Tensor> decay, no_decay;
@@ -242,11 +252,17 @@ void print_summary(const Run& r, int64_t num_params) {
       "AdamW lr %g (warm-up %lld, cosine to %g), %lld tokens per step (%d ranks x %lld "
       "micro-batches x %lld x %lld), %lld steps\n",
       cfg.lr, static_cast<long long>(cfg.warmup), cfg.min_lr,
-      static_cast<long long>(cfg.batch_size * cfg.context * r.world * r.accum), r.world,
+      static_cast<long long>(cfg.batch_size * cfg.context * r.data_ranks * r.accum), r.data_ranks,
       static_cast<long long>(r.accum), static_cast<long long>(cfg.batch_size),
       static_cast<long long>(cfg.context), static_cast<long long>(cfg.steps));
   std::printf("%.3g FLOPs per token (Note [model flops]); MFU against the %s\n", r.flops_per_token,
               r.peak_what.c_str());
+  if (r.tp_group) {
+    std::printf(
+        "tensor parallel: %d ranks per group (each layer split over them), %d data-parallel "
+        "group(s)\n",
+        r.tp_group->size(), r.data_ranks);
+  }
   if (r.base) {
     std::printf("baselines on the validation text: unigram %.4f, bigram %.4f nats/byte\n",
                 r.base->unigram, r.base->bigram);
@@ -260,10 +276,28 @@ void join_ranks(Run& r) {
     throw st::Error("--zero " + std::to_string(args.zero) + " needs --ddp");
   if (args.fsdp && args.ddp) throw st::Error("--fsdp and --ddp exclude each other");
   if (args.fsdp && args.cuda_graph) throw st::Error("--cuda-graph does not combine with --fsdp");
-  if (args.ddp || args.fsdp) r.pg = st::dist::ProcessGroup::init();
+  if (args.tp > 1 && (args.fsdp || args.zero || args.cuda_graph)) {
+    throw st::Error("--tp combines with --ddp only (not yet with --fsdp, --zero or --cuda-graph)");
+  }
+  if (args.ddp || args.fsdp || args.tp > 1) r.pg = st::dist::ProcessGroup::init();
   r.rank = r.pg ? r.pg->rank() : 0;
   r.world = r.pg ? r.pg->size() : 1;
   r.main_rank = r.rank == 0;
+  r.data_rank = r.rank;
+  r.data_ranks = r.world;
+  if (args.tp > 1) {
+    if (r.world % args.tp != 0 || (r.world > args.tp && !args.ddp)) {
+      throw st::Error(format("--tp %d: %d ranks make %d tensor-parallel groups%s", args.tp, r.world,
+                             r.world / std::max(args.tp, 1),
+                             r.world % args.tp ? " and a remainder" : "; add --ddp"));
+    }
+    // Per Note [device mesh], tp last: each group on consecutive ranks (one node).
+    const st::dist::DeviceMesh mesh(r.pg, {{"dp", r.world / args.tp}, {"tp", args.tp}});
+    r.tp_group = mesh.group_ptr("tp");
+    r.data_rank = mesh.coordinate("dp");
+    r.data_ranks = mesh.size("dp");
+    r.dp_group = mesh.group_ptr("dp");
+  }
   r.dev = resolve_device(args.device, r.pg);
 }
 
@@ -345,8 +379,9 @@ void start_or_resume(Run& r) {
   r.stop = args.stop_at > 0 ? args.stop_at : r.cfg.steps;
   // Built after loading: it broadcasts rank 0's parameters, and from then on averages gradients.
   // (With --zero it was built with the optimizer; --fsdp shards instead.)
-  if (r.pg && !r.ddp && !r.fsdp) {
-    r.ddp = std::make_unique<st::dist::DistributedDataParallel>(r.model.module, r.pg);
+  if (r.args.ddp && !r.ddp) {
+    r.ddp = std::make_unique<st::dist::DistributedDataParallel>(r.model.module,
+                                                                r.dp_group ? r.dp_group : r.pg);
   }
 }
 
@@ -357,7 +392,7 @@ void start_or_resume(Run& r) {
 void make_loaders(Run& r) {
   const RunConfig& cfg = r.cfg;
   const int64_t B = cfg.batch_size, rank_windows = B * r.accum,
-                step_windows = rank_windows * r.world;
+                step_windows = rank_windows * r.data_ranks;
   r.train_windows = std::make_shared<st::data::TokenWindows>(
       r.tokens.train, st::data::TokenWindowsOptions{.context = cfg.context,
                                                     .windows = cfg.steps * step_windows,
@@ -372,7 +407,7 @@ void make_loaders(Run& r) {
                            .batch_size = rank_windows,
                            .device = r.dev,
                            .sampler = [start = r.start, stop = r.stop, rank_windows, step_windows,
-                                       rank = r.rank](int64_t) {
+                                       rank = r.data_rank](int64_t) {
                              std::vector<int64_t> order;
                              order.reserve(static_cast<size_t>((stop - start) * rank_windows));
                              for (int64_t s = start; s < stop; ++s) {
@@ -390,7 +425,7 @@ void make_loaders(Run& r) {
 // writes besides the checkpoint.
 void open_outputs(Run& r, int64_t num_params) {
   const Args& args = r.args;
-  r.flops_per_token = flops_per_token(r.model, r.cfg);
+  if (!r.tp_group) r.flops_per_token = flops_per_token(r.model, r.cfg);  // (split: set before)
   r.peak = peak_flops(r.dev, r.amp, r.peak_what);
   r.save = args.save.empty() ? (fs::path(args.out) / "lm.safetensors").string() : args.save;
   if (r.main_rank) {
@@ -409,7 +444,7 @@ std::unique_ptr<Run> set_up(const Args& args, const Overrides& overrides) {
   auto r = std::make_unique<Run>();
   r->args = args;
   join_ranks(*r);
-  Configured configured = configure(args, overrides, r->dev.is_cuda(), r->world);
+  Configured configured = configure(args, overrides, r->dev.is_cuda(), r->data_ranks);
   r->cfg = configured.config;
   r->data = std::move(configured.data);
   r->accum = configured.accum;
@@ -440,10 +475,14 @@ st::Tensor train_step(Run& r, const st::Tensor& x, const st::Tensor& y) {
     st::Tensor loss;
     {
       const AmpScope scope(r.amp, r.dev);
-      const st::Tensor logits = r.ddp    ? r.ddp->forward(xm)
-                                : r.fsdp ? r.fsdp->forward(xm)
-                                         : r.model.module->forward(xm);
-      loss = st::cross_entropy(logits.reshape({-1, r.model.vocab}), ym.reshape({-1}));
+      if (r.tp_group) {  // the loss from the vocabulary slices (DDP's hooks are on the parameters)
+        loss = r.model.loss(xm, ym);
+      } else {
+        const st::Tensor logits = r.ddp    ? r.ddp->forward(xm)
+                                  : r.fsdp ? r.fsdp->forward(xm)
+                                           : r.model.module->forward(xm);
+        loss = st::cross_entropy(logits.reshape({-1, r.model.vocab}), ym.reshape({-1}));
+      }
     }
     const st::Tensor scaled = r.scaler.scale(loss * (1.0 / static_cast<double>(r.accum)));
     if (r.ddp && m + 1 < r.accum) {
@@ -460,7 +499,9 @@ st::Tensor train_step(Run& r, const st::Tensor& x, const st::Tensor& y) {
   }
   if (r.cfg.grad_clip > 0) {
     r.scaler.unscale_(*r.opt);
-    if (r.zero || r.fsdp) {  // over every rank's shards
+    if (r.tp_group) {  // the whole model's norm from the shards
+      st::dist::tp::clip_grad_norm_(*r.model.module, r.cfg.grad_clip, r.tp_group);
+    } else if (r.zero || r.fsdp) {  // over every rank's shards
       r.zero ? r.zero->clip_grad_norm_(r.cfg.grad_clip) : r.fsdp->clip_grad_norm_(r.cfg.grad_clip);
     } else {
       st::optim::clip_grad_norm_on_device_(r.params, r.cfg.grad_clip);
@@ -488,7 +529,7 @@ struct Interval {
 // (NaN where the peak is unknown).
 std::pair<double, double> rates(const Run& r, int64_t steps, double secs) {
   const double tokens =
-      static_cast<double>(steps * r.cfg.batch_size * r.cfg.context * r.accum * r.world);
+      static_cast<double>(steps * r.cfg.batch_size * r.cfg.context * r.accum * r.data_ranks);
   const double per_s = tokens / secs;
   const double mfu =
       r.peak > 0 ? 100.0 * per_s * r.flops_per_token / (r.peak * static_cast<double>(r.world))
@@ -502,9 +543,10 @@ std::pair<double, double> rates(const Run& r, int64_t steps, double secs) {
 double evaluate_interval(Run& r, Interval& in, Progress& progress, int64_t step, double lr) {
   in.train_secs += seconds_since(in.t0);
   double val_per_byte = std::nan("");
-  // With --fsdp every rank evaluates (the blocks are gathered from all of them).
+  // With --fsdp and --tp every rank evaluates (the layers gather from, or split over, them all).
+  const bool everywhere = r.fsdp || r.tp_group;
   const double fsdp_val_loss =
-      r.fsdp ? evaluate(r.model, *r.val_loader, r.amp, r.fsdp.get()) : std::nan("");
+      everywhere ? evaluate(r.model, *r.val_loader, r.amp, r.fsdp.get()) : std::nan("");
   if (r.pg) {  // the training loss of all ranks' windows
     r.pg->all_reduce(in.loss_sum, st::dist::ReduceOp::Sum);
     in.loss_sum.mul_(1.0 / static_cast<double>(r.world));
@@ -513,7 +555,7 @@ double evaluate_interval(Run& r, Interval& in, Progress& progress, int64_t step,
     const double train_loss = in.loss_sum.item<double>() / static_cast<double>(in.steps);
     const auto [tokens_per_s, mfu] = rates(r, in.steps, in.train_secs);
     double val_loss = fsdp_val_loss;
-    if (!r.fsdp) {
+    if (!everywhere) {
       const st::profiler::Range eval_range("evaluate");
       val_loss = evaluate(r.model, *r.val_loader, r.amp);
     }
@@ -533,10 +575,10 @@ double evaluate_interval(Run& r, Interval& in, Progress& progress, int64_t step,
       r.tb->add_scalar("eval/val_loss_per_token", val_loss, step);
       r.tb->add_scalar("eval/val_loss_per_byte", val_per_byte, step);
       if (std::isfinite(mfu)) r.tb->add_scalar("eval/mfu_percent", mfu, step);
-      if (!r.fsdp) r.tb.parameters(*r.model.module, step);  // (sharded: no histograms)
+      if (!r.fsdp && !r.tp_group) r.tb.parameters(*r.model.module, step);  // (not of shards)
     }
   }
-  if (r.main_rank || r.zero || r.fsdp) save_checkpoint(r, step);
+  if (r.main_rank || r.zero || r.fsdp || r.tp_group) save_checkpoint(r, step);
   in.loss_sum.zero_();
   in.steps = 0;
   in.train_secs = 0;
@@ -579,7 +621,7 @@ double train_steps(Run& r) {
     ++in.steps;
     if (r.main_rank && r.tb.due(step)) {
       r.tb.step_figures(step, loss.item<double>(), std::nullopt, lr,
-                        static_cast<double>(cfg.batch_size * cfg.context * r.accum * r.world),
+                        static_cast<double>(cfg.batch_size * cfg.context * r.accum * r.data_ranks),
                         "train/tokens_per_second", r.dev);
     }
     const bool eval_now = step % cfg.eval_interval == 0 || step == r.stop;
@@ -599,7 +641,7 @@ double train_steps(Run& r) {
     // Per Note [preemption], a signalled run keeps this step and stops, checkpointed.
     if (step < r.stop) r.stopped_by = stop_requested(r.pg.get());
     if (r.stopped_by != 0) {
-      if (r.main_rank || r.zero || r.fsdp) save_checkpoint(r, step);
+      if (r.main_rank || r.zero || r.fsdp || r.tp_group) save_checkpoint(r, step);
       if (r.main_rank) {
         progress.clear();
         std::printf(
@@ -659,7 +701,7 @@ void log_final(Run& r, double val_per_byte) {
 
 // The final validation loss, the exports and the plot; status 3 above --max-val-loss.
 int finish(Run& r, double val_per_byte) {
-  if (r.fsdp) unshard_for_finish(r);
+  if (r.fsdp || r.tp_group) unshard_for_finish(r);
   if (!r.main_rank) return 0;
   if (std::isnan(val_per_byte)) {  // nothing was left to train
     val_per_byte = evaluate(r.model, *r.val_loader, r.amp) / r.bytes_per_token;

@@ -24,15 +24,18 @@ std::string optimizer_shards(const std::string& checkpoint) {
 // A checkpoint is one safetensors file: the model under "model.", the optimizer's state under
 // "optimizer.", the schedule, the loss scaler, the random generators and the step, with the run's
 // settings in its header. With --zero the optimizer's state is in shards beside it instead (Note
-// [sharded checkpoints]); with --fsdp the model in the file is gathered whole (so that --generate,
-// the exports and any run can read it) and the optimizer's state is a distributed checkpoint in
-// the folder "<name>.optimizer" (Note [distributed checkpoint]): every rank writes its pieces, and
-// a run at any number of ranks, with --fsdp or without, reads back its own. The shards are written
+// [sharded checkpoints]); with --fsdp or --tp the model in the file is gathered whole (so that
+// --generate, the exports and any run can read it) and the optimizer's state is a distributed
+// checkpoint in the folder "<name>.optimizer" (Note [distributed checkpoint]): every rank writes
+// its pieces (one data-parallel replica of each), and a run at any number of ranks and any layout,
+// or in one process, reads back its own. The shards are written
 // first, the file last (atomically), so the file never names state older than itself.
 
-// The specs of this run's optimizer parameters: its shards with --fsdp, else the whole parameters.
+// The specs of this run's optimizer parameters: its shards with --fsdp or --tp, else the whole
+// parameters.
 std::vector<st::dist::ShardSpec> optimizer_param_specs(const Run& r) {
   if (r.fsdp) return r.fsdp->shard_specs();
+  if (r.tp_group) return st::dist::tp::shard_specs(*r.model.module, "model.", r.data_rank == 0);
   std::vector<st::dist::ShardSpec> specs;
   for (const auto& [name, p] : r.model.module->named_parameters()) {
     specs.push_back(st::dist::whole_spec("model." + name, p, r.main_rank));
@@ -50,16 +53,18 @@ std::string optimizer_folder(const std::string& checkpoint) {
 void save_checkpoint(const Run& r, int64_t step) {
   if (r.zero) r.zero->save_sharded(optimizer_shards(r.save), {{"step", std::to_string(step)}});
   st::StateDict model;
-  if (r.fsdp) {
-    const std::vector<st::dist::ShardSpec> params = r.fsdp->shard_specs();
-    st::dist::save_distributed(optimizer_folder(r.save), st::dist::optimizer_specs(*r.opt, params),
-                               *r.pg, {{"step", std::to_string(step)}});
-    model = r.fsdp->state_dict();  // collective: every rank gathers
+  const bool distributed = r.fsdp || r.tp_group;
+  if (distributed) {
+    st::dist::save_distributed(optimizer_folder(r.save),
+                               st::dist::optimizer_specs(*r.opt, optimizer_param_specs(r)), *r.pg,
+                               {{"step", std::to_string(step)}});
+    // Collective: every rank gathers, or joins its tensor-parallel group's shards.
+    model = r.fsdp ? r.fsdp->state_dict() : r.model.joined(r.cfg).module->state_dict();
   }
   if (!r.main_rank) return;
   st::StateDict dict;
-  st::add_prefixed(dict, "model", r.fsdp ? model : r.model.module->state_dict());
-  if (!r.zero && !r.fsdp) st::add_prefixed(dict, "optimizer", r.opt->state_dict());
+  st::add_prefixed(dict, "model", distributed ? model : r.model.module->state_dict());
+  if (!r.zero && !distributed) st::add_prefixed(dict, "optimizer", r.opt->state_dict());
   st::add_prefixed(dict, "scheduler", r.sched->state_dict());
   if (r.scaler.is_enabled()) st::add_prefixed(dict, "scaler", r.scaler.state_dict());
   dict["meta.step"] = i64_scalar(step);
@@ -67,6 +72,7 @@ void save_checkpoint(const Run& r, int64_t step) {
   st::Metadata meta = checkpoint_metadata(r.cfg, r.data, r.tokens.hash, r.tokens.tokenizer);
   if (r.zero) meta["zero.world_size"] = std::to_string(r.world);
   if (r.fsdp) meta["fsdp.world_size"] = std::to_string(r.world);
+  if (r.tp_group) meta["tp.size"] = std::to_string(r.tp_group->size());
   st::save(dict, r.save, meta);
 }
 
@@ -78,9 +84,11 @@ namespace {
 // this run's pieces of the distributed checkpoint (Note [lm checkpoints]).
 void load_optimizer(Run& r, const std::string& path, const st::StateDict& dict, int64_t step) {
   const st::Metadata meta = st::load_metadata(path);
-  if (meta.count("fsdp.world_size")) {
-    if (r.zero)
-      throw st::Error("--resume: a checkpoint saved with --fsdp does not resume with --zero");
+  if (meta.count("fsdp.world_size") || meta.count("tp.size")) {
+    if (r.zero) {
+      throw st::Error(
+          "--resume: a checkpoint saved with --fsdp or --tp does not resume with --zero");
+    }
     const std::string folder = optimizer_folder(path);
     const st::Metadata saved = st::dist::load_distributed_metadata(folder);
     const auto at = saved.find("step");
@@ -92,10 +100,10 @@ void load_optimizer(Run& r, const std::string& path, const st::StateDict& dict, 
     return;
   }
   const auto it = meta.find("zero.world_size");
-  if (r.fsdp && it == meta.end()) {
+  if ((r.fsdp || r.tp_group) && it == meta.end()) {
     throw st::Error(
-        "--resume: the checkpoint was saved without --fsdp; its optimizer state does "
-        "not shard (resume it without --fsdp)");
+        "--resume: the checkpoint was saved without --fsdp or --tp; its optimizer state does "
+        "not shard (resume it without them)");
   }
   if (it == meta.end()) {
     r.opt->load_state_dict(st::sub_dict(dict, "optimizer"));
@@ -135,6 +143,12 @@ int64_t load_checkpoint(Run& r, const std::string& path) {
   // Check the whole model before touching the optimizer, so a mismatch changes nothing.
   if (r.fsdp) {
     r.fsdp->load_state_dict(st::sub_dict(dict, "model"));
+  } else if (r.tp_group) {  // the whole model, then this rank's shards of it (the random stream
+                            // is the checkpoint's after this)
+    LanguageModel whole = make_model(r.cfg, r.model.vocab);
+    whole.module->load_state_dict(st::sub_dict(dict, "model"));
+    if (r.model.tp_gpt) r.model.tp_gpt->load_full(*whole.gpt);
+    if (r.model.tp_llama) r.model.tp_llama->load_full(*whole.llama);
   } else {
     r.model.module->load_state_dict(st::sub_dict(dict, "model"));
   }

@@ -234,6 +234,11 @@ CLI::Option* add_options(CLI::App& app, Args& args, Overrides& overrides) {
                "fully sharded data parallel over the ranks of mpirun/srun: each rank holds 1/N of "
                "the parameters, gradients and optimizer state, each block gathered around its "
                "forward and backward (instead of --ddp)");
+  app.add_option("--tp", args.tp,
+                 "tensor parallelism over groups of this many consecutive ranks of mpirun/srun "
+                 "(each layer split by heads, hidden units and vocabulary; the rest of the "
+                 "ranks data parallel with --ddp)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--data", args.data,
                  "text files or folders to train on, or token shards (*.bin files, or a "
                  "folder of them; default: " +

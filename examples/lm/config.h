@@ -85,6 +85,7 @@ struct Args {
   bool ddp = false;
   int zero = 0;       // ZeRO stage with --ddp (0: the optimizer replicated on every rank)
   bool fsdp = false;  // fully sharded data parallel over the ranks
+  int tp = 1;         // tensor-parallel group size
   std::string tensorboard;
   int64_t log_every = 10;
 };

@@ -40,6 +40,45 @@ LanguageModel make_model(const RunConfig& c, int64_t vocab) {
   return m;
 }
 
+st::Tensor LanguageModel::loss(const st::Tensor& x, const st::Tensor& y,
+                               st::Reduction reduction) const {
+  if (tp_gpt) return tp_gpt->loss(x, y, {.reduction = reduction});
+  if (tp_llama) return tp_llama->loss(x, y, {.reduction = reduction});
+  return st::cross_entropy(module->forward(x).reshape({-1, vocab}), y.reshape({-1}),
+                           {.reduction = reduction});
+}
+
+LanguageModel split_model(const LanguageModel& whole,
+                          const std::shared_ptr<st::dist::ProcessGroup>& group) {
+  LanguageModel m;
+  m.vocab = whole.vocab;
+  const st::Device dev = whole.module->parameters()[0].device();
+  if (whole.gpt) {
+    m.tp_gpt = std::make_shared<st::dist::tp::ParallelGPT>(whole.gpt->config, group);
+    m.tp_gpt->to(dev);
+    m.tp_gpt->load_full(*whole.gpt);
+    m.module = m.tp_gpt;
+  } else {
+    m.tp_llama = std::make_shared<st::dist::tp::ParallelLlama>(whole.llama->config, group);
+    m.tp_llama->to(dev);
+    m.tp_llama->load_full(*whole.llama);
+    m.module = m.tp_llama;
+  }
+  return m;
+}
+
+LanguageModel LanguageModel::joined(const RunConfig& c) const {
+  // Made without drawing from the run's random stream (its initialization is overwritten): a
+  // checkpoint written in the middle of a run must not change the draws after it.
+  const st::GeneratorState stream = st::default_generator().state();
+  LanguageModel whole = make_model(c, vocab);
+  st::default_generator().set_state(stream);
+  whole.module->to(module->parameters()[0].device());
+  if (tp_gpt) tp_gpt->to_full(*whole.gpt);
+  if (tp_llama) tp_llama->to_full(*whole.llama);
+  return whole;
+}
+
 double flops_per_token(const LanguageModel& m, const RunConfig& c) {
   double matmul = 0;
   for (const auto& [name, p] : m.module->named_parameters()) {

@@ -4,6 +4,7 @@
 
 #include <sinter/nn/models.h>
 #include <sinter/sinter.h>
+#include <sinter/tensor_parallel.h>
 
 #include <cstdint>
 #include <memory>
@@ -15,11 +16,23 @@
 namespace example::lm {
 
 // A GPT or a Llama; both map (B, T) token ids to (B, T, vocab) logits through Module::forward.
+// Under --tp, the same model split over a tensor-parallel group (tp_gpt or tp_llama, then
+// `module`), whose forward gives this rank's slice of the vocabulary.
 struct LanguageModel {
   std::shared_ptr<st::nn::Module> module;
   std::shared_ptr<st::nn::models::GPT> gpt;
   std::shared_ptr<st::nn::models::Llama> llama;
+  std::shared_ptr<st::dist::tp::ParallelGPT> tp_gpt;
+  std::shared_ptr<st::dist::tp::ParallelLlama> tp_llama;
   int64_t vocab = 0;
+
+  bool split() const { return tp_gpt || tp_llama; }
+  // The cross-entropy of the next tokens y after x (B, T): the split model's loss from its
+  // vocabulary slices, or the whole logits'.
+  st::Tensor loss(const st::Tensor& x, const st::Tensor& y,
+                  st::Reduction reduction = st::Reduction::Mean) const;
+  // Under --tp (collective over the group): the whole model the shards make up.
+  LanguageModel joined(const RunConfig& c) const;
 
   st::Tensor generate(const st::Tensor& prompt, int64_t n,
                       const st::nn::models::GenerateOptions& o) const {
@@ -28,6 +41,9 @@ struct LanguageModel {
 };
 
 LanguageModel make_model(const RunConfig& c, int64_t vocab);
+// `whole` split over `group` (tensor parallelism), its parameters those of `whole`.
+LanguageModel split_model(const LanguageModel& whole,
+                          const std::shared_ptr<st::dist::ProcessGroup>& group);
 
 // Note [model flops]
 // FLOPs per trained token, as PaLM's appendix B counts them: 6 per parameter of the matrix

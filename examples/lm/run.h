@@ -64,6 +64,10 @@ struct Run {
   Args args;
   std::shared_ptr<st::dist::ProcessGroup> pg;
   int rank = 0, world = 1;
+  // The ranks that read different windows (world / tp of them) and this one's place among them;
+  // under --tp, its tensor-parallel group (whose ranks read the same windows).
+  int data_rank = 0, data_ranks = 1;
+  std::shared_ptr<st::dist::ProcessGroup> tp_group, dp_group;
   bool main_rank = true;
   st::Device dev;
   RunConfig cfg;

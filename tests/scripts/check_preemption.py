@@ -10,14 +10,15 @@ the step it is in, write its checkpoint and exit with status 4; --resume then tr
 final checkpoint (weights, optimizer state, schedule, random state) must be byte-identical to the
 one of the same run left alone. Without mpirun, one process is signalled instead.
 
-  check_preemption.py EXE WORK_DIR [MPIEXEC] [--zero=N | --fsdp] [--ranks=N] [-- DATA_DIR]
+  check_preemption.py EXE WORK_DIR [MPIEXEC] [--zero=N | --fsdp | --tp=N] [--ranks=N] [-- DATA_DIR]
   (EXE: lm or fashion_mnist)
 
 With --zero=N (lm), the optimizer state is sharded over the ranks: each rank's shard file must
 match too, and one process must resume from the shards (consolidating them). With --fsdp (lm) the
 ranks train fully sharded (--fsdp instead of --ddp): each rank's file of the optimizer's
-distributed checkpoint must match, and one process must resume from them. --ranks=N runs N ranks
-(default 2).
+distributed checkpoint must match, and one process must resume from them; with --tp=N (lm) the
+ranks train tensor parallel in groups of N (--ddp over the groups), checked alike. --ranks=N runs
+N ranks (default 2).
 """
 import filecmp
 import os
@@ -81,17 +82,19 @@ def main():
     zero = [a for a in argv if a.startswith("--zero=")]
     fsdp = "--fsdp" in argv
     ranks = int(next((a.split("=")[1] for a in argv if a.startswith("--ranks=")), "2"))
-    argv = [a for a in argv
-            if not a.startswith("--zero=") and not a.startswith("--ranks=") and a != "--fsdp"]
+    tp = next((a.split("=")[1] for a in argv if a.startswith("--tp=")), "")
+    argv = [a for a in argv if not a.startswith(("--zero=", "--ranks=", "--tp=")) and a != "--fsdp"]
     exe, work = argv[:2]
     mpiexec = argv[2] if len(argv) > 2 else ""
     name = os.path.basename(exe)
     conf = LM if name == "lm" else FASHION
     args = conf["args"] + (["--data", extra[0]] if extra else [])
-    if zero or fsdp:
+    if zero or fsdp or tp:
         if not (mpiexec and shutil.which(mpiexec)):
-            print("no mpirun: --zero and --fsdp need ranks; skipped")
+            print("no mpirun: --zero, --fsdp and --tp need ranks; skipped")
             return 77
+    if tp:
+        args += ["--tp", tp]
     if zero:
         args += ["--zero", zero[0].split("=")[1]]
     if name != "lm" and extra and not os.path.isdir(extra[0]):
@@ -147,7 +150,7 @@ def main():
     if not filecmp.cmp(straight, resumed, shallow=False):
         print("the resumed run's checkpoint differs from the uninterrupted run's")
         return 1
-    if fsdp:
+    if fsdp or tp:
         # The optimizer's state is a distributed checkpoint beside the checkpoint, a file per rank.
         for rank in range(ranks):
             a, b = (os.path.join(work, f"{stem}.optimizer", f"rank-{rank}-of-{ranks}.safetensors")
