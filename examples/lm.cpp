@@ -72,10 +72,8 @@ double evaluate(LanguageModel& model, st::data::DataLoader& loader, std::optiona
   int64_t count = 0;
   for (const st::data::Batch& b : loader) {
     const AmpScope scope(amp, dev);
-    const st::Tensor loss =
-        fsdp ? st::cross_entropy(fsdp->forward(b.input).reshape({-1, model.vocab}),
-                                 b.target.reshape({-1}), {.reduction = st::Reduction::Sum})
-             : model.loss(b.input, b.target, st::Reduction::Sum);
+    const auto loss_of = [&] { return model.loss(b.input, b.target, st::Reduction::Sum); };
+    const st::Tensor loss = fsdp ? fsdp->call(loss_of) : loss_of();
     sum.add_(loss.to(st::DType::f64));
     count += b.target.numel();
   }
@@ -139,10 +137,14 @@ int64_t shard_model(Run& r) {
     dims[name] = p.dim();
     num_params += p.numel();
   }
+  // Each block a unit; under --tp, over the mesh's fsdp dim, the blocks of the split model.
+  std::vector<std::shared_ptr<st::nn::Module>> units =
+      r.model.gpt      ? r.model.gpt->blocks->children()
+      : r.model.llama  ? r.model.llama->model->layers->children()
+      : r.model.tp_gpt ? r.model.tp_gpt->blocks->children()
+                       : r.model.tp_llama->layers->children();
   r.fsdp = std::make_unique<st::dist::FullyShardedDataParallel>(
-      r.model.module, r.pg,
-      st::dist::FSDPOptions{.units = r.model.gpt ? r.model.gpt->blocks->children()
-                                                 : r.model.llama->model->layers->children()});
+      r.model.module, r.dp_group ? r.dp_group : r.pg, st::dist::FSDPOptions{.units = units});
   std::vector<st::Tensor> decay, no_decay;
   for (const auto& [name, shard] : r.fsdp->named_parameters()) {
     (dims.at(name) >= 2 ? decay : no_decay).push_back(shard);
@@ -158,7 +160,7 @@ int64_t shard_model(Run& r) {
 // copy of it for the final evaluation, the exports and the sample.
 void unshard_for_finish(Run& r) {
   if (r.tp_group) {  // every rank joins the shards
-    r.model = r.model.joined(r.cfg);
+    r.model = joined_model(r);
     return;
   }
   const st::StateDict whole = r.fsdp->state_dict();
@@ -181,7 +183,7 @@ void print_fsdp_memory(const Run& r, int64_t saved_peak) {
   std::printf(
       "memory per rank (fsdp %d): parameters %.2f MiB (of %.2f whole), gradients %.2f, "
       "optimizer state %.2f, activations saved for backward %.2f at most\n",
-      r.world, static_cast<double>(m.shards) / mib, static_cast<double>(m.whole_total) / mib,
+      r.data_ranks, static_cast<double>(m.shards) / mib, static_cast<double>(m.whole_total) / mib,
       static_cast<double>(m.shard_grads) / mib, static_cast<double>(state) / mib,
       static_cast<double>(saved_peak) / mib);
 }
@@ -195,11 +197,11 @@ int64_t build_model(Run& r) {
     r.init.reset();
   }
   r.model.module->to(r.dev);
-  if (r.args.fsdp) return shard_model(r);
   if (r.tp_group) {  // the same model, split: it trains as the whole one would
     r.flops_per_token = flops_per_token(r.model, cfg);
     r.model = split_model(r.model, r.tp_group);
   }
+  if (r.args.fsdp) return shard_model(r);
   // Weight decay on the matrices (linear and embedding weights) only, as GPT-2 and nanoGPT do:
   // decaying biases and norm gains only pulls them off their working values.
   std::vector<st::Tensor> decay, no_decay;
@@ -276,8 +278,8 @@ void join_ranks(Run& r) {
     throw st::Error("--zero " + std::to_string(args.zero) + " needs --ddp");
   if (args.fsdp && args.ddp) throw st::Error("--fsdp and --ddp exclude each other");
   if (args.fsdp && args.cuda_graph) throw st::Error("--cuda-graph does not combine with --fsdp");
-  if (args.tp > 1 && (args.fsdp || args.zero || args.cuda_graph)) {
-    throw st::Error("--tp combines with --ddp only (not yet with --fsdp, --zero or --cuda-graph)");
+  if (args.tp > 1 && (args.zero || args.cuda_graph)) {
+    throw st::Error("--tp combines with --ddp or --fsdp (not yet with --zero or --cuda-graph)");
   }
   if (args.ddp || args.fsdp || args.tp > 1) r.pg = st::dist::ProcessGroup::init();
   r.rank = r.pg ? r.pg->rank() : 0;
@@ -286,17 +288,20 @@ void join_ranks(Run& r) {
   r.data_rank = r.rank;
   r.data_ranks = r.world;
   if (args.tp > 1) {
-    if (r.world % args.tp != 0 || (r.world > args.tp && !args.ddp)) {
+    if (r.world % args.tp != 0 || (r.world > args.tp && !args.ddp && !args.fsdp)) {
       throw st::Error(format("--tp %d: %d ranks make %d tensor-parallel groups%s", args.tp, r.world,
                              r.world / std::max(args.tp, 1),
-                             r.world % args.tp ? " and a remainder" : "; add --ddp"));
+                             r.world % args.tp ? " and a remainder" : "; add --ddp or --fsdp"));
     }
-    // Per Note [device mesh], tp last: each group on consecutive ranks (one node).
-    const st::dist::DeviceMesh mesh(r.pg, {{"dp", r.world / args.tp}, {"tp", args.tp}});
+    // Per Note [device mesh], tp last: each group on consecutive ranks (one node); the groups
+    // data parallel (--ddp) or fully sharded (--fsdp) over the other dim.
+    const std::string across = args.fsdp ? "fsdp" : "dp";
+    const st::dist::DeviceMesh mesh(r.pg, {{across, r.world / args.tp}, {"tp", args.tp}});
     r.tp_group = mesh.group_ptr("tp");
-    r.data_rank = mesh.coordinate("dp");
-    r.data_ranks = mesh.size("dp");
-    r.dp_group = mesh.group_ptr("dp");
+    r.data_rank = mesh.coordinate(across);
+    r.data_ranks = mesh.size(across);
+    r.dp_group = mesh.group_ptr(across);
+    if (r.main_rank) std::printf("mesh: %s\n", mesh.str().c_str());
   }
   r.dev = resolve_device(args.device, r.pg);
 }
@@ -476,7 +481,7 @@ st::Tensor train_step(Run& r, const st::Tensor& x, const st::Tensor& y) {
     {
       const AmpScope scope(r.amp, r.dev);
       if (r.tp_group) {  // the loss from the vocabulary slices (DDP's hooks are on the parameters)
-        loss = r.model.loss(xm, ym);
+        loss = r.fsdp ? r.fsdp->call([&] { return r.model.loss(xm, ym); }) : r.model.loss(xm, ym);
       } else {
         const st::Tensor logits = r.ddp    ? r.ddp->forward(xm)
                                   : r.fsdp ? r.fsdp->forward(xm)
@@ -499,7 +504,9 @@ st::Tensor train_step(Run& r, const st::Tensor& x, const st::Tensor& y) {
   }
   if (r.cfg.grad_clip > 0) {
     r.scaler.unscale_(*r.opt);
-    if (r.tp_group) {  // the whole model's norm from the shards
+    if (r.tp_group && r.fsdp) {  // the whole model's norm from FSDP's shards of the split model
+      r.fsdp->clip_grad_norm_(r.cfg.grad_clip, 2.0, r.tp_group);
+    } else if (r.tp_group) {  // the whole model's norm from the shards
       st::dist::tp::clip_grad_norm_(*r.model.module, r.cfg.grad_clip, r.tp_group);
     } else if (r.zero || r.fsdp) {  // over every rank's shards
       r.zero ? r.zero->clip_grad_norm_(r.cfg.grad_clip) : r.fsdp->clip_grad_norm_(r.cfg.grad_clip);

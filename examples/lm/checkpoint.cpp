@@ -34,7 +34,10 @@ std::string optimizer_shards(const std::string& checkpoint) {
 // The specs of this run's optimizer parameters: its shards with --fsdp or --tp, else the whole
 // parameters.
 std::vector<st::dist::ShardSpec> optimizer_param_specs(const Run& r) {
-  if (r.fsdp) return r.fsdp->shard_specs();
+  if (r.fsdp) {  // under --tp, FSDP's pieces of the split model's pieces
+    return r.fsdp->shard_specs(r.tp_group ? st::dist::tp::shard_specs(*r.model.module)
+                                          : std::vector<st::dist::ShardSpec>{});
+  }
   if (r.tp_group) return st::dist::tp::shard_specs(*r.model.module, "model.", r.data_rank == 0);
   std::vector<st::dist::ShardSpec> specs;
   for (const auto& [name, p] : r.model.module->named_parameters()) {
@@ -59,7 +62,7 @@ void save_checkpoint(const Run& r, int64_t step) {
                                st::dist::optimizer_specs(*r.opt, optimizer_param_specs(r)), *r.pg,
                                {{"step", std::to_string(step)}});
     // Collective: every rank gathers, or joins its tensor-parallel group's shards.
-    model = r.fsdp ? r.fsdp->state_dict() : r.model.joined(r.cfg).module->state_dict();
+    model = r.tp_group ? joined_model(r).module->state_dict() : r.fsdp->state_dict();
   }
   if (!r.main_rank) return;
   st::StateDict dict;
@@ -141,14 +144,18 @@ int64_t load_checkpoint(Run& r, const std::string& path) {
   const st::StateDict dict = st::load(path);
   if (dict.count("meta.step") == 0) throw st::Error(path + ": no meta.step");
   // Check the whole model before touching the optimizer, so a mismatch changes nothing.
-  if (r.fsdp) {
-    r.fsdp->load_state_dict(st::sub_dict(dict, "model"));
-  } else if (r.tp_group) {  // the whole model, then this rank's shards of it (the random stream
-                            // is the checkpoint's after this)
+  if (r.tp_group) {  // the whole model, then this rank's shards of it (the random stream is the
+                     // checkpoint's after this)
     LanguageModel whole = make_model(r.cfg, r.model.vocab);
     whole.module->load_state_dict(st::sub_dict(dict, "model"));
-    if (r.model.tp_gpt) r.model.tp_gpt->load_full(*whole.gpt);
-    if (r.model.tp_llama) r.model.tp_llama->load_full(*whole.llama);
+    if (r.fsdp) {  // into a twin of the split model, whose parameters FSDP shards
+      r.fsdp->load_state_dict(split_model(whole, r.tp_group).module->state_dict());
+    } else {
+      if (r.model.tp_gpt) r.model.tp_gpt->load_full(*whole.gpt);
+      if (r.model.tp_llama) r.model.tp_llama->load_full(*whole.llama);
+    }
+  } else if (r.fsdp) {
+    r.fsdp->load_state_dict(st::sub_dict(dict, "model"));
   } else {
     r.model.module->load_state_dict(st::sub_dict(dict, "model"));
   }
@@ -158,6 +165,20 @@ int64_t load_checkpoint(Run& r, const std::string& path) {
   if (r.scaler.is_enabled() && !scaler_state.empty()) r.scaler.load_state_dict(scaler_state);
   st::load_generator_state(st::sub_dict(dict, "meta"));
   return dict.at("meta.step").item<int64_t>();
+}
+
+LanguageModel joined_model(const Run& r) {
+  if (!r.fsdp) return r.model.joined(r.cfg);
+  // FSDP holds the split model's parameters as shards: gathered into a twin of it first, made
+  // without drawing from the run's random stream.
+  const st::StateDict local = r.fsdp->state_dict();
+  const st::GeneratorState stream = st::default_generator().state();
+  LanguageModel twin = split_model(make_model(r.cfg, r.model.vocab), r.tp_group);
+  st::default_generator().set_state(stream);
+  twin.module->load_state_dict(local);
+  LanguageModel whole = twin.joined(r.cfg);
+  whole.module->to(r.dev);
+  return whole;
 }
 
 }  // namespace example::lm

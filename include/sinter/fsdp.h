@@ -145,8 +145,12 @@ class FullyShardedDataParallel : NonCopyable {
 
   // Clipping by the norm of every gradient of the model together (optim::clip_grad_norm_'s rule):
   // each rank's partial over its shards, then one all-reduce. Returns the total norm, the same on
-  // every rank.
-  double clip_grad_norm_(double max_norm, double norm_type = 2.0);
+  // every rank. With `tp`, the model is tensor parallel over that group (FSDP over the mesh's
+  // fsdp dim, tp over its tp dim): the partial norms of the split layers' parameters
+  // (tp::split_parameters' shards) are summed over `tp` too, the rest (whole on every rank of
+  // `tp`) counted once, so the norm is the whole model's.
+  double clip_grad_norm_(double max_norm, double norm_type = 2.0,
+                         const std::shared_ptr<ProcessGroup>& tp = nullptr);
 
   // While the guard lives, backward keeps the whole gradients on the parameters and adds to them;
   // the first backward after it reduce-scatters the sum (gradient accumulation).

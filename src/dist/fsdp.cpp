@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -13,9 +14,11 @@
 
 #include "dist/ddp_impl.h"
 #include "dist/fsdp_impl.h"
+#include "internal/clip_impl.h"
 #include "internal/tensor_impl.h"
 #include "sinter/autograd.h"
 #include "sinter/ops.h"
+#include "sinter/tensor_parallel.h"
 
 namespace sinter::dist {
 
@@ -588,9 +591,41 @@ std::vector<std::pair<std::string, Tensor>> FullyShardedDataParallel::named_para
   return out;
 }
 
-double FullyShardedDataParallel::clip_grad_norm_(double max_norm, double norm_type) {
-  return detail::clip_sharded("FullyShardedDataParallel::clip_grad_norm_", impl_->trained_shards,
-                              *pg_, max_norm, norm_type);
+double FullyShardedDataParallel::clip_grad_norm_(double max_norm, double norm_type,
+                                                 const std::shared_ptr<ProcessGroup>& tp) {
+  const char* op = "FullyShardedDataParallel::clip_grad_norm_";
+  if (!tp) return detail::clip_sharded(op, impl_->trained_shards, *pg_, max_norm, norm_type);
+  optim::detail::check_clip_arguments(op, max_norm, norm_type);
+  NoGradGuard ng;
+  std::set<const void*> split;  // the tensor-parallel shards, by storage identity
+  for (const Tensor& t : tp::split_parameters(*module_).shards) split.insert(t.storage().id());
+  std::vector<Tensor> split_grads, whole_grads;
+  for (const Param& p : impl_->params) {
+    const Tensor g = p.trained ? p.shard.grad() : Tensor();
+    if (!g.defined() || g.numel() == 0) continue;
+    (split.count(p.param.storage().id()) ? split_grads : whole_grads).push_back(g);
+  }
+  const DType acc = optim::detail::norm_accumulator(impl_->trained_shards);
+  const Device device = impl_->trained_shards[0].device();
+  const bool inf = std::isinf(norm_type);
+  const ReduceOp how = inf ? ReduceOp::Max : ReduceOp::Sum;
+  // [split, whole] partials over this rank's shards, reduced over the fsdp group; the split one
+  // over the tp group as well.
+  Tensor parts =
+      cat({optim::detail::grad_norm_partial(split_grads, norm_type, acc, device).reshape({1}),
+           optim::detail::grad_norm_partial(whole_grads, norm_type, acc, device).reshape({1})})
+          .contiguous();
+  pg_->all_reduce(parts, how);
+  Tensor split_part = parts.narrow(0, 0, 1).clone();
+  tp->all_reduce(split_part, how);
+  const Tensor whole_part = parts.narrow(0, 1, 1);
+  const Tensor reduced =
+      (inf ? maximum(split_part, whole_part) : split_part + whole_part).reshape({});
+  std::vector<Tensor> grads = split_grads;
+  grads.insert(grads.end(), whole_grads.begin(), whole_grads.end());
+  return optim::detail::scale_to_norm(grads, reduced, max_norm, norm_type)
+      .to(DType::f64)
+      .item<double>();
 }
 
 FullyShardedDataParallel::NoSync::NoSync(FullyShardedDataParallel& fsdp)

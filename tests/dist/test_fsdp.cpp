@@ -390,7 +390,8 @@ TEST(Fsdp, MisusesAreErrors) {
 
 // 20 AdamW steps of `whole` on batches of 2 F sequences (F: the mesh's fsdp size) and of `split`
 // (its copy split over the mesh's tp group) sharded over the fsdp group by blocks, each fsdp rank
-// on its 2 sequences: the losses within 1e-10 (f64), and the parameters after, gathered from the
+// on its 2 sequences, clipped at 0.5 by the whole model's norm (FSDP's clip_grad_norm_ over the tp
+// group too): the losses and norms within 1e-10 (f64), and the parameters after, gathered from the
 // shards and joined by to_full into a whole model, the whole model's.
 template <class Whole, class Split>
 void train_on_mesh(Whole& whole, const std::shared_ptr<Split>& split,
@@ -410,14 +411,18 @@ void train_on_mesh(Whole& whole, const std::shared_ptr<Split>& split,
     const Tensor want =
         cross_entropy(whole.forward(ids).reshape({-1, vocab}), targets.reshape({-1}));
     want.backward();
+    const double want_norm = optim::clip_grad_norm_(whole.parameters(), 0.5);
     whole_opt.step();
     opt.zero_grad();
     Tensor got = fsdp.call(
         [&] { return split->loss(ids.narrow(0, 2 * fr, 2), targets.narrow(0, 2 * fr, 2)); });
     got.backward();
+    // The whole model's norm from the shards of the split layers and the whole ones.
+    const double got_norm = fsdp.clip_grad_norm_(0.5, 2.0, mesh.group_ptr("tp"));
     opt.step();
     got = got.detach().clone();
     mesh.group("fsdp").all_reduce(got, dist::ReduceOp::Average);
+    EXPECT_NEAR(got_norm, want_norm, 1e-10 * want_norm) << "step " << step;
     EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-10 * std::abs(want.item<double>()))
         << "step " << step;
   }

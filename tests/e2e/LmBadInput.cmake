@@ -110,8 +110,8 @@ expect(2 "--out ${WORK}/corpus.txt: cannot create the folder" ${tiny} --data "${
 expect(2 "--zero 2 needs --ddp" ${tiny} --zero 2 --data "${WORK}/corpus.txt" --out "${WORK}/out")
 expect(2 "--tp 2: 1 ranks make 0 tensor-parallel groups" ${tiny} --tp 2 --data "${WORK}/corpus.txt"
        --out "${WORK}/out")
-expect(2 "--tp combines with --ddp only" ${tiny} --tp 2 --fsdp --data "${WORK}/corpus.txt"
-       --out "${WORK}/out")
+expect(2 "--tp combines with --ddp or --fsdp" ${tiny} --tp 2 --zero 1 --ddp
+       --data "${WORK}/corpus.txt" --out "${WORK}/out")
 expect(2 "--fsdp and --ddp exclude each other" ${tiny} --fsdp --ddp --data "${WORK}/corpus.txt"
        --out "${WORK}/out")
 expect(2 "cannot create the log folder" ${tiny} --data "${WORK}/corpus.txt" --out "${WORK}/out"

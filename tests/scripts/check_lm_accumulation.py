@@ -6,8 +6,8 @@ micro-batches of 4 accumulated with --batch-tokens 512; and, where mpirun is fou
 ranks of two micro-batches of 4 each (no_sync before the last), once with the optimizer
 replicated, once sharded (--zero 2: the AdamW state and the gradients split over the ranks) and
 once fully sharded (--fsdp: the parameters too, each layer gathered around its forward and
-backward); and two ranks of one tensor-parallel group (--tp 2: every layer split over them, both
-reading the same four micro-batches). Their metrics.csv must agree to
+backward); two ranks of one tensor-parallel group (--tp 2: every layer split over them, both
+reading the same four micro-batches); and four ranks as fsdp 2 x tp 2. Their metrics.csv must agree to
 1e-6 relative: the training loss of each of the three steps (the mean over the same tokens; with
 --ddp, over the ranks) and the validation loss after each (the same 16 windows in every run).
 The first step's loss comes before any update; the later ones and the validation losses follow
@@ -59,6 +59,9 @@ def main():
         runs["4 accumulated batches of 4, each layer split over 2 ranks (--tp 2)"] = run(
             [mpiexec, "-n", "2", exe, "--tp", "2", "--batch-size", "4", "--batch-tokens", "512",
              "--eval-batches", "4"], work, "tp")
+        runs["fsdp 2 x tp 2 on 4 ranks, 2 accumulated batches of 4 each"] = run(
+            [mpiexec, "-n", "4", exe, "--fsdp", "--tp", "2", "--batch-size", "4",
+             "--batch-tokens", "512", "--eval-batches", "4"], work, "fsdp_tp")
     else:
         print("no mpirun: the --ddp run is left out")
     base_name, base = next(iter(runs.items()))
