@@ -139,14 +139,16 @@ TEST(ZeroLocal, MatchesDdpAfter50Steps) {
 
 // With clipping by the global norm: ZeRO's norm is summed over the ranks' shards, DDP's over the
 // parameters, so the two can differ in the last bit of f32, and a GPT trained at lr 1e-2 lets that
-// grow (to 5e-5 in 50 steps). A few steps agree within 1e-6.
+// grow (to 5e-5 in 50 steps). After 3 steps they agree within 1e-5: 1.2e-7 with GCC's build here,
+// 1.6e-6 with Clang's (the sanitizer builds), where the kernels' rounding differs; a clipping by
+// the wrong norm is off by far more.
 TEST(ZeroLocal, ClippedStepsMatchDdp) {
   for (const int ranks : {2, 4}) {
     RunSetup s{.ranks = ranks, .gpt = true, .clip = true, .steps = 3};
     const auto ddp = train(s, Mode::Ddp);
     for (Mode mode : {Mode::Zero1, Mode::Zero2}) {
       SCOPED_TRACE(::testing::Message() << ranks << " ranks, " << mode_name(mode));
-      EXPECT_LT(relative_difference(train(s, mode)[0], ddp[0]), 1e-6);
+      EXPECT_LT(relative_difference(train(s, mode)[0], ddp[0]), 1e-5);
     }
   }
 }
