@@ -129,14 +129,9 @@ std::unique_ptr<st::optim::AdamW> adamw(const Run& r, const std::vector<st::Tens
 
 // --fsdp: the model sharded over the ranks, each block a unit (Note [fully sharded data
 // parallel]), and AdamW over the shards in the same two groups (by the parameters' shapes).
-// Returns the number of parameters.
-int64_t shard_model(Run& r) {
+void shard_model(Run& r) {
   std::map<std::string, int64_t> dims;
-  int64_t num_params = 0;
-  for (const auto& [name, p] : r.model.module->named_parameters()) {
-    dims[name] = p.dim();
-    num_params += p.numel();
-  }
+  for (const auto& [name, p] : r.model.module->named_parameters()) dims[name] = p.dim();
   // Each block a unit; under --tp, over the mesh's fsdp dim, the blocks of the split model.
   std::vector<std::shared_ptr<st::nn::Module>> units =
       r.model.gpt      ? r.model.gpt->blocks->children()
@@ -153,14 +148,17 @@ int64_t shard_model(Run& r) {
   r.opt = adamw(r, decay, no_decay);
   r.sched = std::make_unique<st::optim::CosineAnnealingLR>(*r.opt, r.cfg.steps, r.cfg.min_lr,
                                                            r.cfg.warmup);
-  return num_params;
 }
 
 // --fsdp and --tp at the end (collective): the model gathered whole; rank 0 goes on with a plain
 // copy of it for the final evaluation, the exports and the sample.
 void unshard_for_finish(Run& r) {
-  if (r.tp_group) {  // every rank joins the shards
-    r.model = joined_model(r);
+  if (r.tp_group) {  // every rank joins the shards; rank 0 goes on with the whole model
+    LanguageModel whole = joined_model(r);
+    if (r.main_rank) {
+      whole.module->to(r.dev);
+      r.model = whole;
+    }
     return;
   }
   const st::StateDict whole = r.fsdp->state_dict();
@@ -197,20 +195,21 @@ int64_t build_model(Run& r) {
     r.init.reset();
   }
   r.model.module->to(r.dev);
+  int64_t whole_params = 0;  // counted before a split
+  for (const st::Tensor& p : r.model.module->parameters()) whole_params += p.numel();
   if (r.tp_group) {  // the same model, split: it trains as the whole one would
     r.flops_per_token = flops_per_token(r.model, cfg);
     r.model = split_model(r.model, r.tp_group);
   }
-  if (r.args.fsdp) return shard_model(r);
+  if (r.args.fsdp) {
+    shard_model(r);
+    return whole_params;
+  }
   // Weight decay on the matrices (linear and embedding weights) only, as GPT-2 and nanoGPT do:
   // decaying biases and norm gains only pulls them off their working values.
   std::vector<st::Tensor> decay, no_decay;
-  int64_t num_params = 0;
   r.params = r.model.module->parameters();
-  for (const st::Tensor& p : r.params) {
-    (p.dim() >= 2 ? decay : no_decay).push_back(p);
-    num_params += p.numel();
-  }
+  for (const st::Tensor& p : r.params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   if (r.args.zero > 0) {
     // The same two groups, sharded (Note [zero sharding]); the DDP wrapper comes first, so it is
     // made here, before a checkpoint is loaded (loading then reaches every rank alike).
@@ -230,7 +229,7 @@ int64_t build_model(Run& r) {
   }
   r.sched =
       std::make_unique<st::optim::CosineAnnealingLR>(*r.opt, cfg.steps, cfg.min_lr, cfg.warmup);
-  return num_params;
+  return whole_params;
 }
 
 // What the run trains, on what, and the baselines it is measured against.

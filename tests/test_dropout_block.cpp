@@ -73,6 +73,15 @@ TEST(DropoutBlock, AttentionOfSomeHeadsKeepsTheirPartOfTheWholeMask) {
             q, k, v, {.dropout_p = 0.3, .dropout_heads = 4, .dropout_head_offset = 1});
       },
       {"scaled_dot_product_attention", "[1, 5)", "dropout_heads 4"});
+  // No heads of four: nothing to compute, and no division by the zero heads.
+  const Tensor none = zeros({2, 0, 5, 8}, {.dtype = DType::f64});
+  EXPECT_EQ(scaled_dot_product_attention(none, none, none,
+                                         {.dropout_p = 0.3,
+                                          .kernel = AttentionKernel::Fused,
+                                          .dropout_heads = 4,
+                                          .dropout_head_offset = 2})
+                .numel(),
+            0);
 }
 
 }  // namespace

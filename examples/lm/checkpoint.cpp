@@ -103,7 +103,7 @@ void load_optimizer(Run& r, const std::string& path, const st::StateDict& dict, 
     return;
   }
   const auto it = meta.find("zero.world_size");
-  if ((r.fsdp || r.tp_group) && it == meta.end()) {
+  if (r.fsdp || r.tp_group) {
     throw st::Error(
         "--resume: the checkpoint was saved without --fsdp or --tp; its optimizer state does "
         "not shard (resume it without them)");
@@ -176,9 +176,7 @@ LanguageModel joined_model(const Run& r) {
   LanguageModel twin = split_model(make_model(r.cfg, r.model.vocab), r.tp_group);
   st::default_generator().set_state(stream);
   twin.module->load_state_dict(local);
-  LanguageModel whole = twin.joined(r.cfg);
-  whole.module->to(r.dev);
-  return whole;
+  return twin.joined(r.cfg);
 }
 
 }  // namespace example::lm

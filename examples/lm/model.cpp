@@ -53,6 +53,9 @@ LanguageModel split_model(const LanguageModel& whole,
   LanguageModel m;
   m.vocab = whole.vocab;
   const st::Device dev = whole.module->parameters()[0].device();
+  // Made without drawing from the run's random stream (the shards come from `whole`), so that a
+  // split run's dropout draws what the whole run's does.
+  const st::GeneratorState stream = st::default_generator().state();
   if (whole.gpt) {
     m.tp_gpt = std::make_shared<st::dist::tp::ParallelGPT>(whole.gpt->config, group);
     m.tp_gpt->to(dev);
@@ -64,6 +67,7 @@ LanguageModel split_model(const LanguageModel& whole,
     m.tp_llama->load_full(*whole.llama);
     m.module = m.tp_llama;
   }
+  st::default_generator().set_state(stream);
   return m;
 }
 
@@ -71,9 +75,8 @@ LanguageModel LanguageModel::joined(const RunConfig& c) const {
   // Made without drawing from the run's random stream (its initialization is overwritten): a
   // checkpoint written in the middle of a run must not change the draws after it.
   const st::GeneratorState stream = st::default_generator().state();
-  LanguageModel whole = make_model(c, vocab);
+  LanguageModel whole = make_model(c, vocab);  // on the CPU: the joined copy may not fit a GPU
   st::default_generator().set_state(stream);
-  whole.module->to(module->parameters()[0].device());
   if (tp_gpt) tp_gpt->to_full(*whole.gpt);
   if (tp_llama) tp_llama->to_full(*whole.llama);
   return whole;

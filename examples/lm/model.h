@@ -31,7 +31,7 @@ struct LanguageModel {
   // vocabulary slices, or the whole logits'.
   st::Tensor loss(const st::Tensor& x, const st::Tensor& y,
                   st::Reduction reduction = st::Reduction::Mean) const;
-  // Under --tp (collective over the group): the whole model the shards make up.
+  // Under --tp (collective over the group): the whole model the shards make up, on the CPU.
   LanguageModel joined(const RunConfig& c) const;
 
   st::Tensor generate(const st::Tensor& prompt, int64_t n,

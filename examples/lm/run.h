@@ -104,7 +104,7 @@ struct Run {
 void save_checkpoint(const Run& r, int64_t step);
 // The checkpoint's model, optimizer, scheduler, scaler and random generators; returns its step.
 int64_t load_checkpoint(Run& r, const std::string& path);
-// Under --tp (collective over every rank): the whole model the shards make up, on the run's device.
+// Under --tp (collective over every rank): the whole model the shards make up, on the CPU.
 LanguageModel joined_model(const Run& r);
 
 }  // namespace example::lm

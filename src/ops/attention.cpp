@@ -99,7 +99,7 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double
     if (o.dropout_heads > 0) {
       const int64_t hq = q.size(-3);
       a.drop_heads = {hq, o.dropout_heads, o.dropout_head_offset};
-      whole = bh / hq * o.dropout_heads;
+      whole = hq > 0 ? bh / hq * o.dropout_heads : 0;
     }
     const GeneratorState st = g.reserve(static_cast<uint64_t>(whole * tq * tk));
     // Note [dropout mask], as the dropout op draws it.

@@ -7,7 +7,8 @@ ranks of two micro-batches of 4 each (no_sync before the last), once with the op
 replicated, once sharded (--zero 2: the AdamW state and the gradients split over the ranks) and
 once fully sharded (--fsdp: the parameters too, each layer gathered around its forward and
 backward); two ranks of one tensor-parallel group (--tp 2: every layer split over them, both
-reading the same four micro-batches); and four ranks as fsdp 2 x tp 2. Their metrics.csv must agree to
+reading the same four micro-batches); and four ranks as fsdp 2 x tp 2. Last, a GPT with dropout
+in one process and split over two ranks (--tp 2): the same losses, its masks drawn alike. Their metrics.csv must agree to
 1e-6 relative: the training loss of each of the three steps (the mean over the same tokens; with
 --ddp, over the ranks) and the validation loss after each (the same 16 windows in every run).
 The first step's loss comes before any update; the later ones and the validation losses follow
@@ -22,11 +23,14 @@ import subprocess
 import sys
 
 
-def run(cmd, work, name):
+def run(cmd, work, name, gpt=False):
     out = os.path.join(work, name)
-    args = ["--device", "cpu", "--model", "llama", "--tokenizer", "bpe", "--vocab", "512",
-            "--layers", "2", "--heads", "4", "--kv-heads", "2", "--width", "32", "--context", "32",
-            "--steps", "3", "--warmup", "1", "--eval-interval", "1", "--out", out]
+    model = (["--model", "gpt", "--heads", "2"] if gpt else
+             ["--model", "llama", "--tokenizer", "bpe", "--vocab", "512", "--heads", "4",
+              "--kv-heads", "2"])
+    args = ["--device", "cpu"] + model + [
+        "--layers", "2", "--width", "32", "--context", "32", "--steps", "3", "--warmup", "1",
+        "--eval-interval", "1", "--out", out]
     subprocess.run(cmd + args, check=True, stdout=subprocess.DEVNULL)
     with open(os.path.join(out, "metrics.csv")) as f:
         return list(csv.DictReader(f))
@@ -64,6 +68,20 @@ def main():
              "--batch-tokens", "512", "--eval-batches", "4"], work, "fsdp_tp")
     else:
         print("no mpirun: the --ddp run is left out")
+    bad = compare(runs)
+    if mpiexec and shutil.which(mpiexec):
+        # A GPT with dropout: split over 2 ranks it draws the masks one process's run draws
+        # (Note [tensor parallel dropout]).
+        gpt = ["--batch-size", "8", "--eval-batches", "2", "--dropout", "0.1"]
+        bad += compare({"a GPT with dropout 0.1": run([exe] + gpt, work, "gpt", gpt=True),
+                        "the same split over 2 ranks (--tp 2)": run(
+                            [mpiexec, "-n", "2", exe, "--tp", "2"] + gpt, work, "gpt_tp",
+                            gpt=True)})
+    return 1 if bad else 0
+
+
+def compare(runs):
+    """The number of losses of `runs` (name -> metrics rows) off the first run's by over 1e-6."""
     base_name, base = next(iter(runs.items()))
     bad = 0
     for name, rows in runs.items():
@@ -78,7 +96,7 @@ def main():
                 print(f"{name}: step {row['step']} validation loss {v[0]!r}, {base_name}: {v[1]!r}")
         print(f"{name}: training losses {', '.join(r['train_loss'] for r in rows)}; validation "
               f"losses {', '.join(r['val_loss'] for r in rows)}")
-    return 1 if bad else 0
+    return bad
 
 
 if __name__ == "__main__":
