@@ -7,10 +7,11 @@ ranks of two micro-batches of 4 each (no_sync before the last), once with the op
 replicated, once sharded (--zero 2: the AdamW state and the gradients split over the ranks) and
 once fully sharded (--fsdp: the parameters too, each layer gathered around its forward and
 backward); two ranks of one tensor-parallel group (--tp 2: every layer split over them, both
-reading the same four micro-batches); and four ranks as fsdp 2 x tp 2. Last, a GPT with dropout
-in one process and split over two ranks (--tp 2): the same losses, its masks drawn alike. Their metrics.csv must agree to
-1e-6 relative: the training loss of each of the three steps (the mean over the same tokens; with
---ddp, over the ranks) and the validation loss after each (the same 16 windows in every run).
+reading the same four micro-batches); and four ranks as fsdp 2 x tp 2. Their metrics.csv must
+agree to 1e-6 relative: the training loss of each of the three steps (the mean over the same
+tokens; with --ddp, over the ranks) and the validation loss after each (the same 16 windows in
+every run). Last, a GPT with dropout in one process and split over two ranks (--tp 2) must agree
+alike: its masks are drawn as one process draws them.
 The first step's loss comes before any update; the later ones and the validation losses follow
 the updates, which agree when the accumulated gradients equal the large batch's.
 
