@@ -19,16 +19,23 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.h"
+#include "dist_util.h"
 #include "sinter/dist.h"
 #include "sinter/fsdp.h"
 
 namespace {
 
 using namespace sinter;
-using Clock = std::chrono::steady_clock;
+using bench::all_ranks;
+using bench::Clock;
+using bench::max_over_ranks;
+using bench::seconds;
+using bench::state_bytes;
+using bench::sync_device;
 
 struct Config {
   bool smoke = false;
@@ -51,27 +58,6 @@ const char* kUsage =
     "  all-reduce, reduce-scatter and all-gather bandwidth by message size (doubling from min\n"
     "  to max bytes, f32), the backward time of a DDP step with and without communication, and\n"
     "  ZeRO stages 1 and 2 against DDP on a GPT; rank 0 prints.\n";
-
-void sync_device(Device dev) {
-  if (dev.is_cuda()) cuda::synchronize(dev.index);
-}
-
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-// The largest of every rank's value: a collective is as slow as its slowest rank.
-double max_over_ranks(dist::ProcessGroup& pg, double v) {
-  Tensor t = from_vector<double>({v});
-  pg.all_reduce(t, dist::ReduceOp::Max);
-  return t.item<double>();
-}
-
-// True when every rank says true, so that all ranks take the same branch (and call the same
-// collectives) after a check that only some of them failed.
-bool all_ranks(dist::ProcessGroup& pg, bool ok) {
-  return max_over_ranks(pg, ok ? 0.0 : 1.0) == 0.0;
-}
 
 std::string bytes_str(int64_t b) {
   char buf[32];
@@ -351,31 +337,6 @@ void overlap(const std::shared_ptr<dist::ProcessGroup>& pg, Device dev, const Co
 // ZeRO against DDP: a GPT trained with AdamW, per rank: the step time, the optimizer state and the
 // gradients held after backward.
 
-size_t state_bytes(const optim::Optimizer& opt) {
-  size_t total = 0;
-  for (size_t g = 0; g < opt.num_param_groups(); ++g) {
-    for (size_t i = 0; i < opt.params(g).size(); ++i) {
-      for (const auto& [key, t] : opt.state(g, i)) {
-        if (t.dim() > 0) total += static_cast<size_t>(t.numel()) * element_size(t.dtype());
-      }
-    }
-  }
-  return total;
-}
-
-nn::models::GPTConfig bench_gpt(const Config& cfg) {
-  return cfg.smoke ? nn::models::GPTConfig{.vocab_size = 64,
-                                           .context_length = 16,
-                                           .n_layer = 1,
-                                           .n_head = 2,
-                                           .n_embd = 32}
-                   : nn::models::GPTConfig{.vocab_size = 256,
-                                           .context_length = 128,
-                                           .n_layer = 4,
-                                           .n_head = 4,
-                                           .n_embd = 256};
-}
-
 // DDP's parameters after 3 steps and its step time, for the sharded layouts to compare with.
 struct DdpReference {
   Tensor params;
@@ -384,7 +345,7 @@ struct DdpReference {
 
 DdpReference zero(const std::shared_ptr<dist::ProcessGroup>& pg, Device dev, const Config& cfg,
                   bool print) {
-  const nn::models::GPTConfig gc = bench_gpt(cfg);
+  const nn::models::GPTConfig gc = bench::bench_gpt(cfg.smoke);
   const int64_t batch = cfg.smoke ? 2 : 4;
   const int reps = cfg.smoke ? 2 : 10;
   if (print) {
@@ -398,11 +359,8 @@ DdpReference zero(const std::shared_ptr<dist::ProcessGroup>& pg, Device dev, con
     std::printf("%8s %10s %12s %12s %14s %10s\n", "mode", "step ms", "state MB", "grad MB",
                 "vs DDP params", "check");
   }
-  manual_seed(2000 + static_cast<uint64_t>(pg->rank()));
-  const Tensor x =
-      randint(0, gc.vocab_size, {batch, gc.context_length}, {.dtype = DType::i64, .device = dev});
-  const Tensor y =
-      randint(0, gc.vocab_size, {batch, gc.context_length}, {.dtype = DType::i64, .device = dev});
+  const std::pair<Tensor, Tensor> data = bench::gpt_batch(gc, batch, pg->rank(), dev);
+  const Tensor &x = data.first, &y = data.second;
   double ddp_ms = NAN;
   Tensor ddp_params;
   for (int stage = 0; stage <= 2; ++stage) {
@@ -511,7 +469,7 @@ DdpReference zero(const std::shared_ptr<dist::ProcessGroup>& pg, Device dev, con
 
 void fsdp(const std::shared_ptr<dist::ProcessGroup>& pg, Device dev, const Config& cfg, bool print,
           const DdpReference& ddp) {
-  const nn::models::GPTConfig gc = bench_gpt(cfg);
+  const nn::models::GPTConfig gc = bench::bench_gpt(cfg.smoke);
   const int64_t batch = cfg.smoke ? 2 : 4;
   const int reps = cfg.smoke ? 2 : 10;
   if (print) {
@@ -522,11 +480,8 @@ void fsdp(const std::shared_ptr<dist::ProcessGroup>& pg, Device dev, const Confi
     std::printf("%-22s %10s %12s %12s %10s %10s %12s\n", "layout", "step ms", "gathered MB",
                 "reduced MB", "wait ms", "state MB", "vs DDP params");
   }
-  manual_seed(2000 + static_cast<uint64_t>(pg->rank()));
-  const Tensor x =
-      randint(0, gc.vocab_size, {batch, gc.context_length}, {.dtype = DType::i64, .device = dev});
-  const Tensor y =
-      randint(0, gc.vocab_size, {batch, gc.context_length}, {.dtype = DType::i64, .device = dev});
+  const std::pair<Tensor, Tensor> data = bench::gpt_batch(gc, batch, pg->rank(), dev);
+  const Tensor &x = data.first, &y = data.second;
   struct Layout {
     const char* name;
     const char* label;
@@ -637,48 +592,26 @@ int main(int argc, char** argv) {
   }
   if (cfg.smoke) cfg.device = "cpu";
 
-  int rank = -1;
-  try {
-    std::shared_ptr<dist::ProcessGroup> pg = dist::ProcessGroup::init();
-    rank = pg->rank();
-    const bool print = rank == 0;
-#ifdef SINTER_WITH_NCCL
-    const bool nccl = true;
-#else
-    const bool nccl = false;
-#endif
-    const bool use_cuda =
-        cfg.device == "cuda" || (cfg.device == "auto" && nccl && cuda::is_available());
-    const Device dev = use_cuda ? Device::cuda(pg->cuda_device()) : Device::cpu();
-    if (use_cuda) cuda::set_device(dev.index);
-    if (print) {
-      std::printf("bench_allreduce: %d rank(s), %d on this node, %s tensors (%s)%s\n", pg->size(),
-                  pg->local_size(), dev.is_cuda() ? "CUDA" : "CPU", dev.is_cuda() ? "NCCL" : "MPI",
-                  cfg.smoke ? ", smoke sizes" : "");
-      if (pg->size() == 1) {
-        std::printf(
-            "one rank: nothing crosses a link, so busbw is 0 and the overlap figures only "
-            "show DDP's own overhead\n");
-      }
-    }
-    for (Collective c : {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather}) {
-      bandwidth(*pg, dev, cfg, print, c);
-    }
-    overlap(pg, dev, cfg, print);
-    const DdpReference ddp = zero(pg, dev, cfg, print);
-    fsdp(pg, dev, cfg, print, ddp);
-    pg->barrier();
-    if (print) {
-      if (cfg.smoke) bench::smoke_guarded("summary writers", bench::check_summary_writers);
-      if (!bench::write_summary("bench_allreduce", opts)) return 1;
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_allreduce (rank %d): %s\n", rank, e.what());
-    return 1;
-  }
-  if (bench::failures() > 0) {
-    std::printf("bench_allreduce (rank %d): %d check(s) FAILED\n", rank, bench::failures());
-    return 1;
-  }
-  return 0;
+  return bench::run_distributed(
+      "bench_allreduce", opts, cfg.device,
+      [&](const std::shared_ptr<dist::ProcessGroup>& pg, Device dev) {
+        const bool print = pg->rank() == 0;
+        if (print) {
+          std::printf("bench_allreduce: %d rank(s), %d on this node, %s tensors (%s)%s\n",
+                      pg->size(), pg->local_size(), dev.is_cuda() ? "CUDA" : "CPU",
+                      dev.is_cuda() ? "NCCL" : "MPI", cfg.smoke ? ", smoke sizes" : "");
+          if (pg->size() == 1) {
+            std::printf(
+                "one rank: nothing crosses a link, so busbw is 0 and the overlap figures only "
+                "show DDP's own overhead\n");
+          }
+        }
+        for (Collective c :
+             {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather}) {
+          bandwidth(*pg, dev, cfg, print, c);
+        }
+        overlap(pg, dev, cfg, print);
+        const DdpReference ddp = zero(pg, dev, cfg, print);
+        fsdp(pg, dev, cfg, print, ddp);
+      });
 }
