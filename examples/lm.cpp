@@ -117,16 +117,6 @@ int generate(const Args& args, uint64_t seed, bool seed_given) {
   return 0;
 }
 
-// AdamW over the matrices (with weight decay) and the rest (without).
-std::unique_ptr<st::optim::AdamW> adamw(const Run& r, const std::vector<st::Tensor>& matrices,
-                                        const std::vector<st::Tensor>& rest) {
-  return std::make_unique<st::optim::AdamW>(
-      std::vector<st::optim::AdamWGroup>{{.params = matrices, .weight_decay = r.cfg.weight_decay},
-                                         {.params = rest, .weight_decay = 0.0}},
-      st::optim::AdamWOptions{
-          .lr = r.cfg.lr, .betas = {0.9, 0.95}, .capturable = r.args.cuda_graph});
-}
-
 // --fsdp: the model sharded over the ranks, each block a unit (Note [fully sharded data
 // parallel]), and AdamW over the shards in the same two groups (by the parameters' shapes).
 void shard_model(Run& r) {
@@ -186,7 +176,8 @@ void print_fsdp_memory(const Run& r, int64_t saved_peak) {
       static_cast<double>(saved_peak) / mib);
 }
 
-// The model on the run's device, AdamW and its cosine schedule. Returns the number of parameters.
+// The model on the run's device, the optimizer (Note [lm muon]) and its cosine schedule. Returns
+// the number of parameters.
 int64_t build_model(Run& r) {
   const RunConfig& cfg = r.cfg;
   r.model = make_model(cfg, r.tokens.tokenizer.vocab_size());
@@ -201,31 +192,21 @@ int64_t build_model(Run& r) {
     r.flops_per_token = flops_per_token(r.model, cfg);
     r.model = split_model(r.model, r.tp_group);
   }
+  check_optimizer(r);
   if (r.args.fsdp) {
     shard_model(r);
     return whole_params;
   }
-  // Weight decay on the matrices (linear and embedding weights) only, as GPT-2 and nanoGPT do:
-  // decaying biases and norm gains only pulls them off their working values.
-  std::vector<st::Tensor> decay, no_decay;
   r.params = r.model.module->parameters();
-  for (const st::Tensor& p : r.params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   if (r.args.zero > 0) {
-    // The same two groups, sharded (Note [zero sharding]); the DDP wrapper comes first, so it is
-    // made here, before a checkpoint is loaded (loading then reaches every rank alike).
+    // The optimizer's groups, sharded (Note [zero sharding]); the DDP wrapper comes first, so it
+    // is made here, before a checkpoint is loaded (loading then reaches every rank alike).
     r.ddp = std::make_unique<st::dist::DistributedDataParallel>(r.model.module, r.pg);
-    auto zero = std::make_unique<st::dist::ZeroRedundancyOptimizer>(
-        *r.ddp,
-        st::dist::ZeroRedundancyOptimizer::MakeGroupedOptimizer(
-            [&](const std::vector<std::vector<st::Tensor>>& g) { return adamw(r, g[0], g[1]); }),
-        st::dist::ZeroOptions{.stage = r.args.zero,
-                              .group_of = [](const std::string&, const st::Tensor& p) {
-                                return p.dim() >= 2 ? 0 : 1;
-                              }});
+    auto zero = zero_optimizer(r);
     r.zero = zero.get();
     r.opt = std::move(zero);
   } else {
-    r.opt = adamw(r, decay, no_decay);
+    r.opt = make_optimizer(r);
   }
   r.sched =
       std::make_unique<st::optim::CosineAnnealingLR>(*r.opt, cfg.steps, cfg.min_lr, cfg.warmup);
@@ -250,9 +231,10 @@ void print_summary(const Run& r, int64_t num_params) {
       static_cast<long long>(total_tokens(r.tokens.val)), static_cast<long long>(r.model.vocab),
       r.bytes_per_token);
   std::printf(
-      "AdamW lr %g (warm-up %lld, cosine to %g), %lld tokens per step (%d ranks x %lld "
+      "%s lr %g (warm-up %lld, cosine to %g), %lld tokens per step (%d ranks x %lld "
       "micro-batches x %lld x %lld), %lld steps\n",
-      cfg.lr, static_cast<long long>(cfg.warmup), cfg.min_lr,
+      cfg.optimizer == "muon" ? "Muon (AdamW beside it)" : "AdamW", cfg.lr,
+      static_cast<long long>(cfg.warmup), cfg.min_lr,
       static_cast<long long>(cfg.batch_size * cfg.context * r.data_ranks * r.accum), r.data_ranks,
       static_cast<long long>(r.accum), static_cast<long long>(cfg.batch_size),
       static_cast<long long>(cfg.context), static_cast<long long>(cfg.steps));

@@ -241,6 +241,98 @@ TEST(ZeroLocal, ParameterGroupsMatchDdpAndConsolidate) {
   });
 }
 
+// Muon with its matrices in a Muon group and the rest in an AdamW group (ns_bf16 off: f32
+// throughout), over whole parameters or, under ZeRO, over shards (Note [muon shards]).
+std::unique_ptr<optim::Muon> muon_over(const std::vector<Tensor>& matrices,
+                                       const std::vector<Tensor>& rest, bool shards) {
+  const std::vector<optim::MuonGroup> groups{{.params = matrices},
+                                             {.params = rest, .lr = 1e-2, .adamw = true}};
+  const optim::MuonOptions o{.lr = 0.02, .ns_bf16 = false};
+  return shards ? optim::Muon::over_shards(groups, o) : std::make_unique<optim::Muon>(groups, o);
+}
+
+// s.steps Muon steps under DDP or ZeRO: every rank's parameters, and the optimizer state of each
+// rank (DDP's whole, ZeRO's shards).
+std::pair<std::vector<std::vector<double>>, std::vector<StateDict>> train_muon(const RunSetup& s,
+                                                                               Mode mode) {
+  std::vector<std::shared_ptr<nn::Module>> models;
+  for (int r = 0; r < s.ranks; ++r) models.push_back(make_model(s));
+  std::vector<std::vector<double>> params(static_cast<size_t>(s.ranks));
+  std::vector<StateDict> states(static_cast<size_t>(s.ranks));
+  run_ranks(s.ranks, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+    auto& model = models[static_cast<size_t>(rank)];
+    DistributedDataParallel ddp(model, pg, {.bucket_cap_mb = s.bucket_cap_mb});
+    std::unique_ptr<optim::Optimizer> opt;
+    if (mode == Mode::Ddp) {
+      std::vector<Tensor> matrices, rest;
+      for (const Tensor& p : model->parameters()) (p.dim() == 2 ? matrices : rest).push_back(p);
+      opt = muon_over(matrices, rest, false);
+    } else {
+      opt = std::make_unique<ZeroRedundancyOptimizer>(
+          ddp,
+          ZeroRedundancyOptimizer::MakeGroupedOptimizer(
+              [](const std::vector<std::vector<Tensor>>& g) {
+                return muon_over(g[0], g[1], true);
+              }),
+          ZeroOptions{.stage = mode == Mode::Zero1 ? 1 : 2,
+                      .group_of = [](const std::string&, const Tensor& p) {
+                        return p.dim() == 2 ? 0 : 1;
+                      }});
+    }
+    for (int t = 0; t < s.steps; ++t) {
+      opt->zero_grad();
+      auto [x, y] = batch(s, rank, t);
+      loss_of(s, ddp, x, y).backward();
+      opt->step();
+    }
+    params[static_cast<size_t>(rank)] = flat(model->parameters());
+    states[static_cast<size_t>(rank)] = opt->state_dict();
+  });
+  return {params, states};
+}
+
+// Muon under ZeRO (Note [muon shards]) trains as Muon over the whole parameters under DDP: the
+// momentum sharded, each matrix orthogonalized whole from the gathered updates. The buckets are
+// small, so matrices are cut between the ranks' parts; the consolidated shards are DDP's state.
+TEST(ZeroLocal, MuonMatchesDdp) {
+  for (const int ranks : {2, 3}) {
+    for (const bool gpt : {false, true}) {
+      const RunSetup s{.ranks = ranks, .gpt = gpt, .steps = 10};
+      SCOPED_TRACE(::testing::Message() << ranks << " ranks, " << (gpt ? "gpt" : "mlp"));
+      const auto [ddp, ddp_state] = train_muon(s, Mode::Ddp);
+      for (Mode mode : {Mode::Zero1, Mode::Zero2}) {
+        SCOPED_TRACE(mode_name(mode));
+        const auto [zero, shards] = train_muon(s, mode);
+        for (int r = 0; r < ranks; ++r) {
+          EXPECT_EQ(zero[r], zero[0]) << "rank " << r;
+          EXPECT_LT(relative_difference(zero[r], ddp[0]), 1e-5) << "rank " << r;
+        }
+        EXPECT_GT(relative_difference(zero[0], flat(make_model(s)->parameters())), 1e-2);
+        expect_same_state(ZeroRedundancyOptimizer::consolidate(shards), ddp_state[0]);
+      }
+    }
+  }
+  // A Muon over whole matrices cannot take shards, nor one over shards a vector in a Muon group.
+  run_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+    DistributedDataParallel ddp(make_model({}), pg);
+    expect_error(
+        [&] {
+          ZeroRedundancyOptimizer(ddp, [](const std::vector<Tensor>& shards) {
+            return std::make_unique<optim::Muon>(shards);
+          });
+        },
+        {"Muon: parameter 0 of group 0 has shape", "Muon::over_shards"});
+    expect_error(
+        [&] {
+          ZeroRedundancyOptimizer(ddp, [](const std::vector<Tensor>& shards) {
+            return optim::Muon::over_shards({{.params = shards}});
+          });
+        },
+        {"Muon's group 0 holds parameter", "adamw group"});
+    (void)rank;
+  });
+}
+
 size_t tensor_bytes(const Tensor& t) { return t.numel() * element_size(t.dtype()); }
 
 // Bytes of the optimizer's per-parameter buffers (not its 0-dim step counts).

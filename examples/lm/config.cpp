@@ -65,6 +65,7 @@ RunConfig cpu_defaults() {
           .min_lr = 3e-4,
           .weight_decay = 0.1,
           .grad_clip = 1.0,
+          .optimizer = "adamw",
           .eval_interval = 100,
           .eval_batches = 16,
           .seed = 0};
@@ -110,13 +111,16 @@ const std::vector<Setting>& settings() {
        "tokens per optimizer step over all ranks, a multiple of batch size x context x ranks: "
        "micro-batches accumulate to it (0: one micro-batch per rank)"},
       {"--steps", "steps", &RunConfig::steps, "optimizer steps of the whole run"},
-      {"--lr", "lr", &RunConfig::lr, "peak learning rate (AdamW)"},
+      {"--lr", "lr", &RunConfig::lr, "peak learning rate"},
       {"--min-lr", "min_lr", &RunConfig::min_lr, "learning rate the cosine ends at"},
       {"--warmup", "warmup", &RunConfig::warmup,
        "steps of linear warm-up from 0; without the flag, at most --steps / 10"},
       {"--weight-decay", "weight_decay", &RunConfig::weight_decay,
-       "AdamW's decoupled weight decay, on the weight matrices only"},
+       "decoupled weight decay, on the weight matrices only"},
       {"--grad-clip", "grad_clip", &RunConfig::grad_clip, "gradient norm clipped to (0: off)"},
+      {"--optimizer", "optimizer", &RunConfig::optimizer,
+       "adamw, or muon: Muon on the hidden layers' weight matrices (scaled so that --lr and "
+       "--weight-decay carry over), AdamW on the embeddings, head, norms and biases"},
       {"--eval-interval", "eval_interval", &RunConfig::eval_interval,
        "steps between evaluations (and checkpoints)"},
       {"--eval-batches", "eval_batches", &RunConfig::eval_batches,
@@ -181,6 +185,8 @@ void check_config(const RunConfig& c) {
           "--warmup " + ll(c.warmup) + " must be in [0, --steps " + ll(c.steps) + ")");
   require(c.weight_decay >= 0, format("--weight-decay %g is negative", c.weight_decay));
   require(c.grad_clip >= 0, format("--grad-clip %g is negative", c.grad_clip));
+  require(c.optimizer == "adamw" || c.optimizer == "muon",
+          "--optimizer must be adamw or muon, got " + c.optimizer);
 }
 
 bool Overrides::has(const char* flag) const {
@@ -311,7 +317,12 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
     throw st::Error(path + ": format '" + info.meta.at(key) + "', expected '" + kFormat + "'");
   }
   for (const Setting& s : settings()) {
-    const std::string text = metadata_at(info.meta, std::string("config.") + s.key, path);
+    const std::string key = std::string("config.") + s.key;
+    if (key == "config.optimizer" && !info.meta.count(key)) {  // saved before --optimizer was
+      info.config.optimizer = "adamw";
+      continue;
+    }
+    const std::string text = metadata_at(info.meta, key, path);
     if (!from_text(info.config, s.member, text)) {
       throw st::Error(path + ": bad value '" + text + "' of config." + s.key);
     }

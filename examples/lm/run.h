@@ -80,7 +80,7 @@ struct Run {
   LanguageModel model;
   std::shared_ptr<st::nn::models::Pretrained> init;  // --init-from's model, until it is copied
   std::vector<st::Tensor> params;
-  std::unique_ptr<st::optim::Optimizer> opt;  // AdamW, or --zero's ZeroRedundancyOptimizer over it
+  std::unique_ptr<st::optim::Optimizer> opt;  // --optimizer's, or --zero's ZeroRedundancyOptimizer
   st::dist::ZeroRedundancyOptimizer* zero = nullptr;  // opt, with --zero
   std::unique_ptr<st::optim::CosineAnnealingLR> sched;
   std::unique_ptr<st::dist::DistributedDataParallel> ddp;
@@ -98,6 +98,18 @@ struct Run {
   ProfileScope profile;
   int stopped_by = 0;  // the signal that stopped the run early (Note [preemption])
 };
+
+// AdamW over the matrices (with weight decay, as GPT-2 and nanoGPT: decaying biases and norm
+// gains only pulls them off their working values) and the rest (without).
+std::unique_ptr<st::optim::AdamW> adamw(const Run& r, const std::vector<st::Tensor>& matrices,
+                                        const std::vector<st::Tensor>& rest);
+// --optimizer's over r.params: AdamW in the two groups above, or Muon (Note [lm muon] in
+// examples/lm/optimizer.cpp); an Error where Muon meets a layout it does not take.
+std::unique_ptr<st::optim::Optimizer> make_optimizer(const Run& r);
+// The refusal make_optimizer makes, for the paths that build their optimizer themselves.
+void check_optimizer(const Run& r);
+// --zero's ZeroRedundancyOptimizer over r.ddp with --optimizer's groups (Note [lm muon]).
+std::unique_ptr<st::dist::ZeroRedundancyOptimizer> zero_optimizer(const Run& r);
 
 // Collective with --zero and --fsdp: the checkpoint of the run at `step` (Note [lm checkpoints] in
 // examples/lm/checkpoint.cpp).

@@ -24,6 +24,10 @@
 #include "sinter/io.h"
 #include "sinter/nn/module.h"
 #include "sinter/optim/optimizer.h"
+
+namespace sinter::optim {
+class Muon;
+}  // namespace sinter::optim
 #include "sinter/tensor.h"
 
 namespace sinter::dist {
@@ -210,7 +214,9 @@ struct ZeroOptions {
 // the model is followed), runs that optimizer on the averaged shard gradients, then all-gathers
 // every bucket's updated shards into the parameters, so that after step() every rank holds the
 // same model, as with DDP. Hyperparameters (weight decay included) apply to a shard as they would
-// to its parameters: every optimizer's update is elementwise, and the padding stays zero.
+// to its parameters: every optimizer's update is elementwise, and the padding stays zero. Muon's
+// is not (it orthogonalizes whole matrices): made by optim::Muon::over_shards, it gets its shards'
+// layout from here and gathers what it needs (Note [muon shards] in include/sinter/optim/muon.h).
 //
 // The wrapper is itself an Optimizer: its parameter groups mirror the local optimizer's, so LR
 // schedules, set_lr and GradScaler (give it the process group: unscale_ works on the shard
@@ -296,6 +302,7 @@ class ZeroRedundancyOptimizer final : public optim::Optimizer {
 
  private:
   void build(const MakeGroupedOptimizer& make);
+  void give_muon_layouts(optim::Muon& muon);
   void load_consolidated(const StateDict& dict);
 
   // Shared with the DDP wrapper (so either may go first); the group lives as long as this.

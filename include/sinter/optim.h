@@ -5,6 +5,7 @@
 #include "sinter/optim/adam.h"
 #include "sinter/optim/clip.h"
 #include "sinter/optim/grad_scaler.h"
+#include "sinter/optim/muon.h"
 #include "sinter/optim/optimizer.h"
 #include "sinter/optim/rmsprop.h"
 #include "sinter/optim/schedulers.h"

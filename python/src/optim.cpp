@@ -194,8 +194,9 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& which,
   SINTER_PY_MAKE_(AdamW, AdamWOptions, SINTER_ADAMW_OPTIONS, "AdamW")
   SINTER_PY_MAKE_(RMSprop, RMSpropOptions, SINTER_RMSPROP_OPTIONS, "RMSprop")
   SINTER_PY_MAKE_(Adagrad, AdagradOptions, SINTER_ADAGRAD_OPTIONS, "Adagrad")
+  SINTER_PY_MAKE_(Muon, MuonOptions, SINTER_MUON_OPTIONS, "Muon")
   throw nb::value_error(
-      ("no optimizer named '" + which + "' (SGD, Adam, AdamW, RMSprop or Adagrad)").c_str());
+      ("no optimizer named '" + which + "' (SGD, Adam, AdamW, RMSprop, Adagrad or Muon)").c_str());
 }
 
 void bind_optim(nb::module_& root) {
@@ -238,6 +239,7 @@ void bind_optim(nb::module_& root) {
   SINTER_PY_OPTIMIZER_(AdamW, AdamWOptions, AdamWGroup, SINTER_ADAMW_OPTIONS, "AdamW")
   SINTER_PY_OPTIMIZER_(RMSprop, RMSpropOptions, RMSpropGroup, SINTER_RMSPROP_OPTIONS, "RMSprop")
   SINTER_PY_OPTIMIZER_(Adagrad, AdagradOptions, AdagradGroup, SINTER_ADAGRAD_OPTIONS, "Adagrad")
+  SINTER_PY_OPTIMIZER_(Muon, MuonOptions, MuonGroup, SINTER_MUON_OPTIONS, "Muon")
 }
 
 }  // namespace sinter::python

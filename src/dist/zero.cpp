@@ -12,6 +12,7 @@
 #include "sinter/autograd.h"
 #include "sinter/io.h"
 #include "sinter/ops.h"
+#include "sinter/optim/muon.h"
 
 namespace sinter::dist {
 
@@ -135,6 +136,51 @@ void ZeroRedundancyOptimizer::build(const MakeGroupedOptimizer& make) {
                " group(s)");
   for (size_t g = 0; g < inner_->num_param_groups(); ++g) {
     add_group(inner_->params(g), inner_->hyperparameters(g));
+  }
+  auto* muon = dynamic_cast<optim::Muon*>(inner_.get());
+  if (muon && muon->takes_shards()) give_muon_layouts(*muon);
+}
+
+// Per Note [muon shards]: each Muon group's shards, the pieces of matrices each holds (where the
+// matrix sits in its bucket, where the piece sits in the matrix and in the shard), and the gather
+// of a shard-shaped tensor into its whole bucket.
+void ZeroRedundancyOptimizer::give_muon_layouts(optim::Muon& muon) {
+  DistributedDataParallel::Impl& impl = *impl_;
+  const int rank = impl.pg->rank(), size = impl.pg->size();
+  for (size_t g = 0; g < group_buckets_.size(); ++g) {
+    if (muon.options(g).adamw) continue;
+    optim::MuonShards layout;
+    for (size_t k : group_buckets_[g]) {
+      const detail::Bucket& b = impl.buckets[k];
+      for (size_t i : b.params) {
+        SINTER_CHECK(impl.all_params[i].dim() == 2, kName, ": Muon's group ", g,
+                     " holds parameter '", impl.names[i], "' of shape ",
+                     shape_str(impl.all_params[i].shape()),
+                     "; Muon orthogonalizes matrices (put it in an adamw group with group_of)");
+      }
+      std::vector<optim::MuonShards::Piece>& pieces = layout.pieces.emplace_back();
+      for_each_piece(b, impl.slots, impl.all_params, part_of(b, rank, size),
+                     [&](size_t i, int64_t from, int64_t to, int64_t len) {
+                       pieces.push_back({.shape = impl.all_params[i].shape(),
+                                         .bucket_offset = impl.slots[i].offset,
+                                         .matrix_offset = from,
+                                         .shard_offset = to,
+                                         .length = len});
+                     });
+    }
+    layout.gather = [impl = impl_, pg = pg_,
+                     buckets = group_buckets_[g]](const std::vector<Tensor>& parts) {
+      std::vector<Tensor> whole;
+      std::vector<std::shared_ptr<Work>> works;
+      for (size_t j = 0; j < buckets.size(); ++j) {
+        const detail::Bucket& b = impl->buckets[buckets[j]];
+        whole.push_back(empty({b.padded}, {.dtype = b.dtype, .device = b.device}));
+        works.push_back(pg->all_gather_into_async(whole.back(), parts[j]));
+      }
+      for (const auto& w : works) w->wait();
+      return whole;
+    };
+    muon.shard_group(g, std::move(layout));
   }
 }
 

@@ -107,6 +107,46 @@ def test_optimizer_steps_match_torch(torch, name, kwargs):
         getattr(sinter.optim, name)(net.parameters(), lrr=0.1)
 
 
+@pytest.mark.parametrize("kwargs", [
+    {"lr": 0.02, "weight_decay": 0.1, "momentum": 0.9},
+    {"lr": 0.01, "momentum": 0.8, "nesterov": False, "adjust_lr_fn": "match_rms_adamw",
+     "ns_coefficients": (3.0, -3.2, 1.2), "ns_steps": 4},
+])
+def test_muon_steps_match_torch(torch, kwargs):
+    """sinter.optim.Muon's step (its Newton-Schulz iteration in bf16, as PyTorch's) on the 2-D
+    weights, with an adamw group for the rest, against torch.optim.Muon and torch.optim.AdamW."""
+    if not hasattr(torch.optim, "Muon"):
+        pytest.skip("torch.optim.Muon needs PyTorch 2.9 or later")
+    tnet, net = twin_nets(torch)
+    matrices = [p for p in tnet.parameters() if p.dim() == 2]
+    rest = [p for p in tnet.parameters() if p.dim() != 2]
+    topts = [torch.optim.Muon(matrices, **kwargs),
+             torch.optim.AdamW(rest, lr=0.01, weight_decay=0.0)]
+    opt = sinter.optim.Muon(
+        [{"params": [p for p in net.parameters() if p.dim() == 2]},
+         {"params": [p for p in net.parameters() if p.dim() != 2], "adamw": True, "lr": 0.01,
+          "weight_decay": 0.0}], **kwargs)
+    x, y = torch.randn(6, 4, dtype=torch.float64), torch.randint(0, 3, (6,))
+    for _ in range(3):
+        for t in topts:
+            t.zero_grad()
+        torch.nn.functional.cross_entropy(tnet(x), y).backward()
+        for t in topts:
+            t.step()
+        opt.zero_grad()
+        F.cross_entropy(net(sinter.from_dlpack(x)), sinter.from_dlpack(y)).backward()
+        opt.step()
+    for (n, p), (tn, tp) in zip(net.named_parameters(), tnet.named_parameters()):
+        assert n == tn
+        assert torch.allclose(torch.from_dlpack(p.detach()), tp.detach(), rtol=1e-12, atol=1e-12), n
+    with pytest.raises(ValueError, match="adjust_lr_fn 'other' is not supported"):
+        sinter.optim.Muon(net.parameters(), adjust_lr_fn="other")
+    with pytest.raises(ValueError, match="exactly 3 values"):
+        sinter.optim.Muon(net.parameters(), ns_coefficients=(1.0, 2.0))
+    with pytest.raises(RuntimeError, match="Muon: parameter 0 of group 0 has shape \\[3\\]"):
+        sinter.optim.Muon(net.parameters())
+
+
 def test_a_python_model_trains():
     sinter.manual_seed(0)
     model = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 2))

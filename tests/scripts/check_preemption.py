@@ -10,7 +10,8 @@ the step it is in, write its checkpoint and exit with status 4; --resume then tr
 final checkpoint (weights, optimizer state, schedule, random state) must be byte-identical to the
 one of the same run left alone. Without mpirun, one process is signalled instead.
 
-  check_preemption.py EXE WORK_DIR [MPIEXEC] [--zero=N | --fsdp | --tp=N] [--ranks=N] [-- DATA_DIR]
+  check_preemption.py EXE WORK_DIR [MPIEXEC] [--zero=N | --fsdp | --tp=N] [--ranks=N]
+                      [--optimizer=NAME] [-- DATA_DIR]
   (EXE: lm or fashion_mnist)
 
 With --zero=N (lm), the optimizer state is sharded over the ranks: each rank's shard file must
@@ -18,7 +19,8 @@ match too, and one process must resume from the shards (consolidating them). Wit
 ranks train fully sharded (--fsdp instead of --ddp): each rank's file of the optimizer's
 distributed checkpoint must match, and one process must resume from them; with --tp=N (lm) the
 ranks train tensor parallel in groups of N (--ddp over the groups), checked alike. --ranks=N runs
-N ranks (default 2).
+N ranks (default 2). --optimizer=NAME (lm) trains with that optimizer (muon: its momentum, sharded
+under --zero, must carry over too).
 """
 import filecmp
 import os
@@ -83,12 +85,16 @@ def main():
     fsdp = "--fsdp" in argv
     ranks = int(next((a.split("=")[1] for a in argv if a.startswith("--ranks=")), "2"))
     tp = next((a.split("=")[1] for a in argv if a.startswith("--tp=")), "")
-    argv = [a for a in argv if not a.startswith(("--zero=", "--ranks=", "--tp=")) and a != "--fsdp"]
+    optimizer = next((a.split("=")[1] for a in argv if a.startswith("--optimizer=")), "")
+    argv = [a for a in argv
+            if not a.startswith(("--zero=", "--ranks=", "--tp=", "--optimizer=")) and a != "--fsdp"]
     exe, work = argv[:2]
     mpiexec = argv[2] if len(argv) > 2 else ""
     name = os.path.basename(exe)
     conf = LM if name == "lm" else FASHION
     args = conf["args"] + (["--data", extra[0]] if extra else [])
+    if optimizer:
+        args += ["--optimizer", optimizer]
     if zero or fsdp or tp:
         if not (mpiexec and shutil.which(mpiexec)):
             print("no mpirun: --zero, --fsdp and --tp need ranks; skipped")

@@ -88,3 +88,47 @@ Adam = _optimizer(_C.optim.Adam)
 AdamW = _optimizer(_C.optim.AdamW)
 RMSprop = _optimizer(_C.optim.RMSprop)
 Adagrad = _optimizer(_C.optim.Adagrad)
+
+
+def _muon_options(options, where):
+    """torch.optim.Muon's keyword arguments as Sinter's Muon options: ns_coefficients (a, b, c) as
+    ns_a, ns_b and ns_c; adjust_lr_fn (None, "original" or "match_rms_adamw") as
+    match_rms_adamw; use_addmm=False, the only form there is, dropped."""
+    options = dict(options)
+    if "ns_coefficients" in options:
+        coefficients = tuple(options.pop("ns_coefficients"))
+        if len(coefficients) != 3:
+            raise ValueError(f"{where}: ns_coefficients must be a tuple of exactly 3 values")
+        options["ns_a"], options["ns_b"], options["ns_c"] = (float(c) for c in coefficients)
+    if "adjust_lr_fn" in options:
+        fn = options.pop("adjust_lr_fn")
+        if fn not in (None, "original", "match_rms_adamw"):
+            raise ValueError(f"{where}: adjust_lr_fn {fn!r} is not supported "
+                             "(None, 'original' or 'match_rms_adamw')")
+        options["match_rms_adamw"] = fn == "match_rms_adamw"
+    if options.pop("use_addmm", False):
+        raise ValueError(f"{where}: use_addmm=True is not supported (Sinter computes the "
+                         "iteration as use_addmm=False does)")
+    if "ns_steps" in options:
+        options["ns_steps"] = float(options["ns_steps"])
+    return options
+
+
+class Muon(_C.optim.Muon):
+    """torch.optim.Muon's options (ns_coefficients, adjust_lr_fn and the rest; lr may also be the
+    second argument), and Sinter's: ns_bf16 (the Newton-Schulz iteration in bf16, as PyTorch's;
+    False: in the parameters' dtype), and parameter groups with adamw=True (with betas and
+    adamw_eps) that step as AdamW, for the parameters Muon does not take (embeddings, norms,
+    biases, the output head)."""
+
+    def __init__(self, params, lr=None, **kwargs):
+        if lr is not None:
+            kwargs["lr"] = lr
+        params = list(params)
+        if params and isinstance(params[0], dict):
+            params = [_muon_options(g, "Muon") for g in params]
+        super().__init__(params, **_muon_options(kwargs, "Muon"))
+
+
+Muon.__name__ = Muon.__qualname__ = "Muon"
+
