@@ -157,6 +157,41 @@ void bind_types(nb::module_& m) {
           nb::arg("other").none())
       .def("__hash__", [](const Device& d) { return static_cast<int>(d.type) * 1024 + d.index; });
   nb::implicitly_convertible<std::string, Device>();
+
+  // The 8-bit float conversions (Note [float8]) on lists, for the tests that hold them against
+  // PyTorch's float8 dtypes: encode floats to codes ("e4m3" or "e5m2"; saturate: Transformer
+  // Engine's clamp) and decode codes to floats.
+  m.def(
+      "_float8_encode",
+      [](const std::vector<float>& values, const std::string& format, bool saturate) {
+        SINTER_CHECK(format == "e4m3" || format == "e5m2", "_float8_encode: format must be e4m3 ",
+                     "or e5m2, got ", format);
+        std::vector<int> codes;
+        for (float v : values) {
+          if (format == "e4m3") {
+            codes.push_back((saturate ? Float8E4M3::saturated(v) : Float8E4M3(v)).bits);
+          } else {
+            codes.push_back((saturate ? Float8E5M2::saturated(v) : Float8E5M2(v)).bits);
+          }
+        }
+        return codes;
+      },
+      nb::arg("values"), nb::arg("format"), nb::arg("saturate") = false);
+  m.def(
+      "_float8_decode",
+      [](const std::vector<int>& codes, const std::string& format) {
+        SINTER_CHECK(format == "e4m3" || format == "e5m2", "_float8_decode: format must be e4m3 ",
+                     "or e5m2, got ", format);
+        std::vector<float> values;
+        for (int c : codes) {
+          SINTER_CHECK(c >= 0 && c < 256, "_float8_decode: code ", c, " is not in [0, 256)");
+          const auto b = static_cast<uint8_t>(c);
+          values.push_back(format == "e4m3" ? static_cast<float>(Float8E4M3::from_bits(b))
+                                            : static_cast<float>(Float8E5M2::from_bits(b)));
+        }
+        return values;
+      },
+      nb::arg("codes"), nb::arg("format"));
 }
 
 Size2 size2_of(nb::handle h) {

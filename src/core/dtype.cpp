@@ -2,6 +2,8 @@
 #include "sinter/core/dtype.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 namespace sinter {
 
@@ -105,5 +107,80 @@ Half::operator float() const {
   std::memcpy(&f, &out, 4);
   return f;
 }
+
+namespace {
+
+// An OFP8 format (Note [float8]): exponent bias, mantissa bits, and how overflow and NaN encode.
+struct Float8Format {
+  int bias, mantissa;
+  uint8_t nan;        // the NaN a NaN converts to (sign apart)
+  uint8_t overflow;   // what a value rounding past the largest finite one becomes
+  uint8_t first_bad;  // the first code (sign apart) that is not a finite value
+};
+
+constexpr Float8Format kE4M3{7, 3, 0x7f, 0x7e, 0x7f};
+constexpr Float8Format kE5M2{15, 2, 0x7f, 0x7c, 0x7c};
+
+// The code of f rounded to nearest even in format `fmt`: the magnitude scaled by a power of two
+// (exact in double) to units of the quantum of its binade (the subnormal quantum below the
+// smallest normal), rounded once by nearbyint (the default rounding mode is to nearest even).
+uint8_t float8_encode(float f, const Float8Format& fmt) {
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  if (std::isnan(f)) return static_cast<uint8_t>(sign | fmt.nan);
+  const double a = std::fabs(static_cast<double>(f));
+  if (std::isinf(a)) return static_cast<uint8_t>(sign | fmt.overflow);
+  const int emin = 1 - fmt.bias;  // the smallest normal binade's exponent
+  const int full = 1 << fmt.mantissa;
+  int e = emin;
+  if (a >= std::ldexp(1.0, emin)) {
+    std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1)
+    e -= 1;             // a in [2^e, 2^(e + 1))
+  }
+  int64_t n = static_cast<int64_t>(std::nearbyint(std::ldexp(a, fmt.mantissa - e)));
+  int code;
+  if (e == emin && n < full) {
+    code = static_cast<int>(n);  // subnormal (or zero)
+  } else {
+    if (n == 2 * full) {  // rounded up into the next binade
+      n = full;
+      ++e;
+    }
+    // A float's exponent is at most 127: past the format's largest, the code passes first_bad.
+    code = static_cast<int>(((e + fmt.bias) << fmt.mantissa) | (n - full));
+  }
+  if (code >= fmt.first_bad) return static_cast<uint8_t>(sign | fmt.overflow);
+  return static_cast<uint8_t>(sign | code);
+}
+
+float float8_decode(uint8_t bits, const Float8Format& fmt) {
+  const bool negative = (bits & 0x80) != 0;
+  const int code = bits & 0x7f;
+  float v;
+  if (code >= fmt.first_bad) {
+    v = code == fmt.overflow && fmt.overflow != fmt.nan ? std::numeric_limits<float>::infinity()
+                                                        : std::numeric_limits<float>::quiet_NaN();
+  } else {
+    const int field = code >> fmt.mantissa, m = code & ((1 << fmt.mantissa) - 1);
+    v = field == 0 ? std::ldexp(static_cast<float>(m), 1 - fmt.bias - fmt.mantissa)
+                   : std::ldexp(static_cast<float>((1 << fmt.mantissa) + m),
+                                field - fmt.bias - fmt.mantissa);
+  }
+  return negative ? -v : v;
+}
+
+float clamp_to(float f, float max) {
+  if (std::isnan(f)) return f;
+  return f > max ? max : f < -max ? -max : f;
+}
+
+}  // namespace
+
+Float8E4M3::Float8E4M3(float f) : bits(float8_encode(f, kE4M3)) {}
+Float8E4M3 Float8E4M3::saturated(float f) { return Float8E4M3(clamp_to(f, kMax)); }
+Float8E4M3::operator float() const { return float8_decode(bits, kE4M3); }
+
+Float8E5M2::Float8E5M2(float f) : bits(float8_encode(f, kE5M2)) {}
+Float8E5M2 Float8E5M2::saturated(float f) { return Float8E5M2(clamp_to(f, kMax)); }
+Float8E5M2::operator float() const { return float8_decode(bits, kE5M2); }
 
 }  // namespace sinter

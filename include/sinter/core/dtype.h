@@ -70,6 +70,47 @@ struct BFloat16 {
   }
 };
 
+// Note [float8]
+// The OCP 8-bit floating point formats (OCP 8-bit Floating Point Specification, OFP8, 2023), as
+// PyTorch's float8_e4m3fn and float8_e5m2 are: a sign bit, then
+//   E4M3: 4 exponent bits (bias 7), 3 mantissa bits; no infinities; S.1111.111 is NaN, so the
+//         largest value is S.1111.110 = 448; subnormals down to 2^-9.
+//   E5M2: 5 exponent bits (bias 15), 2 mantissa bits, IEEE-like: S.11111.00 is infinity,
+//         S.11111.{01,10,11} NaN; the largest finite value 57344; subnormals down to 2^-16.
+// From a float, conversions round to nearest even (a value halfway between two representable
+// ones goes to the one with the even mantissa); what rounds past the largest value becomes NaN
+// (E4M3: above 464, infinities too) or infinity (E5M2: 61440 and above), as PyTorch's casts do; a
+// NaN stays NaN (E4M3 S.1111.111, E5M2 S.11111.11). saturated() clamps to the largest value first
+// instead (NaN stays NaN), as Transformer Engine's scaled quantization does. A double converts
+// through float, as PyTorch's c10 types take a float.
+struct Float8E4M3 {
+  static constexpr float kMax = 448.0f;
+  uint8_t bits = 0;
+  Float8E4M3() = default;
+  Float8E4M3(float f);  // NOLINT(google-explicit-constructor)
+  static Float8E4M3 saturated(float f);
+  static Float8E4M3 from_bits(uint8_t b) {
+    Float8E4M3 v;
+    v.bits = b;
+    return v;
+  }
+  operator float() const;  // NOLINT(google-explicit-constructor)
+};
+
+struct Float8E5M2 {
+  static constexpr float kMax = 57344.0f;
+  uint8_t bits = 0;
+  Float8E5M2() = default;
+  Float8E5M2(float f);  // NOLINT(google-explicit-constructor)
+  static Float8E5M2 saturated(float f);
+  static Float8E5M2 from_bits(uint8_t b) {
+    Float8E5M2 v;
+    v.bits = b;
+    return v;
+  }
+  operator float() const;  // NOLINT(google-explicit-constructor)
+};
+
 // Maps a C++ element type to its DType.
 template <typename T>
 struct dtype_of;
