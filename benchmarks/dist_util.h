@@ -84,10 +84,10 @@ inline std::pair<Tensor, Tensor> gpt_batch(const nn::models::GPTConfig& gc, int6
 // bytes of each collective's buffer on this rank (an all-reduce's or a broadcast's tensor, a
 // reduce-scatter's input and an all-gather's output: all N parts, as FSDPTraffic counts them), the
 // bytes this rank sends in a ring algorithm (nccl-tests' bus factors: 2(N-1)/N of an all-reduce's
-// buffer, (N-1)/N of the others'; so an all-reduce costs what a reduce-scatter and an all-gather
-// of the same buffer cost together), and the seconds the host spent in the calls and in their
-// Work::wait(). On CPU ranks (MPI) that time is the communication not hidden behind computation;
-// on NCCL the host only queues the work.
+// buffer, (N-1)/N of a reduce-scatter's or an all-gather's, so an all-reduce costs what the two
+// cost together; a broadcast's whole buffer), and the seconds the host spent in the calls and in
+// their Work::wait(). On CPU ranks (MPI) that time is the communication not hidden behind
+// computation; on NCCL the host only queues the work.
 class CountingGroup final : public dist::ProcessGroup {
  public:
   struct Counts {
@@ -113,7 +113,7 @@ class CountingGroup final : public dist::ProcessGroup {
     return timed(bytes(tensor), 2, [&] { return inner_->all_reduce_async(tensor, op); });
   }
   std::shared_ptr<dist::Work> broadcast_async(Tensor& tensor, int root) override {
-    return timed(bytes(tensor), 1, [&] { return inner_->broadcast_async(tensor, root); });
+    return timed(bytes(tensor), 0, [&] { return inner_->broadcast_async(tensor, root); });
   }
   Tensor all_gather(const Tensor& tensor) override {
     const Clock::time_point t0 = Clock::now();
@@ -153,11 +153,13 @@ class CountingGroup final : public dist::ProcessGroup {
   static int64_t bytes(const Tensor& t) {
     return t.numel() * static_cast<int64_t>(element_size(t.dtype()));
   }
-  // `n` bytes in a collective whose ring sends `factor` (N-1)/N of them from each rank.
+  // `n` bytes in a collective whose ring sends `factor` (N-1)/N of them from each rank (factor 0:
+  // a broadcast, whose chain has each rank but the last send all n, nccl-tests' factor 1).
   void count(int64_t n, int factor, Clock::time_point t0) {
     const int ranks = inner_->size();
     counts_->bytes += n;
-    counts_->sent_bytes += static_cast<double>(n) * factor * (ranks - 1) / ranks;
+    counts_->sent_bytes += factor == 0 ? static_cast<double>(n)
+                                       : static_cast<double>(n) * factor * (ranks - 1) / ranks;
     counts_->calls += 1;
     counts_->wait_seconds += seconds(t0, Clock::now());
   }

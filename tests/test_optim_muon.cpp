@@ -167,7 +167,8 @@ TEST(Muon, Bf16OrthogonalizationIsNearTheF64One) {
   const Tensor bf = optim::muon_orthogonalize(u, {});
   EXPECT_EQ(bf.dtype(), DType::bf16);
   EXPECT_TRUE(all_close(bf.to(DType::f64), exact, 0.05, 0.02));
-  const Tensor gram = matmul(exact, exact.t());
+  const Tensor bf64 = bf.to(DType::f64);
+  const Tensor gram = matmul(bf64, bf64.t());
   const Tensor diag = diagonal(gram);
   EXPECT_GT(min(diag).item<double>(), 0.3);
   EXPECT_LT(max(diag).item<double>(), 1.6);
@@ -347,6 +348,31 @@ TEST(Muon, Errors) {
   expect_error([&] { optim::muon_orthogonalize(v); }, {"muon_orthogonalize", "[3]"});
   Muon ok({{.params = {m}}, {.params = {v}, .adamw = true}});  // a vector in an adamw group
   expect_error([&] { ok.set_hyperparameter(0, "ns_steps", 1.5); }, {"ns_steps", "1.5"});
+  // Turned into a Muon group after the constructor: refused at the step, before any group moves.
+  ok.set_hyperparameter(1, "adamw", 0.0);
+  m.set_grad(ones({2, 2}));
+  v.set_grad(ones({3}));
+  expect_error([&] { ok.step(); }, {"Muon: parameter 0 of group 1 has shape [3]"});
+  EXPECT_EQ(max(abs(m)).item<double>(), 0.0);
+  EXPECT_TRUE(ok.state(0, 0).empty());
+}
+
+// bf16 parameters: the momentum is each lerp computed in f32 and rounded to bf16 once, as
+// PyTorch's lerp_ rounds (three roundings, one per operation, drift where the terms cancel).
+TEST(Muon, Bf16MomentumRoundsOnce) {
+  manual_seed(fresh_seed());
+  Tensor p = randn({8, 12}).to(DType::bf16).requires_grad_(true);
+  Muon opt({p}, {.momentum = 0.9});
+  Tensor want = zeros({8, 12});
+  for (int t = 0; t < 3; ++t) {
+    const Tensor g = randn({8, 12}).to(DType::bf16);
+    p.set_grad(g);
+    opt.step();
+    // buf + (1 - momentum) (g - buf) in f32, then rounded.
+    want = add(want, mul(sub(g.to(DType::f32), want), 1.0 - 0.9)).to(DType::bf16).to(DType::f32);
+    EXPECT_TRUE(all_close(opt.state(0, 0).at("momentum_buffer").to(DType::f32), want, 0, 0))
+        << "step " << t;
+  }
 }
 
 // The CUDA step (the same ops on the device) against the CPU's, f32, with the iteration in f32

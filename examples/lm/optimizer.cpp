@@ -88,6 +88,8 @@ std::unique_ptr<st::dist::ZeroRedundancyOptimizer> zero_optimizer(const Run& r) 
       };
   return std::make_unique<Zero>(
       *r.ddp, Zero::MakeGroupedOptimizer([&](const std::vector<std::vector<st::Tensor>>& g) {
+        SINTER_CHECK(g.size() == 3, "--optimizer muon --zero: the model makes ", g.size(),
+                     " parameter groups, not Muon's, AdamW's decayed and AdamW's others");
         return muon(r, g[0], g[1], g[2], true);
       }),
       st::dist::ZeroOptions{.stage = r.args.zero, .group_of = by_role});

@@ -194,9 +194,14 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& which,
   SINTER_PY_MAKE_(AdamW, AdamWOptions, SINTER_ADAMW_OPTIONS, "AdamW")
   SINTER_PY_MAKE_(RMSprop, RMSpropOptions, SINTER_RMSPROP_OPTIONS, "RMSprop")
   SINTER_PY_MAKE_(Adagrad, AdagradOptions, SINTER_ADAGRAD_OPTIONS, "Adagrad")
-  SINTER_PY_MAKE_(Muon, MuonOptions, SINTER_MUON_OPTIONS, "Muon")
+  if (which == "Muon") {  // its groups and shards are made in C++ (Note [muon shards])
+    throw nb::value_error(
+        "ZeroRedundancyOptimizer: Muon under ZeRO is made in C++ (optim::Muon::over_shards, with "
+        "ZeroOptions::group_of putting the matrices in its Muon group); from Python, use it "
+        "with DistributedDataParallel alone");
+  }
   throw nb::value_error(
-      ("no optimizer named '" + which + "' (SGD, Adam, AdamW, RMSprop, Adagrad or Muon)").c_str());
+      ("no optimizer named '" + which + "' (SGD, Adam, AdamW, RMSprop or Adagrad)").c_str());
 }
 
 void bind_optim(nb::module_& root) {

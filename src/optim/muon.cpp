@@ -10,6 +10,7 @@
 
 #include "optim/rule.h"
 #include "sinter/core/error.h"
+#include "sinter/cuda.h"
 #include "sinter/nn/module.h"
 #include "sinter/ops.h"
 
@@ -109,6 +110,12 @@ Tensor muon_orthogonalize(const Tensor& update, const MuonOptions& o) {
 }
 
 void Muon::step_group(size_t group, const MuonOptions& o) {
+  // Before any group changes: the shapes of every group (a group added, or turned from AdamW's
+  // into Muon's, since the constructor checked them), and no capture (Muon's groups read the
+  // learning rate on the host: a captured step would replay the lr it had then).
+  if (group == 0) check_shapes();
+  SINTER_CHECK(o.adamw || !cuda::is_capturing(), "Muon: group ", group,
+               " cannot step inside a CUDA graph capture (its learning rate is read on the host)");
   if (o.adamw) {  // AdamW's fused rule, with AdamW's options from the group's
     const AdamOptions a{.lr = o.lr,
                         .betas = o.betas,
@@ -144,8 +151,12 @@ Tensor Muon::momentum_update(size_t group, size_t i, const Tensor& grad, const M
   }
   fit_state(it->second, p, "momentum_buffer");
   Tensor& buf = it->second;
-  buf.copy_(lerp(buf, grad, 1.0 - o.momentum));
-  return o.nesterov ? lerp(grad, buf, o.momentum) : buf;
+  // bf16 and f16 buffers: each lerp computed in f32 and rounded once, as PyTorch's is.
+  const bool reduced = buf.dtype() == DType::bf16 || buf.dtype() == DType::f16;
+  const DType math = reduced ? DType::f32 : buf.dtype();
+  const Tensor g = grad.to(math);
+  buf.copy_(lerp(buf.to(math), g, 1.0 - o.momentum).to(buf.dtype()));
+  return o.nesterov ? lerp(g, buf.to(math), o.momentum).to(buf.dtype()) : buf;
 }
 
 // Note [muon shards]. Every rank calls the gather: a shard without a gradient (none this step on

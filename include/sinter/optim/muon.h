@@ -42,7 +42,8 @@ SINTER_OPTIMIZER_GROUP(Muon, SINTER_MUON_OPTIONS)
 // are the published quintic coefficients. State: "momentum_buffer". A group with `adamw` steps its
 // parameters (any shape) as optim::AdamW with the group's lr, betas, adamw_eps and weight_decay,
 // with AdamW's state ("exp_avg", "exp_avg_sq", "step") and fused kernels. The step is ops on the
-// parameters' device: the same code on the CPU and on CUDA.
+// parameters' device: the same code on the CPU and on CUDA. momentum_name() is "momentum": a
+// one-cycle schedule cycles the Muon groups' momentum (the AdamW groups' betas stay).
 //
 // Note [muon shards]
 // Muon needs each matrix whole to orthogonalize its update, and ZeRO (Note [zero sharding]) gives
@@ -55,7 +56,9 @@ SINTER_OPTIMIZER_GROUP(Muon, SINTER_MUON_OPTIONS)
 // orthogonalizes each matrix that has a piece in the shard, whole, from the gathered bucket (a
 // matrix cut between two ranks' parts is orthogonalized by both, alike), and gives each piece its
 // part of the update with its matrix's lr'. That is Muon's step on the whole parameters: the
-// momentum and the weight decay are elementwise, and every rank orthogonalizes the same u.
+// momentum and the weight decay are elementwise, and every rank orthogonalizes the same u. What
+// ZeRO saves is memory (the momentum 1/N), not the iteration: each rank orthogonalizes every
+// matrix that touches its part, and the gather moves the Muon groups' updates once more per step.
 struct MuonShards {
   struct Piece {
     Shape shape;                // the whole matrix's, 2-D
