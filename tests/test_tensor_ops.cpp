@@ -352,6 +352,22 @@ TEST(Pointwise, PyTorchValues) {
   const Tensor s = values({1, -2, 3}, {3}), e = values({2, 0, -1, 5, 5, 5}, {2, 3});
   EXPECT_TRUE(all_close(lerp(s, e, 0.25), values({1.25, -1.5, 2, 2, -0.25, 3.5}, {2, 3}), 0, 0));
   EXPECT_TRUE(all_close(lerp(s, e, 0.75), values({1.75, -0.5, 0, 4, 3.25, 4.5}, {2, 3}), 0, 0));
+  // bf16 and f16: computed in f32 and rounded once, as PyTorch's (rounding end - start and the
+  // product too moves about one element in three by a unit here).
+  for (const DType dt : {DType::bf16, DType::f16}) {
+    Generator gen(testing::fresh_seed());
+    const Tensor a = randn({256}, {}, &gen).to(dt);
+    const Tensor b = mul(randn({256}, {}, &gen), 37.0).to(dt);
+    const Tensor w = rand({256}, {}, &gen).to(dt);
+    for (const double weight : {0.1, 0.3, 0.7, 0.95}) {
+      EXPECT_TRUE(all_close(lerp(a, b, weight),
+                            lerp(a.to(DType::f32), b.to(DType::f32), weight).to(dt), 0, 0))
+          << dt << " weight " << weight;
+    }
+    EXPECT_TRUE(all_close(lerp(a, b, w),
+                          lerp(a.to(DType::f32), b.to(DType::f32), w.to(DType::f32)).to(dt), 0, 0))
+        << dt;
+  }
   EXPECT_TRUE(all_close(lerp(s, e, values({0, 0.5, 1.5}, {3})),
                         values({1, -1, -3, 1, 1.5, 6}, {2, 3}), 0, 0));
   EXPECT_TRUE(all_close(addcmul(s, e, values({2, 3, 4}, {3}), -0.5),

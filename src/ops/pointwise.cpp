@@ -123,9 +123,18 @@ Tensor hypot(const Tensor& a, const Tensor& b) {
                      });
 }
 
+// bf16 and f16 lerp computes in f32 and rounds once, as PyTorch's does in its opmath type: three
+// operations each rounded to 8 bits drift far where end - start cancels.
+namespace {
+bool lerp_in_f32(DType t) { return t == DType::bf16 || t == DType::f16; }
+}  // namespace
+
 Tensor lerp(const Tensor& start, const Tensor& end, double weight) {
   SINTER_PROFILE_OP("lerp", start, end);
   check_lerp(start, end);
+  if (lerp_in_f32(start.dtype())) {
+    return lerp(start.to(DType::f32), end.to(DType::f32), weight).to(start.dtype());
+  }
   const Tensor diff = sub(end, start);
   // PyTorch's two forms: each exact at its end (weight 0 gives start, weight 1 gives end).
   return std::abs(weight) < 0.5 ? add(start, mul(diff, weight)) : sub(end, mul(diff, 1.0 - weight));
@@ -137,6 +146,9 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   check_defined("lerp", weight);
   SINTER_CHECK(weight.dtype() == start.dtype(), "lerp: weight is ", weight.dtype(), ", start ",
                start.dtype(), " (they must have one dtype)");
+  if (lerp_in_f32(start.dtype())) {
+    return lerp(start.to(DType::f32), end.to(DType::f32), weight.to(DType::f32)).to(start.dtype());
+  }
   const Tensor diff = sub(end, start);
   return where(lt(abs(weight), 0.5), add(start, mul(diff, weight)),
                sub(end, mul(diff, sub(1.0, weight))));

@@ -151,12 +151,9 @@ Tensor Muon::momentum_update(size_t group, size_t i, const Tensor& grad, const M
   }
   fit_state(it->second, p, "momentum_buffer");
   Tensor& buf = it->second;
-  // bf16 and f16 buffers: each lerp computed in f32 and rounded once, as PyTorch's is.
-  const bool reduced = buf.dtype() == DType::bf16 || buf.dtype() == DType::f16;
-  const DType math = reduced ? DType::f32 : buf.dtype();
-  const Tensor g = grad.to(math);
-  buf.copy_(lerp(buf.to(math), g, 1.0 - o.momentum).to(buf.dtype()));
-  return o.nesterov ? lerp(g, buf.to(math), o.momentum).to(buf.dtype()) : buf;
+  // Each lerp rounds once (in f32 for bf16 and f16), as PyTorch's lerp_ and lerp do.
+  buf.copy_(lerp(buf, grad, 1.0 - o.momentum));
+  return o.nesterov ? lerp(grad, buf, o.momentum) : buf;
 }
 
 // Note [muon shards]. Every rank calls the gather: a shard without a gradient (none this step on
