@@ -5,6 +5,7 @@
 // saturating form. tests/python/test_float8.py holds them against PyTorch's float8 dtypes.
 #include <gtest/gtest.h>
 
+#include <cfenv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -117,11 +118,35 @@ TEST(Float8, OverflowAndNaN) {
   EXPECT_EQ(Float8E4M3(nan).bits, 0x7f);
   EXPECT_EQ(Float8E5M2(nan).bits, 0x7f);
   EXPECT_EQ(Float8E4M3(-nan).bits, 0xff);
+  EXPECT_EQ(Float8E5M2(-nan).bits, 0xff);
+  // float32 subnormals are far below both formats' smallest: zero, with their sign.
+  for (const float tiny : {std::numeric_limits<float>::denorm_min(), 1e-40f}) {
+    EXPECT_EQ(Float8E4M3(tiny).bits, 0x00);
+    EXPECT_EQ(Float8E4M3(-tiny).bits, 0x80);
+    EXPECT_EQ(Float8E5M2(tiny).bits, 0x00);
+    EXPECT_EQ(Float8E5M2(-tiny).bits, 0x80);
+  }
   // Below the smallest subnormal's half: zero, keeping the sign; at the half, the even zero.
   EXPECT_EQ(Float8E4M3(std::ldexp(1.0f, -10)).bits, 0x00);
   EXPECT_EQ(Float8E4M3(std::nextafter(std::ldexp(1.0f, -10), 1.0f)).bits, 0x01);
   EXPECT_EQ(Float8E5M2(-1e-30f).bits, 0x80);
   EXPECT_EQ(Float8E4M3(-0.0f).bits, 0x80);
+}
+
+// The rounding is to nearest even whatever the floating-point rounding mode (a caller may have
+// changed it): ties, the overflow boundary and the half of the smallest subnormal, both signs.
+TEST(Float8, RoundingDoesNotDependOnTheRoundingMode) {
+  const int saved = std::fegetround();
+  for (const int mode : {FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO, FE_TONEAREST}) {
+    ASSERT_EQ(std::fesetround(mode), 0);
+    EXPECT_EQ(Float8E4M3(1.0625f).bits, 0x38) << mode;  // 1 + 1/16: the tie goes to 1.0
+    EXPECT_EQ(Float8E4M3(-1.0625f).bits, 0xb8) << mode;
+    EXPECT_EQ(Float8E4M3(1.1875f).bits, 0x3a) << mode;  // 1 + 3/16: the tie goes to 1.25
+    EXPECT_EQ(Float8E5M2(61440.0f).bits, 0x7c) << mode;
+    EXPECT_EQ(Float8E5M2(60000.0f).bits, 0x7b) << mode;
+    EXPECT_EQ(Float8E4M3(std::ldexp(1.0f, -10)).bits, 0x00) << mode;
+  }
+  std::fesetround(saved);
 }
 
 // The saturating form clamps to the largest finite value before rounding; NaN stays NaN.

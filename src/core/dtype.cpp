@@ -123,7 +123,8 @@ constexpr Float8Format kE5M2{15, 2, 0x7f, 0x7c, 0x7c};
 
 // The code of f rounded to nearest even in format `fmt`: the magnitude scaled by a power of two
 // (exact in double) to units of the quantum of its binade (the subnormal quantum below the
-// smallest normal), rounded once by nearbyint (the default rounding mode is to nearest even).
+// smallest normal), then rounded to the nearest integer, ties to even, by its integer part and
+// fraction (both exact), so that the floating-point rounding mode does not matter.
 uint8_t float8_encode(float f, const Float8Format& fmt) {
   const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
   if (std::isnan(f)) return static_cast<uint8_t>(sign | fmt.nan);
@@ -136,7 +137,10 @@ uint8_t float8_encode(float f, const Float8Format& fmt) {
     std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1)
     e -= 1;             // a in [2^e, 2^(e + 1))
   }
-  int64_t n = static_cast<int64_t>(std::nearbyint(std::ldexp(a, fmt.mantissa - e)));
+  const double x = std::ldexp(a, fmt.mantissa - e);  // under 2^(mantissa + 1)
+  const double whole = std::floor(x), fraction = x - whole;
+  int64_t n = static_cast<int64_t>(whole);
+  if (fraction > 0.5 || (fraction == 0.5 && (n & 1) == 1)) ++n;
   int code;
   if (e == emin && n < full) {
     code = static_cast<int>(n);  // subnormal (or zero)

@@ -54,9 +54,16 @@ def test_rounding_boundaries_and_overflow_as_torch(torch, fmt):
         mid = (a + b) / 2
         probes += [mid, next_float(mid, a), next_float(mid, b)]
     big = max(values)
+    subnormal = struct.unpack("<f", struct.pack("<i", 1))[0]  # float32's smallest
     probes += [big * 1.03, big * 1.05, big * 1.2, 1e30, -1e30, math.inf, -math.inf, math.nan,
-               0.0, -0.0, 1e-30, -1e-30]
+               -math.nan, 0.0, -0.0, 1e-30, -1e-30, subnormal, -subnormal, 1e-40, -1e-40]
     ours = sinter._C._float8_encode(probes, fmt)
     theirs = torch_codes(torch, fmt, probes)
+    mismatches = [(p, o, t) for p, o, t in zip(probes, ours, theirs) if o != t]
+    assert not mismatches, mismatches[:10]
+    # The saturating form is torch's cast of the value clamped to the largest (NaN left as is).
+    clamped = [p if math.isnan(p) else max(-big, min(big, p)) for p in probes]
+    ours = sinter._C._float8_encode(probes, fmt, saturate=True)
+    theirs = torch_codes(torch, fmt, clamped)
     mismatches = [(p, o, t) for p, o, t in zip(probes, ours, theirs) if o != t]
     assert not mismatches, mismatches[:10]
