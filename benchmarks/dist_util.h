@@ -122,6 +122,7 @@ class CountingGroup final : public dist::ProcessGroup {
     return out;
   }
   void barrier() override { inner_->barrier(); }
+  // The inner group's subgroup, not counted: wrap it in a CountingGroup of its own to count it.
   std::shared_ptr<dist::ProcessGroup> split(int color, int key) override {
     return inner_->split(color, key);
   }

@@ -79,13 +79,13 @@ struct BFloat16 {
 //         S.11111.{01,10,11} NaN; the largest finite value 57344; subnormals down to 2^-16.
 // From a float, conversions round to nearest even (a value halfway between two representable
 // ones goes to the one with the even mantissa), whatever the floating-point rounding mode, as
-// PyTorch's casts do (checked against its float8 dtypes, 2.15, on every float32): what rounds past
-// the largest value becomes +-448 in E4M3 (above 464, and the infinities: E4M3 has none, and
-// PyTorch's casts saturate there; its older scalar type gave NaN) and infinity in E5M2 (61440 and
-// above, as IEEE formats round); a NaN stays NaN with its sign (S.1111.111, S.11111.11).
-// saturated() clamps to the largest finite value first (NaN stays NaN), the clamp of scaled
-// quantization: the same as the cast in E4M3, not in E5M2. A double converts through float, as
-// PyTorch's c10 types take a float.
+// PyTorch's casts do (tests/python/test_float8.py: every code and rounding boundary against its
+// float8 dtypes, 2.15): what rounds past the largest value becomes +-448 in E4M3 (above 464, and
+// the infinities: E4M3 has none, and PyTorch's casts saturate there; its older scalar type gave
+// NaN) and infinity in E5M2 (61440 and above, as IEEE formats round); a NaN stays NaN with its
+// sign (S.1111.111, S.11111.11). saturated() clamps to the largest finite value first (NaN stays
+// NaN), the clamp of scaled quantization: the same as the cast in E4M3, not in E5M2. A double
+// converts through float, as PyTorch's c10 types take a float.
 struct Float8E4M3 {
   static constexpr float kMax = 448.0f;
   uint8_t bits = 0;
