@@ -17,15 +17,32 @@
 #include "cuda_check.cuh"
 #include "device_info.cuh"
 #include "kern/ctx.h"
+#include "kern/float8.h"
 #include "kern/scalar_ops.h"
 
 namespace sinter::cudak {
+
+// The float8 dtypes in kernels: their bits, converted by kern/float8.h's formulas (Note [float8]),
+// so that a copy on the GPU rounds as one on the CPU does.
+struct DevFloat8E4M3 {
+  uint8_t bits;
+};
+struct DevFloat8E5M2 {
+  uint8_t bits;
+};
 
 // ---- dtype visitors: f(TypeTag<T>{}) with T the device element type ----
 
 template <class F>
 void visit_storage(DType t, const char* op, F&& f) {
   kern::visit_storage_type<__nv_bfloat16, __half>(t, op, std::forward<F>(f));
+}
+
+// As visit_storage, with the float8 dtypes too: for copies and fills.
+template <class F>
+void visit_copy(DType t, const char* op, F&& f) {
+  kern::visit_copy_type<__nv_bfloat16, __half, DevFloat8E4M3, DevFloat8E5M2>(t, op,
+                                                                             std::forward<F>(f));
 }
 
 template <class F>
@@ -61,6 +78,10 @@ SINTER_HD __forceinline__ auto widen(T v) {
     return __bfloat162float(v);
   } else if constexpr (std::is_same_v<T, __half>) {
     return __half2float(v);
+  } else if constexpr (std::is_same_v<T, DevFloat8E4M3>) {
+    return kern::float8_decode(v.bits, kern::e4m3_format());
+  } else if constexpr (std::is_same_v<T, DevFloat8E5M2>) {
+    return kern::float8_decode(v.bits, kern::e5m2_format());
   } else {
     return v;
   }
@@ -71,14 +92,21 @@ SINTER_HD __forceinline__ Acc<T> to_acc(T v) {
   return static_cast<Acc<T>>(widen(v));
 }
 
-// A computed value as element type T: bf16 and f16 go by way of float and round to nearest even,
-// as BFloat16/Half do on the host; the other types convert as kern/scalar_ops.h's convert.
+// A computed value as element type T: a T unchanged; bf16, f16 and the float8 types go by way of
+// float and round to nearest even, as BFloat16, Half and Float8E4M3/E5M2 do on the host; the other
+// types convert as kern/scalar_ops.h's convert.
 template <class T, class V>
 SINTER_HD __forceinline__ T from_acc(V v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+  if constexpr (std::is_same_v<T, V>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     return __float2bfloat16_rn(kern::convert<float>(v));
   } else if constexpr (std::is_same_v<T, __half>) {
     return __float2half_rn(kern::convert<float>(v));
+  } else if constexpr (std::is_same_v<T, DevFloat8E4M3>) {
+    return T{kern::float8_encode(kern::convert<float>(v), kern::e4m3_format())};
+  } else if constexpr (std::is_same_v<T, DevFloat8E5M2>) {
+    return T{kern::float8_encode(kern::convert<float>(v), kern::e5m2_format())};
   } else {
     return kern::convert<T>(v);
   }

@@ -75,6 +75,12 @@ __device__ __forceinline__ void load_dyn(const void* p, DType t, const int64_t (
     case DType::b8:
       load_typed(static_cast<const bool*>(p), off, k, cnt, dst);
       return;
+    case DType::f8e4m3:
+      load_typed(static_cast<const DevFloat8E4M3*>(p), off, k, cnt, dst);
+      return;
+    case DType::f8e5m2:
+      load_typed(static_cast<const DevFloat8E5M2*>(p), off, k, cnt, dst);
+      return;
   }
 }
 
@@ -116,6 +122,12 @@ __device__ __forceinline__ void store_dyn(void* p, DType t, const int64_t (&off)
     case DType::b8:
       store_typed(static_cast<bool*>(p), off, cnt, src);
       return;
+    case DType::f8e4m3:
+      store_typed(static_cast<DevFloat8E4M3*>(p), off, cnt, src);
+      return;
+    case DType::f8e5m2:
+      store_typed(static_cast<DevFloat8E5M2*>(p), off, cnt, src);
+      return;
   }
 }
 
@@ -123,7 +135,7 @@ __device__ __forceinline__ void store_dyn(void* p, DType t, const int64_t (&off)
 // operand of where and of a fill).
 uint64_t scalar_bits(const kern::Operand& o, DType t) {
   uint64_t bits = 0;
-  visit_storage(t, "elementwise", [&](auto tag) {
+  visit_copy(t, "elementwise", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T x;
     if constexpr (std::is_integral_v<T>) {
@@ -787,11 +799,11 @@ void launch_copy(const ElementwiseIter& it, cudaStream_t stream, int device) {
     });
     return;
   }
-  visit_storage(out.dtype, "elementwise", [&](auto otag) {
+  visit_copy(out.dtype, "elementwise", [&](auto otag) {
     using To = typename decltype(otag)::type;
     if (it.contiguous) {
       bool done = false;
-      visit_storage(in.dtype, "elementwise", [&](auto itag) {
+      visit_copy(in.dtype, "elementwise", [&](auto itag) {
         using From = typename decltype(itag)::type;
         if constexpr (!std::is_same_v<To, From>) {
           constexpr int kVec = kVecWidth<To> < kVecWidth<From> ? kVecWidth<To> : kVecWidth<From>;

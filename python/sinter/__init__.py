@@ -20,6 +20,8 @@ from ._C import (  # noqa: F401  (re-exported)
     float16,
     float32,
     float64,
+    float8_e4m3fn,
+    float8_e5m2,
     from_dlpack,
     full,
     half,

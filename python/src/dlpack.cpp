@@ -35,6 +35,10 @@ nb::dlpack::dtype dlpack_dtype(DType t) {
       return {static_cast<uint8_t>(dtype_code::UInt), bits, 1};
     case DType::b8:
       return {static_cast<uint8_t>(dtype_code::Bool), bits, 1};
+    case DType::f8e4m3:
+      return {static_cast<uint8_t>(dtype_code::Float8_E4M3FN), bits, 1};
+    case DType::f8e5m2:
+      return {static_cast<uint8_t>(dtype_code::Float8_E5M2), bits, 1};
   }
   SINTER_THROW("dlpack: dtype ", t, " has no DLPack type");
 }
@@ -51,6 +55,8 @@ DType sinter_dtype(nb::dlpack::dtype d) {
   if (code == dtype_code::Int && d.bits == 32) return DType::i32;
   if (code == dtype_code::UInt && d.bits == 8) return DType::u8;
   if (code == dtype_code::Bool && d.bits == 8) return DType::b8;
+  if (code == dtype_code::Float8_E4M3FN && d.bits == 8) return DType::f8e4m3;
+  if (code == dtype_code::Float8_E5M2 && d.bits == 8) return DType::f8e5m2;
   SINTER_THROW("from_dlpack: unsupported dtype (DLPack code ", static_cast<int>(d.code), ", ",
                static_cast<int>(d.bits), " bits)");
 }
@@ -142,8 +148,8 @@ void bind_dlpack(nb::module_& m, nb::class_<Tensor>& c) {
             SINTER_CHECK(!src.is_cuda(), "numpy: can't convert cuda:", src.device().index,
                          " device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
                          "to host memory first.");
-            SINTER_CHECK(src.dtype() != DType::bf16,
-                         "numpy: NumPy has no bfloat16; convert with .float() first");
+            SINTER_CHECK(src.dtype() != DType::bf16 && !is_float8(src.dtype()),
+                         "numpy: NumPy has no ", src.dtype(), "; convert with .float() first");
             return nb::cast(as_ndarray<nb::numpy>(src));
           },
           nb::kw_only(), nb::arg("force") = false,

@@ -97,6 +97,10 @@ const char* torch_name(DType t) {
       return "uint8";
     case DType::b8:
       return "bool";
+    case DType::f8e4m3:
+      return "float8_e4m3fn";
+    case DType::f8e5m2:
+      return "float8_e5m2";
   }
   return "?";
 }
@@ -117,7 +121,7 @@ void bind_types(nb::module_& m) {
           nb::arg("other").none())
       .def("__hash__", [](const PyDType& d) { return static_cast<int>(d.t); });
   for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i64, DType::i32,
-                  DType::u8, DType::b8}) {
+                  DType::u8, DType::b8, DType::f8e4m3, DType::f8e5m2}) {
     m.attr(torch_name(t)) = PyDType{t};
   }
   // PyTorch's other names for the same dtypes.

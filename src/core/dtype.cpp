@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <limits>
 
+#include "kern/float8.h"
+#include "sinter/core/error.h"
+
 namespace sinter {
 
 namespace {
@@ -46,6 +49,9 @@ int width_rank(DType t) {
     case DType::i64:
     case DType::f64:
       return 3;
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+      return 0;  // promote_types refuses them before it asks
   }
   return 0;
 }
@@ -56,6 +62,9 @@ int category(DType t) { return t == DType::b8 ? 0 : is_floating(t) ? 2 : 1; }
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
+  SINTER_CHECK(!is_float8(a) && !is_float8(b), "promote_types: ", a, " and ", b,
+               " do not promote (a float8 dtype promotes with no other, as in PyTorch); convert "
+               "with .to() first");
   if (category(a) != category(b)) return category(a) > category(b) ? a : b;
   if (width_rank(a) == width_rank(b)) return DType::f32;  // f16 and bf16
   return width_rank(a) > width_rank(b) ? a : b;
@@ -108,83 +117,12 @@ Half::operator float() const {
   return f;
 }
 
-namespace {
+Float8E4M3::Float8E4M3(float f) : bits(kern::float8_encode(f, kern::e4m3_format())) {}
+Float8E4M3 Float8E4M3::saturated(float f) { return Float8E4M3(kern::clamp_finite(f, kMax)); }
+Float8E4M3::operator float() const { return kern::float8_decode(bits, kern::e4m3_format()); }
 
-// An OFP8 format (Note [float8]): exponent bias, mantissa bits, and how overflow and NaN encode.
-struct Float8Format {
-  int bias, mantissa;
-  uint8_t nan;        // the NaN a NaN converts to (sign apart)
-  uint8_t overflow;   // what a value rounding past the largest finite one becomes
-  uint8_t first_bad;  // the first code (sign apart) that is not a finite value
-};
-
-constexpr Float8Format kE4M3{7, 3, 0x7f, 0x7e, 0x7f};
-constexpr Float8Format kE5M2{15, 2, 0x7f, 0x7c, 0x7c};
-
-// The code of f rounded to nearest even in format `fmt`: the magnitude scaled by a power of two
-// (exact in double) to units of the quantum of its binade (the subnormal quantum below the
-// smallest normal), then rounded to the nearest integer, ties to even, by its integer part and
-// fraction (both exact), so that the floating-point rounding mode does not matter.
-uint8_t float8_encode(float f, const Float8Format& fmt) {
-  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
-  if (std::isnan(f)) return static_cast<uint8_t>(sign | fmt.nan);
-  const double a = std::fabs(static_cast<double>(f));
-  if (std::isinf(a)) return static_cast<uint8_t>(sign | fmt.overflow);
-  const int emin = 1 - fmt.bias;  // the smallest normal binade's exponent
-  const int full = 1 << fmt.mantissa;
-  int e = emin;
-  if (a >= std::ldexp(1.0, emin)) {
-    std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1)
-    e -= 1;             // a in [2^e, 2^(e + 1))
-  }
-  const double x = std::ldexp(a, fmt.mantissa - e);  // under 2^(mantissa + 1)
-  const double whole = std::floor(x), fraction = x - whole;
-  int64_t n = static_cast<int64_t>(whole);
-  if (fraction > 0.5 || (fraction == 0.5 && (n & 1) == 1)) ++n;
-  int code;
-  if (e == emin && n < full) {
-    code = static_cast<int>(n);  // subnormal (or zero)
-  } else {
-    if (n == 2 * full) {  // rounded up into the next binade
-      n = full;
-      ++e;
-    }
-    // A float's exponent is at most 127: past the format's largest, the code passes first_bad.
-    code = static_cast<int>(((e + fmt.bias) << fmt.mantissa) | (n - full));
-  }
-  if (code >= fmt.first_bad) return static_cast<uint8_t>(sign | fmt.overflow);
-  return static_cast<uint8_t>(sign | code);
-}
-
-float float8_decode(uint8_t bits, const Float8Format& fmt) {
-  const bool negative = (bits & 0x80) != 0;
-  const int code = bits & 0x7f;
-  float v;
-  if (code >= fmt.first_bad) {
-    v = code == fmt.overflow && fmt.overflow != fmt.nan ? std::numeric_limits<float>::infinity()
-                                                        : std::numeric_limits<float>::quiet_NaN();
-  } else {
-    const int field = code >> fmt.mantissa, m = code & ((1 << fmt.mantissa) - 1);
-    v = field == 0 ? std::ldexp(static_cast<float>(m), 1 - fmt.bias - fmt.mantissa)
-                   : std::ldexp(static_cast<float>((1 << fmt.mantissa) + m),
-                                field - fmt.bias - fmt.mantissa);
-  }
-  return negative ? -v : v;
-}
-
-float clamp_to(float f, float max) {
-  if (std::isnan(f)) return f;
-  return f > max ? max : f < -max ? -max : f;
-}
-
-}  // namespace
-
-Float8E4M3::Float8E4M3(float f) : bits(float8_encode(f, kE4M3)) {}
-Float8E4M3 Float8E4M3::saturated(float f) { return Float8E4M3(clamp_to(f, kMax)); }
-Float8E4M3::operator float() const { return float8_decode(bits, kE4M3); }
-
-Float8E5M2::Float8E5M2(float f) : bits(float8_encode(f, kE5M2)) {}
-Float8E5M2 Float8E5M2::saturated(float f) { return Float8E5M2(clamp_to(f, kMax)); }
-Float8E5M2::operator float() const { return float8_decode(bits, kE5M2); }
+Float8E5M2::Float8E5M2(float f) : bits(kern::float8_encode(f, kern::e5m2_format())) {}
+Float8E5M2 Float8E5M2::saturated(float f) { return Float8E5M2(kern::clamp_finite(f, kMax)); }
+Float8E5M2::operator float() const { return kern::float8_decode(bits, kern::e5m2_format()); }
 
 }  // namespace sinter

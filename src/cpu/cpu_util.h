@@ -15,11 +15,15 @@ namespace sinter::cpu {
 // bf16 and f16 are stored as 16 bits but computed and converted as float.
 template <class T>
 constexpr bool is_half_type = std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
+// So are the float8 types, which only copies convert (Note [float8]).
+template <class T>
+constexpr bool is_narrow_float =
+    is_half_type<T> || std::is_same_v<T, Float8E4M3> || std::is_same_v<T, Float8E5M2>;
 
 // A stored value as double (bf16 and f16 by way of float).
 template <class T>
 double widen(T v) {
-  if constexpr (is_half_type<T>) {
+  if constexpr (is_narrow_float<T>) {
     return static_cast<double>(static_cast<float>(v));
   } else {
     return static_cast<double>(v);
@@ -78,7 +82,7 @@ T narrow(double v) {
 // A stored value as the elementwise math sees it: bf16 and f16 as float, the others as they are.
 template <class T>
 auto to_value(T v) {
-  if constexpr (is_half_type<T>) {
+  if constexpr (is_narrow_float<T>) {
     return static_cast<float>(v);
   } else {
     return v;
@@ -89,7 +93,7 @@ auto to_value(T v) {
 // float), which is how the CUDA kernels store it.
 template <class T, class V>
 T from_value(V v) {
-  if constexpr (is_half_type<T>) {
+  if constexpr (is_narrow_float<T>) {
     return T(kern::convert<float>(v));
   } else {
     return kern::convert<T>(v);
@@ -131,6 +135,12 @@ void visit_float(DType dtype, const char* op, F&& f) {
 template <class F>
 void visit_storage(DType dtype, const char* op, F&& f) {
   kern::visit_storage_type<BFloat16, Half>(dtype, op, std::forward<F>(f));
+}
+
+// As visit_storage, with the float8 dtypes too: for copies and fills.
+template <class F>
+void visit_copy(DType dtype, const char* op, F&& f) {
+  kern::visit_copy_type<BFloat16, Half, Float8E4M3, Float8E5M2>(dtype, op, std::forward<F>(f));
 }
 
 }  // namespace sinter::cpu

@@ -269,7 +269,7 @@ void where(const Ctx&, const ElementwiseIter& it) {
 void copy(const Ctx&, const ElementwiseIter& it) {
   const Operand& out = it.op[0];
   const Operand& in = it.op[1];
-  visit_storage(out.dtype, "elementwise", [&](auto otag) {
+  visit_copy(out.dtype, "elementwise", [&](auto otag) {
     using To = typename decltype(otag)::type;
     if (in.data == nullptr) {
       To v;
@@ -284,7 +284,7 @@ void copy(const Ctx&, const ElementwiseIter& it) {
       });
       return;
     }
-    visit_storage(in.dtype, "elementwise", [&](auto itag) {
+    visit_copy(in.dtype, "elementwise", [&](auto itag) {
       using From = typename decltype(itag)::type;
       for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
         To* dst = static_cast<To*>(out.data) + off[0];

@@ -90,9 +90,10 @@ const NcclApi& nccl() {
 
 // NCCL's type of each dtype; bools travel as their 0/1 bytes.
 constexpr std::pair<DType, ncclDataType_t> kNcclTypes[] = {
-    {DType::f32, ncclFloat32}, {DType::f64, ncclFloat64}, {DType::bf16, ncclBfloat16},
-    {DType::f16, ncclFloat16}, {DType::i64, ncclInt64},   {DType::i32, ncclInt32},
-    {DType::u8, ncclUint8},    {DType::b8, ncclUint8}};
+    {DType::f32, ncclFloat32},       {DType::f64, ncclFloat64},      {DType::bf16, ncclBfloat16},
+    {DType::f16, ncclFloat16},       {DType::i64, ncclInt64},        {DType::i32, ncclInt32},
+    {DType::u8, ncclUint8},          {DType::b8, ncclUint8},         {DType::f8e4m3, ncclFloat8e4m3},
+    {DType::f8e5m2, ncclFloat8e5m2}};
 static_assert(std::size(kNcclTypes) == size_t(kNumDTypes), "every dtype has an NCCL type");
 
 ncclDataType_t nccl_type(DType dtype) {

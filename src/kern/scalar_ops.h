@@ -11,16 +11,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "kern/float8.h"  // SINTER_HD, and the float8 conversions
 #include "sinter/core/dtype.h"
 #include "sinter/core/error.h"
-
-#ifndef SINTER_HD
-#if defined(__CUDACC__)
-#define SINTER_HD __host__ __device__
-#else
-#define SINTER_HD
-#endif
-#endif
 
 namespace sinter::kern {
 
@@ -131,6 +124,8 @@ void visit_floating_type(DType t, const char* op, F&& f) {
     default:
       break;
   }
+  SINTER_CHECK(!is_float8(t), op, ": no arithmetic on ", t,
+               " tensors (as in PyTorch); convert with .to() first");
   SINTER_THROW(op, ": needs a floating dtype, got ", t);
 }
 
@@ -148,6 +143,20 @@ void visit_storage_type(DType t, const char* op, F&& f) {
       return f(TypeTag<bool>{});
     default:
       return visit_floating_type<Bf16, F16>(t, op, std::forward<F>(f));
+  }
+}
+
+// As visit_storage_type, with the float8 dtypes too (F8E4M3, F8E5M2: the caller's types): for the
+// copies and fills that convert to and from them.
+template <class Bf16, class F16, class F8E4M3, class F8E5M2, class F>
+void visit_copy_type(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f8e4m3:
+      return f(TypeTag<F8E4M3>{});
+    case DType::f8e5m2:
+      return f(TypeTag<F8E5M2>{});
+    default:
+      return visit_storage_type<Bf16, F16>(t, op, std::forward<F>(f));
   }
 }
 

@@ -24,6 +24,12 @@ int32_t elem_type(DType t) {
       return pb::TensorProto::UINT8;
     case DType::b8:
       return pb::TensorProto::BOOL;
+    // ONNX's FLOAT8E4M3FN and FLOAT8E5M2 (IR version 9), which the system's older onnx.proto may
+    // not name.
+    case DType::f8e4m3:
+      return 17;
+    case DType::f8e5m2:
+      return 19;
   }
   SINTER_THROW("onnx::export_model: unknown dtype");
 }

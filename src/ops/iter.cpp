@@ -2,6 +2,7 @@
 #include "internal/iter.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace sinter {
 
@@ -37,6 +38,14 @@ kern::ElementwiseIter make_iter(const char* op, const Tensor& out,
   const int nd = static_cast<int>(shape.size());
   const int nops = static_cast<int>(inputs.size()) + 1;
   SINTER_CHECK(nops <= kern::kMaxOperands, op, ": too many operands");
+  // The float8 dtypes only move and convert (Note [float8]): copies and fills take them.
+  const bool moves = std::strcmp(op, "copy_") == 0 || std::strcmp(op, "fill_") == 0;
+  for (const IterArg& a : inputs) {
+    const DType t = a.tensor ? a.tensor->dtype() : out.dtype();
+    SINTER_CHECK(moves || (!is_float8(t) && !is_float8(out.dtype())), op, ": no arithmetic on ",
+                 is_float8(t) ? t : out.dtype(),
+                 " tensors (as in PyTorch); convert with .to() first");
+  }
 
   // strides[k][d]: element stride of operand k along output dim d (0 where broadcast).
   std::vector<std::vector<int64_t>> strides(nops, std::vector<int64_t>(nd, 0));
