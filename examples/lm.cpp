@@ -64,6 +64,7 @@ st::Device resolve_device(const std::string& name,
 // Mean cross-entropy in nats per token over the validation windows (the same ones every time).
 // With --fsdp and --tp every rank runs it (the layers gather from, or split over, all of them).
 double evaluate(LanguageModel& model, st::data::DataLoader& loader, std::optional<st::DType> amp,
+                const std::optional<st::fp8::Recipe>& fp8,
                 st::dist::FullyShardedDataParallel* fsdp = nullptr) {
   st::NoGradGuard no_grad;
   model.module->eval();
@@ -72,6 +73,7 @@ double evaluate(LanguageModel& model, st::data::DataLoader& loader, std::optiona
   int64_t count = 0;
   for (const st::data::Batch& b : loader) {
     const AmpScope scope(amp, dev);
+    const Fp8Scope fp8_scope(fp8);
     const auto loss_of = [&] { return model.loss(b.input, b.target, st::Reduction::Sum); };
     const st::Tensor loss = fsdp ? fsdp->call(loss_of) : loss_of();
     sum.add_(loss.to(st::DType::f64));
@@ -186,6 +188,7 @@ int64_t build_model(Run& r) {
     r.init.reset();
   }
   r.model.module->to(r.dev);
+  prepare_fp8(r);
   int64_t whole_params = 0;  // counted before a split
   for (const st::Tensor& p : r.model.module->parameters()) whole_params += p.numel();
   if (r.tp_group) {  // the same model, split: it trains as the whole one would
@@ -412,7 +415,7 @@ void make_loaders(Run& r) {
 void open_outputs(Run& r, int64_t num_params) {
   const Args& args = r.args;
   if (!r.tp_group) r.flops_per_token = flops_per_token(r.model, r.cfg);  // (split: set before)
-  r.peak = peak_flops(r.dev, r.amp, r.peak_what);
+  r.peak = peak_flops(r.dev, r.amp, r.fp8.has_value(), r.peak_what);
   r.save = args.save.empty() ? (fs::path(args.out) / "lm.safetensors").string() : args.save;
   if (r.main_rank) {
     print_summary(r, num_params);
@@ -461,6 +464,7 @@ st::Tensor train_step(Run& r, const st::Tensor& x, const st::Tensor& y) {
     st::Tensor loss;
     {
       const AmpScope scope(r.amp, r.dev);
+      const Fp8Scope fp8_scope(r.fp8);
       if (r.tp_group) {  // the loss from the vocabulary slices (DDP's hooks are on the parameters)
         loss = r.fsdp ? r.fsdp->call([&] { return r.model.loss(xm, ym); }) : r.model.loss(xm, ym);
       } else {
@@ -534,7 +538,7 @@ double evaluate_interval(Run& r, Interval& in, Progress& progress, int64_t step,
   // With --fsdp and --tp every rank evaluates (the layers gather from, or split over, them all).
   const bool everywhere = r.fsdp || r.tp_group;
   const double fsdp_val_loss =
-      everywhere ? evaluate(r.model, *r.val_loader, r.amp, r.fsdp.get()) : std::nan("");
+      everywhere ? evaluate(r.model, *r.val_loader, r.amp, r.fp8, r.fsdp.get()) : std::nan("");
   if (r.pg) {  // the training loss of all ranks' windows
     r.pg->all_reduce(in.loss_sum, st::dist::ReduceOp::Sum);
     in.loss_sum.mul_(1.0 / static_cast<double>(r.world));
@@ -545,7 +549,7 @@ double evaluate_interval(Run& r, Interval& in, Progress& progress, int64_t step,
     double val_loss = fsdp_val_loss;
     if (!everywhere) {
       const st::profiler::Range eval_range("evaluate");
-      val_loss = evaluate(r.model, *r.val_loader, r.amp);
+      val_loss = evaluate(r.model, *r.val_loader, r.amp, r.fp8);
     }
     val_per_byte = val_loss / r.bytes_per_token;
     progress.clear();
@@ -692,7 +696,7 @@ int finish(Run& r, double val_per_byte) {
   if (r.fsdp || r.tp_group) unshard_for_finish(r);
   if (!r.main_rank) return 0;
   if (std::isnan(val_per_byte)) {  // nothing was left to train
-    val_per_byte = evaluate(r.model, *r.val_loader, r.amp) / r.bytes_per_token;
+    val_per_byte = evaluate(r.model, *r.val_loader, r.amp, r.fp8) / r.bytes_per_token;
   }
   std::printf("final validation loss %.4f nats/byte (%.4f nats/token)", val_per_byte,
               val_per_byte * r.bytes_per_token);

@@ -66,6 +66,7 @@ RunConfig cpu_defaults() {
           .weight_decay = 0.1,
           .grad_clip = 1.0,
           .optimizer = "adamw",
+          .fp8 = "off",
           .eval_interval = 100,
           .eval_batches = 16,
           .seed = 0};
@@ -121,6 +122,9 @@ const std::vector<Setting>& settings() {
       {"--optimizer", "optimizer", &RunConfig::optimizer,
        "adamw, or muon: Muon on the hidden layers' weight matrices (scaled so that --lr and "
        "--weight-decay carry over), AdamW on the embeddings, head, norms and biases"},
+      {"--fp8", "fp8", &RunConfig::fp8,
+       "off, or the hidden Linear layers' GEMMs in FP8 with current, delayed or block scaling "
+       "(the first and last layers stay out; the CPU emulates FP8 exactly)"},
       {"--eval-interval", "eval_interval", &RunConfig::eval_interval,
        "steps between evaluations (and checkpoints)"},
       {"--eval-batches", "eval_batches", &RunConfig::eval_batches,
@@ -187,6 +191,8 @@ void check_config(const RunConfig& c) {
   require(c.grad_clip >= 0, format("--grad-clip %g is negative", c.grad_clip));
   require(c.optimizer == "adamw" || c.optimizer == "muon",
           "--optimizer must be adamw or muon, got " + c.optimizer);
+  require(c.fp8 == "off" || c.fp8 == "current" || c.fp8 == "delayed" || c.fp8 == "block",
+          "--fp8 must be off, current, delayed or block, got " + c.fp8);
 }
 
 bool Overrides::has(const char* flag) const {
@@ -318,8 +324,13 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   }
   for (const Setting& s : settings()) {
     const std::string key = std::string("config.") + s.key;
-    if (key == "config.optimizer" && !info.meta.count(key)) {  // saved before --optimizer was
+    // Settings added after checkpoints were first written: older ones ran with the default.
+    if (key == "config.optimizer" && !info.meta.count(key)) {
       info.config.optimizer = "adamw";
+      continue;
+    }
+    if (key == "config.fp8" && !info.meta.count(key)) {
+      info.config.fp8 = "off";
       continue;
     }
     const std::string text = metadata_at(info.meta, key, path);

@@ -30,6 +30,7 @@ struct RunConfig {
   int64_t batch_size = 0, batch_tokens = 0, steps = 0, warmup = 0;
   double lr = 0, min_lr = 0, weight_decay = 0, grad_clip = 0;
   std::string optimizer;  // adamw or muon (Note [lm muon])
+  std::string fp8;        // off, current, delayed or block (Note [lm fp8])
   int64_t eval_interval = 0, eval_batches = 0;
   uint64_t seed = 0;
 };

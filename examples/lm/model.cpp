@@ -95,27 +95,25 @@ double flops_per_token(const LanguageModel& m, const RunConfig& c) {
   return 6 * matmul + 12.0 * static_cast<double>(c.n_layer * c.n_embd * c.context);
 }
 
-double peak_flops(st::Device dev, std::optional<st::DType> amp, std::string& what) {
+double peak_flops(st::Device dev, std::optional<st::DType> amp, bool fp8, std::string& what) {
   if (dev.is_cuda()) {
     const std::string name = st::cuda::get_device_properties(dev.index).name;
     struct Peak {
       const char* part;
-      double bf16, tf32, fp32;
+      double fp8, bf16, tf32, fp32;  // fp8 0: no FP8 tensor cores
     };
-    const Peak table[] = {{"H200", 989e12, 494e12, 67e12},
-                          {"H100", 989e12, 494e12, 67e12},
-                          {"A100", 312e12, 156e12, 19.5e12},
-                          {"L40S", 362e12, 183e12, 91.6e12},
-                          {"RTX 4090", 165e12, 82.6e12, 82.6e12}};
+    const Peak table[] = {{"H200", 1979e12, 989e12, 494e12, 67e12},
+                          {"H100", 1979e12, 989e12, 494e12, 67e12},
+                          {"A100", 0, 312e12, 156e12, 19.5e12},
+                          {"L40S", 733e12, 362e12, 183e12, 91.6e12},
+                          {"RTX 4090", 330e12, 165e12, 82.6e12, 82.6e12}};
     for (const Peak& p : table) {
       if (name.find(p.part) == std::string::npos) continue;
       const bool tf32 = st::get_matmul_precision() != "highest";
-      const double peak = amp ? p.bf16 : tf32 ? p.tf32 : p.fp32;
-      what = format("%s's %s peak %.0f TFLOP/s", p.part,
-                    amp    ? "bf16"
-                    : tf32 ? "tf32"
-                           : "fp32",
-                    peak / 1e12);
+      const double peak = fp8 ? p.fp8 : amp ? p.bf16 : tf32 ? p.tf32 : p.fp32;
+      const char* kind = fp8 ? "fp8" : amp ? "bf16" : tf32 ? "tf32" : "fp32";
+      what = peak > 0 ? format("%s's %s peak %.0f TFLOP/s", p.part, kind, peak / 1e12)
+                      : format("%s has no %s tensor cores", p.part, kind);
       return peak;
     }
     what = name + ": peak unknown";
@@ -125,14 +123,17 @@ double peak_flops(st::Device dev, std::optional<st::DType> amp, std::string& wha
   st::Generator gen(0);  // not the default one, whose state the run's results depend on
   const st::Tensor a = st::randn({1024, 1024}, {}, &gen).to(dt);
   const st::Tensor b = st::randn({1024, 1024}, {}, &gen).to(dt);
+  const st::fp8::Quantized qa = st::fp8::quantize(a, st::DType::f8e4m3, 1024, 1024);
+  const st::fp8::Quantized qb = st::fp8::quantize(b, st::DType::f8e4m3, 1024, 1024);
   double best = 1e30;
   for (int i = 0; i < 12; ++i) {
     const auto t0 = Clock::now();
-    (void)st::matmul(a, b);
+    (void)(fp8 ? st::fp8::gemm(qa, qb, dt) : st::matmul(a, b));
     if (i > 0) best = std::min(best, seconds_since(t0));  // the first warms up
   }
   const double peak = 2.0 * 1024 * 1024 * 1024 / best;
-  what = format("measured %s 1024^3 matmul %.0f GFLOP/s", st::dtype_name(dt), peak / 1e9);
+  what = format("measured %s 1024^3 matmul %.0f GFLOP/s",
+                fp8 ? "fp8 (emulated)" : st::dtype_name(dt), peak / 1e9);
   return peak;
 }
 

@@ -54,9 +54,10 @@ LanguageModel split_model(const LanguageModel& whole,
 double flops_per_token(const LanguageModel& m, const RunConfig& c);
 
 // The peak FLOP/s model FLOPs utilization is measured against: on CUDA, the datasheet's dense
-// figure for the precision of the run (tensor cores for bf16 and f16, TF32 for f32 at matmul
-// precision "high", the FP32 units otherwise) on the GPUs of the table, else 0 (unknown); on the
-// CPU, the rate of a 1024^3 matrix product of the run's dtype, measured now (the best of 11).
-double peak_flops(st::Device dev, std::optional<st::DType> amp, std::string& what);
+// figure for the precision of the run (FP8 tensor cores with --fp8, with f32 accumulation; tensor
+// cores for bf16 and f16, TF32 for f32 at matmul precision "high", the FP32 units otherwise) on
+// the GPUs of the table, else 0 (unknown); on the CPU, the rate of a 1024^3 matrix product of the
+// run's dtype (fp8::gemm of e4m3 operands with --fp8), measured now (the best of 11).
+double peak_flops(st::Device dev, std::optional<st::DType> amp, bool fp8, std::string& what);
 
 }  // namespace example::lm

@@ -86,6 +86,7 @@ struct Run {
   std::unique_ptr<st::dist::DistributedDataParallel> ddp;
   std::unique_ptr<st::dist::FullyShardedDataParallel> fsdp;  // --fsdp
   std::optional<st::DType> amp;
+  std::optional<st::fp8::Recipe> fp8;  // --fp8 (Note [lm fp8])
   st::optim::GradScaler scaler{{.enabled = false}};
   int64_t start = 0, stop = 0;  // the steps done before this run, and the last one it takes
   std::shared_ptr<st::data::TokenWindows> train_windows, val_windows;
@@ -110,6 +111,22 @@ std::unique_ptr<st::optim::Optimizer> make_optimizer(const Run& r);
 void check_optimizer(const Run& r);
 // --zero's ZeroRedundancyOptimizer over r.ddp with --optimizer's groups (Note [lm muon]).
 std::unique_ptr<st::dist::ZeroRedundancyOptimizer> zero_optimizer(const Run& r);
+
+// --fp8 (Note [lm fp8] in examples/lm/fp8.cpp): its recipe in r.fp8, and the model's Linear layers
+// prepared for it; an Error where the run's layout does not take it. Call before the optimizer is
+// made and a checkpoint loaded.
+void prepare_fp8(Run& r);
+
+// While alive, under --fp8 the prepared layers run in FP8 (fp8::Autocast); a no-op otherwise.
+class Fp8Scope {
+ public:
+  explicit Fp8Scope(const std::optional<st::fp8::Recipe>& recipe) {
+    if (recipe) guard_.emplace(*recipe);
+  }
+
+ private:
+  std::optional<st::fp8::Autocast> guard_;
+};
 
 // Collective with --zero and --fsdp: the checkpoint of the run at `step` (Note [lm checkpoints] in
 // examples/lm/checkpoint.cpp).

@@ -15,6 +15,7 @@
 #include "sinter/device_mesh.h"
 #include "sinter/dist.h"
 #include "sinter/dist_checkpoint.h"
+#include "sinter/fp8.h"
 #include "sinter/fsdp.h"
 #include "sinter/gguf.h"
 #include "sinter/io.h"

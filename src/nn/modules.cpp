@@ -10,6 +10,7 @@
 #include "internal/ops_impl.h"
 #include "nn/layer_init.h"
 #include "sinter/autograd.h"
+#include "sinter/fp8.h"
 #include "sinter/nn/init.h"
 
 namespace sinter::nn {
@@ -41,6 +42,10 @@ Tensor Linear::forward(const Tensor& x) {
   SINTER_CHECK(x.dim() >= 1 && x.size(x.dim() - 1) == in_features,
                "Linear: expected input with last dim ", in_features, ", got shape ",
                shape_str(x.shape()));
+  if (fp8 && fp8::is_enabled()) {
+    fp8::LinearState state{fp8_amax_history, fp8_scale, fp8_steps};
+    return fp8::linear(x, weight, bias, fp8::recipe(), &state);
+  }
   return linear(x, weight, bias, activation);  // bias and activation in the GEMM's epilogue
 }
 

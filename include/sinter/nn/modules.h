@@ -33,6 +33,10 @@ class Linear : public Module {
   // Applied after the bias in the GEMM's epilogue: y = act(x W^T + b). None by default;
   // nn::fuse_for_inference sets it where an activation module followed (Note [inference fusion]).
   Activation activation = Activation::None;
+  // Set by fp8::prepare: under fp8::Autocast the layer runs fp8::linear (Note [fp8 training]) with
+  // these buffers as its delayed-scaling state (Note [fp8 delayed state]).
+  bool fp8 = false;
+  Tensor fp8_amax_history, fp8_scale, fp8_steps;
 };
 
 // What the batch and instance norms keep, as PyTorch's _NormBase: parameters weight (1) and bias

@@ -1,0 +1,44 @@
+// lm's --fp8: the hidden Linear layers' GEMMs in FP8 (Note [lm fp8]).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "lm/run.h"
+
+namespace example::lm {
+
+// Note [lm fp8]
+// --fp8 current|delayed|block runs the GEMMs of the hidden Linear layers in FP8 under that
+// recipe (Notes [fp8 scaling], [fp8 training]): fp8::prepare takes every Linear but the model's
+// first (layer 0's first projection) and last (the output head), and the training forward and
+// backward, and the evaluations, run under fp8::Autocast. The embeddings, norms, attention's
+// products and softmax, and the loss stay in the autocast dtype (--amp) or f32. Under --ddp the
+// delayed recipe's amaxes are all-reduced (max) over the ranks, so that every rank keeps the same
+// history and scales; its history (fp8_amax_history, fp8_scale, fp8_steps of each layer) is in the
+// checkpoint with the weights, so a resumed run continues the same scales. The recipe is a run
+// setting ("config.fp8"; checkpoints from before it ran with "off"). The FP8 GEMMs run on the CPU
+// (emulated exactly: Note [fp8 gemm]); --tp (whose layers are not nn::Linear), --fsdp and
+// --cuda-graph are refused.
+void prepare_fp8(Run& r) {
+  if (r.cfg.fp8 == "off") return;
+  const Args& a = r.args;
+  if (!r.dev.is_cpu()) {
+    throw st::Error("--fp8 " + r.cfg.fp8 +
+                    ": the FP8 GEMMs run on the CPU for now (use --device cpu or --fp8 off)");
+  }
+  if (a.tp > 1 || a.fsdp || a.cuda_graph) {
+    throw st::Error("--fp8 " + r.cfg.fp8 +
+                    " does not combine with --tp, --fsdp or --cuda-graph yet (use --ddp or none)");
+  }
+  st::fp8::Recipe recipe{.scaling = st::fp8::parse_scaling(r.cfg.fp8, "--fp8")};
+  if (recipe.scaling == st::fp8::Scaling::Delayed && a.ddp) recipe.amax_group = r.pg.get();
+  r.fp8 = recipe;
+  const std::vector<std::string> taken = st::fp8::prepare(*r.model.module, recipe);
+  if (r.main_rank) {
+    std::printf("FP8 (%s scaling; e4m3 forward, e5m2 gradients) in %zu Linear layers, %s to %s\n",
+                r.cfg.fp8.c_str(), taken.size(), taken.empty() ? "-" : taken.front().c_str(),
+                taken.empty() ? "-" : taken.back().c_str());
+  }
+}
+
+}  // namespace example::lm

@@ -1,0 +1,245 @@
+// FP8 recipes, fp8::Autocast, scaled quantization and the FP8 GEMM on the CPU (sinter/fp8.h).
+#include "sinter/fp8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "internal/parallel.h"
+#include "sinter/autograd.h"
+#include "sinter/ops.h"
+
+namespace sinter::fp8 {
+
+// Note [fp8 scaling]
+// A tensor goes to FP8 as codes = saturate(x * scale), its values code * scale_inv, with
+// scale_inv = 1 / scale (both f32). The scale maps the amax (the largest |x| it covers) to the
+// format's largest value, over 2^margin: scale = max / amax / 2^margin, in f32 (1 where amax is
+// 0, infinite or NaN). The product x * scale is rounded to f32 and then to the format, saturating
+// (what would overflow is the largest value: Transformer Engine's quantization), so that a value a
+// little past the amax (delayed scaling's stale scale) is clamped, not lost.
+//   - current: one scale per tensor, from the tensor's own amax.
+//   - delayed: one scale per tensor, from the largest amax in a history of the last H forward and
+//     backward passes (Transformer Engine's DelayedScaling with amax_compute_algo "max"), so that
+//     the quantization needs no pass over the tensor before it; the first pass, with no history,
+//     takes its own amax. See Note [fp8 delayed state].
+//   - block: a scale per tile from the tile's amax (DeepSeek-V3): activations and gradients in
+//     1 x 128 tiles along the GEMM's reduction dim, weights in 128 x 128 blocks. The backward's
+//     operands are reduced along other dims than the forward's, so the activations and gradients
+//     are quantized again, transposed (128 x 1 tiles of the original); the weights' blocks serve
+//     both ways, transposed.
+
+const char* scaling_name(Scaling s) {
+  switch (s) {
+    case Scaling::Current:
+      return "current";
+    case Scaling::Delayed:
+      return "delayed";
+    case Scaling::Block:
+      return "block";
+  }
+  return "?";
+}
+
+Scaling parse_scaling(const std::string& name, const char* what) {
+  for (Scaling s : {Scaling::Current, Scaling::Delayed, Scaling::Block}) {
+    if (name == scaling_name(s)) return s;
+  }
+  SINTER_THROW(what, ": unknown FP8 recipe \"", name, "\" (expected current, delayed or block)");
+}
+
+void check_recipe(const Recipe& r) {
+  SINTER_CHECK(r.amax_history_len >= 1, "fp8: amax_history_len must be at least 1, got ",
+               r.amax_history_len);
+  SINTER_CHECK(r.margin >= 0 && r.margin <= 30, "fp8: margin must be in [0, 30], got ", r.margin);
+  SINTER_CHECK(r.block >= 1, "fp8: block must be at least 1, got ", r.block);
+}
+
+namespace {
+thread_local bool g_enabled = false;
+thread_local Recipe g_recipe;
+}  // namespace
+
+Autocast::Autocast(const Recipe& recipe, bool enabled)
+    : prev_enabled_(g_enabled), prev_recipe_(g_recipe) {
+  check_recipe(recipe);
+  g_enabled = enabled;
+  g_recipe = recipe;
+}
+
+Autocast::~Autocast() {
+  g_enabled = prev_enabled_;
+  g_recipe = prev_recipe_;
+}
+
+bool is_enabled() { return g_enabled; }
+const Recipe& recipe() { return g_recipe; }
+
+float max_value(DType format) {
+  SINTER_CHECK(is_float8(format), "fp8: expected f8e4m3 or f8e5m2, got ", format);
+  return format == DType::f8e4m3 ? Float8E4M3::kMax : Float8E5M2::kMax;
+}
+
+float scale_from_amax(float amax, DType format, int margin) {
+  if (!(amax > 0.0f) || !std::isfinite(amax)) return 1.0f;
+  const float s = max_value(format) / amax / std::ldexp(1.0f, margin);
+  return std::isfinite(s) ? s : std::numeric_limits<float>::max();
+}
+
+Tensor Quantized::dequantize() const {
+  SINTER_CHECK(data.defined(), "fp8::Quantized::dequantize: no data");
+  const int64_t rows = data.size(0), cols = data.size(1);
+  const Tensor ri = div(arange(rows, {.dtype = DType::i64}), tile_rows, "floor");
+  const Tensor ci = div(arange(cols, {.dtype = DType::i64}), tile_cols, "floor");
+  const Tensor s = index_select(index_select(scale_inv, 0, ri), 1, ci);
+  return mul(data.to(DType::f32), s);
+}
+
+namespace {
+
+template <class Code>
+void quantize_tile(const float* x, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                   float scale, Code* out) {
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const float v = x[r * ld + c] * scale;
+      out[r * ld + c] = Code::saturated(v);
+    }
+  }
+}
+
+// The amax of a tile: NaN if it holds one.
+float tile_amax(const float* x, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  float m = 0.0f;
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const float a = std::fabs(x[r * ld + c]);
+      if (std::isnan(a)) return a;
+      m = std::max(m, a);
+    }
+  }
+  return m;
+}
+
+float max_with_nan(float a, float b) {
+  return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+}
+
+}  // namespace
+
+float amax(const Tensor& x) {
+  SINTER_CHECK(
+      x.defined() && x.device().is_cpu() && is_floating(x.dtype()) && !is_float8(x.dtype()),
+      "fp8::amax: expected a CPU tensor of f32, f64, bf16 or f16");
+  NoGradGuard ng;
+  const Tensor xf = x.to(DType::f32).contiguous();
+  const auto* p = static_cast<const float*>(xf.data_ptr());
+  const int64_t n = xf.numel();
+  constexpr int64_t kPiece = 1 << 16;
+  std::vector<float> parts(static_cast<size_t>((n + kPiece - 1) / kPiece), 0.0f);
+  detail::parallel_blocks(static_cast<int64_t>(parts.size()), kPiece, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      parts[static_cast<size_t>(b)] =
+          tile_amax(p, 0, 0, 1, b * kPiece, std::min(n, (b + 1) * kPiece));
+    }
+  });
+  float m = 0.0f;
+  for (const float a : parts) m = max_with_nan(m, a);
+  return m;
+}
+
+Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t tile_cols,
+                   std::optional<float> scale, float* amax) {
+  SINTER_CHECK(x.defined() && x.dim() == 2, "fp8::quantize: expected a 2-D tensor, got ",
+               x.defined() ? shape_str(x.shape()) : "undefined");
+  SINTER_CHECK(is_floating(x.dtype()) && !is_float8(x.dtype()),
+               "fp8::quantize: expected f32, f64, bf16 or f16 values, got ", x.dtype());
+  SINTER_CHECK(is_float8(format), "fp8::quantize: format must be f8e4m3 or f8e5m2, got ", format);
+  SINTER_CHECK(tile_rows >= 1 && tile_cols >= 1,
+               "fp8::quantize: tiles must be at least 1 x 1, got ", tile_rows, " x ", tile_cols);
+  SINTER_CHECK(x.device().is_cpu(),
+               "fp8::quantize: the FP8 kernels run on the CPU for now, got a "
+               "tensor on ",
+               x.device());
+  NoGradGuard ng;
+  const int64_t rows = x.size(0), cols = x.size(1);
+  const int64_t tr = std::min(tile_rows, std::max<int64_t>(rows, 1));
+  const int64_t tc = std::min(tile_cols, std::max<int64_t>(cols, 1));
+  const int64_t nbr = (rows + tr - 1) / tr, nbc = (cols + tc - 1) / tc;
+  const Tensor xf = x.to(DType::f32).contiguous();
+  Quantized q{.data = empty({rows, cols}, {.dtype = format}),
+              .scale_inv = empty({std::max<int64_t>(nbr, 1), std::max<int64_t>(nbc, 1)}),
+              .tile_rows = tr,
+              .tile_cols = tc};
+  const float* px = static_cast<const float*>(xf.data_ptr());
+  auto* inv = static_cast<float*>(q.scale_inv.data_ptr());
+  std::vector<float> amaxes(static_cast<size_t>(nbr * nbc), 0.0f);
+  if (nbr * nbc == 0) inv[0] = 1.0f;
+  detail::parallel_blocks(nbr * nbc, tr * tc, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r0 = (t / nbc) * tr, c0 = (t % nbc) * tc;
+      const int64_t r1 = std::min(rows, r0 + tr), c1 = std::min(cols, c0 + tc);
+      const float a = tile_amax(px, cols, r0, r1, c0, c1);
+      amaxes[static_cast<size_t>(t)] = a;
+      const float s = scale ? *scale : scale_from_amax(a, format);
+      inv[t] = 1.0f / s;
+      if (format == DType::f8e4m3) {
+        quantize_tile(px, cols, r0, r1, c0, c1, s, static_cast<Float8E4M3*>(q.data.data_ptr()));
+      } else {
+        quantize_tile(px, cols, r0, r1, c0, c1, s, static_cast<Float8E5M2*>(q.data.data_ptr()));
+      }
+    }
+  });
+  if (amax) {
+    float m = 0.0f;
+    for (const float a : amaxes) m = max_with_nan(m, a);
+    *amax = m;
+  }
+  return q;
+}
+
+// Note [fp8 gemm]
+// out (M, N) = a (M, K) b (N, K)^T from codes and scales, as the tensor cores compute it with the
+// scales in the epilogue: for each block of K (the operands' tile_cols; one block of the whole of
+// K for the per-tensor recipes),
+//   partial = round_f32(sum over k in the block of code_a * code_b, in f64)
+//   acc = acc + partial * (scale_inv_a * scale_inv_b)      (each operation rounded to f32)
+// with the blocks in order and acc starting at 0, then rounded once to the output dtype. The
+// products of two FP8 values are exact in f64, and so are their sums where the partial sums span
+// under 53 bits: always for e4m3 x e4m3 with K under 2^17 (multiples of 2^-18 under 448^2 K), so
+// the order of the sum does not matter there; with e5m2 operands, whose range is wider, a sum
+// spanning more could round in its last f64 bit, 2^-29 of the f32 result's unit. The CPU computes
+// the f64 sums as one f64 GEMM per block.
+Tensor gemm(const Quantized& a, const Quantized& b, DType out_dtype) {
+  SINTER_CHECK(a.data.defined() && b.data.defined() && a.data.dim() == 2 && b.data.dim() == 2,
+               "fp8::gemm: expected 2-D quantized operands");
+  SINTER_CHECK(is_float8(a.data.dtype()) && is_float8(b.data.dtype()),
+               "fp8::gemm: operands must be FP8 codes, got ", a.data.dtype(), " and ",
+               b.data.dtype());
+  const int64_t m = a.data.size(0), n = b.data.size(0), k = a.data.size(1);
+  SINTER_CHECK(b.data.size(1) == k, "fp8::gemm: a is ", shape_str(a.data.shape()), " and b is ",
+               shape_str(b.data.shape()), "; both must be (rows, K) with one K");
+  const int64_t kb = std::min(a.tile_cols, k);
+  SINTER_CHECK(std::min(b.tile_cols, k) == kb || k == 0,
+               "fp8::gemm: the operands' K tiles differ (", a.tile_cols, " and ", b.tile_cols, ")");
+  SINTER_CHECK(out_dtype == DType::f32 || out_dtype == DType::bf16 || out_dtype == DType::f16,
+               "fp8::gemm: out_dtype must be f32, bf16 or f16, got ", out_dtype);
+  NoGradGuard ng;
+  const int64_t blocks = k == 0 ? 0 : (k + kb - 1) / kb;
+  // Each row's (column's) scales per K block.
+  const Tensor sa =
+      index_select(a.scale_inv, 0, div(arange(m, {.dtype = DType::i64}), a.tile_rows, "floor"));
+  const Tensor sb =
+      index_select(b.scale_inv, 0, div(arange(n, {.dtype = DType::i64}), b.tile_rows, "floor"));
+  const Tensor qa = a.data.to(DType::f64), qb = b.data.to(DType::f64);
+  Tensor acc = zeros({m, n});
+  for (int64_t j = 0; j < blocks; ++j) {
+    const int64_t k0 = j * kb, k1 = std::min(k, k0 + kb);
+    const Tensor partial = matmul(qa.slice(1, k0, k1), qb.slice(1, k0, k1).t()).to(DType::f32);
+    const Tensor s = mul(sa.slice(1, j, j + 1), sb.slice(1, j, j + 1).reshape({1, n}));
+    acc = add(acc, mul(partial, s));
+  }
+  return acc.to(out_dtype);
+}
+
+}  // namespace sinter::fp8

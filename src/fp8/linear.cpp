@@ -1,0 +1,252 @@
+// fp8::linear (the three GEMMs of a Linear in FP8, with its backward), the delayed recipe's state,
+// and fp8::prepare, which chooses the Linear layers that run in FP8.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "internal/autograd_impl.h"
+#include "sinter/autocast.h"
+#include "sinter/dist.h"
+#include "sinter/fp8.h"
+#include "sinter/nn/modules.h"
+#include "sinter/ops.h"
+
+namespace sinter::fp8 {
+
+// Note [fp8 training]
+// Under fp8::Autocast, a Linear that fp8::prepare took computes y = x W^T + b with the GEMMs of
+// Note [fp8 gemm], in the "hybrid" formats of Transformer Engine:
+//   forward          y  = x  . W^T     x e4m3, W e4m3
+//   input gradient   dx = dy . W       dy e5m2 (the gradients' range is wider), W e4m3
+//   weight gradient  dW = dy^T . x     dy e5m2, x e4m3
+// each accumulated in f32, with the bias added in f32 before the output is rounded to the
+// autocast dtype (x's dtype outside autocast); dx and dW are returned in x's and W's dtypes, db is
+// dy summed in f32. The scales follow the recipe (Note [fp8 scaling]). The backward keeps the FP8
+// forms it needs (x's and W's, transposed where its GEMM reduces along their other dim), not x.
+// What the recipe excludes (the first and last Linear layers by default, norms, attention's
+// softmax, the loss) is not touched: it runs in the autocast dtype, or f32.
+
+// Note [fp8 delayed state]
+// Under the delayed recipe each Linear keeps, as buffers (so state dicts and checkpoints carry
+// them), an amax history of H rows by 3 (its input, weight and output gradient), the 3 scales the
+// history gives, and a count of the passes recorded. A forward in grad mode records the amaxes of
+// x and W into row (count mod H), taking the larger where the row already holds one (so a
+// recomputed forward records nothing new; a forward without grad, an evaluation, records nothing),
+// and the backward that of dy, then advances the count, clears the next row and sets each scale
+// from its column's largest amax (scale_from_amax with the recipe's margin).
+// A pass with no history yet (count 0) scales each tensor by its own amax. With an amax_group, each
+// amax recorded is all-reduced (max) over it first, so that data-parallel ranks keep equal
+// histories (and a forward without grad, which one rank may run alone, makes no collective).
+
+namespace {
+
+enum Slot : int64_t { kInput = 0, kWeight = 1, kGrad = 2 };
+
+float reduce_amax(float amax, const Recipe& r) {
+  if (r.amax_group == nullptr) return amax;
+  Tensor t = full({1}, amax);
+  r.amax_group->all_reduce(t, dist::ReduceOp::Max);
+  return t.item<float>();
+}
+
+// The scale for `slot` under the delayed recipe, or nullopt when there is no history yet (the
+// tensor's own amax decides).
+std::optional<float> delayed_scale(const LinearState& s, Slot slot) {
+  if (s.steps.item<int64_t>() == 0) return std::nullopt;
+  return static_cast<const float*>(s.scale.data_ptr())[slot];
+}
+
+void record_amax(const LinearState& s, Slot slot, float amax) {
+  const int64_t h = s.amax_history.size(1);
+  auto* hist = static_cast<float*>(s.amax_history.data_ptr());
+  float& cell = hist[slot * h + s.steps.item<int64_t>() % h];
+  cell = std::isnan(amax) ? cell : std::max(cell, amax);
+}
+
+// After the backward: the count advances, the next row is cleared, the scales are refreshed.
+void advance(const LinearState& s, const Recipe& r) {
+  const int64_t h = s.amax_history.size(1);
+  auto* hist = static_cast<float*>(s.amax_history.data_ptr());
+  auto* scale = static_cast<float*>(s.scale.data_ptr());
+  auto* steps = static_cast<int64_t*>(s.steps.data_ptr());
+  *steps += 1;
+  for (int64_t slot = 0; slot < 3; ++slot) {
+    hist[slot * h + *steps % h] = 0.0f;
+    float m = 0.0f;
+    for (int64_t i = 0; i < h; ++i) m = std::max(m, hist[slot * h + i]);
+    scale[slot] = scale_from_amax(m, slot == kGrad ? DType::f8e5m2 : DType::f8e4m3, r.margin);
+  }
+}
+
+void check_state(const LinearState* s, int64_t history) {
+  SINTER_CHECK(
+      s != nullptr && s->amax_history.defined() && s->scale.defined() && s->steps.defined(),
+      "fp8::linear: the delayed recipe needs the layer's LinearState (fp8::prepare)");
+  SINTER_CHECK(s->amax_history.dim() == 2 && s->amax_history.size(0) == 3 &&
+                   s->amax_history.dtype() == DType::f32 && s->amax_history.is_contiguous() &&
+                   s->amax_history.device().is_cpu(),
+               "fp8::linear: amax_history must be a contiguous f32 (3, H) CPU tensor, got ",
+               s->amax_history.dtype(), " ", shape_str(s->amax_history.shape()));
+  SINTER_CHECK(s->amax_history.size(1) == history, "fp8::linear: the layer's amax history holds ",
+               s->amax_history.size(1), " steps, the recipe asks for ", history);
+  SINTER_CHECK(s->scale.numel() == 3 && s->scale.dtype() == DType::f32 && s->steps.numel() == 1 &&
+                   s->steps.dtype() == DType::i64,
+               "fp8::linear: scale must be f32 (3) and steps i64 (1)");
+}
+
+// A per-tensor quantization under the current or delayed recipe; for delayed, records the amax
+// where `record`.
+Quantized quantize_whole(const Tensor& x, DType format, const Recipe& r, LinearState* s, Slot slot,
+                         bool record) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  if (r.scaling == Scaling::Current) {
+    return quantize(x, format, rows, cols, scale_from_amax(amax(x), format, r.margin));
+  }
+  // Delayed: the history's scale, the amax found in the same pass; with no history yet, the amax
+  // first. Only a recorded amax is all-reduced: an evaluation may run on one rank alone.
+  const auto reduce = [&](float a) { return record ? reduce_amax(a, r) : a; };
+  const std::optional<float> scale = delayed_scale(*s, slot);
+  float a = 0.0f;
+  Quantized q;
+  if (scale) {
+    q = quantize(x, format, rows, cols, scale, &a);
+    a = reduce(a);
+  } else {
+    a = reduce(amax(x));
+    q = quantize(x, format, rows, cols, scale_from_amax(a, format, r.margin));
+  }
+  if (record) record_amax(*s, slot, a);
+  return q;
+}
+
+// A quantized matrix transposed: its codes and its scales (the tiles transposed with it).
+Quantized transposed(const Quantized& q) {
+  return {.data = q.data.t().contiguous(),
+          .scale_inv = q.scale_inv.t().contiguous(),
+          .tile_rows = q.tile_cols,
+          .tile_cols = q.tile_rows};
+}
+
+DType output_dtype(const Tensor& x) {
+  const std::optional<DType> amp = autocast::dtype(x.device().type);
+  return amp ? *amp : x.dtype();
+}
+
+void check_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  SINTER_CHECK(x.defined() && w.defined(), "fp8::linear: undefined input or weight");
+  SINTER_CHECK(w.dim() == 2, "fp8::linear: weight must be (out, in), got shape ",
+               shape_str(w.shape()));
+  SINTER_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1),
+               "fp8::linear: expected input with last dim ", w.size(1), ", got shape ",
+               shape_str(x.shape()));
+  for (const Tensor* t : {&x, &w}) {
+    SINTER_CHECK(is_floating(t->dtype()) && !is_float8(t->dtype()),
+                 "fp8::linear: expected f32, f64, bf16 or f16 input and weight, got ", t->dtype());
+    SINTER_CHECK(t->device().is_cpu(),
+                 "fp8::linear: the FP8 kernels run on the CPU for now, got a tensor on ",
+                 t->device());
+  }
+  if (b.defined()) {
+    SINTER_CHECK(b.dim() == 1 && b.size(0) == w.size(0), "fp8::linear: bias must be (", w.size(0),
+                 "), got shape ", shape_str(b.shape()));
+  }
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Recipe& r,
+              LinearState* state) {
+  check_linear(x, weight, bias);
+  check_recipe(r);
+  if (r.scaling == Scaling::Delayed) check_state(state, r.amax_history_len);
+  const int64_t in = weight.size(1), out_features = weight.size(0);
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
+  const DType out_dtype = output_dtype(x);
+  const bool training = GradMode::is_enabled();  // a forward without grad records no amax
+  Tensor x2, y;
+  Quantized qx, qw;
+  {
+    NoGradGuard ng;
+    x2 = x.reshape({rows, in});
+    if (r.scaling == Scaling::Block) {
+      qx = quantize(x2, DType::f8e4m3, 1, r.block);
+      qw = quantize(weight, DType::f8e4m3, r.block, r.block);
+    } else {
+      qx = quantize_whole(x2, DType::f8e4m3, r, state, kInput, training);
+      qw = quantize_whole(weight, DType::f8e4m3, r, state, kWeight, training);
+    }
+    Tensor acc = gemm(qx, qw, DType::f32);
+    if (bias.defined()) acc = add(acc, bias.to(DType::f32));
+    Shape out_shape = x.shape();
+    out_shape.back() = out_features;
+    y = acc.to(out_dtype).reshape(out_shape);
+  }
+  if (!needs_grad({&x, &weight, &bias})) return y;
+  // The FP8 forms the backward reads: W^T for dx; x^T for dW (Note [fp8 scaling]: under the block
+  // recipe, x quantized again along its rows, 128 x 1 tiles).
+  Quantized wt = transposed(qw);
+  Quantized xt;
+  {
+    NoGradGuard ng;
+    xt = r.scaling == Scaling::Block ? quantize(x2.t(), DType::f8e4m3, 1, r.block) : transposed(qx);
+  }
+  const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  const Shape x_shape = x.shape();
+  const DType x_dtype = x.dtype(), w_dtype = weight.dtype();
+  const DType b_dtype = bias.defined() ? bias.dtype() : DType::f32;
+  LinearState st = state ? *state : LinearState{};
+  record("fp8_linear", {&y}, {x, weight, bias},
+         [wt, xt, r, st, need_x, need_w, need_b, x_shape, x_dtype, w_dtype, b_dtype, rows,
+          out_features](const Grads& g) mutable {
+           NoGradGuard ng;
+           const Tensor dy = g[0].reshape({rows, out_features});
+           Quantized qdy, qdyt;
+           if (r.scaling == Scaling::Block) {
+             qdy = quantize(dy, DType::f8e5m2, 1, r.block);
+             qdyt = quantize(dy.t(), DType::f8e5m2, 1, r.block);
+           } else {
+             qdy = quantize_whole(dy, DType::f8e5m2, r, &st, kGrad, true);
+             qdyt = transposed(qdy);
+             if (r.scaling == Scaling::Delayed) advance(st, r);
+           }
+           Tensor gx, gw, gb;
+           if (need_x) gx = gemm(qdy, wt, DType::f32).to(x_dtype).reshape(x_shape);
+           if (need_w) gw = gemm(qdyt, xt, DType::f32).to(w_dtype);
+           if (need_b) gb = dy.to(DType::f32).sum({0}).to(b_dtype);
+           return Grads{gx, gw, gb};
+         });
+  return y;
+}
+
+std::vector<std::string> prepare(nn::Module& model, const Recipe& recipe,
+                                 const LinearFilter& filter) {
+  check_recipe(recipe);
+  std::vector<std::pair<std::string, nn::Linear*>> layers;
+  std::function<void(nn::Module&, const std::string&)> walk = [&](nn::Module& m,
+                                                                  const std::string& prefix) {
+    if (auto* l = dynamic_cast<nn::Linear*>(&m)) layers.emplace_back(prefix, l);
+    for (const auto& [name, child] : m.named_children()) {
+      walk(*child, prefix.empty() ? name : prefix + "." + name);
+    }
+  };
+  walk(model, "");
+  std::vector<std::string> taken;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    auto& [name, l] = layers[i];
+    const bool fits =
+        l->in_features % 16 == 0 && l->out_features % 16 == 0 && l->activation == Activation::None;
+    const bool chosen = filter ? filter(name, *l) : i != 0 && i + 1 != layers.size();
+    if (!chosen || !fits || l->fp8) continue;
+    const int64_t h = recipe.amax_history_len;
+    l->fp8_amax_history = l->register_buffer("fp8_amax_history", zeros({3, h}));
+    l->fp8_scale = l->register_buffer("fp8_scale", ones({3}));
+    l->fp8_steps = l->register_buffer("fp8_steps", zeros({1}, {.dtype = DType::i64}));
+    l->fp8 = true;
+    taken.push_back(name);
+  }
+  return taken;
+}
+
+}  // namespace sinter::fp8
