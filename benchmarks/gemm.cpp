@@ -1,7 +1,8 @@
 // GEMM throughput: the CUDA GEMM kernels (sinter::cudak::gemm, Auto and each forced path) against
 // cuBLAS with the matching math mode on the same operands in the same run, fp32, tf32 and bf16, on
-// square problems and the GEMMs of the reference workloads. Each case first checks its product
-// against cuBLAS's. `--smoke` checks the operand layouts and the cuBLAS mapping on the CPU instead.
+// square problems and the GEMMs of the reference workloads; and the FP8 GEMM against cuBLASLt's
+// (benchmarks/gemm_fp8.h). Each case first checks its product against cuBLAS's. `--smoke` checks
+// the operand layouts, the cuBLAS mapping and the FP8 rows' formula on the CPU instead.
 #include "kern/gemm.h"
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "gemm_fp8.h"
 
 #ifdef SINTER_WITH_CUDA
 #include <cublas_v2.h>
@@ -246,6 +248,7 @@ void register_all() {
       }
     }
   }
+  fp8_rows::register_fp8();
 }
 
 // --- --smoke: the CPU side ---
@@ -346,6 +349,7 @@ void smoke_cases() {
 void smoke() {
   smoke_layouts();
   smoke_cases();
+  fp8_rows::smoke_fp8();
 }
 
 }  // namespace

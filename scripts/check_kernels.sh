@@ -4,7 +4,7 @@
 # (wgmma.mma_async) and TMA loads (cp.async.bulk.tensor); (b) no GEMM or convolution kernel uses
 # local memory (LOCAL:0 and STACK:0 in its resource usage: no register spills, no stack arrays);
 # (c) every sm_90a GEMM kernel has exactly the registers its warpgroup split needs (Note [wgmma
-# registers] in kernels/gemm_wgmma.cu, kWgmmaRegisters there).
+# registers] and kWgmmaRegisters in kernels/wgmma_ptx.cuh).
 #
 #   scripts/check_kernels.sh [--skip-code N] BUILD_DIR
 #
@@ -160,7 +160,7 @@ fi
 
 # --- (c) the sm_90a GEMM kernels' registers (REG:n of their resource usage) ---
 source_dir=$(sed -n 's/^CMAKE_HOME_DIRECTORY:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2>/dev/null)
-want=$(sed -n 's/^constexpr int kWgmmaRegisters = \([0-9]*\);.*/\1/p' "$source_dir/kernels/gemm_wgmma.cu" 2>/dev/null)
+want=$(sed -n 's/^constexpr int kWgmmaRegisters = \([0-9]*\);.*/\1/p' "$source_dir/kernels/wgmma_ptx.cuh" 2>/dev/null)
 awk -v ns="$anon_ns" '
   /^ *arch *= / { arch = $3 }
   /Function [^ ]+:/ { name = $0; sub(/^.*Function /, "", name); sub(/:.*$/, "", name); bare = name; gsub(ns, "", bare) }
@@ -169,7 +169,7 @@ awk -v ns="$anon_ns" '
   }
 ' "$work/res" | sort -u >"$work/regs"
 if [ -z "$want" ]; then
-  echo "FAILED (c): no kWgmmaRegisters in $source_dir/kernels/gemm_wgmma.cu"
+  echo "FAILED (c): no kWgmmaRegisters in $source_dir/kernels/wgmma_ptx.cuh"
   failed=1
 elif [ ! -s "$work/regs" ]; then
   echo "FAILED (c): no register count of an sm_90a gemm_wgmma kernel in the resource usage"

@@ -195,6 +195,7 @@ TEST(Float8Tensor, ArithmeticAndPromotionAreErrorsNamingTheDtype) {
   Tensor c = a.clone();
   expect_error([&] { c.add_(a); }, {"add_", "f8e4m3"});
   expect_error([&] { eq(a, a); }, {"f8e4m3"});
+  expect_error([] { randint(0, 4, {3}, {.dtype = DType::f8e5m2}); }, {"randint", "f8e5m2"});
 }
 
 TEST(Float8Tensor, SafetensorsRoundTripsTheBits) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "sinter/cuda.h"
 #include "sinter/fp8.h"
 #include "sinter/nn/models.h"
 #include "sinter/ops.h"
@@ -247,32 +248,47 @@ RefLinear ref_linear(const Mat& x, const Mat& w, const std::vector<float>& b, co
 
 TEST(Fp8, LinearEqualsTheWrittenOutReferenceUnderEachRecipe) {
   manual_seed(testing::fresh_seed());
+  struct Case {
+    int64_t in, out, block;  // blocks that divide every size, and blocks that do not
+  };
   for (const fp8::Scaling s : {fp8::Scaling::Current, fp8::Scaling::Block}) {
-    SCOPED_TRACE(fp8::scaling_name(s));
-    const fp8::Recipe recipe{.scaling = s, .block = 16};
-    const Tensor x = spread({2, 5, 48}).requires_grad_(true);
-    const Tensor w = mul(randn({32, 48}), 0.1).requires_grad_(true);
-    const Tensor b = randn({32}).requires_grad_(true);
-    const Tensor dy = spread({2, 5, 32});
-    const Tensor y = fp8::linear(x, w, b, recipe);
-    y.backward(dy);
-    const RefLinear want =
-        ref_linear(mat_of(x.detach().reshape({10, 48})), mat_of(w.detach()),
-                   b.detach().to_vector<float>(), mat_of(dy.reshape({10, 32})), s, 16);
-    EXPECT_EQ(y.shape(), (Shape{2, 5, 32}));
-    expect_equal(y.detach().reshape({10, 32}), want.y, "y");
-    expect_equal(x.grad().reshape({10, 48}), want.dx, "dx");
-    expect_equal(w.grad(), want.dw, "dw");
-    EXPECT_EQ(b.grad().to_vector<float>(), dy.reshape({10, 32}).sum({0}).to_vector<float>());
+    for (const Case& c : {Case{48, 32, 16}, Case{48, 144, 128}, Case{160, 40, 32}}) {
+      SCOPED_TRACE(::testing::Message() << fp8::scaling_name(s) << " " << c.in << " -> " << c.out
+                                        << ", block " << c.block);
+      const fp8::Recipe recipe{.scaling = s, .block = c.block};
+      const Tensor x = spread({2, 5, c.in}).requires_grad_(true);
+      const Tensor w = mul(randn({c.out, c.in}), 0.1).requires_grad_(true);
+      const Tensor b = randn({c.out}).requires_grad_(true);
+      const Tensor dy = spread({2, 5, c.out});
+      const Tensor y = fp8::linear(x, w, b, recipe);
+      y.backward(dy);
+      const RefLinear want =
+          ref_linear(mat_of(x.detach().reshape({10, c.in})), mat_of(w.detach()),
+                     b.detach().to_vector<float>(), mat_of(dy.reshape({10, c.out})), s, c.block);
+      EXPECT_EQ(y.shape(), (Shape{2, 5, c.out}));
+      expect_equal(y.detach().reshape({10, c.out}), want.y, "y");
+      expect_equal(x.grad().reshape({10, c.in}), want.dx, "dx");
+      expect_equal(w.grad(), want.dw, "dw");
+      EXPECT_EQ(b.grad().to_vector<float>(), dy.reshape({10, c.out}).sum({0}).to_vector<float>());
+    }
   }
+  // bf16 inputs (autocast's): the output in bf16, the gradients in the inputs' dtypes.
+  const Tensor x = spread({4, 32}).to(DType::bf16).requires_grad_(true);
+  const Tensor w = randn({16, 32}).requires_grad_(true);
+  const Tensor y = fp8::linear(x, w, Tensor(), {});
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  y.backward(ones({4, 16}, {.dtype = DType::bf16}));
+  EXPECT_EQ(x.grad().dtype(), DType::bf16);
+  EXPECT_EQ(w.grad().dtype(), DType::f32);
 }
 
-// Two steps of the delayed recipe: the first scales by its own amaxes, the second by the history's
-// (a different dy and x, so the stale scales saturate or waste range), and the state records each.
-TEST(Fp8, DelayedScalingUsesTheHistory) {
-  manual_seed(testing::fresh_seed());
-  const fp8::Recipe recipe{.scaling = fp8::Scaling::Delayed, .amax_history_len = 3, .margin = 1};
-  fp8::LinearState st{zeros({3, 3}), ones({3}), zeros({1}, {.dtype = DType::i64})};
+// Four steps of the delayed recipe with histories of 1 and 3 steps: the first scales by its own
+// amaxes, the others by the largest of the last H steps' (a different dy and x each step, so the
+// stale scales saturate or waste range), and the state records each.
+void delayed_steps(int64_t h) {
+  SCOPED_TRACE(::testing::Message() << "history " << h);
+  const fp8::Recipe recipe{.scaling = fp8::Scaling::Delayed, .amax_history_len = h, .margin = 1};
+  fp8::LinearState st{zeros({3, h}), ones({3}), zeros({1}, {.dtype = DType::i64})};
   const Tensor w = mul(randn({16, 32}), 0.1).requires_grad_(true);
   const Tensor b = zeros({16});
   std::vector<float> scales(3);
@@ -296,18 +312,19 @@ TEST(Fp8, DelayedScalingUsesTheHistory) {
     expect_equal(y.detach(), want.y, "y");
     expect_equal(x.grad(), want.dx, "dx");
     expect_equal(w.grad(), want.dw, "dw");
-    // The history: this step's row holds the amaxes; the next scales come from the last 3 rows.
+    // The history: the next step's column is cleared, and the scales come from the last H steps.
     EXPECT_EQ(st.steps.item<int64_t>(), step + 1);
     const std::vector<float> hist = st.amax_history.to_vector<float>();
     for (int i = 0; i < 3; ++i) {
-      EXPECT_EQ(hist[static_cast<size_t>(i * 3 + step % 3)], amaxes[i]);
-      EXPECT_EQ(hist[static_cast<size_t>(i * 3 + (step + 1) % 3)], 0.0f);  // cleared for the next
+      if (h > 1) EXPECT_EQ(hist[static_cast<size_t>(i * h + step % h)], amaxes[i]);
+      EXPECT_EQ(hist[static_cast<size_t>(i * h + (step + 1) % h)], 0.0f);
     }
     seen.push_back({amaxes[0], amaxes[1], amaxes[2]});
     for (int i = 0; i < 3; ++i) {
       float m = 0.0f;
-      for (size_t t = seen.size() >= 2 ? seen.size() - 2 : 0; t < seen.size(); ++t) {
-        m = std::max(m, seen[t][static_cast<size_t>(i)]);  // the 2 rows the cleared one leaves
+      for (size_t t = seen.size() >= size_t(h) ? seen.size() - size_t(h) : 0; t < seen.size();
+           ++t) {
+        m = std::max(m, seen[t][static_cast<size_t>(i)]);
       }
       scales[i] = fp8::scale_from_amax(m, i == 2 ? DType::f8e5m2 : DType::f8e4m3, 1);
       EXPECT_EQ(st.scale.to_vector<float>()[static_cast<size_t>(i)], scales[i]);
@@ -330,8 +347,44 @@ TEST(Fp8, DelayedScalingUsesTheHistory) {
   EXPECT_EQ(changed_cells(), 0);
   fp8::linear(x, w, b, recipe, &st);
   fp8::linear(x, w, b, recipe, &st);
-  EXPECT_EQ(changed_cells(), 2);  // the current row's input and weight cells, once
+  EXPECT_EQ(changed_cells(), 2);  // the current step's input and weight cells, once
   EXPECT_EQ(st.steps.item<int64_t>(), 4);
+}
+
+TEST(Fp8, DelayedScalingUsesTheHistory) {
+  manual_seed(testing::fresh_seed());
+  delayed_steps(1);
+  delayed_steps(3);
+}
+
+// Activation checkpointing recomputes the forward in backward, outside fp8::Autocast: the
+// recomputation runs under the recipe the forward had, so the gradients are those of the FP8
+// layers (and the delayed history records the step).
+TEST(Fp8, CheckpointedLayersRecomputeInFp8) {
+  manual_seed(testing::fresh_seed());
+  const fp8::Recipe recipe{.scaling = fp8::Scaling::Delayed};
+  nn::Linear a(32, 48), b(48, 16);
+  fp8::prepare(a, recipe, [](const std::string&, const nn::Linear&) { return true; });
+  fp8::prepare(b, recipe, [](const std::string&, const nn::Linear&) { return true; });
+  const Tensor x = spread({8, 32}).requires_grad_(true);
+  const Tensor dy = spread({8, 16});
+  const auto fn = [&](const Tensor& in) { return b.forward(relu(a.forward(in))); };
+  std::vector<std::vector<float>> grads[2];
+  for (const bool checkpointed : {false, true}) {
+    a.load_state_dict({{"fp8_steps", zeros({1}, {.dtype = DType::i64})}}, false);
+    b.load_state_dict({{"fp8_steps", zeros({1}, {.dtype = DType::i64})}}, false);
+    a.zero_grad();
+    x.set_grad(Tensor());
+    Tensor y;
+    {
+      fp8::Autocast in_fp8(recipe);
+      y = checkpointed ? autograd::checkpoint(fn, x) : fn(x);
+    }
+    y.backward(dy);  // outside the scope, as a training loop does
+    EXPECT_EQ(a.fp8_steps.item<int64_t>(), 1);
+    grads[checkpointed] = {x.grad().to_vector<float>(), a.weight.grad().to_vector<float>()};
+  }
+  EXPECT_EQ(grads[1], grads[0]);
 }
 
 const nn::models::LlamaConfig kTinyLlama{.vocab_size = 64,
@@ -407,6 +460,54 @@ TEST(Fp8, BadInputIsAnErrorNamingIt) {
                     {.scaling = fp8::Scaling::Delayed, .amax_history_len = 8}, &st);
       },
       {"history holds 4", "asks for 8"});
+}
+
+}  // namespace
+}  // namespace sinter
+
+namespace sinter {
+namespace {
+
+// The Hopper FP8 GEMM (kernels/gemm_fp8.cu, Note [fp8 wgmma]) against the CPU's on fresh random
+// operands: per-tensor and block scales, both operand formats, ragged m and n, k past one stage and
+// ragged in its last one, each output dtype. The sums differ in order and in the tensor cores'
+// accumulation within a stage, not in the operands or the scales.
+TEST(CudaFp8, GemmMatchesCpu) {
+  SINTER_REQUIRE_CUDA();
+  const cuda::DeviceProperties props = cuda::get_device_properties(0);
+  if (props.major != 9) GTEST_SKIP() << "the FP8 GEMM needs a Hopper GPU; " << props.name;
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  manual_seed(seed);
+  struct Case {
+    int64_t m, n, k;
+    bool block;
+    DType fa;
+    DType out;
+  };
+  for (const Case& c : {Case{128, 128, 128, false, DType::f8e4m3, DType::f32},
+                        Case{200, 136, 272, false, DType::f8e4m3, DType::bf16},
+                        Case{200, 136, 272, true, DType::f8e4m3, DType::f32},
+                        Case{96, 300, 512, true, DType::f8e5m2, DType::f16},
+                        Case{257, 64, 1024, false, DType::f8e5m2, DType::f32}}) {
+    SCOPED_TRACE(::testing::Message() << c.m << "x" << c.n << "x" << c.k
+                                      << (c.block ? " block " : " per-tensor ") << c.fa);
+    const Tensor a = spread({c.m, c.k}), b = spread({c.n, c.k});
+    const fp8::Quantized qa =
+        c.block ? fp8::quantize(a, c.fa, 1, 128) : fp8::quantize(a, c.fa, c.m, c.k);
+    const fp8::Quantized qb = c.block ? fp8::quantize(b, DType::f8e4m3, 128, 128)
+                                      : fp8::quantize(b, DType::f8e4m3, c.n, c.k);
+    const Tensor want = fp8::gemm(qa, qb, DType::f32);
+    const auto on_gpu = [](const fp8::Quantized& q) {
+      return fp8::Quantized{q.data.to(Device::cuda(0)), q.scale_inv.to(Device::cuda(0)),
+                            q.tile_rows, q.tile_cols};
+    };
+    const Tensor got = fp8::gemm(on_gpu(qa), on_gpu(qb), c.out);
+    EXPECT_EQ(got.dtype(), c.out);
+    const double scale = want.abs().max().item<double>();
+    const double tol = c.out == DType::f32 ? 2e-4 : 1e-2;  // bf16 and f16 round the output
+    EXPECT_TRUE(all_close(got.to(Device::cpu()).to(DType::f32), want, tol * scale, tol));
+  }
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // The Hopper GEMM's operand traffic replayed on the host (kernels/wgmma_layout.h, Note [wgmma
 // operand layouts] in kernels/gemm_wgmma.cu): the producer's TMA boxes written into a stage with
 // the 128-byte swizzle, then every consumer k step's descriptor decoded and its matrix read back as
-// the PTX ISA defines it, for each layout of A and B the dispatcher picks, 16-bit and TF32 operands
-// and both block widths. Every element wgmma reads must be the element of op(A) or op(B) that the k
+// the PTX ISA defines it, for each layout of A and B the dispatcher picks, 16-bit, TF32 and FP8
+// operands and both block widths. Every element wgmma reads must be the element of op(A) or op(B) that the k
 // step means. A CTest builds this file again against a copy of wgmma_layout.h whose B descriptor
 // has its two byte offsets swapped and expects it to fail (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
@@ -112,7 +112,8 @@ void tma_box(Smem& s, uint32_t tile, const wg::Box& b, Id id_at) {
 // loads, then every consumer warpgroup's k steps. Returns the count of elements read wrong.
 template <int kElem, int kBN>
 int replay_stage(bool trans_a, bool trans_b) {
-  constexpr int kBK = wg::kBKBytes / kElem, kInstrK = kElem == 4 ? 8 : 16;
+  // k per wgmma: 8 for TF32, 16 for 16-bit types, 32 for FP8 (kernels/gemm_fp8.cu).
+  constexpr int kBK = wg::kBKBytes / kElem, kInstrK = kElem == 4 ? 8 : kElem == 2 ? 16 : 32;
   constexpr uint32_t kABytes = wg::kBM * wg::kBKBytes, kBBytes = kBN * wg::kBKBytes;
   const int m0 = 256, n0 = 512, k0 = 3 * kBK;  // the tile's corner in op(A) and op(B)
   // Ids: op(A)(m, k) and op(B)(k, n), as the GEMM means them.
@@ -182,6 +183,9 @@ TEST(WgmmaLayout, TmaWritesAndWgmmaReadsAgree) {
   SCOPED_TRACE("TF32, both K-major");
   EXPECT_EQ((replay_stage<4, 128>(false, false)), 0) << "BN 128";
   EXPECT_EQ((replay_stage<4, 256>(false, false)), 0) << "BN 256";
+  // The FP8 GEMM (Note [fp8 wgmma]): 1-byte elements, both K-major, 128-wide tiles.
+  SCOPED_TRACE("FP8, both K-major");
+  EXPECT_EQ((replay_stage<1, 128>(false, false)), 0) << "BN 128";
 }
 
 // The tensor maps the host builds (wgmma::operand_map): the box coordinates (c0, c1, c2) the

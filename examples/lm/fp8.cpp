@@ -10,7 +10,8 @@ namespace example::lm {
 // Note [lm fp8]
 // --fp8 current|delayed|block runs the GEMMs of the hidden Linear layers in FP8 under that
 // recipe (Notes [fp8 scaling], [fp8 training]): fp8::prepare takes every Linear but the model's
-// first (layer 0's first projection) and last (the output head), and the training forward and
+// first (layer 0's first projection) and last (the Llama's output head; with the GPT's head tied
+// to the embedding, the last block's output projection), and the training forward and
 // backward, and the evaluations, run under fp8::Autocast. The embeddings, norms, attention's
 // products and softmax, and the loss stay in the autocast dtype (--amp) or f32. Under --ddp the
 // delayed recipe's amaxes are all-reduced (max) over the ranks, so that every rank keeps the same

@@ -99,9 +99,10 @@ Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t til
 // f32, bf16 or f16.
 Tensor gemm(const Quantized& a, const Quantized& b, DType out_dtype);
 
-// The scaling state of one Linear under the delayed recipe: the amax history (3, H) of its input,
-// weight and output gradient, newest at row `step % H`, and the scales (3) they give. Buffers of
-// the Linear (fp8.amax_history, fp8.scale), so that state dicts and checkpoints carry them.
+// The scaling state of one Linear under the delayed recipe (Note [fp8 delayed state]): the amax
+// history (3, H) of its input, weight and output gradient, the current step's in column `steps %
+// H`, the scales (3) it gives, and the steps recorded. Buffers of the Linear (fp8_amax_history,
+// fp8_scale, fp8_steps), so that state dicts and checkpoints carry them.
 struct LinearState {
   Tensor amax_history;  // f32 (3, H)
   Tensor scale;         // f32 (3)
@@ -116,7 +117,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const R
 
 // Which Linear layers run in FP8: by default all but the model's first and last (in registration
 // order), and only those whose in and out features are multiples of 16 (the FP8 tensor cores'
-// tile). A filter, if given, decides instead (it is still refused where the sizes do not fit).
+// tile) and with no fused activation (nn::fuse_for_inference's). A filter, if given, decides
+// instead (a layer is still left out where its sizes or activation do not fit).
 using LinearFilter = std::function<bool(const std::string& name, const nn::Linear& layer)>;
 
 // Marks the chosen Linear layers of `model` for FP8 and gives each its LinearState buffers

@@ -3,7 +3,7 @@
 # the build's nvcc, (a) checking that the sm_90a GEMM's PTX holds wgmma.mma_async and
 # cp.async.bulk.tensor, (b) reading ptxas's report for every kernel: no stack frame, no spills,
 # (c) and the sm_90a GEMM kernels' registers: exactly the warpgroup split's (Note [wgmma
-# registers] in kernels/gemm_wgmma.cu).
+# registers] in kernels/wgmma_ptx.cuh).
 #
 #   scripts/lib/check_kernels_nvcc.sh NVCC "ARCHS" SOURCE_DIR     (ARCHS as in CMake, e.g. "80;90a")
 set -uo pipefail
@@ -21,9 +21,9 @@ for a in ${archs//;/ }; do
 done
 flags=(-std=c++20 --expt-relaxed-constexpr -I"$src/include" -I"$src/src" -DSINTER_WITH_CUDA=1)
 
-# Note [wgmma registers] in kernels/gemm_wgmma.cu: the registers per thread the warpgroup split needs.
-wgmma_registers=$(sed -n 's/^constexpr int kWgmmaRegisters = \([0-9]*\);.*/\1/p' "$src/kernels/gemm_wgmma.cu")
-[ -n "$wgmma_registers" ] || { echo "FAILED: no kWgmmaRegisters in $src/kernels/gemm_wgmma.cu"; exit 1; }
+# Note [wgmma registers] in kernels/wgmma_ptx.cuh: the registers per thread the warpgroup split needs.
+wgmma_registers=$(sed -n 's/^constexpr int kWgmmaRegisters = \([0-9]*\);.*/\1/p' "$src/kernels/wgmma_ptx.cuh")
+[ -n "$wgmma_registers" ] || { echo "FAILED: no kWgmmaRegisters in $src/kernels/wgmma_ptx.cuh"; exit 1; }
 
 failed=0
 mapfile -t sources < <(ls "$src"/kernels/gemm*.cu "$src"/kernels/conv*.cu 2>/dev/null)

@@ -7,6 +7,7 @@
 #include "sinter/autocast.h"
 #include "sinter/autograd.h"
 #include "sinter/core/generator.h"
+#include "sinter/fp8.h"
 
 namespace sinter::autograd {
 
@@ -52,6 +53,9 @@ std::vector<Tensor> checkpoint(
   const GeneratorState rng = default_generator().state();
   const std::optional<DType> amp_cpu = autocast::dtype(DeviceType::cpu);
   const std::optional<DType> amp_cuda = autocast::dtype(DeviceType::cuda);
+  // fp8::Autocast too (Note [fp8 training]): the recomputation runs in backward, outside it.
+  const bool fp8_on = fp8::is_enabled();
+  const fp8::Recipe fp8_recipe = fp8::recipe();
   std::vector<Tensor> outputs;
   {
     NoGradGuard no_grad;
@@ -74,7 +78,7 @@ std::vector<Tensor> checkpoint(
     wants.push_back(x.requires_grad());
   }
   record(kOp, recorded, inputs,
-         [fn, saved, wants, which, rng, amp_cpu, amp_cuda](const Grads& grads) {
+         [fn, saved, wants, which, rng, amp_cpu, amp_cuda, fp8_on, fp8_recipe](const Grads& grads) {
            std::vector<Tensor> xs;
            for (size_t i = 0; i < saved.size(); ++i) {
              Tensor x = saved[i].get().detach();
@@ -89,6 +93,7 @@ std::vector<Tensor> checkpoint(
              std::optional<autocast::Guard> on_cpu, on_cuda;
              if (amp_cpu) on_cpu.emplace(DeviceType::cpu, *amp_cpu);
              if (amp_cuda) on_cuda.emplace(DeviceType::cuda, *amp_cuda);
+             const fp8::Autocast in_fp8(fp8_recipe, fp8_on);
              ys = fn(xs);
            }
            SINTER_CHECK(ys.size() > which.back(), "checkpoint: the recomputation gave ", ys.size(),

@@ -88,11 +88,11 @@ const NcclApi& nccl() {
     }                                                                            \
   } while (0)
 
-// NCCL's type of each dtype; bools travel as their 0/1 bytes.
+// NCCL's type of each dtype; bools travel as their 0/1 bytes. (The float8 types: NCCL 2.24.)
 constexpr std::pair<DType, ncclDataType_t> kNcclTypes[] = {
-    {DType::f32, ncclFloat32},       {DType::f64, ncclFloat64},      {DType::bf16, ncclBfloat16},
-    {DType::f16, ncclFloat16},       {DType::i64, ncclInt64},        {DType::i32, ncclInt32},
-    {DType::u8, ncclUint8},          {DType::b8, ncclUint8},         {DType::f8e4m3, ncclFloat8e4m3},
+    {DType::f32, ncclFloat32},      {DType::f64, ncclFloat64}, {DType::bf16, ncclBfloat16},
+    {DType::f16, ncclFloat16},      {DType::i64, ncclInt64},   {DType::i32, ncclInt32},
+    {DType::u8, ncclUint8},         {DType::b8, ncclUint8},    {DType::f8e4m3, ncclFloat8e4m3},
     {DType::f8e5m2, ncclFloat8e5m2}};
 static_assert(std::size(kNcclTypes) == size_t(kNumDTypes), "every dtype has an NCCL type");
 
@@ -279,7 +279,14 @@ class NcclWork final : public Work {
   bool waited_ = false;
 };
 
-// Bools are 0/1 bytes: Sum and Max both become Max (or).
+// Bools are 0/1 bytes: Sum and Max both become Max (or). The float8 dtypes move (broadcast,
+// all_gather) but are not reduced: no arithmetic takes them (Note [float8]), as the MPI backend
+// has no type for them.
+void check_reducible(const char* op, DType dtype) {
+  SINTER_CHECK(!is_float8(dtype), op, ": no reduction of ", dtype,
+               " tensors (no arithmetic takes them); reduce in f32 or bf16");
+}
+
 ncclRedOp_t reduce_op(DType dtype, ReduceOp op) {
   if (dtype == DType::b8 || op == ReduceOp::Max) return ncclMax;
   return op == ReduceOp::Average ? ncclAvg : ncclSum;
@@ -290,6 +297,7 @@ class NcclBackendImpl final : public NcclBackend {
   explicit NcclBackendImpl(std::shared_ptr<CommState> state) : state_(std::move(state)) {}
 
   std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op) override {
+    check_reducible("all_reduce", tensor.dtype());
     return launch("all_reduce", tensor, {tensor}, 1, [&](cudaStream_t s) {
       return nccl().AllReduce(tensor.data_ptr(), tensor.data_ptr(),
                               static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()),
@@ -307,6 +315,7 @@ class NcclBackendImpl final : public NcclBackend {
   }
 
   std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) override {
+    check_reducible("reduce_scatter", input.dtype());
     return launch("reduce_scatter", input, {output, input}, 1, [&](cudaStream_t s) {
       return nccl().ReduceScatter(input.data_ptr(), output.data_ptr(),
                                   static_cast<size_t>(output.numel()), nccl_type(input.dtype()),

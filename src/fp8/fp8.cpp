@@ -5,7 +5,9 @@
 #include <cmath>
 #include <limits>
 
+#include "internal/dispatch.h"
 #include "internal/parallel.h"
+#include "kern/fp8.h"
 #include "sinter/autograd.h"
 #include "sinter/ops.h"
 
@@ -19,10 +21,10 @@ namespace sinter::fp8 {
 // (what would overflow is the largest value: Transformer Engine's quantization), so that a value a
 // little past the amax (delayed scaling's stale scale) is clamped, not lost.
 //   - current: one scale per tensor, from the tensor's own amax.
-//   - delayed: one scale per tensor, from the largest amax in a history of the last H forward and
-//     backward passes (Transformer Engine's DelayedScaling with amax_compute_algo "max"), so that
-//     the quantization needs no pass over the tensor before it; the first pass, with no history,
-//     takes its own amax. See Note [fp8 delayed state].
+//   - delayed: one scale per tensor, from the largest amax in a history of the last H steps'
+//     forward and backward passes (Transformer Engine's DelayedScaling, amax_compute_algo "max"),
+//     so that the quantization needs no pass over the tensor before it; the first pass, with no
+//     history, takes its own amax. See Note [fp8 delayed state].
 //   - block: a scale per tile from the tile's amax (DeepSeek-V3): activations and gradients in
 //     1 x 128 tiles along the GEMM's reduction dim, weights in 128 x 128 blocks. The backward's
 //     operands are reduced along other dims than the forward's, so the activations and gradients
@@ -168,13 +170,12 @@ Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t til
   const int64_t nbr = (rows + tr - 1) / tr, nbc = (cols + tc - 1) / tc;
   const Tensor xf = x.to(DType::f32).contiguous();
   Quantized q{.data = empty({rows, cols}, {.dtype = format}),
-              .scale_inv = empty({std::max<int64_t>(nbr, 1), std::max<int64_t>(nbc, 1)}),
+              .scale_inv = ones({std::max<int64_t>(nbr, 1), std::max<int64_t>(nbc, 1)}),
               .tile_rows = tr,
               .tile_cols = tc};
   const float* px = static_cast<const float*>(xf.data_ptr());
   auto* inv = static_cast<float*>(q.scale_inv.data_ptr());
   std::vector<float> amaxes(static_cast<size_t>(nbr * nbc), 0.0f);
-  if (nbr * nbc == 0) inv[0] = 1.0f;
   detail::parallel_blocks(nbr * nbc, tr * tc, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t r0 = (t / nbc) * tr, c0 = (t % nbc) * tc;
@@ -210,6 +211,51 @@ Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t til
 // the order of the sum does not matter there; with e5m2 operands, whose range is wider, a sum
 // spanning more could round in its last f64 bit, 2^-29 of the f32 result's unit. The CPU computes
 // the f64 sums as one f64 GEMM per block.
+namespace {
+
+// The GEMM on the GPU (kernels/gemm_fp8.cu, Note [fp8 wgmma]): the same formulas with the sums of
+// products in the tensor cores' accumulators, one stage of 128 of k at a time.
+Tensor gemm_cuda(const Quantized& a, const Quantized& b, DType out_dtype) {
+  const Device dev = a.data.device();
+  for (const Tensor* t : {&a.data, &a.scale_inv, &b.data, &b.scale_inv}) {
+    SINTER_CHECK(t->device() == dev,
+                 "fp8::gemm: operands and scales on different devices: ", t->device(), " and ",
+                 dev);
+  }
+  const int64_t m = a.data.size(0), n = b.data.size(0), k = a.data.size(1);
+  const int64_t cols = a.scale_inv.size(1);
+  SINTER_CHECK(b.scale_inv.size(1) == cols && (cols == 1 || a.tile_cols == kern::kFp8ScaleBlock),
+               "fp8::gemm: on the GPU the scales are one over the whole of K or one per ",
+               kern::kFp8ScaleBlock, " of K; got tiles of ", a.tile_cols, " columns");
+  const Tensor da = a.data.contiguous(), db = b.data.contiguous();
+  const Tensor sa = a.scale_inv.to(DType::f32).contiguous();
+  const Tensor sb = b.scale_inv.to(DType::f32).contiguous();
+  Tensor out = empty({m, n}, {.dtype = out_dtype, .device = dev});
+  kern::Fp8GemmArgs g{.a = da.data_ptr(),
+                      .b = db.data_ptr(),
+                      .a_type = da.dtype(),
+                      .b_type = db.dtype(),
+                      .m = m,
+                      .n = n,
+                      .k = k,
+                      .a_scale_inv = static_cast<const float*>(sa.data_ptr()),
+                      .b_scale_inv = static_cast<const float*>(sb.data_ptr()),
+                      .a_tile_rows = a.tile_rows,
+                      .b_tile_rows = b.tile_rows,
+                      .scale_cols = cols,
+                      .out = out.data_ptr(),
+                      .out_type = out_dtype};
+#ifdef SINTER_WITH_CUDA
+  cudak::fp8_gemm(kernel_ctx(dev), g);
+#else
+  (void)g;
+  SINTER_THROW("fp8::gemm: Sinter was built without CUDA");
+#endif
+  return out;
+}
+
+}  // namespace
+
 Tensor gemm(const Quantized& a, const Quantized& b, DType out_dtype) {
   SINTER_CHECK(a.data.defined() && b.data.defined() && a.data.dim() == 2 && b.data.dim() == 2,
                "fp8::gemm: expected 2-D quantized operands");
@@ -225,6 +271,7 @@ Tensor gemm(const Quantized& a, const Quantized& b, DType out_dtype) {
   SINTER_CHECK(out_dtype == DType::f32 || out_dtype == DType::bf16 || out_dtype == DType::f16,
                "fp8::gemm: out_dtype must be f32, bf16 or f16, got ", out_dtype);
   NoGradGuard ng;
+  if (a.data.device().is_cuda() || b.data.device().is_cuda()) return gemm_cuda(a, b, out_dtype);
   const int64_t blocks = k == 0 ? 0 : (k + kb - 1) / kb;
   // Each row's (column's) scales per K block.
   const Tensor sa =

@@ -28,15 +28,18 @@ namespace sinter::fp8 {
 
 // Note [fp8 delayed state]
 // Under the delayed recipe each Linear keeps, as buffers (so state dicts and checkpoints carry
-// them), an amax history of H rows by 3 (its input, weight and output gradient), the 3 scales the
-// history gives, and a count of the passes recorded. A forward in grad mode records the amaxes of
-// x and W into row (count mod H), taking the larger where the row already holds one (so a
-// recomputed forward records nothing new; a forward without grad, an evaluation, records nothing),
-// and the backward that of dy, then advances the count, clears the next row and sets each scale
-// from its column's largest amax (scale_from_amax with the recipe's margin).
+// them), an amax history of 3 rows (its input, weight and output gradient) by H steps, the 3
+// scales the history gives, and a count of the steps recorded. A forward whose output needs grad
+// records the amaxes of x and W into column (count mod H), taking the larger where the cell
+// already holds one (so a recomputed forward records nothing new; a forward without grad, an
+// evaluation, records nothing), and the backward that of dy; then each scale is set from its row's
+// largest amax over all H steps (scale_from_amax with the recipe's margin; kept where the row is
+// all 0), the count advances and the next column is cleared. An amax that is not finite (an
+// overflow) is not recorded, so the scales carry over it.
 // A pass with no history yet (count 0) scales each tensor by its own amax. With an amax_group, each
-// amax recorded is all-reduced (max) over it first, so that data-parallel ranks keep equal
-// histories (and a forward without grad, which one rank may run alone, makes no collective).
+// amax recorded is all-reduced (max, NaN as infinity) over it first, so that data-parallel ranks
+// keep equal histories (and a forward without grad, which one rank may run alone, makes no
+// collective).
 
 namespace {
 
@@ -44,7 +47,8 @@ enum Slot : int64_t { kInput = 0, kWeight = 1, kGrad = 2 };
 
 float reduce_amax(float amax, const Recipe& r) {
   if (r.amax_group == nullptr) return amax;
-  Tensor t = full({1}, amax);
+  // NaN as infinity: MPI's max of a NaN depends on the operands' order, infinity's does not.
+  Tensor t = full({1}, std::isnan(amax) ? INFINITY : amax);
   r.amax_group->all_reduce(t, dist::ReduceOp::Max);
   return t.item<float>();
 }
@@ -60,22 +64,25 @@ void record_amax(const LinearState& s, Slot slot, float amax) {
   const int64_t h = s.amax_history.size(1);
   auto* hist = static_cast<float*>(s.amax_history.data_ptr());
   float& cell = hist[slot * h + s.steps.item<int64_t>() % h];
-  cell = std::isnan(amax) ? cell : std::max(cell, amax);
+  cell = std::isfinite(amax) ? std::max(cell, amax) : cell;
 }
 
-// After the backward: the count advances, the next row is cleared, the scales are refreshed.
+// After the backward: the scales from the whole history (each kept where its history is all 0),
+// then the count advances and the next step's cells are cleared.
 void advance(const LinearState& s, const Recipe& r) {
   const int64_t h = s.amax_history.size(1);
   auto* hist = static_cast<float*>(s.amax_history.data_ptr());
   auto* scale = static_cast<float*>(s.scale.data_ptr());
   auto* steps = static_cast<int64_t*>(s.steps.data_ptr());
-  *steps += 1;
   for (int64_t slot = 0; slot < 3; ++slot) {
-    hist[slot * h + *steps % h] = 0.0f;
     float m = 0.0f;
     for (int64_t i = 0; i < h; ++i) m = std::max(m, hist[slot * h + i]);
-    scale[slot] = scale_from_amax(m, slot == kGrad ? DType::f8e5m2 : DType::f8e4m3, r.margin);
+    if (m > 0.0f) {
+      scale[slot] = scale_from_amax(m, slot == kGrad ? DType::f8e5m2 : DType::f8e4m3, r.margin);
+    }
   }
+  *steps += 1;
+  for (int64_t slot = 0; slot < 3; ++slot) hist[slot * h + *steps % h] = 0.0f;
 }
 
 void check_state(const LinearState* s, int64_t history) {
@@ -163,7 +170,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const R
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
   const DType out_dtype = output_dtype(x);
-  const bool training = GradMode::is_enabled();  // a forward without grad records no amax
+  // Only a forward with a backward to come records amaxes (and reduces them over the ranks).
+  const bool training = GradMode::is_enabled() && needs_grad({&x, &weight, &bias});
   Tensor x2, y;
   Quantized qx, qw;
   {
@@ -185,14 +193,17 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const R
   if (!needs_grad({&x, &weight, &bias})) return y;
   // The FP8 forms the backward reads: W^T for dx; x^T for dW (Note [fp8 scaling]: under the block
   // recipe, x quantized again along its rows, 128 x 1 tiles).
-  Quantized wt = transposed(qw);
-  Quantized xt;
-  {
-    NoGradGuard ng;
-    xt = r.scaling == Scaling::Block ? quantize(x2.t(), DType::f8e4m3, 1, r.block) : transposed(qx);
-  }
   const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
   const bool need_b = bias.defined() && bias.requires_grad();
+  Quantized wt, xt;
+  {
+    NoGradGuard ng;
+    if (need_x) wt = transposed(qw);
+    if (need_w) {
+      xt = r.scaling == Scaling::Block ? quantize(x2.t(), DType::f8e4m3, 1, r.block)
+                                       : transposed(qx);
+    }
+  }
   const Shape x_shape = x.shape();
   const DType x_dtype = x.dtype(), w_dtype = weight.dtype();
   const DType b_dtype = bias.defined() ? bias.dtype() : DType::f32;

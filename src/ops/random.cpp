@@ -63,8 +63,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOption
                Generator* gen) {
   SINTER_PROFILE_OP("randint");
   SINTER_CHECK(low < high, "randint: low (", low, ") must be less than high (", high, ")");
-  SINTER_CHECK(is_integral(opts.dtype) || is_floating(opts.dtype), "randint: unsupported dtype ",
-               opts.dtype);
+  SINTER_CHECK(!is_float8(opts.dtype), "randint: no random draws in ", opts.dtype,
+               " (as in PyTorch); draw in f32 and convert with .to()");
   {
     // [low, high) must hold values the dtype represents exactly.
     int64_t lo = INT64_MIN, hi = INT64_MAX;
