@@ -1,4 +1,5 @@
-// Where the Hopper GEMM (kernels/gemm_wgmma.cu) puts its operand tiles and how it tells wgmma,
+// Where the Hopper GEMMs (kernels/gemm_wgmma.cu, kernels/gemm_fp8.cu) put their operand tiles and
+// how they tell wgmma,
 // readable by a host compiler: the tensor-map boxes the producer loads and where they land in a
 // stage, each k step's shared-memory matrix descriptor, the byte count a stage's barrier expects,
 // and the persistent tile schedule. The kernel runs these functions; the CPU suite replays TMA's

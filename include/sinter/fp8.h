@@ -76,7 +76,7 @@ struct Quantized {
   Tensor dequantize() const;  // f32 values: code * scale_inv
 };
 
-// The largest |x| of a CPU tensor (NaN if it holds one; 0 when empty).
+// The largest |x| of a tensor (NaN if it holds one; 0 when empty).
 float amax(const Tensor& x);
 
 // The largest finite value of an FP8 dtype (448, 57344).
@@ -85,12 +85,18 @@ float max_value(DType format);
 // rounded to f32; 1 where amax is 0, infinite or NaN.
 float scale_from_amax(float amax, DType format, int margin = 0);
 
-// Quantizes the 2-D `x` (any floating dtype, on the CPU) into `format`: each tile of tile_rows x
-// tile_cols gets the scale of its own amax (scale_from_amax), or, where `scale` is given, every
-// tile that one (per-tensor recipes). Codes are the saturated cast of x * scale (the product in
-// f32); scale_inv = 1 / scale in f32. `amax`, if not null, receives the amax of the whole of x.
+// Quantizes the 2-D `x` (any floating dtype, on the CPU or a GPU) into `format`: each tile of
+// tile_rows x tile_cols gets the scale of its own amax (scale_from_amax), or, where `scale` is
+// given, every tile that one (per-tensor recipes). Codes are the saturated cast of x * scale (the
+// product in f32); scale_inv = 1 / scale in f32. `amax`, if not null, receives the amax of the
+// whole of x.
 Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t tile_cols,
                    std::optional<float> scale = std::nullopt, float* amax = nullptr);
+
+// quantize() with one tile of the whole of x and the scale of x's amax (scale_from_amax with
+// `margin`): the per-tensor recipes' quantization. On a GPU the amax stays on the device, so the
+// host does not wait.
+Quantized quantize_tensorwise(const Tensor& x, DType format, int margin = 0);
 
 // out (M, N) = a (M, K) times b (N, K) transposed, both quantized along K (tiles of 1 or of a
 // block of rows, and of the whole of K or of `block` columns alike: a's and b's tile_cols agree):

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "internal/dispatch.h"
@@ -83,9 +84,7 @@ float max_value(DType format) {
 }
 
 float scale_from_amax(float amax, DType format, int margin) {
-  if (!(amax > 0.0f) || !std::isfinite(amax)) return 1.0f;
-  const float s = max_value(format) / amax / std::ldexp(1.0f, margin);
-  return std::isfinite(s) ? s : std::numeric_limits<float>::max();
+  return kern::fp8_scale_from_amax(amax, max_value(format), margin);  // the kernels' formula
 }
 
 Tensor Quantized::dequantize() const {
@@ -129,11 +128,57 @@ float max_with_nan(float a, float b) {
 
 }  // namespace
 
+namespace {
+
+float bits_as_float(int32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// The amax of a CUDA tensor, as the bits of a float in an i32 tensor of one element on its device
+// (Note [fp8 quantize kernels]).
+Tensor amax_on_device(const Tensor& x) {
+  const Tensor xf = x.to(DType::f32).contiguous();
+  Tensor bits = empty({1}, {.dtype = DType::i32, .device = x.device()});
+#ifdef SINTER_WITH_CUDA
+  cudak::fp8_amax(kernel_ctx(x.device()), static_cast<const float*>(xf.data_ptr()), xf.numel(),
+                  static_cast<uint32_t*>(bits.data_ptr()));
+#else
+  SINTER_THROW("fp8::amax: Sinter was built without CUDA");
+#endif
+  return bits;
+}
+
+// The quantization kernel's arguments for the contiguous f32 `xf` into q (its tiles and buffers).
+kern::Fp8QuantizeArgs device_args(const Tensor& xf, Quantized& q, DType format) {
+  return {.x = static_cast<const float*>(xf.data_ptr()),
+          .rows = xf.size(0),
+          .cols = xf.size(1),
+          .tile_rows = q.tile_rows,
+          .tile_cols = q.tile_cols,
+          .format = format,
+          .codes = static_cast<uint8_t*>(q.data.data_ptr()),
+          .scale_inv = static_cast<float*>(q.scale_inv.data_ptr())};
+}
+
+void run_quantize(Device dev, const kern::Fp8QuantizeArgs& a) {
+#ifdef SINTER_WITH_CUDA
+  cudak::fp8_quantize(kernel_ctx(dev), a);
+#else
+  (void)dev;
+  (void)a;
+  SINTER_THROW("fp8::quantize: Sinter was built without CUDA");
+#endif
+}
+
+}  // namespace
+
 float amax(const Tensor& x) {
-  SINTER_CHECK(
-      x.defined() && x.device().is_cpu() && is_floating(x.dtype()) && !is_float8(x.dtype()),
-      "fp8::amax: expected a CPU tensor of f32, f64, bf16 or f16");
+  SINTER_CHECK(x.defined() && is_floating(x.dtype()) && !is_float8(x.dtype()),
+               "fp8::amax: expected a tensor of f32, f64, bf16 or f16");
   NoGradGuard ng;
+  if (x.device().is_cuda()) return bits_as_float(amax_on_device(x).item<int32_t>());
   const Tensor xf = x.to(DType::f32).contiguous();
   const auto* p = static_cast<const float*>(xf.data_ptr());
   const int64_t n = xf.numel();
@@ -159,20 +204,27 @@ Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t til
   SINTER_CHECK(is_float8(format), "fp8::quantize: format must be f8e4m3 or f8e5m2, got ", format);
   SINTER_CHECK(tile_rows >= 1 && tile_cols >= 1,
                "fp8::quantize: tiles must be at least 1 x 1, got ", tile_rows, " x ", tile_cols);
-  SINTER_CHECK(x.device().is_cpu(),
-               "fp8::quantize: the FP8 kernels run on the CPU for now, got a "
-               "tensor on ",
-               x.device());
   NoGradGuard ng;
   const int64_t rows = x.size(0), cols = x.size(1);
   const int64_t tr = std::min(tile_rows, std::max<int64_t>(rows, 1));
   const int64_t tc = std::min(tile_cols, std::max<int64_t>(cols, 1));
   const int64_t nbr = (rows + tr - 1) / tr, nbc = (cols + tc - 1) / tc;
   const Tensor xf = x.to(DType::f32).contiguous();
-  Quantized q{.data = empty({rows, cols}, {.dtype = format}),
-              .scale_inv = ones({std::max<int64_t>(nbr, 1), std::max<int64_t>(nbc, 1)}),
+  Quantized q{.data = empty({rows, cols}, {.dtype = format, .device = x.device()}),
+              .scale_inv = ones({std::max<int64_t>(nbr, 1), std::max<int64_t>(nbc, 1)},
+                                {.device = x.device()}),
               .tile_rows = tr,
               .tile_cols = tc};
+  if (x.device().is_cuda()) {
+    Tensor bits = amax ? zeros({1}, {.dtype = DType::i32, .device = x.device()}) : Tensor();
+    kern::Fp8QuantizeArgs a = device_args(xf, q, format);
+    a.has_scale = scale.has_value();
+    a.scale = scale.value_or(1.0f);
+    a.amax_out = bits.defined() ? static_cast<uint32_t*>(bits.data_ptr()) : nullptr;
+    run_quantize(x.device(), a);
+    if (amax) *amax = bits_as_float(bits.item<int32_t>());
+    return q;
+  }
   const float* px = static_cast<const float*>(xf.data_ptr());
   auto* inv = static_cast<float*>(q.scale_inv.data_ptr());
   std::vector<float> amaxes(static_cast<size_t>(nbr * nbc), 0.0f);
@@ -196,6 +248,30 @@ Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t til
     for (const float a : amaxes) m = max_with_nan(m, a);
     *amax = m;
   }
+  return q;
+}
+
+Quantized quantize_tensorwise(const Tensor& x, DType format, int margin) {
+  SINTER_CHECK(x.defined() && x.dim() == 2, "fp8::quantize_tensorwise: expected a 2-D tensor");
+  if (!x.device().is_cuda()) {
+    return quantize(x, format, x.size(0), x.size(1), scale_from_amax(amax(x), format, margin));
+  }
+  NoGradGuard ng;
+  SINTER_CHECK(is_floating(x.dtype()) && !is_float8(x.dtype()) && is_float8(format),
+               "fp8::quantize_tensorwise: expected f32, f64, bf16 or f16 values into f8e4m3 or "
+               "f8e5m2, got ",
+               x.dtype(), " into ", format);
+  const Tensor xf = x.to(DType::f32).contiguous();
+  const Tensor bits = amax_on_device(xf);  // read by the quantization on the device
+  const int64_t rows = x.size(0), cols = x.size(1);
+  Quantized q{.data = empty({rows, cols}, {.dtype = format, .device = x.device()}),
+              .scale_inv = ones({1, 1}, {.device = x.device()}),
+              .tile_rows = std::max<int64_t>(rows, 1),
+              .tile_cols = std::max<int64_t>(cols, 1)};
+  kern::Fp8QuantizeArgs a = device_args(xf, q, format);
+  a.amax_in = static_cast<const uint32_t*>(bits.data_ptr());
+  a.margin = margin;
+  run_quantize(x.device(), a);
   return q;
 }
 
@@ -223,7 +299,15 @@ Tensor gemm_cuda(const Quantized& a, const Quantized& b, DType out_dtype) {
                  dev);
   }
   const int64_t m = a.data.size(0), n = b.data.size(0), k = a.data.size(1);
+  if (k == 0) return zeros({m, n}, {.dtype = out_dtype, .device = dev});
   const int64_t cols = a.scale_inv.size(1);
+  for (const Quantized* q : {&a, &b}) {  // the kernel reads the scales the tiles name
+    const int64_t rows = q->data.size(0);
+    SINTER_CHECK(q->scale_inv.dim() == 2 && q->tile_rows >= 1 &&
+                     q->scale_inv.size(0) == (rows + q->tile_rows - 1) / q->tile_rows,
+                 "fp8::gemm: scale_inv of shape ", shape_str(q->scale_inv.shape()),
+                 " does not fit ", rows, " rows in tiles of ", q->tile_rows);
+  }
   SINTER_CHECK(b.scale_inv.size(1) == cols && (cols == 1 || a.tile_cols == kern::kFp8ScaleBlock),
                "fp8::gemm: on the GPU the scales are one over the whole of K or one per ",
                kern::kFp8ScaleBlock, " of K; got tiles of ", a.tile_cols, " columns");

@@ -106,9 +106,7 @@ void check_state(const LinearState* s, int64_t history) {
 Quantized quantize_whole(const Tensor& x, DType format, const Recipe& r, LinearState* s, Slot slot,
                          bool record) {
   const int64_t rows = x.size(0), cols = x.size(1);
-  if (r.scaling == Scaling::Current) {
-    return quantize(x, format, rows, cols, scale_from_amax(amax(x), format, r.margin));
-  }
+  if (r.scaling == Scaling::Current) return quantize_tensorwise(x, format, r.margin);
   // Delayed: the history's scale, the amax found in the same pass; with no history yet, the amax
   // first. Only a recorded amax is all-reduced: an evaluation may run on one rank alone.
   const auto reduce = [&](float a) { return record ? reduce_amax(a, r) : a; };
@@ -149,8 +147,7 @@ void check_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   for (const Tensor* t : {&x, &w}) {
     SINTER_CHECK(is_floating(t->dtype()) && !is_float8(t->dtype()),
                  "fp8::linear: expected f32, f64, bf16 or f16 input and weight, got ", t->dtype());
-    SINTER_CHECK(t->device().is_cpu(),
-                 "fp8::linear: the FP8 kernels run on the CPU for now, got a tensor on ",
+    SINTER_CHECK(t->device() == x.device(), "fp8::linear: input on ", x.device(), ", weight on ",
                  t->device());
   }
   if (b.defined()) {
@@ -165,6 +162,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const R
               LinearState* state) {
   check_linear(x, weight, bias);
   check_recipe(r);
+  SINTER_CHECK(r.scaling != Scaling::Delayed || x.device().is_cpu(),
+               "fp8::linear: the delayed recipe keeps its history on the CPU for now; on ",
+               x.device(), " use the current or block recipe");
   if (r.scaling == Scaling::Delayed) check_state(state, r.amax_history_len);
   const int64_t in = weight.size(1), out_features = weight.size(0);
   int64_t rows = 1;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kern/ctx.h"
+#include "kern/float8.h"
 #include "sinter/core/dtype.h"
 
 namespace sinter::kern {
@@ -27,9 +28,42 @@ struct Fp8GemmArgs {
   DType out_type = DType::f32;  // f32, bf16 or f16
 };
 
+// The scaled quantization of a row-major rows x cols f32 matrix x into FP8 codes (Note [fp8
+// scaling]): each tile_rows x tile_cols tile gets the scale of its own amax (margin 0), unless one
+// scale is given for every tile: *scale_ptr, or the scale from *amax_in (with `margin`), or
+// `scale` (has_scale). codes = saturate(x * scale), scale_inv[tile] = 1 / scale (row-major,
+// ceil(rows / tile_rows) x ceil(cols / tile_cols)). amax_out, if set, receives the max of its
+// value and x's amax. Amaxes travel as the bits of a non-negative float (they order as integers;
+// NaN above infinity).
+struct Fp8QuantizeArgs {
+  const float* x = nullptr;
+  int64_t rows = 0, cols = 0, tile_rows = 1, tile_cols = 1;
+  DType format = DType::f8e4m3;
+  const float* scale_ptr = nullptr;
+  const uint32_t* amax_in = nullptr;
+  bool has_scale = false;
+  float scale = 1.0f;
+  int margin = 0;
+  uint8_t* codes = nullptr;
+  float* scale_inv = nullptr;
+  uint32_t* amax_out = nullptr;
+};
+
+// The scale that maps amax to fmax / 2^margin, as fp8::scale_from_amax computes it (1 where amax
+// is 0, infinite or NaN; the largest float where the quotient overflows).
+SINTER_HD inline float fp8_scale_from_amax(float amax, float fmax, int margin) {
+  if (!(amax > 0.0f) || amax - amax != 0.0f) return 1.0f;  // 0, NaN, infinity
+  float pow2 = 1.0f;
+  for (int i = 0; i < margin; ++i) pow2 *= 2.0f;
+  const float s = fmax / amax / pow2;
+  return s - s != 0.0f ? 3.40282347e+38f : s;
+}
+
 }  // namespace sinter::kern
 
 namespace sinter::cudak {
+void fp8_amax(const kern::Ctx& ctx, const float* x, int64_t n, uint32_t* out);
+void fp8_quantize(const kern::Ctx& ctx, const kern::Fp8QuantizeArgs& q);
 // An Error naming what does not fit where the GPU has no sm_90a FP8 GEMM or the operands do not
 // fit it (k a multiple of 16, 16-byte aligned bases).
 void fp8_gemm(const kern::Ctx& ctx, const kern::Fp8GemmArgs& g);
