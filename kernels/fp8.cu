@@ -60,16 +60,16 @@ __global__ void quantize_tiles_kernel(kern::Fp8QuantizeArgs q, int64_t tiles_per
                                       bool e4m3) {
   __shared__ uint32_t smem[kThreads / 32];
   const int64_t t = blockIdx.x;
-  const int64_t r0 = (t / tiles_per_row) * q.tile_rows, c0 = (t % tiles_per_row) * q.tile_cols;
-  const int64_t h = min(q.rows - r0, q.tile_rows), w = min(q.cols - c0, q.tile_cols);
+  const kern::Fp8Tile tile = kern::fp8_tile(q, t, tiles_per_row);
+  const int64_t n = tile.h * tile.w;
   uint32_t m = 0;
-  for (int64_t e = threadIdx.x; e < h * w; e += kThreads) {
-    m = max(m, abs_bits(q.x[(r0 + e / w) * q.cols + c0 + e % w]));
+  for (int64_t e = threadIdx.x; e < n; e += kThreads) {
+    m = max(m, abs_bits(q.x[kern::fp8_tile_element(q, tile, e)]));
   }
   m = block_max_bits(m, smem);
   const float s = kern::fp8_scale_from_amax(__uint_as_float(m), fmax, 0);
-  for (int64_t e = threadIdx.x; e < h * w; e += kThreads) {
-    const int64_t i = (r0 + e / w) * q.cols + c0 + e % w;
+  for (int64_t e = threadIdx.x; e < n; e += kThreads) {
+    const int64_t i = kern::fp8_tile_element(q, tile, e);
     q.codes[i] = encode(__fmul_rn(q.x[i], s), e4m3);
   }
   if (threadIdx.x == 0) {

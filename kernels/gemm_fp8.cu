@@ -89,14 +89,6 @@ __device__ __forceinline__ void wgmma_fp8(float (&d)[64], uint64_t desc_a, uint6
 
 #endif  // SINTER_SM90A
 
-// The scale_inv of row `row` of an operand for block `kb` of k (row clamped into the operand, so
-// that a ragged tile's masked rows read a valid entry).
-__device__ __forceinline__ float scale_at(const float* s, int64_t row, int64_t rows,
-                                          int64_t tile_rows, int64_t cols, int64_t kb) {
-  const int64_t r = row < rows ? row : rows - 1;
-  return s[(r / tile_rows) * cols + kb];
-}
-
 template <class OutT>
 __device__ __forceinline__ void store_out(const Fp8Params& p, int64_t i, int64_t j, float v) {
   OutT* out = static_cast<OutT*>(p.out) + i * p.n + j;
@@ -181,8 +173,10 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       for (int i = 0; i < kBN / 2; ++i) {
         if (blockwise) {
           const wgmma::AccPos pos = wgmma::acc_pos(w, tid, i);
-          const float sa = scale_at(p.sa, m0 + pos.row, p.m, p.a_tile_rows, p.scale_cols, kb);
-          const float sb = scale_at(p.sb, n0 + pos.col, p.n, p.b_tile_rows, p.scale_cols, kb);
+          const float sa =
+              kern::fp8_scale_at(p.sa, m0 + pos.row, p.m, p.a_tile_rows, p.scale_cols, kb);
+          const float sb =
+              kern::fp8_scale_at(p.sb, n0 + pos.col, p.n, p.b_tile_rows, p.scale_cols, kb);
           d[i] = __fadd_rn(d[i], __fmul_rn(part[i], __fmul_rn(sa, sb)));
         } else {
           d[i] = __fadd_rn(d[i], part[i]);
@@ -197,8 +191,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       if (gi >= p.m || gj >= p.n) continue;
       float v = d[i];
       if (!blockwise) {
-        const float sa = scale_at(p.sa, gi, p.m, p.a_tile_rows, 1, 0);
-        const float sb = scale_at(p.sb, gj, p.n, p.b_tile_rows, 1, 0);
+        const float sa = kern::fp8_scale_at(p.sa, gi, p.m, p.a_tile_rows, 1, 0);
+        const float sb = kern::fp8_scale_at(p.sb, gj, p.n, p.b_tile_rows, 1, 0);
         v = __fmul_rn(v, __fmul_rn(sa, sb));
       }
       store_out<OutT>(p, gi, gj, v);

@@ -6,17 +6,21 @@
 // and their backward is defined by the formulas it is held to here.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "kern/fp8.h"
 #include "sinter/cuda.h"
 #include "sinter/fp8.h"
 #include "sinter/nn/models.h"
 #include "sinter/ops.h"
 #include "test_util.h"
+#include "wgmma_layout.h"
 
 namespace sinter {
 namespace {
@@ -467,6 +471,56 @@ TEST(Fp8, BadInputIsAnErrorNamingIt) {
 
 namespace sinter {
 namespace {
+
+// The index math of the CUDA kernels replayed on the host (kern/fp8.h): the quantization's tiles
+// cover every element once, in the tile fp8::quantize gives it; and the GEMM's promotion, at every
+// accumulator position of every block tile (wgmma::acc_pos), takes the scale of the row's tile of
+// a and the column's tile of b for that block of k, as Note [fp8 gemm] writes it.
+TEST(Fp8, KernelIndexMathReplaysOnTheHost) {
+  for (const auto& [rows, cols, tr, tc] : {std::array<int64_t, 4>{5, 300, 1, 128},
+                                           {200, 260, 128, 128},
+                                           {130, 7, 1, 128},
+                                           {37, 19, 37, 19},
+                                           {9, 33, 4, 8}}) {
+    SCOPED_TRACE(::testing::Message() << rows << "x" << cols << " tiles " << tr << "x" << tc);
+    const kern::Fp8QuantizeArgs q{.rows = rows, .cols = cols, .tile_rows = tr, .tile_cols = tc};
+    const int64_t per_row = (cols + tc - 1) / tc, tiles = ((rows + tr - 1) / tr) * per_row;
+    std::vector<int> hits(static_cast<size_t>(rows * cols), 0);
+    for (int64_t t = 0; t < tiles; ++t) {
+      const kern::Fp8Tile tile = kern::fp8_tile(q, t, per_row);
+      for (int64_t e = 0; e < tile.h * tile.w; ++e) {
+        const int64_t i = kern::fp8_tile_element(q, tile, e);
+        ASSERT_GE(i, 0);
+        ASSERT_LT(i, rows * cols);
+        ++hits[static_cast<size_t>(i)];
+        EXPECT_EQ((i / cols) / tr * per_row + (i % cols) / tc, t) << "element " << i;
+      }
+    }
+    EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), rows * cols);
+  }
+  // The promotion's scales: a (m x k) in 1 x 128 tiles, b (n x k) in 128 x 128 blocks; the scale
+  // tables hold their own coordinates, so a lookup shows which entry it read.
+  const int64_t m = 200, n = 136, k = 384, cols = k / 128;
+  std::vector<float> sa(static_cast<size_t>(m * cols)), sb(static_cast<size_t>(2 * cols));
+  for (size_t i = 0; i < sa.size(); ++i) sa[i] = static_cast<float>(i);
+  for (size_t i = 0; i < sb.size(); ++i) sb[i] = static_cast<float>(i);
+  for (int tm = 0; tm < 2; ++tm) {
+    for (int w = 0; w < 2; ++w) {
+      for (int tid = 0; tid < 128; ++tid) {
+        for (int i = 0; i < 64; ++i) {
+          const cudak::wgmma::AccPos pos = cudak::wgmma::acc_pos(w, tid, i);
+          const int64_t row = tm * 128 + pos.row, col = pos.col;
+          for (int64_t kb = 0; kb < cols; ++kb) {
+            const float a = kern::fp8_scale_at(sa.data(), row, m, 1, cols, kb);
+            const float b = kern::fp8_scale_at(sb.data(), col, n, 128, cols, kb);
+            EXPECT_EQ(a, static_cast<float>(std::min(row, m - 1) * cols + kb));
+            EXPECT_EQ(b, static_cast<float>((col / 128) * cols + kb));
+          }
+        }
+      }
+    }
+  }
+}
 
 // The Hopper FP8 GEMM (kernels/gemm_fp8.cu, Note [fp8 wgmma]) against the CPU's on fresh random
 // operands: per-tensor and block scales, both operand formats, ragged m and n, k past one stage and

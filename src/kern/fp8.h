@@ -49,6 +49,32 @@ struct Fp8QuantizeArgs {
   uint32_t* amax_out = nullptr;
 };
 
+// Tile t of a quantization (row-major over ceil(cols / tile_cols) tiles per row): its corner and
+// extent (the last row and column of tiles may be partial), and the flat index of its e-th element
+// (row-major within the tile), e < h * w. The CUDA kernel walks these; tests/test_fp8.cpp replays
+// them on the host.
+struct Fp8Tile {
+  int64_t r0, c0, h, w;
+};
+SINTER_HD inline Fp8Tile fp8_tile(const Fp8QuantizeArgs& q, int64_t t, int64_t tiles_per_row) {
+  const int64_t r0 = (t / tiles_per_row) * q.tile_rows, c0 = (t % tiles_per_row) * q.tile_cols;
+  const int64_t h = q.rows - r0 < q.tile_rows ? q.rows - r0 : q.tile_rows;
+  const int64_t w = q.cols - c0 < q.tile_cols ? q.cols - c0 : q.tile_cols;
+  return {r0, c0, h, w};
+}
+SINTER_HD inline int64_t fp8_tile_element(const Fp8QuantizeArgs& q, const Fp8Tile& t, int64_t e) {
+  return (t.r0 + e / t.w) * q.cols + t.c0 + e % t.w;
+}
+
+// The scale_inv the FP8 GEMM takes for row `row` of an operand of `rows` rows in block kb of k
+// (scale_cols columns; Fp8GemmArgs): row clamped into the operand, so that a ragged tile's masked
+// rows read a valid entry.
+SINTER_HD inline float fp8_scale_at(const float* s, int64_t row, int64_t rows, int64_t tile_rows,
+                                    int64_t scale_cols, int64_t kb) {
+  const int64_t r = row < rows ? row : rows - 1;
+  return s[(r / tile_rows) * scale_cols + kb];
+}
+
 // The scale that maps amax to fmax / 2^margin, as fp8::scale_from_amax computes it (1 where amax
 // is 0, infinite or NaN; the largest float where the quotient overflows).
 SINTER_HD inline float fp8_scale_from_amax(float amax, float fmax, int margin) {
