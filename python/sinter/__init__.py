@@ -151,7 +151,7 @@ from ._ops import (  # noqa: F401  (re-exported)
     var,
 )
 from . import amp, autograd, cuda, datasets, distributed, models, nn, onnx, optim  # noqa: F401
-from . import profiler, quantization, safetensors  # noqa: F401
+from . import fp8, profiler, quantization, safetensors  # noqa: F401
 from .serialization import load, save  # noqa: F401
 from . import utils  # noqa: F401
 from .amp import autocast  # noqa: F401

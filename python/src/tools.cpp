@@ -159,6 +159,52 @@ void bind_quantization(nb::module_& m) {
   m.def("int8_isa", &quant::int8_isa);
 }
 
+// The guard behind sinter.fp8.autocast, entered and left by the Python context manager.
+class Fp8Guard {
+ public:
+  Fp8Guard(const fp8::Recipe& recipe, bool enabled) : recipe_(recipe), enabled_(enabled) {}
+  void enter() { guard_ = std::make_unique<fp8::Autocast>(recipe_, enabled_); }
+  void exit() { guard_.reset(); }
+
+ private:
+  fp8::Recipe recipe_;
+  bool enabled_;
+  std::unique_ptr<fp8::Autocast> guard_;
+};
+
+// sinter.fp8: FP8 training of Linear layers (Note [fp8 training]), with Transformer Engine's
+// names: a recipe, fp8.autocast(enabled, fp8_recipe) and prepare(model).
+void bind_fp8(nb::module_& m) {
+  nb::class_<fp8::Recipe>(m, "Recipe", "How FP8 tensors are scaled: current, delayed or block.")
+      .def(
+          "__init__",
+          [](fp8::Recipe* self, const std::string& scaling, int64_t amax_history_len, int margin,
+             int64_t block) {
+            new (self) fp8::Recipe{.scaling = fp8::parse_scaling(scaling, "fp8.Recipe"),
+                                   .amax_history_len = amax_history_len,
+                                   .margin = margin,
+                                   .block = block};
+            fp8::check_recipe(*self);
+          },
+          nb::arg("scaling") = "current", nb::arg("amax_history_len") = 16, nb::arg("margin") = 0,
+          nb::arg("block") = 128)
+      .def_prop_ro("scaling", [](const fp8::Recipe& r) { return fp8::scaling_name(r.scaling); })
+      .def_ro("amax_history_len", &fp8::Recipe::amax_history_len)
+      .def_ro("margin", &fp8::Recipe::margin)
+      .def_ro("block", &fp8::Recipe::block);
+  nb::class_<Fp8Guard>(m, "_Guard")
+      .def(nb::init<const fp8::Recipe&, bool>(), nb::arg("recipe"), nb::arg("enabled"))
+      .def("enter", &Fp8Guard::enter)
+      .def("exit", &Fp8Guard::exit);
+  m.def(
+      "prepare",
+      [](nn::Module& model, const fp8::Recipe& recipe) { return fp8::prepare(model, recipe); },
+      nb::arg("model"), nb::arg("recipe"),
+      "Marks the model's Linear layers but the first and last for FP8 (with the delayed recipe's "
+      "state as buffers); returns their names.");
+  m.def("is_enabled", &fp8::is_enabled);
+}
+
 }  // namespace
 
 void bind_tools(nb::module_& root) {
@@ -166,6 +212,8 @@ void bind_tools(nb::module_& root) {
   bind_profiler(prof);
   nb::module_ q = root.def_submodule("quantization", "Post-training int8 quantization.");
   bind_quantization(q);
+  nb::module_ f8 = root.def_submodule("fp8", "FP8 training of Linear layers.");
+  bind_fp8(f8);
 }
 
 }  // namespace sinter::python
