@@ -42,7 +42,9 @@ __device__ __forceinline__ uint32_t block_max_bits(uint32_t v, uint32_t* smem) {
   return m;
 }
 
+// A NaN is encoded as the positive NaN, whatever sign the product gave it (as the CPU does).
 __device__ __forceinline__ uint8_t encode(float v, bool e4m3) {
+  if (v != v) v = __uint_as_float(0x7fc00000u);
   return e4m3 ? kern::float8_encode(kern::clamp_finite(v, 448.0f), kern::e4m3_format())
               : kern::float8_encode(kern::clamp_finite(v, 57344.0f), kern::e5m2_format());
 }

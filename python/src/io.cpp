@@ -19,14 +19,19 @@ class AutocastGuard {
  public:
   AutocastGuard(DeviceType device, std::optional<DType> dtype, bool enabled)
       : device_(device), dtype_(dtype), enabled_(enabled) {}
-  void enter() { guard_ = std::make_unique<autocast::Guard>(device_, dtype_, enabled_); }
-  void exit() { guard_.reset(); }
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+  // A stack: the same context may be entered again inside itself.
+  void enter() { guards_.push_back(std::make_unique<autocast::Guard>(device_, dtype_, enabled_)); }
+  void exit() {
+    if (!guards_.empty()) guards_.pop_back();
+  }
 
  private:
   DeviceType device_;
   std::optional<DType> dtype_;
   bool enabled_;
-  std::unique_ptr<autocast::Guard> guard_;
+  std::vector<std::unique_ptr<autocast::Guard>> guards_;
 };
 
 void bind_files(nb::module_& m) {

@@ -163,13 +163,18 @@ void bind_quantization(nb::module_& m) {
 class Fp8Guard {
  public:
   Fp8Guard(const fp8::Recipe& recipe, bool enabled) : recipe_(recipe), enabled_(enabled) {}
-  void enter() { guard_ = std::make_unique<fp8::Autocast>(recipe_, enabled_); }
-  void exit() { guard_.reset(); }
+  Fp8Guard(const Fp8Guard&) = delete;
+  Fp8Guard& operator=(const Fp8Guard&) = delete;
+  // A stack: the same context may be entered again inside itself.
+  void enter() { guards_.push_back(std::make_unique<fp8::Autocast>(recipe_, enabled_)); }
+  void exit() {
+    if (!guards_.empty()) guards_.pop_back();
+  }
 
  private:
   fp8::Recipe recipe_;
   bool enabled_;
-  std::unique_ptr<fp8::Autocast> guard_;
+  std::vector<std::unique_ptr<fp8::Autocast>> guards_;
 };
 
 // sinter.fp8: FP8 training of Linear layers (Note [fp8 training]), with Transformer Engine's

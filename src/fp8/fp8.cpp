@@ -104,7 +104,8 @@ void quantize_tile(const float* x, int64_t ld, int64_t r0, int64_t r1, int64_t c
   for (int64_t r = r0; r < r1; ++r) {
     for (int64_t c = c0; c < c1; ++c) {
       const float v = x[r * ld + c] * scale;
-      out[r * ld + c] = Code::saturated(v);
+      // A NaN's sign after the product is the CPU's or the GPU's choice: one NaN code for all.
+      out[r * ld + c] = Code::saturated(std::isnan(v) ? NAN : v);
     }
   }
 }
@@ -254,7 +255,8 @@ Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t til
 Quantized quantize_tensorwise(const Tensor& x, DType format, int margin) {
   SINTER_CHECK(x.defined() && x.dim() == 2, "fp8::quantize_tensorwise: expected a 2-D tensor");
   if (!x.device().is_cuda()) {
-    return quantize(x, format, x.size(0), x.size(1), scale_from_amax(amax(x), format, margin));
+    return quantize(x, format, std::max<int64_t>(x.size(0), 1), std::max<int64_t>(x.size(1), 1),
+                    scale_from_amax(amax(x), format, margin));
   }
   NoGradGuard ng;
   SINTER_CHECK(is_floating(x.dtype()) && !is_float8(x.dtype()) && is_float8(format),
@@ -299,6 +301,7 @@ Tensor gemm_cuda(const Quantized& a, const Quantized& b, DType out_dtype) {
                  dev);
   }
   const int64_t m = a.data.size(0), n = b.data.size(0), k = a.data.size(1);
+  if (m == 0 || n == 0) return empty({m, n}, {.dtype = out_dtype, .device = dev});
   if (k == 0) return zeros({m, n}, {.dtype = out_dtype, .device = dev});
   const int64_t cols = a.scale_inv.size(1);
   for (const Quantized* q : {&a, &b}) {  // the kernel reads the scales the tiles name

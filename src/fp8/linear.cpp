@@ -153,6 +153,8 @@ void check_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   if (b.defined()) {
     SINTER_CHECK(b.dim() == 1 && b.size(0) == w.size(0), "fp8::linear: bias must be (", w.size(0),
                  "), got shape ", shape_str(b.shape()));
+    SINTER_CHECK(b.device() == x.device(), "fp8::linear: input on ", x.device(), ", bias on ",
+                 b.device());
   }
 }
 
@@ -169,6 +171,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const R
   const int64_t in = weight.size(1), out_features = weight.size(0);
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
+  // The GPU GEMM takes k in multiples of 16, and the weight gradient's k is the rows.
+  SINTER_CHECK(x.device().is_cpu() || (rows % 16 == 0 && in % 16 == 0 && out_features % 16 == 0),
+               "fp8::linear: on the GPU the rows (", rows, "), in (", in, ") and out (",
+               out_features, ") features must be multiples of 16");
   const DType out_dtype = output_dtype(x);
   // Only a forward with a backward to come records amaxes (and reduces them over the ranks).
   const bool training = GradMode::is_enabled() && needs_grad({&x, &weight, &bias});
@@ -251,9 +257,11 @@ std::vector<std::string> prepare(nn::Module& model, const Recipe& recipe,
     const bool chosen = filter ? filter(name, *l) : i != 0 && i + 1 != layers.size();
     if (!chosen || !fits || l->fp8) continue;
     const int64_t h = recipe.amax_history_len;
-    l->fp8_amax_history = l->register_buffer("fp8_amax_history", zeros({3, h}));
-    l->fp8_scale = l->register_buffer("fp8_scale", ones({3}));
-    l->fp8_steps = l->register_buffer("fp8_steps", zeros({1}, {.dtype = DType::i64}));
+    const Device dev = l->weight.device();  // the layer's (the delayed recipe wants the CPU)
+    l->fp8_amax_history = l->register_buffer("fp8_amax_history", zeros({3, h}, {.device = dev}));
+    l->fp8_scale = l->register_buffer("fp8_scale", ones({3}, {.device = dev}));
+    l->fp8_steps =
+        l->register_buffer("fp8_steps", zeros({1}, {.dtype = DType::i64, .device = dev}));
     l->fp8 = true;
     taken.push_back(name);
   }

@@ -79,8 +79,9 @@ SINTER_HD inline float fp8_scale_at(const float* s, int64_t row, int64_t rows, i
 // is 0, infinite or NaN; the largest float where the quotient overflows).
 SINTER_HD inline float fp8_scale_from_amax(float amax, float fmax, int margin) {
   if (!(amax > 0.0f) || amax - amax != 0.0f) return 1.0f;  // 0, NaN, infinity
-  float pow2 = 1.0f;
+  float pow2 = 1.0f;                                       // 2^margin, exact
   for (int i = 0; i < margin; ++i) pow2 *= 2.0f;
+  for (int i = 0; i > margin; --i) pow2 *= 0.5f;
   const float s = fmax / amax / pow2;
   return s - s != 0.0f ? 3.40282347e+38f : s;
 }

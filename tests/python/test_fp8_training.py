@@ -65,3 +65,18 @@ def test_current_recipe_equals_the_formulas_with_torch_float8(torch):
     partial = (qx @ qw.T).to(torch.float32)
     want = partial * (inv_x * inv_w) + tb
     assert torch.equal(t(ours), want)
+
+
+def test_one_context_entered_inside_itself_restores_the_state():
+    ctx = sinter.fp8.autocast(fp8_recipe=sinter.fp8.Recipe("block"))
+    with ctx:
+        with ctx:
+            assert sinter.fp8.is_enabled()
+        assert sinter.fp8.is_enabled()
+    assert not sinter.fp8.is_enabled()
+    amp = sinter.amp.autocast("cpu", sinter.bfloat16)
+    with amp:
+        with amp:
+            pass
+        assert sinter.ones(2, 2).matmul(sinter.ones(2, 2)).dtype == sinter.bfloat16
+    assert sinter.ones(2, 2).matmul(sinter.ones(2, 2)).dtype == sinter.float32
