@@ -87,12 +87,20 @@ float scale_from_amax(float amax, DType format, int margin) {
   return kern::fp8_scale_from_amax(amax, max_value(format), margin);  // the kernels' formula
 }
 
+namespace {
+
+// The tile index of each of `n` rows (or columns) of tiles of `tile` of them: i / tile.
+Tensor tile_of(int64_t n, int64_t tile, Device dev) {
+  return div(arange(n, {.dtype = DType::i64, .device = dev}), tile, "floor");
+}
+
+}  // namespace
+
 Tensor Quantized::dequantize() const {
   SINTER_CHECK(data.defined(), "fp8::Quantized::dequantize: no data");
-  const int64_t rows = data.size(0), cols = data.size(1);
-  const Tensor ri = div(arange(rows, {.dtype = DType::i64}), tile_rows, "floor");
-  const Tensor ci = div(arange(cols, {.dtype = DType::i64}), tile_cols, "floor");
-  const Tensor s = index_select(index_select(scale_inv, 0, ri), 1, ci);
+  const Device dev = data.device();
+  const Tensor s = index_select(index_select(scale_inv, 0, tile_of(data.size(0), tile_rows, dev)),
+                                1, tile_of(data.size(1), tile_cols, dev));
   return mul(data.to(DType::f32), s);
 }
 
@@ -361,10 +369,8 @@ Tensor gemm(const Quantized& a, const Quantized& b, DType out_dtype) {
   if (a.data.device().is_cuda() || b.data.device().is_cuda()) return gemm_cuda(a, b, out_dtype);
   const int64_t blocks = k == 0 ? 0 : (k + kb - 1) / kb;
   // Each row's (column's) scales per K block.
-  const Tensor sa =
-      index_select(a.scale_inv, 0, div(arange(m, {.dtype = DType::i64}), a.tile_rows, "floor"));
-  const Tensor sb =
-      index_select(b.scale_inv, 0, div(arange(n, {.dtype = DType::i64}), b.tile_rows, "floor"));
+  const Tensor sa = index_select(a.scale_inv, 0, tile_of(m, a.tile_rows, Device::cpu()));
+  const Tensor sb = index_select(b.scale_inv, 0, tile_of(n, b.tile_rows, Device::cpu()));
   const Tensor qa = a.data.to(DType::f64), qb = b.data.to(DType::f64);
   Tensor acc = zeros({m, n});
   for (int64_t j = 0; j < blocks; ++j) {
