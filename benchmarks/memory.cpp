@@ -1,6 +1,8 @@
 // Large memory-bound kernels on CUDA, f32 and bf16: softmax and log_softmax over the last dim,
 // cross_entropy forward + backward, layer_norm and batch_norm (training) forward, sum over the last
-// dim, and f32 Adam steps (one 64Mi tensor; a list of ~100M floats in 51 tensors). GB/s beside a
+// dim, f32 Adam steps (one 64Mi tensor; a list of ~100M floats in 51 tensors), and FP8 training's
+// quantization of a matrix with its transpose (per tensor: the amax pass and the fused pass; per
+// 1 x 128 tile and 128 x 1 tile of the transpose: the fused pass alone). GB/s beside a
 // device-to-device cudaMemcpyAsync of as many bytes in the same run; each is validated against the
 // CPU first. Every operand is at least 128 MB, well past the 60 MB L2. `--smoke` sets up, validates
 // and runs each case at a tiny size on the CPU instead.
@@ -19,11 +21,29 @@ using namespace sinter;
 using bench::kInputSets;
 using bench::Tolerance;
 
-enum class Op { Softmax, LogSoftmax, CrossEntropy, LayerNorm, BatchNorm, SumLast, Adam, AdamList };
+enum class Op {
+  Softmax,
+  LogSoftmax,
+  CrossEntropy,
+  LayerNorm,
+  BatchNorm,
+  SumLast,
+  Adam,
+  AdamList,
+  Fp8Tensorwise,
+  Fp8Block
+};
 
-constexpr const char* kOpNames[] = {
-    "softmax",  "log_softmax", "cross_entropy_fwd_bwd", "layer_norm_fwd", "batch_norm_train_fwd",
-    "sum_last", "adam_step",   "adam_step_list"};
+constexpr const char* kOpNames[] = {"softmax",
+                                    "log_softmax",
+                                    "cross_entropy_fwd_bwd",
+                                    "layer_norm_fwd",
+                                    "batch_norm_train_fwd",
+                                    "sum_last",
+                                    "adam_step",
+                                    "adam_step_list",
+                                    "fp8_quantize_transpose_tensorwise",
+                                    "fp8_quantize_transpose_block"};
 
 const char* op_name(Op op) { return bench::enum_name(op, kOpNames); }
 
@@ -51,6 +71,8 @@ constexpr Case kCases[] = {
     {Op::Softmax, kBf16, 65536, 1024},      {Op::LogSoftmax, kBf16, 65536, 1024},
     {Op::CrossEntropy, kBf16, 65536, 1000}, {Op::LayerNorm, kBf16, 65536, 1024},
     {Op::BatchNorm, kBf16, 256, 64},        {Op::SumLast, kBf16, 65536, 1024},
+    {Op::Fp8Tensorwise, kF32, 8192, 8192},  {Op::Fp8Block, kF32, 8192, 8192},
+    {Op::Fp8Tensorwise, kBf16, 8192, 8192}, {Op::Fp8Block, kBf16, 8192, 8192},
 };
 
 // The parameter shapes of an Adam list case: `rows` blocks of a (cols, cols) weight and a (cols)
@@ -340,8 +362,49 @@ Problem make_adam(const Case& c, Device dev, std::string& bad) {
   return {.call = [opt](int) { opt->step(); }, .bytes = 7 * n * 4};
 }
 
+// --- FP8 quantization with the transpose ---
+
+fp8::QuantizedPair run_fp8(Op op, const Tensor& x) {
+  return op == Op::Fp8Block ? fp8::quantize_with_transpose(x, DType::f8e4m3, 1, 128, true)
+                            : fp8::quantize_tensorwise_with_transpose(x, DType::f8e4m3);
+}
+
+// The codes and scales on `dev` equal the CPU's, value for value, on ragged regions.
+std::string validate_fp8(Op op, DType dtype, Device dev) {
+  const Tensor x = randn({300, 260}, {.dtype = dtype});
+  const fp8::QuantizedPair got = run_fp8(op, x.to(dev)), want = run_fp8(op, x);
+  const auto values = [](const Tensor& t) { return t.to(DType::f32).to_vector<float>(); };
+  for (const auto& [g, w] : {std::pair{got.q, want.q}, std::pair{got.t, want.t}}) {
+    for (const auto& [a, b] : {std::pair{g.data, w.data}, std::pair{g.scale_inv, w.scale_inv}}) {
+      const std::vector<float> va = values(a), vb = values(b);
+      const auto diff = std::mismatch(va.begin(), va.end(), vb.begin(), vb.end());
+      if (diff.first != va.end()) {
+        return "element " + std::to_string(diff.first - va.begin()) + ": " +
+               std::to_string(*diff.first) + " vs " + std::to_string(*diff.second);
+      }
+    }
+  }
+  return "";
+}
+
+// Bytes: x read once, or twice for one scale (its amax first), and two codes per element written.
+Problem make_fp8(const Case& c, Device dev, std::string& bad) {
+  auto xs = std::make_shared<std::vector<Tensor>>();
+  for (int i = 0; i < kInputSets; ++i) {
+    xs->push_back(randn({c.rows, c.cols}, {.dtype = c.dtype, .device = dev}));
+  }
+  bad = where_bad(op_name(c.op), validate_fp8(c.op, c.dtype, dev));
+  const int64_t n = c.rows * c.cols, reads = c.op == Op::Fp8Block ? 1 : 2;
+  const Op op = c.op;
+  return {.call = [xs, op](int i) { (void)run_fp8(op, (*xs)[i % kInputSets]); },
+          .bytes = reads * n * esize(c.dtype) + 2 * n};
+}
+
 Problem make_problem(const Case& c, Device dev, std::string& bad) {
   switch (c.op) {
+    case Op::Fp8Tensorwise:
+    case Op::Fp8Block:
+      return make_fp8(c, dev, bad);
     case Op::CrossEntropy:
       return make_cross_entropy(c, dev, bad);
     case Op::BatchNorm:

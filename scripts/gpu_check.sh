@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Sinter's checks on a GPU machine, in stages that each end within a time limit with a short summary:
 #   tests     the `gpu` tests, then the rest of the suite; each failing test with its first lines
-#   sanitize  compute-sanitizer: memcheck over the CUDA parity and size tests, racecheck and synccheck
-#             over the GEMM, convolution, reduction, softmax and norm tests at small shapes, initcheck
-#             over the op table; each tool's error count and first report
+#   sanitize  compute-sanitizer: memcheck over the CUDA parity, size and FP8 tests, racecheck and
+#             synccheck over the GEMM, convolution, reduction, softmax, norm and FP8 quantization tests
+#             at small shapes, initcheck over the op table; each tool's error count and first report
 #   bench     every benchmark program in its short mode, then the PyTorch reference and compare.py;
 #             the ratio tables last
 #   train     the cnn on Fashion-MNIST for 2 epochs on the GPU, then 1 epoch under mpirun -np 1 --ddp
@@ -167,6 +167,7 @@ stage_sanitize() {
   small+=':CudaGemmPaths.WgmmaHalfTypesEveryLayout:CudaGemmPaths.WgmmaTf32KMajorOperands'
   small+=':CudaConvPool.Conv2dMatchesCpu:CudaConvPool.Conv2dTensorCoreBf16F16:CudaConvPool.PoolsMatchCpu'
   small+=':CudaLoss.*:CudaNorm.*:CudaSizes.ReductionsOverLongAndManyRows:CudaSizes.HalfRowReductionsAtEveryAlignment'
+  small+=':CudaFp8.QuantizeAndAmaxMatchCpu:CudaFp8.QuantizeWithTransposeMatchesCpu'
   tmp=$(mktemp -d)
   # memcheck and initcheck see allocations, not tensors: with the caching allocator off, every
   # tensor is its own cudaMalloc, so a read past its end or of bytes never written is reported.
@@ -175,7 +176,7 @@ stage_sanitize() {
     caching=SINTER_CUDA_NO_CACHING=1
     case $tool in
       # Not the 2^32-element iterations: 16 GB, every byte checked, would take the stage.
-      memcheck) filter='*/CudaParity.*:CudaSizes.*-CudaSizes.ElementwisePast32BitIndexing' ;;
+      memcheck) filter='*/CudaParity.*:CudaSizes.*:CudaFp8.*-CudaSizes.ElementwisePast32BitIndexing' ;;
       initcheck) filter='*/CudaParity.*' ;;
       *) filter=$small caching=SINTER_CUDA_NO_CACHING=0 ;;
     esac

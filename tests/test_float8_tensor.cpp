@@ -95,7 +95,9 @@ TEST(Float8Tensor, EveryCodeConvertsToEveryDtypeAsTheScalarDoes) {
         EXPECT_EQ(bf16[c], want) << c;  // every float8 value is a bf16 and an f16 value
         EXPECT_EQ(f16[c], want) << c;
         EXPECT_EQ(std::signbit(f32[c]), (c & 0x80) != 0) << c;
-        if (std::isfinite(want)) EXPECT_EQ(i64[c], static_cast<int64_t>(want)) << c;
+        if (std::isfinite(want)) {
+          EXPECT_EQ(i64[c], static_cast<int64_t>(want)) << c;
+        }
       }
       EXPECT_EQ(b8[c], want != 0.0f ? 1 : 0) << c;
     }

@@ -19,16 +19,12 @@ namespace example::lm {
 // checkpoint with the weights, so a resumed run continues the same scales. The recipe is a run
 // setting ("config.fp8"; checkpoints from before it ran with "off"). On the CPU the FP8 GEMMs are
 // emulated exactly (Note [fp8 gemm]); on a Hopper GPU they are the wgmma kernels (Note [fp8
-// wgmma]), for the current and block recipes (the delayed recipe's history is on the CPU for now).
+// wgmma]), with the quantization kernels of Note [fp8 quantize kernels] (the delayed recipe's
+// history kept and updated on the device).
 // --tp (whose layers are not nn::Linear), --fsdp and --cuda-graph are refused.
 void prepare_fp8(Run& r) {
   if (r.cfg.fp8 == "off") return;
   const Args& a = r.args;
-  if (!r.dev.is_cpu() && r.cfg.fp8 == "delayed") {
-    throw st::Error(
-        "--fp8 delayed keeps its amax history on the CPU for now; on a GPU use --fp8 current or "
-        "block");
-  }
   if (a.tp > 1 || a.fsdp || a.cuda_graph) {
     throw st::Error("--fp8 " + r.cfg.fp8 +
                     " does not combine with --tp, --fsdp or --cuda-graph yet (use --ddp or none)");

@@ -73,7 +73,14 @@ struct Quantized {
   Tensor data;
   Tensor scale_inv;
   int64_t tile_rows = 0, tile_cols = 0;
-  Tensor dequantize() const;  // f32 values: code * scale_inv
+  Tensor dequantize() const;     // f32 values: code * scale_inv
+  Quantized transposed() const;  // the transpose's codes and scales (the tiles transposed)
+};
+
+// A matrix and its transpose in FP8, as the backward's GEMMs take them (Note [fp8 training]).
+struct QuantizedPair {
+  Quantized q;  // x
+  Quantized t;  // x^T
 };
 
 // The largest |x| of a tensor (NaN if it holds one; 0 when empty).
@@ -97,6 +104,19 @@ Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t til
 // `margin`): the per-tensor recipes' quantization. On a GPU the amax stays on the device, so the
 // host does not wait.
 Quantized quantize_tensorwise(const Tensor& x, DType format, int margin = 0);
+
+// quantize() of x, and of x^T as the backward wants it: with `retile`, x^T's own tiles of
+// tile_rows x tile_cols and their amaxes (quantize(x.t(), ...): the block recipe's activations
+// and gradients, 128 x 1 tiles of x), else q's codes and scales transposed. On a GPU one kernel
+// reads x once for both where the tiles are one of the whole matrix, 1 x 128 or 128 x 128 (Note
+// [fp8 quantize kernels]); elsewhere the same result comes from two passes.
+QuantizedPair quantize_with_transpose(const Tensor& x, DType format, int64_t tile_rows,
+                                      int64_t tile_cols, bool retile,
+                                      std::optional<float> scale = std::nullopt,
+                                      float* amax = nullptr);
+// quantize_tensorwise() of x, and x^T's codes with the same scale (on a GPU, the pass after the
+// amax's writes both).
+QuantizedPair quantize_tensorwise_with_transpose(const Tensor& x, DType format, int margin = 0);
 
 // out (M, N) = a (M, K) times b (N, K) transposed, both quantized along K (tiles of 1 or of a
 // block of rows, and of the whole of K or of `block` columns alike: a's and b's tile_cols agree):

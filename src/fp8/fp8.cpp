@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "fp8/fp8_impl.h"
 #include "internal/dispatch.h"
 #include "internal/parallel.h"
 #include "kern/fp8.h"
@@ -104,6 +105,13 @@ Tensor Quantized::dequantize() const {
   return mul(data.to(DType::f32), s);
 }
 
+Quantized Quantized::transposed() const {
+  return {.data = data.t().contiguous(),
+          .scale_inv = scale_inv.t().contiguous(),
+          .tile_rows = tile_cols,
+          .tile_cols = tile_rows};
+}
+
 namespace {
 
 template <class Code>
@@ -148,10 +156,10 @@ float bits_as_float(int32_t bits) {
 // The amax of a CUDA tensor, as the bits of a float in an i32 tensor of one element on its device
 // (Note [fp8 quantize kernels]).
 Tensor amax_on_device(const Tensor& x) {
-  const Tensor xf = x.to(DType::f32).contiguous();
+  const Tensor xc = x.contiguous();  // read in its dtype
   Tensor bits = empty({1}, {.dtype = DType::i32, .device = x.device()});
 #ifdef SINTER_WITH_CUDA
-  cudak::fp8_amax(kernel_ctx(x.device()), static_cast<const float*>(xf.data_ptr()), xf.numel(),
+  cudak::fp8_amax(kernel_ctx(x.device()), xc.data_ptr(), xc.dtype(), xc.numel(),
                   static_cast<uint32_t*>(bits.data_ptr()));
 #else
   SINTER_THROW("fp8::amax: Sinter was built without CUDA");
@@ -159,26 +167,93 @@ Tensor amax_on_device(const Tensor& x) {
   return bits;
 }
 
-// The quantization kernel's arguments for the contiguous f32 `xf` into q (its tiles and buffers).
-kern::Fp8QuantizeArgs device_args(const Tensor& xf, Quantized& q, DType format) {
-  return {.x = static_cast<const float*>(xf.data_ptr()),
-          .rows = xf.size(0),
-          .cols = xf.size(1),
-          .tile_rows = q.tile_rows,
-          .tile_cols = q.tile_cols,
-          .format = format,
-          .codes = static_cast<uint8_t*>(q.data.data_ptr()),
-          .scale_inv = static_cast<float*>(q.scale_inv.data_ptr())};
+// An FP8 form of a rows x cols matrix with tiles of tile_rows x tile_cols (clamped to the matrix,
+// as fp8::quantize gives them): codes to fill, and scales of 1 until they are.
+Quantized blank(int64_t rows, int64_t cols, DType format, int64_t tile_rows, int64_t tile_cols,
+                Device dev) {
+  const int64_t tr = std::min(tile_rows, std::max<int64_t>(rows, 1));
+  const int64_t tc = std::min(tile_cols, std::max<int64_t>(cols, 1));
+  const int64_t nbr = (rows + tr - 1) / tr, nbc = (cols + tc - 1) / tc;
+  return {
+      .data = empty({rows, cols}, {.dtype = format, .device = dev}),
+      .scale_inv = ones({std::max<int64_t>(nbr, 1), std::max<int64_t>(nbc, 1)}, {.device = dev}),
+      .tile_rows = tr,
+      .tile_cols = tc};
 }
 
-void run_quantize(Device dev, const kern::Fp8QuantizeArgs& a) {
+void run_on(Device dev, const kern::Fp8QuantizeArgs& a, bool pair) {
 #ifdef SINTER_WITH_CUDA
-  cudak::fp8_quantize(kernel_ctx(dev), a);
+  if (pair) {
+    cudak::fp8_quantize_transpose(kernel_ctx(dev), a);
+  } else {
+    cudak::fp8_quantize(kernel_ctx(dev), a);
+  }
 #else
   (void)dev;
   (void)a;
+  (void)pair;
   SINTER_THROW("fp8::quantize: Sinter was built without CUDA");
 #endif
+}
+
+}  // namespace
+
+namespace detail {
+
+QuantizedPair quantize_on_device(const Tensor& x, DType format, int64_t tile_rows,
+                                 int64_t tile_cols, const kern::Fp8QuantizeArgs& source,
+                                 bool transpose, bool retile) {
+  const Tensor xc = x.contiguous();  // read in its dtype, each value as x.to(f32) gives it
+  const int64_t rows = xc.size(0), cols = xc.size(1);
+  QuantizedPair p{.q = blank(rows, cols, format, tile_rows, tile_cols, x.device()), .t = {}};
+  kern::Fp8QuantizeArgs a = source;
+  a.x = xc.data_ptr();
+  a.x_type = xc.dtype();
+  a.rows = rows;
+  a.cols = cols;
+  a.tile_rows = tile_rows;  // as asked: the fused pass's mode (kern::fp8_pair_mode)
+  a.tile_cols = tile_cols;
+  a.format = format;
+  a.codes = static_cast<uint8_t*>(p.q.data.data_ptr());
+  a.scale_inv = static_cast<float*>(p.q.scale_inv.data_ptr());
+  a.retile_t = retile;
+  if (transpose && kern::fp8_pair_mode(a) != kern::Fp8PairMode::kUnfused) {
+    p.t = retile ? blank(cols, rows, format, tile_rows, tile_cols, x.device())
+                 : blank(cols, rows, format, tile_cols, tile_rows, x.device());
+    a.codes_t = static_cast<uint8_t*>(p.t.data.data_ptr());
+    a.scale_inv_t = static_cast<float*>(p.t.scale_inv.data_ptr());
+    run_on(x.device(), a, true);
+    return p;
+  }
+  a.tile_rows = p.q.tile_rows;  // the tiles the per-tile kernel walks
+  a.tile_cols = p.q.tile_cols;
+  run_on(x.device(), a, false);
+  if (transpose) {
+    // Two passes (Note [fp8 quantize kernels]): x^T's own tiles from a transposed copy, or q's
+    // codes and scales transposed.
+    p.t = retile ? quantize_on_device(xc.t(), format, tile_rows, tile_cols, source, false, false).q
+                 : p.q.transposed();
+  }
+  return p;
+}
+
+}  // namespace detail
+
+namespace {
+
+// quantize() and quantize_with_transpose() on a GPU: the given scale, or each tile's own; x's
+// amax read back where asked.
+QuantizedPair quantize_cuda(const Tensor& x, DType format, int64_t tile_rows, int64_t tile_cols,
+                            std::optional<float> scale, float* amax, bool transpose, bool retile) {
+  Tensor bits = amax ? zeros({1}, {.dtype = DType::i32, .device = x.device()}) : Tensor();
+  const kern::Fp8QuantizeArgs source{
+      .has_scale = scale.has_value(),
+      .scale = scale.value_or(1.0f),
+      .amax_out = bits.defined() ? static_cast<uint32_t*>(bits.data_ptr()) : nullptr};
+  QuantizedPair p =
+      detail::quantize_on_device(x, format, tile_rows, tile_cols, source, transpose, retile);
+  if (amax) *amax = bits_as_float(bits.item<int32_t>());
+  return p;
 }
 
 }  // namespace
@@ -193,12 +268,13 @@ float amax(const Tensor& x) {
   const int64_t n = xf.numel();
   constexpr int64_t kPiece = 1 << 16;
   std::vector<float> parts(static_cast<size_t>((n + kPiece - 1) / kPiece), 0.0f);
-  detail::parallel_blocks(static_cast<int64_t>(parts.size()), kPiece, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      parts[static_cast<size_t>(b)] =
-          tile_amax(p, 0, 0, 1, b * kPiece, std::min(n, (b + 1) * kPiece));
-    }
-  });
+  sinter::detail::parallel_blocks(
+      static_cast<int64_t>(parts.size()), kPiece, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          parts[static_cast<size_t>(b)] =
+              tile_amax(p, 0, 0, 1, b * kPiece, std::min(n, (b + 1) * kPiece));
+        }
+      });
   float m = 0.0f;
   for (const float a : parts) m = max_with_nan(m, a);
   return m;
@@ -214,30 +290,18 @@ Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t til
   SINTER_CHECK(tile_rows >= 1 && tile_cols >= 1,
                "fp8::quantize: tiles must be at least 1 x 1, got ", tile_rows, " x ", tile_cols);
   NoGradGuard ng;
+  if (x.device().is_cuda()) {
+    return quantize_cuda(x, format, tile_rows, tile_cols, scale, amax, false, false).q;
+  }
   const int64_t rows = x.size(0), cols = x.size(1);
-  const int64_t tr = std::min(tile_rows, std::max<int64_t>(rows, 1));
-  const int64_t tc = std::min(tile_cols, std::max<int64_t>(cols, 1));
+  Quantized q = blank(rows, cols, format, tile_rows, tile_cols, x.device());
+  const int64_t tr = q.tile_rows, tc = q.tile_cols;
   const int64_t nbr = (rows + tr - 1) / tr, nbc = (cols + tc - 1) / tc;
   const Tensor xf = x.to(DType::f32).contiguous();
-  Quantized q{.data = empty({rows, cols}, {.dtype = format, .device = x.device()}),
-              .scale_inv = ones({std::max<int64_t>(nbr, 1), std::max<int64_t>(nbc, 1)},
-                                {.device = x.device()}),
-              .tile_rows = tr,
-              .tile_cols = tc};
-  if (x.device().is_cuda()) {
-    Tensor bits = amax ? zeros({1}, {.dtype = DType::i32, .device = x.device()}) : Tensor();
-    kern::Fp8QuantizeArgs a = device_args(xf, q, format);
-    a.has_scale = scale.has_value();
-    a.scale = scale.value_or(1.0f);
-    a.amax_out = bits.defined() ? static_cast<uint32_t*>(bits.data_ptr()) : nullptr;
-    run_quantize(x.device(), a);
-    if (amax) *amax = bits_as_float(bits.item<int32_t>());
-    return q;
-  }
   const float* px = static_cast<const float*>(xf.data_ptr());
   auto* inv = static_cast<float*>(q.scale_inv.data_ptr());
   std::vector<float> amaxes(static_cast<size_t>(nbr * nbc), 0.0f);
-  detail::parallel_blocks(nbr * nbc, tr * tc, [&](int64_t t0, int64_t t1) {
+  sinter::detail::parallel_blocks(nbr * nbc, tr * tc, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t r0 = (t / nbc) * tr, c0 = (t % nbc) * tc;
       const int64_t r1 = std::min(rows, r0 + tr), c1 = std::min(cols, c0 + tc);
@@ -260,29 +324,58 @@ Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t til
   return q;
 }
 
-Quantized quantize_tensorwise(const Tensor& x, DType format, int margin) {
-  SINTER_CHECK(x.defined() && x.dim() == 2, "fp8::quantize_tensorwise: expected a 2-D tensor");
-  if (!x.device().is_cuda()) {
-    return quantize(x, format, std::max<int64_t>(x.size(0), 1), std::max<int64_t>(x.size(1), 1),
-                    scale_from_amax(amax(x), format, margin));
-  }
+namespace {
+
+void check_values(const Tensor& x, DType format, const char* op) {
+  SINTER_CHECK(x.defined() && x.dim() == 2, op, ": expected a 2-D tensor, got ",
+               x.defined() ? shape_str(x.shape()) : "undefined");
+  SINTER_CHECK(is_floating(x.dtype()) && !is_float8(x.dtype()) && is_float8(format), op,
+               ": expected f32, f64, bf16 or f16 values into f8e4m3 or f8e5m2, got ", x.dtype(),
+               " into ", format);
+}
+
+// quantize_tensorwise, with x^T's codes where `transpose`.
+QuantizedPair tensorwise(const Tensor& x, DType format, int margin, bool transpose) {
+  check_values(x, format, "fp8::quantize_tensorwise");
   NoGradGuard ng;
-  SINTER_CHECK(is_floating(x.dtype()) && !is_float8(x.dtype()) && is_float8(format),
-               "fp8::quantize_tensorwise: expected f32, f64, bf16 or f16 values into f8e4m3 or "
-               "f8e5m2, got ",
-               x.dtype(), " into ", format);
-  const Tensor xf = x.to(DType::f32).contiguous();
-  const Tensor bits = amax_on_device(xf);  // read by the quantization on the device
-  const int64_t rows = x.size(0), cols = x.size(1);
-  Quantized q{.data = empty({rows, cols}, {.dtype = format, .device = x.device()}),
-              .scale_inv = ones({1, 1}, {.device = x.device()}),
-              .tile_rows = std::max<int64_t>(rows, 1),
-              .tile_cols = std::max<int64_t>(cols, 1)};
-  kern::Fp8QuantizeArgs a = device_args(xf, q, format);
-  a.amax_in = static_cast<const uint32_t*>(bits.data_ptr());
-  a.margin = margin;
-  run_quantize(x.device(), a);
-  return q;
+  const int64_t rows = std::max<int64_t>(x.size(0), 1), cols = std::max<int64_t>(x.size(1), 1);
+  if (!x.device().is_cuda()) {
+    QuantizedPair p{.q = quantize(x, format, rows, cols, scale_from_amax(amax(x), format, margin)),
+                    .t = {}};
+    if (transpose) p.t = p.q.transposed();
+    return p;
+  }
+  const Tensor xc = x.contiguous();
+  const Tensor bits = amax_on_device(xc);  // read by the quantization on the device
+  const kern::Fp8QuantizeArgs source{.amax_in = static_cast<const uint32_t*>(bits.data_ptr()),
+                                     .margin = margin};
+  return detail::quantize_on_device(xc, format, rows, cols, source, transpose, false);
+}
+
+}  // namespace
+
+Quantized quantize_tensorwise(const Tensor& x, DType format, int margin) {
+  return tensorwise(x, format, margin, false).q;
+}
+
+QuantizedPair quantize_tensorwise_with_transpose(const Tensor& x, DType format, int margin) {
+  return tensorwise(x, format, margin, true);
+}
+
+QuantizedPair quantize_with_transpose(const Tensor& x, DType format, int64_t tile_rows,
+                                      int64_t tile_cols, bool retile, std::optional<float> scale,
+                                      float* amax) {
+  check_values(x, format, "fp8::quantize_with_transpose");
+  SINTER_CHECK(tile_rows >= 1 && tile_cols >= 1,
+               "fp8::quantize_with_transpose: tiles must be at least 1 x 1, got ", tile_rows, " x ",
+               tile_cols);
+  NoGradGuard ng;
+  if (x.device().is_cuda()) {
+    return quantize_cuda(x, format, tile_rows, tile_cols, scale, amax, true, retile);
+  }
+  QuantizedPair p{.q = quantize(x, format, tile_rows, tile_cols, scale, amax), .t = {}};
+  p.t = retile ? quantize(x.t(), format, tile_rows, tile_cols, scale) : p.q.transposed();
+  return p;
 }
 
 // Note [fp8 gemm]

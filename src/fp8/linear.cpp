@@ -4,7 +4,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "fp8/fp8_impl.h"
 #include "internal/autograd_impl.h"
+#include "internal/dispatch.h"
+#include "kern/fp8.h"
 #include "sinter/autocast.h"
 #include "sinter/dist.h"
 #include "sinter/fp8.h"
@@ -22,7 +25,8 @@ namespace sinter::fp8 {
 // each accumulated in f32, with the bias added in f32 before the output is rounded to the
 // autocast dtype (x's dtype outside autocast); dx and dW are returned in x's and W's dtypes, db is
 // dy summed in f32. The scales follow the recipe (Note [fp8 scaling]). The backward keeps the FP8
-// forms it needs (x's and W's, transposed where its GEMM reduces along their other dim), not x.
+// forms it needs (x's and W's, transposed where its GEMM reduces along their other dim), not x;
+// each transpose comes out of the pass that quantizes the tensor (fp8::quantize_with_transpose).
 // What the recipe excludes (the first and last Linear layers by default, norms, attention's
 // softmax, the loss) is not touched: it runs in the autocast dtype, or f32.
 
@@ -39,7 +43,9 @@ namespace sinter::fp8 {
 // A pass with no history yet (count 0) scales each tensor by its own amax. With an amax_group, each
 // amax recorded is all-reduced (max, NaN as infinity) over it first, so that data-parallel ranks
 // keep equal histories (and a forward without grad, which one rank may run alone, makes no
-// collective).
+// collective). The state lives beside the layer: on a GPU the same steps run on the device, the
+// host reading none of it (Note [fp8 quantize kernels]; the first pass's amax is all-reduced at
+// every recorded step there, the host not knowing which is the first).
 
 namespace {
 
@@ -53,83 +59,117 @@ float reduce_amax(float amax, const Recipe& r) {
   return t.item<float>();
 }
 
-// The scale for `slot` under the delayed recipe, or nullopt when there is no history yet (the
-// tensor's own amax decides).
-std::optional<float> delayed_scale(const LinearState& s, Slot slot) {
-  if (s.steps.item<int64_t>() == 0) return std::nullopt;
-  return static_cast<const float*>(s.scale.data_ptr())[slot];
-}
-
-void record_amax(const LinearState& s, Slot slot, float amax) {
-  const int64_t h = s.amax_history.size(1);
-  auto* hist = static_cast<float*>(s.amax_history.data_ptr());
-  float& cell = hist[slot * h + s.steps.item<int64_t>() % h];
-  cell = std::isfinite(amax) ? std::max(cell, amax) : cell;
-}
-
-// After the backward: the scales from the whole history (each kept where its history is all 0),
-// then the count advances and the next step's cells are cleared.
+// After the backward: the scales from the whole history, the count advanced, the next step's
+// cells cleared (kern::fp8_advance, on the state's device).
 void advance(const LinearState& s, const Recipe& r) {
-  const int64_t h = s.amax_history.size(1);
   auto* hist = static_cast<float*>(s.amax_history.data_ptr());
   auto* scale = static_cast<float*>(s.scale.data_ptr());
   auto* steps = static_cast<int64_t*>(s.steps.data_ptr());
-  for (int64_t slot = 0; slot < 3; ++slot) {
-    float m = 0.0f;
-    for (int64_t i = 0; i < h; ++i) m = std::max(m, hist[slot * h + i]);
-    if (m > 0.0f) {
-      scale[slot] = scale_from_amax(m, slot == kGrad ? DType::f8e5m2 : DType::f8e4m3, r.margin);
-    }
-  }
-  *steps += 1;
-  for (int64_t slot = 0; slot < 3; ++slot) hist[slot * h + *steps % h] = 0.0f;
+  const int64_t h = s.amax_history.size(1);
+  if (s.steps.device().is_cpu()) return kern::fp8_advance(hist, h, scale, steps, r.margin);
+#ifdef SINTER_WITH_CUDA
+  cudak::fp8_advance(kernel_ctx(s.steps.device()), hist, h, scale, steps, r.margin);
+#endif
 }
 
-void check_state(const LinearState* s, int64_t history) {
+void check_state(const LinearState* s, int64_t history, Device dev) {
   SINTER_CHECK(
       s != nullptr && s->amax_history.defined() && s->scale.defined() && s->steps.defined(),
       "fp8::linear: the delayed recipe needs the layer's LinearState (fp8::prepare)");
   SINTER_CHECK(s->amax_history.dim() == 2 && s->amax_history.size(0) == 3 &&
-                   s->amax_history.dtype() == DType::f32 && s->amax_history.is_contiguous() &&
-                   s->amax_history.device().is_cpu(),
-               "fp8::linear: amax_history must be a contiguous f32 (3, H) CPU tensor, got ",
+                   s->amax_history.dtype() == DType::f32 && s->amax_history.is_contiguous(),
+               "fp8::linear: amax_history must be a contiguous f32 (3, H) tensor, got ",
                s->amax_history.dtype(), " ", shape_str(s->amax_history.shape()));
   SINTER_CHECK(s->amax_history.size(1) == history, "fp8::linear: the layer's amax history holds ",
                s->amax_history.size(1), " steps, the recipe asks for ", history);
   SINTER_CHECK(s->scale.numel() == 3 && s->scale.dtype() == DType::f32 && s->steps.numel() == 1 &&
-                   s->steps.dtype() == DType::i64,
+                   s->steps.dtype() == DType::i64 && s->scale.is_contiguous(),
                "fp8::linear: scale must be f32 (3) and steps i64 (1)");
+  for (const Tensor* t : {&s->amax_history, &s->scale, &s->steps}) {
+    SINTER_CHECK(t->device() == dev, "fp8::linear: the delayed recipe's state is on ", t->device(),
+                 ", the input on ", dev);
+  }
 }
 
-// A per-tensor quantization under the current or delayed recipe; for delayed, records the amax
-// where `record`.
-Quantized quantize_whole(const Tensor& x, DType format, const Recipe& r, LinearState* s, Slot slot,
-                         bool record) {
+// The delayed recipe on the CPU: the history's scale, the amax found in the same pass; with no
+// history yet, the amax first. Only a recorded amax is all-reduced: an evaluation may run on one
+// rank alone.
+QuantizedPair delayed_on_cpu(const Tensor& x, DType format, const Recipe& r, const LinearState& s,
+                             Slot slot, bool record, bool transpose) {
   const int64_t rows = x.size(0), cols = x.size(1);
-  if (r.scaling == Scaling::Current) return quantize_tensorwise(x, format, r.margin);
-  // Delayed: the history's scale, the amax found in the same pass; with no history yet, the amax
-  // first. Only a recorded amax is all-reduced: an evaluation may run on one rank alone.
   const auto reduce = [&](float a) { return record ? reduce_amax(a, r) : a; };
-  const std::optional<float> scale = delayed_scale(*s, slot);
+  const bool history = s.steps.item<int64_t>() > 0;
   float a = 0.0f;
-  Quantized q;
-  if (scale) {
-    q = quantize(x, format, rows, cols, scale, &a);
+  QuantizedPair p;
+  if (history) {
+    p.q = quantize(x, format, rows, cols, static_cast<const float*>(s.scale.data_ptr())[slot], &a);
     a = reduce(a);
   } else {
     a = reduce(amax(x));
-    q = quantize(x, format, rows, cols, scale_from_amax(a, format, r.margin));
+    p.q = quantize(x, format, rows, cols, scale_from_amax(a, format, r.margin));
   }
-  if (record) record_amax(*s, slot, a);
-  return q;
+  if (record) {
+    kern::fp8_record_amax(static_cast<float*>(s.amax_history.data_ptr()), s.amax_history.size(1),
+                          s.steps.item<int64_t>(), slot, a);
+  }
+  if (transpose) p.t = p.q.transposed();
+  return p;
 }
 
-// A quantized matrix transposed: its codes and its scales (the tiles transposed with it).
-Quantized transposed(const Quantized& q) {
-  return {.data = q.data.t().contiguous(),
-          .scale_inv = q.scale_inv.t().contiguous(),
-          .tile_rows = q.tile_cols,
-          .tile_cols = q.tile_rows};
+// The same on a GPU, without the host reading the state: the first pass's amax is taken where
+// *steps is 0 (a kernel that reads nothing otherwise), the scale chosen on the device, and the
+// amaxes, as float bits, all-reduced (max: a NaN's bits above infinity's, the same scale and
+// nothing recorded, as on the CPU) and recorded there.
+QuantizedPair delayed_on_gpu(const Tensor& x, DType format, const Recipe& r, const LinearState& s,
+                             Slot slot, bool record, bool transpose) {
+  const Tensor xc = x.contiguous();
+  const Device dev = x.device();
+  Tensor first = empty({1}, {.dtype = DType::i32, .device = dev});
+  Tensor seen = zeros({1}, {.dtype = DType::i32, .device = dev});
+  const auto* steps = static_cast<const int64_t*>(s.steps.data_ptr());
+  const auto bits = [](const Tensor& t) { return static_cast<uint32_t*>(t.data_ptr()); };
+#ifdef SINTER_WITH_CUDA
+  cudak::fp8_amax(kernel_ctx(dev), xc.data_ptr(), xc.dtype(), xc.numel(), bits(first), steps);
+#endif
+  if (record && r.amax_group) r.amax_group->all_reduce(first, dist::ReduceOp::Max);
+  const kern::Fp8QuantizeArgs source{
+      .scale_ptr = static_cast<const float*>(s.scale.data_ptr()) + slot,
+      .steps = steps,
+      .amax_in = bits(first),
+      .margin = r.margin,
+      .amax_out = bits(seen)};
+  QuantizedPair p =
+      detail::quantize_on_device(xc, format, std::max<int64_t>(xc.size(0), 1),
+                                 std::max<int64_t>(xc.size(1), 1), source, transpose, false);
+  if (record) {
+    if (r.amax_group) r.amax_group->all_reduce(seen, dist::ReduceOp::Max);
+#ifdef SINTER_WITH_CUDA
+    cudak::fp8_record_amax(kernel_ctx(dev), static_cast<float*>(s.amax_history.data_ptr()),
+                           s.amax_history.size(1), steps, slot, bits(seen));
+#endif
+  }
+  return p;
+}
+
+// A per-tensor quantization (current or delayed recipe) of x and, where `transpose`, of x^T with
+// the same scale; under delayed, records the amax where `record`.
+QuantizedPair quantize_whole(const Tensor& x, DType format, const Recipe& r, LinearState* s,
+                             Slot slot, bool record, bool transpose) {
+  if (r.scaling == Scaling::Current) {
+    return transpose ? quantize_tensorwise_with_transpose(x, format, r.margin)
+                     : QuantizedPair{.q = quantize_tensorwise(x, format, r.margin), .t = {}};
+  }
+  return x.device().is_cpu() ? delayed_on_cpu(x, format, r, *s, slot, record, transpose)
+                             : delayed_on_gpu(x, format, r, *s, slot, record, transpose);
+}
+
+// Under the block recipe: activations and gradients in 1 x block tiles along the GEMM's reduction
+// and (retile) x^T's own for the backward's; weights in blocks, transposed for the backward.
+QuantizedPair quantize_block(const Tensor& x, DType format, const Recipe& r, bool weight,
+                             bool transpose) {
+  const int64_t tr = weight ? r.block : 1;
+  if (!transpose) return {.q = quantize(x, format, tr, r.block), .t = {}};
+  return quantize_with_transpose(x, format, tr, r.block, !weight);
 }
 
 DType output_dtype(const Tensor& x) {
@@ -164,10 +204,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const R
               LinearState* state) {
   check_linear(x, weight, bias);
   check_recipe(r);
-  SINTER_CHECK(r.scaling != Scaling::Delayed || x.device().is_cpu(),
-               "fp8::linear: the delayed recipe keeps its history on the CPU for now; on ",
-               x.device(), " use the current or block recipe");
-  if (r.scaling == Scaling::Delayed) check_state(state, r.amax_history_len);
+  if (r.scaling == Scaling::Delayed) check_state(state, r.amax_history_len, x.device());
   const int64_t in = weight.size(1), out_features = weight.size(0);
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
@@ -176,61 +213,49 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const R
                "fp8::linear: on the GPU the rows (", rows, "), in (", in, ") and out (",
                out_features, ") features must be multiples of 16");
   const DType out_dtype = output_dtype(x);
-  // Only a forward with a backward to come records amaxes (and reduces them over the ranks).
+  // Only a forward with a backward to come records amaxes (and reduces them over the ranks), and
+  // quantizes the transposes the backward reads (W^T for dx, x^T for dW) in the same pass.
   const bool training = GradMode::is_enabled() && needs_grad({&x, &weight, &bias});
-  Tensor x2, y;
-  Quantized qx, qw;
+  const bool need_x = training && x.requires_grad(), need_w = training && weight.requires_grad();
+  const bool block = r.scaling == Scaling::Block;
+  Tensor y;
+  QuantizedPair qx, qw;
   {
     NoGradGuard ng;
-    x2 = x.reshape({rows, in});
-    if (r.scaling == Scaling::Block) {
-      qx = quantize(x2, DType::f8e4m3, 1, r.block);
-      qw = quantize(weight, DType::f8e4m3, r.block, r.block);
+    const Tensor x2 = x.reshape({rows, in});
+    if (block) {
+      qx = quantize_block(x2, DType::f8e4m3, r, false, need_w);
+      qw = quantize_block(weight, DType::f8e4m3, r, true, need_x);
     } else {
-      qx = quantize_whole(x2, DType::f8e4m3, r, state, kInput, training);
-      qw = quantize_whole(weight, DType::f8e4m3, r, state, kWeight, training);
+      qx = quantize_whole(x2, DType::f8e4m3, r, state, kInput, training, need_w);
+      qw = quantize_whole(weight, DType::f8e4m3, r, state, kWeight, training, need_x);
     }
-    Tensor acc = gemm(qx, qw, DType::f32);
+    Tensor acc = gemm(qx.q, qw.q, DType::f32);
     if (bias.defined()) acc = add(acc, bias.to(DType::f32));
     Shape out_shape = x.shape();
     out_shape.back() = out_features;
     y = acc.to(out_dtype).reshape(out_shape);
   }
-  if (!needs_grad({&x, &weight, &bias})) return y;
-  // The FP8 forms the backward reads: W^T for dx; x^T for dW (Note [fp8 scaling]: under the block
-  // recipe, x quantized again along its rows, 128 x 1 tiles).
-  const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
+  if (!training) return y;
   const bool need_b = bias.defined() && bias.requires_grad();
-  Quantized wt, xt;
-  {
-    NoGradGuard ng;
-    if (need_x) wt = transposed(qw);
-    if (need_w) {
-      xt = r.scaling == Scaling::Block ? quantize(x2.t(), DType::f8e4m3, 1, r.block)
-                                       : transposed(qx);
-    }
-  }
+  const Quantized wt = qw.t, xt = qx.t;
   const Shape x_shape = x.shape();
   const DType x_dtype = x.dtype(), w_dtype = weight.dtype();
   const DType b_dtype = bias.defined() ? bias.dtype() : DType::f32;
   LinearState st = state ? *state : LinearState{};
   record("fp8_linear", {&y}, {x, weight, bias},
          [wt, xt, r, st, need_x, need_w, need_b, x_shape, x_dtype, w_dtype, b_dtype, rows,
-          out_features](const Grads& g) mutable {
+          out_features, block](const Grads& g) mutable {
            NoGradGuard ng;
            const Tensor dy = g[0].reshape({rows, out_features});
-           Quantized qdy, qdyt;
-           if (r.scaling == Scaling::Block) {
-             qdy = quantize(dy, DType::f8e5m2, 1, r.block);
-             qdyt = quantize(dy.t(), DType::f8e5m2, 1, r.block);
-           } else {
-             qdy = quantize_whole(dy, DType::f8e5m2, r, &st, kGrad, true);
-             qdyt = transposed(qdy);
-             if (r.scaling == Scaling::Delayed) advance(st, r);
-           }
+           // dy for dx, along the output features; dy^T for dW, along the rows.
+           const QuantizedPair qdy =
+               block ? quantize_block(dy, DType::f8e5m2, r, false, need_w)
+                     : quantize_whole(dy, DType::f8e5m2, r, &st, kGrad, true, need_w);
+           if (r.scaling == Scaling::Delayed) advance(st, r);
            Tensor gx, gw, gb;
-           if (need_x) gx = gemm(qdy, wt, DType::f32).to(x_dtype).reshape(x_shape);
-           if (need_w) gw = gemm(qdyt, xt, DType::f32).to(w_dtype);
+           if (need_x) gx = gemm(qdy.q, wt, DType::f32).to(x_dtype).reshape(x_shape);
+           if (need_w) gw = gemm(qdy.t, xt, DType::f32).to(w_dtype);
            if (need_b) gb = dy.to(DType::f32).sum({0}).to(b_dtype);
            return Grads{gx, gw, gb};
          });
@@ -257,7 +282,7 @@ std::vector<std::string> prepare(nn::Module& model, const Recipe& recipe,
     const bool chosen = filter ? filter(name, *l) : i != 0 && i + 1 != layers.size();
     if (!chosen || !fits || l->fp8) continue;
     const int64_t h = recipe.amax_history_len;
-    const Device dev = l->weight.device();  // the layer's (the delayed recipe wants the CPU)
+    const Device dev = l->weight.device();  // the layer's: the delayed recipe's state is beside it
     l->fp8_amax_history = l->register_buffer("fp8_amax_history", zeros({3, h}, {.device = dev}));
     l->fp8_scale = l->register_buffer("fp8_scale", ones({3}, {.device = dev}));
     l->fp8_steps =
