@@ -156,6 +156,7 @@ void unshard_for_finish(Run& r) {
   const st::StateDict whole = r.fsdp->state_dict();
   if (!r.main_rank) return;
   LanguageModel plain = make_model(r.cfg, r.tokens.tokenizer.vocab_size());
+  if (r.fp8) st::fp8::prepare(*plain.module, *r.fp8);  // its layers' FP8 state, as the run's
   plain.module->load_state_dict(whole);
   plain.module->to(r.dev);
   r.model = plain;

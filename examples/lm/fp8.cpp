@@ -13,24 +13,27 @@ namespace example::lm {
 // first (layer 0's first projection) and last (the Llama's output head; with the GPT's head tied
 // to the embedding, the last block's output projection), and the training forward and
 // backward, and the evaluations, run under fp8::Autocast. The embeddings, norms, attention's
-// products and softmax, and the loss stay in the autocast dtype (--amp) or f32. Under --ddp the
-// delayed recipe's amaxes are all-reduced (max) over the ranks, so that every rank keeps the same
-// history and scales; its history (fp8_amax_history, fp8_scale, fp8_steps of each layer) is in the
+// products and softmax, and the loss stay in the autocast dtype (--amp) or f32. Under --ddp and
+// --fsdp the delayed recipe's amaxes are all-reduced (max) over the ranks, so that every rank keeps
+// the same history and scales (under --fsdp each layer quantizes its gathered weight whole, so the
+// weights' amaxes agree already; the inputs' and gradients' are each rank's own batch's); its history (fp8_amax_history, fp8_scale, fp8_steps of each layer) is in the
 // checkpoint with the weights, so a resumed run continues the same scales. The recipe is a run
 // setting ("config.fp8"; checkpoints from before it ran with "off"). On the CPU the FP8 GEMMs are
 // emulated exactly (Note [fp8 gemm]); on a Hopper GPU they are the wgmma kernels (Note [fp8
 // wgmma]), with the quantization kernels of Note [fp8 quantize kernels] (the delayed recipe's
 // history kept and updated on the device).
-// --tp (whose layers are not nn::Linear), --fsdp and --cuda-graph are refused.
+// --tp (whose layers are not nn::Linear) and --cuda-graph are refused.
 void prepare_fp8(Run& r) {
   if (r.cfg.fp8 == "off") return;
   const Args& a = r.args;
-  if (a.tp > 1 || a.fsdp || a.cuda_graph) {
+  if (a.tp > 1 || a.cuda_graph) {
     throw st::Error("--fp8 " + r.cfg.fp8 +
-                    " does not combine with --tp, --fsdp or --cuda-graph yet (use --ddp or none)");
+                    " does not combine with --tp or --cuda-graph yet (use --ddp, --fsdp or none)");
   }
   st::fp8::Recipe recipe{.scaling = st::fp8::parse_scaling(r.cfg.fp8, "--fp8")};
-  if (recipe.scaling == st::fp8::Scaling::Delayed && a.ddp) recipe.amax_group = r.pg.get();
+  if (recipe.scaling == st::fp8::Scaling::Delayed && (a.ddp || a.fsdp)) {
+    recipe.amax_group = r.pg.get();
+  }
   r.fp8 = recipe;
   const std::vector<std::string> taken = st::fp8::prepare(*r.model.module, recipe);
   if (r.main_rank) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks the GPU check kit's parts that run without a GPU (CTest `GpuCheckKit`, label `scripts`):
 the relocatable test list of scripts/lib/bundle_tests.py, run by ctest from a moved folder; the
-bundle's runner (scripts/lib/bundle_run.sh) and its choice of libraries; the summaries of junit_summary.py and bench_digest.py; scripts/gpu_check.sh refusing to start without a
+bundle's runner (scripts/lib/bundle_run.sh) and its choice of libraries; its entry point
+(scripts/lib/bundle_unpack.sh) unpacking the archive and the data set's archive beside it; the summaries of junit_summary.py and bench_digest.py; scripts/gpu_check.sh refusing to start without a
 GPU (that part is skipped where a GPU is present)."""
 import json
 import os
@@ -106,6 +107,42 @@ def bundle_runner(tmp):
               linked == ["libsinter-test-absent.so.7"], str(linked))
 
 
+def bundle_unpack(tmp):
+    # DIR (the entry point, BUNDLE.txt, an archive whose runner echoes) and DIR.data beside it.
+    stage = os.path.join(tmp, "stage")
+    os.makedirs(os.path.join(stage, "sinter-gpu"))
+    os.makedirs(os.path.join(stage, "data", "fashion-mnist"))
+    with open(os.path.join(stage, "sinter-gpu", "run"), "w") as f:
+        f.write('#!/bin/sh\necho "runner $1"\n')
+    os.chmod(os.path.join(stage, "sinter-gpu", "run"), 0o755)
+    with open(os.path.join(stage, "data", "fashion-mnist", "train-labels-idx1-ubyte"), "w") as f:
+        f.write("labels")
+    bundle = os.path.join(tmp, "bundle")
+    os.makedirs(bundle)
+    os.makedirs(bundle + ".data")
+    for archive, what in ((os.path.join(bundle, "sinter-gpu.tar.xz"), "sinter-gpu"),
+                          (os.path.join(bundle + ".data", "fashion-mnist.tar.xz"), "data")):
+        r = run(["tar", "-C", stage, "-cJf", archive, what])
+        check("tar packs the bundle's %s" % what, r.returncode == 0, r.stderr)
+    with open(os.path.join(bundle, "BUNDLE.txt"), "w") as f:
+        f.write("archive sha256: 0123456789abcdef0123\n")
+    shutil.copy(os.path.join(LIB, "bundle_unpack.sh"), os.path.join(bundle, "run"))
+    root = os.path.join(tmp, "unpacked")
+    env = dict(os.environ, SINTER_BUNDLE_ROOT=root)
+    r = run(["bash", os.path.join(bundle, "run"), "x"], env=env)
+    check("bundle entry point hands the command to the runner", r.stdout == "runner x\n",
+          r.stdout + r.stderr)
+    labels = os.path.join(root, "data", "fashion-mnist", "train-labels-idx1-ubyte")
+    check("bundle entry point unpacks the data set beside the build", os.path.exists(labels))
+    # Without DIR.data the code still runs (the train stage then reports the data missing).
+    shutil.rmtree(root)
+    shutil.rmtree(bundle + ".data")
+    r = run(["bash", os.path.join(bundle, "run"), "y"], env=env)
+    check("bundle entry point runs without the data set",
+          r.stdout == "runner y\n" and not os.path.exists(os.path.join(root, "data")),
+          r.stdout + r.stderr)
+
+
 def junit_summary(tmp):
     path = os.path.join(tmp, "j.xml")
     with open(path, "w") as f:
@@ -173,7 +210,8 @@ def gpu_check_without_gpu(tmp):
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        for part in (bundle_tests, bundle_runner, junit_summary, bench_digest, gpu_check_without_gpu):
+        for part in (bundle_tests, bundle_runner, bundle_unpack, junit_summary, bench_digest,
+                     gpu_check_without_gpu):
             sub = os.path.join(tmp, part.__name__)
             os.makedirs(sub)
             part(sub)

@@ -11,7 +11,7 @@ final checkpoint (weights, optimizer state, schedule, random state) must be byte
 one of the same run left alone. Without mpirun, one process is signalled instead.
 
   check_preemption.py EXE WORK_DIR [MPIEXEC] [--zero=N | --fsdp | --tp=N] [--ranks=N]
-                      [--optimizer=NAME] [-- DATA_DIR]
+                      [--optimizer=NAME] [--fp8=RECIPE] [-- DATA_DIR]
   (EXE: lm or fashion_mnist)
 
 With --zero=N (lm), the optimizer state is sharded over the ranks: each rank's shard file must
@@ -20,7 +20,8 @@ ranks train fully sharded (--fsdp instead of --ddp): each rank's file of the opt
 distributed checkpoint must match, and one process must resume from them; with --tp=N (lm) the
 ranks train tensor parallel in groups of N (--ddp over the groups), checked alike. --ranks=N runs
 N ranks (default 2). --optimizer=NAME (lm) trains with that optimizer (muon: its momentum, sharded
-under --zero, must carry over too).
+under --zero, must carry over too). --fp8=RECIPE (lm) trains the hidden Linear layers in FP8 (the
+delayed recipe's amax histories, all-reduced over the ranks, must carry over too).
 """
 import filecmp
 import os
@@ -86,8 +87,10 @@ def main():
     ranks = int(next((a.split("=")[1] for a in argv if a.startswith("--ranks=")), "2"))
     tp = next((a.split("=")[1] for a in argv if a.startswith("--tp=")), "")
     optimizer = next((a.split("=")[1] for a in argv if a.startswith("--optimizer=")), "")
+    fp8 = next((a.split("=")[1] for a in argv if a.startswith("--fp8=")), "")
     argv = [a for a in argv
-            if not a.startswith(("--zero=", "--ranks=", "--tp=", "--optimizer=")) and a != "--fsdp"]
+            if not a.startswith(("--zero=", "--ranks=", "--tp=", "--optimizer=", "--fp8="))
+            and a != "--fsdp"]
     exe, work = argv[:2]
     mpiexec = argv[2] if len(argv) > 2 else ""
     name = os.path.basename(exe)
@@ -95,6 +98,8 @@ def main():
     args = conf["args"] + (["--data", extra[0]] if extra else [])
     if optimizer:
         args += ["--optimizer", optimizer]
+    if fp8:
+        args += ["--fp8", fp8]
     if zero or fsdp or tp:
         if not (mpiexec and shutil.which(mpiexec)):
             print("no mpirun: --zero, --fsdp and --tp need ranks; skipped")
