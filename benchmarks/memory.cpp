@@ -377,6 +377,8 @@ std::string validate_fp8(Op op, DType dtype, Device dev) {
   for (const auto& [g, w] : {std::pair{got.q, want.q}, std::pair{got.t, want.t}}) {
     for (const auto& [a, b] : {std::pair{g.data, w.data}, std::pair{g.scale_inv, w.scale_inv}}) {
       const std::vector<float> va = values(a), vb = values(b);
+      if (a.shape() != b.shape())
+        return "shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape());
       const auto diff = std::mismatch(va.begin(), va.end(), vb.begin(), vb.end());
       if (diff.first != va.end()) {
         return "element " + std::to_string(diff.first - va.begin()) + ": " +

@@ -308,7 +308,7 @@ stage_train() {
   : >"$log"
   data=$("$run" sh -c 'echo "$SINTER_FMNIST_DIR"')
   if [ ! -e "$data/train-images-idx3-ubyte.gz" ] && [ ! -e "$data/train-images-idx3-ubyte" ]; then
-    say "train: no Fashion-MNIST files in $data (bundle made with --no-data?)"
+    say "train: no Fashion-MNIST files in $data (bundle made with --no-data, or DIR.data not carried?)"
     failed=1
     return
   fi

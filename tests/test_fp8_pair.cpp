@@ -281,6 +281,53 @@ TEST(Fp8, FusedQuantizeTransposeReplaysOnTheHost) {
             kern::Fp8PairMode::kUnfused);
 }
 
+// fp8::linear with only some of x, W and b requiring grad quantizes only the transposes their
+// gradients need, and gives each gradient it does give as the run where all require grad; the
+// delayed recipe's history advances only when something does. A batch with no rows is no error.
+TEST(Fp8, LinearGivesTheGradientsAskedForAndTakesEmptyBatches) {
+  manual_seed(testing::fresh_seed());
+  const Tensor x = spread({6, 32}), w = mul(randn({16, 32}), 0.1), b = randn({16});
+  const Tensor dy = spread({6, 16});
+  for (const fp8::Scaling scaling :
+       {fp8::Scaling::Current, fp8::Scaling::Block, fp8::Scaling::Delayed}) {
+    SCOPED_TRACE(fp8::scaling_name(scaling));
+    const fp8::Recipe recipe{.scaling = scaling, .block = 16};
+    struct Out {
+      std::vector<float> y;
+      Tensor grads[3];
+      int64_t steps;
+    };
+    const auto run_with = [&](int mask, const Tensor& xv, const Tensor& dyv) {
+      fp8::LinearState st{zeros({3, 16}), ones({3}), zeros({1}, {.dtype = DType::i64})};
+      const Tensor in[3] = {xv.detach().requires_grad_((mask & 1) != 0),
+                            w.detach().requires_grad_((mask & 2) != 0),
+                            b.detach().requires_grad_((mask & 4) != 0)};
+      const Tensor y = fp8::linear(in[0], in[1], in[2], recipe, &st);
+      if (mask != 0) y.backward(dyv);
+      Out o{y.detach().to_vector<float>(), {}, st.steps.item<int64_t>()};
+      for (int i = 0; i < 3; ++i) o.grads[i] = in[i].grad();
+      return o;
+    };
+    const Out all = run_with(7, x, dy);
+    for (int mask = 0; mask < 7; ++mask) {
+      SCOPED_TRACE(mask);
+      const Out o = run_with(mask, x, dy);
+      EXPECT_EQ(o.y, all.y);
+      for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(o.grads[i].defined(), (mask >> i & 1) != 0) << "input " << i;
+        if (o.grads[i].defined()) {
+          EXPECT_EQ(o.grads[i].to_vector<float>(), all.grads[i].to_vector<float>());
+        }
+      }
+      EXPECT_EQ(o.steps, scaling == fp8::Scaling::Delayed && mask != 0 ? 1 : 0);
+    }
+    const Out empty = run_with(7, zeros({0, 32}), zeros({0, 16}));
+    EXPECT_TRUE(empty.y.empty());
+    EXPECT_EQ(empty.grads[0].numel(), 0);
+    EXPECT_EQ(empty.grads[1].to_vector<float>(), std::vector<float>(16 * 32, 0.0f));
+  }
+}
+
 // The fused kernel, and the two-pass forms of the tiles it does not take, against the CPU's bytes.
 TEST(CudaFp8, QuantizeWithTransposeMatchesCpu) {
   SINTER_REQUIRE_CUDA();

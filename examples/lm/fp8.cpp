@@ -16,7 +16,8 @@ namespace example::lm {
 // products and softmax, and the loss stay in the autocast dtype (--amp) or f32. Under --ddp and
 // --fsdp the delayed recipe's amaxes are all-reduced (max) over the ranks, so that every rank keeps
 // the same history and scales (under --fsdp each layer quantizes its gathered weight whole, so the
-// weights' amaxes agree already; the inputs' and gradients' are each rank's own batch's); its history (fp8_amax_history, fp8_scale, fp8_steps of each layer) is in the
+// weights' amaxes agree already; the inputs' and gradients' are each rank's own batch's); its
+// history (fp8_amax_history, fp8_scale, fp8_steps of each layer) is in the
 // checkpoint with the weights, so a resumed run continues the same scales. The recipe is a run
 // setting ("config.fp8"; checkpoints from before it ran with "off"). On the CPU the FP8 GEMMs are
 // emulated exactly (Note [fp8 gemm]); on a Hopper GPU they are the wgmma kernels (Note [fp8

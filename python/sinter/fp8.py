@@ -4,7 +4,7 @@ and under fp8.autocast(enabled, fp8_recipe) their three GEMMs run in FP8: the fo
 e4m3, the gradients with the output gradient in e5m2, scaled per tensor from the current amax
 (Recipe("current")), from a history of amaxes (Recipe("delayed")), or per 1 x 128 tile and
 128 x 128 block (Recipe("block")). The CPU emulates the FP8 GEMMs exactly; a Hopper GPU runs them on
-its tensor cores (current and block)."""
+its tensor cores, under every recipe."""
 
 from . import _C
 from ._C.fp8 import Recipe, is_enabled  # noqa: F401  (re-exported)

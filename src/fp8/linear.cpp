@@ -96,7 +96,8 @@ void check_state(const LinearState* s, int64_t history, Device dev) {
 // rank alone.
 QuantizedPair delayed_on_cpu(const Tensor& x, DType format, const Recipe& r, const LinearState& s,
                              Slot slot, bool record, bool transpose) {
-  const int64_t rows = x.size(0), cols = x.size(1);
+  // One tile of the whole matrix (at least 1 x 1: a batch may have no rows).
+  const int64_t rows = std::max<int64_t>(x.size(0), 1), cols = std::max<int64_t>(x.size(1), 1);
   const auto reduce = [&](float a) { return record ? reduce_amax(a, r) : a; };
   const bool history = s.steps.item<int64_t>() > 0;
   float a = 0.0f;
