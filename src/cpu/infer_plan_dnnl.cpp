@@ -283,7 +283,9 @@ Part gemv_part(const Layer& l, const std::vector<float>& w, int64_t j0, int64_t 
 
 // The multiply-adds of a band at batch 1 (Note [cpu inference plan]): a convolution or pooling of
 // kMinBandMacs or more is cut into at least two bands of output rows, and into bands of about
-// kBandMacs; a Linear, read from memory rather than computed, into bands of kLinearBandMacs.
+// kBandMacs; a Linear, read from memory rather than computed, into bands of about kLinearBandMacs,
+// an even number of them where more than one (three bands on two threads left one thread a third
+// of the weight to read while the other read two: the cnn's 3136 x 128 layer at batch 1).
 constexpr int64_t kMinBandMacs = int64_t{1} << 16;
 constexpr int64_t kBandMacs = int64_t{1} << 21;
 constexpr int64_t kLinearBandMacs = int64_t{1} << 17;
@@ -304,7 +306,9 @@ Step layer_step(const Layer& l, int64_t n, const Shape3& in, bool bands) {
     const void* weight = l.int8 ? static_cast<const void*>(wq.data()) : w.data();
     int64_t cols = l.out;
     if (bands) {
-      const int64_t want = std::max<int64_t>(1, l.in * l.out / kLinearBandMacs);
+      // An even count, so that two threads (or four) take equal shares.
+      int64_t want = std::max<int64_t>(1, l.in * l.out / kLinearBandMacs);
+      want += want > 1 ? want % 2 : 0;
       cols = std::max<int64_t>(16, ((l.out + want - 1) / want + 15) / 16 * 16);
     }
     for (int64_t j0 = 0; j0 < l.out; j0 += cols) {
