@@ -280,15 +280,26 @@ float amax(const Tensor& x) {
   return m;
 }
 
+namespace {
+
+// A 2-D tensor of f32, f64, bf16 or f16 values and an FP8 format, for `op`; tiles of at least 1 x 1
+// where given.
+void check_values(const Tensor& x, DType format, const char* op, int64_t tile_rows = 1,
+                  int64_t tile_cols = 1) {
+  SINTER_CHECK(x.defined() && x.dim() == 2, op, ": expected a 2-D tensor, got ",
+               x.defined() ? shape_str(x.shape()) : "undefined");
+  SINTER_CHECK(is_floating(x.dtype()) && !is_float8(x.dtype()), op,
+               ": expected f32, f64, bf16 or f16 values, got ", x.dtype());
+  SINTER_CHECK(is_float8(format), op, ": format must be f8e4m3 or f8e5m2, got ", format);
+  SINTER_CHECK(tile_rows >= 1 && tile_cols >= 1, op, ": tiles must be at least 1 x 1, got ",
+               tile_rows, " x ", tile_cols);
+}
+
+}  // namespace
+
 Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t tile_cols,
                    std::optional<float> scale, float* amax) {
-  SINTER_CHECK(x.defined() && x.dim() == 2, "fp8::quantize: expected a 2-D tensor, got ",
-               x.defined() ? shape_str(x.shape()) : "undefined");
-  SINTER_CHECK(is_floating(x.dtype()) && !is_float8(x.dtype()),
-               "fp8::quantize: expected f32, f64, bf16 or f16 values, got ", x.dtype());
-  SINTER_CHECK(is_float8(format), "fp8::quantize: format must be f8e4m3 or f8e5m2, got ", format);
-  SINTER_CHECK(tile_rows >= 1 && tile_cols >= 1,
-               "fp8::quantize: tiles must be at least 1 x 1, got ", tile_rows, " x ", tile_cols);
+  check_values(x, format, "fp8::quantize", tile_rows, tile_cols);
   NoGradGuard ng;
   if (x.device().is_cuda()) {
     return quantize_cuda(x, format, tile_rows, tile_cols, scale, amax, false, false).q;
@@ -326,14 +337,6 @@ Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t til
 
 namespace {
 
-void check_values(const Tensor& x, DType format, const char* op) {
-  SINTER_CHECK(x.defined() && x.dim() == 2, op, ": expected a 2-D tensor, got ",
-               x.defined() ? shape_str(x.shape()) : "undefined");
-  SINTER_CHECK(is_floating(x.dtype()) && !is_float8(x.dtype()) && is_float8(format), op,
-               ": expected f32, f64, bf16 or f16 values into f8e4m3 or f8e5m2, got ", x.dtype(),
-               " into ", format);
-}
-
 // quantize_tensorwise, with x^T's codes where `transpose`.
 QuantizedPair tensorwise(const Tensor& x, DType format, int margin, bool transpose) {
   check_values(x, format, "fp8::quantize_tensorwise");
@@ -365,10 +368,7 @@ QuantizedPair quantize_tensorwise_with_transpose(const Tensor& x, DType format, 
 QuantizedPair quantize_with_transpose(const Tensor& x, DType format, int64_t tile_rows,
                                       int64_t tile_cols, bool retile, std::optional<float> scale,
                                       float* amax) {
-  check_values(x, format, "fp8::quantize_with_transpose");
-  SINTER_CHECK(tile_rows >= 1 && tile_cols >= 1,
-               "fp8::quantize_with_transpose: tiles must be at least 1 x 1, got ", tile_rows, " x ",
-               tile_cols);
+  check_values(x, format, "fp8::quantize_with_transpose", tile_rows, tile_cols);
   NoGradGuard ng;
   if (x.device().is_cuda()) {
     return quantize_cuda(x, format, tile_rows, tile_cols, scale, amax, true, retile);
