@@ -89,7 +89,7 @@ int generate(const Args& args, uint64_t seed, bool seed_given) {
   const CheckpointInfo info = read_checkpoint_info(path);
   const st::data::BpeTokenizer tokenizer = checkpoint_tokenizer(info, path);
   const st::Device dev = resolve_device(args.device, nullptr);
-  LanguageModel model = make_model(info.config, tokenizer.vocab_size());
+  LanguageModel model = make_trained_model(info.config, tokenizer.vocab_size());
   const st::StateDict dict = st::load(path);
   model.module->load_state_dict(st::sub_dict(dict, "model"));
   model.module->to(dev);
@@ -120,10 +120,9 @@ int generate(const Args& args, uint64_t seed, bool seed_given) {
 }
 
 // --fsdp: the model sharded over the ranks, each block a unit (Note [fully sharded data
-// parallel]), and AdamW over the shards in the same two groups (by the parameters' shapes).
+// parallel]), and --optimizer's over the shards in the same groups (Note [lm muon]).
 void shard_model(Run& r) {
-  std::map<std::string, int64_t> dims;
-  for (const auto& [name, p] : r.model.module->named_parameters()) dims[name] = p.dim();
+  const ParamRoles roles = param_roles(r);
   // Each block a unit; under --tp, over the mesh's fsdp dim, the blocks of the split model.
   std::vector<std::shared_ptr<st::nn::Module>> units =
       r.model.gpt      ? r.model.gpt->blocks->children()
@@ -132,12 +131,8 @@ void shard_model(Run& r) {
                        : r.model.tp_llama->layers->children();
   r.fsdp = std::make_unique<st::dist::FullyShardedDataParallel>(
       r.model.module, r.dp_group ? r.dp_group : r.pg, st::dist::FSDPOptions{.units = units});
-  std::vector<st::Tensor> decay, no_decay;
-  for (const auto& [name, shard] : r.fsdp->named_parameters()) {
-    (dims.at(name) >= 2 ? decay : no_decay).push_back(shard);
-  }
   r.params = r.fsdp->parameters();
-  r.opt = adamw(r, decay, no_decay);
+  r.opt = fsdp_optimizer(r, roles);
   r.sched = std::make_unique<st::optim::CosineAnnealingLR>(*r.opt, r.cfg.steps, r.cfg.min_lr,
                                                            r.cfg.warmup);
 }
@@ -155,8 +150,7 @@ void unshard_for_finish(Run& r) {
   }
   const st::StateDict whole = r.fsdp->state_dict();
   if (!r.main_rank) return;
-  LanguageModel plain = make_model(r.cfg, r.tokens.tokenizer.vocab_size());
-  if (r.fp8) st::fp8::prepare(*plain.module, *r.fp8);  // its layers' FP8 state, as the run's
+  LanguageModel plain = make_trained_model(r.cfg, r.tokens.tokenizer.vocab_size());
   plain.module->load_state_dict(whole);
   plain.module->to(r.dev);
   r.model = plain;

@@ -261,7 +261,9 @@ inline void make_out_folder(const std::string& out) {
 inline void export_weights(const std::string& path, const st::nn::Module& model,
                            const std::string& model_name) {
   if (path.empty()) return;
-  st::save(model.state_dict(), path, {{"model", model_name}});
+  st::StateDict weights = model.state_dict();
+  std::erase_if(weights, [](const auto& kv) { return st::fp8::is_state_key(kv.first); });
+  st::save(weights, path, {{"model", model_name}});
   std::printf("weights: %s\n", path.c_str());
 }
 

@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -18,7 +19,10 @@
 #include "kern/fp8.h"
 #include "sinter/cuda.h"
 #include "sinter/fp8.h"
+#include "sinter/gguf.h"
+#include "sinter/io.h"
 #include "sinter/nn/models.h"
+#include "sinter/nn/pretrained.h"
 #include "sinter/ops.h"
 #include "test_util.h"
 #include "wgmma_layout.h"
@@ -280,8 +284,8 @@ TEST(Fp8, CheckpointedLayersRecomputeInFp8) {
   manual_seed(testing::fresh_seed());
   const fp8::Recipe recipe{.scaling = fp8::Scaling::Delayed};
   nn::Linear a(32, 48), b(48, 16);
-  fp8::prepare(a, recipe, [](const std::string&, const nn::Linear&) { return true; });
-  fp8::prepare(b, recipe, [](const std::string&, const nn::Linear&) { return true; });
+  fp8::prepare(a, recipe, [](const std::string&, const nn::Module&) { return true; });
+  fp8::prepare(b, recipe, [](const std::string&, const nn::Module&) { return true; });
   const Tensor x = spread({8, 32}).requires_grad_(true);
   const Tensor dy = spread({8, 16});
   const auto fn = [&](const Tensor& in) { return b.forward(relu(a.forward(in))); };
@@ -349,7 +353,61 @@ TEST(Fp8, PrepareTakesTheInnerLinearLayersOfALlama) {
   // A filter decides instead; layers whose sizes are not multiples of 16 are never taken.
   nn::Linear odd(24, 32);
   EXPECT_TRUE(
-      fp8::prepare(odd, {}, [](const std::string&, const nn::Linear&) { return true; }).empty());
+      fp8::prepare(odd, {}, [](const std::string&, const nn::Module&) { return true; }).empty());
+}
+
+// Every layer fp8::prepare takes runs in FP8: a GPT's MLP projection (whose GELU is otherwise in
+// its GEMM's epilogue) too, each layer's history advancing once per training step.
+TEST(Fp8, EveryLayerPrepareTakesRunsInFp8) {
+  manual_seed(testing::fresh_seed());
+  const nn::models::GPTConfig config{
+      .vocab_size = 64, .context_length = 16, .n_layer = 2, .n_head = 2, .n_embd = 32};
+  nn::models::GPT gpt(config);
+  nn::models::Llama llama(kTinyLlama);
+  for (nn::Module* model : {static_cast<nn::Module*>(&gpt), static_cast<nn::Module*>(&llama)}) {
+    SCOPED_TRACE(model->name());
+    const fp8::Recipe recipe{.scaling = fp8::Scaling::Delayed};
+    const std::vector<std::string> taken = fp8::prepare(*model, recipe);
+    ASSERT_GE(taken.size(), 6u);
+    const Tensor idx = randint(0, 64, {2, 16}, {.dtype = DType::i64});
+    {
+      fp8::Autocast guard(recipe);
+      cross_entropy(model->forward(idx).reshape({32, 64}), idx.reshape({32})).backward();
+    }
+    const StateDict sd = model->state_dict();
+    for (const std::string& name : taken) {
+      EXPECT_EQ(sd.at(name + ".fp8_steps").item<int64_t>(), 1) << name;
+    }
+  }
+}
+
+// A model trained in FP8 leaves its layers' FP8 state out of the files other tools read: a
+// Hugging Face folder (which from_pretrained reads back, its logits the model's), GGUF, and the
+// keys is_state_key names.
+TEST(Fp8, PreparedModelsExportWithoutTheirTrainingState) {
+  manual_seed(testing::fresh_seed());
+  nn::models::LlamaConfig config = kTinyLlama;
+  config.vocab_size = 256;  // the byte tokenizer's, for GGUF
+  nn::models::Llama model(config);
+  ASSERT_FALSE(fp8::prepare(model, {.scaling = fp8::Scaling::Delayed}).empty());
+  const Tensor idx = randint(0, 256, {2, 16}, {.dtype = DType::i64});
+  {
+    fp8::Autocast guard({.scaling = fp8::Scaling::Delayed});
+    cross_entropy(model.forward(idx).reshape({32, 256}), idx.reshape({32})).backward();
+  }
+  EXPECT_TRUE(fp8::is_state_key("model.layers.1.mlp.up_proj.fp8_amax_history"));
+  EXPECT_TRUE(fp8::is_state_key("fp8_steps"));
+  EXPECT_FALSE(fp8::is_state_key("model.layers.1.mlp.up_proj.weight"));
+  EXPECT_FALSE(fp8::is_state_key("my_fp8_scale"));
+  testing::TempDir dir;
+  nn::models::save_pretrained(model, dir.str());
+  for (const auto& [key, t] : load(dir.file("model.safetensors"))) {
+    EXPECT_FALSE(fp8::is_state_key(key)) << key;
+  }
+  const nn::models::Pretrained back = nn::models::from_pretrained(dir.str());
+  EXPECT_TRUE(all_close(back.module->forward(idx), model.forward(idx), 1e-6, 1e-6));
+  gguf::export_model(model, data::BpeTokenizer(), dir.file("model.gguf"));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("model.gguf")));
 }
 
 TEST(Fp8, BadInputIsAnErrorNamingIt) {

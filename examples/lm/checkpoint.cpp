@@ -146,7 +146,7 @@ int64_t load_checkpoint(Run& r, const std::string& path) {
   // Check the whole model before touching the optimizer, so a mismatch changes nothing.
   if (r.tp_group) {  // the whole model, then this rank's shards of it (the random stream is the
                      // checkpoint's after this)
-    LanguageModel whole = make_model(r.cfg, r.model.vocab);
+    LanguageModel whole = make_trained_model(r.cfg, r.model.vocab);
     whole.module->load_state_dict(st::sub_dict(dict, "model"));
     if (r.fsdp) {  // into a twin of the split model, whose parameters FSDP shards
       r.fsdp->load_state_dict(split_model(whole, r.tp_group).module->state_dict());
@@ -173,7 +173,7 @@ LanguageModel joined_model(const Run& r) {
   // without drawing from the run's random stream.
   const st::StateDict local = r.fsdp->state_dict();
   const st::GeneratorState stream = st::default_generator().state();
-  LanguageModel twin = split_model(make_model(r.cfg, r.model.vocab), r.tp_group);
+  LanguageModel twin = split_model(make_trained_model(r.cfg, r.model.vocab), r.tp_group);
   st::default_generator().set_state(stream);
   twin.module->load_state_dict(local);
   return twin.joined(r.cfg);

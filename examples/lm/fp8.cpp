@@ -23,16 +23,18 @@ namespace example::lm {
 // emulated exactly (Note [fp8 gemm]); on a Hopper GPU they are the wgmma kernels (Note [fp8
 // wgmma]), with the quantization kernels of Note [fp8 quantize kernels] (the delayed recipe's
 // history kept and updated on the device).
-// --tp (whose layers are not nn::Linear) and --cuda-graph are refused.
+// Under --tp the whole model is prepared before it is split, and the split layers take its marks
+// (ParallelGPT::load_full): they quantize their shards with the whole tensors' scales (Note [fp8
+// tensor parallel]), and the delayed recipe's amaxes are all-reduced over all the ranks.
+// --cuda-graph is refused.
 void prepare_fp8(Run& r) {
   if (r.cfg.fp8 == "off") return;
   const Args& a = r.args;
-  if (a.tp > 1 || a.cuda_graph) {
-    throw st::Error("--fp8 " + r.cfg.fp8 +
-                    " does not combine with --tp or --cuda-graph yet (use --ddp, --fsdp or none)");
+  if (a.cuda_graph) {
+    throw st::Error("--fp8 " + r.cfg.fp8 + " does not combine with --cuda-graph yet");
   }
   st::fp8::Recipe recipe{.scaling = st::fp8::parse_scaling(r.cfg.fp8, "--fp8")};
-  if (recipe.scaling == st::fp8::Scaling::Delayed && (a.ddp || a.fsdp)) {
+  if (recipe.scaling == st::fp8::Scaling::Delayed && (a.ddp || a.fsdp || a.tp > 1)) {
     recipe.amax_group = r.pg.get();
   }
   r.fp8 = recipe;
@@ -42,6 +44,13 @@ void prepare_fp8(Run& r) {
                 r.cfg.fp8.c_str(), taken.size(), taken.empty() ? "-" : taken.front().c_str(),
                 taken.empty() ? "-" : taken.back().c_str());
   }
+}
+
+LanguageModel make_trained_model(const RunConfig& c, int64_t vocab) {
+  LanguageModel m = make_model(c, vocab);
+  // The run's recipe: only its scaling comes from the config (prepare_fp8), the rest the defaults.
+  if (c.fp8 != "off") st::fp8::prepare(*m.module, {.scaling = st::fp8::parse_scaling(c.fp8)});
+  return m;
 }
 
 }  // namespace example::lm

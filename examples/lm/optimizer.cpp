@@ -1,4 +1,5 @@
 // lm's optimizer (--optimizer): AdamW, or Muon with AdamW beside it (Note [lm muon]).
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -24,15 +25,16 @@ std::unique_ptr<st::optim::AdamW> adamw(const Run& r, const std::vector<st::Tens
 // in the same optimizer, two AdamW groups with lm's AdamW settings: the other matrices (the
 // embeddings and the output head) with the weight decay, the rest (norms, biases) without. One
 // optimizer, so the schedule, clipping, GradScaler and checkpoints treat it as AdamW. With --zero
-// the three groups are sharded and Muon gathers each matrix it needs whole (Note [muon shards]).
-// FSDP's shards and the blocks of --tp are refused (Muon would orthogonalize parts of matrices),
-// as --cuda-graph is (the step reads the learning rate on the host).
+// the three groups are sharded, and with --fsdp Muon takes FSDP's shards; either way Muon gathers
+// each matrix it needs whole (Note [muon shards]). The blocks of --tp are refused (their matrices
+// are split by rows or columns over the group), as --cuda-graph is (the step reads the learning
+// rate on the host).
 void check_optimizer(const Run& r) {
   const Args& a = r.args;
-  if (r.cfg.optimizer == "muon" && (a.fsdp || a.tp > 1 || a.cuda_graph)) {
+  if (r.cfg.optimizer == "muon" && (a.tp > 1 || a.cuda_graph)) {
     throw st::Error(
         "--optimizer muon: Muon orthogonalizes whole weight matrices; it does not combine with "
-        "--fsdp, --tp or --cuda-graph (use --ddp, --zero, or --optimizer adamw)");
+        "--tp or --cuda-graph (use --ddp, --zero, --fsdp, or --optimizer adamw)");
   }
 }
 
@@ -64,6 +66,38 @@ std::unique_ptr<st::optim::Optimizer> make_optimizer(const Run& r) {
   auto [matrices, rest] = st::optim::muon_split(*r.model.module);
   for (const st::Tensor& p : rest) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   return muon(r, matrices, decay, no_decay, false);
+}
+
+ParamRoles param_roles(const Run& r) {
+  ParamRoles roles;
+  const std::vector<st::Tensor> matrices = r.cfg.optimizer == "muon"
+                                               ? st::optim::muon_split(*r.model.module).first
+                                               : std::vector<st::Tensor>{};
+  for (const auto& [name, p] : r.model.module->named_parameters()) {
+    const bool muon = std::any_of(matrices.begin(), matrices.end(),
+                                  [&](const st::Tensor& m) { return m.is_same(p); });
+    if (muon) {
+      roles.muon.insert(name);
+    } else if (p.dim() >= 2) {
+      roles.decay.insert(name);
+    }
+  }
+  return roles;
+}
+
+std::unique_ptr<st::optim::Optimizer> fsdp_optimizer(const Run& r, const ParamRoles& roles) {
+  check_optimizer(r);
+  std::vector<st::Tensor> matrices, decay, no_decay;
+  for (const auto& [name, shard] : r.fsdp->named_parameters()) {
+    (roles.muon.count(name)    ? matrices
+     : roles.decay.count(name) ? decay
+                               : no_decay)
+        .push_back(shard);
+  }
+  if (r.cfg.optimizer != "muon") return adamw(r, decay, no_decay);
+  std::unique_ptr<st::optim::Muon> m = muon(r, matrices, decay, no_decay, true);
+  r.fsdp->give_muon_layouts(*m);
+  return m;
 }
 
 std::unique_ptr<st::dist::ZeroRedundancyOptimizer> zero_optimizer(const Run& r) {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,15 @@ std::unique_ptr<st::optim::AdamW> adamw(const Run& r, const std::vector<st::Tens
 std::unique_ptr<st::optim::Optimizer> make_optimizer(const Run& r);
 // The refusal make_optimizer makes, for the paths that build their optimizer themselves.
 void check_optimizer(const Run& r);
+// The names of the parameters in --optimizer's groups (Note [lm muon]): Muon's matrices (none
+// under adamw) and the other matrices (decayed); the rest is neither. Of r.model, before FSDP
+// shards it.
+struct ParamRoles {
+  std::set<std::string> muon, decay;
+};
+ParamRoles param_roles(const Run& r);
+// --optimizer's over r.fsdp's shards, each in the group of its parameter's role.
+std::unique_ptr<st::optim::Optimizer> fsdp_optimizer(const Run& r, const ParamRoles& roles);
 // --zero's ZeroRedundancyOptimizer over r.ddp with --optimizer's groups (Note [lm muon]).
 std::unique_ptr<st::dist::ZeroRedundancyOptimizer> zero_optimizer(const Run& r);
 
@@ -116,6 +126,10 @@ std::unique_ptr<st::dist::ZeroRedundancyOptimizer> zero_optimizer(const Run& r);
 // prepared for it; an Error where the run's layout does not take it. Call before the optimizer is
 // made and a checkpoint loaded.
 void prepare_fp8(Run& r);
+
+// make_model of a run's config with its Linear layers prepared as that run's are under --fp8, so
+// that it takes the run's state dicts (the layers' FP8 state included).
+LanguageModel make_trained_model(const RunConfig& c, int64_t vocab);
 
 // While alive, under --fp8 the prepared layers run in FP8 (fp8::Autocast); a no-op otherwise.
 class Fp8Scope {

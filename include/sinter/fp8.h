@@ -102,8 +102,11 @@ Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t til
 
 // quantize() with one tile of the whole of x and the scale of x's amax (scale_from_amax with
 // `margin`): the per-tensor recipes' quantization. On a GPU the amax stays on the device, so the
-// host does not wait.
-Quantized quantize_tensorwise(const Tensor& x, DType format, int margin = 0);
+// host does not wait. With a `group`, the amax is all-reduced (max) over it first: x is this
+// rank's part of a tensor split over the group, quantized with the whole tensor's scale (Note
+// [fp8 tensor parallel]); every rank of the group calls it.
+Quantized quantize_tensorwise(const Tensor& x, DType format, int margin = 0,
+                              dist::ProcessGroup* group = nullptr);
 
 // quantize() of x, and of x^T as the backward wants it: with `retile`, x^T's own tiles of
 // tile_rows x tile_cols and their amaxes (quantize(x.t(), ...): the block recipe's activations
@@ -116,7 +119,8 @@ QuantizedPair quantize_with_transpose(const Tensor& x, DType format, int64_t til
                                       float* amax = nullptr);
 // quantize_tensorwise() of x, and x^T's codes with the same scale (on a GPU, the pass after the
 // amax's writes both).
-QuantizedPair quantize_tensorwise_with_transpose(const Tensor& x, DType format, int margin = 0);
+QuantizedPair quantize_tensorwise_with_transpose(const Tensor& x, DType format, int margin = 0,
+                                                 dist::ProcessGroup* group = nullptr);
 
 // out (M, N) = a (M, K) times b (N, K) transposed, both quantized along K (tiles of 1 or of a
 // block of rows, and of the whole of K or of `block` columns alike: a's and b's tile_cols agree):
@@ -135,22 +139,49 @@ struct LinearState {
   Tensor steps;         // i64 (1): the amaxes recorded so far
 };
 
+// Under tensor parallelism (Note [fp8 tensor parallel]): which of a Linear's tensors this rank
+// holds only a part of, the rest being on the other ranks of `group`. The per-tensor recipes
+// all-reduce (max) those tensors' amaxes over the group, so that each part is quantized with the
+// scale the whole tensor has in the whole layer; every rank of the group runs the layer alike.
+struct Split {
+  dist::ProcessGroup* group = nullptr;
+  bool input = false;   // x: this rank's slice of the in features (a row-parallel layer)
+  bool weight = false;  // the weight: this rank's shard
+  bool grad = false;    // dy: this rank's slice of the out features (a column-parallel layer)
+};
+
 // y = x W^T + b with the three GEMMs in FP8 (Note [fp8 training]): the forward e4m3 x e4m3, the
 // input gradient e5m2 x e4m3, the weight gradient e4m3 x e5m2, each in f32 and the output in the
-// autocast dtype (else x's). `state` is required for the delayed recipe.
+// autocast dtype (else x's). `state` is required for the delayed recipe; `split` says what this
+// rank holds a part of under tensor parallelism.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Recipe& recipe,
-              LinearState* state = nullptr);
+              LinearState* state = nullptr, const Split& split = {});
 
-// Which Linear layers run in FP8: by default all but the model's first and last (in registration
-// order), and only those whose in and out features are multiples of 16 (the FP8 tensor cores'
-// tile) and with no fused activation (nn::fuse_for_inference's). A filter, if given, decides
-// instead (a layer is still left out where its sizes or activation do not fit).
-using LinearFilter = std::function<bool(const std::string& name, const nn::Linear& layer)>;
+// Which layers run in FP8: the Linear layers (nn::Linear, and the tensor-parallel
+// dist::tp::ColumnParallelLinear and RowParallelLinear, whose GEMM is their shard's), by default
+// all but the model's first and last (in registration order), and only those whose GEMM's in and
+// out features are multiples of 16 (the FP8 tensor cores' tile) and with no fused activation
+// (nn::fuse_for_inference's). A filter, if given, decides instead (a layer is still left out
+// where its sizes or activation do not fit).
+using LinearFilter = std::function<bool(const std::string& name, const nn::Module& layer)>;
 
 // Marks the chosen Linear layers of `model` for FP8 and gives each its LinearState buffers
 // (registered as "fp8_amax_history", "fp8_scale" and "fp8_steps", history length from `recipe`).
 // Returns the names of the layers it took. Call it before the optimizer and any state-dict load.
 std::vector<std::string> prepare(nn::Module& model, const Recipe& recipe,
                                  const LinearFilter& filter = nullptr);
+
+// Whether a state-dict key names a prepared layer's FP8 state (its fp8_amax_history, fp8_scale or
+// fp8_steps buffer): training state, which the files other tools read (Hugging Face folders,
+// GGUF, a PyTorch model's weights) leave out.
+bool is_state_key(const std::string& key);
+
+// The FP8 marks and state of `from`'s Linear layers given to `to`'s, layer for layer in
+// registration order: a whole model and its tensor-parallel split (ParallelGPT::load_full and
+// to_full), whose Linear layers correspond in that order. A layer of `to` is marked (and given
+// the buffers) where its counterpart is, and its state is a copy of the counterpart's; where the
+// counterpart is not marked it is left as it is. Throws where the two differ in their count of
+// Linear layers.
+void copy_state(const nn::Module& from, nn::Module& to);
 
 }  // namespace sinter::fp8

@@ -182,6 +182,13 @@ class FullyShardedDataParallel : NonCopyable {
   std::vector<ShardSpec> shard_specs(const std::vector<ShardSpec>& base = {},
                                      const std::string& prefix = "model.") const;
 
+  // Gives a Muon made by optim::Muon::over_shards over this model's shards (Note [muon shards])
+  // the layout of each of its Muon groups: every parameter of such a group must be the shard of a
+  // 2-D parameter (an Error names it otherwise). Its step then gathers each matrix's update whole
+  // (one all-gather per matrix), orthogonalizes it, and keeps this rank's part: Muon's step on the
+  // whole model, every rank orthogonalizing every matrix. Call it once, before the first step.
+  void give_muon_layouts(optim::Muon& muon) const;
+
   FSDPMemory memory() const;
   // Since construction or the last reset_traffic().
   FSDPTraffic traffic() const;

@@ -110,6 +110,9 @@ class ColumnParallelLinear : public nn::Module {
   std::shared_ptr<ProcessGroup> group;
   ColumnParallelOptions options;
   Tensor weight, bias;  // (out / N, in), (out / N)
+  // As nn::Linear's: set by fp8::prepare (Note [fp8 tensor parallel]).
+  bool fp8 = false;
+  Tensor fp8_amax_history, fp8_scale, fp8_steps;
 };
 
 struct RowParallelOptions {
@@ -136,6 +139,9 @@ class RowParallelLinear : public nn::Module {
   std::shared_ptr<ProcessGroup> group;
   RowParallelOptions options;
   Tensor weight, bias;  // (out, in / N), (out)
+  // As nn::Linear's: set by fp8::prepare (Note [fp8 tensor parallel]).
+  bool fp8 = false;
+  Tensor fp8_amax_history, fp8_scale, fp8_steps;
 };
 
 // Note [tensor parallel attention]

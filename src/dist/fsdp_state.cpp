@@ -1,6 +1,6 @@
 // FullyShardedDataParallel's state dicts: the whole model's, gathered from the shards, and each
 // rank's shards taken from a whole one (Note [fully sharded data parallel] in
-// include/sinter/fsdp.h).
+// include/sinter/fsdp.h); and Muon's layouts of the shards (Note [muon shards]).
 #include <algorithm>
 #include <map>
 #include <sstream>
@@ -8,6 +8,7 @@
 
 #include "dist/fsdp_impl.h"
 #include "sinter/ops.h"
+#include "sinter/optim/muon.h"
 
 namespace sinter::dist {
 
@@ -151,6 +152,53 @@ std::vector<ShardSpec> FullyShardedDataParallel::shard_specs(const std::vector<S
     }
   }
   return out;
+}
+
+// Each parameter's shard is part r of its flat whole, padded to N equal parts: the piece of the
+// matrix it holds starts at r * chunk, and the gather of a shard-shaped tensor is the padded
+// whole.
+void FullyShardedDataParallel::give_muon_layouts(optim::Muon& muon) const {
+  const Impl& s = *impl_;
+  SINTER_CHECK(muon.takes_shards(), kName,
+               "::give_muon_layouts: the Muon must be made by Muon::over_shards");
+  const int64_t rank = s.pg->rank();
+  for (size_t g = 0; g < muon.num_param_groups(); ++g) {
+    if (muon.options(g).adamw) continue;
+    optim::MuonShards layout;
+    for (const Tensor& shard : muon.params(g)) {
+      const auto it =
+          std::find_if(s.params.begin(), s.params.end(),
+                       [&](const detail::FsdpParam& p) { return p.shard.is_same(shard); });
+      SINTER_CHECK(it != s.params.end(), kName, "::give_muon_layouts: Muon's group ", g,
+                   " holds a tensor of shape ", shape_str(shard.shape()),
+                   " that is not a shard of this model");
+      SINTER_CHECK(it->param.dim() == 2, kName, "::give_muon_layouts: Muon's group ", g,
+                   " holds the shard of '", it->name, "' of shape ", shape_str(it->param.shape()),
+                   "; Muon orthogonalizes matrices (put it in an adamw group)");
+      const int64_t from = rank * it->chunk, length = std::min(it->chunk, it->numel - from);
+      std::vector<optim::MuonShards::Piece>& pieces = layout.pieces.emplace_back();
+      if (length > 0) {  // (else the shard is all padding)
+        pieces.push_back({.shape = it->param.shape(),
+                          .bucket_offset = 0,
+                          .matrix_offset = from,
+                          .shard_offset = 0,
+                          .length = length});
+      }
+    }
+    layout.gather = [pg = pg_, n = s.size()](const std::vector<Tensor>& parts) {
+      std::vector<Tensor> whole, inputs;  // (kept alive until the gathers end)
+      std::vector<std::shared_ptr<Work>> works;
+      for (const Tensor& part : parts) {
+        inputs.push_back(part.contiguous());
+        whole.push_back(
+            empty({n * part.numel()}, {.dtype = part.dtype(), .device = part.device()}));
+        works.push_back(pg->all_gather_into_async(whole.back(), inputs.back()));
+      }
+      for (const auto& w : works) w->wait();
+      return whole;
+    };
+    muon.shard_group(g, std::move(layout));
+  }
 }
 
 }  // namespace sinter::dist

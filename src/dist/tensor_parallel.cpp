@@ -12,6 +12,7 @@
 #include "internal/clip_impl.h"
 #include "kern/softmax.h"
 #include "sinter/core/error.h"
+#include "sinter/fp8.h"
 #include "sinter/nn/init.h"
 #include "sinter/ops.h"
 
@@ -223,8 +224,16 @@ ColumnParallelLinear::ColumnParallelLinear(int64_t in_features, int64_t out_feat
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) {
   check_input("ColumnParallelLinear", x, in_features);
-  const Tensor y = options.sequence_parallel ? sequence_linear(x, weight, bias, group)
-                                             : linear(copy(x, group), weight, bias);
+  Tensor y;
+  if (fp8 && fp8::is_enabled()) {  // the input joined whole first (Note [fp8 tensor parallel])
+    const Tensor whole = options.sequence_parallel ? gather_sequence(x, group, 1) : copy(x, group);
+    fp8::LinearState state{fp8_amax_history, fp8_scale, fp8_steps};
+    y = fp8::linear(whole, weight, bias, fp8::recipe(), &state,
+                    {.group = group.get(), .weight = true, .grad = true});
+  } else {
+    y = options.sequence_parallel ? sequence_linear(x, weight, bias, group)
+                                  : linear(copy(x, group), weight, bias);
+  }
   return options.gather_output ? gather(y, group, -1) : y;
 }
 
@@ -260,11 +269,19 @@ RowParallelLinear::RowParallelLinear(int64_t in_features, int64_t out_features,
 Tensor RowParallelLinear::forward(const Tensor& x) {
   const Tensor mine = options.input_is_parallel ? x : scatter(x, group, -1);
   check_input("RowParallelLinear", mine, weight.size(1));
+  Tensor partial;
+  if (fp8 && fp8::is_enabled()) {
+    fp8::LinearState state{fp8_amax_history, fp8_scale, fp8_steps};
+    partial = fp8::linear(mine, weight, Tensor(), fp8::recipe(), &state,
+                          {.group = group.get(), .input = true, .weight = true});
+  } else {
+    partial = linear(mine, weight);
+  }
   if (!options.sequence_parallel) {
-    const Tensor y = reduce(linear(mine, weight), group);
+    const Tensor y = reduce(partial, group);
     return bias.defined() ? y + bias : y;
   }
-  const Tensor y = reduce_scatter_sequence(linear(mine, weight), group, 1);
+  const Tensor y = reduce_scatter_sequence(partial, group, 1);
   return bias.defined() ? y + copy(bias, group) : y;
 }
 

@@ -5,6 +5,7 @@
 
 #include "dist/tensor_parallel_impl.h"
 #include "sinter/core/error.h"
+#include "sinter/fp8.h"
 #include "sinter/nn/init.h"
 #include "sinter/ops.h"
 #include "sinter/tensor_parallel.h"
@@ -186,6 +187,7 @@ void ParallelGPT::load_full(const nn::models::GPT& whole) {
   }
   load_norm(*ln_f, *whole.ln_f);
   if (lm_head) lm_head->load_full(whole.lm_head->weight.detach(), Tensor());
+  fp8::copy_state(whole, *this);
 }
 
 void ParallelTransformerBlock::to_full(nn::TransformerBlock& whole) const {
@@ -213,6 +215,7 @@ void ParallelGPT::to_full(nn::models::GPT& whole) const {
   detail::assign(whole.ln_f->weight, ln_f->weight);
   detail::assign(whole.ln_f->bias, ln_f->bias);
   if (lm_head) detail::assign(whole.lm_head->weight, lm_head->full().first);
+  fp8::copy_state(*this, whole);
 }
 
 }  // namespace sinter::dist::tp

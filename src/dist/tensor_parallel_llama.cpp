@@ -4,6 +4,7 @@
 
 #include "dist/tensor_parallel_impl.h"
 #include "sinter/core/error.h"
+#include "sinter/fp8.h"
 #include "sinter/nn/init.h"
 #include "sinter/ops.h"
 #include "sinter/tensor_parallel.h"
@@ -188,6 +189,7 @@ void ParallelLlama::load_full(const nn::models::Llama& whole) {
   }
   detail::assign(norm->weight, whole.model->norm->weight);
   if (lm_head) lm_head->load_full(whole.lm_head->weight.detach(), Tensor());
+  fp8::copy_state(whole, *this);
 }
 
 void ParallelLlamaLayer::to_full(nn::models::LlamaDecoderLayer& whole) const {
@@ -212,6 +214,7 @@ void ParallelLlama::to_full(nn::models::Llama& whole) const {
   }
   detail::assign(whole.model->norm->weight, norm->weight);
   if (lm_head) detail::assign(whole.lm_head->weight, lm_head->full().first);
+  fp8::copy_state(*this, whole);
 }
 
 }  // namespace sinter::dist::tp

@@ -2,6 +2,7 @@
 // distributed checkpoints (Note [distributed checkpoint] in include/sinter/dist_checkpoint.h).
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "sinter/tensor_parallel.h"
 
@@ -45,11 +46,22 @@ struct Walk {
     out.push_back({prefix + rename(local), std::move(whole), t, std::move(runs), writer});
   }
 
+  // A Linear's FP8 state (fp8::prepare's buffers): the whole layer's on every rank of the group.
+  template <class L>
+  void fp8_state(const std::string& path, const L& l) {
+    for (const auto& [what, t] :
+         {std::pair{"fp8_amax_history", &l.fp8_amax_history}, std::pair{"fp8_scale", &l.fp8_scale},
+          std::pair{"fp8_steps", &l.fp8_steps}}) {
+      if (l.fp8) add(path, what, *t, t->shape(), {Run{0, 0, t->numel()}}, l.group->rank() == 0);
+    }
+  }
+
   void column(const std::string& path, const ColumnParallelLinear& c) {
     const int64_t rows = c.weight.size(0), r = c.group->rank();
     add(path, "weight", c.weight, {c.out_features, c.in_features},
         {row_block(0, r * rows, rows, c.in_features)});
     add(path, "bias", c.bias, {c.out_features}, {row_block(0, r * rows, rows, 1)});
+    fp8_state(path, c);
   }
 
   void row(const std::string& path, const RowParallelLinear& l) {
@@ -57,6 +69,7 @@ struct Walk {
     add(path, "weight", l.weight, {l.out_features, l.in_features},
         {Run{0, r * cols, cols, l.out_features, cols, l.in_features}});
     add(path, "bias", l.bias, {l.out_features}, {Run{0, 0, l.out_features}}, l.group->rank() == 0);
+    fp8_state(path, l);
   }
 
   // The qkv rows of this rank's heads: a block of each of the whole qkv's q, k and v thirds.
@@ -71,6 +84,7 @@ struct Walk {
     }
     add(at, "weight", qkv.weight, {3 * e, e}, w);
     add(at, "bias", qkv.bias, {3 * e}, b);
+    fp8_state(at, qkv);
     row(path.empty() ? "out_proj" : path + ".out_proj", *a.out_proj);
   }
 

@@ -11,6 +11,7 @@
 #include "internal/parallel.h"
 #include "kern/fp8.h"
 #include "sinter/autograd.h"
+#include "sinter/dist.h"
 #include "sinter/ops.h"
 
 namespace sinter::fp8 {
@@ -200,6 +201,14 @@ void run_on(Device dev, const kern::Fp8QuantizeArgs& a, bool pair) {
 
 namespace detail {
 
+float all_reduce_amax(float amax, dist::ProcessGroup* group) {
+  if (group == nullptr) return amax;
+  // NaN as infinity: MPI's max of a NaN depends on the operands' order, infinity's does not.
+  Tensor t = full({1}, std::isnan(amax) ? INFINITY : amax);
+  group->all_reduce(t, dist::ReduceOp::Max);
+  return t.item<float>();
+}
+
 QuantizedPair quantize_on_device(const Tensor& x, DType format, int64_t tile_rows,
                                  int64_t tile_cols, const kern::Fp8QuantizeArgs& source,
                                  bool transpose, bool retile) {
@@ -337,19 +346,23 @@ Quantized quantize(const Tensor& x, DType format, int64_t tile_rows, int64_t til
 
 namespace {
 
-// quantize_tensorwise, with x^T's codes where `transpose`.
-QuantizedPair tensorwise(const Tensor& x, DType format, int margin, bool transpose) {
+// quantize_tensorwise, with x^T's codes where `transpose`; the amax all-reduced over `group`.
+QuantizedPair tensorwise(const Tensor& x, DType format, int margin, bool transpose,
+                         dist::ProcessGroup* group) {
   check_values(x, format, "fp8::quantize_tensorwise");
   NoGradGuard ng;
   const int64_t rows = std::max<int64_t>(x.size(0), 1), cols = std::max<int64_t>(x.size(1), 1);
   if (!x.device().is_cuda()) {
-    QuantizedPair p{.q = quantize(x, format, rows, cols, scale_from_amax(amax(x), format, margin)),
+    const float a = detail::all_reduce_amax(amax(x), group);
+    QuantizedPair p{.q = quantize(x, format, rows, cols, scale_from_amax(a, format, margin)),
                     .t = {}};
     if (transpose) p.t = p.q.transposed();
     return p;
   }
   const Tensor xc = x.contiguous();
-  const Tensor bits = amax_on_device(xc);  // read by the quantization on the device
+  Tensor bits = amax_on_device(xc);  // read by the quantization on the device
+  // As float bits: max orders them as the values, a NaN's above infinity's.
+  if (group) group->all_reduce(bits, dist::ReduceOp::Max);
   const kern::Fp8QuantizeArgs source{.amax_in = static_cast<const uint32_t*>(bits.data_ptr()),
                                      .margin = margin};
   return detail::quantize_on_device(xc, format, rows, cols, source, transpose, false);
@@ -357,12 +370,14 @@ QuantizedPair tensorwise(const Tensor& x, DType format, int margin, bool transpo
 
 }  // namespace
 
-Quantized quantize_tensorwise(const Tensor& x, DType format, int margin) {
-  return tensorwise(x, format, margin, false).q;
+Quantized quantize_tensorwise(const Tensor& x, DType format, int margin,
+                              dist::ProcessGroup* group) {
+  return tensorwise(x, format, margin, false, group).q;
 }
 
-QuantizedPair quantize_tensorwise_with_transpose(const Tensor& x, DType format, int margin) {
-  return tensorwise(x, format, margin, true);
+QuantizedPair quantize_tensorwise_with_transpose(const Tensor& x, DType format, int margin,
+                                                 dist::ProcessGroup* group) {
+  return tensorwise(x, format, margin, true, group);
 }
 
 QuantizedPair quantize_with_transpose(const Tensor& x, DType format, int64_t tile_rows,

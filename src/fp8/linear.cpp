@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "fp8/fp8_impl.h"
 #include "internal/autograd_impl.h"
@@ -13,6 +17,7 @@
 #include "sinter/fp8.h"
 #include "sinter/nn/modules.h"
 #include "sinter/ops.h"
+#include "sinter/tensor_parallel.h"
 
 namespace sinter::fp8 {
 
@@ -47,17 +52,29 @@ namespace sinter::fp8 {
 // host reading none of it (Note [fp8 quantize kernels]; the first pass's amax is all-reduced at
 // every recorded step there, the host not knowing which is the first).
 
+// Note [fp8 tensor parallel]
+// A tensor-parallel Linear (dist::tp::ColumnParallelLinear, RowParallelLinear) that fp8::prepare
+// took runs fp8::linear on its shard: a column-parallel layer on its input joined whole (copy(),
+// or gather_sequence() under sequence parallelism, whose FP8 form the backward keeps), a
+// row-parallel one on its slice of the features, its partial products then summed over the group
+// as before. Each rank holds only a part of some tensors (Split): the weight (a block of rows or
+// of columns), a row-parallel layer's input and a column-parallel layer's output gradient (a
+// block of features). Under the per-tensor recipes those tensors' amaxes are all-reduced (max)
+// over the group, on every forward and backward, training or not (the group runs the layer
+// together), so that each part gets the scale the whole tensor has in the whole layer: the codes
+// are the whole layer's, and what a rank computes from whole rows of K (a column-parallel
+// layer's output and weight gradient; a row-parallel layer's input and weight gradients) is the
+// whole layer's bit for bit; the sums over the group differ from one GEMM's only in the order of
+// the f32 additions. The delayed recipe records these reduced amaxes, so that every rank of the
+// group keeps the whole layer's history (its amax_group, over the data-parallel replicas, on
+// top). The block recipe needs no collective: its tiles are the whole layer's wherever a shard's
+// boundaries fall on the block (the split features a multiple of `block`), and each rank's own
+// otherwise. fp8::copy_state carries the marks and the state between a whole model and its split
+// (ParallelGPT's and ParallelLlama's load_full and to_full).
+
 namespace {
 
 enum Slot : int64_t { kInput = 0, kWeight = 1, kGrad = 2 };
-
-float reduce_amax(float amax, const Recipe& r) {
-  if (r.amax_group == nullptr) return amax;
-  // NaN as infinity: MPI's max of a NaN depends on the operands' order, infinity's does not.
-  Tensor t = full({1}, std::isnan(amax) ? INFINITY : amax);
-  r.amax_group->all_reduce(t, dist::ReduceOp::Max);
-  return t.item<float>();
-}
 
 // After the backward: the scales from the whole history, the count advanced, the next step's
 // cells cleared (kern::fp8_advance, on the state's device).
@@ -92,19 +109,23 @@ void check_state(const LinearState* s, int64_t history, Device dev) {
 }
 
 // The delayed recipe on the CPU: the history's scale, the amax found in the same pass; with no
-// history yet, the amax first. Only a recorded amax is all-reduced: an evaluation may run on one
-// rank alone.
+// history yet, the amax first. The amax of a tensor split over `part` is all-reduced over it (its
+// ranks run the layer together, training or not); only a recorded amax is all-reduced over the
+// recipe's amax_group (an evaluation may run on one data-parallel rank alone).
 QuantizedPair delayed_on_cpu(const Tensor& x, DType format, const Recipe& r, const LinearState& s,
-                             Slot slot, bool record, bool transpose) {
+                             Slot slot, bool record, bool transpose, dist::ProcessGroup* part) {
   // One tile of the whole matrix (at least 1 x 1: a batch may have no rows).
   const int64_t rows = std::max<int64_t>(x.size(0), 1), cols = std::max<int64_t>(x.size(1), 1);
-  const auto reduce = [&](float a) { return record ? reduce_amax(a, r) : a; };
+  const auto reduce = [&](float a) {
+    a = detail::all_reduce_amax(a, part);
+    return record ? detail::all_reduce_amax(a, r.amax_group) : a;
+  };
   const bool history = s.steps.item<int64_t>() > 0;
   float a = 0.0f;
   QuantizedPair p;
   if (history) {
     p.q = quantize(x, format, rows, cols, static_cast<const float*>(s.scale.data_ptr())[slot], &a);
-    a = reduce(a);
+    if (record) a = reduce(a);
   } else {
     a = reduce(amax(x));
     p.q = quantize(x, format, rows, cols, scale_from_amax(a, format, r.margin));
@@ -122,17 +143,21 @@ QuantizedPair delayed_on_cpu(const Tensor& x, DType format, const Recipe& r, con
 // amaxes, as float bits, all-reduced (max: a NaN's bits above infinity's, the same scale and
 // nothing recorded, as on the CPU) and recorded there.
 QuantizedPair delayed_on_gpu(const Tensor& x, DType format, const Recipe& r, const LinearState& s,
-                             Slot slot, bool record, bool transpose) {
+                             Slot slot, bool record, bool transpose, dist::ProcessGroup* part) {
   const Tensor xc = x.contiguous();
   const Device dev = x.device();
-  Tensor first = empty({1}, {.dtype = DType::i32, .device = dev});
+  Tensor first = zeros({1}, {.dtype = DType::i32, .device = dev});
   Tensor seen = zeros({1}, {.dtype = DType::i32, .device = dev});
   const auto* steps = static_cast<const int64_t*>(s.steps.data_ptr());
   const auto bits = [](const Tensor& t) { return static_cast<uint32_t*>(t.data_ptr()); };
+  const auto reduce = [&](Tensor& amax_bits) {
+    if (part) part->all_reduce(amax_bits, dist::ReduceOp::Max);
+    if (record && r.amax_group) r.amax_group->all_reduce(amax_bits, dist::ReduceOp::Max);
+  };
 #ifdef SINTER_WITH_CUDA
   cudak::fp8_amax(kernel_ctx(dev), xc.data_ptr(), xc.dtype(), xc.numel(), bits(first), steps);
 #endif
-  if (record && r.amax_group) r.amax_group->all_reduce(first, dist::ReduceOp::Max);
+  reduce(first);
   const kern::Fp8QuantizeArgs source{
       .scale_ptr = static_cast<const float*>(s.scale.data_ptr()) + slot,
       .steps = steps,
@@ -143,7 +168,7 @@ QuantizedPair delayed_on_gpu(const Tensor& x, DType format, const Recipe& r, con
       detail::quantize_on_device(xc, format, std::max<int64_t>(xc.size(0), 1),
                                  std::max<int64_t>(xc.size(1), 1), source, transpose, false);
   if (record) {
-    if (r.amax_group) r.amax_group->all_reduce(seen, dist::ReduceOp::Max);
+    reduce(seen);
 #ifdef SINTER_WITH_CUDA
     cudak::fp8_record_amax(kernel_ctx(dev), static_cast<float*>(s.amax_history.data_ptr()),
                            s.amax_history.size(1), steps, slot, bits(seen));
@@ -153,15 +178,16 @@ QuantizedPair delayed_on_gpu(const Tensor& x, DType format, const Recipe& r, con
 }
 
 // A per-tensor quantization (current or delayed recipe) of x and, where `transpose`, of x^T with
-// the same scale; under delayed, records the amax where `record`.
+// the same scale; under delayed, records the amax where `record`. `part`: the group x is split
+// over (Note [fp8 tensor parallel]), null where this rank holds the whole of it.
 QuantizedPair quantize_whole(const Tensor& x, DType format, const Recipe& r, LinearState* s,
-                             Slot slot, bool record, bool transpose) {
+                             Slot slot, bool record, bool transpose, dist::ProcessGroup* part) {
   if (r.scaling == Scaling::Current) {
-    return transpose ? quantize_tensorwise_with_transpose(x, format, r.margin)
-                     : QuantizedPair{.q = quantize_tensorwise(x, format, r.margin), .t = {}};
+    return transpose ? quantize_tensorwise_with_transpose(x, format, r.margin, part)
+                     : QuantizedPair{.q = quantize_tensorwise(x, format, r.margin, part), .t = {}};
   }
-  return x.device().is_cpu() ? delayed_on_cpu(x, format, r, *s, slot, record, transpose)
-                             : delayed_on_gpu(x, format, r, *s, slot, record, transpose);
+  return x.device().is_cpu() ? delayed_on_cpu(x, format, r, *s, slot, record, transpose, part)
+                             : delayed_on_gpu(x, format, r, *s, slot, record, transpose, part);
 }
 
 // Under the block recipe: activations and gradients in 1 x block tiles along the GEMM's reduction
@@ -202,7 +228,7 @@ void check_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Recipe& r,
-              LinearState* state) {
+              LinearState* state, const Split& split) {
   check_linear(x, weight, bias);
   check_recipe(r);
   if (r.scaling == Scaling::Delayed) check_state(state, r.amax_history_len, x.device());
@@ -228,8 +254,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const R
       qx = quantize_block(x2, DType::f8e4m3, r, false, need_w);
       qw = quantize_block(weight, DType::f8e4m3, r, true, need_x);
     } else {
-      qx = quantize_whole(x2, DType::f8e4m3, r, state, kInput, training, need_w);
-      qw = quantize_whole(weight, DType::f8e4m3, r, state, kWeight, training, need_x);
+      qx = quantize_whole(x2, DType::f8e4m3, r, state, kInput, training, need_w,
+                          split.input ? split.group : nullptr);
+      qw = quantize_whole(weight, DType::f8e4m3, r, state, kWeight, training, need_x,
+                          split.weight ? split.group : nullptr);
     }
     Tensor acc = gemm(qx.q, qw.q, DType::f32);
     if (bias.defined()) acc = add(acc, bias.to(DType::f32));
@@ -244,15 +272,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const R
   const DType x_dtype = x.dtype(), w_dtype = weight.dtype();
   const DType b_dtype = bias.defined() ? bias.dtype() : DType::f32;
   LinearState st = state ? *state : LinearState{};
+  dist::ProcessGroup* grad_part = split.grad ? split.group : nullptr;
   record("fp8_linear", {&y}, {x, weight, bias},
          [wt, xt, r, st, need_x, need_w, need_b, x_shape, x_dtype, w_dtype, b_dtype, rows,
-          out_features, block](const Grads& g) mutable {
+          out_features, block, grad_part](const Grads& g) mutable {
            NoGradGuard ng;
            const Tensor dy = g[0].reshape({rows, out_features});
            // dy for dx, along the output features; dy^T for dW, along the rows.
            const QuantizedPair qdy =
                block ? quantize_block(dy, DType::f8e5m2, r, false, need_w)
-                     : quantize_whole(dy, DType::f8e5m2, r, &st, kGrad, true, need_w);
+                     : quantize_whole(dy, DType::f8e5m2, r, &st, kGrad, true, need_w, grad_part);
            if (r.scaling == Scaling::Delayed) advance(st, r);
            Tensor gx, gw, gb;
            if (need_x) gx = gemm(qdy.q, wt, DType::f32).to(x_dtype).reshape(x_shape);
@@ -263,35 +292,113 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const R
   return y;
 }
 
+namespace {
+
+// A layer fp8::prepare may take (nn::Linear, or a tensor-parallel Linear), with its FP8 fields.
+struct Layer {
+  std::string name;
+  nn::Module* module = nullptr;
+  int64_t in = 0, out = 0;  // the GEMM's: a shard's under tensor parallelism
+  bool fused = false;       // an activation in the GEMM's epilogue
+  bool* marked = nullptr;
+  Tensor *history = nullptr, *scale = nullptr, *steps = nullptr;
+};
+
+template <class L>
+Layer layer_of(const std::string& name, L& l, bool fused) {
+  return {.name = name,
+          .module = &l,
+          .in = l.weight.size(1),
+          .out = l.weight.size(0),
+          .fused = fused,
+          .marked = &l.fp8,
+          .history = &l.fp8_amax_history,
+          .scale = &l.fp8_scale,
+          .steps = &l.fp8_steps};
+}
+
+// The Linear layers under `root`, in registration order.
+std::vector<Layer> linear_layers(nn::Module& root) {
+  std::vector<Layer> layers;
+  std::function<void(nn::Module&, const std::string&)> walk = [&](nn::Module& m,
+                                                                  const std::string& name) {
+    if (auto* l = dynamic_cast<nn::Linear*>(&m)) {
+      layers.push_back(layer_of(name, *l, l->activation != Activation::None));
+    } else if (auto* c = dynamic_cast<dist::tp::ColumnParallelLinear*>(&m)) {
+      layers.push_back(layer_of(name, *c, false));
+    } else if (auto* r = dynamic_cast<dist::tp::RowParallelLinear*>(&m)) {
+      layers.push_back(layer_of(name, *r, false));
+    }
+    for (const auto& [child_name, child] : m.named_children()) {
+      walk(*child, name.empty() ? child_name : name + "." + child_name);
+    }
+  };
+  walk(root, "");
+  return layers;
+}
+
+// Marks the layer and registers its state buffers with these values.
+void mark(const Layer& l, const Tensor& history, const Tensor& scale, const Tensor& steps) {
+  *l.history = l.module->register_buffer("fp8_amax_history", history);
+  *l.scale = l.module->register_buffer("fp8_scale", scale);
+  *l.steps = l.module->register_buffer("fp8_steps", steps);
+  *l.marked = true;
+}
+
+}  // namespace
+
 std::vector<std::string> prepare(nn::Module& model, const Recipe& recipe,
                                  const LinearFilter& filter) {
   check_recipe(recipe);
-  std::vector<std::pair<std::string, nn::Linear*>> layers;
-  std::function<void(nn::Module&, const std::string&)> walk = [&](nn::Module& m,
-                                                                  const std::string& prefix) {
-    if (auto* l = dynamic_cast<nn::Linear*>(&m)) layers.emplace_back(prefix, l);
-    for (const auto& [name, child] : m.named_children()) {
-      walk(*child, prefix.empty() ? name : prefix + "." + name);
-    }
-  };
-  walk(model, "");
+  const std::vector<Layer> layers = linear_layers(model);
   std::vector<std::string> taken;
   for (size_t i = 0; i < layers.size(); ++i) {
-    auto& [name, l] = layers[i];
-    const bool fits =
-        l->in_features % 16 == 0 && l->out_features % 16 == 0 && l->activation == Activation::None;
-    const bool chosen = filter ? filter(name, *l) : i != 0 && i + 1 != layers.size();
-    if (!chosen || !fits || l->fp8) continue;
+    const Layer& l = layers[i];
+    const bool fits = l.in % 16 == 0 && l.out % 16 == 0 && !l.fused;
+    const bool chosen = filter ? filter(l.name, *l.module) : i != 0 && i + 1 != layers.size();
+    if (!chosen || !fits || *l.marked) continue;
     const int64_t h = recipe.amax_history_len;
-    const Device dev = l->weight.device();  // the layer's: the delayed recipe's state is beside it
-    l->fp8_amax_history = l->register_buffer("fp8_amax_history", zeros({3, h}, {.device = dev}));
-    l->fp8_scale = l->register_buffer("fp8_scale", ones({3}, {.device = dev}));
-    l->fp8_steps =
-        l->register_buffer("fp8_steps", zeros({1}, {.dtype = DType::i64, .device = dev}));
-    l->fp8 = true;
-    taken.push_back(name);
+    const Device dev = l.module->parameters()[0].device();  // the delayed state is beside it
+    mark(l, zeros({3, h}, {.device = dev}), ones({3}, {.device = dev}),
+         zeros({1}, {.dtype = DType::i64, .device = dev}));
+    taken.push_back(l.name);
   }
   return taken;
+}
+
+bool is_state_key(const std::string& key) {
+  for (const char* name : {"fp8_amax_history", "fp8_scale", "fp8_steps"}) {
+    const std::string_view n(name);
+    if (key.size() >= n.size() && key.compare(key.size() - n.size(), n.size(), n) == 0 &&
+        (key.size() == n.size() || key[key.size() - n.size() - 1] == '.')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void copy_state(const nn::Module& from, nn::Module& to) {
+  // `from` is only read (linear_layers takes a module it may mark).
+  const std::vector<Layer> src = linear_layers(const_cast<nn::Module&>(from));
+  const std::vector<Layer> dst = linear_layers(to);
+  SINTER_CHECK(src.size() == dst.size(), "fp8::copy_state: ", from.name(), " has ", src.size(),
+               " Linear layers, ", to.name(), " has ", dst.size());
+  for (size_t i = 0; i < src.size(); ++i) {
+    const Layer &a = src[i], &b = dst[i];
+    if (!*a.marked) continue;
+    const Device dev = b.module->parameters()[0].device();
+    if (!*b.marked) {
+      mark(b, a.history->to(dev).clone(), a.scale->to(dev).clone(), a.steps->to(dev).clone());
+      continue;
+    }
+    SINTER_CHECK(b.history->shape() == a.history->shape(), "fp8::copy_state: ", a.name,
+                 "'s amax history is ", shape_str(a.history->shape()), ", ", b.name, "'s ",
+                 shape_str(b.history->shape()));
+    NoGradGuard ng;
+    b.history->copy_(*a.history);
+    b.scale->copy_(*a.scale);
+    b.steps->copy_(*a.steps);
+  }
 }
 
 }  // namespace sinter::fp8

@@ -15,6 +15,7 @@
 #include "internal/byte_level.h"
 #include "sinter/autograd.h"
 #include "sinter/core/error.h"
+#include "sinter/fp8.h"
 #include "sinter/nn/models.h"
 
 static_assert(std::endian::native == std::endian::little,
@@ -210,7 +211,9 @@ std::vector<TensorOut> model_tensors(const nn::models::Llama& llama, GgmlType ma
   const nn::models::LlamaConfig& c = llama.config;
   const StateDict dict = llama.state_dict();
   std::set<std::string> unused;
-  for (const auto& [name, t] : dict) unused.insert(name);
+  for (const auto& [name, t] : dict) {
+    if (!fp8::is_state_key(name)) unused.insert(name);  // (training state, not the model's)
+  }
   std::vector<TensorOut> out;
   const auto add = [&](const std::string& from, std::string to, Rope rope) {
     const auto it = dict.find(from);

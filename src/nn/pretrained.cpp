@@ -19,6 +19,7 @@
 #include "internal/json_text.h"
 #include "sinter/autograd.h"
 #include "sinter/core/error.h"
+#include "sinter/fp8.h"
 #include "sinter/io.h"
 #include "sinter/ops.h"
 
@@ -42,10 +43,13 @@ struct WeightName {
   bool transposed = false;
 };
 
-// A Llama's keys are Hugging Face's already (models.h).
+// A Llama's keys are Hugging Face's already (models.h); its layers' FP8 training state, where
+// fp8::prepare gave them one, is not a weight of the folder.
 std::vector<WeightName> llama_names(const Llama& m) {
   std::vector<WeightName> names;
-  for (const auto& [key, value] : m.state_dict()) names.push_back({key, key});
+  for (const auto& [key, value] : m.state_dict()) {
+    if (!fp8::is_state_key(key)) names.push_back({key, key});
+  }
   return names;
 }
 

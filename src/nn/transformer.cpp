@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "sinter/autograd.h"
+#include "sinter/fp8.h"
 #include "sinter/nn/modules.h"
 
 namespace sinter::nn {
@@ -155,19 +156,31 @@ TransformerBlock::TransformerBlock(int64_t embed_dim, int64_t num_heads,
   proj = register_module("proj", Linear(options.mlp_ratio * embed_dim, embed_dim, options.bias));
 }
 
+namespace {
+
+// fc's output with the MLP's activation: in fc's GEMM epilogue, or after fc's forward where that
+// runs in FP8 (fp8::prepare took it; Note [fp8 training]).
+Tensor mlp_hidden(Linear& fc, const Tensor& x, Activation act) {
+  if (!fc.fp8 || !fp8::is_enabled()) return linear(x, fc.weight, fc.bias, act);
+  const Tensor h = fc.forward(x);
+  if (act == Activation::None) return h;
+  return act == Activation::Relu ? relu(h) : gelu(h, act);
+}
+
+}  // namespace
+
 Tensor TransformerBlock::forward(const Tensor& x) {
   check_sequence("TransformerBlock", x, embed_dim);
   const bool training = is_training();
   const Tensor h = x + dropout(attn->forward(ln1->forward(x)), options.dropout, training);
-  const Tensor mlp =
-      proj->forward(linear(ln2->forward(h), fc->weight, fc->bias, options.activation));
+  const Tensor mlp = proj->forward(mlp_hidden(*fc, ln2->forward(h), options.activation));
   return h + dropout(mlp, options.dropout, training);
 }
 
 Tensor TransformerBlock::forward(const Tensor& x, KVCache& cache, int64_t layer) {
   check_sequence("TransformerBlock", x, embed_dim);
   const Tensor h = x + attn->forward(ln1->forward(x), cache, layer);
-  return h + proj->forward(linear(ln2->forward(h), fc->weight, fc->bias, options.activation));
+  return h + proj->forward(mlp_hidden(*fc, ln2->forward(h), options.activation));
 }
 
 }  // namespace sinter::nn

@@ -51,15 +51,15 @@ inline std::shared_ptr<nn::models::GPT> copy_of(const nn::models::GPT& whole) {
   return model;
 }
 
-// `steps` AdamW steps (weight decay, and clipping at 0.5 when `clip`) of `whole` on batches of
-// 2 N sequences and of the sharded model on this rank's two of them: the mean of the ranks' losses
-// is the whole batch's loss (each rank has as many tokens), and the gradients FSDP averages are
-// the whole batch's. Checks the losses and the clipped norms within 1e-10.
+// `steps` steps (clipping at 0.5 when `clip`) of `whole` with whole_opt on batches of 2 N
+// sequences and of the sharded model with opt (over the shards) on this rank's two of them: the
+// mean of the ranks' losses is the whole batch's loss (each rank has as many tokens), and the
+// gradients FSDP averages are the whole batch's. Checks the losses and the clipped norms within
+// 1e-10.
 inline void train_alike(nn::Module& whole, nn::Module& model, dist::FullyShardedDataParallel& fsdp,
-                        int64_t vocab, int64_t t, int steps, bool clip, uint64_t seed) {
+                        optim::Optimizer& whole_opt, optim::Optimizer& opt, int64_t vocab,
+                        int64_t t, int steps, bool clip, uint64_t seed) {
   const int n = world().size(), r = world().rank();
-  const optim::AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1};
-  optim::AdamW whole_opt(whole.parameters(), options), opt(fsdp.parameters(), options);
   Generator gen(seed);
   for (int step = 0; step < steps; ++step) {
     const Tensor ids = randint(0, vocab, {2 * n, t}, {.dtype = DType::i64}, &gen);
@@ -84,6 +84,14 @@ inline void train_alike(nn::Module& whole, nn::Module& model, dist::FullySharded
     EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-10 * std::abs(want.item<double>()))
         << "step " << step;
   }
+}
+
+// The same with AdamW (weight decay 0.1).
+inline void train_alike(nn::Module& whole, nn::Module& model, dist::FullyShardedDataParallel& fsdp,
+                        int64_t vocab, int64_t t, int steps, bool clip, uint64_t seed) {
+  const optim::AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1};
+  optim::AdamW whole_opt(whole.parameters(), options), opt(fsdp.parameters(), options);
+  train_alike(whole, model, fsdp, whole_opt, opt, vocab, t, steps, clip, seed);
 }
 
 // Every entry of the sharded model's gathered state dict equals the whole model's.

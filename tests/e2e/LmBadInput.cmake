@@ -22,6 +22,13 @@ expect(0 "" --generate 20 --prompt "The quick" --checkpoint "${good}")
 if(NOT stdout MATCHES "^The quick")
   message(FATAL_ERROR "the sample does not continue its prompt:\n${stdout}")
 endif()
+# A checkpoint of an --fp8 run (its layers' FP8 state in it) samples too.
+expect(0 "" ${tiny} --fp8 delayed --data "${WORK}/corpus.txt" --save "${WORK}/fp8.safetensors"
+       --out "${WORK}/out_fp8")
+if(NOT stdout MATCHES "FP8 [^\n]* in 2 Linear layers")
+  message(FATAL_ERROR "the --fp8 run did not take the 2 inner Linear layers:\n${stdout}")
+endif()
+expect(0 "" --generate 20 --prompt "The quick" --checkpoint "${WORK}/fp8.safetensors")
 expect(0 "" ${tiny} ${llama} --tokenizer bpe --vocab 300 --data "${WORK}/corpus.txt"
        --save "${bpe}" --out "${WORK}/out")
 expect(0 "KV cache" --generate 20 --prompt "The lazy" --checkpoint "${bpe}")

@@ -20,8 +20,8 @@ ranks train fully sharded (--fsdp instead of --ddp): each rank's file of the opt
 distributed checkpoint must match, and one process must resume from them; with --tp=N (lm) the
 ranks train tensor parallel in groups of N (--ddp over the groups), checked alike. --ranks=N runs
 N ranks (default 2). --optimizer=NAME (lm) trains with that optimizer (muon: its momentum, sharded
-under --zero, must carry over too). --fp8=RECIPE (lm) trains the hidden Linear layers in FP8 (the
-delayed recipe's amax histories, all-reduced over the ranks, must carry over too).
+under --zero and --fsdp, must carry over too). --fp8=RECIPE (lm) trains the hidden Linear layers
+in FP8 (the delayed recipe's amax histories, all-reduced over the ranks, must carry over too).
 """
 import filecmp
 import os

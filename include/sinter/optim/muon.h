@@ -49,7 +49,8 @@ SINTER_OPTIMIZER_GROUP(Muon, SINTER_MUON_OPTIONS)
 // Muon needs each matrix whole to orthogonalize its update, and ZeRO (Note [zero sharding]) gives
 // an optimizer flat shards: each a rank's part of a bucket of parameters laid back to back. A Muon
 // made by Muon::over_shards takes such 1-D shards in its Muon groups, and the sharder
-// (ZeroRedundancyOptimizer does it) gives each such group its MuonShards: for every shard the
+// (ZeroRedundancyOptimizer does it; FullyShardedDataParallel::give_muon_layouts for FSDP's shards,
+// each a rank's part of one parameter) gives each such group its MuonShards: for every shard the
 // pieces of matrices it holds, and a gather that joins a shard-shaped tensor of every rank into
 // its whole bucket. A step keeps the momentum on the shard (elementwise, as any optimizer's state
 // under ZeRO), gathers the group's updates u (one all-gather per bucket, all in flight),
@@ -57,8 +58,9 @@ SINTER_OPTIMIZER_GROUP(Muon, SINTER_MUON_OPTIONS)
 // matrix cut between two ranks' parts is orthogonalized by both, alike), and gives each piece its
 // part of the update with its matrix's lr'. That is Muon's step on the whole parameters: the
 // momentum and the weight decay are elementwise, and every rank orthogonalizes the same u. What
-// ZeRO saves is memory (the momentum 1/N), not the iteration: each rank orthogonalizes every
-// matrix that touches its part, and the gather moves the Muon groups' updates once more per step.
+// ZeRO and FSDP save is memory (the momentum 1/N), not the iteration: each rank orthogonalizes
+// every matrix that touches its part, and the gather moves the Muon groups' updates once more per
+// step.
 struct MuonShards {
   struct Piece {
     Shape shape;                // the whole matrix's, 2-D
