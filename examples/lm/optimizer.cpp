@@ -25,16 +25,17 @@ std::unique_ptr<st::optim::AdamW> adamw(const Run& r, const std::vector<st::Tens
 // in the same optimizer, two AdamW groups with lm's AdamW settings: the other matrices (the
 // embeddings and the output head) with the weight decay, the rest (norms, biases) without. One
 // optimizer, so the schedule, clipping, GradScaler and checkpoints treat it as AdamW. With --zero
-// the three groups are sharded, and with --fsdp Muon takes FSDP's shards; either way Muon gathers
-// each matrix it needs whole (Note [muon shards]). The blocks of --tp are refused (their matrices
-// are split by rows or columns over the group), as --cuda-graph is (the step reads the learning
-// rate on the host).
+// the three groups are sharded, with --fsdp Muon takes FSDP's shards, and with --tp the split
+// layers' rows or columns; each way Muon gathers each matrix it needs whole (Note [muon shards]).
+// --fsdp with --tp (FSDP's shards of the split layers' shards) is refused, as --cuda-graph is (the
+// step reads the learning rate on the host).
 void check_optimizer(const Run& r) {
   const Args& a = r.args;
-  if (r.cfg.optimizer == "muon" && (a.tp > 1 || a.cuda_graph)) {
+  if (r.cfg.optimizer == "muon" && ((a.fsdp && a.tp > 1) || a.cuda_graph)) {
     throw st::Error(
         "--optimizer muon: Muon orthogonalizes whole weight matrices; it does not combine with "
-        "--tp or --cuda-graph (use --ddp, --zero, --fsdp, or --optimizer adamw)");
+        "--cuda-graph, nor with --fsdp and --tp together (use one of them, or --optimizer "
+        "adamw)");
   }
 }
 
@@ -65,7 +66,10 @@ std::unique_ptr<st::optim::Optimizer> make_optimizer(const Run& r) {
   }
   auto [matrices, rest] = st::optim::muon_split(*r.model.module);
   for (const st::Tensor& p : rest) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  return muon(r, matrices, decay, no_decay, false);
+  if (!r.tp_group) return muon(r, matrices, decay, no_decay, false);
+  std::unique_ptr<st::optim::Muon> m = muon(r, matrices, decay, no_decay, true);
+  st::dist::tp::give_muon_layouts(*r.model.module, *m);  // the split matrices joined to step
+  return m;
 }
 
 ParamRoles param_roles(const Run& r) {

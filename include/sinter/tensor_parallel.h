@@ -367,4 +367,14 @@ class ParallelLlama : public nn::Module {
 std::vector<ShardSpec> shard_specs(const nn::Module& model, const std::string& prefix = "model.",
                                    bool writer = true);
 
+// Gives a Muon made by optim::Muon::over_shards over the parameters of `model` (a ParallelGPT or
+// ParallelLlama) the layout of each of its Muon groups (Note [muon shards]), from shard_specs:
+// each split weight's rows or columns are pieces of the whole matrix, which the step joins over
+// the model's group (the ranks' pieces placed in a zero matrix and all-reduced), orthogonalizes
+// and cuts again, so that the split model steps as Muon steps the whole one. A parameter of a
+// Muon group must be a 2-D parameter of the model (an Error names it otherwise); one whole on
+// every rank is orthogonalized as it is. Collective at each step over the model's group: every
+// rank of it steps.
+void give_muon_layouts(const nn::Module& model, optim::Muon& muon);
+
 }  // namespace sinter::dist::tp

@@ -1,9 +1,12 @@
 // tp::shard_specs: where each parameter of a tensor-parallel model sits in the whole model's, for
-// distributed checkpoints (Note [distributed checkpoint] in include/sinter/dist_checkpoint.h).
+// distributed checkpoints (Note [distributed checkpoint] in include/sinter/dist_checkpoint.h),
+// and the Muon layouts made from them (Note [muon shards]).
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <utility>
 
+#include "sinter/optim/muon.h"
 #include "sinter/tensor_parallel.h"
 
 namespace sinter::dist::tp {
@@ -111,17 +114,23 @@ struct Walk {
 
 }  // namespace
 
+namespace {
+
+std::shared_ptr<ProcessGroup> group_of(const nn::Module& model) {
+  if (auto* gpt = dynamic_cast<const ParallelGPT*>(&model)) return gpt->group;
+  if (auto* llama = dynamic_cast<const ParallelLlama*>(&model)) return llama->group;
+  return nullptr;
+}
+
+}  // namespace
+
 std::vector<ShardSpec> shard_specs(const nn::Module& model, const std::string& prefix,
                                    bool writer) {
   Walk walk;
   walk.prefix = prefix;
   walk.rename = [](const std::string& s) { return s; };
-  std::shared_ptr<ProcessGroup> group;
-  if (auto* gpt = dynamic_cast<const ParallelGPT*>(&model)) group = gpt->group;
-  if (auto* llama = dynamic_cast<const ParallelLlama*>(&model)) {
-    group = llama->group;
-    walk.rename = llama_name;
-  }
+  const std::shared_ptr<ProcessGroup> group = group_of(model);
+  if (dynamic_cast<const ParallelLlama*>(&model)) walk.rename = llama_name;
   SINTER_CHECK(group != nullptr,
                "tp::shard_specs: the model must be a ParallelGPT or a "
                "ParallelLlama, got ",
@@ -132,6 +141,59 @@ std::vector<ShardSpec> shard_specs(const nn::Module& model, const std::string& p
     for (ShardSpec& s : walk.out) s.writer = false;
   }
   return walk.out;
+}
+
+void give_muon_layouts(const nn::Module& model, optim::Muon& muon) {
+  const char* op = "tp::give_muon_layouts";
+  SINTER_CHECK(muon.takes_shards(), op, ": the Muon must be made by Muon::over_shards");
+  const std::vector<ShardSpec> specs = shard_specs(model, "");
+  const std::shared_ptr<ProcessGroup> group = group_of(model);
+  for (size_t g = 0; g < muon.num_param_groups(); ++g) {
+    if (muon.options(g).adamw) continue;
+    optim::MuonShards layout;
+    std::vector<bool> split;  // per parameter: a part on each rank (else whole on every rank)
+    for (const Tensor& p : muon.params(g)) {
+      const auto it = std::find_if(specs.begin(), specs.end(),
+                                   [&](const ShardSpec& s) { return s.local.is_same(p); });
+      SINTER_CHECK(it != specs.end() && it->whole.size() == 2, op, ": Muon's group ", g,
+                   " holds a tensor of shape ", shape_str(p.shape()),
+                   " that is not a 2-D parameter of the model");
+      std::vector<optim::MuonShards::Piece>& pieces = layout.pieces.emplace_back();
+      for (const Run& run : it->runs) {
+        for (int64_t k = 0; k < run.count; ++k) {
+          pieces.push_back({.shape = it->whole,
+                            .bucket_offset = 0,
+                            .matrix_offset = run.global + k * run.global_stride,
+                            .shard_offset = run.local + k * run.local_stride,
+                            .length = run.length});
+        }
+      }
+      split.push_back(p.numel() < it->whole[0] * it->whole[1]);
+    }
+    layout.gather = [group, split, pieces = layout.pieces](const std::vector<Tensor>& parts) {
+      std::vector<Tensor> whole;
+      std::vector<std::shared_ptr<Work>> works;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        const Tensor flat = parts[i].reshape({-1});
+        if (!split[i]) {  // whole on every rank already
+          whole.push_back(flat);
+          continue;
+        }
+        // This rank's pieces in a zero matrix: the sum over the group is the whole, exactly.
+        const int64_t numel = pieces[i].front().shape[0] * pieces[i].front().shape[1];
+        whole.push_back(zeros({numel}, {.dtype = flat.dtype(), .device = flat.device()}));
+        for (const optim::MuonShards::Piece& piece : pieces[i]) {
+          whole.back()
+              .narrow(0, piece.matrix_offset, piece.length)
+              .copy_(flat.narrow(0, piece.shard_offset, piece.length));
+        }
+        works.push_back(group->all_reduce_async(whole.back(), ReduceOp::Sum));
+      }
+      for (const auto& w : works) w->wait();
+      return whole;
+    };
+    muon.shard_group(g, std::move(layout));
+  }
 }
 
 }  // namespace sinter::dist::tp

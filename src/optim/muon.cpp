@@ -50,6 +50,8 @@ void Muon::shard_group(size_t group, MuonShards shards) {
                "Muon::shard_group: group ", group, " has ", params(group).size(),
                " shards, the layout ", shards.pieces.size(), shards.gather ? "" : " and no gather");
   for (size_t i = 0; i < shards.pieces.size(); ++i) {
+    SINTER_CHECK(params(group)[i].is_contiguous(), "Muon::shard_group: shard ", i, " of group ",
+                 group, " is not contiguous");
     for (const MuonShards::Piece& piece : shards.pieces[i]) {
       const int64_t numel = piece.shape.size() == 2 ? piece.shape[0] * piece.shape[1] : -1;
       SINTER_CHECK(numel > 0 && piece.length > 0 && piece.matrix_offset >= 0 &&
@@ -68,9 +70,10 @@ void Muon::check_shapes() const {
     if (options(g).adamw) continue;
     for (size_t i = 0; i < params(g).size(); ++i) {
       const Tensor& p = params(g)[i];
-      SINTER_CHECK(p.dim() == (over_shards_ ? 1 : 2), "Muon: parameter ", i, " of group ", g,
-                   " has shape ", shape_str(p.shape()),
-                   over_shards_ ? "; Muon::over_shards takes ZeRO's flat shards"
+      SINTER_CHECK(p.dim() == 2 || (over_shards_ && p.dim() == 1), "Muon: parameter ", i,
+                   " of group ", g, " has shape ", shape_str(p.shape()),
+                   over_shards_ ? "; Muon::over_shards takes flat shards (ZeRO's, FSDP's) or the "
+                                  "2-D shards of tensor-parallel layers"
                                 : "; Muon orthogonalizes 2-D updates only (give it a group with "
                                   "adamw = true; under ZeRO, make it with Muon::over_shards)");
       SINTER_CHECK(is_floating(p.dtype()), "Muon: parameter ", i, " of group ", g, " has dtype ",
@@ -161,8 +164,8 @@ Tensor Muon::momentum_update(size_t group, size_t i, const Tensor& grad, const M
 void Muon::step_sharded(size_t group, const MuonOptions& o) {
   const auto it = shards_.find(group);
   SINTER_CHECK(it != shards_.end(), "Muon: group ", group,
-               " holds shards with no layout (ZeroRedundancyOptimizer gives it; a Muon made by "
-               "Muon::over_shards steps only under ZeRO)");
+               " holds shards with no layout (the sharder gives it: ZeroRedundancyOptimizer, "
+               "FullyShardedDataParallel::give_muon_layouts or tp::give_muon_layouts)");
   const MuonShards& layout = it->second;
   std::vector<Tensor>& ps = params_[group];
   std::vector<Tensor> us;
@@ -177,12 +180,17 @@ void Muon::step_sharded(size_t group, const MuonOptions& o) {
     if (!ps[i].grad().defined()) continue;
     Tensor& p = ps[i];
     p.mul_(1.0 - o.lr * o.weight_decay);
+    const Tensor flat = p.detach().reshape({-1});  // (a view: the shards are contiguous)
+    Tensor update;  // of the last matrix orthogonalized: a shard's pieces of one matrix share it
+    int64_t at = -1;
     for (const MuonShards::Piece& piece : layout.pieces[i]) {
-      const int64_t numel = piece.shape[0] * piece.shape[1];
-      const Tensor u = whole[i].narrow(0, piece.bucket_offset, numel).reshape(piece.shape);
-      const Tensor update = muon_orthogonalize(u, o).reshape({-1}).to(p.dtype());
-      p.detach()
-          .narrow(0, piece.shard_offset, piece.length)
+      if (piece.bucket_offset != at) {
+        const int64_t numel = piece.shape[0] * piece.shape[1];
+        const Tensor u = whole[i].narrow(0, piece.bucket_offset, numel).reshape(piece.shape);
+        update = muon_orthogonalize(u, o).reshape({-1}).to(p.dtype());
+        at = piece.bucket_offset;
+      }
+      flat.narrow(0, piece.shard_offset, piece.length)
           .add_(update.narrow(0, piece.matrix_offset, piece.length),
                 -muon_adjusted_lr(o.lr, piece.shape, o.match_rms_adamw));
     }

@@ -26,6 +26,7 @@
 #include "sinter/profiler.h"
 #include "sinter/tensor_parallel.h"
 #include "test_util.h"
+#include "tp_test_util.h"
 
 namespace sinter::testing {
 namespace {
@@ -186,34 +187,13 @@ TEST(TensorParallel, ParallelAttentionEqualsTheWholeLayer) {
   }
 }
 
-// 20 AdamW steps of a whole model (forward: logits) in one process and of its split form (loss()
-// over the group) on the same random batches (2 sequences of t tokens from generator `seed`): the
-// losses agree within 1e-10 at every step, and with `clip` the norms the gradients are clipped at
-// (0.5) too.
+// train_alike (tp_test_util.h) with AdamW, 20 steps.
 template <class WholeModel, class SplitModel>
-void train_alike(WholeModel& whole, SplitModel& split, int64_t vocab, int64_t t, uint64_t seed,
-                 bool clip) {
+void train_alike_with_adamw(WholeModel& whole, SplitModel& split, int64_t vocab, int64_t t,
+                            uint64_t seed, bool clip) {
   const optim::AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1};
   optim::AdamW whole_opt(whole.parameters(), options), split_opt(split.parameters(), options);
-  Generator gen(seed);
-  for (int step = 0; step < 20; ++step) {
-    const Tensor ids = randint(0, vocab, {2, t}, {.dtype = DType::i64}, &gen);
-    const Tensor targets = randint(0, vocab, {2, t}, {.dtype = DType::i64}, &gen);
-    whole_opt.zero_grad();
-    const Tensor want =
-        cross_entropy(whole.forward(ids).reshape({-1, vocab}), targets.reshape({-1}));
-    want.backward();
-    const double want_norm = clip ? optim::clip_grad_norm_(whole.parameters(), 0.5) : 0.0;
-    whole_opt.step();
-    split_opt.zero_grad();
-    const Tensor got = split.loss(ids, targets);
-    got.backward();
-    const double got_norm = clip ? dist::tp::clip_grad_norm_(split, 0.5, world_ptr()) : 0.0;
-    split_opt.step();
-    EXPECT_NEAR(got_norm, want_norm, 1e-10 * want_norm) << "step " << step;
-    EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-10 * std::abs(want.item<double>()))
-        << "step " << step;
-  }
+  train_alike(whole, split, whole_opt, split_opt, vocab, t, seed, clip, 20);
 }
 
 // Per Note [tensor parallel gpt], 20 AdamW steps of a small GPT split over the ranks give the
@@ -240,7 +220,7 @@ TEST(TensorParallel, ParallelGptTrainsAsTheWholeGpt) {
     dist::tp::ParallelGPT split(config, world_ptr(), sequence_parallel);
     split.to(kF64);
     split.load_full(whole);
-    train_alike(whole, split, config.vocab_size, 4 * n, 8, /*clip=*/true);
+    train_alike_with_adamw(whole, split, config.vocab_size, 4 * n, 8, /*clip=*/true);
     // After the steps: the shards are the whole parameters' rows or columns.
     const int64_t e = config.n_embd, rows = e / n, v = config.vocab_size / n;
     EXPECT_TRUE(all_close(split.wte->weight, whole.wte->weight.narrow(0, r * v, v), 1e-10, 1e-12));
@@ -370,7 +350,7 @@ TEST(TensorParallel, ParallelLlamaTrainsAsTheWholeLlama) {
     dist::tp::ParallelLlama split(config, world_ptr(), sequence_parallel);
     split.to(kF64);
     split.load_full(whole);
-    train_alike(whole, split, config.vocab_size, 4 * n, 24, /*clip=*/false);
+    train_alike_with_adamw(whole, split, config.vocab_size, 4 * n, 24, /*clip=*/false);
     const auto& layer =
         static_cast<const nn::models::LlamaDecoderLayer&>(*(*whole.model->layers)[1]);
     const auto& mine = static_cast<const dist::tp::ParallelLlamaLayer&>(*(*split.layers)[1]);

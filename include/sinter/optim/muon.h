@@ -46,21 +46,23 @@ SINTER_OPTIMIZER_GROUP(Muon, SINTER_MUON_OPTIONS)
 // one-cycle schedule cycles the Muon groups' momentum (the AdamW groups' betas stay).
 //
 // Note [muon shards]
-// Muon needs each matrix whole to orthogonalize its update, and ZeRO (Note [zero sharding]) gives
-// an optimizer flat shards: each a rank's part of a bucket of parameters laid back to back. A Muon
-// made by Muon::over_shards takes such 1-D shards in its Muon groups, and the sharder
-// (ZeroRedundancyOptimizer does it; FullyShardedDataParallel::give_muon_layouts for FSDP's shards,
-// each a rank's part of one parameter) gives each such group its MuonShards: for every shard the
+// Muon needs each matrix whole to orthogonalize its update, and the sharders give an optimizer
+// parts of matrices: ZeRO (Note [zero sharding]) flat shards, each a rank's part of a bucket of
+// parameters laid back to back; FSDP a rank's flat part of each parameter; tensor parallelism each
+// rank's block of rows or columns of a weight (Note [tensor parallel linear]). A Muon made by
+// Muon::over_shards takes such shards (1-D, or a tensor-parallel layer's 2-D ones) in its Muon
+// groups, and the sharder (ZeroRedundancyOptimizer does it; FullyShardedDataParallel's and
+// tp::give_muon_layouts for the others) gives each such group its MuonShards: for every shard the
 // pieces of matrices it holds, and a gather that joins a shard-shaped tensor of every rank into
 // its whole bucket. A step keeps the momentum on the shard (elementwise, as any optimizer's state
-// under ZeRO), gathers the group's updates u (one all-gather per bucket, all in flight),
-// orthogonalizes each matrix that has a piece in the shard, whole, from the gathered bucket (a
-// matrix cut between two ranks' parts is orthogonalized by both, alike), and gives each piece its
-// part of the update with its matrix's lr'. That is Muon's step on the whole parameters: the
-// momentum and the weight decay are elementwise, and every rank orthogonalizes the same u. What
-// ZeRO and FSDP save is memory (the momentum 1/N), not the iteration: each rank orthogonalizes
-// every matrix that touches its part, and the gather moves the Muon groups' updates once more per
-// step.
+// under ZeRO), gathers the group's updates u (all the group's collectives in flight together),
+// orthogonalizes each matrix that has a piece in the shard, whole and once, from the gathered
+// bucket (a matrix cut between two ranks' parts is orthogonalized by both, alike), and gives each
+// piece its part of the update with its matrix's lr'. That is Muon's step on the whole
+// parameters: the momentum and the weight decay are elementwise, and every rank orthogonalizes
+// the same u. What the sharding saves is memory (the momentum 1/N), not the iteration: each rank
+// orthogonalizes every matrix that touches its part, and the gather moves the Muon groups'
+// updates once more per step.
 struct MuonShards {
   struct Piece {
     Shape shape;                // the whole matrix's, 2-D
@@ -81,8 +83,8 @@ class Muon : public OptimizerWithOptions<MuonOptions, MuonGroup> {
   // shape otherwise (put it in an adamw group).
   explicit Muon(const std::vector<Tensor>& params, const MuonOptions& options = {});
   Muon(const std::vector<MuonGroup>& groups, const MuonOptions& defaults = {});
-  // A Muon over ZeRO's flat shards (Note [muon shards]): its Muon groups take 1-D shards, each
-  // group given its layout by shard_group before the first step.
+  // A Muon over shards (Note [muon shards]): its Muon groups take contiguous 1-D or 2-D shards,
+  // each group given its layout by shard_group before the first step.
   static std::unique_ptr<Muon> over_shards(const std::vector<MuonGroup>& groups,
                                            const MuonOptions& defaults = {});
   bool takes_shards() const { return over_shards_; }
