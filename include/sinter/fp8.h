@@ -180,8 +180,9 @@ bool is_state_key(const std::string& key);
 // registration order: a whole model and its tensor-parallel split (ParallelGPT::load_full and
 // to_full), whose Linear layers correspond in that order. A layer of `to` is marked (and given
 // the buffers) where its counterpart is, and its state is a copy of the counterpart's; where the
-// counterpart is not marked it is left as it is. Throws where the two differ in their count of
-// Linear layers.
+// counterpart is not marked it is left as it is. Throws, before changing anything, where the two
+// differ in their count of Linear layers, or where a marked layer's counterpart's GEMM does not
+// fit FP8 (a shard's features not multiples of 16).
 void copy_state(const nn::Module& from, nn::Module& to);
 
 }  // namespace sinter::fp8

@@ -48,9 +48,10 @@ namespace sinter::fp8 {
 // A pass with no history yet (count 0) scales each tensor by its own amax. With an amax_group, each
 // amax recorded is all-reduced (max, NaN as infinity) over it first, so that data-parallel ranks
 // keep equal histories (and a forward without grad, which one rank may run alone, makes no
-// collective). The state lives beside the layer: on a GPU the same steps run on the device, the
-// host reading none of it (Note [fp8 quantize kernels]; the first pass's amax is all-reduced at
-// every recorded step there, the host not knowing which is the first).
+// collective over it; a tensor-parallel layer's do over its group: Note [fp8 tensor parallel]). The
+// state lives beside the layer: on a GPU the same steps run on the device, the host reading none of
+// it (Note [fp8 quantize kernels]; the first pass's amax is all-reduced at every recorded step
+// there, the host not knowing which is the first).
 
 // Note [fp8 tensor parallel]
 // A tensor-parallel Linear (dist::tp::ColumnParallelLinear, RowParallelLinear) that fp8::prepare
@@ -64,8 +65,10 @@ namespace sinter::fp8 {
 // together), so that each part gets the scale the whole tensor has in the whole layer: the codes
 // are the whole layer's, and what a rank computes from whole rows of K (a column-parallel
 // layer's output and weight gradient; a row-parallel layer's input and weight gradients) is the
-// whole layer's bit for bit; the sums over the group differ from one GEMM's only in the order of
-// the f32 additions. The delayed recipe records these reduced amaxes, so that every rank of the
+// whole layer's bit for bit; the sums over the group differ from one GEMM's in the order of the
+// additions (and, under autocast, in the partial products' rounding to the output dtype before
+// the sum, as without FP8). Every forward makes these collectives, evaluations too: the whole
+// group runs each. The delayed recipe records these reduced amaxes, so that every rank of the
 // group keeps the whole layer's history (its amax_group, over the data-parallel replicas, on
 // top). The block recipe needs no collective: its tiles are the whole layer's wherever a shard's
 // boundaries fall on the block (the split features a multiple of `block`), and each rank's own
@@ -337,6 +340,10 @@ std::vector<Layer> linear_layers(nn::Module& root) {
   return layers;
 }
 
+// Whether the layer's GEMM can run in FP8: in and out features multiples of 16 (the FP8 tensor
+// cores' tile), no activation in its epilogue.
+bool fits(const Layer& l) { return l.in % 16 == 0 && l.out % 16 == 0 && !l.fused; }
+
 // Marks the layer and registers its state buffers with these values.
 void mark(const Layer& l, const Tensor& history, const Tensor& scale, const Tensor& steps) {
   *l.history = l.module->register_buffer("fp8_amax_history", history);
@@ -354,9 +361,8 @@ std::vector<std::string> prepare(nn::Module& model, const Recipe& recipe,
   std::vector<std::string> taken;
   for (size_t i = 0; i < layers.size(); ++i) {
     const Layer& l = layers[i];
-    const bool fits = l.in % 16 == 0 && l.out % 16 == 0 && !l.fused;
     const bool chosen = filter ? filter(l.name, *l.module) : i != 0 && i + 1 != layers.size();
-    if (!chosen || !fits || *l.marked) continue;
+    if (!chosen || !fits(l) || *l.marked) continue;
     const int64_t h = recipe.amax_history_len;
     const Device dev = l.module->parameters()[0].device();  // the delayed state is beside it
     mark(l, zeros({3, h}, {.device = dev}), ones({3}, {.device = dev}),
@@ -383,6 +389,14 @@ void copy_state(const nn::Module& from, nn::Module& to) {
   const std::vector<Layer> dst = linear_layers(to);
   SINTER_CHECK(src.size() == dst.size(), "fp8::copy_state: ", from.name(), " has ", src.size(),
                " Linear layers, ", to.name(), " has ", dst.size());
+  for (size_t i = 0; i < src.size(); ++i) {  // all checked before any changes
+    SINTER_CHECK(!*src[i].marked || fits(dst[i]), "fp8::copy_state: ", dst[i].name, "'s GEMM is ",
+                 dst[i].out, " x ", dst[i].in,
+                 " (a shard's, under tensor parallelism): FP8 takes multiples of 16; leave ",
+                 src[i].name,
+                 " out of fp8::prepare with a filter, or split the model over fewer "
+                 "ranks");
+  }
   for (size_t i = 0; i < src.size(); ++i) {
     const Layer &a = src[i], &b = dst[i];
     if (!*a.marked) continue;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dist_test_util.h"
+#include "sinter/cuda.h"
 #include "sinter/fp8.h"
 #include "sinter/optim/sgd.h"
 #include "sinter/tensor_parallel.h"
@@ -141,8 +142,11 @@ TEST(TensorParallelFp8, RowParallelLinearEqualsTheWholeLayer) {
 // layers' state back.
 TEST(TensorParallelFp8, ParallelGptTakesTheWholeGptsFp8Layers) {
   const int n = world().size();
-  const nn::models::GPTConfig config{
-      .vocab_size = 8 * n, .context_length = 8, .n_layer = 2, .n_head = 2 * n, .n_embd = 32 * n};
+  const nn::models::GPTConfig config{.vocab_size = 8 * n,
+                                     .context_length = 4 * n,
+                                     .n_layer = 2,
+                                     .n_head = 2 * n,
+                                     .n_embd = 32 * n};
   const fp8::Recipe recipe{.scaling = fp8::Scaling::Delayed, .amax_history_len = 4};
   for (const bool sequence_parallel : {false, true}) {
     SCOPED_TRACE(sequence_parallel ? "sequence parallel" : "tensor parallel");
@@ -166,7 +170,7 @@ TEST(TensorParallelFp8, ParallelGptTakesTheWholeGptsFp8Layers) {
     Generator data(5);
     double furthest = 0, fp8_effect = 0;
     for (int step = 0; step < 4; ++step) {
-      const Tensor ids = randint(0, config.vocab_size, {2, 8}, {.dtype = DType::i64}, &data);
+      const Tensor ids = randint(0, config.vocab_size, {2, 4 * n}, {.dtype = DType::i64}, &data);
       const auto loss_of = [&](nn::Module& m, optim::SGD& opt, bool in_fp8) {
         opt.zero_grad();
         const fp8::Autocast guard(recipe, in_fp8);
@@ -194,6 +198,76 @@ TEST(TensorParallelFp8, ParallelGptTakesTheWholeGptsFp8Layers) {
       const Tensor want = whole_state.at(name + ".fp8_amax_history");
       EXPECT_LE(max_diff(back_state.at(name + ".fp8_amax_history"), want),
                 1e-4f * want.abs().max().item<float>());
+    }
+  }
+}
+
+// A whole layer that fits FP8 whose shard does not (24 input features a rank): load_full refuses
+// it, naming the layer, and leaves the split model as it was.
+TEST(TensorParallelFp8, AShardThatDoesNotFitIsAnError) {
+  const int n = world().size();
+  const nn::models::GPTConfig config{
+      .vocab_size = 4 * n, .context_length = 8, .n_layer = 1, .n_head = n, .n_embd = 24 * n};
+  nn::models::GPT whole(config);
+  fp8::prepare(whole, {}, [](const std::string& name, const nn::Module&) {
+    return name == "blocks.0.attn.out_proj";  // 24 n x 24 n: fits whole (n even)
+  });
+  dist::tp::ParallelGPT split(config, world_ptr());
+  if (n % 2 != 0) return;
+  expect_error([&] { split.load_full(whole); },
+               {"fp8::copy_state", "blocks.0.attn.out_proj", " x 24", "multiples of 16"});
+  for (const auto& [name, t] : split.named_buffers()) EXPECT_FALSE(fp8::is_state_key(name)) << name;
+}
+
+// On the GPU (the amaxes all-reduced as float bits by NCCL, the FP8 GEMMs on the tensor cores):
+// the split layers under the per-tensor recipes against the whole layer on the same GPU, their
+// delayed histories equal bit for bit, the outputs and gradients within 1e-5 of the largest.
+TEST(CudaTensorParallelFp8, SplitLayersEqualTheWholeLayerOnTheGpu) {
+  SINTER_REQUIRE_CUDA();
+  if (cuda::device_count() < world().local_size()) GTEST_SKIP() << "needs one GPU per rank";
+  const Device dev = Device::cuda(world().cuda_device());
+  const int n = world().size(), r = world().rank();
+  const int64_t in = 32, hidden = 32 * n, cols = hidden / n;
+  Generator gen(20261208);
+  const Tensor w1 = last_slice_times(mul(randn({in, hidden}, {}, &gen), 0.2), n, 3.0).t();
+  const Tensor w2 = last_slice_times(mul(randn({in, hidden}, {}, &gen), 0.2), n, 3.0);
+  const Tensor b1 = randn({hidden}, {}, &gen), b2 = randn({in}, {}, &gen);
+  const Tensor x = randn({2, 8, in}, {}, &gen).to(dev);
+  const Tensor h = last_slice_times(randn({2, 8, hidden}, {}, &gen), n, 5.0).to(dev);
+  const Tensor c1 = last_slice_times(randn({2, 8, hidden}, {}, &gen), n, 4.0).to(dev);
+  const Tensor c2 = randn({2, 8, in}, {}, &gen).to(dev);
+  const auto close = [](const Tensor& got, const Tensor& want) {
+    return max_diff(got, want) <= 1e-5f * want.abs().max().item<float>();
+  };
+  for (const auto& [name, recipe] : recipes()) {
+    if (recipe.scaling == fp8::Scaling::Block) continue;  // (no collective)
+    SCOPED_TRACE(name);
+    nn::Linear whole_fc(in, hidden), whole_proj(hidden, in);
+    ColumnParallelLinear fc(in, hidden, world_ptr());
+    RowParallelLinear proj(hidden, in, world_ptr(), {.input_is_parallel = false});
+    whole_fc.weight.detach().copy_(w1.contiguous());
+    whole_fc.bias.detach().copy_(b1);
+    whole_proj.weight.detach().copy_(w2);
+    whole_proj.bias.detach().copy_(b2);
+    fc.load_full(w1.contiguous(), b1);
+    proj.load_full(w2, b2);
+    for (nn::Module* m : {static_cast<nn::Module*>(&whole_fc), static_cast<nn::Module*>(&fc),
+                          static_cast<nn::Module*>(&whole_proj), static_cast<nn::Module*>(&proj)}) {
+      m->to(dev);
+    }
+    const Results want_fc = run(whole_fc, x, c1, recipe);
+    const Results got_fc = run(fc, x, c1.narrow(-1, r * cols, cols), recipe);
+    EXPECT_TRUE(close(got_fc.y, want_fc.y.narrow(-1, r * cols, cols)));
+    EXPECT_TRUE(close(got_fc.dw, want_fc.dw.narrow(0, r * cols, cols)));
+    EXPECT_TRUE(close(got_fc.dx, want_fc.dx));
+    const Results want_proj = run(whole_proj, h, c2, recipe);
+    const Results got_proj = run(proj, h, c2, recipe);
+    EXPECT_TRUE(close(got_proj.y, want_proj.y));
+    EXPECT_TRUE(close(got_proj.dx, want_proj.dx));
+    EXPECT_TRUE(close(got_proj.dw, want_proj.dw.narrow(1, r * cols, cols)));
+    if (recipe.scaling == fp8::Scaling::Delayed) {
+      EXPECT_EQ(max_diff(got_fc.history, want_fc.history), 0.0f);
+      EXPECT_EQ(max_diff(got_proj.history, want_proj.history), 0.0f);
     }
   }
 }

@@ -23,12 +23,14 @@ const optim::MuonOptions kMuon{.lr = 0.02, .weight_decay = 0.1, .ns_bf16 = false
 
 // 8 steps of Muon over the shards give the one-process GPT's losses under Muon within 1e-10
 // (train_alike) and its parameters after; with the model one unit and the blocks units. The
-// matrices (18 x 6, 6 x 6, 24 x 6, 6 x 24) do not split evenly over 4 ranks: the shards' padding
-// is no part of any matrix.
+// matrices (15 x 5, 5 x 5, 20 x 5, 5 x 20) do not split evenly over 2 or 4 ranks: the shards'
+// padding is no part of any matrix.
 TEST(FsdpMuon, TrainsAsMuonOnTheWholeModel) {
   for (const bool blocks_as_units : {true, false}) {
     SCOPED_TRACE(blocks_as_units ? "blocks as units" : "one unit");
-    const nn::models::GPTConfig config = small_gpt(true, false);
+    nn::models::GPTConfig config = small_gpt(true, false);
+    config.n_head = 1;
+    config.n_embd = 5;
     nn::models::GPT whole = f64_gpt(config, 31);
     auto model = copy_of(whole);
     const auto [whole_matrices, whole_rest] = optim::muon_split(whole);
