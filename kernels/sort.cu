@@ -1,7 +1,8 @@
 // CUDA topk_rows: each row's first k elements in Note [topk order]. Small k: a block per row picks
 // them one at a time, each pick a block-wide arg-extremum over the elements ranked after the last.
 // Larger k: CUB's segmented radix sort of keys whose unsigned order is that order, stable, so equal
-// keys keep their positions' order; then the first k of each sorted row.
+// keys keep their positions' order; then the first k of each sorted row. searchsorted_rows: a
+// thread per value runs Note [searchsorted]'s binary search.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -181,7 +182,33 @@ void topk_sorted(const Ctx& ctx, const T* in, int64_t rows, int64_t len, int64_t
   }
 }
 
+// A thread per value (grid-stride): its row's binary search (Note [searchsorted]).
+template <typename T>
+__global__ void searchsorted_kernel(const T* bounds, const T* values, int64_t m, int64_t k,
+                                    int64_t n, bool right, int64_t* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const T* row = bounds + (i / k) * m;
+    out[i] =
+        searchsorted_index([&](int64_t j) { return to_acc(row[j]); }, m, to_acc(values[i]), right);
+  }
+}
+
 }  // namespace
+
+void searchsorted_rows(const Ctx& ctx, const void* bounds, const void* values, DType dtype,
+                       int64_t rows, int64_t m, int64_t k, bool right, int64_t* out) {
+  const int64_t n = rows * k;
+  if (n == 0) return;
+  DeviceGuard guard(ctx.device);
+  visit_storage(dtype, "searchsorted_rows", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    searchsorted_kernel<T><<<capped_grid((n + kThreads - 1) / kThreads), kThreads, 0,
+                             static_cast<cudaStream_t>(ctx.stream)>>>(
+        static_cast<const T*>(bounds), static_cast<const T*>(values), m, k, n, right, out);
+    SINTER_LAUNCH_CHECK("searchsorted_kernel");
+  });
+}
 
 void topk_rows(const Ctx& ctx, const void* in, DType dtype, int64_t rows, int64_t len, int64_t k,
                bool largest, void* values, int64_t* indices) {

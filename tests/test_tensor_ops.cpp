@@ -266,6 +266,23 @@ TEST(Sort, PyTorchValues) {
             (std::vector<int64_t>{0, 1, 4, 3, 4, 0}));
   EXPECT_EQ(searchsorted(flat, values({0, 2, nan, 3, 3.5, -1}, {2, 3}), true).to_vector<int64_t>(),
             (std::vector<int64_t>{0, 3, 4, 4, 4, 0}));
+  // NaN boundaries (sorted last) give PyTorch's binary search's answers, not a count (torch 2.x:
+  // a count would put 1.5 at 2 and 0.5 in the first row at 0).
+  const Tensor with_nan = values({1, 2, nan}, {3}), probes = values({0.5, 1.5, 2, 3, nan}, {5});
+  EXPECT_EQ(searchsorted(with_nan, probes).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 1, 1, 3, 3}));
+  EXPECT_EQ(searchsorted(with_nan, probes, true).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 1, 3, 3, 3}));
+  const Tensor rows = values({1, nan, nan, nan, 0, 1, 2, 3}, {2, 4});
+  const Tensor rows_v = values({0.5, 1, 2, 1, 2.5, 9}, {2, 3});
+  EXPECT_EQ(searchsorted(rows, rows_v).to_vector<int64_t>(),
+            (std::vector<int64_t>{4, 4, 4, 1, 3, 4}));
+  EXPECT_EQ(searchsorted(rows, rows_v, true).to_vector<int64_t>(),
+            (std::vector<int64_t>{4, 4, 4, 2, 3, 4}));
+  // Integer boundaries and float values compare in the promoted dtype.
+  EXPECT_EQ(searchsorted(values({1, 3, 5}, {3}).to(DType::i64), values({2.5, 3}, {2}))
+                .to_vector<int64_t>(),
+            (std::vector<int64_t>{1, 1}));
   const Tensor in = values({0.5, 2, 3, 9}, {2, 2}), bounds = values({1, 2, 3}, {3});
   EXPECT_EQ(bucketize(in, bounds).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(bucketize(in, bounds, true).to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 3, 3}));

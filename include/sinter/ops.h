@@ -571,8 +571,9 @@ Tensor argsort(const Tensor& a, int64_t dim = -1, bool descending = false);
 // For each of `values`, the index at which it would be inserted into sorted_sequence (ascending,
 // along its last dim) to keep it sorted: the first such index, or with right the last.
 // sorted_sequence is 1-D, or has values' leading dims; values is a tensor of any shape, a NaN
-// goes last. i64 of values' shape; not differentiable. Compares each value with every boundary
-// (O(values x boundaries) work, not a binary search).
+// goes last. Both are compared in their promoted dtype. i64 of values' shape; not
+// differentiable. PyTorch's binary search, step for step (Note [searchsorted] in
+// src/kern/sort.h): its results where the boundaries hold NaN (sorted last) too.
 Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false);
 // searchsorted(boundaries, input, right) for 1-D boundaries: the bucket of each element of input.
 Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool right = false);

@@ -1,5 +1,5 @@
 // topk, the first k elements along a dim in Note [topk order]; sort and argsort, topk of the whole
-// dim; searchsorted and bucketize, composed of comparisons; unique, of sort.
+// dim; searchsorted and bucketize, a binary search (Note [searchsorted]); unique, of sort.
 #include "kern/sort.h"
 
 #include <algorithm>
@@ -99,15 +99,18 @@ Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool ri
         shape_str(values.shape()));
   }
   NoGradGuard ng;
-  const int64_t m = b.size(-1);
-  // Boundaries (..., 1, M) against values (..., K, 1): the index is the number of boundaries
-  // below the value (left: not >= it; right: not > it), so a NaN value counts them all.
-  const Tensor v = values.unsqueeze(-1);
-  const Tensor bounds = b.dim() == 1 ? b : b.unsqueeze(-2);
-  const Tensor after = right ? gt(bounds, v) : ge(bounds, v);
-  return sub(full(values.shape(), static_cast<double>(m),
-                  {.dtype = DType::i64, .device = values.device()}),
-             sum(after.to(DType::i64), {-1}));
+  // Both in their promoted dtype; each value searches its row of boundaries (the one row of 1-D
+  // boundaries) with Note [searchsorted]'s binary search.
+  const DType dt = promote_types(b.dtype(), values.dtype());
+  const Tensor bc = b.to(dt).contiguous(), vc = values.to(dt).contiguous();
+  const int64_t m = b.size(-1), rows = b.dim() == 1 ? 1 : b.numel() / std::max<int64_t>(m, 1);
+  Tensor out = zeros(values.shape(), {.dtype = DType::i64, .device = values.device()});
+  const int64_t k = b.dim() == 1 ? vc.numel() : (values.dim() == 0 ? 1 : values.size(-1));
+  if (m > 0 && vc.numel() > 0) {
+    SINTER_DISPATCH(values.device(), searchsorted_rows, bc.data_ptr(), vc.data_ptr(), dt, rows, m,
+                    k, right, static_cast<int64_t*>(out.data_ptr()));
+  }
+  return out;
 }
 
 Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool right) {
