@@ -55,6 +55,21 @@ std::vector<OpRow> pool_rows() {
       // adaptive average pooling, to sizes that do not divide the input (overlapping windows).
       {.name = "AdaptiveAvgPool2d", .shapes = {S{2, 3, 7, 5}}, .fn = adaptive_pool_of({3, 2})},
       {.name = "AdaptiveAvgPool2dUp", .shapes = {S{2, 2, 3, 4}}, .fn = adaptive_pool_of({5, 6})},
+      {.name = "AdaptiveAvgPool1d",
+       .shapes = {S{2, 3, 7}},
+       .fn = [](const Inputs& x) { return adaptive_avg_pool1d(x[0], 3); }},
+      {.name = "AdaptiveAvgPool3d",
+       .shapes = {S{2, 2, 5, 3, 4}},
+       .fn =
+           [](const Inputs& x) {
+             return adaptive_avg_pool3d(x[0], {2, 4, 3});
+           }},
+      {.name = "AdaptiveAvgPool3dUnbatched",
+       .shapes = {S{2, 3, 4, 5}},
+       .fn =
+           [](const Inputs& x) {
+             return adaptive_avg_pool3d(x[0], {4, 2, 2});
+           }},
       {.name = "AdaptiveAvgPool2dGlobal",
        .shapes = {S{2, 3, 4, 5}},
        .fn = adaptive_pool_of({1, 1})},

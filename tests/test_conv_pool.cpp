@@ -347,6 +347,45 @@ TEST(ConvPool, AdaptiveAvgPool2dEqualsAvgPoolWhenDivisible) {
   EXPECT_TRUE(all_close(adaptive_avg_pool2d(x, {3, 4}), avg_pool2d(x, {2, 2}), 1e-12, 1e-12));
 }
 
+// Adaptive average pooling in 1-D and 3-D, and interpolate's area mode, against the windows written
+// out: output i of `out` over `in` averages inputs [floor(i in / out), ceil((i + 1) in / out)).
+TEST(ConvPool, AdaptiveAvgPool1dAnd3dAverageTheirWindows) {
+  const auto lo = [](int64_t i, int64_t in, int64_t out) { return i * in / out; };
+  const auto hi = [](int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; };
+  const Tensor x = randn({2, 3, 5, 4, 7}, {.dtype = DType::f64});
+  const Tensor y = adaptive_avg_pool3d(x, {3, 3, 2});
+  ASSERT_EQ(y.shape(), (Shape{2, 3, 3, 3, 2}));
+  const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
+  size_t at = 0;
+  for (int64_t p = 0; p < 6; ++p) {
+    for (int64_t d = 0; d < 3; ++d) {
+      for (int64_t h = 0; h < 3; ++h) {
+        for (int64_t w = 0; w < 2; ++w) {
+          double sum = 0;
+          int64_t count = 0;
+          for (int64_t i = lo(d, 5, 3); i < hi(d, 5, 3); ++i) {
+            for (int64_t j = lo(h, 4, 3); j < hi(h, 4, 3); ++j) {
+              for (int64_t k = lo(w, 7, 2); k < hi(w, 7, 2); ++k, ++count) {
+                sum += xv[static_cast<size_t>(((p * 5 + i) * 4 + j) * 7 + k)];
+              }
+            }
+          }
+          EXPECT_NEAR(yv[at++], sum / static_cast<double>(count), 1e-12);
+        }
+      }
+    }
+  }
+  // 1-D: a row of 0..4 to 3 outputs, as adaptive_avg_pool2d's known values.
+  const Tensor row = from_vector(std::vector<float>{0, 1, 2, 3, 4}, {1, 5});
+  EXPECT_EQ(adaptive_avg_pool1d(row, 3).to_vector<float>(), (std::vector<float>{0.5f, 2, 3.5f}));
+  // Area is the adaptive pooling to the output size.
+  EXPECT_TRUE(
+      all_close(interpolate(x, {.size = {3, 3, 2}, .mode = InterpolateMode::Area}), y, 0, 0));
+  const Tensor x2 = randn({2, 3, 7, 5}, {.dtype = DType::f64});
+  EXPECT_TRUE(all_close(interpolate(x2, {.scale_factor = {0.5}, .mode = InterpolateMode::Area}),
+                        adaptive_avg_pool2d(x2, {3, 2}), 0, 0));
+}
+
 using ::sinter::testing::expect_error;
 
 TEST(ConvPoolErrors, Conv2dArguments) {
@@ -434,6 +473,27 @@ TEST(ConvPoolErrors, PoolArguments) {
         adaptive_avg_pool2d(zeros({1, 2, 0, 5}), {1, 1});
       },
       {"adaptive_avg_pool2d", "empty spatial dim"});
+  expect_error(
+      [&] {
+        adaptive_avg_pool1d(zeros({2, 3, 4, 5}), 2);
+      },
+      {"adaptive_avg_pool1d", "2-D (C, L) or 3-D (N, C, L)"});
+  expect_error(
+      [&] {
+        adaptive_avg_pool3d(zeros({1, 2, 3, 4, 5}), {0, 1, 1});
+      },
+      {"adaptive_avg_pool3d", "output_size must be positive"});
+  expect_error(
+      [&] {
+        adaptive_avg_pool3d(zeros({2, 3, 4}), {1, 1, 1});
+      },
+      {"adaptive_avg_pool3d", "4-D (C, D, H, W) or 5-D"});
+  expect_error(
+      [&] {
+        interpolate(zeros({1, 1, 4}),
+                    {.size = {2}, .mode = InterpolateMode::Area, .align_corners = true});
+      },
+      {"interpolate", "align_corners", "area"});
 }
 
 // --- CPU vs CUDA at sizes that span many tiles ---

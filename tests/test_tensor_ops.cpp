@@ -279,6 +279,16 @@ TEST(Sort, PyTorchValues) {
             (std::vector<int64_t>{4, 4, 4, 1, 3, 4}));
   EXPECT_EQ(searchsorted(rows, rows_v, true).to_vector<int64_t>(),
             (std::vector<int64_t>{4, 4, 4, 2, 3, 4}));
+  // A 0-d value takes the boundaries' dtype where its category is not higher (torch's
+  // result_type): 0.1000000014 in f32 is 0.1f; 2^40 in i32 wraps to 0.
+  EXPECT_EQ(searchsorted(values({0.1, 0.2, 0.3}, {3}).to(DType::f32),
+                         full({}, 0.1000000014, {.dtype = DType::f64}), true)
+                .item<int64_t>(),
+            1);
+  EXPECT_EQ(searchsorted(values({1, 2, 3}, {3}).to(DType::i32),
+                         full({}, 1099511627776.0, {.dtype = DType::i64}))
+                .item<int64_t>(),
+            0);
   // Integer boundaries and float values compare in the promoted dtype.
   EXPECT_EQ(searchsorted(values({1, 3, 5}, {3}).to(DType::i64), values({2.5, 3}, {2}))
                 .to_vector<int64_t>(),

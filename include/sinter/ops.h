@@ -340,6 +340,9 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel
 Tensor max_pool2d(const Tensor& x, Size2 kernel_size, const MaxPool2dOptions& opts = {});
 Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, const AvgPool2dOptions& opts = {});
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
+// As adaptive_avg_pool2d over one spatial dim: x (N, C, L) or (C, L) -> (..., output_size), output
+// i the mean of inputs [floor(i L / out), ceil((i + 1) L / out)). Differentiable.
+Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);
 
 // --- normalization, dropout, sampling, embedding ---
 // x: (N, C, *). In training, normalizes with the batch statistics over all dims but C and updates
@@ -571,7 +574,8 @@ Tensor argsort(const Tensor& a, int64_t dim = -1, bool descending = false);
 // For each of `values`, the index at which it would be inserted into sorted_sequence (ascending,
 // along its last dim) to keep it sorted: the first such index, or with right the last.
 // sorted_sequence is 1-D, or has values' leading dims; values is a tensor of any shape, a NaN
-// goes last. Both are compared in their promoted dtype. i64 of values' shape; not
+// goes last. Both are compared in their result_type (a 0-d value in the boundaries' dtype of
+// its category, as in PyTorch). i64 of values' shape; not
 // differentiable. PyTorch's binary search, step for step (Note [searchsorted] in
 // src/kern/sort.h): its results where the boundaries hold NaN (sorted last) too.
 Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false);
@@ -661,9 +665,9 @@ Tensor instance_norm(const Tensor& x, const Tensor& running_mean = Tensor(),
                      const Tensor& bias = Tensor(), bool use_input_stats = true,
                      double momentum = 0.1, double eps = 1e-5);
 
-// The modes of interpolate and the input ranks they take, as PyTorch's: Nearest and NearestExact
-// (3-D to 5-D), Linear (3-D), Bilinear and Bicubic (4-D), Trilinear (5-D).
-enum class InterpolateMode { Nearest, NearestExact, Linear, Bilinear, Bicubic, Trilinear };
+// The modes of interpolate and the input ranks they take, as PyTorch's: Nearest, NearestExact
+// and Area (3-D to 5-D), Linear (3-D), Bilinear and Bicubic (4-D), Trilinear (5-D).
+enum class InterpolateMode { Nearest, NearestExact, Linear, Bilinear, Bicubic, Trilinear, Area };
 
 // Exactly one of size and scale_factor: one number for every spatial dim, or one per dim.
 // align_corners only with the interpolating modes (false when not given). With scale_factor the
@@ -677,8 +681,9 @@ struct InterpolateOptions {
   bool recompute_scale_factor = false;
 };
 // x: (N, C, *spatial) with 1 to 3 spatial dims -> (N, C, *out), PyTorch's interpolate (without
-// antialias or area): the source coordinates, taps and weights are PyTorch's (Note [resample
-// coordinates] in src/kern/resample.h). Differentiable in x.
+// antialias): the source coordinates, taps and weights are PyTorch's (Note [resample
+// coordinates] in src/kern/resample.h); Area is adaptive average pooling to the output size
+// (adaptive_avg_pool1d, 2d or 3d), as PyTorch's. Differentiable in x.
 Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
 // (*, C r^2, H, W) -> (*, C, H r, W r): channel c r^2 + i r + j goes to offset (i, j) of each r x r
 // block (PyTorch's pixel_shuffle); pixel_unshuffle is its inverse, (*, C, H r, W r) -> (*, C r^2,
@@ -748,6 +753,10 @@ std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, Size3 kernel
                                                    const MaxPool3dOptions& opts = {});
 Tensor max_pool3d(const Tensor& x, Size3 kernel_size, const MaxPool3dOptions& opts = {});
 Tensor avg_pool3d(const Tensor& x, Size3 kernel_size, const AvgPool3dOptions& opts = {});
+// x (N, C, D, H, W) or (C, D, H, W) -> (..., *output_size): each output the mean of its adaptive
+// window (adaptive_avg_pool2d's along each dim), as the adaptive pooling of each depth plane
+// followed by that of the depths (the same mean, rounded twice). Differentiable.
+Tensor adaptive_avg_pool3d(const Tensor& x, Size3 output_size);
 
 struct CtcLossOptions {
   int64_t blank = 0;

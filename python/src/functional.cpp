@@ -153,6 +153,13 @@ void bind_pooling(nb::module_& m) {
       [](T x, nb::handle size) { return adaptive_avg_pool2d(x, size2_of(size)); }, nb::arg("input"),
       nb::arg("output_size"));
   m.def(
+      "adaptive_avg_pool1d", [](T x, int64_t size) { return adaptive_avg_pool1d(x, size); },
+      nb::arg("input"), nb::arg("output_size"));
+  m.def(
+      "adaptive_avg_pool3d",
+      [](T x, nb::handle size) { return adaptive_avg_pool3d(x, size3_of(size)); }, nb::arg("input"),
+      nb::arg("output_size"));
+  m.def(
       "adaptive_max_pool2d",
       [](T x, nb::handle size, bool return_indices) -> nb::object {
         if (return_indices) return nb::cast(adaptive_max_pool2d_with_indices(x, size2_of(size)));

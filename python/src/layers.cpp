@@ -234,7 +234,8 @@ InterpolateOptions interpolate_options_of(nb::handle size, nb::handle scale,
   static const std::pair<const char*, InterpolateMode> kModes[] = {
       {"nearest", InterpolateMode::Nearest}, {"nearest-exact", InterpolateMode::NearestExact},
       {"linear", InterpolateMode::Linear},   {"bilinear", InterpolateMode::Bilinear},
-      {"bicubic", InterpolateMode::Bicubic}, {"trilinear", InterpolateMode::Trilinear}};
+      {"bicubic", InterpolateMode::Bicubic}, {"trilinear", InterpolateMode::Trilinear},
+      {"area", InterpolateMode::Area}};
   InterpolateOptions o;
   bool known = false;
   for (const auto& [n, v] : kModes) {

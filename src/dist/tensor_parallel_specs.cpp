@@ -159,14 +159,15 @@ void give_muon_layouts(const nn::Module& model, optim::Muon& muon) {
                    " holds a tensor of shape ", shape_str(p.shape()),
                    " that is not a 2-D parameter of the model");
       std::vector<optim::MuonShards::Piece>& pieces = layout.pieces.emplace_back();
-      for (const Run& run : it->runs) {
-        for (int64_t k = 0; k < run.count; ++k) {
-          pieces.push_back({.shape = it->whole,
-                            .bucket_offset = 0,
-                            .matrix_offset = run.global + k * run.global_stride,
-                            .shard_offset = run.local + k * run.local_stride,
-                            .length = run.length});
-        }
+      for (const Run& run : it->runs) {  // (a row-parallel shard: one run of `count` rows)
+        pieces.push_back({.shape = it->whole,
+                          .bucket_offset = 0,
+                          .matrix_offset = run.global,
+                          .shard_offset = run.local,
+                          .length = run.length,
+                          .count = run.count,
+                          .matrix_stride = run.global_stride,
+                          .shard_stride = run.local_stride});
       }
       split.push_back(p.numel() < it->whole[0] * it->whole[1]);
     }
@@ -183,9 +184,7 @@ void give_muon_layouts(const nn::Module& model, optim::Muon& muon) {
         const int64_t numel = pieces[i].front().shape[0] * pieces[i].front().shape[1];
         whole.push_back(zeros({numel}, {.dtype = flat.dtype(), .device = flat.device()}));
         for (const optim::MuonShards::Piece& piece : pieces[i]) {
-          whole.back()
-              .narrow(0, piece.matrix_offset, piece.length)
-              .copy_(flat.narrow(0, piece.shard_offset, piece.length));
+          piece.in_matrix(whole.back()).copy_(piece.in_shard(flat));
         }
         works.push_back(group->all_reduce_async(whole.back(), ReduceOp::Sum));
       }

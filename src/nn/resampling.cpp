@@ -12,10 +12,11 @@ Upsample::Upsample(const InterpolateOptions& options) : options(options) {
   for (double s : options.scale_factor) {
     SINTER_CHECK(s > 0, "Upsample: scale_factor must be positive, got ", s);
   }
-  const bool nearest =
-      options.mode == InterpolateMode::Nearest || options.mode == InterpolateMode::NearestExact;
+  const bool nearest = options.mode == InterpolateMode::Nearest ||
+                       options.mode == InterpolateMode::NearestExact ||
+                       options.mode == InterpolateMode::Area;
   SINTER_CHECK(!nearest || !options.align_corners,
-               "Upsample: align_corners is for the interpolating modes, not nearest");
+               "Upsample: align_corners is for the interpolating modes, not nearest or area");
 }
 
 Tensor Upsample::forward(const Tensor& x) {

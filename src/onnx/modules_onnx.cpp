@@ -392,6 +392,8 @@ Value upsample(Exporter& ex, nn::Upsample& u, const std::string& path, const std
                const Value& x) {
   const Tensor y = u.forward(x.t);
   const InterpolateOptions& o = u.options;
+  SINTER_CHECK(o.mode != InterpolateMode::Area, "onnx::export_model: ", path,
+               " (Upsample) has mode area, which ONNX's Resize does not compute");
   const bool nearest = o.mode == InterpolateMode::Nearest;
   const bool exact = o.mode == InterpolateMode::NearestExact;
   const bool cubic = o.mode == InterpolateMode::Bicubic;

@@ -289,6 +289,14 @@ Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, const AvgPool1dOptions& 
   return average_pool(op, rows, g, false).squeeze(-2);
 }
 
+Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size) {
+  SINTER_PROFILE_OP("adaptive_avg_pool1d", x);
+  const char* op = "adaptive_avg_pool1d";
+  const Tensor rows = as_rows(op, x);
+  const kern::Pool2dGeom g = adaptive_geom(op, rows, {1, output_size});
+  return average_pool(op, rows, g, true).squeeze(-2);
+}
+
 void check_pool3d_options(const char* op, Size3 k, Size3 stride, Size3 padding, Size3 dilation) {
   SINTER_CHECK(k.d >= 1 && k.h >= 1 && k.w >= 1, op, ": kernel_size must be positive, got ", k);
   SINTER_CHECK(stride == Size3(0) || (stride.d >= 1 && stride.h >= 1 && stride.w >= 1), op,
@@ -435,6 +443,25 @@ Tensor avg_pool3d(const Tensor& x, Size3 kernel_size, const AvgPool3dOptions& op
   const Tensor y1 = average_pool(op, as_planes(x5), g.planes, false);
   const Tensor y2 = average_pool(op, as_depth_rows(y1, s5), g.depths, false);
   return from_depth_rows(y2, s5, g.planes, x.dim() == 5);
+}
+
+Tensor adaptive_avg_pool3d(const Tensor& x, Size3 output_size) {
+  SINTER_PROFILE_OP("adaptive_avg_pool3d", x);
+  const char* op = "adaptive_avg_pool3d";
+  SINTER_CHECK(x.defined(), op, ": undefined input");
+  SINTER_CHECK(x.dim() == 4 || x.dim() == 5, op,
+               ": input must be 4-D (C, D, H, W) or 5-D (N, C, D, H, W), got shape ",
+               shape_str(x.shape()));
+  SINTER_CHECK(output_size.d >= 1, op, ": output_size must be positive, got ", output_size);
+  const Tensor x5 = x.dim() == 5 ? x : x.unsqueeze(0);
+  const Shape s5 = x5.shape();
+  SINTER_CHECK(s5[2] >= 1, op, ": input ", shape_str(x.shape()), " has an empty spatial dim");
+  const Tensor planes = as_planes(x5);
+  const kern::Pool2dGeom g = adaptive_geom(op, planes, {output_size.h, output_size.w});
+  const Tensor y1 = average_pool(op, planes, g, true);
+  const Tensor rows = as_depth_rows(y1, s5);
+  const Tensor y2 = average_pool(op, rows, adaptive_geom(op, rows, {1, output_size.d}), true);
+  return from_depth_rows(y2, s5, g, x.dim() == 5);
 }
 
 }  // namespace sinter

@@ -31,6 +31,8 @@ const char* mode_name(InterpolateMode m) {
       return "bicubic";
     case InterpolateMode::Trilinear:
       return "trilinear";
+    case InterpolateMode::Area:
+      return "area";
   }
   return "?";
 }
@@ -82,8 +84,8 @@ kern::ResampleGeom resample_geom(const Tensor& x, const InterpolateOptions& o) {
   const int64_t want = mode_rank(o.mode);
   SINTER_CHECK(want == 0 || want == x.dim(), op, ": mode ", mode_name(o.mode), " needs a ", want,
                "-D input, got shape ", shape_str(x.shape()));
-  const bool nearest =
-      o.mode == InterpolateMode::Nearest || o.mode == InterpolateMode::NearestExact;
+  const bool nearest = o.mode == InterpolateMode::Nearest ||
+                       o.mode == InterpolateMode::NearestExact || o.mode == InterpolateMode::Area;
   SINTER_CHECK(!nearest || !o.align_corners, op,
                ": align_corners is for the interpolating modes "
                "(linear, bilinear, bicubic, trilinear), not ",
@@ -129,6 +131,11 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& options) {
   SINTER_PROFILE_OP("interpolate", x);
   SINTER_AUTOCAST(interpolate, x, interpolate(cast(x), options));
   const kern::ResampleGeom g = resample_geom(x, options);
+  if (options.mode == InterpolateMode::Area) {  // PyTorch's: adaptive average pooling
+    if (x.dim() == 3) return adaptive_avg_pool1d(x, g.out[2]);
+    if (x.dim() == 4) return adaptive_avg_pool2d(x, {g.out[1], g.out[2]});
+    return adaptive_avg_pool3d(x, {g.out[0], g.out[1], g.out[2]});
+  }
   Shape out_shape{x.size(0), x.size(1)};
   for (int64_t k = 5 - x.dim(); k < 3; ++k) out_shape.push_back(g.out[k]);
   const DType dtype = x.dtype();

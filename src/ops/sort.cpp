@@ -99,9 +99,9 @@ Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool ri
         shape_str(values.shape()));
   }
   NoGradGuard ng;
-  // Both in their promoted dtype; each value searches its row of boundaries (the one row of 1-D
+  // Both in their result type; each value searches its row of boundaries (the one row of 1-D
   // boundaries) with Note [searchsorted]'s binary search.
-  const DType dt = promote_types(b.dtype(), values.dtype());
+  const DType dt = result_type(b, values);  // (a 0-d value takes the boundaries' dtype, as torch)
   const Tensor bc = b.to(dt).contiguous(), vc = values.to(dt).contiguous();
   const int64_t m = b.size(-1), rows = b.dim() == 1 ? 1 : b.numel() / std::max<int64_t>(m, 1);
   Tensor out = zeros(values.shape(), {.dtype = DType::i64, .device = values.device()});

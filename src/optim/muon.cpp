@@ -41,6 +41,34 @@ std::unique_ptr<Muon> Muon::over_shards(const std::vector<MuonGroup>& groups,
   return std::unique_ptr<Muon>(new Muon(ShardsTag{}, groups, defaults));
 }
 
+namespace {
+
+// `count` runs of `length` at offset + k stride of a flat tensor, as a (count, length) view.
+Tensor runs_of(const Tensor& flat, int64_t offset, int64_t length, int64_t count, int64_t stride) {
+  if (count == 1) return flat.narrow(0, offset, length).unsqueeze(0);
+  return flat.view({flat.numel() / stride, stride})
+      .narrow(0, offset / stride, count)
+      .narrow(1, offset % stride, length);
+}
+
+// Whether the runs fit a flat tensor of n elements (and, strided, its view as rows of `stride`).
+bool runs_fit(int64_t n, int64_t offset, int64_t length, int64_t count, int64_t stride) {
+  if (offset < 0 || length <= 0 || count < 1) return false;
+  if (count == 1) return offset + length <= n;
+  return stride > 0 && n % stride == 0 && offset % stride + length <= stride &&
+         offset / stride + count <= n / stride;
+}
+
+}  // namespace
+
+Tensor MuonShards::Piece::in_matrix(const Tensor& matrix) const {
+  return runs_of(matrix, matrix_offset, length, count, matrix_stride);
+}
+
+Tensor MuonShards::Piece::in_shard(const Tensor& shard) const {
+  return runs_of(shard, shard_offset, length, count, shard_stride);
+}
+
 void Muon::shard_group(size_t group, MuonShards shards) {
   SINTER_CHECK(over_shards_, "Muon::shard_group: this Muon takes whole matrices (make it with ",
                "Muon::over_shards to give it shards)");
@@ -54,11 +82,13 @@ void Muon::shard_group(size_t group, MuonShards shards) {
                  group, " is not contiguous");
     for (const MuonShards::Piece& piece : shards.pieces[i]) {
       const int64_t numel = piece.shape.size() == 2 ? piece.shape[0] * piece.shape[1] : -1;
-      SINTER_CHECK(numel > 0 && piece.length > 0 && piece.matrix_offset >= 0 &&
-                       piece.matrix_offset + piece.length <= numel && piece.shard_offset >= 0 &&
-                       piece.shard_offset + piece.length <= params(group)[i].numel(),
+      SINTER_CHECK(numel > 0 &&
+                       runs_fit(numel, piece.matrix_offset, piece.length, piece.count,
+                                piece.matrix_stride) &&
+                       runs_fit(params(group)[i].numel(), piece.shard_offset, piece.length,
+                                piece.count, piece.shard_stride),
                    "Muon::shard_group: a piece of shard ", i, " of group ", group, " (matrix ",
-                   shape_str(piece.shape), ", ", piece.length,
+                   shape_str(piece.shape), ", ", piece.count, " x ", piece.length,
                    " elements) does not fit the matrix or the shard");
     }
   }
@@ -190,9 +220,8 @@ void Muon::step_sharded(size_t group, const MuonOptions& o) {
         update = muon_orthogonalize(u, o).reshape({-1}).to(p.dtype());
         at = piece.bucket_offset;
       }
-      flat.narrow(0, piece.shard_offset, piece.length)
-          .add_(update.narrow(0, piece.matrix_offset, piece.length),
-                -muon_adjusted_lr(o.lr, piece.shape, o.match_rms_adamw));
+      piece.in_shard(flat).add_(piece.in_matrix(update),
+                                -muon_adjusted_lr(o.lr, piece.shape, o.match_rms_adamw));
     }
   }
 }

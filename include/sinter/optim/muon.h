@@ -62,14 +62,23 @@ SINTER_OPTIMIZER_GROUP(Muon, SINTER_MUON_OPTIONS)
 // parameters: the momentum and the weight decay are elementwise, and every rank orthogonalizes
 // the same u. What the sharding saves is memory (the momentum 1/N), not the iteration: each rank
 // orthogonalizes every matrix that touches its part, and the gather moves the Muon groups'
-// updates once more per step.
+// updates once more per step. During the step a rank holds the gathered updates of its group's
+// matrices whole, all at once (under tensor parallelism, every hidden matrix of the model), as
+// the price of one round of collectives in flight together.
 struct MuonShards {
+  // `count` runs of `length` elements, the k-th at matrix_offset + k matrix_stride in the matrix
+  // (flat) and at shard_offset + k shard_stride in the shard: a block of columns of the matrix in
+  // one piece (a row-parallel layer's shard), or one run.
   struct Piece {
     Shape shape;                // the whole matrix's, 2-D
     int64_t bucket_offset = 0;  // where the matrix starts in the gathered bucket
     int64_t matrix_offset = 0;  // the piece's first element in the matrix, flat
     int64_t shard_offset = 0;   // and in the shard
     int64_t length = 0;
+    int64_t count = 1, matrix_stride = 0, shard_stride = 0;
+    // The piece's elements as a (count, length) view of the flat matrix, or of the flat shard.
+    Tensor in_matrix(const Tensor& matrix) const;
+    Tensor in_shard(const Tensor& shard) const;
   };
   std::vector<std::vector<Piece>> pieces;  // per parameter (shard) of the group, in order
   // Collective: each of the group's shard-shaped tensors joined with every rank's into its whole

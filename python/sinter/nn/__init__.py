@@ -508,4 +508,30 @@ ReLU6 = _activation("ReLU6", functional.relu6)
 Softplus = _activation("Softplus", functional.softplus, ("beta", "threshold"), (1.0, 20.0))
 
 
+class _AdaptiveAvgPool(Module):
+    _fn = None
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return type(self)._fn(input, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptiveAvgPool):
+    """As torch.nn.AdaptiveAvgPool1d."""
+
+    _fn = staticmethod(functional.adaptive_avg_pool1d)
+
+
+class AdaptiveAvgPool3d(_AdaptiveAvgPool):
+    """As torch.nn.AdaptiveAvgPool3d."""
+
+    _fn = staticmethod(functional.adaptive_avg_pool3d)
+
+
 from . import parallel  # noqa: E402,F401  (needs Module above)

@@ -1,7 +1,9 @@
 """sinter.nn.functional: ops with torch.nn.functional's names and signatures."""
 
 from .._C.nn.functional import (  # noqa: F401  (re-exported)
+    adaptive_avg_pool1d,
     adaptive_avg_pool2d,
+    adaptive_avg_pool3d,
     adaptive_max_pool2d,
     avg_pool1d,
     avg_pool2d,
