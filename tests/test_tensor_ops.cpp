@@ -298,6 +298,92 @@ TEST(Sort, PyTorchValues) {
   EXPECT_EQ(bucketize(in, bounds, true).to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 3, 3}));
 }
 
+// torch.unique(dim=...) (torch 2.x): rows and columns, with inverse and counts; -0.0 equal to
+// 0.0; bool; an empty dim; rows holding NaN each their own.
+TEST(Sort, UniqueDimGivesPyTorchsSlices) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor a = values({2, 1, 2, 0, 3, 0, 1, 1, 1}, {3, 3}).to(DType::i64);
+  const auto [cols, inv, counts] = unique_dim(a, 1, true, true);
+  EXPECT_EQ(cols.shape(), (Shape{3, 2}));
+  EXPECT_EQ(cols.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3, 0, 1, 1}));
+  EXPECT_EQ(inv.to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 1}));
+  EXPECT_EQ(counts.to_vector<int64_t>(), (std::vector<int64_t>{1, 2}));
+  const Tensor rows = values({1, 2, 0, 5, 1, 2, -0.0, 5, 1, 1}, {5, 2});
+  const auto [u, rows_inv, rows_counts] = unique_dim(rows, 0, true, true);
+  EXPECT_TRUE(all_close(u, values({0, 5, 1, 1, 1, 2}, {3, 2}), 0, 0));
+  EXPECT_EQ(rows_inv.to_vector<int64_t>(), (std::vector<int64_t>{2, 0, 2, 0, 1}));
+  EXPECT_EQ(rows_counts.to_vector<int64_t>(), (std::vector<int64_t>{2, 1, 2}));
+  const Tensor flags = values({1, 0, 1, 0, 0, 0}, {3, 2}).to(DType::b8);
+  const auto [fu, finv, fc] = unique_dim(flags, 0, true);
+  EXPECT_EQ(fu.to(DType::i64).to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 1, 0}));
+  EXPECT_EQ(finv.to_vector<int64_t>(), (std::vector<int64_t>{1, 1, 0}));
+  EXPECT_FALSE(fc.defined());
+  // Rows with a NaN: none equals another, after the number rows they share a prefix with.
+  const auto [nu, ninv, nc] = unique_dim(values({nan, 1, 1, 2, nan, 1}, {3, 2}), 0, true, true);
+  EXPECT_EQ(nu.shape(), (Shape{3, 2}));
+  EXPECT_EQ(nc.to_vector<int64_t>(), (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_EQ(ninv.to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 2}));
+  const auto [eu, einv, ec] = unique_dim(zeros({0, 3}), 0, true, true);
+  EXPECT_EQ(eu.shape(), (Shape{0, 3}));
+  EXPECT_EQ(einv.numel(), 0);
+  EXPECT_EQ(ec.numel(), 0);
+  expect_error([] { unique_dim(zeros({3, 0}), 0); }, {"unique_dim", "[3, 0]", "size 0"});
+  expect_error([] { unique_dim(full({}, 5.0), 0); }, {"unique_dim", "no dimensions"});
+  expect_error([] { unique_dim(zeros({2, 2}), 2); }, {"unique_dim", "dim 2"});
+}
+
+// floor, ceil, round (halves to even), trunc and frac against torch 2.x's values in f32, signed
+// zeros, infinities and NaN included; round with decimals; bf16 and integer tensors; gradients;
+// bool refused.
+TEST(PointwiseMath, RoundingMatchesPyTorch) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const std::vector<float> in = {0.5f,  1.5f, 2.5f, -0.5f, -1.5f, -2.7f, 2.7f,
+                                 -0.0f, inf,  -inf, nan,   1e20f, -3.0f};
+  const Tensor x = from_vector(in, {13});
+  const auto same = [](const std::vector<float>& got, const std::vector<float>& want) {
+    if (got.size() != want.size()) return false;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const bool both_nan = std::isnan(got[i]) && std::isnan(want[i]);
+      if (!both_nan && (got[i] != want[i] || std::signbit(got[i]) != std::signbit(want[i]))) {
+        return false;
+      }
+    }
+    return true;
+  };
+  EXPECT_TRUE(same(floor(x).to_vector<float>(),
+                   {0, 1, 2, -1, -2, -3, 2, -0.0f, inf, -inf, nan, 1e20f, -3}));
+  EXPECT_TRUE(same(ceil(x).to_vector<float>(),
+                   {1, 2, 3, -0.0f, -1, -2, 3, -0.0f, inf, -inf, nan, 1e20f, -3}));
+  EXPECT_TRUE(same(round(x).to_vector<float>(),
+                   {0, 2, 2, -0.0f, -2, -3, 3, -0.0f, inf, -inf, nan, 1e20f, -3}));
+  EXPECT_TRUE(same(trunc(x).to_vector<float>(),
+                   {0, 1, 2, -0.0f, -1, -2, 2, -0.0f, inf, -inf, nan, 1e20f, -3}));
+  EXPECT_TRUE(same(frac(x).to_vector<float>(), {0.5f, 0.5f, 0.5f, -0.5f, -0.5f, -2.7f + 2.0f,
+                                                2.7f - 2.0f, 0.0f, nan, nan, nan, 0.0f, 0.0f}));
+  const Tensor d =
+      from_vector(std::vector<float>{1.2345f, 2.675f, -0.125f, 1234.5f, 1250, 1350}, {6});
+  EXPECT_TRUE(same(round(d, 2).to_vector<float>(), {1.2300000190734863f, 2.680000066757202f,
+                                                    -0.11999999731779099f, 1234.5f, 1250, 1350}));
+  EXPECT_TRUE(same(round(d.narrow(0, 3, 3), -2).to_vector<float>(), {1200, 1200, 1400}));
+  const Tensor halves = from_vector(std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f}, {4});
+  const Tensor b = round(halves.to(DType::bf16));
+  EXPECT_EQ(b.dtype(), DType::bf16);
+  EXPECT_EQ(b.to(DType::f32).to_vector<float>(), (std::vector<float>{0, 2, 2, 4}));
+  // Integer tensors are their own; bool and frac of integers are refused, as in PyTorch.
+  const Tensor ints = from_vector(std::vector<float>{1, -2, 3}, {3}).to(DType::i64);
+  for (const Tensor& r : {floor(ints), ceil(ints), round(ints), trunc(ints)}) {
+    EXPECT_EQ(r.dtype(), DType::i64);
+    EXPECT_EQ(r.to_vector<int64_t>(), (std::vector<int64_t>{1, -2, 3}));
+  }
+  expect_error([&] { floor(gt(ints, 0.0)); }, {"floor", "bool"});
+  expect_error([&] { frac(ints); }, {"frac", "i64"});
+  expect_error([&] { round(ints, 1); }, {"round", "decimals = 1", "i64"});
+  // Zero gradients for the four; frac passes its gradient on.
+  const Tensor v = from_vector(std::vector<float>{1.7f, -1.2f}, {2}).requires_grad_(true);
+  add(add(floor(v), ceil(v)), add(add(round(v), trunc(v)), mul(frac(v), 3.0))).sum().backward();
+  EXPECT_EQ(v.grad().to_vector<float>(), (std::vector<float>{3, 3}));
+}
+
 TEST(Sort, Errors) {
   const Tensor m = seq({2, 3}, 0, 1);
   expect_error([&] { sort(m, 2); }, {"sort: dim 2 out of range"});

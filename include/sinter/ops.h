@@ -592,6 +592,16 @@ Tensor repeat_interleave(const Tensor& a, const Tensor& repeats,
 // those not asked for are undefined. Not differentiable.
 std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& a, bool return_inverse = false,
                                           bool return_counts = false);
+// torch.unique(a, dim=dim): a's distinct slices along dim, in lexicographic order (of the slices
+// flattened, element by element as sort orders them: NaN above every number, -0.0 equal to 0.0),
+// with, when asked, the i64 index (a.size(dim)) of each slice among them and the i64 count of each.
+// A slice holding a NaN equals no other, as in PyTorch; such slices go after the others that
+// share their elements up to the NaN (PyTorch's CPU order among them is its comparator's). Other
+// dims of size 0 are an error, as in PyTorch. Stable sorts of the slices' elements, last first:
+// a.size(dim) log a.size(dim) work per element of a slice. Not differentiable.
+std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& a, int64_t dim,
+                                              bool return_inverse = false,
+                                              bool return_counts = false);
 // The indices of a's non-zero elements in row-major order: i64 (n, a.dim()). Not
 // differentiable; reads a on the host (the count decides the output's size).
 Tensor nonzero(const Tensor& a);
@@ -606,6 +616,16 @@ Tensor erf(const Tensor& a);
 Tensor erfinv(const Tensor& a);
 Tensor expm1(const Tensor& a);  // exp(a) - 1, exact near 0
 Tensor log1p(const Tensor& a);  // log(1 + a), exact near 0
+// The integer at or below each element, at or above it, nearest it (halves to even), toward zero,
+// as PyTorch's floor, ceil, round and trunc: integer tensors are their own (a copy), bool is an
+// error; zero gradient. round with `decimals` (floating tensors only) is PyTorch's:
+// rint(a * 10^d) / 10^d, or rint(a / 10^-d) * 10^-d for d < 0, each step in a's dtype.
+Tensor floor(const Tensor& a);
+Tensor ceil(const Tensor& a);
+Tensor round(const Tensor& a, int64_t decimals = 0);
+Tensor trunc(const Tensor& a);
+// a - trunc(a) (floating tensors only; NaN for infinities); its gradient passes as is.
+Tensor frac(const Tensor& a);
 // The angle of the point (x = b, y = a) in (-pi, pi], broadcast: atan2(0, -1) = pi.
 Tensor atan2(const Tensor& a, const Tensor& b);
 // sqrt(a^2 + b^2), broadcast, without overflow in the squares.

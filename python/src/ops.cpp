@@ -280,8 +280,8 @@ void bind_reductions(nb::module_& m, nb::class_<Tensor>& c) {
       m, c, "unique",
       [](T a, bool sorted, bool inverse, bool counts, std::optional<int64_t> dim) -> nb::object {
         (void)sorted;  // always sorted, as torch's on CPU and CUDA
-        SINTER_CHECK(!dim.has_value(), "unique: dim= is not supported (unique over slices)");
-        auto [values, inv, cnt] = unique(a, inverse, counts);
+        auto [values, inv, cnt] =
+            dim ? unique_dim(a, *dim, inverse, counts) : unique(a, inverse, counts);
         if (!inverse && !counts) return nb::cast(values);
         nb::list out;
         out.append(values);

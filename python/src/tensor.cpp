@@ -351,7 +351,15 @@ void bind_math(nb::class_<Tensor>& c) {
   SINTER_PY_UNARY_(erfinv)
   SINTER_PY_UNARY_(expm1)
   SINTER_PY_UNARY_(log1p)
+  SINTER_PY_UNARY_(floor)
+  SINTER_PY_UNARY_(ceil)
+  SINTER_PY_UNARY_(trunc)
+  SINTER_PY_UNARY_(frac)
 #undef SINTER_PY_UNARY_
+  c.def("fix", [](T t) { return trunc(t); });
+  c.def(
+      "round", [](T t, int64_t decimals) { return round(t, decimals); }, nb::kw_only(),
+      nb::arg("decimals") = 0);
 }
 
 void bind_in_place(nb::class_<Tensor>& c) {

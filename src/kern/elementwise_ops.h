@@ -127,6 +127,39 @@ struct Log1p {
     return Math<C>::log1p(x);
   }
 };
+// The integer at or below x, at or above it, nearest it (halves to even, as rint in the default
+// rounding mode and PyTorch's nearbyint), toward zero; and what trunc leaves (x - trunc(x), NaN
+// for an infinite x). Infinities and NaN pass through the first four.
+struct Floor {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    return Math<C>::floor(x);
+  }
+};
+struct Ceil {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    return Math<C>::ceil(x);
+  }
+};
+struct Round {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    return Math<C>::rint(x);
+  }
+};
+struct Trunc {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    return Math<C>::trunc(x);
+  }
+};
+struct Frac {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    return x - Math<C>::trunc(x);
+  }
+};
 struct Relu {
   template <class C>
   SINTER_HD C operator()(C x) const {
@@ -478,7 +511,12 @@ struct Swiglu {
   X(Erf, Floating, none)           \
   X(Erfinv, Floating, none)        \
   X(Expm1, Floating, none)         \
-  X(Log1p, Floating, none)
+  X(Log1p, Floating, none)         \
+  X(Floor, Floating, none)         \
+  X(Ceil, Floating, none)          \
+  X(Round, Floating, none)         \
+  X(Trunc, Floating, none)         \
+  X(Frac, Floating, none)
 
 #define SINTER_BINARY_OPS(X)     \
   X(Add, Integral)               \

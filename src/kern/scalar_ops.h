@@ -40,6 +40,8 @@ struct Math<float> {
   static SINTER_HD float hypot(float x, float y) { return ::hypotf(x, y); }
   static SINTER_HD float trunc(float x) { return ::truncf(x); }
   static SINTER_HD float floor(float x) { return ::floorf(x); }
+  static SINTER_HD float ceil(float x) { return ::ceilf(x); }
+  static SINTER_HD float rint(float x) { return ::rintf(x); }
   static SINTER_HD float fmod(float x, float y) { return ::fmodf(x, y); }
   static SINTER_HD float copysign(float x, float y) { return ::copysignf(x, y); }
 };
@@ -62,6 +64,8 @@ struct Math<double> {
   static SINTER_HD double hypot(double x, double y) { return ::hypot(x, y); }
   static SINTER_HD double trunc(double x) { return ::trunc(x); }
   static SINTER_HD double floor(double x) { return ::floor(x); }
+  static SINTER_HD double ceil(double x) { return ::ceil(x); }
+  static SINTER_HD double rint(double x) { return ::rint(x); }
   static SINTER_HD double fmod(double x, double y) { return ::fmod(x, y); }
   static SINTER_HD double copysign(double x, double y) { return ::copysign(x, y); }
 };

@@ -1,6 +1,7 @@
-// More elementwise math: erf, erfinv, expm1, log1p, atan2 and hypot on the elementwise kernels
-// (rows of Note [elementwise op list]), and ops composed of others: lerp, addcmul, addcdiv, clamp
-// with tensor bounds (its own backward, the gradient to the bound taken) and isclose / allclose.
+// More elementwise math: erf, erfinv, expm1, log1p, floor, ceil, round, trunc, frac, atan2 and
+// hypot on the elementwise kernels (rows of Note [elementwise op list]), and ops composed of
+// others: lerp, addcmul, addcdiv, clamp with tensor bounds (its own backward, the gradient to the
+// bound taken) and isclose / allclose.
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -103,6 +104,61 @@ Tensor log1p(const Tensor& a) {
   SINTER_AUTOCAST(log1p, a, log1p(cast(a)));
   return unary_math("log1p", a, UnaryOp::Log1p, false,
                     [](const Tensor& g, const Tensor& x) { return div(g, add(x, 1.0)); });
+}
+
+namespace {
+
+// floor, ceil, round and trunc: integer tensors are their own (PyTorch returns a copy), bool is
+// refused as PyTorch refuses it; the gradient is zero.
+Tensor rounded(const char* name, const Tensor& a, UnaryOp op) {
+  check_defined(name, a);
+  SINTER_CHECK(a.dtype() != DType::b8, name, ": not implemented for bool tensors (as in PyTorch)");
+  if (!is_floating(a.dtype())) return a.clone();
+  Tensor out = unary_kernel(name, a, op);
+  if (needs_grad({&a})) {
+    record(name, {&out}, {a}, [](const Grads& g) { return Grads{zeros_like(g[0])}; });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor floor(const Tensor& a) {
+  SINTER_PROFILE_OP("floor", a);
+  return rounded("floor", a, UnaryOp::Floor);
+}
+
+Tensor ceil(const Tensor& a) {
+  SINTER_PROFILE_OP("ceil", a);
+  return rounded("ceil", a, UnaryOp::Ceil);
+}
+
+Tensor trunc(const Tensor& a) {
+  SINTER_PROFILE_OP("trunc", a);
+  return rounded("trunc", a, UnaryOp::Trunc);
+}
+
+Tensor round(const Tensor& a, int64_t decimals) {
+  SINTER_PROFILE_OP("round", a);
+  if (decimals == 0) return rounded("round", a, UnaryOp::Round);
+  check_defined("round", a);
+  SINTER_CHECK(is_floating(a.dtype()), "round: decimals = ", decimals,
+               " needs a floating tensor, got ", a.dtype(), " (as in PyTorch)");
+  const double ten = std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals));
+  return decimals > 0 ? div(rounded("round", mul(a, ten), UnaryOp::Round), ten)
+                      : mul(rounded("round", div(a, ten), UnaryOp::Round), ten);
+}
+
+Tensor frac(const Tensor& a) {
+  SINTER_PROFILE_OP("frac", a);
+  check_defined("frac", a);
+  SINTER_CHECK(is_floating(a.dtype()), "frac: not implemented for ", a.dtype(),
+               " tensors (as in PyTorch: floating tensors only)");
+  Tensor out = unary_kernel("frac", a, UnaryOp::Frac);
+  if (needs_grad({&a})) {
+    record("frac", {&out}, {a}, [](const Grads& g) { return Grads{g[0]}; });
+  }
+  return out;
 }
 
 Tensor atan2(const Tensor& a, const Tensor& b) {

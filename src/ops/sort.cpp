@@ -1,9 +1,11 @@
 // topk, the first k elements along a dim in Note [topk order]; sort and argsort, topk of the whole
-// dim; searchsorted and bucketize, a binary search (Note [searchsorted]); unique, of sort.
+// dim; searchsorted and bucketize, a binary search (Note [searchsorted]); unique and unique_dim,
+// of sort.
 #include "kern/sort.h"
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
@@ -148,6 +150,54 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& a, bool return_inverse,
     counts = sub(bounds.narrow(0, 1, groups), bounds.narrow(0, 0, groups));
   }
   return {index_select(s, 0, starts), inverse, counts};
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& a, int64_t dim, bool return_inverse,
+                                              bool return_counts) {
+  SINTER_PROFILE_OP("unique_dim", a);
+  const char* op = "unique_dim";
+  check_defined(op, a);
+  SINTER_CHECK(a.dim() > 0, op, ": dim ", dim, " of a tensor with no dimensions");
+  const int64_t d = wrap_dim(op, dim, a.dim());
+  NoGradGuard ng;
+  const int64_t n = a.size(d);
+  const TensorOptions i64{.dtype = DType::i64, .device = a.device()};
+  // The slices as rows: (n, r).
+  std::vector<int64_t> perm{d};
+  for (int64_t j = 0; j < a.dim(); ++j) {
+    if (j != d) perm.push_back(j);
+  }
+  const Tensor moved = a.permute(perm).contiguous();
+  const int64_t r = n == 0 ? 0 : moved.numel() / n;
+  SINTER_CHECK(n == 0 || r > 0, op, ": input of shape ", shape_str(a.shape()),
+               " has dims of size 0 other than dim ", d, " (unique cannot take its slices)");
+  if (n == 0) return {a.clone(), empty({0}, i64), empty({0}, i64)};
+  const Tensor rows = moved.reshape({n, r});
+  // Lexicographic order by stable sorts, the last element first.
+  Tensor order = arange(0, static_cast<double>(n), 1, i64);
+  for (int64_t c = r - 1; c >= 0; --c) {
+    order = index_select(order, 0, argsort(index_select(rows.select(1, c), 0, order)));
+  }
+  const Tensor sorted_rows = index_select(rows, 0, order);
+  // A group starts where a row differs from the one before (a NaN differs from everything).
+  Tensor first = ones({n}, {.dtype = DType::b8, .device = a.device()});
+  if (n > 1) {
+    const Tensor differ = ne(sorted_rows.narrow(0, 1, n - 1), sorted_rows.narrow(0, 0, n - 1));
+    first.narrow(0, 1, n - 1).copy_(gt(sum(differ.to(DType::i64), {1}), 0.0));
+  }
+  const Tensor starts = nonzero(first).reshape({-1});
+  const int64_t groups = starts.numel();
+  std::vector<int64_t> back(static_cast<size_t>(a.dim()));
+  for (int64_t j = 0; j < a.dim(); ++j) back[static_cast<size_t>(perm[j])] = j;
+  const Tensor values =
+      index_select(moved, 0, index_select(order, 0, starts)).permute(back).contiguous();
+  Tensor inverse, counts;
+  if (return_inverse) inverse = index_select(sub(cumsum(first, 0), 1), 0, argsort(order));
+  if (return_counts) {
+    const Tensor bounds = cat({starts, full({1}, static_cast<double>(n), i64)});
+    counts = sub(bounds.narrow(0, 1, groups), bounds.narrow(0, 0, groups));
+  }
+  return {values, inverse, counts};
 }
 
 }  // namespace sinter

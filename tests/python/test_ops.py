@@ -85,6 +85,13 @@ CASES = [
     ("argsort", lambda L, a, b, c: a.argsort(dim=1, descending=True)),
     ("unique", lambda L, a, b, c: list(L.unique(L.tensor([3, 1, 3, 2, 1]), return_inverse=True,
                                                  return_counts=True))),
+    ("rounding", lambda L, a, b, c: [L.floor(a * 3), L.ceil(a * 3), L.round(a * 3),
+                                     L.trunc(a * 3), L.frac(a * 3), L.fix(a * 3),
+                                     (a * 30).round(decimals=-1), a.round(decimals=2),
+                                     (a * 3).floor(), (a * 3).ceil(), (a * 3).trunc()]),
+    ("unique dim", lambda L, a, b, c: [
+        list(L.unique((c * 2).floor().clamp(-1, 1), dim=d, return_inverse=True,
+                      return_counts=True)) for d in (0, 1, 2)]),
     ("searchsorted", lambda L, a, b, c: L.searchsorted(L.tensor([0.0, 1.0, 2.0]), a)),
     ("bucketize", lambda L, a, b, c: L.bucketize(a, L.tensor([0.0, 1.0]), right=True)),
     ("cat", lambda L, a, b, c: [L.cat([a, b]), L.cat((a, b), dim=1), L.concat([a, b], 1)]),
