@@ -187,6 +187,10 @@ std::map<std::string, std::function<Tensor(DType)>> table_calls() {
        [=](DType d) {
          return avg_pool3d(t({1, 2, 3, 4, 4}, d), {1, 2, 2}, {.count_include_pad = false});
        }},
+      {"adaptive_avg_pool3d",
+       [=](DType d) {
+         return adaptive_avg_pool3d(t({1, 2, 3, 4, 4}, d), {2, 3, 2});
+       }},
       {"sum",
        [=](DType d) {
          return sum(t({3, 4}, d), {1});

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "op_table.h"
+#include "sinter/autocast.h"
 
 namespace sinter {
 namespace {
@@ -384,6 +385,12 @@ TEST(ConvPool, AdaptiveAvgPool1dAnd3dAverageTheirWindows) {
   const Tensor x2 = randn({2, 3, 7, 5}, {.dtype = DType::f64});
   EXPECT_TRUE(all_close(interpolate(x2, {.scale_factor = {0.5}, .mode = InterpolateMode::Area}),
                         adaptive_avg_pool2d(x2, {3, 2}), 0, 0));
+  // Under the CPU's bf16 autocast, area takes the adaptive pools' policies, as in PyTorch: the
+  // 3-D pool in f32, the 2-D one in its input's dtype.
+  const autocast::Guard amp(DeviceType::cpu, DType::bf16);
+  const InterpolateOptions area{.size = {2}, .mode = InterpolateMode::Area};
+  EXPECT_EQ(interpolate(x.to(DType::bf16), area).dtype(), DType::f32);
+  EXPECT_EQ(interpolate(x2.to(DType::bf16), area).dtype(), DType::bf16);
 }
 
 using ::sinter::testing::expect_error;

@@ -365,6 +365,12 @@ TEST(PointwiseMath, RoundingMatchesPyTorch) {
   EXPECT_TRUE(same(round(d, 2).to_vector<float>(), {1.2300000190734863f, 2.680000066757202f,
                                                     -0.11999999731779099f, 1234.5f, 1250, 1350}));
   EXPECT_TRUE(same(round(d.narrow(0, 3, 3), -2).to_vector<float>(), {1200, 1200, 1400}));
+  // bf16 and f16 with decimals: in f32, rounded once (torch: 1.2265625; 1000, where f16's
+  // 1000 * 100 would overflow).
+  EXPECT_EQ(round(full({1}, 1.234, {.dtype = DType::bf16}), 2).to(DType::f32).item<float>(),
+            1.2265625f);
+  EXPECT_EQ(round(full({1}, 1000.0, {.dtype = DType::f16}), 2).to(DType::f32).item<float>(),
+            1000.0f);
   const Tensor halves = from_vector(std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f}, {4});
   const Tensor b = round(halves.to(DType::bf16));
   EXPECT_EQ(b.dtype(), DType::bf16);

@@ -100,6 +100,7 @@ enum class Policy {
   X(ctc_loss, Float32, Float32)                               \
   X(max_pool3d, Float32, Float32)                             \
   X(avg_pool3d, Float32, Float32)                             \
+  X(adaptive_avg_pool3d, Inputs, Float32)                     \
   X(sum, Float32, Inputs)                                     \
   X(mean, Float32, Inputs)                                    \
   X(var, Float32, Inputs)                                     \

@@ -619,7 +619,8 @@ Tensor log1p(const Tensor& a);  // log(1 + a), exact near 0
 // The integer at or below each element, at or above it, nearest it (halves to even), toward zero,
 // as PyTorch's floor, ceil, round and trunc: integer tensors are their own (a copy), bool is an
 // error; zero gradient. round with `decimals` (floating tensors only) is PyTorch's:
-// rint(a * 10^d) / 10^d, or rint(a / 10^-d) * 10^-d for d < 0, each step in a's dtype.
+// rint(a * 10^d) / 10^d, or rint(a / 10^-d) * 10^-d for d < 0, each step in a's dtype (f32 for
+// bf16 and f16, rounded once at the end).
 Tensor floor(const Tensor& a);
 Tensor ceil(const Tensor& a);
 Tensor round(const Tensor& a, int64_t decimals = 0);

@@ -153,7 +153,14 @@ void bind_pooling(nb::module_& m) {
       [](T x, nb::handle size) { return adaptive_avg_pool2d(x, size2_of(size)); }, nb::arg("input"),
       nb::arg("output_size"));
   m.def(
-      "adaptive_avg_pool1d", [](T x, int64_t size) { return adaptive_avg_pool1d(x, size); },
+      "adaptive_avg_pool1d",
+      [](T x, nb::handle size) {
+        // An int or a 1-tuple, as torch's.
+        const nb::handle one = nb::isinstance<nb::tuple>(size) || nb::isinstance<nb::list>(size)
+                                   ? nb::handle(size[0])
+                                   : size;
+        return adaptive_avg_pool1d(x, nb::cast<int64_t>(one));
+      },
       nb::arg("input"), nb::arg("output_size"));
   m.def(
       "adaptive_avg_pool3d",

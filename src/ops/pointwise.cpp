@@ -144,6 +144,10 @@ Tensor round(const Tensor& a, int64_t decimals) {
   check_defined("round", a);
   SINTER_CHECK(is_floating(a.dtype()), "round: decimals = ", decimals,
                " needs a floating tensor, got ", a.dtype(), " (as in PyTorch)");
+  // bf16 and f16 in f32, rounded once at the end (PyTorch's kernel computes in float).
+  if (a.dtype() == DType::bf16 || a.dtype() == DType::f16) {
+    return round(a.to(DType::f32), decimals).to(a.dtype());
+  }
   const double ten = std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals));
   return decimals > 0 ? div(rounded("round", mul(a, ten), UnaryOp::Round), ten)
                       : mul(rounded("round", div(a, ten), UnaryOp::Round), ten);

@@ -447,6 +447,7 @@ Tensor avg_pool3d(const Tensor& x, Size3 kernel_size, const AvgPool3dOptions& op
 
 Tensor adaptive_avg_pool3d(const Tensor& x, Size3 output_size) {
   SINTER_PROFILE_OP("adaptive_avg_pool3d", x);
+  SINTER_AUTOCAST(adaptive_avg_pool3d, x, adaptive_avg_pool3d(cast(x), output_size));
   const char* op = "adaptive_avg_pool3d";
   SINTER_CHECK(x.defined(), op, ": undefined input");
   SINTER_CHECK(x.dim() == 4 || x.dim() == 5, op,

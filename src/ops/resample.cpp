@@ -129,13 +129,15 @@ kern::ResampleGeom resample_geom(const Tensor& x, const InterpolateOptions& o) {
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& options) {
   SINTER_PROFILE_OP("interpolate", x);
-  SINTER_AUTOCAST(interpolate, x, interpolate(cast(x), options));
-  const kern::ResampleGeom g = resample_geom(x, options);
-  if (options.mode == InterpolateMode::Area) {  // PyTorch's: adaptive average pooling
+  if (options.mode == InterpolateMode::Area) {  // PyTorch's: adaptive average pooling (and its
+                                                // autocast policy)
+    const kern::ResampleGeom g = resample_geom(x, options);
     if (x.dim() == 3) return adaptive_avg_pool1d(x, g.out[2]);
     if (x.dim() == 4) return adaptive_avg_pool2d(x, {g.out[1], g.out[2]});
     return adaptive_avg_pool3d(x, {g.out[0], g.out[1], g.out[2]});
   }
+  SINTER_AUTOCAST(interpolate, x, interpolate(cast(x), options));
+  const kern::ResampleGeom g = resample_geom(x, options);
   Shape out_shape{x.size(0), x.size(1)};
   for (int64_t k = 5 - x.dim(); k < 3; ++k) out_shape.push_back(g.out[k]);
   const DType dtype = x.dtype();
