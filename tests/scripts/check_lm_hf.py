@@ -3,7 +3,8 @@
 
 1. `lm --model llama --tokenizer bpe --export-hf A` and the same with --model gpt write folders that
    AutoModelForCausalLM.from_pretrained(A) and AutoTokenizer.from_pretrained(A) load with no other
-   argument; the tokenizer's ids are lm's BPE and greedy generation runs.
+   argument; the tokenizer's ids are lm's BPE and greedy generation runs. A Llama trained with
+   --fp8 writes its weights alone (no FP8 state), which load with no key missing or left over.
 2. `lm --init-from A --lr 1e-12 --export-hf B` starts from A's weights: B's tensors are A's (the
    steps at that rate move nothing visible at 1e-6).
 3. A folder that transformers wrote (a LlamaForCausalLM of lm's shape with A's tokenizer) is
@@ -51,6 +52,17 @@ for model in ("llama", "gpt"):
         out = m.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False,
                          min_new_tokens=8, pad_token_id=m.config.eos_token_id)
     check(out.shape == (1, len(ids) + 8), f"{model}: transformers generates from the folder")
+
+# A Llama trained with --fp8: its layers' FP8 state stays out of the folder, which transformers
+# loads with no key left over.
+folder = os.path.join(work, "llama_fp8")
+lm("--model", "llama", *tiny, "--kv-heads", "2", "--fp8", "delayed", "--out",
+   os.path.join(work, "llama_fp8_out"), "--export-hf", folder)
+m, info = transformers.AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True)
+keys = load_file(os.path.join(folder, "model.safetensors")).keys()
+check(not any("fp8" in k for k in keys) and not info["unexpected_keys"]
+      and not info["missing_keys"],
+      f"an --fp8 run's folder holds the weights alone and loads whole: {info}")
 
 # --init-from: the weights arrive, and a transformers-written folder fine-tunes.
 a = os.path.join(work, "llama")
