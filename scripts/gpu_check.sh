@@ -18,6 +18,9 @@
 # log of each stage run (tests.log, sanitize.log, bench.log, train.log) and bench.json (every
 # benchmark's JSON). Stage limits in seconds: SINTER_GPU_CHECK_LIMIT_TESTS (default 420), ..._SANITIZE
 # (420), ..._BENCH (450), ..._TRAIN (300). SINTER_COMMIT names the commit in a tree without .git.
+# For a short lease: SINTER_GPU_CHECK_REST=0 runs only the `gpu` tests (the rest pass on any CPU);
+# SINTER_GPU_CHECK_BENCH lists the benchmark programs as name:seconds:filter entries separated by
+# spaces (default below); SINTER_GPU_CHECK_EXTRAS=0 leaves out bench_allreduce and the PyTorch reference.
 # Without a GPU it exits at once with status 3. Otherwise it exits 1 when a stage failed or ran out
 # of time, 2 on bad usage, 0 when everything passed.
 set -uo pipefail
@@ -134,7 +137,9 @@ failed=0
 stage_tests() {
   local log="$out/tests.log" label rc
   : >"$log"
-  for label in gpu rest; do
+  local labels=(gpu rest)
+  [ "${SINTER_GPU_CHECK_REST:-1}" = 0 ] && labels=(gpu)
+  for label in "${labels[@]}"; do
     local select=(-L gpu) junit
     [ "$label" = rest ] && select=(-LE gpu)
     junit=$(mktemp --suffix=.xml)
@@ -220,7 +225,11 @@ stage_bench() {
     "train_step:50:"
     "attention:35:-.*_t256_.*"
   )
-  local entry secs filter args
+  if [ -n "${SINTER_GPU_CHECK_BENCH:-}" ]; then
+    read -r -a programs <<<"$SINTER_GPU_CHECK_BENCH"
+  fi
+  local entry secs filter args reserve=100  # bench_allreduce's and PyTorch's share
+  [ "${SINTER_GPU_CHECK_EXTRAS:-1}" = 0 ] && reserve=20
   for entry in "${programs[@]}"; do
     IFS=: read -r name secs filter <<<"$entry"
     if [ ! -x "$root/build/benchmarks/bench_$name" ]; then
@@ -228,7 +237,7 @@ stage_bench() {
       failed=1
       continue
     fi
-    [ "$secs" -gt "$(left 100)" ] && secs=$(left 100)
+    [ "$secs" -gt "$(left "$reserve")" ] && secs=$(left "$reserve")
     args=(--short --summary_out="$json_dir/$name.json" --benchmark_color=false
           --benchmark_out="$json_dir/gbench_$name.json" --benchmark_out_format=json)
     [ -n "$filter" ] && args+=(--benchmark_filter="$filter")
@@ -238,7 +247,9 @@ stage_bench() {
     say "bench_$name: $(status_of "$rc")"
     [ "$rc" -ne 0 ] && failed=1
   done
-  if [ -x "$root/build/benchmarks/bench_allreduce" ] && command -v mpirun >/dev/null 2>&1; then
+  if [ "${SINTER_GPU_CHECK_EXTRAS:-1}" = 0 ]; then
+    say "bench_allreduce, pytorch_reference: not run (SINTER_GPU_CHECK_EXTRAS=0)"
+  elif [ -x "$root/build/benchmarks/bench_allreduce" ] && command -v mpirun >/dev/null 2>&1; then
     echo "== mpirun -np 1 bench_allreduce" >>"$log"
     secs=30
     [ "$secs" -gt "$(left 60)" ] && secs=$(left 60)
@@ -254,7 +265,9 @@ stage_bench() {
   # The same training steps in PyTorch eager, where a CUDA-enabled torch is installed.
   local python=python3 compare=""
   [ -x /opt/torch/.venv/bin/python3 ] && python=/opt/torch/.venv/bin/python3
-  if "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+  if [ "${SINTER_GPU_CHECK_EXTRAS:-1}" = 0 ]; then
+    :
+  elif "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
     echo "== pytorch_reference" >>"$log"
     # Eager only: torch.compile takes minutes on a machine without its cache. The JSON is
     # rewritten after every workload, so a run cut short still compares what it measured.
