@@ -67,6 +67,7 @@ inline Tensor index_of(const std::vector<int64_t>& values, const Shape& shape, c
 // Rows of each op family, defined in tests/ops_<family>.cpp.
 #define SINTER_OP_FAMILIES(X) \
   X(elementwise)              \
+  X(logic)                    \
   X(reduce)                   \
   X(gemm)                     \
   X(index)                    \

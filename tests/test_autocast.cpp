@@ -231,6 +231,38 @@ std::map<std::string, std::function<Tensor(DType)>> table_calls() {
        [=](DType d) {
          return log1p(abs(t({3, 4}, d)));
        }},
+      {"tan",
+       [=](DType d) {
+         return tan(t({3, 4}, d));
+       }},
+      {"asin",
+       [=](DType d) {
+         return asin(mul(tanh(t({3, 4}, d)), 0.5));
+       }},
+      {"acos",
+       [=](DType d) {
+         return acos(mul(tanh(t({3, 4}, d)), 0.5));
+       }},
+      {"sinh",
+       [=](DType d) {
+         return sinh(t({3, 4}, d));
+       }},
+      {"cosh",
+       [=](DType d) {
+         return cosh(t({3, 4}, d));
+       }},
+      {"log2",
+       [=](DType d) {
+         return log2(add(abs(t({3, 4}, d)), 0.5));
+       }},
+      {"log10",
+       [=](DType d) {
+         return log10(add(abs(t({3, 4}, d)), 0.5));
+       }},
+      {"reciprocal",
+       [=](DType d) {
+         return reciprocal(add(abs(t({3, 4}, d)), 0.5));
+       }},
   };
 }
 

@@ -1,6 +1,6 @@
 // The op table: one row per op drives an fp64 central-difference gradcheck on the CPU and a
 // CPU-vs-CUDA parity check (forward and backward, f32 and bf16, fresh random inputs, outputs
-// poisoned first).
+// poisoned first), whose CPU half also runs on machines without a GPU.
 //
 // Adding an op, elementwise or with kernels of its own: CONTRIBUTING.md lists the files. Its row
 // in tests/ops_<family>.cpp (the family of its src/ops/ file) names it in CamelCase and gives the
@@ -146,6 +146,31 @@ TEST_P(CudaParity, MatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, CudaParity, ::testing::ValuesIn(op_table()), row_name);
+
+// The CPU half of the parity check, on every machine: a row that throws on the CPU (shapes that do
+// not fit together, a dtype an op refuses) fails here, before a GPU run would find it.
+class CpuRun : public ::testing::TestWithParam<OpRow> {};
+
+TEST_P(CpuRun, RunsAsTheParityCheckRunsIt) {
+  const OpRow& row = GetParam();
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    if (dtype == DType::bf16 && !row.bf16) continue;
+    SCOPED_TRACE(dtype_name(dtype));
+    Inputs in;
+    for (const Tensor& b : make_inputs(row, seed))
+      in.push_back(b.to(dtype).requires_grad_(row.grad));
+    Tensor out;
+    ASSERT_NO_THROW(out = row.fn(in));
+    if (!row.grad) continue;
+    Generator wgen(seed ^ 0x5bd1e995u);
+    ASSERT_NO_THROW(
+        weighted(out, randn(out.shape(), {.dtype = DType::f64}, &wgen).to(dtype)).backward());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CpuRun, ::testing::ValuesIn(op_table()), row_name);
 
 }  // namespace
 }  // namespace sinter

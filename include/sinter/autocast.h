@@ -110,7 +110,15 @@ enum class Policy {
   X(prod, Float32, Float32)                                   \
   X(expm1, Float32, Inputs)                                   \
   X(log1p, Float32, Inputs)                                   \
-  X(erfinv, Float32, Inputs)
+  X(erfinv, Float32, Inputs)                                  \
+  X(tan, Float32, Inputs)                                     \
+  X(asin, Float32, Inputs)                                    \
+  X(acos, Float32, Inputs)                                    \
+  X(sinh, Float32, Inputs)                                    \
+  X(cosh, Float32, Inputs)                                    \
+  X(log2, Float32, Inputs)                                    \
+  X(log10, Float32, Inputs)                                   \
+  X(reciprocal, Float32, Inputs)
 
 #define SINTER_AUTOCAST_OP_(op, cuda, cpu) op,
 enum class Op { SINTER_AUTOCAST_POLICY(SINTER_AUTOCAST_OP_) };

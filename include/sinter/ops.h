@@ -11,6 +11,8 @@
 #include <tuple>
 #include <vector>
 
+#include "sinter/ops_math.h"
+#include "sinter/ops_tensor.h"
 #include "sinter/tensor.h"
 
 namespace sinter {

@@ -97,6 +97,101 @@ round = Tensor.round
 trunc = Tensor.trunc
 fix = Tensor.fix
 frac = Tensor.frac
+tan = Tensor.tan
+asin = Tensor.asin
+acos = Tensor.acos
+atan = Tensor.atan
+sinh = Tensor.sinh
+cosh = Tensor.cosh
+asinh = Tensor.asinh
+acosh = Tensor.acosh
+atanh = Tensor.atanh
+log2 = Tensor.log2
+log10 = Tensor.log10
+exp2 = Tensor.exp2
+reciprocal = Tensor.reciprocal
+deg2rad = Tensor.deg2rad
+rad2deg = Tensor.rad2deg
+isnan = Tensor.isnan
+isinf = Tensor.isinf
+isposinf = Tensor.isposinf
+isneginf = Tensor.isneginf
+isfinite = Tensor.isfinite
+logical_not = Tensor.logical_not
+logical_and = Tensor.logical_and
+logical_or = Tensor.logical_or
+logical_xor = Tensor.logical_xor
+bitwise_not = Tensor.bitwise_not
+logaddexp = Tensor.logaddexp
+logaddexp2 = Tensor.logaddexp2
+logit = Tensor.logit
+nan_to_num = Tensor.nan_to_num
+all = Tensor.all
+any = Tensor.any
+count_nonzero = Tensor.count_nonzero
+tile = Tensor.tile
+broadcast_to = Tensor.broadcast_to
+movedim = Tensor.movedim
+masked_select = Tensor.masked_select
+diff = Tensor.diff
+outer = Tensor.outer
+dot = Tensor.dot
+mv = Tensor.mv
+addmm = Tensor.addmm
+trace = Tensor.trace
+nansum = Tensor.nansum
+nanmean = Tensor.nanmean
+moveaxis = Tensor.moveaxis = Tensor.movedim
+swapaxes = swapdims = Tensor.swapaxes = Tensor.swapdims = Tensor.transpose
+ger = Tensor.ger = Tensor.outer
+arcsin, arccos, arctan = asin, acos, atan
+
+
+def _number_dtype(number, tensor):
+    """The dtype torch gives a Python number beside a tensor: the tensor's where the number's kind
+    (bool < integer < floating) is not higher, else the default dtype of the number's kind."""
+    kind = 2 if isinstance(number, float) else 0 if isinstance(number, bool) else 1
+    t_kind = 2 if tensor.is_floating_point() else 0 if tensor.dtype == _C.bool else 1
+    if kind <= t_kind:
+        return tensor.dtype
+    return _C.float32 if kind == 2 else _C.int64
+
+
+def _number_first(name, method, input, other):
+    """method(input, other) where input may be a Python number beside a tensor (torch's functions
+    take a number on either side)."""
+    if isinstance(input, Tensor):
+        return method(input, other)
+    if not isinstance(other, Tensor):
+        raise TypeError(f"{name}: expected a tensor among the arguments, got {input!r} and "
+                        f"{other!r}")
+    number = _C.full((), input, dtype=_number_dtype(input, other), device=other.device)
+    return method(number, other)
+
+
+def xlogy(input, other):
+    """input * log(other), 0 where input is 0 (unless other is NaN); either may be a number."""
+    return _number_first("xlogy", Tensor.xlogy, input, other)
+
+
+def bitwise_and(input, other):
+    """input & other of integral and bool tensors or numbers."""
+    return _number_first("bitwise_and", Tensor.bitwise_and, input, other)
+
+
+def bitwise_or(input, other):
+    """input | other of integral and bool tensors or numbers."""
+    return _number_first("bitwise_or", Tensor.bitwise_or, input, other)
+
+
+def bitwise_xor(input, other):
+    """input ^ other of integral and bool tensors or numbers."""
+    return _number_first("bitwise_xor", Tensor.bitwise_xor, input, other)
+
+
+arcsinh, arccosh, arctanh = asinh, acosh, atanh
+Tensor.arcsin, Tensor.arccos, Tensor.arctan = asin, acos, atan
+Tensor.arcsinh, Tensor.arccosh, Tensor.arctanh = asinh, acosh, atanh
 sum = Tensor.sum
 mean = Tensor.mean
 var = Tensor.var

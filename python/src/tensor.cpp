@@ -129,16 +129,6 @@ void write_back(Tensor& a, const Tensor& result, const char* op) {
   a.copy_(result);  // refused, as every in-place op, on a tensor that requires grad
 }
 
-// a &, |, ^ b and ~a for bool tensors (and Python bools).
-Tensor as_mask(const Tensor& like, nb::handle b, const char* op) {
-  Tensor m = nb::isinstance<Tensor>(b) ? nb::cast<Tensor>(b)
-                                       : full({}, Scalar(nb::cast<bool>(b)),
-                                              {.dtype = DType::b8, .device = like.device()});
-  SINTER_CHECK(like.dtype() == DType::b8 && m.dtype() == DType::b8, op,
-               ": only bool tensors are supported (got ", like.dtype(), " and ", m.dtype(), ")");
-  return m;
-}
-
 void bind_in_place_operators(nb::class_<Tensor>& c) {
   using S = const Scalar&;
   using T = const Tensor&;
@@ -159,19 +149,24 @@ void bind_in_place_operators(nb::class_<Tensor>& c) {
   SINTER_PY_IN_PLACE_("__ifloordiv__", floor_divide)
   SINTER_PY_IN_PLACE_("__imod__", remainder)
   SINTER_PY_IN_PLACE_("__ipow__", pow)
+  SINTER_PY_IN_PLACE_("__iand__", bitwise_and)
+  SINTER_PY_IN_PLACE_("__ior__", bitwise_or)
+  SINTER_PY_IN_PLACE_("__ixor__", bitwise_xor)
 #undef SINTER_PY_IN_PLACE_
-  c.def("__invert__",
-        [](T a) {
-          SINTER_CHECK(a.dtype() == DType::b8, "__invert__: only bool tensors are supported (got ",
-                       a.dtype(), ")");
-          return eq(a, false);
-        })
-      .def("__and__", [](T a, nb::handle b) { return where(a, as_mask(a, b, "__and__"), a); })
-      .def("__rand__", [](T a, nb::handle b) { return where(a, as_mask(a, b, "__rand__"), a); })
-      .def("__or__", [](T a, nb::handle b) { return where(a, a, as_mask(a, b, "__or__")); })
-      .def("__ror__", [](T a, nb::handle b) { return where(a, a, as_mask(a, b, "__ror__")); })
-      .def("__xor__", [](T a, nb::handle b) { return ne(a, as_mask(a, b, "__xor__")); })
-      .def("__rxor__", [](T a, nb::handle b) { return ne(a, as_mask(a, b, "__rxor__")); });
+  // ~, &, | and ^ of integer and bool tensors (and Python ints and bools), as PyTorch's.
+  c.def("__invert__", [](T a) { return bitwise_not(a); });
+#define SINTER_PY_BITWISE_(py, rpy, fn)                                               \
+  c.def(py, [](T a, nb::handle b) {                                                   \
+     return binary(                                                                   \
+         a, b, [](T x, T y) { return fn(x, y); }, [](T x, S y) { return fn(x, y); }); \
+   }).def(rpy, [](T a, nb::handle b) {                                                \
+    return binary(                                                                    \
+        a, b, [](T x, T y) { return fn(y, x); }, [](T x, S y) { return fn(x, y); });  \
+  });
+  SINTER_PY_BITWISE_("__and__", "__rand__", bitwise_and)
+  SINTER_PY_BITWISE_("__or__", "__ror__", bitwise_or)
+  SINTER_PY_BITWISE_("__xor__", "__rxor__", bitwise_xor)
+#undef SINTER_PY_BITWISE_
 }
 
 void bind_properties(nb::class_<Tensor>& c) {
@@ -265,6 +260,131 @@ void bind_views(nb::class_<Tensor>& c) {
       .def("reshape_as", [](const Tensor& t, const Tensor& o) { return t.reshape(o.shape()); });
 }
 
+// Whether dim is an empty tuple or list: all and any over no dims (each element's own truth).
+bool no_dims(const std::optional<nb::object>& dim) {
+  return dim && !dim->is_none() && !PyLong_Check(dim->ptr()) && nb::len(*dim) == 0;
+}
+// Each element's truth as all and any over no dims give it: bool, u8 for a u8 tensor.
+Tensor truth_of(const Tensor& a) {
+  const Tensor t = logical_not(logical_not(a));
+  return a.dtype() == DType::u8 ? t.to(DType::u8) : t;
+}
+
+// The logic, bitwise and NaN-aware methods of sinter/ops_math.h with two operands or options.
+void bind_logic(nb::class_<Tensor>& c) {
+  using S = const Scalar&;
+  using T = const Tensor&;
+  using D = std::optional<nb::object>;
+#define SINTER_PY_PAIR_(name) \
+  c.def(                      \
+      #name, [](T a, T b) { return name(a, b); }, nb::arg("other"));
+  SINTER_PY_PAIR_(logical_and)
+  SINTER_PY_PAIR_(logical_or)
+  SINTER_PY_PAIR_(logical_xor)
+  SINTER_PY_PAIR_(logaddexp)
+  SINTER_PY_PAIR_(logaddexp2)
+#undef SINTER_PY_PAIR_
+#define SINTER_PY_BITWISE_(name)                                                             \
+  c.def(                                                                                     \
+      #name,                                                                                 \
+      [](T a, nb::handle b) {                                                                \
+        nb::object r = binary(                                                               \
+            a, b, [](T x, T y) { return name(x, y); }, [](T x, S y) { return name(x, y); }); \
+        if (r.is(nb::handle(Py_NotImplemented))) {                                           \
+          throw nb::type_error(#name ": other must be a tensor or a number");                \
+        }                                                                                    \
+        return r;                                                                            \
+      },                                                                                     \
+      nb::arg("other"));
+  SINTER_PY_BITWISE_(bitwise_and)
+  SINTER_PY_BITWISE_(bitwise_or)
+  SINTER_PY_BITWISE_(bitwise_xor)
+#undef SINTER_PY_BITWISE_
+  c.def(
+       "xlogy",
+       [](T a, nb::handle b) {
+         if (nb::isinstance<Tensor>(b)) return xlogy(a, nb::cast<const Tensor&>(b));
+         const std::optional<Scalar> s = scalar_of(b);
+         if (!s) throw nb::type_error("xlogy: other must be a tensor or a number");
+         // The number in the floating dtype the op computes in, not narrowed to a's integers.
+         const DType t = result_type(a, *s);
+         return xlogy(
+             a, full({}, *s, {.dtype = is_floating(t) ? t : DType::f32, .device = a.device()}));
+       },
+       nb::arg("other"))
+      .def(
+          "logit", [](T a, std::optional<double> eps) { return logit(a, eps); },
+          nb::arg("eps") = nb::none())
+      .def(
+          "nan_to_num",
+          [](T a, std::optional<double> nan, std::optional<double> posinf,
+             std::optional<double> neginf) {
+            return nan_to_num(a, nan.value_or(0.0), posinf, neginf);
+          },
+          nb::arg("nan") = 0.0, nb::arg("posinf") = nb::none(), nb::arg("neginf") = nb::none())
+      .def(
+          "all",
+          [](T a, D dim, bool keepdim) {
+            return no_dims(dim) ? truth_of(a) : all(a, dims_of(dim), keepdim);
+          },
+          nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
+      .def(
+          "any",
+          [](T a, D dim, bool keepdim) {
+            return no_dims(dim) ? truth_of(a) : any(a, dims_of(dim), keepdim);
+          },
+          nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
+      .def(
+          "count_nonzero", [](T a, D dim) { return count_nonzero(a, dims_of(dim)); },
+          nb::arg("dim") = nb::none());
+}
+
+// The composed conveniences of sinter/ops_tensor.h.
+void bind_compose(nb::class_<Tensor>& c) {
+  using T = const Tensor&;
+  using D = std::optional<nb::object>;
+  c.def("repeat", [](T t, nb::args s) { return repeat(t, sizes_of(s, "repeat", "repeats")); })
+      .def("tile", [](T t, nb::args s) { return tile(t, sizes_of(s, "tile", "dims")); })
+      .def("broadcast_to",
+           [](T t, nb::args s) { return broadcast_to(t, sizes_of(s, "broadcast_to", "size")); })
+      .def(
+          "movedim",
+          [](T t, nb::object source, nb::object destination) {
+            return movedim(t, dims_of(source), dims_of(destination));
+          },
+          nb::arg("source"), nb::arg("destination"))
+      .def(
+          "masked_select", [](T t, T mask) { return masked_select(t, mask); }, nb::arg("mask"))
+      .def(
+          "diff",
+          [](T t, int64_t n, int64_t dim, std::optional<Tensor> prepend,
+             std::optional<Tensor> append) {
+            return diff(t, n, dim, prepend.value_or(Tensor()), append.value_or(Tensor()));
+          },
+          nb::arg("n") = 1, nb::arg("dim") = -1, nb::arg("prepend") = nb::none(),
+          nb::arg("append") = nb::none())
+      .def(
+          "outer", [](T a, T b) { return outer(a, b); }, nb::arg("vec2"))
+      .def(
+          "dot", [](T a, T b) { return dot(a, b); }, nb::arg("tensor"))
+      .def(
+          "mv", [](T a, T b) { return mv(a, b); }, nb::arg("vec"))
+      .def(
+          "addmm",
+          [](T input, T m1, T m2, double beta, double alpha) {
+            return addmm(input, m1, m2, beta, alpha);
+          },
+          nb::arg("mat1"), nb::arg("mat2"), nb::kw_only(), nb::arg("beta") = 1.0,
+          nb::arg("alpha") = 1.0)
+      .def("trace", [](T a) { return trace(a); })
+      .def(
+          "nansum", [](T t, D dim, bool keepdim) { return nansum(t, dims_of(dim), keepdim); },
+          nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
+      .def(
+          "nanmean", [](T t, D dim, bool keepdim) { return nanmean(t, dims_of(dim), keepdim); },
+          nb::arg("dim") = nb::none(), nb::arg("keepdim") = false);
+}
+
 void bind_math(nb::class_<Tensor>& c) {
   using T = const Tensor&;
   using D = std::optional<nb::object>;
@@ -355,7 +475,31 @@ void bind_math(nb::class_<Tensor>& c) {
   SINTER_PY_UNARY_(ceil)
   SINTER_PY_UNARY_(trunc)
   SINTER_PY_UNARY_(frac)
+  SINTER_PY_UNARY_(tan)
+  SINTER_PY_UNARY_(asin)
+  SINTER_PY_UNARY_(acos)
+  SINTER_PY_UNARY_(atan)
+  SINTER_PY_UNARY_(sinh)
+  SINTER_PY_UNARY_(cosh)
+  SINTER_PY_UNARY_(asinh)
+  SINTER_PY_UNARY_(acosh)
+  SINTER_PY_UNARY_(atanh)
+  SINTER_PY_UNARY_(log2)
+  SINTER_PY_UNARY_(log10)
+  SINTER_PY_UNARY_(exp2)
+  SINTER_PY_UNARY_(reciprocal)
+  SINTER_PY_UNARY_(deg2rad)
+  SINTER_PY_UNARY_(rad2deg)
+  SINTER_PY_UNARY_(isnan)
+  SINTER_PY_UNARY_(isinf)
+  SINTER_PY_UNARY_(isposinf)
+  SINTER_PY_UNARY_(isneginf)
+  SINTER_PY_UNARY_(isfinite)
+  SINTER_PY_UNARY_(logical_not)
+  SINTER_PY_UNARY_(bitwise_not)
 #undef SINTER_PY_UNARY_
+  bind_logic(c);
+  bind_compose(c);
   c.def("fix", [](T t) { return trunc(t); });
   c.def(
       "round", [](T t, int64_t decimals) { return round(t, decimals); }, nb::kw_only(),

@@ -160,6 +160,31 @@ struct Frac {
     return x - Math<C>::trunc(x);
   }
 };
+// The rest of the C math library's functions of one argument, as PyTorch computes them.
+#define SINTER_MATH_FUNCTOR_(Name, fn)  \
+  struct Name {                         \
+    template <class C>                  \
+    SINTER_HD C operator()(C x) const { \
+      return Math<C>::fn(x);            \
+    }                                   \
+  };
+SINTER_MATH_FUNCTOR_(Tan, tan)
+SINTER_MATH_FUNCTOR_(Asin, asin)
+SINTER_MATH_FUNCTOR_(Acos, acos)
+SINTER_MATH_FUNCTOR_(Atan, atan)
+SINTER_MATH_FUNCTOR_(Sinh, sinh)
+SINTER_MATH_FUNCTOR_(Cosh, cosh)
+SINTER_MATH_FUNCTOR_(Asinh, asinh)
+SINTER_MATH_FUNCTOR_(Acosh, acosh)
+SINTER_MATH_FUNCTOR_(Atanh, atanh)
+SINTER_MATH_FUNCTOR_(Log2, log2)
+SINTER_MATH_FUNCTOR_(Log10, log10)
+SINTER_MATH_FUNCTOR_(Exp2, exp2)
+#undef SINTER_MATH_FUNCTOR_
+// ~x of an integer (bool takes logical_not in the ops layer); integral dtypes only.
+struct BitwiseNot {
+  SINTER_HD int64_t operator()(int64_t x) const { return ~x; }
+};
 struct Relu {
   template <class C>
   SINTER_HD C operator()(C x) const {
@@ -309,6 +334,16 @@ struct Pow {
     return Math<C>::pow(a, b);
   }
   SINTER_HD int64_t operator()(int64_t a, int64_t b) const { return scalar::int_pow(a, b); }
+};
+// a & b, a | b and a ^ b of integers and bools (computed in int64_t); integral dtypes only.
+struct BitwiseAnd {
+  SINTER_HD int64_t operator()(int64_t a, int64_t b) const { return a & b; }
+};
+struct BitwiseOr {
+  SINTER_HD int64_t operator()(int64_t a, int64_t b) const { return a | b; }
+};
+struct BitwiseXor {
+  SINTER_HD int64_t operator()(int64_t a, int64_t b) const { return a ^ b; }
 };
 struct Maximum {
   template <class C>
@@ -482,7 +517,8 @@ struct Swiglu {
 
 // X(Name, Form), one row per functor above, and X(Name, Form, Vec) for the unary ones. Form:
 // Floating (float and double compute types), Integral (int64_t too: the compute type of the
-// integral dtypes and bool) or Comparison (Integral, and the output is bool). Vec: the CPU's f32
+// integral dtypes and bool), Comparison (Integral, and the output is bool) or Bitwise (int64_t
+// alone: integral dtypes and bool, no floating form). Vec: the CPU's f32
 // vector row of the op, or none (Note [elementwise op list]).
 #define SINTER_UNARY_OPS(X)        \
   X(Neg, Integral, none)           \
@@ -516,7 +552,20 @@ struct Swiglu {
   X(Ceil, Floating, none)          \
   X(Round, Floating, none)         \
   X(Trunc, Floating, none)         \
-  X(Frac, Floating, none)
+  X(Frac, Floating, none)          \
+  X(Tan, Floating, none)           \
+  X(Asin, Floating, none)          \
+  X(Acos, Floating, none)          \
+  X(Atan, Floating, none)          \
+  X(Sinh, Floating, none)          \
+  X(Cosh, Floating, none)          \
+  X(Asinh, Floating, none)         \
+  X(Acosh, Floating, none)         \
+  X(Atanh, Floating, none)         \
+  X(Log2, Floating, none)          \
+  X(Log10, Floating, none)         \
+  X(Exp2, Floating, none)          \
+  X(BitwiseNot, Bitwise, none)
 
 #define SINTER_BINARY_OPS(X)     \
   X(Add, Integral)               \
@@ -531,6 +580,9 @@ struct Swiglu {
   X(Minimum, Integral)           \
   X(Atan2, Floating)             \
   X(Hypot, Floating)             \
+  X(BitwiseAnd, Bitwise)         \
+  X(BitwiseOr, Bitwise)          \
+  X(BitwiseXor, Bitwise)         \
   X(Eq, Comparison)              \
   X(Ne, Comparison)              \
   X(Lt, Comparison)              \
@@ -575,7 +627,7 @@ struct Swiglu {
 
 // ---- generated from the lists ----
 
-enum class OpForm { Floating, Integral, Comparison };
+enum class OpForm { Floating, Integral, Comparison, Bitwise };
 
 #define SINTER_OP_ENUMERATOR(name, form, ...) name,
 #define SINTER_OP_FORM(name, form, ...) OpForm::form,
@@ -627,6 +679,11 @@ template <class Op>
 SINTER_HD constexpr bool integral_ok(Op op) {
   return form_of(op) != OpForm::Floating;
 }
+// Whether an op accepts floating operands (a float or double compute type).
+template <class Op>
+SINTER_HD constexpr bool floating_ok(Op op) {
+  return form_of(op) != OpForm::Bitwise;
+}
 // Whether a BinaryOp writes bool (b8) outputs.
 SINTER_HD constexpr bool is_comparison(BinaryOp op) { return form_of(op) == OpForm::Comparison; }
 
@@ -634,6 +691,7 @@ SINTER_HD constexpr bool is_comparison(BinaryOp op) { return form_of(op) == OpFo
 template <auto OP, class C, class... X>
 SINTER_HD inline C call_op(C p0, C p1, X... x) {
   static_assert(std::is_floating_point_v<C> || integral_ok(OP), "this op has no integral form");
+  static_assert(std::is_integral_v<C> || floating_ok(OP), "this op has no floating form");
   using Fn = typename OpFunctor<OP>::type;
   if constexpr (std::is_invocable_v<Fn, X...>) {
     return Fn{}(x...);
@@ -674,9 +732,13 @@ template <class Op, class F>
 void visit_elementwise(const char* kernel, DType t, Op op, F&& f) {
   visit_compute_type(t, [&](auto ctag) {
     using C = typename decltype(ctag)::type;
+    constexpr bool kIntegral = std::is_integral_v<C>;
     visit_op(op, [&](auto opc) {
-      if constexpr (std::is_integral_v<C> && !integral_ok(decltype(opc)::value)) {
+      if constexpr (kIntegral && !integral_ok(decltype(opc)::value)) {
         SINTER_THROW(kernel, ": op ", static_cast<int>(op), " needs a floating dtype, got ",
+                     dtype_name(t));
+      } else if constexpr (!kIntegral && !floating_ok(decltype(opc)::value)) {
+        SINTER_THROW(kernel, ": op ", static_cast<int>(op), " needs an integral dtype, got ",
                      dtype_name(t));
       } else {
         f(ctag, opc);

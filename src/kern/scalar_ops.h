@@ -44,6 +44,18 @@ struct Math<float> {
   static SINTER_HD float rint(float x) { return ::rintf(x); }
   static SINTER_HD float fmod(float x, float y) { return ::fmodf(x, y); }
   static SINTER_HD float copysign(float x, float y) { return ::copysignf(x, y); }
+  static SINTER_HD float tan(float x) { return ::tanf(x); }
+  static SINTER_HD float asin(float x) { return ::asinf(x); }
+  static SINTER_HD float acos(float x) { return ::acosf(x); }
+  static SINTER_HD float atan(float x) { return ::atanf(x); }
+  static SINTER_HD float sinh(float x) { return ::sinhf(x); }
+  static SINTER_HD float cosh(float x) { return ::coshf(x); }
+  static SINTER_HD float asinh(float x) { return ::asinhf(x); }
+  static SINTER_HD float acosh(float x) { return ::acoshf(x); }
+  static SINTER_HD float atanh(float x) { return ::atanhf(x); }
+  static SINTER_HD float log2(float x) { return ::log2f(x); }
+  static SINTER_HD float log10(float x) { return ::log10f(x); }
+  static SINTER_HD float exp2(float x) { return ::exp2f(x); }
 };
 
 template <>
@@ -68,6 +80,18 @@ struct Math<double> {
   static SINTER_HD double rint(double x) { return ::rint(x); }
   static SINTER_HD double fmod(double x, double y) { return ::fmod(x, y); }
   static SINTER_HD double copysign(double x, double y) { return ::copysign(x, y); }
+  static SINTER_HD double tan(double x) { return ::tan(x); }
+  static SINTER_HD double asin(double x) { return ::asin(x); }
+  static SINTER_HD double acos(double x) { return ::acos(x); }
+  static SINTER_HD double atan(double x) { return ::atan(x); }
+  static SINTER_HD double sinh(double x) { return ::sinh(x); }
+  static SINTER_HD double cosh(double x) { return ::cosh(x); }
+  static SINTER_HD double asinh(double x) { return ::asinh(x); }
+  static SINTER_HD double acosh(double x) { return ::acosh(x); }
+  static SINTER_HD double atanh(double x) { return ::atanh(x); }
+  static SINTER_HD double log2(double x) { return ::log2(x); }
+  static SINTER_HD double log10(double x) { return ::log10(x); }
+  static SINTER_HD double exp2(double x) { return ::exp2(x); }
 };
 
 // Integer ranges as plain constants (std::numeric_limits is not callable from device code).

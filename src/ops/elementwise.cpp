@@ -79,6 +79,8 @@ Tensor binary_raw(const char* name, const IterArg& a, const IterArg& b, BinaryOp
   if (!b.tensor) check_scalar_fits(name, ref, b.scalar);
   SINTER_CHECK(is_floating(ref.dtype()) || kern::integral_ok(op), name,
                ": expected floating tensors, got dtype ", ref.dtype());
+  SINTER_CHECK(!is_floating(ref.dtype()) || kern::floating_ok(op), name,
+               ": expected integral or bool tensors, got dtype ", ref.dtype());
   Shape shape = a.tensor && b.tensor ? broadcast_shapes(name, a.tensor->shape(), b.tensor->shape())
                                      : ref.shape();
   Tensor out = empty(
@@ -94,6 +96,8 @@ Tensor unary_raw(const char* name, const Tensor& a, UnaryOp op, double p0 = 0, d
   check_defined(name, a);
   SINTER_CHECK(is_floating(a.dtype()) || (kern::integral_ok(op) && a.dtype() != DType::b8), name,
                ": expected a floating tensor, got dtype ", a.dtype());
+  SINTER_CHECK(!is_floating(a.dtype()) || kern::floating_ok(op), name,
+               ": expected an integral tensor, got dtype ", a.dtype());
   Tensor out = empty(a.shape(), {.dtype = a.dtype(), .device = a.device()});
   if (out.numel() > 0) {
     kern::ElementwiseIter it = make_iter(name, out, {a}, a.dtype());

@@ -1,7 +1,8 @@
-// More elementwise math: erf, erfinv, expm1, log1p, floor, ceil, round, trunc, frac, atan2 and
-// hypot on the elementwise kernels (rows of Note [elementwise op list]), and ops composed of
-// others: lerp, addcmul, addcdiv, clamp with tensor bounds (its own backward, the gradient to the
-// bound taken) and isclose / allclose.
+// More elementwise math: erf, erfinv, expm1, log1p, floor, ceil, round, trunc, frac, the
+// trigonometric and hyperbolic functions, log2, log10, exp2, atan2 and hypot on the elementwise
+// kernels (rows of Note [elementwise op list]), and ops composed of others: reciprocal, logaddexp,
+// xlogy, logit, lerp, addcmul, addcdiv, clamp with tensor bounds (its own backward, the gradient
+// to the bound taken) and isclose / allclose.
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -181,6 +182,178 @@ Tensor hypot(const Tensor& a, const Tensor& b) {
                      [](const Tensor& g, const Tensor& x, const Tensor& y, const Tensor& r) {
                        return std::pair{div(mul(g, x), r), div(mul(g, y), r)};
                      });
+}
+
+// --- the rest of the math of one argument (sinter/ops_math.h) ---
+
+namespace {
+// 1 - x^2 and x^2 - 1, the radicands of the inverse functions' derivatives.
+Tensor one_minus_square(const Tensor& x) { return sub(1.0, mul(x, x)); }
+}  // namespace
+
+#define SINTER_MATH_(name, OP, save_out, ...)                                        \
+  Tensor name(const Tensor& a) {                                                     \
+    SINTER_PROFILE_OP(#name, a);                                                     \
+    check_defined(#name, a);                                                         \
+    return unary_math(#name, a, UnaryOp::OP, save_out,                               \
+                      [](const Tensor& g, const Tensor& s) { return __VA_ARGS__; }); \
+  }
+#define SINTER_MATH_F32_(name, OP, save_out, ...)                                    \
+  Tensor name(const Tensor& a) {                                                     \
+    SINTER_PROFILE_OP(#name, a);                                                     \
+    check_defined(#name, a);                                                         \
+    SINTER_AUTOCAST(name, a, name(cast(a)));                                         \
+    return unary_math(#name, a, UnaryOp::OP, save_out,                               \
+                      [](const Tensor& g, const Tensor& s) { return __VA_ARGS__; }); \
+  }
+// s is the saved input x, or the output y where save_out.
+SINTER_MATH_F32_(tan, Tan, true, mul(g, add(mul(s, s), 1.0)))           // 1 + y^2
+SINTER_MATH_F32_(asin, Asin, false, div(g, sqrt(one_minus_square(s))))  // 1 / sqrt(1 - x^2)
+SINTER_MATH_F32_(acos, Acos, false, neg(div(g, sqrt(one_minus_square(s)))))
+SINTER_MATH_(atan, Atan, false, div(g, add(mul(s, s), 1.0)))  // 1 / (1 + x^2)
+SINTER_MATH_F32_(sinh, Sinh, false, mul(g, cosh(s)))
+SINTER_MATH_F32_(cosh, Cosh, false, mul(g, sinh(s)))
+SINTER_MATH_(asinh, Asinh, false, div(g, sqrt(add(mul(s, s), 1.0))))           // 1 / sqrt(x^2 + 1)
+SINTER_MATH_(acosh, Acosh, false, div(g, sqrt(sub(mul(s, s), 1.0))))           // 1 / sqrt(x^2 - 1)
+SINTER_MATH_(atanh, Atanh, false, div(g, one_minus_square(s)))                 // 1 / (1 - x^2)
+SINTER_MATH_F32_(log2, Log2, false, div(g, mul(s, 0.69314718055994530942)))    // 1 / (x ln 2)
+SINTER_MATH_F32_(log10, Log10, false, div(g, mul(s, 2.30258509299404568402)))  // 1 / (x ln 10)
+SINTER_MATH_(exp2, Exp2, true, mul(g, mul(s, 0.69314718055994530942)))         // y ln 2
+#undef SINTER_MATH_
+#undef SINTER_MATH_F32_
+
+Tensor reciprocal(const Tensor& a) {
+  SINTER_PROFILE_OP("reciprocal", a);
+  check_defined("reciprocal", a);
+  SINTER_AUTOCAST(reciprocal, a, reciprocal(cast(a)));
+  return div(1.0, a);
+}
+
+Tensor deg2rad(const Tensor& a) {
+  SINTER_PROFILE_OP("deg2rad", a);
+  check_defined("deg2rad", a);
+  return mul(floating(a), 0.017453292519943295);  // pi / 180
+}
+
+Tensor rad2deg(const Tensor& a) {
+  SINTER_PROFILE_OP("rad2deg", a);
+  check_defined("rad2deg", a);
+  return mul(floating(a), 57.295779513082320876);  // 180 / pi
+}
+
+namespace {
+
+// The floating dtype a composed op of two operands computes in: their result_type, or f32 where
+// that is integral. Each operand converts straight to it, so an integer is not narrowed on the way
+// (an i64 2^62 beside a u8 tensor stays 2^62).
+DType floating_type(const Tensor& a, const Tensor& b) {
+  const DType dt = a.dtype() == b.dtype() ? a.dtype() : result_type(a, b);
+  return is_floating(dt) ? dt : DType::f32;
+}
+
+// bf16 and f16 compute in f32 and round once, as PyTorch's ops do in their opmath type.
+bool half_type(DType t) { return t == DType::bf16 || t == DType::f16; }
+
+// PyTorch's logaddexp and logaddexp2: a where a and b are the same infinity, else max(a, b) +
+// log(1 + base^-|a - b|) / log(base). maximum splits the gradient at ties, which is the exact
+// gradient there (1/2 each).
+Tensor log_add_exp(const char* name, const Tensor& a0, const Tensor& b0, bool base2) {
+  check_defined(name, a0);
+  check_defined(name, b0);
+  const DType dt = a0.dtype() == b0.dtype() ? a0.dtype() : result_type(a0, b0);
+  SINTER_CHECK(is_floating(dt), name, ": not implemented for ", a0.dtype(), " and ", b0.dtype(),
+               " (floating operands only, as in PyTorch)");
+  if (half_type(dt)) {
+    return log_add_exp(name, a0.to(DType::f32), b0.to(DType::f32), base2).to(dt);
+  }
+  const Tensor a = a0.to(dt), b = b0.to(dt);
+  const Tensor m = maximum(a, b);
+  const Tensor gap = neg(abs(sub(a, b)));
+  const Tensor tail =
+      base2 ? mul(log1p(exp2(gap)), 1.4426950408889634074) : log1p(exp(gap));  // 1 / ln 2
+  return where(logical_and(isinf(a), eq(a, b)), a, add(m, tail));
+}
+
+}  // namespace
+
+Tensor logaddexp(const Tensor& a, const Tensor& b) {
+  SINTER_PROFILE_OP("logaddexp", a, b);
+  return log_add_exp("logaddexp", a, b, false);
+}
+
+Tensor logaddexp2(const Tensor& a, const Tensor& b) {
+  SINTER_PROFILE_OP("logaddexp2", a, b);
+  return log_add_exp("logaddexp2", a, b, true);
+}
+
+namespace {
+// a * log(b), 0 where a is 0 and b is not NaN (log reads 1 there, so no -inf is formed).
+Tensor xlogy_values(const Tensor& a, const Tensor& b) {
+  const Tensor zero = logical_and(eq(a, 0), logical_not(isnan(b)));
+  const Tensor one = full({}, 1.0, {.dtype = b.dtype(), .device = b.device()});
+  return where(zero, zeros({}, {.dtype = a.dtype(), .device = a.device()}),
+               mul(a, log(where(zero, one, b))));
+}
+}  // namespace
+
+Tensor xlogy(const Tensor& a0, const Tensor& b0) {
+  SINTER_PROFILE_OP("xlogy", a0, b0);
+  check_defined("xlogy", a0);
+  check_defined("xlogy", b0);
+  const DType dt = floating_type(a0, b0);
+  if (half_type(dt)) return xlogy(a0.to(DType::f32), b0.to(DType::f32)).to(dt);
+  const Tensor a = a0.to(dt), b = b0.to(dt);
+  Tensor out;
+  {
+    NoGradGuard ng;
+    out = xlogy_values(a, b);
+  }
+  if (needs_grad({&a, &b})) {
+    // PyTorch's: da = xlogy(g, b), 0 where a = 0 and b <= 0; db = g a / b (NaN at a = b = 0).
+    SavedTensor sa(a, "xlogy"), sb(b, "xlogy");
+    const Shape sha = a.shape(), shb = b.shape();
+    record("xlogy", {&out}, {a, b}, [=](const Grads& g) {
+      const Tensor x = sa.get(), y = sb.get();
+      const Tensor zero = zeros({}, {.dtype = g[0].dtype(), .device = g[0].device()});
+      const Tensor ga = where(logical_and(eq(x, 0), le(y, 0)), zero, xlogy_values(g[0], y));
+      return Grads{sum_to(ga, sha), sum_to(mul(g[0], div(x, y)), shb)};
+    });
+  }
+  return out;
+}
+
+Tensor logit(const Tensor& a0, std::optional<double> eps0) {
+  SINTER_PROFILE_OP("logit", a0);
+  check_defined("logit", a0);
+  const Tensor a = floating(a0);
+  if (half_type(a.dtype())) return logit(a.to(DType::f32), eps0).to(a.dtype());
+  // A negative eps clamps nothing, as in PyTorch; with eps, x < eps reads eps, else x > 1 - eps
+  // reads 1 - eps (in that order, so eps > 1/2 gives what PyTorch gives).
+  const std::optional<double> eps = eps0 && *eps0 >= 0.0 ? eps0 : std::nullopt;
+  const double lo = eps.value_or(0.0), hi = 1.0 - lo;
+  const auto value = [&](double v) {
+    return full({}, v, {.dtype = a.dtype(), .device = a.device()});
+  };
+  Tensor out;
+  {
+    NoGradGuard ng;
+    const Tensor x = eps ? where(lt(a, lo), value(lo), where(gt(a, hi), value(hi), a)) : a;
+    out = log(div(x, sub(1.0, x)));
+  }
+  if (needs_grad({&a})) {
+    // PyTorch's logit_backward: g / (x (1 - x)); outside [eps, 1 - eps] 0, and without eps NaN
+    // outside [0, 1].
+    SavedTensor sa(a, "logit");
+    const bool clamped = eps.has_value();
+    record("logit", {&out}, {a}, [=](const Grads& g) {
+      const Tensor x = sa.get();
+      const Tensor d = div(g[0], mul(x, sub(1.0, x)));
+      const Tensor fill = full({}, clamped ? 0.0 : std::numeric_limits<double>::quiet_NaN(),
+                               {.dtype = d.dtype(), .device = d.device()});
+      return Grads{where(logical_or(lt(x, lo), gt(x, hi)), fill, d)};
+    });
+  }
+  return out;
 }
 
 // bf16 and f16 lerp computes in f32 and rounds once, as PyTorch's does in its opmath type: three

@@ -41,8 +41,10 @@ def test_masks_combine():
     assert (~m).tolist() == [False, True, False]
     assert (m & n).tolist() == [True, False, False] and (m | n).tolist() == [True, True, True]
     assert (m ^ n).tolist() == [False, True, True] and (m & True).tolist() == m.tolist()
-    with pytest.raises(RuntimeError, match="only bool tensors"):
-        sinter.arange(3) & sinter.arange(3)
+    # Integers combine bit by bit, as torch's; floating tensors are refused.
+    assert (sinter.arange(3) & sinter.arange(1, 4)).tolist() == [0, 0, 2]
+    with pytest.raises(RuntimeError, match="bitwise_and: not implemented for f32"):
+        sinter.arange(3.0) & sinter.arange(3.0)
 
 
 def test_exception_types_as_pytorch():
