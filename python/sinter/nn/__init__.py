@@ -95,21 +95,26 @@ class Module:
             raise AttributeError(f"cannot assign {what} before Module.__init__() call")
         return store
 
-    def _forget(self, name):
+    def _forget(self, name, keep=None):
+        """Drops name from every store but keep (and from the plain attributes), so that the
+        caller assigns keep[name] in place: a name registered again keeps its position, as in
+        torch, which parameters() order and an optimizer's state follow."""
         for kind in ("_parameters", "_buffers", "_modules"):
-            self.__dict__.get(kind, {}).pop(name, None)
-        self.__dict__.get("_non_persistent", set()).discard(name)
+            if kind != keep:
+                self.__dict__.get(kind, {}).pop(name, None)
+        if keep != "_buffers":
+            self.__dict__.get("_non_persistent", set()).discard(name)
         self.__dict__.pop(name, None)
 
     def __setattr__(self, name, value):
         params = self.__dict__.get("_parameters")
         if isinstance(value, Parameter):
             store = self._store("_parameters", "parameters")
-            self._forget(name)
+            self._forget(name, keep="_parameters")
             store[name] = value
         elif isinstance(value, (Module, CModule)):
             store = self._store("_modules", "module")
-            self._forget(name)
+            self._forget(name, keep="_modules")
             store[name] = value
         elif params is not None and name in params:
             if value is not None:
@@ -146,18 +151,23 @@ class Module:
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
                             f"'{name}' (sinter.nn.Parameter or None required)")
-        self._forget(name)
-        self._store("_parameters", "parameters")[name] = param
+        store = self._store("_parameters", "parameters")
+        self._forget(name, keep="_parameters")
+        store[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
-        self._forget(name)
-        self._store("_buffers", "buffers")[name] = tensor
-        if not persistent:
+        store = self._store("_buffers", "buffers")
+        self._forget(name, keep="_buffers")
+        store[name] = tensor
+        if persistent:
+            self.__dict__.get("_non_persistent", set()).discard(name)
+        else:
             self.__dict__.setdefault("_non_persistent", set()).add(name)
 
     def register_module(self, name, module):
-        self._forget(name)
-        self._store("_modules", "module")[name] = module
+        store = self._store("_modules", "module")
+        self._forget(name, keep="_modules")
+        store[name] = module
 
     add_module = register_module
 
@@ -336,11 +346,12 @@ class Module:
         return ""
 
     def __repr__(self):
-        lines = [f"({n}): " + repr(m).replace("\n", "\n  ") for n, m in self.named_children()]
         extra = self.extra_repr()
-        if not lines:
-            return f"{type(self).__name__}({extra})"
-        body = "\n  ".join(([extra] if extra else []) + lines)
+        extra = extra.split("\n") if extra else []  # torch's: a line each, indented as children
+        lines = [f"({n}): " + repr(m).replace("\n", "\n  ") for n, m in self.named_children()]
+        if not lines and len(extra) <= 1:
+            return f"{type(self).__name__}({''.join(extra)})"
+        body = "\n  ".join(extra + lines)
         return f"{type(self).__name__}(\n  {body}\n)"
 
 
@@ -534,4 +545,55 @@ class AdaptiveAvgPool3d(_AdaptiveAvgPool):
     _fn = staticmethod(functional.adaptive_avg_pool3d)
 
 
-from . import parallel  # noqa: E402,F401  (needs Module above)
+# Modules written in Python in files of their own (each needs Module above).
+from . import parallel  # noqa: E402,F401
+from .containers import ModuleDict, ParameterDict, ParameterList  # noqa: E402,F401
+from .layers import (  # noqa: E402,F401
+    AdaptiveMaxPool2d,
+    AvgPool1d,
+    CELU,
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    CosineSimilarity,
+    Dropout1d,
+    Dropout2d,
+    Dropout3d,
+    GLU,
+    Hardshrink,
+    LogSigmoid,
+    MaxPool1d,
+    PairwiseDistance,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    Softmin,
+    Softshrink,
+    Softsign,
+    Tanhshrink,
+    Threshold,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
+from .losses import (  # noqa: E402,F401
+    BCELoss,
+    BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    MarginRankingLoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
