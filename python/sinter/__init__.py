@@ -215,6 +215,7 @@ from ._ops import (  # noqa: F401  (re-exported)
     xlogy,
 )
 from . import amp, autograd, cuda, datasets, distributed, models, nn, onnx, optim  # noqa: F401
+from . import _methods  # noqa: F401  (Tensor methods composed in Python)
 from . import fp8, profiler, quantization, safetensors  # noqa: F401
 from .serialization import load, save  # noqa: F401
 from . import utils  # noqa: F401

@@ -118,14 +118,18 @@ void bind_operators(nb::class_<Tensor>& c) {
   c.def("__hash__", [](T a) { return reinterpret_cast<intptr_t>(a.impl()); });
 }
 
-// The result of an in-place op (computed out of place) written into a, whose dtype it keeps; a
-// result of a higher category (float into an integer tensor, anything but bool into bool) is
-// refused, as PyTorch refuses it.
+// An in-place result of dtype `result` must not rise above a's category (float into an integer
+// tensor, anything but bool into bool), as PyTorch refuses it.
+void check_fits_in_place(const Tensor& a, DType result, const char* op) {
+  const bool fits =
+      a.dtype() == DType::b8 ? result == DType::b8 : is_floating(a.dtype()) || is_integral(result);
+  SINTER_CHECK(fits, op, ": result type ", result, " can't be cast to the desired output type ",
+               a.dtype());
+}
+
+// The result of an in-place op (computed out of place) written into a, whose dtype it keeps.
 void write_back(Tensor& a, const Tensor& result, const char* op) {
-  const bool fits = a.dtype() == DType::b8 ? result.dtype() == DType::b8
-                                           : is_floating(a.dtype()) || is_integral(result.dtype());
-  SINTER_CHECK(fits, op, ": result type ", result.dtype(),
-               " can't be cast to the desired output type ", a.dtype());
+  check_fits_in_place(a, result.dtype(), op);
   a.copy_(result);  // refused, as every in-place op, on a tensor that requires grad
 }
 
@@ -525,20 +529,28 @@ void bind_in_place(nb::class_<Tensor>& c) {
           "add_",
           [](Tensor& t, nb::handle other, double alpha) -> Tensor& {
             if (std::optional<Scalar> s = scalar_of(other)) {
+              check_fits_in_place(t, result_type(t, *s), "add_");
               if (alpha == 1.0) return t.add_(*s);
               const bool exact =
                   s->is_integral() && alpha == static_cast<double>(static_cast<int64_t>(alpha));
               return t.add_(exact ? Scalar(s->to_int() * static_cast<int64_t>(alpha))
                                   : Scalar(s->to_double() * alpha));
             }
-            return t.add_(nb::cast<const Tensor&>(other), alpha);
+            const Tensor& o = nb::cast<const Tensor&>(other);
+            check_fits_in_place(t, result_type(t, o), "add_");
+            return t.add_(o, alpha);
           },
           nb::arg("other"), nb::kw_only(), nb::arg("alpha") = 1.0, nb::rv_policy::reference)
       .def(
           "mul_",
           [](Tensor& t, nb::handle other) -> Tensor& {
-            if (std::optional<Scalar> s = scalar_of(other)) return t.mul_(*s);
-            return t.mul_(nb::cast<const Tensor&>(other));
+            if (std::optional<Scalar> s = scalar_of(other)) {
+              check_fits_in_place(t, result_type(t, *s), "mul_");
+              return t.mul_(*s);
+            }
+            const Tensor& o = nb::cast<const Tensor&>(other);
+            check_fits_in_place(t, result_type(t, o), "mul_");
+            return t.mul_(o);
           },
           nb::rv_policy::reference);
 }

@@ -1,0 +1,165 @@
+"""torch.Tensor methods that sinter composes in Python over its own: the in-place forms of the
+elementwise ops (x.sub_(y) computes x - y and writes it into x, as x -= y does: refused where
+autograd would have to record it, outside no_grad on a tensor that requires grad, and where the
+result's dtype does not fit x's), the random fills, the new_* factories, and torch's small
+properties (data, mT, nbytes, itemsize, ...)."""
+
+from . import _C
+from .nn import init as _init
+
+Tensor = _C.Tensor
+
+
+def _kind(dtype):
+    """bool < integer < floating, the categories a result may not rise through in place."""
+    return 0 if dtype == _C.bool else 2 if dtype.is_floating_point else 1
+
+
+def _check_in_place(self, name, args=()):
+    if _C.is_grad_enabled() and (self.requires_grad or any(
+            isinstance(a, Tensor) and a.requires_grad for a in args)):
+        raise RuntimeError(f"{name}: in-place ops are not recorded by autograd; run it under "
+                           "sinter.no_grad()")
+
+
+def _write(self, result, name):
+    if _kind(result.dtype) > _kind(self.dtype):
+        raise RuntimeError(f"{name}: result type {result.dtype} can't be cast to the desired "
+                           f"output type {self.dtype}")
+    return self.copy_(result)
+
+
+def _in_place(base):
+    plain = getattr(Tensor, base)
+    name = base + "_"
+
+    def method(self, *args, **kwargs):
+        _check_in_place(self, name, args + tuple(kwargs.values()))
+        return _write(self, plain(self, *args, **kwargs), name)
+
+    method.__name__ = name
+    method.__doc__ = f"{base}, written into this tensor (its dtype kept): x.{name}(...) is " \
+                     f"x.copy_(x.{base}(...))."
+    return method
+
+
+def _clamp_min(self, min):
+    return self.clamp(min=min)
+
+
+def _clamp_max(self, max):
+    return self.clamp(max=max)
+
+
+Tensor.clamp_min = _clamp_min
+Tensor.clamp_max = _clamp_max
+Tensor.sgn = Tensor.sign
+Tensor.clip = Tensor.clamp
+
+_IN_PLACE = """sub div pow exp log sqrt rsqrt abs neg sign sin cos tan tanh sigmoid relu erf erfinv
+expm1 log1p floor ceil round trunc frac fix clamp clip clamp_min clamp_max square reciprocal
+masked_fill lerp addcmul addcdiv logical_not logical_and logical_or logical_xor bitwise_not
+bitwise_and bitwise_or bitwise_xor tril triu remainder floor_divide nan_to_num log2 log10 exp2
+asin acos atan sinh cosh asinh acosh atanh deg2rad rad2deg hypot atan2 xlogy logit sgn""".split()
+for _base in _IN_PLACE:
+    setattr(Tensor, _base + "_", _in_place(_base))
+Tensor.absolute_ = Tensor.abs_
+Tensor.negative_ = Tensor.neg_
+
+
+# --- random fills (from sinter's default generator) ---
+
+def _uniform_(self, a=0.0, b=1.0):
+    """Uniform in [a, b), in place."""
+    _check_in_place(self, "uniform_")
+    return _init.uniform_(self, a, b)
+
+
+def _normal_(self, mean=0.0, std=1.0):
+    """Normal of this mean and std, in place."""
+    _check_in_place(self, "normal_")
+    return _init.normal_(self, mean, std)
+
+
+def _bernoulli_(self, p=0.5):
+    """1 with probability p (a number, or a tensor of probabilities), else 0, in place."""
+    _check_in_place(self, "bernoulli_", (p,))
+    draw = _C.rand(*self.shape, dtype=_C.float64, device=self.device)
+    if isinstance(p, Tensor):
+        p = p.to(_C.float64)
+    return self.copy_(draw < p)
+
+
+Tensor.uniform_ = _uniform_
+Tensor.normal_ = _normal_
+Tensor.bernoulli_ = _bernoulli_
+
+
+# --- factories of this tensor's dtype and device ---
+
+def _size_of(size):
+    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+
+
+def _options(self, dtype, device):
+    return {"dtype": dtype if dtype is not None else self.dtype,
+            "device": device if device is not None else self.device}
+
+
+def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+    return _C.zeros(*_size_of(size), **_options(self, dtype, device),
+                    requires_grad=requires_grad)
+
+
+def _new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+    return _C.ones(*_size_of(size), **_options(self, dtype, device), requires_grad=requires_grad)
+
+
+def _new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+    return _C.empty(*_size_of(size), **_options(self, dtype, device),
+                    requires_grad=requires_grad)
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    return _C.full(tuple(size), fill_value, **_options(self, dtype, device),
+                   requires_grad=requires_grad)
+
+
+def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+    from ._tensor_data import tensor
+    if isinstance(data, Tensor):
+        data = data.detach().clone()
+        out = data.to(dtype if dtype is not None else data.dtype)
+        out = out.to(device if device is not None else self.device)
+    else:
+        out = tensor(data, **_options(self, dtype, device))
+    return out.requires_grad_(requires_grad) if requires_grad else out
+
+
+Tensor.new_zeros = _new_zeros
+Tensor.new_ones = _new_ones
+Tensor.new_empty = _new_empty
+Tensor.new_full = _new_full
+Tensor.new_tensor = _new_tensor
+
+
+# --- small properties and aliases ---
+
+def _is_nonzero(self):
+    if self.numel() != 1:
+        raise RuntimeError(f"Boolean value of Tensor with {self.numel()} values is ambiguous"
+                           if self.numel() else "Boolean value of Tensor with no values is "
+                           "ambiguous")
+    return bool(self.item())
+
+
+Tensor.data = property(lambda self: self.detach(),
+                       doc="This tensor's values without its autograd history (shared storage).")
+Tensor.mT = property(lambda self: self.transpose(-2, -1),
+                     doc="The last two dims swapped (a view).")
+Tensor.nbytes = property(lambda self: self.numel() * self.element_size())
+Tensor.itemsize = property(lambda self: self.element_size())
+Tensor.nelement = Tensor.numel
+Tensor.ndimension = Tensor.dim
+Tensor.is_complex = lambda self: False
+Tensor.is_nonzero = _is_nonzero
