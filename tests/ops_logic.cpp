@@ -178,6 +178,29 @@ std::vector<OpRow> logic_rows() {
              const Tensor no_inf = where(isinf(s), finite, s);
              return cat({nansum(no_inf, {1}), nanmean(no_inf, {0}), nansum(no_inf).view({1})});
            }},
+      {.name = "KthvalueMedian",
+       .shapes = {S{3, 5}},
+       .fn =
+           [](const Inputs& x) {
+             return cat({std::get<0>(kthvalue(x[0], 2, 1)), std::get<0>(median(x[0], 0)),
+                         std::get<0>(nanmedian(with_specials(x[0]), 1)), median(x[0]).view({1}),
+                         nanmedian(x[0]).view({1})});
+           }},
+      {.name = "Quantile",
+       .shapes = {S{3, 5}},
+       .fn =
+           [](const Inputs& x) {
+             const Tensor q = from_vector<double>({0.1, 0.5, 0.75}, {3}).to(x[0].dtype());
+             std::vector<Tensor> parts;
+             for (auto how : {QuantileInterpolation::Linear, QuantileInterpolation::Lower,
+                              QuantileInterpolation::Higher, QuantileInterpolation::Nearest,
+                              QuantileInterpolation::Midpoint}) {
+               parts.push_back(quantile(x[0], q.to(x[0].device()), 1, false, how).reshape({-1}));
+             }
+             parts.push_back(nanquantile(x[0], 0.3).reshape({-1}));
+             return cat(parts);
+           },
+       .bf16 = false},  // quantile takes f32 and f64
       {.name = "AllAnyCount",
        .shapes = {S{3, 4, 5}},
        .fn =

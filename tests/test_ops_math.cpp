@@ -237,5 +237,53 @@ TEST(OpsTensor, ComposedOpsMatchPyTorch) {
   expect_error([&] { (void)nanmean(a); }, {"nanmean", "floating"});
 }
 
+TEST(OpsTensor, OrderStatisticsMatchPyTorch) {
+  // torch.median / nanmedian / kthvalue of [[3, 1, 2, 1], [nan, 1, 5, 0], [2, 2, 2, 2]] along 1.
+  const Tensor a = from_vector<double>({3, 1, 2, 1, kNan, 1, 5, 0, 2, 2, 2, 2}, {3, 4});
+  const auto [mv, mi] = median(a, 1);
+  EXPECT_TRUE(same(mv, {1.0, kNan, 2.0}));
+  EXPECT_EQ(ints(mi), (std::vector<int64_t>{3, 0, 1}));
+  const auto [nv, ni] = nanmedian(a, 1, true);
+  EXPECT_EQ(nv.shape(), (Shape{3, 1}));
+  EXPECT_TRUE(same(nv, {1.0, 1.0, 2.0}));
+  EXPECT_EQ(ints(ni), (std::vector<int64_t>{3, 1, 1}));
+  EXPECT_TRUE(same(std::get<0>(kthvalue(a, 2, 1)), {1.0, 1.0, 2.0}));
+  EXPECT_TRUE(same(std::get<0>(kthvalue(a, 4, 1)), {3.0, kNan, 2.0}));
+  EXPECT_TRUE(same(median(a), {kNan}));
+  EXPECT_TRUE(same(nanmedian(a), {2.0}));
+  EXPECT_TRUE(same(nanmedian(full({2}, kNan, {.dtype = DType::f64})), {kNan}));
+  expect_error([&] { (void)kthvalue(a, 5, 1); }, {"kthvalue", "k = 5", "out of range"});
+  // The median of all elements shares its gradient among the elements equal to it (torch's
+  // [0, 0.5, 0, 0.5]); quantile's goes to the two elements it reads (torch's [0, 0, 0.2, 0.8]).
+  Tensor x = f64({3.0, 1.0, 2.0, 1.0});
+  x.requires_grad_();
+  median(x).backward();
+  EXPECT_TRUE(same(x.grad(), {0.0, 0.5, 0.0, 0.5}));
+  Tensor z = f64({kNan, 1.0, kNan});  // a NaN median: the NaNs share it (torch's [0.5, 0, 0.5])
+  z.requires_grad_();
+  median(z).backward();
+  EXPECT_TRUE(same(z.grad(), {0.5, 0.0, 0.5}));
+  Tensor y = f64({3.0, 1.0, 2.0, 1.0});
+  y.requires_grad_();
+  quantile(y, 0.4).backward();
+  EXPECT_TRUE(same(y.grad(), {0.0, 0.0, 0.2, 0.8}, 1e-15));
+  // torch.quantile's interpolations and NaN rows; nanquantile leaves the NaNs out.
+  const Tensor v = f64({1.0, 2.0, 3.0, 4.0});
+  EXPECT_TRUE(same(quantile(v, 0.4, std::nullopt, false, QuantileInterpolation::Midpoint), {2.5}));
+  EXPECT_TRUE(same(quantile(v, 0.5, std::nullopt, false, QuantileInterpolation::Nearest), {3.0}));
+  EXPECT_TRUE(same(
+      quantile(f64({1, 2, 3, 4, 5}), 0.625, std::nullopt, false, QuantileInterpolation::Nearest),
+      {3.0}));
+  EXPECT_TRUE(same(quantile(a, 0.4, 1), {1.2, kNan, 2.0}, 1e-15));
+  const Tensor q = f64({0.25, 0.5});
+  const Tensor nq = nanquantile(a, q, 1, true);
+  EXPECT_EQ(nq.shape(), (Shape{2, 3, 1}));
+  EXPECT_TRUE(same(nq, {1.0, 0.5, 2.0, 1.5, 1.0, 2.0}, 1e-15));
+  EXPECT_EQ(quantile(a, q, std::nullopt, true).shape(), (Shape{2, 1, 1}));
+  expect_error([&] { (void)quantile(a, 1.5); }, {"quantile", "[0, 1]"});
+  expect_error([&] { (void)quantile(a.to(DType::bf16), 0.5); }, {"quantile", "f32 or f64"});
+  expect_error([&] { (void)quantile(a, q.to(DType::f32)); }, {"quantile", "dtype"});
+}
+
 }  // namespace
 }  // namespace sinter

@@ -1,10 +1,12 @@
 // PyTorch's tensor conveniences composed of other ops (their gradients are those ops'): repeat,
 // tile, broadcast_to, movedim, masked_select, diff; the vector and matrix products outer, dot, mv,
-// addmm and trace; the NaN-skipping reductions nansum and nanmean. sinter/ops.h includes this
+// addmm and trace; the NaN-skipping reductions nansum and nanmean; the order statistics kthvalue,
+// median, nanmedian, quantile and nanquantile (from a stable sort). sinter/ops.h includes this
 // header.
 #pragma once
 
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "sinter/tensor.h"
@@ -46,5 +48,41 @@ Tensor trace(const Tensor& a);
 // slice of NaNs alone gives NaN; floating tensors only, as mean). nansum of integers is sum.
 Tensor nansum(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor nanmean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+
+// --- order statistics, from a stable sort along the dim (NaN ranks above every number) ---
+// The k-th smallest (k from 1) along dim, and the index in a of an element of that value (where
+// several are equal, PyTorch may name another of them).
+std::tuple<Tensor, Tensor> kthvalue(const Tensor& a, int64_t k, int64_t dim = -1,
+                                    bool keepdim = false);
+// The lower median along dim (the ((n - 1) / 2)-th smallest; NaN, and a NaN's index, where the
+// slice holds one) with its index; nanmedian leaves NaNs out (NaN where a slice has nothing else).
+// Their gradient goes to the element indexed.
+std::tuple<Tensor, Tensor> median(const Tensor& a, int64_t dim, bool keepdim = false);
+std::tuple<Tensor, Tensor> nanmedian(const Tensor& a, int64_t dim, bool keepdim = false);
+// Of all elements: 0-d, its gradient shared evenly among the elements equal to it (the NaNs for a
+// NaN), as PyTorch's.
+Tensor median(const Tensor& a);
+Tensor nanmedian(const Tensor& a);
+
+// How quantile reads a rank r = q (n - 1) that falls between the sorted values v[i] and v[i + 1]:
+// Linear v[i] + (r - i) (v[i + 1] - v[i]), Lower v[i], Higher v[i + 1], Nearest v[round(r)]
+// (halves to even), Midpoint (v[i] + v[i + 1]) / 2.
+enum class QuantileInterpolation { Linear, Lower, Higher, Nearest, Midpoint };
+// The q-quantiles (q in [0, 1]: a number, or a 0-d or 1-D tensor of a's dtype) of a's elements
+// along dim (of all, flattened, without one): a's shape without dim (with it as 1 with keepdim),
+// after a leading dim of q's length for a 1-D q. f32 and f64 tensors. quantile gives NaN for a
+// slice holding NaN; nanquantile leaves NaNs out (NaN where a slice has nothing else).
+Tensor quantile(const Tensor& a, const Tensor& q, std::optional<int64_t> dim = std::nullopt,
+                bool keepdim = false,
+                QuantileInterpolation interpolation = QuantileInterpolation::Linear);
+Tensor quantile(const Tensor& a, double q, std::optional<int64_t> dim = std::nullopt,
+                bool keepdim = false,
+                QuantileInterpolation interpolation = QuantileInterpolation::Linear);
+Tensor nanquantile(const Tensor& a, const Tensor& q, std::optional<int64_t> dim = std::nullopt,
+                   bool keepdim = false,
+                   QuantileInterpolation interpolation = QuantileInterpolation::Linear);
+Tensor nanquantile(const Tensor& a, double q, std::optional<int64_t> dim = std::nullopt,
+                   bool keepdim = false,
+                   QuantileInterpolation interpolation = QuantileInterpolation::Linear);
 
 }  // namespace sinter

@@ -8,7 +8,7 @@ from . import _C
 Tensor = _C.Tensor
 
 _return_types = {name: namedtuple(name, ["values", "indices"])
-                 for name in ("max", "min", "topk", "sort")}
+                 for name in ("max", "min", "topk", "sort", "kthvalue", "median", "nanmedian")}
 
 
 def _named(name, plain, takes_dim):
@@ -30,6 +30,9 @@ Tensor.max = _named("max", Tensor.max, True)
 Tensor.min = _named("min", Tensor.min, True)
 Tensor.topk = _named("topk", Tensor.topk, False)
 Tensor.sort = _named("sort", Tensor.sort, False)
+Tensor.kthvalue = _named("kthvalue", Tensor.kthvalue, False)
+Tensor.median = _named("median", Tensor.median, True)
+Tensor.nanmedian = _named("nanmedian", Tensor.nanmedian, True)
 _C_topk, _C_sort = _C.topk, _C.sort
 
 
@@ -144,6 +147,11 @@ nanmean = Tensor.nanmean
 moveaxis = Tensor.moveaxis = Tensor.movedim
 swapaxes = swapdims = Tensor.swapaxes = Tensor.swapdims = Tensor.transpose
 ger = Tensor.ger = Tensor.outer
+kthvalue = Tensor.kthvalue
+median = Tensor.median
+nanmedian = Tensor.nanmedian
+quantile = Tensor.quantile
+nanquantile = Tensor.nanquantile
 arcsin, arccos, arctan = asin, acos, atan
 
 

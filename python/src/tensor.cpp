@@ -343,6 +343,18 @@ void bind_logic(nb::class_<Tensor>& c) {
           nb::arg("dim") = nb::none());
 }
 
+// torch's interpolation names of quantile.
+QuantileInterpolation quantile_interpolation(const char* op, const std::string& name) {
+  if (name == "linear") return QuantileInterpolation::Linear;
+  if (name == "lower") return QuantileInterpolation::Lower;
+  if (name == "higher") return QuantileInterpolation::Higher;
+  if (name == "nearest") return QuantileInterpolation::Nearest;
+  if (name == "midpoint") return QuantileInterpolation::Midpoint;
+  SINTER_THROW(op,
+               ": interpolation must be one of linear, lower, higher, midpoint or nearest, got '",
+               name, "'");
+}
+
 // The composed conveniences of sinter/ops_tensor.h.
 void bind_compose(nb::class_<Tensor>& c) {
   using T = const Tensor&;
@@ -386,7 +398,38 @@ void bind_compose(nb::class_<Tensor>& c) {
           nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
       .def(
           "nanmean", [](T t, D dim, bool keepdim) { return nanmean(t, dims_of(dim), keepdim); },
-          nb::arg("dim") = nb::none(), nb::arg("keepdim") = false);
+          nb::arg("dim") = nb::none(), nb::arg("keepdim") = false)
+      .def(
+          "kthvalue",
+          [](T t, int64_t k, int64_t dim, bool keepdim) { return kthvalue(t, k, dim, keepdim); },
+          nb::arg("k"), nb::arg("dim") = -1, nb::arg("keepdim") = false);
+#define SINTER_PY_MEDIAN_(name)                                         \
+  c.def(                                                                \
+      #name,                                                            \
+      [](T t, std::optional<int64_t> dim, bool keepdim) -> nb::object { \
+        if (!dim) return nb::cast(name(t));                             \
+        return nb::cast(name(t, *dim, keepdim));                        \
+      },                                                                \
+      nb::arg("dim") = nb::none(), nb::arg("keepdim") = false);
+  SINTER_PY_MEDIAN_(median)
+  SINTER_PY_MEDIAN_(nanmedian)
+#undef SINTER_PY_MEDIAN_
+#define SINTER_PY_QUANTILE_(name)                                                           \
+  c.def(                                                                                    \
+      #name,                                                                                \
+      [](T t, nb::handle q, std::optional<int64_t> dim, bool keepdim,                       \
+         const std::string& interpolation) {                                                \
+        const QuantileInterpolation how = quantile_interpolation(#name, interpolation);     \
+        if (nb::isinstance<Tensor>(q)) {                                                    \
+          return name(t, nb::cast<const Tensor&>(q), dim, keepdim, how);                    \
+        }                                                                                   \
+        return name(t, nb::cast<double>(q), dim, keepdim, how);                             \
+      },                                                                                    \
+      nb::arg("q"), nb::arg("dim") = nb::none(), nb::arg("keepdim") = false, nb::kw_only(), \
+      nb::arg("interpolation") = "linear");
+  SINTER_PY_QUANTILE_(quantile)
+  SINTER_PY_QUANTILE_(nanquantile)
+#undef SINTER_PY_QUANTILE_
 }
 
 void bind_math(nb::class_<Tensor>& c) {

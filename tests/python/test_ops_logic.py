@@ -224,3 +224,42 @@ def test_composed_tensor_ops_match_torch(torch):
         _same(a.grad, ta.grad)
     with pytest.raises(RuntimeError, match="repeat: 1 repeats"):
         x.repeat(2)
+
+
+def test_order_statistics_match_torch(torch):
+    import random
+    rng = random.Random(11)
+    data = [[rng.choice([NAN, 1.0, 2.0, 0.5]) if j % 3 == 0 else rng.uniform(-2, 2)
+             for j in range(7)] for _ in range(4)]
+    data[3] = [NAN] * 7
+    x, tx = sinter.tensor(data, dtype=sinter.float64), torch.tensor(data, dtype=torch.float64)
+    clean = [[0.75 if math.isnan(v) else v for v in row] for row in data[:3]]
+    for f in [lambda L, a: a.median(1).values, lambda L, a: L.nanmedian(a, 1).values,
+              lambda L, a: L.nanmedian(a, 0, keepdim=True).values, lambda L, a: L.median(a),
+              lambda L, a: a.nanmedian(), lambda L, a: a.kthvalue(3, 1).values,
+              lambda L, a: L.kthvalue(a, 1, 0, True).values,
+              lambda L, a: L.nanquantile(a, 0.3, dim=1),
+              lambda L, a: L.quantile(a, L.tensor([0.0, 0.4, 1.0], dtype=L.float64), dim=0),
+              lambda L, a: a.nanquantile(0.5), lambda L, a: a.quantile(0.5, 1, keepdim=True)]:
+        _same(f(sinter, x), f(torch, tx))
+    c, tc = sinter.tensor(clean, dtype=sinter.float64), torch.tensor(clean, dtype=torch.float64)
+    for how in ["linear", "lower", "higher", "nearest", "midpoint"]:
+        for q in [0.0, 0.3, 0.5, 0.625, 1.0]:
+            _same(sinter.quantile(c, q, 1, interpolation=how),
+                  torch.quantile(tc, q, 1, interpolation=how))
+    # Without ties the indices name the same elements as torch's, and the gradients agree.
+    u = [[rng.uniform(-2, 2) for _ in range(5)] for _ in range(3)]
+    for f in [lambda L, a: a.median(1), lambda L, a: L.kthvalue(a, 2, 0),
+              lambda L, a: L.nanmedian(a, 1)]:
+        got, want = f(sinter, sinter.tensor(u)), f(torch, torch.tensor(u))
+        assert got.indices.tolist() == want.indices.tolist()
+    for f in [lambda L, a: L.median(a), lambda L, a: a.median(0).values.sum(),
+              lambda L, a: L.quantile(a, 0.3, 1).sum(),
+              lambda L, a: L.quantile(a, 0.6, interpolation="midpoint")]:
+        a = sinter.tensor(u, dtype=sinter.float64, requires_grad=True)
+        ta = torch.tensor(u, dtype=torch.float64, requires_grad=True)
+        f(sinter, a).backward()
+        f(torch, ta).backward()
+        _same(a.grad, ta.grad)
+    with pytest.raises(RuntimeError, match="interpolation must be one of"):
+        sinter.quantile(c, 0.5, interpolation="cubic")
