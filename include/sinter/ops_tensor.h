@@ -71,7 +71,8 @@ enum class QuantileInterpolation { Linear, Lower, Higher, Nearest, Midpoint };
 // The q-quantiles (q in [0, 1]: a number, or a 0-d or 1-D tensor of a's dtype) of a's elements
 // along dim (of all, flattened, without one): a's shape without dim (with it as 1 with keepdim),
 // after a leading dim of q's length for a 1-D q. f32 and f64 tensors. quantile gives NaN for a
-// slice holding NaN; nanquantile leaves NaNs out (NaN where a slice has nothing else).
+// slice holding NaN (its gradient 0 there); nanquantile leaves NaNs out (NaN where a slice has
+// nothing else). Differentiable in a, not in q.
 Tensor quantile(const Tensor& a, const Tensor& q, std::optional<int64_t> dim = std::nullopt,
                 bool keepdim = false,
                 QuantileInterpolation interpolation = QuantileInterpolation::Linear);

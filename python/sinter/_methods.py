@@ -5,6 +5,7 @@ result's dtype does not fit x's), the random fills, the new_* factories, and tor
 properties (data, mT, nbytes, itemsize, ...)."""
 
 from . import _C
+from ._grad_mode import no_grad
 from .nn import init as _init
 
 Tensor = _C.Tensor
@@ -69,10 +70,15 @@ Tensor.negative_ = Tensor.neg_
 
 # --- random fills (from sinter's default generator) ---
 
-def _uniform_(self, a=0.0, b=1.0):
-    """Uniform in [a, b), in place."""
+def _uniform_(self, *args, **kwargs):
+    """Uniform in [from, to) (0 and 1 by default, positional or by torch's keywords), in place."""
+    bounds = dict(zip(("from", "to"), args))
+    for key, value in kwargs.items():
+        if key not in ("from", "to") or key in bounds:
+            raise TypeError(f"uniform_() got an unexpected or repeated argument '{key}'")
+        bounds[key] = value
     _check_in_place(self, "uniform_")
-    return _init.uniform_(self, a, b)
+    return _init.uniform_(self, bounds.get("from", 0.0), bounds.get("to", 1.0))
 
 
 def _normal_(self, mean=0.0, std=1.0):
@@ -87,6 +93,10 @@ def _bernoulli_(self, p=0.5):
     draw = _C.rand(*self.shape, dtype=_C.float64, device=self.device)
     if isinstance(p, Tensor):
         p = p.to(_C.float64)
+        if not bool(((p >= 0) & (p <= 1)).all()):
+            raise RuntimeError("bernoulli_: all the probabilities p must be in [0, 1]")
+    elif not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_: p must be in [0, 1], got {p}")
     return self.copy_(draw < p)
 
 
@@ -97,8 +107,15 @@ Tensor.bernoulli_ = _bernoulli_
 
 # --- factories of this tensor's dtype and device ---
 
-def _size_of(size):
-    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+def _size_of(size, kwargs, name):
+    """A size given as numbers, as one sequence, or as size=..., as torch takes it."""
+    if "size" in kwargs:
+        if size:
+            raise TypeError(f"{name}() got multiple values for argument 'size'")
+        size = (kwargs.pop("size"),)
+    if not size:
+        raise TypeError(f"{name}() missing 1 required positional argument: 'size'")
+    return tuple(size[0]) if len(size) == 1 and not isinstance(size[0], int) else size
 
 
 def _options(self, dtype, device):
@@ -106,18 +123,22 @@ def _options(self, dtype, device):
             "device": device if device is not None else self.device}
 
 
-def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
-    return _C.zeros(*_size_of(size), **_options(self, dtype, device),
-                    requires_grad=requires_grad)
+def _new_factory(name, make):
+    def method(self, *size, dtype=None, device=None, requires_grad=False, **kwargs):
+        shape = _size_of(size, kwargs, name)
+        if kwargs:
+            raise TypeError(f"{name}() got an unexpected keyword argument '{next(iter(kwargs))}'")
+        return make(*shape, **_options(self, dtype, device), requires_grad=requires_grad)
+
+    method.__name__ = name
+    method.__doc__ = f"{make.__name__} of this size, in this tensor's dtype and device unless " \
+                     "given."
+    return method
 
 
-def _new_ones(self, *size, dtype=None, device=None, requires_grad=False):
-    return _C.ones(*_size_of(size), **_options(self, dtype, device), requires_grad=requires_grad)
-
-
-def _new_empty(self, *size, dtype=None, device=None, requires_grad=False):
-    return _C.empty(*_size_of(size), **_options(self, dtype, device),
-                    requires_grad=requires_grad)
+_new_zeros = _new_factory("new_zeros", _C.zeros)
+_new_ones = _new_factory("new_ones", _C.ones)
+_new_empty = _new_factory("new_empty", _C.empty)
 
 
 def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
@@ -128,8 +149,7 @@ def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=
 def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
     from ._tensor_data import tensor
     if isinstance(data, Tensor):
-        data = data.detach().clone()
-        out = data.to(dtype if dtype is not None else data.dtype)
+        out = data.detach().clone().to(dtype if dtype is not None else self.dtype)
         out = out.to(device if device is not None else self.device)
     else:
         out = tensor(data, **_options(self, dtype, device))
@@ -153,10 +173,25 @@ def _is_nonzero(self):
     return bool(self.item())
 
 
-Tensor.data = property(lambda self: self.detach(),
+def _set_data(self, value):
+    """x.data = t: t's values written into x (shapes alike; torch also takes another shape)."""
+    if tuple(value.shape) != tuple(self.shape):
+        raise RuntimeError(f"data: sinter writes the new values into the tensor, so they must "
+                           f"have its shape {tuple(self.shape)}, got {tuple(value.shape)}")
+    with no_grad():
+        self.copy_(value)
+
+
+def _mT(self):
+    if self.dim() < 2:
+        raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. "
+                           f"Got {self.dim()}-D tensor.")
+    return self.transpose(-2, -1)
+
+
+Tensor.data = property(lambda self: self.detach(), _set_data,
                        doc="This tensor's values without its autograd history (shared storage).")
-Tensor.mT = property(lambda self: self.transpose(-2, -1),
-                     doc="The last two dims swapped (a view).")
+Tensor.mT = property(_mT, doc="The last two dims swapped (a view).")
 Tensor.nbytes = property(lambda self: self.numel() * self.element_size())
 Tensor.itemsize = property(lambda self: self.element_size())
 Tensor.nelement = Tensor.numel

@@ -491,6 +491,17 @@ void bind_math(nb::class_<Tensor>& c) {
       .def(
           "clamp",
           [](T t, nb::handle lo, nb::handle hi) {
+            if (nb::isinstance<Tensor>(lo) || nb::isinstance<Tensor>(hi)) {
+              // Tensor bounds (a number beside one as a 0-d tensor of its dtype against t).
+              const auto bound = [&t](nb::handle h) {
+                if (h.is_none()) return Tensor();
+                if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor>(h);
+                const std::optional<Scalar> s = scalar_of(h);
+                if (!s) throw nb::type_error("clamp: min and max must be tensors or numbers");
+                return wrapped(t, *s);
+              };
+              return clamp(t, bound(lo), bound(hi));
+            }
             // Python numbers keep their kind: an integer tensor clamped by ints stays integer.
             return clamp(t, scalar_of(lo), scalar_of(hi));
           },
@@ -571,6 +582,10 @@ void bind_in_place(nb::class_<Tensor>& c) {
       .def(
           "add_",
           [](Tensor& t, nb::handle other, double alpha) -> Tensor& {
+            SINTER_CHECK(is_floating(t.dtype()) || alpha == std::trunc(alpha),
+                         "add_: for integral input tensors, argument alpha must not be a "
+                         "floating point number, got ",
+                         alpha);
             if (std::optional<Scalar> s = scalar_of(other)) {
               check_fits_in_place(t, result_type(t, *s), "add_");
               if (alpha == 1.0) return t.add_(*s);
@@ -581,7 +596,7 @@ void bind_in_place(nb::class_<Tensor>& c) {
             }
             const Tensor& o = nb::cast<const Tensor&>(other);
             check_fits_in_place(t, result_type(t, o), "add_");
-            return t.add_(o, alpha);
+            return t.add_(o.dtype() == t.dtype() ? o : o.to(t.dtype()), alpha);
           },
           nb::arg("other"), nb::kw_only(), nb::arg("alpha") = 1.0, nb::rv_policy::reference)
       .def(
@@ -593,7 +608,7 @@ void bind_in_place(nb::class_<Tensor>& c) {
             }
             const Tensor& o = nb::cast<const Tensor&>(other);
             check_fits_in_place(t, result_type(t, o), "mul_");
-            return t.mul_(o);
+            return t.mul_(o.dtype() == t.dtype() ? o : o.to(t.dtype()));
           },
           nb::rv_policy::reference);
 }

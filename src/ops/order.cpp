@@ -2,11 +2,13 @@
 // nanquantile), each read from a stable sort along its dim. NaN sorts last, so the first
 // n - (NaN count) places of a sorted slice hold its numbers in order, and a gather at per-slice
 // positions reads every statistic at once (its gradient goes back through the gather and the sort
-// to the element read).
+// to the element read). quantile's ranks are f64, and it gathers its Q places from each sorted
+// slice without copying the slice Q times.
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include "internal/autograd_impl.h"
 #include "internal/ops_impl.h"
 #include "internal/profile_op.h"
 #include "sinter/autograd.h"
@@ -44,22 +46,29 @@ std::tuple<Tensor, Tensor> median_along(const char* name, const Tensor& a, int64
   return {values, indices};
 }
 
-// The median of all of a's elements, its gradient shared evenly among those equal to it.
+// The median of all of a's elements, its gradient shared evenly among those equal to it (the NaNs
+// for a NaN median), as PyTorch's evenly_distribute_backward.
 Tensor median_of_all(const char* name, const Tensor& a, bool skip_nan) {
   check_defined(name, a);
   if (a.numel() == 0) return constant(kNan, a.dtype(), a.device());
-  Tensor v;
+  Tensor out;
   {
     NoGradGuard ng;
-    v = std::get<0>(median_along(name, a.reshape({-1}), 0, false, skip_nan));
+    out = std::get<0>(median_along(name, a.reshape({-1}), 0, false, skip_nan)).clone();
   }
-  if (!a.requires_grad() || !GradMode::is_enabled()) return v;
-  // v plus the mean of (a - v) over the elements equal to v (the NaNs for a NaN v): v itself,
-  // exactly, with the gradient 1 / count to each of those elements.
-  const Tensor equal = where(isnan(v), isnan(a), eq(a, v));
-  const Tensor count = sum(equal).to(a.dtype());
-  const Tensor zero = zeros({}, {.dtype = a.dtype(), .device = a.device()});
-  return add(v, div(sum(where(equal, sub(a, v), zero)), count));
+  if (needs_grad({&a})) {
+    Tensor equal, count;
+    {
+      NoGradGuard ng;
+      equal = where(isnan(out), isnan(a), eq(a, out));
+      count = sum(equal).to(a.dtype());
+    }
+    record(name, {&out}, {a}, [equal, count](const Grads& g) {
+      const Tensor zero = zeros({}, {.dtype = g[0].dtype(), .device = g[0].device()});
+      return Grads{where(equal, div(g[0], count), zero)};
+    });
+  }
+  return out;
 }
 
 Tensor quantiles(const char* name, const Tensor& a, const Tensor& q, std::optional<int64_t> dim,
@@ -70,6 +79,8 @@ Tensor quantiles(const char* name, const Tensor& a, const Tensor& q, std::option
                ": the input must be f32 or f64, got ", a.dtype());
   SINTER_CHECK(q.dtype() == a.dtype(), name, ": q must have the input's dtype ", a.dtype(),
                ", got ", q.dtype());
+  SINTER_CHECK(q.device() == a.device(), name, ": q is on ", q.device(), ", the input on ",
+               a.device());
   SINTER_CHECK(q.dim() <= 1, name, ": q must be a number, or a 0-d or 1-D tensor, got shape ",
                shape_str(q.shape()));
   SINTER_CHECK(a.numel() > 0, name, ": the input is empty");
@@ -81,18 +92,19 @@ Tensor quantiles(const char* name, const Tensor& a, const Tensor& q, std::option
   const int64_t d = dim ? wrap_dim(name, *dim, src.dim()) : 0;
   const Tensor x = dim ? movedim(src, {d}, {-1}) : src.reshape({-1});
   const int64_t n = x.size(-1);
-  SINTER_CHECK(n > 0, name, ": dim ", *dim, " of shape ", shape_str(a.shape()), " is empty");
   const auto [sv, si] = sort(x, -1);
-  const Tensor nans = sum(isnan(x), {-1}, true).to(a.dtype());  // (rows..., 1)
-  const Tensor numbers = skip_nan ? sub(static_cast<double>(n), nans) : full_like(nans, n);
-  // ranks (Q, rows..., 1): q (n - 1) of each slice's numbers, 0 where it has none.
-  Shape q_shape(static_cast<size_t>(x.dim()) + 1, 1);
-  q_shape[0] = q.numel();
-  const Tensor ranks = clamp(mul(q.detach().reshape(q_shape), sub(numbers, 1.0)), 0.0);
-  Shape wide = x.shape();
-  wide.insert(wide.begin(), q.numel());
-  const Tensor sorted = sv.unsqueeze(0).expand(wide).contiguous();
-  const auto at = [&](const Tensor& pos) { return gather(sorted, -1, pos.to(DType::i64)); };
+  const Tensor nans = sum(isnan(x), {-1}, true);  // i64 (rows..., 1)
+  // The ranks (rows..., Q), q (m - 1) of each slice's m numbers (0 where it has none), in f64:
+  // past 2^24 elements an f32 rank would round past the last place.
+  const Tensor numbers = skip_nan ? sub(n, nans).to(DType::f64)
+                                  : full(nans.shape(), static_cast<double>(n),
+                                         {.dtype = DType::f64, .device = a.device()});
+  Shape q_shape(static_cast<size_t>(x.dim()), 1);
+  q_shape.back() = q.numel();
+  const Tensor ranks =
+      clamp(mul(q.detach().to(DType::f64).reshape(q_shape), sub(numbers, 1.0)), 0.0);
+  // Each rank's neighbours read from the sorted slices themselves (gather takes Q places).
+  const auto at = [&](const Tensor& pos) { return gather(sv, -1, pos.to(DType::i64)); };
   const Tensor lo = floor(ranks), hi = ceil(ranks);
   Tensor out;
   switch (how) {
@@ -109,12 +121,12 @@ Tensor quantiles(const char* name, const Tensor& a, const Tensor& q, std::option
       out = lerp(at(lo), at(hi), 0.5);
       break;
     case QuantileInterpolation::Linear:
-      out = lerp(at(lo), at(hi), sub(ranks, lo));
+      out = lerp(at(lo), at(hi), sub(ranks, lo).to(a.dtype()));
       break;
   }
-  if (!skip_nan) out = where(gt(nans, 0.0), constant(kNan, a.dtype(), a.device()), out);
-  out = squeeze(out, -1);  // (Q, rows...)
-  if (keepdim) {
+  if (!skip_nan) out = where(gt(nans, 0), constant(kNan, a.dtype(), a.device()), out);
+  out = movedim(out, {-1}, {0});  // (Q, rows...)
+  if (keepdim && a.dim() > 0) {
     if (dim) {
       out = unsqueeze(out, 1 + d);
     } else {

@@ -2,6 +2,7 @@
 and small properties, composed in sinter/_methods.py: each against torch's for the same call."""
 
 import math
+import warnings
 
 import pytest
 
@@ -114,3 +115,58 @@ def test_new_factories_and_properties_match_torch(torch):
     assert not d.requires_grad
     d.mul_(3)
     assert w.tolist() == [3.0, 3.0]
+
+
+def test_review_cases_match_torch(torch):
+    # clamp_ and clamp_min with tensor bounds.
+    for f in [lambda L, a: a.clamp_(L.tensor([2.0, 2.0]), L.tensor(3.0)),
+              lambda L, a: a.clamp_min(L.tensor(2.0)),
+              lambda L, a: a.clamp(max=L.tensor([0.0, 4.0]))]:
+        got, want = f(sinter, sinter.tensor([1.0, 5.0])), f(torch, torch.tensor([1.0, 5.0]))
+        assert got.tolist() == want.tolist()
+    # new_tensor of a tensor takes the calling tensor's dtype; sizes as torch takes them.
+    x, tx = sinter.ones(1, dtype=sinter.float64), torch.ones(1, dtype=torch.float64)
+    with warnings.catch_warnings():  # torch recommends detach().clone() over this form
+        warnings.simplefilter("ignore")
+        want_dtype = str(tx.new_tensor(torch.tensor([1, 2])).dtype)[6:]
+    assert str(x.new_tensor(sinter.tensor([1, 2])).dtype)[7:] == want_dtype
+    assert tuple(x.new_zeros(size=(2, 3)).shape) == tuple(tx.new_zeros(size=(2, 3)).shape)
+    with pytest.raises(TypeError):
+        x.new_zeros()
+    # add_ and mul_ take another dtype of the same kind; a float alpha on integers is refused.
+    a, ta = sinter.zeros(2).add_(sinter.ones(2, dtype=sinter.float64), alpha=2), \
+        torch.zeros(2).add_(torch.ones(2, dtype=torch.float64), alpha=2)
+    assert a.tolist() == ta.tolist() and a.dtype == sinter.float32
+    assert sinter.ones(2, dtype=sinter.int32).mul_(sinter.tensor([2, 3])).tolist() == [2, 3]
+    with pytest.raises(RuntimeError, match="alpha must not be a floating point number"):
+        sinter.tensor([1, 2]).add_(2, alpha=0.5)
+    # data = t writes t's values; mT needs two dims.
+    w = sinter.ones(2, requires_grad=True)
+    w.data = sinter.tensor([3.0, 4.0])
+    assert w.tolist() == [3.0, 4.0] and w.requires_grad
+    with pytest.raises(RuntimeError, match="mT is only supported on matrices"):
+        sinter.ones(3).mT
+    # The random fills check their arguments and take torch's keywords.
+    with pytest.raises(RuntimeError, match=r"p must be in \[0, 1\]"):
+        sinter.zeros(2).bernoulli_(1.5)
+    u = sinter.zeros(100).uniform_(**{"from": 2.0, "to": 3.0}).tolist()
+    assert min(u) >= 2.0 and max(u) < 3.0
+
+
+def test_order_statistics_review_cases_match_torch(torch):
+    # An infinite median with autograd on stays infinite; its gradient is shared.
+    m = sinter.tensor([math.inf, math.inf, math.inf], requires_grad=True)
+    v = m.median()
+    assert v.item() == math.inf
+    v.backward()
+    assert m.grad.tolist() == pytest.approx([1 / 3] * 3)
+    # A 0-d input with keepdim keeps no dim, as torch.
+    for q in [0.5, sinter.tensor([0.25, 0.5])]:
+        tq = q if isinstance(q, float) else torch.tensor(q.tolist())
+        got = sinter.quantile(sinter.tensor(2.5), q, dim=0, keepdim=True)
+        want = torch.quantile(torch.tensor(2.5), tq, dim=0, keepdim=True)
+        assert tuple(got.shape) == tuple(want.shape)
+    # f32 slices past 2^24 elements: the rank of q = 1 is the last place.
+    n = (1 << 24) + 4
+    big = sinter.arange(float(n))
+    assert sinter.quantile(big, 1.0).item() == big[-1].item()  # read, not past the end
