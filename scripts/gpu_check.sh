@@ -18,9 +18,10 @@
 # log of each stage run (tests.log, sanitize.log, bench.log, train.log) and bench.json (every
 # benchmark's JSON). Stage limits in seconds: SINTER_GPU_CHECK_LIMIT_TESTS (default 420), ..._SANITIZE
 # (420), ..._BENCH (450), ..._TRAIN (300). SINTER_COMMIT names the commit in a tree without .git.
-# For a short lease: SINTER_GPU_CHECK_REST=0 runs only the `gpu` tests (the rest pass on any CPU);
-# SINTER_GPU_CHECK_BENCH lists the benchmark programs as name:seconds:filter entries separated by
-# spaces (default below); SINTER_GPU_CHECK_EXTRAS=0 leaves out bench_allreduce and the PyTorch reference.
+# For a short GPU run: SINTER_GPU_CHECK_REST=0 runs only the `gpu` tests (the rest pass on any
+# CPU); SINTER_GPU_CHECK_BENCH lists the benchmark programs as name:seconds:filter entries
+# separated by spaces (default below); SINTER_GPU_CHECK_EXTRAS=0 leaves out bench_allreduce and
+# the PyTorch reference.
 # Without a GPU it exits at once with status 3. Otherwise it exits 1 when a stage failed or ran out
 # of time, 2 on bad usage, 0 when everything passed.
 set -uo pipefail

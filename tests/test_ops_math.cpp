@@ -1,6 +1,6 @@
-// sinter/ops_math.h beyond the op table: PyTorch's values at the edges of each function's domain
-// (NaN, infinities, zeros), its dtypes (integer inputs, bool and u8 results, promotion of bitwise
-// operands) and its refusals.
+// sinter/ops_math.h and ops_tensor.h beyond the op table: PyTorch's values at the edges of each
+// function's domain (NaN, infinities, zeros), its dtypes (integer inputs, bool and u8 results,
+// promotion of bitwise operands), the order statistics' indices and gradients, and the refusals.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -229,6 +229,10 @@ TEST(OpsTensor, ComposedOpsMatchPyTorch) {
   EXPECT_TRUE(same(addmm(f64({1.0, -1.0}), m, m, 2.0, 0.5), {5.5, 3.0, 9.5, 9.0}));
   EXPECT_EQ(trace(m).item<double>(), 5.0);
   expect_error([&] { (void)dot(f64({1.0}), from_vector<float>({1.0f}, {1})); }, {"dot", "dtype"});
+  expect_error([&] { (void)dot(a.select(0, 0), a.select(0, 1)); }, {"dot", "floating"});
+  expect_error([&] { (void)mv(m, from_vector<float>({1.0f, 2.0f}, {2})); }, {"mv", "f64 and f32"});
+  expect_error([&] { (void)addmm(from_vector<float>({1.0f, 1.0f}, {2}), m, m); },
+               {"addmm", "one dtype"});
   // nanmean of NaNs alone is NaN; nansum of them 0.
   const Tensor n = f64({kNan, kNan, 1.0, 3.0});
   EXPECT_TRUE(same(nanmean(n.view({2, 2}), {1}), {kNan, 2.0}));
@@ -253,6 +257,7 @@ TEST(OpsTensor, OrderStatisticsMatchPyTorch) {
   EXPECT_TRUE(same(nanmedian(a), {2.0}));
   EXPECT_TRUE(same(nanmedian(full({2}, kNan, {.dtype = DType::f64})), {kNan}));
   expect_error([&] { (void)kthvalue(a, 5, 1); }, {"kthvalue", "k = 5", "out of range"});
+  expect_error([&] { (void)median(zeros({0}, {.dtype = DType::i64})); }, {"median", "empty i64"});
   // The median of all elements shares its gradient among the elements equal to it (torch's
   // [0, 0.5, 0, 0.5]); quantile's goes to the two elements it reads (torch's [0, 0, 0.2, 0.8]).
   Tensor x = f64({3.0, 1.0, 2.0, 1.0});

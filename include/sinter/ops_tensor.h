@@ -33,11 +33,12 @@ Tensor diff(const Tensor& a, int64_t n = 1, int64_t dim = -1, const Tensor& prep
 
 // The outer product of two 1-D tensors: (n, m).
 Tensor outer(const Tensor& a, const Tensor& b);
-// The inner product of two 1-D tensors of one size and dtype: 0-d.
+// The inner product of two floating 1-D tensors of one size and dtype: 0-d.
 Tensor dot(const Tensor& a, const Tensor& b);
-// matrix (n, m) times vector (m): (n).
+// floating matrix (n, m) times vector (m) of its dtype: (n).
 Tensor mv(const Tensor& m, const Tensor& v);
-// beta * input + alpha * (m1 @ m2), input broadcast to (n, p); with beta = 0 input is not read
+// beta * input + alpha * (m1 @ m2), the three of one dtype, input broadcast to (n, p); with
+// beta = 0 input is not read
 // (its NaNs do not propagate), as PyTorch's.
 Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double beta = 1.0,
              double alpha = 1.0);

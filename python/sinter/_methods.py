@@ -1,7 +1,7 @@
 """torch.Tensor methods that sinter composes in Python over its own: the in-place forms of the
 elementwise ops (x.sub_(y) computes x - y and writes it into x, as x -= y does: refused where
-autograd would have to record it, outside no_grad on a tensor that requires grad, and where the
-result's dtype does not fit x's), the random fills, the new_* factories, and torch's small
+autograd would have to record it, outside no_grad on a tensor that requires grad or with an
+argument that does, and where the result's dtype does not fit x's), the random fills, the new_* factories, and torch's small
 properties (data, mT, nbytes, itemsize, ...)."""
 
 from . import _C
@@ -175,9 +175,12 @@ def _is_nonzero(self):
 
 def _set_data(self, value):
     """x.data = t: t's values written into x (shapes alike; torch also takes another shape)."""
-    if tuple(value.shape) != tuple(self.shape):
+    if (tuple(value.shape), value.dtype, value.device) != (tuple(self.shape), self.dtype,
+                                                           self.device):
         raise RuntimeError(f"data: sinter writes the new values into the tensor, so they must "
-                           f"have its shape {tuple(self.shape)}, got {tuple(value.shape)}")
+                           f"have its shape, dtype and device ({tuple(self.shape)}, "
+                           f"{self.dtype}, {self.device}), got ({tuple(value.shape)}, "
+                           f"{value.dtype}, {value.device})")
     with no_grad():
         self.copy_(value)
 

@@ -403,13 +403,14 @@ void bind_compose(nb::class_<Tensor>& c) {
           "kthvalue",
           [](T t, int64_t k, int64_t dim, bool keepdim) { return kthvalue(t, k, dim, keepdim); },
           nb::arg("k"), nb::arg("dim") = -1, nb::arg("keepdim") = false);
-#define SINTER_PY_MEDIAN_(name)                                         \
-  c.def(                                                                \
-      #name,                                                            \
-      [](T t, std::optional<int64_t> dim, bool keepdim) -> nb::object { \
-        if (!dim) return nb::cast(name(t));                             \
-        return nb::cast(name(t, *dim, keepdim));                        \
-      },                                                                \
+#define SINTER_PY_MEDIAN_(name)                                                   \
+  c.def(                                                                          \
+      #name,                                                                      \
+      [](T t, std::optional<int64_t> dim, bool keepdim) -> nb::object {           \
+        if (!dim && keepdim) throw nb::type_error(#name ": keepdim needs a dim"); \
+        if (!dim) return nb::cast(name(t));                                       \
+        return nb::cast(name(t, *dim, keepdim));                                  \
+      },                                                                          \
       nb::arg("dim") = nb::none(), nb::arg("keepdim") = false);
   SINTER_PY_MEDIAN_(median)
   SINTER_PY_MEDIAN_(nanmedian)
@@ -582,10 +583,11 @@ void bind_in_place(nb::class_<Tensor>& c) {
       .def(
           "add_",
           [](Tensor& t, nb::handle other, double alpha) -> Tensor& {
-            SINTER_CHECK(is_floating(t.dtype()) || alpha == std::trunc(alpha),
-                         "add_: for integral input tensors, argument alpha must not be a "
-                         "floating point number, got ",
-                         alpha);
+            SINTER_CHECK(
+                is_floating(t.dtype()) || (std::isfinite(alpha) && alpha == std::trunc(alpha)),
+                "add_: for integral input tensors, argument alpha must not be a "
+                "floating point number, got ",
+                alpha);
             if (std::optional<Scalar> s = scalar_of(other)) {
               check_fits_in_place(t, result_type(t, *s), "add_");
               if (alpha == 1.0) return t.add_(*s);

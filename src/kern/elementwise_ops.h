@@ -16,8 +16,8 @@ namespace sinter::kern {
 // An op is a functor in kern::fn below and a row of SINTER_UNARY_OPS or SINTER_BINARY_OPS, named
 // alike. The rows generate the UnaryOp and BinaryOp enums, the dispatch from a runtime op to its
 // functor on both backends (visit_elementwise, unary_fn, binary_fn) and the ops layer's checks
-// (integral_ok, is_comparison). A row of SINTER_ACTIVATIONS also generates the public op of a
-// unary functor whose gradient is a binary one (src/ops/elementwise.cpp).
+// (integral_ok, floating_ok, is_comparison). A row of SINTER_ACTIVATIONS also generates the public
+// op of a unary functor whose gradient is a binary one (src/ops/elementwise.cpp).
 //
 // A unary row also names the op's f32 vector row on the CPU, or `none`: the CPU computes the op in
 // f32 (f32, bf16 and f16 tensors) with the row `<name>_row` of src/cpu/vec_elementwise.cpp instead
@@ -25,8 +25,9 @@ namespace sinter::kern {
 // the CPU expands, so the vector math never reaches nvcc; the binary ops have no vector rows.
 //
 // A functor takes its operands in the compute type C (float or double; int64_t too for the ops
-// that accept integral dtypes, some through an int64_t overload), then the op's parameters that it
-// uses, in order (p0, p1).
+// that accept integral dtypes, some through an int64_t overload; int64_t alone for the Bitwise
+// rows, which the dispatch never instantiates for a floating type), then the op's parameters that
+// it uses, in order (p0, p1).
 namespace fn {
 
 constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/sqrt(2)

@@ -1,7 +1,5 @@
 // The tensor conveniences of sinter/ops_tensor.h, each composed of views, elementwise ops, sums and
 // matmul, so that autograd, autocast and every backend come with those ops.
-#include <algorithm>
-#include <numeric>
 #include <string>
 
 #include "internal/iter.h"
@@ -134,6 +132,8 @@ Tensor dot(const Tensor& a, const Tensor& b) {
                " elements");
   SINTER_CHECK(a.dtype() == b.dtype(), "dot: expected both vectors to have one dtype, got ",
                a.dtype(), " and ", b.dtype());
+  SINTER_CHECK(is_floating(a.dtype()), "dot: floating vectors only here, got ", a.dtype(),
+               " (PyTorch also takes integers)");
   return matmul(a, b);
 }
 
@@ -145,6 +145,8 @@ Tensor mv(const Tensor& m, const Tensor& v) {
                shape_str(m.shape()), " and ", shape_str(v.shape()));
   SINTER_CHECK(m.size(1) == v.size(0), "mv: the matrix ", shape_str(m.shape()), " and the vector ",
                shape_str(v.shape()), " do not fit");
+  SINTER_CHECK(m.dtype() == v.dtype() && is_floating(m.dtype()),
+               "mv: expected floating operands of one dtype, got ", m.dtype(), " and ", v.dtype());
   return matmul(m, v);
 }
 
@@ -155,6 +157,9 @@ Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double bet
   check_defined("addmm", m2);
   SINTER_CHECK(m1.dim() == 2 && m2.dim() == 2, "addmm: expects 2-D matrices, got ",
                shape_str(m1.shape()), " and ", shape_str(m2.shape()));
+  SINTER_CHECK(input.dtype() == m1.dtype() && m1.dtype() == m2.dtype(),
+               "addmm: input, mat1 and mat2 must have one dtype, got ", input.dtype(), ", ",
+               m1.dtype(), " and ", m2.dtype());
   const Tensor prod = matmul(m1, m2);
   const Shape out = broadcast_shapes("addmm", input.shape(), prod.shape());
   SINTER_CHECK(out == prod.shape(), "addmm: input ", shape_str(input.shape()),

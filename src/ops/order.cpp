@@ -4,9 +4,7 @@
 // positions reads every statistic at once (its gradient goes back through the gather and the sort
 // to the element read). quantile's ranks are f64, and it gathers its Q places from each sorted
 // slice without copying the slice Q times.
-#include <cmath>
 #include <limits>
-#include <string>
 
 #include "internal/autograd_impl.h"
 #include "internal/ops_impl.h"
@@ -50,7 +48,11 @@ std::tuple<Tensor, Tensor> median_along(const char* name, const Tensor& a, int64
 // for a NaN median), as PyTorch's evenly_distribute_backward.
 Tensor median_of_all(const char* name, const Tensor& a, bool skip_nan) {
   check_defined(name, a);
-  if (a.numel() == 0) return constant(kNan, a.dtype(), a.device());
+  if (a.numel() == 0) {
+    SINTER_CHECK(is_floating(a.dtype()), name, ": an empty ", a.dtype(),
+                 " tensor has no median (a floating one gives NaN)");
+    return constant(kNan, a.dtype(), a.device());
+  }
   Tensor out;
   {
     NoGradGuard ng;

@@ -144,6 +144,10 @@ def test_review_cases_match_torch(torch):
     w = sinter.ones(2, requires_grad=True)
     w.data = sinter.tensor([3.0, 4.0])
     assert w.tolist() == [3.0, 4.0] and w.requires_grad
+    with pytest.raises(RuntimeError, match="shape, dtype and device"):
+        w.data = sinter.tensor([3, 4])
+    with pytest.raises(TypeError, match="keepdim needs a dim"):
+        w.median(keepdim=True)
     with pytest.raises(RuntimeError, match="mT is only supported on matrices"):
         sinter.ones(3).mT
     # The random fills check their arguments and take torch's keywords.
