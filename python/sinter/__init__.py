@@ -65,6 +65,7 @@ from ._C import (  # noqa: F401  (re-exported: the ops of ops.cpp)
     floor_divide,
     gather,
     ge,
+    gru_cell,
     gt,
     hypot,
     index_add,
@@ -74,6 +75,7 @@ from ._C import (  # noqa: F401  (re-exported: the ops of ops.cpp)
     le,
     lerp,
     logsumexp,
+    lstm_cell,
     lt,
     masked_fill,
     matmul,
@@ -88,6 +90,8 @@ from ._C import (  # noqa: F401  (re-exported: the ops of ops.cpp)
     pow,
     remainder,
     repeat_interleave,
+    rnn_relu_cell,
+    rnn_tanh_cell,
     roll,
     scatter_add,
     searchsorted,
@@ -228,6 +232,7 @@ from .amp import autocast  # noqa: F401
 from ._formatting import tensor_repr as _tensor_repr
 from ._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
 from ._tensor_data import tensor  # noqa: F401
+from ._ops_more import *  # noqa: F401,F403  (more of torch's functions, composed in Python)
 
 __version__ = "0.1.0"
 
@@ -274,3 +279,21 @@ Tensor.__iter__ = _iter
 Tensor.__deepcopy__ = _deepcopy
 Tensor.__array__ = _array
 Tensor.to = _to
+
+
+def _as_function(method, name):
+    """The Tensor method `method` as torch's function of the package: its tensor argument is
+    named input (torch.abs(input=x)), not self."""
+    def function(input, *args, **kwargs):
+        return method(input, *args, **kwargs)
+    function.__name__ = function.__qualname__ = name
+    doc = method.__doc__ or ""
+    function.__doc__ = doc.replace(f"{name}(self", f"{name}(input", 1)
+    return function
+
+
+for _name, _value in list(globals().items()):
+    if (not _name.startswith("_") and callable(_value) and not isinstance(_value, type)
+            and getattr(Tensor, _name, None) is _value):
+        globals()[_name] = _as_function(_value, _name)
+del _name, _value

@@ -1,8 +1,8 @@
 """torch.Tensor methods that sinter composes in Python over its own: the in-place forms of the
 elementwise ops (x.sub_(y) computes x - y and writes it into x, as x -= y does: refused where
 autograd would have to record it, outside no_grad on a tensor that requires grad or with an
-argument that does, and where the result's dtype does not fit x's), the random fills, the new_* factories, and torch's small
-properties (data, mT, nbytes, itemsize, ...)."""
+argument that does, and where the result's dtype does not fit x's), the random fills, the new_*
+factories, and torch's small properties (data, mT, nbytes, itemsize, ...)."""
 
 from . import _C
 from ._grad_mode import no_grad

@@ -70,12 +70,49 @@ inline Size padding_of(nb::handle h, bool& same, Of of) {
   return of(h);
 }
 
-// interpolate's and Upsample's arguments (size or scale_factor, mode, align_corners).
+// interpolate's and Upsample's arguments (size or scale_factor, mode, align_corners,
+// recompute_scale_factor).
 InterpolateOptions interpolate_options_of(nb::handle size, nb::handle scale,
                                           const std::string& mode,
-                                          std::optional<bool> align_corners);
+                                          std::optional<bool> align_corners,
+                                          std::optional<bool> recompute_scale_factor);
+// gelu's `approximate=` argument ("none" or "tanh"; anything else a RuntimeError, as torch's).
+Activation gelu_form_of(const std::string& approximate);
+// torch's `bias=False` of the norm layers (a weight without a bias): refused by name, since
+// Sinter's norm layers keep both or neither.
+void refuse_no_bias(const char* layer, bool bias);
+// torch's factory keywords of a layer (device=, dtype=): the new layer's tensors moved and cast
+// there.
+void to_factory(nn::Module& layer, nb::handle device, nb::handle dtype);
+// A batch or instance norm layer with torch's arguments (affine and track_running_stats default
+// to `stats`: true for the batch norms, false for the instance norms).
+template <class L>
+void bind_norm_layer(nb::module_& m, const char* name, bool stats) {
+  nb::class_<L, nn::Module>(m, name).def(
+      "__init__",
+      [name](L* self, int64_t n, double eps, double momentum, bool affine, bool track, bool bias,
+             nb::handle device, nb::handle dtype) {
+        refuse_no_bias(name, bias);
+        new (self) L(n, eps, momentum, affine, track);
+        to_factory(*self, device, dtype);
+      },
+      nb::arg("num_features"), nb::arg("eps") = 1e-5, nb::arg("momentum") = 0.1,
+      nb::arg("affine") = stats, nb::arg("track_running_stats") = stats, nb::arg("bias") = true,
+      nb::kw_only(), nb::arg("device") = nb::none(), nb::arg("dtype") = nb::none());
+}
+
+// torch's `inplace=` of a layer, kept on its Python object (made with nb::dynamic_attr) for its
+// repr: the layer makes a new tensor either way.
+template <class L>
+void keep_inplace(L* self, bool inplace) {
+  nb::setattr(nb::find(self), "inplace", nb::bool_(inplace));
+}
 // A `reduction=` argument ("mean", "sum", "none", "batchmean").
 Reduction reduction_of(const std::string& r);
+// A layer's optional tensor (a bias) for Python: None where undefined.
+inline std::optional<Tensor> optional_of(const Tensor& t) {
+  return t.defined() ? std::optional<Tensor>(t) : std::nullopt;
+}
 // An optional tensor argument, undefined for None.
 Tensor or_undefined(const std::optional<Tensor>& t);
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "bind.h"
@@ -102,9 +103,19 @@ void bind_factories(nb::module_& m) {
       },
       nb::arg("low"), nb::arg("high"), nb::arg("size"), nb::kw_only(),
       nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none());
-  m.def("zeros_like", [](const Tensor& t) { return zeros_like(t); });
-  m.def("ones_like", [](const Tensor& t) { return ones_like(t); });
-  m.def("empty_like", [](const Tensor& t) { return empty_like(t); });
+  // zeros_like, ones_like, empty_like: input's shape, and its dtype and device unless given.
+  for (const auto& [name, make] : {std::pair{"zeros_like", &zeros}, std::pair{"ones_like", &ones},
+                                   std::pair{"empty_like", &empty}}) {
+    m.def(
+        name,
+        [make](const Tensor& t, OptDType dtype, OptDevice device, bool requires_grad) {
+          TensorOptions o = options_of(dtype, device, requires_grad, t.dtype());
+          if (device.is_none()) o.device = t.device();
+          return make(t.shape(), o);
+        },
+        nb::arg("input"), nb::kw_only(), nb::arg("dtype") = nb::none(),
+        nb::arg("device") = nb::none(), nb::arg("requires_grad") = false);
+  }
   m.def(
       "manual_seed", [](uint64_t seed) { manual_seed(seed); }, nb::arg("seed"));
   // sinter.tensor()'s last step (python/sinter/_tensor_data.py reads the nested data): flat

@@ -19,31 +19,36 @@ namespace {
 using T = const Tensor&;
 using OptT = const std::optional<Tensor>&;
 
+// inplace is taken for torch's callers: the result is a new tensor either way (README).
 void bind_activations(nb::module_& m) {
   m.def(
-      "leaky_relu", [](T x, double slope) { return leaky_relu(x, slope); }, nb::arg("input"),
-      nb::arg("negative_slope") = 0.01);
+      "leaky_relu", [](T x, double slope, bool) { return leaky_relu(x, slope); }, nb::arg("input"),
+      nb::arg("negative_slope") = 0.01, nb::arg("inplace") = false);
   m.def(
-      "elu", [](T x, double alpha) { return elu(x, alpha); }, nb::arg("input"),
-      nb::arg("alpha") = 1.0);
+      "elu", [](T x, double alpha, bool) { return elu(x, alpha); }, nb::arg("input"),
+      nb::arg("alpha") = 1.0, nb::arg("inplace") = false);
   m.def(
-      "hardtanh", [](T x, double lo, double hi) { return hardtanh(x, lo, hi); }, nb::arg("input"),
-      nb::arg("min_val") = -1.0, nb::arg("max_val") = 1.0);
+      "hardtanh", [](T x, double lo, double hi, bool) { return hardtanh(x, lo, hi); },
+      nb::arg("input"), nb::arg("min_val") = -1.0, nb::arg("max_val") = 1.0,
+      nb::arg("inplace") = false);
   m.def(
-      "relu6", [](T x) { return hardtanh(x, 0.0, 6.0); }, nb::arg("input"));
+      "relu6", [](T x, bool) { return hardtanh(x, 0.0, 6.0); }, nb::arg("input"),
+      nb::arg("inplace") = false);
   m.def(
       "softplus", [](T x, double beta, double threshold) { return softplus(x, beta, threshold); },
       nb::arg("input"), nb::arg("beta") = 1.0, nb::arg("threshold") = 20.0);
   m.def(
       "prelu", [](T x, T w) { return prelu(x, w); }, nb::arg("input"), nb::arg("weight"));
   m.def(
-      "selu", [](T x) { return selu(x); }, nb::arg("input"));
+      "selu", [](T x, bool) { return selu(x); }, nb::arg("input"), nb::arg("inplace") = false);
   m.def(
-      "mish", [](T x) { return mish(x); }, nb::arg("input"));
+      "mish", [](T x, bool) { return mish(x); }, nb::arg("input"), nb::arg("inplace") = false);
   m.def(
-      "hardswish", [](T x) { return hardswish(x); }, nb::arg("input"));
+      "hardswish", [](T x, bool) { return hardswish(x); }, nb::arg("input"),
+      nb::arg("inplace") = false);
   m.def(
-      "hardsigmoid", [](T x) { return hardsigmoid(x); }, nb::arg("input"));
+      "hardsigmoid", [](T x, bool) { return hardsigmoid(x); }, nb::arg("input"),
+      nb::arg("inplace") = false);
   m.def(
       "sigmoid", [](T x) { return sigmoid(x); }, nb::arg("input"));
   m.def(
@@ -149,6 +154,32 @@ void bind_pooling(nb::module_& m) {
       nb::arg("input"), nb::arg("kernel_size"), nb::arg("stride") = nb::none(),
       nb::arg("padding") = 0, nb::arg("ceil_mode") = false, nb::arg("count_include_pad") = true);
   m.def(
+      "max_pool3d",
+      [](T x, nb::handle kernel, nb::handle stride, nb::handle padding, nb::handle dilation,
+         bool ceil_mode, bool return_indices) -> nb::object {
+        const MaxPool3dOptions o{.stride = stride.is_none() ? size3_of(kernel) : size3_of(stride),
+                                 .padding = size3_of(padding),
+                                 .dilation = size3_of(dilation),
+                                 .ceil_mode = ceil_mode};
+        if (return_indices) return nb::cast(max_pool3d_with_indices(x, size3_of(kernel), o));
+        return nb::cast(max_pool3d(x, size3_of(kernel), o));
+      },
+      nb::arg("input"), nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(),
+      nb::arg("padding") = 0, nb::arg("dilation") = 1, nb::arg("ceil_mode") = false,
+      nb::arg("return_indices") = false);
+  m.def(
+      "avg_pool3d",
+      [](T x, nb::handle kernel, nb::handle stride, nb::handle padding, bool ceil_mode,
+         bool count_include_pad) {
+        return avg_pool3d(x, size3_of(kernel),
+                          {.stride = stride.is_none() ? size3_of(kernel) : size3_of(stride),
+                           .padding = size3_of(padding),
+                           .ceil_mode = ceil_mode,
+                           .count_include_pad = count_include_pad});
+      },
+      nb::arg("input"), nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(),
+      nb::arg("padding") = 0, nb::arg("ceil_mode") = false, nb::arg("count_include_pad") = true);
+  m.def(
       "adaptive_avg_pool2d",
       [](T x, nb::handle size) { return adaptive_avg_pool2d(x, size2_of(size)); }, nb::arg("input"),
       nb::arg("output_size"));
@@ -184,12 +215,18 @@ void bind_pooling(nb::module_& m) {
   m.def(
       "interpolate",
       [](T x, nb::handle size, nb::handle scale, const std::string& mode,
-         std::optional<bool> align_corners) {
-        return interpolate(x, interpolate_options_of(size, scale, mode, align_corners));
+         std::optional<bool> align_corners, std::optional<bool> recompute, bool antialias) {
+        if (antialias) {
+          throw nb::value_error(
+              "interpolate: antialias=True is not supported (the resampling filters are "
+              "torch's antialias=False ones)");
+        }
+        return interpolate(x, interpolate_options_of(size, scale, mode, align_corners, recompute));
       },
       nb::arg("input"), nb::arg("size").none() = nb::none(),
       nb::arg("scale_factor").none() = nb::none(), nb::arg("mode") = "nearest",
-      nb::arg("align_corners") = nb::none());
+      nb::arg("align_corners") = nb::none(), nb::arg("recompute_scale_factor") = nb::none(),
+      nb::arg("antialias") = false);
   m.def(
       "pixel_shuffle", [](T x, int64_t r) { return pixel_shuffle(x, r); }, nb::arg("input"),
       nb::arg("upscale_factor"));
@@ -342,6 +379,16 @@ void bind_losses(nb::module_& m) {
       },
       nb::arg("input1"), nb::arg("input2"), nb::arg("target"), nb::arg("margin") = 0.0,
       nb::arg("reduction") = "mean");
+  m.def(
+      "ctc_loss",
+      [](T log_probs, T targets, T input_lengths, T target_lengths, int64_t blank, R reduction,
+         bool zero_infinity) {
+        return ctc_loss(
+            log_probs, targets, input_lengths, target_lengths,
+            {.blank = blank, .reduction = reduction_of(reduction), .zero_infinity = zero_infinity});
+      },
+      nb::arg("log_probs"), nb::arg("targets"), nb::arg("input_lengths"), nb::arg("target_lengths"),
+      nb::arg("blank") = 0, nb::arg("reduction") = "mean", nb::arg("zero_infinity") = false);
   m.def(
       "margin_ranking_loss",
       [](T a, T b, T y, double margin, R reduction) {

@@ -40,7 +40,7 @@ void bind_conv(nb::module_& m, const char* name, Of of) {
           "__init__",
           [of](L* self, int64_t in, int64_t out, nb::handle kernel, nb::handle stride,
                nb::handle padding, nb::handle dilation, int64_t groups, bool bias,
-               const std::string& mode) {
+               const std::string& mode, nb::handle device, nb::handle dtype) {
             Opt o;
             o.stride = of(stride);
             o.padding = padding_of<Size>(padding, o.same_padding, of);
@@ -49,10 +49,12 @@ void bind_conv(nb::module_& m, const char* name, Of of) {
             o.bias = bias;
             o.padding_mode = padding_mode_of(mode);
             new (self) L(in, out, of(kernel), o);
+            to_factory(*self, device, dtype);
           },
           nb::arg("in_channels"), nb::arg("out_channels"), nb::arg("kernel_size"),
           nb::arg("stride") = 1, nb::arg("padding") = 0, nb::arg("dilation") = 1,
-          nb::arg("groups") = 1, nb::arg("bias") = true, nb::arg("padding_mode") = "zeros")
+          nb::arg("groups") = 1, nb::arg("bias") = true, nb::arg("padding_mode") = "zeros",
+          nb::kw_only(), nb::arg("device") = nb::none(), nb::arg("dtype") = nb::none())
       .def_ro("weight", &L::weight)
       .def_prop_ro("bias", [](const L& c) {
         return c.bias.defined() ? std::optional<Tensor>(c.bias) : std::nullopt;
@@ -68,7 +70,8 @@ void bind_conv_transpose(nb::module_& m, const char* name, Of of) {
           "__init__",
           [of, name](L* self, int64_t in, int64_t out, nb::handle kernel, nb::handle stride,
                      nb::handle padding, nb::handle output_padding, int64_t groups, bool bias,
-                     nb::handle dilation, const std::string& mode) {
+                     nb::handle dilation, const std::string& mode, nb::handle device,
+                     nb::handle dtype) {
             if (mode != "zeros") {
               throw nb::value_error(
                   ("Only \"zeros\" padding mode is supported for " + std::string(name)).c_str());
@@ -81,23 +84,17 @@ void bind_conv_transpose(nb::module_& m, const char* name, Of of) {
             o.bias = bias;
             o.dilation = of(dilation);
             new (self) L(in, out, of(kernel), o);
+            to_factory(*self, device, dtype);
           },
           nb::arg("in_channels"), nb::arg("out_channels"), nb::arg("kernel_size"),
           nb::arg("stride") = 1, nb::arg("padding") = 0, nb::arg("output_padding") = 0,
           nb::arg("groups") = 1, nb::arg("bias") = true, nb::arg("dilation") = 1,
-          nb::arg("padding_mode") = "zeros")
+          nb::arg("padding_mode") = "zeros", nb::kw_only(), nb::arg("device") = nb::none(),
+          nb::arg("dtype") = nb::none())
       .def_ro("weight", &L::weight)
       .def_prop_ro("bias", [](const L& c) {
         return c.bias.defined() ? std::optional<Tensor>(c.bias) : std::nullopt;
       });
-}
-
-template <class L>
-void bind_instance_norm(nb::module_& m, const char* name) {
-  nb::class_<L, Module>(m, name).def(nb::init<int64_t, double, double, bool, bool>(),
-                                     nb::arg("num_features"), nb::arg("eps") = 1e-5,
-                                     nb::arg("momentum") = 0.1, nb::arg("affine") = false,
-                                     nb::arg("track_running_stats") = false);
 }
 
 // RNN, LSTM and GRU: torch's constructor and forward(input, hx) -> (output, h_n), or for the
@@ -105,28 +102,43 @@ void bind_instance_norm(nb::module_& m, const char* name) {
 template <class L>
 void bind_rnn(nb::module_& m, const char* name, bool lstm, bool elman) {
   auto cls = nb::class_<L, Module>(m, name);
-  cls.def(
-      "__init__",
-      [elman](L* self, int64_t input_size, int64_t hidden_size, int64_t num_layers,
-              const std::string& nonlinearity, bool bias, bool batch_first, double dropout,
-              bool bidirectional, int64_t proj_size) {
-        SINTER_CHECK(elman || nonlinearity == "tanh", "nonlinearity is an option of RNN only");
-        SINTER_CHECK(nonlinearity == "tanh" || nonlinearity == "relu", "Unknown nonlinearity '",
-                     nonlinearity, "'. Select from 'tanh' or 'relu'.");
-        nn::RNNOptions o;
-        o.num_layers = num_layers;
-        o.nonlinearity =
-            nonlinearity == "relu" ? nn::RNNNonlinearity::Relu : nn::RNNNonlinearity::Tanh;
-        o.bias = bias;
-        o.batch_first = batch_first;
-        o.dropout = dropout;
-        o.bidirectional = bidirectional;
-        o.proj_size = proj_size;
-        new (self) L(input_size, hidden_size, o);
-      },
-      nb::arg("input_size"), nb::arg("hidden_size"), nb::arg("num_layers") = 1,
-      nb::arg("nonlinearity") = "tanh", nb::arg("bias") = true, nb::arg("batch_first") = false,
-      nb::arg("dropout") = 0.0, nb::arg("bidirectional") = false, nb::arg("proj_size") = 0);
+  auto make = [](L* self, int64_t input_size, int64_t hidden_size, int64_t num_layers,
+                 const std::string& nonlinearity, bool bias, bool batch_first, double dropout,
+                 bool bidirectional, int64_t proj_size, nb::handle device, nb::handle dtype) {
+    SINTER_CHECK(nonlinearity == "tanh" || nonlinearity == "relu", "Unknown nonlinearity '",
+                 nonlinearity, "'. Select from 'tanh' or 'relu'.");
+    nn::RNNOptions o;
+    o.num_layers = num_layers;
+    o.nonlinearity = nonlinearity == "relu" ? nn::RNNNonlinearity::Relu : nn::RNNNonlinearity::Tanh;
+    o.bias = bias;
+    o.batch_first = batch_first;
+    o.dropout = dropout;
+    o.bidirectional = bidirectional;
+    o.proj_size = proj_size;
+    new (self) L(input_size, hidden_size, o);
+    to_factory(*self, device, dtype);
+  };
+  // torch's order: RNN has nonlinearity fourth; LSTM and GRU have none.
+  if (elman) {
+    cls.def("__init__", make, nb::arg("input_size"), nb::arg("hidden_size"),
+            nb::arg("num_layers") = 1, nb::arg("nonlinearity") = "tanh", nb::arg("bias") = true,
+            nb::arg("batch_first") = false, nb::arg("dropout") = 0.0,
+            nb::arg("bidirectional") = false, nb::arg("proj_size") = 0, nb::kw_only(),
+            nb::arg("device") = nb::none(), nb::arg("dtype") = nb::none());
+  } else {
+    cls.def(
+        "__init__",
+        [make](L* self, int64_t input_size, int64_t hidden_size, int64_t num_layers, bool bias,
+               bool batch_first, double dropout, bool bidirectional, int64_t proj_size,
+               nb::handle device, nb::handle dtype) {
+          make(self, input_size, hidden_size, num_layers, "tanh", bias, batch_first, dropout,
+               bidirectional, proj_size, device, dtype);
+        },
+        nb::arg("input_size"), nb::arg("hidden_size"), nb::arg("num_layers") = 1,
+        nb::arg("bias") = true, nb::arg("batch_first") = false, nb::arg("dropout") = 0.0,
+        nb::arg("bidirectional") = false, nb::arg("proj_size") = 0, nb::kw_only(),
+        nb::arg("device") = nb::none(), nb::arg("dtype") = nb::none());
+  }
   cls.def(
       "forward",
       [lstm](L& self, const Tensor& x, nb::handle hx) -> nb::tuple {
@@ -148,13 +160,41 @@ void bind_rnn(nb::module_& m, const char* name, bool lstm, bool elman) {
   cls.def_ro("input_size", &L::input_size).def_ro("hidden_size", &L::hidden_size);
 }
 
+// inplace is taken for torch's callers: the result is a new tensor either way (README).
 void bind_activations(nb::module_& m) {
-  nb::class_<nn::SELU, Module>(m, "SELU").def(nb::init<>());
-  nb::class_<nn::Mish, Module>(m, "Mish").def(nb::init<>());
-  nb::class_<nn::Hardswish, Module>(m, "Hardswish").def(nb::init<>());
-  nb::class_<nn::Hardsigmoid, Module>(m, "Hardsigmoid").def(nb::init<>());
+  nb::class_<nn::SELU, Module>(m, "SELU", nb::dynamic_attr())
+      .def(
+          "__init__",
+          [](nn::SELU* self, bool inplace) {
+            new (self) nn::SELU();
+            keep_inplace(self, inplace);
+          },
+          nb::arg("inplace") = false);
+  nb::class_<nn::Mish, Module>(m, "Mish", nb::dynamic_attr())
+      .def(
+          "__init__",
+          [](nn::Mish* self, bool inplace) {
+            new (self) nn::Mish();
+            keep_inplace(self, inplace);
+          },
+          nb::arg("inplace") = false);
+  nb::class_<nn::Hardswish, Module>(m, "Hardswish")
+      .def(
+          "__init__", [](nn::Hardswish* self, bool) { new (self) nn::Hardswish(); },
+          nb::arg("inplace") = false);
+  nb::class_<nn::Hardsigmoid, Module>(m, "Hardsigmoid")
+      .def(
+          "__init__", [](nn::Hardsigmoid* self, bool) { new (self) nn::Hardsigmoid(); },
+          nb::arg("inplace") = false);
   nb::class_<nn::PReLU, Module>(m, "PReLU")
-      .def(nb::init<int64_t, double>(), nb::arg("num_parameters") = 1, nb::arg("init") = 0.25)
+      .def(
+          "__init__",
+          [](nn::PReLU* self, int64_t n, double init, nb::handle device, nb::handle dtype) {
+            new (self) nn::PReLU(n, init);
+            to_factory(*self, device, dtype);
+          },
+          nb::arg("num_parameters") = 1, nb::arg("init") = 0.25, nb::kw_only(),
+          nb::arg("device") = nb::none(), nb::arg("dtype") = nb::none())
       .def_ro("weight", &nn::PReLU::weight);
   nb::class_<nn::Softmax, Module>(m, "Softmax").def(nb::init<int64_t>(), nb::arg("dim"));
   nb::class_<nn::LogSoftmax, Module>(m, "LogSoftmax").def(nb::init<int64_t>(), nb::arg("dim"));
@@ -171,11 +211,13 @@ void bind_resampling(nb::module_& m) {
       .def(
           "__init__",
           [](nn::Upsample* self, nb::handle size, nb::handle scale, const std::string& mode,
-             std::optional<bool> align_corners) {
-            new (self) nn::Upsample(interpolate_options_of(size, scale, mode, align_corners));
+             std::optional<bool> align_corners, std::optional<bool> recompute) {
+            new (self)
+                nn::Upsample(interpolate_options_of(size, scale, mode, align_corners, recompute));
           },
           nb::arg("size").none() = nb::none(), nb::arg("scale_factor").none() = nb::none(),
-          nb::arg("mode") = "nearest", nb::arg("align_corners") = nb::none());
+          nb::arg("mode") = "nearest", nb::arg("align_corners") = nb::none(),
+          nb::arg("recompute_scale_factor") = nb::none());
   auto fold_options = [](nb::handle dilation, nb::handle padding, nb::handle stride) {
     return FoldOptions{
         .dilation = size2_of(dilation), .padding = size2_of(padding), .stride = size2_of(stride)};
@@ -198,39 +240,14 @@ void bind_resampling(nb::module_& m) {
       },
       nb::arg("output_size"), nb::arg("kernel_size"), nb::arg("dilation") = 1,
       nb::arg("padding") = 0, nb::arg("stride") = 1);
-  nb::class_<nn::MaxPool3d, Module>(m, "MaxPool3d")
-      .def(
-          "__init__",
-          [](nn::MaxPool3d* self, nb::handle kernel, nb::handle stride, nb::handle padding,
-             nb::handle dilation, bool ceil_mode) {
-            new (self) nn::MaxPool3d(
-                size3_of(kernel), {.stride = stride.is_none() ? size3_of(kernel) : size3_of(stride),
-                                   .padding = size3_of(padding),
-                                   .dilation = size3_of(dilation),
-                                   .ceil_mode = ceil_mode});
-          },
-          nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(), nb::arg("padding") = 0,
-          nb::arg("dilation") = 1, nb::arg("ceil_mode") = false);
-  nb::class_<nn::AvgPool3d, Module>(m, "AvgPool3d")
-      .def(
-          "__init__",
-          [](nn::AvgPool3d* self, nb::handle kernel, nb::handle stride, nb::handle padding,
-             bool ceil_mode, bool count_include_pad) {
-            new (self) nn::AvgPool3d(
-                size3_of(kernel), {.stride = stride.is_none() ? size3_of(kernel) : size3_of(stride),
-                                   .padding = size3_of(padding),
-                                   .ceil_mode = ceil_mode,
-                                   .count_include_pad = count_include_pad});
-          },
-          nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(), nb::arg("padding") = 0,
-          nb::arg("ceil_mode") = false, nb::arg("count_include_pad") = true);
 }
 
 }  // namespace
 
 InterpolateOptions interpolate_options_of(nb::handle size, nb::handle scale,
                                           const std::string& mode,
-                                          std::optional<bool> align_corners) {
+                                          std::optional<bool> align_corners,
+                                          std::optional<bool> recompute_scale_factor) {
   static const std::pair<const char*, InterpolateMode> kModes[] = {
       {"nearest", InterpolateMode::Nearest}, {"nearest-exact", InterpolateMode::NearestExact},
       {"linear", InterpolateMode::Linear},   {"bilinear", InterpolateMode::Bilinear},
@@ -255,11 +272,18 @@ InterpolateOptions interpolate_options_of(nb::handle size, nb::handle scale,
                          : nb::cast<std::vector<double>>(scale);
   }
   o.align_corners = align_corners;
+  if (recompute_scale_factor.value_or(false)) {
+    if (!size.is_none()) {
+      throw nb::value_error("recompute_scale_factor is not meaningful with an explicit size.");
+    }
+    o.recompute_scale_factor = true;
+  }
   return o;
 }
 
 void bind_extra_layers(nb::module_& m) {
   bind_conv<nn::Conv1d, nn::Conv1dOptions, int64_t>(m, "Conv1d", int_of);
+  bind_conv<nn::Conv2d, nn::Conv2dOptions, Size2>(m, "Conv2d", size2_of);
   bind_conv<nn::Conv3d, nn::Conv3dOptions, Size3>(m, "Conv3d", size3_of);
   bind_conv_transpose<nn::ConvTranspose1d, nn::ConvTranspose1dOptions>(m, "ConvTranspose1d",
                                                                        int_of);
@@ -267,23 +291,23 @@ void bind_extra_layers(nb::module_& m) {
                                                                        size2_of);
   bind_conv_transpose<nn::ConvTranspose3d, nn::ConvTranspose3dOptions>(m, "ConvTranspose3d",
                                                                        size3_of);
-  nb::class_<nn::BatchNorm3d, Module>(m, "BatchNorm3d")
-      .def(nb::init<int64_t, double, double, bool, bool>(), nb::arg("num_features"),
-           nb::arg("eps") = 1e-5, nb::arg("momentum") = 0.1, nb::arg("affine") = true,
-           nb::arg("track_running_stats") = true);
-  bind_instance_norm<nn::InstanceNorm1d>(m, "InstanceNorm1d");
-  bind_instance_norm<nn::InstanceNorm2d>(m, "InstanceNorm2d");
-  bind_instance_norm<nn::InstanceNorm3d>(m, "InstanceNorm3d");
+  bind_norm_layer<nn::BatchNorm3d>(m, "BatchNorm3d", true);
+  bind_norm_layer<nn::InstanceNorm1d>(m, "InstanceNorm1d", false);
+  bind_norm_layer<nn::InstanceNorm2d>(m, "InstanceNorm2d", false);
+  bind_norm_layer<nn::InstanceNorm3d>(m, "InstanceNorm3d", false);
   nb::class_<nn::RMSNorm, Module>(m, "RMSNorm")
       .def(
           "__init__",
-          [](nn::RMSNorm* self, nb::handle shape, std::optional<double> eps, bool affine) {
+          [](nn::RMSNorm* self, nb::handle shape, std::optional<double> eps, bool affine,
+             nb::handle device, nb::handle dtype) {
             new (self) nn::RMSNorm(PyLong_Check(shape.ptr()) ? Shape{nb::cast<int64_t>(shape)}
                                                              : nb::cast<Shape>(shape),
                                    eps, affine);
+            to_factory(*self, device, dtype);
           },
           nb::arg("normalized_shape"), nb::arg("eps") = nb::none(),
-          nb::arg("elementwise_affine") = true);
+          nb::arg("elementwise_affine") = true, nb::kw_only(), nb::arg("device") = nb::none(),
+          nb::arg("dtype") = nb::none());
   bind_rnn<nn::RNN>(m, "RNN", false, true);
   bind_rnn<nn::LSTM>(m, "LSTM", true, false);
   bind_rnn<nn::GRU>(m, "GRU", false, false);

@@ -17,6 +17,7 @@
 #include "sinter/nn/fuse.h"
 #include "sinter/nn/init.h"
 #include "sinter/nn/normalization.h"
+#include "sinter/nn/pooling.h"
 
 namespace sinter::python {
 namespace {
@@ -59,11 +60,44 @@ void bind_module_base(nb::module_& m) {
       .def("__repr__", [](const Module& mod) { return mod.name() + "()"; });
 }
 
+// torch's Embedding constructor. max_norm and scale_grad_by_freq are refused by name (the layer's
+// forward is the C++ lookup; sinter.nn.functional.embedding takes them); sparse gives a dense
+// gradient (README); _weight gives the initial values, _freeze turns their gradient off.
+void make_embedding(nn::Embedding* self, int64_t num, int64_t dim, std::optional<int64_t> padding,
+                    std::optional<double> max_norm, double, bool by_freq, bool,
+                    std::optional<Tensor> weight, bool freeze, nb::handle device,
+                    nb::handle dtype) {
+  if (max_norm || by_freq) {
+    throw nb::value_error(
+        "Embedding: max_norm and scale_grad_by_freq are not supported by the layer; use "
+        "sinter.nn.functional.embedding, which takes them");
+  }
+  if (weight && weight->shape() != Shape{num, dim}) {
+    throw nb::value_error("Shape of weight does not match num_embeddings and embedding_dim");
+  }
+  new (self) nn::Embedding(num, dim, padding);
+  if (weight) {  // the layer takes the values' dtype and device, as torch's Parameter(_weight)
+    if (is_floating(weight->dtype())) self->to(weight->dtype());
+    self->to(weight->device());
+    NoGradGuard no_grad;
+    self->weight.copy_(*weight);
+  }
+  if (freeze) self->weight.requires_grad_(false);
+  to_factory(*self, device, dtype);
+}
+
 void bind_layers(nb::module_& m) {
   using nn::Module;
   nb::class_<nn::Linear, Module>(m, "Linear", "y = x W^T + b, as torch.nn.Linear.")
-      .def(nb::init<int64_t, int64_t, bool>(), nb::arg("in_features"), nb::arg("out_features"),
-           nb::arg("bias") = true)
+      .def(
+          "__init__",
+          [](nn::Linear* self, int64_t in, int64_t out, bool bias, nb::handle device,
+             nb::handle dtype) {
+            new (self) nn::Linear(in, out, bias);
+            to_factory(*self, device, dtype);
+          },
+          nb::arg("in_features"), nb::arg("out_features"), nb::arg("bias") = true, nb::kw_only(),
+          nb::arg("device") = nb::none(), nb::arg("dtype") = nb::none())
       .def_ro("weight", &nn::Linear::weight)
       .def_prop_ro("bias",
                    [](const nn::Linear& l) {
@@ -76,80 +110,148 @@ void bind_layers(nb::module_& m) {
                ", out_features=" + std::to_string(l.out_features) +
                ", bias=" + (l.bias.defined() ? "True" : "False") + ")";
       });
-  nb::class_<nn::Conv2d, Module>(m, "Conv2d", "2-D convolution, as torch.nn.Conv2d.")
-      .def(
-          "__init__",
-          [](nn::Conv2d* self, int64_t in, int64_t out, nb::handle kernel, nb::handle stride,
-             nb::handle padding, nb::handle dilation, int64_t groups, bool bias) {
-            new (self) nn::Conv2d(in, out, size2_of(kernel),
-                                  {.stride = size2_of(stride),
-                                   .padding = size2_of(padding),
-                                   .dilation = size2_of(dilation),
-                                   .groups = groups,
-                                   .bias = bias});
-          },
-          nb::arg("in_channels"), nb::arg("out_channels"), nb::arg("kernel_size"),
-          nb::arg("stride") = 1, nb::arg("padding") = 0, nb::arg("dilation") = 1,
-          nb::arg("groups") = 1, nb::arg("bias") = true)
-      .def_ro("weight", &nn::Conv2d::weight)
-      .def_prop_ro("bias", [](const nn::Conv2d& c) {
-        return c.bias.defined() ? std::optional<Tensor>(c.bias) : std::nullopt;
-      });
   nb::class_<nn::LayerNorm, Module>(m, "LayerNorm")
       .def(
           "__init__",
-          [](nn::LayerNorm* self, nb::handle shape, double eps, bool affine) {
+          [](nn::LayerNorm* self, nb::handle shape, double eps, bool affine, bool bias,
+             nb::handle device, nb::handle dtype) {
+            refuse_no_bias("LayerNorm", bias);
             new (self) nn::LayerNorm(PyLong_Check(shape.ptr()) ? Shape{nb::cast<int64_t>(shape)}
                                                                : nb::cast<Shape>(shape),
                                      eps, affine);
+            to_factory(*self, device, dtype);
           },
-          nb::arg("normalized_shape"), nb::arg("eps") = 1e-5, nb::arg("elementwise_affine") = true);
+          nb::arg("normalized_shape"), nb::arg("eps") = 1e-5, nb::arg("elementwise_affine") = true,
+          nb::arg("bias") = true, nb::kw_only(), nb::arg("device") = nb::none(),
+          nb::arg("dtype") = nb::none())
+      // torch's attributes: normalized_shape a tuple, weight and bias None without an affine.
+      .def_prop_ro("normalized_shape",
+                   [](const nn::LayerNorm& l) { return nb::tuple(nb::cast(l.normalized_shape)); })
+      .def_ro("eps", &nn::LayerNorm::eps)
+      .def_ro("elementwise_affine", &nn::LayerNorm::elementwise_affine)
+      .def_prop_ro("weight", [](const nn::LayerNorm& l) { return optional_of(l.weight); })
+      .def_prop_ro("bias", [](const nn::LayerNorm& l) { return optional_of(l.bias); });
   nb::class_<nn::Embedding, Module>(m, "Embedding")
-      .def(nb::init<int64_t, int64_t, std::optional<int64_t>>(), nb::arg("num_embeddings"),
-           nb::arg("embedding_dim"), nb::arg("padding_idx") = nb::none())
+      .def("__init__", &make_embedding, nb::arg("num_embeddings"), nb::arg("embedding_dim"),
+           nb::arg("padding_idx") = nb::none(), nb::arg("max_norm") = nb::none(),
+           nb::arg("norm_type") = 2.0, nb::arg("scale_grad_by_freq") = false,
+           nb::arg("sparse") = false, nb::arg("_weight") = nb::none(), nb::arg("_freeze") = false,
+           nb::kw_only(), nb::arg("device") = nb::none(), nb::arg("dtype") = nb::none())
       .def_ro("weight", &nn::Embedding::weight);
-  nb::class_<nn::Dropout, Module>(m, "Dropout").def(nb::init<double>(), nb::arg("p") = 0.5);
-  nb::class_<nn::ReLU, Module>(m, "ReLU").def(nb::init<>());
+  // inplace is taken for torch's callers: the result is a new tensor either way (README).
+  nb::class_<nn::Dropout, Module>(m, "Dropout", nb::dynamic_attr())
+      .def(
+          "__init__",
+          [](nn::Dropout* self, double p, bool inplace) {
+            new (self) nn::Dropout(p);
+            keep_inplace(self, inplace);
+          },
+          nb::arg("p") = 0.5, nb::arg("inplace") = false);
+  nb::class_<nn::ReLU, Module>(m, "ReLU", nb::dynamic_attr())
+      .def(
+          "__init__",
+          [](nn::ReLU* self, bool inplace) {
+            new (self) nn::ReLU();
+            keep_inplace(self, inplace);
+          },
+          nb::arg("inplace") = false);
   nb::class_<nn::Tanh, Module>(m, "Tanh").def(nb::init<>());
   nb::class_<nn::Sigmoid, Module>(m, "Sigmoid").def(nb::init<>());
-  nb::class_<nn::GELU, Module>(m, "GELU").def(nb::init<>());
+  nb::class_<nn::GELU, Module>(m, "GELU").def(
+      "__init__",
+      [](nn::GELU* self, const std::string& approximate) {
+        new (self) nn::GELU(gelu_form_of(approximate));
+      },
+      nb::arg("approximate") = "none");
   nb::class_<nn::Flatten, Module>(m, "Flatten")
       .def(nb::init<int64_t, int64_t>(), nb::arg("start_dim") = 1, nb::arg("end_dim") = -1);
 }
 
-// A batch norm layer, with torch's arguments.
-template <class L>
-void bind_norm(nb::module_& m, const char* name) {
-  nb::class_<L, nn::Module>(m, name).def(nb::init<int64_t, double, double, bool, bool>(),
-                                         nb::arg("num_features"), nb::arg("eps") = 1e-5,
-                                         nb::arg("momentum") = 0.1, nb::arg("affine") = true,
-                                         nb::arg("track_running_stats") = true);
+// MaxPool2d and MaxPool3d with torch's arguments (kernel_size, stride (the kernel's when None),
+// padding, dilation, return_indices, ceil_mode). return_indices lives on the Python object: with
+// it, calling the layer from Python gives (output, indices) as torch's; C++ forward, which C++
+// containers call, gives the output alone.
+template <class L, class Options, class Of, class WithIndices>
+void bind_max_pool(nb::module_& m, const char* name, Of of, WithIndices with_indices) {
+  auto call = [with_indices](nb::handle self, const Tensor& x) -> nb::object {
+    L& pool = nb::cast<L&>(self);
+    if (nb::cast<bool>(nb::getattr(self, "return_indices", nb::bool_(false)))) {
+      return nb::cast(with_indices(x, pool.kernel_size, pool.options));
+    }
+    return nb::cast(pool.forward(x));
+  };
+  nb::class_<L, nn::Module>(m, name, nb::dynamic_attr())
+      .def(
+          "__init__",
+          [of](L* self, nb::handle kernel, nb::handle stride, nb::handle padding,
+               nb::handle dilation, bool return_indices, bool ceil_mode) {
+            Options o;
+            o.stride = stride.is_none() ? of(kernel) : of(stride);
+            o.padding = of(padding);
+            o.dilation = of(dilation);
+            o.ceil_mode = ceil_mode;
+            new (self) L(of(kernel), o);
+            nb::setattr(nb::find(self), "return_indices", nb::bool_(return_indices));
+          },
+          nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(), nb::arg("padding") = 0,
+          nb::arg("dilation") = 1, nb::arg("return_indices") = false, nb::arg("ceil_mode") = false)
+      .def("forward", call, nb::arg("input"))
+      .def("__call__", call, nb::arg("input"));
 }
 
-// A 2-D pool layer: kernel_size, stride (the kernel's when None) and padding, as torch's.
-template <class L, class Options>
-void bind_pool(nb::module_& m, const char* name) {
+// AvgPool2d and AvgPool3d with torch's arguments. divisor_override is refused by name: the pool
+// kernels divide by the window's count (sinter.nn.functional's avg_pool2d/3d take it).
+template <class L, class Options, class Of>
+void bind_avg_pool(nb::module_& m, const char* name, Of of) {
   nb::class_<L, nn::Module>(m, name).def(
       "__init__",
-      [](L* self, nb::handle kernel, nb::handle stride, nb::handle padding) {
+      [of, name](L* self, nb::handle kernel, nb::handle stride, nb::handle padding, bool ceil_mode,
+                 bool count_include_pad, std::optional<int64_t> divisor_override) {
+        if (divisor_override) {
+          throw nb::value_error((std::string(name) +
+                                 ": divisor_override is not supported by the layer; use "
+                                 "sinter.nn.functional's pooling, which takes it")
+                                    .c_str());
+        }
         Options o;
-        o.stride = stride.is_none() ? size2_of(kernel) : size2_of(stride);
-        o.padding = size2_of(padding);
-        new (self) L(size2_of(kernel), o);
+        o.stride = stride.is_none() ? of(kernel) : of(stride);
+        o.padding = of(padding);
+        o.ceil_mode = ceil_mode;
+        o.count_include_pad = count_include_pad;
+        new (self) L(of(kernel), o);
       },
-      nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(), nb::arg("padding") = 0);
+      nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(), nb::arg("padding") = 0,
+      nb::arg("ceil_mode") = false, nb::arg("count_include_pad") = true,
+      nb::arg("divisor_override").none() = nb::none());
 }
 
 // Norms, pools and attention.
 void bind_more_layers(nb::module_& m) {
   using nn::Module;
-  bind_norm<nn::BatchNorm1d>(m, "BatchNorm1d");
-  bind_norm<nn::BatchNorm2d>(m, "BatchNorm2d");
+  bind_norm_layer<nn::BatchNorm1d>(m, "BatchNorm1d", true);
+  bind_norm_layer<nn::BatchNorm2d>(m, "BatchNorm2d", true);
   nb::class_<nn::GroupNorm, Module>(m, "GroupNorm")
-      .def(nb::init<int64_t, int64_t, double, bool>(), nb::arg("num_groups"),
-           nb::arg("num_channels"), nb::arg("eps") = 1e-5, nb::arg("affine") = true);
-  bind_pool<nn::MaxPool2d, MaxPool2dOptions>(m, "MaxPool2d");
-  bind_pool<nn::AvgPool2d, AvgPool2dOptions>(m, "AvgPool2d");
+      .def(
+          "__init__",
+          [](nn::GroupNorm* self, int64_t groups, int64_t channels, double eps, bool affine,
+             bool bias, nb::handle device, nb::handle dtype) {
+            refuse_no_bias("GroupNorm", bias);
+            new (self) nn::GroupNorm(groups, channels, eps, affine);
+            to_factory(*self, device, dtype);
+          },
+          nb::arg("num_groups"), nb::arg("num_channels"), nb::arg("eps") = 1e-5,
+          nb::arg("affine") = true, nb::arg("bias") = true, nb::kw_only(),
+          nb::arg("device") = nb::none(), nb::arg("dtype") = nb::none());
+  bind_max_pool<nn::MaxPool2d, MaxPool2dOptions>(
+      m, "MaxPool2d", size2_of, [](const Tensor& x, Size2 k, const MaxPool2dOptions& o) {
+        return max_pool2d_with_indices(x, k, o);
+      });
+  bind_avg_pool<nn::AvgPool2d, AvgPool2dOptions>(m, "AvgPool2d", size2_of);
+  bind_max_pool<nn::MaxPool3d, MaxPool3dOptions>(
+      m, "MaxPool3d", size3_of, [](const Tensor& x, Size3 k, const MaxPool3dOptions& o) {
+        return max_pool3d_with_indices(x, k, o);
+      });
+  bind_avg_pool<nn::AvgPool3d, AvgPool3dOptions>(m, "AvgPool3d", size3_of);
   nb::class_<nn::AdaptiveAvgPool2d, Module>(m, "AdaptiveAvgPool2d")
       .def(
           "__init__",
@@ -179,21 +281,34 @@ void bind_more_layers(nb::module_& m) {
           },
           nb::arg("embed_dim"), nb::arg("num_heads"), nb::arg("mlp_ratio") = 4,
           nb::arg("dropout") = 0.0, nb::arg("causal") = false);
-  nb::class_<nn::ELU, Module>(m, "ELU").def(nb::init<double>(), nb::arg("alpha") = 1.0);
-  nb::class_<nn::Identity, Module>(m, "Identity").def(nb::init<>());
+  nb::class_<nn::ELU, Module>(m, "ELU", nb::dynamic_attr())
+      .def(
+          "__init__",
+          [](nn::ELU* self, double alpha, bool inplace) {
+            new (self) nn::ELU(alpha);
+            keep_inplace(self, inplace);
+          },
+          nb::arg("alpha") = 1.0, nb::arg("inplace") = false);
+  // torch's Identity takes any arguments and ignores them.
+  nb::class_<nn::Identity, Module>(m, "Identity")
+      .def("__init__", [](nn::Identity* self, const nb::args&, const nb::kwargs&) {
+        new (self) nn::Identity();
+      });
 }
 
 void bind_functional(nb::module_& m) {
   using T = const Tensor&;
   using OptT = const std::optional<Tensor>&;
-  m.def("relu", [](T x) { return relu(x); });
+  // inplace, in the activations and dropout, is taken for torch's callers: the result is a new
+  // tensor either way (README).
+  m.def(
+      "relu", [](T x, bool) { return relu(x); }, nb::arg("input"), nb::arg("inplace") = false);
   m.def(
       "gelu",
-      [](T x, const std::string& approximate) {
-        return gelu(x, approximate == "tanh" ? Activation::GeluTanh : Activation::Gelu);
-      },
+      [](T x, const std::string& approximate) { return gelu(x, gelu_form_of(approximate)); },
       nb::arg("input"), nb::arg("approximate") = "none");
-  m.def("silu", [](T x) { return silu(x); });
+  m.def(
+      "silu", [](T x, bool) { return silu(x); }, nb::arg("input"), nb::arg("inplace") = false);
   m.def(
       "softmax", [](T x, int64_t dim) { return softmax(x, dim); }, nb::arg("input"),
       nb::arg("dim"));
@@ -217,16 +332,21 @@ void bind_functional(nb::module_& m) {
       nb::arg("padding") = 0, nb::arg("dilation") = 1, nb::arg("groups") = 1);
   m.def(
       "max_pool2d",
-      [](T x, nb::handle kernel, nb::handle stride, nb::handle padding) {
-        return max_pool2d(x, size2_of(kernel),
-                          {.stride = stride.is_none() ? size2_of(kernel) : size2_of(stride),
-                           .padding = size2_of(padding)});
+      [](T x, nb::handle kernel, nb::handle stride, nb::handle padding, nb::handle dilation,
+         bool ceil_mode, bool return_indices) -> nb::object {
+        const MaxPool2dOptions o{.stride = stride.is_none() ? size2_of(kernel) : size2_of(stride),
+                                 .padding = size2_of(padding),
+                                 .dilation = size2_of(dilation),
+                                 .ceil_mode = ceil_mode};
+        if (return_indices) return nb::cast(max_pool2d_with_indices(x, size2_of(kernel), o));
+        return nb::cast(max_pool2d(x, size2_of(kernel), o));
       },
       nb::arg("input"), nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(),
-      nb::arg("padding") = 0);
+      nb::arg("padding") = 0, nb::arg("dilation") = 1, nb::arg("ceil_mode") = false,
+      nb::arg("return_indices") = false);
   m.def(
-      "dropout", [](T x, double p, bool training) { return dropout(x, p, training); },
-      nb::arg("input"), nb::arg("p") = 0.5, nb::arg("training") = true);
+      "dropout", [](T x, double p, bool training, bool) { return dropout(x, p, training); },
+      nb::arg("input"), nb::arg("p") = 0.5, nb::arg("training") = true, nb::arg("inplace") = false);
   m.def(
       "layer_norm",
       [](T x, const Shape& shape, OptT w, OptT b, double eps) {

@@ -223,8 +223,10 @@ void bind_selection(nb::module_& m, nb::class_<Tensor>& c) {
   def_both(
       m, c, "triu", [](T a, int64_t d) { return triu(a, d); }, nb::arg("diagonal") = 0);
   def_both(
-      m, c, "gather", [](T a, int64_t dim, T index) { return gather(a, dim, index); },
-      nb::arg("dim"), nb::arg("index"));
+      m, c, "gather",
+      // sparse_grad is taken for torch's callers: the gradient is dense either way (README).
+      [](T a, int64_t dim, T index, bool) { return gather(a, dim, index); }, nb::arg("dim"),
+      nb::arg("index"), nb::kw_only(), nb::arg("sparse_grad") = false);
   def_both(
       m, c, "index_select", [](T a, int64_t dim, T index) { return index_select(a, dim, index); },
       nb::arg("dim"), nb::arg("index"));
@@ -291,12 +293,39 @@ void bind_reductions(nb::module_& m, nb::class_<Tensor>& c) {
       },
       nb::arg("sorted") = true, nb::arg("return_inverse") = false, nb::arg("return_counts") = false,
       nb::arg("dim") = nb::none());
+  // torch's searchsorted: side ("left" or "right") names right's choice, sorter the order that
+  // sorts each row of sorted_sequence; out_int32 gives i32 indices.
   m.def(
-      "searchsorted", [](T seq, T values, bool right) { return searchsorted(seq, values, right); },
-      nb::arg("sorted_sequence"), nb::arg("input"), nb::kw_only(), nb::arg("right") = false);
+      "searchsorted",
+      [](T seq, T values, bool out_int32, bool right, std::optional<std::string> side,
+         std::optional<Tensor> sorter) {
+        if (side) {
+          if (*side != "left" && *side != "right") {
+            throw nb::value_error(("torch.searchsorted(): side can only be 'left' or 'right' but "
+                                   "got " +
+                                   *side)
+                                      .c_str());
+          }
+          if (right && *side == "left") {
+            throw nb::value_error(
+                "torch.searchsorted(): side and right can't be set to opposites, got side of "
+                "left while right was True");
+          }
+          right = *side == "right";
+        }
+        Tensor r = searchsorted(sorter ? gather(seq, -1, *sorter) : seq, values, right);
+        return out_int32 ? r.to(DType::i32) : r;
+      },
+      nb::arg("sorted_sequence"), nb::arg("input"), nb::kw_only(), nb::arg("out_int32") = false,
+      nb::arg("right") = false, nb::arg("side") = nb::none(), nb::arg("sorter") = nb::none());
   m.def(
-      "bucketize", [](T input, T bounds, bool right) { return bucketize(input, bounds, right); },
-      nb::arg("input"), nb::arg("boundaries"), nb::kw_only(), nb::arg("right") = false);
+      "bucketize",
+      [](T input, T bounds, bool out_int32, bool right) {
+        Tensor r = bucketize(input, bounds, right);
+        return out_int32 ? r.to(DType::i32) : r;
+      },
+      nb::arg("input"), nb::arg("boundaries"), nb::kw_only(), nb::arg("out_int32") = false,
+      nb::arg("right") = false);
   def_both(
       m, c, "multinomial",
       [](T w, int64_t n, bool replacement) { return multinomial(w, n, replacement); },
@@ -305,9 +334,11 @@ void bind_reductions(nb::module_& m, nb::class_<Tensor>& c) {
 
 void bind_shapes(nb::module_& m, nb::class_<Tensor>& c) {
   for (const char* name : {"cat", "concat", "concatenate"}) {
+    // concatenate is NumPy's name, with NumPy's `axis`, as torch's.
+    const bool numpy = std::string(name) == "concatenate";
     m.def(
         name, [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); },
-        nb::arg("tensors"), nb::arg("dim") = 0);
+        nb::arg("tensors"), nb::arg(numpy ? "axis" : "dim") = 0);
   }
   m.def(
       "stack", [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); },
@@ -343,13 +374,21 @@ void bind_shapes(nb::module_& m, nb::class_<Tensor>& c) {
       m, c, "diag", [](T a, int64_t d) { return diag(a, d); }, nb::arg("diagonal") = 0);
   def_both(
       m, c, "repeat_interleave",
-      [](T a, nb::handle repeats, std::optional<int64_t> dim) {
-        if (nb::isinstance<Tensor>(repeats)) {
-          return repeat_interleave(a, nb::cast<Tensor>(repeats), dim);
+      [](T a, nb::handle repeats, std::optional<int64_t> dim, std::optional<int64_t> output_size) {
+        Tensor r = nb::isinstance<Tensor>(repeats)
+                       ? repeat_interleave(a, nb::cast<Tensor>(repeats), dim)
+                       : repeat_interleave(a, nb::cast<int64_t>(repeats), dim);
+        // output_size is the result's length along dim (all of it without a dim), checked.
+        const int64_t got = dim ? r.size(*dim) : r.numel();
+        if (output_size && *output_size != got) {
+          throw nb::value_error(("repeat_interleave: output_size=" + std::to_string(*output_size) +
+                                 " but the repeats give " + std::to_string(got))
+                                    .c_str());
         }
-        return repeat_interleave(a, nb::cast<int64_t>(repeats), dim);
+        return r;
       },
-      nb::arg("repeats"), nb::arg("dim") = nb::none());
+      nb::arg("repeats"), nb::arg("dim") = nb::none(), nb::kw_only(),
+      nb::arg("output_size") = nb::none());
   m.def(
       "meshgrid",
       [](nb::args tensors, const std::string& indexing) {
@@ -387,9 +426,50 @@ void bind_shapes(nb::module_& m, nb::class_<Tensor>& c) {
       nb::arg("dim") = nb::none());
 }
 
+// torch's cells, one step each: lstm_cell -> (h', c'); gru_cell, rnn_tanh_cell, rnn_relu_cell
+// -> h'. hx is (h, c) for the LSTM, h for the others; biases may be None.
+void bind_cells(nb::module_& m) {
+  using T = const Tensor&;
+  using OptT = const std::optional<Tensor>&;
+  m.def(
+      "lstm_cell",
+      [](T x, const std::vector<Tensor>& hx, T w_ih, T w_hh, OptT b_ih, OptT b_hh) {
+        if (hx.size() != 2) {
+          throw nb::value_error(
+              ("lstm_cell: hx must hold (h, c), got " + std::to_string(hx.size()) + " tensors")
+                  .c_str());
+        }
+        return lstm_cell(x, hx[0], hx[1], w_ih, w_hh, or_undefined(b_ih), or_undefined(b_hh));
+      },
+      nb::arg("input"), nb::arg("hx"), nb::arg("w_ih"), nb::arg("w_hh"),
+      nb::arg("b_ih").none() = nb::none(), nb::arg("b_hh").none() = nb::none());
+  m.def(
+      "gru_cell",
+      [](T x, T h, T w_ih, T w_hh, OptT b_ih, OptT b_hh) {
+        return gru_cell(x, h, w_ih, w_hh, or_undefined(b_ih), or_undefined(b_hh));
+      },
+      nb::arg("input"), nb::arg("hx"), nb::arg("w_ih"), nb::arg("w_hh"),
+      nb::arg("b_ih").none() = nb::none(), nb::arg("b_hh").none() = nb::none());
+  m.def(
+      "rnn_tanh_cell",
+      [](T x, T h, T w_ih, T w_hh, OptT b_ih, OptT b_hh) {
+        return rnn_tanh_cell(x, h, w_ih, w_hh, or_undefined(b_ih), or_undefined(b_hh));
+      },
+      nb::arg("input"), nb::arg("hx"), nb::arg("w_ih"), nb::arg("w_hh"),
+      nb::arg("b_ih").none() = nb::none(), nb::arg("b_hh").none() = nb::none());
+  m.def(
+      "rnn_relu_cell",
+      [](T x, T h, T w_ih, T w_hh, OptT b_ih, OptT b_hh) {
+        return rnn_relu_cell(x, h, w_ih, w_hh, or_undefined(b_ih), or_undefined(b_hh));
+      },
+      nb::arg("input"), nb::arg("hx"), nb::arg("w_ih"), nb::arg("w_hh"),
+      nb::arg("b_ih").none() = nb::none(), nb::arg("b_hh").none() = nb::none());
+}
+
 }  // namespace
 
 void bind_ops(nb::module_& m, nb::class_<Tensor>& c) {
+  bind_cells(m);
   bind_binary(m, c);
   bind_selection(m, c);
   bind_reductions(m, c);

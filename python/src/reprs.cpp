@@ -103,6 +103,75 @@ void repr(nb::module_& m, const char* type, F f) {
       [type, f](const L& l) { return std::string(type) + "(" + f(l) + ")"; }, nb::is_method());
 }
 
+// A layer whose repr reads the Python object too (the inplace= it was made with).
+template <class L, class F>
+void repr_obj(nb::module_& m, const char* type, F f) {
+  m.attr(type).attr("__repr__") = nb::cpp_function(
+      [type, f](nb::handle self) {
+        return std::string(type) + "(" + f(nb::cast<const L&>(self), self) + ")";
+      },
+      nb::is_method());
+}
+
+bool inplace_of(nb::handle self) {
+  return nb::cast<bool>(nb::getattr(self, "inplace", nb::bool_(false)));
+}
+
+const char* mode_name(InterpolateMode m) {
+  switch (m) {
+    case InterpolateMode::NearestExact:
+      return "'nearest-exact'";
+    case InterpolateMode::Linear:
+      return "'linear'";
+    case InterpolateMode::Bilinear:
+      return "'bilinear'";
+    case InterpolateMode::Bicubic:
+      return "'bicubic'";
+    case InterpolateMode::Trilinear:
+      return "'trilinear'";
+    case InterpolateMode::Area:
+      return "'area'";
+    default:
+      return "'nearest'";
+  }
+}
+
+// torch's Upsample.extra_repr: the scale factor as float(s), else the size, then the mode.
+std::string upsample_args(const nn::Upsample& u) {
+  const InterpolateOptions& o = u.options;
+  std::string s;
+  if (!o.scale_factor.empty()) {
+    if (o.scale_factor.size() == 1) {
+      s = "scale_factor=" + py(o.scale_factor[0]);
+    } else {
+      nb::list l;
+      for (double f : o.scale_factor) l.append(f);
+      s = "scale_factor=" + py(nb::tuple(l));
+    }
+  } else {
+    s = "size=" + (o.size.size() == 1 ? std::to_string(o.size[0]) : tuple_of(o.size));
+  }
+  return s + ", mode=" + mode_name(o.mode);
+}
+
+std::string fold_args(Size2 kernel, const FoldOptions& o) {
+  return "kernel_size=" + pool_size(kernel) + ", dilation=" + pool_size(o.dilation) +
+         ", padding=" + pool_size(o.padding) + ", stride=" + pool_size(o.stride);
+}
+
+template <class P>
+std::string max_pool_args(const P& p) {
+  return "kernel_size=" + pool_size(p.kernel_size) + ", stride=" + pool_size(p.options.stride) +
+         ", padding=" + pool_size(p.options.padding) +
+         ", dilation=" + pool_size(p.options.dilation) + ", ceil_mode=" + py(p.options.ceil_mode);
+}
+
+template <class P>
+std::string avg_pool_args(const P& p) {
+  return "kernel_size=" + pool_size(p.kernel_size) + ", stride=" + pool_size(p.options.stride) +
+         ", padding=" + pool_size(p.options.padding);
+}
+
 std::string norm_args(const nn::NormBase& n) {
   return std::to_string(n.num_features) + ", eps=" + py(n.eps) + ", momentum=" + py(n.momentum) +
          ", affine=" + py(n.affine) + ", bias=" + py(n.affine) +
@@ -151,16 +220,35 @@ void bind_reprs(nb::module_& m) {
     if (e.padding_idx) s += ", padding_idx=" + std::to_string(*e.padding_idx);
     return s;
   });
-  repr<nn::Dropout>(m, "Dropout",
-                    [](const nn::Dropout& d) { return "p=" + py(d.p) + ", inplace=False"; });
-  repr<nn::MaxPool2d>(m, "MaxPool2d", [](const nn::MaxPool2d& p) {
-    return "kernel_size=" + pool_size(p.kernel_size) + ", stride=" + pool_size(p.options.stride) +
-           ", padding=" + pool_size(p.options.padding) +
-           ", dilation=" + pool_size(p.options.dilation) + ", ceil_mode=" + py(p.options.ceil_mode);
+  repr_obj<nn::Dropout>(m, "Dropout", [](const nn::Dropout& d, nb::handle self) {
+    return "p=" + py(d.p) + ", inplace=" + py(inplace_of(self));
   });
-  repr<nn::AvgPool2d>(m, "AvgPool2d", [](const nn::AvgPool2d& p) {
-    return "kernel_size=" + pool_size(p.kernel_size) + ", stride=" + pool_size(p.options.stride) +
-           ", padding=" + pool_size(p.options.padding);
+  repr_obj<nn::ReLU>(m, "ReLU", [](const nn::ReLU&, nb::handle self) {
+    return std::string(inplace_of(self) ? "inplace=True" : "");
+  });
+  repr_obj<nn::SELU>(m, "SELU", [](const nn::SELU&, nb::handle self) {
+    return std::string(inplace_of(self) ? "inplace=True" : "");
+  });
+  repr_obj<nn::Mish>(m, "Mish", [](const nn::Mish&, nb::handle self) {
+    return std::string(inplace_of(self) ? "inplace=True" : "");
+  });
+  repr<nn::MaxPool2d>(m, "MaxPool2d", max_pool_args<nn::MaxPool2d>);
+  repr<nn::MaxPool3d>(m, "MaxPool3d", max_pool_args<nn::MaxPool3d>);
+  repr<nn::AvgPool2d>(m, "AvgPool2d", avg_pool_args<nn::AvgPool2d>);
+  repr<nn::AvgPool3d>(m, "AvgPool3d", avg_pool_args<nn::AvgPool3d>);
+  repr<nn::AdaptiveAvgPool2d>(m, "AdaptiveAvgPool2d", [](const nn::AdaptiveAvgPool2d& p) {
+    return "output_size=" + pool_size(p.output_size);
+  });
+  repr<nn::Upsample>(m, "Upsample", upsample_args);
+  repr<nn::RMSNorm>(m, "RMSNorm", [](const nn::RMSNorm& r) {
+    return tuple_of(r.normalized_shape) + ", eps=" + (r.eps ? py(*r.eps) : "None") +
+           ", elementwise_affine=" + py(r.elementwise_affine);
+  });
+  repr<nn::Unfold>(m, "Unfold",
+                   [](const nn::Unfold& u) { return fold_args(u.kernel_size, u.options); });
+  repr<nn::Fold>(m, "Fold", [](const nn::Fold& f) {
+    return "output_size=" + tuple_of(sizes(f.output_size)) + ", " +
+           fold_args(f.kernel_size, f.options);
   });
   repr<nn::Flatten>(m, "Flatten", [](const nn::Flatten& f) {
     return "start_dim=" + std::to_string(f.start_dim) + ", end_dim=" + std::to_string(f.end_dim);
@@ -168,7 +256,9 @@ void bind_reprs(nb::module_& m) {
   repr<nn::GELU>(m, "GELU", [](const nn::GELU& g) {
     return std::string("approximate=") + (g.form == Activation::GeluTanh ? "'tanh'" : "'none'");
   });
-  repr<nn::ELU>(m, "ELU", [](const nn::ELU& e) { return "alpha=" + py(e.alpha); });
+  repr_obj<nn::ELU>(m, "ELU", [](const nn::ELU& e, nb::handle self) {
+    return "alpha=" + py(e.alpha) + (inplace_of(self) ? ", inplace=True" : "");
+  });
   repr<nn::PReLU>(m, "PReLU", [](const nn::PReLU& p) {
     return "num_parameters=" + std::to_string(p.num_parameters);
   });

@@ -219,7 +219,8 @@ void bind_conversions(nb::class_<Tensor>& c) {
   c.def("to", &to_impl, nb::arg("args"), nb::kw_only(), nb::arg("non_blocking") = false)
       .def("cpu", &Tensor::cpu)
       .def(
-          "cuda", [](const Tensor& t, int index) { return t.cuda(index); }, nb::arg("device") = 0)
+          "cuda", [](const Tensor& t, int index, bool) { return t.cuda(index); },
+          nb::arg("device") = 0, nb::arg("non_blocking") = false)
       .def("float", [](const Tensor& t) { return t.to(DType::f32); })
       .def("double", [](const Tensor& t) { return t.to(DType::f64); })
       .def("half", [](const Tensor& t) { return t.to(DType::f16); })
@@ -578,8 +579,10 @@ void bind_in_place(nb::class_<Tensor>& c) {
           },
           nb::rv_policy::reference)
       .def(
-          "copy_", [](Tensor& t, const Tensor& src) -> Tensor& { return t.copy_(src); },
-          nb::rv_policy::reference)
+          "copy_",
+          // non_blocking is taken for torch's callers: the copy completes before it returns.
+          [](Tensor& t, const Tensor& src, bool) -> Tensor& { return t.copy_(src); },
+          nb::arg("src"), nb::arg("non_blocking") = false, nb::rv_policy::reference)
       .def(
           "add_",
           [](Tensor& t, nb::handle other, double alpha) -> Tensor& {

@@ -198,6 +198,26 @@ void bind_types(nb::module_& m) {
       nb::arg("codes"), nb::arg("format"));
 }
 
+Activation gelu_form_of(const std::string& approximate) {
+  if (approximate == "none") return Activation::Gelu;
+  if (approximate == "tanh") return Activation::GeluTanh;
+  throw std::runtime_error("approximate argument must be either none or tanh.");
+}
+
+void to_factory(nn::Module& layer, nb::handle device, nb::handle dtype) {
+  if (!dtype.is_none()) layer.to(nb::cast<PyDType>(dtype).t);
+  if (std::optional<Device> d = device_of(device)) layer.to(*d);
+}
+
+void refuse_no_bias(const char* layer, bool bias) {
+  if (!bias) {
+    throw nb::value_error((std::string(layer) +
+                           ": bias=False (a weight without a bias) is not supported; use "
+                           "elementwise_affine/affine=False, or freeze the bias at zero")
+                              .c_str());
+  }
+}
+
 Size2 size2_of(nb::handle h) {
   if (PyLong_Check(h.ptr())) return Size2(nb::cast<int64_t>(h));
   const auto v = nb::cast<std::vector<int64_t>>(h);

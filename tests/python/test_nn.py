@@ -40,7 +40,8 @@ def test_registration_and_names():
     net = Net()
     names = [n for n, _ in net.named_parameters()]
     assert names == ["scale", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
-    assert list(net.state_dict()) == names + ["steps"]
+    # torch's order: each module's parameters, its buffers, then its children's.
+    assert list(net.state_dict()) == ["scale", "steps"] + names[1:]
     assert [n for n, _ in net.named_modules()] == ["", "fc1", "fc2"]
     assert isinstance(net.scale, nn.Parameter) and net.scale.requires_grad
     assert net.fc1.weight.shape == (8, 4)

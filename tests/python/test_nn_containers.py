@@ -2,30 +2,12 @@
 the same state_dict keys and values, the same behaviour of indexing, insertion, replacement and
 update, the same printout."""
 
-import random
 from collections import OrderedDict
 
 import pytest
 
 import sinter
-
-
-def _rand(lib, shape, seed, low=-2.0, high=2.0):
-    rng = random.Random(seed)
-    n = 1
-    for v in shape:
-        n *= v
-    values = [rng.uniform(low, high) for _ in range(n)]
-    return lib.tensor(values, dtype=lib.float64).reshape(tuple(shape))
-
-
-def _assert_same(got, want, what, rel=1e-9):
-    assert tuple(got.shape) == tuple(want.shape), what
-    if want.is_floating_point():
-        assert got.flatten().tolist() == pytest.approx(want.flatten().tolist(), rel=rel,
-                                                       abs=rel * 1e-3), what
-    else:
-        assert got.flatten().tolist() == want.flatten().tolist(), what
+from torch_parity import assert_same as _assert_same, rand as _rand
 
 
 def _holder(lib):

@@ -13,35 +13,7 @@ import pytest
 
 import sinter
 import sinter.nn.functional as F
-
-
-def _rand(lib, shape, seed, low=-2.0, high=2.0):
-    rng = random.Random(seed)
-    n = 1
-    for s in shape:
-        n *= s
-    values = [rng.uniform(low, high) for _ in range(n)]
-    return lib.tensor(values, dtype=lib.float64).reshape(tuple(shape))
-
-
-class G:
-    """A differentiable f64 input of this shape, uniform in [low, high]."""
-
-    def __init__(self, shape, low=-2.0, high=2.0):
-        self.shape, self.low, self.high = shape, low, high
-
-    def make(self, lib, seed):
-        return _rand(lib, self.shape, seed, self.low, self.high).requires_grad_(True)
-
-
-class C:
-    """A constant input (a target), fn(lib) for either library."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def make(self, lib, seed):
-        return self.fn(lib)
+from torch_parity import C, G, assert_same as _assert_same, rand as _rand
 
 
 def _resolve(lib, value):
@@ -201,15 +173,6 @@ MODULES = [
 
 def _outputs(out):
     return list(out) if isinstance(out, tuple) else [out]
-
-
-def _assert_same(got, want, what, rel=1e-9):
-    assert tuple(got.shape) == tuple(want.shape), what
-    if want.is_floating_point():
-        assert got.flatten().tolist() == pytest.approx(want.flatten().tolist(), rel=rel,
-                                                       abs=rel * 1e-3), what
-    else:
-        assert got.flatten().tolist() == want.flatten().tolist(), what
 
 
 @pytest.mark.parametrize("name,args,kwargs,inputs", MODULES,

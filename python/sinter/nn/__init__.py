@@ -229,16 +229,22 @@ class Module:
         return (b for _, b in self.named_buffers())
 
     # --- state ---
-    def state_dict(self):
-        """Parameters and persistent buffers by dotted name (PyTorch's keys), detached."""
-        out = OrderedDict()
-        for name, p in self._named_tensors("_parameters", ""):
-            out[name] = p.detach()
-        for name, b in self.named_buffers():
-            owner, _, leaf = name.rpartition(".")
-            module = self._path(owner)
-            if leaf not in getattr(module, "__dict__", {}).get("_non_persistent", ()):
-                out[name] = b.detach()
+    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
+        """Parameters and persistent buffers by dotted name (PyTorch's keys), detached unless
+        keep_vars, in torch's order: each module's parameters, then its buffers, then its
+        children's."""
+        out = OrderedDict() if destination is None else destination
+        non_persistent = self.__dict__.get("_non_persistent", ())
+        for name, t in list(self._parameters.items()) + [
+                (n, b) for n, b in self._buffers.items() if n not in non_persistent]:
+            if t is not None:
+                out[prefix + name] = t if keep_vars else t.detach()
+        for name, m in self.named_children():
+            if isinstance(m, Module):
+                m.state_dict(destination=out, prefix=prefix + name + ".", keep_vars=keep_vars)
+            else:
+                for key, t in _cmodule_state_dict(m).items():
+                    out[prefix + name + "." + key] = t
         return out
 
     def _path(self, path):
@@ -412,7 +418,31 @@ def _cmodule_repr(self):
     return f"{self._type_name()}(\n  " + "\n  ".join(lines) + "\n)"
 
 
+_plain_state_dict = CModule.state_dict
+
+
+def _cmodule_state_dict(self, *, destination=None, prefix="", keep_vars=False):
+    """A C++ layer's state_dict in torch's order (each module's parameters, its buffers, then
+    its children's), not the sorted order of the C++ map; keep_vars is taken (the values are
+    the layer's tensors)."""
+    del keep_vars
+    values = _plain_state_dict(self)
+    out = OrderedDict() if destination is None else destination
+
+    def walk(module, path):
+        own = [k for k, _ in module.named_parameters() if "." not in k]
+        own += [k for k, _ in module.named_buffers() if "." not in k]
+        for key in own:
+            if path + key in values:
+                out[prefix + path + key] = values[path + key]
+        for name, child in module.named_children():
+            walk(child, path + name + ".")
+    walk(self, "")
+    return out
+
+
 CModule.__repr__ = _cmodule_repr
+CModule.state_dict = _cmodule_state_dict
 CModule.__deepcopy__ = _cmodule_deepcopy
 CModule.__getattr__ = _cmodule_getattr
 CModule.__getitem__ = _cmodule_getitem
@@ -479,6 +509,22 @@ class ModuleList(Module):
 
     def __iter__(self):
         return iter(self._modules.values())
+
+    def __repr__(self):
+        """torch's printout: a run of children that print alike shows once, as
+        "(0-5): 6 x Layer(...)"."""
+        runs = []  # [first, last, text]
+        for i, m in enumerate(self):
+            text = repr(m)
+            if runs and runs[-1][2] == text:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, text])
+        if not runs:
+            return "ModuleList()"
+        lines = [f"({a}): {t}" if a == b else f"({a}-{b}): {b - a + 1} x {t}"
+                 for a, b, t in runs]
+        return "ModuleList(\n  " + "\n  ".join(x.replace("\n", "\n  ") for x in lines) + "\n)"
 
 
 class _Activation(Module):
@@ -587,13 +633,26 @@ from .layers import (  # noqa: E402,F401
 from .losses import (  # noqa: E402,F401
     BCELoss,
     BCEWithLogitsLoss,
+    CTCLoss,
     CosineEmbeddingLoss,
     CrossEntropyLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
     HuberLoss,
     KLDivLoss,
     L1Loss,
     MSELoss,
     MarginRankingLoss,
+    MultiLabelMarginLoss,
+    MultiLabelSoftMarginLoss,
+    MultiMarginLoss,
     NLLLoss,
+    PoissonNLLLoss,
     SmoothL1Loss,
+    SoftMarginLoss,
+    TripletMarginLoss,
+    TripletMarginWithDistanceLoss,
 )
+from .cells import *  # noqa: E402,F401,F403
+from .layers_extra import *  # noqa: E402,F401,F403
+from .transformer import *  # noqa: E402,F401,F403

@@ -8,6 +8,19 @@ from .._grad_mode import no_grad
 from .._C.nn.functional import (
     adaptive_max_pool2d as _adaptive_max_pool2d,
     avg_pool1d as _avg_pool1d,
+    avg_pool2d as _avg_pool2d,
+    avg_pool3d as _avg_pool3d,
+    binary_cross_entropy as _binary_cross_entropy,
+    binary_cross_entropy_with_logits as _binary_cross_entropy_with_logits,
+    cosine_embedding_loss as _cosine_embedding_loss,
+    ctc_loss as _ctc_loss,
+    embedding as _embedding,
+    huber_loss as _huber_loss,
+    kl_div as _kl_div,
+    l1_loss as _l1_loss,
+    margin_ranking_loss as _margin_ranking_loss,
+    mse_loss as _mse_loss,
+    smooth_l1_loss as _smooth_l1_loss,
     cross_entropy as _cross_entropy,
     max_pool1d as _max_pool1d,
     nll_loss as _nll_loss,
@@ -17,39 +30,30 @@ from .._C.nn.functional import (  # noqa: F401  (re-exported)
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
     adaptive_avg_pool3d,
-    avg_pool2d,
     batch_norm,
-    binary_cross_entropy,
-    binary_cross_entropy_with_logits,
     conv1d,
     conv2d,
     conv3d,
     conv_transpose1d,
     conv_transpose2d,
     conv_transpose3d,
-    cosine_embedding_loss,
     dropout,
     elu,
-    embedding,
     fold,
     gelu,
     group_norm,
     hardsigmoid,
     hardswish,
     hardtanh,
-    huber_loss,
     instance_norm,
     interpolate,
-    kl_div,
-    l1_loss,
     layer_norm,
     leaky_relu,
     linear,
     log_softmax,
-    margin_ranking_loss,
     max_pool2d,
+    max_pool3d,
     mish,
-    mse_loss,
     one_hot,
     pixel_shuffle,
     pixel_unshuffle,
@@ -61,7 +65,6 @@ from .._C.nn.functional import (  # noqa: F401  (re-exported)
     selu,
     sigmoid,
     silu,
-    smooth_l1_loss,
     softmax,
     softplus,
     tanh,
@@ -139,14 +142,14 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 # --- losses ---
 
-def _legacy_reduction(size_average, reduce):
+def _legacy_reduction(size_average, reduce, stacklevel=3):
     """reduction from torch's deprecated size_average and reduce (None counts as True), with
     torch's warning."""
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
     reduction = ("mean" if size_average else "sum") if reduce else "none"
     warnings.warn("size_average and reduce args will be deprecated, please use "
-                  f"reduction='{reduction}' instead.", stacklevel=3)
+                  f"reduction='{reduction}' instead.", stacklevel=stacklevel)
     return reduction
 
 
@@ -213,6 +216,189 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if reduction == "sum":
         return -loss.sum()
     return -loss.sum() / (input.numel() // n_classes)
+
+
+# --- torch's full signatures over the C++ losses ---
+
+def _reduction_of(size_average, reduce, reduction):
+    """reduction, or the one torch's deprecated size_average and reduce set (with its warning
+    pointing at the caller of the loss)."""
+    if size_average is not None or reduce is not None:
+        return _legacy_reduction(size_average, reduce, stacklevel=4)
+    return reduction
+
+
+def _elementwise_weighted(loss, input, target, weight, reduction, mean_by_weight):
+    """loss(input, target, 'none') times weight (of input's shape), reduced as torch's weighted
+    l1/mse (the mean divides by the weights' sum) or huber (the plain mean) losses."""
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', "
+                         "'sum'.")
+    each = loss(input, target, "none") * weight
+    if reduction == "none":
+        return each
+    if reduction == "sum":
+        return each.sum()
+    return each.sum() / weight.sum() if mean_by_weight else each.mean()
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """(input - target)^2, reduced; weight scales each element (the mean then divides by the
+    weights' sum), as torch's."""
+    reduction = _reduction_of(size_average, reduce, reduction)
+    if weight is None:
+        return _mse_loss(input, target, reduction)
+    return _elementwise_weighted(_mse_loss, input, target, weight, reduction, True)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """|input - target|, reduced; weight as mse_loss's."""
+    reduction = _reduction_of(size_average, reduce, reduction)
+    if weight is None:
+        return _l1_loss(input, target, reduction)
+    return _elementwise_weighted(_l1_loss, input, target, weight, reduction, True)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """Huber's loss, reduced; weight scales each element (the mean stays the plain mean), as
+    torch's."""
+    if weight is None:
+        return _huber_loss(input, target, reduction, delta)
+    return _elementwise_weighted(lambda a, b, r: _huber_loss(a, b, r, delta), input, target,
+                                 weight, reduction, False)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """Smooth L1 (Huber's loss divided by beta), reduced."""
+    return _smooth_l1_loss(input, target, _reduction_of(size_average, reduce, reduction), beta)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """-(target log(input) + (1 - target) log(1 - input)), the logs clamped at -100, as torch's."""
+    return _binary_cross_entropy(input, target, weight,
+                                 _reduction_of(size_average, reduce, reduction))
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    """binary_cross_entropy of sigmoid(input), computed stably; pos_weight scales the positive
+    term."""
+    return _binary_cross_entropy_with_logits(
+        input, target, weight, _reduction_of(size_average, reduce, reduction), pos_weight)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                          reduction="mean"):
+    """1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where it is -1."""
+    return _cosine_embedding_loss(input1, input2, target, margin,
+                                  _reduction_of(size_average, reduce, reduction))
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                        reduction="mean"):
+    """max(0, -target (input1 - input2) + margin)."""
+    return _margin_ranking_loss(input1, input2, target, margin,
+                                _reduction_of(size_average, reduce, reduction))
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """target (log target - input), input holding log-probabilities (and target too with
+    log_target); 'batchmean' divides the sum by the batch size."""
+    return _kl_div(input, target, _reduction_of(size_average, reduce, reduction), log_target)
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
+             zero_infinity=False):
+    """The connectionist temporal classification loss, as torch's; the lengths may be tensors or
+    sequences of ints."""
+    def lengths(v):
+        if isinstance(v, _C.Tensor):
+            return v
+        return _C._from_flat([], [int(x) for x in v], [len(v)], _C.int64, log_probs.device)
+    return _ctc_loss(log_probs, targets, lengths(input_lengths), lengths(target_lengths), blank,
+                     reduction, zero_infinity)
+
+
+# --- embeddings and average pooling with torch's further arguments ---
+
+def _renorm_rows_(weight, indices, max_norm, norm_type):
+    """Rows of weight named in indices with a norm_type-norm above max_norm scaled down to
+    max_norm (times 1 / (1 + 1e-7 / norm)), in place, as torch's embedding_renorm_."""
+    with no_grad():
+        rows = indices.reshape(-1).unique()
+        picked = weight.index_select(0, rows)
+        norms = _vector_norm(picked, norm_type, 1, True)
+        scale = (max_norm / (norms + 1e-7)).clamp(max=1.0)
+        scale = _C.where(norms > max_norm, scale, _C.ones_like(scale))
+        weight[rows] = picked * scale
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of weight at the indices of input, as torch's: padding_idx's row gets no gradient;
+    max_norm renormalises the rows looked up, in place, first; scale_grad_by_freq divides each
+    row's gradient by its count in input. sparse is taken; the gradient is dense (README)."""
+    del sparse
+    if max_norm is not None:
+        _renorm_rows_(weight, input, max_norm, norm_type)
+    out = _embedding(input, weight, padding_idx)
+    if scale_grad_by_freq and out.requires_grad:
+        _, inverse, counts = input.unique(return_inverse=True, return_counts=True)
+        freq = counts.to(out.dtype)[inverse.reshape(-1)].reshape(*input.shape, 1)
+        out.register_hook(lambda g: g / freq)
+    return out
+
+
+def _pool_sum_padding(input, kernel, stride, padding, ceil_mode):
+    """F.pad's list that pads input's last len(kernel) dims by padding and past the right end
+    far enough for every window of the pooling's output (torch's ceil_mode rule) to be whole."""
+    pads = []
+    for i in range(len(kernel) - 1, -1, -1):
+        n, k, s, p = input.shape[input.dim() - len(kernel) + i], kernel[i], stride[i], padding[i]
+        out = (n + 2 * p - k + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (out - 1) * s >= n + p:
+            out -= 1
+        pads += [p, p + max(0, (out - 1) * s + k - (n + 2 * p))]
+    return pads
+
+
+def _avg_pool_divided(op, pool, input, kernel_size, stride, padding, ceil_mode, dims, divisor):
+    """The window sums divided by divisor: the count-including average of zero-padded input
+    times the window's size over divisor."""
+    if divisor == 0:
+        raise RuntimeError(f"{op}: divisor must be not zero")
+    def tup(v):
+        v = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+        return v * dims if len(v) == 1 else v
+    kernel = tup(kernel_size)
+    stride = kernel if stride is None or stride == [] or stride == () else tup(stride)
+    padded = pad(input, _pool_sum_padding(input, kernel, stride, tup(padding), ceil_mode))
+    size = 1
+    for k in kernel:
+        size *= k
+    return pool(padded, kernel, stride, 0, False, True) * (size / divisor)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """Average pooling of (N, C, H, W) or (C, H, W), as torch's; divisor_override divides each
+    window's sum by it instead of the window's count."""
+    if divisor_override is None:
+        return _avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad)
+    return _avg_pool_divided("avg_pool2d", _avg_pool2d, input, kernel_size, stride, padding,
+                             ceil_mode, 2, divisor_override)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """Average pooling of (N, C, D, H, W) or (C, D, H, W); divisor_override as avg_pool2d's."""
+    if divisor_override is None:
+        return _avg_pool3d(input, kernel_size, stride, padding, ceil_mode, count_include_pad)
+    return _avg_pool_divided("avg_pool3d", _avg_pool3d, input, kernel_size, stride, padding,
+                             ceil_mode, 3, divisor_override)
 
 
 # --- 1-d and adaptive pooling over the C++ ops ---
@@ -507,3 +693,40 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
                       "deprecated; dropout3d exists for inputs with 3 spatial dimensions, a "
                       "channel dimension and an optional batch dimension (4D or 5D)", stacklevel=2)
     return _feature_dropout(input, p, training, batched=input.dim() == 5)
+
+
+
+def _in_place_form(base):
+    """torch's F.<base>_: F.<base> written into input (its dtype kept), refused where autograd
+    would have to record it, as the Tensor methods' in-place forms (python/sinter/_methods.py)."""
+    plain = globals()[base]
+    name = base + "_"
+
+    def function(input, *args, **kwargs):
+        from .._methods import _check_in_place, _write
+        _check_in_place(input, name, args + tuple(kwargs.values()))
+        return _write(input, plain(input, *args, **kwargs), name)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"{base}, written into input: F.{name}(x, ...) is x.copy_(F.{base}(x, ...))."
+    return function
+
+
+def multi_head_attention_forward(*args, **kwargs):
+    """torch's functional multi-head attention (sinter.nn.transformer's, which imports this
+    module: looked up when called)."""
+    from .transformer import multi_head_attention_forward as forward
+    return forward(*args, **kwargs)
+
+
+relu_ = _in_place_form("relu")
+elu_ = _in_place_form("elu")
+leaky_relu_ = _in_place_form("leaky_relu")
+hardtanh_ = _in_place_form("hardtanh")
+celu_ = _in_place_form("celu")
+selu_ = _in_place_form("selu")
+threshold_ = _in_place_form("threshold")
+
+# More of torch.nn.functional, in files of their own.
+from ._functional_extra import *  # noqa: E402,F401,F403
+from ._loss_functions import *  # noqa: E402,F401,F403

@@ -2,6 +2,7 @@
 attributes and printouts: activations, 1-d max and average pooling, adaptive max pooling,
 padding, channel dropout, distances and the fixed-mode upsampling layers."""
 
+from .. import _C
 from . import Module
 from . import functional as F
 
@@ -425,3 +426,17 @@ class UpsamplingBilinear2d(_Upsampling):
     aligned (align_corners=True)."""
 
     _mode, _align_corners = "bilinear", True
+
+
+def _embedding_from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None,
+                               norm_type=2.0, scale_grad_by_freq=False, sparse=False):
+    """An Embedding holding these (num_embeddings, embedding_dim) values, as torch's
+    Embedding.from_pretrained: frozen unless freeze=False."""
+    if embeddings.dim() != 2:
+        raise ValueError("Embeddings parameter is expected to be 2-dimensional")
+    rows, cols = embeddings.shape
+    return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+               _weight=embeddings, _freeze=freeze)
+
+
+_C.nn.Embedding.from_pretrained = classmethod(_embedding_from_pretrained)
