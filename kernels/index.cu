@@ -161,6 +161,22 @@ void sort_targets(const Ctx& ctx, const char* op, int64_t n, int bits, uint64_t*
                                                     pos.get(), sorted_pos, n, 0, bits, stream));
 }
 
+// One thread per sorted position: the first position of a target's run folds the run's sources,
+// in element order, into the target (Note [scatter reduce] in src/kern/index.h).
+template <typename T>
+__global__ void scatter_reduce_sorted_kernel(T* out, const uint64_t* keys, const uint32_t* pos,
+                                             int64_t n, const T* src, kern::ScatterMode mode) {
+  for (int64_t p = thread_index(); p < n; p += thread_count()) {
+    const uint64_t k = keys[p];
+    if (p > 0 && keys[p - 1] == k) continue;
+    Acc<T> acc = to_acc(out[k]);
+    for (int64_t q = p; q < n && keys[q] == k; ++q) {
+      acc = kern::scatter_combine(acc, to_acc(src[pos[q]]), mode);
+    }
+    out[k] = from_acc<T>(acc);
+  }
+}
+
 template <typename T>
 void index_add_deterministic(const Ctx& ctx, void* out, int64_t outer, int64_t out_dim,
                              int64_t inner, const int64_t* idx, int64_t nidx, const void* src) {
@@ -312,6 +328,29 @@ void scatter_add(const Ctx& ctx, void* out, DType dtype, const GatherGeom& g, co
     scatter_add_kernel<T><<<grid_for(g.numel), kThreads, 0, stream>>>(static_cast<T*>(out), g, idx,
                                                                       static_cast<const T*>(src));
     SINTER_LAUNCH_CHECK("scatter_add_kernel");
+  });
+}
+
+// Always by sorting the targets: Assign's last source wins as on the CPU, and every mode is
+// deterministic (Note [scatter reduce]).
+void scatter_reduce(const Ctx& ctx, void* out, int64_t, DType dtype, const GatherGeom& g,
+                    const int64_t* idx, const void* src, kern::ScatterMode mode) {
+  if (g.numel == 0) return;
+  DeviceGuard guard(ctx.device);
+  const auto stream = stream_of(ctx);
+  visit_storage(dtype, "scatter_reduce", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const Scratch<uint64_t> sorted_keys(ctx, g.numel);
+    const Scratch<uint32_t> sorted_pos(ctx, g.numel);
+    sort_targets(ctx, "scatter_reduce", g.numel, 64, sorted_keys.get(), sorted_pos.get(),
+                 [&](uint64_t* k, uint32_t* q) {
+                   scatter_keys_kernel<<<grid_for(g.numel), kThreads, 0, stream>>>(g, idx, k, q);
+                   SINTER_LAUNCH_CHECK("scatter_keys_kernel");
+                 });
+    scatter_reduce_sorted_kernel<T><<<grid_for(g.numel), kThreads, 0, stream>>>(
+        static_cast<T*>(out), sorted_keys.get(), sorted_pos.get(), g.numel,
+        static_cast<const T*>(src), mode);
+    SINTER_LAUNCH_CHECK("scatter_reduce_sorted_kernel");
   });
 }
 

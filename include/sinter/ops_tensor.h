@@ -1,8 +1,9 @@
 // PyTorch's tensor conveniences composed of other ops (their gradients are those ops'): repeat,
 // tile, broadcast_to, movedim, masked_select, diff; the vector and matrix products outer, dot, mv,
 // addmm and trace; the NaN-skipping reductions nansum and nanmean; the order statistics kthvalue,
-// median, nanmedian, quantile and nanquantile (from a stable sort). sinter/ops.h includes this
-// header.
+// median, nanmedian, quantile and nanquantile (from a stable sort); and the scatter family beside
+// scatter_add (scatter, scatter_reduce, index_copy, index_fill, index_reduce: Note [scatter
+// reduce] in src/kern/index.h). sinter/ops.h includes this header.
 #pragma once
 
 #include <optional>
@@ -86,5 +87,29 @@ Tensor nanquantile(const Tensor& a, const Tensor& q, std::optional<int64_t> dim 
 Tensor nanquantile(const Tensor& a, double q, std::optional<int64_t> dim = std::nullopt,
                    bool keepdim = false,
                    QuantileInterpolation interpolation = QuantileInterpolation::Linear);
+
+// --- scatter ---
+// a with src written along dim at index, as torch.scatter: out[..., index[..., j, ...], ...] =
+// src[..., j, ...] (index i64 of a's rank, no larger than src, nor than a outside dim; values in
+// range). A target written twice keeps the last source in element order, as torch's CPU kernel
+// (on CUDA too). Any dtype; src of a's dtype, or a number. Differentiable: the written targets of
+// a get no gradient, src gets it gathered (an overwritten source too, as torch's).
+Tensor scatter(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& a, int64_t dim, const Tensor& index, const Scalar& value);
+// a's targets combined with the sources that land on them, as torch.scatter_reduce: Sum, Prod,
+// Mean (integers divide by the count with floor), Amax and Amin (NaN propagates); without
+// include_self, a's values at the targets take no part. Every dtype but the float8 ones.
+// Gradients as torch's: Amax/Amin share theirs evenly among the values equal to the result, Prod
+// gives each factor the product of the others (zeros too).
+enum class ScatterReduce { Sum, Prod, Mean, Amax, Amin };
+Tensor scatter_reduce(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src,
+                      ScatterReduce reduce, bool include_self = true);
+// index (1-D i64) names slices of a along dim: index_copy writes source's slice j (source has a's
+// shape with index.numel() along dim) into slice index[j]; index_fill writes value there;
+// index_reduce combines source's slices into them (scatter_reduce's reductions). As torch's.
+Tensor index_copy(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& source);
+Tensor index_fill(const Tensor& a, int64_t dim, const Tensor& index, const Scalar& value);
+Tensor index_reduce(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& source,
+                    ScatterReduce reduce, bool include_self = true);
 
 }  // namespace sinter

@@ -22,8 +22,9 @@ __all__ = [
 
 # --- dtypes: torch's promotion lattice over sinter's dtypes ---
 
-# Note [promotion order]: bool < uint8 < int32 < int64 < (float16, bfloat16) < float32 < float64;
-# float16 with bfloat16 gives float32, and a float8 promotes with nothing but itself.
+# Note [promotion order]
+# bool < uint8 < int32 < int64 < (float16, bfloat16) < float32 < float64; float16 with bfloat16
+# gives float32, and a float8 promotes with nothing but itself.
 _ORDER = (_C.bool, _C.uint8, _C.int32, _C.int64, _C.float16, _C.bfloat16, _C.float32,
           _C.float64)
 _FLOAT8 = (_C.float8_e4m3fn, _C.float8_e5m2)

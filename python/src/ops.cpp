@@ -164,6 +164,8 @@ void bind_binary(nb::module_& m, nb::class_<Tensor>& c) {
       nb::arg("mat2"));
 }
 
+void bind_scatter(nb::module_& m, nb::class_<Tensor>& c);
+
 void bind_selection(nb::module_& m, nb::class_<Tensor>& c) {
   // where(condition, input, other); the method is input.where(condition, other), as torch's.
   auto where_fn = [](T cond, nb::handle a, nb::handle b) {
@@ -234,6 +236,7 @@ void bind_selection(nb::module_& m, nb::class_<Tensor>& c) {
       m, c, "scatter_add",
       [](T a, int64_t dim, T index, T src) { return scatter_add(a, dim, index, src); },
       nb::arg("dim"), nb::arg("index"), nb::arg("src"));
+  bind_scatter(m, c);
   def_both(
       m, c, "index_add",
       [](T a, int64_t dim, T index, T src, double alpha) {
@@ -334,12 +337,14 @@ void bind_reductions(nb::module_& m, nb::class_<Tensor>& c) {
 
 void bind_shapes(nb::module_& m, nb::class_<Tensor>& c) {
   for (const char* name : {"cat", "concat", "concatenate"}) {
-    // concatenate is NumPy's name, with NumPy's `axis`, as torch's.
-    const bool numpy = std::string(name) == "concatenate";
     m.def(
         name, [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); },
-        nb::arg("tensors"), nb::arg(numpy ? "axis" : "dim") = 0);
+        nb::arg("tensors"), nb::arg("dim") = 0);
   }
+  // concatenate is NumPy's name and takes NumPy's `axis` too, as torch's.
+  m.def(
+      "concatenate", [](const std::vector<Tensor>& ts, int64_t axis) { return cat(ts, axis); },
+      nb::arg("tensors"), nb::kw_only(), nb::arg("axis"));
   m.def(
       "stack", [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); },
       nb::arg("tensors"), nb::arg("dim") = 0);
@@ -424,6 +429,100 @@ void bind_shapes(nb::module_& m, nb::class_<Tensor>& c) {
         return a.reshape(kept);
       },
       nb::arg("dim") = nb::none());
+}
+
+// scatter_reduce's and index_reduce's `reduce=` names; `allowed` lists those the op takes.
+ScatterReduce scatter_reduce_of(const std::string& r, const char* op,
+                                std::initializer_list<const char*> allowed) {
+  static const std::pair<const char*, ScatterReduce> kNames[] = {{"sum", ScatterReduce::Sum},
+                                                                 {"prod", ScatterReduce::Prod},
+                                                                 {"mean", ScatterReduce::Mean},
+                                                                 {"amax", ScatterReduce::Amax},
+                                                                 {"amin", ScatterReduce::Amin}};
+  for (const char* a : allowed) {
+    if (r != a) continue;
+    for (const auto& [name, v] : kNames) {
+      if (r == name) return v;
+    }
+  }
+  std::string names;
+  for (const char* a : allowed) names += std::string(names.empty() ? "" : ", ") + a;
+  throw nb::value_error(
+      (std::string(op) + ": reduce argument must be one of " + names + ", got '" + r + "'")
+          .c_str());
+}
+
+// A value argument (scatter's, index_fill's): a number, or a 0-d tensor read as one.
+Scalar fill_value_of(nb::handle v, const char* op) {
+  if (nb::isinstance<Tensor>(v)) {
+    const Tensor t = nb::cast<Tensor>(v);
+    SINTER_CHECK(t.dim() == 0, op, ": a tensor value must be 0-dim, got shape ",
+                 shape_str(t.shape()));
+    return is_floating(t.dtype()) ? Scalar(t.item<double>()) : Scalar(t.item<int64_t>());
+  }
+  if (std::optional<Scalar> s = scalar_of(v)) return *s;
+  throw nb::type_error((std::string(op) + "(): value must be a number or a 0-dim tensor").c_str());
+}
+
+// scatter (src or value; torch's legacy reduce="add"/"multiply"), scatter_reduce, index_copy,
+// index_fill and index_reduce, with torch's arguments.
+void bind_scatter(nb::module_& m, nb::class_<Tensor>& c) {
+  def_both(
+      m, c, "scatter",
+      [](T a, int64_t dim, T index, nb::handle src, std::optional<std::string> reduce) {
+        if (reduce) {
+          if (*reduce != "add" && *reduce != "multiply") {
+            throw nb::value_error(
+                ("scatter: reduce argument must be either add or multiply, got '" + *reduce + "'")
+                    .c_str());
+          }
+          const ScatterReduce r = *reduce == "add" ? ScatterReduce::Sum : ScatterReduce::Prod;
+          const Tensor s = nb::isinstance<Tensor>(src)
+                               ? nb::cast<Tensor>(src)
+                               : full(index.shape(), fill_value_of(src, "scatter"),
+                                      {.dtype = a.dtype(), .device = a.device()});
+          return scatter_reduce(a, dim, index, s, r);
+        }
+        if (nb::isinstance<Tensor>(src) && nb::cast<Tensor>(src).dim() > 0) {
+          return scatter(a, dim, index, nb::cast<Tensor>(src));
+        }
+        if (nb::isinstance<Tensor>(src) && index.dim() == 0) {
+          return scatter(a, dim, index, nb::cast<Tensor>(src));
+        }
+        return scatter(a, dim, index, fill_value_of(src, "scatter"));
+      },
+      nb::arg("dim"), nb::arg("index"), nb::arg("src"), nb::kw_only(),
+      nb::arg("reduce") = nb::none());
+  def_both(
+      m, c, "scatter_reduce",
+      [](T a, int64_t dim, T index, T src, const std::string& reduce, bool include_self) {
+        return scatter_reduce(
+            a, dim, index, src,
+            scatter_reduce_of(reduce, "scatter_reduce", {"sum", "prod", "mean", "amax", "amin"}),
+            include_self);
+      },
+      nb::arg("dim"), nb::arg("index"), nb::arg("src"), nb::arg("reduce"), nb::kw_only(),
+      nb::arg("include_self") = true);
+  def_both(
+      m, c, "index_copy",
+      [](T a, int64_t dim, T index, T src) { return index_copy(a, dim, index, src); },
+      nb::arg("dim"), nb::arg("index"), nb::arg("source"));
+  def_both(
+      m, c, "index_fill",
+      [](T a, int64_t dim, T index, nb::handle value) {
+        return index_fill(a, dim, index, fill_value_of(value, "index_fill"));
+      },
+      nb::arg("dim"), nb::arg("index"), nb::arg("value"));
+  def_both(
+      m, c, "index_reduce",
+      [](T a, int64_t dim, T index, T src, const std::string& reduce, bool include_self) {
+        return index_reduce(
+            a, dim, index, src,
+            scatter_reduce_of(reduce, "index_reduce", {"prod", "mean", "amax", "amin"}),
+            include_self);
+      },
+      nb::arg("dim"), nb::arg("index"), nb::arg("source"), nb::arg("reduce"), nb::kw_only(),
+      nb::arg("include_self") = true);
 }
 
 // torch's cells, one step each: lstm_cell -> (h', c'); gru_cell, rnn_tanh_cell, rnn_relu_cell

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "cpu/cpu_util.h"
 #include "internal/parallel.h"
@@ -98,6 +99,31 @@ void scatter_add(const Ctx&, void* out, DType dtype, const GatherGeom& g, const 
     T* y = static_cast<T*>(out);
     const T* s = static_cast<const T*>(src);
     for (int64_t e = 0; e < g.numel; ++e) add_into(y[gather_offset(g, e, idx[e])], s[e]);
+  });
+}
+
+// Sequential in element order (Note [scatter reduce]); the targets are widened to the compute
+// type first, so that bf16 and f16 round once per target, as CUDA's sorted runs do.
+void scatter_reduce(const Ctx&, void* out, int64_t out_numel, DType dtype, const GatherGeom& g,
+                    const int64_t* idx, const void* src, ScatterMode mode) {
+  visit_storage(dtype, "scatter_reduce", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kern::visit_compute_type(dtype, [&](auto ctag) {
+      using C = typename decltype(ctag)::type;
+      T* y = static_cast<T*>(out);
+      const T* s = static_cast<const T*>(src);
+      std::vector<C> acc(static_cast<size_t>(out_numel));
+      std::vector<bool> hit(static_cast<size_t>(out_numel), false);
+      for (int64_t e = 0; e < g.numel; ++e) {
+        const int64_t off = gather_offset(g, e, idx[e]);
+        if (!hit[off]) acc[off] = static_cast<C>(y[off]);
+        hit[off] = true;
+        acc[off] = kern::scatter_combine(acc[off], static_cast<C>(s[e]), mode);
+      }
+      for (int64_t k = 0; k < out_numel; ++k) {
+        if (hit[k]) y[k] = kern::convert<T>(acc[k]);
+      }
+    });
   });
 }
 

@@ -8,6 +8,10 @@
 
 namespace sinter {
 
+namespace kern {
+struct GatherGeom;
+}  // namespace kern
+
 // dim wrapped into [0, ndim) (a 0-d tensor takes dims -1 and 0), or an error naming op and dim.
 int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim);
 // A new tensor of a factory (empty, zeros, rand, ...), made to require grad when opts asks.
@@ -43,6 +47,17 @@ struct RowView {
   int64_t outer = 1, dim = 1, inner = 1;
 };
 RowView row_view(const Shape& s, int64_t d);
+
+// The index family's shared pieces (src/ops/index.cpp, used by src/ops/scatter.cpp): the kernels'
+// view of an op along dim d over an index of `index_shape` into an operand of `strides` (Note
+// [gather layout]); the checks of a gather or scatter index against a (returns the wrapped dim);
+// a scatter's src checked against a and index and narrowed to index's shape; a gathered along d
+// at idx (checked, contiguous), recording nothing.
+kern::GatherGeom gather_geom(const char* op, const Shape& index_shape, const Shape& strides,
+                             int64_t d);
+int64_t check_gather_index(const char* op, const Tensor& a, int64_t dim, const Tensor& index);
+Tensor scatter_source(const char* op, const Tensor& a, const Tensor& index, const Tensor& src);
+Tensor gather_kernel(const Tensor& a, int64_t d, const Tensor& idx);
 
 // Zeros of `shape` with src added along dim d (wrapped) at `index` (contiguous i64 of src's shape,
 // in range), as scatter_add: the backward of gather and of topk's values. Records nothing.

@@ -1,10 +1,12 @@
-// The kernel interface of indexing (index_select, index_add, gather, scatter_add) and of the
+// The kernel interface of indexing (index_select, index_add, gather, scatter_add, scatter_reduce)
+// and of the
 // deferred checks of indices: in sinter::cpu (src/cpu/index.cpp) and sinter::cudak
 // (kernels/index.cu), Note [kernel interfaces].
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kern/ctx.h"
 #include "kern/scalar_ops.h"
@@ -59,6 +61,34 @@ SINTER_HD inline int64_t gather_offset(const GatherGeom& g, int64_t e, int64_t i
     e = q;
   }
   return off;
+}
+
+// Note [scatter reduce]
+// scatter_reduce combines each target of the large operand with the sources that land on it, in
+// element order: Assign keeps the last source (CPU and CUDA alike: CUDA sorts the sources by
+// target, stably, and one thread walks each target's run), the others fold them into the target's
+// value in the compute type C (visit_compute_type: f32 for bf16/f16, rounded once per target),
+// integers wrapping; Amax and Amin keep a NaN once one is seen, as torch's do. The op
+// (src/ops/index.cpp) gives the targets the reduction's identity first where the tensor's own
+// values are left out (include_self=False), and makes Mean of Sum and a count.
+enum class ScatterMode : int32_t { Assign, Sum, Prod, Amax, Amin };
+
+template <class C>
+SINTER_HD inline C scatter_combine(C target, C v, ScatterMode mode) {
+  switch (mode) {
+    case ScatterMode::Assign:
+      return v;
+    case ScatterMode::Sum:
+      if constexpr (std::is_integral_v<C>) return scalar::wrap_add(target, v);
+      return target + v;
+    case ScatterMode::Prod:
+      if constexpr (std::is_integral_v<C>) return scalar::wrap_mul(target, v);
+      return target * v;
+    case ScatterMode::Amax:
+      return (target != target || v < target) ? target : v;
+    default:  // Amin
+      return (target != target || v > target) ? target : v;
+  }
 }
 
 }  // namespace sinter::kern

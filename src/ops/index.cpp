@@ -114,8 +114,6 @@ Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor
   return out;
 }
 
-namespace {
-
 // The kernels' view of an op along dim d over an index of shape `index_shape` into a large operand
 // with `strides` (Note [gather layout]). Dims where the index has size 1 add nothing to an offset
 // and are dropped (except d); neighbours that are one run of the large operand are merged.
@@ -200,7 +198,23 @@ void scatter_add_kernel(const Tensor& out, int64_t d, const Tensor& idx, const T
                   static_cast<const int64_t*>(idx.data_ptr()), sc.data_ptr());
 }
 
-}  // namespace
+Tensor scatter_source(const char* op, const Tensor& a, const Tensor& index, const Tensor& src) {
+  check_defined(op, src);
+  SINTER_CHECK(src.dtype() == a.dtype() && src.device() == a.device(), op, ": src is ", src.dtype(),
+               " on ", src.device(), ", the tensor ", a.dtype(), " on ", a.device());
+  SINTER_CHECK(src.dim() == index.dim(), op, ": src has ", src.dim(), " dims but the index has ",
+               index.dim());
+  for (int64_t k = 0; k < src.dim(); ++k) {
+    SINTER_CHECK(index.size(k) <= src.size(k), op, ": index shape ", shape_str(index.shape()),
+                 " is larger than src's ", shape_str(src.shape()), " in dim ", k);
+  }
+  // Only src's leading block of the index's shape takes part, as in PyTorch.
+  Tensor s = src;
+  for (int64_t k = 0; k < s.dim(); ++k) {
+    if (s.size(k) != index.size(k)) s = s.narrow(k, 0, index.size(k));
+  }
+  return s;
+}
 
 Tensor scatter_into_zeros(const Shape& shape, int64_t d, const Tensor& index, const Tensor& src) {
   Tensor z = zeros(shape, {.dtype = src.dtype(), .device = src.device()});
@@ -231,24 +245,11 @@ Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tens
   SINTER_PROFILE_OP("scatter_add", a, index, src);
   const char* op = "scatter_add";
   const int64_t d = check_gather_index(op, a, dim, index);
-  check_defined(op, src);
   SINTER_CHECK(is_floating(a.dtype()), op, ": expected a floating tensor, got dtype ", a.dtype());
-  SINTER_CHECK(src.dtype() == a.dtype() && src.device() == a.device(), op, ": src is ", src.dtype(),
-               " on ", src.device(), ", the tensor ", a.dtype(), " on ", a.device());
-  SINTER_CHECK(src.dim() == index.dim(), op, ": src has ", src.dim(), " dims but the index has ",
-               index.dim());
-  for (int64_t k = 0; k < src.dim(); ++k) {
-    SINTER_CHECK(index.size(k) <= src.size(k), op, ": index shape ", shape_str(index.shape()),
-                 " is larger than src's ", shape_str(src.shape()), " in dim ", k);
-  }
   if (a.dim() == 0) {
     return scatter_add(a.reshape({1}), d, index.reshape({1}), src.reshape({1})).reshape({});
   }
-  // Only src's leading block of the index's shape is added, as in PyTorch.
-  Tensor s = src;
-  for (int64_t k = 0; k < s.dim(); ++k) {
-    if (s.size(k) != index.size(k)) s = s.narrow(k, 0, index.size(k));
-  }
+  Tensor s = scatter_source(op, a, index, src);
   Tensor idx = index.contiguous();
   Tensor out = empty(a.shape(), {.dtype = a.dtype(), .device = a.device()});
   {
