@@ -212,10 +212,10 @@ def bincount(input, weights=None, minlength=0):
                            f"({input.shape[0]}), got shape {tuple(weights.shape)}")
     size = max(input.amax().item() + 1 if input.numel() else 0, minlength)
     index = input.to(_C.int64)
-    if weights is None:
-        counts = _C.zeros(size, dtype=_C.float64, device=input.device)
-        ones = _C.ones(input.numel(), dtype=_C.float64, device=input.device)
-        return counts.scatter_add(0, index, ones).to(_C.int64)
+    if weights is None or input.numel() == 0:  # torch's empty weighted count is i64 too
+        counts = _C.zeros(size, dtype=_C.int64, device=input.device)
+        ones = _C.ones(input.numel(), dtype=_C.int64, device=input.device)
+        return counts.scatter_reduce(0, index, ones, "sum")
     dtype = _C.float32 if weights.dtype == _C.float32 else _C.float64
     with no_grad():
         sums = _C.zeros(size, dtype=dtype, device=input.device)
@@ -355,19 +355,24 @@ def _nan_ignoring(name, input, other, prefer):
                         f"{type(other).__name__}")
     dtype = _result_type(input, other, name=name)
     a, b = input.to(dtype), other.to(dtype)
-    return _C.where(prefer(a, b) | b.isnan(), a, b)
+    out = _C.where(prefer(a, b) | b.isnan(), a, b)
+    if not out.is_floating_point() or not (a.requires_grad or b.requires_grad):
+        return out
+    # Equal values share the gradient half and half, as torch's; the value stays a's exactly.
+    half = a * 0.5 + b * 0.5
+    return _C.where(a == b, half - half.detach() + a.detach(), out)
 
 
 def fmax(input, other):
-    """The elementwise maximum, a NaN ignored where the other is a number (the gradient of equal
-    ones goes to input)."""
-    return _nan_ignoring("fmax", input, other, lambda a, b: a >= b)
+    """The elementwise maximum, a NaN ignored where the other is a number (equal ones share the
+    gradient)."""
+    return _nan_ignoring("fmax", input, other, lambda a, b: a > b)
 
 
 def fmin(input, other):
-    """The elementwise minimum, a NaN ignored where the other is a number (the gradient of equal
-    ones goes to input)."""
-    return _nan_ignoring("fmin", input, other, lambda a, b: a <= b)
+    """The elementwise minimum, a NaN ignored where the other is a number (equal ones share the
+    gradient)."""
+    return _nan_ignoring("fmin", input, other, lambda a, b: a < b)
 
 
 class _Erfc(Function):

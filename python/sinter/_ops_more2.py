@@ -538,12 +538,14 @@ def tensordot(a, b, dims=2, out=None):
     free_b = [d for d in range(b.dim()) if d not in dims_b]
     inner = math.prod(a.shape[d] for d in dims_a)
     shape = [a.shape[d] for d in free_a] + [b.shape[d] for d in free_b]
-    left = a.permute(*free_a, *dims_a).reshape(-1, inner)
-    right = b.permute(*dims_b, *free_b).reshape(inner, -1)
+    rows = math.prod(a.shape[d] for d in free_a)
+    cols = math.prod(b.shape[d] for d in free_b)
+    left = a.permute(*free_a, *dims_a).reshape(rows, inner)
+    right = b.permute(*dims_b, *free_b).reshape(inner, cols)
     if a.is_floating_point():
         product = left.mm(right)
-    else:  # sinter's mm is floating only: an exact integer sum of products
-        product = (left.unsqueeze(2) * right.unsqueeze(0)).sum(1)
+    else:  # sinter's mm is floating only: an exact integer sum of products, in a's dtype
+        product = (left.unsqueeze(2) * right.unsqueeze(0)).sum(1).to(a.dtype)
     return product.reshape(*shape)
 
 

@@ -204,6 +204,10 @@ void bind_pooling(nb::module_& m) {
         return nb::cast(adaptive_max_pool2d(x, size2_of(size)));
       },
       nb::arg("input"), nb::arg("output_size"), nb::arg("return_indices") = false);
+}
+
+// pad, interpolate, pixel_shuffle/unshuffle, unfold and fold.
+void bind_resampling(nb::module_& m) {
   m.def(
       "pad",
       [](T x, const std::vector<int64_t>& pads, const std::string& mode,
@@ -404,6 +408,7 @@ void bind_extra_functional(nb::module_& m) {
   bind_activations(m);
   bind_convolutions(m);
   bind_pooling(m);
+  bind_resampling(m);
   bind_normalization(m);
   bind_losses(m);
 }

@@ -316,6 +316,11 @@ void bind_reductions(nb::module_& m, nb::class_<Tensor>& c) {
           }
           right = *side == "right";
         }
+        SINTER_CHECK(!sorter || sorter->shape() == seq.shape(),
+                     "searchsorted: boundaries and sorter must have the same size, but got "
+                     "boundaries tensor ",
+                     shape_str(seq.shape()), " and sorter tensor ",
+                     sorter ? shape_str(sorter->shape()) : "");
         Tensor r = searchsorted(sorter ? gather(seq, -1, *sorter) : seq, values, right);
         return out_int32 ? r.to(DType::i32) : r;
       },

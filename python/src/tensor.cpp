@@ -434,6 +434,8 @@ void bind_compose(nb::class_<Tensor>& c) {
 #undef SINTER_PY_QUANTILE_
 }
 
+void bind_unary(nb::class_<Tensor>& c);
+
 void bind_math(nb::class_<Tensor>& c) {
   using T = const Tensor&;
   using D = std::optional<nb::object>;
@@ -514,6 +516,14 @@ void bind_math(nb::class_<Tensor>& c) {
             t, e, [](T x, T y) { return pow(x, y); },
             [](T x, const Scalar& y) { return pow(x, y); });
       });
+  bind_unary(c);
+  bind_logic(c);
+  bind_compose(c);
+}
+
+// The ops of one tensor as methods, with torch's names.
+void bind_unary(nb::class_<Tensor>& c) {
+  using T = const Tensor&;
 #define SINTER_PY_UNARY_(name) c.def(#name, [](T t) { return name(t); });
   SINTER_PY_UNARY_(exp)
   SINTER_PY_UNARY_(log)
@@ -558,8 +568,6 @@ void bind_math(nb::class_<Tensor>& c) {
   SINTER_PY_UNARY_(logical_not)
   SINTER_PY_UNARY_(bitwise_not)
 #undef SINTER_PY_UNARY_
-  bind_logic(c);
-  bind_compose(c);
   c.def("fix", [](T t) { return trunc(t); });
   c.def(
       "round", [](T t, int64_t decimals) { return round(t, decimals); }, nb::kw_only(),

@@ -742,3 +742,20 @@ def test_errors_as_torch(torch, what, fn, kind, message):
             fn(torch)
         with pytest.raises(kind, match=message):
             fn(sinter)
+
+
+@pytest.mark.parametrize("mode,dtype", [("sum", "float32"), ("mean", "float32"),
+                                        ("max", "float32"), ("mean", "float64")])
+def test_embedding_bag_last_offset_before_the_end_as_torch(torch, mode, dtype):
+    """include_last_offset with a last offset before input's end: torch's fast path (f32 sum
+    and mean) ends the last bag there (a mean still divides by the entries after it); its
+    other path runs the bag to the end."""
+    outs = []
+    for lib in (sinter, torch):
+        weight = lib.arange(10.0).unsqueeze(1).repeat(1, 2).to(getattr(lib, dtype))
+        inp, offsets = lib.tensor([1, 2, 4, 5, 4, 3, 2, 9]), lib.tensor([0, 2, 4])
+        outs.append(F.embedding_bag(inp, weight, offsets, mode=mode, include_last_offset=True)
+                    if lib is sinter else
+                    torch.nn.functional.embedding_bag(inp, weight, offsets, mode=mode,
+                                                      include_last_offset=True))
+    assert outs[0].tolist() == outs[1].tolist()

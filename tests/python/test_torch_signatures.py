@@ -369,3 +369,27 @@ def test_functional_in_place_forms_as_torch(torch, call):
     leaf = _rand(sinter, (3,), 1).requires_grad_(True)
     with pytest.raises(RuntimeError, match="in-place ops are not recorded by autograd"):
         eval(call, {"x": leaf, **{n: getattr(F, n) for n in dir(F)}})
+
+
+def test_copies_keep_what_layers_hold_in_python(torch):
+    import copy
+    pool = copy.deepcopy(sinter.nn.MaxPool2d(2, return_indices=True))
+    assert isinstance(pool(_rand(sinter, (1, 1, 4, 4), 1)), tuple)
+    assert repr(copy.deepcopy(sinter.nn.Dropout(0.3, inplace=True))) == \
+        repr(torch.nn.Dropout(0.3, inplace=True))
+    layer = sinter.nn.Linear(2, 3)
+    kept = layer.state_dict(keep_vars=True)
+    assert kept["weight"].requires_grad and not layer.state_dict()["weight"].requires_grad
+
+
+def test_ties_and_sorter_checks_as_torch(torch):
+    grads = []
+    for lib in (sinter, torch):
+        a = lib.tensor([1.0, 2.0, float("nan")], requires_grad=True)
+        b = lib.tensor([1.0, 0.0, 3.0], requires_grad=True)
+        (lib.fmax(a, b) + 2 * lib.fmin(a, b)).sum().backward()
+        grads.append((a.grad.tolist(), b.grad.tolist()))
+    assert grads[0] == grads[1]
+    with pytest.raises(RuntimeError, match="boundaries and sorter must have the same size"):
+        sinter.searchsorted(sinter.tensor([1.0, 3.0, 5.0]), sinter.tensor([2.0]),
+                            sorter=sinter.tensor([0, 1]))

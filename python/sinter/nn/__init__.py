@@ -2,6 +2,7 @@
 parameters, buffers and submodules), containers, and the C++ layers (Linear, Conv2d, ...) that work
 inside them; sinter.nn.functional holds the ops."""
 
+import copy
 from collections import OrderedDict, namedtuple
 
 from .. import _C
@@ -403,6 +404,9 @@ def _cmodule_deepcopy(self, memo):
     C++ module copied by value would share them)."""
     out = self._clone()
     memo[id(self)] = out
+    # What the layer keeps on its Python object (return_indices, inplace) goes along.
+    for name, value in getattr(self, "__dict__", {}).items():
+        setattr(out, name, copy.deepcopy(value, memo))
     return out
 
 
@@ -423,10 +427,12 @@ _plain_state_dict = CModule.state_dict
 
 def _cmodule_state_dict(self, *, destination=None, prefix="", keep_vars=False):
     """A C++ layer's state_dict in torch's order (each module's parameters, its buffers, then
-    its children's), not the sorted order of the C++ map; keep_vars is taken (the values are
-    the layer's tensors)."""
-    del keep_vars
+    its children's), not the sorted order of the C++ map; detached unless keep_vars."""
     values = _plain_state_dict(self)
+    if keep_vars:
+        tensors = dict(self.named_parameters())
+        tensors.update(self.named_buffers())
+        values = {k: tensors.get(k, v) for k, v in values.items()}
     out = OrderedDict() if destination is None else destination
 
     def walk(module, path):

@@ -106,24 +106,15 @@ def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
                     lambda x: _F.max_pool1d(x, k, stride, 0, 1, ceil_mode))
 
 
-def _max_pool3d(input, kernel, stride, ceil_mode):
-    pool = _C.nn.MaxPool3d(kernel, stride, 0, 1, ceil_mode=ceil_mode)
-    return pool(input)
-
-
 def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """The p-norm over windows of the last two dimensions of (N, C, H, W) or (C, H, W) input,
     as torch's lp_pool2d."""
     kernel = _ntuple(kernel_size, 2, "lp_pool2d", "kernel_size")
     step = None if stride is None else _ntuple(stride, 2, "lp_pool2d", "stride")
 
-    def max_pool(x):
-        # A 2-d window is a 3-d one of depth 1.
-        s = None if step is None else (1,) + step
-        return _max_pool3d(x.unsqueeze(-3), (1,) + kernel, s, ceil_mode).squeeze(-3)
-
     return _lp_pool(input, norm_type, kernel,
-                    lambda x: _F.avg_pool2d(x, kernel, step, 0, ceil_mode), max_pool)
+                    lambda x: _F.avg_pool2d(x, kernel, step, 0, ceil_mode),
+                    lambda x: _F.max_pool2d(x, kernel, step, 0, 1, ceil_mode))
 
 
 def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
@@ -132,8 +123,8 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     kernel = _ntuple(kernel_size, 3, "lp_pool3d", "kernel_size")
     step = None if stride is None else _ntuple(stride, 3, "lp_pool3d", "stride")
     return _lp_pool(input, norm_type, kernel,
-                    lambda x: _C.nn.AvgPool3d(kernel, step, 0, ceil_mode)(x),
-                    lambda x: _max_pool3d(x, kernel, step, ceil_mode))
+                    lambda x: _F.avg_pool3d(x, kernel, step, 0, ceil_mode),
+                    lambda x: _F.max_pool3d(x, kernel, step, 0, 1, ceil_mode))
 
 
 # --- normalization and shuffles ---
@@ -237,8 +228,11 @@ def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
     through). eps is deprecated and unused, as in torch."""
     if eps != 1e-10:
         warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    # -log(E), E = -log(1 - u) ~ Exp(1) with u in [0, 1) kept below 1 - tiny: E stays positive
+    # and finite (torch's exponential_ never gives 0), so no row turns NaN.
     u = _C.rand(*logits.shape, dtype=logits.dtype, device=logits.device)
-    gumbels = -(-(1 - u).log()).log()  # -log(E), E = -log(1 - u) ~ Exp(1)
+    tiny = 2.0 ** -24 if logits.dtype != _C.float64 else 2.0 ** -53
+    gumbels = -(-(1 - u.clamp(max=1 - tiny)).log()).log()
     y_soft = ((logits + gumbels) / tau).softmax(dim)
     if not hard:
         return y_soft
@@ -464,17 +458,6 @@ def pdist(input, p=2):
 
 # --- embedding bags ---
 
-def _embedding_renorm(weight, index, max_norm, norm_type):
-    """torch's embedding_renorm_: the rows named in index whose norm exceeds max_norm scaled in
-    place (without a graph) to norm max_norm / (norm + 1e-7) times their norm."""
-    with no_grad():
-        used = _C.zeros(weight.shape[0], dtype=weight.dtype, device=weight.device)
-        used = used.index_add(0, index, _C.ones_like(index).to(weight.dtype)) > 0
-        norm = _F._vector_norm(weight, norm_type, 1, True)
-        scale = _C.where(used.unsqueeze(1) & (norm > max_norm), max_norm / (norm + 1e-7), 1.0)
-        weight.copy_(weight * scale)
-
-
 def _bags(input, offsets, include_last_offset, per_sample_weights):
     """input, offsets and per_sample_weights as 1-d tensors, with torch's checks on the forms
     embedding_bag takes."""
@@ -541,8 +524,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                   include_last_offset=False, padding_idx=None):
     """The sum, mean or max of each bag of weight's rows, as torch's embedding_bag: input (B, N)
     holds B bags of N indices, or 1-d input holds bags starting at offsets (with
-    include_last_offset, offsets ends with one more entry and the last bag runs to input's end,
-    as torch's CPU op). per_sample_weights scale the rows (mode 'sum'); padding_idx entries are
+    include_last_offset, offsets ends with one more entry: the end of the last bag where torch's
+    fast path takes it, else the last bag runs to input's end, as torch's). per_sample_weights scale the rows (mode 'sum'); padding_idx entries are
     left out of their bag (and of a mean's count); an empty bag gives zeros. max_norm renorms
     the rows used, in place; scale_grad_by_freq divides a row's gradient by its count in input.
     sparse is taken for torch's callers: the gradient is dense."""
@@ -569,7 +552,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     padding_idx = _check_bag_tensors(input, weight, offsets, per_sample_weights, padding_idx)
     index = input.long()
     if max_norm is not None:
-        _embedding_renorm(weight, index, max_norm, norm_type)
+        _F._renorm_rows_(weight, index, max_norm, norm_type)
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError(
             "embedding_bag: per_sample_weights was not None. per_sample_weights is only "
@@ -577,7 +560,15 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
             "GitHub.")
     starts = offsets.long()
     if include_last_offset:
+        # The last offset ends the last bag in torch's fast path (sum and mean of f32, f16 or
+        # bf16 rows without padding_idx); its other path runs the last bag to input's end.
+        fast = mode != "max" and padding_idx is None and weight.dtype != _C.float64
+        end = int(starts[-1].item()) if fast and starts.shape[0] > 0 else index.numel()
+        tail = index.numel() - end  # a mean there still divides by them, as torch's
         starts = starts[:-1]
+        index = index[:end]
+        if per_sample_weights is not None:
+            per_sample_weights = per_sample_weights[:end]
     if starts.shape[0] == 0:
         return weight[:0] * 1  # no bags
     # bag[i]: the bag of input[i], the last start at or before i.
@@ -589,15 +580,19 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         count = count.index_add(0, index, _C.ones_like(rows[:, 0])).index_select(0, index)
         rows.register_hook(lambda g: g / count.unsqueeze(1))
     keep = _C.ones_like(index, dtype=_C.bool) if padding_idx is None else index != padding_idx
-    return _reduce_bags(rows, bag, keep, starts.shape[0], mode, per_sample_weights)
+    return _reduce_bags(rows, bag, keep, starts.shape[0], mode, per_sample_weights,
+                        tail if include_last_offset else 0)
 
 
-def _reduce_bags(rows, bag, keep, n_bags, mode, per_sample_weights):
-    """rows (n, D), entry i in bag[i] and counted where keep[i] -> (n_bags, D)."""
+def _reduce_bags(rows, bag, keep, n_bags, mode, per_sample_weights, tail=0):
+    """rows (n, D), entry i in bag[i] and counted where keep[i] -> (n_bags, D); a mean's last
+    bag counts `tail` entries more."""
     dim = rows.shape[1]
     zeros = _C.zeros(n_bags, dim, dtype=rows.dtype, device=rows.device)
     kept = keep.to(rows.dtype)
     count = _C.zeros(n_bags, dtype=rows.dtype, device=rows.device).index_add(0, bag, kept)
+    if tail:
+        count = _C.cat([count[:-1], count[-1:] + tail])
     if mode != "max":
         if per_sample_weights is not None:
             rows = rows * per_sample_weights.unsqueeze(1)
