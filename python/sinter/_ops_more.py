@@ -244,8 +244,10 @@ _COMPUTE_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist
 
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """The p-norm distance of each row of x1 (..., P, M) to each row of x2 (..., R, M), as
-    (..., P, R), the batch dims broadcast; computed from the differences whatever compute_mode
-    says (exact, and (P, R, M) in memory)."""
+    (..., P, R), the batch dims broadcast. As torch's: for p = 2, with more than 25 rows on
+    either side or compute_mode 'use_mm_for_euclid_dist', from |a|^2 + |b|^2 - 2 a.b by a
+    matmul (clamped at 1e-30 before the root); otherwise from the differences ((P, R, M) in
+    memory)."""
     if compute_mode not in _COMPUTE_MODES:
         raise ValueError(f"cdist: {compute_mode} is not a valid value for compute_mode")
     for name, x in (("x1", x1), ("x2", x2)):
@@ -262,6 +264,11 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     if p < 0:
         raise RuntimeError(f"cdist: p must be non-negative, got {p}")
     _broadcast_shape(x1.shape[:-2], x2.shape[:-2])
+    many = x1.shape[-2] > 25 or x2.shape[-2] > 25
+    if p == 2 and (compute_mode == "use_mm_for_euclid_dist" or
+                   (compute_mode == _COMPUTE_MODES[0] and many)):
+        squares = (x1 * x1).sum(-1, keepdim=True) + (x2 * x2).sum(-1).unsqueeze(-2)
+        return (squares - 2 * x1.matmul(x2.transpose(-2, -1))).clamp(min=1e-30).sqrt()
     return _vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, -1, False)
 
 
