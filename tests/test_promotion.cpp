@@ -53,6 +53,18 @@ TEST(Promotion, ZeroDimTensorsCountOnlyFromAHigherCategory) {
   EXPECT_EQ(result_type(of(bf16, {3, 1}), of(f16)), f32);
 }
 
+// A true division of integers divides each operand's own value in f32, as PyTorch's: a u8 tensor
+// over a 0-dim -7 divides by -7 (their promotion, u8, would hold 249), an i32 one over 2^40 by
+// 2^40.
+TEST(Promotion, TrueDivisionOfIntegersReadsEachOperandsValue) {
+  const Tensor u = from_vector<int64_t>({3, 5}, {2}).to(DType::u8);
+  const Tensor q = div(u, full({}, -7, {.dtype = DType::i64}));
+  EXPECT_EQ(q.dtype(), DType::f32);
+  EXPECT_FLOAT_EQ(q.to_vector<float>()[0], -3.0f / 7.0f);
+  const Tensor big = div(u.to(DType::i32), full({}, int64_t{1} << 40, {.dtype = DType::i64}));
+  EXPECT_FLOAT_EQ(big.to_vector<float>()[1], 5.0f / 1099511627776.0f);
+}
+
 // Per Note [scalar kinds], a scalar counts when its kind ranks above the tensor's category, as a
 // Python number does in torch.result_type.
 TEST(Promotion, ScalarsKeepTheirKind) {

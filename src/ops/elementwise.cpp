@@ -293,15 +293,16 @@ Tensor mul(const Tensor& a0, const Scalar& b) {
 
 namespace {
 
-// The operands of a true division: promoted, and integral ones on to f32.
+// The operands of a true division: promoted; where that leaves integers, each operand goes to
+// f32 from its own dtype, as PyTorch's (u8 / -7 divides by -7, not by the u8 249).
 Promoted true_div_operands(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promoted("div", a0, b0);
   if (is_floating(a.dtype())) return {a, b};
-  return {a.to(DType::f32), b.to(DType::f32)};
+  return {a0.to(DType::f32), b0.to(DType::f32)};
 }
 Tensor true_div_operand(const Tensor& a0, const Scalar& s) {
   Tensor a = promoted("div", a0, s);
-  return is_floating(a.dtype()) ? a : a.to(DType::f32);
+  return is_floating(a.dtype()) ? a : a0.to(DType::f32);
 }
 
 BinaryOp rounding_op(const std::string& mode) {
