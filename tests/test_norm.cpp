@@ -544,11 +544,13 @@ TEST(Embedding, OutOfRangeIndexIsAClearError) {
 TEST(Embedding, ErrorMessagesNameTheArguments) {
   expect_error([] { embedding(zeros({4}), from_vector<int64_t>({0})); },
                {"embedding", "2-D", "[4]"});
+  // i32 indices are taken, as PyTorch takes them; floating ones are refused.
+  EXPECT_EQ(embedding(ones({4, 2}), from_vector<int32_t>({3, 0})).shape(), (Shape{2, 2}));
   expect_error(
       [] {
-        embedding(zeros({4, 2}), from_vector<int32_t>({0}));
+        embedding(zeros({4, 2}), zeros({1}));
       },
-      {"embedding", "i64", "i32"});
+      {"embedding", "i64 or i32", "f32"});
   expect_error(
       [] {
         embedding(zeros({4, 2}), from_vector<int64_t>({0}), 4);

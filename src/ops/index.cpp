@@ -273,8 +273,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   SINTER_CHECK(indices.defined(), op, ": undefined indices");
   SINTER_CHECK(weight.dim() == 2, op, ": weight must be 2-D (num_embeddings, dim), got shape ",
                shape_str(weight.shape()));
-  SINTER_CHECK(indices.dtype() == DType::i64, op, ": indices must be i64, got dtype ",
-               indices.dtype());
+  SINTER_CHECK(indices.dtype() == DType::i64 || indices.dtype() == DType::i32, op,
+               ": indices must be i64 or i32, got dtype ", indices.dtype());
   SINTER_CHECK(indices.device() == weight.device(), op, ": indices are on ", indices.device(),
                " but the weight is on ", weight.device());
   const int64_t num = weight.size(0), dim = weight.size(1);
@@ -284,7 +284,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
                  " out of range for a table of ", num, " rows");
     if (*pad < 0) *pad += num;
   }
-  Tensor idx = indices.reshape({-1}).contiguous();
+  // i32 indices are read as i64, as PyTorch takes either.
+  Tensor idx = indices.to(DType::i64).reshape({-1}).contiguous();
   const int64_t nidx = idx.numel();
   // Known on the host: no index fits a table without rows (the device check's skip value, 0,
   // would pass index 0 there).
