@@ -147,8 +147,9 @@ __global__ void scatter_add_sorted_kernel(T* out, const uint64_t* keys, const ui
 template <class Fill>
 void sort_targets(const Ctx& ctx, const char* op, int64_t n, int bits, uint64_t* sorted_keys,
                   uint32_t* sorted_pos, Fill fill) {
-  SINTER_CHECK(n <= std::numeric_limits<uint32_t>::max(), op, ": deterministic mode sorts at most ",
-               std::numeric_limits<uint32_t>::max(), " targets, not ", n);
+  SINTER_CHECK(n <= std::numeric_limits<uint32_t>::max(), op,
+               ": sorting its targets takes at most ", std::numeric_limits<uint32_t>::max(),
+               " index elements, not ", n);
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
   const Scratch<uint64_t> keys(ctx, n);
   const Scratch<uint32_t> pos(ctx, n);
@@ -333,16 +334,20 @@ void scatter_add(const Ctx& ctx, void* out, DType dtype, const GatherGeom& g, co
 
 // Always by sorting the targets: Assign's last source wins as on the CPU, and every mode is
 // deterministic (Note [scatter reduce]).
-void scatter_reduce(const Ctx& ctx, void* out, int64_t, DType dtype, const GatherGeom& g,
+void scatter_reduce(const Ctx& ctx, void* out, int64_t out_numel, DType dtype, const GatherGeom& g,
                     const int64_t* idx, const void* src, kern::ScatterMode mode) {
   if (g.numel == 0) return;
+  // The offsets are below out_numel: the sort reads only the bits that can differ.
+  const int bits = std::max(
+      1,
+      static_cast<int>(std::bit_width(static_cast<uint64_t>(std::max<int64_t>(out_numel, 2) - 1))));
   DeviceGuard guard(ctx.device);
   const auto stream = stream_of(ctx);
   visit_storage(dtype, "scatter_reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const Scratch<uint64_t> sorted_keys(ctx, g.numel);
     const Scratch<uint32_t> sorted_pos(ctx, g.numel);
-    sort_targets(ctx, "scatter_reduce", g.numel, 64, sorted_keys.get(), sorted_pos.get(),
+    sort_targets(ctx, "scatter_reduce", g.numel, bits, sorted_keys.get(), sorted_pos.get(),
                  [&](uint64_t* k, uint32_t* q) {
                    scatter_keys_kernel<<<grid_for(g.numel), kThreads, 0, stream>>>(g, idx, k, q);
                    SINTER_LAUNCH_CHECK("scatter_keys_kernel");

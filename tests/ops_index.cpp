@@ -277,8 +277,8 @@ TEST(Scatter, WritesTheLastSourceAndReducesAsTorch) {
       {ScatterReduce::Sum, true, {8, 10, 10}, {1, 2, 3}, {1, 1, 2, 3}},
       {ScatterReduce::Mean, true, {8.0 / 3, 5, 5}, {1.0 / 3, 1, 1.5}, {1.0 / 3, 1.0 / 3, 1, 1.5}},
       {ScatterReduce::Prod, true, {10, 25, 21}, {10, 10, 21}, {2, 5, 10, 9}},
-      {ScatterReduce::Amax, false, {5, 5, 7}, {0, 0, 0}, {1, 0, 2, 3}},
-      {ScatterReduce::Amin, false, {2, 5, 7}, {0, 0, 0}, {0, 1, 2, 3}},
+      {ScatterReduce::Amax, false, {5, 5, 7}, {0, 0, 0}, {1, 0, 1, 3}},
+      {ScatterReduce::Amin, false, {2, 5, 7}, {0, 0, 0}, {0, 1, 1, 3}},
       {ScatterReduce::Mean, false, {3.5, 5, 7}, {0, 0, 0}, {0.5, 0.5, 2, 3}},
       {ScatterReduce::Prod, false, {10, 5, 7}, {0, 0, 0}, {2, 5, 2, 3}},
   };

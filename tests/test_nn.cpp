@@ -633,6 +633,16 @@ TEST(NnLayers, LayerNormMatchesFormula) {
   EXPECT_TRUE(all_close(ln(x), expected, 1e-4, 1e-4));
   nn::LayerNorm bare({6}, 1e-5, false);
   EXPECT_TRUE(bare.parameters().empty());
+  // bias = false: the weight alone (PyTorch's bias=False), kept by the inference copy.
+  nn::LayerNorm weighted({6}, 1e-5, true, false);
+  EXPECT_EQ(weighted.parameters().size(), 1u);
+  EXPECT_FALSE(weighted.bias.defined());
+  nn::init::normal_(weighted.weight);
+  const Tensor rows = randn({3, 6});
+  EXPECT_TRUE(all_close(weighted(rows), layer_norm(rows, {6}, weighted.weight, {}), 0, 0));
+  auto fused = nn::fuse_for_inference(weighted);
+  EXPECT_EQ(fused->parameters().size(), 1u);
+  EXPECT_TRUE(all_close((*fused)(rows), weighted(rows), 0, 0));
   expect_error(
       [&] {
         ln(randn({3, 6, 4}));

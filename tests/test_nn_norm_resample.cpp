@@ -141,6 +141,14 @@ TEST(NnNormLayers, GroupNorm) {
   expect_error([] { nn::GroupNorm(0, 6); }, {"GroupNorm", "positive", "0"});
   expect_error([] { nn::GroupNorm(2, 6, 0.0); }, {"GroupNorm", "eps"});
   expect_error([&] { gn(zeros({3, 6, 5})); }, {"GroupNorm", "(N, 4, *)", "[3, 6, 5]"});
+  // bias = false: the weight alone (PyTorch's bias=False), kept by the inference copy.
+  nn::GroupNorm weighted(2, 4, 1e-5, true, false);
+  EXPECT_EQ(keys_of(weighted), (std::vector<std::string>{"weight"}));
+  nn::init::normal_(weighted.weight);
+  EXPECT_TRUE(all_close(weighted(x), group_norm(x, 2, weighted.weight, {}), 0, 0));
+  auto fused = nn::fuse_for_inference(weighted);
+  EXPECT_EQ(keys_of(*fused), (std::vector<std::string>{"weight"}));
+  EXPECT_TRUE(all_close((*fused)(x), weighted(x), 0, 0));
 }
 
 TEST(NnNormLayers, InstanceNormTrainEvalAndUnbatched) {

@@ -80,6 +80,12 @@ std::vector<OnnxCase> onnx_cases() {
                }),
                images(2, 5, 5)});
   c.push_back({"LayerNorm", make<nn::LayerNorm>([] { return nn::LayerNorm({6}); }), rows({3, 6})});
+  c.push_back({"LayerNormWithoutBias", make<Sequential>([] {
+                 auto norm = nn::LayerNorm({6}, 1e-5, true, false);
+                 nn::init::normal_(norm.weight);
+                 return Sequential(nn::Linear(6, 6), std::move(norm));
+               }),
+               rows({3, 6})});
   c.push_back({"LayerNormTwoDimsNotAffine", make<Sequential>([] {
                  return Sequential(nn::Linear(6, 6), nn::LayerNorm({3, 6}, 1e-4, false));
                }),

@@ -24,6 +24,12 @@ std::vector<OnnxCase> norm_resample_cases() {
   std::vector<OnnxCase> c;
   c.push_back(
       {"GroupNorm", make<nn::GroupNorm>([] { return nn::GroupNorm(3, 6); }), images(6, 4, 5)});
+  c.push_back({"GroupNormWithoutBias", make<nn::GroupNorm>([] {
+                 nn::GroupNorm g(3, 6, 1e-5, true, false);
+                 nn::init::normal_(g.weight);
+                 return g;
+               }),
+               images(6, 4, 5)});
   c.push_back({"GroupNormNotAffineOnSequences", after_linear(5, nn::GroupNorm(2, 4, 1e-3, false)),
                rows({4, 5})});
   c.push_back({"BatchNorm3d", after_linear(3, nn::BatchNorm3d(2)), rows({2, 3, 4, 3})});

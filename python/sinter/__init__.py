@@ -238,6 +238,7 @@ from ._formatting import tensor_repr as _tensor_repr
 from ._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
 from ._tensor_data import tensor  # noqa: F401
 from ._ops_more import *  # noqa: F401,F403  (more of torch's functions, composed in Python)
+from ._methods_more import *  # noqa: F401,F403  (more Tensor methods and their functions)
 
 __version__ = "0.1.0"
 

@@ -115,10 +115,9 @@ void bind_layers(nb::module_& m) {
           "__init__",
           [](nn::LayerNorm* self, nb::handle shape, double eps, bool affine, bool bias,
              nb::handle device, nb::handle dtype) {
-            refuse_no_bias("LayerNorm", bias);
             new (self) nn::LayerNorm(PyLong_Check(shape.ptr()) ? Shape{nb::cast<int64_t>(shape)}
                                                                : nb::cast<Shape>(shape),
-                                     eps, affine);
+                                     eps, affine, bias);
             to_factory(*self, device, dtype);
           },
           nb::arg("normalized_shape"), nb::arg("eps") = 1e-5, nb::arg("elementwise_affine") = true,
@@ -235,8 +234,7 @@ void bind_more_layers(nb::module_& m) {
           "__init__",
           [](nn::GroupNorm* self, int64_t groups, int64_t channels, double eps, bool affine,
              bool bias, nb::handle device, nb::handle dtype) {
-            refuse_no_bias("GroupNorm", bias);
-            new (self) nn::GroupNorm(groups, channels, eps, affine);
+            new (self) nn::GroupNorm(groups, channels, eps, affine, bias);
             to_factory(*self, device, dtype);
           },
           nb::arg("num_groups"), nb::arg("num_channels"), nb::arg("eps") = 1e-5,

@@ -452,52 +452,55 @@ ScatterReduce scatter_reduce_of(const std::string& r, const char* op,
   }
   std::string names;
   for (const char* a : allowed) names += std::string(names.empty() ? "" : ", ") + a;
-  throw nb::value_error(
-      (std::string(op) + ": reduce argument must be one of " + names + ", got '" + r + "'")
-          .c_str());
+  SINTER_THROW(op, ": reduce argument must be one of ", names, ", got '", r, "'");
 }
 
-// A value argument (scatter's, index_fill's): a number, or a 0-d tensor read as one.
-Scalar fill_value_of(nb::handle v, const char* op) {
+// A value argument (scatter's, index_fill's) for a tensor of dtype t: a number, or a 0-d tensor
+// read as one; it must fit t, as torch checks.
+Scalar fill_value_of(nb::handle v, const char* op, DType t) {
+  std::optional<Scalar> s;
   if (nb::isinstance<Tensor>(v)) {
-    const Tensor t = nb::cast<Tensor>(v);
-    SINTER_CHECK(t.dim() == 0, op, ": a tensor value must be 0-dim, got shape ",
-                 shape_str(t.shape()));
-    return is_floating(t.dtype()) ? Scalar(t.item<double>()) : Scalar(t.item<int64_t>());
+    const Tensor x = nb::cast<Tensor>(v);
+    SINTER_CHECK(x.dim() == 0, op, ": a tensor value must be 0-dim, got shape ",
+                 shape_str(x.shape()));
+    s = is_floating(x.dtype()) ? Scalar(x.item<double>()) : Scalar(x.item<int64_t>());
+  } else {
+    s = scalar_of(v);
   }
-  if (std::optional<Scalar> s = scalar_of(v)) return *s;
-  throw nb::type_error((std::string(op) + "(): value must be a number or a 0-dim tensor").c_str());
+  if (!s) {
+    throw nb::type_error(
+        (std::string(op) + "(): value must be a number or a 0-dim tensor").c_str());
+  }
+  check_fits(t, *s, op);
+  return *s;
 }
 
 // scatter (src or value; torch's legacy reduce="add"/"multiply"), scatter_reduce, index_copy,
 // index_fill and index_reduce, with torch's arguments.
 void bind_scatter(nb::module_& m, nb::class_<Tensor>& c) {
+  // scatter(dim, index, src) or scatter(dim, index, value); reduce= is torch's legacy form.
   def_both(
       m, c, "scatter",
-      [](T a, int64_t dim, T index, nb::handle src, std::optional<std::string> reduce) {
-        if (reduce) {
-          if (*reduce != "add" && *reduce != "multiply") {
-            throw nb::value_error(
-                ("scatter: reduce argument must be either add or multiply, got '" + *reduce + "'")
-                    .c_str());
-          }
-          const ScatterReduce r = *reduce == "add" ? ScatterReduce::Sum : ScatterReduce::Prod;
-          const Tensor s = nb::isinstance<Tensor>(src)
-                               ? nb::cast<Tensor>(src)
-                               : full(index.shape(), fill_value_of(src, "scatter"),
-                                      {.dtype = a.dtype(), .device = a.device()});
-          return scatter_reduce(a, dim, index, s, r);
-        }
-        if (nb::isinstance<Tensor>(src) && nb::cast<Tensor>(src).dim() > 0) {
-          return scatter(a, dim, index, nb::cast<Tensor>(src));
-        }
-        if (nb::isinstance<Tensor>(src) && index.dim() == 0) {
-          return scatter(a, dim, index, nb::cast<Tensor>(src));
-        }
-        return scatter(a, dim, index, fill_value_of(src, "scatter"));
+      [](T a, int64_t dim, T index, nb::handle src, nb::handle value,
+         std::optional<std::string> reduce) {
+        SINTER_CHECK(src.is_none() != value.is_none(),
+                     "scatter: give one of src (a tensor) and value (a number)");
+        const nb::handle given = src.is_none() ? value : src;
+        // A tensor of dims (or a 0-d one beside a 0-d index) is src; anything else a value.
+        const bool tensor = nb::isinstance<Tensor>(given) &&
+                            (nb::cast<Tensor>(given).dim() > 0 || index.dim() == 0);
+        const Tensor s = tensor ? nb::cast<Tensor>(given)
+                                : full(index.shape(), fill_value_of(given, "scatter", a.dtype()),
+                                       {.dtype = a.dtype(), .device = a.device()});
+        if (!reduce) return scatter(a, dim, index, s);
+        SINTER_CHECK(*reduce == "add" || *reduce == "multiply",
+                     "scatter: reduce argument must be either add or multiply, got '", *reduce,
+                     "'");
+        return scatter_reduce(a, dim, index, s,
+                              *reduce == "add" ? ScatterReduce::Sum : ScatterReduce::Prod);
       },
-      nb::arg("dim"), nb::arg("index"), nb::arg("src"), nb::kw_only(),
-      nb::arg("reduce") = nb::none());
+      nb::arg("dim"), nb::arg("index"), nb::arg("src") = nb::none(), nb::kw_only(),
+      nb::arg("value") = nb::none(), nb::arg("reduce") = nb::none());
   def_both(
       m, c, "scatter_reduce",
       [](T a, int64_t dim, T index, T src, const std::string& reduce, bool include_self) {
@@ -515,7 +518,7 @@ void bind_scatter(nb::module_& m, nb::class_<Tensor>& c) {
   def_both(
       m, c, "index_fill",
       [](T a, int64_t dim, T index, nb::handle value) {
-        return index_fill(a, dim, index, fill_value_of(value, "index_fill"));
+        return index_fill(a, dim, index, fill_value_of(value, "index_fill", a.dtype()));
       },
       nb::arg("dim"), nb::arg("index"), nb::arg("value"));
   def_both(

@@ -208,12 +208,11 @@ void bind_reprs(nb::module_& m) {
   repr<nn::InstanceNorm3d>(m, "InstanceNorm3d", norm_args);
   repr<nn::LayerNorm>(m, "LayerNorm", [](const nn::LayerNorm& l) {
     return tuple_of(l.normalized_shape) + ", eps=" + py(l.eps) +
-           ", elementwise_affine=" + py(l.elementwise_affine) +
-           ", bias=" + py(l.elementwise_affine);
+           ", elementwise_affine=" + py(l.elementwise_affine) + ", bias=" + py(l.bias.defined());
   });
   repr<nn::GroupNorm>(m, "GroupNorm", [](const nn::GroupNorm& g) {
     return std::to_string(g.num_groups) + ", " + std::to_string(g.num_channels) +
-           ", eps=" + py(g.eps) + ", affine=" + py(g.affine) + ", bias=" + py(g.affine);
+           ", eps=" + py(g.eps) + ", affine=" + py(g.affine) + ", bias=" + py(g.bias.defined());
   });
   repr<nn::Embedding>(m, "Embedding", [](const nn::Embedding& e) {
     std::string s = std::to_string(e.num_embeddings) + ", " + std::to_string(e.embedding_dim);

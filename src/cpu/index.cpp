@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
-#include <vector>
+#include <unordered_map>
 
 #include "cpu/cpu_util.h"
 #include "internal/parallel.h"
@@ -102,9 +102,10 @@ void scatter_add(const Ctx&, void* out, DType dtype, const GatherGeom& g, const 
   });
 }
 
-// Sequential in element order (Note [scatter reduce]); the targets are widened to the compute
-// type first, so that bf16 and f16 round once per target, as CUDA's sorted runs do.
-void scatter_reduce(const Ctx&, void* out, int64_t out_numel, DType dtype, const GatherGeom& g,
+// Sequential in element order (Note [scatter reduce]). f32, f64, the integers and bool combine
+// in place (an integer wraps alike whether it is narrowed at each step or at the end); bf16 and
+// f16 targets gather in f32 and round once, as CUDA's sorted runs do.
+void scatter_reduce(const Ctx&, void* out, int64_t, DType dtype, const GatherGeom& g,
                     const int64_t* idx, const void* src, ScatterMode mode) {
   visit_storage(dtype, "scatter_reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -112,16 +113,20 @@ void scatter_reduce(const Ctx&, void* out, int64_t out_numel, DType dtype, const
       using C = typename decltype(ctag)::type;
       T* y = static_cast<T*>(out);
       const T* s = static_cast<const T*>(src);
-      std::vector<C> acc(static_cast<size_t>(out_numel));
-      std::vector<bool> hit(static_cast<size_t>(out_numel), false);
-      for (int64_t e = 0; e < g.numel; ++e) {
-        const int64_t off = gather_offset(g, e, idx[e]);
-        if (!hit[off]) acc[off] = static_cast<C>(y[off]);
-        hit[off] = true;
-        acc[off] = kern::scatter_combine(acc[off], static_cast<C>(s[e]), mode);
-      }
-      for (int64_t k = 0; k < out_numel; ++k) {
-        if (hit[k]) y[k] = kern::convert<T>(acc[k]);
+      if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
+        std::unordered_map<int64_t, C> acc;
+        for (int64_t e = 0; e < g.numel; ++e) {
+          const int64_t off = gather_offset(g, e, idx[e]);
+          const auto [it, fresh] = acc.try_emplace(off, static_cast<C>(y[off]));
+          it->second = kern::scatter_combine(it->second, static_cast<C>(s[e]), mode);
+        }
+        for (const auto& [off, v] : acc) y[off] = T(v);
+      } else {
+        for (int64_t e = 0; e < g.numel; ++e) {
+          T& t = y[gather_offset(g, e, idx[e])];
+          t = kern::convert<T>(
+              kern::scatter_combine(static_cast<C>(t), static_cast<C>(s[e]), mode));
+        }
       }
     });
   });

@@ -84,10 +84,10 @@ SINTER_HD inline C scatter_combine(C target, C v, ScatterMode mode) {
     case ScatterMode::Prod:
       if constexpr (std::is_integral_v<C>) return scalar::wrap_mul(target, v);
       return target * v;
-    case ScatterMode::Amax:
-      return (target != target || v < target) ? target : v;
+    case ScatterMode::Amax:  // a tie keeps the target, as torch's
+      return (target != target || v <= target) ? target : v;
     default:  // Amin
-      return (target != target || v > target) ? target : v;
+      return (target != target || v >= target) ? target : v;
   }
 }
 

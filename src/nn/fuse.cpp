@@ -247,12 +247,15 @@ std::shared_ptr<Module> copy_norm(const Module& m) {
 // The modules with parameters or buffers, rebuilt from their settings with their state.
 std::shared_ptr<Module> copy_group_norm(const Module& m) {
   const auto& g = static_cast<const GroupNorm&>(m);
-  return with_state(std::make_shared<GroupNorm>(g.num_groups, g.num_channels, g.eps, g.affine), g);
+  return with_state(
+      std::make_shared<GroupNorm>(g.num_groups, g.num_channels, g.eps, g.affine, g.bias.defined()),
+      g);
 }
 
 std::shared_ptr<Module> copy_layer_norm(const Module& m) {
   const auto& l = static_cast<const LayerNorm&>(m);
-  return with_state(std::make_shared<LayerNorm>(l.normalized_shape, l.eps, l.elementwise_affine),
+  return with_state(std::make_shared<LayerNorm>(l.normalized_shape, l.eps, l.elementwise_affine,
+                                                l.bias.defined()),
                     l);
 }
 

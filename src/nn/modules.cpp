@@ -139,7 +139,7 @@ void check_trailing_dims(const char* module, const Shape& normalized_shape, cons
 
 }  // namespace
 
-LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
+LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine, bool bias)
     : normalized_shape(std::move(normalized_shape)),
       eps(eps),
       elementwise_affine(elementwise_affine) {
@@ -147,7 +147,7 @@ LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine
   SINTER_CHECK(eps > 0.0, "LayerNorm: eps must be positive, got ", eps);
   if (elementwise_affine) {
     weight = register_parameter("weight", empty(this->normalized_shape));
-    bias = register_parameter("bias", empty(this->normalized_shape));
+    if (bias) this->bias = register_parameter("bias", empty(this->normalized_shape));
   }
   reset_parameters();
 }
@@ -155,7 +155,7 @@ LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine
 void LayerNorm::reset_parameters() {
   if (!elementwise_affine) return;
   init::ones_(weight);
-  init::zeros_(bias);
+  if (bias.defined()) init::zeros_(bias);
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {

@@ -19,7 +19,7 @@ Tensor BatchNorm3d::forward(const Tensor& x) {
 
 // --- GroupNorm ---
 
-GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, double eps, bool affine)
+GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, double eps, bool affine, bool bias)
     : num_groups(num_groups), num_channels(num_channels), eps(eps), affine(affine) {
   SINTER_CHECK(num_groups > 0 && num_channels > 0,
                "GroupNorm: num_groups and num_channels must be positive, got ", num_groups, " and ",
@@ -29,7 +29,7 @@ GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, double eps, bool 
   SINTER_CHECK(eps > 0.0, "GroupNorm: eps must be positive, got ", eps);
   if (affine) {
     weight = register_parameter("weight", empty({num_channels}));
-    bias = register_parameter("bias", empty({num_channels}));
+    if (bias) this->bias = register_parameter("bias", empty({num_channels}));
   }
   reset_parameters();
 }
@@ -37,7 +37,7 @@ GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, double eps, bool 
 void GroupNorm::reset_parameters() {
   if (!affine) return;
   init::ones_(weight);
-  init::zeros_(bias);
+  if (bias.defined()) init::zeros_(bias);
 }
 
 Tensor GroupNorm::forward(const Tensor& x) {

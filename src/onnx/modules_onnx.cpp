@@ -137,7 +137,7 @@ Value layer_norm(Exporter& ex, nn::LayerNorm& l, const std::string& scope, const
   std::vector<std::string> inputs{x.name};
   if (l.elementwise_affine) {
     inputs.push_back(ex.weight(l.weight));
-    inputs.push_back(ex.weight(l.bias));
+    if (l.bias.defined()) inputs.push_back(ex.weight(l.bias));  // B is optional
   } else {
     inputs.push_back(ex.constant(ones(l.normalized_shape, {.dtype = DType::f64}), "ones"));
   }
@@ -357,7 +357,7 @@ Value group_norm(Exporter& ex, nn::GroupNorm& g, const std::string& scope, const
   std::string out = ex.node("Reshape", {normed, ex.node("Shape", {x.name}, scope)}, scope);
   if (g.affine) {
     out = ex.node("Mul", {out, per_channel(ex, g.weight, rank, scope)}, scope);
-    out = ex.node("Add", {out, per_channel(ex, g.bias, rank, scope)}, scope);
+    if (g.bias.defined()) out = ex.node("Add", {out, per_channel(ex, g.bias, rank, scope)}, scope);
   }
   return {out, y};
 }

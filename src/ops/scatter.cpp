@@ -91,18 +91,15 @@ struct ReduceSaved {
   SavedTensor idx, a, src, out, count, hit;
 };
 
-// Amax and Amin: the gradient shared evenly among the values equal to the result (a's only where
-// it takes part).
+// Amax and Amin: the gradient shared evenly among the values equal to the result, a's counted
+// even where it takes no part (its share then dropped), and a NaN result giving NaN (0 / 0), as
+// torch's.
 Grads extreme_grads(const ReduceSaved& r, const Tensor& g) {
   Tensor idx = r.idx.get(), a = r.a.get(), src = r.src.get(), out = r.out.get();
-  Tensor self_is = eq(a, out);
-  if (!r.include_self) self_is = logical_and(self_is, logical_not(r.hit.get()));
-  Tensor src_is = eq(src, gather_kernel(out, r.d, idx));
-  Tensor n =
-      add(self_is.to(g.dtype()), scatter_into_zeros(a.shape(), r.d, idx, src_is.to(g.dtype())));
-  Tensor share = div(g, where(eq(n, 0.0), ones_like(n), n));
-  Tensor zero = zeros({}, {.dtype = g.dtype(), .device = g.device()});
-  return Grads{where(self_is, share, zero), where(src_is, gather_kernel(share, r.d, idx), zero)};
+  Tensor self_is = eq(a, out).to(g.dtype());
+  Tensor src_is = eq(src, gather_kernel(out, r.d, idx)).to(g.dtype());
+  Tensor share = div(g, add(self_is, scatter_into_zeros(a.shape(), r.d, idx, src_is)));
+  return Grads{mul(self_is, share), mul(src_is, gather_kernel(share, r.d, idx))};
 }
 
 // Prod: each factor gets the product of the others: the result over it where it is not zero and
@@ -112,8 +109,8 @@ Grads prod_grads(const ReduceSaved& r, const Tensor& g) {
   const Tensor zero = zeros({}, {.dtype = g.dtype(), .device = g.device()});
   const Tensor one = ones({}, {.dtype = g.dtype(), .device = g.device()});
   Tensor a_zero = eq(a, 0.0), src_zero = eq(src, 0.0);
-  Tensor a_counts =
-      r.include_self ? a_zero : zeros(a.shape(), {.dtype = DType::b8, .device = a.device()});
+  // Without include_self, a's zeros count only outside the targets (where the result is a).
+  Tensor a_counts = r.include_self ? a_zero : logical_and(a_zero, logical_not(r.hit.get()));
   Tensor zeros_at =
       add(a_counts.to(g.dtype()), scatter_into_zeros(a.shape(), r.d, idx, src_zero.to(g.dtype())));
   Tensor nonzero = scatter_reduce(where(a_zero, one, a), r.d, idx, where(src_zero, one, src),
@@ -192,6 +189,8 @@ Tensor scatter_reduce(const Tensor& a, int64_t dim, const Tensor& index, const T
   const char* op = "scatter_reduce";
   const int64_t d = check_gather_index(op, a, dim, index);
   SINTER_CHECK(!is_float8(a.dtype()), op, ": no arithmetic on ", a.dtype(), " tensors");
+  SINTER_CHECK(reduce != ScatterReduce::Mean || a.dtype() != DType::b8, op,
+               ": the mean of bool tensors is not defined (as in PyTorch)");
   if (a.dim() == 0) {
     return scatter_reduce(a.reshape({1}), d, index.reshape({1}), src.reshape({1}), reduce,
                           include_self)
@@ -229,10 +228,21 @@ Tensor scatter_reduce(const Tensor& a, int64_t dim, const Tensor& index, const T
 
 namespace {
 
-// index (1-D i64) as a scatter index along d over a tensor of `shape` (index.numel() along d).
-Tensor spread_index(const char* op, const Tensor& index, int64_t d, int64_t ndim, Shape shape) {
+// index (1-D i64, values in [0, n) for the size n of `shape` along d, or also [-n, 0) counting
+// from the end where negative_ok) as a scatter index along d over a tensor of `shape`
+// (index.numel() along d).
+Tensor spread_index(const char* op, Tensor index, int64_t d, int64_t ndim, Shape shape,
+                    bool negative_ok) {
   check_defined(op, index);
   SINTER_CHECK(index.dim() <= 1, op, ": index must be 1-D, got shape ", shape_str(index.shape()));
+  SINTER_CHECK(index.dtype() == DType::i64, op, ": index must be i64, got ", index.dtype());
+  const int64_t n = ndim == 0 ? 1 : shape[d];
+  if (index.numel() > 0) {
+    const auto lo = min(index).item<int64_t>(), hi = max(index).item<int64_t>();
+    SINTER_CHECK(lo >= (negative_ok ? -n : 0) && hi < n, op, ": index out of range: values span [",
+                 lo, ", ", hi, "] but dim ", d, " has size ", n);
+    if (lo < 0) index = where(lt(index, 0), add(index, n), index);
+  }
   Shape view(static_cast<size_t>(ndim), 1);
   if (ndim > 0) {
     view[d] = index.numel();
@@ -255,14 +265,14 @@ Tensor index_copy(const Tensor& a, int64_t dim, const Tensor& index, const Tenso
                  ": source shape ", shape_str(source.shape()), " does not fit the tensor's ",
                  shape_str(a.shape()), " with ", index.numel(), " indices along dim ", dim);
   }
-  return scatter(a, d, spread_index(op, index, d, a.dim(), a.shape()), source);
+  return scatter(a, d, spread_index(op, index, d, a.dim(), a.shape(), false), source);
 }
 
 Tensor index_fill(const Tensor& a, int64_t dim, const Tensor& index, const Scalar& value) {
   const char* op = "index_fill";
   check_defined(op, a);
   const int64_t d = wrap_dim(op, dim, a.dim());
-  return scatter(a, d, spread_index(op, index, d, a.dim(), a.shape()), value);
+  return scatter(a, d, spread_index(op, index, d, a.dim(), a.shape(), true), value);
 }
 
 Tensor index_reduce(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& source,
@@ -278,7 +288,7 @@ Tensor index_reduce(const Tensor& a, int64_t dim, const Tensor& index, const Ten
                  ": source shape ", shape_str(source.shape()), " does not fit the tensor's ",
                  shape_str(a.shape()), " with ", index.numel(), " indices along dim ", dim);
   }
-  return scatter_reduce(a, d, spread_index(op, index, d, a.dim(), a.shape()), source, reduce,
+  return scatter_reduce(a, d, spread_index(op, index, d, a.dim(), a.shape(), false), source, reduce,
                         include_self);
 }
 

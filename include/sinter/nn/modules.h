@@ -85,10 +85,11 @@ class BatchNorm1d : public BatchNorm2d {
 };
 
 // Normalizes over the trailing dims `normalized_shape`; weight (1) and bias (0) of that shape when
-// elementwise_affine.
+// elementwise_affine (the weight alone without `bias`, as PyTorch's bias=False).
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
+                     bool bias = true);
   std::string name() const override { return "LayerNorm"; }
   Tensor forward(const Tensor& x) override;
   void reset_parameters();
@@ -96,7 +97,7 @@ class LayerNorm : public Module {
   Shape normalized_shape;
   double eps;
   bool elementwise_affine;
-  Tensor weight, bias;  // undefined unless elementwise_affine
+  Tensor weight, bias;  // undefined unless elementwise_affine (bias: and `bias`)
 };
 
 // Root mean square normalization over the trailing dims (PyTorch's nn.RMSNorm): rms_norm with a

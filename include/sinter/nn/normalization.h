@@ -20,10 +20,12 @@ class BatchNorm3d : public BatchNorm2d {
 };
 
 // group_norm of x (N, num_channels, *) in num_groups groups (dividing num_channels); parameters
-// weight (1) and bias (0), both (num_channels), when affine. The same in training and eval.
+// weight (1) and bias (0), both (num_channels), when affine (the weight alone without `bias`, as
+// PyTorch's bias=False). The same in training and eval.
 class GroupNorm : public Module {
  public:
-  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true,
+            bool bias = true);
   std::string name() const override { return "GroupNorm"; }
   Tensor forward(const Tensor& x) override;
   void reset_parameters();
@@ -31,7 +33,7 @@ class GroupNorm : public Module {
   int64_t num_groups, num_channels;
   double eps;
   bool affine;
-  Tensor weight, bias;  // undefined unless affine
+  Tensor weight, bias;  // undefined unless affine (bias: and `bias`)
 };
 
 // instance_norm of a batched (N, C, *) or unbatched (C, *) input, per (sample, channel) over the

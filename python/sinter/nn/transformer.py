@@ -27,7 +27,7 @@ def _empty(shape, device, dtype):
     return _C.empty(*shape, dtype=dtype, device=device)
 
 
-# --- the layers inside: the package's Linear and LayerNorm, and two that print as torch's ---
+# --- the layers inside: the package's Linear and LayerNorm, and torch's name for one ---
 
 class NonDynamicallyQuantizableLinear(_C.nn.Linear):
     """MultiheadAttention's output projection: the package's Linear under torch's name for it
@@ -53,47 +53,12 @@ class NonDynamicallyQuantizableLinear(_C.nn.Linear):
         return out
 
 
-class _LayerNorm(Module):
-    """torch.nn.LayerNorm(..., bias=False), which the package's LayerNorm refuses, written in
-    Python: layer normalisation over the trailing normalized_shape
-    (weight ones, bias zeros; bias=False: a weight alone)."""
-
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
-                 device=None, dtype=None):
-        super().__init__()
-        if isinstance(normalized_shape, int):
-            normalized_shape = (normalized_shape,)
-        self.normalized_shape = tuple(normalized_shape)
-        self.eps = eps
-        self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(init.ones_(_empty(self.normalized_shape, device, dtype)))
-        else:
-            self.register_parameter("weight", None)
-        if elementwise_affine and bias:
-            self.bias = Parameter(init.zeros_(_empty(self.normalized_shape, device, dtype)))
-        else:
-            self.register_parameter("bias", None)
-
-    def forward(self, input):
-        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
-
-    def extra_repr(self):
-        return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
-
-
-_LayerNorm.__name__ = "LayerNorm"  # prints as torch's
-
-
 def _linear(in_features, out_features, bias, device, dtype):
     return _C.nn.Linear(in_features, out_features, bias, device=device, dtype=dtype)
 
 
 def _layer_norm(d_model, eps, elementwise_affine, bias, device, dtype):
-    if bias or not elementwise_affine:
-        return _C.nn.LayerNorm(d_model, eps, elementwise_affine, device=device, dtype=dtype)
-    return _LayerNorm(d_model, eps, elementwise_affine, bias, device, dtype)
+    return _C.nn.LayerNorm(d_model, eps, elementwise_affine, bias, device=device, dtype=dtype)
 
 
 # --- attention ---
