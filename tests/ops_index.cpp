@@ -295,6 +295,16 @@ TEST(Scatter, WritesTheLastSourceAndReducesAsTorch) {
   sum(scatter_reduce(a, 0, idx({0, 0, 1, 1}, {4}), s, ScatterReduce::Prod)).backward();
   EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{0, 0, 1}));
   EXPECT_EQ(s.grad().to_vector<double>(), (std::vector<double>{0, 0, 10, 0}));
+  // Without include_self, a zero of a outside the targets is the result there: its gradient
+  // passes (torch's values).
+  Tensor a2 = f64({0, 2, 3}).requires_grad_(true), s2 = f64({4, 5}).requires_grad_(true);
+  sum(scatter_reduce(a2, 0, idx({1, 1}, {2}), s2, ScatterReduce::Prod, false)).backward();
+  EXPECT_EQ(a2.grad().to_vector<double>(), (std::vector<double>{1, 0, 1}));
+  EXPECT_EQ(s2.grad().to_vector<double>(), (std::vector<double>{5, 4}));
+  // A NaN result takes a NaN gradient where torch's does (0 / 0).
+  Tensor a3 = f64({std::numeric_limits<double>::quiet_NaN(), 1}).requires_grad_(true);
+  sum(scatter_reduce(a3, 0, idx({1}, {1}), f64({2}), ScatterReduce::Amax)).backward();
+  EXPECT_TRUE(std::isnan(a3.grad().to_vector<double>()[0]));
   // Integers: the mean divides with floor; the identity of a max is the dtype's lowest.
   const Tensor ints = from_vector<int64_t>({0, 0, 7}, {3});
   const Tensor isrc = from_vector<int64_t>({1, 2, -8}, {3});
