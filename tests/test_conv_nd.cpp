@@ -522,11 +522,14 @@ TEST(IndexAddErrors, Arguments) {
         index_add(a, 1, from_vector<int64_t>({0, 4}, {2}), zeros({2, 2}));
       },
       {"index_add", "out of range", "[0, 4]", "size 4"});
+  // i32 indices are read as i64, as PyTorch's; floating ones are refused.
+  EXPECT_TRUE(all_close(index_add(a, 1, idx.to(DType::i32), ones({2, 2})),
+                        index_add(a, 1, idx, ones({2, 2})), 0, 0));
   expect_error(
       [&] {
-        index_add(a, 1, idx.to(DType::i32), zeros({2, 2}));
+        index_add(a, 1, idx.to(DType::f32), zeros({2, 2}));
       },
-      {"index_add", "must be i64"});
+      {"index_add", "must be i64 or i32", "f32"});
   expect_error([&] { index_add(a, 2, idx, zeros({2, 2})); }, {"index_add", "dim 2 out of range"});
   expect_error(
       [&] {

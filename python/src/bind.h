@@ -84,21 +84,36 @@ void refuse_no_bias(const char* layer, bool bias);
 // torch's factory keywords of a layer (device=, dtype=): the new layer's tensors moved and cast
 // there.
 void to_factory(nn::Module& layer, nb::handle device, nb::handle dtype);
+// A layer's optional tensor (a bias) for Python: None where undefined.
+inline std::optional<Tensor> optional_of(const Tensor& t) {
+  return t.defined() ? std::optional<Tensor>(t) : std::nullopt;
+}
 // A batch or instance norm layer with torch's arguments (affine and track_running_stats default
 // to `stats`: true for the batch norms, false for the instance norms).
 template <class L>
 void bind_norm_layer(nb::module_& m, const char* name, bool stats) {
-  nb::class_<L, nn::Module>(m, name).def(
-      "__init__",
-      [name](L* self, int64_t n, double eps, double momentum, bool affine, bool track, bool bias,
-             nb::handle device, nb::handle dtype) {
-        refuse_no_bias(name, bias);
-        new (self) L(n, eps, momentum, affine, track);
-        to_factory(*self, device, dtype);
-      },
-      nb::arg("num_features"), nb::arg("eps") = 1e-5, nb::arg("momentum") = 0.1,
-      nb::arg("affine") = stats, nb::arg("track_running_stats") = stats, nb::arg("bias") = true,
-      nb::kw_only(), nb::arg("device") = nb::none(), nb::arg("dtype") = nb::none());
+  nb::class_<L, nn::Module>(m, name)
+      .def(
+          "__init__",
+          [name](L* self, int64_t n, double eps, double momentum, bool affine, bool track,
+                 bool bias, nb::handle device, nb::handle dtype) {
+            refuse_no_bias(name, bias);
+            new (self) L(n, eps, momentum, affine, track);
+            to_factory(*self, device, dtype);
+          },
+          nb::arg("num_features"), nb::arg("eps") = 1e-5, nb::arg("momentum") = 0.1,
+          nb::arg("affine") = stats, nb::arg("track_running_stats") = stats, nb::arg("bias") = true,
+          nb::kw_only(), nb::arg("device") = nb::none(), nb::arg("dtype") = nb::none())
+      // torch's attributes; the tensors None where the layer has none.
+      .def_ro("num_features", &L::num_features)
+      .def_ro("eps", &L::eps)
+      .def_ro("momentum", &L::momentum)
+      .def_ro("affine", &L::affine)
+      .def_ro("track_running_stats", &L::track_running_stats)
+      .def_prop_ro("weight", [](const L& n) { return optional_of(n.weight); })
+      .def_prop_ro("bias", [](const L& n) { return optional_of(n.bias); })
+      .def_prop_ro("running_mean", [](const L& n) { return optional_of(n.running_mean); })
+      .def_prop_ro("running_var", [](const L& n) { return optional_of(n.running_var); });
 }
 
 // torch's `inplace=` of a layer, kept on its Python object (made with nb::dynamic_attr) for its
@@ -109,10 +124,6 @@ void keep_inplace(L* self, bool inplace) {
 }
 // A `reduction=` argument ("mean", "sum", "none", "batchmean").
 Reduction reduction_of(const std::string& r);
-// A layer's optional tensor (a bias) for Python: None where undefined.
-inline std::optional<Tensor> optional_of(const Tensor& t) {
-  return t.defined() ? std::optional<Tensor>(t) : std::nullopt;
-}
 // An optional tensor argument, undefined for None.
 Tensor or_undefined(const std::optional<Tensor>& t);
 

@@ -194,8 +194,7 @@ void bind_max_pool(nb::module_& m, const char* name, Of of, WithIndices with_ind
           },
           nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(), nb::arg("padding") = 0,
           nb::arg("dilation") = 1, nb::arg("return_indices") = false, nb::arg("ceil_mode") = false)
-      .def("forward", call, nb::arg("input"))
-      .def("__call__", call, nb::arg("input"));
+      .def("forward", call, nb::arg("input"));
 }
 
 // AvgPool2d and AvgPool3d with torch's arguments. divisor_override is refused by name: the pool
@@ -239,7 +238,13 @@ void bind_more_layers(nb::module_& m) {
           },
           nb::arg("num_groups"), nb::arg("num_channels"), nb::arg("eps") = 1e-5,
           nb::arg("affine") = true, nb::arg("bias") = true, nb::kw_only(),
-          nb::arg("device") = nb::none(), nb::arg("dtype") = nb::none());
+          nb::arg("device") = nb::none(), nb::arg("dtype") = nb::none())
+      .def_ro("num_groups", &nn::GroupNorm::num_groups)
+      .def_ro("num_channels", &nn::GroupNorm::num_channels)
+      .def_ro("eps", &nn::GroupNorm::eps)
+      .def_ro("affine", &nn::GroupNorm::affine)
+      .def_prop_ro("weight", [](const nn::GroupNorm& g) { return optional_of(g.weight); })
+      .def_prop_ro("bias", [](const nn::GroupNorm& g) { return optional_of(g.bias); });
   bind_max_pool<nn::MaxPool2d, MaxPool2dOptions>(
       m, "MaxPool2d", size2_of, [](const Tensor& x, Size2 k, const MaxPool2dOptions& o) {
         return max_pool2d_with_indices(x, k, o);

@@ -221,8 +221,8 @@ void Embedding::reset_parameters() {
 
 Tensor Embedding::forward(const Tensor& indices) {
   SINTER_CHECK(indices.defined(), "Embedding: undefined input");
-  SINTER_CHECK(indices.dtype() == DType::i64, "Embedding: expected i64 indices, got dtype ",
-               indices.dtype());
+  SINTER_CHECK(indices.dtype() == DType::i64 || indices.dtype() == DType::i32,
+               "Embedding: expected i64 or i32 indices, got dtype ", indices.dtype());
   return embedding(weight, indices, padding_idx);
 }
 

@@ -18,7 +18,8 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   SINTER_PROFILE_OP("index_select", a, index);
   check_defined("index_select", a);
   check_defined("index_select", index);
-  SINTER_CHECK(index.dtype() == DType::i64, "index_select: index must be i64, got ", index.dtype());
+  SINTER_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32,
+               "index_select: index must be i64 or i32, got ", index.dtype());
   SINTER_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got shape ",
                shape_str(index.shape()));
   SINTER_CHECK(index.device() == a.device(), "index_select: index on ", index.device(),
@@ -26,7 +27,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   SINTER_CHECK(a.dim() > 0, "index_select: cannot index a 0-dim tensor");
   const int64_t w = wrap_dim("index_select", dim, a.dim());
   const int64_t in_dim = a.size(w);
-  Tensor idx = index.reshape({-1}).contiguous();
+  Tensor idx = index.to(DType::i64).reshape({-1}).contiguous();  // i32 read as i64, as PyTorch
   const int64_t nidx = idx.numel();
   if (nidx > 0) {
     const auto lo = min(idx).item<int64_t>(), hi = max(idx).item<int64_t>();
@@ -72,7 +73,8 @@ Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor
   check_defined(op, a);
   check_defined(op, index);
   check_defined(op, src);
-  SINTER_CHECK(index.dtype() == DType::i64, op, ": index must be i64, got ", index.dtype());
+  SINTER_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op,
+               ": index must be i64 or i32, got ", index.dtype());
   SINTER_CHECK(index.dim() <= 1, op, ": index must be 1-D, got shape ", shape_str(index.shape()));
   SINTER_CHECK(is_floating(a.dtype()), op, ": expected a floating tensor, got dtype ", a.dtype());
   SINTER_CHECK(
@@ -81,7 +83,7 @@ Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor
       ", the tensor ", a.dtype(), " on ", a.device());
   SINTER_CHECK(a.dim() > 0, op, ": cannot index a 0-dim tensor");
   const int64_t w = wrap_dim(op, dim, a.dim());
-  Tensor idx = index.reshape({-1}).contiguous();
+  Tensor idx = index.to(DType::i64).reshape({-1}).contiguous();
   const int64_t nidx = idx.numel(), out_dim = a.size(w);
   Shape want = a.shape();
   want[w] = nidx;

@@ -396,3 +396,32 @@ def test_ties_and_sorter_checks_as_torch(torch):
     with pytest.raises(RuntimeError, match="boundaries and sorter must have the same size"):
         sinter.searchsorted(sinter.tensor([1.0, 3.0, 5.0]), sinter.tensor([2.0]),
                             sorter=sinter.tensor([0, 1]))
+
+
+def test_layer_attributes_and_subclasses_as_torch(torch):
+    import copy
+    for lib in (sinter, torch):
+        g = lib.nn.GroupNorm(2, 4, bias=False)
+        assert g.bias is None and g.num_groups == 2 and g.eps == 1e-5 and g.affine
+        b = lib.nn.BatchNorm2d(3, affine=False)
+        assert b.weight is None and tuple(b.running_mean.shape) == (3,) and b.momentum == 0.1
+        assert tuple(lib.nn.Embedding(4, 2)(lib.tensor([1, 3], dtype=lib.int32)).shape) == (2, 2)
+
+        class Pool(lib.nn.MaxPool2d):
+            def forward(self, x):
+                return 7
+        assert Pool(2)(lib.zeros(1, 1, 2, 2)) == 7
+
+        class Layers(lib.nn.ModuleList):
+            pass
+        assert repr(Layers([lib.nn.ReLU()])).startswith("Layers(")
+        net = lib.nn.Sequential(lib.nn.Linear(2, 2))
+        assert net.state_dict(keep_vars=True)["0.weight"].requires_grad
+
+    class Scaled(sinter.nn.Linear):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.scale = 2.0
+    with pytest.raises(TypeError, match="Python subclass of the C.. layer Linear"):
+        copy.deepcopy(Scaled(2, 2))
+    F.embedding(sinter.tensor([1, 3], dtype=sinter.int32), _rand(sinter, (4, 2), 1), max_norm=1.0)

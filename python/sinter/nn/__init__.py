@@ -244,7 +244,7 @@ class Module:
             if isinstance(m, Module):
                 m.state_dict(destination=out, prefix=prefix + name + ".", keep_vars=keep_vars)
             else:
-                for key, t in _cmodule_state_dict(m).items():
+                for key, t in _cmodule_state_dict(m, keep_vars=keep_vars).items():
                     out[prefix + name + "." + key] = t
         return out
 
@@ -403,6 +403,11 @@ def _cmodule_deepcopy(self, memo):
     """copy.deepcopy of a C++ layer or model: nn::clone, new tensors with the same values (a
     C++ module copied by value would share them)."""
     out = self._clone()
+    if type(out) is not type(self):
+        # nn::clone makes the C++ layer: a Python subclass's class and attributes cannot follow.
+        raise TypeError(f"deepcopy: {type(self).__name__} is a Python subclass of the C++ layer "
+                        f"{type(out).__name__}, which cannot be copied as itself; make a new "
+                        "one and load_state_dict() the original's state into it")
     memo[id(self)] = out
     # What the layer keeps on its Python object (return_indices, inplace) goes along.
     for name, value in getattr(self, "__dict__", {}).items():
@@ -526,11 +531,12 @@ class ModuleList(Module):
                 runs[-1][1] = i
             else:
                 runs.append([i, i, text])
+        name = type(self).__name__
         if not runs:
-            return "ModuleList()"
+            return f"{name}()"
         lines = [f"({a}): {t}" if a == b else f"({a}-{b}): {b - a + 1} x {t}"
                  for a, b, t in runs]
-        return "ModuleList(\n  " + "\n  ".join(x.replace("\n", "\n  ") for x in lines) + "\n)"
+        return f"{name}(\n  " + "\n  ".join(x.replace("\n", "\n  ") for x in lines) + "\n)"
 
 
 class _Activation(Module):

@@ -328,7 +328,7 @@ def _renorm_rows_(weight, indices, max_norm, norm_type):
     """Rows of weight named in indices with a norm_type-norm above max_norm scaled down to
     max_norm (times 1 / (1 + 1e-7 / norm)), in place, as torch's embedding_renorm_."""
     with no_grad():
-        rows = indices.reshape(-1).unique()
+        rows = indices.reshape(-1).long().unique()
         picked = weight.index_select(0, rows)
         norms = _vector_norm(picked, norm_type, 1, True)
         scale = (max_norm / (norms + 1e-7)).clamp(max=1.0)
