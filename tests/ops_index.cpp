@@ -7,47 +7,18 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "op_table.h"
 
 namespace sinter::testing {
 
-std::vector<OpRow> index_rows() {
+namespace {
+
+// scatter, scatter_reduce's reductions and the index ops over them.
+std::vector<OpRow> scatter_rows() {
   return {
-      {.name = "GatherRepeats",
-       .shapes = {S{3, 4}},
-       .fn =
-           [](const Inputs& x) {
-             return gather(x[0], 1, index_of({0, 0, 3, 1, 2, 2}, {3, 2}, x[0]));
-           }},
-      {.name = "GatherDim0Smaller",
-       .shapes = {S{4, 3}},
-       .fn =
-           [](const Inputs& x) {
-             return gather(x[0], 0, index_of({3, 0, 3, 3}, {2, 2}, x[0]));
-           }},
-      {.name = "GatherStrided3d",
-       .shapes = {S{3, 5, 2}},
-       .fn =
-           [](const Inputs& x) {
-             const Tensor idx =
-                 index_of({4, 0, 1, 1, 4, 2, 3, 3, 0, 2, 2, 2, 0, 1, 4, 4, 3, 0, 1, 1, 1, 0, 0, 4},
-                          {2, 4, 3}, x[0]);
-             return gather(x[0].transpose(0, 2), -2, idx);
-           }},
-      {.name = "ScatterAdd",
-       .shapes = {S{3, 4}, S{2, 5}},
-       .fn =
-           [](const Inputs& x) {
-             return scatter_add(x[0], 1, index_of({3, 0, 3, 1, 1, 1}, {2, 3}, x[0]), x[1]);
-           }},
-      {.name = "ScatterAddDim0",
-       .shapes = {S{4, 3}, S{3, 3}},
-       .fn =
-           [](const Inputs& x) {
-             return scatter_add(x[0], 0, index_of({0, 3, 3, 0, 1, 3, 2, 1, 3}, {3, 3}, x[0]), x[1]);
-           }},
       {.name = "Scatter",
        .shapes = {S{3, 4}, S{2, 5}},
        .fn =
@@ -130,6 +101,46 @@ std::vector<OpRow> index_rows() {
              return index_reduce(x[0], 1, index_of({4, 0, 4, 2}, {4}, x[0]), x[1],
                                  ScatterReduce::Amin, false);
            }},
+  };
+}
+
+}  // namespace
+
+std::vector<OpRow> index_rows() {
+  std::vector<OpRow> rows = {
+      {.name = "GatherRepeats",
+       .shapes = {S{3, 4}},
+       .fn =
+           [](const Inputs& x) {
+             return gather(x[0], 1, index_of({0, 0, 3, 1, 2, 2}, {3, 2}, x[0]));
+           }},
+      {.name = "GatherDim0Smaller",
+       .shapes = {S{4, 3}},
+       .fn =
+           [](const Inputs& x) {
+             return gather(x[0], 0, index_of({3, 0, 3, 3}, {2, 2}, x[0]));
+           }},
+      {.name = "GatherStrided3d",
+       .shapes = {S{3, 5, 2}},
+       .fn =
+           [](const Inputs& x) {
+             const Tensor idx =
+                 index_of({4, 0, 1, 1, 4, 2, 3, 3, 0, 2, 2, 2, 0, 1, 4, 4, 3, 0, 1, 1, 1, 0, 0, 4},
+                          {2, 4, 3}, x[0]);
+             return gather(x[0].transpose(0, 2), -2, idx);
+           }},
+      {.name = "ScatterAdd",
+       .shapes = {S{3, 4}, S{2, 5}},
+       .fn =
+           [](const Inputs& x) {
+             return scatter_add(x[0], 1, index_of({3, 0, 3, 1, 1, 1}, {2, 3}, x[0]), x[1]);
+           }},
+      {.name = "ScatterAddDim0",
+       .shapes = {S{4, 3}, S{3, 3}},
+       .fn =
+           [](const Inputs& x) {
+             return scatter_add(x[0], 0, index_of({0, 3, 3, 0, 1, 3, 2, 1, 3}, {3, 3}, x[0]), x[1]);
+           }},
       {.name = "IndexSelect",
        .shapes = {S{5, 3}},
        .fn =
@@ -168,6 +179,8 @@ std::vector<OpRow> index_rows() {
              return mul(embedding(x[0], idx, 1), keep);
            }},
   };
+  for (OpRow& r : scatter_rows()) rows.push_back(std::move(r));
+  return rows;
 }
 
 }  // namespace sinter::testing
@@ -323,6 +336,10 @@ TEST(Scatter, WritesTheLastSourceAndReducesAsTorch) {
   EXPECT_TRUE(
       std::isnan(scatter_reduce(f64({1}), 0, idx({0, 0}, {2}), f64({nan, 3}), ScatterReduce::Amax)
                      .item<double>()));
+}
+
+TEST(Scatter, IndexOpsWriteWholeSlicesAndCheckTheirArguments) {
+  const auto idx = [](std::vector<int64_t> v, Shape s) { return from_vector<int64_t>(v, s); };
   // index_copy, index_fill and index_reduce write whole slices.
   const Tensor m = zeros({3, 2}, {.dtype = DType::f64});
   EXPECT_EQ(index_copy(m, 0, idx({2, 0}, {2}), from_vector<double>({1, 2, 3, 4}, {2, 2}))

@@ -550,27 +550,19 @@ void bind_cells(nb::module_& m) {
       },
       nb::arg("input"), nb::arg("hx"), nb::arg("w_ih"), nb::arg("w_hh"),
       nb::arg("b_ih").none() = nb::none(), nb::arg("b_hh").none() = nb::none());
-  m.def(
-      "gru_cell",
-      [](T x, T h, T w_ih, T w_hh, OptT b_ih, OptT b_hh) {
-        return gru_cell(x, h, w_ih, w_hh, or_undefined(b_ih), or_undefined(b_hh));
-      },
-      nb::arg("input"), nb::arg("hx"), nb::arg("w_ih"), nb::arg("w_hh"),
-      nb::arg("b_ih").none() = nb::none(), nb::arg("b_hh").none() = nb::none());
-  m.def(
-      "rnn_tanh_cell",
-      [](T x, T h, T w_ih, T w_hh, OptT b_ih, OptT b_hh) {
-        return rnn_tanh_cell(x, h, w_ih, w_hh, or_undefined(b_ih), or_undefined(b_hh));
-      },
-      nb::arg("input"), nb::arg("hx"), nb::arg("w_ih"), nb::arg("w_hh"),
-      nb::arg("b_ih").none() = nb::none(), nb::arg("b_hh").none() = nb::none());
-  m.def(
-      "rnn_relu_cell",
-      [](T x, T h, T w_ih, T w_hh, OptT b_ih, OptT b_hh) {
-        return rnn_relu_cell(x, h, w_ih, w_hh, or_undefined(b_ih), or_undefined(b_hh));
-      },
-      nb::arg("input"), nb::arg("hx"), nb::arg("w_ih"), nb::arg("w_hh"),
-      nb::arg("b_ih").none() = nb::none(), nb::arg("b_hh").none() = nb::none());
+  // The cells of one state: h'.
+  using Cell = Tensor (*)(T, T, T, T, T, T);
+  for (const auto& [name, cell] : {std::pair<const char*, Cell>{"gru_cell", &gru_cell},
+                                   std::pair<const char*, Cell>{"rnn_tanh_cell", &rnn_tanh_cell},
+                                   std::pair<const char*, Cell>{"rnn_relu_cell", &rnn_relu_cell}}) {
+    m.def(
+        name,
+        [cell](T x, T h, T w_ih, T w_hh, OptT b_ih, OptT b_hh) {
+          return cell(x, h, w_ih, w_hh, or_undefined(b_ih), or_undefined(b_hh));
+        },
+        nb::arg("input"), nb::arg("hx"), nb::arg("w_ih"), nb::arg("w_hh"),
+        nb::arg("b_ih").none() = nb::none(), nb::arg("b_hh").none() = nb::none());
+  }
 }
 
 }  // namespace

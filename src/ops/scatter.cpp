@@ -251,20 +251,26 @@ Tensor spread_index(const char* op, Tensor index, int64_t d, int64_t ndim, Shape
   return ndim == 0 ? index.reshape({}) : index.reshape(view).expand(shape);
 }
 
-}  // namespace
-
-Tensor index_copy(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& source) {
-  const char* op = "index_copy";
-  check_defined(op, a);
+// index_copy's and index_reduce's source: a's shape, with index.numel() along d.
+void check_slices(const char* op, const Tensor& a, int64_t d, const Tensor& index,
+                  const Tensor& source) {
   check_defined(op, source);
-  const int64_t d = wrap_dim(op, dim, a.dim());
   SINTER_CHECK(source.dim() == a.dim(), op, ": source has ", source.dim(),
                " dims but the tensor has ", a.dim());
   for (int64_t k = 0; k < a.dim(); ++k) {
     SINTER_CHECK(k == d ? source.size(k) == index.numel() : source.size(k) == a.size(k), op,
                  ": source shape ", shape_str(source.shape()), " does not fit the tensor's ",
-                 shape_str(a.shape()), " with ", index.numel(), " indices along dim ", dim);
+                 shape_str(a.shape()), " with ", index.numel(), " indices along dim ", d);
   }
+}
+
+}  // namespace
+
+Tensor index_copy(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& source) {
+  const char* op = "index_copy";
+  check_defined(op, a);
+  const int64_t d = wrap_dim(op, dim, a.dim());
+  check_slices(op, a, d, index, source);
   return scatter(a, d, spread_index(op, index, d, a.dim(), a.shape(), false), source);
 }
 
@@ -279,15 +285,8 @@ Tensor index_reduce(const Tensor& a, int64_t dim, const Tensor& index, const Ten
                     ScatterReduce reduce, bool include_self) {
   const char* op = "index_reduce";
   check_defined(op, a);
-  check_defined(op, source);
   const int64_t d = wrap_dim(op, dim, a.dim());
-  SINTER_CHECK(source.dim() == a.dim(), op, ": source has ", source.dim(),
-               " dims but the tensor has ", a.dim());
-  for (int64_t k = 0; k < a.dim(); ++k) {
-    SINTER_CHECK(k == d ? source.size(k) == index.numel() : source.size(k) == a.size(k), op,
-                 ": source shape ", shape_str(source.shape()), " does not fit the tensor's ",
-                 shape_str(a.shape()), " with ", index.numel(), " indices along dim ", dim);
-  }
+  check_slices(op, a, d, index, source);
   return scatter_reduce(a, d, spread_index(op, index, d, a.dim(), a.shape(), false), source, reduce,
                         include_self);
 }

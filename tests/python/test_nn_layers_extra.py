@@ -15,7 +15,13 @@ import pytest
 import sinter
 import sinter.nn.functional as F
 from sinter.autograd import gradcheck
-from torch_parity import C, G, assert_same as _assert_same, rand as _rand
+from torch_parity import (
+    assert_functional_as_torch,
+    assert_same as _assert_same,
+    C,
+    G,
+    rand as _rand,
+)
 
 
 class Pair:
@@ -254,19 +260,7 @@ FUNCTIONAL = [
 @pytest.mark.parametrize("name,fn,rel", [row + (1e-9,) * (3 - len(row)) for row in FUNCTIONAL],
                          ids=[row[0] for row in FUNCTIONAL])
 def test_functional_matches_torch(torch, name, fn, rel):
-    import torch.nn.functional as TF
-    x, tx = _rand(sinter, (4, 6), 5).requires_grad_(True), _rand(torch, (4, 6), 5)
-    tx.requires_grad_(True)
-    got, want = fn(sinter, F, x), fn(torch, TF, tx)
-    _assert_same(got, want, name, rel)
-    if not want.requires_grad:
-        return
-    got.backward(_rand(sinter, tuple(want.shape), 6))
-    want.backward(_rand(torch, tuple(want.shape), 6))
-    if tx.grad is None:
-        assert x.grad is None or x.grad.abs().sum().item() == 0
-    else:
-        _assert_same(x.grad, tx.grad, name + " gradient", rel)
+    assert_functional_as_torch(torch, fn, name, rel)
 
 
 def test_functions_with_indices_match_torch(torch):

@@ -13,7 +13,14 @@ import pytest
 
 import sinter
 import sinter.nn.functional as F
-from torch_parity import C, G, assert_same as _assert_same, rand as _rand
+from torch_parity import (
+    assert_error_as_torch,
+    assert_functional_as_torch,
+    assert_same as _assert_same,
+    C,
+    G,
+    rand as _rand,
+)
 
 
 def _resolve(lib, value):
@@ -288,14 +295,7 @@ FUNCTIONAL = [
 @pytest.mark.parametrize("name,fn,rel", [row + (1e-9,) * (3 - len(row)) for row in FUNCTIONAL],
                          ids=[row[0] for row in FUNCTIONAL])
 def test_functional_matches_torch(torch, name, fn, rel):
-    import torch.nn.functional as TF
-    x, tx = _rand(sinter, (4, 6), 5).requires_grad_(True), _rand(torch, (4, 6), 5)
-    tx.requires_grad_(True)
-    got, want = fn(sinter, F, x), fn(torch, TF, tx)
-    _assert_same(got, want, name, rel)
-    got.backward(_rand(sinter, tuple(want.shape), 6))
-    want.backward(_rand(torch, tuple(want.shape), 6))
-    _assert_same(x.grad, tx.grad, name + " gradient", rel)
+    assert_functional_as_torch(torch, fn, name, rel)
 
 
 def test_activations_at_their_edges_as_torch(torch):
@@ -636,7 +636,4 @@ ERRORS = [
 
 @pytest.mark.parametrize("what,fn,kind,message", ERRORS, ids=[row[0] for row in ERRORS])
 def test_errors_as_torch(torch, what, fn, kind, message):
-    with pytest.raises(kind):
-        fn(torch)
-    with pytest.raises(kind, match=message):
-        fn(sinter)
+    assert_error_as_torch(torch, fn, kind, message)

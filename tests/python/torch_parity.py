@@ -44,3 +44,32 @@ def assert_same(got, want, what="", rel=1e-9):
         assert g == pytest.approx(w, rel=rel, abs=rel * 1e-3, nan_ok=True), what
     else:
         assert g == w, what
+
+
+def assert_functional_as_torch(torch, fn, name, rel):
+    """fn(lib, F, x) on one differentiable (4, 6) f64 input gives torch's output and, where torch's
+    output has a graph, torch's input gradient (none, or zeros, where torch gives none)."""
+    import sinter
+    import sinter.nn.functional as F
+    import torch.nn.functional as TF
+    x, tx = rand(sinter, (4, 6), 5).requires_grad_(True), rand(torch, (4, 6), 5)
+    tx.requires_grad_(True)
+    got, want = fn(sinter, F, x), fn(torch, TF, tx)
+    assert_same(got, want, name, rel)
+    if not want.requires_grad:
+        return
+    got.backward(rand(sinter, tuple(want.shape), 6))
+    want.backward(rand(torch, tuple(want.shape), 6))
+    if tx.grad is None:
+        assert x.grad is None or x.grad.abs().sum().item() == 0
+    else:
+        assert_same(x.grad, tx.grad, name + " gradient", rel)
+
+
+def assert_error_as_torch(torch, fn, kind, message):
+    """fn(lib) raises `kind` in torch, and in sinter with a message matching `message`."""
+    import sinter
+    with pytest.raises(kind):
+        fn(torch)
+    with pytest.raises(kind, match=message):
+        fn(sinter)
