@@ -80,7 +80,8 @@ inline Tensor index_of(const std::vector<int64_t>& values, const Shape& shape, c
   X(resample)                 \
   X(conv)                     \
   X(attention)                \
-  X(rnn)
+  X(rnn)                      \
+  X(inplace)
 #define SINTER_DECLARE_ROWS_(family) std::vector<OpRow> family##_rows();
 SINTER_OP_FAMILIES(SINTER_DECLARE_ROWS_)
 #undef SINTER_DECLARE_ROWS_

@@ -225,7 +225,8 @@ std::vector<OpRow> elementwise_rows() {
        .shapes = {S{3, 4}},
        .fn = [](const Inputs& x) { return x[0].to(DType::f32).to(x[0].dtype()) * 1.0; },
        .fd_eps = 1e-2},
-      // In-place ops (what optimizers use): not recorded by autograd, so forward parity only.
+      // In-place ops as optimizers use them, under NoGradGuard: forward parity only (the rows of
+      // ops_inplace.cpp check them under autograd).
       {.name = "AddInPlace",
        .shapes = {S{3, 4}, S{4}},
        .fn =

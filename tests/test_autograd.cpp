@@ -193,6 +193,65 @@ TEST(Autograd, InPlaceOnTensorRequiringGradIsAnError) {
   EXPECT_EQ(vec(x), (std::vector<double>{2.0}));
 }
 
+// Per Note [in-place autograd], the written tensor takes a new grad_fn, a buffer that required no
+// grad starts to, and a backward that needs the old values gets them.
+TEST(InPlaceAutograd, WriteIntoBufferRecordsTheSource) {
+  Tensor w = leaf({1.0, -2.0});
+  Tensor buf = zeros({2, 2}, {.dtype = DType::f64});
+  buf.select(0, 1).copy_(w);
+  ASSERT_TRUE(buf.requires_grad());
+  EXPECT_EQ(buf.grad_fn()->name(), "copy_slices");
+  (buf * buf).sum().backward();
+  EXPECT_EQ(vec(w.grad()), (std::vector<double>{2.0, -4.0}));
+}
+
+TEST(InPlaceAutograd, MulBySourceSeesTheOldValues) {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor w = leaf({3.0, 4.0});
+  Tensor y = x * 1.0;
+  y.mul_(w);
+  EXPECT_EQ(vec(y), (std::vector<double>{3.0, 8.0}));
+  EXPECT_EQ(y.grad_fn()->name(), "copy_");
+  y.sum().backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{3.0, 4.0}));
+  EXPECT_EQ(vec(w.grad()), (std::vector<double>{1.0, 2.0}));  // y before the write
+}
+
+TEST(InPlaceAutograd, ViewsMadeBeforeTheWriteFollowIt) {
+  Tensor x = leaf({1.0, 2.0, 3.0});
+  Tensor w = leaf({10.0, 20.0});
+  Tensor y = x * 1.0;
+  Tensor a = y.narrow(0, 0, 2);
+  y.narrow(0, 1, 2).add_(w);
+  EXPECT_EQ(vec(a), (std::vector<double>{1.0, 12.0}));
+  EXPECT_EQ(a.grad_fn()->name(), "as_strided");  // remade through the rebased y
+  (a * a).sum().backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{2.0, 24.0, 0.0}));
+  EXPECT_EQ(vec(w.grad()), (std::vector<double>{24.0, 0.0}));
+}
+
+TEST(InPlaceAutograd, FillPassesZerosToThePast) {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = x * 2.0;
+  y.fill_(5.0);
+  (y * y).sum().backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<double>{0.0, 0.0}));
+}
+
+TEST(InPlaceAutograd, NothingIsRecordedWithoutGradMode) {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = x * 2.0;
+  Tensor buf = zeros({2}, {.dtype = DType::f64});
+  {
+    NoGradGuard ng;
+    y.add_(1.0);
+    buf.copy_(x);
+  }
+  EXPECT_EQ(y.grad_fn()->name(), "mul");
+  EXPECT_FALSE(buf.requires_grad());
+  EXPECT_EQ(vec(y), (std::vector<double>{3.0, 5.0}));
+}
+
 TEST(Autograd, IntegerTensorsCannotRequireGrad) {
   Tensor i = zeros({2}, {.dtype = DType::i64});
   EXPECT_THROW(i.requires_grad_(true), Error);

@@ -553,12 +553,37 @@ TEST(Errors, InplaceOnUndefinedTensor) {
   expect_error([] { zeros({1}).copy_(Tensor()); }, {"copy_", "undefined source"});
 }
 
-TEST(Errors, InplaceOnTensorThatRequiresGrad) {
-  Tensor w = zeros({2}, {.requires_grad = true});
-  expect_error([&] { w.add_(1.0); }, {"add_", "requires grad", "NoGradGuard"});
-  expect_error([&] { w.zero_(); }, {"fill_", "requires grad"});
-  expect_error([&] { zeros({2}).mul_(w); }, {"mul_", "source requires grad"});
-  expect_error([&] { zeros({2}).copy_(w); }, {"copy_", "NoGradGuard"});
+// Per Note [in-place autograd], a leaf that requires grad, or a view of one, is written only under
+// NoGradGuard; the tensor is left as it was.
+TEST(Errors, InplaceOnLeafThatRequiresGrad) {
+  Tensor w = zeros({2, 3}, {.requires_grad = true});
+  expect_error([&] { w.add_(1.0); },
+               {"add_", "a leaf tensor that requires grad", "[2, 3]", "NoGradGuard"});
+  expect_error([&] { w.zero_(); }, {"fill_", "leaf tensor that requires grad"});
+  expect_error([&] { w.mul_(ones({2, 3})); }, {"mul_", "leaf tensor that requires grad"});
+  expect_error([&] { w.copy_(ones({3})); }, {"copy_", "leaf tensor that requires grad"});
+  expect_error([&] { w.select(0, 1).add_(ones({3})); },
+               {"add_", "a view (shape [3]) of a leaf tensor that requires grad (shape [2, 3])"});
+  expect_error([&] { w.t().copy_(ones({3, 2})); }, {"copy_", "a view (shape [3, 2]) of a leaf"});
+  EXPECT_EQ(w.to_vector<float>(), std::vector<float>(6, 0.0f));
+  NoGradGuard ng;
+  w.add_(1.0);
+  w.select(0, 1).mul_(3.0);
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{1, 1, 1, 3, 3, 3}));
+  EXPECT_TRUE(w.is_leaf());
+}
+
+// A write whose result another node saved: that node's backward says so (as PyTorch's does).
+TEST(Errors, InplaceOnTensorSavedForBackward) {
+  const Tensor x = ones({3}, {.requires_grad = true});
+  Tensor y = sigmoid(x);  // saves its output
+  y.mul_(2.0);
+  expect_error([&] { y.sum().backward(); }, {"sigmoid backward", "modified by an in-place"});
+  Tensor buf = zeros({2, 3});
+  Tensor z = buf.select(0, 0) * x;  // saves a view of buf: a write anywhere in buf bumps it
+  buf.select(0, 1).copy_(x);
+  expect_error([&] { (z.sum() + buf.sum()).backward(); },
+               {"mul backward", "modified by an in-place"});
 }
 
 TEST(Errors, InplaceOperandMismatch) {

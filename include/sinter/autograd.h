@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -135,6 +136,37 @@ std::vector<Tensor> checkpoint(
     const std::vector<Tensor>& inputs);
 // One input and one output.
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input);
+
+// Note [in-place autograd]
+// An in-place op (x.add_(y), x.mul_(2), x.copy_(y), x[i] = y from Python, ...) on a tensor that
+// autograd records, or with a source that requires grad, is recorded as PyTorch records it:
+// - Its result is computed out of place, f(x), with the graph of f, and written into x's memory.
+//   When f's graph saved x itself (its backward needs x's old values: x.mul_(w) with w requiring
+//   grad), f runs again on a clone of x, so that the saved values stay the old ones.
+// - The write is copy_'s node: x's new grad_fn passes the gradient to the result (summed to its
+//   shape, in its dtype) and zeros to x's old graph.
+// - x a view (made by a view op: slice, select, transpose, view, ...) writes its base's memory, so
+//   the base is rebased: its new grad_fn passes the gradient outside the view's elements to the
+//   base's old graph and the gradient of the view's elements to the result; the view's own grad_fn
+//   becomes its elements taken from the new base. Other views of the base made before are brought
+//   up to date the same way when next used (the base counts its rebases; each view remembers the
+//   count its graph was made at).
+// - Refused, as PyTorch refuses them: an in-place op on a leaf that requires grad or on a view of
+//   one (optimizers write under NoGradGuard), and a backward that needs a tensor's values from
+//   before an in-place op changed it (SavedTensor's version check names the op).
+// Without grad mode, or when nothing requires grad, in-place ops write directly and record nothing.
+
+// Whether writing `sources` into `self` in place is recorded: grad mode is on, and self, its base
+// (for a view) or a source requires grad.
+bool records_in_place(const Tensor& self, std::initializer_list<const Tensor*> sources = {});
+
+// Refuses, naming `op`, a recorded in-place write into a leaf that requires grad or into a view
+// of one.
+void check_in_place_target(const char* op, const Tensor& self);
+
+// Writes f(self) into self (self's dtype kept; f's result broadcast to self's shape), recorded per
+// Note [in-place autograd] when it must be; `op` names the op in errors.
+Tensor& in_place(Tensor& self, const std::function<Tensor(const Tensor&)>& f, const char* op);
 
 // Note [anomaly detection]
 // While a DetectAnomalyGuard is alive in a thread, ops record their inputs' shapes with each graph

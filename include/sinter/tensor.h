@@ -145,7 +145,8 @@ class Tensor {
   Tensor pow(const Scalar& exponent) const;
   Tensor matmul(const Tensor& other) const;
 
-  // --- in-place (for optimizers; not recorded by autograd) ---
+  // --- in-place: direct under NoGradGuard (optimizers), else recorded per Note [in-place
+  // autograd] (include/sinter/autograd.h) ---
   Tensor& add_(const Tensor& other, const Scalar& alpha = 1);
   Tensor& add_(const Scalar& value);
   Tensor& mul_(const Tensor& other);

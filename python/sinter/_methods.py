@@ -1,8 +1,7 @@
 """torch.Tensor methods that sinter composes in Python over its own: the in-place forms of the
-elementwise ops (x.sub_(y) computes x - y and writes it into x, as x -= y does: refused where
-autograd would have to record it, outside no_grad on a tensor that requires grad or with an
-argument that does, and where the result's dtype does not fit x's), the random fills, the new_*
-factories, and torch's small properties (data, mT, nbytes, itemsize, ...)."""
+elementwise ops (x.sub_(y) computes x - y and writes it into x, as x -= y does, recorded by
+autograd as torch records it; refused where the result's dtype does not fit x's), the random
+fills, the new_* factories, and torch's small properties (data, mT, nbytes, itemsize, ...)."""
 
 from . import _C
 from ._grad_mode import no_grad
@@ -17,17 +16,37 @@ def _kind(dtype):
 
 
 def _check_in_place(self, name, args=()):
-    if _C.is_grad_enabled() and (self.requires_grad or any(
-            isinstance(a, Tensor) and a.requires_grad for a in args)):
-        raise RuntimeError(f"{name}: in-place ops are not recorded by autograd; run it under "
-                           "sinter.no_grad()")
+    """Refuses, as torch, an in-place op that autograd records on a leaf that requires grad or on
+    a view of one (args: the op's other arguments, which such a refusal does not depend on)."""
+    self._check_in_place(name)
 
 
-def _write(self, result, name):
+def _fits(self, result, name):
     if _kind(result.dtype) > _kind(self.dtype):
         raise RuntimeError(f"{name}: result type {result.dtype} can't be cast to the desired "
                            f"output type {self.dtype}")
-    return self.copy_(result)
+    return result
+
+
+def _write(self, result, name):
+    return self.copy_(_fits(self, result, name))
+
+
+def _apply(self, name, fn):
+    """fn(x) written into self, recorded by autograd where it must be (Note [in-place autograd]
+    in include/sinter/autograd.h: x is self, or a clone of it when fn's backward keeps self)."""
+    return self._in_place(lambda x: _fits(self, fn(x), name), name)
+
+
+def _fill_with(self, name, fill):
+    """fill(t) draws into t: into self, or where autograd records the write, into a new tensor
+    that is then copied into self (its past gets a zero gradient, as in torch)."""
+    if not self._records_in_place():
+        return fill(self)
+    self._check_in_place(name)
+    fresh = _C.empty_like(self)
+    fill(fresh)
+    return self.copy_(fresh)
 
 
 def _in_place(base):
@@ -35,8 +54,7 @@ def _in_place(base):
     name = base + "_"
 
     def method(self, *args, **kwargs):
-        _check_in_place(self, name, args + tuple(kwargs.values()))
-        return _write(self, plain(self, *args, **kwargs), name)
+        return _apply(self, name, lambda x: plain(x, *args, **kwargs))
 
     method.__name__ = name
     method.__doc__ = f"{base}, written into this tensor (its dtype kept): x.{name}(...) is " \
@@ -78,14 +96,13 @@ def _uniform_(self, *args, **kwargs):
         if key not in ("from", "to") or key in bounds:
             raise TypeError(f"uniform_() got an unexpected or repeated argument '{key}'")
         bounds[key] = value
-    _check_in_place(self, "uniform_")
-    return _init.uniform_(self, bounds.get("from", 0.0), bounds.get("to", 1.0))
+    return _fill_with(self, "uniform_",
+                      lambda t: _init.uniform_(t, bounds.get("from", 0.0), bounds.get("to", 1.0)))
 
 
 def _normal_(self, mean=0.0, std=1.0):
     """Normal of this mean and std, in place."""
-    _check_in_place(self, "normal_")
-    return _init.normal_(self, mean, std)
+    return _fill_with(self, "normal_", lambda t: _init.normal_(t, mean, std))
 
 
 def _bernoulli_(self, p=0.5):

@@ -8,7 +8,7 @@ import math
 
 from . import _C, _methods_scan
 from ._grad_mode import no_grad
-from ._methods import _check_in_place, _in_place, _write
+from ._methods import _apply, _in_place
 from ._methods_scan import *  # noqa: F401,F403  (re-exported)
 from ._ops_more import _NoDerivative
 from ._ops_more2 import _method, _tensor_arg, _wrap_dim
@@ -218,12 +218,14 @@ def _compare_in_place(base):
     name = base + "_"
 
     def method(self, other):
-        _check_in_place(self, name)
-        result = plain(self, other)
-        if tuple(result.shape) != tuple(self.shape):
-            raise RuntimeError(f"{name}: other of shape {tuple(other.shape)} does not broadcast "
-                               f"to this tensor's shape {tuple(self.shape)}")
-        return _write(self, result, name)
+        def compared(x):
+            result = plain(x, other)
+            if tuple(result.shape) != tuple(self.shape):
+                raise RuntimeError(f"{name}: other of shape {tuple(other.shape)} does not "
+                                   f"broadcast to this tensor's shape {tuple(self.shape)}")
+            return result
+
+        return _apply(self, name, compared)
 
     method.__name__ = name
     method.__doc__ = f"x.{base}(other) as 0 and 1 written into x (its dtype kept)."
@@ -376,7 +378,6 @@ def _fill_diagonal_(self, fill_value, wrap=False):
     if self.dim() > 2 and any(s != self.shape[0] for s in self.shape):
         raise RuntimeError(f"fill_diagonal_: all dimensions of input must be of equal length, "
                            f"got shape {tuple(self.shape)}")
-    _check_in_place(self, "fill_diagonal_")
     rows, cols = self.shape[0], self.shape[1]
     # Flat (row-major) index of (i, i, ..., i) is i times the sum of the contiguous strides.
     step = sum(math.prod(self.shape[d + 1:]) for d in range(self.dim()))
@@ -386,9 +387,8 @@ def _fill_diagonal_(self, fill_value, wrap=False):
     index = _C.arange(count, dtype=_C.int64, device=self.device) * step
     value = fill_value if self.is_floating_point() else \
         bool(fill_value) if self.dtype == _C.bool else int(fill_value)
-    with no_grad():
-        filled = self.reshape(-1).index_fill(0, index, value)
-        return self.copy_(filled.reshape(*self.shape))
+    return _apply(self, "fill_diagonal_",
+                  lambda x: x.reshape(-1).index_fill(0, index, value).reshape(*self.shape))
 
 
 def _unique_runs(self, dim):

@@ -94,12 +94,17 @@ class Function:
             # zeros where none flowed and None for the others (as PyTorch materializes them).
             slots = [i for i, o in enumerate(outputs)
                      if isinstance(o, _C.Tensor) and o.is_floating_point()]
-            like = {i: outputs[i] for i in slots}
+            # The outputs' shapes, not the outputs: they hold the node, which holds this
+            # function, a cycle through C++ that Python's collector cannot see.
+            like = {i: (tuple(outputs[i].shape), outputs[i].dtype, outputs[i].device)
+                    for i in slots}
+            n_outputs = len(outputs)
 
             def run_backward(grads):
-                full = [None] * len(outputs)
+                full = [None] * n_outputs
                 for i, g in zip(slots, grads):
-                    full[i] = g if g is not None else _C.zeros_like(like[i])
+                    shape, dtype, device = like[i]
+                    full[i] = g if g is not None else _C.zeros(shape, dtype=dtype, device=device)
                 got = cls.backward(ctx, *full)
                 got = got if isinstance(got, tuple) else (got,)
                 if len(got) != n_args:

@@ -127,10 +127,17 @@ void check_fits_in_place(const Tensor& a, DType result, const char* op) {
                a.dtype());
 }
 
-// The result of an in-place op (computed out of place) written into a, whose dtype it keeps.
-void write_back(Tensor& a, const Tensor& result, const char* op) {
-  check_fits_in_place(a, result.dtype(), op);
-  a.copy_(result);  // refused, as every in-place op, on a tensor that requires grad
+// The result of an in-place op, f(a) computed out of place, written into a, whose dtype it keeps
+// (recorded by autograd per Note [in-place autograd]).
+Tensor& write_back(Tensor& a, const std::function<Tensor(const Tensor&)>& f, const char* op) {
+  return autograd::in_place(
+      a,
+      [&](const Tensor& x) {
+        Tensor r = f(x);
+        check_fits_in_place(a, r.dtype(), op);
+        return r;
+      },
+      op);
 }
 
 void bind_in_place_operators(nb::class_<Tensor>& c) {
@@ -138,13 +145,17 @@ void bind_in_place_operators(nb::class_<Tensor>& c) {
   using T = const Tensor&;
   using Self = nb::pointer_and_handle<Tensor>;
 // a op= b for a Tensor or Python number b: a itself, changed.
-#define SINTER_PY_IN_PLACE_(py, fn)                                                        \
-  c.def(py, [](Self self, nb::handle b) -> nb::object {                                    \
-    nb::object r = binary(                                                                 \
-        *self.p, b, [](T x, T y) { return fn(x, y); }, [](T x, S y) { return fn(x, y); }); \
-    if (r.is(nb::handle(Py_NotImplemented))) return r;                                     \
-    write_back(*self.p, nb::cast<Tensor>(r), py);                                          \
-    return nb::borrow(self.h);                                                             \
+#define SINTER_PY_IN_PLACE_(py, fn)                                                         \
+  c.def(py, [](Self self, nb::handle b) -> nb::object {                                     \
+    if (!nb::isinstance<Tensor>(b) && !scalar_of(b)) return nb::borrow(Py_NotImplemented);  \
+    write_back(                                                                             \
+        *self.p,                                                                            \
+        [&](T x) {                                                                          \
+          return nb::cast<Tensor>(binary(                                                   \
+              x, b, [](T u, T v) { return fn(u, v); }, [](T u, S v) { return fn(u, v); })); \
+        },                                                                                  \
+        py);                                                                                \
+    return nb::borrow(self.h);                                                              \
   });
   SINTER_PY_IN_PLACE_("__iadd__", add)
   SINTER_PY_IN_PLACE_("__isub__", sub)
@@ -612,6 +623,24 @@ void bind_in_place(nb::class_<Tensor>& c) {
             return t.add_(o.dtype() == t.dtype() ? o : o.to(t.dtype()), alpha);
           },
           nb::arg("other"), nb::kw_only(), nb::arg("alpha") = 1.0, nb::rv_policy::reference)
+      .def(
+          "_in_place",
+          // x._in_place(f, name): f(x) written into x (Note [in-place autograd]); the in-place
+          // methods written in Python use it.
+          [](Tensor& t, const nb::callable& f, const std::string& name) -> Tensor& {
+            return autograd::in_place(
+                t, [&](const Tensor& x) { return nb::cast<Tensor>(f(x)); }, name.c_str());
+          },
+          nb::arg("fn"), nb::arg("name"), nb::rv_policy::reference)
+      .def("_records_in_place", [](const Tensor& t) { return autograd::records_in_place(t); })
+      .def(
+          "_check_in_place",
+          // Refuses, naming `name`, a recorded write into a leaf that requires grad or a view of
+          // one (Note [in-place autograd]).
+          [](const Tensor& t, const std::string& name) {
+            if (autograd::records_in_place(t)) autograd::check_in_place_target(name.c_str(), t);
+          },
+          nb::arg("name"))
       .def(
           "mul_",
           [](Tensor& t, nb::handle other) -> Tensor& {

@@ -194,6 +194,7 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
 }
 
 Edge edge_of(const Tensor& t) {
+  refresh_view(t);  // Note [in-place autograd]
   if (!t.defined() || !t.requires_grad()) return {};
   AutogradMeta& m = t.impl()->meta();
   if (m.grad_fn) return {m.grad_fn, m.output_nr};
@@ -529,7 +530,11 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 // --- Tensor's autograd methods ---
 
 bool Tensor::requires_grad() const {
-  return impl_ && impl_->autograd && (impl_->autograd->requires_grad || impl_->autograd->grad_fn);
+  if (!impl_) return false;
+  if (impl_->autograd && (impl_->autograd->requires_grad || impl_->autograd->grad_fn)) return true;
+  // A view whose base an in-place op rebased since (Note [in-place autograd]).
+  const std::shared_ptr<TensorImpl>& base = impl_->view_base;
+  return base && base->rebases != impl_->view_seen && Tensor(base).requires_grad();
 }
 
 Tensor& Tensor::requires_grad_(bool value) {
@@ -541,10 +546,13 @@ Tensor& Tensor::requires_grad_(bool value) {
   SINTER_CHECK(!value || !impl_->inference || InferenceMode::is_enabled(),
                "requires_grad_: the tensor was made under InferenceMode, and an inference tensor "
                "cannot require grad outside it; clone() it first");
+  autograd::refresh_view(*this);  // Note [in-place autograd]
   SINTER_CHECK(is_leaf(),
                "requires_grad_: only leaves can change requires_grad; call detach() "
                "first for a result of an op");
   impl_->meta().requires_grad = value;
+  // A leaf is a base of its own: writes into its views are refused as writes into it.
+  if (value) impl_->view_base.reset();
   return *this;
 }
 
@@ -560,9 +568,15 @@ void Tensor::set_grad(const Tensor& g) const {
   impl_->meta().grad = g;
 }
 
-bool Tensor::is_leaf() const { return !(impl_ && impl_->autograd && impl_->autograd->grad_fn); }
+bool Tensor::is_leaf() const {
+  if (impl_ && impl_->autograd && impl_->autograd->grad_fn) return false;
+  // A view whose base was rebased since is the base's result (Note [in-place autograd]).
+  return !(impl_ && impl_->view_base && impl_->view_base->rebases != impl_->view_seen &&
+           Tensor(impl_->view_base).requires_grad());
+}
 
 std::shared_ptr<Node> Tensor::grad_fn() const {
+  if (GradMode::is_enabled()) autograd::refresh_view(*this);  // Note [in-place autograd]
   return impl_ && impl_->autograd ? impl_->autograd->grad_fn : nullptr;
 }
 
@@ -577,6 +591,7 @@ Tensor Tensor::detach() const {
 
 void Tensor::register_hook(TensorHook hook) const {
   SINTER_CHECK(requires_grad(), "register_hook: the tensor does not require grad");
+  autograd::refresh_view(*this);  // Note [in-place autograd]
   AutogradMeta& m = impl_->meta();
   if (m.grad_fn) {
     m.grad_fn->pre_hooks.emplace_back(m.output_nr, std::move(hook));
@@ -587,12 +602,15 @@ void Tensor::register_hook(TensorHook hook) const {
 
 void Tensor::retain_grad() const {
   SINTER_CHECK(requires_grad(), "retain_grad: the tensor does not require grad");
+  autograd::refresh_view(*this);  // Note [in-place autograd]
   AutogradMeta& m = impl_->meta();
   if (!m.grad_fn || m.retains_grad) return;
   m.retains_grad = true;
   std::weak_ptr<TensorImpl> weak = impl_;
-  register_hook([weak](const Tensor& g) {
-    if (auto impl = weak.lock()) {
+  const Node* node = m.grad_fn.get();
+  register_hook([weak, node](const Tensor& g) {
+    // Only while the tensor is this node's output: an in-place op moves it to a new grad_fn.
+    if (auto impl = weak.lock(); impl && impl->meta().grad_fn.get() == node) {
       AutogradMeta& meta = impl->meta();
       meta.grad = meta.grad.defined() ? add(meta.grad, g) : g.clone();
     }

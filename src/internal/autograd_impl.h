@@ -56,6 +56,12 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 void record(const char* name, const std::vector<Tensor*>& outputs,
             const std::vector<Tensor>& inputs, BackwardFn fn);
 
+// Records the write of `src` into `self` (done already, and recorded per records_in_place).
+void record_copy(Tensor& self, const Tensor& src);
+// Brings a view whose base was rebased since its graph was made up to date (its grad_fn taken
+// through the base); nothing for other tensors.
+void refresh_view(const Tensor& t);
+
 }  // namespace sinter::autograd
 
 namespace sinter {

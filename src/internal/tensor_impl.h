@@ -46,6 +46,14 @@ class TensorImpl {
   // Made under InferenceMode, or a view of such a tensor (Note [inference mode]).
   bool inference;
   std::unique_ptr<AutogradMeta> autograd;
+  // Per Note [in-place autograd]: a view's base (the tensor it was made from, or that tensor's
+  // base: never itself a view), and the base's rebase count when this view's graph was made.
+  std::shared_ptr<TensorImpl> view_base;
+  uint32_t view_seen = 0;
+  bool view_without_grad = false;  // made with grad mode off
+  // How many times an in-place op gave this tensor a new grad_fn (its views' graphs are then out
+  // of date, and are made again through it when next used).
+  uint32_t rebases = 0;
 
   AutogradMeta& meta() {
     if (!autograd) autograd = std::make_unique<AutogradMeta>();

@@ -25,6 +25,7 @@ void replace_data(const Tensor& t, const Tensor& src) {
   dst->strides = s->strides;
   dst->dtype = s->dtype;
   dst->numel = s->numel;
+  dst->view_base.reset();  // its own memory now (Note [in-place autograd])
 }
 
 // Applies `convert` (detached tensor -> converted tensor) to each distinct tensor of `tensors`

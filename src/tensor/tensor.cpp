@@ -57,6 +57,9 @@ Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>(s->storage, offset, std::move(shape), std::move(strides),
                                            s->dtype, s->version);
   impl->inference = impl->inference || s->inference;
+  impl->view_base = s->view_base ? s->view_base : t.impl_ptr();  // Note [in-place autograd]
+  impl->view_seen = impl->view_base->rebases;
+  impl->view_without_grad = !GradMode::is_enabled();
   return Tensor(std::move(impl));
 }
 
@@ -331,15 +334,7 @@ void check_inference_write(const char* op, const Tensor& self) {
 void check_inplace(const char* op, const Tensor& self, const Tensor* other) {
   SINTER_CHECK(self.defined(), op, ": undefined tensor");
   check_inference_write(op, self);
-  if (GradMode::is_enabled()) {
-    SINTER_CHECK(!self.requires_grad(), op,
-                 ": in-place ops are not recorded by autograd, and the "
-                 "tensor requires grad; run it under NoGradGuard (as optimizers do) or use the "
-                 "out-of-place op");
-    SINTER_CHECK(!other || !other->requires_grad(), op,
-                 ": in-place ops are not recorded by "
-                 "autograd, and the source requires grad; run it under NoGradGuard");
-  }
+  if (autograd::records_in_place(self, {other})) autograd::check_in_place_target(op, self);
   if (other) {
     SINTER_CHECK(other->device() == self.device(), op, ": tensors on ", self.device(), " and ",
                  other->device());
@@ -426,6 +421,16 @@ Tensor& inplace_binary(const char* op, Tensor& self, const IterArg& other, kern:
                  " does not broadcast to the tensor's shape ", shape_str(self.shape()));
   }
   check_overlap(op, self, other.tensor ? *other.tensor : Tensor());
+  if (autograd::records_in_place(self, {other.tensor})) {  // Note [in-place autograd]
+    const bool add = bop == kern::BinaryOp::Add;
+    return autograd::in_place(
+        self,
+        [&](const Tensor& t) {
+          if (other.tensor) return add ? sinter::add(t, *other.tensor) : mul(t, *other.tensor);
+          return add ? sinter::add(t, other.scalar) : mul(t, other.scalar);
+        },
+        op);
+  }
   if (self.numel() > 0) {
     kern::ElementwiseIter it = make_iter(op, self, {IterArg(self), other}, self.dtype());
     SINTER_DISPATCH(self.device(), binary, it, bop, 0.0);
@@ -437,9 +442,13 @@ Tensor& inplace_binary(const char* op, Tensor& self, const IterArg& other, kern:
 
 Tensor& Tensor::add_(const Tensor& other, const Scalar& alpha) {
   if (alpha.to_double() == 1.0) return inplace_binary("add_", *this, other, kern::BinaryOp::Add);
-  // Checked before NoGradGuard, which would hide that `other` requires grad.
   check_inplace("add_", *this, &other);
-  NoGradGuard ng;
+  if (autograd::records_in_place(*this, {&other})) {  // Note [in-place autograd]
+    SINTER_CHECK(other.dtype() == dtype(), "add_: dtype ", other.dtype(),
+                 " does not match the tensor's ", dtype());
+    return autograd::in_place(
+        *this, [&](const Tensor& t) { return sinter::add(t, other, alpha); }, "add_");
+  }
   return inplace_binary("add_", *this, mul(other, alpha), kern::BinaryOp::Add);
 }
 
@@ -472,6 +481,9 @@ void zero_grads(const std::vector<Tensor>& tensors, bool set_to_none) {
 
 Tensor& Tensor::fill_(const Scalar& value) {
   check_inplace("fill_", *this, nullptr);
+  if (autograd::records_in_place(*this)) {  // Note [in-place autograd]: zero gradient to the past
+    return copy_(full({}, value, {.dtype = dtype(), .device = device()}));
+  }
   if (numel() > 0) {
     kern::ElementwiseIter it = make_iter("fill_", *this, {value}, DType::f64);
     SINTER_DISPATCH(device(), copy, it);
@@ -484,11 +496,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
   SINTER_CHECK(src.defined(), "copy_: undefined source");
   SINTER_CHECK(defined(), "copy_: undefined tensor");
   check_inference_write("copy_", *this);
-  if (GradMode::is_enabled()) {
-    SINTER_CHECK(!requires_grad() && !src.requires_grad(),
-                 "copy_: in-place ops are not recorded "
-                 "by autograd; run it under NoGradGuard");
-  }
+  const bool recorded = autograd::records_in_place(*this, {&src});  // Note [in-place autograd]
+  if (recorded) autograd::check_in_place_target("copy_", *this);
   Shape b = broadcast_shapes("copy_", shape(), src.shape());
   SINTER_CHECK(b == shape(), "copy_: source of shape ", shape_str(src.shape()),
                " does not broadcast to ", shape_str(shape()));
@@ -496,6 +505,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   check_overlap("copy_", *this, s);
   copy_into(*this, s);
   bump_version();
+  if (recorded) autograd::record_copy(*this, s);
   return *this;
 }
 

@@ -87,3 +87,30 @@ def test_backward_with_the_wrong_arity_is_an_error():
 
     with pytest.raises(RuntimeError, match="incorrect number of gradients"):
         TwoGrads.apply(f64(2)).sum().backward()
+
+
+def test_an_applied_function_is_freed_with_its_output_without_a_backward():
+    import gc
+    import weakref
+    contexts = []
+
+    class Square(sinter.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            contexts.append(weakref.ref(ctx))
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    x = sinter.ones(3, requires_grad=True)
+    for _ in range(3):
+        Square.apply(x).sum()  # a graph built and dropped, as in an evaluation under grad mode
+    gc.collect()
+    assert all(ref() is None for ref in contexts)
+    y, z = Square.apply(x), Square.apply(x.sum())  # a scalar output gets zeros when unused
+    (y.sum() + 0 * z).backward()
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]

@@ -62,17 +62,22 @@ def test_repeated_positions_take_the_last_value(torch):
     assert out[0] == [0.0, 30.0, 0.0, 20.0, 0.0] == out[1]
 
 
-def test_assignment_is_in_place_on_views_and_refused_under_autograd():
+def test_assignment_is_in_place_on_views_and_recorded_by_autograd():
     x = sinter.zeros(3, 4)
     row = x[1]  # a view: it sees the assignment
     x[sinter.tensor([1, 2]), sinter.tensor([0, 3])] = sinter.tensor([4.0, 5.0])
     assert row.tolist() == [4.0, 0.0, 0.0, 0.0] and x[2, 3].item() == 5.0
-    y = sinter.ones(3, requires_grad=True) * 2
-    with pytest.raises(RuntimeError, match="in-place ops are not recorded by autograd"):
-        y[sinter.tensor([0, 1])] = 0.0  # Sinter's autograd records no in-place op
-    with sinter.no_grad():
-        y[sinter.tensor([0, 1])] = 0.0
+    w = sinter.ones(3, requires_grad=True)
+    y = w * 2
+    y[sinter.tensor([0, 1])] = 0.0  # recorded: the assigned elements pass no gradient back
     assert y.tolist() == [0.0, 0.0, 2.0]
+    y.sum().backward()
+    assert w.grad.tolist() == [0.0, 0.0, 2.0]
+    with pytest.raises(RuntimeError, match="copy_: a view .* of a leaf tensor that requires"):
+        w[sinter.tensor([0, 1])] = 0.0
+    with sinter.no_grad():
+        w[sinter.tensor([0, 1])] = 0.0
+    assert w.tolist() == [0.0, 0.0, 1.0]
 
 
 def test_errors():

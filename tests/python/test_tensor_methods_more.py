@@ -233,7 +233,7 @@ def test_error_messages_name_the_method_and_values():
     with pytest.raises(RuntimeError, match="geometric_ expects p to be in \\(0, 1\\), but got "
                                            "p=1.5"):
         sinter.zeros(3).geometric_(1.5)
-    with pytest.raises(RuntimeError, match="exponential_: in-place ops are not recorded"):
+    with pytest.raises(RuntimeError, match="exponential_: a leaf tensor that requires"):
         sinter.zeros(3, requires_grad=True).exponential_()
 
 

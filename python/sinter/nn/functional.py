@@ -697,15 +697,14 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
 
 
 def _in_place_form(base):
-    """torch's F.<base>_: F.<base> written into input (its dtype kept), refused where autograd
-    would have to record it, as the Tensor methods' in-place forms (python/sinter/_methods.py)."""
+    """torch's F.<base>_: F.<base> written into input (its dtype kept), recorded by autograd as
+    the Tensor methods' in-place forms (python/sinter/_methods.py)."""
     plain = globals()[base]
     name = base + "_"
 
     def function(input, *args, **kwargs):
-        from .._methods import _check_in_place, _write
-        _check_in_place(input, name, args + tuple(kwargs.values()))
-        return _write(input, plain(input, *args, **kwargs), name)
+        from .._methods import _apply
+        return _apply(input, name, lambda x: plain(x, *args, **kwargs))
 
     function.__name__ = function.__qualname__ = name
     function.__doc__ = f"{base}, written into input: F.{name}(x, ...) is x.copy_(F.{base}(x, ...))."
