@@ -239,6 +239,7 @@ from ._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  
 from ._tensor_data import tensor  # noqa: F401
 from ._ops_more import *  # noqa: F401,F403  (more of torch's functions, composed in Python)
 from ._methods_more import *  # noqa: F401,F403  (more Tensor methods and their functions)
+from ._ops_assign import *  # noqa: F401,F403  (select_scatter, index_put, masked_scatter, ...)
 
 __version__ = "0.1.0"
 

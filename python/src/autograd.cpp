@@ -13,6 +13,7 @@
 
 #include "bind.h"
 #include "internal/autograd_impl.h"
+#include "internal/tensor_impl.h"
 
 namespace sinter::python {
 namespace {
@@ -87,6 +88,25 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& c) {
           },
           nb::arg("gradient") = nb::none(), nb::arg("retain_graph") = false)
       .def("retain_grad", &Tensor::retain_grad)
+      .def_prop_ro("retains_grad",
+                   [](const Tensor& t) {
+                     return t.defined() && t.impl()->autograd && t.impl()->autograd->retains_grad;
+                   })
+      .def_prop_ro("output_nr",
+                   [](const Tensor& t) {
+                     return t.defined() && t.impl()->autograd ? t.impl()->autograd->output_nr : 0;
+                   })
+      .def(
+          "register_post_accumulate_grad_hook",
+          [](const Tensor& t, nb::object fn) {
+            std::shared_ptr<nb::object> hook = keep_object(std::move(fn));
+            t.register_post_accumulate_grad_hook([hook](const Tensor& leaf) {
+              nb::gil_scoped_acquire gil;
+              (*hook)(leaf);
+            });
+          },
+          nb::arg("hook"),
+          "hook(tensor) runs after this leaf's gradient has been accumulated into its .grad.")
       .def_prop_ro("_version", &Tensor::version)
       .def("_impl_id", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); })
       .def("_grad_fn_name",

@@ -201,3 +201,16 @@ def test_a_view_of_a_rebased_base_is_a_result_with_hooks_and_retained_grad(torch
         ((v * v).sum() + (y * y).sum()).backward()
         results.append((seen, y.grad.tolist(), w.grad.tolist()))
     assert results[0] == results[1]
+
+
+def test_retains_grad_output_nr_and_post_accumulate_hooks_as_torch(torch):
+    results = []
+    for lib in (sinter, torch):
+        x = lib.ones(2, requires_grad=True)
+        y = x * 2
+        y.retain_grad()
+        seen = []
+        x.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.tolist()))
+        (y * y).sum().backward()
+        results.append((y.retains_grad, x.retains_grad, y.output_nr, seen, y.grad.tolist()))
+    assert results[0] == results[1]
