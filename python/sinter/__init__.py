@@ -240,6 +240,7 @@ from ._tensor_data import tensor  # noqa: F401
 from ._ops_more import *  # noqa: F401,F403  (more of torch's functions, composed in Python)
 from ._methods_more import *  # noqa: F401,F403  (more Tensor methods and their functions)
 from ._ops_assign import *  # noqa: F401,F403  (select_scatter, index_put, masked_scatter, ...)
+from . import distributions  # noqa: F401
 
 __version__ = "0.1.0"
 
