@@ -37,6 +37,23 @@ Tensor with_specials(const Tensor& x) {
 
 std::vector<OpRow> logic_rows() {
   return {
+      // lgamma and digamma: on [0.5, 2), and reflected on (-2.86, -2.14), between two poles.
+      {.name = "Lgamma",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return lgamma(x[0]); },
+       .domain = Domain::Positive},
+      {.name = "LgammaReflected",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return lgamma(sub(mul(x[0], 0.4), 2.5)); },
+       .domain = Domain::Unit},
+      {.name = "Digamma",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return digamma(mul(x[0], 6.0)); },
+       .domain = Domain::Positive},
+      {.name = "DigammaReflected",
+       .shapes = {S{3, 4}},
+       .fn = [](const Inputs& x) { return digamma(sub(mul(x[0], 0.4), 2.5)); },
+       .domain = Domain::Unit},
       {.name = "Tan",
        .shapes = {S{3, 4}},
        .fn = [](const Inputs& x) { return tan(x[0]); },

@@ -14,6 +14,10 @@ namespace sinter {
 // --- math of one argument: integer and bool tensors compute in f32; differentiable ---
 // Out of their domains these give NaN (asin, acos and atanh outside [-1, 1], acosh below 1) or
 // infinities (atanh(+-1)), as PyTorch's.
+// log|Gamma(a)| (inf at 0, -1, -2, ...), and its derivative digamma(a) (-inf at 0, NaN at the
+// negative integers), as PyTorch's; integral inputs give f32 (Note [gamma functions]).
+Tensor lgamma(const Tensor& a);
+Tensor digamma(const Tensor& a);
 Tensor tan(const Tensor& a);
 Tensor asin(const Tensor& a);
 Tensor acos(const Tensor& a);

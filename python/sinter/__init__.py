@@ -151,6 +151,8 @@ from ._ops import (  # noqa: F401  (re-exported)
     dot,
     erf,
     erfinv,
+    lgamma,
+    digamma,
     exp,
     exp2,
     expm1,

@@ -76,11 +76,11 @@ Tensor.sgn = Tensor.sign
 Tensor.clip = Tensor.clamp
 
 _IN_PLACE = """sub div pow exp log sqrt rsqrt abs neg sign sin cos tan tanh sigmoid relu erf erfinv
-expm1 log1p floor ceil round trunc frac fix clamp clip clamp_min clamp_max square reciprocal
-masked_fill lerp addcmul addcdiv logical_not logical_and logical_or logical_xor bitwise_not
-bitwise_and bitwise_or bitwise_xor tril triu remainder floor_divide nan_to_num log2 log10 exp2
-asin acos atan sinh cosh asinh acosh atanh deg2rad rad2deg hypot atan2 xlogy logit sgn scatter
-scatter_add scatter_reduce index_add index_copy index_fill index_reduce""".split()
+lgamma digamma expm1 log1p floor ceil round trunc frac fix clamp clip clamp_min clamp_max square
+reciprocal masked_fill lerp addcmul addcdiv logical_not logical_and logical_or logical_xor
+bitwise_not bitwise_and bitwise_or bitwise_xor tril triu remainder floor_divide nan_to_num log2
+log10 exp2 asin acos atan sinh cosh asinh acosh atanh deg2rad rad2deg hypot atan2 xlogy logit sgn
+scatter scatter_add scatter_reduce index_add index_copy index_fill index_reduce""".split()
 for _base in _IN_PLACE:
     setattr(Tensor, _base + "_", _in_place(_base))
 Tensor.absolute_ = Tensor.abs_

@@ -13,7 +13,7 @@ Tensor = _C.Tensor
 __all__ = [
     "addbmm", "addmv", "atleast_1d", "atleast_2d", "atleast_3d", "block_diag", "can_cast",
     "cartesian_prod", "chain_matmul", "column_stack", "combinations", "dsplit", "dstack",
-    "full_like", "hsplit", "hstack", "is_complex", "is_floating_point", "is_tensor",
+    "full_like", "hsplit", "hstack", "is_complex", "is_floating_point", "is_tensor", "mvlgamma",
     "promote_types", "rand_like", "randint_like", "randn_like", "result_type", "rot90",
     "row_stack", "take", "take_along_dim", "tensor_split", "tensordot", "tril_indices",
     "triu_indices", "vsplit", "vstack",
@@ -614,6 +614,18 @@ def chain_matmul(*matrices, out=None):
     return product.clone() if len(matrices) == 1 else product
 
 
+def mvlgamma(input, p):
+    """The log of the multivariate gamma function of dimension p, elementwise: the sum of
+    lgamma(input - i / 2) over i < p, plus p (p - 1) / 4 log(pi), as torch's (inf at and below
+    (p - 1) / 2's poles, as there)."""
+    _tensor_arg("mvlgamma", input)
+    if p < 1:
+        raise RuntimeError(f"p has to be greater than or equal to 1, got {p}")
+    x = input if input.is_floating_point() else input.to(_C.float32)
+    out = sum((x - i / 2).lgamma() for i in range(p))
+    return out + p * (p - 1) / 4 * math.log(math.pi)
+
+
 def _method(name, fn):
     """fn as a Tensor method, where sinter's Tensor does not have it yet."""
     if not hasattr(Tensor, name):
@@ -622,5 +634,6 @@ def _method(name, fn):
 
 for _name, _fn in (("tensor_split", tensor_split), ("hsplit", hsplit), ("vsplit", vsplit),
                    ("dsplit", dsplit), ("take_along_dim", take_along_dim), ("take", take),
-                   ("rot90", rot90), ("addmv", addmv), ("addbmm", addbmm)):
+                   ("rot90", rot90), ("addmv", addmv), ("addbmm", addbmm),
+                   ("mvlgamma", mvlgamma)):
     _method(_name, _fn)

@@ -550,6 +550,8 @@ void bind_unary(nb::class_<Tensor>& c) {
   SINTER_PY_UNARY_(relu)
   SINTER_PY_UNARY_(erf)
   SINTER_PY_UNARY_(erfinv)
+  SINTER_PY_UNARY_(lgamma)
+  SINTER_PY_UNARY_(digamma)
   SINTER_PY_UNARY_(expm1)
   SINTER_PY_UNARY_(log1p)
   SINTER_PY_UNARY_(floor)

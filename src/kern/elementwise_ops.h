@@ -115,6 +115,25 @@ struct Erfinv {
     return scalar::erfinv(x);
   }
 };
+// log|Gamma(x)| and its first two derivatives (Note [gamma functions]).
+struct Lgamma {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    return scalar::lgamma(x);
+  }
+};
+struct Digamma {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    return scalar::digamma(x);
+  }
+};
+struct Trigamma {
+  template <class C>
+  SINTER_HD C operator()(C x) const {
+    return scalar::trigamma(x);
+  }
+};
 // exp(x) - 1 and log(1 + x), exact near 0 where the plain forms lose digits.
 struct Expm1 {
   template <class C>
@@ -547,6 +566,9 @@ struct Swiglu {
   X(Hardswish, Floating, none)     \
   X(Erf, Floating, none)           \
   X(Erfinv, Floating, none)        \
+  X(Lgamma, Floating, none)        \
+  X(Digamma, Floating, none)       \
+  X(Trigamma, Floating, none)      \
   X(Expm1, Floating, none)         \
   X(Log1p, Floating, none)         \
   X(Floor, Floating, none)         \

@@ -1,8 +1,8 @@
-// More elementwise math: erf, erfinv, expm1, log1p, floor, ceil, round, trunc, frac, the
-// trigonometric and hyperbolic functions, log2, log10, exp2, atan2 and hypot on the elementwise
-// kernels (rows of Note [elementwise op list]), and ops composed of others: reciprocal, logaddexp,
-// xlogy, logit, lerp, addcmul, addcdiv, clamp with tensor bounds (its own backward, the gradient
-// to the bound taken) and isclose / allclose.
+// More elementwise math: erf, erfinv, lgamma, digamma, expm1, log1p, floor, ceil, round, trunc,
+// frac, the trigonometric and hyperbolic functions, log2, log10, exp2, atan2 and hypot on the
+// elementwise kernels (rows of Note [elementwise op list]), and ops composed of others: reciprocal,
+// logaddexp, xlogy, logit, lerp, addcmul, addcdiv, clamp with tensor bounds (its own backward, the
+// gradient to the bound taken) and isclose / allclose.
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -97,6 +97,20 @@ Tensor expm1(const Tensor& a) {
   SINTER_AUTOCAST(expm1, a, expm1(cast(a)));
   return unary_math("expm1", a, UnaryOp::Expm1, true,
                     [](const Tensor& g, const Tensor& y) { return mul(g, add(y, 1.0)); });
+}
+
+Tensor lgamma(const Tensor& a) {
+  SINTER_PROFILE_OP("lgamma", a);
+  return unary_math("lgamma", a, UnaryOp::Lgamma, false,
+                    [](const Tensor& g, const Tensor& x) { return mul(g, digamma(x)); });
+}
+
+Tensor digamma(const Tensor& a) {
+  SINTER_PROFILE_OP("digamma", a);
+  // digamma' = trigamma, on the kernel only: it has no derivative of its own here.
+  return unary_math("digamma", a, UnaryOp::Digamma, false, [](const Tensor& g, const Tensor& x) {
+    return mul(g, unary_kernel("digamma backward", x, UnaryOp::Trigamma));
+  });
 }
 
 Tensor log1p(const Tensor& a) {
