@@ -79,6 +79,10 @@ def _index_tensors(name, input, indices):
         if not isinstance(i, Tensor):
             raise TypeError(f"{name}(): each index must be a Tensor, got {type(i).__name__}")
         if i.dtype == _C.bool:
+            covered = tuple(input.shape[len(out):len(out) + i.dim()])
+            if tuple(i.shape) != covered:
+                raise IndexError(f"The shape of the mask {list(i.shape)} at index {len(out)} does "
+                                 f"not match the shape of the indexed tensor {list(covered)}")
             out.extend(i.to(input.device).nonzero().unbind(1))
         elif i.is_floating_point():
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
@@ -91,7 +95,8 @@ def _index_tensors(name, input, indices):
 
 
 def _accumulated(input, indices, values):
-    """input plus values added at indices, repeated positions summing (torch's accumulate)."""
+    """input plus values added at indices, repeated positions summing (torch's accumulate);
+    integer tensors add in f64 (exact to 2^53, where torch's int64 sums wrap)."""
     idx = broadcast_tensors(*indices)
     lead, rest = tuple(input.shape[:len(idx)]), tuple(input.shape[len(idx):])
     flat = _C.zeros(idx[0].shape, dtype=_C.int64, device=input.device)
@@ -143,7 +148,7 @@ def masked_scatter(input, mask, source):
     if source.dtype != input.dtype:
         raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got "
                            f"{input.dtype} and {source.dtype}")
-    m = mask.to(input.device).expand(*input.shape)
+    input, m = broadcast_tensors(input, mask.to(input.device))
     count = int(m.sum().item())
     if source.numel() < count:
         raise RuntimeError(f"masked_scatter: expected source to have at least {count} elements "
@@ -159,7 +164,11 @@ def _index_put_(self, indices, values, accumulate=False):
 
 
 def _masked_scatter_(self, mask, source):
-    """masked_scatter written into this tensor."""
+    """masked_scatter written into this tensor (the mask broadcasts to its shape)."""
+    if not isinstance(mask, Tensor) or tuple(broadcast_shapes(tuple(self.shape), tuple(
+            mask.shape))) != tuple(self.shape):
+        raise RuntimeError(f"masked_scatter_: the mask of shape {tuple(getattr(mask, 'shape', ()))}"
+                           f" does not broadcast to the tensor's shape {tuple(self.shape)}")
     return _apply(self, "masked_scatter_", lambda x: masked_scatter(x, mask, source))
 
 

@@ -326,26 +326,26 @@ SINTER_HD inline C erfinv(C y) {
 // Note [gamma functions]
 // lgamma(x) = log|Gamma(x)|, digamma(x) = lgamma'(x) and trigamma(x) = digamma'(x), one formula on
 // the host and the device (the C library's lgamma writes the global signgam: a data race between
-// the CPU's threads). Below 1/2 they reflect through Gamma(x) Gamma(1 - x) = pi / sin(pi x):
-// lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x), digamma(x) = digamma(1 - x) - pi / tan(pi x),
-// trigamma(x) = pi^2 / sin^2(pi x) - trigamma(1 - x), sin(pi x) taken of x reduced to [-1, 1]
-// so that it keeps its digits for large |x|. Then the recurrences Gamma(x + 1) = x Gamma(x) move x
-// up to 10 or more, where the asymptotic series are cut after the x^-9 (lgamma), x^-10 (digamma)
-// and x^-11 (trigamma) terms: the first term left out is below 3e-14 there. float computes in
-// double (within half an ulp of PyTorch's float values, where float's own digits would lose 20).
-// trigamma is exact to the last bits against 30-digit values; PyTorch's (polygamma(1, x)) cuts
-// its series earlier and is off by up to 1e-9. At the poles (0, -1,
-// -2, ...) lgamma and trigamma are inf; digamma is -inf at +0 (inf at -0) and NaN at the negative
-// integers, as PyTorch's.
+// the CPU's threads). On (-1/2, 1/2) one step of Gamma(x + 1) = x Gamma(x) moves x up (exact for
+// the tiniest x, where pi / sin(pi x) would overflow); at -1/2 and below they reflect through
+// Gamma(x) Gamma(1 - x) = pi / sin(pi x): lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x),
+// digamma(x) = digamma(1 - x) - pi / tan(pi x), trigamma(x) = pi^2 / sin^2(pi x) - trigamma(1 - x),
+// with sin and tan taken of x less its nearest integer (exact, so that they keep their digits next
+// to the poles and for large |x|). Then the recurrences move x up to 20 or more, where the
+// asymptotic series are cut after the x^-9 (lgamma), x^-10 (digamma) and x^-11 (trigamma) terms:
+// the first term left out is below 3e-17 there. lgamma(1) and lgamma(2) are exactly 0. float
+// computes in double (within half an ulp of PyTorch's float values, where float's own digits would
+// lose 20). trigamma is good to about 1e-16 against 30-digit values; PyTorch's (polygamma(1, x))
+// cuts its series earlier and is off by up to 1e-9. At the poles (0, -1, -2, ...) lgamma and
+// trigamma are inf; digamma is -inf at +0 (inf at -0) and NaN at the negative integers, as
+// PyTorch's.
 template <class C>
 SINTER_HD inline C sin_pi(C x) {
-  const C r = x - C(2) * Math<C>::floor(x * C(0.5) + C(0.5));  // in [-1, 1)
-  return Math<C>::sin(C(3.141592653589793) * r);
+  return Math<C>::sin(C(3.141592653589793) * (x - Math<C>::rint(x)));  // |sin(pi x)| and its square
 }
 template <class C>
 SINTER_HD inline C tan_pi(C x) {
-  const C r = x - Math<C>::floor(x + C(0.5));  // in [-1/2, 1/2): tan has period 1
-  return Math<C>::tan(C(3.141592653589793) * r);
+  return Math<C>::tan(C(3.141592653589793) * (x - Math<C>::rint(x)));  // tan has period 1
 }
 template <class C>
 SINTER_HD inline bool is_pole(C x) {
@@ -354,18 +354,24 @@ SINTER_HD inline bool is_pole(C x) {
 // lgamma, digamma and trigamma of y >= 1/2 (the shifts and series of Note [gamma functions]).
 template <class C>
 SINTER_HD inline C lgamma_upper(C y) {
-  C product = C(1);
-  for (; y < C(10); y += C(1)) product *= y;
+  C log_product = C(0), product = C(1);
+  for (; y < C(20); y += C(1)) {
+    product *= y;
+    if (product > C(1e250)) {
+      log_product += Math<C>::log(product);
+      product = C(1);
+    }
+  }
   const C r = C(1) / y, r2 = r * r;
   const C series =
       r * (C(1) / 12 - r2 * (C(1) / 360 - r2 * (C(1) / 1260 - r2 * (C(1) / 1680 - r2 / 1188))));
   return (y - C(0.5)) * Math<C>::log(y) - y + C(0.91893853320467274) + series -
-         Math<C>::log(product);
+         (log_product + Math<C>::log(product));
 }
 template <class C>
 SINTER_HD inline C digamma_upper(C y) {
   C shift = C(0);
-  for (; y < C(10); y += C(1)) shift += C(1) / y;
+  for (; y < C(20); y += C(1)) shift += C(1) / y;
   const C r2 = C(1) / (y * y);
   const C series =
       r2 * (C(1) / 12 - r2 * (C(1) / 120 - r2 * (C(1) / 252 - r2 * (C(1) / 240 - r2 / 132))));
@@ -374,7 +380,7 @@ SINTER_HD inline C digamma_upper(C y) {
 template <class C>
 SINTER_HD inline C trigamma_upper(C y) {
   C shift = C(0);
-  for (; y < C(10); y += C(1)) shift += C(1) / (y * y);
+  for (; y < C(20); y += C(1)) shift += C(1) / (y * y);
   const C r = C(1) / y, r2 = r * r;
   const C tail = C(1) / 30 - r2 * (C(1) / 42 - r2 * (C(1) / 30 - C(5) * r2 / 66));
   return r + r2 * (C(0.5) + r * (C(1) / 6 - r2 * tail)) + shift;
@@ -387,7 +393,9 @@ SINTER_HD inline C lgamma(C x) {
   }
   if (x != x) return x;
   if (is_pole(x) || Math<C>::abs(x) == C(INFINITY)) return C(INFINITY);
+  if (x == C(1) || x == C(2)) return C(0);
   if (x >= C(0.5)) return lgamma_upper(x);
+  if (x > C(-0.5)) return lgamma_upper(x + C(1)) - Math<C>::log(Math<C>::abs(x));
   return Math<C>::log(C(3.141592653589793) / Math<C>::abs(sin_pi(x))) - lgamma_upper(C(1) - x);
 }
 template <class C>
@@ -399,6 +407,7 @@ SINTER_HD inline C digamma(C x) {
   if (x == C(0)) return Math<C>::copysign(C(INFINITY), -x);  // -inf at +0, inf at -0
   if (is_pole(x)) return C(NAN);
   if (x >= C(0.5)) return digamma_upper(x);
+  if (x > C(-0.5)) return digamma_upper(x + C(1)) - C(1) / x;
   return digamma_upper(C(1) - x) - C(3.141592653589793) / tan_pi(x);
 }
 template <class C>
@@ -409,6 +418,7 @@ SINTER_HD inline C trigamma(C x) {
   if (x != x) return x;
   if (is_pole(x)) return C(INFINITY);
   if (x >= C(0.5)) return trigamma_upper(x);
+  if (x > C(-0.5)) return trigamma_upper(x + C(1)) + C(1) / (x * x);
   const C s = sin_pi(x);
   return C(9.869604401089358) / (s * s) - trigamma_upper(C(1) - x);
 }

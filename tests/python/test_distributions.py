@@ -144,3 +144,14 @@ def test_printing_and_argument_checks_as_torch(torch):
         with pytest.raises(NotImplementedError):
             Dl.kl_divergence(Dl.Normal(0.0, 1.0), Dl.Bernoulli(probs=lib.tensor(0.5)))
     assert repr(D.Normal(sinter.zeros(2), 1.0)) == "Normal(loc: (2,), scale: (2,))"
+
+
+def test_pickles_and_closed_uniform_support_as_torch(torch):
+    import pickle
+    for lib in (sinter, torch):
+        Dl = lib.distributions
+        for d in (Dl.Bernoulli(probs=lib.tensor([0.3])), Dl.Categorical(logits=lib.zeros(2, 3)),
+                  Dl.Normal(lib.zeros(2), 1.0)):
+            back = pickle.loads(pickle.dumps(d))
+            assert repr(back) == repr(d)
+        assert Dl.Uniform(0.0, 1.0).log_prob(lib.tensor(1.0)).item() == float("-inf")

@@ -48,3 +48,17 @@ def test_mvlgamma_as_torch(torch):
         assert_same(got, want, "mvlgamma", 1e-12)
     assert_error_as_torch(torch, lambda L: L.mvlgamma(L.tensor([3.0]), 0), RuntimeError,
                           "p has to be greater than or equal to 1")
+
+
+def test_exact_zeros_poles_neighbourhood_and_tiny_arguments(torch):
+    # 40-digit values (mpmath): next to the poles -1 and -3, below f64's normal range, near 1.
+    points = [-1.0000000000000002, -1.0000001, -2.9999999, 1e-310, -1e-300, 1.0 + 1e-8]
+    want = [36.04365338911715, 16.11809560809603, 14.326336308978625, 713.8013788281542,
+            690.7755278982137, -5.772156531688512e-09]
+    got = sinter.lgamma(sinter.tensor(points, dtype=sinter.float64)).tolist()
+    assert got == pytest.approx(want, rel=1e-14)
+    assert sinter.lgamma(sinter.tensor([1.0, 2.0])).tolist() == [0.0, 0.0]  # log 0! and log 1!
+    x = sinter.tensor(points[:3], dtype=sinter.float64, requires_grad=True)
+    x.digamma().sum().backward()
+    assert x.grad.tolist() == pytest.approx([2.028240960365167e+31, 99999999883229.2,
+                                             100000000327318.78], rel=1e-6)

@@ -69,3 +69,14 @@ def test_index_put_of_integers_and_broadcast_tensors(torch):
 ])
 def test_errors_as_torch(torch, call, kind, message):
     assert_error_as_torch(torch, lambda L: eval(call, {"L": L}), kind, message)
+
+
+def test_mask_shapes_as_torch(torch):
+    assert_error_as_torch(torch, lambda L: L.index_put(
+        L.zeros(4), (L.tensor([True, False, True]),), L.tensor(1.0)), IndexError,
+        "shape of the mask")
+    out = []
+    for lib in (sinter, torch):
+        mask = lib.tensor([[True, False, True], [False, True, False]])
+        out.append(lib.masked_scatter(lib.zeros(3), mask, lib.arange(6.0)).tolist())
+    assert out[0] == out[1]

@@ -13,8 +13,25 @@ from ._base import LOG_SQRT_2PI, Distribution, broadcast_all, eps, lowest, sum_r
 
 Tensor = _C.Tensor
 
-_positive = (lambda v: v > 0, "GreaterThan(lower_bound=0.0)")
-_real = (lambda v: v == v, "Real()")
+def _is_positive(v):
+    return v > 0
+
+
+def _is_real(v):
+    return v == v
+
+
+def _is_probability(v):
+    return (v >= 0) & (v <= 1)
+
+
+def _is_simplex(v):
+    return (v >= 0).all() & ((v.sum(-1) - 1).abs() < 1e-6).all()
+
+
+# Module-level checks, so that a distribution pickles.
+_positive = (_is_positive, "GreaterThan(lower_bound=0.0)")
+_real = (_is_real, "Real()")
 
 
 def _like(param, shape):
@@ -82,7 +99,7 @@ class Uniform(Distribution):
         return self.low + _C.rand(*shape, **opts) * (self.high - self.low)
 
     def log_prob(self, value):
-        self._check_support(value, lambda v: (v >= self.low) & (v < self.high),
+        self._check_support(value, lambda v: (v >= self.low) & (v <= self.high),
                             "Interval(low, high)")
         inside = (self.low <= value).to(self.low.dtype) * (self.high > value).to(self.low.dtype)
         return inside.log() - (self.high - self.low).log()
@@ -166,17 +183,17 @@ class Bernoulli(Distribution):
     """1 with probability probs (or sigmoid(logits)), else 0."""
 
     has_rsample = False
+    # Only the parameter given is checked (and printed): the other is not in __dict__.
+    arg_constraints = {"probs": (_is_probability, "Interval(lower_bound=0.0, upper_bound=1.0)"),
+                       "logits": _real}
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         probs, logits = _probs_or_logits("Bernoulli", probs, logits)
         if probs is not None:
             (self.probs,) = broadcast_all(probs)
-            self.arg_constraints = {"probs": (lambda v: (v >= 0) & (v <= 1), "Interval(lower_bound"
-                                              "=0.0, upper_bound=1.0)")}
             shape = self.probs.shape
         else:
             (self.logits,) = broadcast_all(logits)
-            self.arg_constraints = {"logits": _real}
             shape = self.logits.shape
         super().__init__(tuple(shape), validate_args=validate_args)
 
@@ -219,6 +236,8 @@ class Categorical(Distribution):
     softmax(logits)."""
 
     has_rsample = False
+    arg_constraints = {"probs": (_is_simplex, "Simplex()"),
+                       "logits": (_is_real, "IndependentConstraint(Real(), 1)")}
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         probs, logits = _probs_or_logits("Categorical", probs, logits)
@@ -227,13 +246,8 @@ class Categorical(Distribution):
             raise ValueError("`probs` or `logits` parameter must be at least one-dimensional.")
         if probs is not None:
             self.probs = probs / probs.sum(-1, keepdim=True)
-            self.arg_constraints = {"probs": (lambda v: (v >= 0).all() & ((v.sum(-1) - 1).abs()
-                                                                          < 1e-6).all(),
-                                              "Simplex()")}
         else:
             self.logits = logits - logits.logsumexp(-1, keepdim=True)
-            self.arg_constraints = {"logits": (lambda v: v == v, "IndependentConstraint("
-                                               "Real(), 1)")}
         self._num_events = given.shape[-1]
         super().__init__(tuple(given.shape[:-1]), validate_args=validate_args)
 
