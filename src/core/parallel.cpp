@@ -146,7 +146,9 @@ class Pool {
  private:
   Pool() {
     // The pool is the only one: OpenBLAS runs each call on its caller's thread, and cpu::gemm
-    // splits large products over the pool itself.
+    // splits large products over the pool itself. Before that, the kernels OpenBLAS runs on
+    // (Note [openblas core]).
+    detail::choose_blas_core();
     openblas_set_num_threads(1);
     pthread_atfork([] { Pool::get().before_fork(); }, [] { Pool::get().after_fork(false); },
                    [] { Pool::get().after_fork(true); });

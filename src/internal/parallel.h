@@ -8,6 +8,10 @@
 
 namespace sinter::detail {
 
+// Has OpenBLAS run the kernels the CPU's instruction sets allow where it did not know the CPU
+// (Note [openblas core] in src/core/cpu_info.cpp). Called once, as the pool starts.
+void choose_blas_core();
+
 // Calls fn(begin, end) on pieces that tile [0, n), each of at least `grain` items (one piece when
 // n <= grain), on up to get_num_threads() threads, the caller's included, and returns when every
 // piece is done. The pieces depend on n, grain and the thread count alone, never on timing. The

@@ -7,8 +7,15 @@ namespace sinter {
 
 // The CPU's model name and which of the instruction sets the CPU kernels choose among it has
 // (avx2, fma, avx512f, avx512_vnni, avx512_bf16, avx512_fp16, amx_tile, amx_int8, amx_bf16), e.g.
-// "AMD EPYC (avx2 fma avx512f avx512_vnni avx512_bf16)": what a speed figure names its machine by.
+// "AMD EPYC (avx2 fma avx512f avx512_vnni avx512_bf16; OpenBLAS Zen)": what a speed figure names
+// its machine by. The last part is blas_core().
 std::string cpu_description();
+
+// The kernel set OpenBLAS runs the CPU's BLAS calls on ("SkylakeX", "Haswell", "Zen", ...), as
+// openblas_get_corename() names it, once the CPU threads have started: where OpenBLAS did not know
+// the CPU and fell back to its SSE3 kernels, the library has chosen by the CPU's instruction sets
+// instead (Note [openblas core] in src/core/cpu_info.cpp).
+std::string blas_core();
 
 // How many threads a CPU kernel splits its work over, the calling thread included. At the first
 // use it is SINTER_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs of the affinity mask.
