@@ -89,6 +89,17 @@ TEST(CpuVecMath, ExpTanhAndTheActivationsMatchTheirFormulas) {
       });
 }
 
+// The exact gelu row (Note [exact gelu row]) on the same sweep: within 4 f32 ulp of x Phi(x) in
+// f64 everywhere, the negative tail included, where the functor's 1 + erf cancels.
+TEST(CpuVecMath, ExactGeluMatchesItsFormula) {
+  expect_close(
+      "gelu", [](const Tensor& t) { return gelu(t); },
+      [](double v) { return 0.5 * v * std::erfc(-v / std::sqrt(2.0)); });  // NaN at -inf
+  const std::vector<float> tail =
+      gelu(from_vector<float>({-5.0f, -8.0f, -13.0f})).to_vector<float>();
+  EXPECT_LT(tail[2], 0.0f) << "gelu(-13) is -7.95e-38, not -0";
+}
+
 // gelu_tanh's gradient in f32 (the GeluTanhBackward row, on the vector tanh) against its formula
 // in f64: the derivative is at most about 1.13, and the f32 formula's 1 - t^2 carries t's rounding.
 TEST(CpuVecMath, GeluTanhGradientMatchesItsFormula) {
@@ -107,6 +118,23 @@ TEST(CpuVecMath, GeluTanhGradientMatchesItsFormula) {
   }
 }
 
+// gelu's gradient in f32 (the GeluBackward row) against Phi(x) + x phi(x) in f64.
+TEST(CpuVecMath, ExactGeluGradientMatchesItsFormula) {
+  const Tensor x = linspace(-14.0, 14.0, 28001).requires_grad_();
+  gelu(x).sum().backward();
+  const std::vector<float> got = x.grad().to_vector<float>(), xs = x.detach().to_vector<float>();
+  int bad = 0;
+  for (size_t i = 0; i < xs.size() && bad < 5; ++i) {
+    const double v = xs[i];
+    const double want =
+        0.5 * std::erfc(-v / std::sqrt(2.0)) + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    if (!(std::abs(got[i] - want) <= 1e-6)) {
+      ++bad;
+      ADD_FAILURE() << "gelu'(" << v << ") = " << got[i] << ", want " << want;
+    }
+  }
+}
+
 // A Linear's gelu_tanh epilogue in f32 runs the gelu_tanh op's row, not the scalar functor: near
 // x = -5, where the functor's 0.5 x (1 + tanh(u)) cancels to a few correct bits, the two agree to
 // the row's few ulp (not its bits: the row's vector body and its scalar tail may round apart).
@@ -119,6 +147,10 @@ TEST(CpuVecMath, TheGeluTanhEpilogueRunsTheOpsRow) {
     EXPECT_TRUE(testing::all_close(linear(x, w, b, Activation::GeluTanh),
                                    gelu(linear(x, w, b), Activation::GeluTanh), 0, 1e-5))
         << rows << " rows";
+    // The exact gelu's epilogue runs its row too: near -5 the functor is off by about 4e5 ulp.
+    EXPECT_TRUE(
+        testing::all_close(linear(x, w, b, Activation::Gelu), gelu(linear(x, w, b)), 0, 1e-5))
+        << rows << " rows, exact gelu";
   }
 }
 

@@ -87,14 +87,16 @@ void unpack(const U* src, int64_t rows, int64_t cols, T* dst, int64_t ld) {
   }
 }
 
-// v[i] = act(v[i]) for i < n: f32 gelu_tanh through the vector row the gelu_tanh op runs
+// v[i] = act(v[i]) for i < n: f32 gelu and gelu_tanh through the vector rows their ops run
 // (src/cpu/vec_elementwise.cpp: the same values as the separate op, at vector speed; the scalar
-// functor's tanh was twice the GEMM's time in gpt-mini's MLP), the rest by activate_all.
+// functor's tanh was twice the GEMM's time in gpt-mini's MLP, its erf five times the GEMM's in
+// vit-tiny's), the rest by activate_all.
 template <typename U>
 void activate_row(GemmAct act, U* v, int64_t n) {
   if constexpr (std::is_same_v<U, float>) {
-    if (act == GemmAct::GeluTanh) {
-      if (const vec::RowFn row = vec::unary_row(kern::UnaryOp::GeluTanh)) return row(v, v, n);
+    if (act == GemmAct::GeluTanh || act == GemmAct::Gelu) {
+      const auto op = act == GemmAct::Gelu ? kern::UnaryOp::Gelu : kern::UnaryOp::GeluTanh;
+      if (const vec::RowFn row = vec::unary_row(op)) return row(v, v, n);
     }
   }
   activate_all(act, v, n);

@@ -31,13 +31,8 @@ namespace sinter::cpu::vec {
 
 inline float pow2i(int32_t n) { return std::bit_cast<float>((n + 127) << 23); }
 
-inline float exp(float x) {
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
-  const float lo = x < -110.0f ? -110.0f : x;
-  const float xc = lo > 100.0f ? 100.0f : lo;
-  const float t = xc * 1.44269504088896341f + kRound;
-  const float nf = t - kRound;
-  const float r = (xc - nf * 0.693359375f) - nf * -2.12194440e-4f;
+// exp(r) 2^n for |r| <= ln2 / 2 (a little more in exp_sum), the tail of both exps below.
+inline float exp_scaled(float r, int32_t n) {
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
@@ -46,9 +41,34 @@ inline float exp(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const int32_t n = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound);
   const int32_t half = n >> 1;
   return p * pow2i(half) * pow2i(n - half);
+}
+
+constexpr float kExpRound = 12582912.0f;  // 1.5 * 2^23
+
+inline float exp(float x) {
+  const float lo = x < -110.0f ? -110.0f : x;
+  const float xc = lo > 100.0f ? 100.0f : lo;
+  const float t = xc * 1.44269504088896341f + kExpRound;
+  const float nf = t - kExpRound;
+  const float r = (xc - nf * 0.693359375f) - nf * -2.12194440e-4f;
+  return exp_scaled(r, std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kExpRound));
+}
+
+// exp(x + lo), for an x whose rounding error would matter (exp(-x^2 / 2) of a large x, in two
+// parts) and an |lo| of a few units at most: x + lo only chooses n, and r takes lo after the exact
+// x - n ln2_hi, so that the sum's rounding (up to 4e-6 at x = -100) stays out of the result. A sum
+// outside [-110, 100] is clamped there as a whole, as exp clamps x.
+inline float exp_sum(float x, float lo) {
+  const float s = x + lo;
+  const bool under = s<-110.0f, over = s> 100.0f;  // false for NaN, which goes through
+  const float xc = under ? -110.0f : over ? 100.0f : x;
+  const float lc = under || over ? 0.0f : lo;
+  const float t = (xc + lc) * 1.44269504088896341f + kExpRound;
+  const float nf = t - kExpRound;
+  const float r = ((xc - nf * 0.693359375f) + lc) - nf * -2.12194440e-4f;
+  return exp_scaled(r, std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kExpRound));
 }
 
 inline float tanh(float x) {

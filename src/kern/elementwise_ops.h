@@ -553,7 +553,7 @@ struct Swiglu {
   X(Sigmoid, Floating, sigmoid)    \
   X(Relu, Floating, none)          \
   X(LeakyRelu, Floating, none)     \
-  X(Gelu, Floating, none)          \
+  X(Gelu, Floating, gelu)          \
   X(GeluTanh, Floating, gelu_tanh) \
   X(Silu, Floating, silu)          \
   X(Sign, Integral, none)          \
