@@ -290,12 +290,31 @@ void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
     std::vector<double> dw(dweight ? chunks * cols : 0, 0.0), db(dbias ? chunks * cols : 0, 0.0);
     const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
     detail::parallel_blocks(chunks, 4 * cols * rows_per_chunk, [&](int64_t c0, int64_t c1) {
+      std::vector<float> gbuf, xbuf, out(is_half_type<T> ? static_cast<size_t>(cols) : 0);
       for (int64_t chunk = c0; chunk < c1; ++chunk) {
         double* cdw = dweight ? dw.data() + chunk * cols : nullptr;
         double* cdb = dbias ? db.data() + chunk * cols : nullptr;
         for (int64_t r = rows * chunk / chunks; r < rows * (chunk + 1) / chunks; ++r) {
           const double mu = stat_at<T>(mean, r), rs = stat_at<T>(rstd, r);
           const int64_t base = r * cols;
+          if constexpr (std::is_same_v<T, float> || is_half_type<T>) {
+            // The same double formulas in a vectorized row, its sums by lane_sum (half rows
+            // widened, Note [half norm rows]).
+            T* pdx = dx ? static_cast<T*>(dx) + base : nullptr;
+            float* fdx = nullptr;
+            if constexpr (std::is_same_v<T, float>) {
+              fdx = pdx;
+            } else {
+              fdx = pdx ? out.data() : nullptr;
+            }
+            vec::layer_norm_grad_row(widened(pdy + base, cols, gbuf),
+                                     widened(px + base, cols, xbuf), cols, rms, mu, rs,
+                                     static_cast<const float*>(weight), cdw, cdb, fdx);
+            if constexpr (is_half_type<T>) {
+              if (pdx) narrow_row(out.data(), cols, pdx);
+            }
+            continue;
+          }
           double sum_g = 0, sum_g_xhat = 0;
           for (int64_t j = 0; j < cols; ++j) {
             const double xhat = (widen(px[base + j]) - mu) * rs;

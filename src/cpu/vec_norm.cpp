@@ -233,6 +233,46 @@ SINTER_VECTOR_CLONES void layer_norm_row_clone(const float* x, int64_t n, bool r
   }
 }
 
+// One row of layer norm's gradient (vec_rows.h): g = dy w (w = 1 when has_w is false), the two
+// sums by lane_sum, the column sums and dx in the generic code's double formulas.
+template <bool has_w>
+[[gnu::always_inline]] inline void layer_norm_grad_apply(const float* dy, const float* x, int64_t n,
+                                                         bool rms, double mu, double rs,
+                                                         const float* w, double* cdw, double* cdb,
+                                                         float* dx) {
+  auto wt = [&](int64_t j) { return has_w ? static_cast<double>(w[j]) : 1.0; };
+  const double sum_g = lane_sum(n, [&](int64_t j) { return static_cast<double>(dy[j]) * wt(j); });
+  const double sum_g_xhat = lane_sum(n, [&](int64_t j) {
+    return static_cast<double>(dy[j]) * wt(j) * ((static_cast<double>(x[j]) - mu) * rs);
+  });
+  if (cdw != nullptr) {
+    for (int64_t j = 0; j < n; ++j) {
+      cdw[j] += static_cast<double>(dy[j]) * ((static_cast<double>(x[j]) - mu) * rs);
+    }
+  }
+  if (cdb != nullptr) {
+    for (int64_t j = 0; j < n; ++j) cdb[j] += static_cast<double>(dy[j]);
+  }
+  if (dx == nullptr) return;
+  const double mean_g = rms ? 0.0 : sum_g / static_cast<double>(n);
+  const double mean_g_xhat = sum_g_xhat / static_cast<double>(n);
+  for (int64_t j = 0; j < n; ++j) {
+    const double xhat = (static_cast<double>(x[j]) - mu) * rs;
+    const double g = static_cast<double>(dy[j]) * wt(j);
+    dx[j] = static_cast<float>(rs * (g - mean_g - xhat * mean_g_xhat));
+  }
+}
+
+SINTER_VECTOR_CLONES void layer_norm_grad_row_clone(const float* dy, const float* x, int64_t n,
+                                                    bool rms, double mu, double rs, const float* w,
+                                                    double* cdw, double* cdb, float* dx) {
+  if (w != nullptr) {
+    layer_norm_grad_apply<true>(dy, x, n, rms, mu, rs, w, cdw, cdb, dx);
+  } else {
+    layer_norm_grad_apply<false>(dy, x, n, rms, mu, rs, w, cdw, cdb, dx);
+  }
+}
+
 }  // namespace
 
 double sum_row(const float* x, int64_t n) { return sum_row_clone(x, n); }
@@ -284,6 +324,11 @@ void batch_norm_grad_row(const BFloat16* g, const BFloat16* x, int64_t n, const 
 void layer_norm_row(const float* x, int64_t n, bool rms, const float* w, const float* b, double eps,
                     float* y, double* mean, double* rstd) {
   layer_norm_row_clone(x, n, rms, w, b, eps, y, mean, rstd);
+}
+
+void layer_norm_grad_row(const float* dy, const float* x, int64_t n, bool rms, double mu, double rs,
+                         const float* w, double* cdw, double* cdb, float* dx) {
+  layer_norm_grad_row_clone(dy, x, n, rms, mu, rs, w, cdw, cdb, dx);
 }
 
 }  // namespace sinter::cpu::vec

@@ -38,6 +38,13 @@ void softmax_grad_row(const float* g, const float* y, int64_t n, float scale, fl
 void layer_norm_row(const float* x, int64_t n, bool rms, const float* w, const float* b, double eps,
                     float* y, double* mean, double* rstd);
 
+// One row of n of layer norm's gradient (rms_norm's with `rms`): with xhat = (x - mu) rs and
+// g = dy w (w may be null: 1), dx = rs (g - mean(g) - xhat mean(g xhat)) (mean(g) = 0 with rms),
+// the means' sums by lane_sum, all in double; cdw[j] += dy xhat and cdb[j] += dy where they are
+// not null, and dx only where it is not null.
+void layer_norm_grad_row(const float* dy, const float* x, int64_t n, bool rms, double mu, double rs,
+                         const float* w, double* cdw, double* cdb, float* dx);
+
 // Batch norm's rows (one image's plane of a channel), f32, with the sums (lane_sum, in double) and
 // the double formulas of the generic code in src/cpu/norm.cpp, so that the bits are the same on
 // every CPU (src/cpu/vec_norm.cpp):
