@@ -95,9 +95,8 @@ TEST(CpuVecMath, ExactGeluMatchesItsFormula) {
   expect_close(
       "gelu", [](const Tensor& t) { return gelu(t); },
       [](double v) { return 0.5 * v * std::erfc(-v / std::sqrt(2.0)); });  // NaN at -inf
-  const std::vector<float> tail =
-      gelu(from_vector<float>({-5.0f, -8.0f, -13.0f})).to_vector<float>();
-  EXPECT_LT(tail[2], 0.0f) << "gelu(-13) is -7.95e-38, not -0";
+  const std::vector<float> tail = gelu(from_vector<float>({-13.0f})).to_vector<float>();
+  EXPECT_LT(tail[0], 0.0f) << "gelu(-13) is -7.95e-38, not -0";
 }
 
 // gelu_tanh's gradient in f32 (the GeluTanhBackward row, on the vector tanh) against its formula
@@ -136,8 +135,7 @@ TEST(CpuVecMath, ExactGeluGradientMatchesItsFormula) {
 }
 
 // A Linear's gelu_tanh epilogue in f32 runs the gelu_tanh op's row, not the scalar functor: near
-// x = -5, where the functor's 0.5 x (1 + tanh(u)) cancels to a few correct bits, the two agree to
-// the row's few ulp (not its bits: the row's vector body and its scalar tail may round apart).
+// x = -5, where the functor's 0.5 x (1 + tanh(u)) cancels to a few correct bits, the two agree.
 TEST(CpuVecMath, TheGeluTanhEpilogueRunsTheOpsRow) {
   Generator gen(testing::fresh_seed());
   for (const int64_t rows : {4, 300}) {  // the OpenBLAS and the oneDNN products

@@ -315,14 +315,16 @@ void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
             }
             continue;
           }
-          double sum_g = 0, sum_g_xhat = 0;
+          // f64: the row's formulas and lane_sum's order in plain loops.
+          auto xhat_at = [&](int64_t j) { return (widen(px[base + j]) - mu) * rs; };
+          auto g_at = [&](int64_t j) {
+            return widen(pdy[base + j]) * weight_at<Acc<T>>(weight, j, 1.0);
+          };
+          const double sum_g = lane_sum(cols, g_at);
+          const double sum_g_xhat = lane_sum(cols, [&](int64_t j) { return g_at(j) * xhat_at(j); });
           for (int64_t j = 0; j < cols; ++j) {
-            const double xhat = (widen(px[base + j]) - mu) * rs;
             const double d = widen(pdy[base + j]);
-            const double g = d * weight_at<Acc<T>>(weight, j, 1.0);
-            sum_g += g;
-            sum_g_xhat += g * xhat;
-            if (cdw) cdw[j] += d * xhat;
+            if (cdw) cdw[j] += d * xhat_at(j);
             if (cdb) cdb[j] += d;
           }
           if (!dx) continue;

@@ -9,8 +9,14 @@
 namespace sinter::detail {
 
 // Has OpenBLAS run the kernels the CPU's instruction sets allow where it did not know the CPU
-// (Note [openblas core] in src/core/cpu_info.cpp). Called once, as the pool starts.
+// (Note [openblas core] in src/core/cpu_info.cpp). Runs when the library loads, and as the pool
+// starts.
 void choose_blas_core();
+// Whether OpenBLAS's kernel table can be loaded again (a DYNAMIC_ARCH build), and the reload
+// with OPENBLAS_CORETYPE = core for that call (an Error where it cannot). No other thread may
+// call OpenBLAS or getenv meanwhile: for choose_blas_core and the tests.
+bool blas_core_reloadable();
+void reload_blas_core(const char* core);
 
 // Calls fn(begin, end) on pieces that tile [0, n), each of at least `grain` items (one piece when
 // n <= grain), on up to get_num_threads() threads, the caller's included, and returns when every
