@@ -5,29 +5,36 @@
 //  - The images' values stay channels-last (NHWC) from the first layer to the last, the layout
 //    oneDNN's brgemm convolutions read and write: op by op, every convolution reorders its input
 //    from NCHW and its output back (a fifth of resnet20's time at batch 256).
-//  - Each layer is one oneDNN primitive made once (convolution, max pooling, matmul), its weights
-//    reordered into the primitive's layout at compile time. A residual block's sum and ReLU are
-//    the second convolution's post-ops, written in place over the shortcut's buffer; max pooling
-//    reads the convolution's output while it is in the cache.
+//  - Each convolution or matmul is one oneDNN primitive made once, its weights reordered into the
+//    primitive's layout at compile time (the parts: src/cpu/infer_plan_parts.cpp). A residual
+//    block's sum and ReLU are the second convolution's post-ops, written in place over the
+//    shortcut's buffer. A convolution of few input taps (an image network's first layer) is the
+//    plan's own kernel (Note [small convolutions]), and max pooling its own loop
+//    (vec::max_pool_nhwc).
 //  - The batch is cut into chunks of images (about kChunkBytes of the largest value each, and at
 //    least 4 chunks where there are 4 images, from the shapes alone), and each thread runs whole
 //    chunks through every layer: the values of a chunk stay in its core's cache, and no layer
-//    waits for the other threads. At batch 1 the threads share each layer instead, cut into bands
-//    of output rows (a convolution or pooling, each band with its own padding) or of output
-//    features (a Linear). The buffers are planned once (a value's buffer is reused once its last
-//    reader has run) and kept by each thread between calls, with its primitives' memory objects.
+//    waits for the other threads. The Linears that end a model whose chunks are small run after
+//    all chunks, on four blocks of the batch's rows (plan_head: a weight read once a block rather
+//    than once a chunk). At batch 1 the threads share each layer instead, cut into bands of output
+//    rows (a convolution or pooling, each band with its own padding) or of output features (a
+//    Linear); a max pooling after a convolution runs in the same bands, each thread pooling the
+//    rows it computed (fuse_poolings). The buffers are planned once (a value's buffer is reused
+//    once its last reader has run) and kept by each thread between calls, with its primitives'
+//    memory objects.
 //  - An int8 layer (quant's QuantizedConv2d and QuantizedLinear) quantizes its band of the input
 //    as the layer does (kern::quantize_int8), sums in oneDNN's int8 kernels into int32, exact as
 //    the layer's own, and writes the layer's f32 epilogue (kern::int8_epilogue) itself, then the
 //    int8 block's residual sum and relu as the add and relu ops round them: an int8 model's plan
 //    gives the bits of its layers. oneDNN's int8 kernels are exact on CPUs with VNNI (AVX-512
 //    VNNI, AVX-VNNI, AMX); without it (pair sums that saturate at 16 bits) no int8 plan is made.
-// Every layer's result for an image depends only on that image and the chunk size or bands, which
-// depend only on the shapes: the same bits at every thread count. An f32 plan's are not the bits of
-// the op-by-op forward (other kernels sum in another order): the two agree to f32 rounding (1e-5
-// relative on the reference models, tests/test_infer_plan.cpp). An f32 plan's max pooling and
-// ReLU epilogues are oneDNN's, whose NaN handling is its own: a NaN may come out as 0 where
-// PyTorch's max_pool2d and relu keep it (the batch-1 Linear bands apply the relu op's rule).
+// Every layer's result for an image depends only on that image and the chunk size, head blocks or
+// bands, which depend only on the shapes: the same bits at every thread count. An f32 plan's are
+// not the bits of the op-by-op forward (other kernels sum in another order): the two agree to f32
+// rounding (1e-5 relative on the reference models, tests/test_infer_plan.cpp). Max pooling and
+// the small convolutions keep PyTorch's NaN (max_pool2d's: a NaN in a window is its result; the
+// relu op's); the other f32 ReLU epilogues are oneDNN's, whose NaN handling is its own: a NaN may
+// come out as 0 where PyTorch's relu keeps it (the batch-1 Linear bands apply the relu op's rule).
 #include <cblas.h>
 
 #include <algorithm>
@@ -38,7 +45,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cpu/conv_small.h"
 #include "cpu/infer_plan.h"
+#include "cpu/infer_plan_parts.h"
 #include "cpu/onednn_common.h"
 #include "cpu/vec_rows.h"
 #include "internal/parallel.h"
@@ -48,317 +57,11 @@
 
 namespace sinter::cpu::plan {
 
-using dnnl::memory;
-using Tag = memory::format_tag;
-using DT = memory::data_type;
-
 namespace {
 
 // The bytes of the largest value a chunk holds (Note [cpu inference plan]): a few chunks' values
 // fit a core's L2 cache.
 constexpr int64_t kChunkBytes = int64_t{1} << 19;
-constexpr size_t kAlign = 64;
-
-size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
-memory::desc nhwc(int64_t n, const Shape3& s) {
-  return memory::desc({n, s.c, s.h, s.w}, DT::f32, Tag::nhwc);
-}
-
-// The right padding that makes oneDNN's output size the geometry's (PyTorch's floor).
-memory::dims right_pad(const kern::Conv2dGeom& g) {
-  return {(g.h_out - 1) * g.stride_h + (g.kh - 1) * g.dil_h + 1 - g.h - g.pad_h,
-          (g.w_out - 1) * g.stride_w + (g.kw - 1) * g.dil_w + 1 - g.w - g.pad_w};
-}
-
-// A weight reordered once into the layout its primitive asks for.
-struct Packed {
-  Storage data;
-  memory::desc md;
-};
-
-Packed pack(const memory::desc& plain, const memory::desc& want, const void* src) {
-  Packed p{Storage::allocate(std::max<size_t>(want.get_size(), 1), Device::cpu()), want};
-  memory from(plain, onednn::engine(), const_cast<void*>(src));
-  memory to(want, onednn::engine(), p.data.data());
-  dnnl::stream s(onednn::engine());
-  dnnl::reorder(from, to).execute(s, from, to);
-  s.wait();
-  return p;
-}
-
-// A Linear's weight with its input features put in the order of an NHWC value: column
-// (y x + x) c + ch of the result is column ch h w + y w + x of `w`, the flattened NCHW order.
-template <class T>
-std::vector<T> hwc_columns(const Layer& l, const T* w, const Shape3& in) {
-  if (in.h * in.w == 1 || in.c == 1) return std::vector<T>(w, w + l.out * l.in);
-  std::vector<T> out(static_cast<size_t>(l.out * l.in));
-  const int64_t hw = in.h * in.w;
-  for (int64_t o = 0; o < l.out; ++o) {
-    for (int64_t ch = 0; ch < in.c; ++ch) {
-      for (int64_t p = 0; p < hw; ++p) out[o * l.in + p * in.c + ch] = w[o * l.in + ch * hw + p];
-    }
-  }
-  return out;
-}
-
-// One primitive of a layer: the whole of it for a chunk of images, or at batch 1 one band of its
-// output rows (a convolution, a pooling) or of its output features (a Linear), whose threads run
-// the bands of a layer at once (Note [cpu inference plan]).
-struct Part {
-  dnnl::primitive prim;
-  Packed weight;
-  Storage bias_data;  // the bias (of the band's features), copied
-  memory::desc src, dst, bias, scratchpad;
-  int64_t src_at = 0, dst_at = 0;  // the band's first element in the input and output values
-  // An int8 part (Layer::int8) runs on the thread's buffers: src (s8) the band's input quantized,
-  // dst (s32) its sums; the f32 epilogue then writes `rows` rows of `channels` outputs, `stride`
-  // apart in the output value, with scale[j] = input_scale weight_scale[j] and shift[j] the bias.
-  std::vector<float> scale, shift;
-  int64_t rows = 0, channels = 0, stride = 0;
-  // An f32 Linear's band at batch 1: a matrix-vector product on OpenBLAS (cblas_sgemv reads the
-  // band's weight rows, kept plain in `weight.data`, in place: faster than oneDNN's one-row
-  // matmul), then the bias and relu (as the relu op applies it) in the plan's own loop.
-  bool gemv = false;
-  bool hold_signals = false;  // Note [onednn signals] (src/cpu/onednn_common.h)
-};
-
-// A layer's parts for one chunk size (none for the global average pooling, its own loop).
-struct Step {
-  std::vector<Part> parts;
-};
-
-Storage copy_of(const float* v, int64_t n) {
-  Storage s = Storage::allocate(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float),
-                                Device::cpu());
-  std::memcpy(s.data(), v, static_cast<size_t>(n) * sizeof(float));
-  return s;
-}
-
-dnnl::primitive_attr attributes(bool sum, bool relu) {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::post_ops ops;
-  if (sum) ops.append_sum(1.0F);
-  if (relu) ops.append_eltwise(1.0F, dnnl::algorithm::eltwise_relu, 0.0F, 0.0F);
-  attr.set_post_ops(ops);
-  return attr;
-}
-
-// An int8 primitive whose kernel is not a VNNI or AMX one (vpmaddubsw's 16-bit pair sums
-// saturate): refused, so that the int8 layers run module by module with exact sums.
-void refuse_inexact_int8(const dnnl::primitive_desc_base& pd) {
-  onednn::refuse_reference(pd);
-  const std::string impl = pd.impl_info_str();
-  if (impl.find("vnni") == std::string::npos && impl.find("amx") == std::string::npos) {
-    throw dnnl::error(dnnl_unimplemented, "an int8 kernel without VNNI");
-  }
-}
-
-// The int8 epilogue's operands of output channels [j0, j0 + count): the scales as quantize
-// computes them (input_scale weight_scale[j], one f32 product) and the bias (0 where none, as the
-// int8 layers add it).
-void int8_epilogue_of(const Layer& l, int64_t j0, int64_t count, Part& part) {
-  part.channels = count;
-  part.scale.resize(static_cast<size_t>(count));
-  part.shift.assign(static_cast<size_t>(count), 0.0F);
-  for (int64_t j = 0; j < count; ++j) {
-    part.scale[j] = l.input_scale * l.weight_scale[j0 + j];
-    if (l.bias != nullptr) part.shift[j] = l.bias[j0 + j];
-  }
-}
-
-// The convolution or pooling of g (its input rows g.h from g.pad_h above, its output rows g.h_out)
-// on n images.
-Part conv_part(const Layer& l, const kern::Conv2dGeom& g, int64_t n) {
-  Part part;
-  part.src = nhwc(n, {g.c_in, g.h, g.w});
-  part.dst = nhwc(n, {g.c_out, g.h_out, g.w_out});
-  const memory::dims strides = {g.stride_h, g.stride_w}, pad_l = {g.pad_h, g.pad_w};
-  if (l.op == Op::MaxPool) {
-    const dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference,
-                                        dnnl::algorithm::pooling_max, part.src, part.dst, strides,
-                                        {g.kh, g.kw}, pad_l, right_pad(g));
-    const dnnl::pooling_forward::primitive_desc pd(d, attributes(false, false), onednn::engine());
-    onednn::refuse_reference(pd);
-    part.prim = dnnl::pooling_forward(pd);
-    part.hold_signals = onednn::holds_signals(pd);
-    part.scratchpad = pd.scratchpad_desc();
-    return part;
-  }
-  const memory::dims w_dims =
-      g.groups > 1 ? memory::dims{g.groups, g.c_out / g.groups, g.c_in / g.groups, g.kh, g.kw}
-                   : memory::dims{g.c_out, g.c_in, g.kh, g.kw};
-  const DT wt = l.int8 ? DT::s8 : DT::f32;
-  const memory::desc w_plain(w_dims, wt, g.groups > 1 ? Tag::goihw : Tag::oihw);
-  const memory::desc w_any(w_dims, wt, Tag::any);
-  const memory::dims dil = {g.dil_h - 1, g.dil_w - 1};
-  const auto fwd = dnnl::prop_kind::forward_inference;
-  const auto algo = dnnl::algorithm::convolution_direct;
-  if (l.int8) {
-    // The exact int32 sums of the quantized input and weight; the epilogue is the plan's own.
-    part.src = memory::desc({n, g.c_in, g.h, g.w}, DT::s8, Tag::nhwc);
-    part.dst = memory::desc({n, g.c_out, g.h_out, g.w_out}, DT::s32, Tag::nhwc);
-    const dnnl::convolution_forward::desc d(fwd, algo, part.src, w_any, part.dst, strides, dil,
-                                            pad_l, right_pad(g));
-    const dnnl::convolution_forward::primitive_desc pd(d, attributes(false, false),
-                                                       onednn::engine());
-    refuse_inexact_int8(pd);
-    part.prim = dnnl::convolution_forward(pd);
-    part.hold_signals = onednn::holds_signals(pd);
-    part.weight = pack(w_plain, pd.weights_desc(), l.weight_q);
-    part.scratchpad = pd.scratchpad_desc();
-    int8_epilogue_of(l, 0, g.c_out, part);
-    part.rows = n * g.h_out * g.w_out;
-    part.stride = g.c_out;
-    return part;
-  }
-  if (l.bias != nullptr) part.bias = memory::desc({g.c_out}, DT::f32, Tag::x);
-  const auto d = l.bias != nullptr
-                     ? dnnl::convolution_forward::desc(fwd, algo, part.src, w_any, part.bias,
-                                                       part.dst, strides, dil, pad_l, right_pad(g))
-                     : dnnl::convolution_forward::desc(fwd, algo, part.src, w_any, part.dst,
-                                                       strides, dil, pad_l, right_pad(g));
-  const dnnl::convolution_forward::primitive_desc pd(d, attributes(l.residual >= 0, l.relu),
-                                                     onednn::engine());
-  onednn::refuse_reference(pd);
-  part.prim = dnnl::convolution_forward(pd);
-  part.hold_signals = onednn::holds_signals(pd);
-  part.weight = pack(w_plain, pd.weights_desc(), l.weight);
-  if (l.bias != nullptr) part.bias_data = copy_of(l.bias, g.c_out);
-  part.scratchpad = pd.scratchpad_desc();
-  return part;
-}
-
-// Output features [j0, j1) of a Linear on n rows; `w` its (out, in) weight (f32, or int8 with
-// Layer::int8) with the columns in the value's order.
-Part linear_part(const Layer& l, const void* w, int64_t n, int64_t j0, int64_t j1) {
-  Part part;
-  const int64_t cols = j1 - j0;
-  const DT t = l.int8 ? DT::s8 : DT::f32;
-  part.src = memory::desc({n, l.in}, t, Tag::ab);
-  part.dst = l.int8 ? memory::desc({n, cols}, DT::s32, Tag::ab)
-                    : memory::desc({n, cols}, DT::f32, memory::dims{l.out, 1});
-  part.dst_at = j0;
-  const bool bias = l.bias != nullptr && !l.int8;
-  if (bias) part.bias = memory::desc({1, cols}, DT::f32, Tag::ab);
-  const memory::desc w_any({l.in, cols}, t, Tag::any);
-  const auto d = bias ? dnnl::matmul::desc(part.src, w_any, part.bias, part.dst)
-                      : dnnl::matmul::desc(part.src, w_any, part.dst);
-  const dnnl::matmul::primitive_desc pd(d, attributes(false, l.relu && !l.int8), onednn::engine());
-  if (l.int8) {
-    refuse_inexact_int8(pd);
-  } else {
-    onednn::refuse_reference(pd);
-  }
-  part.prim = dnnl::matmul(pd);
-  part.hold_signals = onednn::holds_signals(pd);
-  // Rows [j0, j1) of the stored (out, in) weight, as the (in, cols) matrix.
-  const size_t elem = l.int8 ? 1 : sizeof(float);
-  part.weight = pack(memory::desc({l.in, cols}, t, Tag::ba), pd.weights_desc(),
-                     static_cast<const char*>(w) + j0 * l.in * static_cast<int64_t>(elem));
-  if (bias) part.bias_data = copy_of(l.bias + j0, cols);
-  if (l.int8) {
-    int8_epilogue_of(l, j0, cols, part);
-    part.rows = n;
-    part.stride = l.out;
-  }
-  part.scratchpad = pd.scratchpad_desc();
-  return part;
-}
-
-// Output features [j0, j1) of an f32 Linear at batch 1 (Part::gemv); `w` its (out, in) weight
-// with the columns in the value's order.
-Part gemv_part(const Layer& l, const std::vector<float>& w, int64_t j0, int64_t j1) {
-  Part part;
-  part.gemv = true;
-  part.src = memory::desc({1, l.in}, DT::f32, Tag::ab);
-  part.dst = memory::desc({1, j1 - j0}, DT::f32, Tag::ab);
-  part.dst_at = j0;
-  part.channels = j1 - j0;
-  part.weight.data = copy_of(w.data() + j0 * l.in, (j1 - j0) * l.in);
-  if (l.bias != nullptr) part.bias_data = copy_of(l.bias + j0, j1 - j0);
-  return part;
-}
-
-// The multiply-adds of a band at batch 1 (Note [cpu inference plan]): a convolution or pooling of
-// kMinBandMacs or more is cut into at least two bands of output rows, and into bands of about
-// kBandMacs; a Linear, read from memory rather than computed, into bands of about kLinearBandMacs,
-// an even number of them where more than one (three bands on two threads left one thread a third
-// of the weight to read while the other read two: the cnn's 3136 x 128 layer at batch 1).
-constexpr int64_t kMinBandMacs = int64_t{1} << 16;
-constexpr int64_t kBandMacs = int64_t{1} << 21;
-constexpr int64_t kLinearBandMacs = int64_t{1} << 17;
-
-// The layer's parts for chunks of n images: one, or at batch 1 (`bands`) its bands.
-Step layer_step(const Layer& l, int64_t n, const Shape3& in, bool bands) {
-  Step step;
-  if (l.op == Op::GlobalAvgPool) return step;
-  if (l.op == Op::Linear) {
-    // The stored (out, in) weight, its columns in the value's NHWC order.
-    std::vector<float> w;
-    std::vector<int8_t> wq;
-    if (l.int8) {
-      wq = hwc_columns(l, l.weight_q, in);
-    } else {
-      w = hwc_columns(l, l.weight, in);
-    }
-    const void* weight = l.int8 ? static_cast<const void*>(wq.data()) : w.data();
-    int64_t cols = l.out;
-    if (bands) {
-      // An even count, so that two threads (or four) take equal shares.
-      int64_t want = std::max<int64_t>(1, l.in * l.out / kLinearBandMacs);
-      want += want > 1 ? want % 2 : 0;
-      cols = std::max<int64_t>(16, ((l.out + want - 1) / want + 15) / 16 * 16);
-    }
-    for (int64_t j0 = 0; j0 < l.out; j0 += cols) {
-      const int64_t j1 = std::min(l.out, j0 + cols);
-      // OpenBLAS's matrix-vector product where several threads may call it at once.
-      step.parts.push_back(bands && !l.int8 && openblas_get_parallel() != 0
-                               ? gemv_part(l, w, j0, j1)
-                               : linear_part(l, weight, n, j0, j1));
-    }
-    return step;
-  }
-  const kern::Conv2dGeom& g = l.g;
-  int64_t rows = g.h_out;
-  if (bands) {
-    const int64_t macs = l.op == Op::MaxPool
-                             ? g.c_out * g.h_out * g.w_out * g.kh * g.kw
-                             : g.c_out * (g.c_in / g.groups) * g.kh * g.kw * g.h_out * g.w_out;
-    const int64_t least = macs >= kMinBandMacs ? std::min<int64_t>(2, g.h_out) : 1;
-    const int64_t want = std::clamp<int64_t>(macs / kBandMacs, least, g.h_out);
-    rows = (g.h_out + want - 1) / want;
-  }
-  // A band must read at least one input row (a band wholly in the padding has none): else the
-  // layer stays whole.
-  for (int64_t o0 = 0; o0 < g.h_out && rows < g.h_out; o0 += rows) {
-    const int64_t o1 = std::min(g.h_out, o0 + rows);
-    const int64_t i0 = o0 * g.stride_h - g.pad_h;
-    const int64_t i1 = (o1 - 1) * g.stride_h - g.pad_h + (g.kh - 1) * g.dil_h + 1;
-    if (std::min(i1, g.h) - std::max<int64_t>(i0, 0) < 1) rows = g.h_out;
-  }
-  for (int64_t o0 = 0; o0 < g.h_out; o0 += rows) {
-    // Output rows [o0, o1) read input rows [i0, i1), clipped to the image: the rows cut off are
-    // the band's padding.
-    const int64_t o1 = std::min(g.h_out, o0 + rows);
-    kern::Conv2dGeom band = g;
-    int64_t first_row = 0;
-    if (o0 > 0 || o1 < g.h_out) {
-      const int64_t i0 = o0 * g.stride_h - g.pad_h;
-      const int64_t i1 = (o1 - 1) * g.stride_h - g.pad_h + (g.kh - 1) * g.dil_h + 1;
-      first_row = std::max<int64_t>(i0, 0);
-      band.pad_h = first_row - i0;
-      band.h = std::min(i1, g.h) - first_row;
-      band.h_out = o1 - o0;
-    }
-    Part part = conv_part(l, band, n);
-    part.src_at = first_row * g.w * g.c_in;
-    part.dst_at = o0 * g.w_out * g.c_out;
-    step.parts.push_back(std::move(part));
-  }
-  return step;
-}
 
 }  // namespace
 
@@ -379,12 +82,21 @@ class Compiled {
   bool input_in_place = false, output_in_place = false;
   // NCHW input to NHWC and NHWC output to NCHW, by chunk size, where the layouts differ.
   dnnl::reorder to_nhwc[2], to_nchw[2];
+  // The batched head (Note [cpu inference plan]), or head -1: layers [head, end) run on blocks of
+  // head_per rows of the whole batch (steps[0], and steps[1] for the last block of head_last),
+  // after every chunk has run the layers before it into the head's input. Value v of the head
+  // (head <= v, not the output) lies in the calling thread's head buffer at head_at[v] floats.
+  int head = -1;
+  int64_t head_per = 0, head_blocks = 0, head_last = 0;
+  std::vector<size_t> head_at;
+  size_t head_floats = 0;
 };
 
 namespace {
 
 // Assigns each value a buffer, reusing one whose value's last reader has run; a convolution with a
-// residual writes over the residual's buffer where it is that value's last reader.
+// residual writes over the residual's buffer where it is that value's last reader. (Made after the
+// steps: a fused pooling's output is written while its convolution runs.)
 void plan_buffers(Compiled& c) {
   const Program& p = c.program;
   const int values = static_cast<int>(c.shapes.size());
@@ -405,9 +117,14 @@ void plan_buffers(Compiled& c) {
     return static_cast<int>(s);
   };
   if (!c.input_in_place) c.slot[0] = take(0, 0);
-  for (size_t i = 0; i < p.layers.size(); ++i) {
+  const size_t end = c.head >= 0 ? static_cast<size_t>(c.head) : p.layers.size();
+  for (size_t i = 0; i < end; ++i) {
     const Layer& l = p.layers[i];
-    const int v = static_cast<int>(i) + 1, layer = static_cast<int>(i);
+    const int v = static_cast<int>(i) + 1;
+    if (v == c.head) continue;  // in the head buffer
+    // A pooling fused into the convolution before it (Step::skip) writes while the other bands
+    // of that convolution still read its input: its buffer is taken as of the convolution.
+    const int layer = static_cast<int>(i) - (c.steps[0][i].skip ? 1 : 0);
     if (v == values - 1 && c.output_in_place) continue;
     if (l.residual >= 0 && l.residual != l.input && c.slot[l.residual] >= 0 &&
         last_use[l.residual] == layer) {
@@ -424,6 +141,53 @@ void plan_buffers(Compiled& c) {
 }
 
 }  // namespace
+
+// The batched head (Compiled::head): the Linears that end a model of chunks of fewer than 64
+// images, each reading the layer before, on four blocks of the batch (even_chunk: from the shapes
+// alone). Run per chunk, the cnn's 3136 x 128 layer read its 1.6 MB weight for every 4 images,
+// a seventh of its batch-256 forward.
+void plan_head(Compiled& c) {
+  const Program& p = c.program;
+  int head = static_cast<int>(p.layers.size());
+  while (head > 0 && p.layers[head - 1].op == Op::Linear && p.layers[head - 1].input == head - 1 &&
+         p.layers[head - 1].residual < 0) {
+    --head;
+  }
+  c.head_per = onednn::even_chunk(c.batch, std::max<int64_t>(1, c.batch / 4));
+  if (c.bands || head == 0 || head == static_cast<int>(p.layers.size()) || c.chunks < 2 ||
+      c.per >= 64 || c.head_per <= c.per) {
+    c.head_per = 0;
+    return;
+  }
+  c.head = head;
+  c.head_blocks = (c.batch + c.head_per - 1) / c.head_per;
+  c.head_last = c.batch - (c.head_blocks - 1) * c.head_per;
+  c.head_at.assign(c.shapes.size(), 0);
+  for (size_t v = static_cast<size_t>(head); v + 1 < c.shapes.size(); ++v) {
+    c.head_at[v] = c.head_floats;
+    c.head_floats +=
+        aligned(static_cast<size_t>(c.batch * numel(c.shapes[v])) * sizeof(float)) / sizeof(float);
+  }
+}
+
+// At batch 1, each convolution with the max pooling that follows it and alone reads its output,
+// as one step (fuse_pooling): a thread pools the rows its band of the convolution wrote, while
+// they are in its cache, without waiting for the other bands (the cnn's two poolings took a
+// fifth of its batch-1 forward as layers of their own).
+void fuse_poolings(const Program& p, std::vector<Step>& steps) {
+  const int layers = static_cast<int>(p.layers.size());
+  for (int i = 0; i + 1 < layers; ++i) {
+    const Layer &conv = p.layers[i], &pool = p.layers[i + 1];
+    if (conv.op != Op::Conv || pool.op != Op::MaxPool || pool.input != i + 1) continue;
+    bool alone = true;  // no other layer reads the convolution's output
+    for (int j = 0; j < layers; ++j) {
+      if (j != i + 1 && (p.layers[j].input == i + 1 || p.layers[j].residual == i + 1)) {
+        alone = false;
+      }
+    }
+    if (alone) (void)fuse_pooling(conv, pool, steps[i], steps[i + 1]);
+  }
+}
 
 std::shared_ptr<const Compiled> compile(const Program& p, int64_t batch) {
   SINTER_CHECK(batch > 0 && !p.layers.empty(), "inference plan: batch ", batch, " of ",
@@ -456,24 +220,40 @@ std::shared_ptr<const Compiled> compile(const Program& p, int64_t batch) {
   for (const Layer& l : p.layers) {
     if (l.int8 && !vnni) return nullptr;
   }
+  plan_head(*c);
   const onednn::OneOpenMPThread one;
   try {
-    for (int k = 0; k < (c->last != c->per ? 2 : 1); ++k) {  // the last chunk's, where shorter
+    // By k: the chunks of `per` images and the head's blocks of head_per rows, then the last chunk
+    // and block where shorter.
+    const bool short_chunk = c->last != c->per, short_block = c->head_last != c->head_per;
+    for (int k = 0; k < (short_chunk || short_block ? 2 : 1); ++k) {
       const int64_t n = k == 0 ? c->per : c->last;
       const auto nchw = [&](const Shape3& s) {
         return memory::desc({n, s.c, s.h, s.w}, DT::f32, Tag::nchw);
       };
       const dnnl::engine& e = onednn::engine();
-      if (!c->input_in_place) {
+      if (!c->input_in_place && (k == 0 || short_chunk)) {
         c->to_nhwc[k] = dnnl::reorder(dnnl::reorder::primitive_desc(e, nchw(in), e, nhwc(n, in)));
       }
-      if (!c->output_in_place) {
+      if (!c->output_in_place && (k == 0 || short_chunk)) {
         c->to_nchw[k] = dnnl::reorder(dnnl::reorder::primitive_desc(e, nhwc(n, out), e, nchw(out)));
       }
-      for (const Layer& l : p.layers) {
-        c->steps[k].push_back(layer_step(l, n, c->shapes[l.input], c->bands));
-        for (const Part& part : c->steps[k].back().parts) {
-          c->scratch_bytes = std::max(c->scratch_bytes, part.scratchpad.get_size());
+      for (size_t i = 0; i < p.layers.size(); ++i) {
+        const Layer& l = p.layers[i];
+        const bool in_head = c->head >= 0 && static_cast<int>(i) >= c->head;
+        if (k == 1 && !(in_head ? short_block : short_chunk)) {
+          c->steps[k].emplace_back();  // never run
+        } else {
+          const int64_t rows = !in_head ? n : k == 0 ? c->head_per : c->head_last;
+          c->steps[k].push_back(layer_step(l, rows, c->shapes[l.input], c->bands));
+        }
+      }
+      if (c->bands) fuse_poolings(p, c->steps[k]);
+      for (size_t i = 0; i < p.layers.size(); ++i) {
+        const Layer& l = p.layers[i];
+        for (const Part& part : c->steps[k][i].parts) {
+          c->scratch_bytes =
+              std::max({c->scratch_bytes, part.scratchpad.get_size(), part.own_scratch});
           if (l.int8) {
             c->q_bytes = std::max(c->q_bytes, aligned(part.src.get_size()));
             c->acc_bytes = std::max(c->acc_bytes, aligned(part.dst.get_size()));
@@ -520,7 +300,7 @@ struct PartMemories {
 // the memory objects of the plan it ran last, by chunk size, layer and part.
 struct ThreadBuffers {
   std::unique_ptr<dnnl::stream> stream;
-  Storage values, scratch, q, acc;
+  Storage values, scratch, q, acc, head;
   uint64_t plan = 0;
   std::vector<std::vector<PartMemories>> memories[2];
   std::vector<dnnl::memory> fixed;  // the weights and biases the args point at
@@ -553,6 +333,10 @@ PartMemories& memories(const Compiled& c, int k, size_t layer, size_t i, ThreadB
     const dnnl::engine& e = onednn::engine();
     const Layer& l = c.program.layers[layer];
     for (const Part& part : step.parts) {
+      if (part.gemv || part.pool || part.small) {  // the plan's own loops
+        parts.emplace_back();
+        continue;
+      }
       PartMemories m{memory(part.src, e, nullptr),
                      memory(part.dst, e, nullptr),
                      memory(part.scratchpad, e, nullptr),
@@ -560,13 +344,11 @@ PartMemories& memories(const Compiled& c, int k, size_t layer, size_t i, ThreadB
       m.args = {{DNNL_ARG_SRC, m.src.get()},
                 {DNNL_ARG_DST, m.dst.get()},
                 {DNNL_ARG_SCRATCHPAD, m.scratch.get()}};
-      if (l.op != Op::MaxPool) {
-        t.fixed.emplace_back(part.weight.md, e, part.weight.data.data());
-        m.args.push_back({DNNL_ARG_WEIGHTS, t.fixed.back().get()});
-        if (l.bias != nullptr && !l.int8) {  // an int8 layer's bias is in its epilogue
-          t.fixed.emplace_back(part.bias, e, part.bias_data.data());
-          m.args.push_back({DNNL_ARG_BIAS, t.fixed.back().get()});
-        }
+      t.fixed.emplace_back(part.weight.md, e, part.weight.data.data());
+      m.args.push_back({DNNL_ARG_WEIGHTS, t.fixed.back().get()});
+      if (l.bias != nullptr && !l.int8) {  // an int8 layer's bias is in its epilogue
+        t.fixed.emplace_back(part.bias, e, part.bias_data.data());
+        m.args.push_back({DNNL_ARG_BIAS, t.fixed.back().get()});
       }
       parts.push_back(std::move(m));
     }
@@ -601,10 +383,11 @@ void run_gemv(const Layer& l, const Part& part, const float* x, float* y) {
   }
 }
 
-// Parts [p0, p1) of layer `layer`, from the value at `in` into the value at `out` (and an int8
-// convolution's residual at `res`), on this thread.
-void run_parts(const Compiled& c, int k, size_t layer, size_t p0, size_t p1, float* in, float* out,
-               const float* res) {
+// Parts [p0, p1) of layer `layer`, from the value at `layer_in` into the value at `layer_out` (and
+// an int8 convolution's residual at `res`; a fused pooling's band from `layer_out` into
+// `next_out`), on this thread.
+void run_parts(const Compiled& c, int k, size_t layer, size_t p0, size_t p1, float* layer_in,
+               float* layer_out, const float* res, float* next_out) {
   const onednn::OneOpenMPThread one;
   ThreadBuffers& t = mine();
   char* scratch = at_least(t.scratch, c.scratch_bytes);
@@ -612,8 +395,31 @@ void run_parts(const Compiled& c, int k, size_t layer, size_t p0, size_t p1, flo
   const Step& step = c.steps[k][layer];
   for (size_t i = p0; i < p1; ++i) {
     const Part& part = step.parts[i];
+    // A fused pooling's band reads the layer's output and writes the next layer's (Step).
+    float* in = part.next ? layer_out : layer_in;
+    float* out = part.next ? next_out : layer_out;
     if (part.gemv) {
       run_gemv(l, part, in, out + part.dst_at);
+      continue;
+    }
+    if (part.small) {
+      const kern::Conv2dGeom& g = part.geom;
+      const auto* bias =
+          l.bias != nullptr ? static_cast<const float*>(part.bias_data.data()) : nullptr;
+      for (int64_t b = 0; b < g.n; ++b) {
+        small_conv::run(in + part.src_at + b * g.h * g.w * g.c_in, g,
+                        static_cast<const float*>(part.weight.data.data()), bias, l.relu,
+                        reinterpret_cast<float*>(scratch),
+                        out + part.dst_at + b * g.h_out * g.w_out * g.c_out);
+      }
+      continue;
+    }
+    if (part.pool) {
+      const kern::Conv2dGeom& g = part.geom;
+      for (int64_t b = 0; b < g.n; ++b) {
+        vec::max_pool_nhwc(in + part.src_at + b * g.h * g.w * g.c_in, g,
+                           out + part.dst_at + b * g.h_out * g.w_out * g.c_in);
+      }
       continue;
     }
     PartMemories& m = memories(c, k, layer, i, t);
@@ -649,7 +455,8 @@ void run_parts(const Compiled& c, int k, size_t layer, size_t p0, size_t p1, flo
 
 // One chunk through every layer, its values in `arena`: on this thread, or with c.bands each
 // layer's bands shared among the threads.
-void run_chunk(const Compiled& c, int64_t chunk, const float* x, float* y, char* arena) {
+void run_chunk(const Compiled& c, int64_t chunk, const float* x, float* y, char* arena,
+               float* head) {
   const onednn::OneOpenMPThread one;
   const Program& p = c.program;
   const int64_t n = chunk == c.chunks - 1 ? c.last : c.per;
@@ -662,6 +469,8 @@ void run_chunk(const Compiled& c, int64_t chunk, const float* x, float* y, char*
   float* y_chunk = y + chunk * c.per * numel(c.shapes.back());
   at[0] = x_chunk;
   at[values - 1] = y_chunk;
+  const size_t end = c.head >= 0 ? static_cast<size_t>(c.head) : p.layers.size();
+  if (c.head >= 0) at[c.head] = head + c.head_at[c.head] + chunk * c.per * numel(c.shapes[c.head]);
   const dnnl::engine& e = onednn::engine();
   const auto nchw = [&](const Shape3& s, float* data) {
     return memory(memory::desc({n, s.c, s.h, s.w}, DT::f32, Tag::nchw), e, data);
@@ -672,11 +481,12 @@ void run_chunk(const Compiled& c, int64_t chunk, const float* x, float* y, char*
     c.to_nhwc[k].execute(*mine().stream, from, to);
     mine().stream->wait();
   }
-  for (size_t i = 0; i < p.layers.size(); ++i) {
+  for (size_t i = 0; i < end; ++i) {
     const Layer& l = p.layers[i];
     const Step& step = steps[i];
     const int v = static_cast<int>(i) + 1;
     if (c.slot[v] >= 0) at[v] = buffer(v);
+    if (step.skip) continue;  // run with the layer before (Step)
     if (l.op == Op::GlobalAvgPool) {
       global_avg_pool(at[l.input], n, c.shapes[l.input], at[v]);
       continue;
@@ -688,31 +498,64 @@ void run_chunk(const Compiled& c, int64_t chunk, const float* x, float* y, char*
       std::memcpy(at[v], at[l.residual],
                   static_cast<size_t>(n * numel(c.shapes[v])) * sizeof(float));
     }
-    if (c.bands && step.parts.size() > 1) {
-      detail::parallel_for(static_cast<int64_t>(step.parts.size()), 1, [&](int64_t a, int64_t b) {
-        run_parts(c, k, i, static_cast<size_t>(a), static_cast<size_t>(b), at[l.input], at[v], res);
+    float* next = nullptr;  // a fused pooling's output, the next layer's value
+    if (step.group > 1) {
+      if (c.slot[v + 1] >= 0) at[v + 1] = buffer(v + 1);
+      next = at[v + 1];
+    }
+    const auto g = static_cast<size_t>(step.group);
+    if (c.bands && step.parts.size() > g) {
+      const auto groups = static_cast<int64_t>(step.parts.size() / g);
+      detail::parallel_for(groups, 1, [&](int64_t a, int64_t b) {
+        run_parts(c, k, i, static_cast<size_t>(a) * g, static_cast<size_t>(b) * g, at[l.input],
+                  at[v], res, next);
       });
     } else {
-      run_parts(c, k, i, 0, step.parts.size(), at[l.input], at[v], res);
+      run_parts(c, k, i, 0, step.parts.size(), at[l.input], at[v], res, next);
     }
   }
-  if (!c.output_in_place) {
+  if (!c.output_in_place && c.head < 0) {
     memory from(nhwc(n, c.shapes.back()), e, at[values - 1]), to = nchw(c.shapes.back(), y_chunk);
     c.to_nchw[k].execute(*mine().stream, from, to);
     mine().stream->wait();
   }
 }
 
+// The head's block `b` (Compiled::head): its rows through the head's layers, the last into y.
+void run_head_block(const Compiled& c, int64_t b, float* head, float* y) {
+  const Program& p = c.program;
+  const int64_t rows = b == c.head_blocks - 1 ? c.head_last : c.head_per;
+  const int k = rows == c.head_per ? 0 : 1;
+  const int last = static_cast<int>(p.layers.size());
+  auto value = [&](int v) {
+    float* base = v == last ? y : head + c.head_at[v];
+    return base + b * c.head_per * numel(c.shapes[v]);
+  };
+  for (int i = c.head; i < last; ++i) {
+    const size_t parts = c.steps[k][i].parts.size();
+    run_parts(c, k, static_cast<size_t>(i), 0, parts, value(i), value(i + 1), nullptr, nullptr);
+  }
+}
+
 void run_unchecked(const Compiled& c, const float* x, float* y) {
   const size_t bytes = c.slots * c.slot_bytes;
   if (c.bands) {  // one image, its layers' bands on every thread
-    run_chunk(c, 0, x, y, at_least(mine().values, bytes));
+    run_chunk(c, 0, x, y, at_least(mine().values, bytes), nullptr);
     return;
   }
+  float* head = c.head >= 0
+                    ? reinterpret_cast<float*>(at_least(mine().head, c.head_floats * sizeof(float)))
+                    : nullptr;
   detail::parallel_for(c.chunks, 1, [&](int64_t c0, int64_t c1) {
     char* arena = at_least(mine().values, bytes);
-    for (int64_t k = c0; k < c1; ++k) run_chunk(c, k, x, y, arena);
+    for (int64_t k = c0; k < c1; ++k) run_chunk(c, k, x, y, arena, head);
   });
+  if (c.head >= 0) {
+    detail::parallel_for(c.head_blocks, 1, [&](int64_t b0, int64_t b1) {
+      const onednn::OneOpenMPThread one;
+      for (int64_t b = b0; b < b1; ++b) run_head_block(c, b, head, y);
+    });
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kern/conv.h"
 #include "kern/elementwise.h"
 #include "sinter/core/dtype.h"
 
@@ -89,5 +90,11 @@ void add_widened_row(const float* x, int64_t n, double* acc);
 void quantize_int8_row(const float* x, int64_t n, float scale, int8_t* q);
 void int8_epilogue_row(const int32_t* acc, int64_t n, const float* scale, const float* shift,
                        bool relu, const float* res, float* out);
+
+// The inference plans' max pooling (src/cpu/vec_pool.cpp): one channels-last image x of (g.h, g.w,
+// g.c_in) into y of (g.h_out, g.w_out, g.c_in), windows of g.kh x g.kw at g.stride_*, g.dil_*,
+// g.pad_* (top and left; the windows' taps outside the image skipped): max_pool2d's values, a NaN
+// in a window its result.
+void max_pool_nhwc(const float* x, const kern::Conv2dGeom& g, float* y);
 
 }  // namespace sinter::cpu::vec
