@@ -80,6 +80,15 @@ TEST(InferencePlan, LayerMixesMatchModuleByModule) {
   nn::Sequential head(nn::Conv2d(2, 5, 3), nn::ReLU(), nn::MaxPool2d({2, 3}), nn::Flatten(),
                       nn::Linear(5 * 4 * 3, 16), nn::ReLU(), nn::Linear(16, 4, false));
   for (const int64_t batch : {9, 1}) expect_planned_matches(head, {batch, 2, 10, 11}, "head");
+  // Poolings after convolutions at batch 1, run in the convolutions' bands (fuse_poolings): a
+  // padded one whose rows do not divide the image, one of 3 x 3 windows at stride 3; and a
+  // pooling first, over an image one pixel wide.
+  nn::Sequential pooled(nn::Conv2d(1, 32, 3, {.padding = 1}), nn::ReLU(),
+                        nn::MaxPool2d(2, {.padding = 1}), nn::Conv2d(32, 24, 3), nn::ReLU(),
+                        nn::MaxPool2d(3, {.stride = 3}), nn::Flatten(), nn::Linear(24 * 4 * 3, 7));
+  for (const int64_t batch : {1, 5}) expect_planned_matches(pooled, {batch, 1, 29, 23}, "pooled");
+  nn::Sequential narrow(nn::MaxPool2d(3, {.stride = 2, .padding = 1}), nn::Conv2d(1, 16, 1));
+  expect_planned_matches(narrow, {1, 1, 4, 1}, "narrow");
   // A model over features alone.
   nn::Sequential features(nn::Linear(20, 30), nn::ReLU(), nn::Identity(), nn::Linear(30, 5));
   expect_planned_matches(features, {6, 20}, "features");

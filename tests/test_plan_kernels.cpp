@@ -128,17 +128,20 @@ TEST(PlanKernels, SmallConvolutionMatchesItsSums) {
   EXPECT_FALSE(cpu::small_conv::takes(g));
   g = geometry(1, 8, 8, 80, 3, 1, 1, 1);
   EXPECT_FALSE(cpu::small_conv::takes(g));
+  g = geometry(5, 8, 8, 32, 1, 1, 0, 1);
+  EXPECT_FALSE(cpu::small_conv::takes(g));  // 5 channels in
+  EXPECT_TRUE(cpu::small_conv::takes(geometry(4, 8, 8, 32, 2, 1, 0, 1)));
   g = geometry(2, 8, 8, 32, 3, 1, 1, 1);
   g.groups = 2;
   EXPECT_FALSE(cpu::small_conv::takes(g));
 }
 
-TEST(PlanKernels, SmallConvolutionReluKeepsNaNAndZeroesNegativeZero) {
+TEST(PlanKernels, SmallConvolutionReluKeepsNaNAndGivesPositiveZeros) {
   const kern::Conv2dGeom g = geometry(1, 1, 3, 32, 1, 1, 0, 1);
   if (!cpu::small_conv::takes(g)) {
     GTEST_SKIP() << "the small convolution needs AVX-512F, which this CPU lacks";
   }
-  // Pixels: NaN, -0 (0 times a positive weight, -0 + -0), a negative value.
+  // Pixels: NaN, -0 (its sum is +0: the sums start at +0), a negative value.
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> x = {nan, -0.0F, -2.0F};
   const std::vector<float> w(32, 1.0F);
@@ -156,8 +159,8 @@ TEST(PlanKernels, SmallConvolutionReluKeepsNaNAndZeroesNegativeZero) {
   }
 }
 
-// max_pool2d's values of a channels-last image: the first largest tap inside the image, or NaN
-// where one is NaN.
+// max_pool2d's values of a channels-last image: the first largest tap inside the image, or the
+// last NaN where one is NaN.
 std::vector<float> reference_pool(const std::vector<float>& x, const kern::Conv2dGeom& g) {
   std::vector<float> y(static_cast<size_t>(g.h_out * g.w_out * g.c_in));
   for (int64_t oy = 0; oy < g.h_out; ++oy) {
@@ -171,9 +174,7 @@ std::vector<float> reference_pool(const std::vector<float>& x, const kern::Conv2
             if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
             const float v = x[(iy * g.w + ix) * g.c_in + ch];
             if (std::isnan(v) || v > m) m = v;
-            if (std::isnan(m)) break;
           }
-          if (std::isnan(m)) break;
         }
         y[(oy * g.w_out + ox) * g.c_in + ch] = m;
       }
@@ -188,22 +189,28 @@ TEST(PlanKernels, MaxPoolingMatchesItsWindows) {
     int64_t c, h, w, k, stride, pad, dil;
   };
   // Channels below, at and past a vector of 16 (the vector loop and the tail), padded and
-  // overlapping windows, dilation, a window of one.
+  // overlapping windows, dilation, a window of one; images one and two pixels wide, where a
+  // window's last taps lie right of the image for every output column (the loop once read the
+  // next row's pixel there, and past the image on its last row).
   for (const Case& t :
        {Case{32, 28, 28, 2, 2, 0, 1}, Case{3, 9, 11, 3, 2, 1, 1}, Case{21, 10, 7, 3, 1, 1, 1},
-        Case{16, 12, 13, 2, 3, 1, 2}, Case{40, 6, 6, 1, 1, 0, 1}, Case{17, 7, 9, 3, 2, 1, 2}}) {
+        Case{16, 12, 13, 2, 3, 1, 2}, Case{40, 6, 6, 1, 1, 0, 1}, Case{17, 7, 9, 3, 2, 1, 2},
+        Case{1, 4, 1, 3, 2, 1, 1}, Case{5, 5, 1, 3, 2, 1, 1}, Case{16, 4, 1, 3, 3, 1, 1},
+        Case{3, 6, 2, 5, 2, 2, 1}, Case{32, 6, 2, 5, 2, 2, 1}}) {
     SCOPED_TRACE("c " + std::to_string(t.c) + " " + std::to_string(t.h) + "x" +
                  std::to_string(t.w) + " k " + std::to_string(t.k) + " stride " +
                  std::to_string(t.stride) + " pad " + std::to_string(t.pad) + " dil " +
                  std::to_string(t.dil));
     kern::Conv2dGeom g = geometry(t.c, t.h, t.w, t.c, t.k, t.stride, t.pad, t.dil);
     std::vector<float> x = uniform(static_cast<size_t>(t.h * t.w * t.c), gen);
-    // NaN in a few places, -inf (a window of them gives -inf), and zeros of both signs (the
-    // first of equal values is kept: +0 or -0, whichever comes first in the window).
+    // NaN of both signs in a few places (the window's last NaN is its result, bits and all), a
+    // -inf, and zeros of both signs (the first of equal values is kept: +0 or -0, whichever
+    // comes first in the window).
     for (size_t i = 0; i < x.size(); i += 3) x[i] = (i / 3) % 2 == 0 ? 0.0F : -0.0F;
-    x[5] = std::numeric_limits<float>::quiet_NaN();
-    x[x.size() / 2] = std::numeric_limits<float>::quiet_NaN();
+    x[std::min<size_t>(5, x.size() - 1)] = std::numeric_limits<float>::quiet_NaN();
+    x[x.size() / 2] = -std::numeric_limits<float>::quiet_NaN();
     x[x.size() - 1] = -std::numeric_limits<float>::infinity();
+    x.shrink_to_fit();  // alone in its buffer: a read past it is the sanitizer's to catch
     const size_t n = static_cast<size_t>(g.h_out * g.w_out * g.c_in);
     std::vector<float> y(n + 16, 42.0F);
     cpu::vec::max_pool_nhwc(x.data(), g, y.data());
@@ -211,6 +218,7 @@ TEST(PlanKernels, MaxPoolingMatchesItsWindows) {
     for (size_t i = 0; i < n; ++i) {
       if (std::isnan(want[i])) {
         ASSERT_TRUE(std::isnan(y[i])) << "at " << i;
+        ASSERT_EQ(std::signbit(y[i]), std::signbit(want[i])) << "at " << i;
       } else {
         ASSERT_EQ(y[i], want[i]) << "at " << i;
         ASSERT_EQ(std::signbit(y[i]), std::signbit(want[i])) << "at " << i;

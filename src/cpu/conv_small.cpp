@@ -15,13 +15,27 @@
 // convolution.
 #include "cpu/conv_small.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
 
+#include "sinter/core/error.h"
+
 namespace sinter::cpu::small_conv {
 namespace {
+
+// The padded input's rows and columns: those the windows read.
+int64_t padded_h(const kern::Conv2dGeom& g) {
+  return (g.h_out - 1) * g.stride_h + (g.kh - 1) * g.dil_h + 1;
+}
+int64_t padded_w(const kern::Conv2dGeom& g) {
+  return (g.w_out - 1) * g.stride_w + (g.kw - 1) * g.dil_w + 1;
+}
+
+#if defined(__x86_64__)
 
 // The taps of a tile: offsets (in floats) of each tap's input value from the pixel's window
 // corner in the padded scratch, in (ky, kx, ci) order.
@@ -106,20 +120,19 @@ template <int CV>
   }
 }
 
-// The padded input's rows and columns: those the windows read.
-int64_t padded_h(const kern::Conv2dGeom& g) {
-  return (g.h_out - 1) * g.stride_h + (g.kh - 1) * g.dil_h + 1;
-}
-int64_t padded_w(const kern::Conv2dGeom& g) {
-  return (g.w_out - 1) * g.stride_w + (g.kw - 1) * g.dil_w + 1;
-}
+#endif
 
 }  // namespace
 
 bool takes(const kern::Conv2dGeom& g) {
+#if defined(__x86_64__)
   static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512 && g.groups == 1 && g.c_out % 16 == 0 && g.c_out >= kMinChannels &&
-         g.c_out <= kMaxChannels && g.c_in * g.kh * g.kw <= kMaxTaps && g.h_out > 0 && g.w_out > 0;
+#else
+  constexpr bool avx512 = false;
+#endif
+  return avx512 && g.groups == 1 && g.c_in <= kMaxChannelsIn && g.c_out % 16 == 0 &&
+         g.c_out >= kMinChannels && g.c_out <= kMaxChannels && g.c_in * g.kh * g.kw <= kMaxTaps &&
+         g.h_out > 0 && g.w_out > 0;
 }
 
 std::vector<float> pack(const kern::Conv2dGeom& g, const float* w) {
@@ -161,6 +174,7 @@ void run(const float* x, const kern::Conv2dGeom& g, const float* packed, const f
       }
     }
   }
+#if defined(__x86_64__)
   switch (g.c_out / 16) {
     case 2:
       rows<2>(scratch, wp, g, taps, packed, bias, relu, y);
@@ -172,6 +186,10 @@ void run(const float* x, const kern::Conv2dGeom& g, const float* packed, const f
       rows<4>(scratch, wp, g, taps, packed, bias, relu, y);
       break;
   }
+#else
+  (void)taps, (void)packed, (void)bias, (void)relu, (void)y;
+  SINTER_THROW("small convolution: an x86-64 AVX-512 kernel (small_conv::takes says where)");
+#endif
 }
 
 }  // namespace sinter::cpu::small_conv

@@ -10,13 +10,16 @@
 
 namespace sinter::cpu::small_conv {
 
-// The most c_in kh kw, and the fewest and most c_out, the kernel takes.
+// The most c_in and c_in kh kw, and the fewest and most c_out, the kernel takes: a first layer's
+// (the kernel was measured there alone).
+constexpr int64_t kMaxChannelsIn = 4;
 constexpr int64_t kMaxTaps = 32;
 constexpr int64_t kMinChannels = 32;
 constexpr int64_t kMaxChannels = 64;
 
-// Whether the kernel runs g on this CPU: AVX-512F, groups 1, c_out a multiple of 16 from
-// kMinChannels to kMaxChannels, c_in kh kw up to kMaxTaps.
+// Whether the kernel runs g on this CPU: x86-64 with AVX-512F, groups 1, c_in up to
+// kMaxChannelsIn, c_out a multiple of 16 from kMinChannels to kMaxChannels, c_in kh kw up to
+// kMaxTaps.
 bool takes(const kern::Conv2dGeom& g);
 
 // The weight (c_out, c_in, kh, kw) as the kernel reads it: (kh, kw, c_in, c_out).

@@ -6,7 +6,7 @@
 //    oneDNN's brgemm convolutions read and write: op by op, every convolution reorders its input
 //    from NCHW and its output back (a fifth of resnet20's time at batch 256).
 //  - Each convolution or matmul is one oneDNN primitive made once, its weights reordered into the
-//    primitive's layout at compile time (the parts: src/cpu/infer_plan_parts.cpp). A residual
+//    primitive's layout at compile time (the parts: src/cpu/infer_plan_parts_dnnl.cpp). A residual
 //    block's sum and ReLU are the second convolution's post-ops, written in place over the
 //    shortcut's buffer. A convolution of few input taps (an image network's first layer) is the
 //    plan's own kernel (Note [small convolutions]), and max pooling its own loop
@@ -15,11 +15,12 @@
 //    least 4 chunks where there are 4 images, from the shapes alone), and each thread runs whole
 //    chunks through every layer: the values of a chunk stay in its core's cache, and no layer
 //    waits for the other threads. The Linears that end a model whose chunks are small run after
-//    all chunks, on four blocks of the batch's rows (plan_head: a weight read once a block rather
-//    than once a chunk). At batch 1 the threads share each layer instead, cut into bands of output
-//    rows (a convolution or pooling, each band with its own padding) or of output features (a
-//    Linear); a max pooling after a convolution runs in the same bands, each thread pooling the
-//    rows it computed (fuse_poolings). The buffers are planned once (a value's buffer is reused
+//    all chunks, on about four blocks of the batch's rows (plan_head: a weight read once a block
+//    rather than once a chunk). At batch 1 the threads share each layer instead, cut into bands of
+//    output rows (a convolution or pooling, each band with its own padding) or of output features
+//    (a Linear); a max pooling whose windows share no rows, alone reading a convolution's output,
+//    runs with it, the convolution's bands cut along the pooling's rows so that each thread pools
+//    the rows it computed (fuse_poolings). The buffers are planned once (a value's buffer is reused
 //    once its last reader has run) and kept by each thread between calls, with its primitives'
 //    memory objects.
 //  - An int8 layer (quant's QuantizedConv2d and QuantizedLinear) quantizes its band of the input
@@ -47,7 +48,7 @@
 
 #include "cpu/conv_small.h"
 #include "cpu/infer_plan.h"
-#include "cpu/infer_plan_parts.h"
+#include "cpu/infer_plan_parts_dnnl.h"
 #include "cpu/onednn_common.h"
 #include "cpu/vec_rows.h"
 #include "internal/parallel.h"
@@ -70,9 +71,10 @@ class Compiled {
   Program program;
   std::vector<Shape3> shapes;
   int64_t batch = 0, per = 0, chunks = 0, last = 0;
-  std::vector<Step> steps[2];  // for chunks of `per` images, and the last chunk
-  bool bands = false;          // batch 1: the threads share each layer's bands
-  uint64_t id = 0;             // unique in the process (the threads' memory objects are by plan)
+  // For chunks of `per` images, and the last chunk; for the head's layers, its blocks (head).
+  std::vector<Step> steps[2];
+  bool bands = false;  // batch 1: the threads share each layer's bands
+  uint64_t id = 0;     // unique in the process (the threads' memory objects are by plan)
   // A value's buffer among a thread's `slots` (-1: none, the input read in place or the output
   // written into y).
   std::vector<int> slot;
@@ -143,9 +145,9 @@ void plan_buffers(Compiled& c) {
 }  // namespace
 
 // The batched head (Compiled::head): the Linears that end a model of chunks of fewer than 64
-// images, each reading the layer before, on four blocks of the batch (even_chunk: from the shapes
-// alone). Run per chunk, the cnn's 3136 x 128 layer read its 1.6 MB weight for every 4 images,
-// a seventh of its batch-256 forward.
+// images, each reading the layer before, on about four blocks of the batch (even_chunk: from the
+// shapes alone; their (out, 1, 1) output is the same bytes in NCHW). Run per chunk, the cnn's 3136
+// x 128 layer read its 1.6 MB weight for every 4 images, a seventh of its batch-256 forward.
 void plan_head(Compiled& c) {
   const Program& p = c.program;
   int head = static_cast<int>(p.layers.size());
@@ -155,7 +157,7 @@ void plan_head(Compiled& c) {
   }
   c.head_per = onednn::even_chunk(c.batch, std::max<int64_t>(1, c.batch / 4));
   if (c.bands || head == 0 || head == static_cast<int>(p.layers.size()) || c.chunks < 2 ||
-      c.per >= 64 || c.head_per <= c.per) {
+      c.per >= 64 || c.head_per <= c.per || !c.output_in_place) {
     c.head_per = 0;
     return;
   }
@@ -254,7 +256,7 @@ std::shared_ptr<const Compiled> compile(const Program& p, int64_t batch) {
         for (const Part& part : c->steps[k][i].parts) {
           c->scratch_bytes =
               std::max({c->scratch_bytes, part.scratchpad.get_size(), part.own_scratch});
-          if (l.int8) {
+          if (l.int8 && !part.pool) {
             c->q_bytes = std::max(c->q_bytes, aligned(part.src.get_size()));
             c->acc_bytes = std::max(c->acc_bytes, aligned(part.dst.get_size()));
           }
@@ -415,6 +417,9 @@ void run_parts(const Compiled& c, int k, size_t layer, size_t p0, size_t p1, flo
       continue;
     }
     if (part.pool) {
+      // A fused pooling reads what the part before it wrote, maybe in oneDNN's stream.
+      if (part.next) t.stream->wait();
+      // (Band parts hold one image: n > 1 only where the part is the whole layer.)
       const kern::Conv2dGeom& g = part.geom;
       for (int64_t b = 0; b < g.n; ++b) {
         vec::max_pool_nhwc(in + part.src_at + b * g.h * g.w * g.c_in, g,

@@ -3,9 +3,11 @@
 // input. Where c_in is a multiple of 16 and the CPU has AVX-512F, each output pixel's channels are
 // whole registers, its taps taken in turn (max_pool_avx512); elsewhere a loop compiled for
 // AVX-512, AVX2 and the baseline (src/cpu/vec_clones.h) takes each tap into a row of outputs.
-// Both keep max_pool2d's values: the first of equal values (+0 before -0 where +0 comes first)
-// and NaN where the window holds one.
+// Both keep max_pool2d's values, bit for bit: the first of equal values (+0 before -0 where +0
+// comes first), and the window's last NaN where it holds one.
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstdint>
@@ -38,8 +40,10 @@ SINTER_VECTOR_CLONES void max_pool_rows(const float* x, const kern::Conv2dGeom& 
       const int64_t iy = oy * g.stride_h - g.pad_h + ky * g.dil_h;
       if (iy < 0 || iy >= g.h) continue;
       for (int64_t kx = 0; kx < g.kw; ++kx) {
-        // Columns ox with 0 <= ox stride - pad + kx dil < w: [ox0, ox1).
+        // Columns ox with 0 <= ox stride - pad + kx dil < w: [ox0, ox1), none where the tap lies
+        // right of the image for every ox (the division would round toward zero).
         const int64_t shift = kx * g.dil_w - g.pad_w;
+        if (shift > g.w - 1) continue;
         const int64_t ox0 = std::max<int64_t>(0, (-shift + g.stride_w - 1) / g.stride_w);
         const int64_t ox1 = std::min(g.w_out, (g.w - 1 - shift) / g.stride_w + 1);
         for (int64_t ox = ox0; ox < ox1; ++ox) {
@@ -67,24 +71,23 @@ SINTER_VECTOR_CLONES void max_pool_rows(const float* x, const kern::Conv2dGeom& 
   while (k1 > k0 && start + (k1 - 1) * dil >= size) --k1;
 }
 
-// m = max(v, m) as MAXPS takes it (m where v is not larger, NaN v included: equal values keep
-// the first), the NaN lanes of v added to `nan`. (The masked form: GCC 12 warns of the unmasked
-// one's undefined source.)
-[[gnu::target("avx512f"), gnu::always_inline]] inline void take(const float* p, __m512& m,
-                                                                __mmask16& nan) {
+#if defined(__x86_64__)
+// max_of on 16 lanes: MAXPS(v, m) gives m where v is not larger or either is NaN (so a NaN m
+// stays, and equal values keep the first), then v itself where it is NaN.
+[[gnu::target("avx512f"), gnu::always_inline]] inline void take(const float* p, __m512& m) {
   const __m512 v = _mm512_loadu_ps(p);
-  m = _mm512_mask_max_ps(m, 0xFFFF, v, m);
-  nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  // (The masked max: GCC 12 warns of the unmasked one's undefined source.)
+  const __m512 larger = _mm512_mask_max_ps(m, 0xFFFF, v, m);
+  m = _mm512_mask_mov_ps(larger, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
 }
 
-// c_in a multiple of 16: each output's channels as registers, its taps taken in turn and their
-// NaN lanes gathered in a mask, written as NaN at the end. A 2 x 2 window inside the image (most
-// of them, in the usual pooling) takes its four taps without the loops.
+// c_in a multiple of 16: each output's channels as registers, its taps taken in turn (the same
+// values as the loop's, NaN bits included). A 2 x 2 window inside the image (most of them, in
+// the usual pooling) takes its four taps without the loops.
 [[gnu::target("avx512f")]] void max_pool_avx512(const float* x, const kern::Conv2dGeom& g,
                                                 float* y) {
   const int64_t c = g.c_in;
   const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  const __m512 nan_v = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
   const int64_t down = g.dil_h * g.w * c, right = g.dil_w * c;  // a tap's neighbours
   for (int64_t oy = 0; oy < g.h_out; ++oy) {
     const int64_t iy = oy * g.stride_h - g.pad_h;
@@ -99,33 +102,33 @@ SINTER_VECTOR_CLONES void max_pool_rows(const float* x, const kern::Conv2dGeom& 
       const bool quad = ky1 - ky0 == 2 && kx1 - kx0 == 2;
       for (int64_t j = 0; j < c; j += 16) {
         __m512 m = lowest;
-        __mmask16 nan = 0;
         const float* p = x + (corner + j);
         if (quad) {
-          take(p, m, nan);
-          take(p + right, m, nan);
-          take(p + down, m, nan);
-          take(p + down + right, m, nan);
+          take(p, m);
+          take(p + right, m);
+          take(p + down, m);
+          take(p + down + right, m);
         } else {
           for (int64_t ky = 0; ky < ky1 - ky0; ++ky) {
-            for (int64_t kx = 0; kx < kx1 - kx0; ++kx) take(p + ky * down + kx * right, m, nan);
+            for (int64_t kx = 0; kx < kx1 - kx0; ++kx) take(p + ky * down + kx * right, m);
           }
         }
-        _mm512_storeu_ps(out + j, _mm512_mask_mov_ps(m, nan, nan_v));
+        _mm512_storeu_ps(out + j, m);
       }
     }
   }
 }
 
+#endif
+
 }  // namespace
 
 void max_pool_nhwc(const float* x, const kern::Conv2dGeom& g, float* y) {
+#if defined(__x86_64__)
   static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512 && g.c_in % 16 == 0) {
-    max_pool_avx512(x, g, y);
-  } else {
-    max_pool_rows(x, g, y);
-  }
+  if (avx512 && g.c_in % 16 == 0) return max_pool_avx512(x, g, y);
+#endif
+  max_pool_rows(x, g, y);
 }
 
 }  // namespace sinter::cpu::vec

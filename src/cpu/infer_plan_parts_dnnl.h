@@ -1,6 +1,6 @@
 // The parts of the CPU inference plans (Note [cpu inference plan] in src/cpu/infer_plan_dnnl.cpp):
 // each layer's oneDNN primitives or own loops, for a chunk of images or a band of one image, made
-// when a plan is compiled (src/cpu/infer_plan_parts.cpp).
+// when a plan is compiled (src/cpu/infer_plan_parts_dnnl.cpp).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
-// The parts of the CPU inference plans (src/cpu/infer_plan_parts.h): oneDNN primitives made once,
-// with their weights reordered, and the plans' own loops' operands.
-#include "cpu/infer_plan_parts.h"
+// The parts of the CPU inference plans (src/cpu/infer_plan_parts_dnnl.h): oneDNN primitives made
+// once, with their weights reordered, and the plans' own loops' operands.
+#include "cpu/infer_plan_parts_dnnl.h"
 
 #include <cblas.h>
 
@@ -297,8 +297,9 @@ Step layer_step(const Layer& l, int64_t n, const Shape3& in, bool bands) {
 
 bool fuse_pooling(const Layer& conv, const Layer& pool, Step& conv_step, Step& pool_step) {
   const kern::Conv2dGeom &cg = conv.g, &pg = pool.g;
-  if (conv_step.parts.size() < 2 || pg.stride_h != (pg.kh - 1) * pg.dil_h + 1) return false;
+  // At least two bands (a pooling of one row would leave the convolution on one thread).
   const int64_t count = std::min(static_cast<int64_t>(conv_step.parts.size()), pg.h_out);
+  if (count < 2 || pg.stride_h != (pg.kh - 1) * pg.dil_h + 1) return false;
   const int64_t rows = (pg.h_out + count - 1) / count;
   Step fused;
   fused.group = 2;
@@ -309,7 +310,11 @@ bool fuse_pooling(const Layer& conv, const Layer& pool, Step& conv_step, Step& p
     const int64_t r1 =
         std::min(cg.h_out, (p1 - 1) * pg.stride_h - pg.pad_h + (pg.kh - 1) * pg.dil_h + 1);
     if (r1 <= r0 || !reads_a_row(cg, r0, r1) || !reads_a_row(pg, p0, p1)) return false;
-    fused.parts.push_back(band_part(conv, 1, r0, r1));
+    try {  // a band oneDNN refuses leaves the layers unfused
+      fused.parts.push_back(band_part(conv, 1, r0, r1));
+    } catch (const dnnl::error&) {
+      return false;
+    }
     Part pooled = band_part(pool, 1, p0, p1);
     pooled.next = true;
     fused.parts.push_back(std::move(pooled));
