@@ -31,6 +31,15 @@ class OneDnnGuard : NonCopyable {
   bool previous_;
 };
 
+// Sets how bf16 products run (Note [bf16 products]) for a scope, and back to automatic at its end.
+class Bf16ProductsGuard : NonCopyable {
+ public:
+  explicit Bf16ProductsGuard(cpu::onednn::Bf16Products how) { cpu::onednn::set_bf16_products(how); }
+  ~Bf16ProductsGuard() { cpu::onednn::set_bf16_products(cpu::onednn::Bf16Products::automatic); }
+};
+
+using Bf16Products = cpu::onednn::Bf16Products;
+
 #define SKIP_WITHOUT_ONEDNN()                                                              \
   if (!onednn_available()) {                                                               \
     GTEST_SKIP() << "built without oneDNN (SINTER_DNNL): the convolutions run in the own " \
@@ -85,8 +94,15 @@ TEST(OneDnnConv, MatchesTheOwnKernelsInF32AndBf16) {
     const Tensor x = randn(c.x, {}, &gen), w = randn(c.w, {}, &gen), b = randn({c.w[0]}, {}, &gen);
     const Shape y_shape = conv2d(x, w, Tensor(), c.opts).shape();
     const Tensor r = randn(y_shape, {}, &gen);
-    for (DType dt : {DType::f32, DType::bf16}) {
-      SCOPED_TRACE(dtype_name(dt));
+    // f32; bf16 on f32 kernels over widened copies; bf16 on the CPU's bf16 dot products (Note
+    // [bf16 products]).
+    for (const auto& [dt, how] : {std::pair{DType::f32, Bf16Products::automatic},
+                                  std::pair{DType::bf16, Bf16Products::widened},
+                                  std::pair{DType::bf16, Bf16Products::dot}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (how == Bf16Products::widened ? " widened"
+                                                  : how == Bf16Products::dot   ? " on dot products"
+                                                                               : ""));
+      const Bf16ProductsGuard products(how);
       std::vector<Tensor> own, lib;
       {
         const OneDnnGuard off(false);
@@ -129,8 +145,11 @@ TEST(OneDnnConv, SameBitsAtOneTwoAndThreeThreads) {
   const Case c = cases().back();
   const Tensor x = randn(c.x, {}, &gen), w = randn(c.w, {}, &gen), b = randn({c.w[0]}, {}, &gen);
   const Tensor r = randn(conv2d(x, w, Tensor(), c.opts).shape(), {}, &gen);
-  for (DType dt : {DType::f32, DType::bf16}) {
-    SCOPED_TRACE(dtype_name(dt));
+  for (const auto& [dt, how] :
+       {std::pair{DType::f32, Bf16Products::automatic},
+        std::pair{DType::bf16, Bf16Products::widened}, std::pair{DType::bf16, Bf16Products::dot}}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)) + (how == Bf16Products::widened ? " widened" : ""));
+    const Bf16ProductsGuard products(how);
     testing::expect_same_bits_at_every_thread_count(
         [&] { return conv_and_grads(c, dt, x, w, b, r); });
   }
@@ -150,10 +169,25 @@ bool own_and_onednn(const std::function<std::vector<Tensor>()>& run, std::vector
   return cpu::onednn::calls() != calls;
 }
 
+// bf16 results of oneDNN (lib) against the own kernels' (own): the bf16 products are exact in f32
+// on both paths, only the order of the sums differs, and the results may sit a bf16 rounding step
+// apart.
+void expect_bf16_close(const std::vector<Tensor>& lib, const std::vector<Tensor>& own) {
+  ASSERT_EQ(lib.size(), own.size());
+  for (size_t i = 0; i < own.size(); ++i) {
+    SCOPED_TRACE("result " + std::to_string(i));
+    EXPECT_EQ(lib[i].dtype(), DType::bf16);
+    const double scale = own[i].to(DType::f64).abs().max().item<double>();
+    EXPECT_TRUE(
+        testing::all_close(lib[i].to(DType::f32), own[i].to(DType::f32), 1e-2 * scale, 1e-2));
+  }
+}
+
 // bf16 products in oneDNN against the sgemm path on widened operands: plain, transposed views,
 // batched with a broadcast operand, and linear's bias and activation epilogue, with gradients.
 TEST(OneDnnGemm, Bf16MatchesTheWidenedSgemm) {
   SKIP_WITHOUT_ONEDNN();
+  const Bf16ProductsGuard products(Bf16Products::dot);
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Generator gen(seed);
@@ -199,15 +233,7 @@ TEST(OneDnnGemm, Bf16MatchesTheWidenedSgemm) {
       EXPECT_GT(cpu::onednn::calls(), calls) << "a batched product left oneDNN";
     }
   }
-  for (size_t i = 0; i < own.size(); ++i) {
-    SCOPED_TRACE("result " + std::to_string(i));
-    EXPECT_EQ(lib[i].dtype(), bf);
-    // The bf16 products are exact in f32 on both paths: only the order of the sums differs, and
-    // the results may sit a bf16 rounding step apart.
-    const double scale = own[i].to(DType::f64).abs().max().item<double>();
-    EXPECT_TRUE(
-        testing::all_close(lib[i].to(DType::f32), own[i].to(DType::f32), 1e-2 * scale, 1e-2));
-  }
+  expect_bf16_close(lib, own);
 }
 
 // A bf16 product large enough to be cut into blocks (Note [gemm blocks]): the same bits at every
@@ -228,7 +254,48 @@ TEST(OneDnnGemm, Bf16SameBitsAtOneTwoAndThreeThreads) {
     return std::vector<Tensor>{matmul(a, b), matmul(at.t(), bt.t()), matmul(bt, at),
                                matmul(q, k.transpose(-2, -1))};
   };
-  testing::expect_same_bits_at_every_thread_count(run);
+  for (const Bf16Products how : {Bf16Products::dot, Bf16Products::widened}) {
+    SCOPED_TRACE(how == Bf16Products::dot ? "on dot products" : "widened");
+    const Bf16ProductsGuard products(how);
+    testing::expect_same_bits_at_every_thread_count(run);
+  }
+}
+
+// bf16 products where the dot products are not the faster path (Note [bf16 products]): the
+// operands widened to f32, the larger products in oneDNN's f32 kernels, the small ones on the
+// sgemm path; against the sgemm path throughout, the bf16 rounding of the same f32 sums in
+// another order. Plain, transposed and batched, and linear's epilogue with its gradients.
+TEST(OneDnnGemm, Bf16WidenedRunsTheF32Kernels) {
+  SKIP_WITHOUT_ONEDNN();
+  const Bf16ProductsGuard products(Bf16Products::widened);
+  EXPECT_FALSE(cpu::onednn::bf16_dot_products());
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Generator gen(seed);
+  const DType bf = DType::bf16;
+  const Tensor a = randn({70, 300}, {.dtype = bf}, &gen), b = randn({300, 45}, {.dtype = bf}, &gen);
+  const Tensor bt = randn({45, 300}, {.dtype = bf}, &gen);
+  const Tensor x = randn({64, 96}, {.dtype = bf}, &gen), w = randn({130, 96}, {.dtype = bf}, &gen);
+  const Tensor bias = randn({130}, {.dtype = bf}, &gen);
+  const Tensor q = randn({6, 64, 16}, {.dtype = bf}, &gen),
+               k = randn({6, 64, 16}, {.dtype = bf}, &gen);
+  auto run = [&] {
+    Tensor cx = x.detach().requires_grad_(), cw = w.detach().requires_grad_();
+    Tensor y = linear(cx, cw, bias, Activation::GeluTanh);
+    (y * y).sum().backward();
+    return std::vector<Tensor>{matmul(a, b), matmul(a, bt.t()), y,
+                               cx.grad(),    cw.grad(),         matmul(q, k.transpose(-2, -1))};
+  };
+  std::vector<Tensor> own, lib;
+  if (!own_and_onednn(run, &own, &lib)) {
+    GTEST_SKIP() << "oneDNN has no f32 matmul kernel on this CPU: the own kernels ran";
+  }
+  expect_bf16_close(lib, own);
+  // The widened product of a (70 x 300 by 300 x 45: 945k multiply-adds) is one f32 oneDNN call.
+  const OneDnnGuard on(true);
+  const int64_t calls = cpu::onednn::calls();
+  (void)matmul(a, b);
+  EXPECT_EQ(cpu::onednn::calls(), calls + 1);
 }
 
 // f32 products of at least 2^18 multiply-adds in oneDNN (Note [f32 gemm in onednn]) against the

@@ -75,6 +75,10 @@ bool blas_ld(int64_t rows, int64_t cols, int64_t ld, int64_t* out) {
 // (rows, cols) with row stride ld -> dense (rows, cols) of another type.
 template <typename U, typename T>
 void pack(const T* src, int64_t rows, int64_t cols, int64_t ld, U* dst) {
+  if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<U, float>) {
+    for (int64_t i = 0; i < rows; ++i) vec::widen_bf16_row(src + i * ld, cols, dst + i * cols);
+    return;
+  }
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = static_cast<U>(src[i * ld + j]);
   }
@@ -82,6 +86,10 @@ void pack(const T* src, int64_t rows, int64_t cols, int64_t ld, U* dst) {
 
 template <typename T, typename U>
 void unpack(const U* src, int64_t rows, int64_t cols, T* dst, int64_t ld) {
+  if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<U, float>) {
+    for (int64_t i = 0; i < rows; ++i) vec::narrow_bf16_row(src + i * cols, cols, dst + i * ld);
+    return;
+  }
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < cols; ++j) dst[i * ld + j] = T(src[i * cols + j]);
   }
@@ -175,7 +183,8 @@ class BlasOperand {
 // this runs of entries fixed by the shape alone (Note [gemm blocks]), so each call, and with it
 // every entry's bits, is the same at any thread count.
 bool gemm_bf16_library(const GemmArgs& g) {
-  if (!onednn_enabled()) return false;
+  // Elsewhere the widened operands' f32 product (Note [bf16 products] in src/cpu/onednn_dnnl.cpp).
+  if (!onednn_enabled() || !onednn::bf16_dot_products()) return false;
   // The thread's buffers, kept between calls up to kKeepFloats each (a large product's are freed).
   constexpr size_t kKeepFloats = size_t{1} << 20;
   thread_local std::vector<float> prod, cbuf;
@@ -249,8 +258,9 @@ void gemm_typed(const GemmArgs& g) {
     cbuf.resize(static_cast<size_t>(g.m * g.n));
   }
   const U alpha = static_cast<U>(g.alpha), beta = static_cast<U>(g.beta);
-  // The larger f32 products in oneDNN (Note [f32 gemm in onednn]).
-  const bool library_f32 = std::is_same_v<T, float> && g.alpha == 1 && g.beta == 0 && g.m > 1 &&
+  // The larger f32 products in oneDNN (Note [f32 gemm in onednn]), and those of bf16 and f16
+  // operands widened to f32.
+  const bool library_f32 = std::is_same_v<U, float> && g.alpha == 1 && g.beta == 0 && g.m > 1 &&
                            g.m * g.n * g.k >= kLibraryMacs && onednn_enabled();
   thread_local std::vector<float> dense;
   for (int64_t i = 0; i < g.batch; ++i) {
@@ -260,16 +270,16 @@ void gemm_typed(const GemmArgs& g) {
       if (direct_c) pc = c;
     }
     if (!direct_c && g.beta != 0) pack(c, g.m, g.n, g.ldc, pc);
-    if constexpr (std::is_same_v<T, float>) {
-      // Into C where it is dense, else into a dense block then to C (oneDNN takes a slower
-      // kernel for a C with longer rows).
-      const bool in_place = direct_c && ldc == g.n;
+    if constexpr (std::is_same_v<U, float>) {
+      // Into C where it is dense f32, else into a dense block then to C (oneDNN takes a slower
+      // kernel for a C with longer rows); a widened product into its dense cbuf.
+      const bool in_place = (direct_c && ldc == g.n) || !std::is_same_v<T, float>;
       if (library_f32 && !in_place) dense.resize(static_cast<size_t>(g.m * g.n));
       float* out = in_place ? pc : dense.data();
       if (library_f32 && onednn::gemm(DType::f32, g.trans_a, g.trans_b, g.m, g.n, g.k, a.get(i),
                                       a.ld(), b.get(i), b.ld(), out, g.n)) {
         epilogue<T>(g, i, out, g.n);
-        if (!in_place) unpack(out, g.m, g.n, c, g.ldc);
+        if (out != pc || !direct_c) unpack(out, g.m, g.n, c, g.ldc);
         continue;
       }
     }

@@ -33,6 +33,15 @@ struct GemmBatch {
 bool gemm(DType ab, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
           const void* b, int64_t ldb, float* c, int64_t ldc, const GemmBatch& batch = {});
 
+// How bf16 products (the GEMMs and convolutions above) run: on the CPU's bf16 dot products (dot),
+// or as f32 products of copies widened to f32 (widened: the same exact products, summed in f32 by
+// the f32 kernels), rounded to bf16 once either way. automatic: dot where the CPU's bf16 dot
+// products outrun its f32 FMAs (Note [bf16 products] in src/cpu/onednn_dnnl.cpp). Process-wide;
+// the tests set it to run both paths on one machine.
+enum class Bf16Products { automatic, dot, widened };
+void set_bf16_products(Bf16Products how);
+// Whether bf16 products run on the dot products under the current setting.
+bool bf16_dot_products();
 // How many primitive calls oneDNN has run in this process (the tests check that a path ran).
 int64_t calls();
 // How many of them ran with the thread's signals held (Note [onednn signals] in

@@ -35,6 +35,9 @@
 // and tests/test_onednn.cpp compares the two. Plans are built once per geometry (or GEMM shape and
 // strides), chunk size, dtype and pass, and kept (at most kMaxPlans).
 #include <dlfcn.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -54,6 +57,7 @@
 
 #include "cpu/onednn.h"
 #include "cpu/onednn_common.h"
+#include "cpu/vec_rows.h"
 #include "internal/parallel.h"
 #include "sinter/core/error.h"
 #include "sinter/core/parallel.h"
@@ -353,6 +357,22 @@ std::vector<int64_t> plan_key(Pass pass, const kern::Conv2dGeom& g, DType dtype,
   return key;
 }
 
+// n bf16 values at p widened to f32 (Note [bf16 products]).
+std::vector<float> widened(const void* p, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  vec::widen_bf16_row(static_cast<const BFloat16*>(p), n, out.data());
+  return out;
+}
+void widen_into(const void* p, int64_t n, std::vector<float>& out) {
+  out.resize(static_cast<size_t>(n));
+  vec::widen_bf16_row(static_cast<const BFloat16*>(p), n, out.data());
+}
+// A thread's widened chunk is kept for the next call up to kKeepFloats (a larger one is freed).
+void trim(std::vector<float>& v) {
+  constexpr size_t kKeepFloats = size_t{1} << 20;
+  if (v.capacity() > kKeepFloats) std::vector<float>().swap(v);
+}
+
 // x, w, y in the pass's order (forward: x, w, y[, bias]; backward input: dy, w, dx; backward
 // weight: x, dy, dw), as plain contiguous tensors of `dtype`.
 bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
@@ -363,16 +383,27 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
       g.w_out <= 0) {
     return false;
   }
-  const DT t = dtype == DType::f32 ? DT::f32 : DT::bf16;
+  // bf16 runs as f32 on widened copies where its dot products are not the faster path (Note
+  // [bf16 products]): the weight (and bias) widened once, each chunk's input widened into the
+  // thread's buffer and its output rounded from one.
+  const bool widen = dtype == DType::bf16 && !bf16_dot_products();
+  const DType kernel_dtype = widen ? DType::f32 : dtype;
+  const DT t = kernel_dtype == DType::f32 ? DT::f32 : DT::bf16;
   const int64_t per = chunk_images(g), chunks = (g.n + per - 1) / per,
                 last = g.n - (chunks - 1) * per;
   std::shared_ptr<const Plan> plan[2];
   for (int i = 0; i < 2; ++i) {
     kern::Conv2dGeom c = g;
     c.n = i == 0 ? per : last;
-    plan[i] = plans().get(plan_key(pass, c, dtype, has_bias),
+    plan[i] = plans().get(plan_key(pass, c, kernel_dtype, has_bias),
                           [&] { return build(pass, c, t, has_bias); });
     if (!plan[i]) return false;
+  }
+  const int64_t w_numel = g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
+  std::vector<float> w32, b32;
+  if (widen && pass != Pass::backward_weight) {
+    w32 = widened(pointers[1], w_numel);
+    if (has_bias) b32 = widened(pointers[3], g.c_out);
   }
   const size_t elem = element_size(dtype);
   const int64_t x_image = g.c_in * g.h * g.w * static_cast<int64_t>(elem);
@@ -392,7 +423,23 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
           std::vector<void*> p = pointers;
           p[0] = at(pointers[0], c * per * in_image);
           p[2] = at(pointers[2], c * per * out_image);
+          if (!widen) {
+            execute(chunk_plan(c), p);
+            continue;
+          }
+          const int64_t images = c == chunks - 1 ? last : per;
+          thread_local std::vector<float> in32, out32;
+          widen_into(p[0], images * in_image / 2, in32);
+          out32.resize(static_cast<size_t>(images * out_image / 2));
+          void* const out = p[2];
+          p[0] = in32.data();
+          p[1] = w32.data();
+          p[2] = out32.data();
+          if (has_bias) p[3] = b32.data();
           execute(chunk_plan(c), p);
+          vec::narrow_bf16_row(out32.data(), images * out_image / 2, static_cast<BFloat16*>(out));
+          trim(in32);
+          trim(out32);
         }
       });
       return true;
@@ -401,7 +448,6 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
       // The chunks in at most kMaxPartials runs of consecutive chunks (from the geometry alone);
       // each run sums its chunks' f32 gradients in order into its partial, and the partials are
       // summed in order: the memory stays bounded however many chunks the batch makes.
-      const int64_t w_numel = g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
       const int64_t runs = std::min(chunks, kMaxPartials);
       Storage partial = Storage::allocate(
           static_cast<size_t>((runs + (chunks > runs ? runs : 0)) * w_numel) * sizeof(float),
@@ -414,8 +460,19 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
           float* one = scratch + r * w_numel;
           for (int64_t c = chunks * r / runs; c < chunks * (r + 1) / runs; ++c) {
             const bool first = c == chunks * r / runs;
-            execute(chunk_plan(c), {at(pointers[0], c * per * x_image),
-                                    at(pointers[1], c * per * y_image), first ? sum : one});
+            void* x_chunk = at(pointers[0], c * per * x_image);
+            void* dy_chunk = at(pointers[1], c * per * y_image);
+            thread_local std::vector<float> x32, dy32;
+            if (widen) {
+              const int64_t images = c == chunks - 1 ? last : per;
+              widen_into(x_chunk, images * x_image / 2, x32);
+              widen_into(dy_chunk, images * y_image / 2, dy32);
+              x_chunk = x32.data();
+              dy_chunk = dy32.data();
+            }
+            execute(chunk_plan(c), {x_chunk, dy_chunk, first ? sum : one});
+            trim(x32);
+            trim(dy32);
             if (!first) {
               for (int64_t i = 0; i < w_numel; ++i) sum[i] += one[i];
             }
@@ -476,6 +533,50 @@ Plan build_gemm(DT t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t
 }
 
 }  // namespace
+
+// Note [bf16 products]
+// A bf16 product runs on the CPU's bf16 dot products only where they outrun its f32 FMAs: AMX-BF16
+// (oneDNN's effective ISA avx512_core_amx: tiles of 16 x 32 products an instruction), and
+// AVX512-BF16 on AMD (Zen 4 and later, where a VDPBF16PS does twice a VFMADD231PS's
+// multiply-adds). Intel's AVX512-BF16 without AMX does as many multiply-adds a cycle as its f32
+// FMAs, and its bf16 kernels ran slower than the f32 ones, in oneDNN and in PyTorch alike (on the
+// Intel machine of benchmarks/README.md, 103 to 155 GFLOP/s on 2 threads against 226 to 282 in
+// f32): there, and on CPUs without AVX512-BF16, the operands are widened to f32 (exactly) and the
+// f32 kernels run, chunk by chunk in the convolutions and block by block in the GEMMs, the
+// results rounded to bf16 once as on the dot-product path. Both sum the exact products in f32, in
+// their kernels' orders: results may sit a bf16 rounding step apart between the two paths, so
+// between CPUs of the two kinds; on one CPU they do not depend on the thread count.
+namespace {
+std::atomic<int> g_bf16_products{static_cast<int>(Bf16Products::automatic)};
+
+bool amd_cpu() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return ebx == 0x68747541U && edx == 0x69746e65U && ecx == 0x444d4163U;  // "AuthenticAMD"
+#else
+  return false;
+#endif
+}
+}  // namespace
+
+void set_bf16_products(Bf16Products how) { g_bf16_products.store(static_cast<int>(how)); }
+
+bool bf16_dot_products() {
+  static const bool fast = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_amx ||
+           (isa == dnnl::cpu_isa::avx512_core_bf16 && amd_cpu());
+  }();
+  switch (static_cast<Bf16Products>(g_bf16_products.load())) {
+    case Bf16Products::dot:
+      return true;
+    case Bf16Products::widened:
+      return false;
+    default:
+      return fast;
+  }
+}
 
 int64_t calls() { return g_calls.load(std::memory_order_relaxed); }
 int64_t calls_with_signals_held() { return g_held_calls.load(std::memory_order_relaxed); }

@@ -32,6 +32,8 @@ bool gemm(DType, bool, bool, int64_t, int64_t, int64_t, const void*, int64_t, co
   return false;
 }
 
+void set_bf16_products(Bf16Products) {}
+bool bf16_dot_products() { return false; }
 int64_t calls() { return 0; }
 int64_t calls_with_signals_held() { return 0; }
 
