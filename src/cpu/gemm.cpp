@@ -1,7 +1,8 @@
 // CPU reference GEMM on OpenBLAS: batched row-major C = alpha * op(A) @ op(B) + beta * C.
 // bf16 and f16 operands are widened to f32, multiplied with sgemm and rounded back; bf16 runs in
-// oneDNN instead where the build has it (its bf16 dot products, f32 sums), and so do the larger
-// f32 products (Note [f32 gemm in onednn]). OpenBLAS runs
+// oneDNN's bf16 kernels instead where the build has it and they are the faster path (its bf16 dot
+// products, f32 sums: Note [bf16 products] in src/cpu/onednn_dnnl.cpp), and the larger f32
+// products, widened or not, in oneDNN's f32 kernels (Note [f32 gemm in onednn]). OpenBLAS runs
 // on one thread (Note [cpu threads]); gemm() splits a large problem over the CPU threads itself:
 // batch entries when there are several, else blocks of rows or columns of C cut by the shape alone
 // (Note [gemm blocks]), so the result does not depend on the thread count.
@@ -219,13 +220,14 @@ bool gemm_bf16_library(const GemmArgs& g) {
 // Note [f32 gemm in onednn]
 // An f32 product of at least kLibraryMacs multiply-adds with alpha 1 and beta 0 (every Linear and
 // matmul, forward and input gradient) runs as one single-threaded oneDNN matmul on the operands in
-// place, where the build has oneDNN and it is enabled: its blocked kernels (brgemm on AVX-512) run
-// 10 to 20% faster than OpenBLAS's sgemm on the reference workloads' shapes (256 x 1024 x 1024:
-// 5.2 against 6.2 ms on one core of the AMD EPYC). The epilogue stays the GEMM's own, as on the
-// sgemm path. Each call's primitive depends on the shape, transposes and strides alone, and each
-// block of Note [gemm blocks] is one call on one thread, so the bits do not depend on the thread
-// count. Smaller products (their primitives would fill the plan cache), one-row products (the
-// matrix-vector path reads B in place) and those with alpha or beta stay on OpenBLAS.
+// place (bf16 and f16 ones on their widened copies), where the build has oneDNN and it is enabled:
+// its blocked kernels (brgemm on AVX-512) run 10 to 20% faster than OpenBLAS's sgemm on the
+// reference workloads' shapes (256 x 1024 x 1024: 5.2 against 6.2 ms on one core of the AMD EPYC).
+// The epilogue stays the GEMM's own, as on the sgemm path. Each call's primitive depends on the
+// shape, transposes and strides alone, and each block of Note [gemm blocks] is one call on one
+// thread, so the bits do not depend on the thread count. Smaller products (their primitives would
+// fill the plan cache), one-row products (the matrix-vector path reads B in place) and those with
+// alpha or beta stay on OpenBLAS.
 constexpr int64_t kLibraryMacs = int64_t{1} << 18;
 
 template <typename T>

@@ -2,8 +2,9 @@
 // In a build with oneDNN (SINTER_WITH_DNNL), the CPU convolutions in f32 and bf16 run in oneDNN's
 // JIT kernels, the library PyTorch's CPU convolutions run in: direct convolutions over blocked
 // layouts (channels in vector-wide blocks), where im2col + GEMM spends its time copying columns.
-// bf16 runs on the CPU's bf16 dot products where it has them (AVX512-BF16) with f32 sums, rounded
-// once as the library's own kernel rounds. Each call reorders the plain NCHW tensors into the
+// bf16 runs on the CPU's bf16 dot products where they are the faster path, else on f32 kernels over
+// widened copies (Note [bf16 products]), with f32 sums either way, rounded once as the library's
+// own kernel rounds. Each call reorders the plain NCHW tensors into the
 // layouts the primitive asks for and the output back, as PyTorch does with NCHW tensors.
 //
 // Threads: oneDNN would split a call over OpenMP threads of its own, which spin for milliseconds
@@ -20,9 +21,10 @@
 // mode runs here too.
 //
 // The bf16 GEMMs and the larger f32 ones (src/cpu/gemm.cpp, Note [f32 gemm in onednn]) run here
-// too: each block of Note [gemm blocks] is one oneDNN matmul of the operands in place (no widened
-// copies), bf16 on the CPU's bf16 dot products with f32 sums of the exact products; alpha, beta,
-// the epilogue and the rounding to bf16 stay the GEMM's own.
+// too: each block of Note [gemm blocks] is one oneDNN matmul, of the operands in place (f32, and
+// bf16 on the CPU's bf16 dot products with f32 sums of the exact products) or of the GEMM's
+// widened copies (bf16 elsewhere, and f16); alpha, beta, the epilogue and the rounding to bf16 or
+// f16 stay the GEMM's own.
 //
 // Every call passes its own scratchpad (scratchpad_mode::user): oneDNN's default one is shared
 // between primitives, and with it the chunked bf16 weight gradient came out wrong
@@ -30,8 +32,9 @@
 // oneDNN's reference loops (a CPU without the ISA of its JIT kernels) are refused, so that the own
 // kernels run instead.
 //
-// The library's own kernels (src/cpu/conv.cpp, the widening sgemm path) stay the reference: f64
-// and f16, what oneDNN declines, a build without oneDNN and set_onednn_enabled(false) run there,
+// The library's own kernels (src/cpu/conv.cpp, the widening sgemm path) stay the reference: f64,
+// the f16 convolutions and smaller f16 GEMMs, what oneDNN declines, a build without oneDNN and
+// set_onednn_enabled(false) run there,
 // and tests/test_onednn.cpp compares the two. Plans are built once per geometry (or GEMM shape and
 // strides), chunk size, dtype and pass, and kept (at most kMaxPlans).
 #include <dlfcn.h>
@@ -367,7 +370,8 @@ void widen_into(const void* p, int64_t n, std::vector<float>& out) {
   out.resize(static_cast<size_t>(n));
   vec::widen_bf16_row(static_cast<const BFloat16*>(p), n, out.data());
 }
-// A thread's widened chunk is kept for the next call up to kKeepFloats (a larger one is freed).
+// A thread's widened chunks are kept for its next ones up to kKeepFloats (a larger one is freed at
+// the end of the thread's piece of the call).
 void trim(std::vector<float>& v) {
   constexpr size_t kKeepFloats = size_t{1} << 20;
   if (v.capacity() > kKeepFloats) std::vector<float>().swap(v);
@@ -406,6 +410,8 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
     if (has_bias) b32 = widened(pointers[3], g.c_out);
   }
   const size_t elem = element_size(dtype);
+  const auto elem_bytes =
+      static_cast<int64_t>(elem);  // the caller's; x_image and y_image are bytes
   const int64_t x_image = g.c_in * g.h * g.w * static_cast<int64_t>(elem);
   const int64_t y_image = g.c_out * g.h_out * g.w_out * static_cast<int64_t>(elem);
   auto at = [](void* p, int64_t bytes) {
@@ -419,6 +425,7 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
       const int64_t in_image = pass == Pass::forward ? x_image : y_image;
       const int64_t out_image = pass == Pass::forward ? y_image : x_image;
       detail::parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+        thread_local std::vector<float> in32, out32;
         for (int64_t c = c0; c < c1; ++c) {
           std::vector<void*> p = pointers;
           p[0] = at(pointers[0], c * per * in_image);
@@ -428,19 +435,19 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
             continue;
           }
           const int64_t images = c == chunks - 1 ? last : per;
-          thread_local std::vector<float> in32, out32;
-          widen_into(p[0], images * in_image / 2, in32);
-          out32.resize(static_cast<size_t>(images * out_image / 2));
+          widen_into(p[0], images * in_image / elem_bytes, in32);
+          out32.resize(static_cast<size_t>(images * out_image / elem_bytes));
           void* const out = p[2];
           p[0] = in32.data();
           p[1] = w32.data();
           p[2] = out32.data();
           if (has_bias) p[3] = b32.data();
           execute(chunk_plan(c), p);
-          vec::narrow_bf16_row(out32.data(), images * out_image / 2, static_cast<BFloat16*>(out));
-          trim(in32);
-          trim(out32);
+          vec::narrow_bf16_row(out32.data(), images * out_image / elem_bytes,
+                               static_cast<BFloat16*>(out));
         }
+        trim(in32);
+        trim(out32);
       });
       return true;
     }
@@ -455,6 +462,7 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
       float* part = static_cast<float*>(partial.data());
       float* scratch = part + runs * w_numel;  // a run's later chunks, one at a time
       detail::parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
+        thread_local std::vector<float> x32, dy32;
         for (int64_t r = r0; r < r1; ++r) {
           float* sum = part + r * w_numel;
           float* one = scratch + r * w_numel;
@@ -462,22 +470,21 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
             const bool first = c == chunks * r / runs;
             void* x_chunk = at(pointers[0], c * per * x_image);
             void* dy_chunk = at(pointers[1], c * per * y_image);
-            thread_local std::vector<float> x32, dy32;
             if (widen) {
               const int64_t images = c == chunks - 1 ? last : per;
-              widen_into(x_chunk, images * x_image / 2, x32);
-              widen_into(dy_chunk, images * y_image / 2, dy32);
+              widen_into(x_chunk, images * x_image / elem_bytes, x32);
+              widen_into(dy_chunk, images * y_image / elem_bytes, dy32);
               x_chunk = x32.data();
               dy_chunk = dy32.data();
             }
             execute(chunk_plan(c), {x_chunk, dy_chunk, first ? sum : one});
-            trim(x32);
-            trim(dy32);
             if (!first) {
               for (int64_t i = 0; i < w_numel; ++i) sum[i] += one[i];
             }
           }
         }
+        trim(x32);
+        trim(dy32);
       });
       detail::parallel_blocks(w_numel, runs, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) {
@@ -536,16 +543,19 @@ Plan build_gemm(DT t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t
 
 // Note [bf16 products]
 // A bf16 product runs on the CPU's bf16 dot products only where they outrun its f32 FMAs: AMX-BF16
-// (oneDNN's effective ISA avx512_core_amx: tiles of 16 x 32 products an instruction), and
+// (oneDNN's effective ISA avx512_core_amx: an instruction makes 16 x 16 dot products of 32 terms),
+// and
 // AVX512-BF16 on AMD (Zen 4 and later, where a VDPBF16PS does twice a VFMADD231PS's
 // multiply-adds). Intel's AVX512-BF16 without AMX does as many multiply-adds a cycle as its f32
 // FMAs, and its bf16 kernels ran slower than the f32 ones, in oneDNN and in PyTorch alike (on the
 // Intel machine of benchmarks/README.md, 103 to 155 GFLOP/s on 2 threads against 226 to 282 in
 // f32): there, and on CPUs without AVX512-BF16, the operands are widened to f32 (exactly) and the
 // f32 kernels run, chunk by chunk in the convolutions and block by block in the GEMMs, the
-// results rounded to bf16 once as on the dot-product path. Both sum the exact products in f32, in
-// their kernels' orders: results may sit a bf16 rounding step apart between the two paths, so
-// between CPUs of the two kinds; on one CPU they do not depend on the thread count.
+// results rounded to bf16 once as on the dot-product path: the widened result is the f32 kernel's
+// result on the widened operands, rounded (tests/test_onednn.cpp holds them equal bit for bit).
+// Both sum the exact products in f32, in their kernels' orders (the dot products also flush
+// subnormal inputs and products to zero): results may sit a bf16 rounding step apart between the
+// two paths, so between CPUs of the two kinds; on one CPU they do not depend on the thread count.
 namespace {
 std::atomic<int> g_bf16_products{static_cast<int>(Bf16Products::automatic)};
 
@@ -564,9 +574,13 @@ void set_bf16_products(Bf16Products how) { g_bf16_products.store(static_cast<int
 
 bool bf16_dot_products() {
   static const bool fast = [] {
-    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-    return isa == dnnl::cpu_isa::avx512_core_amx ||
-           (isa == dnnl::cpu_isa::avx512_core_bf16 && amd_cpu());
+    // oneDNN's ISAs are sets of feature bits, each including those below it.
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto has = [&](dnnl::cpu_isa want) {
+      return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
+    };
+    return has(dnnl::cpu_isa::avx512_core_amx) ||
+           (has(dnnl::cpu_isa::avx512_core_bf16) && amd_cpu());
   }();
   switch (static_cast<Bf16Products>(g_bf16_products.load())) {
     case Bf16Products::dot:
