@@ -151,7 +151,9 @@ TEST(OneDnnConv, SameBitsAtOneTwoAndThreeThreads) {
   for (const auto& [dt, how] :
        {std::pair{DType::f32, Bf16Products::automatic},
         std::pair{DType::bf16, Bf16Products::widened}, std::pair{DType::bf16, Bf16Products::dot}}) {
-    SCOPED_TRACE(std::string(dtype_name(dt)) + (how == Bf16Products::widened ? " widened" : ""));
+    SCOPED_TRACE(std::string(dtype_name(dt)) + (how == Bf16Products::widened ? " widened"
+                                                : how == Bf16Products::dot   ? " on dot products"
+                                                                             : ""));
     const Bf16ProductsGuard products(how);
     testing::expect_same_bits_at_every_thread_count(
         [&] { return conv_and_grads(c, dt, x, w, b, r); });
@@ -186,8 +188,6 @@ void expect_bf16_close(const std::vector<Tensor>& lib, const std::vector<Tensor>
   }
 }
 
-// bf16 products in oneDNN against the sgemm path on widened operands: plain, transposed views,
-// batched with a broadcast operand, and linear's bias and activation epilogue, with gradients.
 // Whether oneDNN has a bf16 matmul on this CPU (refused where its only one is the reference loop).
 bool bf16_matmul_runs() {
   const OneDnnGuard on(true);
@@ -197,6 +197,8 @@ bool bf16_matmul_runs() {
                            c.data(), 16);
 }
 
+// bf16 products in oneDNN against the sgemm path on widened operands: plain, transposed views,
+// batched with a broadcast operand, and linear's bias and activation epilogue, with gradients.
 TEST(OneDnnGemm, Bf16MatchesTheWidenedSgemm) {
   SKIP_WITHOUT_ONEDNN();
   const Bf16ProductsGuard products(Bf16Products::dot);
@@ -383,11 +385,6 @@ void record_signal(int /*signal*/) {
   g_delivered.fetch_add(1);
 }
 
-// Signals sent to the thread all through a run of f32 GEMMs whose oneDNN implementation moves the
-// stack pointer into the heap (oneDNN 2.6's "gemm:jit", which it takes for a long k and a
-// transposed a with its rows apart): held during each call, every one runs its handler on the
-// thread's own stack. Unheld, they corrupted the heap here within three calls ("corrupted size vs.
-// prev_size"), and a Python training loop stopped by Ctrl-C aborted in free() now and then.
 // Widened products (Note [bf16 products]) are the f32 kernels' results on the widened operands,
 // rounded once, bit for bit: the convolutions' three passes (chunks with a shorter last one,
 // groups, bias) called directly, and the bf16 and f16 matmuls (f16 widens on every CPU) against
@@ -396,7 +393,9 @@ TEST(OneDnnGemm, WidenedProductsAreTheF32ResultsRounded) {
   SKIP_WITHOUT_ONEDNN();
   const OneDnnGuard on(true);
   const Bf16ProductsGuard products(Bf16Products::widened);
-  Generator gen(testing::fresh_seed());
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Generator gen(seed);
   const DType bf = DType::bf16;
   kern::Conv2dGeom g;
   g.n = 37, g.c_in = 8, g.h = 20, g.w = 18, g.c_out = 12, g.kh = 3, g.kw = 3;
@@ -444,6 +443,11 @@ TEST(OneDnnGemm, WidenedProductsAreTheF32ResultsRounded) {
   }
 }
 
+// Signals sent to the thread all through a run of f32 GEMMs whose oneDNN implementation moves the
+// stack pointer into the heap (oneDNN 2.6's "gemm:jit", which it takes for a long k and a
+// transposed a with its rows apart): held during each call, every one runs its handler on the
+// thread's own stack. Unheld, they corrupted the heap here within three calls ("corrupted size vs.
+// prev_size"), and a Python training loop stopped by Ctrl-C aborted in free() now and then.
 TEST(OneDnnGemm, SignalsNeverLandOnAMovedStack) {
   SKIP_WITHOUT_ONEDNN();
   const OneDnnGuard on(true);

@@ -101,7 +101,9 @@ TEST(PlanKernels, SmallConvolutionMatchesItsSums) {
     GTEST_SKIP() << "the small convolution needs AVX-512F, which this CPU lacks (the plans keep "
                     "oneDNN's convolution there)";
   }
-  std::mt19937 gen(static_cast<uint32_t>(testing::fresh_seed()));
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 gen(static_cast<uint32_t>(seed));
   // Every channel count (two to four vectors) on widths whose last tile holds every count of
   // pixels below a tile (tiles of 6, 4 and 3 pixels).
   for (const int64_t c_out : {32, 48, 64}) {
@@ -159,8 +161,8 @@ TEST(PlanKernels, SmallConvolutionReluKeepsNaNAndGivesPositiveZeros) {
   }
 }
 
-// max_pool2d's values of a channels-last image: the first largest tap inside the image, or the
-// last NaN where one is NaN.
+// The element max pooling picks in a channels-last image (kern::max_window_argmax): the first NaN,
+// else the first largest tap inside the image.
 std::vector<float> reference_pool(const std::vector<float>& x, const kern::Conv2dGeom& g) {
   std::vector<float> y(static_cast<size_t>(g.h_out * g.w_out * g.c_in));
   for (int64_t oy = 0; oy < g.h_out; ++oy) {
@@ -173,7 +175,7 @@ std::vector<float> reference_pool(const std::vector<float>& x, const kern::Conv2
             const int64_t ix = ox * g.stride_w - g.pad_w + kx * g.dil_w;
             if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
             const float v = x[(iy * g.w + ix) * g.c_in + ch];
-            if (std::isnan(v) || v > m) m = v;
+            if (!std::isnan(m) && (std::isnan(v) || v > m)) m = v;
           }
         }
         y[(oy * g.w_out + ox) * g.c_in + ch] = m;
@@ -184,7 +186,9 @@ std::vector<float> reference_pool(const std::vector<float>& x, const kern::Conv2
 }
 
 TEST(PlanKernels, MaxPoolingMatchesItsWindows) {
-  std::mt19937 gen(static_cast<uint32_t>(testing::fresh_seed()));
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 gen(static_cast<uint32_t>(seed));
   struct Case {
     int64_t c, h, w, k, stride, pad, dil;
   };
@@ -203,11 +207,14 @@ TEST(PlanKernels, MaxPoolingMatchesItsWindows) {
                  std::to_string(t.dil));
     kern::Conv2dGeom g = geometry(t.c, t.h, t.w, t.c, t.k, t.stride, t.pad, t.dil);
     std::vector<float> x = uniform(static_cast<size_t>(t.h * t.w * t.c), gen);
-    // NaN of both signs in a few places (the window's last NaN is its result, bits and all), a
+    // NaN of both signs in a few places (the window's first NaN is its result, bits and all), a
     // -inf, and zeros of both signs (the first of equal values is kept: +0 or -0, whichever
     // comes first in the window).
     for (size_t i = 0; i < x.size(); i += 3) x[i] = (i / 3) % 2 == 0 ? 0.0F : -0.0F;
     x[std::min<size_t>(5, x.size() - 1)] = std::numeric_limits<float>::quiet_NaN();
+    // -NaN then +NaN in the first row's first two pixels: a window holding both takes the first.
+    x[0] = -std::numeric_limits<float>::quiet_NaN();
+    if (t.w > 1) x[static_cast<size_t>(t.c)] = std::numeric_limits<float>::quiet_NaN();
     x[x.size() / 2] = -std::numeric_limits<float>::quiet_NaN();
     x[x.size() - 1] = -std::numeric_limits<float>::infinity();
     x.shrink_to_fit();  // alone in its buffer: a read past it is the sanitizer's to catch

@@ -1,6 +1,6 @@
 // Note [small convolutions]
 // A convolution over few input taps (c_in kh kw up to 32: the first layer of an image network,
-// one to three channels) is too thin for oneDNN's kernels: the cnn's 1 -> 32 layer of 3 x 3 ran at
+// one to four channels) is too thin for oneDNN's kernels: the cnn's 1 -> 32 layer of 3 x 3 ran at
 // about a quarter of the FMA units' rate on the Intel machine (7.5 us an image at batch 256, and
 // 10 us for half an image at batch 1). Here each output pixel's c_out channels are two to four
 // AVX-512 registers, and a tile of pixels (3 to 6 of them) keeps its sums in registers over all
@@ -35,14 +35,14 @@ int64_t padded_w(const kern::Conv2dGeom& g) {
   return (g.w_out - 1) * g.stride_w + (g.kw - 1) * g.dil_w + 1;
 }
 
-#if defined(__x86_64__)
-
 // The taps of a tile: offsets (in floats) of each tap's input value from the pixel's window
 // corner in the padded scratch, in (ky, kx, ci) order.
 struct Taps {
   int64_t off[kMaxTaps];
   int64_t count;
 };
+
+#if defined(__x86_64__)
 
 // P output pixels, `pix` floats apart in the scratch, CV vectors of 16 channels each: y for the P
 // pixels (c_out floats apart).

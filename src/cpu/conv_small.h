@@ -1,5 +1,5 @@
 // The inference plans' direct convolution for layers with few input taps (Note [small
-// convolutions] in src/cpu/conv_small.cpp): a network's first convolution, over one to three
+// convolutions] in src/cpu/conv_small.cpp): a network's first convolution, over one to four
 // input channels, where oneDNN's kernels run at a fraction of the FMA units' rate.
 #pragma once
 

@@ -33,9 +33,10 @@
 // bands, which depend only on the shapes: the same bits at every thread count. An f32 plan's are
 // not the bits of the op-by-op forward (other kernels sum in another order): the two agree to f32
 // rounding (1e-5 relative on the reference models, tests/test_infer_plan.cpp). Max pooling and
-// the small convolutions keep PyTorch's NaN (max_pool2d's: a NaN in a window is its result; the
-// relu op's); the other f32 ReLU epilogues are oneDNN's, whose NaN handling is its own: a NaN may
-// come out as 0 where PyTorch's relu keeps it (the batch-1 Linear bands apply the relu op's rule).
+// the small convolutions keep the library's NaN (max_pool2d's: the window's first NaN is its
+// result; the relu op's); the other f32 ReLU epilogues are oneDNN's, whose NaN handling is its
+// own: a NaN may come out as 0 where PyTorch's relu keeps it (the batch-1 Linear bands apply the
+// relu op's rule).
 #include <cblas.h>
 
 #include <algorithm>
@@ -216,9 +217,12 @@ std::shared_ptr<const Compiled> compile(const Program& p, int64_t batch) {
   if (!onednn::OpenMP::runtime().usable) return nullptr;
   // oneDNN's int8 kernels without VNNI (vpmaddubsw) saturate 16-bit pair sums: the int8 layers'
   // sums would not be exact, so they need a CPU with the VNNI dot products.
-  const auto isa = dnnl::get_effective_cpu_isa();
-  const bool vnni = isa == dnnl::cpu_isa::avx512_core_vnni ||
-                    isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+  // (oneDNN's ISAs are sets of feature bits, each including those below it.)
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto has = [&](dnnl::cpu_isa want) {
+    return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
+  };
+  const bool vnni = has(dnnl::cpu_isa::avx512_core_vnni) || has(dnnl::cpu_isa::avx2_vnni);
   for (const Layer& l : p.layers) {
     if (l.int8 && !vnni) return nullptr;
   }
@@ -560,6 +564,9 @@ void run_unchecked(const Compiled& c, const float* x, float* y) {
       const onednn::OneOpenMPThread one;
       for (int64_t b = b0; b < b1; ++b) run_head_block(c, b, head, y);
     });
+    // A large batch's head values are not kept for the next call.
+    constexpr size_t kKeepHeadBytes = size_t{16} << 20;
+    if (c.head_floats * sizeof(float) > kKeepHeadBytes) mine().head = Storage();
   }
 }
 

@@ -2,10 +2,10 @@
 // In a build with oneDNN (SINTER_WITH_DNNL), the CPU convolutions in f32 and bf16 run in oneDNN's
 // JIT kernels, the library PyTorch's CPU convolutions run in: direct convolutions over blocked
 // layouts (channels in vector-wide blocks), where im2col + GEMM spends its time copying columns.
-// bf16 runs on the CPU's bf16 dot products where they are the faster path, else on f32 kernels over
-// widened copies (Note [bf16 products]), with f32 sums either way, rounded once as the library's
-// own kernel rounds. Each call reorders the plain NCHW tensors into the
-// layouts the primitive asks for and the output back, as PyTorch does with NCHW tensors.
+// bf16 runs on the CPU's bf16 dot products where they are the faster path, else on f32 kernels
+// over widened copies (Note [bf16 products]), with f32 sums either way, rounded once as the
+// library's own kernel rounds. Each call reorders the plain NCHW tensors into the layouts the
+// primitive asks for and the output back, as PyTorch does with NCHW tensors.
 //
 // Threads: oneDNN would split a call over OpenMP threads of its own, which spin for milliseconds
 // after each call, on the cores the library's pool is about to use (steps about a fifth slower on
@@ -34,9 +34,9 @@
 //
 // The library's own kernels (src/cpu/conv.cpp, the widening sgemm path) stay the reference: f64,
 // the f16 convolutions and smaller f16 GEMMs, what oneDNN declines, a build without oneDNN and
-// set_onednn_enabled(false) run there,
-// and tests/test_onednn.cpp compares the two. Plans are built once per geometry (or GEMM shape and
-// strides), chunk size, dtype and pass, and kept (at most kMaxPlans).
+// set_onednn_enabled(false) run there, and tests/test_onednn.cpp compares the two. Plans are built
+// once per geometry (or GEMM shape and strides), chunk size, dtype and pass, and kept (at most
+// kMaxPlans).
 #include <dlfcn.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -377,6 +377,106 @@ void trim(std::vector<float>& v) {
   if (v.capacity() > kKeepFloats) std::vector<float>().swap(v);
 }
 
+// A convolution's chunks as run() cuts them (Note [onednn convolutions]): `per` images each, the
+// last `last`; x_image and y_image are an image's bytes in the caller's dtype; `widen`: bf16 on
+// the f32 kernels over widened copies (Note [bf16 products]).
+struct Chunks {
+  DType dtype;
+  bool has_bias = false, widen = false;
+  int64_t per = 0, chunks = 0, last = 0, x_image = 0, y_image = 0, elem = 0, w_numel = 0;
+  std::shared_ptr<const Plan> plan[2];
+  const Plan& of(int64_t c) const { return *plan[c == chunks - 1 ? 1 : 0]; }
+  int64_t images(int64_t c) const { return c == chunks - 1 ? last : per; }
+};
+
+void* at_bytes(void* p, int64_t bytes) { return static_cast<char*>(p) + bytes; }
+
+// The forward ((x, w, y[, bias]), the images of x and y cut) or the input gradient ((dy, w, dx)),
+// chunk by chunk over the pool; widened, the weight (and bias) once, each chunk's input into the
+// thread's buffer and its output rounded from one.
+void run_images(const Chunks& k, Pass pass, const std::vector<void*>& pointers,
+                int64_t w_channels) {
+  const int64_t in_image = pass == Pass::forward ? k.x_image : k.y_image;
+  const int64_t out_image = pass == Pass::forward ? k.y_image : k.x_image;
+  std::vector<float> w32, b32;
+  if (k.widen) {
+    w32 = widened(pointers[1], k.w_numel);
+    if (k.has_bias) b32 = widened(pointers[3], w_channels);
+  }
+  detail::parallel_for(k.chunks, 1, [&](int64_t c0, int64_t c1) {
+    thread_local std::vector<float> in32, out32;
+    for (int64_t c = c0; c < c1; ++c) {
+      std::vector<void*> p = pointers;
+      p[0] = at_bytes(pointers[0], c * k.per * in_image);
+      p[2] = at_bytes(pointers[2], c * k.per * out_image);
+      if (!k.widen) {
+        execute(k.of(c), p);
+        continue;
+      }
+      widen_into(p[0], k.images(c) * in_image / k.elem, in32);
+      out32.resize(static_cast<size_t>(k.images(c) * out_image / k.elem));
+      void* const out = p[2];
+      p[0] = in32.data();
+      p[1] = w32.data();
+      p[2] = out32.data();
+      if (k.has_bias) p[3] = b32.data();
+      execute(k.of(c), p);
+      vec::narrow_bf16_row(out32.data(), k.images(c) * out_image / k.elem,
+                           static_cast<BFloat16*>(out));
+    }
+    trim(in32);
+    trim(out32);
+  });
+}
+
+// The weight gradient ((x, dy, dw)): the chunks in at most kMaxPartials runs of consecutive chunks
+// (from the geometry alone); each run sums its chunks' f32 gradients in order into its partial,
+// and the partials are summed in order: the memory stays bounded however many chunks the batch
+// makes. Widened, each chunk's x and dy into the thread's buffers.
+void run_weight_gradient(const Chunks& k, const std::vector<void*>& pointers) {
+  const int64_t runs = std::min(k.chunks, kMaxPartials), w_numel = k.w_numel;
+  Storage partial = Storage::allocate(
+      static_cast<size_t>((runs + (k.chunks > runs ? runs : 0)) * w_numel) * sizeof(float),
+      Device::cpu());
+  float* part = static_cast<float*>(partial.data());
+  float* scratch = part + runs * w_numel;  // a run's later chunks, one at a time
+  detail::parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
+    thread_local std::vector<float> x32, dy32;
+    for (int64_t r = r0; r < r1; ++r) {
+      float* sum = part + r * w_numel;
+      float* one = scratch + r * w_numel;
+      for (int64_t c = k.chunks * r / runs; c < k.chunks * (r + 1) / runs; ++c) {
+        const bool first = c == k.chunks * r / runs;
+        void* x_chunk = at_bytes(pointers[0], c * k.per * k.x_image);
+        void* dy_chunk = at_bytes(pointers[1], c * k.per * k.y_image);
+        if (k.widen) {
+          widen_into(x_chunk, k.images(c) * k.x_image / k.elem, x32);
+          widen_into(dy_chunk, k.images(c) * k.y_image / k.elem, dy32);
+          x_chunk = x32.data();
+          dy_chunk = dy32.data();
+        }
+        execute(k.of(c), {x_chunk, dy_chunk, first ? sum : one});
+        if (!first) {
+          for (int64_t i = 0; i < w_numel; ++i) sum[i] += one[i];
+        }
+      }
+    }
+    trim(x32);
+    trim(dy32);
+  });
+  detail::parallel_blocks(w_numel, runs, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float total = part[i];
+      for (int64_t r = 1; r < runs; ++r) total += part[r * w_numel + i];
+      if (k.dtype == DType::f32) {
+        static_cast<float*>(pointers[2])[i] = total;
+      } else {
+        static_cast<BFloat16*>(pointers[2])[i] = BFloat16(total);
+      }
+    }
+  });
+}
+
 // x, w, y in the pass's order (forward: x, w, y[, bias]; backward input: dy, w, dx; backward
 // weight: x, dy, dw), as plain contiguous tensors of `dtype`.
 bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
@@ -387,120 +487,34 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
       g.w_out <= 0) {
     return false;
   }
+  Chunks k;
+  k.dtype = dtype;
+  k.has_bias = has_bias;
   // bf16 runs as f32 on widened copies where its dot products are not the faster path (Note
-  // [bf16 products]): the weight (and bias) widened once, each chunk's input widened into the
-  // thread's buffer and its output rounded from one.
-  const bool widen = dtype == DType::bf16 && !bf16_dot_products();
-  const DType kernel_dtype = widen ? DType::f32 : dtype;
+  // [bf16 products]).
+  k.widen = dtype == DType::bf16 && !bf16_dot_products();
+  const DType kernel_dtype = k.widen ? DType::f32 : dtype;
   const DT t = kernel_dtype == DType::f32 ? DT::f32 : DT::bf16;
-  const int64_t per = chunk_images(g), chunks = (g.n + per - 1) / per,
-                last = g.n - (chunks - 1) * per;
-  std::shared_ptr<const Plan> plan[2];
+  k.per = chunk_images(g);
+  k.chunks = (g.n + k.per - 1) / k.per;
+  k.last = g.n - (k.chunks - 1) * k.per;
   for (int i = 0; i < 2; ++i) {
     kern::Conv2dGeom c = g;
-    c.n = i == 0 ? per : last;
-    plan[i] = plans().get(plan_key(pass, c, kernel_dtype, has_bias),
-                          [&] { return build(pass, c, t, has_bias); });
-    if (!plan[i]) return false;
+    c.n = i == 0 ? k.per : k.last;
+    k.plan[i] = plans().get(plan_key(pass, c, kernel_dtype, has_bias),
+                            [&] { return build(pass, c, t, has_bias); });
+    if (!k.plan[i]) return false;
   }
-  const int64_t w_numel = g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
-  std::vector<float> w32, b32;
-  if (widen && pass != Pass::backward_weight) {
-    w32 = widened(pointers[1], w_numel);
-    if (has_bias) b32 = widened(pointers[3], g.c_out);
+  k.elem = static_cast<int64_t>(element_size(dtype));
+  k.x_image = g.c_in * g.h * g.w * k.elem;
+  k.y_image = g.c_out * g.h_out * g.w_out * k.elem;
+  k.w_numel = g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
+  if (pass == Pass::backward_weight) {
+    run_weight_gradient(k, pointers);
+  } else {
+    run_images(k, pass, pointers, g.c_out);
   }
-  const size_t elem = element_size(dtype);
-  const auto elem_bytes =
-      static_cast<int64_t>(elem);  // the caller's; x_image and y_image are bytes
-  const int64_t x_image = g.c_in * g.h * g.w * static_cast<int64_t>(elem);
-  const int64_t y_image = g.c_out * g.h_out * g.w_out * static_cast<int64_t>(elem);
-  auto at = [](void* p, int64_t bytes) {
-    return static_cast<void*>(static_cast<char*>(p) + bytes);
-  };
-  const auto chunk_plan = [&](int64_t c) -> const Plan& { return *plan[c == chunks - 1 ? 1 : 0]; };
-  switch (pass) {
-    case Pass::forward:
-    case Pass::backward_input: {
-      // forward: (x, w, y[, bias]), the images of x and y cut; backward input: (dy, w, dx).
-      const int64_t in_image = pass == Pass::forward ? x_image : y_image;
-      const int64_t out_image = pass == Pass::forward ? y_image : x_image;
-      detail::parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-        thread_local std::vector<float> in32, out32;
-        for (int64_t c = c0; c < c1; ++c) {
-          std::vector<void*> p = pointers;
-          p[0] = at(pointers[0], c * per * in_image);
-          p[2] = at(pointers[2], c * per * out_image);
-          if (!widen) {
-            execute(chunk_plan(c), p);
-            continue;
-          }
-          const int64_t images = c == chunks - 1 ? last : per;
-          widen_into(p[0], images * in_image / elem_bytes, in32);
-          out32.resize(static_cast<size_t>(images * out_image / elem_bytes));
-          void* const out = p[2];
-          p[0] = in32.data();
-          p[1] = w32.data();
-          p[2] = out32.data();
-          if (has_bias) p[3] = b32.data();
-          execute(chunk_plan(c), p);
-          vec::narrow_bf16_row(out32.data(), images * out_image / elem_bytes,
-                               static_cast<BFloat16*>(out));
-        }
-        trim(in32);
-        trim(out32);
-      });
-      return true;
-    }
-    case Pass::backward_weight: {
-      // The chunks in at most kMaxPartials runs of consecutive chunks (from the geometry alone);
-      // each run sums its chunks' f32 gradients in order into its partial, and the partials are
-      // summed in order: the memory stays bounded however many chunks the batch makes.
-      const int64_t runs = std::min(chunks, kMaxPartials);
-      Storage partial = Storage::allocate(
-          static_cast<size_t>((runs + (chunks > runs ? runs : 0)) * w_numel) * sizeof(float),
-          Device::cpu());
-      float* part = static_cast<float*>(partial.data());
-      float* scratch = part + runs * w_numel;  // a run's later chunks, one at a time
-      detail::parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
-        thread_local std::vector<float> x32, dy32;
-        for (int64_t r = r0; r < r1; ++r) {
-          float* sum = part + r * w_numel;
-          float* one = scratch + r * w_numel;
-          for (int64_t c = chunks * r / runs; c < chunks * (r + 1) / runs; ++c) {
-            const bool first = c == chunks * r / runs;
-            void* x_chunk = at(pointers[0], c * per * x_image);
-            void* dy_chunk = at(pointers[1], c * per * y_image);
-            if (widen) {
-              const int64_t images = c == chunks - 1 ? last : per;
-              widen_into(x_chunk, images * x_image / elem_bytes, x32);
-              widen_into(dy_chunk, images * y_image / elem_bytes, dy32);
-              x_chunk = x32.data();
-              dy_chunk = dy32.data();
-            }
-            execute(chunk_plan(c), {x_chunk, dy_chunk, first ? sum : one});
-            if (!first) {
-              for (int64_t i = 0; i < w_numel; ++i) sum[i] += one[i];
-            }
-          }
-        }
-        trim(x32);
-        trim(dy32);
-      });
-      detail::parallel_blocks(w_numel, runs, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-          float total = part[i];
-          for (int64_t r = 1; r < runs; ++r) total += part[r * w_numel + i];
-          if (dtype == DType::f32) {
-            static_cast<float*>(pointers[2])[i] = total;
-          } else {
-            static_cast<BFloat16*>(pointers[2])[i] = BFloat16(total);
-          }
-        }
-      });
-      return true;
-    }
-  }
-  return false;
+  return true;
 }
 
 // The GEMMs' primitives, by dtype, shape, transposes and row strides; an empty plan where oneDNN
@@ -544,8 +558,7 @@ Plan build_gemm(DT t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t
 // Note [bf16 products]
 // A bf16 product runs on the CPU's bf16 dot products only where they outrun its f32 FMAs: AMX-BF16
 // (oneDNN's effective ISA avx512_core_amx: an instruction makes 16 x 16 dot products of 32 terms),
-// and
-// AVX512-BF16 on AMD (Zen 4 and later, where a VDPBF16PS does twice a VFMADD231PS's
+// and AVX512-BF16 on AMD (Zen 4 and later, where a VDPBF16PS does twice a VFMADD231PS's
 // multiply-adds). Intel's AVX512-BF16 without AMX does as many multiply-adds a cycle as its f32
 // FMAs, and its bf16 kernels ran slower than the f32 ones, in oneDNN and in PyTorch alike (on the
 // Intel machine of benchmarks/README.md, 103 to 155 GFLOP/s on 2 threads against 226 to 282 in

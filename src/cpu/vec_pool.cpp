@@ -3,8 +3,9 @@
 // input. Where c_in is a multiple of 16 and the CPU has AVX-512F, each output pixel's channels are
 // whole registers, its taps taken in turn (max_pool_avx512); elsewhere a loop compiled for
 // AVX-512, AVX2 and the baseline (src/cpu/vec_clones.h) takes each tap into a row of outputs.
-// Both keep max_pool2d's values, bit for bit: the first of equal values (+0 before -0 where +0
-// comes first), and the window's last NaN where it holds one.
+// Both pick the element the library's own max pooling picks (kern::max_window_argmax): the first
+// NaN, else the first maximum (+0 before -0 where +0 comes first), bit for bit, as max_pool2d's
+// values are.
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -24,8 +25,10 @@ namespace {
 // (The compiler's vector types would be lowered for the baseline before the clones are made.)
 constexpr int64_t kLanes = 16;
 
-// max_pool2d's rule: v where v > m or v is NaN, else m (a NaN in the window is the result).
-[[gnu::always_inline]] inline float max_of(float v, float m) { return (v > m || v != v) ? v : m; }
+// kern::max_replaces: v where m is not NaN and v > m or v is NaN, else m (the first NaN stays).
+[[gnu::always_inline]] inline float max_of(float v, float m) {
+  return (m == m && (v > m || v != v)) ? v : m;
+}
 
 // Per output row, tap by tap: each tap's maximum into the whole row of outputs whose windows hold
 // it inside the image (a contiguous run of columns), so that the outputs' comparisons do not wait
@@ -73,12 +76,14 @@ SINTER_VECTOR_CLONES void max_pool_rows(const float* x, const kern::Conv2dGeom& 
 
 #if defined(__x86_64__)
 // max_of on 16 lanes: MAXPS(v, m) gives m where v is not larger or either is NaN (so a NaN m
-// stays, and equal values keep the first), then v itself where it is NaN.
+// stays, and equal values keep the first), then v itself where it is NaN and m is not.
 [[gnu::target("avx512f"), gnu::always_inline]] inline void take(const float* p, __m512& m) {
   const __m512 v = _mm512_loadu_ps(p);
   // (The masked max: GCC 12 warns of the unmasked one's undefined source.)
   const __m512 larger = _mm512_mask_max_ps(m, 0xFFFF, v, m);
-  m = _mm512_mask_mov_ps(larger, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+  const __mmask16 first_nan =
+      _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(m, m, _CMP_ORD_Q);
+  m = _mm512_mask_mov_ps(larger, first_nan, v);
 }
 
 // c_in a multiple of 16: each output's channels as registers, its taps taken in turn (the same
