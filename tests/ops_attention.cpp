@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attention_test_util.h"
 #include "op_table.h"
 
 namespace sinter::testing {
@@ -289,12 +290,7 @@ TEST(Attention, ErrorsNameTheOperandsAndShapes) {
                {"scaled_dot_product_attention", "defined"});
 }
 
-// One attention call computed two ways (a kernel on a device each), forward and the gradients of
-// sum(out * w) in `dtype` from the same rounded inputs: the second within tol of the first.
-struct Way {
-  AttentionKernel kernel;
-  Device device;
-};
+}  // namespace
 
 void expect_same_attention(const Shape& qs, const Shape& ks, AttentionOptions o, DType dtype,
                            double tol, Way first, Way second) {
@@ -327,6 +323,8 @@ void expect_same_attention(const Shape& qs, const Shape& ks, AttentionOptions o,
   EXPECT_TRUE(all_close(b.dk, a.dk, tol, tol)) << "dk";
   EXPECT_TRUE(all_close(b.dv, a.dv, tol, tol)) << "dv";
 }
+
+namespace {
 
 // The fused CPU reference against the composed form on the CPU.
 void expect_cpu_fused_is_composed(const Shape& qs, const Shape& ks, AttentionOptions o, DType dtype,
@@ -397,7 +395,8 @@ TEST(AttentionFused, TheCpuAttentionSoftmaxIsTheScaleMaskAndSoftmax) {
           }
           out = matmul(softmax(scores, -1), v);
         } else {
-          out = scaled_dot_product_attention(q, k, v, {.causal = causal, .scale = 0.3});
+          out = scaled_dot_product_attention(
+              q, k, v, {.causal = causal, .scale = 0.3, .kernel = AttentionKernel::Composed});
         }
         sum(mul(out, w)).backward();
         return std::vector<Tensor>{out, q.grad(), k.grad(), v.grad()};
@@ -411,12 +410,26 @@ TEST(AttentionFused, TheCpuAttentionSoftmaxIsTheScaleMaskAndSoftmax) {
   }
 }
 
-TEST(AttentionFused, AutoIsComposedOnTheCpuAndFusedRefusesWhatItCannotTake) {
+// Auto on the CPU: the tiles (Note [cpu attention tiles]) where they take the call, else the
+// composed form, bit for bit: f64, a mask, dropout.
+TEST(AttentionFused, AutoOnTheCpuComposesWhatTheTilesDoNotTakeAndFusedRefusesWhatItCannotTake) {
   const Tensor q = randn({1, 2, 4, 3}), k = randn({1, 2, 5, 3}), v = randn({1, 2, 5, 3});
-  const Tensor auto_out = scaled_dot_product_attention(q, k, v);
-  const Tensor composed =
-      scaled_dot_product_attention(q, k, v, {.kernel = AttentionKernel::Composed});
-  EXPECT_TRUE(all_close(auto_out, composed, 0, 0));
+  const auto both = [&](const Tensor& q, const Tensor& k, const Tensor& v, AttentionOptions o,
+                        uint64_t seed) {
+    Generator g1(seed), g2(seed);
+    o.generator = &g1;
+    const Tensor automatic = scaled_dot_product_attention(q, k, v, o);
+    o.generator = &g2;
+    o.kernel = AttentionKernel::Composed;
+    return std::pair{automatic, scaled_dot_product_attention(q, k, v, o)};
+  };
+  for (const auto& [got, want] :
+       {both(q.to(DType::f64), k.to(DType::f64), v.to(DType::f64), {}, 1),
+        both(q, k, v, {.mask = keep_mask(4, 5, q)}, 2), both(q, k, v, {.dropout_p = 0.3}, 3)}) {
+    EXPECT_TRUE(all_close(got, want, 0, 0));
+  }
+  const auto [tiles, composed] = both(q, k, v, {}, 4);
+  EXPECT_TRUE(all_close(tiles, composed, 1e-6, 1e-6));
   // What the fused form does not take: a mask, Dv != D, no key.
   expect_error(
       [&] {

@@ -231,4 +231,50 @@ TEST(CpuVecMath, HalfSoftmaxRowsAreTheF32RowsRounded) {
 }
 
 }  // namespace
+// Per Note [row blocks], a row's whole blocks run in place, its last partial block through
+// zero-padded local arrays; an element gets the same bits either way (else they would depend on
+// where the threads cut a row). Each row on rows of 16 (whole blocks) against the same values in
+// rows of 1 to 15 (a partial block alone), and in a row of 37 that starts in the middle of a block
+// (in place, too).
+TEST(CpuVecMath, ARowsPartialBlockGivesTheWholeBlocksBits) {
+  const std::vector<float> x = inputs();
+  const auto n = static_cast<int64_t>(x.size()) / 16 * 16;
+  const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b, int64_t at,
+                            int64_t count) {
+    return std::memcmp(a.data() + at, b.data() + at, static_cast<size_t>(count) * 4) == 0;
+  };
+  for (const auto op : {kern::UnaryOp::Exp, kern::UnaryOp::Tanh, kern::UnaryOp::Sigmoid,
+                        kern::UnaryOp::Silu, kern::UnaryOp::GeluTanh, kern::UnaryOp::Gelu}) {
+    const cpu::vec::RowFn row = cpu::vec::unary_row(op);
+    ASSERT_NE(row, nullptr);
+    std::vector<float> whole(x.size()), part(x.size());
+    row(x.data(), whole.data(), n);
+    for (int64_t b = 0; b < n; b += 16) row(x.data() + b, part.data() + b, 1 + (b / 16) % 15);
+    int bad = 0;
+    for (int64_t b = 0; b < n && bad < 3; b += 16) {
+      if (!same_bits(whole, part, b, 1 + (b / 16) % 15)) ++bad;
+    }
+    EXPECT_EQ(bad, 0) << "unary op " << static_cast<int>(op);
+    std::vector<float> in_place(x.begin(), x.end());
+    for (int64_t b = 7; b + 37 <= n; b += 37) row(in_place.data() + b, in_place.data() + b, 37);
+    EXPECT_TRUE(same_bits(whole, in_place, 7, (n - 7) / 37 * 37))
+        << "unary op " << static_cast<int>(op);
+  }
+  for (const auto op : {kern::BinaryOp::GeluBackward, kern::BinaryOp::GeluTanhBackward}) {
+    const cpu::vec::BinaryRowFn row = cpu::vec::binary_row(op);
+    ASSERT_NE(row, nullptr);
+    std::vector<float> g(x.size()), whole(x.size()), part(x.size());
+    for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(static_cast<float>(i));
+    row(g.data(), x.data(), whole.data(), n);
+    for (int64_t b = 0; b < n; b += 16) {
+      row(g.data() + b, x.data() + b, part.data() + b, 1 + (b / 16) % 15);
+    }
+    int bad = 0;
+    for (int64_t b = 0; b < n && bad < 3; b += 16) {
+      if (!same_bits(whole, part, b, 1 + (b / 16) % 15)) ++bad;
+    }
+    EXPECT_EQ(bad, 0) << "binary op " << static_cast<int>(op);
+  }
+}
+
 }  // namespace sinter

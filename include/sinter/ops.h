@@ -398,9 +398,12 @@ Tensor rope(const Tensor& x, const Tensor& positions, double base = 10000.0,
 // How scaled_dot_product_attention computes. Fused: one kernel per pass that keeps tiles of q, k
 // and v on chip with an online softmax, saves each row's log-sum-exp and recomputes the weights in
 // the backward, so no (Tq, Tk) matrix is stored; it takes no mask and needs Dv == D >= 1, Tk >= 1
-// and, on CUDA, D <= 128 (on the CPU it is the kernels' reference, slower than the composed form).
+// and, on CUDA, D <= 128 (on the CPU it is the kernels' reference, in double, slow).
 // Composed: matmul, masked softmax, dropout and matmul, any shape and mask. Auto: fused on CUDA
-// when it applies, else composed. Both drop the same weights for one generator state.
+// when it applies; on the CPU, where the fused form applies, without dropout, for f32, bf16 and
+// f16, the CPU's own fused tiles (Note [cpu attention tiles] in src/cpu/vec_attention.cpp: f32
+// inside, the heads read where they lie); else composed. Fused and composed drop the same weights
+// for one generator state.
 enum class AttentionKernel { Auto, Fused, Composed };
 
 struct AttentionOptions {

@@ -31,8 +31,8 @@ namespace sinter::cpu::vec {
 
 inline float pow2i(int32_t n) { return std::bit_cast<float>((n + 127) << 23); }
 
-// exp(r) 2^n for |r| <= ln2 / 2 (a little more in exp_sum), the tail of both exps below.
-inline float exp_scaled(float r, int32_t n) {
+// exp(r) for |r| <= ln2 / 2 (a little more in exp_sum): its Taylor polynomial to r^7.
+inline float exp_poly(float r) {
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
@@ -40,7 +40,12 @@ inline float exp_scaled(float r, int32_t n) {
   p = p * r + 1.0f / 6.0f;
   p = p * r + 0.5f;
   p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  return p * r + 1.0f;
+}
+
+// exp(r) 2^n for |r| <= ln2 / 2 (a little more in exp_sum), the tail of both exps below.
+inline float exp_scaled(float r, int32_t n) {
+  const float p = exp_poly(r);
   const int32_t half = n >> 1;
   return p * pow2i(half) * pow2i(n - half);
 }

@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cpu/attention_softmax.h"
+#include "cpu/vec_attention.h"
 #include "internal/autocast_impl.h"
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
@@ -82,17 +84,29 @@ std::string fused_refusal(const Tensor& q, const Tensor& k, const Tensor& v,
   return "";
 }
 
-Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                       const AttentionOptions& o) {
-  const int64_t tq = q.size(-2), tk = k.size(-2), d = q.size(-1);
+// The args of Note [fused attention] for q and k, without dropout.
+kern::AttentionArgs attention_args(const Tensor& q, const Tensor& k, double scale,
+                                   const AttentionOptions& o) {
   int64_t bh = 1;  // the leading dims, flattened
   for (int64_t i = 0; i + 2 < q.dim(); ++i) bh *= q.size(i);
-  kern::AttentionArgs a{
-      .dtype = q.dtype(), .bh = bh, .tq = tq, .tk = tk, .d = d, .scale = scale, .causal = o.causal};
+  kern::AttentionArgs a{.dtype = q.dtype(),
+                        .bh = bh,
+                        .tq = q.size(-2),
+                        .tk = k.size(-2),
+                        .d = q.size(-1),
+                        .scale = scale,
+                        .causal = o.causal};
   if (q.dim() >= 3 && k.size(-3) != q.size(-3)) {  // grouped-query attention
     a.heads = q.size(-3);
     a.group = q.size(-3) / k.size(-3);
   }
+  return a;
+}
+
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                       const AttentionOptions& o) {
+  kern::AttentionArgs a = attention_args(q, k, scale, o);
+  const int64_t bh = a.bh, tq = a.tq;
   if (o.dropout_p > 0.0) {
     Generator& g = o.generator ? *o.generator : default_generator();
     int64_t whole = bh;  // the (flattened) heads of the whole attention's mask
@@ -101,7 +115,7 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double
       a.drop_heads = {hq, o.dropout_heads, o.dropout_head_offset};
       whole = hq > 0 ? bh / hq * o.dropout_heads : 0;
     }
-    const GeneratorState st = g.reserve(static_cast<uint64_t>(whole * tq * tk));
+    const GeneratorState st = g.reserve(static_cast<uint64_t>(whole * tq * a.tk));
     // Note [dropout mask], as the dropout op draws it.
     a.threshold = static_cast<uint32_t>(std::ceil(o.dropout_p * 0x1p24));
     a.keep_scale = 1.0 / (1.0 - o.dropout_p);
@@ -132,6 +146,66 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double
                         vs.data_ptr(), os.data_ptr(), dout.data_ptr(), lse.data_ptr(),
                         dq.data_ptr(), dk.data_ptr(), dv.data_ptr());
       }
+      return Grads{dq, dk, dv};
+    });
+  }
+  return out;
+}
+
+// The offsets of the heads of a (..., T, D) tensor (its leading dims flattened, in order), in
+// elements from its data pointer.
+std::vector<int64_t> head_offsets(const Tensor& t) {
+  const int64_t lead = t.dim() - 2;
+  int64_t count = 1;
+  for (int64_t i = 0; i < lead; ++i) count *= t.size(i);
+  std::vector<int64_t> offsets(static_cast<size_t>(count));
+  std::vector<int64_t> index(static_cast<size_t>(lead), 0);
+  for (int64_t h = 0; h < count; ++h) {
+    int64_t at = 0;
+    for (int64_t i = 0; i < lead; ++i) at += index[i] * t.stride(i);
+    offsets[h] = at;
+    for (int64_t i = lead - 1; i >= 0 && ++index[i] == t.size(i); --i) index[i] = 0;
+  }
+  return offsets;
+}
+
+// A tensor's heads for the tiles, with the offsets that `offsets` keeps alive.
+cpu::vec::AttentionHeads heads_of(const Tensor& t, std::vector<int64_t>& offsets) {
+  offsets = head_offsets(t);
+  return {t.data_ptr(), offsets.data(), t.dim() >= 2 ? t.stride(-2) : 0};
+}
+
+// t itself where its rows are contiguous (the tiles read the heads of a fused qkv projection where
+// they lie), else a contiguous copy.
+Tensor with_contiguous_rows(const Tensor& t) {
+  return t.stride(-1) == 1 || t.size(-1) == 1 ? t : t.contiguous();
+}
+
+// The CPU's own fused attention, f32 tiles (Note [cpu attention tiles]); `a` from attention_args.
+Tensor tiled_attention(const Tensor& q0, const Tensor& k0, const Tensor& v0,
+                       const kern::AttentionArgs& a) {
+  const Tensor q = with_contiguous_rows(q0), k = with_contiguous_rows(k0),
+               v = with_contiguous_rows(v0);
+  const TensorOptions like{.dtype = q.dtype(), .device = q.device()};
+  Tensor out = empty(q.shape(), like);
+  const Tensor lse = empty({a.bh, a.tq}, {.dtype = DType::f32, .device = q.device()});
+  {
+    std::vector<int64_t> qo, ko, vo, oo;
+    cpu::vec::attention_tiles_forward(a, heads_of(q, qo), heads_of(k, ko), heads_of(v, vo),
+                                      heads_of(out, oo), lse.data<float>());
+  }
+  if (needs_grad({&q0, &k0, &v0})) {
+    const SavedTensor sq(q, kOp), sk(k, kOp), sv(v, kOp), so(out, kOp);
+    record(kOp, {&out}, {q0, k0, v0}, [a, sq, sk, sv, so, lse, like](const Grads& g) {
+      const Tensor qs = sq.get(), ks = sk.get(), vs = sv.get(), os = so.get();
+      const Tensor dout = with_contiguous_rows(g[0]);
+      Tensor dq = empty(qs.shape(), like), dk = empty(ks.shape(), like),
+             dv = empty(vs.shape(), like);
+      std::vector<int64_t> offsets[8];
+      cpu::vec::attention_tiles_backward(
+          a, heads_of(qs, offsets[0]), heads_of(ks, offsets[1]), heads_of(vs, offsets[2]),
+          heads_of(os, offsets[3]), heads_of(dout, offsets[4]), lse.data<float>(),
+          heads_of(dq, offsets[5]), heads_of(dk, offsets[6]), heads_of(dv, offsets[7]));
       return Grads{dq, dk, dv};
     });
   }
@@ -271,7 +345,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                " on ", q.device(), ": ", refusal);
   const bool fused =
       refusal.empty() && (o.kernel == AttentionKernel::Fused || q.device().is_cuda());
-  return fused ? fused_attention(q, k, v, scale, o) : composed_attention(q, k, v, scale, o);
+  if (fused) return fused_attention(q, k, v, scale, o);
+  if (refusal.empty() && q.device().is_cpu() && o.dropout_p == 0.0) {
+    const kern::AttentionArgs a = attention_args(q, k, scale, o);
+    if (cpu::vec::attention_tiles_take(a)) return tiled_attention(q, k, v, a);
+  }
+  return composed_attention(q, k, v, scale, o);
 }
 
 }  // namespace sinter

@@ -412,23 +412,26 @@ std::string Guard::table() const {
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
     return a.second.self_ms > b.second.self_ms;
   });
+  // The names' column: 32 wide, or as wide as the longest name, so that the columns line up.
+  int width = 32;
+  for (const auto& [name, r] : sorted) width = std::max(width, static_cast<int>(name.size()));
   std::ostringstream os;
-  char line[320];
-  std::snprintf(line, sizeof line, "%-32s %8s %12s %12s %10s %12s %12s\n", "op", "calls",
-                "total ms", "self ms", "mean ms", "device ms", "MiB alloc");
-  os << line;
+  std::vector<char> line(static_cast<size_t>(width) + 128);
+  std::snprintf(line.data(), line.size(), "%-*s %8s %12s %12s %10s %12s %12s\n", width, "op",
+                "calls", "total ms", "self ms", "mean ms", "device ms", "MiB alloc");
+  os << line.data();
   for (const auto& [name, r] : sorted) {
     const std::string device = r.on_device ? std::to_string(r.device_ms) : "-";
-    std::snprintf(line, sizeof line, "%-32s %8lld %12.3f %12.3f %10.4f %12s %12.2f\n", name.c_str(),
-                  static_cast<long long>(r.calls), r.host_ms, r.self_ms,
+    std::snprintf(line.data(), line.size(), "%-*s %8lld %12.3f %12.3f %10.4f %12s %12.2f\n", width,
+                  name.c_str(), static_cast<long long>(r.calls), r.host_ms, r.self_ms,
                   r.host_ms / static_cast<double>(r.calls), device.substr(0, 12).c_str(),
                   static_cast<double>(r.bytes) / (1024.0 * 1024.0));
-    os << line;
+    os << line.data();
   }
-  std::snprintf(line, sizeof line, "saved for backward: %.2f MiB now, %.2f MiB at most\n",
+  std::snprintf(line.data(), line.size(), "saved for backward: %.2f MiB now, %.2f MiB at most\n",
                 static_cast<double>(saved_bytes()) / (1024.0 * 1024.0),
                 static_cast<double>(peak_saved_bytes()) / (1024.0 * 1024.0));
-  os << line;
+  os << line.data();
   return os.str();
 }
 
