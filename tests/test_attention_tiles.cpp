@@ -4,9 +4,12 @@
 // thread count, and on scores whose weights underflow or are NaN.
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "attention_test_util.h"
 #include "cpu/vec_attention.h"
+#include "sinter/profiler.h"
 
 namespace sinter::testing {
 namespace {
@@ -124,6 +127,53 @@ TEST(AttentionTiles, ReadHeadsWhereTheyLie) {
   const Tensor k = randn({2, 2, 11, 20}, {}, &gen), v = randn({2, 2, 11, 20}, {}, &gen);
   EXPECT_TRUE(all_close(scaled_dot_product_attention(q, k, v),
                         scaled_dot_product_attention(q.contiguous(), k, v), 0, 0));
+}
+
+// MultiheadAttention on the CPU hands its fused projection to the tiles whole
+// (packed_self_attention): the same bits as the heads split by views, in f32 and under bf16
+// autocast, forward and gradients (of x and of the projections' weights).
+TEST(AttentionTiles, MultiheadAttentionTakesThePackedHeads) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Generator gen(seed);
+  const Tensor x0 = randn({2, 11, 24}, {}, &gen), w = randn({2, 11, 24}, {}, &gen);
+  for (const bool causal : {false, true}) {
+    for (const bool amp : {false, true}) {
+      SCOPED_TRACE(std::string(causal ? "causal" : "") + (amp ? " bf16 autocast" : ""));
+      nn::MultiheadAttention m(24, 3, {.causal = causal});
+      auto run = [&](bool split) {
+        m.zero_grad();
+        Tensor x = x0.detach().requires_grad_(true);
+        Tensor y;
+        {
+          std::optional<autocast::Guard> guard;
+          if (amp) guard.emplace(DeviceType::cpu, DType::bf16);
+          if (split) {
+            const std::vector<Tensor> h =
+                unbind(m.qkv->forward(x).view({2, 11, 3, 3, 8}).permute({2, 0, 3, 1, 4}));
+            const Tensor a = scaled_dot_product_attention(h[0], h[1], h[2], {.causal = causal});
+            y = m.out_proj->forward(a.transpose(1, 2).reshape({2, 11, 24}));
+          } else {
+            y = m.forward(x);
+          }
+        }
+        sum(mul(y.to(DType::f32), w)).backward();
+        return std::vector<Tensor>{y, x.grad(), m.qkv->weight.grad(), m.out_proj->weight.grad()};
+      };
+      std::vector<Tensor> packed;
+      {
+        const profiler::Guard profile;
+        packed = run(false);
+        for (const profiler::Event& e : profile.events()) {
+          EXPECT_NE(e.name, "unbind") << "the heads were split";
+        }
+      }
+      const std::vector<Tensor> split = run(true);
+      for (size_t i = 0; i < packed.size(); ++i) {
+        EXPECT_TRUE(all_close(packed[i], split[i], 0, 0)) << "result " << i;
+      }
+    }
+  }
 }
 
 TEST(AttentionTiles, SameBitsAtEveryThreadCount) {

@@ -12,6 +12,14 @@ namespace kern {
 struct GatherGeom;
 }  // namespace kern
 
+// Self-attention on a fused projection qkv (B, T, 3E): q, k and v side by side, each E = heads x D
+// split into heads, as MultiheadAttention's, with the default scale 1 / sqrt(D), no mask and no
+// dropout, on the CPU's attention tiles (Note [cpu attention tiles]): (B, T, E), the heads side by
+// side, and qkv's gradient written in one piece (no stack of dq, dk and dv, no copy of the split's
+// views). The same values as scaled_dot_product_attention on the split heads. Undefined where the
+// tiles do not take it (not on the CPU, its dtype, T = 0): the caller then splits the heads.
+Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool causal);
+
 // dim wrapped into [0, ndim) (a 0-d tensor takes dims -1 and 0), or an error naming op and dim.
 int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim);
 // A new tensor of a factory (empty, zeros, rand, ...), made to require grad when opts asks.

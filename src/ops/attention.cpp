@@ -15,6 +15,7 @@
 #include "internal/autograd_impl.h"
 #include "internal/dispatch.h"
 #include "internal/iter.h"
+#include "internal/ops_impl.h"
 #include "internal/profile_op.h"
 #include "sinter/core/error.h"
 #include "sinter/ops.h"
@@ -212,6 +213,23 @@ Tensor tiled_attention(const Tensor& q0, const Tensor& k0, const Tensor& v0,
   return out;
 }
 
+// The heads of self-attention on a fused projection (B, T, 3E) and of its (B, T, E) output, for
+// packed_self_attention: head bb x heads + hh at element (bb, 0, part x E + hh x D).
+struct PackedHeads {
+  std::vector<int64_t> q, k, v, out;
+  PackedHeads(int64_t b, int64_t t, int64_t heads, int64_t d) {
+    const int64_t e = heads * d;
+    for (int64_t bb = 0; bb < b; ++bb) {
+      for (int64_t hh = 0; hh < heads; ++hh) {
+        q.push_back(bb * t * 3 * e + hh * d);
+        k.push_back(q.back() + e);
+        v.push_back(q.back() + 2 * e);
+        out.push_back(bb * t * e + hh * d);
+      }
+    }
+  }
+};
+
 // k or v (..., Hkv, Tk, D) with each head repeated for its `group` query heads: (..., Hq, Tk, D).
 Tensor repeat_kv(const Tensor& t, int64_t group) {
   if (group == 1) return t;
@@ -312,6 +330,49 @@ Tensor rope(const Tensor& x, const Tensor& positions, double base, bool interlea
     });
   }
   return y;
+}
+
+Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool causal) {
+  if (!qkv.defined() || !qkv.device().is_cpu() || qkv.dim() != 3 || heads < 1 ||
+      qkv.size(2) % (3 * heads) != 0) {
+    return Tensor();
+  }
+  SINTER_AUTOCAST(scaled_dot_product_attention, qkv,
+                  packed_self_attention(cast(qkv), heads, causal));
+  const int64_t b = qkv.size(0), t = qkv.size(1), e = qkv.size(2) / 3, d = e / heads;
+  const kern::AttentionArgs a{.dtype = qkv.dtype(),
+                              .bh = b * heads,
+                              .tq = t,
+                              .tk = t,
+                              .d = d,
+                              .scale = 1.0 / std::sqrt(static_cast<double>(d)),
+                              .causal = causal};
+  if (!cpu::vec::attention_tiles_take(a)) return Tensor();
+  SINTER_PROFILE_OP("scaled_dot_product_attention", qkv);
+  const Tensor p = qkv.contiguous();
+  const TensorOptions like{.dtype = p.dtype(), .device = p.device()};
+  Tensor out = empty({b, t, e}, like);
+  const Tensor lse = empty({a.bh, t}, {.dtype = DType::f32, .device = p.device()});
+  const auto heads_at = [](const Tensor& x, const std::vector<int64_t>& offsets) {
+    return cpu::vec::AttentionHeads{x.data_ptr(), offsets.data(), x.size(2)};
+  };
+  const PackedHeads at(b, t, heads, d);
+  cpu::vec::attention_tiles_forward(a, heads_at(p, at.q), heads_at(p, at.k), heads_at(p, at.v),
+                                    heads_at(out, at.out), lse.data<float>());
+  if (needs_grad({&qkv})) {
+    const SavedTensor sp(p, kOp), so(out, kOp);
+    record(kOp, {&out}, {qkv}, [a, b, t, heads, d, sp, so, lse, like, heads_at](const Grads& g) {
+      const Tensor ps = sp.get(), os = so.get(), dout = g[0].contiguous();
+      Tensor dp = empty(ps.shape(), like);  // every element is one of a head's dq, dk or dv
+      const PackedHeads at(b, t, heads, d);
+      cpu::vec::attention_tiles_backward(
+          a, heads_at(ps, at.q), heads_at(ps, at.k), heads_at(ps, at.v), heads_at(os, at.out),
+          heads_at(dout, at.out), lse.data<float>(), heads_at(dp, at.q), heads_at(dp, at.k),
+          heads_at(dp, at.v));
+      return Grads{dp};
+    });
+  }
+  return out;
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
