@@ -440,6 +440,17 @@ TEST(OneDnnGemm, WidenedProductsAreTheF32ResultsRounded) {
     const Tensor got = matmul(a, m);
     EXPECT_EQ(cpu::onednn::calls(), calls + 1);  // one f32 matmul in oneDNN
     EXPECT_TRUE(testing::all_close(got, matmul(a.to(DType::f32), m.to(DType::f32)).to(dt), 0, 0));
+    // Products cut into blocks of rows (the whole b widened once for them) and of columns (the
+    // whole a), of plain and transposed operands (Note [gemm blocks]).
+    const Tensor tall = spread({600, 300}, dt), narrow = spread({300, 200}, dt);
+    const Tensor flat = spread({90, 300}, dt), wide = spread({300, 700}, dt);
+    for (const auto& [x, y] : {std::pair{tall, narrow}, std::pair{flat, wide},
+                               std::pair{tall.t().contiguous().t(), narrow.t().contiguous().t()},
+                               std::pair{flat.t().contiguous().t(), wide.t().contiguous().t()}}) {
+      SCOPED_TRACE(shape_str(x.shape()) + " x " + shape_str(y.shape()));
+      const Tensor want = matmul(x.to(DType::f32), y.to(DType::f32)).to(dt);
+      EXPECT_TRUE(testing::all_close(matmul(x, y), want, 0, 0));
+    }
   }
 }
 

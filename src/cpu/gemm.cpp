@@ -152,8 +152,19 @@ template <typename T>
 class BlasOperand {
  public:
   using U = BlasT<T>;
-  BlasOperand(const void* base, int64_t rows, int64_t cols, int64_t ld, int64_t stride)
-      : base_(static_cast<const T*>(base)), rows_(rows), cols_(cols), ld_(ld), stride_(stride) {
+  // `widened`: the operand already in U, dense (cols a row), for a product of one batch entry.
+  BlasOperand(const void* base, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
+              const U* widened = nullptr)
+      : base_(static_cast<const T*>(base)),
+        rows_(rows),
+        cols_(cols),
+        ld_(ld),
+        stride_(stride),
+        widened_(widened) {
+    if (widened_ != nullptr) {
+      blas_ld_ = std::max<int64_t>(1, cols);
+      return;
+    }
     direct_ = std::is_same_v<T, U> && blas_ld(rows, cols, ld, &blas_ld_);
     if (!direct_) {
       blas_ld_ = std::max<int64_t>(1, cols);
@@ -162,6 +173,7 @@ class BlasOperand {
   }
   int ld() const { return static_cast<int>(blas_ld_); }
   const U* get(int64_t b) {
+    if (widened_ != nullptr) return widened_;
     const T* p = base_ + b * stride_;
     if (direct_) {
       if constexpr (std::is_same_v<T, U>) return p;
@@ -173,6 +185,7 @@ class BlasOperand {
  private:
   const T* base_;
   int64_t rows_, cols_, ld_, stride_, blas_ld_ = 0;
+  const U* widened_ = nullptr;
   bool direct_ = false;
   std::vector<U> buf_;
 };
@@ -230,8 +243,15 @@ bool gemm_bf16_library(const GemmArgs& g) {
 // alpha or beta stay on OpenBLAS.
 constexpr int64_t kLibraryMacs = int64_t{1} << 18;
 
+// A bf16 or f16 product's operand that all its blocks read whole, widened to f32 once for them
+// (Note [bf16 products] in src/cpu/onednn_dnnl.cpp): a, or b, or neither.
+struct Widened {
+  const float* a = nullptr;
+  const float* b = nullptr;
+};
+
 template <typename T>
-void gemm_typed(const GemmArgs& g) {
+void gemm_typed(const GemmArgs& g, const Widened& wide) {
   using U = BlasT<T>;
   if (g.k == 0) {
     // Rare enough to take the epilogue through a dense BlasT copy of C.
@@ -250,8 +270,14 @@ void gemm_typed(const GemmArgs& g) {
     if (gemm_bf16_library(g)) return;
   }
   // Stored shapes: A is (m, k), or (k, m) when transposed; B is (k, n), or (n, k) when transposed.
-  BlasOperand<T> a(g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a);
-  BlasOperand<T> b(g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b);
+  const auto widened = [](const float* w) {
+    if constexpr (std::is_same_v<BlasT<T>, float> && !std::is_same_v<T, float>) return w;
+    return static_cast<const BlasT<T>*>(nullptr);
+  };
+  BlasOperand<T> a(g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a,
+                   widened(wide.a));
+  BlasOperand<T> b(g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b,
+                   widened(wide.b));
   int64_t ldc = 0;
   const bool direct_c = std::is_same_v<T, U> && blas_ld(g.m, g.n, g.ldc, &ldc);
   std::vector<U> cbuf;
@@ -293,16 +319,16 @@ void gemm_typed(const GemmArgs& g) {
   }
 }
 
-void gemm_one_thread(const GemmArgs& g) {
+void gemm_one_thread(const GemmArgs& g, const Widened& wide = {}) {
   switch (g.dtype) {
     case DType::f32:
-      return gemm_typed<float>(g);
+      return gemm_typed<float>(g, wide);
     case DType::f64:
-      return gemm_typed<double>(g);
+      return gemm_typed<double>(g, wide);
     case DType::bf16:
-      return gemm_typed<BFloat16>(g);
+      return gemm_typed<BFloat16>(g, wide);
     case DType::f16:
-      return gemm_typed<Half>(g);
+      return gemm_typed<Half>(g, wide);
     default:
       break;
   }
@@ -355,6 +381,20 @@ GemmArgs block_part(const GemmArgs& g, bool cols, int64_t r0, int64_t r1) {
     p.pre_act = advance(g.pre_act, r0 * g.ldc, e);
   }
   return p;
+}
+
+// Whether gemm_typed runs a product of this dtype on operands widened to f32: f16 always, bf16
+// where gemm_bf16_library does not take it (Note [bf16 products]).
+bool widens_operands(DType dtype) {
+  if (dtype == DType::f16) return true;
+  return dtype == DType::bf16 && !(onednn_enabled() && onednn::bf16_dot_products());
+}
+
+// rows x cols of a bf16 or f16 operand (row stride ld) into dst, dense f32.
+void widen_operand(DType dtype, const void* src, int64_t rows, int64_t cols, int64_t ld,
+                   float* dst) {
+  if (dtype == DType::bf16) return pack(static_cast<const BFloat16*>(src), rows, cols, ld, dst);
+  pack(static_cast<const Half*>(src), rows, cols, ld, dst);
 }
 
 // True when several threads may call OpenBLAS at once: a build with threads (pthreads or OpenMP)
@@ -411,10 +451,25 @@ void gemm(const Ctx&, const GemmArgs& g) {
       for (int64_t r = r0; r < r1; ++r) run(r);
     });
   }
+  // A bf16 or f16 product on widened operands: the operand every block reads whole (b where the
+  // blocks are rows of C, a where they are columns), widened once here rather than once a block.
+  std::vector<float> shared;
+  Widened wide;
+  if (g.batch == 1 && widens_operands(g.dtype)) {
+    const bool whole_b = !cols;
+    // Stored shapes: A (m, k), or (k, m) when transposed; B (k, n), or (n, k) when transposed.
+    const int64_t rows = whole_b ? (g.trans_b ? g.n : g.k) : (g.trans_a ? g.k : g.m);
+    const int64_t width = whole_b ? (g.trans_b ? g.k : g.n) : (g.trans_a ? g.m : g.k);
+    shared.resize(static_cast<size_t>(rows * width));
+    widen_operand(g.dtype, whole_b ? g.b : g.a, rows, width, whole_b ? g.ldb : g.lda,
+                  shared.data());
+    (whole_b ? wide.b : wide.a) = shared.data();
+  }
   auto item = [&](int64_t i) {
     const int64_t b = i / blocks, c = i % blocks;
     gemm_one_thread(
-        block_part(batch_part(g, b, b + 1), cols, c * block, std::min(side, (c + 1) * block)));
+        block_part(batch_part(g, b, b + 1), cols, c * block, std::min(side, (c + 1) * block)),
+        wide);
   };
   if (!blas_reentrant()) {
     for (int64_t i = 0; i < g.batch * blocks; ++i) item(i);

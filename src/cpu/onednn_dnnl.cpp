@@ -563,8 +563,10 @@ Plan build_gemm(DT t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t
 // FMAs, and its bf16 kernels ran slower than the f32 ones, in oneDNN and in PyTorch alike (on the
 // Intel machine of benchmarks/README.md, 103 to 155 GFLOP/s on 2 threads against 226 to 282 in
 // f32): there, and on CPUs without AVX512-BF16, the operands are widened to f32 (exactly) and the
-// f32 kernels run, chunk by chunk in the convolutions and block by block in the GEMMs, the
-// results rounded to bf16 once as on the dot-product path: the widened result is the f32 kernel's
+// f32 kernels run, chunk by chunk in the convolutions and block by block in the GEMMs (the operand
+// every block of a product reads whole widened once for all of them, src/cpu/gemm.cpp: once a
+// block, it cost a bf16 Linear of gpt-mini's a quarter of its time), the results rounded to bf16
+// once as on the dot-product path: the widened result is the f32 kernel's
 // result on the widened operands, rounded (tests/test_onednn.cpp holds them equal bit for bit).
 // Both sum the exact products in f32, in their kernels' orders (the dot products also flush
 // subnormal inputs and products to zero): results may sit a bf16 rounding step apart between the
