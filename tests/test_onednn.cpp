@@ -441,15 +441,25 @@ TEST(OneDnnGemm, WidenedProductsAreTheF32ResultsRounded) {
     EXPECT_EQ(cpu::onednn::calls(), calls + 1);  // one f32 matmul in oneDNN
     EXPECT_TRUE(testing::all_close(got, matmul(a.to(DType::f32), m.to(DType::f32)).to(dt), 0, 0));
     // Products cut into blocks of rows (the whole b widened once for them) and of columns (the
-    // whole a), of plain and transposed operands (Note [gemm blocks]).
+    // whole a), of plain and transposed operands (Note [gemm blocks]), in oneDNN's f32 kernels
+    // and in OpenBLAS's; the f32 reference on operands of the same layouts.
+    const auto laid = [](const Tensor& t, bool transposed) {
+      return transposed ? t.t().contiguous().t() : t;
+    };
     const Tensor tall = spread({600, 300}, dt), narrow = spread({300, 200}, dt);
     const Tensor flat = spread({90, 300}, dt), wide = spread({300, 700}, dt);
-    for (const auto& [x, y] : {std::pair{tall, narrow}, std::pair{flat, wide},
-                               std::pair{tall.t().contiguous().t(), narrow.t().contiguous().t()},
-                               std::pair{flat.t().contiguous().t(), wide.t().contiguous().t()}}) {
-      SCOPED_TRACE(shape_str(x.shape()) + " x " + shape_str(y.shape()));
-      const Tensor want = matmul(x.to(DType::f32), y.to(DType::f32)).to(dt);
-      EXPECT_TRUE(testing::all_close(matmul(x, y), want, 0, 0));
+    for (const bool library : {true, false}) {
+      const OneDnnGuard on(library);
+      for (const bool transposed : {false, true}) {
+        for (const auto& [x, y] : {std::pair{tall, narrow}, std::pair{flat, wide}}) {
+          SCOPED_TRACE(shape_str(x.shape()) + " x " + shape_str(y.shape()) +
+                       (transposed ? " transposed" : "") + (library ? " in oneDNN" : ""));
+          const Tensor want =
+              matmul(laid(x.to(DType::f32), transposed), laid(y.to(DType::f32), transposed)).to(dt);
+          EXPECT_TRUE(
+              testing::all_close(matmul(laid(x, transposed), laid(y, transposed)), want, 0, 0));
+        }
+      }
     }
   }
 }

@@ -270,6 +270,8 @@ void gemm_typed(const GemmArgs& g, const Widened& wide) {
     if (gemm_bf16_library(g)) return;
   }
   // Stored shapes: A is (m, k), or (k, m) when transposed; B is (k, n), or (n, k) when transposed.
+  SINTER_CHECK((wide.a == nullptr && wide.b == nullptr) || g.batch == 1,
+               "gemm: a widened shared operand serves one batch entry, got ", g.batch);
   const auto widened = [](const float* w) {
     if constexpr (std::is_same_v<BlasT<T>, float> && !std::is_same_v<T, float>) return w;
     return static_cast<const BlasT<T>*>(nullptr);

@@ -333,9 +333,9 @@ Tensor rope(const Tensor& x, const Tensor& positions, double base, bool interlea
 }
 
 Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool causal) {
-  if (!qkv.defined() || !qkv.device().is_cpu() || qkv.dim() != 3 || heads < 1 ||
-      qkv.size(2) % (3 * heads) != 0) {
-    return Tensor();
+  if (!qkv.defined() || !qkv.device().is_cpu() || qkv.dim() != 3 || heads < 1 || qkv.size(0) < 1 ||
+      qkv.size(1) < 1 || qkv.size(2) < 3 * heads || qkv.size(2) % (3 * heads) != 0) {
+    return Tensor();  // before autocast's cast: the split heads would cast again
   }
   SINTER_AUTOCAST(scaled_dot_product_attention, qkv,
                   packed_self_attention(cast(qkv), heads, causal));
