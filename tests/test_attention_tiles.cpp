@@ -53,12 +53,14 @@ TEST(AttentionTiles, MatchTheReferenceAcrossBlocksAndPads) {
 
 // The products' loop for CPUs without AVX-512F, forced on this one.
 TEST(AttentionTiles, ThePortableProductsMatchTheReference) {
-  const bool before = cpu::vec::attention_tiles_use_portable_products(true);
+  struct Portable {
+    bool before = cpu::vec::attention_tiles_use_portable_products(true);
+    ~Portable() { cpu::vec::attention_tiles_use_portable_products(before); }
+  } portable;
   for (const Case& c : kCases) {
     expect_same_attention(c.q, c.k, {.causal = c.causal, .enable_gqa = c.gqa}, DType::f32, 2e-5,
                           kReference, kTiles);
   }
-  cpu::vec::attention_tiles_use_portable_products(before);
 }
 
 // No query rows, and no query heads (grouped-query attention on zero heads): empty results, and
@@ -203,7 +205,9 @@ TEST(AttentionTiles, WeightsThatUnderflowAreZero) {
     expect_same_attention({2, 2, 21, 16}, {2, 2, 30, 16}, {.causal = causal, .scale = 10.0},
                           DType::f32, 5e-4, kReference, kTiles);
   }
-  Generator gen(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Generator gen(seed);
   const Tensor q = mul(randn({2, 2, 21, 16}, {}, &gen), 40.0), k = randn({2, 2, 30, 16}, {}, &gen);
   EXPECT_TRUE(all(isfinite(scaled_dot_product_attention(q, k, k))).item<bool>());
 }

@@ -399,11 +399,9 @@ Tensor rope(const Tensor& x, const Tensor& positions, double base = 10000.0,
 // and v on chip with an online softmax, saves each row's log-sum-exp and recomputes the weights in
 // the backward, so no (Tq, Tk) matrix is stored; it takes no mask and needs Dv == D >= 1, Tk >= 1
 // and, on CUDA, D <= 128 (on the CPU it is the kernels' reference, in double, slow).
-// Composed: matmul, masked softmax, dropout and matmul, any shape and mask. Auto: fused on CUDA
-// when it applies; on the CPU, where the fused form applies, without dropout, for f32, bf16 and
-// f16, the CPU's own fused tiles (Note [cpu attention tiles] in src/cpu/vec_attention.cpp: f32
-// inside, the heads read where they lie); else composed. Fused and composed drop the same weights
-// for one generator state.
+// Composed: matmul, masked softmax, dropout and matmul, any shape and mask (the same dropout as
+// fused). Auto: fused on CUDA when it applies; on the CPU, where it applies without dropout in f32,
+// bf16 or f16, the CPU's tiles (Note [cpu attention tiles]); else composed.
 enum class AttentionKernel { Auto, Fused, Composed };
 
 struct AttentionOptions {

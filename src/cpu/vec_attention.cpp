@@ -32,21 +32,21 @@ namespace sinter::cpu::vec {
 // src/cpu/vec_clones.h) have no tails; a padded key scores 0 and weighs 0. q, k and v are read
 // where they lie (a head's rows at any stride, its columns contiguous): the heads of a fused qkv
 // projection are not copied out first. Softmax: the row's largest scaled score m, p_j = exp(s_j -
-// m) on vec::exp (Note [cpu vector math]), z their sum, lse = m + log z, the weights p / z. A
-// weight whose exponent is below -87 (exp below FLT_MIN, 1.2e-38) is 0: computing it would make
-// subnormals, each a slow microcode assist on Intel CPUs, and its share of the row is far below
-// f32's resolution. A NaN score makes its row NaN. The products run over a block's keys up to its
-// last row's end (padded): an inf or NaN in the v of a key that a row of the block does not see (a
-// causal mask's future) reaches that row's output through 0 x inf, as in the composed form's
-// product of weights and v; the backward keeps the keys a row does not see out of its dS, and the
-// padding rows out of dk and dv. The backward runs per K/V head, so that dk and dv of its grouped
-// query heads sum without races: per block of a query head's rows, p again from lse, D_i = dout_i .
-// out_i, dP = dout V^T, dS = p (dP - D) scale; dv += p^T dout, dk += dS^T q, dq = dS K, dk and dv
-// kept in f32 until the K/V head's end. Heads are split over the threads and each head's sums run
-// in a fixed order: the bits do not depend on the thread count. They do on the CPU (the AVX-512 and
-// AVX2 clones fuse multiply-adds, the baseline does not). Against the composed form (matmul,
-// softmax, matmul): bf16 and f16 scores and weights stay f32 here, where the composed form rounds
-// them to the dtype between its ops; the f32 results differ by the order of the sums.
+// m) on exp_nonpositive (Note [cpu vector math]'s exp), z their sum, lse = m + log z, the weights p
+// / z. A weight whose exponent is below -87 (exp near FLT_MIN, 1.2e-38, or below) is 0: computing
+// it would make subnormals, each a slow microcode assist on Intel CPUs, and its share of the row is
+// far below f32's resolution. A NaN score makes its row NaN. The products run over a block's keys
+// up to its last row's end (padded): an inf or NaN in the v of a key that a row of the block does
+// not see (a causal mask's future) reaches that row's output through 0 x inf, as in the composed
+// form's product of weights and v; the backward keeps the keys a row does not see out of its dS,
+// and the padding rows out of dk and dv. The backward runs per K/V head, so that dk and dv of its
+// grouped query heads sum without races: per block of a query head's rows, p again from lse, D_i =
+// dout_i . out_i, dP = dout V^T, dS = p (dP - D) scale; dv += p^T dout, dk += dS^T q, dq = dS K, dk
+// and dv kept in f32 until the K/V head's end. Heads are split over the threads and each head's
+// sums run in a fixed order: the bits do not depend on the thread count. They do on the CPU (the
+// AVX-512 and AVX2 clones fuse multiply-adds, the baseline does not). Against the composed form
+// (matmul, softmax, matmul): bf16 and f16 scores and weights stay f32 here, where the composed form
+// rounds them to the dtype between its ops; the f32 results differ by the order of the sums.
 namespace {
 
 constexpr int64_t kLanes = 16;       // floats of an AVX-512 register
@@ -132,9 +132,10 @@ template <int V>
 }
 #endif
 
+std::atomic<bool> g_portable{false};  // attention_tiles_use_portable_products
+
 // c (m x n) = a (m x k) b (k x n), or c += a b; a as gemm_tile's, m a multiple of kRows and n of
 // kLanes. Transposing a (a_row 1, a_k its row length) gives the backward's p^T dout and dS^T q.
-std::atomic<bool> g_portable{false};  // attention_tiles_use_portable_products
 
 void gemm_rows(const float* a, int64_t a_row, int64_t a_k, const float* b, int64_t ldb, float* c,
                int64_t ldc, int64_t m, int64_t k, int64_t n, bool accumulate) {

@@ -23,11 +23,11 @@ namespace sinter::cpu::vec {
 //
 // They are not the C library's expf and tanhf, which the functors of kern/elementwise_ops.h call
 // on the CPU, nor CUDA's, so the f32 rows built on them (the elementwise ops whose row of
-// SINTER_UNARY_OPS names one, and softmax) do not give the functors' or the CUDA kernels' bits:
-// on [-100, 100], exp is at most 1 ulp from expf and tanh 3 from tanhf (the activations: see
-// src/cpu/vec_elementwise.cpp); the parity tests hold the CPU to CUDA within the op table's
-// tolerances. Nor are a row's bits the same on every CPU: its AVX-512 clone (src/cpu/vec_clones.h)
-// fuses multiply-adds, which the baseline cannot.
+// SINTER_UNARY_OPS names one, softmax, the attention tiles) do not give the functors' or the CUDA
+// kernels' bits: on [-100, 100], exp is at most 1 ulp from expf and tanh 3 from tanhf (the
+// activations: see src/cpu/vec_elementwise.cpp); the parity tests hold the CPU to CUDA within the
+// op table's tolerances. Nor are a row's bits the same on every CPU: its AVX-512 clone
+// (src/cpu/vec_clones.h) fuses multiply-adds, which the baseline cannot.
 
 inline float pow2i(int32_t n) { return std::bit_cast<float>((n + 127) << 23); }
 

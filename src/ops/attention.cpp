@@ -1,6 +1,7 @@
-// scaled_dot_product_attention: the fused kernels (kern/attention.h), and the composed
-// form (scores by matmul, masks, softmax, dropout, matmul), which runs on either device and is
-// differentiable through its parts; rope, the rotary position embedding of q and k.
+// scaled_dot_product_attention: the fused kernels (kern/attention.h), the CPU's attention tiles
+// (Note [cpu attention tiles]; packed_self_attention, MultiheadAttention's fused qkv on them), and
+// the composed form (scores by matmul, masks, softmax, dropout, matmul), which runs on either
+// device and is differentiable through its parts; rope, the rotary position embedding of q and k.
 #include "kern/attention.h"
 
 #include <cmath>
