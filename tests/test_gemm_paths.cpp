@@ -211,6 +211,68 @@ TEST(CpuGemm, OneRowMatchesTheProductInEveryLayout) {
   }
 }
 
+// A product whose sums are much longer than C is wide or tall (a weight gradient) is cut along k
+// too (Note [deep products]): every layout, four and eight runs of terms with a shorter last one,
+// cut by rows and by columns, a C with longer rows than its own (their padding untouched), against
+// the product in f64; and the same bits at every thread count.
+TEST(CpuGemm, DeepProductsMatchTheProductInEveryLayout) {
+  Generator g(testing::fresh_seed());
+  struct Deep {
+    int64_t m, n, k, chunks;
+  };
+  for (const Deep d : {Deep{64, 48, 4109, 4}, Deep{40, 56, 16389, 8}}) {
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) {
+        SCOPED_TRACE("m " + std::to_string(d.m) + " n " + std::to_string(d.n) + " ta " +
+                     std::to_string(ta) + " tb " + std::to_string(tb));
+        GemmArgs args;
+        args.trans_a = ta;
+        args.trans_b = tb;
+        args.m = d.m;
+        args.n = d.n;
+        args.k = d.k;
+        const Tensor a = stored(1, ta ? d.k : d.m, ta ? d.m : d.k, true, DType::f32, &g, &args.lda);
+        const Tensor b = stored(1, tb ? d.n : d.k, tb ? d.k : d.n, true, DType::f32, &g, &args.ldb);
+        args.ldc = d.n + 3;
+        Tensor c = full({d.m, args.ldc}, std::nan(""));
+        args.a = a.data_ptr();
+        args.b = b.data_ptr();
+        args.c = c.data_ptr();
+        ASSERT_EQ(cpu::gemm_depth_chunks(args), d.chunks);
+        cpu::gemm(kernel_ctx(Device::cpu()), args);
+        const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>(),
+                                 got = c.to_vector<float>();
+        for (int64_t i = 0; i < d.m; ++i) {
+          for (int64_t j = 0; j < args.ldc; ++j) {
+            const float v = got[static_cast<size_t>(i * args.ldc + j)];
+            if (j >= d.n) {
+              ASSERT_TRUE(std::isnan(v)) << "C's padding written at " << i << ", " << j;
+              continue;
+            }
+            double want = 0, scale = 0;
+            for (int64_t p = 0; p < d.k; ++p) {
+              const double term =
+                  static_cast<double>(
+                      av[static_cast<size_t>(ta ? p * args.lda + i : i * args.lda + p)]) *
+                  bv[static_cast<size_t>(tb ? j * args.ldb + p : p * args.ldb + j)];
+              want += term;
+              scale += std::abs(term);
+            }
+            ASSERT_NEAR(v, want, 2e-6 * scale) << "at " << i << ", " << j;
+          }
+        }
+      }
+    }
+  }
+  const Tensor at = randn({4109, 64}, {}, &g), b = randn({4109, 48}, {}, &g);
+  const Tensor x = randn({8200, 40}, {}, &g), w = randn({56, 40}, {}, &g);
+  testing::expect_same_bits_at_every_thread_count([&] {
+    Tensor cw = w.detach().requires_grad_();
+    linear(x, cw).sum().backward();
+    return std::vector<Tensor>{matmul(at.t(), b), matmul(b.t(), at), cw.grad()};
+  });
+}
+
 TEST(CudaGemmPaths, SimtEveryDtypeAndLayout) {
   SINTER_REQUIRE_CUDA();
   for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16})

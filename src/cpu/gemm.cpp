@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -385,6 +386,16 @@ GemmArgs block_part(const GemmArgs& g, bool cols, int64_t r0, int64_t r1) {
   return p;
 }
 
+// Terms [k0, k1) of each sum of g: the same C from part of op(A)'s columns and op(B)'s rows.
+GemmArgs depth_part(const GemmArgs& g, int64_t k0, int64_t k1) {
+  const size_t e = element_size(g.dtype);
+  GemmArgs p = g;
+  p.k = k1 - k0;
+  p.a = advance(g.a, g.trans_a ? k0 * g.lda : k0, e);
+  p.b = advance(g.b, g.trans_b ? k0 : k0 * g.ldb, e);
+  return p;
+}
+
 // Whether gemm_typed runs a product of this dtype on operands widened to f32: f16 always, bf16
 // where gemm_bf16_library does not take it (Note [bf16 products]).
 bool widens_operands(DType dtype) {
@@ -406,6 +417,78 @@ bool blas_reentrant() {
   return reentrant;
 }
 
+// Note [deep products]
+// A product whose sums are much longer than C is wide or tall (a weight gradient dY^T X, its sums
+// over the 8192 rows of a batch of tokens) is cut along k as well: into `chunks` runs of terms
+// (a multiple of four, so that 2 or 4 threads get the same work), each multiplied into a C of
+// its own (whole, or in blocks of kDeepBlockSide rows or columns or more where C is larger), and
+// the chunks' Cs added in chunk order. The blocks of Note [gemm blocks] alone cut such a product
+// into 128-row blocks that each packed the whole other operand (8192 x 384 for gpt-mini's MLP): a
+// fifth of the time went to packing, and 1152 rows made 9 blocks, one thread doing five. Both cuts
+// and the order of the sum depend on the shape alone, so the bits do not depend on the thread
+// count. f32 products with alpha 1, beta 0 and no epilogue only (the weight gradients); the partial
+// Cs of a bf16 or f16 product would be rounded before their sum.
+constexpr int64_t kDeepMinK = 4096;
+constexpr int64_t kDeepChunkK = 2048;
+constexpr int64_t kDeepMaxChunks = 16;
+constexpr int64_t kDeepBlockSide = 2048;
+// The most floats the chunks' own Cs take (16 MiB).
+constexpr int64_t kDeepMaxPartials = int64_t{4} << 20;
+
+}  // namespace
+
+int64_t gemm_depth_chunks(const GemmArgs& g) {
+  if (g.dtype != DType::f32 || g.batch != 1 || g.alpha != 1 || g.beta != 0 || g.bias != nullptr ||
+      g.pre_act != nullptr || g.act != GemmAct::None) {
+    return 0;
+  }
+  if (g.k < kDeepMinK || g.k < 2 * std::max(g.m, g.n) || std::min(g.m, g.n) < 16) return 0;
+  int64_t chunks = std::clamp<int64_t>(g.k / kDeepChunkK / 4 * 4, 4, kDeepMaxChunks);
+  while (chunks >= 4 && (chunks - 1) * g.m * g.n > kDeepMaxPartials) chunks -= 4;
+  if (chunks < 4 || g.m * g.n * (g.k / chunks) < kMinMacsPerPiece) return 0;
+  return chunks;
+}
+
+namespace {
+
+void gemm_deep(const GemmArgs& g, int64_t chunks) {
+  const int64_t depth = (g.k + chunks - 1) / chunks;
+  const bool cols = g.n > g.m;
+  const int64_t side = cols ? g.n : g.m;
+  const int64_t want = std::max<int64_t>(1, side / kDeepBlockSide);
+  const int64_t block = ((side + want - 1) / want + 15) / 16 * 16;
+  const int64_t blocks = (side + block - 1) / block;
+  // Chunk 0 into C, the others into their own dense Cs (not zeroed: beta is 0).
+  const std::unique_ptr<float[]> partials(new float[static_cast<size_t>((chunks - 1) * g.m * g.n)]);
+  auto item = [&](int64_t i) {
+    const int64_t j = i / blocks, r = i % blocks;
+    GemmArgs p = depth_part(g, j * depth, std::min(g.k, (j + 1) * depth));
+    if (j > 0) {
+      p.c = partials.get() + (j - 1) * g.m * g.n;
+      p.ldc = g.n;
+    }
+    gemm_one_thread(block_part(p, cols, r * block, std::min(side, (r + 1) * block)));
+  };
+  if (!blas_reentrant()) {
+    for (int64_t i = 0; i < chunks * blocks; ++i) item(i);
+  } else {
+    detail::parallel_for(chunks * blocks, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) item(i);
+    });
+  }
+  // C += each chunk's C, in chunk order.
+  auto add_rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = static_cast<float*>(g.c) + r * g.ldc;
+      for (int64_t j = 1; j < chunks; ++j) {
+        const float* add = partials.get() + (j - 1) * g.m * g.n + r * g.n;
+        for (int64_t x = 0; x < g.n; ++x) row[x] += add[x];
+      }
+    }
+  };
+  detail::parallel_for(g.m, std::max<int64_t>(1, (int64_t{1} << 14) / g.n), add_rows);
+}
+
 }  // namespace
 
 void gemm(const Ctx&, const GemmArgs& g) {
@@ -416,6 +499,9 @@ void gemm(const Ctx&, const GemmArgs& g) {
   // so that even the first small product does not run on OpenBLAS's own threads.
   static const int pool_started = get_num_threads();
   (void)pool_started;
+  if (const int64_t chunks = gemm_depth_chunks(g); chunks > 0) {
+    return gemm_deep(g, chunks);  // Note [deep products]
+  }
   // Note [gemm blocks]
   // Each product of the batch is cut along the longer side of C into blocks whose size depends on
   // the shape alone (whole 16-wide panels, at least kMinBlockSide wide and kMinMacsPerPiece deep;

@@ -42,6 +42,12 @@ struct GemmArgs {
 
 }  // namespace sinter::kern
 
+namespace sinter::cpu {
+// The runs of terms the CPU's gemm cuts the sums of a product into (Note [deep products] in
+// src/cpu/gemm.cpp), or 0 where it cuts only C.
+int64_t gemm_depth_chunks(const kern::GemmArgs& g);
+}  // namespace sinter::cpu
+
 // The functions of the family, declared once (Note [kernel interfaces]).
 #define SINTER_KERNELS_INC "kern/gemm.inc"
 #include "kern/declare.h"

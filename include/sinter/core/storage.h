@@ -14,8 +14,11 @@ namespace sinter {
 void* cpu_allocate(size_t nbytes);
 void cpu_free(void* ptr);
 // Frees the large CPU blocks Storage keeps for reuse (Note [cpu block cache] in
-// src/core/storage.cpp): at most 1 GiB waits there between steps.
+// src/core/storage.cpp) between steps.
 void empty_cpu_cache();
+// The most bytes of freed blocks the cache keeps: an eighth of the machine's memory (of the
+// container's where that is less), at least 1 GiB.
+size_t cpu_cache_limit();
 
 class Storage {
  public:
