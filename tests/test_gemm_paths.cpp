@@ -211,65 +211,103 @@ TEST(CpuGemm, OneRowMatchesTheProductInEveryLayout) {
   }
 }
 
-// A product whose sums are much longer than C is wide or tall (a weight gradient) is cut along k
-// too (Note [deep products]): every layout, four and eight runs of terms with a shorter last one,
-// cut by rows and by columns, a C with longer rows than its own (their padding untouched), against
-// the product in f64; and the same bits at every thread count.
-TEST(CpuGemm, DeepProductsMatchTheProductInEveryLayout) {
-  Generator g(testing::fresh_seed());
-  struct Deep {
-    int64_t m, n, k, chunks;
-  };
-  for (const Deep d : {Deep{64, 48, 4109, 4}, Deep{40, 56, 16389, 8}}) {
-    for (const bool ta : {false, true}) {
-      for (const bool tb : {false, true}) {
-        SCOPED_TRACE("m " + std::to_string(d.m) + " n " + std::to_string(d.n) + " ta " +
-                     std::to_string(ta) + " tb " + std::to_string(tb));
-        GemmArgs args;
-        args.trans_a = ta;
-        args.trans_b = tb;
-        args.m = d.m;
-        args.n = d.n;
-        args.k = d.k;
-        const Tensor a = stored(1, ta ? d.k : d.m, ta ? d.m : d.k, true, DType::f32, &g, &args.lda);
-        const Tensor b = stored(1, tb ? d.n : d.k, tb ? d.k : d.n, true, DType::f32, &g, &args.ldb);
-        args.ldc = d.n + 3;
-        Tensor c = full({d.m, args.ldc}, std::nan(""));
-        args.a = a.data_ptr();
-        args.b = b.data_ptr();
-        args.c = c.data_ptr();
-        ASSERT_EQ(cpu::gemm_depth_chunks(args), d.chunks);
-        cpu::gemm(kernel_ctx(Device::cpu()), args);
-        const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>(),
-                                 got = c.to_vector<float>();
-        for (int64_t i = 0; i < d.m; ++i) {
-          for (int64_t j = 0; j < args.ldc; ++j) {
-            const float v = got[static_cast<size_t>(i * args.ldc + j)];
-            if (j >= d.n) {
-              ASSERT_TRUE(std::isnan(v)) << "C's padding written at " << i << ", " << j;
-              continue;
-            }
-            double want = 0, scale = 0;
-            for (int64_t p = 0; p < d.k; ++p) {
-              const double term =
-                  static_cast<double>(
-                      av[static_cast<size_t>(ta ? p * args.lda + i : i * args.lda + p)]) *
-                  bv[static_cast<size_t>(tb ? j * args.ldb + p : p * args.ldb + j)];
-              want += term;
-              scale += std::abs(term);
-            }
-            ASSERT_NEAR(v, want, 2e-6 * scale) << "at " << i << ", " << j;
-          }
-        }
+struct Deep {
+  int64_t m, n, k, chunks;
+};
+
+// Entries of C the deep product test checks: all of a small C; of a larger one the first and last
+// three, every 97th and those around the block edge near 2064.
+bool sampled(int64_t x, int64_t extent) {
+  return extent <= 256 || x < 3 || x >= extent - 3 || x % 97 == 0 || (x >= 2040 && x < 2090);
+}
+
+// One deep product (Note [deep products]) of stored operands with NaN padding into a C with
+// longer rows than its own, against the product in f64.
+void check_deep(const Deep& d, bool ta, bool tb, Generator* g) {
+  SCOPED_TRACE("m " + std::to_string(d.m) + " n " + std::to_string(d.n) + " k " +
+               std::to_string(d.k) + " ta " + std::to_string(ta) + " tb " + std::to_string(tb));
+  GemmArgs args;
+  args.trans_a = ta;
+  args.trans_b = tb;
+  args.m = d.m;
+  args.n = d.n;
+  args.k = d.k;
+  const Tensor a = stored(1, ta ? d.k : d.m, ta ? d.m : d.k, true, DType::f32, g, &args.lda);
+  const Tensor b = stored(1, tb ? d.n : d.k, tb ? d.k : d.n, true, DType::f32, g, &args.ldb);
+  args.ldc = d.n + 3;
+  Tensor c = full({d.m, args.ldc}, std::nan(""));
+  args.a = a.data_ptr();
+  args.b = b.data_ptr();
+  args.c = c.data_ptr();
+  ASSERT_EQ(cpu::gemm_depth_chunks(args), d.chunks);
+  cpu::gemm(kernel_ctx(Device::cpu()), args);
+  const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>(),
+                           got = c.to_vector<float>();
+  for (int64_t i = 0; i < d.m; ++i) {
+    for (int64_t j = 0; j < args.ldc; ++j) {
+      const float v = got[static_cast<size_t>(i * args.ldc + j)];
+      if (j >= d.n) {
+        ASSERT_TRUE(std::isnan(v)) << "C's padding written at " << i << ", " << j;
+        continue;
       }
+      if (!sampled(i, d.m) || !sampled(j, d.n)) continue;
+      double want = 0, scale = 0;
+      for (int64_t p = 0; p < d.k; ++p) {
+        const double term =
+            static_cast<double>(av[static_cast<size_t>(ta ? p * args.lda + i : i * args.lda + p)]) *
+            bv[static_cast<size_t>(tb ? j * args.ldb + p : p * args.ldb + j)];
+        want += term;
+        scale += std::abs(term);
+      }
+      ASSERT_NEAR(v, want, 2e-6 * scale) << "at " << i << ", " << j;
     }
   }
+}
+
+// A product whose sums are much longer than C is wide or tall (a weight gradient) is cut along k
+// too (Note [deep products]): every layout, four and eight runs of terms with a shorter last one,
+// C long enough to be cut into blocks of rows and of columns, a C with longer rows than its own
+// (their padding untouched), against the product in f64; which products are cut and into how many
+// runs; and the same bits at every thread count.
+TEST(CpuGemm, DeepProductsMatchTheProductInEveryLayout) {
+  Generator g(testing::fresh_seed());
+  for (const Deep d : {Deep{64, 48, 4109, 4}, Deep{40, 56, 16389, 8}}) {
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) check_deep(d, ta, tb, &g);
+    }
+  }
+  check_deep({16, 4100, 8200, 4}, false, true, &g);  // two blocks of columns
+  check_deep({4100, 16, 8200, 4}, true, false, &g);  // two blocks of rows
+  const auto chunks = [](int64_t m, int64_t n, int64_t k, DType dt = DType::f32, double beta = 0,
+                         bool bias = false) {
+    GemmArgs args;
+    args.dtype = dt;
+    args.m = m;
+    args.n = n;
+    args.k = k;
+    args.beta = beta;
+    const float one = 1;
+    args.bias = bias ? &one : nullptr;
+    return cpu::gemm_depth_chunks(args);
+  };
+  EXPECT_EQ(chunks(64, 48, 24576), 12);
+  EXPECT_EQ(chunks(64, 48, 40000), 16);
+  EXPECT_EQ(chunks(1024, 1024, 8192), 4);
+  EXPECT_EQ(chunks(2048, 2048, 16384), 0);  // its partial Cs would pass 16 MiB
+  EXPECT_EQ(chunks(16, 16, 8192), 0);       // too few multiply-adds a run
+  EXPECT_EQ(chunks(64, 48, 4095), 0);
+  EXPECT_EQ(chunks(3000, 64, 5000), 0);  // sums not twice as long as C is tall
+  EXPECT_EQ(chunks(64, 48, 8192, DType::bf16), 0);
+  EXPECT_EQ(chunks(64, 48, 8192, DType::f32, 0.5), 0);
+  EXPECT_EQ(chunks(64, 48, 8192, DType::f32, 0, true), 0);
   const Tensor at = randn({4109, 64}, {}, &g), b = randn({4109, 48}, {}, &g);
   const Tensor x = randn({8200, 40}, {}, &g), w = randn({56, 40}, {}, &g);
+  const Tensor wide = rand({8200, 4100}, {}, &g);
   testing::expect_same_bits_at_every_thread_count([&] {
     Tensor cw = w.detach().requires_grad_();
     linear(x, cw).sum().backward();
-    return std::vector<Tensor>{matmul(at.t(), b), matmul(b.t(), at), cw.grad()};
+    return std::vector<Tensor>{matmul(at.t(), b), matmul(b.t(), at), cw.grad(),
+                               matmul(x.t(), wide)};
   });
 }
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -31,14 +32,13 @@ constexpr size_t kCpuAlignment = 64;
 // most 32 MiB, anew), and zeroing and faulting them in took a tenth of a CPU gpt-mini step. So
 // Storage keeps freed CPU blocks of at least kCacheMin bytes, by size class (the size rounded up to
 // a quarter of its power of two: at most 25% more than asked), and hands one of the same class to
-// the next request. At most cpu_cache_limit() bytes wait in the cache, an eighth of the
-// machine's memory (or of the container's, where that is less) and at least kCacheFloor; a block
-// that would go past it is freed. gpt-mini's step frees 1.2 GiB of activations in its backward
-// pass that the next forward asks for again: with a cache of 1 GiB, 75k page faults a step took a
-// twentieth of its time.
-// empty_cpu_cache() frees them all. Builds under AddressSanitizer cache nothing, so that
-// it still sees every use after free. fork() waits for the cache's lock, so a child never inherits
-// it held.
+// the next request. At most cpu_cache_limit() bytes wait in the cache: an eighth of the memory
+// (the machine's, or its cgroups' limit where that is less), at least kCacheFloor or half the
+// memory where that is less; a block that would go past it is freed. gpt-mini's step frees 1.2 GiB
+// of activations in its backward pass that the next forward asks for again: with a cache of 1 GiB,
+// 75k page faults a step took a twentieth of its time. empty_cpu_cache() frees them all. Builds
+// under AddressSanitizer cache nothing, so that it still sees every use after free. fork() waits
+// for the cache's lock, so a child never inherits it held.
 constexpr size_t kCacheMin = size_t{1} << 20;
 constexpr size_t kCacheFloor = size_t{1} << 30;
 
@@ -51,18 +51,53 @@ void check_host_size(size_t nbytes) {
                "cpu_allocate: out of host memory allocating ", nbytes, " bytes");
 }
 
-// The machine's memory in bytes, or the memory limit of the container (cgroup v2 or v1) where
-// that is less; 0 where neither can be read.
+// The lowest memory limit of this process's cgroups (v2's memory.max, v1's memory controller) and
+// their ancestors, 0 where none is set or readable. Inside a container with its own cgroup
+// namespace the path is "/", the container's limit at the mount's root.
+size_t cgroup_memory_limit() {
+  size_t lowest = 0;
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    // "id:controllers:path": v2's controllers are empty, v1's a comma-separated list.
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    std::string path = line.substr(b + 1), root, file;
+    if (controllers == ",,") {
+      root = "/sys/fs/cgroup", file = "/memory.max";
+    } else if (controllers.find(",memory,") != std::string::npos) {
+      root = "/sys/fs/cgroup/memory", file = "/memory.limit_in_bytes";
+    } else {
+      continue;
+    }
+    while (!path.empty() && path.back() == '/') path.pop_back();
+    for (;;) {  // the cgroup, then each ancestor up to the root
+      std::ifstream f(root + path + file);
+      unsigned long long limit = 0;  // "max" (no limit) reads as no number
+      if (f >> limit && limit > 0 && (lowest == 0 || limit < lowest)) lowest = limit;
+      if (path.empty()) break;
+      path.resize(path.rfind('/'));
+    }
+  }
+  return lowest;
+}
+
+// The machine's memory in bytes, or the cgroups' limit where that is less; 0 where neither is
+// known.
 size_t machine_memory() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   size_t bytes = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
-  for (const char* path :
-       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-    std::ifstream in(path);
-    unsigned long long limit = 0;  // "max" (no limit) reads as no number
-    if (in >> limit && limit > 0 && (bytes == 0 || limit < bytes)) bytes = limit;
-  }
+  const size_t limit = cgroup_memory_limit();
+  if (limit > 0 && (bytes == 0 || limit < bytes)) bytes = limit;
   return bytes;
+}
+
+// The most bytes the cache keeps (Note [cpu block cache]).
+size_t cache_limit() {
+  const size_t memory = machine_memory();
+  if (memory == 0) return kCacheFloor;
+  return std::max(std::min(kCacheFloor, memory / 2), memory / 8);
 }
 
 // nbytes rounded up to its size class (a multiple of a quarter of its power of two).
@@ -95,13 +130,19 @@ class BlockCache {
     if (p == nullptr) return;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (cached_ + size <= cpu_cache_limit()) {
+      if (cached_ + size <= limit_) {
         free_[size].push_back(p);
         cached_ += size;
         return;
       }
     }
     std::free(p);
+  }
+
+  size_t limit() const { return limit_; }
+  size_t cached() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cached_;
   }
 
   void clear() {
@@ -123,6 +164,7 @@ class BlockCache {
                    [] { BlockCache::get().mutex_.unlock(); });
   }
 
+  const size_t limit_ = cache_limit();
   std::mutex mutex_;
   std::map<size_t, std::vector<void*>> free_;
   size_t cached_ = 0;
@@ -152,10 +194,9 @@ void* storage_allocate(size_t nbytes, std::function<void(void*)>& deleter) {
 
 void empty_cpu_cache() { BlockCache::get().clear(); }
 
-size_t cpu_cache_limit() {
-  static const size_t limit = std::max(kCacheFloor, machine_memory() / 8);
-  return limit;
-}
+size_t cpu_cache_limit() { return BlockCache::get().limit(); }
+
+size_t cpu_cache_bytes() { return BlockCache::get().cached(); }
 
 void* cpu_allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;

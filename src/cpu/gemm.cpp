@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -25,6 +24,7 @@
 #include "sinter/core/dtype.h"
 #include "sinter/core/error.h"
 #include "sinter/core/parallel.h"
+#include "sinter/core/storage.h"
 
 namespace sinter::cpu {
 namespace {
@@ -459,12 +459,14 @@ void gemm_deep(const GemmArgs& g, int64_t chunks) {
   const int64_t block = ((side + want - 1) / want + 15) / 16 * 16;
   const int64_t blocks = (side + block - 1) / block;
   // Chunk 0 into C, the others into their own dense Cs (not zeroed: beta is 0).
-  const std::unique_ptr<float[]> partials(new float[static_cast<size_t>((chunks - 1) * g.m * g.n)]);
+  const Storage scratch = Storage::allocate(
+      static_cast<size_t>((chunks - 1) * g.m * g.n) * sizeof(float), Device::cpu());
+  auto* const partials = static_cast<float*>(scratch.data());
   auto item = [&](int64_t i) {
     const int64_t j = i / blocks, r = i % blocks;
     GemmArgs p = depth_part(g, j * depth, std::min(g.k, (j + 1) * depth));
     if (j > 0) {
-      p.c = partials.get() + (j - 1) * g.m * g.n;
+      p.c = partials + (j - 1) * g.m * g.n;
       p.ldc = g.n;
     }
     gemm_one_thread(block_part(p, cols, r * block, std::min(side, (r + 1) * block)));
@@ -481,12 +483,12 @@ void gemm_deep(const GemmArgs& g, int64_t chunks) {
     for (int64_t r = r0; r < r1; ++r) {
       float* row = static_cast<float*>(g.c) + r * g.ldc;
       for (int64_t j = 1; j < chunks; ++j) {
-        const float* add = partials.get() + (j - 1) * g.m * g.n + r * g.n;
+        const float* add = partials + (j - 1) * g.m * g.n + r * g.n;
         for (int64_t x = 0; x < g.n; ++x) row[x] += add[x];
       }
     }
   };
-  detail::parallel_for(g.m, std::max<int64_t>(1, (int64_t{1} << 14) / g.n), add_rows);
+  detail::parallel_blocks(g.m, g.n * (chunks - 1), add_rows);
 }
 
 }  // namespace

@@ -16,9 +16,11 @@ void cpu_free(void* ptr);
 // Frees the large CPU blocks Storage keeps for reuse (Note [cpu block cache] in
 // src/core/storage.cpp) between steps.
 void empty_cpu_cache();
-// The most bytes of freed blocks the cache keeps: an eighth of the machine's memory (of the
-// container's where that is less), at least 1 GiB.
+// The most bytes of freed blocks the cache keeps: an eighth of the memory (the machine's, or its
+// cgroups' limit where that is less), at least 1 GiB or half the memory where that is less.
 size_t cpu_cache_limit();
+// The bytes of freed blocks the cache keeps now.
+size_t cpu_cache_bytes();
 
 class Storage {
  public:
