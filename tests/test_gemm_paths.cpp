@@ -294,10 +294,13 @@ TEST(CpuGemm, DeepProductsMatchTheProductInEveryLayout) {
   EXPECT_EQ(chunks(64, 48, 40000), 16);
   EXPECT_EQ(chunks(1024, 1024, 8192), 4);
   EXPECT_EQ(chunks(2048, 2048, 16384), 0);  // its partial Cs would pass 16 MiB
-  EXPECT_EQ(chunks(16, 16, 8192), 0);       // too few multiply-adds a run
+  EXPECT_EQ(chunks(1024, 1024, 16384), 4);
+  EXPECT_EQ(chunks(16, 16, 8192), 0);  // too few multiply-adds a run
   EXPECT_EQ(chunks(64, 48, 4095), 0);
   EXPECT_EQ(chunks(3000, 64, 5000), 0);  // sums not twice as long as C is tall
-  EXPECT_EQ(chunks(64, 48, 8192, DType::bf16), 0);
+  EXPECT_EQ(chunks(64, 48, 8192, DType::bf16), 4);
+  EXPECT_EQ(chunks(64, 48, 8192, DType::f16), 4);
+  EXPECT_EQ(chunks(64, 48, 8192, DType::f64), 0);
   EXPECT_EQ(chunks(64, 48, 8192, DType::f32, 0.5), 0);
   EXPECT_EQ(chunks(64, 48, 8192, DType::f32, 0, true), 0);
   const Tensor at = randn({4109, 64}, {}, &g), b = randn({4109, 48}, {}, &g);

@@ -463,6 +463,12 @@ TEST(OneDnnGemm, WidenedProductsAreTheF32ResultsRounded) {
                                          tol, rtol));
         }
       }
+      // A weight gradient's deep product (Note [deep products]): each run of terms in f32 on the
+      // operands' parts widened, summed and rounded once: the f32 deep product, bit for bit.
+      const Tensor dy = spread({8200, 64}, dt), in = spread({8200, 48}, dt);
+      EXPECT_TRUE(testing::all_close(matmul(dy.t(), in),
+                                     matmul(dy.to(DType::f32).t(), in.to(DType::f32)).to(dt), 0, 0))
+          << "deep product" << (library ? " in oneDNN" : "");
     }
   }
 }

@@ -426,8 +426,11 @@ bool blas_reentrant() {
 // into 128-row blocks that each packed the whole other operand (8192 x 384 for gpt-mini's MLP): a
 // fifth of the time went to packing, and 1152 rows made 9 blocks, one thread doing five. Both cuts
 // and the order of the sum depend on the shape alone, so the bits do not depend on the thread
-// count. f32 products with alpha 1, beta 0 and no epilogue only (the weight gradients); the partial
-// Cs of a bf16 or f16 product would be rounded before their sum.
+// count. Products with alpha 1, beta 0 and no epilogue only (the weight gradients). A bf16 or f16
+// product runs each run into an f32 C (the f32 product of its widened operands, or the CPU's bf16
+// dot products with f32 sums, as gemm_bf16_library would: Note [bf16 products]) and rounds their
+// sum once, so that the widened path's result is the f32 deep product's on the widened operands,
+// rounded.
 constexpr int64_t kDeepMinK = 4096;
 constexpr int64_t kDeepChunkK = 2048;
 constexpr int64_t kDeepMaxChunks = 16;
@@ -438,18 +441,48 @@ constexpr int64_t kDeepMaxPartials = int64_t{4} << 20;
 }  // namespace
 
 int64_t gemm_depth_chunks(const GemmArgs& g) {
-  if (g.dtype != DType::f32 || g.batch != 1 || g.alpha != 1 || g.beta != 0 || g.bias != nullptr ||
+  const bool f32_sums = g.dtype == DType::f32 || g.dtype == DType::bf16 || g.dtype == DType::f16;
+  if (!f32_sums || g.batch != 1 || g.alpha != 1 || g.beta != 0 || g.bias != nullptr ||
       g.pre_act != nullptr || g.act != GemmAct::None) {
     return 0;
   }
   if (g.k < kDeepMinK || g.k < 2 * std::max(g.m, g.n) || std::min(g.m, g.n) < 16) return 0;
   int64_t chunks = std::clamp<int64_t>(g.k / kDeepChunkK / 4 * 4, 4, kDeepMaxChunks);
-  while (chunks >= 4 && (chunks - 1) * g.m * g.n > kDeepMaxPartials) chunks -= 4;
+  while (chunks >= 4 && chunks * g.m * g.n > kDeepMaxPartials) chunks -= 4;
   if (chunks < 4 || g.m * g.n * (g.k / chunks) < kMinMacsPerPiece) return 0;
   return chunks;
 }
 
 namespace {
+
+// A bf16 or f16 part of a deep product into f32 C (p.c, rows p.ldc apart): on the CPU's bf16 dot
+// products where gemm_bf16_library would run them, else the f32 product of the widened operands.
+void deep_part_in_f32(const GemmArgs& p) {
+  auto* c = static_cast<float*>(p.c);
+  if (p.dtype == DType::bf16 && !widens_operands(p.dtype) &&
+      onednn::gemm(DType::bf16, p.trans_a, p.trans_b, p.m, p.n, p.k, p.a, p.lda, p.b, p.ldb, c,
+                   p.ldc)) {
+    return;
+  }
+  // The thread's widened operands, kept between calls up to kKeepFloats each.
+  constexpr size_t kKeepFloats = size_t{1} << 22;
+  thread_local std::vector<float> wa, wb;
+  GemmArgs q = p;
+  q.dtype = DType::f32;
+  // Stored shapes: A (m, k), or (k, m) when transposed; B (k, n), or (n, k) when transposed.
+  q.lda = p.trans_a ? p.m : p.k;
+  q.ldb = p.trans_b ? p.k : p.n;
+  wa.resize(static_cast<size_t>(p.m * p.k));
+  wb.resize(static_cast<size_t>(p.k * p.n));
+  widen_operand(p.dtype, p.a, p.trans_a ? p.k : p.m, q.lda, p.lda, wa.data());
+  widen_operand(p.dtype, p.b, p.trans_b ? p.n : p.k, q.ldb, p.ldb, wb.data());
+  q.a = wa.data();
+  q.b = wb.data();
+  gemm_one_thread(q);
+  for (std::vector<float>* v : {&wa, &wb}) {
+    if (v->capacity() > kKeepFloats) *v = std::vector<float>();
+  }
+}
 
 void gemm_deep(const GemmArgs& g, int64_t chunks) {
   const int64_t depth = (g.k + chunks - 1) / chunks;
@@ -458,18 +491,27 @@ void gemm_deep(const GemmArgs& g, int64_t chunks) {
   const int64_t want = std::max<int64_t>(1, side / kDeepBlockSide);
   const int64_t block = ((side + want - 1) / want + 15) / 16 * 16;
   const int64_t blocks = (side + block - 1) / block;
-  // Chunk 0 into C, the others into their own dense Cs (not zeroed: beta is 0).
-  const Storage scratch = Storage::allocate(
-      static_cast<size_t>((chunks - 1) * g.m * g.n) * sizeof(float), Device::cpu());
+  // f32: chunk 0 into C, the others into their own dense Cs (not zeroed: beta is 0). bf16 and
+  // f16: every chunk into its own f32 C, their sum rounded into C once.
+  const bool f32 = g.dtype == DType::f32;
+  const int64_t own = f32 ? chunks - 1 : chunks;
+  const Storage scratch =
+      Storage::allocate(static_cast<size_t>(own * g.m * g.n) * sizeof(float), Device::cpu());
   auto* const partials = static_cast<float*>(scratch.data());
+  const auto partial = [&](int64_t j) { return partials + (j - (chunks - own)) * g.m * g.n; };
   auto item = [&](int64_t i) {
     const int64_t j = i / blocks, r = i % blocks;
     GemmArgs p = depth_part(g, j * depth, std::min(g.k, (j + 1) * depth));
-    if (j > 0) {
-      p.c = partials + (j - 1) * g.m * g.n;
+    if (j >= chunks - own) {
+      p.c = partial(j);
       p.ldc = g.n;
     }
-    gemm_one_thread(block_part(p, cols, r * block, std::min(side, (r + 1) * block)));
+    // block_part offsets c by g.dtype's element size: the partial Cs' rows are floats.
+    const GemmArgs part = block_part(p, cols, r * block, std::min(side, (r + 1) * block));
+    if (f32) return gemm_one_thread(part);
+    GemmArgs in_f32 = part;
+    in_f32.c = static_cast<float*>(p.c) + (cols ? r * block : r * block * g.n);
+    deep_part_in_f32(in_f32);
   };
   if (!blas_reentrant()) {
     for (int64_t i = 0; i < chunks * blocks; ++i) item(i);
@@ -478,17 +520,21 @@ void gemm_deep(const GemmArgs& g, int64_t chunks) {
       for (int64_t i = i0; i < i1; ++i) item(i);
     });
   }
-  // C += each chunk's C, in chunk order.
+  // C += each chunk's C in chunk order (f32); C = the chunks' sum, rounded (bf16, f16).
   auto add_rows = [&](int64_t r0, int64_t r1) {
+    std::vector<float> sum(f32 ? 0 : static_cast<size_t>(g.n));
     for (int64_t r = r0; r < r1; ++r) {
-      float* row = static_cast<float*>(g.c) + r * g.ldc;
+      float* row = f32 ? static_cast<float*>(g.c) + r * g.ldc : sum.data();
+      if (!f32) std::copy_n(partial(0) + r * g.n, g.n, row);
       for (int64_t j = 1; j < chunks; ++j) {
-        const float* add = partials + (j - 1) * g.m * g.n + r * g.n;
+        const float* add = partial(j) + r * g.n;
         for (int64_t x = 0; x < g.n; ++x) row[x] += add[x];
       }
+      if (g.dtype == DType::bf16) unpack(row, 1, g.n, static_cast<BFloat16*>(g.c) + r * g.ldc, 1);
+      if (g.dtype == DType::f16) unpack(row, 1, g.n, static_cast<Half*>(g.c) + r * g.ldc, 1);
     }
   };
-  detail::parallel_blocks(g.m, g.n * (chunks - 1), add_rows);
+  detail::parallel_blocks(g.m, g.n * chunks, add_rows);
 }
 
 }  // namespace

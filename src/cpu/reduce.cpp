@@ -134,6 +134,8 @@ void sum_lines_typed(const T* in, int64_t outer, int64_t r, int64_t inner, void*
             const T* row = x + j * inner;
             if constexpr (std::is_same_v<T, float>) {
               vec::add_widened_row(row, width, acc);  // in the CPU's widest vectors
+            } else if constexpr (std::is_same_v<T, BFloat16>) {
+              vec::add_widened_bf16_row(row, width, acc);
             } else {
               for (int64_t i = 0; i < width; ++i) acc[i] += static_cast<Acc>(exact(row[i]));
             }

@@ -79,9 +79,10 @@ void batch_norm_grad_row(const BFloat16* g, const BFloat16* x, int64_t n, const 
 void widen_bf16_row(const BFloat16* x, int64_t n, float* y);
 void narrow_bf16_row(const float* x, int64_t n, BFloat16* y);
 
-// acc[i] += x[i] in double for i < n: a lane of the f32 column sums (Note [line sums] in
+// acc[i] += x[i] in double for i < n: a lane of the f32 and bf16 column sums (Note [line sums] in
 // src/cpu/reduce.cpp; src/cpu/vec_sums.cpp).
 void add_widened_row(const float* x, int64_t n, double* acc);
+void add_widened_bf16_row(const BFloat16* x, int64_t n, double* acc);
 
 // The int8 inference plans' rows (src/cpu/vec_int8.cpp). quantize_int8_row: q[i] =
 // kern::quantize_int8(x[i], scale). int8_epilogue_row: out[j] = c scale[j] + shift[j] (c = acc[j]
