@@ -223,26 +223,31 @@ bool sampled(int64_t x, int64_t extent) {
 
 // One deep product (Note [deep products]) of stored operands with NaN padding into a C with
 // longer rows than its own, against the product in f64.
-void check_deep(const Deep& d, bool ta, bool tb, Generator* g) {
-  SCOPED_TRACE("m " + std::to_string(d.m) + " n " + std::to_string(d.n) + " k " +
-               std::to_string(d.k) + " ta " + std::to_string(ta) + " tb " + std::to_string(tb));
+void check_deep(const Deep& d, bool ta, bool tb, Generator* g, DType dt = DType::f32) {
+  SCOPED_TRACE(std::string(dtype_name(dt)) + " m " + std::to_string(d.m) + " n " +
+               std::to_string(d.n) + " k " + std::to_string(d.k) + " ta " + std::to_string(ta) +
+               " tb " + std::to_string(tb));
   GemmArgs args;
+  args.dtype = dt;
   args.trans_a = ta;
   args.trans_b = tb;
   args.m = d.m;
   args.n = d.n;
   args.k = d.k;
-  const Tensor a = stored(1, ta ? d.k : d.m, ta ? d.m : d.k, true, DType::f32, g, &args.lda);
-  const Tensor b = stored(1, tb ? d.n : d.k, tb ? d.k : d.n, true, DType::f32, g, &args.ldb);
+  const Tensor a = stored(1, ta ? d.k : d.m, ta ? d.m : d.k, true, dt, g, &args.lda);
+  const Tensor b = stored(1, tb ? d.n : d.k, tb ? d.k : d.n, true, dt, g, &args.ldb);
   args.ldc = d.n + 3;
-  Tensor c = full({d.m, args.ldc}, std::nan(""));
+  Tensor c = full({d.m, args.ldc}, std::nan(""), {.dtype = dt});
   args.a = a.data_ptr();
   args.b = b.data_ptr();
   args.c = c.data_ptr();
   ASSERT_EQ(cpu::gemm_depth_chunks(args), d.chunks);
   cpu::gemm(kernel_ctx(Device::cpu()), args);
-  const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>(),
-                           got = c.to_vector<float>();
+  const std::vector<float> av = a.to(DType::f32).to_vector<float>(),
+                           bv = b.to(DType::f32).to_vector<float>(),
+                           got = c.to(DType::f32).to_vector<float>();
+  // The f32 sums' rounding, then bf16's or f16's of the result.
+  const double rounding = dt == DType::bf16 ? 0x1p-8 : dt == DType::f16 ? 0x1p-11 : 0.0;
   for (int64_t i = 0; i < d.m; ++i) {
     for (int64_t j = 0; j < args.ldc; ++j) {
       const float v = got[static_cast<size_t>(i * args.ldc + j)];
@@ -259,16 +264,16 @@ void check_deep(const Deep& d, bool ta, bool tb, Generator* g) {
         want += term;
         scale += std::abs(term);
       }
-      ASSERT_NEAR(v, want, 2e-6 * scale) << "at " << i << ", " << j;
+      ASSERT_NEAR(v, want, 2e-6 * scale + rounding * std::abs(want)) << "at " << i << ", " << j;
     }
   }
 }
 
 // A product whose sums are much longer than C is wide or tall (a weight gradient) is cut along k
-// too (Note [deep products]): every layout, four and eight runs of terms with a shorter last one,
-// C long enough to be cut into blocks of rows and of columns, a C with longer rows than its own
-// (their padding untouched), against the product in f64; which products are cut and into how many
-// runs; and the same bits at every thread count.
+// too (Note [deep products]): f32, bf16 and f16, every layout, four and eight runs of terms with a
+// shorter last one, C long enough to be cut into blocks of rows and of columns, a C with longer
+// rows than its own (their padding untouched), against the product in f64; which products are cut
+// and into how many runs; and the same bits at every thread count.
 TEST(CpuGemm, DeepProductsMatchTheProductInEveryLayout) {
   Generator g(testing::fresh_seed());
   for (const Deep d : {Deep{64, 48, 4109, 4}, Deep{40, 56, 16389, 8}}) {
@@ -276,8 +281,16 @@ TEST(CpuGemm, DeepProductsMatchTheProductInEveryLayout) {
       for (const bool tb : {false, true}) check_deep(d, ta, tb, &g);
     }
   }
+  // bf16 and f16: each run in f32 on its parts widened, the sum rounded once.
+  for (const DType dt : {DType::bf16, DType::f16}) {
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) check_deep({64, 48, 4109, 4}, ta, tb, &g, dt);
+    }
+  }
   check_deep({16, 4100, 8200, 4}, false, true, &g);  // two blocks of columns
   check_deep({4100, 16, 8200, 4}, true, false, &g);  // two blocks of rows
+  check_deep({16, 4100, 8200, 4}, true, false, &g, DType::bf16);
+  check_deep({4100, 16, 8200, 4}, false, true, &g, DType::bf16);
   const auto chunks = [](int64_t m, int64_t n, int64_t k, DType dt = DType::f32, double beta = 0,
                          bool bias = false) {
     GemmArgs args;
@@ -295,6 +308,8 @@ TEST(CpuGemm, DeepProductsMatchTheProductInEveryLayout) {
   EXPECT_EQ(chunks(1024, 1024, 8192), 4);
   EXPECT_EQ(chunks(2048, 2048, 16384), 0);  // its partial Cs would pass 16 MiB
   EXPECT_EQ(chunks(1024, 1024, 16384), 4);
+  EXPECT_EQ(chunks(768, 768, 16384), 8);  // seven own Cs in f32, eight in bf16
+  EXPECT_EQ(chunks(768, 768, 16384, DType::bf16), 4);
   EXPECT_EQ(chunks(16, 16, 8192), 0);  // too few multiply-adds a run
   EXPECT_EQ(chunks(64, 48, 4095), 0);
   EXPECT_EQ(chunks(3000, 64, 5000), 0);  // sums not twice as long as C is tall

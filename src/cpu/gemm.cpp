@@ -427,10 +427,11 @@ bool blas_reentrant() {
 // fifth of the time went to packing, and 1152 rows made 9 blocks, one thread doing five. Both cuts
 // and the order of the sum depend on the shape alone, so the bits do not depend on the thread
 // count. Products with alpha 1, beta 0 and no epilogue only (the weight gradients). A bf16 or f16
-// product runs each run into an f32 C (the f32 product of its widened operands, or the CPU's bf16
-// dot products with f32 sums, as gemm_bf16_library would: Note [bf16 products]) and rounds their
-// sum once, so that the widened path's result is the f32 deep product's on the widened operands,
-// rounded.
+// product runs each run into an f32 C (the f32 product of its parts widened, dense, or the CPU's
+// bf16 dot products with f32 sums, as gemm_bf16_library would: Note [bf16 products]) and rounds
+// their sum once: on the widened path the f32 deep product's result on the widened operands,
+// rounded, bit for bit where the parts keep the operands' row strides (a weight gradient's dY^T X
+// with C in one block; oneDNN's f32 kernels may depend on them, OpenBLAS's do not).
 constexpr int64_t kDeepMinK = 4096;
 constexpr int64_t kDeepChunkK = 2048;
 constexpr int64_t kDeepMaxChunks = 16;
@@ -448,7 +449,9 @@ int64_t gemm_depth_chunks(const GemmArgs& g) {
   }
   if (g.k < kDeepMinK || g.k < 2 * std::max(g.m, g.n) || std::min(g.m, g.n) < 16) return 0;
   int64_t chunks = std::clamp<int64_t>(g.k / kDeepChunkK / 4 * 4, 4, kDeepMaxChunks);
-  while (chunks >= 4 && chunks * g.m * g.n > kDeepMaxPartials) chunks -= 4;
+  // The chunks' own Cs: all of them for bf16 and f16, all but the first (in C) for f32.
+  const int64_t in_c = g.dtype == DType::f32 ? 1 : 0;
+  while (chunks >= 4 && (chunks - in_c) * g.m * g.n > kDeepMaxPartials) chunks -= 4;
   if (chunks < 4 || g.m * g.n * (g.k / chunks) < kMinMacsPerPiece) return 0;
   return chunks;
 }
@@ -465,7 +468,7 @@ void deep_part_in_f32(const GemmArgs& p) {
     return;
   }
   // The thread's widened operands, kept between calls up to kKeepFloats each.
-  constexpr size_t kKeepFloats = size_t{1} << 22;
+  constexpr size_t kKeepFloats = size_t{1} << 20;
   thread_local std::vector<float> wa, wb;
   GemmArgs q = p;
   q.dtype = DType::f32;
