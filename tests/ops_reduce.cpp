@@ -267,8 +267,10 @@ TEST(Prod, DtypesAndEmptyRows) {
 }
 
 // A sum over leading or middle dims (Note [line sums]) gives the bits of the same sums over the
-// rows of the transposed copy: past one sum chunk, over more lines than one block holds, with
-// lines before and after the summed dim, for floating and integral dtypes, and over no rows.
+// rows of the transposed copy at every thread count (the lanes cut into 1, 2, 4 and 8 groups):
+// past one sum chunk, over more lines than one block holds, fewer rows than lanes, rows that are
+// not a multiple of the lanes, lines before and after the summed dim, for floating and integral
+// dtypes, and over no rows.
 TEST(Sum, LinesGiveTheBitsOfTheTransposedRows) {
   Generator gen(testing::fresh_seed());
   for (const DType dt : {DType::f32, DType::f64, DType::bf16, DType::i32}) {
@@ -279,11 +281,17 @@ TEST(Sum, LinesGiveTheBitsOfTheTransposedRows) {
       const Tensor x = mul(randn(shape, {}, &gen), 100.0);
       return x.to(dt);
     };
-    const Tensor tall = draw({40000, 19}), wide = draw({100, 1100}), mid = draw({3, 80, 17});
-    EXPECT_TRUE(testing::all_close(sum(tall, {0}), sum(tall.t().contiguous(), {1}), 0, 0));
-    EXPECT_TRUE(testing::all_close(sum(wide, {0}), sum(wide.t().contiguous(), {1}), 0, 0));
-    EXPECT_TRUE(
-        testing::all_close(sum(mid, {1}), sum(mid.permute({0, 2, 1}).contiguous(), {2}), 0, 0));
+    const Tensor tall = draw({40000, 19}), wide = draw({37, 4500}), mid = draw({3, 83, 17});
+    const Tensor few = draw({11, 300}), even = draw({256, 64});
+    for (const int threads : {1, 2, 3, 8}) {
+      SCOPED_TRACE(threads);
+      const testing::ThreadsGuard guard(threads);
+      for (const Tensor& x : {tall, wide, few, even}) {
+        EXPECT_TRUE(testing::all_close(sum(x, {0}), sum(x.t().contiguous(), {1}), 0, 0));
+      }
+      EXPECT_TRUE(
+          testing::all_close(sum(mid, {1}), sum(mid.permute({0, 2, 1}).contiguous(), {2}), 0, 0));
+    }
     const Tensor none = sum(draw({0, 5}), {0});
     EXPECT_EQ(none.shape(), (Shape{5}));
     EXPECT_EQ(none.abs().max().to(DType::f64).item<double>(), 0.0);

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -169,7 +170,7 @@ class BlasOperand {
     direct_ = std::is_same_v<T, U> && blas_ld(rows, cols, ld, &blas_ld_);
     if (!direct_) {
       blas_ld_ = std::max<int64_t>(1, cols);
-      buf_.resize(static_cast<size_t>(rows * cols));
+      buf_ = std::make_unique_for_overwrite<U[]>(static_cast<size_t>(rows * cols));
     }
   }
   int ld() const { return static_cast<int>(blas_ld_); }
@@ -179,8 +180,8 @@ class BlasOperand {
     if (direct_) {
       if constexpr (std::is_same_v<T, U>) return p;
     }
-    if (b == 0 || stride_ != 0) pack(p, rows_, cols_, ld_, buf_.data());
-    return buf_.data();
+    if (b == 0 || stride_ != 0) pack(p, rows_, cols_, ld_, buf_.get());
+    return buf_.get();
   }
 
  private:
@@ -188,7 +189,7 @@ class BlasOperand {
   int64_t rows_, cols_, ld_, stride_, blas_ld_ = 0;
   const U* widened_ = nullptr;
   bool direct_ = false;
-  std::vector<U> buf_;
+  std::unique_ptr<U[]> buf_;
 };
 
 // bf16 products in oneDNN (on the CPU's bf16 dot products, no widening copies of A and B), alpha,
@@ -283,10 +284,10 @@ void gemm_typed(const GemmArgs& g, const Widened& wide) {
                    widened(wide.b));
   int64_t ldc = 0;
   const bool direct_c = std::is_same_v<T, U> && blas_ld(g.m, g.n, g.ldc, &ldc);
-  std::vector<U> cbuf;
+  std::unique_ptr<U[]> cbuf;
   if (!direct_c) {
     ldc = g.n;
-    cbuf.resize(static_cast<size_t>(g.m * g.n));
+    cbuf = std::make_unique_for_overwrite<U[]>(static_cast<size_t>(g.m * g.n));
   }
   const U alpha = static_cast<U>(g.alpha), beta = static_cast<U>(g.beta);
   // The larger f32 products in oneDNN (Note [f32 gemm in onednn]), and those of bf16 and f16
@@ -296,7 +297,7 @@ void gemm_typed(const GemmArgs& g, const Widened& wide) {
   thread_local std::vector<float> dense;
   for (int64_t i = 0; i < g.batch; ++i) {
     T* c = static_cast<T*>(g.c) + i * g.stride_c;
-    U* pc = cbuf.data();
+    U* pc = cbuf.get();
     if constexpr (std::is_same_v<T, U>) {
       if (direct_c) pc = c;
     }
