@@ -114,22 +114,39 @@ void activate_row(GemmAct act, U* v, int64_t n) {
 }
 
 // The GemmArgs epilogue on one computed (m, n) block pc (row stride ldc, in BlasT), batch index b:
-// bias, pre-activation and activation. alpha and beta were applied by BLAS already.
+// bias, pre-activation and activation; alpha and beta were applied by BLAS already. With `c`, each
+// row then goes to C's (batch entry b's) row in T, while it is still in the core's cache.
 template <typename T>
-void epilogue(const GemmArgs& g, int64_t b, BlasT<T>* pc, int64_t ldc) {
+void epilogue(const GemmArgs& g, int64_t b, BlasT<T>* pc, int64_t ldc, T* c = nullptr) {
   using U = BlasT<T>;
-  if (!g.bias && !g.pre_act && g.act == GemmAct::None) return;
+  if (!g.bias && !g.pre_act && g.act == GemmAct::None) {
+    if (c != nullptr) unpack(pc, g.m, g.n, c, g.ldc);  // pc dense when it is not C
+    return;
+  }
   const T* bias = static_cast<const T*>(g.bias);
   T* pre = g.pre_act ? static_cast<T*>(g.pre_act) + b * g.stride_c : nullptr;
+  // A bf16 or f16 bias widened once for all rows, so that the rows' sums are vector adds.
+  thread_local std::vector<U> wide_bias;
+  const U* add = nullptr;
+  if constexpr (std::is_same_v<T, U>) {
+    add = bias;
+  } else if (bias) {
+    wide_bias.resize(static_cast<size_t>(g.n));
+    pack(bias, 1, g.n, g.n, wide_bias.data());
+    add = wide_bias.data();
+  }
   for (int64_t i = 0; i < g.m; ++i) {
     U* row = pc + i * ldc;
-    if (bias) {
-      for (int64_t j = 0; j < g.n; ++j) row[j] += static_cast<U>(bias[j]);
+    if (add) {
+      if constexpr (std::is_same_v<U, float>) {
+        vec::add_into_row(add, row, g.n);
+      } else {
+        for (int64_t j = 0; j < g.n; ++j) row[j] += add[j];
+      }
     }
-    if (pre) {
-      for (int64_t j = 0; j < g.n; ++j) pre[i * g.ldc + j] = T(row[j]);
-    }
+    if (pre) unpack(row, 1, g.n, pre + i * g.ldc, g.ldc);
     activate_row(g.act, row, g.n);
+    if (c != nullptr) unpack(row, 1, g.n, c + i * g.ldc, g.ldc);
   }
 }
 
@@ -148,15 +165,38 @@ void scale_c(const GemmArgs& g) {
   }
 }
 
+// A thread's buffers for gemm_typed's dense copies (of A, of B, of C), kept for its next products
+// up to kKeepScratch elements each, so that the blocks of a bf16 product (each a widened copy of
+// its part of A and a C in f32) do not allocate and fill their buffers every time.
+template <typename U>
+struct GemmScratch {
+  static constexpr size_t kKeepScratch = size_t{1} << 20;
+  std::vector<U> a, b, c;
+  static GemmScratch& of_thread() {
+    thread_local GemmScratch s;
+    return s;
+  }
+  // v with room for n elements (filled only as it grows).
+  static U* room(std::vector<U>& v, int64_t n) {
+    if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+    return v.data();
+  }
+  void trim() {
+    for (std::vector<U>* v : {&a, &b, &c}) {
+      if (v->capacity() > kKeepScratch) std::vector<U>().swap(*v);
+    }
+  }
+};
+
 // One operand as BLAS will see it: the caller's memory when the dtype and layout allow, else a
-// dense copy in BlasT (made once when the batch stride is 0).
+// dense copy in BlasT in `scratch` (made once when the batch stride is 0).
 template <typename T>
 class BlasOperand {
  public:
   using U = BlasT<T>;
   // `widened`: the operand already in U, dense (cols a row), for a product of one batch entry.
   BlasOperand(const void* base, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
-              const U* widened = nullptr)
+              std::vector<U>& scratch, const U* widened = nullptr)
       : base_(static_cast<const T*>(base)),
         rows_(rows),
         cols_(cols),
@@ -170,7 +210,7 @@ class BlasOperand {
     direct_ = std::is_same_v<T, U> && blas_ld(rows, cols, ld, &blas_ld_);
     if (!direct_) {
       blas_ld_ = std::max<int64_t>(1, cols);
-      buf_ = std::make_unique_for_overwrite<U[]>(static_cast<size_t>(rows * cols));
+      buf_ = GemmScratch<U>::room(scratch, rows * cols);
     }
   }
   int ld() const { return static_cast<int>(blas_ld_); }
@@ -180,8 +220,8 @@ class BlasOperand {
     if (direct_) {
       if constexpr (std::is_same_v<T, U>) return p;
     }
-    if (b == 0 || stride_ != 0) pack(p, rows_, cols_, ld_, buf_.get());
-    return buf_.get();
+    if (b == 0 || stride_ != 0) pack(p, rows_, cols_, ld_, buf_);
+    return buf_;
   }
 
  private:
@@ -189,7 +229,7 @@ class BlasOperand {
   int64_t rows_, cols_, ld_, stride_, blas_ld_ = 0;
   const U* widened_ = nullptr;
   bool direct_ = false;
-  std::unique_ptr<U[]> buf_;
+  U* buf_ = nullptr;
 };
 
 // bf16 products in oneDNN (on the CPU's bf16 dot products, no widening copies of A and B), alpha,
@@ -226,8 +266,7 @@ bool gemm_bf16_library(const GemmArgs& g) {
     for (int64_t e = 0; e < g.m * g.n; ++e) {
       cbuf[e] = g.beta != 0 ? alpha * pi[e] + beta * cbuf[e] : alpha * pi[e];
     }
-    epilogue<BFloat16>(g, i, cbuf.data(), g.n);
-    unpack(cbuf.data(), g.m, g.n, c, g.ldc);
+    epilogue<BFloat16>(g, i, cbuf.data(), g.n, c);
   }
   return true;
 }
@@ -278,16 +317,21 @@ void gemm_typed(const GemmArgs& g, const Widened& wide) {
     if constexpr (std::is_same_v<BlasT<T>, float> && !std::is_same_v<T, float>) return w;
     return static_cast<const BlasT<T>*>(nullptr);
   };
-  BlasOperand<T> a(g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a,
+  GemmScratch<U>& scratch = GemmScratch<U>::of_thread();
+  struct Trim {
+    GemmScratch<U>& s;
+    ~Trim() { s.trim(); }
+  } trim{scratch};
+  BlasOperand<T> a(g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a, scratch.a,
                    widened(wide.a));
-  BlasOperand<T> b(g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b,
+  BlasOperand<T> b(g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b, scratch.b,
                    widened(wide.b));
   int64_t ldc = 0;
   const bool direct_c = std::is_same_v<T, U> && blas_ld(g.m, g.n, g.ldc, &ldc);
-  std::unique_ptr<U[]> cbuf;
+  U* cbuf = nullptr;
   if (!direct_c) {
     ldc = g.n;
-    cbuf = std::make_unique_for_overwrite<U[]>(static_cast<size_t>(g.m * g.n));
+    cbuf = GemmScratch<U>::room(scratch.c, g.m * g.n);
   }
   const U alpha = static_cast<U>(g.alpha), beta = static_cast<U>(g.beta);
   // The larger f32 products in oneDNN (Note [f32 gemm in onednn]), and those of bf16 and f16
@@ -297,7 +341,7 @@ void gemm_typed(const GemmArgs& g, const Widened& wide) {
   thread_local std::vector<float> dense;
   for (int64_t i = 0; i < g.batch; ++i) {
     T* c = static_cast<T*>(g.c) + i * g.stride_c;
-    U* pc = cbuf.get();
+    U* pc = cbuf;
     if constexpr (std::is_same_v<T, U>) {
       if (direct_c) pc = c;
     }
@@ -310,16 +354,14 @@ void gemm_typed(const GemmArgs& g, const Widened& wide) {
       float* out = in_place ? pc : dense.data();
       if (library_f32 && onednn::gemm(DType::f32, g.trans_a, g.trans_b, g.m, g.n, g.k, a.get(i),
                                       a.ld(), b.get(i), b.ld(), out, g.n)) {
-        epilogue<T>(g, i, out, g.n);
-        if (out != pc || !direct_c) unpack(out, g.m, g.n, c, g.ldc);
+        epilogue<T>(g, i, out, g.n, out != pc || !direct_c ? c : nullptr);
         continue;
       }
     }
     blas_gemm(g.trans_a, g.trans_b, static_cast<int>(g.m), static_cast<int>(g.n),
               static_cast<int>(g.k), alpha, a.get(i), a.ld(), b.get(i), b.ld(), beta, pc,
               static_cast<int>(ldc));
-    epilogue<T>(g, i, pc, ldc);
-    if (!direct_c) unpack(pc, g.m, g.n, c, g.ldc);
+    epilogue<T>(g, i, pc, ldc, direct_c ? nullptr : c);
   }
 }
 

@@ -182,6 +182,10 @@ SINTER_VECTOR_BINARY_ROW(gelu_backward)
 
 }  // namespace
 
+SINTER_VECTOR_CLONES void add_into_row(const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += b[i];
+}
+
 BinaryRowFn binary_row(kern::BinaryOp op) {
   switch (op) {
     case kern::BinaryOp::GeluTanhBackward:

@@ -22,6 +22,8 @@ RowFn unary_row(kern::UnaryOp op);
 // (GeluTanhBackward, the gradient of the gelu_tanh row's activation), else null.
 using BinaryRowFn = void (*)(const float* a, const float* b, float* y, int64_t n);
 BinaryRowFn binary_row(kern::BinaryOp op);
+// y[i] += b[i] for i < n (a GEMM epilogue's bias), in the CPU's widest vectors.
+void add_into_row(const float* b, float* y, int64_t n);
 
 // One row of n: softmax (or log_softmax when `log`) of x into y, exp by Note [cpu vector math] and
 // the sum of exp(x - max) added in double in lane_sum's order (Note [lane sums]).
