@@ -7,6 +7,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -15,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "internal/cgroup_memory.h"
 #include "internal/parallel.h"
 #include "internal/sanitizers.h"
 #include "sinter/optim/adam.h"
@@ -434,6 +437,36 @@ TEST(CpuBlockCache, ReusedBlocksAreWrittenAfresh) {
   // A request no host block can hold is an error, not a size class rounded past 2^64 to nothing.
   EXPECT_THROW(empty({int64_t{15} << 58}), Error);
   EXPECT_THROW(empty({int64_t{1} << 61}), Error);
+}
+
+// The cache's limit reads the lowest memory limit among the process's cgroups and their
+// ancestors (Note [cpu block cache]): v2's memory.max ("max" for none), v1's memory controller
+// wherever it sits in the controller list; other controllers' lines, missing files and paths
+// with a trailing slash.
+TEST(CpuBlockCache, CgroupLimitIsTheLowestOnThePath) {
+  const testing::TempDir dir;
+  const auto write = [&](const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(dir.file(path)).parent_path());
+    std::ofstream(dir.file(path)) << text;
+  };
+  write("memory.max", "max\n");
+  write("a/memory.max", "3000000000\n");
+  write("a/b/memory.max", "max\n");
+  write("a/b/c/memory.max", "5000000000\n");
+  using detail::cgroup_memory_limit;
+  EXPECT_EQ(cgroup_memory_limit("0::/a/b/c\n", dir.str()), size_t{3000000000});
+  EXPECT_EQ(cgroup_memory_limit("0::/a/b/c/\n", dir.str()), size_t{3000000000});
+  EXPECT_EQ(cgroup_memory_limit("0::/a/b\n", dir.str()), size_t{3000000000});
+  EXPECT_EQ(cgroup_memory_limit("0::/\n", dir.str()), size_t{0});           // "max" only
+  EXPECT_EQ(cgroup_memory_limit("0::/elsewhere\n", dir.str()), size_t{0});  // no files
+  EXPECT_EQ(cgroup_memory_limit("", dir.str()), size_t{0});
+  write("memory/x/memory.limit_in_bytes", "2000000000\n");
+  write("memory/memory.limit_in_bytes", "9223372036854771712\n");
+  EXPECT_EQ(cgroup_memory_limit("7:cpu,memory,pids:/x\n", dir.str()), size_t{2000000000});
+  EXPECT_EQ(cgroup_memory_limit("7:cpu,cpuacct:/x\n3:memory:/\n", dir.str()),
+            size_t{9223372036854771712ULL});
+  EXPECT_EQ(cgroup_memory_limit("7:memory:/x\n0::/a/b/c\n", dir.str()), size_t{2000000000});
+  EXPECT_EQ(cgroup_memory_limit("7:memoryless:/x\nnot a line\n", dir.str()), size_t{0});
 }
 
 }  // namespace

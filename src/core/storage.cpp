@@ -12,10 +12,13 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "internal/cgroup_memory.h"
 #include "internal/cuda_runtime.h"
 #include "internal/profile_op.h"
 #include "internal/sanitizers.h"
@@ -44,6 +47,19 @@ constexpr size_t kCacheFloor = size_t{1} << 30;
 
 constexpr bool kCacheBlocks = !detail::kAddressSanitizer;
 
+// Whether a comma-separated list of cgroup v1 controllers has the memory controller.
+bool lists_memory(std::string_view controllers) {
+  for (size_t at = 0;;) {
+    const size_t comma = controllers.find(',', at);
+    if (controllers.substr(at, comma - at) == "memory") return true;
+    if (comma == std::string_view::npos) return false;
+    at = comma + 1;
+  }
+}
+
+// The lower of two sizes, 0 standing for an unknown one.
+size_t lower_known(size_t a, size_t b) { return a == 0 || (b != 0 && b < a) ? b : a; }
+
 // No host block can hold more than PTRDIFF_MAX bytes; larger requests would also wrap the rounding
 // below.
 void check_host_size(size_t nbytes) {
@@ -51,46 +67,17 @@ void check_host_size(size_t nbytes) {
                "cpu_allocate: out of host memory allocating ", nbytes, " bytes");
 }
 
-// The lowest memory limit of this process's cgroups (v2's memory.max, v1's memory controller) and
-// their ancestors, 0 where none is set or readable. Inside a container with its own cgroup
-// namespace the path is "/", the container's limit at the mount's root.
-size_t cgroup_memory_limit() {
-  size_t lowest = 0;
-  std::ifstream in("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(in, line)) {
-    // "id:controllers:path": v2's controllers are empty, v1's a comma-separated list.
-    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
-    if (b == std::string::npos) continue;
-    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
-    std::string path = line.substr(b + 1), root, file;
-    if (controllers == ",,") {
-      root = "/sys/fs/cgroup", file = "/memory.max";
-    } else if (controllers.find(",memory,") != std::string::npos) {
-      root = "/sys/fs/cgroup/memory", file = "/memory.limit_in_bytes";
-    } else {
-      continue;
-    }
-    while (!path.empty() && path.back() == '/') path.pop_back();
-    for (;;) {  // the cgroup, then each ancestor up to the root
-      std::ifstream f(root + path + file);
-      unsigned long long limit = 0;  // "max" (no limit) reads as no number
-      if (f >> limit && limit > 0 && (lowest == 0 || limit < lowest)) lowest = limit;
-      if (path.empty()) break;
-      path.resize(path.rfind('/'));
-    }
-  }
-  return lowest;
-}
-
 // The machine's memory in bytes, or the cgroups' limit where that is less; 0 where neither is
-// known.
+// known. Inside a container with its own cgroup namespace the path is "/", the container's limit
+// at the mount's root.
 size_t machine_memory() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  size_t bytes = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
-  const size_t limit = cgroup_memory_limit();
-  if (limit > 0 && (bytes == 0 || limit < bytes)) bytes = limit;
-  return bytes;
+  const size_t bytes =
+      pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+  std::ifstream in("/proc/self/cgroup");
+  std::stringstream text;
+  text << in.rdbuf();
+  return lower_known(bytes, detail::cgroup_memory_limit(text.str(), "/sys/fs/cgroup"));
 }
 
 // The most bytes the cache keeps (Note [cpu block cache]).
@@ -270,5 +257,38 @@ void* Storage::data() const { return impl_ ? impl_->data : nullptr; }
 size_t Storage::nbytes() const { return impl_ ? impl_->nbytes : 0; }
 Device Storage::device() const { return impl_ ? impl_->device : Device::cpu(); }
 bool Storage::is_pinned() const { return impl_ && impl_->pinned; }
+
+namespace detail {
+
+size_t cgroup_memory_limit(const std::string& self_cgroup, const std::string& root) {
+  size_t lowest = 0;
+  std::istringstream in(self_cgroup);
+  std::string line;
+  while (std::getline(in, line)) {
+    // "id:controllers:path": v2's controllers are empty, v1's a comma-separated list.
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string_view controllers = std::string_view(line).substr(a + 1, b - a - 1);
+    std::string path = line.substr(b + 1), dir, file;
+    if (controllers.empty()) {
+      dir = root, file = "/memory.max";
+    } else if (lists_memory(controllers)) {
+      dir = root + "/memory", file = "/memory.limit_in_bytes";
+    } else {
+      continue;
+    }
+    while (!path.empty() && path.back() == '/') path.pop_back();
+    for (;;) {  // the cgroup, then each ancestor up to the root
+      std::ifstream f(dir + path + file);
+      unsigned long long limit = 0;  // "max" (no limit) reads as no number
+      if (f >> limit) lowest = lower_known(lowest, limit);
+      if (path.empty()) break;
+      path.resize(path.rfind('/'));
+    }
+  }
+  return lowest;
+}
+
+}  // namespace detail
 
 }  // namespace sinter

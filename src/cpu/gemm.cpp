@@ -482,6 +482,12 @@ constexpr int64_t kDeepBlockSide = 2048;
 // The most floats the chunks' own Cs take (16 MiB).
 constexpr int64_t kDeepMaxPartials = int64_t{4} << 20;
 
+// How many of a deep product's chunks have a dense f32 C of their own: all but the first (which
+// goes into C) for f32, all of them for bf16 and f16 (their sum is rounded into C once).
+int64_t own_partials(DType dtype, int64_t chunks) {
+  return dtype == DType::f32 ? chunks - 1 : chunks;
+}
+
 }  // namespace
 
 int64_t gemm_depth_chunks(const GemmArgs& g) {
@@ -492,9 +498,7 @@ int64_t gemm_depth_chunks(const GemmArgs& g) {
   }
   if (g.k < kDeepMinK || g.k < 2 * std::max(g.m, g.n) || std::min(g.m, g.n) < 16) return 0;
   int64_t chunks = std::clamp<int64_t>(g.k / kDeepChunkK / 4 * 4, 4, kDeepMaxChunks);
-  // The chunks' own Cs: all of them for bf16 and f16, all but the first (in C) for f32.
-  const int64_t in_c = g.dtype == DType::f32 ? 1 : 0;
-  while (chunks >= 4 && (chunks - in_c) * g.m * g.n > kDeepMaxPartials) chunks -= 4;
+  while (chunks >= 4 && own_partials(g.dtype, chunks) * g.m * g.n > kDeepMaxPartials) chunks -= 4;
   if (chunks < 4 || g.m * g.n * (g.k / chunks) < kMinMacsPerPiece) return 0;
   return chunks;
 }
@@ -537,10 +541,9 @@ void gemm_deep(const GemmArgs& g, int64_t chunks) {
   const int64_t want = std::max<int64_t>(1, side / kDeepBlockSide);
   const int64_t block = ((side + want - 1) / want + 15) / 16 * 16;
   const int64_t blocks = (side + block - 1) / block;
-  // f32: chunk 0 into C, the others into their own dense Cs (not zeroed: beta is 0). bf16 and
-  // f16: every chunk into its own f32 C, their sum rounded into C once.
+  // The partial Cs are not zeroed: beta is 0.
   const bool f32 = g.dtype == DType::f32;
-  const int64_t own = f32 ? chunks - 1 : chunks;
+  const int64_t own = own_partials(g.dtype, chunks);
   const Storage scratch =
       Storage::allocate(static_cast<size_t>(own * g.m * g.n) * sizeof(float), Device::cpu());
   auto* const partials = static_cast<float*>(scratch.data());

@@ -87,13 +87,13 @@ namespace {
 // depend on the thread count (tests/test_parallel.cpp). The partial block's loop is the same
 // function of each element as the whole blocks' (the compiler contracts the same multiply-adds
 // whether it vectorizes a loop or not): tests/test_cpu_vec_math.cpp holds them to the same bits.
-// That holds for GCC; clang's builds (the sanitizers') copy every block (kWholeBlocksInPlace).
-// Copying every block into local arrays, as the rows once did, cost most of their time: a copy
-// of m elements compiles to pieces of 8 and 4 bytes, and the block's vector load then waits for
-// their stores (exp's row at a quarter of its speed).
+// That holds for GCC. Clang vectorizes a partial block's loop so that it rounds apart from the
+// whole blocks' (the sanitizer builds' tests of the row bits found it): its builds (the
+// sanitizers') copy every block (kWholeBlocksInPlace). Copying every block into local arrays, as
+// the rows once did, cost most of their time: a copy of m elements compiles to pieces of 8 and 4
+// bytes, and the block's vector load then waits for their stores (exp's row at a quarter of its
+// speed).
 constexpr int64_t kRowBlock = 16;
-// Clang vectorizes a partial block's loop so that it rounds apart from the whole blocks' (the
-// sanitizer builds' tests of the row bits found it): its builds copy every block.
 #if defined(__clang__)
 constexpr bool kWholeBlocksInPlace = false;
 #else
