@@ -233,7 +233,16 @@ void binary(const Ctx&, const ElementwiseIter& it, BinaryOp op, double p0, doubl
     if constexpr (std::is_same_v<C, float>) {
       // The ops with a vector row, a row at a time (as unary's).
       if (const vec::BinaryRowFn row = vec::binary_row(OP)) {
+        const bool f32_in_out = it.op[0].dtype == DType::f32 && it.op[1].dtype == DType::f32 &&
+                                it.op[2].dtype == DType::f32 && it.op[1].data != nullptr &&
+                                it.op[2].data != nullptr;
         for_each_row(it, [&](const int64_t* off, const int64_t* step, int64_t n) {
+          if (f32_in_out && step[0] == 1 && step[1] == 1 && step[2] == 1) {
+            row(static_cast<const float*>(it.op[1].data) + off[1],
+                static_cast<const float*>(it.op[2].data) + off[2],
+                static_cast<float*>(it.op[0].data) + off[0], n);
+            return;
+          }
           float a[kChunk], b[kChunk], y[kChunk];
           load_row(it.op[1], off[1], step[1], n, a);
           load_row(it.op[2], off[2], step[2], n, b);
