@@ -267,7 +267,7 @@ TEST(Prod, DtypesAndEmptyRows) {
 }
 
 // A sum over leading or middle dims (Note [line sums]) gives the bits of the same sums over the
-// rows of the transposed copy at every thread count (the lanes cut into 1, 2, 4 and 8 groups):
+// rows of the transposed copy at every thread count (the lanes cut into 1, 2, 4, 8 and 16 groups):
 // past one sum chunk, over more lines than one block holds, fewer rows than lanes, rows that are
 // not a multiple of the lanes, lines before and after the summed dim, for floating and integral
 // dtypes, and over no rows.
@@ -283,7 +283,7 @@ TEST(Sum, LinesGiveTheBitsOfTheTransposedRows) {
     };
     const Tensor tall = draw({40000, 19}), wide = draw({37, 4500}), mid = draw({3, 83, 17});
     const Tensor few = draw({11, 300}), even = draw({256, 64});
-    for (const int threads : {1, 2, 3, 8}) {
+    for (const int threads : {1, 2, 3, 8, 16}) {
       SCOPED_TRACE(threads);
       const testing::ThreadsGuard guard(threads);
       for (const Tensor& x : {tall, wide, few, even}) {

@@ -467,6 +467,8 @@ TEST(CpuBlockCache, CgroupLimitIsTheLowestOnThePath) {
             size_t{9223372036854771712ULL});
   EXPECT_EQ(cgroup_memory_limit("7:memory:/x\n0::/a/b/c\n", dir.str()), size_t{2000000000});
   EXPECT_EQ(cgroup_memory_limit("7:memoryless:/x\nnot a line\n", dir.str()), size_t{0});
+  // A path without a slash (not what Linux writes) reads its own folder and the root.
+  EXPECT_EQ(cgroup_memory_limit("0::a\n", dir.str()), size_t{0});
 }
 
 }  // namespace

@@ -68,8 +68,7 @@ void check_host_size(size_t nbytes) {
 }
 
 // The machine's memory in bytes, or the cgroups' limit where that is less; 0 where neither is
-// known. Inside a container with its own cgroup namespace the path is "/", the container's limit
-// at the mount's root.
+// known.
 size_t machine_memory() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   const size_t bytes =
@@ -283,7 +282,8 @@ size_t cgroup_memory_limit(const std::string& self_cgroup, const std::string& ro
       unsigned long long limit = 0;  // "max" (no limit) reads as no number
       if (f >> limit) lowest = lower_known(lowest, limit);
       if (path.empty()) break;
-      path.resize(path.rfind('/'));
+      const size_t up = path.rfind('/');
+      path.resize(up == std::string::npos ? 0 : up);
     }
   }
   return lowest;

@@ -120,7 +120,8 @@ template <typename T>
 void epilogue(const GemmArgs& g, int64_t b, BlasT<T>* pc, int64_t ldc, T* c = nullptr) {
   using U = BlasT<T>;
   if (!g.bias && !g.pre_act && g.act == GemmAct::None) {
-    if (c != nullptr) unpack(pc, g.m, g.n, c, g.ldc);  // pc dense when it is not C
+    if (c == nullptr) return;
+    for (int64_t i = 0; i < g.m; ++i) unpack(pc + i * ldc, 1, g.n, c + i * g.ldc, g.ldc);
     return;
   }
   const T* bias = static_cast<const T*>(g.bias);
@@ -165,13 +166,14 @@ void scale_c(const GemmArgs& g) {
   }
 }
 
-// A thread's buffers for gemm_typed's dense copies (of A, of B, of C), kept for its next products
-// up to kKeepScratch elements each, so that the blocks of a bf16 product (each a widened copy of
-// its part of A and a C in f32) do not allocate and fill their buffers every time.
+// A thread's buffers for gemm_typed's dense copies (of A, of B, of C, and the dense C oneDNN writes
+// where C's rows are longer), kept for its next products up to kKeepScratch elements each, so that
+// the blocks of a bf16 product (each a widened copy of its part of A and a C in f32) do not
+// allocate and fill their buffers every time.
 template <typename U>
 struct GemmScratch {
   static constexpr size_t kKeepScratch = size_t{1} << 20;
-  std::vector<U> a, b, c;
+  std::vector<U> a, b, c, dense;
   static GemmScratch& of_thread() {
     thread_local GemmScratch s;
     return s;
@@ -182,7 +184,7 @@ struct GemmScratch {
     return v.data();
   }
   void trim() {
-    for (std::vector<U>* v : {&a, &b, &c}) {
+    for (std::vector<U>* v : {&a, &b, &c, &dense}) {
       if (v->capacity() > kKeepScratch) std::vector<U>().swap(*v);
     }
   }
@@ -338,7 +340,6 @@ void gemm_typed(const GemmArgs& g, const Widened& wide) {
   // operands widened to f32.
   const bool library_f32 = std::is_same_v<U, float> && g.alpha == 1 && g.beta == 0 && g.m > 1 &&
                            g.m * g.n * g.k >= kLibraryMacs && onednn_enabled();
-  thread_local std::vector<float> dense;
   for (int64_t i = 0; i < g.batch; ++i) {
     T* c = static_cast<T*>(g.c) + i * g.stride_c;
     U* pc = cbuf;
@@ -350,8 +351,7 @@ void gemm_typed(const GemmArgs& g, const Widened& wide) {
       // Into C where it is dense f32, else into a dense block then to C (oneDNN takes a slower
       // kernel for a C with longer rows); a widened product into its dense cbuf.
       const bool in_place = (direct_c && ldc == g.n) || !std::is_same_v<T, float>;
-      if (library_f32 && !in_place) dense.resize(static_cast<size_t>(g.m * g.n));
-      float* out = in_place ? pc : dense.data();
+      float* out = in_place || !library_f32 ? pc : GemmScratch<U>::room(scratch.dense, g.m * g.n);
       if (library_f32 && onednn::gemm(DType::f32, g.trans_a, g.trans_b, g.m, g.n, g.k, a.get(i),
                                       a.ld(), b.get(i), b.ld(), out, g.n)) {
         epilogue<T>(g, i, out, g.n, out != pc || !direct_c ? c : nullptr);

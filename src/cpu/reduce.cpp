@@ -133,7 +133,7 @@ void sum_lines_typed(const T* in, int64_t outer, int64_t r, int64_t inner, void*
   Acc* const part = part_storage.get();
   const int64_t tasks = outer * chunks * groups * blocks;
   detail::parallel_blocks(
-      tasks, std::min(r, kSumChunk) / groups * std::min(inner, block), [&](int64_t t0, int64_t t1) {
+      tasks, std::min(r, kSumChunk) / groups * block, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t b = t % blocks, grp = t / blocks % groups, oc = t / (blocks * groups);
           const int64_t o = oc / chunks, c = oc % chunks;
