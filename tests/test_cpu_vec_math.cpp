@@ -168,12 +168,16 @@ TEST(CpuVecMath, Bf16RowsConvertAsBFloat16) {
   std::vector<uint32_t> bits;
   Generator gen(11);
   const Tensor r = randint(0, int64_t{1} << 32, {200000}, {.dtype = DType::i64}, &gen);
+  // The edges first (in the rows' vector bodies: zeros beside subnormals and normal values, Note
+  // [bf16 rounding instruction]) and last (in the long row's tail).
+  const std::vector<uint32_t> edges = {
+      0x00000000u, 0x80000000u, 0x00000001u, 0x007fffffu, 0x00008000u, 0x00018000u,
+      0x7f7fffffu, 0x7f7f8000u, 0x7f800000u, 0xff800000u, 0x7f800001u, 0x7fc00000u,
+      0xffffffffu, 0x3f808000u, 0x3f818000u, 0x80008000u, 0x00000000u, 0x3f800000u,
+      0x80000000u, 0x807fffffu, 0x00000000u, 0x00000000u, 0x3f808001u, 0x00000000u};
+  bits = edges;
   for (const int64_t v : r.to_vector<int64_t>()) bits.push_back(static_cast<uint32_t>(v));
-  for (const uint32_t v : {0x00000000u, 0x80000000u, 0x00000001u, 0x007fffffu, 0x00008000u,
-                           0x00018000u, 0x7f7fffffu, 0x7f7f8000u, 0x7f800000u, 0xff800000u,
-                           0x7f800001u, 0x7fc00000u, 0xffffffffu, 0x3f808000u, 0x3f818000u}) {
-    bits.push_back(v);
-  }
+  bits.insert(bits.end(), edges.begin(), edges.begin() + 15);
   std::vector<float> x(bits.size());
   std::memcpy(x.data(), bits.data(), bits.size() * 4);
   // The tensor casts' dense rows take them too (the copy kernel), both ways.

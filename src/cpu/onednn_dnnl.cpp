@@ -3,9 +3,11 @@
 // JIT kernels, the library PyTorch's CPU convolutions run in: direct convolutions over blocked
 // layouts (channels in vector-wide blocks), where im2col + GEMM spends its time copying columns.
 // bf16 runs on the CPU's bf16 dot products where they are the faster path, else on f32 kernels
-// over widened copies (Note [bf16 products]), with f32 sums either way, rounded once as the
-// library's own kernel rounds. Each call reorders the plain NCHW tensors into the layouts the
-// primitive asks for and the output back, as PyTorch does with NCHW tensors.
+// (Note [bf16 products]): the weights widened once a call, the images by the reorders into the
+// primitive's layout (a bf16 NCHW tensor to f32 blocks in one pass; widening each chunk first
+// took about 4% of resnet20's bf16 step), the f32 results rounded by the library. f32 sums either
+// way, rounded once as the library's own kernel rounds. Each call reorders the plain NCHW tensors
+// into the layouts the primitive asks for and the output back, as PyTorch does with NCHW tensors.
 //
 // Threads: oneDNN would split a call over OpenMP threads of its own, which spin for milliseconds
 // after each call, on the cores the library's pool is about to use (steps about a fifth slower on
@@ -151,11 +153,14 @@ Shapes shapes(const kern::Conv2dGeom& g) {
 
 memory::desc any(const memory::dims& d, DT t) { return memory::desc(d, t, Tag::any); }
 
-Plan build(Pass pass, const kern::Conv2dGeom& g, DT t, bool has_bias) {
+// The primitive of `pass` in dtype t. The images it reads (x, or dy) come as plain tensors of
+// dtype `in` (bf16 for t = f32 where a bf16 convolution runs on the f32 kernels: their reorder into
+// the primitive's layout widens them, exactly, in the same pass).
+Plan build(Pass pass, const kern::Conv2dGeom& g, DT t, bool has_bias, DT in) {
   const Shapes s = shapes(g);
   const Tag wtag = g.groups > 1 ? Tag::goihw : Tag::oihw;
   const memory::desc x_plain(s.x, t, Tag::nchw), y_plain(s.y, t, Tag::nchw), w_plain(s.w, t, wtag),
-      b_plain(s.bias, t, Tag::x);
+      b_plain(s.bias, t, Tag::x), x_in(s.x, in, Tag::nchw), y_in(s.y, in, Tag::nchw);
   const auto algo = dnnl::algorithm::convolution_direct;
   auto fwd_desc = has_bias ? dnnl::convolution_forward::desc(
                                  dnnl::prop_kind::forward_training, algo, any(s.x, t), any(s.w, t),
@@ -185,7 +190,7 @@ Plan build(Pass pass, const kern::Conv2dGeom& g, DT t, bool has_bias) {
     case Pass::forward:
       plan.prim = dnnl::convolution_forward(fwd);
       plan.hold_signals = holds_signals(fwd);
-      plan.args = {{DNNL_ARG_SRC, x_plain, fwd.src_desc()},
+      plan.args = {{DNNL_ARG_SRC, x_in, fwd.src_desc()},
                    {DNNL_ARG_WEIGHTS, w_plain, fwd.weights_desc()},
                    {DNNL_ARG_DST, y_plain, fwd.dst_desc(), true}};
       if (has_bias) plan.args.push_back({DNNL_ARG_BIAS, b_plain, fwd.bias_desc()});
@@ -198,7 +203,7 @@ Plan build(Pass pass, const kern::Conv2dGeom& g, DT t, bool has_bias) {
       plan.scratchpad = pd.scratchpad_desc();
       plan.prim = dnnl::convolution_backward_data(pd);
       plan.hold_signals = holds_signals(pd);
-      plan.args = {{DNNL_ARG_DIFF_DST, y_plain, pd.diff_dst_desc()},
+      plan.args = {{DNNL_ARG_DIFF_DST, y_in, pd.diff_dst_desc()},
                    {DNNL_ARG_WEIGHTS, w_plain, pd.weights_desc()},
                    {DNNL_ARG_DIFF_SRC, x_plain, pd.diff_src_desc(), true}};
       break;
@@ -214,8 +219,8 @@ Plan build(Pass pass, const kern::Conv2dGeom& g, DT t, bool has_bias) {
       plan.scratchpad = pd.scratchpad_desc();
       plan.prim = dnnl::convolution_backward_weights(pd);
       plan.hold_signals = holds_signals(pd);
-      plan.args = {{DNNL_ARG_SRC, x_plain, pd.src_desc()},
-                   {DNNL_ARG_DIFF_DST, y_plain, pd.diff_dst_desc()},
+      plan.args = {{DNNL_ARG_SRC, x_in, pd.src_desc()},
+                   {DNNL_ARG_DIFF_DST, y_in, pd.diff_dst_desc()},
                    {DNNL_ARG_DIFF_WEIGHTS, w_f32, pd.diff_weights_desc(), true}};
       break;
     }
@@ -351,9 +356,10 @@ void execute_unchecked(const Plan& plan, const std::vector<void*>& pointers) {
   stream->wait();
 }
 
-std::vector<int64_t> plan_key(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias) {
+std::vector<int64_t> plan_key(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
+                              bool widened) {
   std::vector<int64_t> key = {static_cast<int64_t>(pass), static_cast<int64_t>(dtype),
-                              has_bias ? 1 : 0,
+                              has_bias ? 1 : 0, widened ? 1 : 0,
                               pass == Pass::forward ? static_cast<int64_t>(g.act) : 0};
   const auto geometry = kern::geometry_key(g);
   key.insert(key.end(), geometry.begin(), geometry.end());
@@ -365,10 +371,6 @@ std::vector<float> widened(const void* p, int64_t n) {
   std::vector<float> out(static_cast<size_t>(n));
   vec::widen_bf16_row(static_cast<const BFloat16*>(p), n, out.data());
   return out;
-}
-void widen_into(const void* p, int64_t n, std::vector<float>& out) {
-  out.resize(static_cast<size_t>(n));
-  vec::widen_bf16_row(static_cast<const BFloat16*>(p), n, out.data());
 }
 // A thread's widened chunks are kept for its next ones up to kKeepFloats (a larger one is freed at
 // the end of the thread's piece of the call).
@@ -392,8 +394,8 @@ struct Chunks {
 void* at_bytes(void* p, int64_t bytes) { return static_cast<char*>(p) + bytes; }
 
 // The forward ((x, w, y[, bias]), the images of x and y cut) or the input gradient ((dy, w, dx)),
-// chunk by chunk over the pool; widened, the weight (and bias) once, each chunk's input into the
-// thread's buffer and its output rounded from one.
+// chunk by chunk over the pool; widened, the weight (and bias) once, each chunk's input by the
+// primitive's reorder (build's `in`), and its output rounded from the thread's f32 buffer.
 void run_images(const Chunks& k, Pass pass, const std::vector<void*>& pointers,
                 int64_t w_channels) {
   const int64_t in_image = pass == Pass::forward ? k.x_image : k.y_image;
@@ -404,7 +406,7 @@ void run_images(const Chunks& k, Pass pass, const std::vector<void*>& pointers,
     if (k.has_bias) b32 = widened(pointers[3], w_channels);
   }
   detail::parallel_for(k.chunks, 1, [&](int64_t c0, int64_t c1) {
-    thread_local std::vector<float> in32, out32;
+    thread_local std::vector<float> out32;
     for (int64_t c = c0; c < c1; ++c) {
       std::vector<void*> p = pointers;
       p[0] = at_bytes(pointers[0], c * k.per * in_image);
@@ -413,10 +415,8 @@ void run_images(const Chunks& k, Pass pass, const std::vector<void*>& pointers,
         execute(k.of(c), p);
         continue;
       }
-      widen_into(p[0], k.images(c) * in_image / k.elem, in32);
       out32.resize(static_cast<size_t>(k.images(c) * out_image / k.elem));
       void* const out = p[2];
-      p[0] = in32.data();
       p[1] = w32.data();
       p[2] = out32.data();
       if (k.has_bias) p[3] = b32.data();
@@ -424,7 +424,6 @@ void run_images(const Chunks& k, Pass pass, const std::vector<void*>& pointers,
       vec::narrow_bf16_row(out32.data(), k.images(c) * out_image / k.elem,
                            static_cast<BFloat16*>(out));
     }
-    trim(in32);
     trim(out32);
   });
 }
@@ -432,7 +431,7 @@ void run_images(const Chunks& k, Pass pass, const std::vector<void*>& pointers,
 // The weight gradient ((x, dy, dw)): the chunks in at most kMaxPartials runs of consecutive chunks
 // (from the geometry alone); each run sums its chunks' f32 gradients in order into its partial,
 // and the partials are summed in order: the memory stays bounded however many chunks the batch
-// makes. Widened, each chunk's x and dy into the thread's buffers.
+// makes. Widened, each chunk's x and dy by the primitive's reorders (build's `in`).
 void run_weight_gradient(const Chunks& k, const std::vector<void*>& pointers) {
   const int64_t runs = std::min(k.chunks, kMaxPartials), w_numel = k.w_numel;
   Storage partial = Storage::allocate(
@@ -441,7 +440,6 @@ void run_weight_gradient(const Chunks& k, const std::vector<void*>& pointers) {
   float* part = static_cast<float*>(partial.data());
   float* scratch = part + runs * w_numel;  // a run's later chunks, one at a time
   detail::parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
-    thread_local std::vector<float> x32, dy32;
     for (int64_t r = r0; r < r1; ++r) {
       float* sum = part + r * w_numel;
       float* one = scratch + r * w_numel;
@@ -449,20 +447,12 @@ void run_weight_gradient(const Chunks& k, const std::vector<void*>& pointers) {
         const bool first = c == k.chunks * r / runs;
         void* x_chunk = at_bytes(pointers[0], c * k.per * k.x_image);
         void* dy_chunk = at_bytes(pointers[1], c * k.per * k.y_image);
-        if (k.widen) {
-          widen_into(x_chunk, k.images(c) * k.x_image / k.elem, x32);
-          widen_into(dy_chunk, k.images(c) * k.y_image / k.elem, dy32);
-          x_chunk = x32.data();
-          dy_chunk = dy32.data();
-        }
         execute(k.of(c), {x_chunk, dy_chunk, first ? sum : one});
         if (!first) {
           for (int64_t i = 0; i < w_numel; ++i) sum[i] += one[i];
         }
       }
     }
-    trim(x32);
-    trim(dy32);
   });
   detail::parallel_blocks(w_numel, runs, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -501,8 +491,8 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
   for (int i = 0; i < 2; ++i) {
     kern::Conv2dGeom c = g;
     c.n = i == 0 ? k.per : k.last;
-    k.plan[i] = plans().get(plan_key(pass, c, kernel_dtype, has_bias),
-                            [&] { return build(pass, c, t, has_bias); });
+    k.plan[i] = plans().get(plan_key(pass, c, kernel_dtype, has_bias, k.widen),
+                            [&] { return build(pass, c, t, has_bias, k.widen ? DT::bf16 : t); });
     if (!k.plan[i]) return false;
   }
   k.elem = static_cast<int64_t>(element_size(dtype));
