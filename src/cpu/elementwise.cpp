@@ -196,12 +196,36 @@ void map_rows(const ElementwiseIter& it, Fn fn) {
   });
 }
 
+// Whether the output and the inputs of `it` (its first `operands`) are dense bf16 tensors: the ops
+// with a bf16 row take them there (Note [bf16 elementwise rows] in src/cpu/vec_convert.cpp).
+bool dense_bf16(const ElementwiseIter& it, int operands) {
+  bool all = it.contiguous;
+  for (int k = 0; k < operands; ++k) {
+    all = all && it.op[k].dtype == DType::bf16 && it.op[k].data != nullptr;
+  }
+  return all;
+}
+
+template <class T>
+const T* input(const ElementwiseIter& it, int k, int64_t off) {
+  return static_cast<const T*>(it.op[k].data) + off;
+}
+
 }  // namespace
 
 void unary(const Ctx&, const ElementwiseIter& it, UnaryOp op, double p0, double p1) {
   visit_elementwise("unary", it.op[1].dtype, op, [&](auto ctag, auto opc) {
     using C = typename decltype(ctag)::type;
     constexpr UnaryOp OP = decltype(opc)::value;
+    if constexpr (OP == UnaryOp::Relu) {
+      if (dense_bf16(it, 2)) {
+        for_each_row(it, [&](const int64_t* off, const int64_t*, int64_t n) {
+          vec::relu_bf16_row(input<BFloat16>(it, 1, off[1]), n,
+                             static_cast<BFloat16*>(it.op[0].data) + off[0]);
+        });
+        return;
+      }
+    }
     if constexpr (std::is_same_v<C, float>) {
       // The ops with a vector row (their row of SINTER_UNARY_OPS names it), a row at a time.
       if (const vec::RowFn row = vec::unary_row(OP)) {
@@ -230,6 +254,21 @@ void binary(const Ctx&, const ElementwiseIter& it, BinaryOp op, double p0, doubl
   visit_elementwise("binary", it.op[1].dtype, op, [&](auto ctag, auto opc) {
     using C = typename decltype(ctag)::type;
     constexpr BinaryOp OP = decltype(opc)::value;
+    if constexpr (OP == BinaryOp::Add || OP == BinaryOp::ReluBackward) {
+      if (dense_bf16(it, 3)) {
+        for_each_row(it, [&](const int64_t* off, const int64_t*, int64_t n) {
+          const BFloat16* a = input<BFloat16>(it, 1, off[1]);
+          const BFloat16* b = input<BFloat16>(it, 2, off[2]);
+          auto* y = static_cast<BFloat16*>(it.op[0].data) + off[0];
+          if constexpr (OP == BinaryOp::Add) {
+            vec::add_bf16_row(a, b, n, y);
+          } else {
+            vec::relu_backward_bf16_row(a, b, n, y);
+          }
+        });
+        return;
+      }
+    }
     if constexpr (std::is_same_v<C, float>) {
       // The ops with a vector row, a row at a time (as unary's).
       if (const vec::BinaryRowFn row = vec::binary_row(OP)) {

@@ -80,6 +80,11 @@ void batch_norm_grad_row(const BFloat16* g, const BFloat16* x, int64_t n, const 
 // and quieted), vectorized (src/cpu/vec_convert.cpp).
 void widen_bf16_row(const BFloat16* x, int64_t n, float* y);
 void narrow_bf16_row(const float* x, int64_t n, BFloat16* y);
+// relu, its gradient (x > 0 ? g : 0) and a + b on bf16 rows, the f32 functors' results rounded
+// as BFloat16 rounds (Note [bf16 elementwise rows] in src/cpu/vec_convert.cpp).
+void relu_bf16_row(const BFloat16* x, int64_t n, BFloat16* y);
+void relu_backward_bf16_row(const BFloat16* g, const BFloat16* x, int64_t n, BFloat16* y);
+void add_bf16_row(const BFloat16* a, const BFloat16* b, int64_t n, BFloat16* y);
 
 // acc[i] += x[i] in double for i < n: a lane of the f32 and bf16 column sums (Note [line sums] in
 // src/cpu/reduce.cpp; src/cpu/vec_sums.cpp).
