@@ -1,6 +1,7 @@
 // The CPU's f32 vector math (Note [cpu vector math]) through the ops that use it (exp, tanh,
 // sigmoid, silu, gelu's tanh form), against the f64 formulas on a sweep of the f32 range and on the
 // edge values: zeros, subnormal results, overflow to infinity, the infinities and NaN.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -205,14 +206,21 @@ TEST(CpuVecMath, Bf16RowsConvertAsBFloat16) {
 
 // relu, its gradient and add on dense bf16 tensors (Note [bf16 elementwise rows]) give the f32
 // ops' results on the widened values, rounded, bit for bit: random bit patterns (NaNs with
-// payloads, infinities, subnormals and their sums) and the edges, in the vector bodies and tails.
+// payloads, infinities, subnormals and their sums) and the edges, in the vector bodies and tails,
+// each edge added to each other one (+0 + -0, inf + -inf, the largest finite + its negative).
 TEST(CpuVecMath, Bf16ElementwiseRowsAreTheF32OpsRounded) {
   Generator gen(13);
-  const auto bits = [&](int64_t n) {
-    std::vector<uint16_t> out = {0x0000, 0x8000, 0x0001, 0x8001, 0x007f, 0x0080, 0x7f7f, 0x7f80,
-                                 0xff80, 0x7f81, 0x7fc0, 0xffff, 0x3f80, 0xbf80, 0x4000, 0x0000};
+  const std::vector<uint16_t> edges = {0x0000, 0x8000, 0x0001, 0x8001, 0x007f, 0x0080,
+                                       0x7f7f, 0x7f80, 0xff80, 0x7f81, 0x7fc0, 0xffff,
+                                       0x3f80, 0xbf80, 0x4000, 0xff7f, 0x807f, 0x0000};
+  // The edges (rotated by `shift`) before and after n random patterns.
+  const auto bits = [&](int64_t n, size_t shift) {
+    std::vector<uint16_t> e = edges;
+    std::rotate(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(shift), e.end());
+    std::vector<uint16_t> out = e;
     const Tensor r = randint(0, 1 << 16, {n}, {.dtype = DType::i64}, &gen);
     for (const int64_t v : r.to_vector<int64_t>()) out.push_back(static_cast<uint16_t>(v));
+    out.insert(out.end(), e.begin(), e.end());
     return out;
   };
   const auto to_tensor = [](const std::vector<uint16_t>& b) {
@@ -222,27 +230,30 @@ TEST(CpuVecMath, Bf16ElementwiseRowsAreTheF32OpsRounded) {
   };
   const auto same_bits = [](const Tensor& got, const Tensor& want) {
     ASSERT_EQ(got.numel(), want.numel());
-    const auto* g = static_cast<const uint16_t*>(got.contiguous().data_ptr());
-    const Tensor w = want.contiguous();
-    const auto* e = static_cast<const uint16_t*>(w.data_ptr());
-    for (int64_t i = 0; i < got.numel(); ++i) {
-      ASSERT_EQ(g[i], e[i]) << "element " << i << std::hex << " 0x" << g[i] << " 0x" << e[i];
+    const Tensor g = got.contiguous(), w = want.contiguous();
+    const auto* pg = static_cast<const uint16_t*>(g.data_ptr());
+    const auto* pw = static_cast<const uint16_t*>(w.data_ptr());
+    for (int64_t i = 0; i < g.numel(); ++i) {
+      ASSERT_EQ(pg[i], pw[i]) << "element " << i << std::hex << " 0x" << pg[i] << " 0x" << pw[i];
     }
   };
   for (const int64_t n : {int64_t{0}, int64_t{9}, int64_t{100000}}) {
-    SCOPED_TRACE(n);
-    std::vector<uint16_t> ab = bits(n), bb = bits(n);
-    // Two NaNs: which payload an add keeps is the compiler's choice of operand order.
-    for (size_t i = 0; i < ab.size(); ++i) {
-      if ((ab[i] & 0x7fff) > 0x7f80 && (bb[i] & 0x7fff) > 0x7f80) bb[i] = 0x3f80;
+    for (size_t shift = 0; shift < edges.size(); ++shift) {
+      SCOPED_TRACE(std::to_string(n) + " shift " + std::to_string(shift));
+      const std::vector<uint16_t> ab = bits(n, 0);
+      std::vector<uint16_t> bb = bits(n, shift);
+      // Two NaNs: which payload an add keeps is the compiler's choice of operand order.
+      for (size_t i = 0; i < ab.size(); ++i) {
+        if ((ab[i] & 0x7fff) > 0x7f80 && (bb[i] & 0x7fff) > 0x7f80) bb[i] = 0x3f80;
+      }
+      const Tensor a = to_tensor(ab), b = to_tensor(bb);
+      const Tensor a32 = a.to(DType::f32), b32 = b.to(DType::f32);
+      same_bits(relu(a), relu(a32).to(DType::bf16));
+      same_bits(add(a, b), add(a32, b32).to(DType::bf16));
+      Tensor x = a.detach().requires_grad_();
+      relu(x).backward(b);
+      same_bits(x.grad(), where(gt(a32, 0.0), b32, zeros_like(b32)).to(DType::bf16));
     }
-    const Tensor a = to_tensor(ab), b = to_tensor(bb);
-    const Tensor a32 = a.to(DType::f32), b32 = b.to(DType::f32);
-    same_bits(relu(a), relu(a32).to(DType::bf16));
-    same_bits(add(a, b), add(a32, b32).to(DType::bf16));
-    Tensor x = a.detach().requires_grad_();
-    relu(x).backward(b);
-    same_bits(x.grad(), where(gt(a32, 0.0), b32, zeros_like(b32)).to(DType::bf16));
   }
 }
 

@@ -4,8 +4,9 @@
 // layouts (channels in vector-wide blocks), where im2col + GEMM spends its time copying columns.
 // bf16 runs on the CPU's bf16 dot products where they are the faster path, else on f32 kernels
 // (Note [bf16 products]): the weights widened once a call, the images by the reorders into the
-// primitive's layout (a bf16 NCHW tensor to f32 blocks in one pass; widening each chunk first
-// took about 4% of resnet20's bf16 step), the f32 results rounded by the library. f32 sums either
+// primitive's layout (a bf16 NCHW tensor to f32 blocks in one pass, on CPUs with AVX-512, where
+// oneDNN's reorders take bf16 in JIT code; widening each chunk first, as below AVX-512, took about
+// 4% of resnet20's bf16 step), the f32 results rounded by the library. f32 sums either
 // way, rounded once as the library's own kernel rounds. Each call reorders the plain NCHW tensors
 // into the layouts the primitive asks for and the output back, as PyTorch does with NCHW tensors.
 //
@@ -231,7 +232,8 @@ Plan build(Pass pass, const kern::Conv2dGeom& g, DT t, bool has_bias, DT in) {
     const dnnl::reorder::primitive_desc pd =
         a.output ? dnnl::reorder::primitive_desc(engine(), a.inner, engine(), a.plain, attr)
                  : dnnl::reorder::primitive_desc(engine(), a.plain, engine(), a.inner, attr);
-    // Layout changes of one dtype need no scratchpad; one that did would need its own too.
+    // Layout changes (and bf16 images widened on the way) need no scratchpad; one that did would
+    // need its own too.
     if (pd.scratchpad_desc().get_size() != 0) {
       throw dnnl::error(dnnl_unimplemented, "a reorder with a scratchpad");
     }
@@ -372,8 +374,22 @@ std::vector<float> widened(const void* p, int64_t n) {
   vec::widen_bf16_row(static_cast<const BFloat16*>(p), n, out.data());
   return out;
 }
-// A thread's widened chunks are kept for its next ones up to kKeepFloats (a larger one is freed at
-// the end of the thread's piece of the call).
+void widen_into(const void* p, int64_t n, std::vector<float>& out) {
+  out.resize(static_cast<size_t>(n));
+  vec::widen_bf16_row(static_cast<const BFloat16*>(p), n, out.data());
+}
+// Whether oneDNN's reorders widen bf16 in their JIT code: from AVX-512 (avx512_core) on; below it
+// a bf16 reorder is a reference loop, and the chunks' images are widened by the library first.
+bool reorders_widen() {
+  static const bool jit = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+    return (isa & want) == want;
+  }();
+  return jit;
+}
+// A thread's f32 chunks are kept for its next ones up to kKeepFloats (a larger one is freed at the
+// end of the thread's piece of the call).
 void trim(std::vector<float>& v) {
   constexpr size_t kKeepFloats = size_t{1} << 20;
   if (v.capacity() > kKeepFloats) std::vector<float>().swap(v);
@@ -381,10 +397,11 @@ void trim(std::vector<float>& v) {
 
 // A convolution's chunks as run() cuts them (Note [onednn convolutions]): `per` images each, the
 // last `last`; x_image and y_image are an image's bytes in the caller's dtype; `widen`: bf16 on
-// the f32 kernels over widened copies (Note [bf16 products]).
+// the f32 kernels (Note [bf16 products]), the weight and bias widened once, the images by the
+// primitive's reorders, or (`host_widen`, where those are not JIT code) into the thread's buffers.
 struct Chunks {
   DType dtype;
-  bool has_bias = false, widen = false;
+  bool has_bias = false, widen = false, host_widen = false;
   int64_t per = 0, chunks = 0, last = 0, x_image = 0, y_image = 0, elem = 0, w_numel = 0;
   std::shared_ptr<const Plan> plan[2];
   const Plan& of(int64_t c) const { return *plan[c == chunks - 1 ? 1 : 0]; }
@@ -395,7 +412,8 @@ void* at_bytes(void* p, int64_t bytes) { return static_cast<char*>(p) + bytes; }
 
 // The forward ((x, w, y[, bias]), the images of x and y cut) or the input gradient ((dy, w, dx)),
 // chunk by chunk over the pool; widened, the weight (and bias) once, each chunk's input by the
-// primitive's reorder (build's `in`), and its output rounded from the thread's f32 buffer.
+// primitive's reorder (build's `in`) or into the thread's buffer, and its output rounded from the
+// thread's f32 buffer.
 void run_images(const Chunks& k, Pass pass, const std::vector<void*>& pointers,
                 int64_t w_channels) {
   const int64_t in_image = pass == Pass::forward ? k.x_image : k.y_image;
@@ -406,7 +424,7 @@ void run_images(const Chunks& k, Pass pass, const std::vector<void*>& pointers,
     if (k.has_bias) b32 = widened(pointers[3], w_channels);
   }
   detail::parallel_for(k.chunks, 1, [&](int64_t c0, int64_t c1) {
-    thread_local std::vector<float> out32;
+    thread_local std::vector<float> in32, out32;
     for (int64_t c = c0; c < c1; ++c) {
       std::vector<void*> p = pointers;
       p[0] = at_bytes(pointers[0], c * k.per * in_image);
@@ -414,6 +432,10 @@ void run_images(const Chunks& k, Pass pass, const std::vector<void*>& pointers,
       if (!k.widen) {
         execute(k.of(c), p);
         continue;
+      }
+      if (k.host_widen) {
+        widen_into(p[0], k.images(c) * in_image / k.elem, in32);
+        p[0] = in32.data();
       }
       out32.resize(static_cast<size_t>(k.images(c) * out_image / k.elem));
       void* const out = p[2];
@@ -424,6 +446,7 @@ void run_images(const Chunks& k, Pass pass, const std::vector<void*>& pointers,
       vec::narrow_bf16_row(out32.data(), k.images(c) * out_image / k.elem,
                            static_cast<BFloat16*>(out));
     }
+    trim(in32);
     trim(out32);
   });
 }
@@ -431,7 +454,8 @@ void run_images(const Chunks& k, Pass pass, const std::vector<void*>& pointers,
 // The weight gradient ((x, dy, dw)): the chunks in at most kMaxPartials runs of consecutive chunks
 // (from the geometry alone); each run sums its chunks' f32 gradients in order into its partial,
 // and the partials are summed in order: the memory stays bounded however many chunks the batch
-// makes. Widened, each chunk's x and dy by the primitive's reorders (build's `in`).
+// makes. Widened, each chunk's x and dy by the primitive's reorders (build's `in`) or into the
+// thread's buffers.
 void run_weight_gradient(const Chunks& k, const std::vector<void*>& pointers) {
   const int64_t runs = std::min(k.chunks, kMaxPartials), w_numel = k.w_numel;
   Storage partial = Storage::allocate(
@@ -440,6 +464,7 @@ void run_weight_gradient(const Chunks& k, const std::vector<void*>& pointers) {
   float* part = static_cast<float*>(partial.data());
   float* scratch = part + runs * w_numel;  // a run's later chunks, one at a time
   detail::parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
+    thread_local std::vector<float> x32, dy32;
     for (int64_t r = r0; r < r1; ++r) {
       float* sum = part + r * w_numel;
       float* one = scratch + r * w_numel;
@@ -447,12 +472,20 @@ void run_weight_gradient(const Chunks& k, const std::vector<void*>& pointers) {
         const bool first = c == k.chunks * r / runs;
         void* x_chunk = at_bytes(pointers[0], c * k.per * k.x_image);
         void* dy_chunk = at_bytes(pointers[1], c * k.per * k.y_image);
+        if (k.host_widen) {
+          widen_into(x_chunk, k.images(c) * k.x_image / k.elem, x32);
+          widen_into(dy_chunk, k.images(c) * k.y_image / k.elem, dy32);
+          x_chunk = x32.data();
+          dy_chunk = dy32.data();
+        }
         execute(k.of(c), {x_chunk, dy_chunk, first ? sum : one});
         if (!first) {
           for (int64_t i = 0; i < w_numel; ++i) sum[i] += one[i];
         }
       }
     }
+    trim(x32);
+    trim(dy32);
   });
   detail::parallel_blocks(w_numel, runs, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -483,6 +516,8 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
   // bf16 runs as f32 on widened copies where its dot products are not the faster path (Note
   // [bf16 products]).
   k.widen = dtype == DType::bf16 && !bf16_dot_products();
+  k.host_widen = k.widen && !reorders_widen();
+  const bool bf16_in = k.widen && !k.host_widen;
   const DType kernel_dtype = k.widen ? DType::f32 : dtype;
   const DT t = kernel_dtype == DType::f32 ? DT::f32 : DT::bf16;
   k.per = chunk_images(g);
@@ -491,8 +526,8 @@ bool run(Pass pass, const kern::Conv2dGeom& g, DType dtype, bool has_bias,
   for (int i = 0; i < 2; ++i) {
     kern::Conv2dGeom c = g;
     c.n = i == 0 ? k.per : k.last;
-    k.plan[i] = plans().get(plan_key(pass, c, kernel_dtype, has_bias, k.widen),
-                            [&] { return build(pass, c, t, has_bias, k.widen ? DT::bf16 : t); });
+    k.plan[i] = plans().get(plan_key(pass, c, kernel_dtype, has_bias, bf16_in),
+                            [&] { return build(pass, c, t, has_bias, bf16_in ? DT::bf16 : t); });
     if (!k.plan[i]) return false;
   }
   k.elem = static_cast<int64_t>(element_size(dtype));
