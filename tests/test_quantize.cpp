@@ -189,8 +189,11 @@ TEST(Quantize, CalibratorsPickTheirRanges) {
   EXPECT_NEAR(max, 1.0, 1e-4);
   EXPECT_DOUBLE_EQ(h.amax({.calibrator = quant::Calibrator::MinMax}), max);
   // 1% of the values lie above 0.96: only the last quarter reaches past 0.5, uniform on [0, 1).
+  // The 4000 draws above it vary by about 63 (binomial), so the quantile by about 0.0007: 0.005
+  // is seven of those (a seed once landed 0.0024 away, past the bound of 0.002 this had), and
+  // still far from the 98th (0.92) and 99.5th (0.98) percentiles.
   const double p99 = h.amax({.calibrator = quant::Calibrator::Percentile, .percentile = 99.0});
-  EXPECT_NEAR(p99, 0.96, 0.002);
+  EXPECT_NEAR(p99, 0.96, 0.005);
   EXPECT_DOUBLE_EQ(h.amax({.calibrator = quant::Calibrator::Percentile, .percentile = 100.0}), max);
 
   // A normal distribution with a few far outliers: entropy clips them (MinMax keeps them and
