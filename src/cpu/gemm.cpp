@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <memory>
 #include <type_traits>
 #include <vector>
 

@@ -42,20 +42,23 @@ SINTER_VECTOR_CLONES void narrow_clone(const float* x, int64_t n, uint16_t* y) {
 // relu no faster than f32's, at twice a bf16 copy's time. The same bits under the default MXCSR:
 // a host program that sets denormals-are-zero makes the f32 functor's x > 0 false for a positive
 // subnormal, which these rows still pass on.
-// (Written without branches, which the compiler would not turn into vector selects.)
-[[gnu::always_inline]] inline uint16_t quieted(uint16_t b) {
-  return static_cast<uint16_t>(b | (((b & 0x7fffu) > 0x7f80u) ? 0x40u : 0u));
+// (Written as masks, without branches, which the compiler would not turn into vector selects.)
+// All ones where x is NaN, else zero.
+[[gnu::always_inline]] inline uint16_t nan_mask(uint16_t b) {
+  return static_cast<uint16_t>(-static_cast<int>((b & 0x7fffu) > 0x7f80u));
 }
 // All ones where x > 0 (not negative, not zero, not NaN), else zero.
 [[gnu::always_inline]] inline uint16_t positive_mask(uint16_t b) {
   return static_cast<uint16_t>(-static_cast<int>((b != 0) & (b <= 0x7f80u)));
 }
+// x, a NaN quieted.
+[[gnu::always_inline]] inline uint16_t quieted(uint16_t b) {
+  return static_cast<uint16_t>(b | (nan_mask(b) & 0x40u));
+}
 
 SINTER_VECTOR_CLONES void relu_bf16_clone(const uint16_t* x, int64_t n, uint16_t* y) {
   for (int64_t i = 0; i < n; ++i) {
-    const uint16_t b = x[i];
-    const auto nan = static_cast<uint16_t>(-static_cast<int>((b & 0x7fffu) > 0x7f80u));
-    y[i] = static_cast<uint16_t>((b & (positive_mask(b) | nan)) | (nan & 0x40u));
+    y[i] = static_cast<uint16_t>(quieted(x[i]) & (positive_mask(x[i]) | nan_mask(x[i])));
   }
 }
 
