@@ -7,6 +7,11 @@ a markdown table. Ratio = PyTorch ms / Sinter ms, so above 1 means Sinter is fas
 
 With --inference it reads bench_inference's and onnxruntime_reference.py's JSON instead and prints
 Sinter against ONNX Runtime per model, precision and batch (ratio = ONNX Runtime ms / Sinter ms).
+Several pairs of files are rounds of one run (bench_inference --rounds N): each round's ratio is
+taken within the round, and the table gives the medians over the rounds, the ratios' with their
+range.
+
+  python3 benchmarks/compare.py --inference sinter.json ort.json [sinter2.json ort2.json ...]
 
 A missing file, benchmark or entry leaves "-" in its cells; a Sinter benchmark that failed shows
 "error". Exits 1 only when neither file yields a single figure.
@@ -129,9 +134,12 @@ def inference_results(doc):
     return out
 
 
-def inference_table(sinter, ort):
+def inference_table(rounds):
+    """rounds: [(sinter, ort)], each {(model, precision, batch): ms} from one round."""
+    several = len(rounds) > 1
     lines = ["| model | precision | batch | Sinter ms | ONNX Runtime ms | Sinter images/s | "
-             "ONNX Runtime / Sinter |", "|---|---|---:|---:|---:|---:|---:|"]
+             "ONNX Runtime / Sinter" + (", median (min, max)" if several else "") + " |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     precisions = ("f32", "int8")
 
     def key_order(key):
@@ -140,30 +148,53 @@ def inference_table(sinter, ort):
         p = precisions.index(precision) if precision in precisions else len(precisions)
         return (m, model, p, precision, batch)
 
-    for key in sorted(set(sinter) | set(ort), key=key_order):
-        s, o = sinter.get(key), ort.get(key)
-        ratio = f"{o / s:.2f}" if s and o else "-"
+    def median(values):
+        return statistics.median(values) if values else None
+
+    keys = set()
+    for sinter, ort in rounds:
+        keys |= set(sinter) | set(ort)
+    for key in sorted(keys, key=key_order):
+        s = median([r[0][key] for r in rounds if key in r[0]])
+        o = median([r[1][key] for r in rounds if key in r[1]])
+        # Each round's ratio within the round: the machine's speed drifts between rounds.
+        ratios = [r[1][key] / r[0][key] for r in rounds
+                  if r[0].get(key) and r[1].get(key) is not None]
+        ratio = "-"
+        if ratios:
+            ratio = f"{statistics.median(ratios):.2f}"
+            if several:
+                ratio += f" ({min(ratios):.2f}, {max(ratios):.2f})"
         rate = f"{1000.0 * key[2] / s:.0f}" if s else "-"
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {cell(s)} | {cell(o)} | {rate} | "
                      f"{ratio} |")
     return "\n".join(lines)
 
 
-def main_inference(sinter_json, ort_json):
-    sinter_doc = load(sinter_json, "Sinter")
-    ort_doc = load(ort_json, "ONNX Runtime")
-    sinter, ort = inference_results(sinter_doc), inference_results(ort_doc)
-    if not sinter and not ort:
-        print("compare: no inference figures in either file")
+def main_inference(paths):
+    if len(paths) % 2:
+        print("compare: --inference takes pairs of files (Sinter's, then ONNX Runtime's)",
+              file=sys.stderr)
+        return 2
+    rounds, docs = [], []
+    for i in range(0, len(paths), 2):
+        sinter_doc = load(paths[i], "Sinter")
+        ort_doc = load(paths[i + 1], "ONNX Runtime")
+        docs.append((sinter_doc, ort_doc))
+        rounds.append((inference_results(sinter_doc), inference_results(ort_doc)))
+    if not any(s or o for s, o in rounds):
+        print("compare: no inference figures in any file")
         return 1
+    sinter_doc, ort_doc = docs[0]
     threads = (sinter_doc or {}).get("threads", "?") if isinstance(sinter_doc, dict) else "?"
     version = ort_doc.get("version", "?") if isinstance(ort_doc, dict) else "?"
     cpu = sinter_doc.get("cpu") if isinstance(sinter_doc, dict) else None
     if cpu:
         print(f"CPU: {cpu}")
-    print(f"ONNX Runtime {version}, {threads} threads each; ms per batch, medians; ratio > 1: "
-          "Sinter is faster")
-    print(inference_table(sinter, ort))
+    print(f"ONNX Runtime {version}, {threads} threads each; ms per batch, medians"
+          + (f" of {len(rounds)} rounds" if len(rounds) > 1 else "")
+          + "; ratio > 1: Sinter is faster")
+    print(inference_table(rounds))
     return 0
 
 
@@ -173,9 +204,13 @@ def main():
                         help="bench_inference's and onnxruntime_reference.py's JSON")
     parser.add_argument("sinter_json", help="bench_train_step's JSON, or the folded bench.json")
     parser.add_argument("pytorch_json", help="pytorch_reference.py's --out JSON")
+    parser.add_argument("more", nargs="*",
+                        help="with --inference: further pairs of files, one pair a round")
     args = parser.parse_args()
     if args.inference:
-        return main_inference(args.sinter_json, args.pytorch_json)
+        return main_inference([args.sinter_json, args.pytorch_json] + args.more)
+    if args.more:
+        parser.error("further files only with --inference")
 
     sinter_doc = load(args.sinter_json, "Sinter")
     pytorch_doc = load(args.pytorch_json, "PyTorch")

@@ -5,6 +5,9 @@ intra-op thread count and every graph optimization on, written as JSON for compa
 Exits 77 without numpy or onnxruntime.
 
   onnxruntime_reference.py --dir DIR --models mlp,cnn,resnet20 --batches 1,256 --threads 2 --out F
+
+With --append the results are added to those already in F (bench_inference --rounds runs one model
+at a time, each after Sinter's run of it).
 """
 import argparse
 import json
@@ -29,11 +32,15 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--smoke", action="store_true", help="one repetition each")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--append", action="store_true", help="add to the results in --out")
     args = parser.parse_args()
     if args.threads < 1:
         parser.error("--threads must be at least 1")
     batches = [int(b) for b in args.batches.split(",") if b]
     results = []
+    if args.append and os.path.exists(args.out):
+        with open(args.out, encoding="utf-8") as f:
+            results = json.load(f).get("results", [])
     for model in [m for m in args.models.split(",") if m]:
         side = 32 if model == "resnet20" else 28
         for precision in ("f32", "int8"):
@@ -61,9 +68,11 @@ def main():
                 print(f"onnxruntime {model:9s} {precision:5s} batch {batch:4d}: {ms:9.3f} ms "
                       f"({1000.0 * batch / ms:.0f} images/s)")
                 results.append({"model": model, "precision": precision, "batch": batch, "ms": ms})
-    with open(args.out, "w", encoding="utf-8") as f:
+    tmp = args.out + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
         json.dump({"runtime": "onnxruntime", "version": ort.__version__, "threads": args.threads,
                    "results": results}, f, indent=1)
+    os.replace(tmp, args.out)
     return 0
 
 

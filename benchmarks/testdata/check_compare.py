@@ -74,6 +74,42 @@ def main():
         got = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
         check("compare.py --inference", rc == 0 and got[1:] == want, f"rc {rc}\n{out}{err}")
 
+        # Three rounds (bench_inference --rounds 3): the ms are each side's medians over the
+        # rounds, the ratio the median of the ratios within each round, with their range; a row
+        # one side lacks in a round counts in the rounds that have it.
+        rounds = [
+            {"sinter": {("mlp", "f32", 1): 1.0, ("cnn", "f32", 256): 10.0},
+             "ort": {("mlp", "f32", 1): 2.0, ("cnn", "f32", 256): 9.0}},
+            {"sinter": {("mlp", "f32", 1): 4.0, ("cnn", "f32", 256): 20.0},
+             "ort": {("mlp", "f32", 1): 2.0, ("cnn", "f32", 256): 30.0}},
+            {"sinter": {("mlp", "f32", 1): 2.0},
+             "ort": {("mlp", "f32", 1): 3.0, ("cnn", "f32", 256): 11.0}},
+        ]
+        paths = []
+        for i, r in enumerate(rounds):
+            for name in ("sinter", "ort"):
+                doc = {"threads": 2, "version": "9.9", "results": [
+                    {"model": k[0], "precision": k[1], "batch": k[2], "ms": ms}
+                    for k, ms in r[name].items()]}
+                path = os.path.join(tmp, f"{name}.round{i + 1}.json")
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(doc, f)
+                paths.append(path)
+        rc, out, err = run("compare.py", "--inference", *paths)
+        # mlp: Sinter 1, 4, 2 -> 2; ONNX Runtime 2, 2, 3 -> 2; ratios 2, 0.5, 1.5 -> 1.5.
+        # cnn: Sinter 10, 20 -> 15; ONNX Runtime 9, 30, 11 -> 11; ratios 0.9, 1.5 -> 1.2.
+        want = ["| mlp | f32 | 1 | 2.000 | 2.000 | 500 | 1.50 (0.50, 2.00) |",
+                "| cnn | f32 | 256 | 15.000 | 11.000 | 17067 | 1.20 (0.90, 1.50) |"]
+        got = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+        check("compare.py --inference over rounds",
+              rc == 0 and got[1:] == want and "medians of 3 rounds" in out and
+              "median (min, max)" in got[0], f"rc {rc}\n{out}{err}")
+        rc, out, err = run("compare.py", "--inference", *paths[:3])
+        check("compare.py --inference with an odd number of files exits 2",
+              rc == 2 and "pairs" in err, f"rc {rc}\n{out}{err}")
+        rc, out, err = run("compare.py", *paths[:3])
+        check("compare.py without --inference takes two files", rc == 2, f"rc {rc}\n{out}{err}")
+
     rc, out, err = run("pytorch_reference.py", "--workloads", "nope")
     check("pytorch_reference.py rejects an unknown workload", rc == 2 and "unknown workload" in err,
           f"rc {rc}\n{out}{err}")
