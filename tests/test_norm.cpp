@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cpu/cpu_util.h"
@@ -329,6 +330,83 @@ TEST(LayerNorm, F32VectorRowGivesTheBitsOfTheWrittenOutFormula) {
                                                (has_b ? static_cast<double>(bs[k]) : 0.0));
           ASSERT_EQ(std::bit_cast<uint32_t>(ys[at(j)]), std::bit_cast<uint32_t>(want))
               << "row " << r << ", element " << j << ": " << ys[at(j)] << " vs " << want;
+        }
+      }
+    }
+  }
+}
+
+// Layer norm's f32 gradient row (and rms_norm's): dx, dweight and dbias are the bits of the
+// written-out double formulas on the forward's f32 mean and 1 / std: the row's two sums in
+// lane_sum's order, dweight and dbias summed in double over the fixed chunks of rows (Note [layer
+// norm chunks]), each chunk in row order, the chunks in order. Rows of 45 (two rounds of the 16
+// lanes, then a tail of 13), 64 and 131 (a whole and a partial cache line of column sums), 40 of
+// them, so that the 16 chunks hold two or three rows each.
+TEST(LayerNorm, F32GradientRowGivesTheBitsOfTheWrittenOutFormulas) {
+  constexpr int64_t kChunks = 16;  // kLayerNormChunks
+  for (const int64_t cols : {45, 64, 131}) {
+    // Layer norm with weight and bias, with neither, with a bias alone; rms_norm with a weight.
+    for (const int kind : {0, 1, 2, 3}) {
+      const bool rms = kind == 2, has_w = kind == 0 || kind == 2, has_b = kind == 0 || kind == 3;
+      SCOPED_TRACE("cols = " + std::to_string(cols) + ", kind " + std::to_string(kind));
+      const int64_t rows = 40;
+      Generator gen(11);
+      Tensor x = add(randn({rows, cols}, {}, &gen), 0.5).requires_grad_();
+      Tensor w = has_w ? randn({cols}, {}, &gen).requires_grad_() : Tensor();
+      Tensor b = has_b ? randn({cols}, {}, &gen).requires_grad_() : Tensor();
+      const Tensor dy = randn({rows, cols}, {}, &gen);
+      const Tensor y = rms ? rms_norm(x, {cols}, w, 1e-5) : layer_norm(x, {cols}, w, b, 1e-5);
+      y.backward(dy);
+      const auto xs = x.to_vector<float>(), gs = dy.to_vector<float>(),
+                 dxs = x.grad().to_vector<float>();
+      const std::vector<float> ws = has_w ? w.to_vector<float>() : std::vector<float>();
+      std::vector<double> dw_total(static_cast<size_t>(cols), 0.0),
+          db_total(static_cast<size_t>(cols), 0.0);
+      for (int64_t c = 0; c < kChunks; ++c) {
+        std::vector<double> dw_chunk(static_cast<size_t>(cols), 0.0),
+            db_chunk(static_cast<size_t>(cols), 0.0);
+        for (int64_t r = rows * c / kChunks; r < rows * (c + 1) / kChunks; ++r) {
+          auto at = [&](int64_t j) { return static_cast<size_t>(r * cols + j); };
+          const double n = static_cast<double>(cols);
+          const double mu = rms ? 0.0 : cpu::lane_sum(cols, [&](int64_t j) {
+                                          return static_cast<double>(xs[at(j)]);
+                                        }) / n;
+          const double q = cpu::lane_sum(cols, [&](int64_t j) {
+            const double d = static_cast<double>(xs[at(j)]) - mu;
+            return d * d;
+          });
+          // The forward keeps its statistics as f32, as PyTorch's does.
+          const double mu_kept = static_cast<float>(mu),
+                       rs = static_cast<float>(1.0 / std::sqrt(q / n + 1e-5));
+          auto xhat = [&](int64_t j) { return (static_cast<double>(xs[at(j)]) - mu_kept) * rs; };
+          auto g = [&](int64_t j) {
+            return static_cast<double>(gs[at(j)]) *
+                   (has_w ? static_cast<double>(ws[static_cast<size_t>(j)]) : 1.0);
+          };
+          const double mean_g = rms ? 0.0 : cpu::lane_sum(cols, g) / n;
+          const double mean_gx = cpu::lane_sum(cols, [&](int64_t j) { return g(j) * xhat(j); }) / n;
+          for (int64_t j = 0; j < cols; ++j) {
+            const auto want = static_cast<float>(rs * (g(j) - mean_g - xhat(j) * mean_gx));
+            ASSERT_EQ(std::bit_cast<uint32_t>(dxs[at(j)]), std::bit_cast<uint32_t>(want))
+                << "dx, row " << r << ", element " << j << ": " << dxs[at(j)] << " vs " << want;
+            dw_chunk[static_cast<size_t>(j)] += static_cast<double>(gs[at(j)]) * xhat(j);
+            db_chunk[static_cast<size_t>(j)] += static_cast<double>(gs[at(j)]);
+          }
+        }
+        for (int64_t j = 0; j < cols; ++j) {
+          dw_total[static_cast<size_t>(j)] += dw_chunk[static_cast<size_t>(j)];
+          db_total[static_cast<size_t>(j)] += db_chunk[static_cast<size_t>(j)];
+        }
+      }
+      for (const auto& [param, total, what] :
+           {std::tuple{w, &dw_total, "dweight"}, std::tuple{b, &db_total, "dbias"}}) {
+        if (!param.defined()) continue;
+        const auto got = param.grad().to_vector<float>();
+        for (int64_t j = 0; j < cols; ++j) {
+          const auto want = static_cast<float>((*total)[static_cast<size_t>(j)]);
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[static_cast<size_t>(j)]),
+                    std::bit_cast<uint32_t>(want))
+              << what << ", element " << j << ": " << got[static_cast<size_t>(j)] << " vs " << want;
         }
       }
     }

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "internal/cache_aligned.h"
 #include "internal/cgroup_memory.h"
 #include "internal/parallel.h"
 #include "internal/sanitizers.h"
@@ -437,6 +438,26 @@ TEST(CpuBlockCache, ReusedBlocksAreWrittenAfresh) {
   // A request no host block can hold is an error, not a size class rounded past 2^64 to nothing.
   EXPECT_THROW(empty({int64_t{15} << 58}), Error);
   EXPECT_THROW(empty({int64_t{1} << 61}), Error);
+}
+
+// The kernels' scratch buffers start on a cache line (src/internal/cache_aligned.h) at every size,
+// through a vector's growth and copies, and the arrays left uninitialized too.
+TEST(CacheAligned, BuffersStartOnACacheLine) {
+  const auto on_line = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; };
+  for (const size_t n : {size_t{1}, size_t{3}, size_t{17}, size_t{1000}, size_t{1} << 20}) {
+    detail::AlignedVector<double> v(n, 1.0);
+    EXPECT_TRUE(on_line(v.data())) << n;
+    v.resize(3 * n + 1);
+    EXPECT_TRUE(on_line(v.data())) << n;
+    const detail::AlignedVector<double> copy = v;
+    EXPECT_TRUE(on_line(copy.data())) << n;
+    EXPECT_EQ(copy, v);
+    detail::AlignedVector<float> f;
+    f.resize(n);
+    EXPECT_TRUE(on_line(f.data())) << n;
+    const auto array = detail::aligned_array_for_overwrite<uint64_t>(n);
+    EXPECT_TRUE(on_line(array.get())) << n;
+  }
 }
 
 // The cache's limit reads the lowest memory limit among the process's cgroups and their

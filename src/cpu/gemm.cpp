@@ -18,6 +18,7 @@
 
 #include "cpu/onednn.h"
 #include "cpu/vec_rows.h"
+#include "internal/cache_aligned.h"
 #include "internal/parallel.h"
 #include "kern/elementwise.h"
 #include "kern/scalar_ops.h"
@@ -172,19 +173,19 @@ void scale_c(const GemmArgs& g) {
 template <typename U>
 struct GemmScratch {
   static constexpr size_t kKeepScratch = size_t{1} << 20;
-  std::vector<U> a, b, c, dense;
+  detail::AlignedVector<U> a, b, c, dense;
   static GemmScratch& of_thread() {
     thread_local GemmScratch s;
     return s;
   }
   // v with room for n elements (filled only as it grows).
-  static U* room(std::vector<U>& v, int64_t n) {
+  static U* room(detail::AlignedVector<U>& v, int64_t n) {
     if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
     return v.data();
   }
   void trim() {
-    for (std::vector<U>* v : {&a, &b, &c, &dense}) {
-      if (v->capacity() > kKeepScratch) std::vector<U>().swap(*v);
+    for (detail::AlignedVector<U>* v : {&a, &b, &c, &dense}) {
+      if (v->capacity() > kKeepScratch) detail::AlignedVector<U>().swap(*v);
     }
   }
 };
@@ -197,7 +198,7 @@ class BlasOperand {
   using U = BlasT<T>;
   // `widened`: the operand already in U, dense (cols a row), for a product of one batch entry.
   BlasOperand(const void* base, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
-              std::vector<U>& scratch, const U* widened = nullptr)
+              detail::AlignedVector<U>& scratch, const U* widened = nullptr)
       : base_(static_cast<const T*>(base)),
         rows_(rows),
         cols_(cols),
@@ -244,13 +245,13 @@ bool gemm_bf16_library(const GemmArgs& g) {
   if (!onednn_enabled() || !onednn::bf16_dot_products()) return false;
   // The thread's buffers, kept between calls up to kKeepFloats each (a large product's are freed).
   constexpr size_t kKeepFloats = size_t{1} << 20;
-  thread_local std::vector<float> prod, cbuf;
+  thread_local detail::AlignedVector<float> prod, cbuf;
   prod.resize(static_cast<size_t>(g.batch * g.m * g.n));
   cbuf.resize(static_cast<size_t>(g.m * g.n));
   struct Trim {
     ~Trim() {
-      for (std::vector<float>* v : {&prod, &cbuf}) {
-        if (v->capacity() > kKeepFloats) *v = std::vector<float>();
+      for (detail::AlignedVector<float>* v : {&prod, &cbuf}) {
+        if (v->capacity() > kKeepFloats) *v = detail::AlignedVector<float>();
       }
     }
   } trim;
@@ -515,7 +516,7 @@ void deep_part_in_f32(const GemmArgs& p) {
   }
   // The thread's widened operands, kept between calls up to kKeepFloats each.
   constexpr size_t kKeepFloats = size_t{1} << 20;
-  thread_local std::vector<float> wa, wb;
+  thread_local detail::AlignedVector<float> wa, wb;
   GemmArgs q = p;
   q.dtype = DType::f32;
   // Stored shapes: A (m, k), or (k, m) when transposed; B (k, n), or (n, k) when transposed.
@@ -528,8 +529,8 @@ void deep_part_in_f32(const GemmArgs& p) {
   q.a = wa.data();
   q.b = wb.data();
   gemm_one_thread(q);
-  for (std::vector<float>* v : {&wa, &wb}) {
-    if (v->capacity() > kKeepFloats) *v = std::vector<float>();
+  for (detail::AlignedVector<float>* v : {&wa, &wb}) {
+    if (v->capacity() > kKeepFloats) *v = detail::AlignedVector<float>();
   }
 }
 
@@ -637,7 +638,7 @@ void gemm(const Ctx&, const GemmArgs& g) {
   }
   // A bf16 or f16 product on widened operands: the operand every block reads whole (b where the
   // blocks are rows of C, a where they are columns), widened once here rather than once a block.
-  std::vector<float> shared;
+  detail::AlignedVector<float> shared;
   Widened wide;
   if (g.batch == 1 && widens_operands(g.dtype)) {
     const bool whole_b = !cols;

@@ -14,6 +14,7 @@
 
 #include "cpu/cpu_util.h"
 #include "cpu/vec_rows.h"
+#include "internal/cache_aligned.h"
 #include "internal/parallel.h"
 #include "kern/philox.h"
 #include "sinter/core/error.h"
@@ -287,13 +288,17 @@ void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
     const bool sums = dweight || dbias;
     // Without them, every row is a chunk of its own.
     const int64_t chunks = std::max<int64_t>(1, sums ? std::min(rows, kLayerNormChunks) : rows);
-    std::vector<double> dw(dweight ? chunks * cols : 0, 0.0), db(dbias ? chunks * cols : 0, 0.0);
+    // Each chunk's sums start on a cache line of their own (src/internal/cache_aligned.h): the
+    // rows add into them in vectors of eight doubles.
+    const int64_t stride = (cols + 7) / 8 * 8;
+    const auto sums_size = static_cast<size_t>(chunks * stride);
+    detail::AlignedVector<double> dw(dweight ? sums_size : 0, 0.0), db(dbias ? sums_size : 0, 0.0);
     const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
     detail::parallel_blocks(chunks, 4 * cols * rows_per_chunk, [&](int64_t c0, int64_t c1) {
       std::vector<float> gbuf, xbuf, out(is_half_type<T> ? static_cast<size_t>(cols) : 0);
       for (int64_t chunk = c0; chunk < c1; ++chunk) {
-        double* cdw = dweight ? dw.data() + chunk * cols : nullptr;
-        double* cdb = dbias ? db.data() + chunk * cols : nullptr;
+        double* cdw = dweight ? dw.data() + chunk * stride : nullptr;
+        double* cdb = dbias ? db.data() + chunk * stride : nullptr;
         for (int64_t r = rows * chunk / chunks; r < rows * (chunk + 1) / chunks; ++r) {
           const double mu = stat_at<T>(mean, r), rs = stat_at<T>(rstd, r);
           const int64_t base = r * cols;
@@ -343,8 +348,8 @@ void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
     for (int64_t j = 0; j < cols; ++j) {
       double w = 0, b = 0;
       for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-        if (dweight) w += dw[chunk * cols + j];
-        if (dbias) b += db[chunk * cols + j];
+        if (dweight) w += dw[chunk * stride + j];
+        if (dbias) b += db[chunk * stride + j];
       }
       if (dweight) static_cast<A*>(dweight)[j] += static_cast<A>(w);
       if (dbias) static_cast<A*>(dbias)[j] += static_cast<A>(b);

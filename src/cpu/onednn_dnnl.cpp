@@ -64,6 +64,7 @@
 #include "cpu/onednn.h"
 #include "cpu/onednn_common.h"
 #include "cpu/vec_rows.h"
+#include "internal/cache_aligned.h"
 #include "internal/parallel.h"
 #include "sinter/core/error.h"
 #include "sinter/core/parallel.h"
@@ -369,12 +370,12 @@ std::vector<int64_t> plan_key(Pass pass, const kern::Conv2dGeom& g, DType dtype,
 }
 
 // n bf16 values at p widened to f32 (Note [bf16 products]).
-std::vector<float> widened(const void* p, int64_t n) {
-  std::vector<float> out(static_cast<size_t>(n));
+detail::AlignedVector<float> widened(const void* p, int64_t n) {
+  detail::AlignedVector<float> out(static_cast<size_t>(n));
   vec::widen_bf16_row(static_cast<const BFloat16*>(p), n, out.data());
   return out;
 }
-void widen_into(const void* p, int64_t n, std::vector<float>& out) {
+void widen_into(const void* p, int64_t n, detail::AlignedVector<float>& out) {
   out.resize(static_cast<size_t>(n));
   vec::widen_bf16_row(static_cast<const BFloat16*>(p), n, out.data());
 }
@@ -390,9 +391,9 @@ bool reorders_widen() {
 }
 // A thread's f32 chunks are kept for its next ones up to kKeepFloats (a larger one is freed at the
 // end of the thread's piece of the call).
-void trim(std::vector<float>& v) {
+void trim(detail::AlignedVector<float>& v) {
   constexpr size_t kKeepFloats = size_t{1} << 20;
-  if (v.capacity() > kKeepFloats) std::vector<float>().swap(v);
+  if (v.capacity() > kKeepFloats) detail::AlignedVector<float>().swap(v);
 }
 
 // A convolution's chunks as run() cuts them (Note [onednn convolutions]): `per` images each, the
@@ -418,13 +419,13 @@ void run_images(const Chunks& k, Pass pass, const std::vector<void*>& pointers,
                 int64_t w_channels) {
   const int64_t in_image = pass == Pass::forward ? k.x_image : k.y_image;
   const int64_t out_image = pass == Pass::forward ? k.y_image : k.x_image;
-  std::vector<float> w32, b32;
+  detail::AlignedVector<float> w32, b32;
   if (k.widen) {
     w32 = widened(pointers[1], k.w_numel);
     if (k.has_bias) b32 = widened(pointers[3], w_channels);
   }
   detail::parallel_for(k.chunks, 1, [&](int64_t c0, int64_t c1) {
-    thread_local std::vector<float> in32, out32;
+    thread_local detail::AlignedVector<float> in32, out32;
     for (int64_t c = c0; c < c1; ++c) {
       std::vector<void*> p = pointers;
       p[0] = at_bytes(pointers[0], c * k.per * in_image);
@@ -464,7 +465,7 @@ void run_weight_gradient(const Chunks& k, const std::vector<void*>& pointers) {
   float* part = static_cast<float*>(partial.data());
   float* scratch = part + runs * w_numel;  // a run's later chunks, one at a time
   detail::parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
-    thread_local std::vector<float> x32, dy32;
+    thread_local detail::AlignedVector<float> x32, dy32;
     for (int64_t r = r0; r < r1; ++r) {
       float* sum = part + r * w_numel;
       float* one = scratch + r * w_numel;

@@ -1,0 +1,51 @@
+// Memory that starts on a cache line (64 bytes), for the CPU kernels' scratch buffers that vector
+// loops write: a 512-bit or 256-bit store into a block of malloc's 16-byte alignment straddles two
+// cache lines one time in two or more, and such stores ran at about half speed (the widened bf16
+// operands of the GEMMs, the column sums of `sum` and of layer norm's gradient).
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <vector>
+
+namespace sinter::detail {
+
+inline constexpr std::align_val_t kCacheLine{64};
+
+template <class T>
+struct CacheAligned {
+  using value_type = T;
+  CacheAligned() = default;
+  // Implicit, as the standard library's rebinding copies of an allocator expect.
+  template <class U>
+  CacheAligned(const CacheAligned<U>&) {}  // NOLINT(google-explicit-constructor)
+  T* allocate(std::size_t n) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
+    return static_cast<T*>(::operator new(n * sizeof(T), kCacheLine));
+  }
+  void deallocate(T* p, std::size_t) { ::operator delete(p, kCacheLine); }
+  template <class U>
+  bool operator==(const CacheAligned<U>&) const {
+    return true;
+  }
+};
+
+// A std::vector whose data start on a cache line.
+template <class T>
+using AlignedVector = std::vector<T, CacheAligned<T>>;
+
+struct CacheAlignedDelete {
+  void operator()(void* p) const { ::operator delete(p, kCacheLine); }
+};
+
+// n elements from a cache line on, left uninitialized (as std::make_unique_for_overwrite).
+template <class T>
+std::unique_ptr<T[], CacheAlignedDelete> aligned_array_for_overwrite(std::size_t n) {
+  static_assert(std::is_trivially_default_constructible_v<T>, "left uninitialized");
+  return std::unique_ptr<T[], CacheAlignedDelete>(CacheAligned<T>().allocate(n));
+}
+
+}  // namespace sinter::detail
