@@ -14,7 +14,8 @@ range.
   python3 benchmarks/compare.py --inference sinter.json ort.json [sinter2.json ort2.json ...]
 
 A missing file, benchmark or entry leaves "-" in its cells; a Sinter benchmark that failed shows
-"error". Exits 1 only when neither file yields a single figure.
+"error". Exits 1 only when no file yields a single figure, 2 on bad arguments (an odd number of
+--inference files).
 """
 
 import argparse
@@ -185,7 +186,9 @@ def main_inference(paths):
     if not any(s or o for s, o in rounds):
         print("compare: no inference figures in any file")
         return 1
-    sinter_doc, ort_doc = docs[0]
+    # The header's facts from the first round whose files were read.
+    sinter_doc = next((d[0] for d in docs if isinstance(d[0], dict)), None)
+    ort_doc = next((d[1] for d in docs if isinstance(d[1], dict)), None)
     threads = (sinter_doc or {}).get("threads", "?") if isinstance(sinter_doc, dict) else "?"
     version = ort_doc.get("version", "?") if isinstance(ort_doc, dict) else "?"
     cpu = sinter_doc.get("cpu") if isinstance(sinter_doc, dict) else None

@@ -1,11 +1,11 @@
 // The hot memory-bound CPU kernels against the memory bandwidth: add, gelu (tanh form), softmax
-// over rows, layer_norm forward, sum over rows and an Adam step, f32, on operands of 64 MiB (twice
-// the last-level cache of the machines in benchmarks/README.md), at get_num_threads() threads
-// (`--threads=N` sets it). Each is timed by the wall clock, its calls alternating with those of a
-// tensor copy of as many bytes in the same run, and reported in GB/s of the bytes it must move
-// (each operand read once, each result written once) with the median ratio to the copy's GB/s. Each
-// op is first checked against its formula on a small problem. `--smoke` runs those checks and one
-// call of each at a tiny size.
+// over rows, layer_norm forward and forward with backward, and sums over rows and over columns,
+// f32, on operands of 64 MiB (twice the last-level cache of the machines in benchmarks/README.md),
+// at get_num_threads() threads (`--threads=N` sets it). Each is timed by the wall clock, its calls
+// alternating with those of a tensor copy of as many bytes in the same run, and reported in GB/s of
+// the bytes it must move (each operand read once, each result written once) with the median ratio
+// to the copy's GB/s. Each op is first checked against its formula on a small problem. `--smoke`
+// runs those checks and one call of each at a tiny size.
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "sinter/optim/adam.h"
 
 namespace {
 
@@ -67,9 +66,26 @@ const Case kCases[] = {
      [](Operands& o) -> Problem {
        return {[&o] { o.out = layer_norm(o.a, {o.a.size(1)}, o.w, o.bias); }, 2 * bytes_of(o.a)};
      }},
+    // The forward, then the backward with o.b as the gradient (the backward reads it and x and
+    // writes dx: five operands' bytes in all).
+    {"layer_norm_fwd_bwd",
+     [](Operands& o) -> Problem {
+       // Leaves of their own on the operands' memory: the copy it is compared with reads o.a.
+       return {[&o, x = o.a.detach().requires_grad_(true), w = o.w.detach().requires_grad_(true),
+                b = o.bias.detach().requires_grad_(true)] {
+                 zero_grads({x, w, b});
+                 layer_norm(x, {x.size(1)}, w, b).backward(o.b);
+               },
+               5 * bytes_of(o.a)};
+     }},
     {"sum_rows",
      [](Operands& o) -> Problem {
        return {[&o] { o.out = sum(o.a, {1}); }, bytes_of(o.a)};
+     }},
+    // Over the leading dim: a Linear's bias gradient (Note [line sums] in src/cpu/reduce.cpp).
+    {"sum_cols",
+     [](Operands& o) -> Problem {
+       return {[&o] { o.out = sum(o.a, {0}); }, bytes_of(o.a)};
      }},
 };
 
@@ -98,9 +114,23 @@ std::string check(const char* name) {
     const Tensor var = mean((x - mu) * (x - mu), {1}, true);
     want =
         ((x - mu) / sqrt(var + 1e-5) * o.w.to(DType::f64) + o.bias.to(DType::f64)).to(DType::f32);
+  } else if (n == "layer_norm_fwd_bwd") {
+    // dx against the gradient of the formula written with f64 ops.
+    const Tensor x = o.a.clone().requires_grad_(true);
+    layer_norm(x, {o.a.size(1)}, o.w, o.bias).backward(o.b);
+    got = x.grad();
+    const Tensor x64 = o.a.to(DType::f64).requires_grad_(true);
+    const Tensor mu = mean(x64, {1}, true);
+    const Tensor var = mean((x64 - mu) * (x64 - mu), {1}, true);
+    ((x64 - mu) / sqrt(var + 1e-5) * o.w.to(DType::f64) + o.bias.to(DType::f64))
+        .backward(o.b.to(DType::f64));
+    want = x64.grad().to(DType::f32);
   } else if (n == "sum_rows") {
     got = sum(o.a, {1});
     want = sum(o.a.to(DType::f64), {1}).to(DType::f32);
+  } else if (n == "sum_cols") {
+    got = sum(o.a, {0});
+    want = sum(o.a.to(DType::f64), {0}).to(DType::f32);
   } else {
     return "no check for " + n;
   }

@@ -217,6 +217,15 @@ int run(const Options& o) {
     if (o.rounds > 1) std::printf("round %d of %d\n", r + 1, o.rounds);
     fs::remove(round.ort_json);  // ONNX Runtime's rows are appended model by model
     std::vector<std::string> rows;
+    // Sinter's rows of the round, written also when ONNX Runtime fails part way.
+    const auto write_sinter = [&] {
+      std::string json = "{\"runtime\": \"sinter\", \"threads\": " + std::to_string(threads) +
+                         ", \"cpu\": \"" + cpu + "\", \"int8_isa\": \"" + st::quant::int8_isa() +
+                         "\", \"results\": [";
+      for (size_t i = 0; i < rows.size(); ++i) json += (i ? ", " : "") + rows[i];
+      write_atomically(round.sinter_json, json + "]}\n");
+      std::printf("sinter: %s\n", round.sinter_json.c_str());
+    };
     for (const Prepared& p : models) {
       time_model(p, batches, o.smoke, rows);
       if (!ort) continue;
@@ -228,16 +237,12 @@ int run(const Options& o) {
         std::printf("onnxruntime: skipped (no onnxruntime package: pip install onnxruntime)\n");
         ort = false;
       } else if (rc != 0) {
+        write_sinter();
         std::fprintf(stderr, "bench_inference: onnxruntime_reference.py exited %d\n", rc);
         return 1;
       }
     }
-    std::string json = "{\"runtime\": \"sinter\", \"threads\": " + std::to_string(threads) +
-                       ", \"cpu\": \"" + cpu + "\", \"int8_isa\": \"" + st::quant::int8_isa() +
-                       "\", \"results\": [";
-    for (size_t i = 0; i < rows.size(); ++i) json += (i ? ", " : "") + rows[i];
-    write_atomically(round.sinter_json, json + "]}\n");
-    std::printf("sinter: %s\n", round.sinter_json.c_str());
+    write_sinter();
     rounds.push_back(round);
   }
   if (!ort) return 0;

@@ -123,16 +123,20 @@ void sum_lines_typed(const T* in, int64_t outer, int64_t r, int64_t inner, void*
   constexpr int64_t kParts = kSumLanes + 1;  // the lanes, then the tail
   const int64_t chunks = r > kSumChunk ? (r + kSumChunk - 1) / kSumChunk : 1;
   const int64_t threads = get_num_threads();
-  const int64_t blocks = (inner + kLineBlock - 1) / kLineBlock;
-  const int64_t block = (inner + blocks - 1) / blocks;
+  // Each lane's partials, and each block's part of them, start on a cache line (the partials are
+  // added in whole vectors, and vectors across two cache lines cost the sums a third of their
+  // time): lanes `pitch` apart, blocks a whole number of cache lines wide.
+  constexpr int64_t kAccLine = 64 / static_cast<int64_t>(sizeof(Acc));
+  const int64_t pitch = (inner + kAccLine - 1) / kAccLine * kAccLine;
+  const int64_t even = (inner + kLineBlock - 1) / kLineBlock;
+  const int64_t block = ((inner + even - 1) / even + kAccLine - 1) / kAccLine * kAccLine;
+  const int64_t blocks = (inner + block - 1) / block;
   int64_t groups = 1;
   while (groups < kSumLanes && outer * chunks * blocks * groups < threads) groups *= 2;
   const int64_t lanes = kSumLanes / groups;
   // Every partial is written by the task of its lane and block.
-  // From a cache line on: the lanes' rows are added in whole vectors, and vectors across two cache
-  // lines (a large allocation's 16-byte alignment) cost the sums a third of their time.
   const auto part_storage = detail::aligned_array_for_overwrite<Acc>(
-      static_cast<size_t>(outer * chunks * kParts * inner));
+      static_cast<size_t>(outer * chunks * kParts * pitch));
   Acc* const part = part_storage.get();
   const int64_t tasks = outer * chunks * groups * blocks;
   detail::parallel_blocks(
@@ -144,9 +148,9 @@ void sum_lines_typed(const T* in, int64_t outer, int64_t r, int64_t inner, void*
           const int64_t j0 = c * kSumChunk, len = std::min(kSumChunk, r - j0);
           const int64_t full = len / kSumLanes * kSumLanes;
           const bool last = grp == groups - 1;
-          Acc* acc = part + oc * kParts * inner + i0;  // lane l's at acc + l * inner
+          Acc* acc = part + oc * kParts * pitch + i0;  // lane l's at acc + l * pitch
           for (int64_t l = grp * lanes; l < (last ? kParts : (grp + 1) * lanes); ++l) {
-            std::fill(acc + l * inner, acc + l * inner + width, Acc{});
+            std::fill(acc + l * pitch, acc + l * pitch + width, Acc{});
           }
           const T* x = in + (o * r + j0) * inner + i0;
           const auto add = [&](const T* row, Acc* into) {
@@ -160,11 +164,11 @@ void sum_lines_typed(const T* in, int64_t outer, int64_t r, int64_t inner, void*
           };
           for (int64_t j = 0; j < full; j += kSumLanes) {
             for (int64_t l = grp * lanes; l < (grp + 1) * lanes; ++l) {
-              add(x + (j + l) * inner, acc + l * inner);
+              add(x + (j + l) * inner, acc + l * pitch);
             }
           }
           if (last) {
-            for (int64_t j = full; j < len; ++j) add(x + j * inner, acc + kSumLanes * inner);
+            for (int64_t j = full; j < len; ++j) add(x + j * inner, acc + kSumLanes * pitch);
           }
         }
       });
@@ -173,10 +177,10 @@ void sum_lines_typed(const T* in, int64_t outer, int64_t r, int64_t inner, void*
       const int64_t o = e / inner, i = e % inner;
       Acc total{};
       for (int64_t c = 0; c < chunks; ++c) {
-        const Acc* p = part + (o * chunks + c) * kParts * inner + i;
+        const Acc* p = part + (o * chunks + c) * kParts * pitch + i;
         Acc s{};
-        for (int64_t l = 0; l < kSumLanes; ++l) s += p[l * inner];
-        s += p[kSumLanes * inner];
+        for (int64_t l = 0; l < kSumLanes; ++l) s += p[l * pitch];
+        s += p[kSumLanes * pitch];
         total = c == 0 ? s : total + s;
       }
       store_sum<T>(out, e, total);

@@ -1,7 +1,7 @@
 // Memory that starts on a cache line (64 bytes), for the CPU kernels' scratch buffers that vector
-// loops write: a 512-bit or 256-bit store into a block of malloc's 16-byte alignment straddles two
-// cache lines one time in two or more, and such stores ran at about half speed (the widened bf16
-// operands of the GEMMs, the column sums of `sum` and of layer norm's gradient).
+// loops write: malloc aligns a block to 16 bytes, and then every 64-byte (512-bit) store into it
+// straddles two cache lines, and a 32-byte one half the time. Such stores ran at about half speed
+// (the column sums of `sum` and of layer norm's gradient, the GEMMs' widened bf16 operands).
 #pragma once
 
 #include <cstddef>
@@ -44,7 +44,8 @@ struct CacheAlignedDelete {
 // n elements from a cache line on, left uninitialized (as std::make_unique_for_overwrite).
 template <class T>
 std::unique_ptr<T[], CacheAlignedDelete> aligned_array_for_overwrite(std::size_t n) {
-  static_assert(std::is_trivially_default_constructible_v<T>, "left uninitialized");
+  static_assert(std::is_trivially_default_constructible_v<T> && std::is_trivially_destructible_v<T>,
+                "left uninitialized, and freed without destructors");
   return std::unique_ptr<T[], CacheAlignedDelete>(CacheAligned<T>().allocate(n));
 }
 
