@@ -89,6 +89,13 @@ const Case kCases[] = {
      }},
 };
 
+// Layer norm over the rows of x (f64) with o's weight and bias, written out with f64 ops.
+Tensor layer_norm_f64(const Tensor& x, const Operands& o) {
+  const Tensor mu = mean(x, {1}, true);
+  const Tensor var = mean((x - mu) * (x - mu), {1}, true);
+  return (x - mu) / sqrt(var + 1e-5) * o.w.to(DType::f64) + o.bias.to(DType::f64);
+}
+
 // The op's result on a small problem against its formula, written out with other ops ("" when
 // they agree).
 std::string check(const char* name) {
@@ -109,21 +116,14 @@ std::string check(const char* name) {
     want = (e / sum(e, {1}, true)).to(DType::f32);
   } else if (n == "layer_norm_fwd") {
     got = layer_norm(o.a, {o.a.size(1)}, o.w, o.bias);
-    const Tensor x = o.a.to(DType::f64);
-    const Tensor mu = mean(x, {1}, true);
-    const Tensor var = mean((x - mu) * (x - mu), {1}, true);
-    want =
-        ((x - mu) / sqrt(var + 1e-5) * o.w.to(DType::f64) + o.bias.to(DType::f64)).to(DType::f32);
+    want = layer_norm_f64(o.a.to(DType::f64), o).to(DType::f32);
   } else if (n == "layer_norm_fwd_bwd") {
     // dx against the gradient of the formula written with f64 ops.
     const Tensor x = o.a.clone().requires_grad_(true);
     layer_norm(x, {o.a.size(1)}, o.w, o.bias).backward(o.b);
     got = x.grad();
     const Tensor x64 = o.a.to(DType::f64).requires_grad_(true);
-    const Tensor mu = mean(x64, {1}, true);
-    const Tensor var = mean((x64 - mu) * (x64 - mu), {1}, true);
-    ((x64 - mu) / sqrt(var + 1e-5) * o.w.to(DType::f64) + o.bias.to(DType::f64))
-        .backward(o.b.to(DType::f64));
+    layer_norm_f64(x64, o).backward(o.b.to(DType::f64));
     want = x64.grad().to(DType::f32);
   } else if (n == "sum_rows") {
     got = sum(o.a, {1});

@@ -441,7 +441,8 @@ TEST(CpuBlockCache, ReusedBlocksAreWrittenAfresh) {
 }
 
 // The kernels' scratch buffers start on a cache line (src/internal/cache_aligned.h) at every size,
-// through a vector's growth and copies, and the arrays left uninitialized too.
+// through a vector's growth and copies, and the arrays left uninitialized too; row pitches are
+// whole cache lines.
 TEST(CacheAligned, BuffersStartOnACacheLine) {
   const auto on_line = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; };
   for (const size_t n : {size_t{1}, size_t{3}, size_t{17}, size_t{1000}, size_t{1} << 20}) {
@@ -458,6 +459,12 @@ TEST(CacheAligned, BuffersStartOnACacheLine) {
     const auto array = detail::aligned_array_for_overwrite<uint64_t>(n);
     EXPECT_TRUE(on_line(array.get())) << n;
   }
+  // Rows of a cache-aligned buffer each on a line of their own: a pitch of whole cache lines.
+  EXPECT_EQ(detail::cache_line_pitch<double>(1), 8);
+  EXPECT_EQ(detail::cache_line_pitch<double>(8), 8);
+  EXPECT_EQ(detail::cache_line_pitch<double>(9), 16);
+  EXPECT_EQ(detail::cache_line_pitch<float>(17), 32);
+  EXPECT_EQ(detail::cache_line_pitch<float>(0), 0);
 }
 
 // The cache's limit reads the lowest memory limit among the process's cgroups and their

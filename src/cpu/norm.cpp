@@ -290,7 +290,7 @@ void layer_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
     const int64_t chunks = std::max<int64_t>(1, sums ? std::min(rows, kLayerNormChunks) : rows);
     // Each chunk's sums start on a cache line of their own (src/internal/cache_aligned.h): the
     // rows add into them in vectors of eight doubles.
-    const int64_t stride = (cols + 7) / 8 * 8;
+    const int64_t stride = detail::cache_line_pitch<double>(cols);
     const auto sums_size = static_cast<size_t>(chunks * stride);
     detail::AlignedVector<double> dw(dweight ? sums_size : 0, 0.0), db(dbias ? sums_size : 0, 0.0);
     const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;

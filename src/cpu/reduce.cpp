@@ -126,10 +126,9 @@ void sum_lines_typed(const T* in, int64_t outer, int64_t r, int64_t inner, void*
   // Each lane's partials, and each block's part of them, start on a cache line (the partials are
   // added in whole vectors, and vectors across two cache lines cost the sums a third of their
   // time): lanes `pitch` apart, blocks a whole number of cache lines wide.
-  constexpr int64_t kAccLine = 64 / static_cast<int64_t>(sizeof(Acc));
-  const int64_t pitch = (inner + kAccLine - 1) / kAccLine * kAccLine;
+  const int64_t pitch = detail::cache_line_pitch<Acc>(inner);
   const int64_t even = (inner + kLineBlock - 1) / kLineBlock;
-  const int64_t block = ((inner + even - 1) / even + kAccLine - 1) / kAccLine * kAccLine;
+  const int64_t block = detail::cache_line_pitch<Acc>((inner + even - 1) / even);
   const int64_t blocks = (inner + block - 1) / block;
   int64_t groups = 1;
   while (groups < kSumLanes && outer * chunks * blocks * groups < threads) groups *= 2;

@@ -1,10 +1,11 @@
 // Memory that starts on a cache line (64 bytes), for the CPU kernels' scratch buffers that vector
 // loops write: malloc aligns a block to 16 bytes, and then every 64-byte (512-bit) store into it
-// straddles two cache lines, and a 32-byte one half the time. Such stores ran at about half speed
-// (the column sums of `sum` and of layer norm's gradient, the GEMMs' widened bf16 operands).
+// straddles two cache lines, and a 32-byte one half the time (in a profile of layer norm's
+// gradient, its column sums' straddling stores took about half the samples).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <new>
@@ -14,6 +15,15 @@
 namespace sinter::detail {
 
 inline constexpr std::align_val_t kCacheLine{64};
+
+// n rounded up to a whole number of cache lines of T: the pitch that keeps each of several rows of
+// a cache-aligned buffer on a cache line of its own.
+template <class T>
+constexpr std::int64_t cache_line_pitch(std::int64_t n) {
+  constexpr auto per_line =
+      static_cast<std::int64_t>(static_cast<std::size_t>(kCacheLine) / sizeof(T));
+  return (n + per_line - 1) / per_line * per_line;
+}
 
 template <class T>
 struct CacheAligned {
