@@ -19,9 +19,14 @@ using RowFn = void (*)(const float* a, float* y, int64_t n);
 RowFn unary_row(kern::UnaryOp op);
 
 // y[i] = f(a[i], b[i]) for i < n; binary_row(op) is the f32 row of op where it has one
-// (GeluTanhBackward, the gradient of the gelu_tanh row's activation), else null.
+// (GeluTanhBackward and GeluBackward, the gradients of the gelu rows' activations), else null.
 using BinaryRowFn = void (*)(const float* a, const float* b, float* y, int64_t n);
 BinaryRowFn binary_row(kern::BinaryOp op);
+// The exact gelu's rows by Note [exact gelu row]'s formula, which unary_row(Gelu) and
+// binary_row(GeluBackward) give on a CPU without AVX-512F (Note [gelu tables] in
+// src/cpu/vec_elementwise.cpp), so that both kinds are tested on every machine.
+RowFn gelu_formula_row();
+BinaryRowFn gelu_backward_formula_row();
 // y[i] += b[i] for i < n (a GEMM epilogue's bias), in the CPU's widest vectors.
 void add_into_row(const float* b, float* y, int64_t n);
 
