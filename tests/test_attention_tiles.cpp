@@ -23,9 +23,9 @@ struct Case {
   bool gqa = false;
 };
 
-// Query rows across the blocks of 16 (1, 7, 16, 33), keys across the pads of 32 (1, 5, 32, 40,
-// 70), heads across the vectors of 16 (3, 16, 17, 33, 64, 80), causal with Tq below, equal to and
-// above Tk, and grouped-query heads.
+// Query rows across the blocks of 16 (1, 7, 16, 33, 65), keys across the pads of 16 (1, 5, 32,
+// 33, 40, 65, 70), heads across the vectors of 16 (3, 16, 17, 33, 64, 80), causal with Tq below,
+// equal to and above Tk, and grouped-query heads.
 const Case kCases[] = {
     {{2, 3, 7, 5}, {2, 3, 7, 5}},
     {{2, 3, 7, 5}, {2, 3, 7, 5}, true},
@@ -37,6 +37,8 @@ const Case kCases[] = {
     {{1, 1, 20, 80}, {1, 1, 32, 80}, true},
     {{2, 4, 9, 3}, {2, 2, 11, 3}, false, true},
     {{1, 6, 18, 16}, {1, 2, 18, 16}, true, true},
+    {{2, 2, 65, 16}, {2, 2, 65, 16}},
+    {{1, 2, 65, 16}, {1, 2, 33, 16}, true},
 };
 
 TEST(AttentionTiles, MatchTheReferenceAcrossBlocksAndPads) {
@@ -47,8 +49,12 @@ TEST(AttentionTiles, MatchTheReferenceAcrossBlocksAndPads) {
                             kReference, kTiles);
     }
   }
-  expect_same_attention({2, 2, 9, 8}, {2, 2, 9, 8}, {.scale = -0.7}, DType::f32, 2e-5, kReference,
-                        kTiles);
+  // A negative scale: the largest scaled score is scale times the smallest score, and at -8 the
+  // weights of the largest instead would overflow.
+  for (const double scale : {-0.7, -8.0}) {
+    expect_same_attention({2, 2, 9, 8}, {2, 2, 9, 8}, {.scale = scale}, DType::f32, 2e-5,
+                          kReference, kTiles);
+  }
 }
 
 // The products' loop for CPUs without AVX-512F, forced on this one.

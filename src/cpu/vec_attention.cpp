@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -26,33 +27,35 @@ namespace sinter::cpu::vec {
 // formulas of Note [fused attention]. Per query head, the query rows go in blocks of kBlockRows:
 // the block's scores against the keys its rows see sit in a buffer of kBlockRows x Tk floats (in
 // the L1 or L2 cache), then their softmax, then the block's output. The head's keys (transposed)
-// and values are widened once into buffers padded with zeros (D to a multiple of 16, Tk to one of
-// 32), so that the products (gemm_rows: kRows rows by 16 or 32 columns of sums in registers,
-// written with AVX-512F intrinsics; elsewhere a loop compiled for AVX2 and the baseline,
-// src/cpu/vec_clones.h) have no tails; a padded key scores 0 and weighs 0. q, k and v are read
-// where they lie (a head's rows at any stride, its columns contiguous): the heads of a fused qkv
-// projection are not copied out first. Softmax: the row's largest scaled score m, p_j = exp(s_j -
-// m) on exp_nonpositive (Note [cpu vector math]'s exp), z their sum, lse = m + log z, the weights p
-// / z. A weight whose exponent is below -87 (exp near FLT_MIN, 1.2e-38, or below) is 0: computing
-// it would make subnormals, each a slow microcode assist on Intel CPUs, and its share of the row is
-// far below f32's resolution. A NaN score makes its row NaN. The products run over a block's keys
-// up to its last row's end (padded): an inf or NaN in the v of a key that a row of the block does
-// not see (a causal mask's future) reaches that row's output through 0 x inf, as in the composed
-// form's product of weights and v; the backward keeps the keys a row does not see out of its dS,
-// and the padding rows out of dk and dv. The backward runs per K/V head, so that dk and dv of its
-// grouped query heads sum without races: per block of a query head's rows, p again from lse, D_i =
-// dout_i . out_i, dP = dout V^T, dS = p (dP - D) scale; dv += p^T dout, dk += dS^T q, dq = dS K, dk
-// and dv kept in f32 until the K/V head's end. Heads are split over the threads and each head's
-// sums run in a fixed order: the bits do not depend on the thread count. They do on the CPU (the
-// AVX-512 and AVX2 clones fuse multiply-adds, the baseline does not). Against the composed form
-// (matmul, softmax, matmul): bf16 and f16 scores and weights stay f32 here, where the composed form
-// rounds them to the dtype between its ops; the f32 results differ by the order of the sums.
+// and values are widened once into buffers padded with zeros (D and Tk to multiples of 16; Tk
+// was padded to 32, a third more keys for vit-tiny's 65), so that the products (gemm_rows: kRows
+// rows by 16 or 32 columns of sums in registers, written with AVX-512F intrinsics; elsewhere a loop
+// compiled for AVX2 and the baseline, src/cpu/vec_clones.h) have no tails; a padded key scores 0
+// and weighs 0. q, k and v are read where they lie (a head's rows at any stride, its columns
+// contiguous): the heads of a fused qkv projection are not copied out first. Softmax: the row's
+// largest scaled score m (scale times the largest score where scale > 0), p_j = exp(s_j scale - m)
+// in one multiply-add (as the backward recomputes it) on exp_nonpositive (Note [cpu vector math]'s
+// exp), z their sum, lse = m + log z, the weights p / z. A weight whose exponent is below -87 (exp
+// near FLT_MIN, 1.2e-38, or below) is 0: computing it would make subnormals, each a slow microcode
+// assist on Intel CPUs, and its share of the row is far below f32's resolution. A NaN score makes
+// its row NaN. The products run over a block's keys up to its last row's end (padded): an inf or
+// NaN in the v of a key that a row of the block does not see (a causal mask's future) reaches that
+// row's output through 0 x inf, as in the composed form's product of weights and v; the backward
+// keeps the keys a row does not see out of its dS, and the padding rows out of dk and dv. The
+// backward runs per K/V head, so that dk and dv of its grouped query heads sum without races: per
+// block of a query head's rows, p again from lse, D_i = dout_i . out_i, dP = dout V^T, dS = p (dP -
+// D) scale; dv += p^T dout, dk += dS^T q, dq = dS K, dk and dv kept in f32 until the K/V head's
+// end. Heads are split over the threads and each head's sums run in a fixed order: the bits do not
+// depend on the thread count. They do on the CPU (the AVX-512 and AVX2 clones fuse multiply-adds,
+// the baseline does not). Against the composed form (matmul, softmax, matmul): bf16 and f16 scores
+// and weights stay f32 here, where the composed form rounds them to the dtype between its ops; the
+// f32 results differ by the order of the sums.
 namespace {
 
 constexpr int64_t kLanes = 16;       // floats of an AVX-512 register
 constexpr int64_t kRows = 8;         // rows of a gemm_tile
 constexpr int64_t kBlockRows = 16;   // query rows of one block
-constexpr int64_t kKeyPad = 32;      // Tk is padded to this (the wider gemm_tile)
+constexpr int64_t kKeyPad = 16;      // Tk is padded to this (a vector of gemm_rows' columns)
 constexpr float kExpFloor = -87.0f;  // exp(x) < FLT_MIN below about -87.3
 
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
@@ -148,36 +151,58 @@ void gemm_rows(const float* a, int64_t a_row, int64_t a_k, const float* b, int64
   gemm_rows_loop(a, a_row, a_k, b, ldb, c, ldc, m, k, n, accumulate);
 }
 
-// Whether u replaces m as the largest so far: a larger value, or a NaN (which then stays).
-[[gnu::always_inline]] inline bool replaces(float u, float m) { return u > m || u != u; }
-
 // The lanes of acc combined in halves (a tree, so that a short row does not wait on sixteen
-// dependent steps): the largest (NaN if one is NaN), or the sum.
-[[gnu::always_inline]] inline float lanes_max(float* acc) {
-  for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
-    for (int64_t l = 0; l < w; ++l) acc[l] = replaces(acc[l + w], acc[l]) ? acc[l + w] : acc[l];
-  }
-  return acc[0];
+// dependent steps): the largest (of those that are not NaN), or the sum. In vectors of the
+// compiler's (split to the clone's width), not through the array: a loop over it stored each
+// level and loaded the next from the store, about a fifth of the forward's softmax.
+using Lanes16 = float __attribute__((vector_size(64)));
+using Lanes8 = float __attribute__((vector_size(32)));
+using Lanes4 = float __attribute__((vector_size(16)));
+#define SINTER_LOW8(v) __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7)
+#define SINTER_HIGH8(v) __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15)
+#define SINTER_LOW4(v) __builtin_shufflevector(v, v, 0, 1, 2, 3)
+#define SINTER_HIGH4(v) __builtin_shufflevector(v, v, 4, 5, 6, 7)
+
+[[gnu::always_inline]] inline float lanes_max(const float* acc) {
+  Lanes16 v;
+  std::memcpy(&v, acc, sizeof v);
+  const Lanes8 x8 = SINTER_LOW8(v), y8 = SINTER_HIGH8(v);
+  const Lanes8 h = y8 > x8 ? y8 : x8;
+  const Lanes4 x4 = SINTER_LOW4(h), y4 = SINTER_HIGH4(h);
+  const Lanes4 q = y4 > x4 ? y4 : x4;
+  const float a = q[2] > q[0] ? q[2] : q[0], b = q[3] > q[1] ? q[3] : q[1];
+  return b > a ? b : a;
 }
 
-[[gnu::always_inline]] inline float lanes_sum(float* acc) {
-  for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
-    for (int64_t l = 0; l < w; ++l) acc[l] += acc[l + w];
-  }
-  return acc[0];
+[[gnu::always_inline]] inline float lanes_sum(const float* acc) {
+  Lanes16 v;
+  std::memcpy(&v, acc, sizeof v);
+  const Lanes8 h = SINTER_LOW8(v) + SINTER_HIGH8(v);
+  const Lanes4 q = SINTER_LOW4(h) + SINTER_HIGH4(h);
+  return (q[0] + q[2]) + (q[1] + q[3]);
 }
+#undef SINTER_LOW8
+#undef SINTER_HIGH8
+#undef SINTER_LOW4
+#undef SINTER_HIGH4
 
-// s_j *= scale for j < n and the largest of them for j < end (NaN if one is NaN); s_j from end to
-// round_up(end, kLanes) <= n becomes -inf.
-[[gnu::always_inline]] inline float scaled_max(float* s, int64_t end, int64_t n, float scale) {
-  for (int64_t j = 0; j < n; ++j) s[j] *= scale;
-  const int64_t whole = round_up(end, kLanes);
-  for (int64_t j = end; j < whole; ++j) s[j] = -INFINITY;
+// The largest s_j for j < end, NaNs passed over (-inf if every one is NaN or -inf). The last
+// vector's lanes from end on are -inf in the register: written into s, the vector's load waited on
+// the scalar stores (a fifth of the forward's softmax).
+[[gnu::always_inline]] inline float row_max(const float* s, int64_t end) {
+  const int64_t full = end / kLanes * kLanes;
   float m[kLanes];
   for (int64_t l = 0; l < kLanes; ++l) m[l] = -INFINITY;
-  for (int64_t j = 0; j < whole; j += kLanes) {
+  for (int64_t j = 0; j < full; j += kLanes) {
 #pragma GCC unroll 1  // one vector, not sixteen scalars
-    for (int64_t l = 0; l < kLanes; ++l) m[l] = replaces(s[j + l], m[l]) ? s[j + l] : m[l];
+    for (int64_t l = 0; l < kLanes; ++l) m[l] = s[j + l] > m[l] ? s[j + l] : m[l];
+  }
+  if (full < end) {
+#pragma GCC unroll 1
+    for (int64_t l = 0; l < kLanes; ++l) {
+      const float v = full + l < end ? s[full + l] : -INFINITY;
+      m[l] = v > m[l] ? v : m[l];
+    }
   }
   return lanes_max(m);
 }
@@ -246,13 +271,22 @@ void gemm_rows(const float* a, int64_t a_row, int64_t a_k, const float* b, int64
 }
 
 // The forward's weights of a block's n rows, in place (row r at s + r ld, its keys
-// [0, ends[r])): normalized, and their lse.
+// [0, ends[r])): normalized, and their lse. The largest scaled score is scale times the largest
+// score for scale > 0 (f32's product is monotone), so the scores are scaled in the exponent's
+// multiply-add, as the backward recomputes them; else they are scaled first. A NaN score, passed
+// over by the largest, makes its weight NaN, the row's sum, and so every weight of the row and its
+// lse.
 SINTER_VECTOR_CLONES void softmax_block(float* s, int64_t ld, int64_t n, const int64_t* ends,
                                         int64_t jn, float scale, float* lse) {
   for (int64_t r = 0; r < n; ++r) {
     float* row = s + r * ld;
-    const float mx = scaled_max(row, ends[r], jn, scale);
-    const float z = exp_row(row, ends[r], jn, 1.0f, mx);
+    float f = scale;
+    if (!(scale > 0.0f)) {
+      scale_row(row, jn, scale);
+      f = 1.0f;
+    }
+    const float mx = f * row_max(row, ends[r]);
+    const float z = exp_row(row, ends[r], jn, f, mx);
     scale_row(row, jn, 1.0f / z);
     lse[r] = mx + std::log(z);
   }
