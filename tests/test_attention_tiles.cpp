@@ -49,12 +49,13 @@ TEST(AttentionTiles, MatchTheReferenceAcrossBlocksAndPads) {
                             kReference, kTiles);
     }
   }
-  // A negative scale: the largest scaled score is scale times the smallest score, and at -8 the
-  // weights of the largest instead would overflow.
-  for (const double scale : {-0.7, -8.0}) {
-    expect_same_attention({2, 2, 9, 8}, {2, 2, 9, 8}, {.scale = scale}, DType::f32, 2e-5,
-                          kReference, kTiles);
-  }
+  // A negative scale: the largest scaled score is scale times the smallest score. At -30 the
+  // scores' spread times the scale is far past exp's range, so the largest score's weights would
+  // overflow; the gradients carry the scale (as WeightsThatUnderflowAreZero's).
+  expect_same_attention({2, 2, 9, 8}, {2, 2, 9, 8}, {.scale = -0.7}, DType::f32, 2e-5, kReference,
+                        kTiles);
+  expect_same_attention({2, 2, 9, 8}, {2, 2, 9, 8}, {.scale = -30.0}, DType::f32, 1e-3, kReference,
+                        kTiles);
 }
 
 // The products' loop for CPUs without AVX-512F, forced on this one.
@@ -216,6 +217,51 @@ TEST(AttentionTiles, WeightsThatUnderflowAreZero) {
   Generator gen(seed);
   const Tensor q = mul(randn({2, 2, 21, 16}, {}, &gen), 40.0), k = randn({2, 2, 30, 16}, {}, &gen);
   EXPECT_TRUE(all(isfinite(scaled_dot_product_attention(q, k, k))).item<bool>());
+}
+
+// Scores near 1e10 (q and k of about 1e5): the scores are scaled before the exponent, where the
+// multiply-add's exact product would leave the largest score's exponent hundreds off zero (its
+// weight 0, the row NaN). Each row's weights are all on one key; the gradients stay finite.
+TEST(AttentionTiles, HugeScoresKeepTheirRows) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Generator gen(seed);
+  const auto run = [&](const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& g,
+                       AttentionKernel kernel) {
+    const Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(),
+                 v = v0.clone().requires_grad_();
+    const Tensor out = scaled_dot_product_attention(q, k, v, {.kernel = kernel});
+    out.backward(g);
+    return std::vector<Tensor>{out, q.grad(), k.grad(), v.grad()};
+  };
+  const Tensor q = mul(randn({1, 2, 7, 8}, {}, &gen), 1e5),
+               k = mul(randn({1, 2, 9, 8}, {}, &gen), 1e5), v = randn({1, 2, 9, 8}, {}, &gen),
+               g = randn({1, 2, 7, 8}, {}, &gen);
+  const std::vector<Tensor> got = run(q, k, v, g, AttentionKernel::Auto);
+  // Each query row's weight is all on its largest score's key (in double): out_i = v_j, and dv_j
+  // is the sum of the g_i whose largest is key j.
+  const std::vector<float> qs = q.to_vector<float>(), ks = k.to_vector<float>(),
+                           vs = v.to_vector<float>(), gs = g.to_vector<float>();
+  std::vector<double> out(2 * 7 * 8), dv(2 * 9 * 8, 0.0);
+  for (int h = 0; h < 2; ++h) {
+    for (int i = 0; i < 7; ++i) {
+      int best = 0;
+      double top = -INFINITY;
+      for (int j = 0; j < 9; ++j) {
+        double dot = 0;
+        for (int c = 0; c < 8; ++c)
+          dot += double(qs[(h * 7 + i) * 8 + c]) * ks[(h * 9 + j) * 8 + c];
+        if (dot > top) top = dot, best = j;
+      }
+      for (int c = 0; c < 8; ++c) {
+        out[(h * 7 + i) * 8 + c] = vs[(h * 9 + best) * 8 + c];
+        dv[(h * 9 + best) * 8 + c] += gs[(h * 7 + i) * 8 + c];
+      }
+    }
+  }
+  EXPECT_TRUE(all_close(got[0], from_vector(out, {1, 2, 7, 8}), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(got[3], from_vector(dv, {1, 2, 9, 8}), 1e-5, 1e-5));
+  for (int i = 1; i < 3; ++i) EXPECT_TRUE(all(isfinite(got[i])).item<bool>()) << i;
 }
 
 // A NaN in a query makes its row NaN (not a row of weights that skipped it), and the other rows

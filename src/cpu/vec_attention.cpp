@@ -27,29 +27,29 @@ namespace sinter::cpu::vec {
 // formulas of Note [fused attention]. Per query head, the query rows go in blocks of kBlockRows:
 // the block's scores against the keys its rows see sit in a buffer of kBlockRows x Tk floats (in
 // the L1 or L2 cache), then their softmax, then the block's output. The head's keys (transposed)
-// and values are widened once into buffers padded with zeros (D and Tk to multiples of 16; Tk
-// was padded to 32, a third more keys for vit-tiny's 65), so that the products (gemm_rows: kRows
-// rows by 16 or 32 columns of sums in registers, written with AVX-512F intrinsics; elsewhere a loop
-// compiled for AVX2 and the baseline, src/cpu/vec_clones.h) have no tails; a padded key scores 0
-// and weighs 0. q, k and v are read where they lie (a head's rows at any stride, its columns
-// contiguous): the heads of a fused qkv projection are not copied out first. Softmax: the row's
-// largest scaled score m (scale times the largest score where scale > 0), p_j = exp(s_j scale - m)
-// in one multiply-add (as the backward recomputes it) on exp_nonpositive (Note [cpu vector math]'s
-// exp), z their sum, lse = m + log z, the weights p / z. A weight whose exponent is below -87 (exp
-// near FLT_MIN, 1.2e-38, or below) is 0: computing it would make subnormals, each a slow microcode
-// assist on Intel CPUs, and its share of the row is far below f32's resolution. A NaN score makes
-// its row NaN. The products run over a block's keys up to its last row's end (padded): an inf or
-// NaN in the v of a key that a row of the block does not see (a causal mask's future) reaches that
-// row's output through 0 x inf, as in the composed form's product of weights and v; the backward
-// keeps the keys a row does not see out of its dS, and the padding rows out of dk and dv. The
-// backward runs per K/V head, so that dk and dv of its grouped query heads sum without races: per
-// block of a query head's rows, p again from lse, D_i = dout_i . out_i, dP = dout V^T, dS = p (dP -
-// D) scale; dv += p^T dout, dk += dS^T q, dq = dS K, dk and dv kept in f32 until the K/V head's
-// end. Heads are split over the threads and each head's sums run in a fixed order: the bits do not
-// depend on the thread count. They do on the CPU (the AVX-512 and AVX2 clones fuse multiply-adds,
-// the baseline does not). Against the composed form (matmul, softmax, matmul): bf16 and f16 scores
-// and weights stay f32 here, where the composed form rounds them to the dtype between its ops; the
-// f32 results differ by the order of the sums.
+// and values are widened once into buffers padded with zeros (D and Tk to multiples of 16), so
+// that the products (gemm_rows: kRows rows by 16 or 32 columns of sums in registers, written with
+// AVX-512F intrinsics; elsewhere a loop compiled for AVX2 and the baseline, src/cpu/vec_clones.h)
+// have no tails; a padded key scores 0 and weighs 0. q, k and v are read where they lie (a head's
+// rows at any stride, its columns contiguous): the heads of a fused qkv projection are not copied
+// out first. Softmax: the row's largest scaled score m (scale times the largest score where scale >
+// 0), p_j = exp(s_j scale - m) (the scaling in the exponent's multiply-add, as the backward
+// recomputes it, below kFoldedScoreLimit and for scale > 0; scaled first elsewhere) on
+// exp_nonpositive (Note [cpu vector math]'s exp), z their sum, lse = m + log z, the weights p / z.
+// A weight whose exponent is below -87 (exp near FLT_MIN, 1.2e-38, or below) is 0: computing it
+// would make subnormals, each a slow microcode assist on Intel CPUs, and its share of the row is
+// far below f32's resolution. A NaN score makes its row NaN. The products run over a block's keys
+// up to its last row's end (padded): an inf or NaN in the v of a key that a row of the block does
+// not see (a causal mask's future) reaches that row's output through 0 x inf, as in the composed
+// form's product of weights and v; the backward keeps the keys a row does not see out of its dS,
+// and the padding rows out of dk and dv. The backward runs per K/V head, so that dk and dv of its
+// grouped query heads sum without races: per block of a query head's rows, p again from lse, D_i =
+// dout_i . out_i, dP = dout V^T, dS = p (dP - D) scale; dv += p^T dout, dk += dS^T q, dq = dS K, dk
+// and dv kept in f32 until the K/V head's end. Heads are split over the threads and each head's
+// sums run in a fixed order: the bits do not depend on the thread count. They do on the CPU (the
+// AVX-512 and AVX2 clones fuse multiply-adds, the baseline does not). Against the composed form
+// (matmul, softmax, matmul): bf16 and f16 scores and weights stay f32 here, where the composed form
+// rounds them to the dtype between its ops; the f32 results differ by the order of the sums.
 namespace {
 
 constexpr int64_t kLanes = 16;       // floats of an AVX-512 register
@@ -152,7 +152,7 @@ void gemm_rows(const float* a, int64_t a_row, int64_t a_k, const float* b, int64
 }
 
 // The lanes of acc combined in halves (a tree, so that a short row does not wait on sixteen
-// dependent steps): the largest (of those that are not NaN), or the sum. In vectors of the
+// dependent steps): the largest (row_max's lanes are never NaN), or the sum. In vectors of the
 // compiler's (split to the clone's width), not through the array: a loop over it stored each
 // level and loaded the next from the store, about a fifth of the forward's softmax.
 using Lanes16 = float __attribute__((vector_size(64)));
@@ -207,7 +207,8 @@ using Lanes4 = float __attribute__((vector_size(16)));
   return lanes_max(m);
 }
 
-// exp(x) for kExpFloor <= x <= 0 (a softmax's exponents), where it is a normal float: as
+// exp(x) for kExpFloor <= x <= 1 (a softmax's exponents: a little above 0 where the scale is in
+// the multiply-add, kFoldedScoreLimit below), where it is a normal float: as
 // vec::exp (Note [cpu vector math]), n = round(x / ln2) and the Taylor polynomial of exp(r) to
 // r^7, but 2^n goes straight into the result's exponent bits, without vec::exp's clamps and its
 // two scalings for subnormal and infinite results. NaN stays NaN.
@@ -270,22 +271,30 @@ using Lanes4 = float __attribute__((vector_size(16)));
   for (int64_t j = 0; j < n; ++j) dp[j] = j < end ? p[j] * (dp[j] - di) * scale : 0.0f;
 }
 
+// Scores are scaled in the exponent's multiply-add, exp(s scale - m), only while |m| (the largest
+// scaled score, or lse) is below this. The multiply-add's exact product leaves the largest score's
+// exponent off zero by up to half an ulp of m: 3e-5 here, but 512 at scores near 1e10, where its
+// weight would be 0 and the row NaN. Beyond it the scores are scaled first and the exponent is a
+// difference of two f32: 0 for the largest, so that a row whose weight is all on one key gets 1
+// there, and from its lse (then the largest score) the backward's p is 1 again.
+constexpr float kFoldedScoreLimit = 1024.0f;
+
 // The forward's weights of a block's n rows, in place (row r at s + r ld, its keys
-// [0, ends[r])): normalized, and their lse. The largest scaled score is scale times the largest
-// score for scale > 0 (f32's product is monotone), so the scores are scaled in the exponent's
-// multiply-add, as the backward recomputes them; else they are scaled first. A NaN score, passed
-// over by the largest, makes its weight NaN, the row's sum, and so every weight of the row and its
-// lse.
+// [0, ends[r])): normalized, and their lse. For scale > 0 the largest scaled score is scale times
+// the largest score (f32's product is monotone), and below kFoldedScoreLimit the scores are scaled
+// in the exponent's multiply-add, as the backward recomputes them; else they are scaled first. A
+// NaN score, passed over by the largest, makes its weight NaN, the row's sum, and so every weight
+// of the row and its lse.
 SINTER_VECTOR_CLONES void softmax_block(float* s, int64_t ld, int64_t n, const int64_t* ends,
                                         int64_t jn, float scale, float* lse) {
   for (int64_t r = 0; r < n; ++r) {
     float* row = s + r * ld;
-    float f = scale;
-    if (!(scale > 0.0f)) {
+    float f = scale, mx = scale * row_max(row, ends[r]);
+    if (!(scale > 0.0f) || !(std::abs(mx) < kFoldedScoreLimit)) {
       scale_row(row, jn, scale);
       f = 1.0f;
+      mx = row_max(row, ends[r]);
     }
-    const float mx = f * row_max(row, ends[r]);
     const float z = exp_row(row, ends[r], jn, f, mx);
     scale_row(row, jn, 1.0f / z);
     lse[r] = mx + std::log(z);
@@ -299,7 +308,12 @@ SINTER_VECTOR_CLONES void score_grads_block(float* p, float* ds, int64_t ld, int
                                             const float* lse, const float* dout, const float* out,
                                             int64_t dp) {
   for (int64_t r = 0; r < n; ++r) {
-    exp_row(p + r * ld, ends[r], jn, scale, lse[r]);
+    float f = scale;
+    if (!(std::abs(lse[r]) < kFoldedScoreLimit)) {  // scaled first, as the forward's
+      scale_row(p + r * ld, jn, scale);
+      f = 1.0f;
+    }
+    exp_row(p + r * ld, ends[r], jn, f, lse[r]);
     const float di = dot_row(dout + r * dp, out + r * dp, dp);
     score_grad_row(p + r * ld, ds + r * ld, ends[r], jn, di, scale);
   }
