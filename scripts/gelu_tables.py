@@ -12,6 +12,7 @@ interval, its coefficients rounded to f32:
   times it for negative x, x (1 - it) for positive x; kPhiTail: Phi(x) on [-10, -6);
 - kGeluGrad: gelu'(-b) = Phi(-b) - b phi(b) for b in [0, 6), taken as it is for negative x and as
   1 - it for positive x (gelu'(x) = 1 - gelu'(-x)); kGeluGradTail: gelu'(x) on [-10, -6).
+The rows take x = -6 in the tails' last interval (|x| = 6 falls outside the first tables).
 Phi comes from math.erfc in f64 (relative error near 1e-16, far below f32's). The error printed is
 the largest over 2000 points an interval of the f32 evaluation as the rows run it (Horner's rule in
 fused multiply-adds, each rounded to f32), against the f64 formulas: gelu in f32 ulp of its value,

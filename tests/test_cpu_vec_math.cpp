@@ -90,8 +90,9 @@ TEST(CpuVecMath, ExpTanhAndTheActivationsMatchTheirFormulas) {
       });
 }
 
-// The exact gelu row (Note [exact gelu row]) on the same sweep: within 4 f32 ulp of x Phi(x) in
-// f64 everywhere, the negative tail included, where the functor's 1 + erf cancels.
+// The exact gelu's row (Note [exact gelu row], or Note [gelu tables] in
+// src/cpu/vec_elementwise.cpp on AVX-512) on the same sweep: within 4 f32 ulp of x Phi(x) in f64
+// everywhere, the negative tail included, where the functor's 1 + erf cancels.
 TEST(CpuVecMath, ExactGeluMatchesItsFormula) {
   expect_close(
       "gelu", [](const Tensor& t) { return gelu(t); },

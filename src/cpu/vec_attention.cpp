@@ -155,6 +155,7 @@ void gemm_rows(const float* a, int64_t a_row, int64_t a_k, const float* b, int64
 // dependent steps): the largest (row_max's lanes are never NaN), or the sum. In vectors of the
 // compiler's (split to the clone's width), not through the array: a loop over it stored each
 // level and loaded the next from the store, about a fifth of the forward's softmax.
+#if defined(__clang__) || __GNUC__ >= 12  // __builtin_shufflevector
 using Lanes16 = float __attribute__((vector_size(64)));
 using Lanes8 = float __attribute__((vector_size(32)));
 using Lanes4 = float __attribute__((vector_size(16)));
@@ -185,6 +186,25 @@ using Lanes4 = float __attribute__((vector_size(16)));
 #undef SINTER_HIGH8
 #undef SINTER_LOW4
 #undef SINTER_HIGH4
+#else  // the same trees through the array
+[[gnu::always_inline]] inline float lanes_max(const float* acc) {
+  float a[kLanes];
+  std::memcpy(a, acc, sizeof a);
+  for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
+    for (int64_t l = 0; l < w; ++l) a[l] = a[l + w] > a[l] ? a[l + w] : a[l];
+  }
+  return a[0];
+}
+
+[[gnu::always_inline]] inline float lanes_sum(const float* acc) {
+  float a[kLanes];
+  std::memcpy(a, acc, sizeof a);
+  for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
+    for (int64_t l = 0; l < w; ++l) a[l] += a[l + w];
+  }
+  return a[0];
+}
+#endif
 
 // The largest s_j for j < end, NaNs passed over (-inf if every one is NaN or -inf). The last
 // vector's lanes from end on are -inf in the register: written into s, the vector's load waited on
@@ -276,7 +296,9 @@ using Lanes4 = float __attribute__((vector_size(16)));
 // exponent off zero by up to half an ulp of m: 3e-5 here, but 512 at scores near 1e10, where its
 // weight would be 0 and the row NaN. Beyond it the scores are scaled first and the exponent is a
 // difference of two f32: 0 for the largest, so that a row whose weight is all on one key gets 1
-// there, and from its lse (then the largest score) the backward's p is 1 again.
+// there, and from its lse (then the largest score) the backward's p is 1 again. The backward
+// decides by |lse|, which is up to log Tk above the forward's m: where the two fall on either side
+// of the limit, an exponent differs by up to half an ulp of 1024 (3e-5), not more.
 constexpr float kFoldedScoreLimit = 1024.0f;
 
 // The forward's weights of a block's n rows, in place (row r at s + r ld, its keys
@@ -309,7 +331,7 @@ SINTER_VECTOR_CLONES void score_grads_block(float* p, float* ds, int64_t ld, int
                                             int64_t dp) {
   for (int64_t r = 0; r < n; ++r) {
     float f = scale;
-    if (!(std::abs(lse[r]) < kFoldedScoreLimit)) {  // scaled first, as the forward's
+    if (!(scale > 0.0f) || !(std::abs(lse[r]) < kFoldedScoreLimit)) {  // as the forward, by lse
       scale_row(p + r * ld, jn, scale);
       f = 1.0f;
     }

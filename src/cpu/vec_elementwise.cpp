@@ -199,7 +199,7 @@ BinaryRowFn gelu_backward_formula_row() { return gelu_backward_row; }
 // Note [gelu tables]
 // Where the CPU has AVX-512F, the exact gelu's rows evaluate tables instead of Note [exact gelu
 // row]'s formula, whose tail, exp and division take about 70 vector instructions for 16 elements
-// (1.60 ms for 1.5M floats of standard deviation 1 on one core of the Intel machine of
+// (1.60 ms for 1.57M floats of standard deviation 1 on one core of the Intel machine of
 // benchmarks/README.md; PyTorch's gelu 0.57, a copy 0.47). A table cuts [lo, lo + 32 w) into 32
 // intervals of width w, each with a polynomial in s = v - c (v the table's variable, c the
 // interval's centre): a lane's interval i is floor((v - lo) / w), each coefficient comes from its
@@ -212,7 +212,7 @@ BinaryRowFn gelu_backward_formula_row() { return gelu_backward_row; }
 // 5.4) and the gradient g (gelu' rounds to 1; not at +inf, where the formula's x phi(x) is NaN).
 // About 30 instructions for 16 elements: 0.64 ms, and forward and backward together 1.85 ms
 // against the formula's 4.2 and PyTorch's 2.33. A block with a lane left (-6 and below, -inf, NaN,
-// the gradient's +inf) goes on to the tails, Phi(x) and gelu'(x) on [-10, -6) at degree 7, then to
+// the gradient's +inf) goes on to the tails, Phi(x) and gelu'(x) on [-10, -6] at degree 7, then to
 // the formula for what is left of it (below -10, the infinities, NaN), all 16 lanes at once, each
 // lane taking the first result that covers it. Every lane's result is a function of its own value,
 // whatever its neighbours, so the bits do not depend on where the threads cut a row
@@ -228,21 +228,26 @@ namespace {
 
 namespace gt = gelu_tables;
 
-// A lane's interval i (from 0 to 31 where x lies in [lo, lo + 32 w)) and s = x - its centre;
-// `inside` has the lanes whose i is one of the 32 (not a NaN's or an infinity's).
+// A lane's interval i (from 0 to 31 where x lies in [lo, lo + 32 w), or in [lo, lo + 32 w] when
+// `closed`) and s = x - its centre; `inside` has the lanes whose i is one of the 32 (not a NaN's
+// or an infinity's). (|x| = 6 falls outside the first tables: 6 / 0.1875 rounds to 32.)
 struct Located {
   __m512i i;
   __m512 s;
   __mmask16 inside;
 };
 
-[[gnu::target("avx512f"), gnu::always_inline]] inline Located locate(__m512 x, float lo, float w) {
+[[gnu::target("avx512f"), gnu::always_inline]] inline Located locate(__m512 x, float lo, float w,
+                                                                     bool closed = false) {
   const __m512 u = _mm512_fmadd_ps(x, _mm512_set1_ps(1.0f / w), _mm512_set1_ps(-lo / w));
   // The zero-masked forms with every lane: the plain ones start from GCC's "undefined" vectors,
   // which its -Wmaybe-uninitialized reports.
   const __mmask16 all = 0xFFFF;
-  const __m512i i =
-      _mm512_maskz_cvt_roundps_epi32(all, u, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512i i = _mm512_maskz_cvt_roundps_epi32(all, u, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  if (closed) {  // the right end, lo + 32 w, in the last interval
+    const __m512i last = _mm512_set1_epi32(31);
+    i = _mm512_mask_mov_epi32(i, _mm512_cmpeq_epi32_mask(i, _mm512_set1_epi32(32)), last);
+  }
   const __m512 c = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(all, i), _mm512_set1_ps(w),
                                    _mm512_set1_ps(lo + 0.5f * w));
   return {i, _mm512_sub_ps(x, c), _mm512_cmplt_epu32_mask(i, _mm512_set1_epi32(32))};
@@ -324,7 +329,7 @@ template <int N>
     v = _mm512_mask_blend_ps(large, v, x);
     done |= large;
     if (done != 0xFFFF) {
-      const Located at = locate(x, gt::kPhiTailLo, gt::kPhiTailWidth);
+      const Located at = locate(x, gt::kPhiTailLo, gt::kPhiTailWidth, true);
       const auto tail = static_cast<__mmask16>(at.inside & ~done);  // disjoint; said, not assumed
       v = _mm512_mask_blend_ps(tail, v, _mm512_mul_ps(x, table_poly(gt::kPhiTail, at)));
       done |= tail;
@@ -350,7 +355,7 @@ template <int N>
     v = _mm512_mask_blend_ps(large, v, gv);
     done |= large;
     if (done != 0xFFFF) {
-      const Located at = locate(xv, gt::kGeluGradTailLo, gt::kGeluGradTailWidth);
+      const Located at = locate(xv, gt::kGeluGradTailLo, gt::kGeluGradTailWidth, true);
       const auto tail = static_cast<__mmask16>(at.inside & ~done);
       v = _mm512_mask_blend_ps(tail, v, _mm512_mul_ps(gv, table_poly(gt::kGeluGradTail, at)));
       done |= tail;
