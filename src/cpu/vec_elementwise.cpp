@@ -330,7 +330,8 @@ template <int N>
     done |= large;
     if (done != 0xFFFF) {
       const Located at = locate(x, gt::kPhiTailLo, gt::kPhiTailWidth, true);
-      const auto tail = static_cast<__mmask16>(at.inside & ~done);  // disjoint; said, not assumed
+      // The closed tail's last interval also reaches up to -5.875: those lanes stay the first's.
+      const auto tail = static_cast<__mmask16>(at.inside & ~done);
       v = _mm512_mask_blend_ps(tail, v, _mm512_mul_ps(x, table_poly(gt::kPhiTail, at)));
       done |= tail;
       if (done != 0xFFFF) v = gelu_rest(x, v, done);
