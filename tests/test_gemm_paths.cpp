@@ -289,8 +289,9 @@ TEST(CpuGemm, DeepProductsMatchTheProductInEveryLayout) {
   }
   check_deep({16, 4100, 8200, 4}, false, true, &g);  // two blocks of columns
   check_deep({4100, 16, 8200, 4}, true, false, &g);  // two blocks of rows
-  check_deep({16, 4100, 8200, 4}, true, false, &g, DType::bf16);
-  check_deep({4100, 16, 8200, 4}, false, true, &g, DType::bf16);
+  // bf16 and f16 in runs of about 512 terms: 16 of them.
+  check_deep({16, 4100, 8200, 16}, true, false, &g, DType::bf16);
+  check_deep({4100, 16, 8200, 16}, false, true, &g, DType::bf16);
   const auto chunks = [](int64_t m, int64_t n, int64_t k, DType dt = DType::f32, double beta = 0,
                          bool bias = false) {
     GemmArgs args;
@@ -313,8 +314,12 @@ TEST(CpuGemm, DeepProductsMatchTheProductInEveryLayout) {
   EXPECT_EQ(chunks(16, 16, 8192), 0);  // too few multiply-adds a run
   EXPECT_EQ(chunks(64, 48, 4095), 0);
   EXPECT_EQ(chunks(3000, 64, 5000), 0);  // sums not twice as long as C is tall
-  EXPECT_EQ(chunks(64, 48, 8192, DType::bf16), 4);
-  EXPECT_EQ(chunks(64, 48, 8192, DType::f16), 4);
+  // bf16 and f16 in shorter runs, but not so short that a run is too small a piece of work.
+  EXPECT_EQ(chunks(64, 48, 8192, DType::bf16), 8);
+  EXPECT_EQ(chunks(64, 48, 8192, DType::f16), 8);
+  EXPECT_EQ(chunks(256, 64, 8320, DType::bf16), 16);  // vit-tiny's MLP weight gradient
+  EXPECT_EQ(chunks(256, 64, 8320), 4);
+  EXPECT_EQ(chunks(32, 16, 40000), 8);  // 16 runs of 2500 would be too small, as would 12
   EXPECT_EQ(chunks(64, 48, 8192, DType::f64), 0);
   EXPECT_EQ(chunks(64, 48, 8192, DType::f32, 0.5), 0);
   EXPECT_EQ(chunks(64, 48, 8192, DType::f32, 0, true), 0);
