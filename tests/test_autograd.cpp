@@ -135,6 +135,93 @@ TEST(Autograd, LeafHookAndPostAccumulateHook) {
   EXPECT_EQ(vec(x.grad()), (std::vector<double>{4.0, 8.0}));
 }
 
+// Per Note [gradient stealing], a leaf's first gradient becomes its grad() without a copy where
+// nothing else holds it (its memory is the gradient's own), and is a copy where something does: a
+// hook that kept it or a view of it, two leaves that get the same tensor (add's gradient goes to
+// both inputs), the caller's memory, an inference tensor, a gradient of another dtype. Changing
+// one grad() in place then changes nothing else.
+TEST(Autograd, FirstGradientIsTakenWithoutACopyWhereNothingElseHoldsIt) {
+  {
+    Tensor x = leaf({1.0, 2.0});
+    const void* made = nullptr;
+    x.register_hook([&made](const Tensor& g) {
+      Tensor r = mul(g, 2.0);
+      made = r.storage().id();
+      return r;
+    });
+    sum(mul(x, x)).backward();
+    EXPECT_EQ(x.grad().storage().id(), made);
+    EXPECT_EQ(vec(x.grad()), (std::vector<double>{4.0, 8.0}));
+  }
+  {
+    Tensor x = leaf({1.0, 2.0});
+    Tensor kept;
+    x.register_hook([&kept](const Tensor& g) {
+      kept = mul(g, 2.0);
+      return kept;
+    });
+    sum(mul(x, x)).backward();
+    EXPECT_FALSE(x.grad().storage().is_same(kept.storage()));
+    x.grad().add_(1.0);
+    EXPECT_EQ(vec(kept), (std::vector<double>{4.0, 8.0}));
+    EXPECT_EQ(vec(x.grad()), (std::vector<double>{5.0, 9.0}));
+  }
+  {
+    // A view of it kept: another tensor on the same memory.
+    Tensor x = leaf({1.0, 2.0});
+    Tensor alias;
+    x.register_hook([&alias](const Tensor& g) {
+      Tensor r = mul(g, 2.0);
+      alias = r.detach();
+      return r;
+    });
+    sum(mul(x, x)).backward();
+    EXPECT_FALSE(x.grad().storage().is_same(alias.storage()));
+    x.grad().add_(1.0);
+    EXPECT_EQ(vec(alias), (std::vector<double>{4.0, 8.0}));
+  }
+  {
+    Tensor a = leaf({1.0, 2.0}), b = leaf({3.0, 4.0});
+    sum(mul(add(a, b), 3.0)).backward();
+    EXPECT_FALSE(a.grad().storage().is_same(b.grad().storage()));
+    a.grad().add_(1.0);
+    EXPECT_EQ(vec(a.grad()), (std::vector<double>{4.0, 4.0}));
+    EXPECT_EQ(vec(b.grad()), (std::vector<double>{3.0, 3.0}));
+  }
+  {
+    // The caller's memory (from_blob) and a tensor made under InferenceMode are copied: the
+    // buffer stays the caller's, and the grad takes in-place accumulation.
+    Tensor x = leaf({1.0, 2.0});
+    std::vector<double> buffer(2, 0.0);
+    x.register_hook([&buffer](const Tensor& g) {
+      Tensor r = from_blob(buffer.data(), {2}, {.dtype = DType::f64});
+      r.copy_(g);
+      return r;
+    });
+    sum(mul(x, 3.0)).backward();
+    EXPECT_NE(x.grad().data_ptr(), static_cast<void*>(buffer.data()));
+    buffer.assign(2, -1.0);
+    EXPECT_EQ(vec(x.grad()), (std::vector<double>{3.0, 3.0}));
+    Tensor y = leaf({1.0, 2.0});
+    y.register_hook([](const Tensor& g) {
+      InferenceMode guard;
+      return mul(g, 1.0);
+    });
+    sum(mul(y, 2.0)).backward();
+    EXPECT_FALSE(y.grad().is_inference());
+    sum(mul(y, 2.0)).backward();  // accumulates in place
+    EXPECT_EQ(vec(y.grad()), (std::vector<double>{4.0, 4.0}));
+  }
+  {
+    // An f32 leaf whose gradient comes in f64 (a hook's): the grad is the leaf's dtype.
+    Tensor x = full({2}, 1.5).requires_grad_();
+    x.register_hook([](const Tensor& g) { return g.to(DType::f64); });
+    sum(mul(x, 2.0)).backward();
+    EXPECT_EQ(x.grad().dtype(), DType::f32);
+    EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2.0f, 2.0f}));
+  }
+}
+
 TEST(Autograd, RetainGradKeepsANonLeafGradient) {
   Tensor x = leaf({1.0, 2.0});
   Tensor h = mul(x, 3.0);

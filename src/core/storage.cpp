@@ -200,6 +200,7 @@ struct Storage::Impl {
   size_t nbytes = 0;
   Device device;
   bool pinned = false;
+  bool owned = false;  // from allocate()
   std::function<void(void*)> deleter;
   ~Impl() {
     if (deleter) deleter(data);
@@ -211,6 +212,7 @@ Storage Storage::allocate(size_t nbytes, Device device, bool pinned) {
   s.impl_ = std::make_shared<Impl>();
   s.impl_->nbytes = nbytes;
   s.impl_->device = device;
+  s.impl_->owned = true;
   profiler::detail::note_allocation(nbytes);
   if (device.is_cuda()) {
     SINTER_CHECK(!pinned, "Storage::allocate: pinned memory is host memory, got device ", device);
@@ -249,6 +251,7 @@ void Storage::swap_memory(Storage& other) {
   std::swap(impl_->data, other.impl_->data);
   std::swap(impl_->nbytes, other.impl_->nbytes);
   std::swap(impl_->pinned, other.impl_->pinned);
+  std::swap(impl_->owned, other.impl_->owned);
   std::swap(impl_->deleter, other.impl_->deleter);
 }
 
@@ -256,6 +259,7 @@ void* Storage::data() const { return impl_ ? impl_->data : nullptr; }
 size_t Storage::nbytes() const { return impl_ ? impl_->nbytes : 0; }
 Device Storage::device() const { return impl_ ? impl_->device : Device::cpu(); }
 bool Storage::is_pinned() const { return impl_ && impl_->pinned; }
+bool Storage::owns_memory() const { return impl_ && impl_->owned; }
 
 namespace detail {
 

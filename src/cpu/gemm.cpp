@@ -463,9 +463,9 @@ bool blas_reentrant() {
 // Note [deep products]
 // A product whose sums are much longer than C is wide or tall (a weight gradient dY^T X, its sums
 // over the 8192 rows of a batch of tokens) is cut along k as well: into `chunks` runs of terms
-// (a multiple of four, so that 2 or 4 threads get the same work; of about kDeepChunkK terms, or
-// kDeepHalfChunkK for bf16 and f16, fewer where a run would be too small a piece of work or
-// their Cs too large), each multiplied into a C of
+// (a multiple of four from 4 to kDeepMaxChunks, so that 2 or 4 threads get the same work: about
+// k / kDeepChunkK of them, or k / kDeepHalfChunkK for bf16 and f16, fewer and longer where a run
+// would be too small a piece of work or their Cs too large), each multiplied into a C of
 // its own (whole, or in blocks of kDeepBlockSide rows or columns or more where C is larger), and
 // the chunks' Cs added in chunk order. The blocks of Note [gemm blocks] alone cut such a product
 // into 128-row blocks that each packed the whole other operand (8192 x 384 for gpt-mini's MLP): a
@@ -474,14 +474,13 @@ bool blas_reentrant() {
 // count. Products with alpha 1, beta 0 and no epilogue only (the weight gradients). A bf16 or f16
 // product runs each run into an f32 C (the f32 product of its parts widened, dense, or the CPU's
 // bf16 dot products with f32 sums, as gemm_bf16_library would: Note [bf16 products]) and rounds
-// their sum once: on the widened path the f32 deep product's result on the widened operands,
-// rounded, bit for bit where the parts keep the operands' row strides (a weight gradient's dY^T X
-// with C in one block; oneDNN's f32 kernels may depend on them, OpenBLAS's do not).
+// their sum once: on the widened path the sum of the f32 products of its runs' widened parts, in
+// run order, rounded (not the f32 deep product's result rounded: its runs are longer).
 constexpr int64_t kDeepMinK = 4096;
 constexpr int64_t kDeepChunkK = 2048;
 // bf16 and f16 products run shorter runs, so that a run's widened parts stay in the core's cache
-// (vit-tiny's weight gradients, 256 x 64 over 8320 rows: parts of 2080 rows took 2 MiB of widened
-// copies a run, and the product 2.8 ms on one core against 2.5 in runs of 520 rows).
+// (vit-tiny's weight gradients, 256 x 64 over 8320 rows: parts of 2080 rows took 2.5 MiB of
+// widened copies a run, and the product 2.8 ms on one core against 2.4 in runs of 520 rows).
 constexpr int64_t kDeepHalfChunkK = 512;
 constexpr int64_t kDeepMaxChunks = 16;
 constexpr int64_t kDeepBlockSide = 2048;

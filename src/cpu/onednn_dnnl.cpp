@@ -593,7 +593,8 @@ Plan build_gemm(DT t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t
 // every block of a product reads whole widened once for all of them, src/cpu/gemm.cpp: once a
 // block, it cost a bf16 Linear of gpt-mini's a quarter of its time), the results rounded to bf16
 // once as on the dot-product path: the widened result is the f32 kernel's
-// result on the widened operands, rounded (tests/test_onednn.cpp holds them equal bit for bit).
+// result on the widened operands, rounded (tests/test_onednn.cpp holds them equal bit for bit;
+// a weight gradient's deep product sums shorter runs than f32's, Note [deep products]).
 // Both sum the exact products in f32, in their kernels' orders (the dot products also flush
 // subnormal inputs and products to zero): results may sit a bf16 rounding step apart between the
 // two paths, so between CPUs of the two kinds; on one CPU they do not depend on the thread count.

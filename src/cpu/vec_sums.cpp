@@ -31,7 +31,7 @@ SINTER_VECTOR_CLONES void add_widened_bf16_clone(const uint16_t* bits, int64_t n
 // conversions split into halves and put back together): a bf16 column sum took longer than f32's
 // for half the bytes (8320 rows of 256, one thread: 0.42 against 0.35 ms). This one widens eight
 // values a step (vpmovzxwd, a shift) and converts them to doubles in one 512-bit instruction:
-// 0.42 -> 0.27 ms. Each double adds the same term as in the loop, so the sums are the same bits.
+// 0.42 -> 0.28 ms. Each double adds the same term as in the loop, so the sums are the same bits.
 // (The f32 rows stay on the compiler's 256-bit loop: on the three vector ports it was faster than
 // 512-bit conversions on two.)
 #define SINTER_SUMS_TARGET __attribute__((target("avx512f")))

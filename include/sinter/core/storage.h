@@ -40,6 +40,11 @@ class Storage {
   bool is_same(const Storage& other) const { return impl_ == other.impl_; }
   // The identity of this block (the same for every copy of the handle), whatever memory it holds.
   const void* id() const { return impl_.get(); }
+  // How many handles share this block (each tensor's storage, and each copy of a Storage): 1 when
+  // this one is alone. It cannot see an owner outside the library: see owns_memory().
+  int64_t use_count() const { return impl_.use_count(); }
+  // Whether the memory came from allocate() (the library's own), not from_blob() (the caller's).
+  bool owns_memory() const;
 
   // Exchanges the memory (and its size and owner) of two storages of one device, so that every
   // tensor viewing either now views the other's bytes. dist::FullyShardedDataParallel frees a
