@@ -270,10 +270,10 @@ void check_deep(const Deep& d, bool ta, bool tb, Generator* g, DType dt = DType:
 }
 
 // A product whose sums are much longer than C is wide or tall (a weight gradient) is cut along k
-// too (Note [deep products]): f32, bf16 and f16, every layout, four and eight runs of terms with a
-// shorter last one, C long enough to be cut into blocks of rows and of columns, a C with longer
-// rows than its own (their padding untouched), against the product in f64; which products are cut
-// and into how many runs; and the same bits at every thread count.
+// too (Note [deep products]): f32, bf16 and f16, every layout, four, eight and sixteen runs of
+// terms with a shorter last one, C long enough to be cut into blocks of rows and of columns, a C
+// with longer rows than its own (their padding untouched), against the product in f64; which
+// products are cut and into how many runs; and the same bits at every thread count.
 TEST(CpuGemm, DeepProductsMatchTheProductInEveryLayout) {
   Generator g(testing::fresh_seed());
   for (const Deep d : {Deep{64, 48, 4109, 4}, Deep{40, 56, 16389, 8}}) {
@@ -289,7 +289,7 @@ TEST(CpuGemm, DeepProductsMatchTheProductInEveryLayout) {
   }
   check_deep({16, 4100, 8200, 4}, false, true, &g);  // two blocks of columns
   check_deep({4100, 16, 8200, 4}, true, false, &g);  // two blocks of rows
-  // bf16 and f16 in runs of about 512 terms: 16 of them.
+  // bf16 (as f16) in runs of about 512 terms: 16 of them.
   check_deep({16, 4100, 8200, 16}, true, false, &g, DType::bf16);
   check_deep({4100, 16, 8200, 16}, false, true, &g, DType::bf16);
   const auto chunks = [](int64_t m, int64_t n, int64_t k, DType dt = DType::f32, double beta = 0,
