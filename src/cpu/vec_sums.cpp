@@ -13,11 +13,12 @@
 #endif
 
 namespace sinter::cpu::vec {
-namespace {
 
-SINTER_VECTOR_CLONES void add_widened_clone(const float* x, int64_t n, double* acc) {
+SINTER_VECTOR_CLONES void add_widened_row(const float* x, int64_t n, double* acc) {
   for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<double>(x[i]);
 }
+
+namespace {
 
 SINTER_VECTOR_CLONES void add_widened_bf16_clone(const uint16_t* bits, int64_t n, double* acc) {
   for (int64_t i = 0; i < n; ++i) {
@@ -45,9 +46,7 @@ SINTER_SUMS_TARGET void add_widened_bf16_avx512(const uint16_t* bits, int64_t n,
     const __m512d v = _mm512_maskz_cvtps_pd(0xff, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
     _mm512_storeu_pd(acc + i, _mm512_add_pd(_mm512_loadu_pd(acc + i), v));
   }
-  for (; i < n; ++i) {
-    acc[i] += static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(bits[i]) << 16));
-  }
+  add_widened_bf16_clone(bits + i, n - i, acc + i);  // the last n % 8
 }
 
 bool has_avx512f() {
@@ -57,8 +56,6 @@ bool has_avx512f() {
 #endif
 
 }  // namespace
-
-void add_widened_row(const float* x, int64_t n, double* acc) { add_widened_clone(x, n, acc); }
 
 void add_widened_bf16_row(const BFloat16* x, int64_t n, double* acc) {
   const auto* bits = reinterpret_cast<const uint16_t*>(x);
