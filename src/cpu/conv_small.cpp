@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cpu/vec_clones.h"
 #include "sinter/core/error.h"
 
 namespace sinter::cpu::small_conv {
@@ -125,12 +126,7 @@ template <int CV>
 }  // namespace
 
 bool takes(const kern::Conv2dGeom& g) {
-#if defined(__x86_64__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-#else
-  constexpr bool avx512 = false;
-#endif
-  return avx512 && g.groups == 1 && g.c_in <= kMaxChannelsIn && g.c_out % 16 == 0 &&
+  return cpu_has_avx512f() && g.groups == 1 && g.c_in <= kMaxChannelsIn && g.c_out % 16 == 0 &&
          g.c_out >= kMinChannels && g.c_out <= kMaxChannels && g.c_in * g.kh * g.kw <= kMaxTaps &&
          g.h_out > 0 && g.w_out > 0;
 }

@@ -143,8 +143,7 @@ std::atomic<bool> g_portable{false};  // attention_tiles_use_portable_products
 void gemm_rows(const float* a, int64_t a_row, int64_t a_k, const float* b, int64_t ldb, float* c,
                int64_t ldc, int64_t m, int64_t k, int64_t n, bool accumulate) {
 #if defined(__x86_64__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512 && !g_portable.load(std::memory_order_relaxed)) {
+  if (cpu_has_avx512f() && !g_portable.load(std::memory_order_relaxed)) {
     return gemm_rows_avx512(a, a_row, a_k, b, ldb, c, ldc, m, k, n, accumulate);
   }
 #endif

@@ -1,7 +1,8 @@
 // The instruction sets the CPU's f32 row kernels (src/cpu/vec_rows.h) are compiled for:
 // SINTER_VECTOR_CLONES before a function compiles it three times (AVX-512, AVX2 and the baseline
 // x86-64), the loader picking the one this CPU runs (GCC's and Clang's target_clones); elsewhere,
-// and under ThreadSanitizer, once for the baseline. For the row files (src/cpu/vec_*.cpp) alone.
+// and under ThreadSanitizer, once for the baseline. For the row files (src/cpu/vec_*.cpp) and the
+// kernels written with AVX-512 intrinsics, which ask cpu_has_avx512f() before they run.
 #pragma once
 
 // ThreadSanitizer's runtime is not up yet when the loader runs target_clones' resolvers (IFUNC),
@@ -20,3 +21,18 @@
 #else
 #define SINTER_VECTOR_CLONES
 #endif
+
+namespace sinter::cpu {
+
+// Whether this CPU runs AVX-512 F, asked once: the test every kernel written with AVX-512
+// intrinsics passes before it runs (false off x86-64).
+inline bool cpu_has_avx512f() {
+#if defined(__x86_64__)
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+}  // namespace sinter::cpu

@@ -366,10 +366,7 @@ template <int N>
   }
 }
 
-bool has_gelu_tables() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
+bool has_gelu_tables() { return cpu_has_avx512f(); }
 
 }  // namespace
 

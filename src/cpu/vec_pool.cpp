@@ -130,8 +130,7 @@ SINTER_VECTOR_CLONES void max_pool_rows(const float* x, const kern::Conv2dGeom& 
 
 void max_pool_nhwc(const float* x, const kern::Conv2dGeom& g, float* y) {
 #if defined(__x86_64__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512 && g.c_in % 16 == 0) return max_pool_avx512(x, g, y);
+  if (cpu_has_avx512f() && g.c_in % 16 == 0) return max_pool_avx512(x, g, y);
 #endif
   max_pool_rows(x, g, y);
 }

@@ -48,11 +48,6 @@ SINTER_SUMS_TARGET void add_widened_bf16_avx512(const uint16_t* bits, int64_t n,
   }
   add_widened_bf16_clone(bits + i, n - i, acc + i);  // the last n % 8
 }
-
-bool has_avx512f() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
 #endif
 
 }  // namespace
@@ -60,7 +55,7 @@ bool has_avx512f() {
 void add_widened_bf16_row(const BFloat16* x, int64_t n, double* acc) {
   const auto* bits = reinterpret_cast<const uint16_t*>(x);
 #ifdef SINTER_SUMS_AVX512
-  if (has_avx512f()) return add_widened_bf16_avx512(bits, n, acc);
+  if (cpu_has_avx512f()) return add_widened_bf16_avx512(bits, n, acc);
 #endif
   add_widened_bf16_clone(bits, n, acc);
 }
