@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -254,6 +255,70 @@ TEST(CpuVecMath, Bf16ElementwiseRowsAreTheF32OpsRounded) {
       Tensor x = a.detach().requires_grad_();
       relu(x).backward(b);
       same_bits(x.grad(), where(gt(a32, 0.0), b32, zeros_like(b32)).to(DType::bf16));
+    }
+  }
+}
+
+// Batch norm's bf16 rows (Note [bf16 norm rows] in src/cpu/vec_norm.cpp): their f32 formulas,
+// written out here, rounded as BFloat16 rounds, bit for bit, on the CPU's path (the rounding
+// instruction where it has AVX512-BF16, Note [bf16 rounding instruction]), in rows of every length
+// to 40 and a long one (the vector bodies and their tails): random bit patterns (NaNs, infinities,
+// subnormals), values near the mean, and coefficients that make normal and subnormal results.
+TEST(CpuVecMath, Bf16BatchNormRowsAreTheirF32FormulasRounded) {
+  Generator gen(17);
+  // Random bit patterns (finite: NaNs and infinities made 1), or values of about mu + 2 N(0, 1)
+  // (`near`), whose formula's terms are of one size.
+  const auto values = [&](int64_t n, bool finite, bool near, double mu) {
+    std::vector<BFloat16> out;
+    if (near) {
+      for (const float v : add(mul(randn({n}, {}, &gen), 2.0), mu).to_vector<float>()) {
+        out.push_back(BFloat16(v));
+      }
+      return out;
+    }
+    for (const int64_t v :
+         randint(0, 1 << 16, {n}, {.dtype = DType::i64}, &gen).to_vector<int64_t>()) {
+      BFloat16 b;
+      b.bits = static_cast<uint16_t>(v);
+      if (finite && (b.bits & 0x7f80) == 0x7f80) b.bits = 0x3f80;
+      out.push_back(b);
+    }
+    return out;
+  };
+  const auto f = [](BFloat16 b) { return static_cast<float>(b); };
+  // The long row is long enough for f32 results a rounding step apart to round to different bf16
+  // values in some places: the formulas summed in another order, or fused, are caught.
+  std::vector<int64_t> lengths = {(1 << 18) + 3};
+  for (int64_t n = 1; n <= 40; ++n) lengths.push_back(n);
+  // mean, scale, shift: results of every size, and subnormal ones (scale 1e-39).
+  const double coefficients[][3] = {{0.3, 1.7, -0.25}, {1e5, 3e-3, 2.0}, {0.0, 1e-39, 0.0}};
+  for (const int64_t n : lengths) {
+    for (const auto& [mu, scale, shift] : coefficients) {
+      const float hi = static_cast<float>(mu), lo = static_cast<float>(mu - hi);
+      // Either operand of the gradient's sum may be NaN, not both: which payload an add keeps is
+      // the compiler's choice of operand order.
+      for (const int inputs : {0, 1, 2}) {  // x any bits, g finite; the other way; both near
+        std::ostringstream trace;
+        trace << "n " << n << " mu " << mu << " scale " << scale << " inputs " << inputs;
+        SCOPED_TRACE(trace.str());
+        const std::vector<BFloat16> x = values(n, inputs == 1, inputs == 2, mu),
+                                    g = values(n, inputs == 0, inputs == 2, 0.0);
+        std::vector<BFloat16> y(static_cast<size_t>(n)), dx(static_cast<size_t>(n));
+        cpu::vec::affine_row(x.data(), n, mu, scale, shift, y.data());
+        const cpu::vec::BatchNormGrad p{mu, 0.7, scale, -0.125, 0.375};
+        cpu::vec::batch_norm_grad_row(g.data(), x.data(), n, p, dx.data());
+        const auto a = static_cast<float>(p.scale),
+                   b = static_cast<float>(-p.scale * p.rstd * p.mean_dy_xhat),
+                   c = static_cast<float>(-p.scale * p.mean_dy);
+        for (size_t i = 0; i < x.size(); ++i) {
+          const float xc = (f(x[i]) - hi) - lo;
+          const float want_y = xc * static_cast<float>(scale) + static_cast<float>(shift);
+          ASSERT_EQ(y[i].bits, BFloat16(want_y).bits) << i << std::hex << " x 0x" << x[i].bits;
+          const float want_dx = f(g[i]) * a + (xc * b + c);
+          ASSERT_EQ(dx[i].bits, BFloat16(want_dx).bits)
+              << i << std::hex << " x 0x" << x[i].bits << " g 0x" << g[i].bits;
+        }
+      }
     }
   }
 }

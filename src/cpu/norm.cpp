@@ -65,6 +65,10 @@ const float* widened(const T* p, int64_t n, std::vector<float>& buf) {
   }
 }
 
+// The dtypes whose batch norm channels the vector rows take whole (src/cpu/vec_rows.h).
+template <class T>
+constexpr bool kChannelRows = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
+
 // Layer norm's parameter gradients sum at most this many chunks of rows (Note [layer norm chunks]).
 constexpr int64_t kLayerNormChunks = 16;
 
@@ -80,32 +84,38 @@ void batch_norm_stats(const Ctx&, const void* x, DType dtype, int64_t n, int64_t
       std::vector<float> buf;
       for (int64_t k = k0; k < k1; ++k) {
         // Each image's plane of channel k summed in lanes (Note [lane sums]), the planes in order;
-        // f32 planes in the vector rows, which sum the same way (bf16 and f16 widened: Note [half
-        // norm rows]).
+        // f32 and bf16 channels in the vector rows, one call each, which sum the same way (bf16:
+        // Note [bf16 norm rows]); f16 planes widened (Note [half norm rows]).
+        const T* channel = px + k * hw;
+        const int64_t stride = c * hw;
         double s = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          const T* plane = px + (i * c + k) * hw;
-          if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
-            s += vec::sum_row(plane, hw);  // bf16: Note [bf16 norm rows]
-          } else if constexpr (is_half_type<T>) {
-            s += vec::sum_row(widened(plane, hw, buf), hw);
-          } else {
-            s += lane_sum(hw, [&](int64_t j) { return widen(plane[j]); });
+        if constexpr (kChannelRows<T>) {
+          s = vec::sum_planes(channel, n, hw, stride);
+        } else {
+          for (int64_t i = 0; i < n; ++i) {
+            const T* plane = channel + i * stride;
+            if constexpr (is_half_type<T>) {
+              s += vec::sum_planes(widened(plane, hw, buf), 1, hw, hw);
+            } else {
+              s += lane_sum(hw, [&](int64_t j) { return widen(plane[j]); });
+            }
           }
         }
         const double mu = s / m;
         double q = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          const T* plane = px + (i * c + k) * hw;
-          if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
-            q += vec::sq_dev_sum_row(plane, hw, mu);
-          } else if constexpr (is_half_type<T>) {
-            q += vec::sq_dev_sum_row(widened(plane, hw, buf), hw, mu);
-          } else {
-            q += lane_sum(hw, [&](int64_t j) {
-              const double d = widen(plane[j]) - mu;
-              return d * d;
-            });
+        if constexpr (kChannelRows<T>) {
+          q = vec::sq_dev_sum_planes(channel, n, hw, stride, mu);
+        } else {
+          for (int64_t i = 0; i < n; ++i) {
+            const T* plane = channel + i * stride;
+            if constexpr (is_half_type<T>) {
+              q += vec::sq_dev_sum_planes(widened(plane, hw, buf), 1, hw, hw, mu);
+            } else {
+              q += lane_sum(hw, [&](int64_t j) {
+                const double d = widen(plane[j]) - mu;
+                return d * d;
+              });
+            }
           }
         }
         const double v = q / m;
@@ -164,23 +174,25 @@ void batch_norm_backward(const Ctx&, const void* dy, const void* x, DType dtype,
       for (int64_t k = k0; k < k1; ++k) {
         const double mu = stat_at<T>(mean, k), rs = stat_at<T>(rstd, k);
         double sum_dy = 0, sum_dy_xc = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          const T* gp = pdy + (i * c + k) * hw;
-          const T* xp = px + (i * c + k) * hw;
-          if constexpr (std::is_same_v<T, float> || is_half_type<T>) {
-            double s_g = 0, s_g_xc = 0;
-            if constexpr (std::is_same_v<T, Half>) {
-              vec::grad_sums_row(widened(gp, hw, gbuf), widened(xp, hw, xbuf), hw, mu, &s_g,
-                                 &s_g_xc);
+        if constexpr (kChannelRows<T>) {
+          const int64_t e = k * hw;
+          vec::grad_sums_planes(pdy + e, px + e, n, hw, c * hw, mu, &sum_dy, &sum_dy_xc);
+        } else {
+          for (int64_t i = 0; i < n; ++i) {
+            const T* gp = pdy + (i * c + k) * hw;
+            const T* xp = px + (i * c + k) * hw;
+            if constexpr (is_half_type<T>) {
+              double s_g = 0, s_g_xc = 0;
+              vec::grad_sums_planes(widened(gp, hw, gbuf), widened(xp, hw, xbuf), 1, hw, hw, mu,
+                                    &s_g, &s_g_xc);
+              sum_dy += s_g;
+              sum_dy_xc += s_g_xc;
             } else {
-              vec::grad_sums_row(gp, xp, hw, mu, &s_g, &s_g_xc);
+              sum_dy += lane_sum(hw, [&](int64_t j) { return widen(gp[j]); });
+              sum_dy_xc +=
+                  lane_sum(hw, [&](int64_t j) { return widen(gp[j]) * (widen(xp[j]) - mu); });
             }
-            sum_dy += s_g;
-            sum_dy_xc += s_g_xc;
-            continue;
           }
-          sum_dy += lane_sum(hw, [&](int64_t j) { return widen(gp[j]); });
-          sum_dy_xc += lane_sum(hw, [&](int64_t j) { return widen(gp[j]) * (widen(xp[j]) - mu); });
         }
         const double sum_dy_xhat = sum_dy_xc * rs;
         if (dbias) set_stat<T>(dbias, k, sum_dy);

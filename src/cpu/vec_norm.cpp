@@ -1,18 +1,20 @@
-// The f32 rows of batch norm and layer norm (src/cpu/vec_rows.h), each compiled for AVX-512,
-// AVX2 and the baseline (src/cpu/vec_clones.h). They promise the bits of the double formulas of
+// The rows of batch norm and layer norm (src/cpu/vec_rows.h), each compiled for AVX-512, AVX2 and
+// the baseline (src/cpu/vec_clones.h), and batch norm's bf16 rows in AVX512-BF16 where the CPU has
+// it (src/cpu/vec_bf16.h). The f32 rows promise the bits of the double formulas of
 // the generic code in src/cpu/norm.cpp, summed by lane_sum (Note [lane sums]), on every CPU: this
 // file is compiled without contraction into fused multiply-adds (CMakeLists.txt), which the
 // baseline does not have and which would round differently in the AVX2 and AVX-512 clones.
 #include <cstdint>
 
 #include "cpu/cpu_util.h"
+#include "cpu/vec_bf16.h"
 #include "cpu/vec_clones.h"
 #include "cpu/vec_rows.h"
 
 namespace sinter::cpu::vec {
 namespace {
 
-// Eight floats widened to doubles in one load, for the two sums of grad_sums_row: written with
+// Eight floats widened to doubles in one load, for the two sums of grad_sums_planes: written with
 // vector types, since the compiler loaded the floats of lane_sum's array form one at a time where
 // two rows were summed in one loop (a single row's lane_sum it keeps in vector registers, and runs
 // faster than this form). No function takes or returns these vectors by value: the baseline clone
@@ -138,22 +140,73 @@ template <class S>
 }
 
 SINTER_VECTOR_CLONES double sum_row_clone(const float* x, int64_t n) { return sum_body(x, n); }
-SINTER_VECTOR_CLONES double sum_row_bf16(const uint16_t* x, int64_t n) { return sum_body(x, n); }
 
 SINTER_VECTOR_CLONES double sq_dev_sum_row_clone(const float* x, int64_t n, double mu) {
   return sq_dev_body(x, n, mu);
 }
-SINTER_VECTOR_CLONES double sq_dev_sum_row_bf16(const uint16_t* x, int64_t n, double mu) {
-  return sq_dev_body(x, n, mu);
+
+// Batch norm's sums over a channel's planes (n values each, `stride` apart): each plane's sums as
+// the rows above, added in plane order, in one call a channel: a call a plane (through the clones'
+// resolver, each plane's lanes added up apart from the next plane's loop) cost as much as the
+// planes' vector loops on the 8 x 8 planes of resnet20's last stage.
+template <class S>
+[[gnu::always_inline]] inline double sum_planes_body(const S* x, int64_t planes, int64_t n,
+                                                     int64_t stride) {
+  double s = 0;
+  for (int64_t p = 0; p < planes; ++p) s += sum_body(x + p * stride, n);
+  return s;
 }
 
-SINTER_VECTOR_CLONES void grad_sums_row_clone(const float* g, const float* x, int64_t n, double mu,
-                                              double* sum_g, double* sum_g_xc) {
-  grad_sums_body(g, x, n, mu, sum_g, sum_g_xc);
+template <class S>
+[[gnu::always_inline]] inline double sq_dev_planes_body(const S* x, int64_t planes, int64_t n,
+                                                        int64_t stride, double mu) {
+  double q = 0;
+  for (int64_t p = 0; p < planes; ++p) q += sq_dev_body(x + p * stride, n, mu);
+  return q;
 }
-SINTER_VECTOR_CLONES void grad_sums_row_bf16(const uint16_t* g, const uint16_t* x, int64_t n,
-                                             double mu, double* sum_g, double* sum_g_xc) {
-  grad_sums_body(g, x, n, mu, sum_g, sum_g_xc);
+
+template <class S>
+[[gnu::always_inline]] inline void grad_sums_planes_body(const S* g, const S* x, int64_t planes,
+                                                         int64_t n, int64_t stride, double mu,
+                                                         double* sum_g, double* sum_g_xc) {
+  double sg = 0, sgx = 0;
+  for (int64_t p = 0; p < planes; ++p) {
+    double a = 0, b = 0;
+    grad_sums_body(g + p * stride, x + p * stride, n, mu, &a, &b);
+    sg += a;
+    sgx += b;
+  }
+  *sum_g = sg;
+  *sum_g_xc = sgx;
+}
+
+SINTER_VECTOR_CLONES double sum_planes_clone(const float* x, int64_t planes, int64_t n,
+                                             int64_t stride) {
+  return sum_planes_body(x, planes, n, stride);
+}
+SINTER_VECTOR_CLONES double sum_planes_bf16(const uint16_t* x, int64_t planes, int64_t n,
+                                            int64_t stride) {
+  return sum_planes_body(x, planes, n, stride);
+}
+
+SINTER_VECTOR_CLONES double sq_dev_planes_clone(const float* x, int64_t planes, int64_t n,
+                                                int64_t stride, double mu) {
+  return sq_dev_planes_body(x, planes, n, stride, mu);
+}
+SINTER_VECTOR_CLONES double sq_dev_planes_bf16(const uint16_t* x, int64_t planes, int64_t n,
+                                               int64_t stride, double mu) {
+  return sq_dev_planes_body(x, planes, n, stride, mu);
+}
+
+SINTER_VECTOR_CLONES void grad_sums_planes_clone(const float* g, const float* x, int64_t planes,
+                                                 int64_t n, int64_t stride, double mu,
+                                                 double* sum_g, double* sum_g_xc) {
+  grad_sums_planes_body(g, x, planes, n, stride, mu, sum_g, sum_g_xc);
+}
+SINTER_VECTOR_CLONES void grad_sums_planes_bf16(const uint16_t* g, const uint16_t* x,
+                                                int64_t planes, int64_t n, int64_t stride,
+                                                double mu, double* sum_g, double* sum_g_xc) {
+  grad_sums_planes_body(g, x, planes, n, stride, mu, sum_g, sum_g_xc);
 }
 
 SINTER_VECTOR_CLONES void affine_row_clone(const float* x, int64_t n, double mu, double scale,
@@ -185,16 +238,61 @@ SINTER_VECTOR_CLONES void batch_norm_grad_row_clone(const float* g, const float*
 }
 // bf16 in and out: dx = g a + (x - mean) b + c in f32, the mean split as affine_row_bf16's, the
 // coefficients formed in double (Note [bf16 norm rows]).
+struct GradCoefficients {
+  SplitMean m;
+  float a, b, c;
+};
+
+[[gnu::always_inline]] inline GradCoefficients grad_coefficients(const BatchNormGrad& p) {
+  return {split(p.mean), static_cast<float>(p.scale),
+          static_cast<float>(-p.scale * p.rstd * p.mean_dy_xhat),
+          static_cast<float>(-p.scale * p.mean_dy)};
+}
+
 SINTER_VECTOR_CLONES void batch_norm_grad_row_bf16(const uint16_t* g, const uint16_t* x, int64_t n,
                                                    const BatchNormGrad& p, uint16_t* dx) {
-  const SplitMean m = split(p.mean);
-  const auto a = static_cast<float>(p.scale),
-             b = static_cast<float>(-p.scale * p.rstd * p.mean_dy_xhat),
-             c = static_cast<float>(-p.scale * p.mean_dy);
+  const GradCoefficients k = grad_coefficients(p);
   for (int64_t i = 0; i < n; ++i) {
-    store(load(g, i) * a + (((load(x, i) - m.hi) - m.lo) * b + c), dx + i);
+    store(load(g, i) * k.a + (((load(x, i) - k.m.hi) - k.m.lo) * k.b + k.c), dx + i);
   }
 }
+
+#ifdef SINTER_BF16_INSTRUCTION
+// The two bf16 rows above, 16 lanes at a time on a CPU with AVX512-BF16: the same f32 operations
+// in the same order (this file does not contract them), rounded by the instruction (Note [bf16
+// rounding instruction] in src/cpu/vec_bf16.h), so the same bits. Their integer rounding was most
+// of the rows' instructions. The last n % 16 go to the rows above.
+SINTER_BF16_TARGET void affine_row_avx512bf16(const uint16_t* x, int64_t n, double mu, double scale,
+                                              double shift, uint16_t* y) {
+  const SplitMean m = split(mu);
+  const __m512 hi = _mm512_set1_ps(m.hi), lo = _mm512_set1_ps(m.lo),
+               a = _mm512_set1_ps(static_cast<float>(scale)),
+               b = _mm512_set1_ps(static_cast<float>(shift));
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 xc = _mm512_sub_ps(_mm512_sub_ps(widen16(x + i), hi), lo);
+    const __m512 v = _mm512_add_ps(_mm512_mul_ps(xc, a), b);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), round16(v));
+  }
+  affine_row_bf16(x + i, n - i, mu, scale, shift, y + i);
+}
+
+SINTER_BF16_TARGET void batch_norm_grad_row_avx512bf16(const uint16_t* g, const uint16_t* x,
+                                                       int64_t n, const BatchNormGrad& p,
+                                                       uint16_t* dx) {
+  const GradCoefficients k = grad_coefficients(p);
+  const __m512 hi = _mm512_set1_ps(k.m.hi), lo = _mm512_set1_ps(k.m.lo), a = _mm512_set1_ps(k.a),
+               b = _mm512_set1_ps(k.b), c = _mm512_set1_ps(k.c);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 xc = _mm512_sub_ps(_mm512_sub_ps(widen16(x + i), hi), lo);
+    const __m512 v =
+        _mm512_add_ps(_mm512_mul_ps(widen16(g + i), a), _mm512_add_ps(_mm512_mul_ps(xc, b), c));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dx + i), round16(v));
+  }
+  batch_norm_grad_row_bf16(g + i, x + i, n - i, p, dx + i);
+}
+#endif
 
 // y = ((x - mu) rs) w + b in double, w and b each present or not (has_w, has_b): 1 and 0 stand in
 // for them, as in the generic code, so that -0 still comes out +0 without a bias.
@@ -317,15 +415,17 @@ SINTER_VECTOR_CLONES void layer_norm_grad_row_clone(const float* dy, const float
 
 }  // namespace
 
-double sum_row(const float* x, int64_t n) { return sum_row_clone(x, n); }
-
-double sq_dev_sum_row(const float* x, int64_t n, double mu) {
-  return sq_dev_sum_row_clone(x, n, mu);
+double sum_planes(const float* x, int64_t planes, int64_t n, int64_t stride) {
+  return sum_planes_clone(x, planes, n, stride);
 }
 
-void grad_sums_row(const float* g, const float* x, int64_t n, double mu, double* sum_g,
-                   double* sum_g_xc) {
-  grad_sums_row_clone(g, x, n, mu, sum_g, sum_g_xc);
+double sq_dev_sum_planes(const float* x, int64_t planes, int64_t n, int64_t stride, double mu) {
+  return sq_dev_planes_clone(x, planes, n, stride, mu);
+}
+
+void grad_sums_planes(const float* g, const float* x, int64_t planes, int64_t n, int64_t stride,
+                      double mu, double* sum_g, double* sum_g_xc) {
+  grad_sums_planes_clone(g, x, planes, n, stride, mu, sum_g, sum_g_xc);
 }
 
 void affine_row(const float* x, int64_t n, double mu, double scale, double shift, float* y) {
@@ -343,23 +443,31 @@ const uint16_t* bits(const BFloat16* p) { return reinterpret_cast<const uint16_t
 uint16_t* bits(BFloat16* p) { return reinterpret_cast<uint16_t*>(p); }
 }  // namespace
 
-double sum_row(const BFloat16* x, int64_t n) { return sum_row_bf16(bits(x), n); }
-
-double sq_dev_sum_row(const BFloat16* x, int64_t n, double mu) {
-  return sq_dev_sum_row_bf16(bits(x), n, mu);
+double sum_planes(const BFloat16* x, int64_t planes, int64_t n, int64_t stride) {
+  return sum_planes_bf16(bits(x), planes, n, stride);
 }
 
-void grad_sums_row(const BFloat16* g, const BFloat16* x, int64_t n, double mu, double* sum_g,
-                   double* sum_g_xc) {
-  grad_sums_row_bf16(bits(g), bits(x), n, mu, sum_g, sum_g_xc);
+double sq_dev_sum_planes(const BFloat16* x, int64_t planes, int64_t n, int64_t stride, double mu) {
+  return sq_dev_planes_bf16(bits(x), planes, n, stride, mu);
+}
+
+void grad_sums_planes(const BFloat16* g, const BFloat16* x, int64_t planes, int64_t n,
+                      int64_t stride, double mu, double* sum_g, double* sum_g_xc) {
+  grad_sums_planes_bf16(bits(g), bits(x), planes, n, stride, mu, sum_g, sum_g_xc);
 }
 
 void affine_row(const BFloat16* x, int64_t n, double mu, double scale, double shift, BFloat16* y) {
+#ifdef SINTER_BF16_INSTRUCTION
+  if (has_avx512bf16()) return affine_row_avx512bf16(bits(x), n, mu, scale, shift, bits(y));
+#endif
   affine_row_bf16(bits(x), n, mu, scale, shift, bits(y));
 }
 
 void batch_norm_grad_row(const BFloat16* g, const BFloat16* x, int64_t n, const BatchNormGrad& p,
                          BFloat16* dx) {
+#ifdef SINTER_BF16_INSTRUCTION
+  if (has_avx512bf16()) return batch_norm_grad_row_avx512bf16(bits(g), bits(x), n, p, bits(dx));
+#endif
   batch_norm_grad_row_bf16(bits(g), bits(x), n, p, bits(dx));
 }
 

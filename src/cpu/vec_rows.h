@@ -53,15 +53,16 @@ void layer_norm_row(const float* x, int64_t n, bool rms, const float* w, const f
 void layer_norm_grad_row(const float* dy, const float* x, int64_t n, bool rms, double mu, double rs,
                          const float* w, double* cdw, double* cdb, float* dx);
 
-// Batch norm's rows (one image's plane of a channel), f32, with the sums (lane_sum, in double) and
-// the double formulas of the generic code in src/cpu/norm.cpp, so that the bits are the same on
-// every CPU (src/cpu/vec_norm.cpp):
-// sum_row is the sum of x, sq_dev_sum_row that of (x - mu)^2, grad_sums_row those of g and of
-// g (x - mu); affine_row writes (x - mu) scale + shift.
-double sum_row(const float* x, int64_t n);
-double sq_dev_sum_row(const float* x, int64_t n, double mu);
-void grad_sums_row(const float* g, const float* x, int64_t n, double mu, double* sum_g,
-                   double* sum_g_xc);
+// Batch norm's rows (an image's plane of a channel; the sums a channel's planes), f32, with the
+// sums (lane_sum, in double) and the double formulas of the generic code in src/cpu/norm.cpp, so
+// that the bits are the same on every CPU (src/cpu/vec_norm.cpp). The sums run over a channel's
+// `planes` planes of n values, `stride` values apart, each plane's sum by lane_sum, added in plane
+// order: sum_planes is the sum of x, sq_dev_sum_planes that of (x - mu)^2, grad_sums_planes those
+// of g and of g (x - mu); affine_row writes (x - mu) scale + shift.
+double sum_planes(const float* x, int64_t planes, int64_t n, int64_t stride);
+double sq_dev_sum_planes(const float* x, int64_t planes, int64_t n, int64_t stride, double mu);
+void grad_sums_planes(const float* g, const float* x, int64_t planes, int64_t n, int64_t stride,
+                      double mu, double* sum_g, double* sum_g_xc);
 void affine_row(const float* x, int64_t n, double mu, double scale, double shift, float* y);
 
 // Batch norm's input gradient in training: dx = scale (g - mean_dy - xhat mean_dy_xhat), with
@@ -73,10 +74,10 @@ void batch_norm_grad_row(const float* g, const float* x, int64_t n, const BatchN
                          float* dx);
 // The same rows on bf16 planes, widened as they are read and rounded as BFloat16 rounds as they are
 // written: the bits of the f32 rows on a widened copy (Note [bf16 norm rows]).
-double sum_row(const BFloat16* x, int64_t n);
-double sq_dev_sum_row(const BFloat16* x, int64_t n, double mu);
-void grad_sums_row(const BFloat16* g, const BFloat16* x, int64_t n, double mu, double* sum_g,
-                   double* sum_g_xc);
+double sum_planes(const BFloat16* x, int64_t planes, int64_t n, int64_t stride);
+double sq_dev_sum_planes(const BFloat16* x, int64_t planes, int64_t n, int64_t stride, double mu);
+void grad_sums_planes(const BFloat16* g, const BFloat16* x, int64_t planes, int64_t n,
+                      int64_t stride, double mu, double* sum_g, double* sum_g_xc);
 void affine_row(const BFloat16* x, int64_t n, double mu, double scale, double shift, BFloat16* y);
 void batch_norm_grad_row(const BFloat16* g, const BFloat16* x, int64_t n, const BatchNormGrad& p,
                          BFloat16* dx);
