@@ -149,11 +149,32 @@ SINTER_VECTOR_CLONES double sq_dev_sum_row_clone(const float* x, int64_t n, doub
 // the rows above, added in plane order, in one call a channel: a call a plane (through the clones'
 // resolver, each plane's lanes added up apart from the next plane's loop) cost as much as the
 // planes' vector loops on the 8 x 8 planes of resnet20's last stage.
+// The first pass over a channel's planes (the mean's sum; the gradient's sums) reads them from
+// memory: planes of 128 B to 2 KiB, an image apart, each too short a stream for the hardware's
+// prefetchers to pick up in time. These passes prefetch the plane about kPlanePrefetchBytes ahead
+// of the one they sum (at least the next): batch norm's self time in resnet20's bf16 step went
+// down by about a tenth, forward and backward (medians of 4 alternated profiles of 5 steps).
+constexpr int64_t kPlanePrefetchBytes = 4096;
+
+template <class S>
+[[gnu::always_inline]] inline void prefetch_plane_ahead(const S* x, int64_t p, int64_t planes,
+                                                        int64_t n, int64_t stride) {
+  const int64_t bytes = n * static_cast<int64_t>(sizeof(S));
+  const int64_t ahead =
+      bytes >= kPlanePrefetchBytes ? 1 : (kPlanePrefetchBytes + bytes - 1) / bytes;
+  if (p + ahead >= planes) return;
+  const char* q = reinterpret_cast<const char*>(x + (p + ahead) * stride);
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(q + b);
+}
+
 template <class S>
 [[gnu::always_inline]] inline double sum_planes_body(const S* x, int64_t planes, int64_t n,
                                                      int64_t stride) {
   double s = 0;
-  for (int64_t p = 0; p < planes; ++p) s += sum_body(x + p * stride, n);
+  for (int64_t p = 0; p < planes; ++p) {
+    prefetch_plane_ahead(x, p, planes, n, stride);
+    s += sum_body(x + p * stride, n);
+  }
   return s;
 }
 
@@ -172,6 +193,8 @@ template <class S>
   double sg = 0, sgx = 0;
   for (int64_t p = 0; p < planes; ++p) {
     double a = 0, b = 0;
+    prefetch_plane_ahead(g, p, planes, n, stride);
+    prefetch_plane_ahead(x, p, planes, n, stride);
     grad_sums_body(g + p * stride, x + p * stride, n, mu, &a, &b);
     sg += a;
     sgx += b;
