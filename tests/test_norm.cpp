@@ -94,11 +94,12 @@ TEST(BatchNorm, BackwardMatchesComposedOps) {
 
 // The f32 vector rows (src/cpu/vec_norm.cpp) promise the bits of the double formulas written out
 // with lane_sum (Note [lane sums]): the lanes, the order, the statistics stored in f32. Rows of 45
-// and 131 values: full lanes and a tail.
+// and 131 values (full lanes and a tail), and of 1100 (planes of more than 4 KiB, which the sums
+// prefetch one ahead of the one they sum).
 TEST(BatchNorm, F32VectorRowsGiveTheBitsOfTheWrittenOutFormulas) {
-  for (const int64_t hw : {45, 131}) {
+  for (const int64_t hw : {45, 131, 1100}) {
     SCOPED_TRACE("hw = " + std::to_string(hw));
-    const int64_t n = 3, c = 2;
+    const int64_t n = 5, c = 2;
     Generator gen(5);
     Tensor x = add(randn({n, c, hw}, {}, &gen), 0.75).requires_grad_();
     Tensor w = randn({c}, {}, &gen).requires_grad_(), b = randn({c}, {}, &gen).requires_grad_();
@@ -149,6 +150,24 @@ TEST(BatchNorm, F32VectorRowsGiveTheBitsOfTheWrittenOutFormulas) {
         }
       }
     }
+  }
+}
+
+// Eval mode takes inputs with no values per channel (an empty spatial dim): the parameters'
+// gradients are zero, in every float dtype, and nothing is read (the sums' prefetch included).
+TEST(BatchNorm, EvalBackwardOfEmptyPlanesGivesZeroParameterGradients) {
+  for (const DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const DType pdt = dt == DType::f64 ? DType::f64 : DType::f32;
+    Tensor x = empty({2, 3, 0}, {.dtype = dt}).requires_grad_();
+    Tensor w = ones({3}, {.dtype = pdt}).requires_grad_();
+    Tensor b = zeros({3}, {.dtype = pdt}).requires_grad_();
+    Tensor y = batch_norm(x, zeros({3}, {.dtype = pdt}), ones({3}, {.dtype = pdt}), w, b, false);
+    EXPECT_EQ(y.numel(), 0);
+    y.backward(empty({2, 3, 0}, {.dtype = dt}));
+    EXPECT_TRUE(all_close(w.grad(), zeros({3}, {.dtype = pdt}), 0, 0));
+    EXPECT_TRUE(all_close(b.grad(), zeros({3}, {.dtype = pdt}), 0, 0));
+    EXPECT_EQ(x.grad().numel(), 0);
   }
 }
 
@@ -624,11 +643,7 @@ TEST(Embedding, ErrorMessagesNameTheArguments) {
                {"embedding", "2-D", "[4]"});
   // i32 indices are taken, as PyTorch takes them; floating ones are refused.
   EXPECT_EQ(embedding(ones({4, 2}), from_vector<int32_t>({3, 0})).shape(), (Shape{2, 2}));
-  expect_error(
-      [] {
-        embedding(zeros({4, 2}), zeros({1}));
-      },
-      {"embedding", "i64 or i32", "f32"});
+  expect_error([] { embedding(zeros({4, 2}), zeros({1})); }, {"embedding", "i64 or i32", "f32"});
   expect_error(
       [] {
         embedding(zeros({4, 2}), from_vector<int64_t>({0}), 4);

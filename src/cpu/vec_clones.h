@@ -2,7 +2,7 @@
 // SINTER_VECTOR_CLONES before a function compiles it three times (AVX-512, AVX2 and the baseline
 // x86-64), the loader picking the one this CPU runs (GCC's and Clang's target_clones); elsewhere,
 // and under ThreadSanitizer, once for the baseline. For the row files (src/cpu/vec_*.cpp) and the
-// kernels written with AVX-512 intrinsics, which ask cpu_has_avx512f() before they run.
+// kernels written with AVX-512 F intrinsics alone, which ask cpu_has_avx512f() before they run.
 #pragma once
 
 // ThreadSanitizer's runtime is not up yet when the loader runs target_clones' resolvers (IFUNC),
@@ -24,8 +24,9 @@
 
 namespace sinter::cpu {
 
-// Whether this CPU runs AVX-512 F, asked once: the test every kernel written with AVX-512
-// intrinsics passes before it runs (false off x86-64).
+// Whether this CPU runs AVX-512 F, asked once: the test the kernels written with AVX-512 F
+// intrinsics alone pass before they run (false off x86-64); those using further extensions ask
+// for them too (has_avx512bf16 in src/cpu/vec_bf16.h, the int8 kernels' VNNI test).
 inline bool cpu_has_avx512f() {
 #if defined(__x86_64__)
   static const bool yes = __builtin_cpu_supports("avx512f");

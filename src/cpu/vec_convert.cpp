@@ -82,7 +82,8 @@ SINTER_BF16_TARGET void narrow_avx512bf16(const float* x, int64_t n, uint16_t* y
   narrow_clone(x + i, n - i, y + i);
 }
 
-// a + b on 16 bf16 lanes at a time, rounded by the instruction (Note [bf16 rounding instruction]).
+// a + b on 16 bf16 lanes at a time, rounded by the instruction (Note [bf16 rounding instruction]
+// in src/cpu/vec_bf16.h).
 SINTER_BF16_TARGET void add_avx512bf16(const uint16_t* a, const uint16_t* b, int64_t n,
                                        uint16_t* y) {
   int64_t i = 0;

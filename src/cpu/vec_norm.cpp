@@ -1,9 +1,10 @@
 // The rows of batch norm and layer norm (src/cpu/vec_rows.h), each compiled for AVX-512, AVX2 and
-// the baseline (src/cpu/vec_clones.h), and batch norm's bf16 rows in AVX512-BF16 where the CPU has
-// it (src/cpu/vec_bf16.h). The f32 rows promise the bits of the double formulas of
-// the generic code in src/cpu/norm.cpp, summed by lane_sum (Note [lane sums]), on every CPU: this
-// file is compiled without contraction into fused multiply-adds (CMakeLists.txt), which the
-// baseline does not have and which would round differently in the AVX2 and AVX-512 clones.
+// the baseline (src/cpu/vec_clones.h); batch norm's bf16 normalization and input gradient also in
+// AVX512-BF16 where the CPU has it (src/cpu/vec_bf16.h). The f32 rows promise the bits of the
+// double formulas of the generic code in src/cpu/norm.cpp, summed by lane_sum (Note [lane sums]),
+// on every CPU: this file is compiled without contraction into fused multiply-adds
+// (CMakeLists.txt), which the baseline does not have and which would round differently in the
+// AVX2 and AVX-512 clones.
 #include <cstdint>
 
 #include "cpu/cpu_util.h"
@@ -150,29 +151,41 @@ SINTER_VECTOR_CLONES double sq_dev_sum_row_clone(const float* x, int64_t n, doub
 // resolver, each plane's lanes added up apart from the next plane's loop) cost as much as the
 // planes' vector loops on the 8 x 8 planes of resnet20's last stage.
 // The first pass over a channel's planes (the mean's sum; the gradient's sums) reads them from
-// memory: planes of 128 B to 2 KiB, an image apart, each too short a stream for the hardware's
-// prefetchers to pick up in time. These passes prefetch the plane about kPlanePrefetchBytes ahead
-// of the one they sum (at least the next): batch norm's self time in resnet20's bf16 step went
-// down by about a tenth, forward and backward (medians of 4 alternated profiles of 5 steps).
+// memory: planes of 256 B to 4 KiB in f32 on resnet20's shapes (half that in bf16), an image
+// apart, each too short a stream for the hardware's prefetchers to pick up in time. These passes
+// prefetch the plane about kPlanePrefetchBytes ahead of the one they sum (at least the next):
+// batch norm's self time in resnet20's bf16 step went down by 7% forward and 13% backward
+// (medians of 4 alternated profiles of 5 steps).
 constexpr int64_t kPlanePrefetchBytes = 4096;
 
+// How many planes of n values ahead the sums prefetch (0: none, for empty planes).
 template <class S>
-[[gnu::always_inline]] inline void prefetch_plane_ahead(const S* x, int64_t p, int64_t planes,
-                                                        int64_t n, int64_t stride) {
+[[gnu::always_inline]] inline int64_t planes_ahead(int64_t n) {
   const int64_t bytes = n * static_cast<int64_t>(sizeof(S));
-  const int64_t ahead =
-      bytes >= kPlanePrefetchBytes ? 1 : (kPlanePrefetchBytes + bytes - 1) / bytes;
-  if (p + ahead >= planes) return;
-  const char* q = reinterpret_cast<const char*>(x + (p + ahead) * stride);
-  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(q + b);
+  if (bytes <= 0) return 0;
+  return bytes >= kPlanePrefetchBytes ? 1 : (kPlanePrefetchBytes + bytes - 1) / bytes;
+}
+
+// Prefetches plane p + ahead where it exists, every cache line it touches.
+template <class S>
+[[gnu::always_inline]] inline void prefetch_plane(const S* x, int64_t p, int64_t ahead,
+                                                  int64_t planes, int64_t n, int64_t stride) {
+  if (ahead == 0 || p + ahead >= planes) return;
+  const S* plane = x + (p + ahead) * stride;
+  const auto first = reinterpret_cast<uintptr_t>(plane) & ~uintptr_t{63};
+  const auto end = reinterpret_cast<uintptr_t>(plane + n);
+  for (uintptr_t line = first; line < end; line += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(line));
+  }
 }
 
 template <class S>
 [[gnu::always_inline]] inline double sum_planes_body(const S* x, int64_t planes, int64_t n,
                                                      int64_t stride) {
+  const int64_t ahead = planes_ahead<S>(n);
   double s = 0;
   for (int64_t p = 0; p < planes; ++p) {
-    prefetch_plane_ahead(x, p, planes, n, stride);
+    prefetch_plane(x, p, ahead, planes, n, stride);
     s += sum_body(x + p * stride, n);
   }
   return s;
@@ -190,11 +203,12 @@ template <class S>
 [[gnu::always_inline]] inline void grad_sums_planes_body(const S* g, const S* x, int64_t planes,
                                                          int64_t n, int64_t stride, double mu,
                                                          double* sum_g, double* sum_g_xc) {
+  const int64_t ahead = planes_ahead<S>(n);
   double sg = 0, sgx = 0;
   for (int64_t p = 0; p < planes; ++p) {
     double a = 0, b = 0;
-    prefetch_plane_ahead(g, p, planes, n, stride);
-    prefetch_plane_ahead(x, p, planes, n, stride);
+    prefetch_plane(g, p, ahead, planes, n, stride);
+    prefetch_plane(x, p, ahead, planes, n, stride);
     grad_sums_body(g + p * stride, x + p * stride, n, mu, &a, &b);
     sg += a;
     sgx += b;
@@ -283,8 +297,10 @@ SINTER_VECTOR_CLONES void batch_norm_grad_row_bf16(const uint16_t* g, const uint
 #ifdef SINTER_BF16_INSTRUCTION
 // The two bf16 rows above, 16 lanes at a time on a CPU with AVX512-BF16: the same f32 operations
 // in the same order (this file does not contract them), rounded by the instruction (Note [bf16
-// rounding instruction] in src/cpu/vec_bf16.h), so the same bits. Their integer rounding was most
-// of the rows' instructions. The last n % 16 go to the rows above.
+// rounding instruction] in src/cpu/vec_bf16.h), so the same bits (but for which NaN's payload
+// comes out where both terms of the gradient's sum are NaN: the order of an add's operands is the
+// compiler's). Their integer rounding was most of the rows' instructions. The last n % 16 go to
+// the rows above.
 SINTER_BF16_TARGET void affine_row_avx512bf16(const uint16_t* x, int64_t n, double mu, double scale,
                                               double shift, uint16_t* y) {
   const SplitMean m = split(mu);

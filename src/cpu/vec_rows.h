@@ -73,7 +73,8 @@ struct BatchNormGrad {
 void batch_norm_grad_row(const float* g, const float* x, int64_t n, const BatchNormGrad& p,
                          float* dx);
 // The same rows on bf16 planes, widened as they are read and rounded as BFloat16 rounds as they are
-// written: the bits of the f32 rows on a widened copy (Note [bf16 norm rows]).
+// written (Note [bf16 norm rows]): the sums the f32 sums' bits on the widened values; the
+// normalization and the input gradient in f32, in AVX512-BF16 where the CPU has it.
 double sum_planes(const BFloat16* x, int64_t planes, int64_t n, int64_t stride);
 double sq_dev_sum_planes(const BFloat16* x, int64_t planes, int64_t n, int64_t stride, double mu);
 void grad_sums_planes(const BFloat16* g, const BFloat16* x, int64_t planes, int64_t n,
