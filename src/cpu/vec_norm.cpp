@@ -262,19 +262,18 @@ struct SplitMean {
   return {hi, static_cast<float>(mu - static_cast<double>(hi))};
 }
 
-SINTER_VECTOR_CLONES void affine_row_bf16(const uint16_t* x, int64_t n, double mu, double scale,
-                                          double shift, uint16_t* y) {
-  const SplitMean m = split(mu);
-  const auto a = static_cast<float>(scale), b = static_cast<float>(shift);
-  for (int64_t i = 0; i < n; ++i) store(((load(x, i) - m.hi) - m.lo) * a + b, y + i);
+// The bf16 rows' f32 coefficients, formed once for the clones and the AVX512-BF16 rows alike:
+// y = ((x - m.hi) - m.lo) a + b, and dx = g a + (((x - m.hi) - m.lo) b + c).
+struct AffineCoefficients {
+  SplitMean m;
+  float a, b;
+};
+
+[[gnu::always_inline]] inline AffineCoefficients affine_coefficients(double mu, double scale,
+                                                                     double shift) {
+  return {split(mu), static_cast<float>(scale), static_cast<float>(shift)};
 }
 
-SINTER_VECTOR_CLONES void batch_norm_grad_row_clone(const float* g, const float* x, int64_t n,
-                                                    const BatchNormGrad& p, float* dx) {
-  grad_body(g, x, n, p, dx);
-}
-// bf16 in and out: dx = g a + (x - mean) b + c in f32, the mean split as affine_row_bf16's, the
-// coefficients formed in double (Note [bf16 norm rows]).
 struct GradCoefficients {
   SplitMean m;
   float a, b, c;
@@ -286,6 +285,18 @@ struct GradCoefficients {
           static_cast<float>(-p.scale * p.mean_dy)};
 }
 
+SINTER_VECTOR_CLONES void affine_row_bf16(const uint16_t* x, int64_t n, double mu, double scale,
+                                          double shift, uint16_t* y) {
+  const AffineCoefficients k = affine_coefficients(mu, scale, shift);
+  for (int64_t i = 0; i < n; ++i) store(((load(x, i) - k.m.hi) - k.m.lo) * k.a + k.b, y + i);
+}
+
+SINTER_VECTOR_CLONES void batch_norm_grad_row_clone(const float* g, const float* x, int64_t n,
+                                                    const BatchNormGrad& p, float* dx) {
+  grad_body(g, x, n, p, dx);
+}
+// bf16 in and out: dx = g a + (x - mean) b + c in f32, the mean split as affine_row_bf16's, the
+// coefficients formed in double (Note [bf16 norm rows]).
 SINTER_VECTOR_CLONES void batch_norm_grad_row_bf16(const uint16_t* g, const uint16_t* x, int64_t n,
                                                    const BatchNormGrad& p, uint16_t* dx) {
   const GradCoefficients k = grad_coefficients(p);
@@ -303,10 +314,9 @@ SINTER_VECTOR_CLONES void batch_norm_grad_row_bf16(const uint16_t* g, const uint
 // the rows above.
 SINTER_BF16_TARGET void affine_row_avx512bf16(const uint16_t* x, int64_t n, double mu, double scale,
                                               double shift, uint16_t* y) {
-  const SplitMean m = split(mu);
-  const __m512 hi = _mm512_set1_ps(m.hi), lo = _mm512_set1_ps(m.lo),
-               a = _mm512_set1_ps(static_cast<float>(scale)),
-               b = _mm512_set1_ps(static_cast<float>(shift));
+  const AffineCoefficients k = affine_coefficients(mu, scale, shift);
+  const __m512 hi = _mm512_set1_ps(k.m.hi), lo = _mm512_set1_ps(k.m.lo), a = _mm512_set1_ps(k.a),
+               b = _mm512_set1_ps(k.b);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 xc = _mm512_sub_ps(_mm512_sub_ps(widen16(x + i), hi), lo);
